@@ -1,0 +1,262 @@
+package rxbuf
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// want is one rule's columns of the worked table in reference/mana-driver.md §2.
+type want struct {
+	hr, alloc, frag, order, pool int
+	rejected                     bool
+}
+
+func TestWorkedTable(t *testing.T) {
+	rejected := want{rejected: true}
+	// The worked examples of reference/mana-driver.md §2 (rx_queue_size 1024), row by row. The
+	// pre-frag rule has no flag, so its "on" rows are the "off" values.
+	rows := []struct {
+		page, mtu   int
+		xdp, fp     bool
+		a, b, c     want
+		datasize    int
+		description string
+	}{
+		{4096, 1500, false, false, want{256, 4096, 1, 0, 1024, false}, want{0, 1856, 2, 0, 513, false}, want{256, 4096, 1, 0, 1025, false}, 1514, "4K default MTU"},
+		{4096, 1500, false, true, want{256, 4096, 1, 0, 1024, false}, want{0, 4096, 1, 0, 1025, false}, want{256, 4096, 1, 0, 1025, false}, 1514, "4K full-page-rx"},
+		{4096, 1500, true, false, want{256, 4096, 1, 0, 1024, false}, want{256, 4096, 1, 0, 1025, false}, want{256, 4096, 1, 0, 1025, false}, 1514, "4K XDP"},
+		{4096, 1500, true, true, want{256, 4096, 1, 0, 1024, false}, want{256, 4096, 1, 0, 1025, false}, want{256, 4096, 1, 0, 1025, false}, 1514, "4K XDP + flag"},
+		{4096, 9000, false, false, want{0, 9344, 1, 2, 1024, false}, want{0, 16384, 1, 2, 1025, false}, want{256, 16384, 1, 2, 1025, false}, 9014, "4K jumbo"},
+		{4096, 9000, false, true, want{0, 9344, 1, 2, 1024, false}, want{0, 16384, 1, 2, 1025, false}, want{256, 16384, 1, 2, 1025, false}, 9014, "4K jumbo + flag"},
+		{4096, 9000, true, false, rejected, rejected, rejected, 0, "4K jumbo XDP: mtu too large"},
+		{16384, 1500, false, false, want{256, 16384, 1, 0, 1024, false}, want{0, 1856, 8, 0, 129, false}, want{256, 2112, 7, 0, 147, false}, 1514, "16K default MTU"},
+		{16384, 1500, false, true, want{256, 16384, 1, 0, 1024, false}, want{0, 16384, 1, 0, 1025, false}, want{256, 16384, 1, 0, 1025, false}, 1514, "16K full-page-rx"},
+		{16384, 1500, true, false, want{256, 16384, 1, 0, 1024, false}, want{256, 16384, 1, 0, 1025, false}, want{256, 16384, 1, 0, 1025, false}, 1514, "16K XDP"},
+		{16384, 9000, true, true, want{256, 16384, 1, 0, 1024, false}, want{256, 16384, 1, 0, 1025, false}, want{256, 16384, 1, 0, 1025, false}, 9014, "16K jumbo XDP"},
+		{16384, 9000, false, false, want{256, 16384, 1, 0, 1024, false}, want{0, 16384, 1, 0, 1025, false}, want{256, 16384, 1, 0, 1025, false}, 9014, "16K jumbo"},
+		{16384, 9000, false, true, want{256, 16384, 1, 0, 1024, false}, want{0, 16384, 1, 0, 1025, false}, want{256, 16384, 1, 0, 1025, false}, 9014, "16K jumbo + flag"},
+		{65536, 1500, false, false, want{256, 65536, 1, 0, 1024, false}, want{0, 1856, 35, 0, 30, false}, want{256, 2112, 31, 0, 34, false}, 1514, "64K default MTU: 35 then 31 per page"},
+		{65536, 1500, false, true, want{256, 65536, 1, 0, 1024, false}, want{0, 65536, 1, 0, 1025, false}, want{256, 65536, 1, 0, 1025, false}, 1514, "64K full-page-rx"},
+		{65536, 9000, false, false, want{256, 65536, 1, 0, 1024, false}, want{0, 9344, 7, 0, 147, false}, want{256, 9600, 6, 0, 171, false}, 9014, "64K jumbo"},
+		{65536, 9000, false, true, want{256, 65536, 1, 0, 1024, false}, want{0, 65536, 1, 0, 1025, false}, want{256, 65536, 1, 0, 1025, false}, 9014, "64K jumbo + flag"},
+		{65536, 1500, true, false, want{256, 65536, 1, 0, 1024, false}, want{256, 65536, 1, 0, 1025, false}, want{256, 65536, 1, 0, 1025, false}, 1514, "64K XDP"},
+		{65536, 9000, true, true, want{256, 65536, 1, 0, 1024, false}, want{256, 65536, 1, 0, 1025, false}, want{256, 65536, 1, 0, 1025, false}, 9014, "64K jumbo XDP"},
+	}
+	for _, r := range rows {
+		for _, rc := range []struct {
+			rule Rule
+			w    want
+		}{{RulePreFrag, r.a}, {RulePreHeadroom, r.b}, {RuleUpstream, r.c}} {
+			name := fmt.Sprintf("%s/%s", r.description, rc.rule)
+			t.Run(name, func(t *testing.T) {
+				l, err := Compute(Params{Rule: rc.rule, PageSize: r.page, MTU: r.mtu, XDP: r.xdp, FullPageRx: r.fp})
+				if rc.w.rejected {
+					if !errors.Is(err, unix.EOPNOTSUPP) {
+						t.Fatalf("err = %v, want EOPNOTSUPP (XDP: mtu too large)", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := want{l.Headroom, l.AllocSize, l.FragCount, l.Order, l.PoolSize, false}
+				if got != rc.w {
+					t.Errorf("hr/alloc/frag/order/pool = %v, want %v (reason %q)", got, rc.w, l.Reason)
+				}
+				if l.DataSize != r.datasize {
+					t.Errorf("datasize = %d, want %d", l.DataSize, r.datasize)
+				}
+				if l.Single != (l.FragCount == 1) {
+					t.Errorf("single = %v with frag count %d", l.Single, l.FragCount)
+				}
+			})
+		}
+	}
+}
+
+// TestSeedNumbers checks every figure the seed threads state in prose.
+func TestSeedNumbers(t *testing.T) {
+	up := func(page, mtu int) Layout {
+		return MustCompute(Params{Rule: RuleUpstream, PageSize: page, MTU: mtu})
+	}
+	pre := func(page, mtu int) Layout {
+		return MustCompute(Params{Rule: RulePreHeadroom, PageSize: page, MTU: mtu})
+	}
+	cases := []struct {
+		name      string
+		got, want int
+	}{
+		// 001 (frag patch): "35 rx buffers in a single 64kb page for MTU size of 1500".
+		{"frag patch: 1856-byte buffers", pre(65536, 1500).AllocSize, 1856},
+		{"frag patch: 35 per 64K page", pre(65536, 1500).FragCount, 35},
+		// 002 (headroom fix): SKB_DATA_ALIGN(1500 + MANA_RXBUF_PAD + 256) = 2112.
+		{"headroom fix: 2112-byte buffers", up(65536, 1500).AllocSize, 2112},
+		{"headroom fix: 31 per 64K page", up(65536, 1500).FragCount, 31},
+		{"headroom fix: 4K MTU 1500 is single again", up(4096, 1500).FragCount, 1},
+		{"MANA_XDP_MTU_MAX 4K", XDPMTUMax(4096), 3506},
+		{"MANA_XDP_MTU_MAX 16K", XDPMTUMax(16384), 15794},
+		{"MANA_XDP_MTU_MAX 64K", XDPMTUMax(65536), 64946},
+		{"jumbo 9000 datasize", up(4096, 9000).DataSize, 9014},
+		{"jumbo 9000 alloc 4K", up(4096, 9000).AllocSize, 16384},
+		{"jumbo 9000 order 4K", up(4096, 9000).Order, 2},
+		{"jumbo 9000 64K frags (headroom)", up(65536, 9000).FragCount, 6},
+		{"jumbo 9000 64K frags (pre-headroom)", pre(65536, 9000).FragCount, 7},
+		{"MANA_RXBUF_PAD", RxBufPad, 334},
+	}
+	for _, c := range cases {
+		if c.got != c.want {
+			t.Errorf("%s: got %d, want %d", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestMTUWindow4K checks the 4K-page window where the rules disagree: MTU 1459..1714 is fragment
+// mode (2 per page) before the headroom fix and single-buffer after it.
+func TestMTUWindow4K(t *testing.T) {
+	for mtu := 1400; mtu <= 1800; mtu++ {
+		b := MustCompute(Params{Rule: RulePreHeadroom, PageSize: 4096, MTU: mtu})
+		c := MustCompute(Params{Rule: RuleUpstream, PageSize: 4096, MTU: mtu})
+		inWindow := mtu >= 1459 && mtu <= 1714
+		differ := b.Single != c.Single
+		if differ != inWindow {
+			t.Errorf("MTU %d: pre-headroom single=%v, upstream single=%v; window says differ=%v", mtu, b.Single, c.Single, inWindow)
+		}
+		if inWindow && (b.FragCount != 2 || c.FragCount != 1) {
+			t.Errorf("MTU %d: frag counts %d/%d, want 2/1", mtu, b.FragCount, c.FragCount)
+		}
+	}
+}
+
+// TestFragThresholds checks the largest MTU that still gets two buffers per page (§2 table).
+func TestFragThresholds(t *testing.T) {
+	for _, tc := range []struct {
+		rule       Rule
+		page, last int
+	}{
+		{RulePreHeadroom, 4096, 1714}, {RulePreHeadroom, 16384, 7858}, {RulePreHeadroom, 65536, 32434},
+		{RuleUpstream, 4096, 1458}, {RuleUpstream, 16384, 7602}, {RuleUpstream, 65536, 32178},
+	} {
+		at := MustCompute(Params{Rule: tc.rule, PageSize: tc.page, MTU: tc.last})
+		past := MustCompute(Params{Rule: tc.rule, PageSize: tc.page, MTU: tc.last + 1})
+		if at.Single || at.FragCount < 2 || !past.Single {
+			t.Errorf("%s %d: MTU %d single=%v frags=%d, MTU %d single=%v", tc.rule, tc.page,
+				tc.last, at.Single, at.FragCount, tc.last+1, past.Single)
+		}
+	}
+}
+
+func TestPinnedMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		p      Params
+		pages  int
+		bytes  int64
+		total  int64
+		reason string
+	}{
+		{"64K MTU 1500: 1024/31 rounded up", Params{PageSize: 65536, MTU: 1500, Queues: 16}, 34, 34 * 65536, 16 * 34 * 65536, "31 buffers of 2112 bytes fit in a 65536-byte page"},
+		{"64K full page", Params{PageSize: 65536, MTU: 1500, FullPageRx: true, Queues: 2}, 1024, 1024 * 65536, 2 * 1024 * 65536, "full-page-rx private flag is on"},
+		{"4K MTU 1500 single", Params{PageSize: 4096, MTU: 1500, Queues: 16}, 1024, 1024 * 4096, 16 * 1024 * 4096, "fewer than 2 buffers of 2112 bytes (MTU 1500 + pad 334 + headroom 256) fit in a 4096-byte page"},
+		{"4K jumbo order 2", Params{PageSize: 4096, MTU: 9000, RingSize: 128}, 128, 128 * 16384, 128 * 16384, "fewer than 2 buffers of 9600 bytes (MTU 9000 + pad 334 + headroom 256) fit in a 4096-byte page"},
+		{"16K MTU 1500 ring 128", Params{PageSize: 16384, MTU: 1500, RingSize: 128}, 19, 19 * 16384, 19 * 16384, "7 buffers of 2112 bytes fit in a 16384-byte page"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := MustCompute(tc.p)
+			if l.PagesPerQueue != tc.pages || l.BytesPerQueue != tc.bytes || l.BytesTotal != tc.total {
+				t.Errorf("pages/bytes/total = %d/%d/%d, want %d/%d/%d", l.PagesPerQueue, l.BytesPerQueue, l.BytesTotal, tc.pages, tc.bytes, tc.total)
+			}
+			if l.Reason != tc.reason {
+				t.Errorf("reason = %q, want %q", l.Reason, tc.reason)
+			}
+			if l.FragCount*l.BufSize > l.PageBytes {
+				t.Errorf("%d buffers of %d overflow a %d-byte page", l.FragCount, l.BufSize, l.PageBytes)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		p     Params
+		errno unix.Errno
+		msg   string
+	}{
+		{"page size", Params{PageSize: 8192, MTU: 1500}, unix.EINVAL, "page size 8192 not supported (want 4096, 16384 or 65536)"},
+		{"mtu low", Params{PageSize: 4096, MTU: 67}, unix.EINVAL, "MTU 67 less than device minimum 68"},
+		{"mtu high", Params{PageSize: 4096, MTU: 65536}, unix.EINVAL, "MTU 65536 greater than device maximum 65535"},
+		{"xdp mtu", Params{PageSize: 4096, MTU: 3507, XDP: true}, unix.EOPNOTSUPP, "XDP: mtu too large"},
+		{"negative ring", Params{PageSize: 4096, MTU: 1500, RingSize: -1}, unix.EINVAL, "ring size -1 is negative"},
+		{"bad rule", Params{Rule: 9, PageSize: 4096, MTU: 1500}, unix.EINVAL, "unknown RX buffer rule 9"},
+		{"xdp at the limit", Params{PageSize: 4096, MTU: 3506, XDP: true}, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Compute(tc.p)
+			if tc.errno == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.errno) {
+				t.Fatalf("err = %v, want %v", err, tc.errno)
+			}
+			if m := err.(interface{ ExtackMessage() string }).ExtackMessage(); m != tc.msg {
+				t.Errorf("message = %q, want %q", m, tc.msg)
+			}
+		})
+	}
+}
+
+func TestParseRule(t *testing.T) {
+	for _, r := range Rules {
+		got, err := ParseRule(r.String())
+		if err != nil || got != r {
+			t.Errorf("ParseRule(%q) = %v, %v", r, got, err)
+		}
+	}
+	if _, err := ParseRule("newest"); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("ParseRule(newest) err = %v, want EINVAL", err)
+	}
+}
+
+// TestInvariants sweeps every MTU on every page size under every rule and checks the properties
+// the ring and page pool rely on.
+func TestInvariants(t *testing.T) {
+	for _, rule := range Rules {
+		for _, page := range []int{4096, 16384, 65536} {
+			for mtu := MinMTU; mtu <= 16000; mtu += 7 {
+				for _, fp := range []bool{false, true} {
+					for _, xdp := range []bool{false, true} {
+						p := Params{Rule: rule, PageSize: page, MTU: mtu, FullPageRx: fp, XDP: xdp}
+						l, err := Compute(p)
+						if xdp && mtu > XDPMTUMax(page) {
+							if err == nil {
+								t.Fatalf("%+v: want XDP rejection", p)
+							}
+							continue
+						}
+						if err != nil {
+							t.Fatalf("%+v: %v", p, err)
+						}
+						if l.Headroom+l.DataSize > l.BufSize {
+							t.Fatalf("%+v: headroom %d + datasize %d > buffer %d", p, l.Headroom, l.DataSize, l.BufSize)
+						}
+						if l.FragCount < 1 || l.FragCount*l.BufSize > l.PageBytes {
+							t.Fatalf("%+v: %d x %d in a %d-byte page", p, l.FragCount, l.BufSize, l.PageBytes)
+						}
+						if l.FragCount > 1 && (l.BufSize%FragAlignment != 0 || fp || xdp) {
+							t.Fatalf("%+v: bad fragment layout %+v", p, l)
+						}
+						if xdp && (l.Headroom < XDPPacketHeadroom || !l.Single) {
+							t.Fatalf("%+v: XDP needs a single buffer with 256 bytes of headroom", p)
+						}
+					}
+				}
+			}
+		}
+	}
+}
