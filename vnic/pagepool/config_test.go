@@ -1,0 +1,108 @@
+package pagepool
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestNewConfigValidation(t *testing.T) {
+	mem := NewMemory(0)
+	good := func() Config {
+		return Config{Mem: mem, PageBytes: 65536, BufSize: 2112, FragCount: 31, Name: "eth0/rx3"}
+	}
+	tests := []struct {
+		name    string
+		mutate  func(*Config)
+		wantErr string // substring naming the problem; "" = valid
+	}{
+		{"valid fragment 64K x31", func(*Config) {}, ""},
+		{"valid fragment 4K x2", func(c *Config) { c.PageBytes, c.BufSize, c.FragCount = 4096, 1856, 2 }, ""},
+		{"valid full page", func(c *Config) { c.PageBytes, c.BufSize, c.FragCount = 4096, 4096, 1 }, ""},
+		{"valid jumbo order 2", func(c *Config) { c.PageBytes, c.BufSize, c.FragCount = 16384, 16384, 1 }, ""},
+		{"valid exact fill", func(c *Config) { c.PageBytes, c.BufSize, c.FragCount = 4096, 2048, 2 }, ""},
+		{"valid max page", func(c *Config) { c.PageBytes, c.BufSize, c.FragCount = MaxPageBytes, MaxPageBytes, 1 }, ""},
+		{"valid ring 1", func(c *Config) { c.ReturnRingSize = 1 }, ""},
+		{"valid ring max", func(c *Config) { c.ReturnRingSize = MaxReturnRingSize }, ""},
+		{"nil Mem", func(c *Config) { c.Mem = nil }, "Mem"},
+		{"zero PageBytes", func(c *Config) { c.PageBytes = 0 }, "PageBytes"},
+		{"negative PageBytes", func(c *Config) { c.PageBytes = -4096 }, "PageBytes"},
+		{"huge PageBytes", func(c *Config) { c.PageBytes = MaxPageBytes + 1 }, "PageBytes"},
+		{"zero FragCount", func(c *Config) { c.FragCount = 0 }, "FragCount"},
+		{"negative FragCount", func(c *Config) { c.FragCount = -1 }, "FragCount"},
+		{"zero BufSize", func(c *Config) { c.BufSize = 0 }, "BufSize"},
+		{"negative BufSize", func(c *Config) { c.BufSize = -64 }, "BufSize"},
+		{"frags overflow page", func(c *Config) { c.FragCount = 32 }, "exceeds PageBytes"},
+		{"frags overflow 4K", func(c *Config) { c.PageBytes, c.BufSize, c.FragCount = 4096, 2112, 2 }, "exceeds PageBytes"},
+		{"int overflow in product", func(c *Config) { c.BufSize, c.FragCount = 1<<40, 1<<30 }, "exceeds PageBytes"},
+		{"full page smaller buffer", func(c *Config) { c.PageBytes, c.BufSize, c.FragCount = 4096, 1856, 1 }, "full-page mode"},
+		{"full page larger buffer", func(c *Config) { c.PageBytes, c.BufSize, c.FragCount = 4096, 8192, 1 }, "full-page mode"},
+		{"negative ring", func(c *Config) { c.ReturnRingSize = -1 }, "ReturnRingSize"},
+		{"ring too big", func(c *Config) { c.ReturnRingSize = MaxReturnRingSize + 1 }, "ReturnRingSize"},
+		{"negative ReleaseInterval", func(c *Config) { c.ReleaseInterval = -time.Second }, "ReleaseInterval"},
+		{"negative StallWarn", func(c *Config) { c.StallWarn = -time.Second }, "StallWarn"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := good()
+			tc.mutate(&cfg)
+			p, err := New(cfg)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				if p.Stats().Pages != 0 || mem.InUse() != 0 {
+					t.Fatalf("New allocated pages")
+				}
+				return
+			}
+			if !errors.Is(err, unix.EINVAL) {
+				t.Fatalf("New = %v, want EINVAL", err)
+			}
+			if p != nil {
+				t.Fatalf("New returned a pool with an error")
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %q does not mention %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	mem := NewMemory(0)
+	logger := slog.New(slog.DiscardHandler)
+	tests := []struct {
+		ring, wantRing int
+	}{
+		{0, DefaultReturnRingSize}, {1, 1}, {2, 2}, {3, 4}, {1000, 1024}, {1024, 1024}, {1025, 2048},
+	}
+	for _, tc := range tests {
+		p, err := New(Config{Mem: mem, PageBytes: 4096, BufSize: 4096, FragCount: 1, ReturnRingSize: tc.ring})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := p.Config()
+		if c.ReturnRingSize != tc.wantRing {
+			t.Errorf("ReturnRingSize %d -> %d, want %d", tc.ring, c.ReturnRingSize, tc.wantRing)
+		}
+		if c.Logger != slog.Default() || c.ReleaseInterval != DefaultReleaseInterval || c.StallWarn != DefaultStallWarn {
+			t.Errorf("defaults not filled: %+v", c)
+		}
+		if len(p.ring.slots) != tc.wantRing {
+			t.Errorf("ring has %d slots, want %d", len(p.ring.slots), tc.wantRing)
+		}
+	}
+	p, err := New(Config{Mem: mem, PageBytes: 4096, BufSize: 4096, FragCount: 1, Logger: logger,
+		ReleaseInterval: time.Millisecond, StallWarn: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Config(); c.Logger != logger || c.ReleaseInterval != time.Millisecond || c.StallWarn != 2*time.Millisecond || c.Mem != mem {
+		t.Errorf("explicit settings not kept: %+v", c)
+	}
+}

@@ -1,0 +1,278 @@
+package pagepool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// recordHandler captures slog records for inspection.
+type recordHandler struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, r.Clone())
+	return nil
+}
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler      { return h }
+
+// find returns the attributes of the records with the given message.
+func (h *recordHandler) find(msg string) []map[string]slog.Value {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]slog.Value
+	for _, r := range h.recs {
+		if r.Message != msg {
+			continue
+		}
+		attrs := map[string]slog.Value{"level": slog.StringValue(r.Level.String())}
+		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value; return true })
+		out = append(out, attrs)
+	}
+	return out
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestDestroyIdlePoolCompletesAtOnce(t *testing.T) {
+	p, mem := newTestPool(t, 0, 65536, 2112, 31)
+	bufs := make([]*Buffer, 40)
+	if err := p.AllocBulk(bufs); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range bufs {
+		if i%2 == 0 {
+			p.Recycle(b)
+		} else {
+			p.Put(b) // still on the ring when Destroy runs
+		}
+	}
+	r := p.Destroy()
+	if !isClosed(r.Done()) {
+		t.Fatalf("Done not closed with nothing in flight")
+	}
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p.Destroy() != r {
+		t.Fatalf("Destroy is not idempotent")
+	}
+	s := p.Stats()
+	if mem.InUse() != 0 || p.PinnedBytes() != 0 || r.InFlight() != 0 || s.Pages != 0 ||
+		s.PageReleases != s.PageAllocs || s.RingDrained != 20 || s.InFlight != 0 {
+		t.Fatalf("InUse %d stats %+v", mem.InUse(), s)
+	}
+}
+
+func TestDestroyWaitsForLastPut(t *testing.T) {
+	mem := NewMemory(0)
+	// ReleaseInterval is huge so that completion can only come from the Puts
+	// themselves waking the releaser.
+	p, err := New(Config{Mem: mem, PageBytes: 16384, BufSize: 2112, FragCount: 7, Name: "eth0/rx1",
+		ReleaseInterval: time.Hour, StallWarn: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufs := make([]*Buffer, 21) // three full pages
+	if err := p.AllocBulk(bufs); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bufs[:7] { // page 1 comes back before Destroy
+		p.Recycle(b)
+	}
+	out := bufs[7:]
+	r := p.Destroy()
+	if isClosed(r.Done()) {
+		t.Fatalf("Done closed with %d buffers in flight", len(out))
+	}
+	if r.InFlight() != 14 {
+		t.Fatalf("InFlight %d, want 14", r.InFlight())
+	}
+	if mem.InUse() != 2*16384 {
+		t.Fatalf("InUse %d, want the two pages with buffers in flight", mem.InUse())
+	}
+	// In-flight memory stays valid and untouched.
+	for i, b := range out {
+		stamp(b, uint64(i))
+	}
+	putFrom := func(bs []*Buffer) {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, b := range bs {
+				p.Put(b)
+			}
+		}()
+		wg.Wait()
+	}
+	putFrom(out[:7]) // page 2 is complete: it is released, page 3 is not
+	eventually(t, "page 2 released", func() bool { return r.InFlight() == 7 && mem.InUse() == 16384 })
+	for i, b := range out[7:] {
+		if !stampOK(b, uint64(i+7)) {
+			t.Fatalf("in-flight buffer clobbered during release")
+		}
+	}
+	putFrom(out[7:13])
+	eventually(t, "six more buffers taken back", func() bool { return r.InFlight() == 1 })
+	if isClosed(r.Done()) {
+		t.Fatalf("Done closed before the last Put")
+	}
+	if mem.InUse() != 16384 {
+		t.Fatalf("InUse %d, the page of the last buffer must stay charged", mem.InUse())
+	}
+	putFrom(out[13:])
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := p.Stats()
+	if mem.InUse() != 0 || r.InFlight() != 0 || s.Pages != 0 || s.PageReleases != 3 || s.InFlight != 0 {
+		t.Fatalf("after the last Put: InUse %d stats %+v", mem.InUse(), s)
+	}
+}
+
+func TestReleaseWaitReportsLeak(t *testing.T) {
+	p, mem := newTestPool(t, 0, 4096, 1856, 2)
+	bufs := make([]*Buffer, 5)
+	if err := p.AllocBulk(bufs); err != nil {
+		t.Fatal(err)
+	}
+	p.Recycle(bufs[0])
+	p.Recycle(bufs[1])
+	r := p.Destroy()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	err := r.Wait(ctx)
+	if !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("Wait = %v, want EBUSY", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait = %v, want it to wrap the context's cause", err)
+	}
+	for _, want := range []string{"test/rx0", "3 buffer(s)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("leak report %q does not contain %q", err, want)
+		}
+	}
+	// The release keeps going after Wait gave up.
+	for _, b := range bufs[2:] {
+		p.Put(b)
+	}
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if mem.InUse() != 0 {
+		t.Fatalf("InUse %d", mem.InUse())
+	}
+	// A cancelled context on a completed release is not a leak.
+	cctx, ccancel := context.WithCancel(context.Background())
+	ccancel()
+	if err := r.Wait(cctx); err != nil {
+		t.Fatalf("Wait on a completed release with a dead context: %v", err)
+	}
+}
+
+func TestStalledDestroyWarns(t *testing.T) {
+	h := &recordHandler{}
+	mem := NewMemory(0)
+	p, err := New(Config{Mem: mem, PageBytes: 65536, BufSize: 2112, FragCount: 31, Name: "eth9/rx7",
+		Logger: slog.New(h), ReleaseInterval: time.Millisecond, StallWarn: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := p.Alloc()
+	b, _ := p.Alloc()
+	r := p.Destroy()
+	eventually(t, "two stall warnings", func() bool { return len(h.find("stalled pool shutdown")) >= 2 })
+	w := h.find("stalled pool shutdown")[0]
+	if w["level"].String() != "WARN" || w["pool"].String() != "eth9/rx7" || w["inflight"].Int64() != 2 {
+		t.Fatalf("warning attributes %v", w)
+	}
+	if _, ok := w["seconds"]; !ok {
+		t.Fatalf("warning has no seconds: %v", w)
+	}
+	p.Put(a)
+	eventually(t, "a warning with one buffer in flight", func() bool {
+		for _, w := range h.find("stalled pool shutdown") {
+			if w["inflight"].Int64() == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	if isClosed(r.Done()) {
+		t.Fatalf("Done closed with a buffer in flight")
+	}
+	p.Put(b)
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.find("stalled pool shutdown completed"); len(got) != 1 || got[0]["pool"].String() != "eth9/rx7" {
+		t.Fatalf("completion records %v", got)
+	}
+	if mem.InUse() != 0 {
+		t.Fatalf("InUse %d", mem.InUse())
+	}
+}
+
+// TestPutRacingDestroy checks the hand-off between Put and Destroy: a Put
+// that lands while Destroy drains must still complete the release, without
+// the retry ticker (ReleaseInterval is an hour).
+func TestPutRacingDestroy(t *testing.T) {
+	for i := range 300 {
+		mem := NewMemory(0)
+		p, err := New(Config{Mem: mem, PageBytes: 4096, BufSize: 2048, FragCount: 2, ReturnRingSize: 2,
+			Name: fmt.Sprintf("race%d", i), ReleaseInterval: time.Hour, StallWarn: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs := make([]*Buffer, 6)
+		if err := p.AllocBulk(bufs); err != nil {
+			t.Fatal(err)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for _, b := range bufs[g*3 : g*3+3] {
+					p.Put(b)
+				}
+			}()
+		}
+		close(start)
+		r := p.Destroy()
+		wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err = r.Wait(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("iteration %d: %v", i, err)
+		}
+		if mem.InUse() != 0 {
+			t.Fatalf("iteration %d: InUse %d", i, mem.InUse())
+		}
+	}
+}
