@@ -1,0 +1,176 @@
+package vnic
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/extack"
+)
+
+// FaultPoint is a step of the reconfiguration state machine that fault injection can make fail.
+type FaultPoint uint8
+
+// The fault points, in the order a reconfiguration reaches them.
+const (
+	// FaultPrealloc fails mana_pre_alloc_rxbufs: the port is left untouched.
+	FaultPrealloc FaultPoint = iota
+	// FaultDetach fails mana_detach before it stops anything: the port keeps running.
+	FaultDetach
+	// FaultAttach fails mana_attach after half of the queues were created: those are torn down
+	// again and the port is left detached until the reset work restores it.
+	FaultAttach
+	numFaultPoints
+)
+
+// FaultPoints lists every fault point.
+var FaultPoints = [...]FaultPoint{FaultPrealloc, FaultDetach, FaultAttach}
+
+// String returns the point's name ("prealloc", "detach", "attach").
+func (p FaultPoint) String() string {
+	switch p {
+	case FaultPrealloc:
+		return "prealloc"
+	case FaultDetach:
+		return "detach"
+	case FaultAttach:
+		return "attach"
+	}
+	return fmt.Sprintf("point(%d)", uint8(p))
+}
+
+// ParseFaultPoint parses a point name; unknown names give EINVAL.
+func ParseFaultPoint(s string) (FaultPoint, error) {
+	for _, p := range FaultPoints {
+		if p.String() == s {
+			return p, nil
+		}
+	}
+	return 0, extack.New(unix.EINVAL, "unknown fault point %q (want prealloc, detach or attach)", s)
+}
+
+// defaultErrno is what an injected fault returns unless told otherwise: pre-allocation runs out of
+// memory; a detach failing is an I/O error; an attach failing is the hardware channel refusing a
+// request (EPROTO, as a failed HWC message).
+func (p FaultPoint) defaultErrno() unix.Errno {
+	switch p {
+	case FaultPrealloc:
+		return unix.ENOMEM
+	case FaultDetach:
+		return unix.EIO
+	}
+	return unix.EPROTO
+}
+
+// FaultMode says how often an armed fault fires.
+type FaultMode uint8
+
+// The fault modes.
+const (
+	FaultOff    FaultMode = iota // never
+	FaultOnce                    // the next time only
+	FaultCount                   // the next Count times
+	FaultAlways                  // every time until turned off
+)
+
+// String returns the mode's name ("off", "once", "count", "always").
+func (m FaultMode) String() string {
+	switch m {
+	case FaultOff:
+		return "off"
+	case FaultOnce:
+		return "once"
+	case FaultCount:
+		return "count"
+	case FaultAlways:
+		return "always"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// ParseFaultMode parses a mode name; unknown names give EINVAL.
+func ParseFaultMode(s string) (FaultMode, error) {
+	for m := FaultOff; m <= FaultAlways; m++ {
+		if m.String() == s {
+			return m, nil
+		}
+	}
+	return 0, extack.New(unix.EINVAL, "unknown fault mode %q (want off, once, count or always)", s)
+}
+
+// Fault is the injection armed at one point.
+type Fault struct {
+	Point FaultPoint
+	Mode  FaultMode
+	Count int        // remaining firings for FaultCount
+	Errno unix.Errno // what the failure returns; 0 means the point's default
+	Fired int        // how many times this point has fired since it was armed
+}
+
+// validate checks a fault request.
+func (f Fault) validate() error {
+	switch {
+	case f.Point >= numFaultPoints:
+		return extack.New(unix.EINVAL, "unknown fault point %d", f.Point)
+	case f.Mode > FaultAlways:
+		return extack.New(unix.EINVAL, "unknown fault mode %d", f.Mode)
+	case f.Mode == FaultCount && f.Count <= 0:
+		return extack.New(unix.EINVAL, "fault mode count needs a count of at least 1")
+	case f.Errno > 4095:
+		return extack.New(unix.EINVAL, "errno %d out of range", f.Errno)
+	}
+	return nil
+}
+
+// fire consumes one firing of the fault at point and returns the injected error, or nil.
+// Caller holds the configuration lock.
+func (p *Port) fire(point FaultPoint, what string) error {
+	f := &p.faults[point]
+	switch f.Mode {
+	case FaultOff:
+		return nil
+	case FaultOnce:
+		f.Mode = FaultOff
+	case FaultCount:
+		f.Count--
+		if f.Count <= 0 {
+			f.Mode, f.Count = FaultOff, 0
+		}
+	}
+	f.Fired++
+	errno := f.Errno
+	if errno == 0 {
+		errno = point.defaultErrno()
+	}
+	p.log.Warn("fault injected", "point", point.String(), "during", what, "errno", errno.Error())
+	return extack.New(errno, "injected %s fault", point)
+}
+
+// SetFault arms (or with FaultOff disarms) fault injection at f.Point. Errors: EINVAL for an
+// unknown point or mode, or a count mode without a count. Caller holds the configuration lock.
+func (p *Port) SetFault(f Fault) error {
+	p.assertLocked()
+	if err := f.validate(); err != nil {
+		return err
+	}
+	if f.Mode != FaultCount {
+		f.Count = 0
+	}
+	f.Fired = 0
+	p.faults[f.Point] = f
+	return nil
+}
+
+// Faults returns the fault armed at every point, in FaultPoints order. Caller holds the
+// configuration lock.
+func (p *Port) Faults() []Fault {
+	p.assertLocked()
+	out := make([]Fault, len(p.faults))
+	copy(out, p.faults[:])
+	for i := range out {
+		if out[i].Errno == 0 {
+			out[i].Errno = out[i].Point.defaultErrno()
+		}
+	}
+	return out
+}

@@ -1,0 +1,559 @@
+package vnic
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/vnic/pagepool"
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+// Limits and defaults of a port (mana.h, mana_en.c).
+const (
+	MinMTU        = rxbuf.MinMTU // netdev min_mtu
+	DefaultMTU    = 1500         // ETH_DATA_LEN
+	DefaultMaxMTU = 9000         // adapter_mtu - ETH_HLEN of a jumbo-capable vport
+
+	DefaultQueues    = 16 // MANA_DEF_NUM_QUEUES
+	DefaultMaxQueues = 64 // MANA_MAX_NUM_QUEUES
+
+	MinRxRing     = 128  // MIN_RX_BUFFERS_PER_QUEUE
+	MaxRxRing     = 8192 // MAX_RX_BUFFERS_PER_QUEUE
+	DefaultRxRing = 1024 // DEF_RX_BUFFERS_PER_QUEUE
+	MinTxRing     = 128
+	MaxTxRing     = 16384
+	DefaultTxRing = 256
+
+	// DefaultMemoryBudget is the per-port RX memory budget when the configuration names none.
+	DefaultMemoryBudget int64 = 2 << 30
+)
+
+// Config is the fixed configuration of a port: what the "hardware" is.
+type Config struct {
+	Name      string
+	Lock      *sync.Mutex // the configuration lock (rtnl analogue), shared by the daemon's ports
+	PageSize  int         // 4096, 16384 or 65536; 0 means 4096
+	Rule      rxbuf.Rule  // which upstream RX buffer rule the port follows
+	MaxMTU    int         // adapter_mtu - ETH_HLEN; 0 means DefaultMaxMTU
+	MaxQueues int         // vport max_rxq/max_txq; 0 means DefaultMaxQueues
+	// MemoryBudget caps the bytes of RX pages the port may hold, pre-allocations included;
+	// 0 means DefaultMemoryBudget, a negative value no limit.
+	MemoryBudget int64
+	Host         Host // required
+	Wire         Wire // required
+	Logger       *slog.Logger
+	// ResetBackoffMin and ResetBackoffMax bound the reset work's retry delay (doubling);
+	// 0 means 10ms and 5s.
+	ResetBackoffMin, ResetBackoffMax time.Duration
+	// PoolReleaseInterval is how often a destroyed page pool with buffers still in flight retries
+	// its release (page_pool's DEFER_TIME); 0 means 1s.
+	PoolReleaseInterval time.Duration
+	// OnReset, if set, is called after every reset-work attempt that did something: err is nil
+	// when service was restored. It runs with the configuration lock held and must not block.
+	OnReset func(p *Port, err error)
+}
+
+// Settings are the values a user reconfigures; what the daemon persists.
+type Settings struct {
+	MTU       int
+	Queues    int // combined channels
+	RxRing    int // rx_queue_size, a power of two
+	TxRing    int // tx_queue_size, a power of two
+	PrivFlags uint32
+	XDP       XDPProgram // nil when no program is attached
+}
+
+// DefaultSettings returns the settings of a freshly probed port.
+func DefaultSettings() Settings {
+	return Settings{MTU: DefaultMTU, Queues: DefaultQueues, RxRing: DefaultRxRing, TxRing: DefaultTxRing}
+}
+
+// Port is one software MANA port. See the package documentation for the locking rules.
+type Port struct {
+	cfg Config
+	log *slog.Logger
+	mem *pagepool.Memory
+
+	// Guarded by cfg.Lock.
+	set          Settings
+	adminUp      bool // the administrator wants the port up (IFF_UP)
+	running      bool // port_is_up: queues exist and pass traffic
+	layout       rxbuf.Layout
+	faults       [numFaultPoints]Fault
+	resetPending bool
+	closed       bool
+	draining     []*pagepool.Release // pools destroyed with buffers still out
+
+	rx            []rxSlot
+	tx            []txSlot
+	rss           atomic.Pointer[rssTable]
+	runningQueues atomic.Int32
+
+	resetKick  chan struct{}
+	stopWorker context.CancelFunc
+	workerDone chan struct{}
+}
+
+// New creates a port in the administratively down state, with settings s (rings are rounded up to
+// a power of two). Errors: EINVAL with a message for an invalid configuration or settings. The
+// port's reset worker runs until Shutdown.
+func New(cfg Config, s Settings) (*Port, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	p := &Port{
+		cfg:        cfg,
+		log:        cfg.Logger.With("port", cfg.Name),
+		mem:        pagepool.NewMemory(max(cfg.MemoryBudget, 0)),
+		rx:         make([]rxSlot, cfg.MaxQueues),
+		tx:         make([]txSlot, cfg.MaxQueues),
+		resetKick:  make(chan struct{}, 1),
+		workerDone: make(chan struct{}),
+	}
+	var err error
+	if s, err = p.checkSettings(s); err != nil {
+		return nil, err
+	}
+	p.set = s
+	for i := range p.faults {
+		p.faults[i].Point = FaultPoint(i)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.stopWorker = cancel
+	go p.resetWorker(ctx)
+	return p, nil
+}
+
+func (c *Config) fill() error {
+	if c.PageSize == 0 {
+		c.PageSize = 4096
+	}
+	if c.MaxMTU == 0 {
+		c.MaxMTU = DefaultMaxMTU
+	}
+	if c.MaxQueues == 0 {
+		c.MaxQueues = DefaultMaxQueues
+	}
+	if c.MemoryBudget == 0 {
+		c.MemoryBudget = DefaultMemoryBudget
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ResetBackoffMin <= 0 {
+		c.ResetBackoffMin = 10 * time.Millisecond
+	}
+	if c.ResetBackoffMax < c.ResetBackoffMin {
+		c.ResetBackoffMax = max(5*time.Second, c.ResetBackoffMin)
+	}
+	switch {
+	case c.Name == "":
+		return extack.New(unix.EINVAL, "port needs a name")
+	case c.Lock == nil:
+		return extack.New(unix.EINVAL, "port %s needs a configuration lock", c.Name)
+	case c.Host == nil || c.Wire == nil:
+		return extack.New(unix.EINVAL, "port %s needs a host and a wire", c.Name)
+	case !rxbuf.ValidPageSize(c.PageSize):
+		return extack.New(unix.EINVAL, "page size %d not supported (want 4096, 16384 or 65536)", c.PageSize)
+	case c.MaxMTU < MinMTU || c.MaxMTU > rxbuf.MaxMTU:
+		return extack.New(unix.EINVAL, "max MTU %d out of range %d..%d", c.MaxMTU, MinMTU, rxbuf.MaxMTU)
+	case c.MaxQueues < 1 || c.MaxQueues > 256:
+		return extack.New(unix.EINVAL, "max queues %d out of range 1..256", c.MaxQueues)
+	case c.Rule > rxbuf.RulePreFrag:
+		return extack.New(unix.EINVAL, "unknown RX buffer rule %d", c.Rule)
+	}
+	return nil
+}
+
+// checkSettings validates a complete set of settings the way the individual Set methods would and
+// returns it with the rings rounded up.
+func (p *Port) checkSettings(s Settings) (Settings, error) {
+	var err error
+	if s.RxRing, s.TxRing, err = p.checkRings(s.RxRing, s.TxRing); err != nil {
+		return s, err
+	}
+	if err := p.checkChannels(s.Queues); err != nil {
+		return s, err
+	}
+	if err := checkPrivFlags(s.PrivFlags); err != nil {
+		return s, err
+	}
+	if err := p.checkMTU(s.MTU, s.XDP != nil); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// Name returns the port's name.
+func (p *Port) Name() string { return p.cfg.Name }
+
+// Config returns the port's fixed configuration.
+func (p *Port) Config() Config { return p.cfg }
+
+// Memory returns the port's page memory (its budget and usage).
+func (p *Port) Memory() *pagepool.Memory { return p.mem }
+
+// assertLocked panics when the configuration lock is free, like ASSERT_RTNL: calling a
+// configuration method without it is a bug in the caller.
+func (p *Port) assertLocked() {
+	if p.cfg.Lock.TryLock() {
+		p.cfg.Lock.Unlock()
+		panic("vnic: " + p.cfg.Name + ": configuration lock not held")
+	}
+}
+
+// Settings returns the current settings: those of the running queues, or, while the port is down
+// or detached, those it will use when it comes up. Caller holds the configuration lock.
+func (p *Port) Settings() Settings {
+	p.assertLocked()
+	return p.set
+}
+
+// maxMTU is ndev->max_mtu: the adapter's limit, lowered to MANA_XDP_MTU_MAX while a program is
+// attached (mana_xdp_set).
+func (p *Port) maxMTU(xdp bool) int {
+	if xdp {
+		return min(p.cfg.MaxMTU, rxbuf.XDPMTUMax(p.cfg.PageSize))
+	}
+	return p.cfg.MaxMTU
+}
+
+// layoutFor returns the RX buffer layout the port uses with settings s.
+func (p *Port) layoutFor(s Settings) (rxbuf.Layout, error) {
+	return rxbuf.Compute(rxbuf.Params{
+		Rule: p.cfg.Rule, PageSize: p.cfg.PageSize, MTU: s.MTU, XDP: s.XDP != nil,
+		FullPageRx: s.PrivFlags&PrivFlagFullPageRx != 0, RingSize: s.RxRing, Queues: s.Queues,
+	})
+}
+
+// Open brings the port up (mana_open): it allocates and fills every queue with the current
+// settings. It is a no-op when the port is running. Errors: ENOMEM when the memory budget cannot
+// hold the rings (the port stays down); ENODEV after Shutdown. Caller holds the configuration
+// lock.
+func (p *Port) Open() error {
+	p.assertLocked()
+	if p.closed {
+		return extack.New(unix.ENODEV, "port %s is being removed", p.cfg.Name)
+	}
+	if p.running {
+		p.adminUp = true
+		return nil
+	}
+	start := time.Now()
+	if err := p.attach(p.set, nil, false); err != nil {
+		p.adminUp = false
+		p.log.Warn("open failed", "err", err)
+		return extack.Wrap(err, unix.ENOMEM, "mana_alloc_queues failed")
+	}
+	p.adminUp = true
+	p.resetPending = false
+	p.log.Info("port up", "queues", p.set.Queues, "layout", p.layout.Reason, "took", time.Since(start))
+	return nil
+}
+
+// Close brings the port down (mana_close): queues are stopped and every posted buffer goes back to
+// its pool. A reset pending from a failed attach stands down. Never fails. Caller holds the
+// configuration lock.
+func (p *Port) Close() {
+	p.assertLocked()
+	p.adminUp = false
+	if !p.running {
+		return
+	}
+	p.stopQueues()
+	p.log.Info("port down")
+}
+
+// allocation is a set of RX rings, allocated but not yet running: what mana_pre_alloc_rxbufs
+// prepares before a reconfiguration detaches the port (and what attach builds when there is none).
+// Pools whose queue was created are set to nil; free releases the rest.
+type allocation struct {
+	layout rxbuf.Layout
+	pools  []*pagepool.Pool
+	bufs   [][]*pagepool.Buffer
+}
+
+// allocRings allocates s.Queues pools with s.RxRing posted buffers each, in layout l. With
+// prealloc set it is mana_pre_alloc_rxbufs and the prealloc fault point fires half-way through.
+// On failure everything allocated is released. Caller holds the configuration lock.
+func (p *Port) allocRings(s Settings, l rxbuf.Layout, prealloc bool) (*allocation, error) {
+	a := &allocation{layout: l, pools: make([]*pagepool.Pool, 0, s.Queues), bufs: make([][]*pagepool.Buffer, 0, s.Queues)}
+	for q := 0; q < s.Queues; q++ {
+		if prealloc && q == s.Queues/2 {
+			if err := p.fire(FaultPrealloc, "pre-allocation"); err != nil {
+				p.free(a)
+				return nil, err
+			}
+		}
+		pool, err := pagepool.New(pagepool.Config{
+			Mem: p.mem, PageBytes: l.PageBytes, BufSize: l.BufSize, FragCount: l.FragCount,
+			ReturnRingSize: s.RxRing, Name: fmt.Sprintf("%s/rx%d", p.cfg.Name, q), Logger: p.log,
+			ReleaseInterval: p.cfg.PoolReleaseInterval,
+		})
+		if err != nil {
+			p.free(a)
+			return nil, err
+		}
+		bufs := make([]*pagepool.Buffer, s.RxRing)
+		if err := pool.AllocBulk(bufs); err != nil {
+			p.track(pool.Destroy())
+			p.free(a)
+			return nil, fmt.Errorf("RX queue %d: %w", q, err)
+		}
+		a.pools = append(a.pools, pool)
+		a.bufs = append(a.bufs, bufs)
+	}
+	return a, nil
+}
+
+// free releases what an allocation still holds (mana_pre_dealloc_rxbufs).
+func (p *Port) free(a *allocation) {
+	if a == nil {
+		return
+	}
+	for i, pool := range a.pools {
+		if pool == nil {
+			continue
+		}
+		for _, b := range a.bufs[i] {
+			pool.Recycle(b)
+		}
+		p.track(pool.Destroy())
+		a.pools[i], a.bufs[i] = nil, nil
+	}
+}
+
+// track keeps a destroyed pool's release until its last buffer is back.
+func (p *Port) track(r *pagepool.Release) {
+	p.prune()
+	select {
+	case <-r.Done():
+	default:
+		p.draining = append(p.draining, r)
+	}
+}
+
+// prune forgets the releases that completed.
+func (p *Port) prune() {
+	live := p.draining[:0]
+	for _, d := range p.draining {
+		select {
+		case <-d.Done():
+		default:
+			live = append(live, d)
+		}
+	}
+	clear(p.draining[len(live):])
+	p.draining = live
+}
+
+// attach creates the queues for settings s and starts them (mana_attach → mana_alloc_queues).
+// The rings come from a, when given (a reconfiguration's pre-allocation), or are allocated here.
+// The attach fault point fires after half of the queues were started; the queues started so far
+// are then stopped again. On failure the port is left without queues. Caller holds the
+// configuration lock.
+func (p *Port) attach(s Settings, a *allocation, inject bool) error {
+	l, err := p.layoutFor(s)
+	if err != nil {
+		return err
+	}
+	if a == nil {
+		if a, err = p.allocRings(s, l, false); err != nil {
+			return err
+		}
+		defer p.free(a)
+	} else if !a.layout.SameBuffers(l) || len(a.pools) != s.Queues {
+		// mana_get_rxbuf_pre: "RX buffer ... mismatch" makes queue creation fail.
+		return extack.New(unix.ENOMEM, "pre-allocated RX buffers do not match the new layout")
+	}
+	for q := 0; q < s.Queues; q++ {
+		if inject && q == s.Queues/2 {
+			if err := p.fire(FaultAttach, "attach"); err != nil {
+				p.stopQueues()
+				return err
+			}
+		}
+		rq := newRxQueue(l, a.pools[q], a.bufs[q], s.XDP)
+		a.pools[q], a.bufs[q] = nil, nil
+		slot := &p.rx[q]
+		slot.mu.Lock()
+		slot.q = rq
+		slot.mu.Unlock()
+		t := &p.tx[q]
+		t.mu.Lock()
+		t.running = true
+		t.mu.Unlock()
+	}
+	p.layout = l
+	p.running = true
+	p.rss.Store(newRSSTable(s.Queues)) // mana_rss_table_init: back to the default spread
+	p.runningQueues.Store(int32(s.Queues))
+	return nil
+}
+
+// stopQueues stops every queue and destroys its pool (mana_dealloc_queues); buffers still held
+// elsewhere keep their pool's pages until they return. Caller holds the configuration lock.
+func (p *Port) stopQueues() {
+	p.running = false
+	p.rss.Store(nil)
+	p.runningQueues.Store(0)
+	for q := range p.rx {
+		t := &p.tx[q]
+		t.mu.Lock()
+		t.running = false
+		t.mu.Unlock()
+		s := &p.rx[q]
+		s.mu.Lock()
+		rq := s.q
+		s.q = nil
+		s.mu.Unlock()
+		// The queue is unpublished, so this goroutine now owns its pool.
+		if rq != nil {
+			p.track(rq.destroy())
+		}
+	}
+}
+
+// detach stops the port for a reconfiguration (mana_detach). The detach fault point fires before
+// anything is stopped, so a failed detach leaves the port running as it was.
+func (p *Port) detach() error {
+	if err := p.fire(FaultDetach, "detach"); err != nil {
+		return err
+	}
+	p.stopQueues()
+	return nil
+}
+
+// Teardown is what Shutdown leaves behind: the page pools still waiting for buffers.
+type Teardown struct {
+	port     string
+	releases []*pagepool.Release
+	worker   <-chan struct{}
+}
+
+// Wait blocks until the port's reset worker has exited and every buffer is back in its pool, or
+// ctx ends. On ctx end it returns an error wrapping EBUSY that reports the leaked buffers.
+func (t *Teardown) Wait(ctx context.Context) error {
+	select {
+	case <-t.worker:
+	case <-ctx.Done():
+		return extack.New(unix.EBUSY, "port %s: reset worker still running", t.port)
+	}
+	leaked := 0
+	for _, r := range t.releases {
+		if err := r.Wait(ctx); err != nil {
+			leaked += r.InFlight()
+		}
+	}
+	if leaked > 0 {
+		return extack.New(unix.EBUSY, "port %s: %d RX buffers still in flight", t.port, leaked)
+	}
+	return nil
+}
+
+// InFlight returns the buffers not yet back.
+func (t *Teardown) InFlight() int {
+	n := 0
+	for _, r := range t.releases {
+		n += r.InFlight()
+	}
+	return n
+}
+
+// Shutdown removes the port: it stops the reset worker and every queue; later configuration calls
+// fail with ENODEV. The returned Teardown waits for the buffers still in flight. Caller holds the
+// configuration lock.
+func (p *Port) Shutdown() *Teardown {
+	p.assertLocked()
+	if !p.closed {
+		p.closed = true
+		p.stopWorker()
+		p.Close()
+	}
+	p.prune()
+	return &Teardown{port: p.cfg.Name, releases: append([]*pagepool.Release(nil), p.draining...), worker: p.workerDone}
+}
+
+// State is a snapshot of a port for display.
+type State struct {
+	Name                    string
+	Settings                Settings
+	AdminUp, Running        bool
+	Detached                bool // admin up but without queues: a failed attach awaits the reset work
+	ResetPending            bool
+	MinMTU, MaxMTU          int
+	MaxQueues, PageSize     int
+	Rule                    rxbuf.Rule
+	Layout                  rxbuf.Layout // of the running queues, else what the settings give
+	PagesPinned             int          // pool pages held, including those of draining pools
+	BytesPinned             int64
+	BuffersPosted           int // in the RX rings
+	BuffersInFlight         int // handed out by the pools and not posted: held by the host or draining
+	MemoryInUse, MemoryPeak int64
+	MemoryBudget            int64 // 0 = unlimited
+	Faults                  []Fault
+	ReleasesPending         int // destroyed pools still waiting for buffers
+	Netdev                  NetdevStats
+}
+
+// State returns a snapshot of the port. Caller holds the configuration lock.
+func (p *Port) State() State {
+	p.assertLocked()
+	st := State{
+		Name: p.cfg.Name, Settings: p.set, AdminUp: p.adminUp, Running: p.running,
+		Detached: p.adminUp && !p.running, ResetPending: p.resetPending,
+		MinMTU: MinMTU, MaxMTU: p.maxMTU(p.set.XDP != nil), MaxQueues: p.cfg.MaxQueues,
+		PageSize: p.cfg.PageSize, Rule: p.cfg.Rule, MemoryBudget: p.mem.Budget(), Faults: p.Faults(),
+		Netdev: p.NetdevStats(),
+	}
+	if p.running {
+		st.Layout = p.layout
+	} else {
+		st.Layout, _ = p.layoutFor(p.set)
+	}
+	for q := range p.rx {
+		s := &p.rx[q]
+		s.mu.Lock()
+		if s.q != nil {
+			s.q.pool.FlushStats() // holding the queue lock makes this goroutine the pool's owner
+			ps := s.q.pool.Stats()
+			st.PagesPinned += ps.Pages
+			st.BytesPinned += ps.PinnedBytes
+			st.BuffersPosted += len(s.q.ring)
+			st.BuffersInFlight += ps.InFlight - len(s.q.ring)
+		}
+		s.mu.Unlock()
+	}
+	p.prune()
+	for _, r := range p.draining {
+		st.BuffersInFlight += r.InFlight()
+		st.ReleasesPending++
+	}
+	// Read last: a release that completed above has refunded its pages by now.
+	st.MemoryInUse, st.MemoryPeak = p.mem.InUse(), p.mem.Peak()
+	return st
+}
+
+// SetMemoryBudget changes the port's RX memory budget (bytes; 0 = unlimited). Lowering it below
+// what is in use fails no running queue: only later allocations see it. Caller holds the
+// configuration lock.
+func (p *Port) SetMemoryBudget(b int64) {
+	p.assertLocked()
+	p.mem.SetBudget(max(b, 0))
+}
+
+// roundUpPow2 is roundup_pow_of_two.
+func roundUpPow2(n int) int {
+	if n <= 1 {
+		return 1
+	}
+	return 1 << bits.Len(uint(n-1))
+}

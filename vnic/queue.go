@@ -1,0 +1,218 @@
+package vnic
+
+import (
+	"sync"
+
+	"github.com/manad/manad/vnic/pagepool"
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+// Host is the kernel side of a port: where frames that pass RX go up the stack. In manad it writes
+// the frame to the TAP queue of the same index.
+type Host interface {
+	// Deliver passes frame (which lies inside buf) up the stack on RX queue q. It is called with
+	// the queue's lock held, by the goroutine that called Receive. It returns true when it keeps
+	// buf; it must then return it later with buf.Pool().Put(buf), from any goroutine. Returning
+	// false lets the queue recycle buf at once (page_pool_recycle_direct).
+	Deliver(q int, frame []byte, buf *pagepool.Buffer) (kept bool)
+}
+
+// Wire is the network side of a port: where transmitted frames go. In manad it is the port's wire
+// segment (a learning switch).
+type Wire interface {
+	// Send puts a frame transmitted on TX queue q on the wire. frame is only valid during the
+	// call.
+	Send(q int, frame []byte)
+}
+
+// RxResult says what Receive did with a frame.
+type RxResult uint8
+
+// The outcomes of Receive.
+const (
+	RxDelivered      RxResult = iota // passed to Host.Deliver
+	RxXDPTx                          // XDP_TX: sent back out of the port
+	RxXDPDrop                        // XDP_DROP, XDP_ABORTED, an unsupported redirect or a failed program
+	RxDropOversize                   // longer than the queue's datasize (2e2a83b4998a)
+	RxDropNoMemory                   // the refill failed; the old buffer was re-posted
+	RxDropLen0                       // a zero-length completion (pkt_len0_err)
+	RxDropNotRunning                 // the queue is stopped (port down, detached or mid-reconfiguration)
+)
+
+// String returns a short description for logs and tests.
+func (r RxResult) String() string {
+	return [...]string{"delivered", "xdp-tx", "xdp-drop", "drop-oversize", "drop-nomem", "drop-len0",
+		"drop-not-running"}[r]
+}
+
+// rxSlot is the per-queue state that outlives reconfigurations: the lock that plays the role of
+// NAPI (held while a frame is processed; taking it stops the queue), the running queue if any, and
+// the counters.
+type rxSlot struct {
+	mu    sync.Mutex
+	q     *rxQueue
+	stats rxStats
+	_     [64]byte // keep neighbouring queues' locks and counters off each other's cache lines
+}
+
+// txSlot is the TX counterpart; its lock is netif_tx_lock (XDP_TX from the RX path and the host's
+// transmit path share it).
+type txSlot struct {
+	mu      sync.Mutex
+	running bool
+	stats   txStats
+	_       [64]byte
+}
+
+// rxQueue is one running RX queue: a ring of posted buffers from the queue's page pool (the RQ and
+// its WQEs) in one layout.
+type rxQueue struct {
+	pool     *pagepool.Pool
+	ring     []*pagepool.Buffer
+	head     int // next slot the "NIC" fills
+	datasize int
+	headroom int
+	xdp      XDPProgram
+}
+
+// newRxQueue builds a queue around a pool and the buffers to post (a pre-allocation's or a fresh
+// one's); it takes ownership of both.
+func newRxQueue(l rxbuf.Layout, pool *pagepool.Pool, bufs []*pagepool.Buffer, xdp XDPProgram) *rxQueue {
+	return &rxQueue{pool: pool, ring: bufs, datasize: l.DataSize, headroom: l.Headroom, xdp: xdp}
+}
+
+// destroy returns every posted buffer and destroys the pool (mana_destroy_rxq). Buffers still held
+// elsewhere keep the pool's memory alive until they come back; the returned Release tracks them.
+// The caller must own the queue (it was unpublished under the slot lock).
+func (q *rxQueue) destroy() *pagepool.Release {
+	for i, b := range q.ring {
+		if b != nil {
+			q.pool.Recycle(b)
+			q.ring[i] = nil
+		}
+	}
+	return q.pool.Destroy()
+}
+
+// Receive processes one frame arriving from the wire on RX queue qi, as mana_process_rx_cqe and
+// mana_rx_skb do for one completion: the frame is "DMA"ed into the posted buffer, the slot is
+// refilled before anything else (on allocation failure the frame is dropped and the old buffer
+// re-posted, so the ring never shrinks), the XDP program gives its verdict, and a passing frame is
+// handed to the Host. Safe for concurrent use; calls for the same queue are serialised.
+func (p *Port) Receive(qi int, frame []byte) RxResult {
+	s := &p.rx[qi]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := &s.stats
+	n := uint64(len(frame))
+	q := s.q
+	if q == nil {
+		// The vport is not passing traffic to a queue: the frame finds no posted WQE.
+		st.discardNoWQE++
+		st.dropped++
+		return RxDropNotRunning
+	}
+	st.hcBytes += n
+	classify(frame, n, &st.ucastPkts, &st.ucastBytes, &st.bcastPkts, &st.bcastBytes, &st.mcastPkts, &st.mcastBytes)
+	switch {
+	case len(frame) == 0:
+		st.pktLen0Err++
+		return RxDropLen0
+	case len(frame) > q.datasize:
+		st.oversize++
+		st.dropped++
+		return RxDropOversize
+	}
+	// mana_refill_rx_oob: allocate the replacement first.
+	nb, err := q.pool.Alloc()
+	if err != nil {
+		st.allocFail++
+		st.dropped++
+		return RxDropNoMemory
+	}
+	buf := q.ring[q.head]
+	q.ring[q.head] = nb
+	if q.head++; q.head == len(q.ring) {
+		q.head = 0
+	}
+	mem := buf.Bytes()
+	data, end := q.headroom, q.headroom+copy(mem[q.headroom:], frame)
+
+	if q.xdp != nil {
+		act, d, e, err := q.xdp.Run(qi, mem, data, end)
+		if err != nil || d < 0 || e < d || e > len(mem) {
+			act = XDPAborted // trace_xdp_exception
+		}
+		switch act {
+		case XDPPass:
+			data, end = d, e
+		case XDPTx:
+			// Counted as received (the skb path) and sent out of the same port (mana_xdp_tx).
+			st.packets++
+			st.bytes += n
+			st.xdpTx++
+			p.Transmit(qi, mem[d:e])
+			q.pool.Recycle(buf)
+			return RxXDPTx
+		default:
+			// XDP_DROP, XDP_ABORTED, an invalid verdict, and XDP_REDIRECT (the model has no
+			// redirect targets, so xdp_do_redirect fails and it falls through to ABORTED).
+			st.xdpDrop++
+			st.dropped++
+			q.pool.Recycle(buf)
+			return RxXDPDrop
+		}
+	}
+	st.packets++
+	st.bytes += n
+	if !p.cfg.Host.Deliver(qi, mem[data:end], buf) {
+		q.pool.Recycle(buf)
+	}
+	return RxDelivered
+}
+
+// DropRx counts a frame for RX queue qi that never reached the ring (the daemon's input queue for
+// it was full): the hardware's hc_rx_discards_no_wqe.
+func (p *Port) DropRx(qi int) {
+	s := &p.rx[qi]
+	s.mu.Lock()
+	s.stats.discardNoWQE++
+	s.stats.dropped++
+	s.mu.Unlock()
+}
+
+// Transmit sends a frame the host transmitted on TX queue qi onto the wire (mana_start_xmit). It
+// returns false, counting a TX drop, when the queue is stopped. Safe for concurrent use.
+func (p *Port) Transmit(qi int, frame []byte) bool {
+	t := &p.tx[qi]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := &t.stats
+	if !t.running {
+		st.dropped++
+		return false
+	}
+	n := uint64(len(frame))
+	st.packets++
+	st.bytes += n
+	// No VLAN offload on a TAP, so every WQE uses the short packet format.
+	st.shortPktFmt++
+	st.hcBytes += n
+	classify(frame, n, &st.ucastPkts, &st.ucastBytes, &st.bcastPkts, &st.bcastBytes, &st.mcastPkts, &st.mcastBytes)
+	p.cfg.Wire.Send(qi, frame)
+	return true
+}
+
+// SteerRx returns the RX queue RSS picks for frame (Toeplitz hash of the flow through the
+// indirection table), or -1 when the port is not running. Safe for concurrent use.
+func (p *Port) SteerRx(frame []byte) int {
+	t := p.rss.Load()
+	if t == nil {
+		return -1
+	}
+	return t.steer(frame)
+}
+
+// NumRxQueues returns the number of running RX queues (0 when the port is not running). Safe for
+// concurrent use.
+func (p *Port) NumRxQueues() int { return int(p.runningQueues.Load()) }

@@ -1,0 +1,391 @@
+package vnic
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/netip"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// stat returns the named ETH_SS_STATS value.
+func (tp *testPort) stat(name string) uint64 {
+	tp.t.Helper()
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	names := StatNames(tp.Settings().Queues)
+	vals := tp.Stats()
+	for i, n := range names {
+		if n == name {
+			return vals[i]
+		}
+	}
+	tp.t.Fatalf("no statistic %q", name)
+	return 0
+}
+
+func TestReceiveDeliver(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	f := udpFrame(1514, 1000, 2000)
+	if r := tp.Receive(1, f); r != RxDelivered {
+		t.Fatalf("Receive = %v", r)
+	}
+	if !bytes.Equal(tp.host.frames[0], f) {
+		t.Error("delivered frame differs from the one received")
+	}
+	for name, want := range map[string]uint64{
+		"rx_1_packets": 1, "rx_1_bytes": 1514, "rx_0_packets": 0, "hc_rx_ucast_pkts": 1,
+		"hc_rx_bytes": 1514, "hc_tc0_rx_pkt_phy": 1, "hc_tc0_rx_byte_phy": 1514,
+	} {
+		if got := tp.stat(name); got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
+		}
+	}
+}
+
+func TestReceiveDrops(t *testing.T) {
+	tp := newTestPort(t, nil)
+	for name, tc := range map[string]struct {
+		frame []byte
+		want  RxResult
+	}{
+		"down": {udpFrame(100, 1, 2), RxDropNotRunning},
+	} {
+		if r := tp.Receive(0, tc.frame); r != tc.want {
+			t.Errorf("%s: %v, want %v", name, r, tc.want)
+		}
+	}
+	tp.open()
+	for name, tc := range map[string]struct {
+		frame []byte
+		want  RxResult
+	}{
+		"datasize fits": {udpFrame(1514, 1, 2), RxDelivered},
+		"oversize":      {udpFrame(1515, 1, 2), RxDropOversize},
+		"empty":         {nil, RxDropLen0},
+	} {
+		if r := tp.Receive(0, tc.frame); r != tc.want {
+			t.Errorf("%s: %v, want %v", name, r, tc.want)
+		}
+	}
+	ns := tp.NetdevStats()
+	if ns.RxOversize != 1 || ns.RxMissed != 1 || ns.RxDropped != 2 {
+		t.Errorf("netdev stats %+v", ns)
+	}
+	if got := tp.stat("rx_0_pkt_len0_err"); got != 1 {
+		t.Errorf("pkt_len0_err = %d", got)
+	}
+	if got := tp.stat("hc_rx_discards_no_wqe"); got != 1 {
+		t.Errorf("hc_rx_discards_no_wqe = %d", got)
+	}
+}
+
+// TestRefillFailure: when the refill cannot get a buffer the frame is dropped and the old buffer
+// stays posted, so the ring never shrinks; traffic resumes once buffers come back.
+func TestRefillFailure(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.host.keep = true
+	tp.open()
+	tp.locked(func() { tp.SetMemoryBudget(tp.Memory().InUse()) })
+	// Queue 0's pool has 19 pages of 7 buffers for a 128-buffer ring: 5 spare buffers.
+	var delivered, dropped int
+	for i := 0; i < 10; i++ {
+		switch tp.Receive(0, udpFrame(200, 1, 2)) {
+		case RxDelivered:
+			delivered++
+		case RxDropNoMemory:
+			dropped++
+		}
+	}
+	if delivered != 5 || dropped != 5 {
+		t.Fatalf("delivered %d, dropped %d; want 5 and 5", delivered, dropped)
+	}
+	st := tp.state()
+	if st.BuffersPosted != 4*128 || st.BuffersInFlight != 5 || st.Netdev.RxAllocFail != 5 {
+		t.Errorf("posted %d, in flight %d, alloc failures %d", st.BuffersPosted, st.BuffersInFlight, st.Netdev.RxAllocFail)
+	}
+	tp.host.release()
+	if r := tp.Receive(0, udpFrame(200, 1, 2)); r != RxDelivered {
+		t.Errorf("after the buffers came back: %v", r)
+	}
+	tp.host.keep = false
+	tp.host.release()
+}
+
+// adjustHead is an XDP program that grows the frame at the front by 4 bytes and tags them, like
+// a program calling bpf_xdp_adjust_head(ctx, -4).
+type adjustHead struct{ verdict XDPAction }
+
+func (a *adjustHead) Name() string { return "adjust-head" }
+func (a *adjustHead) Run(q int, buf []byte, data, end int) (XDPAction, int, int, error) {
+	if a.verdict == 99 {
+		return XDPPass, end, data, nil // bounds reversed: invalid
+	}
+	copy(buf[data-4:], "TAG!")
+	return a.verdict, data - 4, end, nil
+}
+
+func TestXDPVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		prog      XDPProgram
+		result    RxResult
+		counter   string
+		delivered bool
+		wired     bool
+	}{
+		{XDPProgPass, RxDelivered, "rx_0_packets", true, false},
+		{XDPProgDrop, RxXDPDrop, "rx_0_xdp_drop", false, false},
+		{XDPProgAborted, RxXDPDrop, "rx_0_xdp_drop", false, false},
+		{XDPProgTx, RxXDPTx, "rx_0_xdp_tx", false, true},
+		{&adjustHead{XDPPass}, RxDelivered, "rx_0_packets", true, false},
+		{&adjustHead{XDPRedirect}, RxXDPDrop, "rx_0_xdp_drop", false, false},
+		{&adjustHead{99}, RxXDPDrop, "rx_0_xdp_drop", false, false},
+	} {
+		t.Run(tc.prog.Name()+"/"+tc.result.String(), func(t *testing.T) {
+			tp := newTestPort(t, func(c *Config, s *Settings) { s.XDP = tc.prog })
+			tp.open()
+			f := udpFrame(300, 5, 6)
+			if r := tp.Receive(0, f); r != tc.result {
+				t.Fatalf("Receive = %v, want %v", r, tc.result)
+			}
+			if got := tp.stat(tc.counter); got != 1 {
+				t.Errorf("%s = %d", tc.counter, got)
+			}
+			if (tp.host.count() == 1) != tc.delivered || (tp.wire.count() == 1) != tc.wired {
+				t.Errorf("delivered %d, on the wire %d", tp.host.count(), tp.wire.count())
+			}
+			if tc.wired && tp.stat("tx_0_packets") != 1 {
+				t.Error("XDP_TX not counted on the TX queue")
+			}
+			if a, ok := tc.prog.(*adjustHead); ok && a.verdict == XDPPass {
+				if got := tp.host.frames[0]; !bytes.Equal(got[:4], []byte("TAG!")) || !bytes.Equal(got[4:], f) {
+					t.Error("the program's head adjustment did not reach the host")
+				}
+			}
+		})
+	}
+}
+
+func TestTransmit(t *testing.T) {
+	tp := newTestPort(t, nil)
+	bcast := udpFrame(100, 1, 2)
+	copy(bcast, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	if tp.Transmit(0, bcast) {
+		t.Error("a down port transmitted")
+	}
+	tp.open()
+	if !tp.Transmit(2, bcast) || tp.wire.count() != 1 {
+		t.Fatal("frame did not reach the wire")
+	}
+	for name, want := range map[string]uint64{"tx_2_packets": 1, "tx_2_bytes": 100, "tx_2_short_pkt_fmt": 1,
+		"hc_tx_bcast_pkts": 1, "hc_tx_bcast_bytes": 100, "hc_tc0_tx_pkt_phy": 1} {
+		if got := tp.stat(name); got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
+		}
+	}
+	if ns := tp.NetdevStats(); ns.TxDropped != 1 || ns.TxPackets != 1 {
+		t.Errorf("netdev %+v", ns)
+	}
+}
+
+func TestStatNames(t *testing.T) {
+	names := StatNames(16)
+	if len(names) != 6+27+50+16*20 || len(names) != StatCount(16) {
+		t.Fatalf("%d names", len(names))
+	}
+	for i, want := range map[int]string{
+		0: "stop_queue", 5: "rx_cqe_unknown_type", 6: "hc_rx_discards_no_wqe", 32: "hc_tx_mcast_bytes",
+		33: "hc_rx_pkt_drop_phy", 35: "hc_tc0_rx_pkt_phy", 66: "hc_tc7_tx_byte_phy", 67: "hc_tc0_rx_pause_phy",
+		82: "hc_tc7_tx_pause_phy", 83: "rx_0_packets", 91: "rx_0_coalesced_cqe_4", 92: "rx_1_packets",
+		83 + 16*9: "tx_0_packets", 83 + 16*9 + 10: "tx_0_mana_map_err", len(names) - 1: "tx_15_mana_map_err",
+	} {
+		if names[i] != want {
+			t.Errorf("name %d = %q, want %q", i, names[i], want)
+		}
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] || len(n) > 32 {
+			t.Errorf("duplicate or over-long (ETH_GSTRING_LEN) name %q", n)
+		}
+		seen[n] = true
+	}
+}
+
+// TestStatsZeroWhenDown mirrors mana_get_ethtool_stats returning nothing while the port is down.
+func TestStatsZeroWhenDown(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	tp.Receive(0, udpFrame(100, 1, 2))
+	if tp.stat("rx_0_packets") != 1 {
+		t.Fatal("not counted")
+	}
+	tp.locked(tp.Close)
+	tp.locked(func() {
+		for i, v := range tp.Stats() {
+			if v != 0 {
+				t.Errorf("stat %d = %d while down", i, v)
+			}
+		}
+	})
+	tp.open()
+	if tp.stat("rx_0_packets") != 1 {
+		t.Error("counters were lost across down/up")
+	}
+}
+
+// TestInFlightAcrossReconfigure: buffers the host holds when the queues are rebuilt keep their
+// old pool alive; the memory comes back only when they do.
+func TestInFlightAcrossReconfigure(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.host.keep = true
+	tp.open()
+	for i := 0; i < 3; i++ {
+		tp.Receive(i, udpFrame(100, uint16(i), 2))
+	}
+	tp.locked(func() {
+		if err := tp.SetPrivFlags(PrivFlagFullPageRx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	st := tp.state()
+	if st.BuffersInFlight != 3 || st.ReleasesPending != 3 {
+		t.Fatalf("in flight %d, releases pending %d; want 3 and 3", st.BuffersInFlight, st.ReleasesPending)
+	}
+	if st.MemoryInUse <= st.BytesPinned {
+		t.Error("the draining pools' pages are not charged")
+	}
+	tp.host.keep = false
+	tp.host.release()
+	settled(t, tp.waitFor("old pools to drain", func(s State) bool { return s.ReleasesPending == 0 }))
+}
+
+func TestShutdownReportsLeak(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.host.keep = true
+	tp.open()
+	tp.Receive(0, udpFrame(100, 1, 2))
+	var td *Teardown
+	tp.locked(func() { td = tp.Shutdown() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	err := td.Wait(ctx)
+	if !errors.Is(err, unix.EBUSY) || !strings.Contains(err.Error(), "1 RX buffers still in flight") {
+		t.Fatalf("Wait = %v, want the leak report", err)
+	}
+	tp.locked(func() {
+		if err := tp.Open(); !errors.Is(err, unix.ENODEV) {
+			t.Errorf("Open after Shutdown = %v", err)
+		}
+	})
+	tp.host.release()
+	if err := td.Wait(context.Background()); err != nil {
+		t.Errorf("after the buffer came back: %v", err)
+	}
+}
+
+// TestFlipUnderTraffic flips full-page-rx 100 times while every queue receives: no race, no
+// buffer lost, counters never go backwards.
+func TestFlipUnderTraffic(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var delivered atomic.Uint64
+	for q := 0; q < 4; q++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f := udpFrame(1200, uint16(q), 9)
+			for !stop.Load() {
+				if tp.Receive(q, f) == RxDelivered {
+					delivered.Add(1)
+				}
+				runtime.Gosched() // as a queue goroutine blocking on its fd would
+			}
+		}()
+	}
+	var last uint64
+	for i := 0; i < 100; i++ {
+		tp.locked(func() {
+			if err := tp.SetPrivFlags(uint32(i+1) & 1); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if v := tp.stat("rx_0_packets"); v < last {
+			t.Fatalf("rx_0_packets went from %d to %d", last, v)
+		} else {
+			last = v
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	var total uint64
+	for q := 0; q < 4; q++ {
+		total += tp.stat("rx_" + string(rune('0'+q)) + "_packets")
+	}
+	if total != delivered.Load() || total == 0 {
+		t.Errorf("counted %d, delivered %d", total, delivered.Load())
+	}
+	settled(t, tp.waitFor("drain", func(s State) bool { return s.ReleasesPending == 0 }))
+}
+
+func TestToeplitzVectors(t *testing.T) {
+	// Microsoft's RSS verification suite (IPv4, and IPv4 with TCP ports).
+	for _, v := range []struct {
+		dst, src         string
+		dport, sport     uint16
+		ipOnly, withPort uint32
+	}{
+		{"161.142.100.80", "66.9.149.187", 1766, 2794, 0x323e8fc2, 0x51ccc178},
+		{"65.69.140.83", "199.92.111.2", 4739, 14230, 0xd718262a, 0xc626b0ea},
+		{"12.22.207.184", "24.19.198.95", 38024, 12898, 0xd2d0a5de, 0x5c2b394a},
+		{"209.142.163.6", "38.27.205.30", 2217, 48228, 0x82989176, 0xafc7327f},
+		{"202.188.127.2", "153.39.163.191", 1303, 44251, 0x5d1809c5, 0x10e828a2},
+	} {
+		s, d := netip.MustParseAddr(v.src).As4(), netip.MustParseAddr(v.dst).As4()
+		in := append(append([]byte{}, s[:]...), d[:]...)
+		if h := Toeplitz(&DefaultRSSKey, in); h != v.ipOnly {
+			t.Errorf("%s→%s: %#x, want %#x", v.src, v.dst, h, v.ipOnly)
+		}
+		in = append(in, byte(v.sport>>8), byte(v.sport), byte(v.dport>>8), byte(v.dport))
+		if h := Toeplitz(&DefaultRSSKey, in); h != v.withPort {
+			t.Errorf("%s:%d→%s:%d: %#x, want %#x", v.src, v.sport, v.dst, v.dport, h, v.withPort)
+		}
+	}
+}
+
+func TestSteering(t *testing.T) {
+	tp := newTestPort(t, func(c *Config, s *Settings) { s.Queues = 8 })
+	if tp.SteerRx(udpFrame(100, 1, 2)) != -1 {
+		t.Error("a down port steered a frame")
+	}
+	tp.open()
+	hits := make([]int, 8)
+	for sport := uint16(1000); sport < 1256; sport++ {
+		f := udpFrame(100, sport, 5201)
+		q := tp.SteerRx(f)
+		if q2 := tp.SteerRx(f); q2 != q {
+			t.Fatal("a flow moved between queues")
+		}
+		hits[q]++
+	}
+	for q, n := range hits {
+		if n < 10 {
+			t.Errorf("queue %d got %d of 256 flows: %v", q, n, hits)
+		}
+	}
+	arp := make([]byte, 60)
+	arp[12], arp[13] = 0x08, 0x06
+	if tp.SteerRx(arp) != 0 {
+		t.Error("a non-IP frame not on queue 0")
+	}
+}

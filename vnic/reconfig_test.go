@@ -1,0 +1,451 @@
+package vnic
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/extack"
+)
+
+// op is one of the five reconfigurations, moving the test port's default settings to a value
+// that changes the RX layout or the queue set.
+type op struct {
+	name       string
+	do         func(p *Port) error
+	isNew      func(s Settings) bool
+	prealloc   string // message of a failed pre-allocation
+	detach     string
+	attach     string
+	wantSingle bool // the new layout is one buffer per page
+}
+
+var ops = []op{
+	{"priv-flags", func(p *Port) error { return p.SetPrivFlags(PrivFlagFullPageRx) },
+		func(s Settings) bool { return s.PrivFlags == PrivFlagFullPageRx },
+		"Insufficient memory for new allocations", "mana_detach failed", "mana_attach failed", true},
+	{"mtu", func(p *Port) error { return p.SetMTU(9000) },
+		func(s Settings) bool { return s.MTU == 9000 },
+		"Insufficient memory for new MTU", "mana_detach failed", "mana_attach failed", true},
+	{"xdp", func(p *Port) error { return p.SetXDP(XDPProgPass) },
+		func(s Settings) bool { return s.XDP == XDPProgPass },
+		"XDP: Insufficient memory for tx/rx re-config", "XDP: Re-config failed at detach", "XDP: Re-config failed at attach", true},
+	{"rings", func(p *Port) error { return p.SetRings(200, 300) },
+		func(s Settings) bool { return s.RxRing == 256 && s.TxRing == 512 },
+		"Insufficient memory for new allocations", "mana_detach failed", "mana_attach failed", false},
+	{"channels", func(p *Port) error { return p.SetChannels(2) },
+		func(s Settings) bool { return s.Queues == 2 },
+		"Insufficient memory for new allocations", "mana_detach failed", "mana_attach failed", false},
+}
+
+// settled checks the invariants of a port at rest: every pool's buffers are posted or back, and
+// the memory charged is exactly what the running rings pin.
+func settled(t *testing.T, st State) {
+	t.Helper()
+	if st.BuffersInFlight != 0 || st.ReleasesPending != 0 {
+		t.Errorf("buffers in flight %d, releases pending %d; want 0", st.BuffersInFlight, st.ReleasesPending)
+	}
+	if !st.Running {
+		if st.MemoryInUse != 0 {
+			t.Errorf("stopped port still charges %d bytes", st.MemoryInUse)
+		}
+		return
+	}
+	if want := st.Settings.Queues * st.Settings.RxRing; st.BuffersPosted != want {
+		t.Errorf("buffers posted %d, want %d", st.BuffersPosted, want)
+	}
+	if st.BytesPinned != st.Layout.BytesTotal || st.MemoryInUse != st.BytesPinned {
+		t.Errorf("pinned %d bytes, memory in use %d, layout says %d", st.BytesPinned, st.MemoryInUse, st.Layout.BytesTotal)
+	}
+}
+
+func TestReconfigure(t *testing.T) {
+	type outcome int
+	const (
+		applied   outcome = iota // new value, port running
+		untouched                // old value, port running, no reset
+		reset                    // old value, port detached until the reset work restores it
+	)
+	faults := []struct {
+		name  string
+		fault *Fault
+		errno unix.Errno
+		want  outcome
+		fired int // times the fault point fires before the port is running again
+	}{
+		{"success", nil, 0, applied, 0},
+		{"prealloc fails", &Fault{Point: FaultPrealloc, Mode: FaultOnce}, unix.ENOMEM, untouched, 1},
+		{"detach fails", &Fault{Point: FaultDetach, Mode: FaultOnce}, unix.EIO, untouched, 1},
+		{"attach fails once", &Fault{Point: FaultAttach, Mode: FaultOnce}, unix.EPROTO, reset, 1},
+		{"attach fails 3 times", &Fault{Point: FaultAttach, Mode: FaultCount, Count: 3, Errno: unix.EBUSY}, unix.EBUSY, reset, 3},
+	}
+	for _, o := range ops {
+		for _, f := range faults {
+			t.Run(o.name+"/"+f.name, func(t *testing.T) {
+				tp := newTestPort(t, nil)
+				tp.open()
+				before := tp.state()
+				var err error
+				var after State
+				tp.locked(func() {
+					if f.fault != nil {
+						if err := tp.SetFault(*f.fault); err != nil {
+							t.Fatal(err)
+						}
+					}
+					err = o.do(tp.Port)
+					after = tp.State() // same critical section: the reset work cannot have run yet
+				})
+				switch f.want {
+				case applied:
+					if err != nil {
+						t.Fatalf("err = %v", err)
+					}
+					if !o.isNew(after.Settings) || !after.Running || after.ResetPending {
+						t.Fatalf("after success: %+v", after)
+					}
+					if after.Layout.Single != o.wantSingle {
+						t.Errorf("layout single = %v, want %v (%s)", after.Layout.Single, o.wantSingle, after.Layout.Reason)
+					}
+				case untouched, reset:
+					if !errors.Is(err, f.errno) {
+						t.Fatalf("err = %v, want %v", err, f.errno)
+					}
+					msg := map[FaultPoint]string{FaultPrealloc: o.prealloc, FaultDetach: o.detach, FaultAttach: o.attach}[f.fault.Point]
+					var e *extack.Error
+					if !errors.As(err, &e) || !strings.HasPrefix(e.Message, msg) {
+						t.Errorf("message = %q, want prefix %q", e.Message, msg)
+					}
+					if after.Settings != before.Settings {
+						t.Errorf("value not reverted: %+v, want %+v", after.Settings, before.Settings)
+					}
+				}
+				switch f.want {
+				case untouched:
+					if !after.Running || after.ResetPending || after.Layout != before.Layout {
+						t.Errorf("port not untouched: running=%v reset=%v", after.Running, after.ResetPending)
+					}
+				case reset:
+					if after.Running || !after.Detached || !after.ResetPending {
+						t.Errorf("after a failed attach: running=%v detached=%v reset=%v; want detached with reset pending",
+							after.Running, after.Detached, after.ResetPending)
+					}
+					after = tp.waitFor("the reset work to restore the port", func(s State) bool { return s.Running && !s.ResetPending })
+					if after.Settings != before.Settings || after.Layout != before.Layout {
+						t.Errorf("reset restored %+v, want the last good %+v", after.Settings, before.Settings)
+					}
+				}
+				if f.fault != nil {
+					if got := after.Faults[f.fault.Point].Fired; got != f.fired {
+						t.Errorf("fault fired %d times, want %d", got, f.fired)
+					}
+				}
+				final := tp.waitFor("pools to drain", func(s State) bool { return s.ReleasesPending == 0 })
+				settled(t, final)
+				// The port passes traffic with whatever layout it ended with.
+				if r := tp.Receive(0, udpFrame(1000, 1, 2)); r != RxDelivered {
+					t.Errorf("Receive after the operation = %v", r)
+				}
+			})
+		}
+	}
+}
+
+// TestReconfigureDown checks the port-down shortcut: the value is stored, nothing is allocated,
+// no fault point is reached, and the value is used at the next open.
+func TestReconfigureDown(t *testing.T) {
+	for _, o := range ops {
+		t.Run(o.name, func(t *testing.T) {
+			tp := newTestPort(t, nil)
+			tp.locked(func() {
+				for _, pt := range FaultPoints {
+					_ = tp.SetFault(Fault{Point: pt, Mode: FaultAlways})
+				}
+				if err := o.do(tp.Port); err != nil {
+					t.Fatalf("op on a down port: %v", err)
+				}
+				st := tp.State()
+				if !o.isNew(st.Settings) || st.Running || st.MemoryInUse != 0 {
+					t.Fatalf("down port: %+v", st)
+				}
+				for _, f := range st.Faults {
+					if f.Fired != 0 {
+						t.Errorf("fault %s fired on a down port", f.Point)
+					}
+					_ = tp.SetFault(Fault{Point: f.Point, Mode: FaultOff})
+				}
+				if err := tp.Open(); err != nil {
+					t.Fatal(err)
+				}
+				st = tp.State()
+				if !o.isNew(st.Settings) || st.Layout.Single != o.wantSingle {
+					t.Errorf("open did not apply the stored value: %+v", st)
+				}
+			})
+			settled(t, tp.state())
+		})
+	}
+}
+
+// TestNoChange checks that setting the current value does nothing at all.
+func TestNoChange(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	tp.locked(func() {
+		if err := tp.SetRings(256, 256); err != nil {
+			t.Fatal(err)
+		}
+		_ = tp.SetFault(Fault{Point: FaultPrealloc, Mode: FaultAlways})
+		s := tp.Settings()
+		for name, err := range map[string]error{
+			"flags":    tp.SetPrivFlags(s.PrivFlags),
+			"mtu":      tp.SetMTU(s.MTU),
+			"xdp":      tp.SetXDP(nil),
+			"rings":    tp.SetRings(s.RxRing, s.TxRing),
+			"rounded":  tp.SetRings(200, 150), // rounds up to the current 256/256
+			"channels": tp.SetChannels(s.Queues),
+		} {
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		if f := tp.Faults()[FaultPrealloc]; f.Fired != 0 {
+			t.Errorf("a no-change request reached pre-allocation")
+		}
+	})
+}
+
+// TestPrivFlagsLayoutShortcut checks mana_set_priv_flags' shortcut: when one buffer per page is
+// forced anyway (jumbo MTU or XDP) the flag is stored without a detach/attach.
+func TestPrivFlagsLayoutShortcut(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mod     func(*Config, *Settings)
+		rebuild bool
+	}{
+		{"16K jumbo", func(c *Config, s *Settings) { s.MTU = 9000 }, false},
+		{"16K XDP", func(c *Config, s *Settings) { s.XDP = XDPProgDrop }, false},
+		{"16K default MTU", nil, true},
+		// The driver's test predates the headroom rule: on 4K pages at MTU 1500 the layout is
+		// single either way, but the flip still rebuilds the queues (sashiko review of 259c4a519100).
+		{"4K MTU 1500", func(c *Config, s *Settings) { c.PageSize = 4096 }, true},
+		{"4K MTU 1715", func(c *Config, s *Settings) { c.PageSize = 4096; s.MTU = 1715 }, false},
+		{"pre-frag rule", func(c *Config, s *Settings) { c.Rule = 2 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := newTestPort(t, tc.mod)
+			tp.open()
+			tp.locked(func() {
+				_ = tp.SetFault(Fault{Point: FaultPrealloc, Mode: FaultAlways})
+				err := tp.SetPrivFlags(PrivFlagFullPageRx)
+				if tc.rebuild != (err != nil) {
+					t.Fatalf("rebuild = %v, want %v", err != nil, tc.rebuild)
+				}
+				if !tc.rebuild && tp.Settings().PrivFlags != PrivFlagFullPageRx {
+					t.Errorf("flag not stored")
+				}
+			})
+		})
+	}
+}
+
+func TestValidation(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	cases := []struct {
+		name  string
+		do    func() error
+		errno unix.Errno
+		msg   string
+	}{
+		{"unknown flag", func() error { return tp.SetPrivFlags(2) }, unix.EINVAL, "unknown private flag bits 0x2"},
+		{"mtu low", func() error { return tp.SetMTU(67) }, unix.EINVAL, "mtu less than device minimum"},
+		{"mtu high", func() error { return tp.SetMTU(9001) }, unix.EINVAL, "mtu greater than device maximum"},
+		{"rx min", func() error { return tp.SetRings(64, 256) }, unix.EINVAL, "rx:64 less than the min:128"},
+		{"tx min", func() error { return tp.SetRings(256, 100) }, unix.EINVAL, "tx:100 less than the min:128"},
+		{"rx max", func() error { return tp.SetRings(8193, 256) }, unix.EINVAL, "requested ring size exceeds maximum"},
+		{"tx max", func() error { return tp.SetRings(256, 16385) }, unix.EINVAL, "requested ring size exceeds maximum"},
+		{"no channels", func() error { return tp.SetChannels(0) }, unix.EINVAL, "requested channel counts would result in no RX or TX channel being configured"},
+		{"too many channels", func() error { return tp.SetChannels(65) }, unix.EINVAL, "requested channel count exceeds maximum"},
+		{"bad fault", func() error { return tp.SetFault(Fault{Point: 7}) }, unix.EINVAL, "unknown fault point 7"},
+		{"count without count", func() error { return tp.SetFault(Fault{Point: FaultAttach, Mode: FaultCount}) }, unix.EINVAL, "fault mode count needs a count of at least 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tp.locked(func() {
+				before := tp.State()
+				err := c.do()
+				if !errors.Is(err, c.errno) {
+					t.Fatalf("err = %v, want %v", err, c.errno)
+				}
+				if m := err.(*extack.Error).Message; m != c.msg {
+					t.Errorf("message %q, want %q", m, c.msg)
+				}
+				after := tp.State()
+				if after.Settings != before.Settings || !after.Running || after.Layout != before.Layout {
+					t.Errorf("a rejected request changed the port")
+				}
+			})
+		})
+	}
+}
+
+// TestXDPMTUInterlock checks MANA_XDP_MTU_MAX both ways: no program above it, and no MTU above it
+// while a program is attached.
+func TestXDPMTUInterlock(t *testing.T) {
+	tp := newTestPort(t, func(c *Config, s *Settings) { c.PageSize = 4096; s.MTU = 4000 })
+	tp.open()
+	tp.locked(func() {
+		err := tp.SetXDP(XDPProgPass)
+		if !errors.Is(err, unix.EOPNOTSUPP) || err.(*extack.Error).Message != "XDP: mtu too large" {
+			t.Fatalf("attach at MTU 4000 on 4K pages: %v", err)
+		}
+		if err := tp.SetMTU(3506); err != nil {
+			t.Fatal(err)
+		}
+		if err := tp.SetXDP(XDPProgPass); err != nil {
+			t.Fatal(err)
+		}
+		st := tp.State()
+		if st.MaxMTU != 3506 || st.Layout.Headroom != 256 || !st.Layout.Single {
+			t.Errorf("with XDP: max MTU %d, layout %+v", st.MaxMTU, st.Layout)
+		}
+		if err := tp.SetMTU(3507); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("SetMTU(3507) with XDP: %v", err)
+		}
+		if err := tp.SetXDP(nil); err != nil {
+			t.Fatal(err)
+		}
+		if st := tp.State(); st.MaxMTU != DefaultMaxMTU {
+			t.Errorf("max MTU after detach = %d", st.MaxMTU)
+		}
+	})
+}
+
+// TestMemoryBudget makes pre-allocation fail for real: the budget holds the fragment-mode rings
+// but not the full-page ones.
+func TestMemoryBudget(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	tp.locked(func() {
+		before := tp.State()
+		tp.SetMemoryBudget(before.MemoryInUse + 1<<20)
+		err := tp.SetPrivFlags(PrivFlagFullPageRx)
+		if !errors.Is(err, unix.ENOMEM) || !strings.HasPrefix(err.(*extack.Error).Message, "Insufficient memory for new allocations") {
+			t.Fatalf("err = %v", err)
+		}
+		after := tp.State()
+		if after.Settings != before.Settings || !after.Running || after.MemoryInUse != before.MemoryInUse {
+			t.Errorf("ENOMEM changed the port: %+v", after)
+		}
+		tp.SetMemoryBudget(0)
+		if err := tp.SetPrivFlags(PrivFlagFullPageRx); err != nil {
+			t.Fatal(err)
+		}
+		st := tp.State()
+		// 4 queues × 128 one-per-page 16K buffers, against 4 × 19 pages of 7 fragments.
+		if st.MemoryInUse != 4*128*16384 || before.MemoryInUse != 4*19*16384 {
+			t.Errorf("memory in use %d (was %d)", st.MemoryInUse, before.MemoryInUse)
+		}
+		if st.MemoryPeak < st.MemoryInUse+before.MemoryInUse {
+			t.Errorf("peak %d: the pre-allocation must coexist with the old rings", st.MemoryPeak)
+		}
+	})
+	settled(t, tp.state())
+}
+
+// TestOpenNoMemory checks that a port that cannot allocate its rings stays down and holds nothing.
+func TestOpenNoMemory(t *testing.T) {
+	tp := newTestPort(t, func(c *Config, s *Settings) { c.MemoryBudget = 1 << 20 })
+	tp.locked(func() {
+		err := tp.Open()
+		if !errors.Is(err, unix.ENOMEM) {
+			t.Fatalf("Open = %v, want ENOMEM", err)
+		}
+		st := tp.State()
+		if st.Running || st.AdminUp || st.MemoryInUse != 0 {
+			t.Errorf("after a failed open: %+v", st)
+		}
+	})
+}
+
+// TestResetRespectsAdminDown: after a failed attach the administrator takes the port down; the
+// reset work must not bring it back behind their back.
+func TestResetRespectsAdminDown(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	tp.locked(func() {
+		_ = tp.SetFault(Fault{Point: FaultAttach, Mode: FaultAlways})
+		if err := tp.SetPrivFlags(PrivFlagFullPageRx); err == nil {
+			t.Fatal("attach fault did not fail the operation")
+		}
+		tp.Close()
+		_ = tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOff})
+	})
+	st := tp.waitFor("the reset to stand down", func(s State) bool { return !s.ResetPending })
+	if st.Running || st.AdminUp {
+		t.Fatalf("reset brought a port the admin took down back up: %+v", st)
+	}
+	settled(t, st)
+	tp.open()
+	settled(t, tp.state())
+}
+
+// TestResetAppliesStoredValue: a value set while the port is detached is what the reset applies.
+func TestResetAppliesStoredValue(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	tp.locked(func() {
+		_ = tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOnce})
+		if err := tp.SetChannels(2); err == nil {
+			t.Fatal("no error")
+		}
+		// Detached now: the MTU change is stored.
+		if err := tp.SetMTU(9000); err != nil {
+			t.Fatal(err)
+		}
+	})
+	st := tp.waitFor("the reset", func(s State) bool { return s.Running })
+	if st.Settings.MTU != 9000 || st.Settings.Queues != 4 {
+		t.Errorf("reset applied %+v", st.Settings)
+	}
+}
+
+func TestAssertLocked(t *testing.T) {
+	tp := newTestPort(t, nil)
+	defer func() {
+		if recover() == nil {
+			t.Error("SetMTU without the configuration lock did not panic")
+		}
+	}()
+	_ = tp.SetMTU(1400)
+}
+
+func TestNewRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config, *Settings)
+		msg  string
+	}{
+		{"page size", func(c *Config, s *Settings) { c.PageSize = 8192 }, "page size 8192 not supported (want 4096, 16384 or 65536)"},
+		{"no name", func(c *Config, s *Settings) { c.Name = "" }, "port needs a name"},
+		{"queues", func(c *Config, s *Settings) { s.Queues = 65 }, "requested channel count exceeds maximum"},
+		{"ring", func(c *Config, s *Settings) { s.RxRing = 100 }, "rx:100 less than the min:128"},
+		{"xdp mtu", func(c *Config, s *Settings) { c.PageSize = 4096; s.MTU = 9000; s.XDP = XDPProgPass }, "mtu greater than device maximum (3506 while an XDP program is attached)"},
+		{"flags", func(c *Config, s *Settings) { s.PrivFlags = 4 }, "unknown private flag bits 0x4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Name: "x", Lock: new(sync.Mutex), Host: new(testHost), Wire: new(testWire)}
+			s := DefaultSettings()
+			tc.mod(&cfg, &s)
+			_, err := New(cfg, s)
+			var e *extack.Error
+			if !errors.As(err, &e) || e.Errno != unix.EINVAL || e.Message != tc.msg {
+				t.Errorf("New = %v, want EINVAL %q", err, tc.msg)
+			}
+		})
+	}
+}

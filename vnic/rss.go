@@ -1,0 +1,113 @@
+package vnic
+
+import "encoding/binary"
+
+// RSS constants of the port (mana.h).
+const (
+	// RSSKeySize is MANA_HASH_KEY_SIZE, the Toeplitz key length.
+	RSSKeySize = 40
+	// RSSIndirSize is MANA_INDIRECT_TABLE_DEF_SIZE, the indirection table length.
+	RSSIndirSize = 64
+)
+
+// DefaultRSSKey is the Toeplitz key of Microsoft's RSS specification. The driver fills a random key
+// at probe (netdev_rss_key_fill); the model uses the published verification key so a flow always
+// lands on the same queue, run after run.
+var DefaultRSSKey = [RSSKeySize]byte{
+	0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
+	0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
+	0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+}
+
+// rssTable is the steering state of a running port: mana_rss_table_init resets it to the default
+// round-robin spread over the queues on every attach.
+type rssTable struct {
+	key   [RSSKeySize]byte
+	indir [RSSIndirSize]uint8
+}
+
+func newRSSTable(queues int) *rssTable {
+	t := &rssTable{key: DefaultRSSKey}
+	for i := range t.indir {
+		t.indir[i] = uint8(i % queues) // ethtool_rxfh_indir_default
+	}
+	return t
+}
+
+// Toeplitz computes the Toeplitz hash of data with key, as the NIC does for RSS. len(data) must be
+// at most RSSKeySize-4.
+func Toeplitz(key *[RSSKeySize]byte, data []byte) uint32 {
+	var hash uint32
+	v := binary.BigEndian.Uint32(key[:4])
+	for i, b := range data {
+		next := key[i+4]
+		for bit := 7; bit >= 0; bit-- {
+			if b&(1<<bit) != 0 {
+				hash ^= v
+			}
+			v <<= 1
+			if next&(1<<bit) != 0 {
+				v |= 1
+			}
+		}
+	}
+	return hash
+}
+
+// flowHashInput extracts the RSS hash input of an Ethernet frame into buf: the IP source and
+// destination addresses, followed by the TCP or UDP ports when the packet is an unfragmented TCP
+// or UDP packet (MANA_HASH_L4). It returns nil for frames that are not IPv4 or IPv6.
+func flowHashInput(frame []byte, buf *[36]byte) []byte {
+	if len(frame) < 14 {
+		return nil
+	}
+	etype := binary.BigEndian.Uint16(frame[12:14])
+	l3 := frame[14:]
+	if etype == 0x8100 || etype == 0x88a8 { // one VLAN tag
+		if len(frame) < 18 {
+			return nil
+		}
+		etype = binary.BigEndian.Uint16(frame[16:18])
+		l3 = frame[18:]
+	}
+	var n int
+	var proto byte
+	var l4 []byte
+	switch etype {
+	case 0x0800:
+		if len(l3) < 20 || l3[0]>>4 != 4 {
+			return nil
+		}
+		ihl := int(l3[0]&0x0f) * 4
+		n = copy(buf[:], l3[12:20])
+		frag := binary.BigEndian.Uint16(l3[6:8])&0x3fff != 0 // MF or fragment offset
+		if !frag && ihl >= 20 && len(l3) >= ihl+4 {
+			proto, l4 = l3[9], l3[ihl:]
+		}
+	case 0x86dd:
+		if len(l3) < 40 || l3[0]>>4 != 6 {
+			return nil
+		}
+		n = copy(buf[:], l3[8:40])
+		if len(l3) >= 44 {
+			proto, l4 = l3[6], l3[40:]
+		}
+	default:
+		return nil
+	}
+	if proto == 6 || proto == 17 {
+		n += copy(buf[n:], l4[:4])
+	}
+	return buf[:n]
+}
+
+// steer returns the RX queue for frame: the indirection table entry of the frame's Toeplitz hash,
+// or queue 0 for frames RSS does not hash.
+func (t *rssTable) steer(frame []byte) int {
+	var buf [36]byte
+	in := flowHashInput(frame, &buf)
+	if in == nil {
+		return 0
+	}
+	return int(t.indir[Toeplitz(&t.key, in)%RSSIndirSize])
+}
