@@ -1,0 +1,378 @@
+package xdp
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/tests/testenv"
+	"github.com/manad/manad/vnic"
+)
+
+// elfProg is one program of a hand-built BPF object: a function symbol in an executable section.
+type elfProg struct {
+	section, name string
+	insns         asm.Instructions
+}
+
+// buildELF writes a relocatable little-endian ELF object for EM_BPF with the given programs
+// (several may share a section), a "license" section and a symbol table: the layout clang
+// -target bpfel produces for programs without maps or BTF. machine overrides e_machine.
+func buildELF(t testing.TB, machine elf.Machine, license string, progs ...elfProg) []byte {
+	t.Helper()
+	le := binary.LittleEndian
+	var strtab bytes.Buffer
+	strtab.WriteByte(0)
+	str := func(s string) uint32 {
+		off := uint32(strtab.Len())
+		strtab.WriteString(s)
+		strtab.WriteByte(0)
+		return off
+	}
+
+	type section struct {
+		hdr  elf.Section64
+		data []byte
+	}
+	secs := []*section{{}} // SHN_UNDEF
+	strtabIdx := len(secs)
+	secs = append(secs, &section{hdr: elf.Section64{Name: str(".strtab"), Type: uint32(elf.SHT_STRTAB), Addralign: 1}})
+
+	// Program sections, in order of first appearance.
+	type sym struct {
+		name      string
+		shndx     int
+		off, size int
+	}
+	var syms []sym
+	bySection := map[string]*section{}
+	secIndex := map[string]int{}
+	for _, p := range progs {
+		s := bySection[p.section]
+		if s == nil {
+			s = &section{hdr: elf.Section64{
+				Name: str(p.section), Type: uint32(elf.SHT_PROGBITS),
+				Flags: uint64(elf.SHF_ALLOC | elf.SHF_EXECINSTR), Addralign: 8,
+			}}
+			bySection[p.section] = s
+			secIndex[p.section] = len(secs)
+			secs = append(secs, s)
+		}
+		var code bytes.Buffer
+		if err := p.insns.Marshal(&code, le); err != nil {
+			t.Fatalf("marshalling %s: %v", p.name, err)
+		}
+		syms = append(syms, sym{p.name, secIndex[p.section], len(s.data), code.Len()})
+		s.data = append(s.data, code.Bytes()...)
+	}
+	if license != "" {
+		secs = append(secs, &section{
+			hdr:  elf.Section64{Name: str("license"), Type: uint32(elf.SHT_PROGBITS), Flags: uint64(elf.SHF_ALLOC | elf.SHF_WRITE), Addralign: 1},
+			data: append([]byte(license), 0),
+		})
+	}
+	var symtab bytes.Buffer
+	must(t, binary.Write(&symtab, le, elf.Sym64{})) // the null symbol
+	for _, s := range syms {
+		must(t, binary.Write(&symtab, le, elf.Sym64{
+			Name: str(s.name), Info: elf.ST_INFO(elf.STB_GLOBAL, elf.STT_FUNC),
+			Shndx: uint16(s.shndx), Value: uint64(s.off), Size: uint64(s.size),
+		}))
+	}
+	secs = append(secs, &section{
+		hdr: elf.Section64{
+			Name: str(".symtab"), Type: uint32(elf.SHT_SYMTAB), Link: uint32(strtabIdx),
+			Info: 1, Addralign: 8, Entsize: uint64(binary.Size(elf.Sym64{})),
+		},
+		data: symtab.Bytes(),
+	})
+	secs[strtabIdx].data = strtab.Bytes()
+
+	// Layout: header, section contents (8-byte aligned), section header table.
+	var body bytes.Buffer
+	hdrSize := binary.Size(elf.Header64{})
+	for _, s := range secs[1:] {
+		for (hdrSize+body.Len())%8 != 0 {
+			body.WriteByte(0)
+		}
+		s.hdr.Off = uint64(hdrSize + body.Len())
+		s.hdr.Size = uint64(len(s.data))
+		body.Write(s.data)
+	}
+	for (hdrSize+body.Len())%8 != 0 {
+		body.WriteByte(0)
+	}
+	var ident [elf.EI_NIDENT]byte
+	copy(ident[:], elf.ELFMAG)
+	ident[elf.EI_CLASS] = byte(elf.ELFCLASS64)
+	ident[elf.EI_DATA] = byte(elf.ELFDATA2LSB)
+	ident[elf.EI_VERSION] = byte(elf.EV_CURRENT)
+	h := elf.Header64{
+		Ident: ident, Type: uint16(elf.ET_REL), Machine: uint16(machine), Version: uint32(elf.EV_CURRENT),
+		Shoff: uint64(hdrSize + body.Len()), Ehsize: uint16(hdrSize),
+		Shentsize: uint16(binary.Size(elf.Section64{})), Shnum: uint16(len(secs)), Shstrndx: uint16(strtabIdx),
+	}
+	var out bytes.Buffer
+	must(t, binary.Write(&out, le, h))
+	out.Write(body.Bytes())
+	for _, s := range secs {
+		must(t, binary.Write(&out, le, s.hdr))
+	}
+	return out.Bytes()
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// progUncheckedRead reads the packet without a bounds check: the verifier must reject it.
+func progUncheckedRead() asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R1, mdData, asm.Word),
+		asm.LoadMem(asm.R0, asm.R2, 12, asm.Half),
+		asm.Return(),
+	}
+}
+
+// TestBuildELFIsValidELF checks the test's object writer against the standard library's reader,
+// so that Load failures below are Load's and not the writer's.
+func TestBuildELFIsValidELF(t *testing.T) {
+	obj := buildELF(t, elf.EM_BPF, "GPL",
+		elfProg{"xdp", "drop_udp_9", progDropUDPPort(9)},
+		elfProg{"tc", "cls", progConst(0)},
+		elfProg{"tc", "cls2", progConst(0)},
+	)
+	f, err := elf.NewFile(bytes.NewReader(obj))
+	if err != nil {
+		t.Fatalf("debug/elf refuses the object: %v", err)
+	}
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range syms {
+		got = append(got, f.Sections[s.Section].Name+"/"+s.Name)
+	}
+	if want := "xdp/drop_udp_9 tc/cls tc/cls2"; strings.Join(got, " ") != want {
+		t.Errorf("symbols %q, want %q", got, want)
+	}
+	if f.Machine != elf.EM_BPF || f.Section("license") == nil {
+		t.Errorf("machine %v, license section %v", f.Machine, f.Section("license"))
+	}
+}
+
+func TestLoadValidObject(t *testing.T) {
+	testenv.RequireRoot(t)
+	obj := buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp", "drop_udp_9", progDropUDPPort(9)})
+	for _, tc := range []struct {
+		section, name, wantName string
+	}{
+		{"", "", "ebpf:drop_udp_9"},
+		{"xdp", "", "ebpf:drop_udp_9"},
+		{"xdp", "filter.o", "ebpf:filter.o"},
+	} {
+		p, err := Load(obj, tc.section, tc.name)
+		if err != nil {
+			t.Fatalf("Load(section %q): %v", tc.section, err)
+		}
+		if got := p.Name(); got != tc.wantName {
+			t.Errorf("Name() = %q, want %q", got, tc.wantName)
+		}
+		for _, fc := range []struct {
+			frame []byte
+			want  vnic.XDPAction
+		}{
+			{udpFrame(300, 1, 9), vnic.XDPDrop},
+			{udpFrame(300, 1, 53), vnic.XDPPass},
+		} {
+			act, _, _, err := runOn(p, 0, fc.frame)
+			if err != nil || act != fc.want {
+				t.Errorf("loaded program: %v, %v; want %v", act, err, fc.want)
+			}
+		}
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
+}
+
+func TestLoadPicksProgram(t *testing.T) {
+	testenv.RequireRoot(t)
+	obj := buildELF(t, elf.EM_BPF, "GPL",
+		elfProg{"xdp/pass_all", "pass_all", progConst(vnic.XDPPass)},
+		elfProg{"xdp/drop_all", "drop_all", progConst(vnic.XDPDrop)},
+		elfProg{"tc", "cls", progConst(0)},
+		elfProg{"tc", "cls2", progConst(0)},
+	)
+	for _, tc := range []struct {
+		section string
+		want    vnic.XDPAction
+		errno   unix.Errno
+		msg     string
+	}{
+		{section: "xdp/pass_all", want: vnic.XDPPass},
+		{section: "xdp/drop_all", want: vnic.XDPDrop},
+		{section: "", errno: unix.EINVAL, msg: "2 XDP programs (sections: xdp/drop_all, xdp/pass_all)"},
+		{section: "xdp", errno: unix.EINVAL, msg: `no program in section "xdp"`},
+		{section: "tc", errno: unix.EINVAL, msg: `section "tc" holds 2 programs (cls, cls2)`},
+	} {
+		t.Run("section "+tc.section, func(t *testing.T) {
+			p, err := Load(obj, tc.section, "")
+			if tc.errno != 0 {
+				checkLoadError(t, err, tc.errno, tc.msg)
+				return
+			}
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			defer p.Close()
+			if act, _, _, err := runOn(p, 0, udpFrame(64, 1, 2)); err != nil || act != tc.want {
+				t.Errorf("Run: %v, %v; want %v", act, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	testenv.RequireRoot(t)
+	valid := buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp", "pass", progConst(vnic.XDPPass)})
+	for _, tc := range []struct {
+		name    string
+		obj     []byte
+		section string
+		errno   unix.Errno
+		msg     string
+	}{
+		{"empty", nil, "", unix.EINVAL, "empty BPF object"},
+		{"garbage", []byte("this is not an ELF object, just text"), "", unix.EINVAL, "not a valid BPF ELF object"},
+		{"truncated", valid[:len(valid)/2], "", unix.EINVAL, "not a valid BPF ELF object"},
+		{"oversized", append(bytes.Clone(valid), make([]byte, MaxObjectSize)...), "", unix.E2BIG, "larger than the 4194304-byte limit"},
+		{"x86 object", buildELF(t, elf.EM_X86_64, "GPL", elfProg{"xdp", "pass", progConst(2)}), "", unix.EINVAL, "not a valid BPF ELF object"},
+		{"no program", buildELF(t, elf.EM_BPF, "GPL"), "", unix.EINVAL, "contains no program"},
+		{"missing section", valid, "xdp/nope", unix.EINVAL, `no program in section "xdp/nope" (sections: xdp)`},
+		{"tc program", buildELF(t, elf.EM_BPF, "GPL", elfProg{"tc", "cls", progConst(0)}), "", unix.EINVAL,
+			"program in section tc is not an XDP program (type SchedCLS)"},
+		{"tc program named", buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp", "x", progConst(2)}, elfProg{"classifier", "cls", progConst(0)}),
+			"classifier", unix.EINVAL, "program in section classifier is not an XDP program (type SchedCLS)"},
+		{"only non-XDP programs", buildELF(t, elf.EM_BPF, "GPL", elfProg{"tc", "a", progConst(0)}, elfProg{"socket", "b", progConst(0)}),
+			"", unix.EINVAL, "contains no XDP program (sections: socket, tc)"},
+		{"devmap program", buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp/devmap", "dm", progConst(2)}), "", unix.EINVAL,
+			"program in section xdp/devmap is not an RX XDP program (attach type XDPDevMap)"},
+		{"verifier rejection", buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp", "unchecked", progUncheckedRead()}), "", unix.EINVAL,
+			`BPF verifier rejected program "unchecked": `},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Load(tc.obj, tc.section, "")
+			if err == nil {
+				p.Close()
+			}
+			checkLoadError(t, err, tc.errno, tc.msg)
+			t.Logf("%v", err)
+		})
+	}
+}
+
+func TestLoadVerifierLog(t *testing.T) {
+	testenv.RequireRoot(t)
+	_, err := Load(buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp", "unchecked", progUncheckedRead()}), "", "")
+	var le *LoadError
+	if !errors.As(err, &le) {
+		t.Fatalf("Load: %v, want a *LoadError", err)
+	}
+	if len(le.VerifierLog) == 0 {
+		t.Errorf("no verifier log kept")
+	}
+	// The verdict names the offending access, not the log's preamble.
+	if !strings.Contains(le.Message, "invalid access to packet") {
+		t.Errorf("message %q does not carry the verifier's verdict; log:\n%s", le.Message, strings.Join(le.VerifierLog, "\n"))
+	}
+	if strings.Contains(le.Message, "\n") {
+		t.Errorf("message %q spans several lines", le.Message)
+	}
+}
+
+// TestLoadWithoutPermission drops CAP_BPF, CAP_SYS_ADMIN, CAP_NET_ADMIN and CAP_PERFMON from one
+// locked thread (capabilities are per thread) and loads from it.
+func TestLoadWithoutPermission(t *testing.T) {
+	testenv.RequireRoot(t)
+	obj := buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp", "pass", progConst(vnic.XDPPass)})
+	// Load once with the capabilities, so the library's feature probes are settled first.
+	p, err := Load(obj, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread is discarded with its reduced capabilities.
+		runtime.LockOSThread()
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		for _, c := range []uint{unix.CAP_BPF, unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_PERFMON} {
+			data[c/32].Effective &^= 1 << (c % 32)
+		}
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		p, err := Load(obj, "", "")
+		if err == nil {
+			p.Close()
+		}
+		errc <- err
+	}()
+	checkLoadError(t, <-errc, unix.EPERM, "not permitted")
+}
+
+func checkLoadError(t *testing.T, err error, errno unix.Errno, msg string) {
+	t.Helper()
+	if !errors.Is(err, errno) {
+		t.Fatalf("error %v, want %v", err, errno)
+	}
+	var m interface{ ExtackMessage() string }
+	if !errors.As(err, &m) {
+		t.Fatalf("error %v has no extack message", err)
+	}
+	if !strings.Contains(m.ExtackMessage(), msg) {
+		t.Errorf("extack message %q, want it to contain %q", m.ExtackMessage(), msg)
+	}
+}
+
+// FuzzLoad feeds Load arbitrary bytes: it must return a program or an errno-backed error with a
+// message, and never panic. The seeds are the valid and broken objects above.
+func FuzzLoad(f *testing.F) {
+	testenv.RequireRoot(f)
+	valid := buildELF(f, elf.EM_BPF, "GPL", elfProg{"xdp", "pass", progConst(vnic.XDPPass)})
+	f.Add(valid, "")
+	f.Add(valid, "xdp")
+	f.Add(valid[:len(valid)-1], "")
+	f.Add(buildELF(f, elf.EM_BPF, "", elfProg{"tc", "cls", progConst(0)}), "")
+	f.Add([]byte("\x7fELF"), "")
+	f.Fuzz(func(t *testing.T, obj []byte, section string) {
+		p, err := Load(obj, section, "")
+		if err == nil {
+			p.Close()
+			return
+		}
+		var errno unix.Errno
+		var m interface{ ExtackMessage() string }
+		if !errors.As(err, &errno) || !errors.As(err, &m) || m.ExtackMessage() == "" {
+			t.Fatalf("error %v is not an errno with an extack message", err)
+		}
+	})
+}
