@@ -1,0 +1,158 @@
+package config
+
+import (
+	"cmp"
+	_ "embed"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/extack"
+)
+
+// Defaults of the [daemon] table.
+const (
+	DefaultSocket     = "/run/manad/manad.sock"
+	DefaultSocketMode = fs.FileMode(0o666)
+	DefaultStateDir   = "/var/lib/manad"
+	DefaultLogLevel   = slog.LevelInfo
+	DefaultLogFormat  = "text"
+	// NoAdminGroup is DaemonConfig.AdminGID when only uid 0 may change ports.
+	NoAdminGroup = -1
+	// maxSocketPath is what fits in sockaddr_un.sun_path with its terminating NUL.
+	maxSocketPath = 107
+)
+
+// Config is a parsed configuration file: the daemon's settings and its ports, in file order.
+type Config struct {
+	// File is the name the configuration was parsed under (the path given to Load, or
+	// DefaultName); errors and logs use it.
+	File   string
+	Daemon DaemonConfig
+	Ports  []PortSpec
+}
+
+// DaemonConfig is the [daemon] table. cmd/manad overrides Socket, StateDir and LogLevel from its
+// flags by assigning the fields (ParseLogLevel parses the flag), then calls Validate.
+type DaemonConfig struct {
+	Socket     string      // path of the Unix SOCK_SEQPACKET socket manactl connects to
+	SocketMode fs.FileMode // permission bits of the socket file (who may connect)
+	// AdminGroup is the admin_group as written ("" when none); AdminGID is its gid, or
+	// NoAdminGroup. Members of the group may send SET requests as well as uid 0.
+	AdminGroup string
+	AdminGID   int
+	StateDir   string     // directory of state.json
+	LogLevel   slog.Level // one of slog.LevelDebug, LevelInfo, LevelWarn, LevelError
+	LogFormat  string     // "text" or "json" (slog.TextHandler / slog.JSONHandler)
+}
+
+// DefaultDaemonConfig returns the [daemon] table's defaults.
+func DefaultDaemonConfig() DaemonConfig {
+	return DaemonConfig{
+		Socket: DefaultSocket, SocketMode: DefaultSocketMode, AdminGID: NoAdminGroup,
+		StateDir: DefaultStateDir, LogLevel: DefaultLogLevel, LogFormat: DefaultLogFormat,
+	}
+}
+
+// Validate checks the fields the way Parse checks the [daemon] table; cmd/manad calls it after
+// applying its flags. Errors: EINVAL with a message naming the field.
+func (dc *DaemonConfig) Validate() error {
+	msg := cmp.Or(checkSocket(dc.Socket), checkStateDir(dc.StateDir))
+	switch {
+	case msg != "":
+	case dc.SocketMode&^fs.ModePerm != 0:
+		msg = fmt.Sprintf("socket_mode %#o is not permission bits", uint32(dc.SocketMode))
+	case dc.AdminGID < NoAdminGroup || int64(dc.AdminGID) > math.MaxUint32-1:
+		msg = fmt.Sprintf("admin_group gid %d invalid", dc.AdminGID)
+	case dc.LogLevel != slog.LevelDebug && dc.LogLevel != slog.LevelInfo && dc.LogLevel != slog.LevelWarn && dc.LogLevel != slog.LevelError:
+		msg = fmt.Sprintf("log_level %v unknown (want debug, info, warn or error)", dc.LogLevel)
+	case dc.LogFormat != "text" && dc.LogFormat != "json":
+		msg = fmt.Sprintf("log_format %q unknown (want text or json)", dc.LogFormat)
+	}
+	if msg != "" {
+		return extack.New(unix.EINVAL, "daemon: %s", msg)
+	}
+	return nil
+}
+
+func checkSocket(s string) string {
+	switch {
+	case !filepath.IsAbs(s):
+		return fmt.Sprintf("socket %q must be an absolute path", s)
+	case len(s) > maxSocketPath:
+		return fmt.Sprintf("socket path is %d bytes; a Unix socket path holds at most %d", len(s), maxSocketPath)
+	}
+	return ""
+}
+
+func checkStateDir(s string) string {
+	if !filepath.IsAbs(s) {
+		return fmt.Sprintf("state_dir %q must be an absolute path", s)
+	}
+	return ""
+}
+
+// Port returns the port named name and whether there is one.
+func (c *Config) Port(name string) (PortSpec, bool) {
+	i := slices.IndexFunc(c.Ports, func(p PortSpec) bool { return p.Name == name })
+	if i < 0 {
+		return PortSpec{}, false
+	}
+	return c.Ports[i].clone(), true
+}
+
+// Load reads and parses the configuration file at path; errors name it as given.
+//
+// Errors: the os error (errors.Is with fs.ErrNotExist / unix.ENOENT, unix.EACCES, …) when the
+// file cannot be read; otherwise what Parse returns.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+//go:embed default.toml
+var defaultTOML []byte
+
+// DefaultName is Config.File of the embedded default configuration.
+const DefaultName = "default.toml"
+
+// Default returns the embedded default configuration (default.toml): two ports, mana0 in netns
+// manaA and mana1 in netns manaB, on segment wire0. It panics if the embedded file does not
+// parse, which is a build defect that the package's tests catch.
+func Default() *Config {
+	c, err := Parse(DefaultName, defaultTOML)
+	if err != nil {
+		panic("config: embedded default.toml is invalid: " + err.Error())
+	}
+	return c
+}
+
+// DefaultTOML returns the text of the embedded default configuration, for printing as a starting
+// point ("manad --print-config", say).
+func DefaultTOML() []byte { return slices.Clone(defaultTOML) }
+
+// ParseLogLevel parses a log level as the file and cmd/manad's flag spell it: debug, info, warn
+// (or warning) or error, in any case. Errors: EINVAL, naming the allowed values.
+func ParseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, extack.New(unix.EINVAL, "unknown log level %q (want debug, info, warn or error)", s)
+}

@@ -1,0 +1,78 @@
+// Package config reads manad's configuration file, holds its embedded default, and keeps the
+// state file that carries runtime changes across restarts.
+//
+// # Configuration file
+//
+// The file is TOML (1.1, parsed by github.com/BurntSushi/toml). It has an optional [daemon]
+// table and any number of [[port]] tables; any other key or table is an error, as is a value of
+// the wrong type. Keys left out take the defaults below.
+//
+//	[daemon]
+//	socket      = "/run/manad/manad.sock" # absolute path of the control socket (at most 107 bytes)
+//	socket_mode = "0666"                  # its permission bits: octal string, or TOML octal 0o666
+//	admin_group = "netdev"                # group name or gid allowed to change ports besides root;
+//	                                      # default none. A name must exist when the file is read.
+//	state_dir   = "/var/lib/manad"        # absolute; holds state.json
+//	log_level   = "info"                  # debug, info, warn or error
+//	log_format  = "text"                  # text or json
+//
+//	[[port]]
+//	name          = "mana0"      # required; the TAP netdev's name: 1-15 bytes, no '/', ':' or
+//	                             # whitespace; unique in the file
+//	mac           = "02:…"       # unicast EUI-48; default: locally administered, derived from
+//	                             # the name (the same on every start); unique in the file
+//	mtu           = 1500         # 68..max_mtu (default 1500, or max_mtu if lower)
+//	max_mtu       = 9000         # 68..65535: the adapter's limit
+//	page_size     = "4K"         # 4096, 16384, 65536 or "4K", "16K", "64K": the host page size
+//	                             # the RX buffer layout models (x86 or ARM64 kernels)
+//	queues        = 16           # combined channels, 1..max_queues (default 16, or max_queues)
+//	max_queues    = 64           # 1..256
+//	rx_ring       = 1024         # 128..8192, rounded up to a power of two as the driver does
+//	tx_ring       = 256          # 128..16384, likewise
+//	priv_flags    = []           # private flag names: "full-page-rx"
+//	xdp           = ""           # built-in XDP program: "pass", "drop", "tx", "aborted"; its
+//	                             # MTU limit applies (3506 on 4K pages)
+//	rule          = "upstream"   # RX buffer rule: "upstream", "pre-headroom" or "pre-frag"
+//	memory_budget = "2GiB"       # RX memory cap: bytes, or a number with K/KiB, M/MiB, G/GiB,
+//	                             # T/TiB (binary), or "unlimited"
+//	segment       = "default"    # wire segment (learning L2 switch) to plug into; ports on one
+//	                             # segment reach each other. 1-64 of [A-Za-z0-9._-]
+//	netns         = ""           # named network namespace (/run/netns/NAME) for the TAP; "" is
+//	                             # manad's own. manad creates it if missing, like `ip netns add`,
+//	                             # and never deletes it
+//	persistent    = true         # the TAP outlives manad, keeping addresses and routes; manad
+//	                             # re-attaches to it on restart
+//
+// Every problem, syntax or semantic, is reported as "FILE:LINE: message", for example
+//
+//	manad.toml:12: port "eth0": page_size 8192 not supported (want 4096, 16384 or 65536, or "4K", "16K", "64K")
+//
+// and Parse reports all of a file's problems at once (Errors). BurntSushi/toml does not tell
+// where the keys of the second and later [[port]] tables are, so a small scanner (locate.go)
+// walks the accepted text again to find each key's line.
+//
+// Without a file the daemon uses the embedded default (Default, default.toml): ports mana0 and
+// mana1 on segment wire0, in namespaces manaA and manaB, ready for a ping between the two.
+//
+// # State file
+//
+// STATE_DIR/state.json is JSON:
+//
+//	{
+//	  "version": 1,
+//	  "ports": {
+//	    "mana0": {"settings": {"mtu": 1500, "queues": 4, "rx_ring": 1024, "tx_ring": 256,
+//	              "priv_flags": ["full-page-rx"], "xdp": "", "admin_up": true}},
+//	    "mana7": {"spec": {"name": "mana7", "mac": "02:…", …}, "settings": {…}}
+//	  },
+//	  "deleted": ["mana1"]
+//	}
+//
+// "ports" holds every port's runtime settings, and for a port created at runtime also its full
+// spec; "deleted" lists the configuration's ports deleted at runtime. State.Save writes it
+// atomically (temporary file in the same directory, fsync, rename, fsync of the directory), so a
+// kill -9 at any moment leaves the old or the new state. LoadState treats a missing file as an
+// empty state and a corrupt one as an error (EBADMSG) naming the file. Merge combines the
+// configuration with the state into the ports to create: the state's settings win, ports deleted
+// at runtime stay deleted, ports created at runtime come back.
+package config

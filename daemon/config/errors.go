@@ -1,0 +1,81 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Error is one problem in a configuration file (a syntax error found by the TOML parser, or a
+// semantic one: a value out of range, an unknown key, a duplicate port) or in the state file.
+// It matches errors.Is(err, unix.EINVAL) for the configuration, unix.EBADMSG for a corrupt state
+// file.
+type Error struct {
+	File string // the file name as given to Load or Parse, or the state file's path
+	Line int    // 1-based; 0 when the problem has no line
+	Msg  string // what is wrong, without the file and line
+	Err  error  // the errno Unwrap returns; nil means unix.EINVAL
+}
+
+// Error returns "file:line: message", the form editors and compilers use.
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return e.File + ": " + e.Msg
+}
+
+// Unwrap returns the errno: unix.EINVAL for a bad configuration, which is invalid input, unless
+// Err says otherwise.
+func (e *Error) Unwrap() error {
+	if e.Err != nil {
+		return e.Err
+	}
+	return unix.EINVAL
+}
+
+// Errors is every problem found in one configuration file, ordered by line. Parse returns it when
+// a file has more than one problem, so the user can fix them all at once. It matches
+// errors.Is(err, unix.EINVAL), and errors.As(err, &e) with e an *Error finds the first problem.
+type Errors []*Error
+
+// maxErrors bounds how many problems one Parse reports; a wrong file can have many.
+const maxErrors = 20
+
+// Error returns one problem per line.
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the problems.
+func (es Errors) Unwrap() []error {
+	errs := make([]error, len(es))
+	for i, e := range es {
+		errs[i] = e
+	}
+	return errs
+}
+
+// result turns a list of problems into the error Parse returns: nil, the single *Error, or Errors
+// sorted by line (stable, so problems on one line keep the order they were found in).
+func result(es []*Error) error {
+	switch len(es) {
+	case 0:
+		return nil
+	case 1:
+		return es[0]
+	}
+	es = slices.Clone(es)
+	slices.SortStableFunc(es, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
+	if len(es) > maxErrors {
+		es = append(es[:maxErrors:maxErrors], &Error{File: es[0].File, Msg: fmt.Sprintf("%d more problems not shown", len(es)-maxErrors)})
+	}
+	return Errors(es)
+}

@@ -1,0 +1,391 @@
+package config
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"math"
+	"math/bits"
+	"net"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+// Defaults of the settings that are not the port model's.
+const (
+	// DefaultSegment is the wire segment a port joins when its spec names none.
+	DefaultSegment = "default"
+	// UnlimitedMemory is PortSpec.MemoryBudget for a port without an RX memory limit.
+	UnlimitedMemory int64 = -1
+	// MaxSegmentName bounds a segment name's length.
+	MaxSegmentName = 64
+)
+
+// PortSpec is everything about one port: its fixed configuration (what vnic.Config holds: the
+// "hardware"), where it lives (TAP name, MAC, netns, wire segment) and the settings it starts with
+// (what vnic.Settings holds). A [[port]] table of the configuration file is one PortSpec; so is a
+// port created at runtime, which the state file remembers in full.
+type PortSpec struct {
+	Name       string           // the port's and its TAP netdev's name; unique in the daemon
+	MAC        net.HardwareAddr // unicast EUI-48
+	NetNS      string           // named network namespace (/run/netns/NAME) of the TAP; "" = manad's
+	Segment    string           // the wire segment (learning L2 switch) the port is plugged into
+	Persistent bool             // the TAP survives manad exiting, keeping its addresses and routes
+
+	// Fixed configuration (vnic.Config).
+	PageSize     int        // 4096, 16384 or 65536
+	Rule         rxbuf.Rule // which upstream RX buffer rule the port follows
+	MaxMTU       int        // adapter MTU - ETH_HLEN
+	MaxQueues    int        // vport max_rxq/max_txq
+	MemoryBudget int64      // bytes of RX pages the port may pin; UnlimitedMemory for no limit
+
+	// Settings to start with (vnic.Settings).
+	MTU       int
+	Queues    int    // combined channels
+	RxRing    int    // a power of two (the file's value is rounded up, as the driver does)
+	TxRing    int    // a power of two
+	PrivFlags uint32 // vnic.PrivFlag* bits
+	XDP       string // built-in XDP program name (vnic.BuiltinXDPByName), "" for none
+
+	// Line is where the port's [[port]] header is in the configuration file; 0 for a port that
+	// was not defined there.
+	Line int
+}
+
+// DefaultPortSpec returns the spec of a port named name with every default filled in: the
+// driver's defaults for the port model (vnic.Default*), 4K pages, the upstream rule, a MAC
+// derived from the name (DeriveMAC), the daemon's own netns, DefaultSegment, persistent.
+func DefaultPortSpec(name string) PortSpec {
+	return PortSpec{
+		Name: name, MAC: DeriveMAC(name), Segment: DefaultSegment, Persistent: true,
+		PageSize: 4096, Rule: rxbuf.RuleUpstream, MaxMTU: vnic.DefaultMaxMTU,
+		MaxQueues: vnic.DefaultMaxQueues, MemoryBudget: vnic.DefaultMemoryBudget,
+		MTU: vnic.DefaultMTU, Queues: vnic.DefaultQueues, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing,
+	}
+}
+
+// DeriveMAC returns the MAC a port named name gets when its spec gives none: a locally
+// administered unicast address made from a hash of the name, so it is the same on every start
+// and on every host, and differs between names.
+func DeriveMAC(name string) net.HardwareAddr {
+	sum := sha256.Sum256([]byte("manad port " + name))
+	mac := net.HardwareAddr(sum[:6:6])
+	mac[0] = mac[0]&^0x01 | 0x02 // clear the group bit, set the locally administered bit
+	return mac
+}
+
+// Config returns the port's fixed configuration as the port model takes it. The daemon fills in
+// Lock, Host, Wire and Logger.
+func (s *PortSpec) Config() vnic.Config {
+	return vnic.Config{
+		Name: s.Name, PageSize: s.PageSize, Rule: s.Rule, MaxMTU: s.MaxMTU,
+		MaxQueues: s.MaxQueues, MemoryBudget: s.MemoryBudget, // UnlimitedMemory is vnic's "negative: no limit"
+	}
+}
+
+// Settings returns the settings the port starts with, the XDP built-in resolved to its program
+// (an unknown name, which Validate refuses, gives no program).
+func (s *PortSpec) Settings() vnic.Settings {
+	set := vnic.Settings{MTU: s.MTU, Queues: s.Queues, RxRing: s.RxRing, TxRing: s.TxRing, PrivFlags: s.PrivFlags}
+	if p := vnic.BuiltinXDPByName(s.XDP); p != nil {
+		set.XDP = p
+	}
+	return set
+}
+
+// clone returns a copy that shares no memory with s.
+func (s PortSpec) clone() PortSpec {
+	s.MAC = append(net.HardwareAddr(nil), s.MAC...)
+	return s
+}
+
+// Validate checks the spec the way Parse checks a [[port]] table: names, MAC, every range the
+// port model enforces (so vnic.New cannot refuse a valid spec), the XDP built-in and the MTU it
+// allows. Errors: EINVAL, with an extack message naming the port and the field ("port \"eth0\":
+// mtu 40 out of range 68..9000"). It does not check uniqueness against other ports.
+func (s *PortSpec) Validate() error {
+	if ps := s.problems(); len(ps) > 0 {
+		return extack.New(unix.EINVAL, "%s: %s", portLabel(s.Name, -1), ps[0].msg)
+	}
+	return nil
+}
+
+// problem is a validation failure and the field (the file's key) it is about.
+type problem struct {
+	field string
+	msg   string
+}
+
+// problems returns every validation failure of s, each with its field.
+func (s *PortSpec) problems() []problem {
+	var ps []problem
+	add := func(field, format string, args ...any) {
+		ps = append(ps, problem{field, fmt.Sprintf(format, args...)})
+	}
+	if err := checkIfName(s.Name); err != "" {
+		add("name", "name %q %s", s.Name, err)
+	}
+	if err := checkMAC(s.MAC); err != "" {
+		add("mac", "mac %s %s", s.MAC, err)
+	}
+	maxMTUOK := s.MaxMTU >= vnic.MinMTU && s.MaxMTU <= rxbuf.MaxMTU
+	if !maxMTUOK {
+		add("max_mtu", "max_mtu %d out of range %d..%d", s.MaxMTU, vnic.MinMTU, rxbuf.MaxMTU)
+	}
+	pageOK := rxbuf.ValidPageSize(s.PageSize)
+	if !pageOK {
+		add("page_size", "page_size %d not supported (want %s)", s.PageSize, pageSizesWanted)
+	}
+	maxQueuesOK := s.MaxQueues >= 1 && s.MaxQueues <= 256 // vnic.Config's limit
+	if !maxQueuesOK {
+		add("max_queues", "max_queues %d out of range 1..256", s.MaxQueues)
+	}
+	if s.Rule > rxbuf.RulePreFrag {
+		add("rule", "unknown rule %s (want %s)", s.Rule, rulesWanted())
+	}
+	if s.MemoryBudget == 0 || s.MemoryBudget < UnlimitedMemory {
+		add("memory_budget", "memory_budget %d invalid (want a positive size or \"unlimited\")", s.MemoryBudget)
+	}
+	switch {
+	case s.MTU < vnic.MinMTU:
+		add("mtu", "mtu %d less than the minimum %d", s.MTU, vnic.MinMTU)
+	case maxMTUOK && s.MTU > s.MaxMTU:
+		add("mtu", "mtu %d greater than max_mtu %d", s.MTU, s.MaxMTU)
+	}
+	switch {
+	case s.Queues < 1:
+		add("queues", "queues %d less than 1", s.Queues)
+	case maxQueuesOK && s.Queues > s.MaxQueues:
+		add("queues", "queues %d greater than max_queues %d", s.Queues, s.MaxQueues)
+	}
+	if s.RxRing < vnic.MinRxRing || s.RxRing > vnic.MaxRxRing {
+		add("rx_ring", "rx_ring %d out of range %d..%d", s.RxRing, vnic.MinRxRing, vnic.MaxRxRing)
+	}
+	if s.TxRing < vnic.MinTxRing || s.TxRing > vnic.MaxTxRing {
+		add("tx_ring", "tx_ring %d out of range %d..%d", s.TxRing, vnic.MinTxRing, vnic.MaxTxRing)
+	}
+	if unknown := s.PrivFlags &^ (1<<vnic.PrivFlagMax - 1); unknown != 0 {
+		add("priv_flags", "unknown private flag bits %#x", unknown)
+	}
+	if s.XDP != "" {
+		if vnic.BuiltinXDPByName(s.XDP) == nil {
+			add("xdp", "unknown XDP built-in %q (want %s or \"\")", s.XDP, xdpWanted())
+		} else if pageOK && s.MTU > rxbuf.XDPMTUMax(s.PageSize) {
+			// mana_xdp_set: "XDP: mtu:%u too large, mtu_max:%lu".
+			add("xdp", "mtu %d too large for XDP with %d-byte pages (max %d)", s.MTU, s.PageSize, rxbuf.XDPMTUMax(s.PageSize))
+		}
+	}
+	if err := checkSegment(s.Segment); err != "" {
+		add("segment", "segment %q %s", s.Segment, err)
+	}
+	if s.NetNS != "" {
+		if err := checkNetNS(s.NetNS); err != "" {
+			add("netns", "netns %q %s", s.NetNS, err)
+		}
+	}
+	return ps
+}
+
+// normalize rounds the rings up to a power of two, as mana_set_ringparam does; the port model
+// would do the same, so the spec says what the port will really use.
+func (s *PortSpec) normalize() {
+	s.RxRing, s.TxRing = roundUpPow2(s.RxRing), roundUpPow2(s.TxRing)
+}
+
+func roundUpPow2(n int) int {
+	if n <= 1 {
+		return 1
+	}
+	return 1 << bits.Len(uint(n-1))
+}
+
+// portLabel names a port in messages: by name when it has one, else by its position in the file.
+func portLabel(name string, index int) string {
+	if name != "" || index < 0 {
+		return fmt.Sprintf("port %q", name)
+	}
+	return fmt.Sprintf("port #%d", index+1)
+}
+
+// checkIfName mirrors dev_valid_name: 1..IFNAMSIZ-1 bytes, not "." or "..", no '/', ':' or
+// whitespace. It returns what is wrong, or "".
+func checkIfName(name string) string {
+	switch {
+	case name == "":
+		return "is empty"
+	case len(name) >= unix.IFNAMSIZ:
+		return fmt.Sprintf("is longer than %d bytes", unix.IFNAMSIZ-1)
+	case name == "." || name == "..":
+		return "is not a valid interface name"
+	case strings.ContainsFunc(name, func(r rune) bool { return r == '/' || r == ':' || unicode.IsSpace(r) || r == 0 }):
+		return "is not a valid interface name (no '/', ':' or whitespace)"
+	}
+	return ""
+}
+
+// checkNetNS accepts what `ip netns add` does: a file name under /run/netns.
+func checkNetNS(name string) string {
+	switch {
+	case len(name) > 255:
+		return "is longer than 255 bytes"
+	case name == "." || name == ".." || strings.ContainsAny(name, "/\x00"):
+		return "is not a valid network namespace name (a file name in /run/netns)"
+	}
+	return ""
+}
+
+// checkSegment accepts 1..64 letters, digits, '.', '_' and '-'.
+func checkSegment(name string) string {
+	switch {
+	case name == "":
+		return "is empty"
+	case len(name) > MaxSegmentName:
+		return fmt.Sprintf("is longer than %d bytes", MaxSegmentName)
+	case strings.ContainsFunc(name, func(r rune) bool { return r > unicode.MaxASCII || !(isBareKeyChar(byte(r)) || r == '.') }):
+		return "may only hold letters, digits, '.', '_' and '-'"
+	}
+	return ""
+}
+
+// checkMAC accepts a unicast, non-zero EUI-48.
+func checkMAC(mac net.HardwareAddr) string {
+	switch {
+	case len(mac) != 6:
+		return "is not a 6-byte Ethernet address"
+	case mac[0]&0x01 != 0:
+		return "is a multicast address"
+	case string(mac) == "\x00\x00\x00\x00\x00\x00":
+		return "is the zero address"
+	}
+	return ""
+}
+
+const pageSizesWanted = `4096, 16384 or 65536, or "4K", "16K", "64K"`
+
+func rulesWanted() string {
+	names := make([]string, len(rxbuf.Rules))
+	for i, r := range rxbuf.Rules {
+		names[i] = r.String()
+	}
+	return orList(names)
+}
+
+func xdpWanted() string {
+	var names []string
+	for _, a := range []vnic.XDPAction{vnic.XDPPass, vnic.XDPDrop, vnic.XDPTx, vnic.XDPAborted} {
+		names = append(names, a.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// orList returns "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// parsePageSize accepts 4096 / 16384 / 65536 as a number or string, and "4K", "16K", "64K"
+// (also "4KiB"…, any case).
+func parsePageSize(s string) (int, bool) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	mult := 1
+	for _, suffix := range []string{"KIB", "KB", "K"} {
+		if rest, ok := strings.CutSuffix(t, suffix); ok {
+			t, mult = strings.TrimSpace(rest), 1024
+			break
+		}
+	}
+	n, err := strconv.Atoi(t)
+	if err != nil || n <= 0 || n > math.MaxInt32/mult {
+		return 0, false
+	}
+	return n * mult, true
+}
+
+// memoryUnits are the suffixes a memory_budget string may carry: binary multiples, with or
+// without "iB" ("2G" = "2GiB" = 2·2³⁰ bytes, like page_size's "4K").
+var memoryUnits = []struct {
+	suffix string
+	shift  uint
+}{
+	{"TIB", 40}, {"GIB", 30}, {"MIB", 20}, {"KIB", 10},
+	{"T", 40}, {"G", 30}, {"M", 20}, {"K", 10}, {"B", 0},
+}
+
+// parseMemory parses a memory_budget string: "unlimited", or a whole number with an optional
+// binary unit ("512MiB", "2G", "1048576").
+func parseMemory(s string) (int64, bool) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	if t == "UNLIMITED" {
+		return UnlimitedMemory, true
+	}
+	var shift uint
+	for _, u := range memoryUnits {
+		if rest, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, shift = strings.TrimSpace(rest), u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64>>shift {
+		return 0, false
+	}
+	return n << shift, true
+}
+
+// FormatMemory returns b the way the configuration file would write it: "unlimited", or bytes
+// with the largest exact binary unit ("2GiB", "1536MiB", "1000").
+func FormatMemory(b int64) string {
+	if b == UnlimitedMemory {
+		return "unlimited"
+	}
+	for _, u := range memoryUnits[:4] {
+		if b > 0 && b%(1<<u.shift) == 0 {
+			return strconv.FormatInt(b>>u.shift, 10) + u.suffix[:1] + "iB"
+		}
+	}
+	return strconv.FormatInt(b, 10)
+}
+
+// PrivFlagBits turns private flag names (vnic.PrivFlagNames, e.g. "full-page-rx") into bits.
+// Errors: EINVAL naming the first unknown name.
+func PrivFlagBits(names []string) (uint32, error) {
+	var f uint32
+	for _, n := range names {
+		b, ok := privFlagBit(n)
+		if !ok {
+			return 0, extack.New(unix.EINVAL, "unknown private flag %q (want %s)", n, orList(vnic.PrivFlagNames[:]))
+		}
+		f |= b
+	}
+	return f, nil
+}
+
+func privFlagBit(name string) (uint32, bool) {
+	for i, n := range vnic.PrivFlagNames {
+		if n == name {
+			return 1 << i, true
+		}
+	}
+	return 0, false
+}
+
+// PrivFlagNames returns the names of the flags set in f, in bit order. Bits without a name (which
+// a valid spec never has) are left out.
+func PrivFlagNames(f uint32) []string {
+	names := []string{}
+	for i, n := range vnic.PrivFlagNames {
+		if f&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return names
+}

@@ -1,0 +1,491 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+const (
+	// StateFile is the state file's name in the state directory.
+	StateFile = "state.json"
+	// StateVersion is the state file format this package writes and reads.
+	StateVersion = 1
+	// stateTempPattern names Save's temporary files (os.CreateTemp replaces the '*').
+	stateTempPattern = "." + StateFile + ".*.tmp"
+)
+
+// State is what the daemon changed at runtime and must survive a restart, even a kill -9: the
+// settings of every port, the full spec of ports created at runtime, and the configuration-file
+// ports deleted at runtime. The daemon updates it under its configuration lock after every
+// successful change and calls Save; State is not safe for concurrent use.
+type State struct {
+	// Ports maps a port name to what is remembered about it.
+	Ports map[string]PortState
+	// Deleted lists the configuration-file ports deleted at runtime, sorted: Merge leaves them
+	// out until they are created again.
+	Deleted []string
+}
+
+// PortState is what the state file remembers about one port.
+type PortState struct {
+	// Spec is the full spec of a port created at runtime; nil for a configuration-file port,
+	// whose spec the file gives.
+	Spec     *PortSpec
+	Settings PortSettings
+}
+
+// PortSettings are a port's runtime settings as the state file keeps them: what vnic.Settings
+// holds, with the private flags and the XDP program by name so the file stays readable and
+// survives a renumbering, plus the administrative state.
+type PortSettings struct {
+	MTU       int      `json:"mtu"`
+	Queues    int      `json:"queues"`
+	RxRing    int      `json:"rx_ring"`
+	TxRing    int      `json:"tx_ring"`
+	PrivFlags []string `json:"priv_flags"`
+	// XDP is the attached program's name: a built-in ("pass", …), or another program's name
+	// ("ebpf:…"), which Merge cannot restore and drops with a note. "" when none.
+	XDP     string `json:"xdp"`
+	AdminUp bool   `json:"admin_up"`
+}
+
+// NewPortSettings returns the settings to record for a port whose vnic settings are s.
+func NewPortSettings(s vnic.Settings, adminUp bool) PortSettings {
+	ps := PortSettings{
+		MTU: s.MTU, Queues: s.Queues, RxRing: s.RxRing, TxRing: s.TxRing,
+		PrivFlags: PrivFlagNames(s.PrivFlags), AdminUp: adminUp,
+	}
+	if s.XDP != nil {
+		ps.XDP = s.XDP.Name()
+	}
+	return ps
+}
+
+func (ps PortSettings) clone() PortSettings {
+	ps.PrivFlags = slices.Clone(ps.PrivFlags)
+	if ps.PrivFlags == nil {
+		ps.PrivFlags = []string{}
+	}
+	return ps
+}
+
+// NewState returns an empty state: nothing changed at runtime.
+func NewState() *State { return &State{Ports: map[string]PortState{}} }
+
+// RecordSettings remembers the current settings of port name (a configuration-file port or one
+// created at runtime).
+func (s *State) RecordSettings(name string, set PortSettings) {
+	s.init()
+	ps := s.Ports[name]
+	ps.Settings = set.clone()
+	s.Ports[name] = ps
+}
+
+// RecordCreated remembers a port created at runtime, with its full spec and current settings. A
+// configuration-file port of that name that was deleted is no longer remembered as deleted.
+func (s *State) RecordCreated(spec PortSpec, set PortSettings) {
+	s.init()
+	spec = spec.clone()
+	spec.Line = 0
+	s.Ports[spec.Name] = PortState{Spec: &spec, Settings: set.clone()}
+	s.Deleted = slices.DeleteFunc(s.Deleted, func(n string) bool { return n == spec.Name })
+}
+
+// RecordDeleted forgets port name and, when cfg defines it, remembers that it was deleted so the
+// next start does not bring it back.
+func (s *State) RecordDeleted(name string, cfg *Config) {
+	delete(s.Ports, name)
+	if _, ok := cfg.Port(name); ok {
+		if i, found := slices.BinarySearch(s.Deleted, name); !found {
+			s.Deleted = slices.Insert(s.Deleted, i, name)
+		}
+	}
+}
+
+// init makes a zero State usable.
+func (s *State) init() {
+	if s.Ports == nil {
+		s.Ports = map[string]PortState{}
+	}
+}
+
+// StatePath returns the state file's path in dir.
+func StatePath(dir string) string { return filepath.Join(dir, StateFile) }
+
+// LoadState reads dir's state file. A missing file (or directory) is an empty state, not an
+// error: the first start, or a daemon that never changed anything.
+//
+// Errors: the os error when the file cannot be read (errors.Is with unix.EACCES, …); an *Error
+// matching errors.Is(err, unix.EBADMSG) that names the file (and the line, for a JSON syntax
+// error) when its contents are corrupt, unparsable, or written by a newer manad. The daemon logs
+// it and starts from the configuration alone.
+func LoadState(dir string) (*State, error) {
+	path := StatePath(dir)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return NewState(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	return parseState(path, data)
+}
+
+// Save writes the state to dir's state file atomically: it writes a temporary file in dir, fsyncs
+// it, renames it over the state file and fsyncs dir, so after a crash at any point the file holds
+// either the previous state or this one, never a mix. It creates dir (0755) when missing and
+// removes temporary files an earlier crash left behind.
+//
+// Errors: the os error of the step that failed (errors.Is with unix.ENOSPC, unix.EACCES, …); the
+// previous state file is then untouched.
+func (s *State) Save(dir string) error {
+	data, err := s.marshal()
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	_, statErr := os.Stat(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	removeStaleTemps(dir)
+	f, err := os.CreateTemp(dir, stateTempPattern)
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	tmp := f.Name()
+	if err := writeSync(f, data); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("state: writing %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, StatePath(dir)); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("state: %w", err)
+	}
+	// The rename is durable only once the directory entry is (and, for a directory created
+	// just now, the directory's own entry in its parent).
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("state: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeStaleTemps removes the temporary files of Saves a crash interrupted. It is best effort:
+// a leftover only costs space and never shadows the state file.
+func removeStaleTemps(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if ok, _ := filepath.Match(stateTempPattern, e.Name()); ok && e.Type().IsRegular() {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// writeSync writes data to f, fsyncs and closes it.
+func writeSync(f *os.File, data []byte) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// The state file's JSON form.
+type (
+	stateJSON struct {
+		Version int                      `json:"version"`
+		Ports   map[string]portStateJSON `json:"ports"`
+		Deleted []string                 `json:"deleted"`
+	}
+	portStateJSON struct {
+		Spec     *specJSON    `json:"spec,omitempty"`
+		Settings PortSettings `json:"settings"`
+	}
+	specJSON struct {
+		Name         string   `json:"name"`
+		MAC          string   `json:"mac"`
+		NetNS        string   `json:"netns"`
+		Segment      string   `json:"segment"`
+		Persistent   bool     `json:"persistent"`
+		PageSize     int      `json:"page_size"`
+		Rule         string   `json:"rule"`
+		MaxMTU       int      `json:"max_mtu"`
+		MaxQueues    int      `json:"max_queues"`
+		MemoryBudget int64    `json:"memory_budget"` // bytes; -1 = unlimited
+		MTU          int      `json:"mtu"`
+		Queues       int      `json:"queues"`
+		RxRing       int      `json:"rx_ring"`
+		TxRing       int      `json:"tx_ring"`
+		PrivFlags    []string `json:"priv_flags"`
+		XDP          string   `json:"xdp"`
+	}
+)
+
+func (s *State) marshal() ([]byte, error) {
+	out := stateJSON{Version: StateVersion, Ports: map[string]portStateJSON{}, Deleted: []string{}}
+	for name, ps := range s.Ports {
+		p := portStateJSON{Settings: ps.Settings.clone()}
+		if sp := ps.Spec; sp != nil {
+			p.Spec = &specJSON{
+				Name: sp.Name, MAC: sp.MAC.String(), NetNS: sp.NetNS, Segment: sp.Segment,
+				Persistent: sp.Persistent, PageSize: sp.PageSize, Rule: sp.Rule.String(),
+				MaxMTU: sp.MaxMTU, MaxQueues: sp.MaxQueues, MemoryBudget: sp.MemoryBudget,
+				MTU: sp.MTU, Queues: sp.Queues, RxRing: sp.RxRing, TxRing: sp.TxRing,
+				PrivFlags: PrivFlagNames(sp.PrivFlags), XDP: sp.XDP,
+			}
+		}
+		out.Ports[name] = p
+	}
+	out.Deleted = append(out.Deleted, s.Deleted...)
+	slices.Sort(out.Deleted)
+	out.Deleted = slices.Compact(out.Deleted)
+	data, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// parseState decodes a state file's contents; path names it in errors.
+func parseState(path string, data []byte) (*State, error) {
+	corrupt := func(line int, format string, args ...any) error {
+		return &Error{File: path, Line: line, Msg: "corrupt state file: " + fmt.Sprintf(format, args...), Err: unix.EBADMSG}
+	}
+	jsonErr := func(err error) error {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return corrupt(lineAt(data, se.Offset), "%v", err)
+		case errors.As(err, &te):
+			return corrupt(lineAt(data, te.Offset), "%v", err)
+		}
+		return corrupt(0, "%v", err)
+	}
+	// The version first, leniently, so a newer format is reported as such rather than as an
+	// unknown field.
+	var head struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, jsonErr(err)
+	}
+	switch {
+	case head.Version == nil:
+		return nil, corrupt(0, "no version")
+	case *head.Version > StateVersion:
+		return nil, corrupt(0, "version %d was written by a newer manad (this one reads version %d)", *head.Version, StateVersion)
+	case *head.Version != StateVersion:
+		return nil, corrupt(0, "unsupported version %d (want %d)", *head.Version, StateVersion)
+	}
+	var in stateJSON
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil { // data after the object was refused by Unmarshal above
+		return nil, jsonErr(err)
+	}
+	st := NewState()
+	for _, name := range slices.Sorted(maps.Keys(in.Ports)) {
+		p := in.Ports[name]
+		if name == "" {
+			return nil, corrupt(0, "a port with an empty name")
+		}
+		ps := PortState{Settings: p.Settings.clone()}
+		if p.Spec != nil {
+			spec, err := p.Spec.spec()
+			if err != nil {
+				return nil, corrupt(0, "port %q: spec: %v", name, err)
+			}
+			if spec.Name != name {
+				return nil, corrupt(0, "port %q: spec names port %q", name, spec.Name)
+			}
+			ps.Spec = &spec
+		}
+		st.Ports[name] = ps
+	}
+	for _, name := range in.Deleted {
+		if name == "" {
+			return nil, corrupt(0, "an empty name in deleted")
+		}
+	}
+	st.Deleted = slices.Compact(slices.Sorted(slices.Values(in.Deleted)))
+	return st, nil
+}
+
+// spec converts the JSON form back; only what cannot be represented at all is an error here.
+// Values out of range are Merge's business: they may be valid for another manad version.
+func (j *specJSON) spec() (PortSpec, error) {
+	mac, err := net.ParseMAC(j.MAC)
+	if err != nil {
+		return PortSpec{}, fmt.Errorf("mac %q: %w", j.MAC, err)
+	}
+	rule, err := rxbuf.ParseRule(j.Rule)
+	if err != nil {
+		return PortSpec{}, err
+	}
+	flags, err := PrivFlagBits(j.PrivFlags)
+	if err != nil {
+		return PortSpec{}, err
+	}
+	return PortSpec{
+		Name: j.Name, MAC: mac, NetNS: j.NetNS, Segment: j.Segment, Persistent: j.Persistent,
+		PageSize: j.PageSize, Rule: rule, MaxMTU: j.MaxMTU, MaxQueues: j.MaxQueues,
+		MemoryBudget: j.MemoryBudget, MTU: j.MTU, Queues: j.Queues, RxRing: j.RxRing,
+		TxRing: j.TxRing, PrivFlags: flags, XDP: j.XDP,
+	}, nil
+}
+
+// lineAt returns the 1-based line of byte offset off in data.
+func lineAt(data []byte, off int64) int {
+	off = min(max(off, 0), int64(len(data)))
+	return bytes.Count(data[:off], []byte{'\n'}) + 1
+}
+
+// Port is a port the daemon creates at startup: the result of Merge.
+type Port struct {
+	// Spec is the port's spec with the settings it starts with: the state file's, when they
+	// apply, else the configuration's.
+	Spec PortSpec
+	// AdminUp is the administrative state the state file remembers (false for a port it does
+	// not know).
+	AdminUp bool
+	// Runtime is set for a port created at runtime, whose spec comes from the state file.
+	Runtime bool
+	// Restored is set when Spec's settings came from the state file.
+	Restored bool
+}
+
+// Merge combines the configuration with the state file into the ports the daemon creates at
+// startup: the configuration's ports in file order, less those deleted at runtime, then the ports
+// created at runtime, by name. The state's runtime settings win over the file's, each port's as a
+// whole when they are valid for its (current) spec.
+//
+// Merge never fails: what in the state cannot be used is left out and explained in the notes,
+// which the daemon logs: settings invalid for the port (the file changed, say max_mtu, since they
+// were saved: the file's settings are used), an XDP program that is not a built-in (not
+// restored; the rest of the settings are), a runtime port whose name the file now defines (the
+// file's spec is used), a runtime port whose spec is invalid or whose MAC another port has
+// (dropped), settings for a port that no longer exists (ignored). cfg and st are not modified; a
+// nil st is an empty state.
+func Merge(cfg *Config, st *State) (ports []Port, notes []error) {
+	if st == nil {
+		st = NewState()
+	}
+	note := func(format string, args ...any) {
+		notes = append(notes, fmt.Errorf("state: "+format, args...))
+	}
+	apply := func(p *Port, ps PortState) {
+		p.AdminUp = ps.Settings.AdminUp
+		spec, dropped, err := withSettings(p.Spec, ps.Settings)
+		if dropped != "" {
+			note("port %q: XDP program %q not restored (only built-in programs persist)", p.Spec.Name, dropped)
+		}
+		if err != nil {
+			note("port %q: saved settings not applied: %v", p.Spec.Name, err)
+			return
+		}
+		p.Spec, p.Restored = spec, true
+	}
+	macs := map[string]string{}
+	for _, spec := range cfg.Ports {
+		ps, known := st.Ports[spec.Name]
+		if !known && slices.Contains(st.Deleted, spec.Name) {
+			continue
+		}
+		p := Port{Spec: spec.clone()}
+		if known {
+			if ps.Spec != nil && !sameHardware(*ps.Spec, spec) {
+				note("port %q was created at runtime but %s now defines it differently; using the file's definition", spec.Name, cfg.File)
+			}
+			apply(&p, ps)
+		}
+		macs[string(p.Spec.MAC)] = p.Spec.Name
+		ports = append(ports, p)
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.Ports)) {
+		if _, ok := cfg.Port(name); ok {
+			continue
+		}
+		ps := st.Ports[name]
+		if ps.Spec == nil {
+			note("settings of port %q ignored: %s has no such port", name, cfg.File)
+			continue
+		}
+		p := Port{Spec: ps.Spec.clone(), Runtime: true}
+		p.Spec.Line = 0
+		if err := p.Spec.Validate(); err != nil {
+			note("port %q created at runtime dropped: %v", name, err)
+			continue
+		}
+		if other, dup := macs[string(p.Spec.MAC)]; dup {
+			note("port %q created at runtime dropped: its mac %s is port %q's", name, p.Spec.MAC, other)
+			continue
+		}
+		p.Spec.normalize()
+		apply(&p, ps)
+		macs[string(p.Spec.MAC)] = name
+		ports = append(ports, p)
+	}
+	return ports, notes
+}
+
+// sameHardware reports whether two specs describe the same port apart from its settings.
+func sameHardware(a, b PortSpec) bool {
+	return a.Name == b.Name && bytes.Equal(a.MAC, b.MAC) && a.NetNS == b.NetNS && a.Segment == b.Segment &&
+		a.Persistent == b.Persistent && a.PageSize == b.PageSize && a.Rule == b.Rule &&
+		a.MaxMTU == b.MaxMTU && a.MaxQueues == b.MaxQueues && a.MemoryBudget == b.MemoryBudget
+}
+
+// withSettings returns spec with the saved settings set applied and validated. An XDP program
+// that is not a built-in is left out and its name returned in dropped.
+func withSettings(spec PortSpec, set PortSettings) (out PortSpec, dropped string, err error) {
+	out = spec.clone()
+	out.MTU, out.Queues, out.RxRing, out.TxRing = set.MTU, set.Queues, set.RxRing, set.TxRing
+	if out.PrivFlags, err = PrivFlagBits(set.PrivFlags); err != nil {
+		return spec, "", err
+	}
+	out.XDP = set.XDP
+	if set.XDP != "" && vnic.BuiltinXDPByName(set.XDP) == nil {
+		out.XDP, dropped = "", set.XDP
+	}
+	if err := out.Validate(); err != nil {
+		return spec, dropped, err
+	}
+	out.normalize()
+	return out, dropped, nil
+}

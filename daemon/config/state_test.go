@@ -1,0 +1,399 @@
+package config
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+// crashChildEnv makes the test binary a child that saves states in a loop until killed
+// (TestSaveSurvivesKill).
+const crashChildEnv = "MANAD_CONFIG_TEST_SAVE_LOOP_DIR"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashChildEnv); dir != "" {
+		saveLoop(dir)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// crashState returns the state the crash child saves on round i: its MTU encodes the round, so
+// the parent can tell which save it finds.
+func crashState(i int) *State {
+	st := NewState()
+	st.RecordSettings("mana0", PortSettings{MTU: 1000 + i, Queues: 4, RxRing: 1024, TxRing: 256, PrivFlags: []string{}})
+	// A large runtime-port list makes each write long enough for a kill to land inside it.
+	for p := range 200 {
+		spec := DefaultPortSpec("rt" + strconv.Itoa(p))
+		st.RecordCreated(spec, PortSettings{MTU: 1000 + i, Queues: 16, RxRing: 1024, TxRing: 256})
+	}
+	return st
+}
+
+// saveLoop saves crashState(1), crashState(2), … to dir and prints each round number after its
+// Save returned, until the process is killed. The states are built beforehand so that the loop
+// spends its time in Save.
+func saveLoop(dir string) {
+	w := bufio.NewWriter(os.Stdout)
+	states := make([]*State, crashRounds+1)
+	for i := range states {
+		states[i] = crashState(i)
+	}
+	for i := 1; ; i++ {
+		if err := states[i%len(states)].Save(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "save:", err)
+			os.Exit(2)
+		}
+		fmt.Fprintln(w, i)
+		w.Flush()
+	}
+}
+
+// crashRounds is how many distinct states the crash child cycles through.
+const crashRounds = 64
+
+// TestSaveSurvivesKill kills (SIGKILL) a process that saves the state in a loop, at random
+// points, and checks that the state file is then always complete: the last state whose Save
+// returned, or the one being saved. (A Save that wrote the file in place fails this test within a
+// few runs.)
+func TestSaveSurvivesKill(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run := range 25 {
+		dir := t.TempDir()
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Let it complete a few saves, then kill it wherever it is: the random pause only moves
+		// the kill around inside a Save; every outcome is checked the same way.
+		lines := bufio.NewScanner(out)
+		done := 0
+		for done < 2+run%5 && lines.Scan() {
+			done, _ = strconv.Atoi(lines.Text())
+		}
+		time.Sleep(time.Duration(rand.N(2000)) * time.Microsecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		for lines.Scan() { // saves reported between our last read and the kill
+			done, _ = strconv.Atoi(lines.Text())
+		}
+		err = cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+			t.Fatalf("child did not die of the kill: %v; stderr: %s", err, stderr.String())
+		}
+		st, err := LoadState(dir)
+		if err != nil {
+			t.Fatalf("run %d: state after kill -9 is unreadable: %v", run, err)
+		}
+		// Round i saved states[i % (crashRounds+1)].
+		got, last, next := st.Ports["mana0"].Settings.MTU-1000, done%(crashRounds+1), (done+1)%(crashRounds+1)
+		if got != last && got != next {
+			t.Fatalf("run %d: state file holds state %d; the last completed save wrote %d", run, got, last)
+		}
+		if diff := cmp.Diff(crashState(got), st); diff != "" {
+			t.Fatalf("run %d: state of round %d is not what was saved (-want +got):\n%s", run, got, diff)
+		}
+		// A following Save clears whatever temporary file the kill left behind.
+		if err := st.Save(dir); err != nil {
+			t.Fatal(err)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, stateTempPattern)); len(left) != 0 {
+			t.Errorf("run %d: temporary files left after Save: %v", run, left)
+		}
+	}
+}
+
+// sampleState has every kind of entry.
+func sampleState() *State {
+	st := NewState()
+	st.RecordSettings("mana0", PortSettings{MTU: 4000, Queues: 8, RxRing: 2048, TxRing: 512, PrivFlags: []string{"full-page-rx"}, XDP: "pass", AdminUp: true})
+	spec := DefaultPortSpec("rt0")
+	spec.MAC = mustMAC("02:aa:bb:cc:dd:ee")
+	spec.NetNS, spec.Segment, spec.Persistent = "blue", "lab", false
+	spec.PageSize, spec.Rule, spec.MaxMTU, spec.MaxQueues = 65536, rxbuf.RulePreFrag, 9000, 32
+	spec.MemoryBudget, spec.MTU, spec.Queues, spec.PrivFlags, spec.XDP = UnlimitedMemory, 1400, 2, vnic.PrivFlagFullPageRx, "drop"
+	spec.Line = 42 // not persisted: a runtime port has no line
+	st.RecordCreated(spec, PortSettings{MTU: 1400, Queues: 2, RxRing: 1024, TxRing: 256, XDP: "ebpf:counter"})
+	st.RecordDeleted("mana1", &Config{Ports: []PortSpec{DefaultPortSpec("mana1")}})
+	return st
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nested", "state")
+	st := sampleState()
+	if err := st.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st, got); diff != "" {
+		t.Errorf("LoadState(Save(s)) != s (-want +got):\n%s", diff)
+	}
+	if got.Ports["rt0"].Spec.Line != 0 {
+		t.Error("a runtime port's spec kept a config line")
+	}
+	// Saved twice, the file is byte-for-byte the same (sorted keys): no spurious diffs.
+	first, _ := os.ReadFile(StatePath(dir))
+	if err := got.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := os.ReadFile(StatePath(dir))
+	if string(first) != string(second) {
+		t.Errorf("saving the loaded state changed the file:\n%s\n---\n%s", first, second)
+	}
+	if fi, err := os.Stat(StatePath(dir)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("state file mode = %v, %v; want 0600", fi.Mode(), err)
+	}
+}
+
+func TestStateFileFormat(t *testing.T) {
+	dir := t.TempDir()
+	st := NewState()
+	st.RecordSettings("mana0", NewPortSettings(vnic.Settings{MTU: 1500, Queues: 4, RxRing: 1024, TxRing: 256, PrivFlags: vnic.PrivFlagFullPageRx, XDP: vnic.XDPProgDrop}, true))
+	if err := st.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(StatePath(dir))
+	want := `{
+  "version": 1,
+  "ports": {
+    "mana0": {
+      "settings": {
+        "mtu": 1500,
+        "queues": 4,
+        "rx_ring": 1024,
+        "tx_ring": 256,
+        "priv_flags": [
+          "full-page-rx"
+        ],
+        "xdp": "drop",
+        "admin_up": true
+      }
+    }
+  },
+  "deleted": []
+}
+`
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("state.json (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadStateMissing(t *testing.T) {
+	for _, dir := range []string{t.TempDir(), filepath.Join(t.TempDir(), "does", "not", "exist")} {
+		st, err := LoadState(dir)
+		if err != nil {
+			t.Fatalf("LoadState(%s) = %v", dir, err)
+		}
+		if diff := cmp.Diff(NewState(), st); diff != "" {
+			t.Errorf("missing file: not an empty state (-want +got):\n%s", diff)
+		}
+	}
+}
+
+func TestLoadStateCorrupt(t *testing.T) {
+	good := `{"version": 1, "ports": {"a": {"settings": {"mtu": 1500}}}, "deleted": []}`
+	for _, tc := range []struct {
+		name, data, want string // want: the message after "PATH"
+	}{
+		{"empty", "", ":1: corrupt state file: unexpected end of JSON input"},
+		{"truncated", good[:40], ":1: corrupt state file: unexpected end of JSON input"},
+		{"syntax", "{\n\"version\": 1,\n\"ports\": {,}}", `:3: corrupt state file: invalid character ',' looking for beginning of object key string`},
+		{"type", "{\"version\": 1,\n\"ports\": {\"a\": {\"settings\": {\"mtu\": \"big\"}}}}", `:2: corrupt state file: json: cannot unmarshal string into Go struct field PortSettings.ports.settings.mtu of type int`},
+		{"no version", `{"ports": {}}`, ": corrupt state file: no version"},
+		{"newer", `{"version": 2, "ports": {}, "tunnels": []}`, ": corrupt state file: version 2 was written by a newer manad (this one reads version 1)"},
+		{"version zero", `{"version": 0}`, ": corrupt state file: unsupported version 0 (want 1)"},
+		{"unknown field", `{"version": 1, "portz": {}}`, `: corrupt state file: json: unknown field "portz"`},
+		{"trailing", good + "\n{}", ":2: corrupt state file: invalid character '{' after top-level value"},
+		{"empty name", `{"version": 1, "ports": {"": {}}}`, ": corrupt state file: a port with an empty name"},
+		{"bad mac", `{"version": 1, "ports": {"x": {"spec": {"name": "x", "mac": "nope", "rule": "upstream"}}}}`, `: corrupt state file: port "x": spec: mac "nope": address nope: invalid MAC address`},
+		{"bad rule", `{"version": 1, "ports": {"x": {"spec": {"name": "x", "mac": "02:00:00:00:00:01", "rule": "r"}}}}`, `: corrupt state file: port "x": spec: unknown RX buffer rule "r" (want upstream, pre-headroom or pre-frag): invalid argument`},
+		{"name mismatch", `{"version": 1, "ports": {"x": {"spec": {"name": "y", "mac": "02:00:00:00:00:01", "rule": "upstream"}}}}`, `: corrupt state file: port "x": spec names port "y"`},
+		{"empty deleted", `{"version": 1, "deleted": [""]}`, ": corrupt state file: an empty name in deleted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := StatePath(dir)
+			if err := os.WriteFile(path, []byte(tc.data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadState(dir)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if want := path + tc.want; err.Error() != want {
+				t.Errorf("error\n got %s\nwant %s", err, want)
+			}
+			if !errors.Is(err, unix.EBADMSG) {
+				t.Errorf("errors.Is(%v, EBADMSG) = false", err)
+			}
+		})
+	}
+}
+
+func TestLoadStateUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(StatePath(dir), 0o700); err != nil { // a directory where the file should be
+		t.Fatal(err)
+	}
+	if _, err := LoadState(dir); !errors.Is(err, unix.EISDIR) {
+		t.Errorf("LoadState = %v, want EISDIR", err)
+	}
+}
+
+// TestSaveLeftoverTemp simulates a crash between writing the temporary file and renaming it: the
+// previous state stays readable, and the next Save removes the leftover.
+func TestSaveLeftoverTemp(t *testing.T) {
+	dir := t.TempDir()
+	st := sampleState()
+	if err := st.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	leftover := filepath.Join(dir, ".state.json.123456.tmp")
+	if err := os.WriteFile(leftover, []byte(`{"version": 1, "ports": {"half`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadState(dir)
+	if err != nil {
+		t.Fatalf("LoadState with a leftover temporary file: %v", err)
+	}
+	if diff := cmp.Diff(st, got); diff != "" {
+		t.Errorf("state changed by a leftover (-want +got):\n%s", diff)
+	}
+	got.RecordSettings("mana9", PortSettings{MTU: 1500})
+	if err := got.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("leftover still there after Save: %v", err)
+	}
+	again, err := LoadState(dir)
+	if err != nil || again.Ports["mana9"].Settings.MTU != 1500 {
+		t.Errorf("LoadState after Save = %+v, %v", again, err)
+	}
+}
+
+// TestSaveFailureKeepsOld checks that a Save that cannot complete leaves the previous file as it
+// was and no temporary file behind.
+func TestSaveFailureKeepsOld(t *testing.T) {
+	dir := t.TempDir()
+	st := sampleState()
+	if err := st.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(StatePath(dir))
+	// Make the rename fail: a non-empty directory cannot be replaced by a file.
+	path := StatePath(dir)
+	if err := os.Rename(path, path+".bak"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(path, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	st.RecordSettings("mana0", PortSettings{MTU: 9000})
+	if err := st.Save(dir); !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST) {
+		t.Errorf("Save over a directory = %v, want EISDIR/ENOTEMPTY/EEXIST", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, stateTempPattern)); len(left) != 0 {
+		t.Errorf("temporary files left after a failed Save: %v", left)
+	}
+	if after, _ := os.ReadFile(path + ".bak"); string(after) != string(before) {
+		t.Error("the previous state changed")
+	}
+	// A state dir that is a file: the error is the os error, and nothing panics.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save(file); !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.EEXIST) {
+		t.Errorf("Save into a file = %v, want ENOTDIR or EEXIST", err)
+	}
+}
+
+func TestStateRecord(t *testing.T) {
+	cfg := Default()
+	st := NewState()
+	set := PortSettings{MTU: 2000, Queues: 2, RxRing: 256, TxRing: 256, PrivFlags: []string{"full-page-rx"}}
+	st.RecordSettings("mana0", set)
+	set.PrivFlags[0] = "changed" // the state keeps its own copy
+	if got := st.Ports["mana0"].Settings.PrivFlags[0]; got != "full-page-rx" {
+		t.Errorf("RecordSettings shares the caller's slice: %q", got)
+	}
+	st.RecordDeleted("mana1", cfg)
+	st.RecordDeleted("mana0", cfg)
+	st.RecordDeleted("mana0", cfg)    // twice: listed once
+	st.RecordDeleted("runtime9", cfg) // not in the config: nothing to remember
+	if !cmp.Equal(st.Deleted, []string{"mana0", "mana1"}) || len(st.Ports) != 0 {
+		t.Errorf("after deletes: Deleted %q, Ports %v", st.Deleted, st.Ports)
+	}
+	spec, _ := cfg.Port("mana1")
+	st.RecordCreated(spec, PortSettings{MTU: 1500})
+	if !cmp.Equal(st.Deleted, []string{"mana0"}) || st.Ports["mana1"].Spec == nil {
+		t.Errorf("after re-creating mana1: Deleted %q, Ports %v", st.Deleted, st.Ports)
+	}
+	spec.MAC[0] = 0xfe // the state keeps its own copy of the spec too
+	if st.Ports["mana1"].Spec.MAC[0] == 0xfe {
+		t.Error("RecordCreated shares the caller's MAC")
+	}
+}
+
+func TestNewPortSettings(t *testing.T) {
+	got := NewPortSettings(vnic.Settings{MTU: 1500, Queues: 3, RxRing: 512, TxRing: 128}, false)
+	want := PortSettings{MTU: 1500, Queues: 3, RxRing: 512, TxRing: 128, PrivFlags: []string{}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestZeroStateAndOddDir(t *testing.T) {
+	var st State // the zero value is usable
+	st.RecordSettings("a", PortSettings{MTU: 1500})
+	st.RecordCreated(DefaultPortSpec("b"), PortSettings{MTU: 1500})
+	dir := filepath.Join(t.TempDir(), "glob[*]?dir")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	leftover := filepath.Join(dir, ".state.json.99.tmp")
+	if err := os.WriteFile(leftover, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("leftover in a directory with glob characters not removed: %v", err)
+	}
+	got, err := LoadState(dir)
+	if err != nil || len(got.Ports) != 2 {
+		t.Errorf("LoadState = %+v, %v", got, err)
+	}
+}
