@@ -3,7 +3,6 @@ package xdp
 import (
 	"bytes"
 	"debug/elf"
-	"encoding/binary"
 	"errors"
 	"runtime"
 	"strings"
@@ -12,127 +11,24 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/xdp/xdptest"
 	"github.com/manad/manad/tests/testenv"
 	"github.com/manad/manad/vnic"
 )
 
-// elfProg is one program of a hand-built BPF object: a function symbol in an executable section.
-type elfProg struct {
-	section, name string
-	insns         asm.Instructions
+// elfProg is one program of a hand-built BPF object.
+func elfProg(section, name string, insns asm.Instructions) xdptest.Prog {
+	return xdptest.Prog{Section: section, Name: name, Insns: insns}
 }
 
-// buildELF writes a relocatable little-endian ELF object for EM_BPF with the given programs
-// (several may share a section), a "license" section and a symbol table: the layout clang
-// -target bpfel produces for programs without maps or BTF. machine overrides e_machine.
-func buildELF(t testing.TB, machine elf.Machine, license string, progs ...elfProg) []byte {
+// buildELF is xdptest.BuildELF for tests.
+func buildELF(t testing.TB, machine elf.Machine, license string, progs ...xdptest.Prog) []byte {
 	t.Helper()
-	le := binary.LittleEndian
-	var strtab bytes.Buffer
-	strtab.WriteByte(0)
-	str := func(s string) uint32 {
-		off := uint32(strtab.Len())
-		strtab.WriteString(s)
-		strtab.WriteByte(0)
-		return off
-	}
-
-	type section struct {
-		hdr  elf.Section64
-		data []byte
-	}
-	secs := []*section{{}} // SHN_UNDEF
-	strtabIdx := len(secs)
-	secs = append(secs, &section{hdr: elf.Section64{Name: str(".strtab"), Type: uint32(elf.SHT_STRTAB), Addralign: 1}})
-
-	// Program sections, in order of first appearance.
-	type sym struct {
-		name      string
-		shndx     int
-		off, size int
-	}
-	var syms []sym
-	bySection := map[string]*section{}
-	secIndex := map[string]int{}
-	for _, p := range progs {
-		s := bySection[p.section]
-		if s == nil {
-			s = &section{hdr: elf.Section64{
-				Name: str(p.section), Type: uint32(elf.SHT_PROGBITS),
-				Flags: uint64(elf.SHF_ALLOC | elf.SHF_EXECINSTR), Addralign: 8,
-			}}
-			bySection[p.section] = s
-			secIndex[p.section] = len(secs)
-			secs = append(secs, s)
-		}
-		var code bytes.Buffer
-		if err := p.insns.Marshal(&code, le); err != nil {
-			t.Fatalf("marshalling %s: %v", p.name, err)
-		}
-		syms = append(syms, sym{p.name, secIndex[p.section], len(s.data), code.Len()})
-		s.data = append(s.data, code.Bytes()...)
-	}
-	if license != "" {
-		secs = append(secs, &section{
-			hdr:  elf.Section64{Name: str("license"), Type: uint32(elf.SHT_PROGBITS), Flags: uint64(elf.SHF_ALLOC | elf.SHF_WRITE), Addralign: 1},
-			data: append([]byte(license), 0),
-		})
-	}
-	var symtab bytes.Buffer
-	must(t, binary.Write(&symtab, le, elf.Sym64{})) // the null symbol
-	for _, s := range syms {
-		must(t, binary.Write(&symtab, le, elf.Sym64{
-			Name: str(s.name), Info: elf.ST_INFO(elf.STB_GLOBAL, elf.STT_FUNC),
-			Shndx: uint16(s.shndx), Value: uint64(s.off), Size: uint64(s.size),
-		}))
-	}
-	secs = append(secs, &section{
-		hdr: elf.Section64{
-			Name: str(".symtab"), Type: uint32(elf.SHT_SYMTAB), Link: uint32(strtabIdx),
-			Info: 1, Addralign: 8, Entsize: uint64(binary.Size(elf.Sym64{})),
-		},
-		data: symtab.Bytes(),
-	})
-	secs[strtabIdx].data = strtab.Bytes()
-
-	// Layout: header, section contents (8-byte aligned), section header table.
-	var body bytes.Buffer
-	hdrSize := binary.Size(elf.Header64{})
-	for _, s := range secs[1:] {
-		for (hdrSize+body.Len())%8 != 0 {
-			body.WriteByte(0)
-		}
-		s.hdr.Off = uint64(hdrSize + body.Len())
-		s.hdr.Size = uint64(len(s.data))
-		body.Write(s.data)
-	}
-	for (hdrSize+body.Len())%8 != 0 {
-		body.WriteByte(0)
-	}
-	var ident [elf.EI_NIDENT]byte
-	copy(ident[:], elf.ELFMAG)
-	ident[elf.EI_CLASS] = byte(elf.ELFCLASS64)
-	ident[elf.EI_DATA] = byte(elf.ELFDATA2LSB)
-	ident[elf.EI_VERSION] = byte(elf.EV_CURRENT)
-	h := elf.Header64{
-		Ident: ident, Type: uint16(elf.ET_REL), Machine: uint16(machine), Version: uint32(elf.EV_CURRENT),
-		Shoff: uint64(hdrSize + body.Len()), Ehsize: uint16(hdrSize),
-		Shentsize: uint16(binary.Size(elf.Section64{})), Shnum: uint16(len(secs)), Shstrndx: uint16(strtabIdx),
-	}
-	var out bytes.Buffer
-	must(t, binary.Write(&out, le, h))
-	out.Write(body.Bytes())
-	for _, s := range secs {
-		must(t, binary.Write(&out, le, s.hdr))
-	}
-	return out.Bytes()
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
+	obj, err := xdptest.BuildELF(machine, license, progs...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return obj
 }
 
 // progUncheckedRead reads the packet without a bounds check: the verifier must reject it.
@@ -148,9 +44,9 @@ func progUncheckedRead() asm.Instructions {
 // so that Load failures below are Load's and not the writer's.
 func TestBuildELFIsValidELF(t *testing.T) {
 	obj := buildELF(t, elf.EM_BPF, "GPL",
-		elfProg{"xdp", "drop_udp_9", progDropUDPPort(9)},
-		elfProg{"tc", "cls", progConst(0)},
-		elfProg{"tc", "cls2", progConst(0)},
+		elfProg("xdp", "drop_udp_9", progDropUDPPort(9)),
+		elfProg("tc", "cls", progConst(0)),
+		elfProg("tc", "cls2", progConst(0)),
 	)
 	f, err := elf.NewFile(bytes.NewReader(obj))
 	if err != nil {
@@ -174,7 +70,7 @@ func TestBuildELFIsValidELF(t *testing.T) {
 
 func TestLoadValidObject(t *testing.T) {
 	testenv.RequireRoot(t)
-	obj := buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp", "drop_udp_9", progDropUDPPort(9)})
+	obj := buildELF(t, elf.EM_BPF, "GPL", elfProg("xdp", "drop_udp_9", progDropUDPPort(9)))
 	for _, tc := range []struct {
 		section, name, wantName string
 	}{
@@ -210,10 +106,10 @@ func TestLoadValidObject(t *testing.T) {
 func TestLoadPicksProgram(t *testing.T) {
 	testenv.RequireRoot(t)
 	obj := buildELF(t, elf.EM_BPF, "GPL",
-		elfProg{"xdp/pass_all", "pass_all", progConst(vnic.XDPPass)},
-		elfProg{"xdp/drop_all", "drop_all", progConst(vnic.XDPDrop)},
-		elfProg{"tc", "cls", progConst(0)},
-		elfProg{"tc", "cls2", progConst(0)},
+		elfProg("xdp/pass_all", "pass_all", progConst(vnic.XDPPass)),
+		elfProg("xdp/drop_all", "drop_all", progConst(vnic.XDPDrop)),
+		elfProg("tc", "cls", progConst(0)),
+		elfProg("tc", "cls2", progConst(0)),
 	)
 	for _, tc := range []struct {
 		section string
@@ -246,7 +142,7 @@ func TestLoadPicksProgram(t *testing.T) {
 
 func TestLoadErrors(t *testing.T) {
 	testenv.RequireRoot(t)
-	valid := buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp", "pass", progConst(vnic.XDPPass)})
+	valid := buildELF(t, elf.EM_BPF, "GPL", elfProg("xdp", "pass", progConst(vnic.XDPPass)))
 	for _, tc := range []struct {
 		name    string
 		obj     []byte
@@ -258,18 +154,18 @@ func TestLoadErrors(t *testing.T) {
 		{"garbage", []byte("this is not an ELF object, just text"), "", unix.EINVAL, "not a valid BPF ELF object"},
 		{"truncated", valid[:len(valid)/2], "", unix.EINVAL, "not a valid BPF ELF object"},
 		{"oversized", append(bytes.Clone(valid), make([]byte, MaxObjectSize)...), "", unix.E2BIG, "larger than the 4194304-byte limit"},
-		{"x86 object", buildELF(t, elf.EM_X86_64, "GPL", elfProg{"xdp", "pass", progConst(2)}), "", unix.EINVAL, "not a valid BPF ELF object"},
+		{"x86 object", buildELF(t, elf.EM_X86_64, "GPL", elfProg("xdp", "pass", progConst(2))), "", unix.EINVAL, "not a valid BPF ELF object"},
 		{"no program", buildELF(t, elf.EM_BPF, "GPL"), "", unix.EINVAL, "contains no program"},
 		{"missing section", valid, "xdp/nope", unix.EINVAL, `no program in section "xdp/nope" (sections: xdp)`},
-		{"tc program", buildELF(t, elf.EM_BPF, "GPL", elfProg{"tc", "cls", progConst(0)}), "", unix.EINVAL,
+		{"tc program", buildELF(t, elf.EM_BPF, "GPL", elfProg("tc", "cls", progConst(0))), "", unix.EINVAL,
 			"program in section tc is not an XDP program (type SchedCLS)"},
-		{"tc program named", buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp", "x", progConst(2)}, elfProg{"classifier", "cls", progConst(0)}),
+		{"tc program named", buildELF(t, elf.EM_BPF, "GPL", elfProg("xdp", "x", progConst(2)), elfProg("classifier", "cls", progConst(0))),
 			"classifier", unix.EINVAL, "program in section classifier is not an XDP program (type SchedCLS)"},
-		{"only non-XDP programs", buildELF(t, elf.EM_BPF, "GPL", elfProg{"tc", "a", progConst(0)}, elfProg{"socket", "b", progConst(0)}),
+		{"only non-XDP programs", buildELF(t, elf.EM_BPF, "GPL", elfProg("tc", "a", progConst(0)), elfProg("socket", "b", progConst(0))),
 			"", unix.EINVAL, "contains no XDP program (sections: socket, tc)"},
-		{"devmap program", buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp/devmap", "dm", progConst(2)}), "", unix.EINVAL,
+		{"devmap program", buildELF(t, elf.EM_BPF, "GPL", elfProg("xdp/devmap", "dm", progConst(2))), "", unix.EINVAL,
 			"program in section xdp/devmap is not an RX XDP program (attach type XDPDevMap)"},
-		{"verifier rejection", buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp", "unchecked", progUncheckedRead()}), "", unix.EINVAL,
+		{"verifier rejection", buildELF(t, elf.EM_BPF, "GPL", elfProg("xdp", "unchecked", progUncheckedRead())), "", unix.EINVAL,
 			`BPF verifier rejected program "unchecked": `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -285,7 +181,7 @@ func TestLoadErrors(t *testing.T) {
 
 func TestLoadVerifierLog(t *testing.T) {
 	testenv.RequireRoot(t)
-	_, err := Load(buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp", "unchecked", progUncheckedRead()}), "", "")
+	_, err := Load(buildELF(t, elf.EM_BPF, "GPL", elfProg("xdp", "unchecked", progUncheckedRead())), "", "")
 	var le *LoadError
 	if !errors.As(err, &le) {
 		t.Fatalf("Load: %v, want a *LoadError", err)
@@ -306,7 +202,7 @@ func TestLoadVerifierLog(t *testing.T) {
 // locked thread (capabilities are per thread) and loads from it.
 func TestLoadWithoutPermission(t *testing.T) {
 	testenv.RequireRoot(t)
-	obj := buildELF(t, elf.EM_BPF, "GPL", elfProg{"xdp", "pass", progConst(vnic.XDPPass)})
+	obj := buildELF(t, elf.EM_BPF, "GPL", elfProg("xdp", "pass", progConst(vnic.XDPPass)))
 	// Load once with the capabilities, so the library's feature probes are settled first.
 	p, err := Load(obj, "", "")
 	if err != nil {
@@ -357,11 +253,11 @@ func checkLoadError(t *testing.T, err error, errno unix.Errno, msg string) {
 // message, and never panic. The seeds are the valid and broken objects above.
 func FuzzLoad(f *testing.F) {
 	testenv.RequireRoot(f)
-	valid := buildELF(f, elf.EM_BPF, "GPL", elfProg{"xdp", "pass", progConst(vnic.XDPPass)})
+	valid := buildELF(f, elf.EM_BPF, "GPL", elfProg("xdp", "pass", progConst(vnic.XDPPass)))
 	f.Add(valid, "")
 	f.Add(valid, "xdp")
 	f.Add(valid[:len(valid)-1], "")
-	f.Add(buildELF(f, elf.EM_BPF, "", elfProg{"tc", "cls", progConst(0)}), "")
+	f.Add(buildELF(f, elf.EM_BPF, "", elfProg("tc", "cls", progConst(0))), "")
 	f.Add([]byte("\x7fELF"), "")
 	f.Fuzz(func(t *testing.T, obj []byte, section string) {
 		p, err := Load(obj, section, "")
