@@ -1,0 +1,431 @@
+package genl
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/nlattr"
+)
+
+// Family and multicast group ids. nlctrl's are fixed by the uAPI; the others
+// are what the kernel would allocate first (GENL_START_ALLOC, and the first
+// group ids outside the reserved 0, 1 and 16–18). Clients must resolve them
+// with CTRL_CMD_GETFAMILY, never hard-code them.
+const (
+	nlctrlID      = unix.GENL_ID_CTRL
+	ethtoolID     = 0x13
+	manadID       = 0x14
+	notifyGroupID = unix.GENL_ID_CTRL // nlctrl "notify"
+	monitorGroup  = 2                 // ethtool "monitor"
+	eventsGroup   = 3                 // manad "events"
+)
+
+// family is a generic netlink family served on the socket (struct
+// genl_family).
+type family struct {
+	id          uint16
+	name        string
+	version     uint8
+	resvStartOp uint8 // commands >= this get genl_header_check
+	ops         []op
+	groups      []mcGroup
+}
+
+type mcGroup struct {
+	id   uint32
+	name string
+}
+
+// op is one command (struct genl_split_ops for do and dump together).
+type op struct {
+	cmd    uint8
+	perm   uint32      // GENL_UNS_ADMIN_PERM for SET-type commands
+	policy *nlattr.Set // nil: attributes are not parsed (maxattr 0)
+	mode   nlattr.Mode // validation of do requests
+	// dumpMode is the validation of dump requests.
+	dumpMode nlattr.Mode
+	doit     func(*request) error
+	start    func(*request) error // dump start, after validation; errors are ACKed
+	dumpit   func(*request, *dumper) error
+}
+
+// flags is CTRL_ATTR_OP_FLAGS as genl_op_iter computes it.
+func (o *op) flags() uint32 {
+	f := o.perm
+	if o.doit != nil {
+		f |= unix.GENL_CMD_CAP_DO
+	}
+	if o.dumpit != nil {
+		f |= unix.GENL_CMD_CAP_DUMP
+	}
+	if o.policy != nil {
+		f |= unix.GENL_CMD_CAP_HASPOL
+	}
+	return f
+}
+
+func (f *family) op(cmd uint8) *op {
+	for i := range f.ops {
+		if f.ops[i].cmd == cmd {
+			return &f.ops[i]
+		}
+	}
+	return nil
+}
+
+// request is one generic netlink request being served.
+type request struct {
+	ctx   context.Context
+	s     *Server
+	c     *conn
+	fam   *family
+	msg   []byte // the whole message, from its nlmsghdr, nlmsg_len bytes
+	hdr   nlattr.Header
+	cmd   uint8
+	attrs []nlattr.Attr
+	state any // from op.start, for op.dumpit
+}
+
+// attr returns top-level attribute t (absent when out of range).
+func (r *request) attr(t uint16) nlattr.Attr {
+	if int(t) < len(r.attrs) {
+		return r.attrs[t]
+	}
+	return nlattr.Attr{}
+}
+
+// errConnGone stops processing: the reply could not be written, the
+// connection is being dropped.
+var errConnGone = errors.New("genl: connection closed")
+
+// errMsgSize is what a reply that does not fit gets (the kernel's -EMSGSIZE
+// from nla_put*).
+var errMsgSize = &nlattr.Error{Errno: unix.EMSGSIZE, Msg: "reply does not fit in a netlink message"}
+
+// reply sends one unicast reply message of the request's family in its own
+// datagram, like genlmsg_reply.
+func (r *request) reply(cmd uint8, fill func(b *nlattr.Builder) error) error {
+	b := &r.c.scratch
+	b.Reset()
+	start := b.BeginMsg(r.fam.id, 0, r.hdr.Seq, r.hdr.PID)
+	b.Genl(cmd, r.fam.version)
+	if err := fill(b); err != nil {
+		return err
+	}
+	b.EndMsg(start)
+	if b.Overflow {
+		return errMsgSize
+	}
+	return r.c.send(b.B)
+}
+
+// dumper packs the messages of a dump into datagrams of about budget bytes,
+// each with NLM_F_MULTI, and ends the dump with NLMSG_DONE.
+type dumper struct {
+	r      *request
+	b      nlattr.Builder
+	budget int
+}
+
+// add appends one dump message; fill errors abort it (the dump then ends with
+// that error in NLMSG_DONE).
+func (d *dumper) add(cmd uint8, fill func(b *nlattr.Builder) error) error {
+	mark := d.b.Len()
+	start := d.b.BeginMsg(d.r.fam.id, nlattr.FlagMulti, d.r.hdr.Seq, d.r.hdr.PID)
+	d.b.Genl(cmd, d.r.fam.version)
+	if err := fill(&d.b); err != nil {
+		d.b.Truncate(mark)
+		return err
+	}
+	d.b.EndMsg(start)
+	if d.b.Overflow {
+		d.b.Truncate(mark)
+		d.b.Overflow = false
+		return errMsgSize
+	}
+	if d.b.Len() >= d.budget {
+		return d.flush()
+	}
+	return nil
+}
+
+func (d *dumper) flush() error {
+	if d.b.Len() == 0 {
+		return nil
+	}
+	err := d.r.c.send(d.b.B)
+	d.b.Reset()
+	return err
+}
+
+// finish appends NLMSG_DONE carrying the dump's error (netlink_dump_done) to
+// the last datagram and sends it. Nothing may follow DONE in a datagram.
+func (d *dumper) finish(err error) error {
+	if errors.Is(err, errConnGone) {
+		return err
+	}
+	var errno unix.Errno
+	msg := ""
+	if err != nil {
+		var ne *nlattr.Error
+		errno, ne = d.r.s.toNLError(err)
+		msg = ne.Msg
+	}
+	d.b.B = nlattr.AppendDone(d.b.B, d.r.hdr.Seq, d.r.hdr.PID, errno, msg, d.r.c.extAck)
+	return d.flush()
+}
+
+// toNLError turns any error into the errno and extack the client gets.
+func (s *Server) toNLError(err error) (unix.Errno, *nlattr.Error) {
+	var ne *nlattr.Error
+	if errors.As(err, &ne) {
+		return ne.Errno, ne
+	}
+	msg := ""
+	var em interface{ ExtackMessage() string }
+	if errors.As(err, &em) {
+		msg = em.ExtackMessage()
+	}
+	var errno unix.Errno
+	switch {
+	case errors.As(err, &errno) && errno != 0:
+	case errors.Is(err, context.DeadlineExceeded):
+		errno = unix.ETIMEDOUT
+	case errors.Is(err, context.Canceled):
+		errno = unix.ECANCELED
+	default:
+		s.log.Warn("genl: backend error without errno, reporting EIO", "err", err)
+		errno = unix.EIO
+		if msg == "" {
+			msg = err.Error()
+		}
+	}
+	return errno, &nlattr.Error{Errno: errno, Msg: msg}
+}
+
+// handleDatagram serves every netlink message of one request datagram, in
+// order, as netlink_rcv_skb does.
+//
+// Where the kernel silently drops a malformed datagram (shorter than a
+// header, or an nlmsg_len past its end), manad answers EINVAL with an extack
+// message so that the client does not wait forever; the echoed header then
+// has nlmsg_len 16 and NLM_F_CAPPED, so clients find the TLVs.
+func (s *Server) handleDatagram(ctx context.Context, c *conn, d []byte) {
+	if len(d) < nlattr.MsgHdrLen {
+		c.sendMalformed(d, fmt.Sprintf("truncated netlink message: %d bytes is shorter than a header", len(d)))
+		return
+	}
+	for len(d) >= nlattr.MsgHdrLen {
+		h, _ := nlattr.ReadHeader(d)
+		if h.Len < nlattr.MsgHdrLen || int(h.Len) > len(d) {
+			c.sendMalformed(d, fmt.Sprintf("truncated netlink message: nlmsg_len %d, %d bytes left in the datagram", h.Len, len(d)))
+			return
+		}
+		if !s.handleMsg(ctx, c, d[:h.Len], h) {
+			return
+		}
+		adv := min(nlattr.Align(int(h.Len)), len(d))
+		d = d[adv:]
+	}
+}
+
+// handleMsg serves one message and sends its ACK or error; it reports false
+// when the connection is gone.
+func (s *Server) handleMsg(ctx context.Context, c *conn, msg []byte, h nlattr.Header) bool {
+	var err error
+	dumped := false
+	if h.Flags&nlattr.FlagRequest != 0 && h.Type >= nlattr.MsgMinType {
+		dumped, err = s.genlRcv(ctx, c, msg, h)
+	}
+	if errors.Is(err, errConnGone) {
+		return false
+	}
+	if dumped {
+		return true // NLMSG_DONE took the place of the ACK
+	}
+	if h.Flags&nlattr.FlagAck == 0 && err == nil {
+		return true
+	}
+	var errno unix.Errno
+	var ne *nlattr.Error
+	if err != nil {
+		errno, ne = s.toNLError(err)
+	}
+	c.scratch.Reset()
+	c.scratch.B = nlattr.AppendAck(c.scratch.B, msg, h.PID, errno, ne, c.ackOptions())
+	return c.send(c.scratch.B) == nil
+}
+
+// genlRcv mirrors genl_rcv_msg and genl_family_rcv_msg.
+func (s *Server) genlRcv(ctx context.Context, c *conn, msg []byte, h nlattr.Header) (dumped bool, err error) {
+	fam := s.families[h.Type]
+	if fam == nil {
+		return false, unix.ENOENT
+	}
+	if len(msg) < nlattr.MsgHdrLen+nlattr.GenlHdrLen {
+		return false, unix.EINVAL
+	}
+	cmd := msg[nlattr.MsgHdrLen]
+	if cmd >= fam.resvStartOp {
+		// genl_header_check
+		if binary.NativeEndian.Uint16(msg[nlattr.MsgHdrLen+2:]) != 0 {
+			return false, nlattr.Errorf(unix.EINVAL, "genlmsghdr.reserved field is not 0")
+		}
+		fl := h.Flags
+		if fl&nlattr.FlagDump == nlattr.FlagDump {
+			fl &^= nlattr.FlagDump
+		}
+		if fl&^(nlattr.FlagRequest|nlattr.FlagAck|nlattr.FlagEcho) != 0 {
+			return false, nlattr.Errorf(unix.EINVAL, "ambiguous or reserved bits set in nlmsg_flags")
+		}
+	}
+	dump := h.Flags&nlattr.FlagDump == nlattr.FlagDump
+	o := fam.op(cmd)
+	if o == nil || (dump && o.dumpit == nil) || (!dump && o.doit == nil) {
+		return false, unix.EOPNOTSUPP
+	}
+	// The permission check comes before any parsing, and carries no extack.
+	if o.perm&unix.GENL_UNS_ADMIN_PERM != 0 && !c.caller.Admin {
+		return false, unix.EPERM
+	}
+	r := &request{ctx: ctx, s: s, c: c, fam: fam, msg: msg, hdr: h, cmd: cmd}
+	if o.policy != nil {
+		mode := o.mode
+		if dump {
+			mode = o.dumpMode
+		}
+		off := nlattr.MsgHdrLen + nlattr.GenlHdrLen
+		if r.attrs, err = nlattr.Parse(msg, off, len(msg)-off, o.policy, mode); err != nil {
+			return false, err
+		}
+	}
+	if !dump {
+		return false, o.doit(r)
+	}
+	if o.start != nil {
+		if err := o.start(r); err != nil {
+			return false, err
+		}
+	}
+	d := &dumper{r: r, budget: s.dumpBudget}
+	return true, d.finish(o.dumpit(r, d))
+}
+
+// nlctrl family (net/netlink/genetlink.c genl_ctrl).
+
+var ctrlPolicyFamily = nlattr.NewSet(unix.CTRL_ATTR_FAMILY_NAME, map[uint16]nlattr.Policy{
+	unix.CTRL_ATTR_FAMILY_ID:   {Kind: nlattr.U16},
+	unix.CTRL_ATTR_FAMILY_NAME: {Kind: nlattr.NulString, Len: unix.GENL_NAMSIZ - 1},
+})
+
+func (s *Server) nlctrlFamily() *family {
+	return &family{
+		id: nlctrlID, name: "nlctrl", version: 2,
+		resvStartOp: unix.CTRL_CMD_GETPOLICY + 1,
+		ops: []op{{
+			cmd: unix.CTRL_CMD_GETFAMILY, policy: ctrlPolicyFamily,
+			// GENL_DONT_VALIDATE_STRICT | GENL_DONT_VALIDATE_DUMP
+			mode: nlattr.Liberal, dumpMode: nlattr.Strict,
+			doit:   s.ctrlGetFamily,
+			dumpit: s.ctrlDumpFamily,
+		}},
+		groups: []mcGroup{{id: notifyGroupID, name: "notify"}},
+	}
+}
+
+// ctrlGetFamily mirrors ctrl_getfamily: lookup by id, then by name (the
+// name wins), EINVAL when neither is given, ENOENT when not found.
+func (s *Server) ctrlGetFamily(r *request) error {
+	var res *family
+	err := error(unix.EINVAL)
+	if a := r.attr(unix.CTRL_ATTR_FAMILY_ID); a.Present() {
+		res, err = s.families[a.U16()], unix.ENOENT
+	}
+	if a := r.attr(unix.CTRL_ATTR_FAMILY_NAME); a.Present() {
+		res, err = s.familyByName(a.Str()), unix.ENOENT
+	}
+	if res == nil {
+		return err
+	}
+	return r.reply(unix.CTRL_CMD_NEWFAMILY, func(b *nlattr.Builder) error {
+		putFamily(b, res)
+		return nil
+	})
+}
+
+func (s *Server) ctrlDumpFamily(r *request, d *dumper) error {
+	for _, f := range s.familyList() {
+		if err := d.add(unix.CTRL_CMD_NEWFAMILY, func(b *nlattr.Builder) error {
+			putFamily(b, f)
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putFamily mirrors ctrl_fill_info, attribute for attribute.
+func putFamily(b *nlattr.Builder, f *family) {
+	b.PutString(unix.CTRL_ATTR_FAMILY_NAME, f.name)
+	b.PutU16(unix.CTRL_ATTR_FAMILY_ID, f.id)
+	b.PutU32(unix.CTRL_ATTR_VERSION, uint32(f.version))
+	b.PutU32(unix.CTRL_ATTR_HDRSIZE, 0)
+	b.PutU32(unix.CTRL_ATTR_MAXATTR, 0) // per-op policies, as ethtool
+	if len(f.ops) > 0 {
+		ops := b.NestNoFlag(unix.CTRL_ATTR_OPS)
+		for i := range f.ops {
+			n := b.NestNoFlag(uint16(i + 1))
+			b.PutU32(unix.CTRL_ATTR_OP_ID, uint32(f.ops[i].cmd))
+			b.PutU32(unix.CTRL_ATTR_OP_FLAGS, f.ops[i].flags())
+			b.EndNest(n)
+		}
+		b.EndNest(ops)
+	}
+	if len(f.groups) > 0 {
+		grps := b.NestNoFlag(unix.CTRL_ATTR_MCAST_GROUPS)
+		for i, g := range f.groups {
+			n := b.NestNoFlag(uint16(i + 1))
+			b.PutU32(unix.CTRL_ATTR_MCAST_GRP_ID, g.id)
+			b.PutString(unix.CTRL_ATTR_MCAST_GRP_NAME, g.name)
+			b.EndNest(n)
+		}
+		b.EndNest(grps)
+	}
+}
+
+func (s *Server) familyByName(name string) *family {
+	for _, f := range s.families {
+		if f.name == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// familyList returns the families in id order, as the kernel's idr walk.
+func (s *Server) familyList() []*family {
+	l := make([]*family, 0, len(s.families))
+	for _, f := range s.families {
+		l = append(l, f)
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].id < l[j].id })
+	return l
+}
+
+// groupKnown reports whether id is a multicast group of a served family.
+func (s *Server) groupKnown(id uint32) bool {
+	for _, f := range s.families {
+		for _, g := range f.groups {
+			if g.id == id {
+				return true
+			}
+		}
+	}
+	return false
+}

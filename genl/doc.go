@@ -1,0 +1,104 @@
+// Package genl is manad's control protocol: a generic netlink server that
+// answers like the kernel, carried over a Unix SOCK_SEQPACKET socket.
+//
+// # Transport
+//
+// Listen (or ActivationListener, for systemd socket activation) gives a
+// listener; Server.Serve serves it. One datagram carries one or more
+// netlink messages; each is answered as netlink_rcv_skb does: seq and pid
+// echoed, a reply in its own datagram, NLMSG_ERROR with -errno when the
+// request failed or asked for NLM_F_ACK, the request echoed unless the
+// client set NETLINK_CAP_ACK, extack TLVs (MSG, OFFS, POLICY, MISS_TYPE,
+// MISS_NEST). Dumps are NLM_F_MULTI messages packed into datagrams of about
+// 16 KiB, ended by NLMSG_DONE, which is always last in its datagram. Where
+// the kernel silently drops a malformed datagram (shorter than a header,
+// nlmsg_len past its end) manad answers EINVAL "truncated netlink message…",
+// with an echoed header whose nlmsg_len is 16, so that the client does not
+// hang; a datagram over ServerConfig.MaxMessage gets EMSGSIZE, a connection
+// over MaxConns gets EUSERS on its first request and is closed.
+//
+// Each connection has its own goroutines. Replies are written with a
+// deadline (WriteTimeout); notifications go through a bounded queue
+// (SendQueue) and never block the sender: a client that stops reading is
+// dropped and logged. A request's context is cancelled when its client
+// disconnects.
+//
+// Rights come from the peer's credentials at connect time (SO_PEERCRED,
+// SO_PEERGROUPS): every SET, NEW, DEL, XDP and fault request needs uid 0 or
+// the configured admin group (GENL_UNS_ADMIN_PERM), else EPERM with no
+// extack and no side effect. The peer's network namespace
+// (/proc/<pid>/ns/net) is passed to the Backend as Caller.NetNS and scopes
+// device lookups, dumps and notifications.
+//
+// # Families
+//
+//   - nlctrl (id 0x10, version 2): CTRL_CMD_GETFAMILY by id or name and its
+//     dump, with the kernel's attribute order, op flags and groups, so that
+//     genetlink.Conn.GetFamily and the ethtool CLI's probe work unmodified.
+//   - "ethtool" (version 1, group "monitor"): STRSET_GET, PRIVFLAGS_GET/SET,
+//     RINGS_GET/SET and CHANNELS_GET/SET with the kernel's message and
+//     attribute numbers, strict policies, extack texts, bitset forms and
+//     notifications (net/ethtool/*.c). Other ethtool commands are
+//     EOPNOTSUPP. Kernel-wide string sets (ETH_SS_FEATURES,
+//     ETH_SS_LINK_MODES, …) are read once from the running kernel's own
+//     ethtool family, so they match it exactly.
+//   - "manad" (version 1, group "events"), described below.
+//
+// Family and group ids are dynamic as in the kernel: resolve them with
+// CTRL_CMD_GETFAMILY.
+//
+// # The manad family
+//
+// Conventions (the same as the kernel's ethtool family):
+//   - All integers are host byte order; strings are NUL-terminated; booleans
+//     are u8 0/1 and always present in replies; nests carry NLA_F_NESTED.
+//   - Requests are validated strictly (NL_VALIDATE_STRICT): unknown
+//     attributes, attributes of another command, wrong lengths, missing
+//     NLA_F_NESTED, and reserved bits in the genl header or in nlmsg_flags
+//     are EINVAL with the kernel's extack.
+//   - A missing required attribute is EINVAL with NLMSGERR_ATTR_MISS_TYPE
+//     (and MISS_NEST when it is missing inside a nest) and a message.
+//   - Device selection uses the ethtool header nest (DEV_INDEX and/or
+//     DEV_NAME) and resolves in the caller's network namespace, with the
+//     kernel's ENODEV messages.
+//   - Commands marked "admin" need an admin peer, else EPERM.
+//   - Lists that can outgrow one attribute (64 KiB) are repeated top-level
+//     attributes, in order: STAT, LAYOUT, XDP_OBJECT.
+//
+// Commands (request → reply; attribute constants are Attr*, PortAttr*,
+// LayoutAttr*, FaultAttr*, XDPAttr*, StatAttr*):
+//
+//	cmd  name             do/dump  rights  request attributes                 reply
+//	1    PORT_GET         do+dump  open    HEADER (do)                        PORT_GET: PORT
+//	2    PORT_NEW         do       admin   PORT (spec subset)                 PORT_NEW: PORT
+//	3    PORT_DEL         do       admin   HEADER                             ACK
+//	4    PORT_SET_MTU     do       admin   HEADER, MTU                        ACK
+//	5    XDP_ATTACH       do       admin   HEADER, XDP, XDP_OBJECT…           ACK
+//	6    XDP_DETACH       do       admin   HEADER                             ACK
+//	7    STATS_GET        do+dump  open    HEADER (do)                        STATS_GET: HEADER, STAT…
+//	8    LAYOUT_PLAN      do       open    LAYOUT_REQUEST                     LAYOUT_PLAN: LAYOUT…
+//	9    FAULT_SET        do       admin   HEADER, FAULT (mode "off" clears)  ACK
+//	10   GROUP_JOIN       do       open    GROUP                              ACK
+//	11   GROUP_LEAVE      do       open    GROUP                              ACK
+//	12   SET_OPTION       do       open    OPTION, OPTION_VALUE               ACK
+//	13   PORT_NEW_NTF     notification to "events": PORT
+//	14   PORT_DEL_NTF     notification to "events": PORT
+//	15   PORT_CHANGE_NTF  notification to "events": PORT
+//
+// GROUP_JOIN/GROUP_LEAVE replace NETLINK_ADD/DROP_MEMBERSHIP, which a Unix
+// socket does not have; GROUP is a multicast group id as nlctrl reports it
+// (ethtool "monitor", manad "events", nlctrl "notify"; others EINVAL).
+// SET_OPTION replaces the SOL_NETLINK socket options: OPTION is
+// NETLINK_CAP_ACK (10), NETLINK_EXT_ACK (11) or NETLINK_GET_STRICT_CHK (12,
+// accepted, requests are always strict); others are ENOPROTOOPT. Unlike a
+// kernel socket, a manad connection starts with NETLINK_EXT_ACK on.
+//
+// Notifications (ethtool *_NTF and manad PORT_*_NTF) have pid 0, flags 0
+// and a sequence number from a per-family counter; they reach the members
+// of the group whose network namespace is the device's. Ethtool
+// notifications carry compact bitsets.
+//
+// The client side is package genl/client; genl/nlattr and genl/ethtool hold
+// the kernel-compatible attribute validation and the ethtool bitset and
+// string-set codecs.
+package genl

@@ -1,0 +1,216 @@
+package genl_test
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/nlattr"
+)
+
+// TestGetFamilyOverUnixSocket: genetlink.Conn.GetFamily and ListFamilies,
+// unmodified, against manad's nlctrl.
+func TestGetFamilyOverUnixSocket(t *testing.T) {
+	ts := startServer(t, nil)
+	conn, err := client.DialGenetlink(ts.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	eth, err := conn.GetFamily("ethtool")
+	if err != nil {
+		t.Fatalf("GetFamily(ethtool): %v", err)
+	}
+	if eth.Name != "ethtool" || eth.Version != 1 || eth.ID == 0 {
+		t.Errorf("ethtool family = %+v", eth)
+	}
+	if len(eth.Groups) != 1 || eth.Groups[0].Name != "monitor" || eth.Groups[0].ID == 0 {
+		t.Errorf("ethtool groups = %+v, want one non-zero \"monitor\" (mdlayher/ethtool requires it)", eth.Groups)
+	}
+	m, err := conn.GetFamily(genl.FamilyName)
+	if err != nil {
+		t.Fatalf("GetFamily(manad): %v", err)
+	}
+	if m.Version != genl.FamilyVersion || len(m.Groups) != 1 || m.Groups[0].Name != genl.EventsGroup {
+		t.Errorf("manad family = %+v", m)
+	}
+	ctrl, err := conn.GetFamily("nlctrl")
+	if err != nil || ctrl.ID != unix.GENL_ID_CTRL || ctrl.Version != 2 {
+		t.Errorf("GetFamily(nlctrl) = %+v, %v", ctrl, err)
+	}
+
+	_, err = conn.GetFamily("nl80211")
+	if !errors.Is(err, os.ErrNotExist) || !errors.Is(err, unix.ENOENT) {
+		t.Errorf("GetFamily(unknown) error = %v, want ENOENT / os.ErrNotExist", err)
+	}
+
+	all, err := conn.ListFamilies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range all {
+		names = append(names, f.Name)
+	}
+	if diff := cmp.Diff([]string{"nlctrl", "ethtool", "manad"}, names); diff != "" {
+		t.Errorf("ListFamilies names (-want +got):\n%s", diff)
+	}
+}
+
+// familyOps decodes CTRL_ATTR_OPS of a raw GETFAMILY reply.
+func familyOps(t *testing.T, b []byte) (ops map[uint32]uint32, order []uint16) {
+	t.Helper()
+	ops = map[uint32]uint32{}
+	it := nlattr.NewIter(b, 0, len(b))
+	for it.Next() {
+		a := it.Attr()
+		order = append(order, a.Raw)
+		if a.Type() != unix.CTRL_ATTR_OPS {
+			continue
+		}
+		if a.IsNested() {
+			t.Errorf("CTRL_ATTR_OPS has NLA_F_NESTED; the kernel sends it without")
+		}
+		ops2 := nlattr.NewIter(a.Data, 0, len(a.Data))
+		for ops2.Next() {
+			var id, fl uint32
+			in := nlattr.NewIter(ops2.Attr().Data, 0, len(ops2.Attr().Data))
+			for in.Next() {
+				switch in.Attr().Type() {
+				case unix.CTRL_ATTR_OP_ID:
+					id = in.Attr().U32()
+				case unix.CTRL_ATTR_OP_FLAGS:
+					fl = in.Attr().U32()
+				}
+			}
+			ops[id] = fl
+		}
+	}
+	return ops, order
+}
+
+// TestEthtoolFamilyMatchesKernel compares manad's CTRL_CMD_GETFAMILY answer
+// for "ethtool" with the running kernel's: same attribute order, version,
+// group name, and the same CTRL_ATTR_OP_FLAGS for every op manad serves.
+func TestEthtoolFamilyMatchesKernel(t *testing.T) {
+	ts := startServer(t, nil)
+	get := func(conn *genetlink.Conn) genetlink.Message {
+		t.Helper()
+		ae := netlink.NewAttributeEncoder()
+		ae.String(unix.CTRL_ATTR_FAMILY_NAME, "ethtool")
+		b, _ := ae.Encode()
+		msgs, err := conn.Execute(genetlink.Message{Header: genetlink.Header{Command: unix.CTRL_CMD_GETFAMILY, Version: 1}, Data: b},
+			unix.GENL_ID_CTRL, netlink.Request)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("GETFAMILY: %v (%d msgs)", err, len(msgs))
+		}
+		return msgs[0]
+	}
+	kconn, err := genetlink.Dial(nil)
+	if err != nil {
+		t.Skipf("no kernel generic netlink: %v", err)
+	}
+	defer kconn.Close()
+	mconn, err := client.DialGenetlink(ts.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mconn.Close()
+
+	km, mm := get(kconn), get(mconn)
+	if km.Header != mm.Header {
+		t.Errorf("genl header: kernel %+v, manad %+v", km.Header, mm.Header)
+	}
+	kops, korder := familyOps(t, km.Data)
+	mops, morder := familyOps(t, mm.Data)
+	if diff := cmp.Diff(korder, morder); diff != "" {
+		t.Errorf("attribute order (-kernel +manad):\n%s", diff)
+	}
+	if len(mops) != 7 {
+		t.Errorf("manad serves %d ethtool ops, want 7: %v", len(mops), mops)
+	}
+	for id, fl := range mops {
+		if kfl, ok := kops[id]; !ok || kfl != fl {
+			t.Errorf("op %d: manad flags %#x, kernel %#x (present %v)", id, fl, kfl, ok)
+		}
+	}
+	kf, _ := kconn.GetFamily("ethtool")
+	mf, _ := mconn.GetFamily("ethtool")
+	if kf.Version != mf.Version || kf.Groups[0].Name != mf.Groups[0].Name {
+		t.Errorf("kernel %+v vs manad %+v", kf, mf)
+	}
+}
+
+// TestGetFamilyErrors covers nlctrl's own error paths.
+func TestGetFamilyErrors(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dialRaw(t, ts.path)
+	tests := []struct {
+		name  string
+		build func(m *msgBuilder)
+		errno unix.Errno
+	}{
+		{"neither id nor name", func(m *msgBuilder) {}, unix.EINVAL},
+		{"unknown id", func(m *msgBuilder) { m.PutU16(unix.CTRL_ATTR_FAMILY_ID, 0x99) }, unix.ENOENT},
+		{"unknown name", func(m *msgBuilder) { m.PutString(unix.CTRL_ATTR_FAMILY_NAME, "nope") }, unix.ENOENT},
+		{"name wins over id", func(m *msgBuilder) {
+			m.PutU16(unix.CTRL_ATTR_FAMILY_ID, unix.GENL_ID_CTRL)
+			m.PutString(unix.CTRL_ATTR_FAMILY_NAME, "nope")
+		}, unix.ENOENT},
+		// No NUL within GENL_NAMSIZ: EINVAL, as the kernel's NLA_NUL_STRING check.
+		{"name too long", func(m *msgBuilder) { m.PutString(unix.CTRL_ATTR_FAMILY_NAME, "a-very-long-family-name") }, unix.EINVAL},
+		{"id too short", func(m *msgBuilder) { m.PutU8(unix.CTRL_ATTR_FAMILY_ID, 1) }, unix.ERANGE},
+	}
+	kc := dialKernel(t)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMsg(unix.GENL_ID_CTRL, nlattr.FlagRequest, uint32(i+1), unix.CTRL_CMD_GETFAMILY, 1)
+			tt.build(m)
+			rc.send(m.done())
+			kc.send(m.B)
+			msgs := rc.recv()
+			a := decodeAck(t, msgs[0])
+			if a.errno != tt.errno {
+				t.Errorf("errno %v, want %v", a.errno, tt.errno)
+			}
+			if msgs[0].h.Seq != uint32(i+1) || msgs[0].h.PID != 4242 {
+				t.Errorf("seq/pid not echoed: %+v", msgs[0].h)
+			}
+			k := decodeAck(t, kc.recv()[0])
+			if k.errno != a.errno || k.msg != a.msg || k.off != a.off {
+				t.Errorf("kernel answered %+v, manad %+v", k, a)
+			}
+		})
+	}
+	// A dump validates its attributes strictly (no GENL_DONT_VALIDATE_DUMP_STRICT).
+	m0 := newMsg(unix.GENL_ID_CTRL, nlattr.FlagRequest|nlattr.FlagDump, 60, unix.CTRL_CMD_GETFAMILY, 1)
+	m0.PutU32(9, 1)
+	rc.send(m0.done())
+	kc.send(m0.B)
+	if a, k := decodeAck(t, rc.recv()[0]), decodeAck(t, kc.recv()[0]); a.errno != unix.EINVAL || a.msg != k.msg || a.errno != k.errno || a.off != k.off {
+		t.Errorf("dump with unknown attribute: manad %+v, kernel %+v", a, k)
+	}
+
+	// By id, with NLM_F_ACK: the reply, then a capped ACK in its own datagram.
+	m := newMsg(unix.GENL_ID_CTRL, nlattr.FlagRequest|nlattr.FlagAck, 77, unix.CTRL_CMD_GETFAMILY, 1)
+	m.PutU16(unix.CTRL_ATTR_FAMILY_ID, unix.GENL_ID_CTRL)
+	req := m.done()
+	rc.send(req)
+	reply := rc.recv()
+	if len(reply) != 1 || reply[0].h.Type != unix.GENL_ID_CTRL || reply[0].data[0] != unix.CTRL_CMD_NEWFAMILY || reply[0].data[1] != 2 {
+		t.Fatalf("reply = %+v", reply)
+	}
+	ack := rc.recv()
+	a := decodeAck(t, ack[0])
+	if a.errno != 0 || a.flags != nlattr.FlagCapped || a.echoLen != uint32(len(req)) || len(ack[0].raw) != 36 {
+		t.Errorf("ACK = %+v (%d bytes), want a 36-byte capped ACK echoing nlmsg_len %d", a, len(ack[0].raw), len(req))
+	}
+}

@@ -1,0 +1,230 @@
+package genl_test
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/nlattr"
+)
+
+func TestManadPorts(t *testing.T) {
+	ts := startServer(t, nil)
+	c := dialClient(t, ts.path)
+	ctx := ctxT(t)
+
+	ports, err := c.Ports(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ports) != 2 || ports[0].Device.Name != "mana0" || ports[1].Device.Name != "mana1" {
+		t.Fatalf("Ports: %+v", ports)
+	}
+	if ports[0].Device.NetNS != ts.ns || ports[0].Layout.BufSize != 2112 || ports[0].MaxMTU != 9000 ||
+		!cmp.Equal(ports[0].PrivFlagNames, []string{"full-page-rx"}) || !ports[0].AdminUp {
+		t.Errorf("port 0: %+v", ports[0])
+	}
+
+	spec := genl.PortSpec{Name: "mana9", MAC: net.HardwareAddr{2, 1, 2, 3, 4, 5}, MTU: 4000, Segment: "seg1",
+		MemoryBudget: 1 << 30, Persistent: true, PrivFlags: 1}
+	p, err := c.CreatePort(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Device.Name != "mana9" || p.MTU != 4000 || !bytes.Equal(p.MAC, spec.MAC) || p.Segment != "seg1" ||
+		p.MemoryBudget != 1<<30 || !p.Persistent || p.PrivFlags != 1 {
+		t.Errorf("created: %+v", p)
+	}
+	got, err := c.Port(ctx, client.Interface{Index: int(p.Device.Index)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(p, got); diff != "" {
+		t.Errorf("Port after create (-created +got):\n%s", diff)
+	}
+	var ce *client.Error
+	if _, err := c.CreatePort(ctx, spec); !errors.Is(err, unix.EEXIST) || !errors.As(err, &ce) || ce.Message != `port "mana9" exists` {
+		t.Errorf("duplicate: %v", err)
+	}
+	if _, err := c.CreatePort(ctx, genl.PortSpec{Name: "x", MAC: net.HardwareAddr{1, 2, 3}}); !errors.Is(err, unix.ERANGE) ||
+		!errors.As(err, &ce) || ce.Message != "binary attribute size out of range" || ce.Offset == 0 {
+		t.Errorf("short MAC: %v", err)
+	}
+
+	if err := c.SetMTU(ctx, client.Interface{Name: "mana9"}, 9000); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetMTU(ctx, client.Interface{Name: "mana9"}, 20); !errors.Is(err, unix.EINVAL) || !errors.As(err, &ce) ||
+		ce.Message != "mtu 20 out of range [68, 9000]" {
+		t.Errorf("bad MTU: %v", err)
+	}
+	if err := c.DeletePort(ctx, client.Interface{Name: "mana9"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Port(ctx, client.Interface{Name: "mana9"}); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("deleted port: %v", err)
+	}
+	if _, err := c.Port(ctx, client.Interface{Name: "lo0"}); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("not a port: %v", err)
+	}
+	if _, err := c.Port(ctx, client.Interface{}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("no interface: %v", err)
+	}
+}
+
+func TestManadXDPStatsLayoutFaults(t *testing.T) {
+	ts := startServer(t, func(c *genl.ServerConfig) { c.MaxMessage = 1 << 20 })
+	c := dialClient(t, ts.path)
+	ctx := ctxT(t)
+	mana0 := client.Interface{Name: "mana0"}
+	var ce *client.Error
+
+	if err := c.AttachXDP(ctx, mana0, genl.XDPProgram{Builtin: "drop"}); err != nil {
+		t.Fatal(err)
+	}
+	// An object bigger than one attribute travels in chunks.
+	obj := bytes.Repeat([]byte("\x7fELF-object-"), 8000) // 96 KB
+	if err := c.AttachXDP(ctx, mana0, genl.XDPProgram{Object: obj, Section: "xdp", Name: "prog"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := ts.be.Dev(ts.mana0.Dev.Index); !bytes.Equal(d.XDP.Object, obj) || d.XDP.Name != "prog" || d.XDP.Section != "xdp" {
+		t.Errorf("object not reassembled: %d bytes, %q", len(d.XDP.Object), d.XDP.Name)
+	}
+	if p, _ := c.Port(ctx, mana0); p.XDP != "ebpf:prog" {
+		t.Errorf("port XDP %q", p.XDP)
+	}
+	if err := c.AttachXDP(ctx, mana0, genl.XDPProgram{Builtin: "redirect"}); !errors.Is(err, unix.EINVAL) || !errors.As(err, &ce) ||
+		ce.Message != `unknown built-in XDP program "redirect" (want pass, drop, tx, aborted)` || ce.Offset == 0 {
+		t.Errorf("bad builtin: %v", err)
+	}
+	if err := c.AttachXDP(ctx, mana0, genl.XDPProgram{Builtin: "pass", Object: []byte{1}}); !errors.Is(err, unix.EINVAL) ||
+		!errors.As(err, &ce) || ce.Message != "XDP builtin and object are mutually exclusive" {
+		t.Errorf("both: %v", err)
+	}
+	if err := c.AttachXDP(ctx, mana0, genl.XDPProgram{}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("neither: %v", err)
+	}
+	if err := c.DetachXDP(ctx, mana0); err != nil {
+		t.Fatal(err)
+	}
+
+	stats, err := c.Stats(ctx, mana0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]genl.Stat{{Name: "stop_queue", Value: 1}, {Name: "wake_queue", Value: 2}, {Name: "rx_0_packets", Value: 300}}, stats); diff != "" {
+		t.Errorf("stats (-want +got):\n%s", diff)
+	}
+	all, err := c.AllStats(ctx)
+	if err != nil || len(all) != 2 || all[0].Interface.Name != "mana0" {
+		t.Errorf("AllStats: %+v, %v", all, err)
+	}
+
+	layouts, err := c.PlanLayout(ctx, genl.LayoutRequest{PageSize: 65536, MTU: 1500, RingSize: 1024, Queues: 4, Rules: []string{"upstream", "pre-frag"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layouts) != 2 || layouts[0].Rule != "upstream" || layouts[0].BufSize != 2112 || layouts[0].FragCount != 31 || layouts[1].Rule != "pre-frag" {
+		t.Errorf("layouts: %+v", layouts)
+	}
+	if _, err := c.PlanLayout(ctx, genl.LayoutRequest{PageSize: 4096, MTU: 1500, Rules: []string{"newest"}}); !errors.Is(err, unix.EINVAL) ||
+		!errors.As(err, &ce) || ce.Offset == 0 {
+		t.Errorf("bad rule: %v", err)
+	}
+
+	if err := c.SetFault(ctx, mana0, genl.Fault{Point: "prealloc", Mode: "count", Count: 3, Errno: uint32(unix.ENOMEM)}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := c.Port(ctx, mana0)
+	if diff := cmp.Diff([]genl.Fault{{Point: "prealloc", Mode: "count", Count: 3, Errno: uint32(unix.ENOMEM)}}, p.Faults); diff != "" {
+		t.Errorf("faults (-want +got):\n%s", diff)
+	}
+	if err := c.SetFault(ctx, mana0, genl.Fault{Point: "prealloc", Mode: "off"}); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ = c.Port(ctx, mana0); len(p.Faults) != 0 {
+		t.Errorf("faults after clear: %+v", p.Faults)
+	}
+	for _, tc := range []struct {
+		f   genl.Fault
+		msg string
+	}{
+		{genl.Fault{Point: "reset", Mode: "once"}, `unknown fault point "reset" (want prealloc, detach, attach)`},
+		{genl.Fault{Point: "attach", Mode: "sometimes"}, `unknown fault mode "sometimes" (want off, once, count, always)`},
+		{genl.Fault{Point: "attach", Mode: "count"}, `fault mode "count" needs a count > 0`},
+		{genl.Fault{Point: "attach", Mode: "once", Errno: 5000}, "integer out of range"},
+	} {
+		err := c.SetFault(ctx, mana0, tc.f)
+		if !errors.As(err, &ce) || ce.Message != tc.msg || ce.Offset == 0 {
+			t.Errorf("%+v: %v, want %q", tc.f, err, tc.msg)
+		}
+	}
+}
+
+// TestManadRequestValidation: strict validation and missing-attribute
+// reports of the manad family.
+func TestManadRequestValidation(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dialRaw(t, ts.path)
+	mf := manadFamilyID(t, rc, genl.FamilyName)
+	devHdr := func(m *msgBuilder) {
+		header(m, genl.AttrHeader, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "mana0") })
+	}
+	tests := []struct {
+		name     string
+		cmd      uint8
+		build    func(m *msgBuilder)
+		errno    unix.Errno
+		msg      string
+		missType uint32
+		missNest bool
+	}{
+		{"set MTU without MTU", genl.CmdPortSetMTU, devHdr, unix.EINVAL, "missing MTU", uint32(genl.AttrMTU), false},
+		{"set MTU without header", genl.CmdPortSetMTU, func(m *msgBuilder) { m.PutU32(genl.AttrMTU, 1500) },
+			unix.EINVAL, "missing device header", uint32(genl.AttrHeader), false},
+		{"attribute of another command", genl.CmdPortDel, func(m *msgBuilder) { devHdr(m); m.PutU32(genl.AttrMTU, 1) },
+			unix.EINVAL, "Unsupported attribute", 0, false},
+		{"attribute above max", genl.CmdPortGet, func(m *msgBuilder) { m.PutU32(60, 1) },
+			unix.EINVAL, "Unknown attribute type", 0, false},
+		{"fault without point", genl.CmdFaultSet, func(m *msgBuilder) {
+			devHdr(m)
+			n := m.Nest(genl.AttrFault)
+			m.PutString(genl.FaultAttrMode, "once")
+			m.EndNest(n)
+		}, unix.EINVAL, "missing fault point", uint32(genl.FaultAttrPoint), true},
+		{"port spec attribute not accepted at creation", genl.CmdPortNew, func(m *msgBuilder) {
+			n := m.Nest(genl.AttrPort)
+			m.PutU8(genl.PortAttrRunning, 1)
+			m.EndNest(n)
+		}, unix.EINVAL, "Unsupported attribute", 0, false},
+		{"join without group", genl.CmdGroupJoin, func(m *msgBuilder) {}, unix.EINVAL, "missing multicast group", uint32(genl.AttrGroup), false},
+		{"dump of a do-only command", genl.CmdLayoutPlan, nil, unix.EOPNOTSUPP, "", 0, false},
+		{"unknown command", 99, func(m *msgBuilder) {}, unix.EOPNOTSUPP, "", 0, false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			flags := nlattr.FlagRequest | nlattr.FlagAck
+			if tt.build == nil {
+				flags |= nlattr.FlagDump
+			}
+			m := newMsg(mf, flags, uint32(i+1), tt.cmd, 1)
+			if tt.build != nil {
+				tt.build(m)
+			}
+			rc.send(m.done())
+			a := decodeAck(t, rc.recv()[0])
+			if a.errno != tt.errno || a.msg != tt.msg || a.missType != tt.missType || (a.missNest != 0) != tt.missNest {
+				t.Errorf("got %+v", a)
+			}
+			if calls := ts.be.Calls(); len(calls) != 0 {
+				t.Errorf("backend called: %v", calls)
+			}
+		})
+	}
+}

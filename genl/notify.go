@@ -1,0 +1,86 @@
+package genl
+
+import (
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/ethtool"
+	"github.com/manad/manad/genl/nlattr"
+)
+
+// NotifyPrivFlags sends ETHTOOL_MSG_PRIVFLAGS_NTF (compact bitset) to the
+// "monitor" subscribers in d's network namespace. The server calls it after
+// its own successful PRIVFLAGS_SET; the daemon calls it for changes made
+// otherwise.
+func (s *Server) NotifyPrivFlags(d Device, names []string, flags uint32) {
+	s.notify(ethtoolID, ethtool.Version, unix.ETHTOOL_MSG_PRIVFLAGS_NTF, &s.ethtoolSeq, monitorGroup, d.NetNS,
+		func(b *nlattr.Builder) {
+			putDevHeader(b, hdrAttr, &d)
+			// ethnl_default_notify forces ETHTOOL_FLAG_COMPACT_BITSETS.
+			putPrivFlags(b, capNames(names), flags, true)
+		})
+}
+
+// NotifyRings sends ETHTOOL_MSG_RINGS_NTF to the "monitor" subscribers in
+// d's network namespace.
+func (s *Server) NotifyRings(d Device, r Rings) {
+	s.notify(ethtoolID, ethtool.Version, unix.ETHTOOL_MSG_RINGS_NTF, &s.ethtoolSeq, monitorGroup, d.NetNS,
+		func(b *nlattr.Builder) {
+			putDevHeader(b, hdrAttr, &d)
+			putRings(b, r)
+		})
+}
+
+// NotifyChannels sends ETHTOOL_MSG_CHANNELS_NTF to the "monitor"
+// subscribers in d's network namespace.
+func (s *Server) NotifyChannels(d Device, ch Channels) {
+	s.notify(ethtoolID, ethtool.Version, unix.ETHTOOL_MSG_CHANNELS_NTF, &s.ethtoolSeq, monitorGroup, d.NetNS,
+		func(b *nlattr.Builder) {
+			putDevHeader(b, hdrAttr, &d)
+			putChannels(b, ch)
+		})
+}
+
+// NotifyPort sends a manad PORT_{NEW,DEL,CHANGE}_NTF for kind "new", "del"
+// or "change" to the "events" subscribers in the port's network namespace.
+// Other kinds are logged and ignored.
+func (s *Server) NotifyPort(kind string, p PortInfo) {
+	var cmd uint8
+	switch kind {
+	case "new":
+		cmd = CmdPortNewNtf
+	case "del":
+		cmd = CmdPortDelNtf
+	case "change":
+		cmd = CmdPortChangeNtf
+	default:
+		s.log.Error("genl: NotifyPort with unknown kind, ignored", "kind", kind, "port", p.Device.Name)
+		return
+	}
+	s.notify(manadID, FamilyVersion, cmd, &s.manadSeq, eventsGroup, p.Device.NetNS,
+		func(b *nlattr.Builder) { putPort(b, AttrPort, &p) })
+}
+
+// notify builds one notification (pid 0, seq from the family-global counter,
+// as ethnl_bcastmsg_put) and queues it to every member of group whose
+// caller netns is ns. Subscribers that cannot take it are dropped.
+func (s *Server) notify(famID uint16, version, cmd uint8, seq *atomic.Uint32, group uint32, ns NetNS, fill func(*nlattr.Builder)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b nlattr.Builder
+	start := b.BeginMsg(famID, 0, seq.Add(1), 0)
+	b.Genl(cmd, version)
+	fill(&b)
+	b.EndMsg(start)
+	if b.Overflow {
+		s.log.Error("genl: notification does not fit in a netlink message, dropped", "cmd", cmd)
+		return
+	}
+	bit := uint64(1) << group
+	for c := range s.conns {
+		if c.groups.Load()&bit != 0 && c.caller.NetNS == ns {
+			c.notify(b.B)
+		}
+	}
+}

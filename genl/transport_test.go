@@ -1,0 +1,472 @@
+package genl_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/nlattr"
+)
+
+// ringsGetByName builds a RINGS_GET request for dev.
+func ringsGetByName(eth uint16, seq uint32, flags uint16, dev string) []byte {
+	m := newMsg(eth, nlattr.FlagRequest|flags, seq, unix.ETHTOOL_MSG_RINGS_GET, 1)
+	header(m, 1, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, dev) })
+	return m.done()
+}
+
+func TestMultipleMessagesPerDatagram(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dialRaw(t, ts.path)
+	eth := manadFamilyID(t, rc, "ethtool")
+	var d []byte
+	d = append(d, ringsGetByName(eth, 1, 0, "mana0")...)
+	d = append(d, ringsGetByName(eth, 2, nlattr.FlagAck, "nosuch")...)
+	d = append(d, ringsGetByName(eth, 3, nlattr.FlagAck, "mana1")...)
+	rc.send(d)
+	// Each reply and each ACK is its own datagram, in request order.
+	want := []struct {
+		typ uint16
+		seq uint32
+	}{{eth, 1}, {nlattr.MsgError, 2}, {eth, 3}, {nlattr.MsgError, 3}}
+	for _, w := range want {
+		msgs := rc.recv()
+		if len(msgs) != 1 || msgs[0].h.Type != w.typ || msgs[0].h.Seq != w.seq {
+			t.Fatalf("got %+v, want type %d seq %d", msgs[0].h, w.typ, w.seq)
+		}
+	}
+}
+
+func TestMalformedDatagrams(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dialRaw(t, ts.path)
+	eth := manadFamilyID(t, rc, "ethtool")
+	good := ringsGetByName(eth, 7, 0, "mana0")
+
+	t.Run("shorter than a header", func(t *testing.T) {
+		rc.send(good[:10])
+		a := decodeAck(t, rc.recv()[0])
+		if a.errno != unix.EINVAL || !strings.Contains(a.msg, "truncated netlink message") {
+			t.Errorf("%+v", a)
+		}
+	})
+	t.Run("nlmsg_len past the datagram", func(t *testing.T) {
+		rc.send(good[:len(good)-4])
+		msgs := rc.recv()
+		a := decodeAck(t, msgs[0])
+		if a.errno != unix.EINVAL || !strings.Contains(a.msg, "truncated netlink message") || msgs[0].h.Seq != 7 ||
+			a.flags&nlattr.FlagCapped == 0 || a.echoLen != 16 {
+			t.Errorf("%+v (seq %d)", a, msgs[0].h.Seq)
+		}
+	})
+	t.Run("nlmsg_len below a header", func(t *testing.T) {
+		b := append([]byte(nil), good...)
+		binary.NativeEndian.PutUint32(b, 8)
+		rc.send(b)
+		if a := decodeAck(t, rc.recv()[0]); a.errno != unix.EINVAL {
+			t.Errorf("%+v", a)
+		}
+	})
+	t.Run("shorter than a genl header", func(t *testing.T) {
+		b := make([]byte, 16)
+		binary.NativeEndian.PutUint32(b, 16)
+		binary.NativeEndian.PutUint16(b[4:], eth)
+		binary.NativeEndian.PutUint16(b[6:], nlattr.FlagRequest)
+		rc.send(b)
+		if a := decodeAck(t, rc.recv()[0]); a.errno != unix.EINVAL {
+			t.Errorf("%+v", a)
+		}
+	})
+	t.Run("unaligned last message is accepted", func(t *testing.T) {
+		// An attribute stream ending in 2 bytes of nothing is "bytes
+		// leftover"; a message whose nlmsg_len is unaligned but complete is
+		// served (the kernel clips the final alignment).
+		m := newMsg(eth, nlattr.FlagRequest, 8, unix.ETHTOOL_MSG_RINGS_GET, 1)
+		header(m, 1, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "mana0") })
+		b := m.done()
+		b = append(b, 0x02, 0x00) // nlmsg_len grows by 2: trailing bytes
+		binary.NativeEndian.PutUint32(b, uint32(len(b)))
+		rc.send(b)
+		a := decodeAck(t, rc.recv()[0])
+		if a.errno != unix.EINVAL || a.msg != "bytes leftover after parsing attributes" {
+			t.Errorf("%+v", a)
+		}
+		rc.send(good[:len(good)-1]) // datagram ends 1 byte early: truncated
+		if a := decodeAck(t, rc.recv()[0]); a.errno != unix.EINVAL {
+			t.Errorf("%+v", a)
+		}
+	})
+	t.Run("trailing garbage after a message is ignored", func(t *testing.T) {
+		rc.send(append(append([]byte(nil), good...), 1, 2, 3))
+		msgs := rc.recv()
+		if msgs[0].h.Type != eth || msgs[0].h.Seq != 7 {
+			t.Errorf("%+v", msgs[0].h)
+		}
+	})
+	t.Run("control message types and non-requests", func(t *testing.T) {
+		m := newMsg(nlattr.MsgNoop, nlattr.FlagRequest|nlattr.FlagAck, 9, 0, 0)
+		rc.send(m.done())
+		if a := decodeAck(t, rc.recv()[0]); a.errno != 0 {
+			t.Errorf("NOOP: %+v", a)
+		}
+		m = newMsg(eth, nlattr.FlagAck, 10, unix.ETHTOOL_MSG_RINGS_GET, 1)
+		rc.send(m.done())
+		if a := decodeAck(t, rc.recv()[0]); a.errno != 0 {
+			t.Errorf("no NLM_F_REQUEST: %+v", a)
+		}
+	})
+	t.Run("unknown family", func(t *testing.T) {
+		rc.send(newMsg(0x3ff, nlattr.FlagRequest, 11, 1, 1).done())
+		if a := decodeAck(t, rc.recv()[0]); a.errno != unix.ENOENT {
+			t.Errorf("%+v", a)
+		}
+	})
+	t.Run("the connection still works", func(t *testing.T) {
+		rc.send(good)
+		if msgs := rc.recv(); msgs[0].h.Type != eth {
+			t.Errorf("%+v", msgs[0].h)
+		}
+	})
+}
+
+func TestGenlHeaderChecks(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dialRaw(t, ts.path)
+	eth := manadFamilyID(t, rc, "ethtool")
+	mf := manadFamilyID(t, rc, genl.FamilyName)
+
+	portGet := func(flags uint16, reserved byte) []byte {
+		m := newMsg(mf, nlattr.FlagRequest|flags, 3, genl.CmdPortGet, 1)
+		header(m, genl.AttrHeader, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "mana0") })
+		b := m.done()
+		b[nlattr.MsgHdrLen+2] = reserved
+		return b
+	}
+	rc.send(portGet(0, 1))
+	if a := decodeAck(t, rc.recv()[0]); a.errno != unix.EINVAL || a.msg != "genlmsghdr.reserved field is not 0" {
+		t.Errorf("reserved: %+v", a)
+	}
+	rc.send(portGet(0x20, 0))
+	if a := decodeAck(t, rc.recv()[0]); a.errno != unix.EINVAL || a.msg != "ambiguous or reserved bits set in nlmsg_flags" {
+		t.Errorf("flags: %+v", a)
+	}
+	rc.send(portGet(0x100, 0)) // NLM_F_ROOT alone is ambiguous
+	if a := decodeAck(t, rc.recv()[0]); a.errno != unix.EINVAL || a.msg != "ambiguous or reserved bits set in nlmsg_flags" {
+		t.Errorf("half a dump flag: %+v", a)
+	}
+	rc.send(portGet(nlattr.FlagEcho, 0))
+	if msgs := rc.recv(); msgs[0].h.Type != mf {
+		t.Errorf("ECHO is allowed: %+v", msgs[0].h)
+	}
+	// ethtool commands below ETHTOOL_MSG_MODULE_GET+1 are not checked.
+	b := ringsGetByName(eth, 4, 0, "mana0")
+	b[nlattr.MsgHdrLen+2] = 7
+	rc.send(b)
+	if msgs := rc.recv(); msgs[0].h.Type != eth {
+		t.Errorf("ethtool legacy command with reserved bits: %+v", msgs[0].h)
+	}
+}
+
+func TestSocketOptions(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dialRaw(t, ts.path)
+	eth := manadFamilyID(t, rc, "ethtool")
+	mf := manadFamilyID(t, rc, genl.FamilyName)
+	setOpt := func(opt uint32, v uint8) ackInfo {
+		m := newMsg(mf, nlattr.FlagRequest|nlattr.FlagAck, 5, genl.CmdSetOption, 1)
+		m.PutU32(genl.AttrOption, opt)
+		m.PutU8(genl.AttrOptionValue, v)
+		rc.send(m.done())
+		return decodeAck(t, rc.recv()[0])
+	}
+	bad := ringsGetByName(eth, 6, 0, "nosuch")
+
+	// Default: extack on, error ACKs echo the request.
+	rc.send(bad)
+	a := decodeAck(t, rc.recv()[0])
+	if a.msg != "no device matches name" || a.flags&nlattr.FlagCapped != 0 || len(a.payload) != len(bad)-16 {
+		t.Errorf("default: %+v", a)
+	}
+	if a := setOpt(unix.NETLINK_CAP_ACK, 1); a.errno != 0 {
+		t.Fatalf("CAP_ACK: %+v", a)
+	}
+	rc.send(bad)
+	a = decodeAck(t, rc.recv()[0])
+	if a.flags&nlattr.FlagCapped == 0 || a.payload != nil || a.echoLen != uint32(len(bad)) {
+		t.Errorf("capped: %+v", a)
+	}
+	if a := setOpt(unix.NETLINK_EXT_ACK, 0); a.errno != 0 {
+		t.Fatalf("EXT_ACK off: %+v", a)
+	}
+	rc.send(bad)
+	a = decodeAck(t, rc.recv()[0])
+	if a.errno != unix.ENODEV || a.flags&nlattr.FlagAckTLVs != 0 || a.msg != "" {
+		t.Errorf("no extack: %+v", a)
+	}
+	if a := setOpt(unix.NETLINK_GET_STRICT_CHK, 1); a.errno != 0 {
+		t.Errorf("STRICT_CHK: %+v", a)
+	}
+	setOpt(unix.NETLINK_EXT_ACK, 1)
+	if a := setOpt(99, 1); a.errno != unix.ENOPROTOOPT || a.msg != "unsupported socket option 99" {
+		t.Errorf("unknown option: %+v", a)
+	}
+	if a := setOpt(unix.NETLINK_CAP_ACK, 2); a.errno != unix.ERANGE {
+		t.Errorf("value 2: %+v", a)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	ts := startServer(t, func(c *genl.ServerConfig) { c.MaxConns = 2; c.MaxMessage = 512 })
+	rc := dialRaw(t, ts.path)
+	eth := manadFamilyID(t, rc, "ethtool")
+
+	t.Run("message too large", func(t *testing.T) {
+		m := newMsg(eth, nlattr.FlagRequest, 12, unix.ETHTOOL_MSG_RINGS_GET, 1)
+		m.Put(99, make([]byte, 1000))
+		rc.send(m.done())
+		msgs := rc.recv()
+		a := decodeAck(t, msgs[0])
+		if a.errno != unix.EMSGSIZE || a.msg != "request datagram exceeds the 512-byte limit" || msgs[0].h.Seq != 12 {
+			t.Errorf("%+v", a)
+		}
+		// The connection survives.
+		rc.send(ringsGetByName(eth, 13, 0, "mana0"))
+		if msgs := rc.recv(); msgs[0].h.Type != eth {
+			t.Errorf("after oversize: %+v", msgs[0].h)
+		}
+	})
+	t.Run("too many connections", func(t *testing.T) {
+		second := dialRaw(t, ts.path)
+		second.send(ringsGetByName(eth, 1, 0, "mana0"))
+		second.recv() // now certainly registered
+		third := dialRaw(t, ts.path)
+		third.send(ringsGetByName(eth, 14, 0, "mana0"))
+		msgs := third.recv()
+		a := decodeAck(t, msgs[0])
+		if a.errno != unix.EUSERS || a.msg != "manad: too many connections (limit 2)" || msgs[0].h.Seq != 14 {
+			t.Errorf("%+v", a)
+		}
+		buf := make([]byte, 64)
+		if _, err := third.c.Read(buf); !errors.Is(err, io.EOF) {
+			t.Errorf("rejected connection not closed: %v", err)
+		}
+		if !strings.Contains(ts.logs.String(), "connection limit reached") {
+			t.Errorf("no log line: %s", ts.logs.String())
+		}
+		// The client library shows the errno and message.
+		_, err := client.Dial(ts.path)
+		if !errors.Is(err, unix.EUSERS) || !strings.Contains(err.Error(), "too many connections") {
+			t.Errorf("client.Dial over the limit: %v", err)
+		}
+	})
+}
+
+func TestListen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", "m.sock")
+	l, err := genl.Listen(path, 0o660, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o660 || fi.Mode().Type() != os.ModeSocket {
+		t.Errorf("socket mode %v, %v", fi.Mode(), err)
+	}
+	di, _ := os.Stat(filepath.Dir(path))
+	if di.Mode().Perm() != 0o755 {
+		t.Errorf("dir mode %v", di.Mode())
+	}
+	// Live: refused.
+	if _, err := genl.Listen(path, 0o666, -1); !errors.Is(err, unix.EADDRINUSE) {
+		t.Errorf("second Listen: %v", err)
+	}
+	// Stale (closed without unlinking): replaced.
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	l2, err := genl.Listen(path, 0o666, os.Getgid())
+	if err != nil {
+		t.Fatalf("stale socket not replaced: %v", err)
+	}
+	l2.Close()
+	// Not a socket: refused, untouched.
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	if _, err := genl.Listen(file, 0o666, -1); !errors.Is(err, unix.EEXIST) {
+		t.Errorf("regular file: %v", err)
+	}
+}
+
+func TestDialNotRunning(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "absent.sock")
+	_, err := client.Dial(path)
+	if !errors.Is(err, unix.ENOENT) || !strings.HasPrefix(err.Error(), "cannot connect to manad at "+path+": ") {
+		t.Errorf("absent: %v", err)
+	}
+	// A socket nobody listens on.
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	_, err = client.Dial(path)
+	if !errors.Is(err, unix.ECONNREFUSED) {
+		t.Errorf("stale: %v", err)
+	}
+}
+
+func TestDumpsOverManyPorts(t *testing.T) {
+	ts := startServer(t, nil)
+	const extra = 400
+	for i := range extra {
+		ts.be.AddPort(ts.ns, fmt.Sprintf("p%d", i))
+	}
+	c := dialClient(t, ts.path)
+	ctx := ctxT(t)
+	ports, err := c.Ports(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ports) != extra+2 {
+		t.Fatalf("%d ports, want %d", len(ports), extra+2)
+	}
+	for i := 1; i < len(ports); i++ {
+		if ports[i].Device.Index <= ports[i-1].Device.Index {
+			t.Fatalf("ports not in ifindex order at %d", i)
+		}
+	}
+	pf, err := c.AllPrivateFlags(ctx)
+	if err != nil || len(pf) != extra+2 {
+		t.Fatalf("AllPrivateFlags: %d, %v", len(pf), err)
+	}
+	st, err := c.AllStats(ctx)
+	if err != nil || len(st) != extra+2 {
+		t.Fatalf("AllStats: %d, %v", len(st), err)
+	}
+
+	// On the wire: several datagrams of NLM_F_MULTI messages, then DONE,
+	// last in its datagram.
+	rc := dialRaw(t, ts.path)
+	mf := manadFamilyID(t, rc, genl.FamilyName)
+	rc.send(newMsg(mf, nlattr.FlagRequest|nlattr.FlagDump|nlattr.FlagAck, 21, genl.CmdPortGet, 1).done())
+	datagrams, n := 0, 0
+	for done := false; !done; {
+		msgs := rc.recv()
+		datagrams++
+		for i, m := range msgs {
+			if m.h.Seq != 21 || m.h.PID != 4242 || m.h.Flags&nlattr.FlagMulti == 0 {
+				t.Fatalf("dump message %+v", m.h)
+			}
+			if m.h.Type == nlattr.MsgDone {
+				if i != len(msgs)-1 || binary.NativeEndian.Uint32(m.data) != 0 {
+					t.Fatalf("DONE not last or with error")
+				}
+				done = true
+				continue
+			}
+			n++
+		}
+	}
+	if n != extra+2 || datagrams < 2 {
+		t.Errorf("%d messages in %d datagrams", n, datagrams)
+	}
+	// No ACK after a dump, even with NLM_F_ACK: the next datagram answers
+	// the next request.
+	rc.send(ringsGetByName(manadFamilyID(t, rc, "ethtool"), 22, 0, "mana0"))
+}
+
+func TestRequestContext(t *testing.T) {
+	started := make(chan struct{}, 1)
+	cancelled := make(chan error, 1)
+	ts := startServer(t, func(c *genl.ServerConfig) {
+		c.Backend.(*genl.MemBackend).Hook = func(ctx context.Context, op string) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			cancelled <- ctx.Err()
+			return ctx.Err()
+		}
+	})
+	c := dialClient(t, ts.path)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := c.Rings(ctx, client.Interface{Name: "mana0"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("client error %v, want DeadlineExceeded", err)
+	}
+	<-started
+	// The client abandoned the connection: the server's request context
+	// is cancelled.
+	if err := <-cancelled; !errors.Is(err, context.Canceled) {
+		t.Errorf("backend saw %v", err)
+	}
+	// The client reconnects for the next request.
+	if _, err := c.PrivateFlags(ctxT(t), client.Interface{Name: "mana0"}); err != nil {
+		t.Errorf("after abandon: %v", err)
+	}
+}
+
+func TestKernelClientRefusesManadRequests(t *testing.T) {
+	kc, err := client.DialKernel()
+	if err != nil {
+		t.Skipf("no kernel ethtool netlink: %v", err)
+	}
+	defer kc.Close()
+	if _, err := kc.Ports(ctxT(t)); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("Ports on the kernel: %v", err)
+	}
+	if err := kc.SetMTU(ctxT(t), client.Interface{Name: "lo"}, 1500); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("SetMTU on the kernel: %v", err)
+	}
+}
+
+// TestClientNotReadingReplies: a client that sends requests but never reads
+// is dropped once a reply write exceeds WriteTimeout; other clients keep
+// being served meanwhile.
+func TestClientNotReadingReplies(t *testing.T) {
+	ts := startServer(t, func(c *genl.ServerConfig) { c.WriteTimeout = 100 * time.Millisecond })
+	for i := range 50 {
+		ts.be.AddPort(ts.ns, fmt.Sprintf("q%d", i))
+	}
+	lazy := dialRaw(t, ts.path)
+	mf := manadFamilyID(t, lazy, genl.FamilyName)
+	dump := newMsg(mf, nlattr.FlagRequest|nlattr.FlagDump, 1, genl.CmdPortGet, 1).done()
+	for range 100 {
+		if _, err := lazy.c.Write(dump); err != nil {
+			break // the server already dropped us
+		}
+	}
+	other := dialClient(t, ts.path)
+	if _, err := other.Ports(ctxT(t)); err != nil {
+		t.Fatalf("another client while one is stuck: %v", err)
+	}
+	// Wait for the drop before reading: reading earlier would unblock the
+	// server's writes.
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(ts.logs.String(), "write to client failed, dropping connection"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("client never dropped:\n%s", ts.logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = lazy.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := lazy.c.Read(buf); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, unix.ECONNRESET) {
+				t.Errorf("lazy client: %v, want EOF or ECONNRESET", err)
+			}
+			break
+		}
+	}
+}

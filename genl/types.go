@@ -1,0 +1,210 @@
+package genl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// NetNS identifies a network namespace (st_dev/st_ino of /proc/<pid>/ns/net).
+type NetNS struct{ Dev, Ino uint64 }
+
+// Caller is the peer of a request, from its socket credentials at connect
+// time.
+type Caller struct {
+	PID      int32
+	UID, GID uint32
+	// Admin is true for uid 0, or when the primary or a supplementary group
+	// of the peer is the configured admin group. Supplementary groups come
+	// from SO_PEERGROUPS (the connecting task's own credentials), falling
+	// back to /proc/<pid>/status.
+	Admin bool
+	// NetNS is the caller's network namespace, which scopes device lookups
+	// and notifications as the kernel scopes them by socket netns.
+	NetNS NetNS
+}
+
+// Device is a netdev as the backend resolved it.
+type Device struct {
+	Index uint32
+	Name  string
+	NetNS NetNS
+}
+
+// Rings are ethtool ring parameters (struct ethtool_ringparam plus the
+// kernel_ethtool_ringparam fields manad models).
+type Rings struct {
+	RxMax, RxMiniMax, RxJumboMax, TxMax uint32
+	Rx, RxMini, RxJumbo, Tx             uint32
+	RxBufLen, CQESize                   uint32
+	TCPDataSplit                        uint8 // 0 unknown, 1 disabled, 2 enabled
+	TxPush, RxPush                      bool
+}
+
+// Channels are ethtool channel counts (struct ethtool_channels).
+type Channels struct {
+	RxMax, TxMax, OtherMax, CombinedMax uint32
+	Rx, Tx, Other, Combined             uint32
+}
+
+// Stat is one driver statistic, as ethtool -S shows it.
+type Stat struct {
+	Name  string
+	Value uint64
+}
+
+// RxBufLayout is the wire form of an RX buffer layout (the daemon converts
+// from vnic/rxbuf).
+type RxBufLayout struct {
+	Rule                                                               string // "upstream" | "pre-headroom" | "pre-frag"
+	PageSize, MTU                                                      uint32
+	XDP, FullPageRx                                                    bool
+	DataSize, AllocSize, Headroom, BufSize, FragCount, Order, PoolSize uint32
+	Single                                                             bool
+	Reason                                                             string // why single-buffer or fragment mode
+	RingSize, Queues, PagesPerQueue                                    uint32
+	BytesPerQueue, BytesTotal                                          uint64
+}
+
+// LayoutRequest asks for the layouts of hypothetical parameters. Empty Rules
+// means the backend's default set.
+type LayoutRequest struct {
+	PageSize, MTU, RingSize, Queues uint32
+	XDP, FullPageRx                 bool
+	Rules                           []string
+}
+
+// Fault is a fault-injection setting for one reconfiguration point.
+type Fault struct {
+	Point string // "prealloc" | "detach" | "attach"
+	Mode  string // "off" | "once" | "count" | "always"
+	Count uint32 // for "count"
+	Errno uint32 // 0 = default for the point
+}
+
+// XDPProgram is an XDP program to attach: a built-in verdict program or an
+// eBPF ELF object.
+type XDPProgram struct {
+	Builtin string // "pass" | "drop" | "tx" | "aborted"
+	Object  []byte // ELF object
+	Section string
+	Name    string
+}
+
+// PortSpec describes a port to create.
+type PortSpec struct {
+	Name                                                     string
+	MAC                                                      net.HardwareAddr
+	MTU, MaxMTU, PageSize, Queues, MaxQueues, RxRing, TxRing uint32
+	Segment, NetNS                                           string
+	MemoryBudget                                             uint64
+	Persistent                                               bool
+	PrivFlags                                                uint32
+}
+
+// PortInfo is the full state of a port.
+type PortInfo struct {
+	Device                                               Device
+	NetNSName, Segment                                   string
+	MAC                                                  net.HardwareAddr
+	AdminUp, Running, Detached, ResetPending, Persistent bool
+	MTU, MinMTU, MaxMTU, PageSize, Queues, MaxQueues     uint32
+	RxRing, TxRing                                       uint32
+	PrivFlags                                            uint32
+	PrivFlagNames                                        []string
+	XDP                                                  string // "" = none, else "pass"/"drop"/"tx"/"aborted" or "ebpf:<name>"
+	Layout                                               RxBufLayout
+	PagesPinned, BytesPinned, BuffersInFlight            uint64 // live, from the page pools
+	MemoryInUse, MemoryPeak, MemoryBudget                uint64
+	Faults                                               []Fault
+}
+
+// Backend is what the server calls; the daemon implements it.
+//
+// Every method gets the request context, cancelled when the client
+// disconnects or the server stops. Errors should wrap a unix.Errno
+// (errors.As) and may carry a user-facing message by implementing
+// ExtackMessage() string (see Errorf); the server puts the errno in
+// NLMSG_ERROR and the message in NLMSGERR_ATTR_MSG. An error wrapping no
+// errno is reported as EIO with its text as the message.
+//
+// The ethtool-core checks (ring size > max, channel counts > max or no RX/TX
+// channel, unknown bits vs the number of flags, no change → no driver call and
+// no notification) are done by the server exactly as net/ethtool does, before
+// the Set* methods are called; Set* methods get the complete new value. After
+// a successful Set* the server re-reads the value (as ethnl_default_notify
+// does) and emits the *_NTF itself.
+//
+// Device lookups must return an error wrapping unix.ENODEV when there is no
+// such device in c.NetNS; the server then answers with the kernel's extack.
+// A GET method returning EOPNOTSUPP makes a dump skip that device silently.
+type Backend interface {
+	Devices(ctx context.Context, c Caller) ([]Device, error)                     // devices visible in c.NetNS, for dumps
+	DeviceByIndex(ctx context.Context, c Caller, ifindex uint32) (Device, error) // ENODEV if none
+	DeviceByName(ctx context.Context, c Caller, name string) (Device, error)     // ENODEV if none (may wait briefly)
+
+	StringSet(ctx context.Context, c Caller, d Device, set uint32) ([]string, error) // per-device sets; nil/empty = count 0
+	PrivFlags(ctx context.Context, c Caller, d Device) (names []string, flags uint32, err error)
+	SetPrivFlags(ctx context.Context, c Caller, d Device, flags uint32) error
+	Rings(ctx context.Context, c Caller, d Device) (Rings, error)
+	SetRings(ctx context.Context, c Caller, d Device, r Rings) error
+	Channels(ctx context.Context, c Caller, d Device) (Channels, error)
+	SetChannels(ctx context.Context, c Caller, d Device, ch Channels) error
+
+	Ports(ctx context.Context, c Caller) ([]PortInfo, error)
+	Port(ctx context.Context, c Caller, d Device) (PortInfo, error)
+	CreatePort(ctx context.Context, c Caller, s PortSpec) (PortInfo, error)
+	DeletePort(ctx context.Context, c Caller, d Device) error
+	SetMTU(ctx context.Context, c Caller, d Device, mtu uint32) error
+	AttachXDP(ctx context.Context, c Caller, d Device, p XDPProgram) error
+	DetachXDP(ctx context.Context, c Caller, d Device) error
+	Stats(ctx context.Context, c Caller, d Device) ([]Stat, error)
+	PlanLayout(ctx context.Context, c Caller, r LayoutRequest) ([]RxBufLayout, error)
+	SetFault(ctx context.Context, c Caller, d Device, f Fault) error
+}
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	Backend    Backend
+	AdminGroup int // -1 = none (only uid 0 is admin)
+	MaxConns   int // 0 → 256
+	MaxMessage int // max request datagram; 0 → 64 KiB
+	// WriteTimeout is the per-datagram write deadline (0 → 2s); a client
+	// exceeding it is dropped and logged.
+	WriteTimeout time.Duration
+	// SendQueue is the per-connection bounded queue of notification
+	// datagrams (0 → 64); a subscriber whose queue is full is dropped and
+	// logged.
+	SendQueue int
+	Logger    *slog.Logger // nil → slog.Default()
+}
+
+// Error is an errno with a user-facing message, for Backend implementations.
+// The server sends Errno in NLMSG_ERROR and Message as NLMSGERR_ATTR_MSG.
+type Error struct {
+	Errno   unix.Errno
+	Message string
+}
+
+// Errorf returns an *Error with errno and a formatted message. The result
+// satisfies errors.Is(err, errno).
+func Errorf(errno unix.Errno, format string, args ...any) error {
+	return &Error{Errno: errno, Message: fmt.Sprintf(format, args...)}
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return e.Errno.Error()
+	}
+	return e.Message + ": " + e.Errno.Error()
+}
+
+// Unwrap returns the errno.
+func (e *Error) Unwrap() error { return e.Errno }
+
+// ExtackMessage returns the message sent as NLMSGERR_ATTR_MSG.
+func (e *Error) ExtackMessage() string { return e.Message }
