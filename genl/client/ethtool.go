@@ -1,0 +1,452 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/ethtool"
+)
+
+// Flag is one private flag.
+type Flag struct {
+	Name  string
+	Index int
+	On    bool
+}
+
+// PrivateFlags are a device's private flags in driver order.
+type PrivateFlags struct {
+	Interface Interface
+	Flags     []Flag
+}
+
+// Rings are a device's ring parameters.
+type Rings struct {
+	Interface Interface
+	genl.Rings
+}
+
+// Channels are a device's channel counts.
+type Channels struct {
+	Interface Interface
+	genl.Channels
+}
+
+// StringSet is one string set (ETH_SS_*).
+type StringSet struct {
+	ID    uint32
+	Count int
+	// Strings is nil when only counts were asked for.
+	Strings []string
+}
+
+// StringSets is a STRSET_GET reply: the sets of one device, or kernel-wide
+// sets when Interface is zero.
+type StringSets struct {
+	Interface Interface
+	Sets      []StringSet
+}
+
+// RingsUpdate selects the ring parameters to change; nil fields are left
+// alone (the attribute is not sent).
+type RingsUpdate struct {
+	Rx, RxMini, RxJumbo, Tx, RxBufLen, CQESize *uint32
+	TCPDataSplit                               *uint8
+	TxPush, RxPush                             *bool
+}
+
+// ChannelsUpdate selects the channel counts to change; nil fields are left
+// alone.
+type ChannelsUpdate struct {
+	Rx, Tx, Other, Combined *uint32
+}
+
+// PrivateFlags returns ifi's private flags (PRIVFLAGS_GET, verbose).
+func (c *Client) PrivateFlags(ctx context.Context, ifi Interface) (*PrivateFlags, error) {
+	ae := netlink.NewAttributeEncoder()
+	if err := putHeader(ae, unix.ETHTOOL_A_PRIVFLAGS_HEADER, ifi, 0); err != nil {
+		return nil, err
+	}
+	msgs, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_PRIVFLAGS_GET, netlink.Request, ae)
+	if err != nil {
+		return nil, err
+	}
+	m, err := one(msgs, "PRIVFLAGS_GET")
+	if err != nil {
+		return nil, err
+	}
+	return DecodePrivateFlags(m.Data, nil)
+}
+
+// AllPrivateFlags returns the private flags of every device that has them
+// (PRIVFLAGS_GET dump).
+func (c *Client) AllPrivateFlags(ctx context.Context) ([]*PrivateFlags, error) {
+	msgs, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_PRIVFLAGS_GET, netlink.Request|netlink.Dump, netlink.NewAttributeEncoder())
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll(msgs, func(b []byte) (*PrivateFlags, error) { return DecodePrivateFlags(b, nil) })
+}
+
+// SetPrivateFlags changes the flags listed in p (by Name, or by Index when
+// Name is empty) to their On value, as ethtool --set-priv-flags does: a
+// verbose bitset without a mask, so unlisted flags keep their value.
+func (c *Client) SetPrivateFlags(ctx context.Context, p PrivateFlags) error {
+	ae := netlink.NewAttributeEncoder()
+	if err := putHeader(ae, unix.ETHTOOL_A_PRIVFLAGS_HEADER, p.Interface, 0); err != nil {
+		return err
+	}
+	ae.Nested(unix.ETHTOOL_A_PRIVFLAGS_FLAGS, func(bs *netlink.AttributeEncoder) error {
+		bs.Nested(unix.ETHTOOL_A_BITSET_BITS, func(bits *netlink.AttributeEncoder) error {
+			for _, f := range p.Flags {
+				bits.Nested(unix.ETHTOOL_A_BITSET_BITS_BIT, func(bit *netlink.AttributeEncoder) error {
+					if f.Name != "" {
+						bit.String(unix.ETHTOOL_A_BITSET_BIT_NAME, f.Name)
+					} else {
+						bit.Uint32(unix.ETHTOOL_A_BITSET_BIT_INDEX, uint32(f.Index))
+					}
+					bit.Flag(unix.ETHTOOL_A_BITSET_BIT_VALUE, f.On)
+					return nil
+				})
+			}
+			return nil
+		})
+		return nil
+	})
+	_, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_PRIVFLAGS_SET, netlink.Request|netlink.Acknowledge, ae)
+	return err
+}
+
+// DecodePrivateFlags decodes a PRIVFLAGS_GET_REPLY or PRIVFLAGS_NTF payload
+// (attributes after the genl header) in either bitset form. names name the
+// bits of a compact bitset, which carries none.
+func DecodePrivateFlags(b []byte, names []string) (*PrivateFlags, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, err
+	}
+	p := &PrivateFlags{}
+	var bserr error
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.ETHTOOL_A_PRIVFLAGS_HEADER:
+			p.Interface = decodeHeader(ad)
+		case unix.ETHTOOL_A_PRIVFLAGS_FLAGS:
+			var bs ethtool.Bitset
+			bs, bserr = ethtool.DecodeBitset(ad.Bytes())
+			for _, bit := range bs.List(names) {
+				p.Flags = append(p.Flags, Flag{Name: bit.Name, Index: bit.Index, On: bit.On})
+			}
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, err
+	}
+	if bserr != nil {
+		return nil, bserr
+	}
+	return p, nil
+}
+
+// Rings returns ifi's ring parameters (RINGS_GET).
+func (c *Client) Rings(ctx context.Context, ifi Interface) (*Rings, error) {
+	m, err := c.getOne(ctx, unix.ETHTOOL_MSG_RINGS_GET, unix.ETHTOOL_A_RINGS_HEADER, ifi)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeRings(m.Data)
+}
+
+// AllRings returns the ring parameters of every device that has them.
+func (c *Client) AllRings(ctx context.Context) ([]*Rings, error) {
+	msgs, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_RINGS_GET, netlink.Request|netlink.Dump, netlink.NewAttributeEncoder())
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll(msgs, DecodeRings)
+}
+
+// SetRings changes the ring parameters set in u (RINGS_SET).
+func (c *Client) SetRings(ctx context.Context, ifi Interface, u RingsUpdate) error {
+	ae := netlink.NewAttributeEncoder()
+	if err := putHeader(ae, unix.ETHTOOL_A_RINGS_HEADER, ifi, 0); err != nil {
+		return err
+	}
+	u32 := func(t uint16, v *uint32) {
+		if v != nil {
+			ae.Uint32(t, *v)
+		}
+	}
+	u8 := func(t uint16, v *bool) {
+		if v != nil {
+			var x uint8
+			if *v {
+				x = 1
+			}
+			ae.Uint8(t, x)
+		}
+	}
+	u32(unix.ETHTOOL_A_RINGS_RX, u.Rx)
+	u32(unix.ETHTOOL_A_RINGS_RX_MINI, u.RxMini)
+	u32(unix.ETHTOOL_A_RINGS_RX_JUMBO, u.RxJumbo)
+	u32(unix.ETHTOOL_A_RINGS_TX, u.Tx)
+	u32(unix.ETHTOOL_A_RINGS_RX_BUF_LEN, u.RxBufLen)
+	if u.TCPDataSplit != nil {
+		ae.Uint8(unix.ETHTOOL_A_RINGS_TCP_DATA_SPLIT, *u.TCPDataSplit)
+	}
+	u32(unix.ETHTOOL_A_RINGS_CQE_SIZE, u.CQESize)
+	u8(unix.ETHTOOL_A_RINGS_TX_PUSH, u.TxPush)
+	u8(unix.ETHTOOL_A_RINGS_RX_PUSH, u.RxPush)
+	_, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_RINGS_SET, netlink.Request|netlink.Acknowledge, ae)
+	return err
+}
+
+// DecodeRings decodes a RINGS_GET_REPLY or RINGS_NTF payload; absent
+// attributes are zero.
+func DecodeRings(b []byte) (*Rings, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, err
+	}
+	r := &Rings{}
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.ETHTOOL_A_RINGS_HEADER:
+			r.Interface = decodeHeader(ad)
+		case unix.ETHTOOL_A_RINGS_RX_MAX:
+			r.RxMax = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_RX_MINI_MAX:
+			r.RxMiniMax = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_RX_JUMBO_MAX:
+			r.RxJumboMax = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_TX_MAX:
+			r.TxMax = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_RX:
+			r.Rx = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_RX_MINI:
+			r.RxMini = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_RX_JUMBO:
+			r.RxJumbo = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_TX:
+			r.Tx = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_RX_BUF_LEN:
+			r.RxBufLen = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_CQE_SIZE:
+			r.CQESize = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_TCP_DATA_SPLIT:
+			r.TCPDataSplit = ad.Uint8()
+		case unix.ETHTOOL_A_RINGS_TX_PUSH:
+			r.TxPush = ad.Uint8() != 0
+		case unix.ETHTOOL_A_RINGS_RX_PUSH:
+			r.RxPush = ad.Uint8() != 0
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Channels returns ifi's channel counts (CHANNELS_GET).
+func (c *Client) Channels(ctx context.Context, ifi Interface) (*Channels, error) {
+	m, err := c.getOne(ctx, unix.ETHTOOL_MSG_CHANNELS_GET, unix.ETHTOOL_A_CHANNELS_HEADER, ifi)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeChannels(m.Data)
+}
+
+// AllChannels returns the channel counts of every device that has them.
+func (c *Client) AllChannels(ctx context.Context) ([]*Channels, error) {
+	msgs, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_CHANNELS_GET, netlink.Request|netlink.Dump, netlink.NewAttributeEncoder())
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll(msgs, DecodeChannels)
+}
+
+// SetChannels changes the channel counts set in u (CHANNELS_SET).
+func (c *Client) SetChannels(ctx context.Context, ifi Interface, u ChannelsUpdate) error {
+	ae := netlink.NewAttributeEncoder()
+	if err := putHeader(ae, unix.ETHTOOL_A_CHANNELS_HEADER, ifi, 0); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		t uint16
+		v *uint32
+	}{
+		{unix.ETHTOOL_A_CHANNELS_RX_COUNT, u.Rx},
+		{unix.ETHTOOL_A_CHANNELS_TX_COUNT, u.Tx},
+		{unix.ETHTOOL_A_CHANNELS_OTHER_COUNT, u.Other},
+		{unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT, u.Combined},
+	} {
+		if f.v != nil {
+			ae.Uint32(f.t, *f.v)
+		}
+	}
+	_, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_CHANNELS_SET, netlink.Request|netlink.Acknowledge, ae)
+	return err
+}
+
+// DecodeChannels decodes a CHANNELS_GET_REPLY or CHANNELS_NTF payload.
+func DecodeChannels(b []byte) (*Channels, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, err
+	}
+	ch := &Channels{}
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.ETHTOOL_A_CHANNELS_HEADER:
+			ch.Interface = decodeHeader(ad)
+		case unix.ETHTOOL_A_CHANNELS_RX_MAX:
+			ch.RxMax = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_TX_MAX:
+			ch.TxMax = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_OTHER_MAX:
+			ch.OtherMax = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_COMBINED_MAX:
+			ch.CombinedMax = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_RX_COUNT:
+			ch.Rx = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_TX_COUNT:
+			ch.Tx = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_OTHER_COUNT:
+			ch.Other = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT:
+			ch.Combined = ad.Uint32()
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// StringSet returns the strings of set id (ETH_SS_*) of ifi, or the
+// kernel-wide set when ifi is zero. A set the device does not have is empty.
+func (c *Client) StringSet(ctx context.Context, ifi Interface, id uint32) ([]string, error) {
+	var p *Interface
+	if ifi != (Interface{}) {
+		p = &ifi
+	}
+	ss, err := c.StringSets(ctx, p, []uint32{id}, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range ss.Sets {
+		if s.ID == id {
+			return s.Strings, nil
+		}
+	}
+	return nil, nil
+}
+
+// StringSets runs STRSET_GET: for device ifi (nil: kernel-wide sets only;
+// the request then has an empty header nest, as the ethtool CLI sends), the
+// sets ids (nil: all sets that apply), counts only or with strings.
+func (c *Client) StringSets(ctx context.Context, ifi *Interface, ids []uint32, countsOnly bool) (*StringSets, error) {
+	ae := netlink.NewAttributeEncoder()
+	if ifi != nil {
+		if err := putHeader(ae, unix.ETHTOOL_A_STRSET_HEADER, *ifi, 0); err != nil {
+			return nil, err
+		}
+	} else {
+		ae.Nested(unix.ETHTOOL_A_STRSET_HEADER, func(*netlink.AttributeEncoder) error { return nil })
+	}
+	putStringSetIDs(ae, ids, countsOnly)
+	msgs, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_STRSET_GET, netlink.Request, ae)
+	if err != nil {
+		return nil, err
+	}
+	m, err := one(msgs, "STRSET_GET")
+	if err != nil {
+		return nil, err
+	}
+	return DecodeStringSets(m.Data)
+}
+
+// AllStringSets dumps STRSET_GET over every device.
+func (c *Client) AllStringSets(ctx context.Context, ids []uint32, countsOnly bool) ([]*StringSets, error) {
+	ae := netlink.NewAttributeEncoder()
+	putStringSetIDs(ae, ids, countsOnly)
+	msgs, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_STRSET_GET, netlink.Request|netlink.Dump, ae)
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll(msgs, DecodeStringSets)
+}
+
+func putStringSetIDs(ae *netlink.AttributeEncoder, ids []uint32, countsOnly bool) {
+	if len(ids) == 0 {
+		return
+	}
+	ae.Nested(unix.ETHTOOL_A_STRSET_STRINGSETS, func(sets *netlink.AttributeEncoder) error {
+		for _, id := range ids {
+			sets.Nested(unix.ETHTOOL_A_STRINGSETS_STRINGSET, func(set *netlink.AttributeEncoder) error {
+				set.Uint32(unix.ETHTOOL_A_STRINGSET_ID, id)
+				return nil
+			})
+		}
+		return nil
+	})
+	ae.Flag(unix.ETHTOOL_A_STRSET_COUNTS_ONLY, countsOnly)
+}
+
+// DecodeStringSets decodes a STRSET_GET_REPLY payload.
+func DecodeStringSets(b []byte) (*StringSets, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, err
+	}
+	out := &StringSets{}
+	var serr error
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.ETHTOOL_A_STRSET_HEADER:
+			out.Interface = decodeHeader(ad)
+		case unix.ETHTOOL_A_STRSET_STRINGSETS:
+			var sets []ethtool.StringSet
+			sets, serr = ethtool.DecodeStringSets(ad.Bytes())
+			for _, s := range sets {
+				out.Sets = append(out.Sets, StringSet{ID: s.ID, Count: int(s.Count), Strings: s.Strings})
+			}
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, err
+	}
+	if serr != nil {
+		return nil, serr
+	}
+	return out, nil
+}
+
+func (c *Client) getOne(ctx context.Context, cmd uint8, hdr uint16, ifi Interface) (genetlink.Message, error) {
+	ae := netlink.NewAttributeEncoder()
+	if err := putHeader(ae, hdr, ifi, 0); err != nil {
+		return genetlink.Message{}, err
+	}
+	msgs, err := c.ethtoolExec(ctx, cmd, netlink.Request, ae)
+	if err != nil {
+		return genetlink.Message{}, err
+	}
+	return one(msgs, fmt.Sprintf("ethtool command %d", cmd))
+}
+
+func decodeAll[T any](msgs []genetlink.Message, dec func([]byte) (*T, error)) ([]*T, error) {
+	out := make([]*T, 0, len(msgs))
+	for _, m := range msgs {
+		v, err := dec(m.Data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

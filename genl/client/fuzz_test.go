@@ -1,0 +1,75 @@
+package client
+
+import (
+	"testing"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/nlattr"
+)
+
+// FuzzDecodeReplies feeds arbitrary reply payloads to every decoder the
+// client uses for manad's and the kernel's replies, and arbitrary datagrams
+// to the socket's message splitter and ACK decoder. None may panic.
+func FuzzDecodeReplies(f *testing.F) {
+	var b nlattr.Builder
+	n := b.Nest(unix.ETHTOOL_A_PRIVFLAGS_HEADER)
+	b.PutU32(unix.ETHTOOL_A_HEADER_DEV_INDEX, 3)
+	b.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "eth0")
+	b.EndNest(n)
+	f.Add(append([]byte(nil), b.B...))
+	n = b.Nest(unix.ETHTOOL_A_PRIVFLAGS_FLAGS)
+	b.PutU32(unix.ETHTOOL_A_BITSET_SIZE, 1)
+	bits := b.Nest(unix.ETHTOOL_A_BITSET_BITS)
+	bit := b.Nest(unix.ETHTOOL_A_BITSET_BITS_BIT)
+	b.PutU32(unix.ETHTOOL_A_BITSET_BIT_INDEX, 0)
+	b.PutString(unix.ETHTOOL_A_BITSET_BIT_NAME, "full-page-rx")
+	b.EndNest(bit)
+	b.EndNest(bits)
+	b.EndNest(n)
+	f.Add(append([]byte(nil), b.B...))
+	b.Reset()
+	n = b.Nest(unix.ETHTOOL_A_STRSET_STRINGSETS)
+	set := b.Nest(unix.ETHTOOL_A_STRINGSETS_STRINGSET)
+	b.PutU32(unix.ETHTOOL_A_STRINGSET_ID, 1)
+	b.PutU32(unix.ETHTOOL_A_STRINGSET_COUNT, 1)
+	strs := b.Nest(unix.ETHTOOL_A_STRINGSET_STRINGS)
+	s := b.Nest(unix.ETHTOOL_A_STRINGS_STRING)
+	b.PutU32(unix.ETHTOOL_A_STRING_INDEX, 0)
+	b.PutString(unix.ETHTOOL_A_STRING_VALUE, "rx_packets")
+	b.EndNest(s)
+	b.EndNest(strs)
+	b.EndNest(set)
+	b.EndNest(n)
+	f.Add(append([]byte(nil), b.B...))
+	b.Reset()
+	n = b.Nest(genl.AttrPort)
+	b.PutU32(genl.PortAttrDevIndex, 4)
+	faults := b.Nest(genl.PortAttrFaults)
+	item := b.Nest(genl.ListItem)
+	b.PutString(genl.FaultAttrPoint, "attach")
+	b.EndNest(item)
+	b.EndNest(faults)
+	b.EndNest(n)
+	f.Add(append([]byte(nil), b.B...))
+	f.Add(nlattr.AppendAck(nil, make([]byte, 24), 1, unix.EINVAL, &nlattr.Error{Errno: unix.EINVAL, Msg: "x", Off: 20}, nlattr.AckOptions{ExtAck: true}))
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = DecodePrivateFlags(data, []string{"a"})
+		_, _ = DecodeRings(data)
+		_, _ = DecodeChannels(data)
+		_, _ = DecodeStringSets(data)
+		_, _ = DecodePort(data)
+		_, _ = DecodeStats(data)
+		aligned := make([]byte, nlattr.Align(len(data)))
+		copy(aligned, data)
+		if msgs, err := parseDatagram(aligned); err == nil {
+			for _, m := range msgs {
+				_ = ackError(m)
+			}
+		}
+		_ = ackError(netlink.Message{Header: netlink.Header{Type: netlink.Error, Flags: netlink.AcknowledgeTLVs}, Data: data})
+	})
+}
