@@ -1,0 +1,464 @@
+package tap
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/tap/taptest"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// openTest opens a TAP and deletes it when the test ends (whatever the test did with it).
+func openTest(t *testing.T, cfg Config) *Device {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	d, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open(%+v): %v", cfg, err)
+	}
+	t.Cleanup(func() { d.Delete() })
+	return d
+}
+
+func TestOpenCreatesMultiQueueTAPInNetNS(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	name := taptest.Name("mt")
+	mac := net.HardwareAddr{0x02, 0x4d, 0x41, 0x4e, 0x41, 0x01}
+	d := openTest(t, Config{Name: name, MAC: mac, MTU: 9000, Queues: 4, NetNS: ns, TxQueueLen: 2048})
+
+	l, ok := taptest.ShowLink(t, ns, name)
+	if !ok {
+		t.Fatalf("%s not found in netns %s", name, ns)
+	}
+	info := l.LinkInfo.Data
+	if l.LinkInfo.Kind != "tun" || info.Type != "tap" || info.PI || info.VnetHdr || !info.MultiQueue {
+		t.Errorf("link info %+v: want a multi-queue TAP without PI or vnet header", l.LinkInfo)
+	}
+	if info.NumQueues != 4 || d.NumQueues() != 4 {
+		t.Errorf("queues: kernel %d, device %d; want 4", info.NumQueues, d.NumQueues())
+	}
+	if info.Persist {
+		t.Errorf("non-persistent TAP has IFF_PERSIST")
+	}
+	if l.Address != mac.String() || l.MTU != 9000 || l.TxQLen != 2048 || l.Alias != "manad:"+name {
+		t.Errorf("link %s: address %s mtu %d txqlen %d alias %q; want %s 9000 2048 %q",
+			name, l.Address, l.MTU, l.TxQLen, l.Alias, mac, "manad:"+name)
+	}
+	if d.Index() != l.Index || d.Name() != name || d.NetNS() != ns || d.Reattached() || d.Persistent() {
+		t.Errorf("device reports index %d name %s netns %s reattached %v persistent %v; want %d %s %s false false",
+			d.Index(), d.Name(), d.NetNS(), d.Reattached(), d.Persistent(), l.Index, name, ns)
+	}
+	// Created inside the namespace: the daemon's namespace never had it.
+	if _, ok := taptest.ShowLink(t, "", name); ok {
+		t.Errorf("%s also exists in the daemon's namespace", name)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/run/netns/"+ns, &st); err != nil {
+		t.Fatal(err)
+	}
+	if dev, ino := d.NetNSID(); dev != st.Dev || ino != st.Ino {
+		t.Errorf("NetNSID = %d/%d, want %d/%d", dev, ino, st.Dev, st.Ino)
+	}
+	mtu, err := d.MTU()
+	if err != nil || mtu != 9000 {
+		t.Errorf("MTU() = %d, %v; want 9000", mtu, err)
+	}
+}
+
+func TestCloseDeletesNonPersistentKeepsPersistent(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	for _, persistent := range []bool{false, true} {
+		name := taptest.Name("mt")
+		d := openTest(t, Config{Name: name, Queues: 2, NetNS: ns, Persistent: persistent})
+		if l, _ := taptest.ShowLink(t, ns, name); l.LinkInfo.Data.Persist != persistent {
+			t.Errorf("persistent=%v: kernel says persist=%v", persistent, l.LinkInfo.Data.Persist)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		l, exists := taptest.ShowLink(t, ns, name)
+		if exists != persistent {
+			t.Fatalf("persistent=%v: after Close the TAP exists=%v", persistent, exists)
+		}
+		if persistent && (l.LinkInfo.Data.NumQueues != 0 || l.LinkInfo.Data.NumDisabled != 0) {
+			t.Errorf("persistent TAP still has queues after Close: %+v", l.LinkInfo.Data)
+		}
+		if err := d.Close(); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+		if _, err := d.MTU(); !errors.Is(err, unix.ENODEV) {
+			t.Errorf("MTU after Close: %v, want ENODEV", err)
+		}
+		if err := d.SetQueues(3); !errors.Is(err, unix.ENODEV) {
+			t.Errorf("SetQueues after Close: %v, want ENODEV", err)
+		}
+		if persistent {
+			taptest.IP(t, ns, "link", "del", name)
+		}
+	}
+}
+
+// TestReattachKeepsAddresses is the crash-and-restart story: a persistent TAP whose daemon went
+// away keeps its addresses and routes, and a new Open attaches to it instead of recreating it.
+func TestReattachKeepsAddresses(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	name := taptest.Name("mt")
+	mac := net.HardwareAddr{0x02, 0, 0, 0, 0x4d, 0x01}
+	d := openTest(t, Config{Name: name, MAC: mac, Queues: 4, NetNS: ns, Persistent: true})
+	idx := d.Index()
+	taptest.IP(t, ns, "addr", "add", "192.0.2.1/24", "dev", name)
+	taptest.IP(t, ns, "link", "set", name, "up")
+	taptest.IP(t, ns, "route", "add", "198.51.100.0/24", "via", "192.0.2.254")
+	if err := d.Close(); err != nil { // as the kernel does for a killed daemon: fds closed
+		t.Fatal(err)
+	}
+
+	d2 := openTest(t, Config{Name: name, Queues: 2, NetNS: ns, Persistent: true})
+	if !d2.Reattached() || d2.Index() != idx {
+		t.Fatalf("second Open: reattached=%v index %d; want true, %d", d2.Reattached(), d2.Index(), idx)
+	}
+	l, _ := taptest.ShowLink(t, ns, name)
+	if l.LinkInfo.Data.NumQueues != 2 || l.Address != mac.String() || !l.Up() {
+		t.Errorf("after re-attach: %d queues, address %s, up %v; want 2, %s, true", l.LinkInfo.Data.NumQueues, l.Address, l.Up(), mac)
+	}
+	if out := taptest.IP(t, ns, "addr", "show", "dev", name); !strings.Contains(out, "192.0.2.1/24") {
+		t.Errorf("address lost across re-attach:\n%s", out)
+	}
+	if out := taptest.IP(t, ns, "route", "show", "198.51.100.0/24"); !strings.Contains(out, "via 192.0.2.254") {
+		t.Errorf("route lost across re-attach:\n%s", out)
+	}
+
+	// Re-attaching with Persistent false adopts the TAP as non-persistent: Close removes it.
+	if err := d2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d3 := openTest(t, Config{Name: name, Queues: 1, NetNS: ns})
+	if !d3.Reattached() {
+		t.Fatal("third Open did not re-attach")
+	}
+	if err := d3.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := taptest.ShowLink(t, ns, name); ok {
+		t.Error("non-persistent re-attached TAP survived Close")
+	}
+}
+
+func TestDeleteRemovesPersistentTAP(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	name := taptest.Name("mt")
+	d := openTest(t, Config{Name: name, Queues: 3, NetNS: ns, Persistent: true})
+	if err := d.Delete(); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, ok := taptest.ShowLink(t, ns, name); ok {
+		t.Error("persistent TAP survived Delete")
+	}
+}
+
+// TestOpenRefuses checks every refusal: the errno, and that the device that already had the
+// name is left exactly as it was.
+func TestOpenRefuses(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	busy := taptest.Name("mt")
+	openTest(t, Config{Name: busy, Queues: 1, NetNS: ns})
+
+	tests := []struct {
+		name  string
+		setup []string // ip command creating the device that has the name, "%s" = the name
+		cfg   Config   // Name filled in when empty
+		errno unix.Errno
+		msg   string
+	}{
+		{name: "veth", setup: []string{"link", "add", "%s", "type", "veth", "peer", "name", "%sp"}, errno: unix.EEXIST, msg: "veth device, not a TAP"},
+		{name: "tun", setup: []string{"tuntap", "add", "mode", "tun", "multi_queue", "name", "%s"}, errno: unix.EEXIST, msg: "TUN"},
+		{name: "single-queue tap", setup: []string{"tuntap", "add", "mode", "tap", "name", "%s"}, errno: unix.EINVAL, msg: "single-queue"},
+		{name: "in use", cfg: Config{Name: busy}, errno: unix.EBUSY, msg: "in use"},
+		{name: "empty name", cfg: Config{Name: "-"}, errno: unix.EINVAL},
+		{name: "long name", cfg: Config{Name: "abcdefghijklmnop"}, errno: unix.EINVAL},
+		{name: "template", cfg: Config{Name: "tap%d"}, errno: unix.EINVAL},
+		{name: "slash", cfg: Config{Name: "a/b"}, errno: unix.EINVAL},
+		{name: "no queues", cfg: Config{Queues: -1}, errno: unix.EINVAL},
+		{name: "too many queues", cfg: Config{Queues: MaxQueues + 1}, errno: unix.EINVAL},
+		{name: "small MTU", cfg: Config{MTU: 67}, errno: unix.EINVAL},
+		{name: "multicast MAC", cfg: Config{MAC: net.HardwareAddr{1, 0, 0, 0, 0, 1}}, errno: unix.EADDRNOTAVAIL},
+		{name: "short MAC", cfg: Config{MAC: net.HardwareAddr{2, 0, 0}}, errno: unix.EINVAL},
+		{name: "no netns", cfg: Config{NetNS: "manad-no-such-ns"}, errno: unix.ENOENT, msg: "does not exist"},
+		{name: "bad netns name", cfg: Config{NetNS: "../etc"}, errno: unix.EINVAL},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			switch cfg.Name {
+			case "":
+				cfg.Name = taptest.Name("mt")
+			case "-":
+				cfg.Name = ""
+			}
+			if cfg.NetNS == "" {
+				cfg.NetNS = ns
+			}
+			switch cfg.Queues {
+			case 0:
+				cfg.Queues = 2
+			case -1:
+				cfg.Queues = 0
+			}
+			cfg.Logger = quietLogger()
+			var before taptest.Link
+			if tc.setup != nil {
+				args := make([]string, len(tc.setup))
+				for i, a := range tc.setup {
+					args[i] = strings.ReplaceAll(a, "%s", cfg.Name)
+				}
+				taptest.IP(t, ns, args...)
+				t.Cleanup(func() { taptest.TryIP(ns, "link", "del", cfg.Name) })
+				before, _ = taptest.ShowLink(t, ns, cfg.Name)
+			}
+			d, err := Open(cfg)
+			if err == nil {
+				d.Delete()
+				t.Fatalf("Open succeeded, want %v", tc.errno)
+			}
+			if !errors.Is(err, tc.errno) || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("Open: %v; want errno %v with %q", err, tc.errno, tc.msg)
+			}
+			if tc.setup != nil {
+				after, ok := taptest.ShowLink(t, ns, cfg.Name)
+				if !ok || after.Index != before.Index || after.LinkInfo != before.LinkInfo || after.Alias != before.Alias {
+					t.Errorf("the existing device changed: before %+v, after %+v", before, after)
+				}
+			}
+		})
+	}
+}
+
+func TestSetQueuesAttachesAndDetaches(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	name := taptest.Name("mt")
+	d := openTest(t, Config{Name: name, Queues: 2, NetNS: ns})
+	taptest.IP(t, ns, "link", "set", name, "up")
+	for _, n := range []int{5, 1, 3, 3} {
+		old := d.Queues()
+		if err := d.SetQueues(n); err != nil {
+			t.Fatalf("SetQueues(%d): %v", n, err)
+		}
+		l, _ := taptest.ShowLink(t, ns, name)
+		if l.LinkInfo.Data.NumQueues != n || d.NumQueues() != n {
+			t.Fatalf("after SetQueues(%d): kernel %d, device %d", n, l.LinkInfo.Data.NumQueues, d.NumQueues())
+		}
+		// Removed queues are closed; kept ones are the same files.
+		for i, f := range old {
+			if i < n {
+				if d.Queue(i) != f {
+					t.Errorf("queue %d replaced by SetQueues(%d)", i, n)
+				}
+			} else if _, err := f.Write(make([]byte, 60)); !errors.Is(err, os.ErrClosed) {
+				t.Errorf("removed queue %d: write gave %v, want os.ErrClosed", i, err)
+			}
+		}
+		// Every queue carries frames into the kernel: each write is one received packet.
+		before := l.Stats64.RX.Packets
+		for i := 0; i < n; i++ {
+			if _, err := d.Queue(i).Write(testFrame()); err != nil {
+				t.Fatalf("write to queue %d: %v", i, err)
+			}
+		}
+		l, _ = taptest.ShowLink(t, ns, name)
+		if got := l.Stats64.RX.Packets - before; got != uint64(n) {
+			t.Errorf("%d queues: kernel received %d frames, want %d", n, got, n)
+		}
+	}
+	if d.Queue(3) != nil || d.Queue(-1) != nil {
+		t.Error("Queue out of range is not nil")
+	}
+	for _, n := range []int{0, MaxQueues + 1} {
+		if err := d.SetQueues(n); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("SetQueues(%d): %v, want EINVAL", n, err)
+		}
+	}
+	if d.NumQueues() != 3 {
+		t.Errorf("a refused SetQueues changed the queue count to %d", d.NumQueues())
+	}
+	if err := d.SetTxQueueLen(4000); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetTxQueueLen(-1); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("SetTxQueueLen(-1): %v, want EINVAL", err)
+	}
+	if l, _ := taptest.ShowLink(t, ns, name); l.TxQLen != 4000 {
+		t.Errorf("tx queue length %d, want 4000", l.TxQLen)
+	}
+}
+
+// testFrame is a broadcast Ethernet frame of an unknown EtherType: the kernel counts it as
+// received and drops it.
+func testFrame() []byte {
+	f := make([]byte, 60)
+	copy(f, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 9, 0x88, 0xb5})
+	return f
+}
+
+// TestQueuesCarryTransmittedFrames reads what the kernel transmits on the TAP from the queue
+// files, through the netpoller (a read deadline works only on a pollable file).
+func TestQueuesCarryTransmittedFrames(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	name := taptest.Name("mt")
+	d := openTest(t, Config{Name: name, Queues: 2, NetNS: ns})
+	taptest.IP(t, ns, "addr", "add", "192.0.2.1/24", "dev", name)
+	taptest.IP(t, ns, "link", "set", name, "up")
+	// Reading blocks on the netpoller until the deadline when nothing is sent.
+	q0 := d.Queue(0)
+	q0.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	buf := make([]byte, 2048)
+	for {
+		if _, err := q0.Read(buf); errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		} else if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		// IPv6 router solicitations and the like may come first: keep draining.
+		q0.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	}
+	// A datagram to a neighbour without an ARP entry makes the kernel send an ARP request on one
+	// of the queues.
+	taptest.InNetNS(t, ns, func() {
+		c, err := net.Dial("udp4", "192.0.2.2:9")
+		if err != nil {
+			t.Errorf("dial: %v", err)
+			return
+		}
+		defer c.Close()
+		c.Write([]byte("hello"))
+	})
+	found := make(chan bool, 2)
+	for _, q := range d.Queues() {
+		go func() {
+			b := make([]byte, 2048)
+			q.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for {
+				n, err := q.Read(b)
+				if err != nil {
+					found <- false
+					return
+				}
+				// ARP (0x0806) request for 192.0.2.2
+				if n >= 42 && b[12] == 0x08 && b[13] == 0x06 && net.IP(b[38:42]).Equal(net.IPv4(192, 0, 2, 2)) {
+					found <- true
+					return
+				}
+			}
+		}()
+	}
+	seen := false
+	for range 2 {
+		if seen = <-found; seen {
+			break
+		}
+	}
+	if !seen {
+		t.Error("no ARP request for 192.0.2.2 was read from any queue")
+	}
+	for _, q := range d.Queues() {
+		q.SetReadDeadline(time.Now()) // release the other reader
+	}
+}
+
+// TestMoveTo moves a TAP between namespaces with its queues attached: frames keep flowing, new
+// queues attach in the new namespace, watchers of the old one see the TAP leave, and a name
+// clash refuses the move.
+func TestMoveTo(t *testing.T) {
+	taptest.Require(t)
+	ns1, ns2 := taptest.NetNS(t), taptest.NetNS(t)
+	name := taptest.Name("mt")
+	d := openTest(t, Config{Name: name, Queues: 2, NetNS: ns1, MTU: 1400})
+	ch, err := d.Watch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch)
+
+	if err := d.MoveTo(ns2); err != nil {
+		t.Fatalf("MoveTo: %v", err)
+	}
+	waitState(t, ch, "the TAP leaving ns1", func(e LinkEvent) bool { return e.Deleted })
+	if _, ok := taptest.ShowLink(t, ns1, name); ok {
+		t.Errorf("%s still in %s", name, ns1)
+	}
+	l, ok := taptest.ShowLink(t, ns2, name)
+	if !ok || l.LinkInfo.Data.NumQueues != 2 || l.MTU != 1400 || l.Index != d.Index() || d.NetNS() != ns2 {
+		t.Fatalf("after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
+	}
+	var st unix.Stat_t
+	unix.Stat("/run/netns/"+ns2, &st)
+	if dev, ino := d.NetNSID(); dev != st.Dev || ino != st.Ino {
+		t.Errorf("NetNSID after the move = %d/%d, want ns2's %d/%d", dev, ino, st.Dev, st.Ino)
+	}
+	// The queues still carry frames, and new ones attach in the new namespace.
+	taptest.IP(t, ns2, "link", "set", name, "up")
+	if err := d.SetQueues(3); err != nil {
+		t.Fatalf("SetQueues after the move: %v", err)
+	}
+	for i := range 3 {
+		if _, err := d.Queue(i).Write(testFrame()); err != nil {
+			t.Fatalf("queue %d: %v", i, err)
+		}
+	}
+	l, _ = taptest.ShowLink(t, ns2, name)
+	if l.LinkInfo.Data.NumQueues != 3 || l.Stats64.RX.Packets != 3 {
+		t.Errorf("in ns2: %d queues, %d frames received; want 3 and 3", l.LinkInfo.Data.NumQueues, l.Stats64.RX.Packets)
+	}
+	if err := d.SetMTU(1300); err != nil {
+		t.Errorf("SetMTU after the move: %v", err)
+	}
+	ch2, err := d.Watch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, ch2); ev.MTU != 1300 || !ev.Up {
+		t.Errorf("watch in the new namespace starts with %+v", ev)
+	}
+
+	// A clash in the target namespace refuses the move and changes nothing.
+	taptest.IP(t, ns1, "link", "add", name, "type", "veth", "peer", "name", name+"p")
+	if err := d.MoveTo(ns1); !errors.Is(err, unix.EEXIST) {
+		t.Errorf("MoveTo into a clash: %v, want EEXIST", err)
+	}
+	if err := d.MoveTo("manad-no-such-ns"); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("MoveTo a missing namespace: %v, want ENOENT", err)
+	}
+	if err := d.MoveTo(ns2); err != nil {
+		t.Errorf("MoveTo where it is: %v", err)
+	}
+	if _, ok := taptest.ShowLink(t, ns2, name); !ok || d.NetNS() != ns2 {
+		t.Error("a refused move moved the TAP")
+	}
+	// Close deletes a non-persistent TAP in its new namespace.
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := taptest.ShowLink(t, ns2, name); ok {
+		t.Error("Close left the moved TAP behind")
+	}
+	if err := d.MoveTo(ns1); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("MoveTo after Close: %v, want ENODEV", err)
+	}
+}

@@ -1,0 +1,90 @@
+package tap
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/extack"
+)
+
+// netnsDir is where `ip netns add NAME` bind-mounts named network namespaces.
+const netnsDir = "/run/netns/"
+
+// netNS is an open handle on a network namespace: the daemon's own (name "") or a named one.
+// Holding it keeps the namespace alive even if `ip netns del` unmounts its name meanwhile, as
+// the kernel keeps it alive for the TAP queues' sockets anyway.
+type netNS struct {
+	name     string
+	f        *os.File
+	dev, ino uint64
+}
+
+// openNetNS opens the named network namespace, or the daemon's own for "". Errors: EINVAL for a
+// name that cannot be a namespace name; ENOENT when no such namespace exists.
+func openNetNS(name string) (*netNS, error) {
+	path := "/proc/self/ns/net" // the thread group leader's: the daemon's own namespace
+	if name != "" {
+		if name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+			return nil, extack.New(unix.EINVAL, "invalid network namespace name %q", name)
+		}
+		path = netnsDir + name
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, extack.New(unix.ENOENT, "network namespace %q does not exist (create it with: ip netns add %s)", name, name)
+		}
+		return nil, extack.Wrap(err, unix.EIO, "open network namespace %q", name)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, extack.Wrap(err, unix.EIO, "stat network namespace %q", name)
+	}
+	// A path under /run/netns that is not a bind mount of a namespace is an ordinary file;
+	// setns on it would fail later with a less helpful EINVAL.
+	if err := checkNetNSFile(f); err != nil {
+		f.Close()
+		return nil, extack.Wrap(err, unix.EINVAL, "%s is not a network namespace", path)
+	}
+	return &netNS{name: name, f: f, dev: st.Dev, ino: st.Ino}, nil
+}
+
+// checkNetNSFile verifies that f is a network namespace (NS_GET_NSTYPE).
+func checkNetNSFile(f *os.File) error {
+	const nsGetNSType = 0xb703 // _IO(NSIO, 0x3)
+	t, err := unix.IoctlRetInt(int(f.Fd()), nsGetNSType)
+	if err != nil {
+		return err
+	}
+	if t != unix.CLONE_NEWNET {
+		return unix.EINVAL
+	}
+	return nil
+}
+
+// fd returns the namespace's file descriptor, valid until close.
+func (n *netNS) fd() int { return int(n.f.Fd()) }
+
+func (n *netNS) close() error { return n.f.Close() }
+
+// run calls f on an OS thread that has entered the namespace. The thread is never handed back to
+// the scheduler: the goroutine exits while still locked, so the runtime discards the thread and
+// no other goroutine can ever run in the wrong namespace, whatever f did.
+func (n *netNS) run(f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// No UnlockOSThread, on purpose: see above.
+		if err := unix.Setns(n.fd(), unix.CLONE_NEWNET); err != nil {
+			errc <- extack.Wrap(err, unix.EIO, "enter network namespace %q", n.name)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}

@@ -1,0 +1,69 @@
+package tap
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// tunFlags are the flags every manad TAP queue is attached with: an Ethernet TAP, no packet
+// information header, one file descriptor per queue. sysfs shows them (plus IFF_PERSIST,
+// 0x0800) as /sys/class/net/NAME/tun_flags: 0x1102, or 0x1902 for a persistent TAP.
+const tunFlags = unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_MULTI_QUEUE
+
+// MaxQueues is the most queues a TAP can have (MAX_TAP_QUEUES in drivers/net/tun.c).
+const MaxQueues = 256
+
+// attachQueue opens /dev/net/tun and attaches the descriptor as one more queue of the TAP name,
+// creating the TAP when no device has that name (TUNSETIFF). It must run on a thread inside
+// the namespace the TAP lives in: tun_set_iff looks the name up in the namespace of the socket
+// open() created. The descriptor is non-blocking, so the returned file uses the netpoller.
+// Errors are the kernel's: EINVAL when the name belongs to a device that is not a TAP or to a
+// single-queue TAP, EBUSY when it is a single-queue TAP in use, E2BIG past MaxQueues.
+func attachQueue(name string) (*os.File, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	ifr.SetUint16(tunFlags)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	// Only now: a tun descriptor cannot be polled before TUNSETIFF (golang/go#30426), and
+	// os.NewFile registers a non-blocking descriptor with the netpoller.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "tap:"+name), nil
+}
+
+// fileIoctl runs ioctl(fd, req, arg) on the descriptor of f without racing a concurrent Close.
+func fileIoctl(f *os.File, req uint, arg int) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	if err := rc.Control(func(fd uintptr) {
+		ierr = unix.IoctlSetInt(int(fd), req, arg)
+	}); err != nil {
+		return err
+	}
+	return ierr
+}
+
+// setPersist sets or clears IFF_PERSIST (TUNSETPERSIST) through one of the TAP's queues.
+func setPersist(f *os.File, on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	return fileIoctl(f, unix.TUNSETPERSIST, v)
+}
