@@ -1,0 +1,574 @@
+package datapath
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/tap"
+	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/vnic/pagepool"
+)
+
+const (
+	// DefaultInputQueueLen is the bound of each RX queue's input: frames that arrive while the
+	// queue is busy wait there for the queue's goroutine; beyond it they are dropped and
+	// counted as hc_rx_discards_no_wqe.
+	DefaultInputQueueLen = 256
+	// budget is how many frames one pass handles before looking at anything else: a TX
+	// goroutine re-checks for Stop, a drain of the RX input lets go of the queue
+	// (NAPI_POLL_WEIGHT).
+	budget = 64
+	// frameOverhead is what a frame carries beyond the MTU: the Ethernet header and one VLAN
+	// tag.
+	frameOverhead = 14 + 4
+)
+
+// Endpoint attaches one port to a wire segment and to its TAP. It is the port's vnic.Host (RX
+// frames are written to the TAP queue of the same index) and vnic.Wire (TX frames go to the
+// segment), and it runs the port's per-queue goroutines:
+//
+//   - TX, one per TAP queue: reads the frames the kernel transmits (blocking on the netpoller),
+//     and hands each to Port.Transmit, which accounts it and calls Send, which switches it on
+//     the segment to the destination endpoints;
+//   - RX, one per queue: processes frames from the queue's bounded input with Port.Receive
+//     (RSS picked the queue with Port.SteerRx), whose Deliver writes them to the TAP.
+//
+// A frame arriving for an RX queue that is idle is processed inline, to completion, by the
+// goroutine that forwarded it (the sender's TX goroutine): wire → RX ring → TAP write without a
+// goroutine hand-off, which is what makes the data path as fast as a bare TAP-to-TAP relay. The
+// queue's goroutine takes over only when the queue is busy (another sender holds it) or has a
+// backlog, which keeps frames in order. Frames produced while an RX queue is being processed
+// (XDP_TX sends them back out of the port) are never processed inline: that recursion could
+// otherwise take queue locks of two ports in opposite orders.
+//
+// The per-frame path allocates nothing and takes no lock but the destination queue's (a TryLock
+// inline, the input's mutex otherwise) and vnic's per-queue ones.
+type Endpoint struct {
+	seg      *Segment
+	mac      net.HardwareAddr
+	log      *slog.Logger
+	inline   bool // process RX in the sender's goroutine when the queue is idle
+	inputLen int
+
+	handle atomic.Pointer[port]
+	vp     atomic.Pointer[vnic.Port]
+	qs     atomic.Pointer[queueSet]
+
+	ctl     sync.Mutex // serialises Start, Stop and SetChannels
+	dev     *tap.Device
+	started bool
+}
+
+// queueSet is the endpoint's queues, published as one immutable snapshot.
+type queueSet struct{ q []*queue }
+
+// queue is one queue index's TAP file and goroutines.
+type queue struct {
+	e    *Endpoint
+	idx  int
+	file *os.File
+	rc   syscall.RawConn
+
+	// busy is held by whoever processes frames for RX queue idx (an inline sender or the
+	// queue's goroutine): the NAPI context. rxActive is set while Port.Receive runs under it.
+	busy     sync.Mutex
+	rxActive atomic.Bool
+	in       *inputRing
+	wake     chan struct{}
+	drops    atomic.Uint64 // input-full drops not yet handed to Port.DropRx
+
+	// The TAP write of Deliver. Deliver calls for one queue are serialised by vnic's RX queue
+	// lock, so these need no lock of their own; writeFn is built once so that a write does not
+	// allocate a closure.
+	wframe  []byte
+	werr    error
+	writeFn func(fd uintptr) bool
+
+	// clock is the segment clock read when the TX goroutine's current batch began, 0 between
+	// batches: Send uses it instead of reading the clock for every frame.
+	clock atomic.Int64
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	stats queueStats
+}
+
+type queueStats struct {
+	rxInline, rxDeferred, rxInputDrops, rxWriteErrors atomic.Uint64
+	txRunts, txOversize                               atomic.Uint64
+}
+
+// NewEndpoint returns an endpoint for a port with the given MAC on segment seg. The MAC is only
+// reported (the segment learns addresses from traffic, as a switch does). log may be nil
+// (slog.Default()). Create the vnic.Port with the endpoint as its Host and Wire, then Start it.
+func NewEndpoint(seg *Segment, mac net.HardwareAddr, log *slog.Logger) *Endpoint {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Endpoint{seg: seg, mac: append(net.HardwareAddr(nil), mac...), log: log, inline: true, inputLen: DefaultInputQueueLen}
+}
+
+// Segment returns the segment the endpoint attaches to.
+func (e *Endpoint) Segment() *Segment { return e.seg }
+
+// MAC returns the MAC the endpoint was created with.
+func (e *Endpoint) MAC() net.HardwareAddr { return e.mac }
+
+// label names the endpoint in FDB listings: its port's name.
+func (e *Endpoint) label() string {
+	if p := e.vp.Load(); p != nil {
+		return p.Name()
+	}
+	return e.mac.String()
+}
+
+// Start attaches the endpoint to its segment and starts a TX and an RX goroutine for each of
+// dev's queues. p must have been created with e as its Host and Wire; its RX queues should not
+// outnumber dev's queues (SetChannels keeps them in step). The port may be up or down: frames for
+// a port that is down are dropped and counted by vnic. Errors: EINVAL for a port not wired to e
+// or a device without queues; EBUSY when already started.
+func (e *Endpoint) Start(p *vnic.Port, dev *tap.Device) error {
+	if p == nil || dev == nil {
+		return extack.New(unix.EINVAL, "endpoint needs a port and a TAP")
+	}
+	if c := p.Config(); c.Host != vnic.Host(e) || c.Wire != vnic.Wire(e) {
+		return extack.New(unix.EINVAL, "port %s was not created with this endpoint as its Host and Wire", p.Name())
+	}
+	e.ctl.Lock()
+	defer e.ctl.Unlock()
+	if e.started {
+		return extack.New(unix.EBUSY, "endpoint of port %s already started", p.Name())
+	}
+	files := dev.Queues()
+	if len(files) == 0 {
+		return extack.New(unix.EINVAL, "TAP %s has no queues", dev.Name())
+	}
+	qs := &queueSet{q: make([]*queue, 0, len(files))}
+	for i, f := range files {
+		qq, err := e.newQueue(i, f)
+		if err != nil {
+			return err
+		}
+		qs.q = append(qs.q, qq)
+	}
+	e.dev = dev
+	e.vp.Store(p)
+	e.qs.Store(qs)
+	e.handle.Store(e.seg.join(e))
+	for _, qq := range qs.q {
+		qq.start(p)
+	}
+	e.started = true
+	e.log.Info("endpoint started", "port", p.Name(), "segment", e.seg.Name(), "queues", len(qs.q))
+	return nil
+}
+
+// Stop detaches the endpoint from its segment (forgetting the addresses learned on it) and stops
+// its goroutines; frames still waiting in the RX inputs are dropped and counted. The TAP and the
+// port are left alone. Stopping an endpoint that is not started is a no-op.
+func (e *Endpoint) Stop() {
+	e.ctl.Lock()
+	defer e.ctl.Unlock()
+	if !e.started {
+		return
+	}
+	if h := e.handle.Swap(nil); h != nil {
+		e.seg.leave(h)
+	}
+	p := e.vp.Load()
+	qs := e.qs.Load()
+	stopQueues(p, qs.q)
+	e.qs.Store(nil)
+	e.vp.Store(nil)
+	e.dev = nil
+	e.started = false
+	e.log.Info("endpoint stopped", "port", p.Name())
+}
+
+// SetChannels changes the number of queues to n around apply, the port's own reconfiguration
+// (typically func() error { return port.SetChannels(n) }, called with the configuration lock
+// held, as SetChannels itself must be). The order keeps every RX queue the port runs backed by a
+// TAP queue and a goroutine: growing attaches the TAP queues and starts their goroutines before
+// apply (and undoes that when apply fails); shrinking runs apply first, then stops the surplus
+// goroutines and detaches their TAP queues. Frames the kernel had queued on a removed TAP queue
+// are lost, as a NIC loses what is in flight on a channel change.
+//
+// Errors: apply's error (nothing changed); the TAP's when it cannot attach queues (apply not
+// called); EINVAL for n outside 1..tap.MaxQueues; ENODEV when the endpoint is not started.
+func (e *Endpoint) SetChannels(n int, apply func() error) error {
+	if n < 1 || n > tap.MaxQueues {
+		return extack.New(unix.EINVAL, "queue count %d out of range 1..%d", n, tap.MaxQueues)
+	}
+	e.ctl.Lock()
+	defer e.ctl.Unlock()
+	if !e.started {
+		return extack.New(unix.ENODEV, "endpoint not started")
+	}
+	p := e.vp.Load()
+	old := e.qs.Load()
+	cur := len(old.q)
+	switch {
+	case n > cur:
+		if err := e.dev.SetQueues(n); err != nil {
+			return err
+		}
+		files := e.dev.Queues()
+		grown := &queueSet{q: append([]*queue(nil), old.q...)}
+		for i := cur; i < n; i++ {
+			qq, err := e.newQueue(i, files[i])
+			if err != nil {
+				e.undoGrow(cur)
+				return err
+			}
+			grown.q = append(grown.q, qq)
+		}
+		for _, qq := range grown.q[cur:] {
+			qq.start(p)
+		}
+		e.qs.Store(grown)
+		if err := apply(); err != nil {
+			e.qs.Store(old)
+			stopQueues(p, grown.q[cur:])
+			e.undoGrow(cur)
+			return err
+		}
+	case n < cur:
+		if err := apply(); err != nil {
+			return err
+		}
+		e.qs.Store(&queueSet{q: old.q[:n:n]})
+		stopQueues(p, old.q[n:])
+		if err := e.dev.SetQueues(n); err != nil {
+			// Closing files cannot fail in a way that leaves them attached; report it anyway.
+			e.log.Error("detaching TAP queues failed", "err", err)
+		}
+	default:
+		return apply()
+	}
+	e.log.Info("endpoint queues changed", "port", p.Name(), "from", cur, "to", n)
+	return nil
+}
+
+// undoGrow puts the TAP back to cur queues after a failed grow.
+func (e *Endpoint) undoGrow(cur int) {
+	if err := e.dev.SetQueues(cur); err != nil {
+		e.log.Error("removing TAP queues after a failed channel change", "err", err)
+	}
+}
+
+// newQueue prepares queue i on TAP file f.
+func (e *Endpoint) newQueue(i int, f *os.File) (*queue, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, extack.Wrap(err, unix.EBADF, "TAP queue %d", i)
+	}
+	qq := &queue{e: e, idx: i, file: f, rc: rc, in: newInputRing(e.inputLen), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	qq.writeFn = qq.write
+	return qq, nil
+}
+
+// start runs the queue's goroutines.
+func (qq *queue) start(p *vnic.Port) {
+	qq.wg.Add(2)
+	go qq.txLoop(p)
+	go qq.rxLoop(p)
+}
+
+// stopQueues stops the goroutines of qs and drops (and counts) what their inputs still hold.
+func stopQueues(p *vnic.Port, qs []*queue) {
+	for _, qq := range qs {
+		close(qq.stop)
+		// Wakes a TX goroutine waiting on the netpoller; one inside a batch sees stop after
+		// at most budget frames.
+		qq.file.SetReadDeadline(time.Now())
+	}
+	for _, qq := range qs {
+		qq.wg.Wait()
+		qq.file.SetReadDeadline(time.Time{}) // fails harmlessly on a file closed meanwhile
+		qq.busy.Lock()
+		n := uint64(qq.in.reset()) + qq.drops.Swap(0)
+		for range n {
+			p.DropRx(qq.idx)
+		}
+		qq.busy.Unlock()
+	}
+}
+
+// Deliver implements vnic.Host: it writes a frame that passed RX queue q to TAP queue q. The
+// buffer is never kept: the write copies the frame into the kernel. A TAP write never blocks
+// (the kernel drops instead), so a failing write is counted and the frame is gone, as one the
+// host stack dropped.
+func (e *Endpoint) Deliver(q int, frame []byte, _ *pagepool.Buffer) bool {
+	qs := e.qs.Load()
+	if qs == nil || q >= len(qs.q) {
+		return false
+	}
+	qq := qs.q[q]
+	qq.wframe = frame
+	if err := qq.rc.Write(qq.writeFn); err != nil || qq.werr != nil {
+		qq.stats.rxWriteErrors.Add(1)
+	}
+	qq.wframe = nil
+	return false
+}
+
+// write is the RawConn callback of Deliver.
+func (qq *queue) write(fd uintptr) bool {
+	for {
+		errno := rawWrite(fd, qq.wframe)
+		if errno == unix.EINTR {
+			continue
+		}
+		qq.werr = nil
+		if errno != 0 {
+			qq.werr = errno
+		}
+		// Never wait for writability (EAGAIN): the caller holds queue locks.
+		return true
+	}
+}
+
+// rawRead and rawWrite are read(2) and write(2) on a TAP queue without telling the scheduler
+// (RawSyscall): entersyscall and exitsyscall cost about 30 ns per call here, together a quarter
+// of what manad itself spends per frame (BenchmarkForwardOverhead). That is sound because the descriptors are non-blocking: a read returns a frame or EAGAIN at once, and
+// a write hands the frame to the stack in the caller's context (tun_get_user) without waiting for
+// anything but, rarely, a GFP_KERNEL page allocation. The goroutine keeps its P for those few
+// microseconds, as it would for the same work done in Go.
+func rawRead(fd uintptr, buf []byte) (int, unix.Errno) {
+	n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)))
+	return int(n), errno
+}
+
+func rawWrite(fd uintptr, b []byte) unix.Errno {
+	_, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+	return errno
+}
+
+// Send implements vnic.Wire: it switches a frame the port transmitted on queue q onto the
+// segment. A frame sent while RX queue q is being processed (an XDP_TX verdict) is not
+// processed inline by its destinations; see Endpoint.
+func (e *Endpoint) Send(q int, frame []byte) {
+	h := e.handle.Load()
+	if h == nil {
+		return
+	}
+	inline := e.inline
+	var now int64
+	if qs := e.qs.Load(); qs == nil || q >= len(qs.q) {
+		inline = false
+	} else {
+		qq := qs.q[q]
+		if qq.rxActive.Load() {
+			inline = false
+		}
+		now = qq.clock.Load()
+	}
+	if now == 0 {
+		now = e.seg.now()
+	}
+	e.seg.forwardAt(h, frame, inline, now)
+}
+
+// input takes a frame the segment forwards to this endpoint's port: RSS picks the RX queue, and
+// the frame is processed inline when allowed and the queue is idle, else queued for the queue's
+// goroutine (or dropped, and counted, when the queue's input is full).
+func (e *Endpoint) input(frame []byte, inline bool) {
+	p := e.vp.Load()
+	if p == nil {
+		return
+	}
+	q := p.SteerRx(frame)
+	if q < 0 {
+		// The port is not running. Queue 0 takes the frame, and vnic counts it as finding no
+		// posted buffer (or processes it, if the port came up meanwhile).
+		q = 0
+	}
+	qs := e.qs.Load()
+	if qs == nil || q >= len(qs.q) {
+		p.DropRx(q)
+		return
+	}
+	qq := qs.q[q]
+	if inline && qq.in.empty() && qq.busy.TryLock() {
+		qq.stats.rxInline.Add(1)
+		qq.receive(p, frame)
+		more := qq.poll(p)
+		qq.busy.Unlock()
+		if more {
+			qq.kick()
+		}
+		return
+	}
+	if qq.in.push(frame) {
+		qq.stats.rxDeferred.Add(1)
+	} else {
+		qq.stats.rxInputDrops.Add(1)
+		qq.drops.Add(1)
+	}
+	qq.kick()
+}
+
+// receive runs one frame through the port's RX queue. Caller holds busy.
+func (qq *queue) receive(p *vnic.Port, frame []byte) {
+	qq.rxActive.Store(true)
+	p.Receive(qq.idx, frame)
+	qq.rxActive.Store(false)
+}
+
+// poll processes up to budget frames from the input and hands input-full drops to the port. It
+// reports whether frames remain. Caller holds busy.
+func (qq *queue) poll(p *vnic.Port) (more bool) {
+	if n := qq.drops.Load(); n > 0 {
+		n = qq.drops.Swap(0)
+		for range n {
+			p.DropRx(qq.idx)
+		}
+	}
+	for range budget {
+		if qq.in.empty() {
+			return false
+		}
+		f := qq.in.peek()
+		if f == nil {
+			return false
+		}
+		qq.receive(p, f)
+		qq.in.pop()
+	}
+	return !qq.in.empty()
+}
+
+// kick wakes the queue's RX goroutine.
+func (qq *queue) kick() {
+	select {
+	case qq.wake <- struct{}{}:
+	default:
+	}
+}
+
+// rxLoop is the RX queue's goroutine: it sleeps until kicked, then drains the input.
+func (qq *queue) rxLoop(p *vnic.Port) {
+	defer qq.wg.Done()
+	for {
+		select {
+		case <-qq.wake:
+		case <-qq.stop:
+			return
+		}
+		for {
+			qq.busy.Lock()
+			more := qq.poll(p)
+			qq.busy.Unlock()
+			if !more {
+				break
+			}
+			select {
+			case <-qq.stop:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// txLoop is the TX queue's goroutine: it reads what the kernel transmits on TAP queue idx and
+// hands it to the port, batches of up to budget frames per wake-up of the netpoller.
+func (qq *queue) txLoop(p *vnic.Port) {
+	defer qq.wg.Done()
+	buf := make([]byte, p.Config().MaxMTU+frameOverhead+1) // +1 tells a truncated frame apart
+	var rerr error
+	read := func(fd uintptr) bool {
+		qq.clock.Store(qq.e.seg.now())
+		defer qq.clock.Store(0)
+		for i := 0; i < budget; i++ {
+			n, errno := rawRead(fd, buf)
+			switch errno {
+			case 0:
+			case unix.EAGAIN:
+				return false // wait on the netpoller
+			case unix.EINTR:
+				i--
+				continue
+			default:
+				rerr = errno
+				return true
+			}
+			switch {
+			case n < 14:
+				qq.stats.txRunts.Add(1)
+			case n == len(buf):
+				// Longer than the port's largest MTU allows: a real NIC refuses it
+				// (hc_tx_err_mtu_violation); never forward it truncated.
+				qq.stats.txOversize.Add(1)
+			default:
+				p.Transmit(qq.idx, buf[:n])
+			}
+		}
+		return true
+	}
+	for {
+		err := qq.rc.Read(read)
+		select {
+		case <-qq.stop:
+			return
+		default:
+		}
+		switch {
+		case err == nil && rerr == nil:
+			continue
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			qq.file.SetReadDeadline(time.Time{}) // not ours (Stop closes stop first)
+			continue
+		case errors.Is(err, os.ErrClosed):
+			return // the queue was detached
+		case rerr != nil:
+			if errors.Is(rerr, unix.EBADFD) {
+				qq.e.log.Info("TAP queue detached; TX goroutine exits", "port", p.Name(), "queue", qq.idx)
+			} else {
+				qq.e.log.Error("TAP read failed; TX goroutine exits", "port", p.Name(), "queue", qq.idx, "err", rerr)
+			}
+			return
+		default:
+			qq.e.log.Error("TAP queue failed; TX goroutine exits", "port", p.Name(), "queue", qq.idx, "err", err)
+			return
+		}
+	}
+}
+
+// QueueStats are one queue's data-path counters beyond vnic's own.
+type QueueStats struct {
+	RxInline      uint64 // frames the forwarding goroutine processed itself
+	RxDeferred    uint64 // frames queued for the RX goroutine (the queue was busy)
+	RxInputDrops  uint64 // frames dropped because the input was full (also in hc_rx_discards_no_wqe)
+	RxWriteErrors uint64 // frames the TAP refused (it was down or detached)
+	TxRunts       uint64 // frames shorter than an Ethernet header read from the TAP
+	TxOversize    uint64 // frames longer than the port's largest MTU read from the TAP
+}
+
+// Stats returns the counters of each running queue (nil when not started).
+func (e *Endpoint) Stats() []QueueStats {
+	qs := e.qs.Load()
+	if qs == nil {
+		return nil
+	}
+	out := make([]QueueStats, len(qs.q))
+	for i, qq := range qs.q {
+		s := &qq.stats
+		out[i] = QueueStats{
+			RxInline: s.rxInline.Load(), RxDeferred: s.rxDeferred.Load(), RxInputDrops: s.rxInputDrops.Load(),
+			RxWriteErrors: s.rxWriteErrors.Load(), TxRunts: s.txRunts.Load(), TxOversize: s.txOversize.Load(),
+		}
+	}
+	return out
+}

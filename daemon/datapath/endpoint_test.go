@@ -1,0 +1,388 @@
+package datapath
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/manad/manad/vnic"
+)
+
+// TestTwoPortsTraffic: two ports on one segment, each in its own namespace, talk ICMP, TCP and
+// UDP, and the traffic is spread over several queues in both directions.
+func TestTwoPortsTraffic(t *testing.T) {
+	for _, mode := range []struct {
+		name     string
+		noInline bool
+	}{{"inline", false}, {"rx-goroutine", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			h := newHarness(t)
+			a := h.addPort(portOpts{noInline: mode.noInline})
+			b := h.addPort(portOpts{noInline: mode.noInline})
+
+			a.pingOK(t, b)
+			b.pingOK(t, a)
+			// Frames may have found a port not yet open while the other one came up (its
+			// IPv6 chatter): count drops from here on.
+			base := map[*testPort]vnic.NetdevStats{a: a.port.NetdevStats(), b: b.port.NetdevStats()}
+			baseDrops := map[*testPort]uint64{a: sumInputDrops(a), b: sumInputDrops(b)}
+			tcpTransfer(t, a, b, 8, 1<<20)
+			tcpTransfer(t, b, a, 8, 1<<20)
+			udpBurst(t, a, b, 1000, 1200, 8)
+			udpBurst(t, b, a, 1000, 64, 8)
+
+			for _, p := range []*testPort{a, b} {
+				rx, tx := p.queueStats("packets")
+				if nonZero(rx) < 2 || nonZero(tx) < 2 {
+					t.Errorf("port %s: packets per RX queue %v, per TX queue %v; want traffic on several queues", p.name, rx, tx)
+				}
+				var inline, deferred, inputDrops uint64
+				for _, q := range p.ep.Stats() {
+					inline += q.RxInline
+					deferred += q.RxDeferred
+					inputDrops += q.RxInputDrops
+				}
+				// The only drops without a reconfiguration: a full RX input (a burst
+				// while the queue was busy), each handed to vnic as no posted buffer by
+				// the queue's next poll.
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					ns := p.port.NetdevStats()
+					missed, dropped := ns.RxMissed-base[p].RxMissed, ns.RxDropped-base[p].RxDropped
+					if ns.TxDropped == base[p].TxDropped && dropped == missed && missed == inputDrops-baseDrops[p] {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("port %s: netdev drops %+v (before the transfers %+v), endpoint input drops %d (before %d)",
+							p.name, ns, base[p], inputDrops, baseDrops[p])
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				if mode.noInline && inline != 0 || !mode.noInline && inline == 0 || mode.noInline && deferred == 0 {
+					t.Errorf("port %s: %d frames processed inline, %d by the RX goroutines", p.name, inline, deferred)
+				}
+				t.Logf("port %s: rx %v tx %v, inline %d, deferred %d, input drops %d", p.name, rx, tx, inline, deferred, inputDrops)
+			}
+			if fdb := h.seg.FDB(); len(fdb) != 2 {
+				t.Errorf("segment learned %v, want the two ports' addresses", fdb)
+			}
+		})
+	}
+}
+
+// TestFullPageRxFlipDuringTCP flips full-page-rx on both ports over and over (under the
+// configuration lock, as the daemon does) while TCP transfers run: the transfers complete
+// intact, and afterwards no RX buffer is left in flight.
+func TestFullPageRxFlipDuringTCP(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{pageSize: 65536})
+	b := h.addPort(portOpts{pageSize: 65536})
+	a.pingOK(t, b)
+
+	stop := make(chan struct{})
+	var flips atomic.Int64
+	var flipTime atomic.Int64 // ns
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			for _, p := range []*testPort{a, b} {
+				var err error
+				start := time.Now()
+				h.locked(func() { err = p.port.SetPrivFlags(p.port.Settings().PrivFlags ^ vnic.PrivFlagFullPageRx) })
+				flipTime.Add(int64(time.Since(start)))
+				if err != nil {
+					t.Errorf("flip on %s: %v", p.name, err)
+					return
+				}
+			}
+			flips.Add(1)
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	start := time.Now()
+	tcpTransfer(t, a, b, 4, 4<<20)
+	t.Logf("a→b took %v, %d flips so far, %v flipping", time.Since(start), flips.Load(), time.Duration(flipTime.Load()))
+	tcpTransfer(t, b, a, 4, 4<<20)
+	t.Logf("b→a done after %v", time.Since(start))
+	close(stop)
+	wg.Wait()
+	if flips.Load() < 2 {
+		t.Fatalf("only %d flips happened during the transfers", flips.Load())
+	}
+	for _, p := range []*testPort{a, b} {
+		st := p.waitQuiet(t)
+		if st.BuffersInFlight != 0 || st.ReleasesPending != 0 {
+			t.Errorf("port %s after %d flips: %d buffers in flight, %d pools draining", p.name, flips.Load(), st.BuffersInFlight, st.ReleasesPending)
+		}
+	}
+	t.Logf("%d flips per port during the transfers", flips.Load())
+	a.pingOK(t, b)
+}
+
+// waitQuiet waits until the port's destroyed pools have all been released (they are released
+// asynchronously, every PoolReleaseInterval) and returns the state.
+func (tp *testPort) waitQuiet(t *testing.T) vnic.State {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := tp.state()
+		if st.ReleasesPending == 0 || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestChannelChangeDuringTraffic changes the queue count of both ports while TCP transfers run:
+// the TAP gains and loses queues with the port, and the transfers complete intact.
+func TestChannelChangeDuringTraffic(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: 4})
+	b := h.addPort(portOpts{queues: 4})
+	a.pingOK(t, b)
+
+	counts := []int{2, 6, 1, 8, 3}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 3*len(counts); i++ {
+			n := counts[i%len(counts)]
+			for _, p := range []*testPort{a, b} {
+				var err error
+				h.locked(func() {
+					err = p.ep.SetChannels(n, func() error { return p.port.SetChannels(n) })
+				})
+				if err != nil {
+					t.Errorf("SetChannels(%d) on %s: %v", n, p.name, err)
+					return
+				}
+				if got := p.dev.NumQueues(); got != n {
+					t.Errorf("%s: TAP has %d queues after SetChannels(%d)", p.name, got, n)
+				}
+				if got := len(p.ep.Stats()); got != n {
+					t.Errorf("%s: endpoint runs %d queues after SetChannels(%d)", p.name, got, n)
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	// Keep TCP running for as long as the changes go on.
+	transfers := 0
+	for {
+		tcpTransfer(t, a, b, 4, 1<<20)
+		transfers++
+		select {
+		case <-done:
+		default:
+			continue
+		}
+		break
+	}
+	t.Logf("%d transfers of 4 MiB during %d channel changes per port", transfers, 3*len(counts))
+	final := counts[(3*len(counts)-1)%len(counts)]
+	for _, p := range []*testPort{a, b} {
+		l, _ := taptest.ShowLink(t, p.ns, "eth0")
+		if l.LinkInfo.Data.NumQueues != final || p.port.NumRxQueues() != final {
+			t.Errorf("%s: kernel TAP queues %d, port queues %d; want %d", p.name, l.LinkInfo.Data.NumQueues, p.port.NumRxQueues(), final)
+		}
+	}
+	tcpTransfer(t, b, a, 4, 1<<20)
+	rx, tx := a.queueStats("packets")
+	if nonZero(rx) < 2 || nonZero(tx) < 2 {
+		t.Errorf("after the changes: rx %v tx %v, want traffic on several queues", rx, tx)
+	}
+
+	// A channel change the port refuses leaves everything as it was.
+	var err error
+	h.locked(func() {
+		err = a.ep.SetChannels(vnic.DefaultMaxQueues+1, func() error { return a.port.SetChannels(vnic.DefaultMaxQueues + 1) })
+	})
+	if !errors.Is(err, unix.EINVAL) {
+		t.Errorf("SetChannels beyond the port's maximum: %v, want EINVAL", err)
+	}
+	if a.dev.NumQueues() != final || len(a.ep.Stats()) != final {
+		t.Errorf("refused change left the TAP with %d queues and the endpoint with %d, want %d", a.dev.NumQueues(), len(a.ep.Stats()), final)
+	}
+	a.pingOK(t, b)
+}
+
+// TestPortDownUp closes a port (vnic Close, as the daemon does when its TAP goes down): traffic
+// to it stops and is counted as dropped; opening it again restores it.
+func TestPortDownUp(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{})
+	b := h.addPort(portOpts{})
+	a.pingOK(t, b)
+
+	before := b.port.NetdevStats()
+	h.locked(b.port.Close)
+	if err := a.ping(b.ip, 100, 300*time.Millisecond); err == nil {
+		t.Fatal("ping answered by a port that is down")
+	}
+	after := b.port.NetdevStats()
+	if after.RxMissed <= before.RxMissed {
+		t.Errorf("frames to the port that is down were not counted: before %+v after %+v", before, after)
+	}
+	h.locked(func() {
+		if err := b.port.Open(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	a.pingOK(t, b)
+	b.pingOK(t, a)
+}
+
+// TestLinkStateDrivesPort wires the TAP's link watcher to the port, as the daemon core does:
+// `ip link set eth0 down` in the namespace closes the port, `up` opens it again.
+func TestLinkStateDrivesPort(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{})
+	b := h.addPort(portOpts{})
+	ctx := t.Context()
+	events, err := b.dev.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ev := range events {
+			h.locked(func() {
+				if ev.Up {
+					b.port.Open()
+				} else {
+					b.port.Close()
+				}
+			})
+		}
+	}()
+	waitRunning := func(want bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for b.state().Running != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("port running = %v, want %v", !want, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	a.pingOK(t, b)
+	taptest.IP(t, b.ns, "link", "set", "eth0", "down")
+	waitRunning(false)
+	taptest.IP(t, b.ns, "link", "set", "eth0", "up")
+	waitRunning(true)
+	a.pingOK(t, b)
+}
+
+// TestXDPTxIsNotProcessedInline attaches XDP_TX to one port: every frame it receives goes back
+// out of it. Reflected broadcasts reach the other port through its RX goroutine, never inline
+// inside the reflecting port's RX processing, and nothing deadlocks.
+func TestXDPTxIsNotProcessedInline(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{})
+	b := h.addPort(portOpts{})
+	a.pingOK(t, b)
+	h.locked(func() {
+		if err := b.port.SetXDP(vnic.XDPProgTx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Broadcasts from a: b reflects each one, and the segment floods the copy back to a.
+	var err error
+	taptest.InNetNS(t, a.ns, func() {
+		var c *net.UDPConn
+		if c, err = net.ListenUDP("udp4", &net.UDPAddr{IP: a.ip}); err != nil {
+			return
+		}
+		defer c.Close()
+		for i := range 200 {
+			if _, err = c.WriteTo(make([]byte, 100+i), &net.UDPAddr{IP: net.IPv4(10, 77, 0, 255), Port: 9}); err != nil {
+				return
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, xdpTx := b.queueStats("packets")
+		var deferred uint64
+		for _, q := range a.ep.Stats() {
+			deferred += q.RxDeferred
+		}
+		rxXDPTx, _ := b.queueStats("xdp_tx")
+		sum := func(v []uint64) (s uint64) {
+			for _, x := range v {
+				s += x
+			}
+			return s
+		}
+		if sum(rxXDPTx) >= 200 && deferred >= 200 {
+			t.Logf("b reflected %d frames (tx %v); a took %d reflected frames through its RX goroutines", sum(rxXDPTx), xdpTx, deferred)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b xdp_tx %v, a deferred %d: want at least 200 each", rxXDPTx, deferred)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestEndpointLifecycle stops and restarts an endpoint under traffic and checks the refusals.
+func TestEndpointLifecycle(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{})
+	b := h.addPort(portOpts{})
+	a.pingOK(t, b)
+
+	if err := b.ep.Start(b.port, b.dev); !errors.Is(err, unix.EBUSY) {
+		t.Errorf("second Start: %v, want EBUSY", err)
+	}
+	if err := a.ep.Start(b.port, b.dev); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("Start with another endpoint's port: %v, want EINVAL", err)
+	}
+	if err := a.ep.Start(nil, nil); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("Start(nil, nil): %v, want EINVAL", err)
+	}
+
+	b.ep.Stop()
+	b.ep.Stop() // no-op
+	if h.seg.Ports() != 1 || b.ep.Stats() != nil {
+		t.Errorf("after Stop: segment has %d ports, stats %v", h.seg.Ports(), b.ep.Stats())
+	}
+	if err := a.ping(b.ip, 50, 300*time.Millisecond); err == nil {
+		t.Error("ping answered through a stopped endpoint")
+	}
+	var err error
+	h.locked(func() { err = b.ep.SetChannels(2, func() error { return b.port.SetChannels(2) }) })
+	if !errors.Is(err, unix.ENODEV) {
+		t.Errorf("SetChannels on a stopped endpoint: %v, want ENODEV", err)
+	}
+	if err := b.ep.Start(b.port, b.dev); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	a.pingOK(t, b)
+	b.pingOK(t, a)
+	tcpTransfer(t, a, b, 2, 256<<10)
+}
+
+// sumInputDrops sums the endpoint's input-full drops over its queues.
+func sumInputDrops(p *testPort) uint64 {
+	var n uint64
+	for _, q := range p.ep.Stats() {
+		n += q.RxInputDrops
+	}
+	return n
+}

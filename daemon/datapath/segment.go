@@ -1,0 +1,307 @@
+package datapath
+
+import (
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of a segment's forwarding database, as the Linux bridge has them.
+const (
+	// DefaultAgeingTime is how long a learned address stays without traffic from it
+	// (BR_DEFAULT_AGEING_TIME, `ip link … type bridge ageing_time 30000`).
+	DefaultAgeingTime = 300 * time.Second
+	// DefaultMaxEntries bounds the table, so a flood of random source addresses cannot grow it
+	// without limit (the bridge's fdb_max_learned); unknown destinations are then flooded.
+	DefaultMaxEntries = 4096
+)
+
+// refreshEvery is how stale an entry's timestamp may get before a frame from its address
+// rewrites it: ageing is measured in minutes, so the per-frame path needs no store most of the
+// time, and the entry's cache line stays shared between the cores forwarding to it.
+const refreshEvery = int64(time.Second)
+
+// member is what a segment forwards frames to: a port's attachment (an *Endpoint), or a
+// recording member in the segment's unit tests.
+type member interface {
+	// input takes a frame the segment forwards to the member. frame is only valid during the
+	// call. inline says the caller may process it to completion in its own goroutine.
+	input(frame []byte, inline bool)
+	// label names the member in FDB listings.
+	label() string
+}
+
+// port is a member's place on a segment: the identity its learned addresses point to.
+type port struct {
+	m member
+}
+
+// fdbEntry is one learned address. Its port and timestamp change in place (a station that
+// moves, a refresh), so only new addresses copy the table.
+type fdbEntry struct {
+	port atomic.Pointer[port]
+	seen atomic.Int64 // segment clock, ns
+}
+
+type fdbTable map[uint64]*fdbEntry
+
+// Segment is a wire segment: a learning L2 switch that the ports attached to it share, as if
+// their cables met in one switch. It learns source addresses per port, forwards unicast frames to
+// the port that has the destination address, floods broadcast, multicast and unknown unicast to
+// every other port, and never sends a frame back to the port it came from. Learned addresses age
+// out after the ageing time without traffic from them.
+//
+// The per-frame path takes no lock: the table and the member list are immutable snapshots
+// published through atomic pointers, and only learning a new address, attaching or detaching a
+// port (rare events) copy them under the segment's mutex. Ageing is lazy (an expired entry counts
+// as unknown, and is dropped when the table is next copied), so an idle segment runs no timer.
+type Segment struct {
+	name       string
+	epoch      time.Time
+	now        func() int64 // ns on the segment clock; replaced by tests
+	ageing     atomic.Int64 // ns; <= 0: never
+	maxEntries int
+
+	members atomic.Pointer[[]*port]
+	fdb     atomic.Pointer[fdbTable]
+	// fullUntil is the segment clock before which a full table cannot free an entry by ageing,
+	// so learning does not retry (and copy the table) for every frame from a new address.
+	fullUntil atomic.Int64
+
+	mu sync.Mutex // serialises the writers of members and fdb
+}
+
+// NewSegment returns an empty segment with the default ageing time and table size.
+func NewSegment(name string) *Segment {
+	s := &Segment{name: name, epoch: time.Now(), maxEntries: DefaultMaxEntries}
+	s.now = func() int64 { return int64(time.Since(s.epoch)) }
+	s.ageing.Store(int64(DefaultAgeingTime))
+	s.members.Store(&[]*port{})
+	s.fdb.Store(&fdbTable{})
+	return s
+}
+
+// Name returns the segment's name.
+func (s *Segment) Name() string { return s.name }
+
+// SetAgeingTime sets how long learned addresses last without traffic; d <= 0 disables ageing.
+func (s *Segment) SetAgeingTime(d time.Duration) {
+	s.ageing.Store(int64(d))
+	s.fullUntil.Store(0)
+}
+
+// AgeingTime returns the ageing time (<= 0: addresses never age).
+func (s *Segment) AgeingTime() time.Duration { return time.Duration(s.ageing.Load()) }
+
+// Ports returns the number of ports attached.
+func (s *Segment) Ports() int { return len(*s.members.Load()) }
+
+// join attaches a member and returns its port.
+func (s *Segment) join(m member) *port {
+	p := &port{m: m}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ms := append(slices.Clone(*s.members.Load()), p)
+	s.members.Store(&ms)
+	return p
+}
+
+// leave detaches a port and forgets the addresses learned on it (br_fdb_delete_by_port), so
+// frames to them are flooded to the remaining ports instead of vanishing.
+func (s *Segment) leave(p *port) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ms := slices.DeleteFunc(slices.Clone(*s.members.Load()), func(q *port) bool { return q == p })
+	s.members.Store(&ms)
+	old := *s.fdb.Load()
+	t := make(fdbTable, len(old))
+	for mac, e := range old {
+		if e.port.Load() != p {
+			t[mac] = e
+		}
+	}
+	s.fdb.Store(&t)
+	s.fullUntil.Store(0)
+}
+
+// mac48 packs a 6-byte address into an integer key.
+func mac48(b []byte) uint64 {
+	_ = b[5]
+	return uint64(b[0])<<40 | uint64(b[1])<<32 | uint64(b[2])<<24 | uint64(b[3])<<16 | uint64(b[4])<<8 | uint64(b[5])
+}
+
+// forward switches one frame that src sent: learn its source, then deliver it to the port that
+// has its destination, or flood it. Frames shorter than an Ethernet header are dropped.
+func (s *Segment) forward(src *port, frame []byte, inline bool) {
+	s.forwardAt(src, frame, inline, s.now())
+}
+
+// forwardAt is forward at time now on the segment clock: a caller forwarding a batch of frames
+// reads the clock once for all of them (ageing works in seconds; a clock read per frame would
+// cost more than the table lookups).
+func (s *Segment) forwardAt(src *port, frame []byte, inline bool, now int64) {
+	if len(frame) < 14 {
+		return
+	}
+	// br_handle_frame_finish: learn unicast, non-zero sources only.
+	if frame[6]&1 == 0 {
+		if sa := mac48(frame[6:12]); sa != 0 {
+			s.learn(src, sa, now)
+		}
+	}
+	if frame[0]&1 == 0 {
+		if e, ok := (*s.fdb.Load())[mac48(frame[0:6])]; ok && !s.expired(e, now) {
+			if dst := e.port.Load(); dst != src {
+				dst.m.input(frame, inline)
+			}
+			// Else the destination is behind the sending port: the bridge drops such a
+			// frame rather than reflect it.
+			return
+		}
+	}
+	for _, p := range *s.members.Load() {
+		if p != src {
+			p.m.input(frame, inline)
+		}
+	}
+}
+
+func (s *Segment) expired(e *fdbEntry, now int64) bool {
+	a := s.ageing.Load()
+	return a > 0 && now-e.seen.Load() > a
+}
+
+// learn records that address mac is behind port p.
+func (s *Segment) learn(p *port, mac uint64, now int64) {
+	if e, ok := (*s.fdb.Load())[mac]; ok {
+		if e.port.Load() != p {
+			// The station moved (or its entry expired and it reappeared elsewhere).
+			e.port.Store(p)
+			e.seen.Store(now)
+		} else if now-e.seen.Load() > refreshEvery {
+			e.seen.Store(now)
+		}
+		return
+	}
+	if now < s.fullUntil.Load() {
+		return // the table is full and nothing in it can have expired yet
+	}
+	s.learnNew(p, mac, now)
+}
+
+// learnNew adds an address: the table is copied with the new entry, dropping expired entries
+// when it is full. When nothing can be dropped the address is not learned (frames to it are
+// flooded) until the oldest entry can expire.
+func (s *Segment) learnNew(p *port, mac uint64, now int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.fdb.Load()
+	if _, ok := old[mac]; ok {
+		return // learned meanwhile by another goroutine
+	}
+	t := make(fdbTable, len(old)+1)
+	if len(old) >= s.maxEntries {
+		oldest := now
+		for k, e := range old {
+			if !s.expired(e, now) {
+				t[k] = e
+				oldest = min(oldest, e.seen.Load())
+			}
+		}
+		if len(t) >= s.maxEntries {
+			if a := s.ageing.Load(); a > 0 {
+				s.fullUntil.Store(oldest + a + 1)
+			} else {
+				s.fullUntil.Store(1<<63 - 1) // no ageing: full until a port leaves
+			}
+			return
+		}
+	} else {
+		for k, e := range old {
+			t[k] = e
+		}
+	}
+	e := &fdbEntry{}
+	e.port.Store(p)
+	e.seen.Store(now)
+	t[mac] = e
+	s.fdb.Store(&t)
+}
+
+// FDBEntry is one learned address, for display.
+type FDBEntry struct {
+	MAC  net.HardwareAddr
+	Port string        // the port's name
+	Age  time.Duration // since the address was last seen (to within a second)
+}
+
+// FDB returns the addresses currently learned (expired ones excluded), sorted by address.
+func (s *Segment) FDB() []FDBEntry {
+	now := s.now()
+	var out []FDBEntry
+	for mac, e := range *s.fdb.Load() {
+		if s.expired(e, now) {
+			continue
+		}
+		m := net.HardwareAddr{byte(mac >> 40), byte(mac >> 32), byte(mac >> 24), byte(mac >> 16), byte(mac >> 8), byte(mac)}
+		out = append(out, FDBEntry{MAC: m, Port: e.port.Load().m.label(), Age: time.Duration(now - e.seen.Load())})
+	}
+	slices.SortFunc(out, func(a, b FDBEntry) int { return slices.Compare(a.MAC, b.MAC) })
+	return out
+}
+
+// Segments is the daemon's set of named wire segments. Safe for concurrent use.
+type Segments struct {
+	mu sync.Mutex
+	m  map[string]*Segment
+}
+
+// NewSegments returns an empty set.
+func NewSegments() *Segments { return &Segments{m: map[string]*Segment{}} }
+
+// Get returns the segment with the given name, creating it on first use.
+func (ss *Segments) Get(name string) *Segment {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s, ok := ss.m[name]
+	if !ok {
+		s = NewSegment(name)
+		ss.m[name] = s
+	}
+	return s
+}
+
+// List returns the segments, sorted by name.
+func (ss *Segments) List() []*Segment {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	out := make([]*Segment, 0, len(ss.m))
+	for _, s := range ss.m {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *Segment) int {
+		switch {
+		case a.name < b.name:
+			return -1
+		case a.name > b.name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Prune forgets the segments no port is attached to. An endpoint attaches at Start, so Prune must
+// not run between Get and Start of a new port (the daemon calls both under its configuration
+// lock), or that port would end up on a segment no other port can find.
+func (ss *Segments) Prune() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for name, s := range ss.m {
+		if s.Ports() == 0 {
+			delete(ss.m, name)
+		}
+	}
+}
