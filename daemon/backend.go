@@ -1,0 +1,385 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/config"
+	"github.com/manad/manad/daemon/xdp"
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+// backend is the Daemon as the netlink server sees it (genl.Backend).
+type backend Daemon
+
+var _ genl.Backend = (*backend)(nil)
+
+func (b *backend) d() *Daemon { return (*Daemon)(b) }
+
+// Devices lists the ports in the caller's network namespace, by name.
+func (b *backend) Devices(ctx context.Context, c genl.Caller) ([]genl.Device, error) {
+	d := b.d()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []genl.Device
+	for _, p := range d.ports {
+		if p.ns == c.NetNS && p.isReady() {
+			out = append(out, p.device())
+		}
+	}
+	slices.SortFunc(out, func(a, b genl.Device) int { return int(a.Index) - int(b.Index) })
+	return out, nil
+}
+
+// DeviceByIndex finds a port by ifindex in the caller's namespace.
+func (b *backend) DeviceByIndex(ctx context.Context, c genl.Caller, ifindex uint32) (genl.Device, error) {
+	d := b.d()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.ports {
+		if p.ns == c.NetNS && p.index == ifindex && p.isReady() {
+			return p.device(), nil
+		}
+	}
+	return genl.Device{}, errNoDevice
+}
+
+// DeviceByName finds a port by name in the caller's namespace. A port still being set up is
+// waited for (up to Options.PortWait): a udev rule runs on the TAP's add event, before manad has
+// finished with the port.
+func (b *backend) DeviceByName(ctx context.Context, c genl.Caller, name string) (genl.Device, error) {
+	d := b.d()
+	d.mu.Lock()
+	p, ok := d.ports[name]
+	d.mu.Unlock()
+	if !ok || p.ns != c.NetNS {
+		return genl.Device{}, errNoDevice
+	}
+	if !p.isReady() {
+		t := time.NewTimer(d.opts.PortWait)
+		defer t.Stop()
+		select {
+		case <-p.ready:
+		case <-t.C:
+		case <-ctx.Done():
+			return genl.Device{}, ctx.Err()
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cur := d.ports[name]; cur != p || !p.isReady() {
+		return genl.Device{}, errNoDevice
+	}
+	return p.device(), nil
+}
+
+// withPort runs f on the port d names, under the configuration lock. ENODEV when it is gone.
+func (b *backend) withPort(dev genl.Device, f func(p *port) error) error {
+	d := b.d()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.ports[dev.Name]
+	if !ok || p.ns != dev.NetNS || !p.isReady() {
+		return errNoDevice
+	}
+	return f(p)
+}
+
+// change runs a reconfiguration of a port under the configuration lock, logs what was asked, by
+// whom, the outcome and its duration, and persists and announces the result.
+func (b *backend) change(c genl.Caller, dev genl.Device, op string, value any, f func(p *port) error) error {
+	d := b.d()
+	return b.withPort(dev, func(p *port) error {
+		start := time.Now()
+		err := f(p)
+		attrs := []any{"port", p.spec.Name, "op", op, "value", value, "uid", c.UID, "pid", c.PID,
+			"took", time.Since(start)}
+		if err != nil {
+			d.log.Warn("reconfigure", append(attrs, "result", "error", "err", err)...)
+		} else {
+			d.log.Info("reconfigure", append(attrs, "result", "ok")...)
+		}
+		d.recordSettings(p)
+		d.srv.NotifyPort("change", p.info())
+		return err
+	})
+}
+
+// StringSet returns ETH_SS_STATS and ETH_SS_PRIV_FLAGS (mana_get_strings); other sets are empty.
+func (b *backend) StringSet(ctx context.Context, c genl.Caller, dev genl.Device, set uint32) (names []string, err error) {
+	err = b.withPort(dev, func(p *port) error {
+		switch set {
+		case ethSSStats:
+			names = vnic.StatNames(p.vp.Settings().Queues)
+		case ethSSPrivFlags:
+			names = vnic.PrivFlagNames[:]
+		}
+		return nil
+	})
+	return names, err
+}
+
+// PrivFlags is mana_get_priv_flags.
+func (b *backend) PrivFlags(ctx context.Context, c genl.Caller, dev genl.Device) (names []string, flags uint32, err error) {
+	err = b.withPort(dev, func(p *port) error {
+		flags = p.vp.Settings().PrivFlags
+		return nil
+	})
+	return vnic.PrivFlagNames[:], flags, err
+}
+
+// SetPrivFlags is mana_set_priv_flags.
+func (b *backend) SetPrivFlags(ctx context.Context, c genl.Caller, dev genl.Device, flags uint32) error {
+	return b.change(c, dev, "priv-flags", config.PrivFlagNames(flags), func(p *port) error {
+		return p.vp.SetPrivFlags(flags)
+	})
+}
+
+// Rings is mana_get_ringparam.
+func (b *backend) Rings(ctx context.Context, c genl.Caller, dev genl.Device) (r genl.Rings, err error) {
+	err = b.withPort(dev, func(p *port) error {
+		r = rings(p.vp.Settings())
+		return nil
+	})
+	return r, err
+}
+
+// SetRings is mana_set_ringparam.
+func (b *backend) SetRings(ctx context.Context, c genl.Caller, dev genl.Device, r genl.Rings) error {
+	return b.change(c, dev, "rings", map[string]uint32{"rx": r.Rx, "tx": r.Tx}, func(p *port) error {
+		return p.vp.SetRings(int(r.Rx), int(r.Tx))
+	})
+}
+
+// Channels is mana_get_channels.
+func (b *backend) Channels(ctx context.Context, c genl.Caller, dev genl.Device) (ch genl.Channels, err error) {
+	err = b.withPort(dev, func(p *port) error {
+		ch = channels(p.vp.Settings(), p.vp.Config().MaxQueues)
+		return nil
+	})
+	return ch, err
+}
+
+// SetChannels is mana_set_channels; the TAP gains or loses queues with the port.
+func (b *backend) SetChannels(ctx context.Context, c genl.Caller, dev genl.Device, ch genl.Channels) error {
+	n := int(ch.Combined)
+	return b.change(c, dev, "channels", n, func(p *port) error {
+		return p.ep.SetChannels(n, func() error { return p.vp.SetChannels(n) })
+	})
+}
+
+// Ports lists every port in the caller's namespace with its full state.
+func (b *backend) Ports(ctx context.Context, c genl.Caller) ([]genl.PortInfo, error) {
+	d := b.d()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []genl.PortInfo
+	for _, p := range d.ports {
+		if p.ns == c.NetNS && p.isReady() {
+			out = append(out, p.info())
+		}
+	}
+	slices.SortFunc(out, func(a, b genl.PortInfo) int { return int(a.Device.Index) - int(b.Device.Index) })
+	return out, nil
+}
+
+// Port returns one port's full state.
+func (b *backend) Port(ctx context.Context, c genl.Caller, dev genl.Device) (info genl.PortInfo, err error) {
+	err = b.withPort(dev, func(p *port) error {
+		info = p.info()
+		return nil
+	})
+	return info, err
+}
+
+// portSpec turns a port request into a spec, defaults filled in.
+func portSpec(s genl.PortSpec) config.PortSpec {
+	spec := config.DefaultPortSpec(s.Name)
+	if len(s.MAC) != 0 {
+		spec.MAC = s.MAC
+	}
+	set := func(dst *int, v uint32) {
+		if v != 0 {
+			*dst = int(v)
+		}
+	}
+	set(&spec.MTU, s.MTU)
+	set(&spec.MaxMTU, s.MaxMTU)
+	set(&spec.PageSize, s.PageSize)
+	set(&spec.Queues, s.Queues)
+	set(&spec.MaxQueues, s.MaxQueues)
+	set(&spec.RxRing, s.RxRing)
+	set(&spec.TxRing, s.TxRing)
+	if s.Segment != "" {
+		spec.Segment = s.Segment
+	}
+	spec.NetNS = s.NetNS
+	if s.MemoryBudget != 0 {
+		spec.MemoryBudget = int64(s.MemoryBudget)
+	}
+	spec.Persistent = s.Persistent
+	spec.PrivFlags = s.PrivFlags
+	return spec
+}
+
+// CreatePort creates a port at runtime; the state file remembers it.
+func (b *backend) CreatePort(ctx context.Context, c genl.Caller, s genl.PortSpec) (genl.PortInfo, error) {
+	d := b.d()
+	spec := portSpec(s)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	start := time.Now()
+	p, err := d.createPort(spec, true, true)
+	attrs := []any{"port", spec.Name, "op", "port-add", "uid", c.UID, "pid", c.PID, "took", time.Since(start)}
+	if err != nil {
+		d.log.Warn("reconfigure", append(attrs, "result", "error", "err", err)...)
+		return genl.PortInfo{}, err
+	}
+	d.log.Info("reconfigure", append(attrs, "result", "ok")...)
+	d.recordSettings(p)
+	return p.info(), nil
+}
+
+// DeletePort removes a port and its TAP, even a persistent one.
+func (b *backend) DeletePort(ctx context.Context, c genl.Caller, dev genl.Device) error {
+	d := b.d()
+	return b.withPort(dev, func(p *port) error {
+		d.removePort(p)
+		d.log.Info("reconfigure", "port", p.spec.Name, "op", "port-del", "uid", c.UID, "pid", c.PID, "result", "ok")
+		return nil
+	})
+}
+
+// SetMTU changes the MTU through the port's reconfiguration, then sets it on the TAP.
+func (b *backend) SetMTU(ctx context.Context, c genl.Caller, dev genl.Device, mtu uint32) error {
+	return b.change(c, dev, "mtu", mtu, func(p *port) error {
+		if err := p.vp.SetMTU(int(mtu)); err != nil {
+			return err
+		}
+		if err := p.dev.SetMTU(int(mtu)); err != nil {
+			// The port runs at the new MTU; the TAP refusing it is reported, and the link
+			// watcher brings the port back in line with the TAP.
+			return extack.Wrap(err, unix.EIO, "the port took MTU %d but its TAP did not", mtu)
+		}
+		return nil
+	})
+}
+
+// AttachXDP attaches a built-in program or loads an eBPF object and attaches it.
+func (b *backend) AttachXDP(ctx context.Context, c genl.Caller, dev genl.Device, prog genl.XDPProgram) error {
+	var value any = prog.Builtin
+	if prog.Builtin == "" {
+		value = slog.GroupValue(slog.Int("object_bytes", len(prog.Object)), slog.String("section", prog.Section))
+	}
+	return b.change(c, dev, "xdp-attach", value, func(p *port) error {
+		var vp vnic.XDPProgram
+		var loaded *xdp.Program
+		switch {
+		case prog.Builtin != "" && len(prog.Object) != 0:
+			return extack.New(unix.EINVAL, "give either a built-in program or an eBPF object, not both")
+		case prog.Builtin != "":
+			bi := vnic.BuiltinXDPByName(prog.Builtin)
+			if bi == nil {
+				return extack.New(unix.EINVAL, "unknown built-in XDP program %q (want pass, drop, tx or aborted)", prog.Builtin)
+			}
+			vp = bi
+		case len(prog.Object) != 0:
+			var err error
+			if loaded, err = xdp.Load(prog.Object, prog.Section, prog.Name); err != nil {
+				return err
+			}
+			vp = loaded
+		default:
+			return extack.New(unix.EINVAL, "no XDP program given")
+		}
+		if err := p.vp.SetXDP(vp); err != nil {
+			if loaded != nil {
+				loaded.Close()
+			}
+			return err
+		}
+		if p.ebpf != nil && p.ebpf != loaded {
+			p.ebpf.Close()
+		}
+		p.ebpf = loaded
+		return nil
+	})
+}
+
+// DetachXDP detaches the port's program.
+func (b *backend) DetachXDP(ctx context.Context, c genl.Caller, dev genl.Device) error {
+	return b.change(c, dev, "xdp-detach", "", func(p *port) error {
+		if err := p.vp.SetXDP(nil); err != nil {
+			return err
+		}
+		if p.ebpf != nil {
+			p.ebpf.Close()
+			p.ebpf = nil
+		}
+		return nil
+	})
+}
+
+// Stats returns ETH_SS_STATS names and values in the driver's order (mana_get_ethtool_stats).
+func (b *backend) Stats(ctx context.Context, c genl.Caller, dev genl.Device) (out []genl.Stat, err error) {
+	err = b.withPort(dev, func(p *port) error {
+		names := vnic.StatNames(p.vp.Settings().Queues)
+		vals := p.vp.Stats()
+		out = make([]genl.Stat, len(names))
+		for i := range names {
+			out[i] = genl.Stat{Name: names[i], Value: vals[i]}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PlanLayout computes RX buffer layouts for hypothetical parameters under the requested rules
+// (all three, newest first, when none is named).
+func (b *backend) PlanLayout(ctx context.Context, c genl.Caller, r genl.LayoutRequest) ([]genl.RxBufLayout, error) {
+	rules := rxbuf.Rules[:]
+	if len(r.Rules) > 0 {
+		rules = nil
+		for _, name := range r.Rules {
+			rule, err := rxbuf.ParseRule(name)
+			if err != nil {
+				return nil, err
+			}
+			rules = append(rules, rule)
+		}
+	}
+	out := make([]genl.RxBufLayout, 0, len(rules))
+	for _, rule := range rules {
+		l, err := rxbuf.Compute(rxbuf.Params{
+			Rule: rule, PageSize: int(r.PageSize), MTU: int(r.MTU), XDP: r.XDP, FullPageRx: r.FullPageRx,
+			RingSize: int(r.RingSize), Queues: int(r.Queues),
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, wireLayout(l))
+	}
+	return out, nil
+}
+
+// SetFault arms or clears fault injection on a port.
+func (b *backend) SetFault(ctx context.Context, c genl.Caller, dev genl.Device, f genl.Fault) error {
+	point, err := vnic.ParseFaultPoint(f.Point)
+	if err != nil {
+		return err
+	}
+	mode, err := vnic.ParseFaultMode(f.Mode)
+	if err != nil {
+		return err
+	}
+	return b.change(c, dev, "fault", f, func(p *port) error {
+		return p.vp.SetFault(vnic.Fault{Point: point, Mode: mode, Count: int(f.Count), Errno: unix.Errno(f.Errno)})
+	})
+}

@@ -1,0 +1,74 @@
+package daemon
+
+import (
+	"github.com/manad/manad/daemon/config"
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+// Ethernet string-set ids (ETH_SS_*) the port answers.
+const (
+	ethSSStats     = 1
+	ethSSPrivFlags = 2
+)
+
+// wireLayout converts a vnic layout to its wire form.
+func wireLayout(l rxbuf.Layout) genl.RxBufLayout {
+	return genl.RxBufLayout{
+		Rule: l.Rule.String(), PageSize: uint32(l.PageSize), MTU: uint32(l.MTU), XDP: l.XDP,
+		FullPageRx: l.FullPageRx, DataSize: uint32(l.DataSize), AllocSize: uint32(l.AllocSize),
+		Headroom: uint32(l.Headroom), BufSize: uint32(l.BufSize), FragCount: uint32(l.FragCount),
+		Order: uint32(l.Order), PoolSize: uint32(l.PoolSize), Single: l.Single, Reason: l.Reason,
+		RingSize: uint32(l.RingSize), Queues: uint32(l.Queues), PagesPerQueue: uint32(l.PagesPerQueue),
+		BytesPerQueue: uint64(l.BytesPerQueue), BytesTotal: uint64(l.BytesTotal),
+	}
+}
+
+// rings is mana_get_ringparam.
+func rings(s vnic.Settings) genl.Rings {
+	return genl.Rings{RxMax: vnic.MaxRxRing, TxMax: vnic.MaxTxRing, Rx: uint32(s.RxRing), Tx: uint32(s.TxRing)}
+}
+
+// channels is mana_get_channels: combined channels only.
+func channels(s vnic.Settings, maxQueues int) genl.Channels {
+	return genl.Channels{CombinedMax: uint32(maxQueues), Combined: uint32(s.Queues)}
+}
+
+// xdpName is how a port's program shows in its state.
+func xdpName(p vnic.XDPProgram) string {
+	if p == nil {
+		return ""
+	}
+	return p.Name()
+}
+
+// wireFaults converts the armed faults.
+func wireFaults(fs []vnic.Fault) []genl.Fault {
+	out := make([]genl.Fault, len(fs))
+	for i, f := range fs {
+		out[i] = genl.Fault{Point: f.Point.String(), Mode: f.Mode.String(), Count: uint32(f.Count), Errno: uint32(f.Errno)}
+	}
+	return out
+}
+
+// info builds a port's full state. Caller holds the configuration lock.
+func (p *port) info() genl.PortInfo {
+	st := p.vp.State()
+	s := st.Settings
+	return genl.PortInfo{
+		Device:    p.device(),
+		NetNSName: p.spec.NetNS, Segment: p.spec.Segment, MAC: p.spec.MAC,
+		AdminUp: st.AdminUp, Running: st.Running, Detached: st.Detached, ResetPending: st.ResetPending,
+		Persistent: p.spec.Persistent,
+		MTU:        uint32(s.MTU), MinMTU: uint32(st.MinMTU), MaxMTU: uint32(st.MaxMTU),
+		PageSize: uint32(st.PageSize), Queues: uint32(s.Queues), MaxQueues: uint32(st.MaxQueues),
+		RxRing: uint32(s.RxRing), TxRing: uint32(s.TxRing), PrivFlags: s.PrivFlags,
+		PrivFlagNames: config.PrivFlagNames(s.PrivFlags), XDP: xdpName(s.XDP),
+		Layout:      wireLayout(st.Layout),
+		PagesPinned: uint64(st.PagesPinned), BytesPinned: uint64(st.BytesPinned),
+		BuffersInFlight: uint64(st.BuffersInFlight), MemoryInUse: uint64(st.MemoryInUse),
+		MemoryPeak: uint64(st.MemoryPeak), MemoryBudget: uint64(st.MemoryBudget),
+		Faults: wireFaults(st.Faults),
+	}
+}

@@ -1,0 +1,202 @@
+// Package daemon is manad: it owns the software MANA ports — each a vnic.Port on a real TAP device,
+// plugged into a wire segment — and serves them over the genl netlink families.
+//
+// The daemon adapts the layers to each other (design.md §2): it keeps the port registry, the
+// configuration lock every reconfiguration runs under (the analogue of rtnl), the link watchers
+// that follow `ip link set … up|down|mtu`, persistence of runtime changes, and the genl.Backend
+// the netlink server calls. It resolves devices in the caller's network namespace, as the kernel
+// does.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/config"
+	"github.com/manad/manad/daemon/datapath"
+	"github.com/manad/manad/genl"
+)
+
+// Options configure a Daemon.
+type Options struct {
+	// Config is the configuration (config.Default() for the embedded one). Its Daemon table
+	// gives the socket, state directory and admin group.
+	Config *config.Config
+	// Listener, when set, is a socket systemd passed in (socket activation); otherwise the
+	// daemon listens on Config.Daemon.Socket.
+	Listener *net.UnixListener
+	// Logger receives the daemon's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Ready, when set, is called once the daemon serves requests (sd_notify READY=1).
+	Ready func()
+	// PortWait bounds how long a request naming a port that is still being set up waits for it
+	// (a udev rule may run before the port is ready); 0 means 5s.
+	PortWait time.Duration
+	// ShutdownWait bounds how long shutdown waits for RX buffers still in flight; 0 means 5s.
+	ShutdownWait time.Duration
+}
+
+// Daemon is a running manad.
+type Daemon struct {
+	opts Options
+	cfg  *config.Config
+	log  *slog.Logger
+
+	// mu is the configuration lock: every port reconfiguration, and every read of
+	// configuration that must be consistent, runs under it (rtnl).
+	mu       sync.Mutex
+	ports    map[string]*port // by name
+	segments *datapath.Segments
+	state    *config.State
+	srv      *genl.Server
+	closing  bool
+
+	bg sync.WaitGroup // link watchers
+}
+
+// New prepares a daemon; Run starts it. Errors: EINVAL for an invalid configuration.
+func New(opts Options) (*Daemon, error) {
+	if opts.Config == nil {
+		opts.Config = config.Default()
+	}
+	if err := opts.Config.Daemon.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.PortWait <= 0 {
+		opts.PortWait = 5 * time.Second
+	}
+	if opts.ShutdownWait <= 0 {
+		opts.ShutdownWait = 5 * time.Second
+	}
+	d := &Daemon{
+		opts: opts, cfg: opts.Config, log: opts.Logger,
+		ports: map[string]*port{}, segments: datapath.NewSegments(),
+	}
+	srv, err := genl.NewServer(genl.ServerConfig{
+		Backend: (*backend)(d), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,
+		MaxMessage: maxRequest,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.srv = srv
+	return d, nil
+}
+
+// Run creates the configured ports (with the settings the state file remembers), serves the
+// netlink families until ctx ends, then shuts down: the server stops, every port's queues stop
+// and its buffers return (checked and logged), non-persistent TAPs are removed. A port that cannot
+// be created is logged and skipped; failing to listen is an error.
+func (d *Daemon) Run(ctx context.Context) error {
+	st, err := config.LoadState(d.cfg.Daemon.StateDir)
+	if err != nil {
+		// A corrupt state file must not keep the ports down: start from the configuration.
+		d.log.Error("state file unusable, starting from the configuration", "err", err)
+		st = config.NewState()
+	}
+	d.state = st
+	ports, notes := config.Merge(d.cfg, st)
+	for _, n := range notes {
+		d.log.Warn(n.Error())
+	}
+
+	l := d.opts.Listener
+	if l == nil {
+		if l, err = genl.Listen(d.cfg.Daemon.Socket, d.cfg.Daemon.SocketMode, -1); err != nil {
+			return fmt.Errorf("listen on %s: %w", d.cfg.Daemon.Socket, err)
+		}
+		defer os.Remove(d.cfg.Daemon.Socket)
+	}
+	serveCtx, stopServe := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.srv.Serve(serveCtx, l) }()
+
+	d.mu.Lock()
+	for _, p := range ports {
+		if _, err := d.createPort(p.Spec, p.AdminUp, p.Runtime); err != nil {
+			d.log.Error("port not created", "port", p.Spec.Name, "err", err)
+		}
+	}
+	d.saveState()
+	d.mu.Unlock()
+
+	d.log.Info("manad ready", "socket", l.Addr().String(), "ports", len(ports))
+	if d.opts.Ready != nil {
+		d.opts.Ready()
+	}
+
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+		d.log.Error("netlink server stopped", "err", err)
+	}
+	stopServe()
+	if err == nil {
+		err = <-served
+		if errors.Is(err, context.Canceled) || errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+	}
+	d.shutdown()
+	return err
+}
+
+// shutdown stops every port: queues stop, buffers come back (zero in flight, checked and logged),
+// non-persistent TAPs are removed.
+func (d *Daemon) shutdown() {
+	d.mu.Lock()
+	d.closing = true
+	names := make([]string, 0, len(d.ports))
+	for n := range d.ports {
+		names = append(names, n)
+	}
+	d.mu.Unlock()
+	for _, n := range names {
+		d.mu.Lock()
+		p := d.ports[n]
+		d.mu.Unlock()
+		if p != nil {
+			d.stopPort(p)
+		}
+	}
+	d.bg.Wait()
+	d.log.Info("manad stopped")
+}
+
+// saveState writes the state file; a failure is logged (the change itself stands). Caller holds
+// the configuration lock.
+func (d *Daemon) saveState() {
+	if err := d.state.Save(d.cfg.Daemon.StateDir); err != nil {
+		d.log.Error("saving state failed", "dir", d.cfg.Daemon.StateDir, "err", err)
+	}
+}
+
+// recordSettings remembers a port's runtime settings. Caller holds the configuration lock.
+func (d *Daemon) recordSettings(p *port) {
+	s := p.vp.Settings()
+	ps := config.NewPortSettings(s, p.vp.State().AdminUp)
+	if p.runtime {
+		d.state.RecordCreated(p.spec, ps)
+	} else {
+		d.state.RecordSettings(p.spec.Name, ps)
+	}
+	d.saveState()
+}
+
+// maxRequest is the largest request datagram manad accepts: room for an eBPF object in an
+// XDP_ATTACH (a client's socket send buffer allows about 200 KiB by default).
+const maxRequest = 256 << 10
+
+// errNoDevice is the ENODEV a lookup returns; the server adds the kernel's extack.
+var errNoDevice = unix.ENODEV
