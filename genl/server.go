@@ -450,12 +450,14 @@ func peerCaller(uc *net.UnixConn, adminGroup int) (Caller, error) {
 	}
 	var cred *unix.Ucred
 	var groups []uint32
-	var credErr, groupsErr error
+	var credErr, groupsErr, nsErr error
+	var ns NetNS
 	if err := rc.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 		if credErr == nil {
 			groups, groupsErr = peerGroups(int(fd))
 		}
+		ns, nsErr = socketNetNS(int(fd))
 	}); err != nil {
 		return Caller{}, err
 	}
@@ -471,13 +473,36 @@ func peerCaller(uc *net.UnixConn, adminGroup int) (Caller, error) {
 	c := Caller{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}
 	c.Admin = cred.Uid == 0 || (adminGroup >= 0 &&
 		(cred.Gid == uint32(adminGroup) || slices.Contains(groups, uint32(adminGroup))))
-	if cred.Pid > 0 {
+	switch {
+	case nsErr == nil:
+		c.NetNS = ns
+	case cred.Pid > 0:
+		// SIOCGSKNS needs CAP_NET_ADMIN over the namespace; without it fall back to the
+		// namespace of the peer process's main thread.
 		var st unix.Stat_t
 		if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", cred.Pid), &st); err == nil {
 			c.NetNS = NetNS{Dev: uint64(st.Dev), Ino: st.Ino}
 		}
 	}
 	return c, nil
+}
+
+// socketNetNS returns the network namespace of the accepted socket fd. unix_stream_connect
+// creates the server end of a connection in the namespace of the connecting socket, so this is
+// the namespace the client's socket was created in — what the kernel scopes an ethtool request
+// by (sock_net of the netlink socket) — even when the client is a thread that entered another
+// namespace than its process's (SIOCGSKNS, Linux 4.9+).
+func socketNetNS(fd int) (NetNS, error) {
+	nsfd, err := unix.IoctlRetInt(fd, unix.SIOCGSKNS)
+	if err != nil {
+		return NetNS{}, err
+	}
+	defer unix.Close(nsfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(nsfd, &st); err != nil {
+		return NetNS{}, err
+	}
+	return NetNS{Dev: uint64(st.Dev), Ino: st.Ino}, nil
 }
 
 // peerGroups reads SO_PEERGROUPS: the supplementary groups of the task that
