@@ -1,0 +1,292 @@
+// Package harness runs the real manad and manactl binaries for integration tests: it builds them
+// once per test binary, starts manad with a generated configuration (its own socket, state
+// directory and network namespaces, named uniquely per test), and offers the namespace plumbing
+// the tests need (clients, sockets and commands inside a namespace).
+//
+// Every function that needs root calls testenv.RequireRoot, so a developer without root sees a
+// skip and CI (CI=true) a failure.
+package harness
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/tests/testenv"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// moduleRoot finds the directory of go.mod above this source file.
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
+}
+
+// Binaries builds cmd/manad and cmd/manactl once per test binary and returns their paths.
+func Binaries(t testing.TB) (manad, manactl string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "manad-bin-")
+		if buildErr != nil {
+			return
+		}
+		for _, c := range []string{"manad", "manactl"} {
+			if _, err := os.Stat(filepath.Join(moduleRoot(), "cmd", c)); err != nil {
+				continue
+			}
+			cmd := exec.Command("go", "build", "-race", "-o", filepath.Join(buildDir, c), "./cmd/"+c)
+			cmd.Dir = moduleRoot()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build ./cmd/%s: %v\n%s", c, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(buildDir, "manad"), filepath.Join(buildDir, "manactl")
+}
+
+// Cleanup removes the built binaries; call it from TestMain after m.Run.
+func Cleanup() {
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+}
+
+// Name returns a name unique to this test process, short enough for an interface (≤ 15 bytes):
+// prefix + the PID's last digits + suffix.
+func Name(prefix, suffix string) string {
+	n := fmt.Sprintf("%s%d%s", prefix, os.Getpid()%100000, suffix)
+	if len(n) > 15 {
+		n = n[len(n)-15:]
+	}
+	return n
+}
+
+// Daemon is a manad process started by a test.
+type Daemon struct {
+	t       testing.TB
+	Bin     string
+	Dir     string // holds the config, socket, state directory and log
+	Config  string // path of the configuration file
+	Socket  string
+	LogPath string
+
+	cmd  *exec.Cmd
+	done chan error
+	log  *os.File
+	nss  []string
+}
+
+// Start writes cfg (the [[port]] tables, and any extra [daemon] keys) into a configuration with
+// its own socket and state directory under dir (t.TempDir() when ""), starts manad and waits
+// until it answers on its socket. netnss lists the namespaces the configuration names: they are
+// deleted, with any persistent TAP in them, when the test ends. At the end of the test manad gets
+// SIGTERM and must exit 0.
+func Start(t testing.TB, dir, daemonExtra, ports string, netnss ...string) *Daemon {
+	t.Helper()
+	testenv.RequireRoot(t)
+	bin, _ := Binaries(t)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	d := &Daemon{t: t, Bin: bin, Dir: dir, Socket: filepath.Join(dir, "manad.sock"),
+		Config: filepath.Join(dir, "manad.toml"), LogPath: filepath.Join(dir, "manad.log"), nss: netnss}
+	cfg := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\nlog_level = \"debug\"\n%s\n%s",
+		d.Socket, filepath.Join(dir, "state"), daemonExtra, ports)
+	if err := os.WriteFile(d.Config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d.Stop()
+		for _, ns := range d.nss {
+			exec.Command("ip", "netns", "del", ns).Run()
+		}
+	})
+	d.start()
+	return d
+}
+
+func (d *Daemon) start() {
+	d.t.Helper()
+	var err error
+	if d.log, err = os.OpenFile(d.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		d.t.Fatal(err)
+	}
+	d.cmd = exec.Command(d.Bin, "--config", d.Config)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	d.done = make(chan error, 1)
+	go func(cmd *exec.Cmd, done chan error) { done <- cmd.Wait() }(d.cmd, d.done)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := client.Dial(d.Socket); err == nil {
+			_, perr := c.Ports(context.Background())
+			c.Close()
+			if perr == nil && strings.Contains(d.Log(), "manad ready") {
+				return
+			}
+		}
+		select {
+		case err := <-d.done:
+			d.t.Fatalf("manad exited during startup: %v\n%s", err, d.Log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("manad did not become ready\n%s", d.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Log returns what manad logged so far.
+func (d *Daemon) Log() string {
+	b, _ := os.ReadFile(d.LogPath)
+	return string(b)
+}
+
+// Stop sends SIGTERM and waits for manad; it fails the test unless manad exits 0 and reported
+// every RX buffer back.
+func (d *Daemon) Stop() {
+	d.t.Helper()
+	if d.cmd == nil {
+		return
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		if err != nil {
+			d.t.Errorf("manad exited with %v\n%s", err, d.Log())
+		}
+	case <-time.After(30 * time.Second):
+		d.cmd.Process.Kill()
+		<-d.done
+		d.t.Errorf("manad did not stop on SIGTERM\n%s", d.Log())
+	}
+	d.cmd = nil
+	d.log.Close()
+	if strings.Contains(d.Log(), "still in flight") {
+		d.t.Errorf("manad stopped with RX buffers in flight\n%s", d.Log())
+	}
+}
+
+// Kill9 kills manad with SIGKILL, as a crash would.
+func (d *Daemon) Kill9() {
+	d.t.Helper()
+	d.cmd.Process.Kill()
+	<-d.done
+	d.cmd = nil
+	d.log.Close()
+}
+
+// Restart starts manad again with the same configuration and state directory.
+func (d *Daemon) Restart() {
+	d.t.Helper()
+	d.start()
+}
+
+// Client dials manad from inside network namespace ns ("" = the test's own) and closes the client
+// at the end of the test.
+func (d *Daemon) Client(ns string) *client.Client {
+	d.t.Helper()
+	var c *client.Client
+	err := InNetNS(ns, func() error {
+		var err error
+		c, err = client.Dial(d.Socket)
+		return err
+	})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// InNetNS runs f on an OS thread that has entered network namespace ns (a name under
+// /run/netns; "" runs f as is). Sockets f creates stay in ns after it returns. The thread is
+// thrown away afterwards, so no other goroutine ever runs in ns by accident.
+func InNetNS(ns string, f func() error) error {
+	if ns == "" {
+		return f()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			errc <- fmt.Errorf("netns %s: %w", ns, err)
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
+
+// Run runs a command (inside ns when ns is not "") and returns its combined output; it fails the
+// test when the command fails.
+func Run(t testing.TB, ns string, args ...string) string {
+	t.Helper()
+	out, err := RunErr(ns, args...)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// RunErr is Run returning the error instead of failing.
+func RunErr(ns string, args ...string) (string, error) {
+	if ns != "" {
+		args = append([]string{"ip", "netns", "exec", ns}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// Eventually polls cond every 10ms until it is true or 10 seconds pass.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ErrnoOf is errors.As for a syscall.Errno, for messages in test failures.
+func ErrnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	errors.As(err, &e)
+	return e
+}

@@ -1,0 +1,144 @@
+package harness
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"time"
+)
+
+// Listen opens a listener on addr ("tcp", "10.0.0.2:5201") inside namespace ns.
+func Listen(ns, network, addr string) (net.Listener, error) {
+	var l net.Listener
+	err := InNetNS(ns, func() (err error) {
+		l, err = net.Listen(network, addr)
+		return err
+	})
+	return l, err
+}
+
+// ListenPacket opens a UDP socket on addr inside namespace ns.
+func ListenPacket(ns, addr string) (net.PacketConn, error) {
+	var c net.PacketConn
+	err := InNetNS(ns, func() (err error) {
+		c, err = net.ListenPacket("udp", addr)
+		return err
+	})
+	return c, err
+}
+
+// Dial connects from inside namespace ns.
+func Dial(ns, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := InNetNS(ns, func() (err error) {
+		c, err = net.DialTimeout(network, addr, 5*time.Second)
+		return err
+	})
+	return c, err
+}
+
+// Transfer is one TCP stream: the sender writes pseudo-random bytes until Stop (or Size bytes),
+// the receiver hashes what arrives. Sum compares the two digests.
+type Transfer struct {
+	Sent, Received       int64
+	SentSum, ReceivedSum [32]byte
+	Err                  error
+	stop                 chan struct{}
+	done                 chan struct{}
+}
+
+// StartTransfer starts a TCP stream from namespace src to addr (listening in dst); size 0 means
+// "until Stop".
+func StartTransfer(src, dst, addr string, size int64, seed uint64) (*Transfer, error) {
+	l, err := Listen(dst, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	tr := &Transfer{stop: make(chan struct{}), done: make(chan struct{})}
+	recvDone := make(chan struct{})
+	go func() {
+		defer close(recvDone)
+		defer l.Close()
+		c, err := l.Accept()
+		if err != nil {
+			tr.Err = err
+			return
+		}
+		defer c.Close()
+		h := sha256.New()
+		n, err := io.Copy(h, c)
+		tr.Received = n
+		copy(tr.ReceivedSum[:], h.Sum(nil))
+		if err != nil && tr.Err == nil {
+			tr.Err = fmt.Errorf("receive: %w", err)
+		}
+	}()
+	c, err := Dial(src, "tcp", addr)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	go func() {
+		defer close(tr.done)
+		defer func() { <-recvDone }()
+		defer c.Close()
+		rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+		buf := make([]byte, 64<<10)
+		h := sha256.New()
+		for size == 0 || tr.Sent < size {
+			select {
+			case <-tr.stop:
+				copy(tr.SentSum[:], h.Sum(nil))
+				return
+			default:
+			}
+			for i := range buf {
+				buf[i] = byte(rng.Uint32())
+			}
+			chunk := buf
+			if size > 0 && int64(len(chunk)) > size-tr.Sent {
+				chunk = chunk[:size-tr.Sent]
+			}
+			c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := c.Write(chunk); err != nil {
+				tr.Err = fmt.Errorf("send: %w", err)
+				return
+			}
+			h.Write(chunk)
+			tr.Sent += int64(len(chunk))
+		}
+		copy(tr.SentSum[:], h.Sum(nil))
+	}()
+	return tr, nil
+}
+
+// Stop ends an open-ended transfer and waits for both sides.
+func (tr *Transfer) Stop() {
+	close(tr.stop)
+	<-tr.done
+}
+
+// Wait waits for a sized transfer to finish.
+func (tr *Transfer) Wait(timeout time.Duration) error {
+	select {
+	case <-tr.done:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("transfer not done after %v (%d bytes sent)", timeout, tr.Sent)
+	}
+}
+
+// Check reports a transfer that failed or arrived different from what was sent.
+func (tr *Transfer) Check() error {
+	switch {
+	case tr.Err != nil:
+		return tr.Err
+	case tr.Sent == 0:
+		return fmt.Errorf("nothing was sent")
+	case tr.Sent != tr.Received || tr.SentSum != tr.ReceivedSum:
+		return fmt.Errorf("sent %d bytes (sha256 %x), received %d (sha256 %x)", tr.Sent, tr.SentSum[:6], tr.Received, tr.ReceivedSum[:6])
+	}
+	return nil
+}
