@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"strings"
@@ -359,6 +360,23 @@ func TestToeplitzVectors(t *testing.T) {
 		in = append(in, byte(v.sport>>8), byte(v.sport), byte(v.dport>>8), byte(v.dport))
 		if h := Toeplitz(&DefaultRSSKey, in); h != v.withPort {
 			t.Errorf("%s:%d→%s:%d: %#x, want %#x", v.src, v.sport, v.dst, v.dport, h, v.withPort)
+		}
+	}
+}
+
+// TestToeplitzTable checks the lookup-table hash the data path uses against the bit-serial
+// definition.
+func TestToeplitzTable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := 0; n <= maxHashInput; n++ {
+		for range 50 {
+			in := make([]byte, n)
+			for i := range in {
+				in[i] = byte(rng.Uint32())
+			}
+			if got, want := defaultToeplitz.sum(in), Toeplitz(&DefaultRSSKey, in); got != want {
+				t.Fatalf("%x: table %#x, bitwise %#x", in, got, want)
+			}
 		}
 	}
 }

@@ -22,16 +22,53 @@ var DefaultRSSKey = [RSSKeySize]byte{
 // rssTable is the steering state of a running port: mana_rss_table_init resets it to the default
 // round-robin spread over the queues on every attach.
 type rssTable struct {
-	key   [RSSKeySize]byte
+	hash  *toeplitzTable
 	indir [RSSIndirSize]uint8
 }
 
 func newRSSTable(queues int) *rssTable {
-	t := &rssTable{key: DefaultRSSKey}
+	t := &rssTable{hash: defaultToeplitz}
 	for i := range t.indir {
 		t.indir[i] = uint8(i % queues) // ethtool_rxfh_indir_default
 	}
 	return t
+}
+
+// maxHashInput is the longest RSS hash input: IPv6 source and destination plus two ports.
+const maxHashInput = 36
+
+// toeplitzTable holds, for every input byte position and value, that byte's contribution to the
+// Toeplitz hash under one key, so hashing costs one lookup per byte instead of eight shifts.
+type toeplitzTable [maxHashInput][256]uint32
+
+// defaultToeplitz is the table of DefaultRSSKey, computed once and never written again.
+var defaultToeplitz = newToeplitzTable(&DefaultRSSKey)
+
+func newToeplitzTable(key *[RSSKeySize]byte) *toeplitzTable {
+	t := new(toeplitzTable)
+	for i := range t {
+		for bit := 0; bit < 8; bit++ {
+			// The 32-bit key window that input bit (i, bit) selects.
+			var in [maxHashInput]byte
+			in[i] = 0x80 >> bit
+			w := Toeplitz(key, in[:i+1])
+			for v := 0; v < 256; v++ {
+				if v&(0x80>>bit) != 0 {
+					t[i][v] ^= w
+				}
+			}
+		}
+	}
+	return t
+}
+
+// sum is Toeplitz(key, data) by table lookups; len(data) ≤ maxHashInput.
+func (t *toeplitzTable) sum(data []byte) uint32 {
+	var h uint32
+	for i, b := range data {
+		h ^= t[i][b]
+	}
+	return h
 }
 
 // Toeplitz computes the Toeplitz hash of data with key, as the NIC does for RSS. len(data) must be
@@ -109,5 +146,5 @@ func (t *rssTable) steer(frame []byte) int {
 	if in == nil {
 		return 0
 	}
-	return int(t.indir[Toeplitz(&t.key, in)%RSSIndirSize])
+	return int(t.indir[t.hash.sum(in)%RSSIndirSize])
 }
