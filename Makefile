@@ -38,8 +38,8 @@ fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
 
-bench: ## run every benchmark and print the figures with their baselines and targets
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+bench: ## run every benchmark and bench/ script; print one table: figure, baseline, ratio, target (needs root)
+	$(GO) run ./bench/report
 
 run: build ## start manad with its embedded default configuration (needs root)
 	@test -x $(BIN)/manad || { echo "cmd/manad is not built yet (issue 4)"; exit 1; }
