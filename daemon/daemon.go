@@ -113,7 +113,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	l := d.opts.Listener
 	if l == nil {
-		if l, err = genl.Listen(d.cfg.Daemon.Socket, d.cfg.Daemon.SocketMode, -1); err != nil {
+		// The socket belongs to the admin group when there is one, so that mode 0660 lets
+		// exactly root and that group connect.
+		if l, err = genl.Listen(d.cfg.Daemon.Socket, d.cfg.Daemon.SocketMode, d.cfg.Daemon.AdminGID); err != nil {
 			return fmt.Errorf("listen on %s: %w", d.cfg.Daemon.Socket, err)
 		}
 		defer os.Remove(d.cfg.Daemon.Socket)

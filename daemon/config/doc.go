@@ -9,9 +9,12 @@
 //
 //	[daemon]
 //	socket      = "/run/manad/manad.sock" # absolute path of the control socket (at most 107 bytes)
-//	socket_mode = "0666"                  # its permission bits: octal string, or TOML octal 0o666
+//	socket_mode = "0666"                  # its permission bits: octal string, or TOML octal 0o666.
+//	                                      # Anyone who can connect may read; changes need admin.
 //	admin_group = "netdev"                # group name or gid allowed to change ports besides root;
 //	                                      # default none. A name must exist when the file is read.
+//	                                      # The socket's group is set to it (so "0660" admits only
+//	                                      # root and the group).
 //	state_dir   = "/var/lib/manad"        # absolute; holds state.json
 //	log_level   = "info"                  # debug, info, warn or error
 //	log_format  = "text"                  # text or json
