@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/client"
+)
+
+// app is one manactl invocation: its output streams and global options.
+type app struct {
+	stdout, stderr io.Writer
+	json           bool   // --json
+	kernel         bool   // --kernel
+	socket         string // --socket, MANAD_SOCKET, client.DefaultPath
+}
+
+// runtimeError is a failure of what was asked (exit status 1), as opposed to a usage error (exit
+// status 2): every error a command returns that is not wrapped in runtimeError is a usage error.
+type runtimeError struct{ err error }
+
+func (e *runtimeError) Error() string { return e.err.Error() }
+func (e *runtimeError) Unwrap() error { return e.err }
+
+// failed marks err as a runtime error; nil stays nil.
+func failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &runtimeError{err}
+}
+
+// usageErrorf is a usage error (exit status 2).
+func usageErrorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// errorLine is the one line manactl prints on stderr for a runtime error. A netlink error reads
+// as ethtool prints it ("netlink error: <extack message>", then the errno text, which ethtool
+// prints on a second line with perror), e.g.
+//
+//	netlink error: requested ring size exceeds maximum: Invalid argument
+//	netlink error: Operation not permitted
+//
+// Other errors (connecting to manad, reading a file, ioctl) print as they are.
+func errorLine(err error) string {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		var errno unix.Errno
+		text := ce.Err.Error()
+		if errors.As(ce.Err, &errno) {
+			text = strerror(errno)
+		}
+		if ce.Message != "" {
+			return "netlink error: " + ce.Message + ": " + text
+		}
+		return "netlink error: " + text
+	}
+	var errno unix.Errno
+	if errors.As(err, &errno) && err.Error() == errno.Error() {
+		return strerror(errno)
+	}
+	return err.Error()
+}
+
+// strerror is the C library's strerror text: Go's errno texts are glibc's with the first letter
+// lowered ("no such device" for "No such device").
+func strerror(e unix.Errno) string {
+	s := e.Error()
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[n:]
+}
+
+// manadNotRunning reports whether err is client.Dial failing because nothing listens on the
+// socket (no socket file, or a stale one): then the ethtool-family commands go to the kernel.
+// Other connect errors (EACCES on the socket, say) mean manad runs but cannot be reached, and are
+// reported.
+func manadNotRunning(err error) bool {
+	return strings.HasPrefix(err.Error(), "cannot connect to manad at ") &&
+		(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED))
+}
+
+// dialManad connects to manad for a manad-only command. Its error reads "cannot connect to
+// manad at PATH: …".
+func (a *app) dialManad(cmd string) (*client.Client, error) {
+	if a.kernel {
+		return nil, usageErrorf("%s is a manad command: --kernel does not apply", cmd)
+	}
+	c, err := client.Dial(a.socket)
+	if err != nil {
+		return nil, failed(err)
+	}
+	return c, nil
+}
+
+// ethtoolDo runs op, an ethtool-family request, against manad, or against the kernel's ethtool
+// netlink when --kernel is given, when manad is not running, or when manad answers ENODEV ("no
+// device matches name": manad does not own the device in the caller's network namespace). One
+// udev rule and one habit thereby serve software ports and real NICs alike. op must not write
+// output: it may run twice.
+func (a *app) ethtoolDo(ctx context.Context, op func(c *client.Client) error) error {
+	onKernel := func() error {
+		kc, err := client.DialKernel()
+		if err != nil {
+			return failed(err)
+		}
+		defer kc.Close()
+		return failed(op(kc))
+	}
+	if a.kernel {
+		return onKernel()
+	}
+	c, err := client.Dial(a.socket)
+	if err != nil {
+		if manadNotRunning(err) {
+			return onKernel()
+		}
+		return failed(err)
+	}
+	err = op(c)
+	c.Close()
+	if errors.Is(err, unix.ENODEV) && ctx.Err() == nil {
+		return onKernel()
+	}
+	return failed(err)
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCLI runs manactl in-process with MANAD_SOCKET pointing at socket.
+func runCLI(t *testing.T, socket string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := func(k string) string {
+		if k == "MANAD_SOCKET" {
+			return socket
+		}
+		return ""
+	}
+	code = run(context.Background(), args, env, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestUsageErrors: a wrong command line exits 2 with the problem and a hint, before anything is
+// sent anywhere.
+func TestUsageErrors(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	tests := []struct {
+		args []string
+		msg  string
+	}{
+		{nil, "no command given"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"--bogus", "list"}, "unknown flag: --bogus"},
+		{[]string{"list", "extra"}, "unknown command"},
+		{[]string{"-g"}, "show-ring needs a device name"},
+		{[]string{"show-ring", "a", "b"}, "wrong number of arguments"},
+		{[]string{"-G", "eth0"}, "wrong number of arguments"},
+		{[]string{"-G", "eth0", "rx", "1", "tx"}, "ring parameter 'tx' needs a value"},
+		{[]string{"-G", "eth0", "bogus", "1"}, "unknown ring parameter 'bogus'"},
+		{[]string{"-G", "eth0", "rx", "4294967296"}, "invalid value '4294967296' for parameter 'rx'"},
+		{[]string{"-G", "eth0", "rx", "-1"}, "unknown shorthand flag"},
+		{[]string{"-G", "eth0", "rx", "1", "rx", "2"}, "ring parameter 'rx' given twice"},
+		{[]string{"-G", "eth0", "tx-push", "maybe"}, "invalid value 'maybe' for parameter 'tx-push'"},
+		{[]string{"-G", "eth0", "tcp-data-split", "x"}, "want auto, off or on"},
+		{[]string{"-L", "eth0", "combined", "many"}, "invalid value 'many' for parameter 'combined'"},
+		{[]string{"-L", "eth0", "queues", "2"}, "unknown channel parameter 'queues'"},
+		{[]string{"--set-priv-flags", "eth0", "full-page-rx"}, "wrong number of arguments"},
+		{[]string{"--set-priv-flags", "eth0", "full-page-rx", "on", "x"}, "private flag 'x' needs a value"},
+		{[]string{"--set-priv-flags", "eth0", "full-page-rx", "yes"}, "invalid value 'yes' for parameter 'full-page-rx'"},
+		{[]string{"show-strings", "eth0", "nosuchset"}, "unknown string set 'nosuchset'"},
+		{[]string{"rxbuf-plan", "--mtu", "1500"}, `required flag(s) "page-size" not set`},
+		{[]string{"rxbuf-plan", "--page-size", "4K"}, `required flag(s) "mtu" not set`},
+		{[]string{"rxbuf-plan", "--page-size", "lots", "--mtu", "1500"}, "invalid page size 'lots'"},
+		{[]string{"rxbuf-plan", "--page-size", "4K", "--mtu", "1500", "--rule", "upstream,bogus"}, "unknown rule 'bogus'"},
+		{[]string{"set-mtu", "eth0"}, "wrong number of arguments"},
+		{[]string{"set-mtu", "eth0", "big"}, "invalid value 'big' for parameter 'mtu'"},
+		{[]string{"xdp", "eth0"}, "wrong number of arguments"},
+		{[]string{"xdp", "eth0", "attach"}, "xdp attach needs a program"},
+		{[]string{"xdp", "eth0", "frob"}, "unknown xdp action 'frob'"},
+		{[]string{"xdp", "eth0", "detach", "pass"}, "xdp detach takes no program"},
+		{[]string{"xdp", "eth0", "detach", "--section", "s"}, "--section and --name apply to xdp attach"},
+		{[]string{"xdp", "eth0", "attach", "pass", "--name", "n"}, "not to built-in"},
+		{[]string{"xdp", "eth0", "attach", "nosuchprogram"}, "unknown XDP program 'nosuchprogram'"},
+		{[]string{"port"}, "port needs a subcommand"},
+		{[]string{"port", "add"}, "port add needs one port name"},
+		{[]string{"port", "add", "p0", "--mac", "zz"}, "invalid --mac 'zz'"},
+		{[]string{"port", "add", "p0", "--priv-flags", "turbo"}, "unknown private flag 'turbo'"},
+		{[]string{"port", "add", "p0", "--memory-budget", "lots"}, "invalid value 'lots' for --memory-budget"},
+		{[]string{"port", "add", "p0", "--page-size", "0"}, "invalid page size '0'"},
+		{[]string{"port", "del"}, "port del needs a device name"},
+		{[]string{"fault", "eth0", "nowhere", "once"}, "unknown fault point 'nowhere'"},
+		{[]string{"fault", "eth0", "attach", "0"}, "invalid fault mode '0'"},
+		{[]string{"fault", "eth0", "attach", "off", "--errno", "EIO"}, "--errno does not apply to off"},
+		{[]string{"fault", "eth0", "attach", "once", "--errno", "EBOGUS"}, "invalid errno 'EBOGUS'"},
+		{[]string{"monitor", "a", "b"}, "accepts at most 1 arg(s)"},
+		{[]string{"--kernel", "list"}, "list is a manad command: --kernel does not apply"},
+		{[]string{"--kernel", "show-rxbuf", "eth0"}, "show-rxbuf is a manad command"},
+		{[]string{"--kernel", "port", "del", "p0"}, "port del is a manad command"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errs := runCLI(t, sock, tc.args...)
+			if code != exitUsage {
+				t.Fatalf("exit status %d, want %d; stderr %q", code, exitUsage, errs)
+			}
+			if out != "" {
+				t.Errorf("stdout %q, want nothing", out)
+			}
+			lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n")
+			if len(lines) != 2 || !strings.HasPrefix(lines[0], "manactl: ") || !strings.Contains(lines[0], tc.msg) ||
+				!strings.HasPrefix(lines[1], "Try 'manactl") || !strings.HasSuffix(lines[1], " --help'.") {
+				t.Errorf("stderr %q, want \"manactl: …%s…\" and a --help hint", errs, tc.msg)
+			}
+		})
+	}
+}
+
+// TestNotRunning: with nothing listening on the socket, manad-only commands fail with the
+// connect error (exit 1); the socket comes from MANAD_SOCKET unless --socket overrides it.
+func TestNotRunning(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "manad.sock")
+	other := filepath.Join(dir, "other.sock")
+	tests := [][]string{
+		{"list"}, {"show-rxbuf", "eth0"}, {"rxbuf-plan", "--page-size", "4K", "--mtu", "1500"},
+		{"set-mtu", "eth0", "9000"}, {"xdp", "eth0", "attach", "drop"}, {"xdp", "eth0", "detach"},
+		{"port", "add", "p0"}, {"port", "del", "p0"}, {"fault", "eth0", "attach", "once"}, {"monitor"},
+	}
+	for _, args := range tests {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, out, errs := runCLI(t, sock, args...)
+			want := "cannot connect to manad at " + sock + ": "
+			if code != exitFailure || out != "" || !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing, one line starting %q", code, out, errs, want)
+			}
+		})
+	}
+	code, _, errs := runCLI(t, sock, "--socket", other, "list")
+	if code != exitFailure || !strings.HasPrefix(errs, "cannot connect to manad at "+other+": ") {
+		t.Errorf("--socket does not override MANAD_SOCKET: exit %d, %q", code, errs)
+	}
+	// An object file that cannot be read is a runtime error too.
+	code, _, errs = runCLI(t, sock, "xdp", "eth0", "attach", filepath.Join(dir, "missing.o"))
+	if code != exitFailure || !strings.Contains(errs, "no such file or directory") {
+		t.Errorf("missing object: exit %d, %q", code, errs)
+	}
+}
+
+// TestKernelFallback: with manad not running, the ethtool-family commands ask the kernel, whose
+// answer for a device that does not exist reads as ethtool's.
+func TestKernelFallback(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "manad.sock")
+	const dev = "mctlnodev0"
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-g", dev}, "netlink error: no device matches name: No such device\n"},
+		{[]string{"-l", dev}, "netlink error: no device matches name: No such device\n"},
+		{[]string{"--show-priv-flags", dev}, "netlink error: no device matches name: No such device\n"},
+		{[]string{"show-strings", dev}, "netlink error: no device matches name: No such device\n"},
+		{[]string{"-S", dev}, "Cannot get stats strings information: No such device\n"},
+		{[]string{"--kernel", "-g", dev}, "netlink error: no device matches name: No such device\n"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errs := runCLI(t, sock, tc.args...)
+			if code != exitFailure || out != "" || errs != tc.want {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing, %q", code, out, errs, tc.want)
+			}
+		})
+	}
+}
+
+// TestHelp: every command has --help with an example, exit status 0.
+func TestHelp(t *testing.T) {
+	a := &app{}
+	root := newRoot(a, func(string) string { return "" })
+	var paths [][]string
+	for _, c := range root.Commands() {
+		paths = append(paths, []string{c.Name()})
+		for _, sub := range c.Commands() {
+			paths = append(paths, []string{c.Name(), sub.Name()})
+		}
+	}
+	if len(paths) < 16 {
+		t.Fatalf("only %d commands", len(paths))
+	}
+	for _, p := range append(paths, []string{}) {
+		args := append(append([]string{}, p...), "--help")
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, out, errs := runCLI(t, "", args...)
+			if code != exitOK || errs != "" {
+				t.Fatalf("exit %d, stderr %q", code, errs)
+			}
+			if len(p) > 0 && p[0] != "completion" && p[0] != "help" && !strings.Contains(out, "Examples:\n  manactl ") {
+				t.Errorf("no example in:\n%s", out)
+			}
+		})
+	}
+	// ethtool-style help works too.
+	if code, out, _ := runCLI(t, "", "-g", "--help"); code != 0 || !strings.Contains(out, "manactl show-ring DEV") {
+		t.Errorf("manactl -g --help: exit %d\n%s", code, out)
+	}
+}
+
+// TestCompletion: the bash completion script is cobra's, generated by manactl itself.
+func TestCompletion(t *testing.T) {
+	code, out, errs := runCLI(t, "", "completion", "bash")
+	if code != 0 || errs != "" || !strings.Contains(out, "# bash completion V2 for manactl") || !strings.Contains(out, "__start_manactl") {
+		t.Fatalf("exit %d, stderr %q, script %.200q", code, errs, out)
+	}
+	// Dynamic completion of a device name lists the kernel's netdevs (manad is not running).
+	code, out, _ = runCLI(t, filepath.Join(t.TempDir(), "none.sock"), "__complete", "show-ring", "")
+	if code != 0 || !strings.Contains(out, "lo\n") {
+		t.Errorf("__complete show-ring: exit %d\n%s", code, out)
+	}
+}

@@ -1,0 +1,928 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
+)
+
+// newRoot builds the command tree for one invocation.
+func newRoot(a *app, env func(string) string) *cobra.Command {
+	socket := env("MANAD_SOCKET")
+	if socket == "" {
+		socket = client.DefaultPath
+	}
+	root := &cobra.Command{
+		Use:   "manactl",
+		Short: "Control manad's software MANA ports, ethtool-style",
+		Long: `manactl controls the ports of manad, the software Microsoft MANA NIC daemon. Its
+ethtool-family commands (show-priv-flags, set-priv-flags, show-ring, set-ring,
+show-channels, set-channels, stats, show-strings) print what ethtool prints and
+accept ethtool's options as aliases (manactl -g eth0, manactl --set-priv-flags eth0
+full-page-rx on). They go to manad, or to the kernel's ethtool netlink for a device
+manad does not own (manad answers "no device matches name"), when manad is not
+running, or with --kernel: one habit, and one udev rule, for software ports and
+real NICs alike. The other commands are manad's own.
+
+Devices are looked up in the caller's network namespace: run manactl inside the
+port's namespace (ip netns exec NS manactl ...).
+
+Errors are one line on stderr ("netlink error: <message>: <errno text>") and exit
+status 1; usage errors exit with status 2.`,
+		Example: `  manactl -g mana0
+  manactl --set-priv-flags mana0 full-page-rx on
+  ip netns exec manaA manactl show-rxbuf mana0
+  manactl --json list`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown command %q", args[0])
+			}
+			return usageErrorf("no command given")
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.BoolVar(&a.json, "json", false, "print JSON (show commands; field names are stable)")
+	pf.BoolVar(&a.kernel, "kernel", false, "send ethtool-family commands to the kernel's ethtool netlink")
+	pf.StringVar(&a.socket, "socket", socket, "manad's control socket (environment MANAD_SOCKET)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
+
+	root.AddCommand(
+		showPrivFlagsCmd(a), setPrivFlagsCmd(a), showRingCmd(a), setRingCmd(a),
+		showChannelsCmd(a), setChannelsCmd(a), statsCmd(a), showStringsCmd(a),
+		listCmd(a), showRxBufCmd(a), rxBufPlanCmd(a), setMTUCmd(a), xdpCmd(a), portCmd(a),
+		faultCmd(a), monitorCmd(a),
+	)
+	return root
+}
+
+// devArgs is a cobra.PositionalArgs that wants DEV plus between min and max more arguments
+// (max < 0: no limit).
+func devArgs(minMore, maxMore int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+		if len(args) == 0 || args[0] == "" {
+			return usageErrorf("%s needs a device name", name)
+		}
+		n := len(args) - 1
+		if n < minMore || (maxMore >= 0 && n > maxMore) {
+			return usageErrorf("%s: wrong number of arguments", name)
+		}
+		return nil
+	}
+}
+
+// completeDevs completes a device name: manad's ports in the caller's namespace and the kernel's
+// netdevs (/sys/class/net).
+func completeDevs(a *app) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var names []string
+		if c, err := client.Dial(a.socket); err == nil {
+			if ports, err := c.Ports(cmd.Context()); err == nil {
+				for _, p := range ports {
+					names = append(names, p.Device.Name)
+				}
+			}
+			c.Close()
+		}
+		if ents, err := os.ReadDir("/sys/class/net"); err == nil {
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+		}
+		slices.Sort(names)
+		return slices.Compact(names), cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// ifname is the device name a reply's header carries, or the requested one.
+func ifname(got client.Interface, asked string) string {
+	if got.Name != "" {
+		return got.Name
+	}
+	return asked
+}
+
+// ---- ethtool-family commands ----
+
+func showPrivFlagsCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show-priv-flags DEV",
+		Short: "Show private flags (ethtool --show-priv-flags)",
+		Long: `Show the device's private flags, as ethtool --show-priv-flags prints them. A manad
+port has one flag, full-page-rx: one RX buffer per page instead of page-pool
+fragments.`,
+		Example: `  manactl show-priv-flags mana0
+  manactl --show-priv-flags mana0
+  manactl --json show-priv-flags mana0`,
+		Args:              devArgs(0, 0),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var pf *client.PrivateFlags
+			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
+				pf, err = c.PrivateFlags(cmd.Context(), client.Interface{Name: args[0]})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			dev := ifname(pf.Interface, args[0])
+			if a.json {
+				return failed(writeJSON(a.stdout, []privFlagsJSON{privFlagsToJSON(dev, pf.Flags)}))
+			}
+			writePrivFlags(a.stdout, dev, pf.Flags)
+			return nil
+		},
+	}
+}
+
+func setPrivFlagsCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set-priv-flags DEV NAME on|off [NAME on|off ...]",
+		Short: "Set private flags (ethtool --set-priv-flags)",
+		Long: `Set private flags by name; flags not named keep their value (the request is
+ethtool's: a verbose bitset without a mask). On a running manad port a change
+rebuilds the RX queues when the layout depends on it, with the driver's
+pre-allocate, detach, attach semantics.`,
+		Example: `  manactl set-priv-flags mana0 full-page-rx on
+  manactl --set-priv-flags mana0 full-page-rx off`,
+		Args:              devArgs(2, -1),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dev, rest := args[0], args[1:]
+			if len(rest)%2 != 0 {
+				return usageErrorf("private flag '%s' needs a value (on or off)", rest[len(rest)-1])
+			}
+			req := client.PrivateFlags{Interface: client.Interface{Name: dev}}
+			for i := 0; i < len(rest); i += 2 {
+				on, err := parseOnOff(rest[i], rest[i+1])
+				if err != nil {
+					return err
+				}
+				req.Flags = append(req.Flags, client.Flag{Name: rest[i], On: on})
+			}
+			return a.ethtoolDo(cmd.Context(), func(c *client.Client) error {
+				return c.SetPrivateFlags(cmd.Context(), req)
+			})
+		},
+	}
+}
+
+func showRingCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show-ring DEV",
+		Short: "Show RX/TX ring sizes (ethtool -g)",
+		Long:  `Show the ring parameters, as ethtool -g (6.15) prints them.`,
+		Example: `  manactl -g mana0
+  manactl show-ring mana0
+  manactl --json show-ring mana0`,
+		Args:              devArgs(0, 0),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r *client.Rings
+			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
+				r, err = c.Rings(cmd.Context(), client.Interface{Name: args[0]})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			dev := ifname(r.Interface, args[0])
+			if a.json {
+				return failed(writeJSON(a.stdout, []ringsJSON{ringsToJSON(dev, r.Rings)}))
+			}
+			writeRings(a.stdout, dev, r.Rings)
+			return nil
+		},
+	}
+}
+
+// ringParams are set-ring's parameters, ethtool -G's names.
+var ringParams = []string{"rx", "rx-mini", "rx-jumbo", "tx", "rx-buf-len", "cqe-size", "tx-push", "rx-push", "tcp-data-split"}
+
+// parseRingsUpdate turns set-ring's "NAME VALUE …" into a client.RingsUpdate.
+func parseRingsUpdate(args []string) (client.RingsUpdate, error) {
+	var u client.RingsUpdate
+	pairs, err := parseParams("ring", args, ringParams)
+	if err != nil {
+		return u, err
+	}
+	for _, p := range pairs {
+		name, val := p[0], p[1]
+		switch name {
+		case "tx-push", "rx-push":
+			b, err := parseOnOff(name, val)
+			if err != nil {
+				return u, err
+			}
+			if name == "tx-push" {
+				u.TxPush = &b
+			} else {
+				u.RxPush = &b
+			}
+		case "tcp-data-split":
+			// ethtool's tcp_data_split_values: auto, off, on.
+			v, ok := map[string]uint8{"auto": 0, "off": 1, "on": 2}[val]
+			if !ok {
+				return u, usageErrorf("invalid value '%s' for parameter '%s' (want auto, off or on)", val, name)
+			}
+			u.TCPDataSplit = &v
+		default:
+			n, err := parseU32(name, val)
+			if err != nil {
+				return u, err
+			}
+			*map[string]**uint32{"rx": &u.Rx, "rx-mini": &u.RxMini, "rx-jumbo": &u.RxJumbo, "tx": &u.Tx,
+				"rx-buf-len": &u.RxBufLen, "cqe-size": &u.CQESize}[name] = &n
+		}
+	}
+	return u, nil
+}
+
+func setRingCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set-ring DEV PARAM VALUE [PARAM VALUE ...]",
+		Short: "Change ring sizes (ethtool -G)",
+		Long: `Change ring parameters, with ethtool -G's names: rx N, rx-mini N, rx-jumbo N,
+tx N, rx-buf-len N, cqe-size N, tx-push on|off, rx-push on|off, tcp-data-split
+auto|off|on. A manad port has rx (128..8192) and tx (128..16384) rings, rounded
+up to a power of two as the driver does; the rest is refused as the kernel refuses
+what a driver does not support.`,
+		Example: `  manactl -G mana0 rx 2048 tx 512
+  manactl set-ring mana0 rx 512`,
+		Args:              devArgs(2, -1),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			u, err := parseRingsUpdate(args[1:])
+			if err != nil {
+				return err
+			}
+			return a.ethtoolDo(cmd.Context(), func(c *client.Client) error {
+				return c.SetRings(cmd.Context(), client.Interface{Name: args[0]}, u)
+			})
+		},
+	}
+}
+
+func showChannelsCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show-channels DEV",
+		Short: "Show channel counts (ethtool -l)",
+		Long:  `Show the channel counts, as ethtool -l prints them. A manad port has combined channels only.`,
+		Example: `  manactl -l mana0
+  manactl --json show-channels mana0`,
+		Args:              devArgs(0, 0),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var ch *client.Channels
+			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
+				ch, err = c.Channels(cmd.Context(), client.Interface{Name: args[0]})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			dev := ifname(ch.Interface, args[0])
+			if a.json {
+				return failed(writeJSON(a.stdout, []channelsJSON{channelsToJSON(dev, ch.Channels)}))
+			}
+			writeChannels(a.stdout, dev, ch.Channels)
+			return nil
+		},
+	}
+}
+
+// channelParams are set-channels' parameters, ethtool -L's names.
+var channelParams = []string{"rx", "tx", "other", "combined"}
+
+// parseChannelsUpdate turns set-channels' "NAME N …" into a client.ChannelsUpdate.
+func parseChannelsUpdate(args []string) (client.ChannelsUpdate, error) {
+	var u client.ChannelsUpdate
+	pairs, err := parseParams("channel", args, channelParams)
+	if err != nil {
+		return u, err
+	}
+	for _, p := range pairs {
+		n, err := parseU32(p[0], p[1])
+		if err != nil {
+			return u, err
+		}
+		*map[string]**uint32{"rx": &u.Rx, "tx": &u.Tx, "other": &u.Other, "combined": &u.Combined}[p[0]] = &n
+	}
+	return u, nil
+}
+
+func setChannelsCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set-channels DEV PARAM N [PARAM N ...]",
+		Short: "Change channel counts (ethtool -L)",
+		Long: `Change channel counts, with ethtool -L's names: rx N, tx N, other N, combined N.
+A manad port has combined channels (1..max-queues); its TAP gains or loses queues
+with it.`,
+		Example: `  manactl -L mana0 combined 8
+  manactl set-channels mana0 combined 2`,
+		Args:              devArgs(2, -1),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			u, err := parseChannelsUpdate(args[1:])
+			if err != nil {
+				return err
+			}
+			return a.ethtoolDo(cmd.Context(), func(c *client.Client) error {
+				return c.SetChannels(cmd.Context(), client.Interface{Name: args[0]}, u)
+			})
+		},
+	}
+}
+
+func statsCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stats DEV",
+		Short: "Show driver statistics (ethtool -S)",
+		Long: `Show the driver statistics, as ethtool -S prints them: for a manad port the mana
+driver's counters in its order (eth, hc, phy, then rx_<q>_* and tx_<q>_* per queue);
+for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
+does (the kernel's ethtool netlink has no request for them).`,
+		Example: `  manactl -S mana0
+  manactl --json stats mana0 | jq '.[0].statistics.rx_0_packets'`,
+		Args:              devArgs(0, 0),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var stats []genl.Stat
+			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
+				if c.Kernel() {
+					stats, err = kernelStats(args[0])
+				} else {
+					stats, err = c.Stats(cmd.Context(), client.Interface{Name: args[0]})
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return failed(writeJSON(a.stdout, []statsJSON{{IfName: args[0], Statistics: stats}}))
+			}
+			writeStats(a.stdout, stats)
+			return nil
+		},
+	}
+}
+
+// parseStringSet accepts a string set's name (stringSetNames) or number.
+func parseStringSet(s string) (uint32, error) {
+	if i := slices.Index(stringSetNames, s); i >= 0 {
+		return uint32(i), nil
+	}
+	if v, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint32(v), nil
+	}
+	return 0, usageErrorf("unknown string set '%s' (want a number or one of: %s)", s, strings.Join(stringSetNames, ", "))
+}
+
+func showStringsCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show-strings DEV [SET]",
+		Short: "Show a device's string sets (ETHTOOL_MSG_STRSET_GET)",
+		Long: `Show the device's string sets (the names of its statistics, private flags, ...):
+all per-device sets that are not empty, or the one SET named (a name such as stats,
+priv-flags, features, link-modes, or an ETH_SS_* number).`,
+		Example: `  manactl show-strings mana0
+  manactl show-strings mana0 priv-flags
+  manactl --json show-strings mana0 stats`,
+		Args:              devArgs(0, 1),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var ids []uint32
+			if len(args) == 2 {
+				id, err := parseStringSet(args[1])
+				if err != nil {
+					return err
+				}
+				ids = []uint32{id}
+			}
+			var ss *client.StringSets
+			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
+				ss, err = c.StringSets(cmd.Context(), &client.Interface{Name: args[0]}, ids, false)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			dev := ifname(ss.Interface, args[0])
+			if a.json {
+				return failed(writeJSON(a.stdout, []stringSetsJSON{stringSetsToJSON(dev, ss.Sets)}))
+			}
+			writeStringSets(a.stdout, dev, ss.Sets)
+			return nil
+		},
+	}
+}
+
+// ---- manad-only commands ----
+
+// withManad runs f with a manad connection.
+func (a *app) withManad(cmd *cobra.Command, f func(c *client.Client) error) error {
+	c, err := a.dialManad(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return failed(f(c))
+}
+
+func listCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List manad's ports in this network namespace",
+		Long: `List manad's ports in the caller's network namespace: name, network namespace, state
+(admin up/down, detached while being reconfigured, reset-pending while its reset
+work is due), MTU, page size, queues (current/max), rings (rx/tx), private flags
+that are on, and XDP program.`,
+		Example: `  manactl list
+  ip netns exec manaA manactl list
+  manactl --json list`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withManad(cmd, func(c *client.Client) error {
+				ports, err := c.Ports(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if a.json {
+					out := make([]portJSON, 0, len(ports))
+					for _, p := range ports {
+						out = append(out, portToJSON(p))
+					}
+					return writeJSON(a.stdout, out)
+				}
+				writePorts(a.stdout, ports)
+				return nil
+			})
+		},
+	}
+}
+
+func showRxBufCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show-rxbuf DEV",
+		Short: "Show a port's live RX buffer layout and why",
+		Long: `Show the port's live RX buffer layout, as mana_get_rxbuf_cfg computes it: datasize,
+alloc size, headroom, buffer size, buffers per page, page order, page-pool size, the
+pages and bytes a full ring pins per queue and in total, what is pinned right now,
+and why the port is in fragment or single-buffer mode.`,
+		Example: `  manactl show-rxbuf mana0
+  manactl --json show-rxbuf mana0`,
+		Args:              devArgs(0, 0),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withManad(cmd, func(c *client.Client) error {
+				p, err := c.Port(cmd.Context(), client.Interface{Name: args[0]})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return writeJSON(a.stdout, []rxBufJSON{rxBufToJSON(*p)})
+				}
+				writeRxBuf(a.stdout, *p)
+				return nil
+			})
+		},
+	}
+}
+
+// rxBufRules are the RX buffer rules manad models.
+var rxBufRules = []string{"upstream", "pre-headroom", "pre-frag"}
+
+func rxBufPlanCmd(a *app) *cobra.Command {
+	var pageSize string
+	var mtu, ring, queues uint32
+	var xdp, fullPage bool
+	var rules []string
+	cmd := &cobra.Command{
+		Use:                   "rxbuf-plan --page-size SIZE --mtu N [--xdp] [--full-page-rx] [--rule RULE]... [--ring-size N] [--queues N]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Compute RX buffer layouts for hypothetical parameters",
+		Long: `Compute the RX buffer layout for a page size and MTU (with or without XDP and
+full-page-rx) under several driver rules side by side: upstream (current mana, with
+the headroom fix), pre-headroom (page-pool fragments without headroom) and pre-frag
+(one buffer per page always). Without --rule all three are shown.`,
+		Example: `  manactl rxbuf-plan --page-size 4K --mtu 1500
+  manactl rxbuf-plan --page-size 64K --mtu 9000 --rule upstream --rule pre-headroom
+  manactl rxbuf-plan --page-size 16K --mtu 1500 --xdp --ring-size 2048 --queues 16`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ps, err := parsePageSize(pageSize)
+			if err != nil {
+				return err
+			}
+			var rs []string
+			for _, r := range rules {
+				for _, x := range strings.Split(r, ",") {
+					if !slices.Contains(rxBufRules, x) {
+						return usageErrorf("unknown rule '%s' (want %s)", x, strings.Join(rxBufRules, ", "))
+					}
+					rs = append(rs, x)
+				}
+			}
+			req := genl.LayoutRequest{PageSize: ps, MTU: mtu, RingSize: ring, Queues: queues, XDP: xdp, FullPageRx: fullPage, Rules: rs}
+			return a.withManad(cmd, func(c *client.Client) error {
+				ls, err := c.PlanLayout(cmd.Context(), req)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					out := make([]layoutJSON, 0, len(ls))
+					for _, l := range ls {
+						out = append(out, layoutToJSON(l))
+					}
+					return writeJSON(a.stdout, out)
+				}
+				writePlan(a.stdout, req, ls)
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&pageSize, "page-size", "", "page size: 4K, 16K or 64K (or 4096, 16384, 65536)")
+	f.Uint32Var(&mtu, "mtu", 0, "MTU")
+	f.BoolVar(&xdp, "xdp", false, "an XDP program is attached")
+	f.BoolVar(&fullPage, "full-page-rx", false, "the full-page-rx private flag is on")
+	f.StringSliceVar(&rules, "rule", nil, "rule(s): upstream, pre-headroom, pre-frag (repeat or comma-separate; default all)")
+	f.Uint32Var(&ring, "ring-size", 0, "RX ring size (default 1024)")
+	f.Uint32Var(&queues, "queues", 0, "RX queues (default 1)")
+	_ = cmd.MarkFlagRequired("page-size")
+	_ = cmd.MarkFlagRequired("mtu")
+	return cmd
+}
+
+func setMTUCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set-mtu DEV N",
+		Short: "Change a port's MTU (reconfigures its RX buffers)",
+		Long: `Change the port's MTU through the driver's reconfiguration (mana_change_mtu: new RX
+buffers pre-allocated in the new layout, queues detached and re-attached), then on
+its TAP. ip link set DEV mtu N has the same effect.`,
+		Example:           `  manactl set-mtu mana0 9000`,
+		Args:              devArgs(1, 1),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mtu, err := parseU32("mtu", args[1])
+			if err != nil {
+				return err
+			}
+			return a.withManad(cmd, func(c *client.Client) error {
+				return c.SetMTU(cmd.Context(), client.Interface{Name: args[0]}, mtu)
+			})
+		},
+	}
+}
+
+// builtinXDP are manad's built-in XDP programs.
+var builtinXDP = []string{"pass", "drop", "tx", "aborted"}
+
+// maxXDPObject bounds the object file xdp attach reads (manad's own limit, xdp.MaxObjectSize);
+// in practice the request must also fit one datagram, about 200 KiB.
+const maxXDPObject = 4 << 20
+
+func xdpCmd(a *app) *cobra.Command {
+	var section, name string
+	cmd := &cobra.Command{
+		Use:                   "xdp DEV attach pass|drop|tx|aborted|FILE.o [--section S] [--name N] | xdp DEV detach",
+		DisableFlagsInUseLine: true,
+		Short:                 "Attach or detach a port's XDP program",
+		Long: `Attach a built-in XDP program (pass, drop, tx, aborted) or an eBPF object file
+(its only XDP program, or the one in --section; list and show-rxbuf then show it as
+ebpf:NAME, NAME being --name or the program's function name), or detach it. The program runs per frame with the real headroom; attaching or detaching
+switches the port to and from one buffer per page, as mana_xdp_set does. To load
+a file named like a built-in, give a path: ./pass.`,
+		Example: `  manactl xdp mana0 attach drop
+  manactl xdp mana0 attach ./filter.o --section xdp --name udp-filter
+  manactl xdp mana0 detach`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := devArgs(1, 2)(cmd, args); err != nil {
+				return err
+			}
+			switch {
+			case args[1] == "attach" && len(args) == 3:
+			case args[1] == "detach" && len(args) == 2:
+			case args[1] == "attach":
+				return usageErrorf("xdp attach needs a program: pass, drop, tx, aborted or FILE.o")
+			case args[1] == "detach":
+				return usageErrorf("xdp detach takes no program")
+			default:
+				return usageErrorf("unknown xdp action '%s' (want attach or detach)", args[1])
+			}
+			return nil
+		},
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dev := client.Interface{Name: args[0]}
+			if args[1] == "detach" {
+				if section != "" || name != "" {
+					return usageErrorf("--section and --name apply to xdp attach FILE.o")
+				}
+				return a.withManad(cmd, func(c *client.Client) error { return c.DetachXDP(cmd.Context(), dev) })
+			}
+			var prog genl.XDPProgram
+			if slices.Contains(builtinXDP, args[2]) {
+				if section != "" || name != "" {
+					return usageErrorf("--section and --name apply to an object file, not to built-in %q", args[2])
+				}
+				prog.Builtin = args[2]
+			} else {
+				obj, err := readObject(args[2])
+				if err != nil {
+					return err
+				}
+				prog = genl.XDPProgram{Object: obj, Section: section, Name: name}
+			}
+			return a.withManad(cmd, func(c *client.Client) error {
+				err := c.AttachXDP(cmd.Context(), dev, prog)
+				if errors.Is(err, unix.EMSGSIZE) && len(prog.Object) > 0 {
+					// The object travels in one datagram: the socket's send buffer and manad's
+					// request limit bound it (about 200 KiB with default sysctls).
+					return &errnoError{fmt.Sprintf("%s (%d bytes) does not fit in one request to manad", args[2], len(prog.Object)), unix.EMSGSIZE}
+				}
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&section, "section", "", "ELF section of the program (object files)")
+	cmd.Flags().StringVar(&name, "name", "", "name to show the program as (default: its function name)")
+	return cmd
+}
+
+// readObject reads an eBPF object file for xdp attach.
+func readObject(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(path, "/.") {
+			return nil, usageErrorf("unknown XDP program '%s' (want pass, drop, tx, aborted or an object file)", path)
+		}
+		return nil, failed(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, failed(err)
+	}
+	if !st.Mode().IsRegular() || st.Size() > maxXDPObject {
+		return nil, failed(fmt.Errorf("%s: not a regular file of at most %d bytes: %w", path, maxXDPObject, unix.EINVAL))
+	}
+	b := make([]byte, st.Size())
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, failed(fmt.Errorf("read %s: %w", path, err))
+	}
+	return b, nil
+}
+
+func portCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:                   "port add NAME [options] | port del NAME",
+		DisableFlagsInUseLine: true,
+		Short:                 "Create or delete a port",
+		Long: `Create a port at runtime (its TAP appears in --netns, manad's own namespace by
+default; unset options take the daemon's defaults), or delete one and its TAP,
+persistent or not. manad remembers both across restarts.`,
+		Example: `  manactl port add mana2 --netns manaC --segment wire0 --queues 4
+  manactl port del mana2`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usageErrorf("port needs a subcommand: add or del")
+		},
+	}
+	cmd.AddCommand(portAddCmd(a), portDelCmd(a))
+	return cmd
+}
+
+func portAddCmd(a *app) *cobra.Command {
+	var s genl.PortSpec
+	var mac, pageSize, privFlags, budget string
+	cmd := &cobra.Command{
+		Use:   "add NAME [options]",
+		Short: "Create a port",
+		Long: `Create a port and its TAP. Options not given take the daemon's defaults (MTU 1500,
+max MTU 9000, page size 4K, 16 of 64 queues, rings 1024/256, segment "default",
+2 GiB memory budget, not persistent).`,
+		Example: `  manactl port add mana2 --netns manaC --segment wire0 --queues 4 --priv-flags full-page-rx
+  manactl --json port add mana3 --mtu 9000 --page-size 64K`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 || args[0] == "" {
+				return usageErrorf("port add needs one port name")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s.Name = args[0]
+			var err error
+			if mac != "" {
+				if s.MAC, err = net.ParseMAC(mac); err != nil {
+					return usageErrorf("invalid --mac '%s'", mac)
+				}
+			}
+			if pageSize != "" {
+				if s.PageSize, err = parsePageSize(pageSize); err != nil {
+					return err
+				}
+			}
+			if s.PrivFlags, err = parsePrivFlags(privFlags); err != nil {
+				return err
+			}
+			if budget != "" {
+				if s.MemoryBudget, err = parseBytes("--memory-budget", budget); err != nil {
+					return err
+				}
+			}
+			return a.withManad(cmd, func(c *client.Client) error {
+				p, err := c.CreatePort(cmd.Context(), s)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return writeJSON(a.stdout, []portJSON{portToJSON(*p)})
+				}
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&s.NetNS, "netns", "", "named network namespace for the TAP (created if missing)")
+	f.StringVar(&s.Segment, "segment", "", "wire segment to plug into")
+	f.StringVar(&mac, "mac", "", "MAC address (default: derived from the name)")
+	f.Uint32Var(&s.MTU, "mtu", 0, "MTU")
+	f.Uint32Var(&s.MaxMTU, "max-mtu", 0, "the adapter's maximum MTU")
+	f.StringVar(&pageSize, "page-size", "", "host page size the layout models: 4K, 16K or 64K")
+	f.Uint32Var(&s.Queues, "queues", 0, "combined channels")
+	f.Uint32Var(&s.MaxQueues, "max-queues", 0, "maximum combined channels")
+	f.Uint32Var(&s.RxRing, "rx-ring", 0, "RX ring size")
+	f.Uint32Var(&s.TxRing, "tx-ring", 0, "TX ring size")
+	f.StringVar(&privFlags, "priv-flags", "", "private flags to turn on: full-page-rx")
+	f.StringVar(&budget, "memory-budget", "", "RX memory cap: bytes, or a number with K, M, G, T")
+	f.BoolVar(&s.Persistent, "persistent", false, "the TAP outlives manad")
+	return cmd
+}
+
+func portDelCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:               "del NAME",
+		Aliases:           []string{"delete"},
+		Short:             "Delete a port and its TAP",
+		Example:           `  manactl port del mana2`,
+		Args:              devArgs(0, 0),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withManad(cmd, func(c *client.Client) error {
+				return c.DeletePort(cmd.Context(), client.Interface{Name: args[0]})
+			})
+		},
+	}
+}
+
+// faultPoints are the reconfiguration steps fault injection can fail.
+var faultPoints = []string{"prealloc", "detach", "attach"}
+
+func faultCmd(a *app) *cobra.Command {
+	var errno string
+	cmd := &cobra.Command{
+		Use:                   "fault DEV prealloc|detach|attach once|N|always|off [--errno E]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Inject failures into a port's reconfigurations",
+		Long: `Make a reconfiguration step of the port fail: the pre-allocation of new rings
+(default errno ENOMEM), the detach of the queues (EIO), or the attach with the new
+configuration (EPROTO, a refused hardware-channel request), once, N times, always,
+or no more (off).
+Reaches every branch of the driver's pre-allocate, detach, attach, revert-or-reset
+logic.`,
+		Example: `  manactl fault mana0 attach once
+  manactl fault mana0 prealloc 3 --errno ENOMEM
+  manactl fault mana0 attach off`,
+		Args:              devArgs(2, 2),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := genl.Fault{Point: args[1]}
+			if !slices.Contains(faultPoints, f.Point) {
+				return usageErrorf("unknown fault point '%s' (want prealloc, detach or attach)", f.Point)
+			}
+			switch m := args[2]; m {
+			case "once", "always", "off":
+				f.Mode = m
+			default:
+				n, err := strconv.ParseUint(m, 10, 32)
+				if err != nil || n == 0 {
+					return usageErrorf("invalid fault mode '%s' (want once, N > 0, always or off)", m)
+				}
+				f.Mode, f.Count = "count", uint32(n)
+			}
+			if errno != "" {
+				if f.Mode == "off" {
+					return usageErrorf("--errno does not apply to off")
+				}
+				var err error
+				if f.Errno, err = parseErrno(errno); err != nil {
+					return err
+				}
+			}
+			return a.withManad(cmd, func(c *client.Client) error {
+				return c.SetFault(cmd.Context(), client.Interface{Name: args[0]}, f)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&errno, "errno", "", "errno the failure returns (ENOMEM, EIO, ... or a number)")
+	return cmd
+}
+
+func monitorCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "monitor [DEV]",
+		Short: "Print notifications as they arrive (ethtool --monitor)",
+		Long: `Print each notification as it arrives until interrupted, as ethtool --monitor does:
+"listening..." first, then, after a blank line, the private flags, rings or
+channels of the device that changed, in the show command's format; manad's port
+events (added, removed, changed) too. With DEV, only that device's. With --json,
+one JSON object per line (and "listening..." on stderr). With --kernel, the
+kernel's ethtool notifications.`,
+		Example: `  manactl monitor
+  ip netns exec manaA manactl monitor mana0
+  manactl --kernel --json monitor`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var c *client.Client
+			var err error
+			if a.kernel {
+				c, err = client.DialKernel()
+			} else {
+				c, err = client.Dial(a.socket)
+			}
+			if err != nil {
+				return failed(err)
+			}
+			defer c.Close()
+			ctx := cmd.Context()
+			sub, err := c.Subscribe(ctx)
+			if err != nil {
+				return failed(err)
+			}
+			defer sub.Close()
+			if a.json {
+				fmt.Fprintln(a.stderr, "listening...")
+			} else {
+				fmt.Fprintln(a.stdout, "listening...")
+			}
+			for {
+				ns, err := sub.Next(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil // interrupted: the normal end
+					}
+					return failed(err)
+				}
+				for _, n := range ns {
+					if len(args) == 1 && n.Interface.Name != args[0] {
+						continue
+					}
+					if err := writeNotification(a, n); err != nil {
+						return failed(err)
+					}
+				}
+			}
+		},
+	}
+}
+
+// writeNotification prints one notification as monitor does.
+func writeNotification(a *app, n client.Notification) error {
+	if a.json {
+		return writeJSONLine(a.stdout, eventToJSON(n))
+	}
+	switch {
+	case n.PrivateFlags != nil:
+		fmt.Fprintln(a.stdout)
+		writePrivFlags(a.stdout, n.Interface.Name, n.PrivateFlags.Flags)
+	case n.Rings != nil:
+		fmt.Fprintln(a.stdout)
+		writeRings(a.stdout, n.Interface.Name, n.Rings.Rings)
+	case n.Channels != nil:
+		fmt.Fprintln(a.stdout)
+		writeChannels(a.stdout, n.Interface.Name, n.Channels.Channels)
+	case n.Port != nil:
+		writePortEvent(a.stdout, n.Kind, *n.Port)
+	}
+	return nil
+}

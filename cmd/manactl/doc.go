@@ -1,0 +1,88 @@
+// Command manactl controls manad's software Microsoft MANA NIC ports, ethtool-style.
+//
+// # Commands
+//
+// ethtool-family commands; the ethtool option in brackets is accepted as an alias
+// (manactl -g eth0, manactl --set-priv-flags eth0 full-page-rx on):
+//
+//	show-priv-flags DEV                          [--show-priv-flags]  private flags
+//	set-priv-flags DEV NAME on|off [NAME on|off]… [--set-priv-flags]  only the named flags change
+//	show-ring DEV                                [-g, --show-ring]    ring sizes
+//	set-ring DEV PARAM VALUE…                    [-G, --set-ring]     rx, rx-mini, rx-jumbo, tx,
+//	                                                                  rx-buf-len, cqe-size N;
+//	                                                                  tx-push, rx-push on|off;
+//	                                                                  tcp-data-split auto|off|on
+//	show-channels DEV                            [-l, --show-channels]
+//	set-channels DEV PARAM N…                    [-L, --set-channels] rx, tx, other, combined
+//	stats DEV                                    [-S, --statistics]   driver statistics
+//	show-strings DEV [SET]                                            string sets (SET: a name
+//	                                                                  such as stats, priv-flags,
+//	                                                                  features, or an ETH_SS_ id)
+//
+// They print what ethtool 6.15 prints, byte for byte. They go to manad, or to the kernel's ethtool
+// netlink (the SIOCETHTOOL ioctl for stats, as ethtool -S) with --kernel, when manad is not
+// running (nothing listens on the socket), or when manad answers ENODEV "no device matches name"
+// (the device is not a manad port in the caller's network namespace). So one command, and one
+// udev rule, serve manad's ports and real NICs.
+//
+// manad's own commands:
+//
+//	list                                  ports in the caller's namespace: name, netns, state,
+//	                                      MTU, page size, queues, rings, flags, XDP
+//	show-rxbuf DEV                        live RX buffer layout, memory pinned, and why fragment or
+//	                                      single-buffer mode
+//	rxbuf-plan --page-size S --mtu N [--xdp] [--full-page-rx] [--rule R]… [--ring-size N] [--queues N]
+//	                                      layouts for hypothetical parameters, rules side by side
+//	set-mtu DEV N
+//	xdp DEV attach pass|drop|tx|aborted|FILE.o [--section S] [--name N]
+//	xdp DEV detach
+//	port add NAME [--netns NS] [--segment S] [--mac M] [--mtu N] [--max-mtu N] [--page-size S]
+//	         [--queues N] [--max-queues N] [--rx-ring N] [--tx-ring N] [--priv-flags F]
+//	         [--memory-budget B] [--persistent]
+//	port del NAME
+//	fault DEV prealloc|detach|attach once|N|always|off [--errno E]
+//	monitor [DEV]                         notifications as they arrive, like ethtool --monitor
+//	completion bash|zsh|fish|powershell   shell completion script (cobra's)
+//
+// Global options: --json (JSON output of the show commands), --socket PATH (default
+// $MANAD_SOCKET, else /run/manad/manad.sock), --kernel. Every command has --help with examples.
+//
+// # Errors and exit status
+//
+// 0 on success. 1 when the request fails, with one line on stderr: a netlink error as ethtool
+// prints it, the extack message and then the errno text ("netlink error: requested ring size
+// exceeds maximum: Invalid argument", "netlink error: Operation not permitted"), or "cannot
+// connect to manad at PATH: …" for a manad command when manad cannot be reached, or ethtool's
+// ioctl messages for kernel statistics ("Cannot get stats strings information: No such device").
+// 2 for a usage error: "manactl: <problem>" and "Try 'manactl CMD --help'.".
+//
+// # JSON (--json)
+//
+// Each show command prints an array with one object per device, as ethtool --json does. Keys:
+//
+//	show-priv-flags  ifname, flags: [{name, index, on}]
+//	show-ring        ifname, rx-max, rx-mini-max, rx-jumbo-max, tx-max, rx, rx-mini, rx-jumbo,
+//	                 tx, rx-buf-len, cqe-size, tx-push, rx-push, tcp-data-split
+//	                 (ethtool 6.15's keys; what the device does not report is left out)
+//	show-channels    ifname, rx-max, tx-max, other-max, combined-max, rx, tx, other, combined
+//	                 (ethtool's keys; likewise)
+//	stats            ifname, statistics: {NAME: VALUE, …} in driver order
+//	show-strings     ifname, string-sets: [{id, name, count, strings: […]}]
+//	list             ifname, ifindex, netns, segment, mac, admin-up, running, detached,
+//	                 reset-pending, persistent, mtu, min-mtu, max-mtu, page-size, queues,
+//	                 max-queues, rx-ring, tx-ring, priv-flags: [names that are on], xdp
+//	                 ("" | pass | drop | tx | aborted | ebpf:NAME), pages-pinned, bytes-pinned,
+//	                 buffers-in-flight, memory-in-use, memory-peak, memory-budget,
+//	                 faults: [{point, mode, count, errno}]   (port add --json prints the same)
+//	show-rxbuf       ifname, layout: LAYOUT, pages-pinned, bytes-pinned, buffers-in-flight
+//	rxbuf-plan       [LAYOUT, …] one per rule
+//	LAYOUT           rule, page-size, mtu, xdp, full-page-rx, mode (single | fragments), reason,
+//	                 datasize, alloc-size, headroom, buf-size, frag-count, order, pool-size,
+//	                 ring-size, queues, pages-per-queue, bytes-per-queue, bytes-total
+//	monitor          one object per line: kind (privflags | rings | channels | port-new |
+//	                 port-del | port-change), seq, ifname, ifindex, and one of priv-flags,
+//	                 rings, channels (the show objects) or port (a list object)
+//
+// Sizes are bytes; booleans are JSON booleans. New keys may be added; existing ones keep their
+// name and meaning.
+package main

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strconv"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
+)
+
+// JSON output (--json). Field names are stable and documented in doc.go. As ethtool --json does,
+// every show command prints an array (one element per device); the ring and channel objects use
+// ethtool 6.15's own keys (netlink/rings.c, channels.c) and leave out what ethtool leaves out
+// (attributes the device did not report), so that `jq '.[0].rx'` works on either tool's output.
+// Keys are kebab-case throughout.
+
+// writeJSON prints v indented, with a final newline.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "    ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// privFlagJSON is one private flag.
+type privFlagJSON struct {
+	Name  string `json:"name"`
+	Index int    `json:"index"`
+	On    bool   `json:"on"`
+}
+
+// privFlagsJSON is show-priv-flags.
+type privFlagsJSON struct {
+	IfName string         `json:"ifname"`
+	Flags  []privFlagJSON `json:"flags"`
+}
+
+func privFlagsToJSON(dev string, flags []client.Flag) privFlagsJSON {
+	out := privFlagsJSON{IfName: dev, Flags: []privFlagJSON{}}
+	for _, f := range flags {
+		out.Flags = append(out.Flags, privFlagJSON{Name: f.Name, Index: f.Index, On: f.On})
+	}
+	return out
+}
+
+// ringsJSON is show-ring, with ethtool 6.15's keys and order.
+type ringsJSON struct {
+	IfName       string  `json:"ifname"`
+	RxMax        *uint32 `json:"rx-max,omitempty"`
+	RxMiniMax    *uint32 `json:"rx-mini-max,omitempty"`
+	RxJumboMax   *uint32 `json:"rx-jumbo-max,omitempty"`
+	TxMax        *uint32 `json:"tx-max,omitempty"`
+	Rx           *uint32 `json:"rx,omitempty"`
+	RxMini       *uint32 `json:"rx-mini,omitempty"`
+	RxJumbo      *uint32 `json:"rx-jumbo,omitempty"`
+	Tx           *uint32 `json:"tx,omitempty"`
+	RxBufLen     *uint32 `json:"rx-buf-len,omitempty"`
+	CQESize      *uint32 `json:"cqe-size,omitempty"`
+	TxPush       bool    `json:"tx-push"`
+	RxPush       bool    `json:"rx-push"`
+	TCPDataSplit string  `json:"tcp-data-split,omitempty"`
+}
+
+func ringsToJSON(dev string, r genl.Rings) ringsJSON {
+	out := ringsJSON{IfName: dev, TxPush: r.TxPush, RxPush: r.RxPush,
+		RxBufLen: u32Shown(r.RxBufLen), CQESize: u32Shown(r.CQESize)}
+	out.RxMax, out.Rx = pairShown(r.RxMax, r.Rx)
+	out.RxMiniMax, out.RxMini = pairShown(r.RxMiniMax, r.RxMini)
+	out.RxJumboMax, out.RxJumbo = pairShown(r.RxJumboMax, r.RxJumbo)
+	out.TxMax, out.Tx = pairShown(r.TxMax, r.Tx)
+	switch r.TCPDataSplit {
+	case 0: // ethtool prints "n/a" in text mode only
+	case 1, 2:
+		out.TCPDataSplit = tcpDataSplitText(r.TCPDataSplit)
+	default:
+		out.TCPDataSplit = "unknown(" + strconv.Itoa(int(r.TCPDataSplit)) + ")"
+	}
+	return out
+}
+
+// channelsJSON is show-channels, with ethtool's keys and order.
+type channelsJSON struct {
+	IfName      string  `json:"ifname"`
+	RxMax       *uint32 `json:"rx-max,omitempty"`
+	TxMax       *uint32 `json:"tx-max,omitempty"`
+	OtherMax    *uint32 `json:"other-max,omitempty"`
+	CombinedMax *uint32 `json:"combined-max,omitempty"`
+	Rx          *uint32 `json:"rx,omitempty"`
+	Tx          *uint32 `json:"tx,omitempty"`
+	Other       *uint32 `json:"other,omitempty"`
+	Combined    *uint32 `json:"combined,omitempty"`
+}
+
+func channelsToJSON(dev string, ch genl.Channels) channelsJSON {
+	out := channelsJSON{IfName: dev}
+	out.RxMax, out.Rx = pairShown(ch.RxMax, ch.Rx)
+	out.TxMax, out.Tx = pairShown(ch.TxMax, ch.Tx)
+	out.OtherMax, out.Other = pairShown(ch.OtherMax, ch.Other)
+	out.CombinedMax, out.Combined = pairShown(ch.CombinedMax, ch.Combined)
+	return out
+}
+
+// orderedStats is a JSON object whose keys are the statistics in driver order (encoding/json
+// would sort a map's keys).
+type orderedStats []genl.Stat
+
+// MarshalJSON writes {"name": value, …} in slice order.
+func (s orderedStats) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, st := range s {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, err := json.Marshal(st.Name)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.WriteString(strconv.FormatUint(st.Value, 10))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// statsJSON is stats.
+type statsJSON struct {
+	IfName     string       `json:"ifname"`
+	Statistics orderedStats `json:"statistics"`
+}
+
+// stringSetJSON is one string set of show-strings.
+type stringSetJSON struct {
+	ID      uint32   `json:"id"`
+	Name    string   `json:"name"`
+	Count   int      `json:"count"`
+	Strings []string `json:"strings"`
+}
+
+// stringSetsJSON is show-strings.
+type stringSetsJSON struct {
+	IfName     string          `json:"ifname"`
+	StringSets []stringSetJSON `json:"string-sets"`
+}
+
+func stringSetsToJSON(dev string, sets []client.StringSet) stringSetsJSON {
+	out := stringSetsJSON{IfName: dev, StringSets: []stringSetJSON{}}
+	for _, s := range sets {
+		strs := s.Strings
+		if strs == nil {
+			strs = []string{}
+		}
+		out.StringSets = append(out.StringSets, stringSetJSON{ID: s.ID, Name: stringSetName(s.ID), Count: s.Count, Strings: strs})
+	}
+	return out
+}
+
+// faultJSON is an armed fault.
+type faultJSON struct {
+	Point string `json:"point"`
+	Mode  string `json:"mode"`
+	Count uint32 `json:"count"`
+	Errno uint32 `json:"errno"`
+}
+
+// portJSON is one port of list (and of port add, and of monitor's port events).
+type portJSON struct {
+	IfName          string      `json:"ifname"`
+	IfIndex         uint32      `json:"ifindex"`
+	NetNS           string      `json:"netns"`
+	Segment         string      `json:"segment"`
+	MAC             string      `json:"mac"`
+	AdminUp         bool        `json:"admin-up"`
+	Running         bool        `json:"running"`
+	Detached        bool        `json:"detached"`
+	ResetPending    bool        `json:"reset-pending"`
+	Persistent      bool        `json:"persistent"`
+	MTU             uint32      `json:"mtu"`
+	MinMTU          uint32      `json:"min-mtu"`
+	MaxMTU          uint32      `json:"max-mtu"`
+	PageSize        uint32      `json:"page-size"`
+	Queues          uint32      `json:"queues"`
+	MaxQueues       uint32      `json:"max-queues"`
+	RxRing          uint32      `json:"rx-ring"`
+	TxRing          uint32      `json:"tx-ring"`
+	PrivFlags       []string    `json:"priv-flags"`
+	XDP             string      `json:"xdp"`
+	PagesPinned     uint64      `json:"pages-pinned"`
+	BytesPinned     uint64      `json:"bytes-pinned"`
+	BuffersInFlight uint64      `json:"buffers-in-flight"`
+	MemoryInUse     uint64      `json:"memory-in-use"`
+	MemoryPeak      uint64      `json:"memory-peak"`
+	MemoryBudget    uint64      `json:"memory-budget"`
+	Faults          []faultJSON `json:"faults"`
+}
+
+func portToJSON(p genl.PortInfo) portJSON {
+	out := portJSON{
+		IfName: p.Device.Name, IfIndex: p.Device.Index, NetNS: p.NetNSName, Segment: p.Segment,
+		MAC: p.MAC.String(), AdminUp: p.AdminUp, Running: p.Running, Detached: p.Detached,
+		ResetPending: p.ResetPending, Persistent: p.Persistent, MTU: p.MTU, MinMTU: p.MinMTU,
+		MaxMTU: p.MaxMTU, PageSize: p.PageSize, Queues: p.Queues, MaxQueues: p.MaxQueues,
+		RxRing: p.RxRing, TxRing: p.TxRing, PrivFlags: append([]string{}, p.PrivFlagNames...),
+		XDP: p.XDP, PagesPinned: p.PagesPinned, BytesPinned: p.BytesPinned,
+		BuffersInFlight: p.BuffersInFlight, MemoryInUse: p.MemoryInUse, MemoryPeak: p.MemoryPeak,
+		MemoryBudget: p.MemoryBudget, Faults: []faultJSON{},
+	}
+	for _, f := range p.Faults {
+		out.Faults = append(out.Faults, faultJSON(f))
+	}
+	return out
+}
+
+// layoutJSON is an RX buffer layout (show-rxbuf, rxbuf-plan).
+type layoutJSON struct {
+	Rule          string `json:"rule"`
+	PageSize      uint32 `json:"page-size"`
+	MTU           uint32 `json:"mtu"`
+	XDP           bool   `json:"xdp"`
+	FullPageRx    bool   `json:"full-page-rx"`
+	Mode          string `json:"mode"`
+	Reason        string `json:"reason"`
+	DataSize      uint32 `json:"datasize"`
+	AllocSize     uint32 `json:"alloc-size"`
+	Headroom      uint32 `json:"headroom"`
+	BufSize       uint32 `json:"buf-size"`
+	FragCount     uint32 `json:"frag-count"`
+	Order         uint32 `json:"order"`
+	PoolSize      uint32 `json:"pool-size"`
+	RingSize      uint32 `json:"ring-size"`
+	Queues        uint32 `json:"queues"`
+	PagesPerQueue uint32 `json:"pages-per-queue"`
+	BytesPerQueue uint64 `json:"bytes-per-queue"`
+	BytesTotal    uint64 `json:"bytes-total"`
+}
+
+func layoutToJSON(l genl.RxBufLayout) layoutJSON {
+	mode := "fragments"
+	if l.Single {
+		mode = "single"
+	}
+	return layoutJSON{
+		Rule: l.Rule, PageSize: l.PageSize, MTU: l.MTU, XDP: l.XDP, FullPageRx: l.FullPageRx,
+		Mode: mode, Reason: l.Reason, DataSize: l.DataSize, AllocSize: l.AllocSize,
+		Headroom: l.Headroom, BufSize: l.BufSize, FragCount: l.FragCount, Order: l.Order,
+		PoolSize: l.PoolSize, RingSize: l.RingSize, Queues: l.Queues,
+		PagesPerQueue: l.PagesPerQueue, BytesPerQueue: l.BytesPerQueue, BytesTotal: l.BytesTotal,
+	}
+}
+
+// rxBufJSON is show-rxbuf.
+type rxBufJSON struct {
+	IfName          string     `json:"ifname"`
+	Layout          layoutJSON `json:"layout"`
+	PagesPinned     uint64     `json:"pages-pinned"`
+	BytesPinned     uint64     `json:"bytes-pinned"`
+	BuffersInFlight uint64     `json:"buffers-in-flight"`
+}
+
+func rxBufToJSON(p genl.PortInfo) rxBufJSON {
+	return rxBufJSON{IfName: p.Device.Name, Layout: layoutToJSON(p.Layout), PagesPinned: p.PagesPinned,
+		BytesPinned: p.BytesPinned, BuffersInFlight: p.BuffersInFlight}
+}
+
+// eventJSON is one monitor notification (one JSON object per line). Exactly one of the payload
+// fields is present, according to kind: "privflags", "rings", "channels", "port-new",
+// "port-del" or "port-change".
+type eventJSON struct {
+	Kind         string         `json:"kind"`
+	Seq          uint32         `json:"seq"`
+	IfName       string         `json:"ifname"`
+	IfIndex      int            `json:"ifindex"`
+	PrivateFlags *privFlagsJSON `json:"priv-flags,omitempty"`
+	Rings        *ringsJSON     `json:"rings,omitempty"`
+	Channels     *channelsJSON  `json:"channels,omitempty"`
+	Port         *portJSON      `json:"port,omitempty"`
+}
+
+func eventToJSON(n client.Notification) eventJSON {
+	e := eventJSON{Kind: n.Kind.String(), Seq: n.Sequence, IfName: n.Interface.Name, IfIndex: n.Interface.Index}
+	switch {
+	case n.PrivateFlags != nil:
+		v := privFlagsToJSON(n.Interface.Name, n.PrivateFlags.Flags)
+		e.PrivateFlags = &v
+	case n.Rings != nil:
+		v := ringsToJSON(n.Interface.Name, n.Rings.Rings)
+		e.Rings = &v
+	case n.Channels != nil:
+		v := channelsToJSON(n.Interface.Name, n.Channels.Channels)
+		e.Channels = &v
+	case n.Port != nil:
+		v := portToJSON(*n.Port)
+		e.Port = &v
+	}
+	return e
+}

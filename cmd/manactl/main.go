@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the request failed (netlink error, manad unreachable, ...)
+	exitUsage   = 2 // the command line is wrong
+)
+
+// run is manactl: it parses args (after the ethtool-style rewrite), runs the command and returns
+// the exit status. Runtime errors print one line on stderr and give 1; usage errors print the
+// problem and a hint and give 2.
+func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := newRoot(a, env)
+	root.SetArgs(rewriteEthtoolArgs(args))
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var rerr *runtimeError
+	if errors.As(err, &rerr) {
+		fmt.Fprintln(stderr, errorLine(rerr.err))
+		return exitFailure
+	}
+	fmt.Fprintf(stderr, "manactl: %v\nTry '%s --help'.\n", err, cmd.CommandPath())
+	return exitUsage
+}
+
+// writeJSONLine prints v as one line of JSON (monitor --json).
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

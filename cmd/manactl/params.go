@@ -1,0 +1,130 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Parsers for command arguments. Each returns a usage error (exit status 2) naming the argument.
+
+// parseU32 parses an ethtool-style numeric parameter (decimal, or 0x hex as strtoul(…, 0)).
+func parseU32(param, s string) (uint32, error) {
+	v, err := strconv.ParseUint(s, 0, 32)
+	if err != nil {
+		return 0, usageErrorf("invalid value '%s' for parameter '%s'", s, param)
+	}
+	return uint32(v), nil
+}
+
+// parseOnOff parses on|off.
+func parseOnOff(param, s string) (bool, error) {
+	switch s {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return false, usageErrorf("invalid value '%s' for parameter '%s' (want on or off)", s, param)
+}
+
+// parseParams splits "NAME VALUE [NAME VALUE …]" into pairs, refusing unknown and repeated
+// names (known lists the accepted names, in the order the help shows them).
+func parseParams(what string, args []string, known []string) ([][2]string, error) {
+	if len(args) == 0 {
+		return nil, usageErrorf("no %s parameters given (want %s)", what, strings.Join(known, ", "))
+	}
+	if len(args)%2 != 0 {
+		return nil, usageErrorf("%s parameter '%s' needs a value", what, args[len(args)-1])
+	}
+	seen := map[string]bool{}
+	var out [][2]string
+	for i := 0; i < len(args); i += 2 {
+		name := args[i]
+		ok := false
+		for _, k := range known {
+			ok = ok || k == name
+		}
+		if !ok {
+			return nil, usageErrorf("unknown %s parameter '%s' (want %s)", what, name, strings.Join(known, ", "))
+		}
+		if seen[name] {
+			return nil, usageErrorf("%s parameter '%s' given twice", what, name)
+		}
+		seen[name] = true
+		out = append(out, [2]string{name, args[i+1]})
+	}
+	return out, nil
+}
+
+// parsePageSize accepts 4096, 16384, 65536 or 4K, 16K, 64K (as the configuration file does); the
+// daemon judges which sizes it supports.
+func parsePageSize(s string) (uint32, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	mult := uint64(1)
+	if strings.HasSuffix(t, "K") {
+		t, mult = strings.TrimSuffix(t, "K"), 1024
+	}
+	v, err := strconv.ParseUint(t, 10, 32)
+	if err != nil || v == 0 || v*mult > 1<<31 {
+		return 0, usageErrorf("invalid page size '%s' (want 4K, 16K or 64K, or 4096, 16384, 65536)", s)
+	}
+	return uint32(v * mult), nil
+}
+
+// parseBytes parses a byte count with an optional binary unit: K/KiB, M/MiB, G/GiB, T/TiB.
+func parseBytes(param, s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}}
+	mult := uint64(1)
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSuffix(t, u.suffix), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseUint(t, 10, 64)
+	if err != nil || v > ^uint64(0)/mult {
+		return 0, usageErrorf("invalid value '%s' for %s (want bytes, or a number with K, M, G or T)", s, param)
+	}
+	return v * mult, nil
+}
+
+// parseErrno accepts an errno number (1..4095) or name ("ENOMEM").
+func parseErrno(s string) (uint32, error) {
+	if v, err := strconv.ParseUint(s, 10, 32); err == nil && v >= 1 && v <= 4095 {
+		return uint32(v), nil
+	}
+	name := strings.ToUpper(s)
+	for e := unix.Errno(1); e < 4096; e++ {
+		if unix.ErrnoName(e) == name {
+			return uint32(e), nil
+		}
+	}
+	return 0, usageErrorf("invalid errno '%s' (want a name such as ENOMEM or a number 1..4095)", s)
+}
+
+// privFlagBits are the private flags a port can be created with (manactl port add
+// --priv-flags): mana's MANA_PRIV_FLAG_* bit numbers (mana_ethtool.c: mana_priv_flags).
+var privFlagBits = map[string]uint32{"full-page-rx": 0}
+
+// parsePrivFlags turns "full-page-rx[,…]" into the flag bits.
+func parsePrivFlags(s string) (uint32, error) {
+	var bits uint32
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		b, ok := privFlagBits[name]
+		if !ok {
+			return 0, usageErrorf("unknown private flag '%s' (want full-page-rx)", name)
+		}
+		bits |= 1 << b
+	}
+	return bits, nil
+}
