@@ -1,0 +1,112 @@
+package manactl
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/manad/manad/tests/harness"
+	"github.com/manad/manad/tests/testenv"
+)
+
+// TestKernelVeth runs show-priv-flags, show-ring, show-channels and stats against a kernel veth
+// through the kernel's ethtool family (and ioctl, for -S) and compares each with what ethtool
+// itself prints for the same device: stdout, stderr and exit status, byte for byte. It does so
+// three ways: with --kernel, with manad not running, and with manad running but answering "no
+// device matches name" because the veth is not its port.
+func TestKernelVeth(t *testing.T) {
+	testenv.RequireRoot(t)
+	needTool(t, "ethtool")
+	dir := worldDir(t)
+	bin := manactlIn(t, dir)
+	ns, other := harness.Name("mck", ""), harness.Name("mco", "")
+	harness.Run(t, "", "ip", "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	harness.Run(t, ns, "ip", "link", "add", "va", "type", "veth", "peer", "name", "vb", "numrxqueues", "4", "numtxqueues", "4")
+	harness.Run(t, ns, "ethtool", "-L", "vb", "rx", "3", "tx", "2")
+
+	if err := os.Mkdir(filepath.Join(dir, "manad"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := harness.Start(t, filepath.Join(dir, "manad"), "",
+		fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\npersistent = false\n", harness.Name("mcv", "0"), other), other)
+
+	modes := []struct {
+		name string
+		env  []string
+		pre  []string
+	}{
+		{"--kernel", []string{"MANAD_SOCKET=" + d.Socket}, []string{"--kernel"}},
+		{"manad-not-running", []string{"MANAD_SOCKET=" + filepath.Join(dir, "none.sock")}, nil},
+		{"manad-enodev", []string{"MANAD_SOCKET=" + d.Socket}, nil},
+	}
+	for _, opt := range []string{"--show-priv-flags", "-g", "-l", "-S"} {
+		want := run(t, ns, nil, "ethtool", opt, "vb")
+		t.Logf("ethtool %s vb: exit %d\n%s%s", opt, want.code, want.stdout, want.stderr)
+		for _, m := range modes {
+			t.Run(opt+"/"+m.name, func(t *testing.T) {
+				got := run(t, ns, m.env, append(append([]string{bin}, m.pre...), opt, "vb")...)
+				if got != want {
+					t.Errorf("manactl %s vb: exit %d\nstdout %q\nstderr %q\nethtool: exit %d\nstdout %q\nstderr %q",
+						opt, got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)
+				}
+			})
+		}
+	}
+	if log := d.Log(); !strings.Contains(log, "manad ready") {
+		t.Errorf("manad did not serve:\n%s", log)
+	}
+
+	// A refused change: ethtool prints the extack message (with its offset) and perror's errno
+	// text on two lines, manactl both on one.
+	want := run(t, ns, nil, "ethtool", "-L", "vb", "rx", "5")
+	got := run(t, ns, modes[2].env, bin, "-L", "vb", "rx", "5")
+	var parts []string
+	for _, l := range strings.Split(strings.TrimSpace(want.stderr), "\n") {
+		parts = append(parts, regexp.MustCompile(` \(offset \d+\)$`).ReplaceAllString(strings.TrimPrefix(l, "netlink error: "), ""))
+	}
+	if want.code != 1 || got.code != 1 || got.stderr != "netlink error: "+strings.Join(parts, ": ")+"\n" {
+		t.Errorf("-L vb rx 5: manactl exit %d %q, ethtool exit %d %q", got.code, got.stderr, want.code, want.stderr)
+	}
+	// An accepted change, made by manactl through the kernel, as ethtool sees it.
+	if r := run(t, ns, modes[2].env, bin, "-L", "vb", "rx", "1", "tx", "4"); r.code != 0 || r.stderr != "" {
+		t.Fatalf("manactl -L vb rx 1 tx 4: %+v", r)
+	}
+	if out := run(t, ns, nil, "ethtool", "-l", "vb").stdout; !strings.Contains(out, "Current hardware settings:\nRX:\t\t1\nTX:\t\t4\n") {
+		t.Errorf("ethtool -l after manactl -L:\n%s", out)
+	}
+}
+
+// TestKernelMonitor runs `manactl --kernel monitor` next to `ethtool --monitor` while a veth's
+// channels change: both must print the same text.
+func TestKernelMonitor(t *testing.T) {
+	testenv.RequireRoot(t)
+	needTool(t, "ethtool")
+	needTool(t, "stdbuf")
+	dir := worldDir(t)
+	bin := manactlIn(t, dir)
+	ns := harness.Name("mcm", "")
+	harness.Run(t, "", "ip", "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	harness.Run(t, ns, "ip", "link", "add", "va", "type", "veth", "peer", "name", "vb", "numrxqueues", "4", "numtxqueues", "4")
+
+	// stdbuf: ethtool's stdout is a pipe, fully buffered, and SIGINT would lose the buffer.
+	eth := startMonitor(t, ns, nil, "stdbuf", "-oL", "ethtool", "--monitor")
+	mctl := startMonitor(t, ns, nil, bin, "--kernel", "monitor")
+	harness.Run(t, ns, "ethtool", "-L", "vb", "rx", "2", "tx", "3")
+	harness.Run(t, ns, "ethtool", "-L", "vb", "rx", "4")
+	block := "\nChannel parameters for vb:\nPre-set maximums:\nRX:\t\t4\nTX:\t\t4\nOther:\t\tn/a\nCombined:\tn/a\n" +
+		"Current hardware settings:\nRX:\t\t4\nTX:\t\t3\nOther:\t\tn/a\nCombined:\tn/a\n"
+	eth.waitFor(t, block)
+	mctl.waitFor(t, block)
+	want, _ := eth.interrupt(t) // ethtool does not catch SIGINT
+	got := mctl.stop(t)
+	t.Logf("ethtool --monitor printed:\n%s", want)
+	if got != want {
+		t.Errorf("manactl --kernel monitor printed\n%q\nethtool --monitor printed\n%q", got, want)
+	}
+}
