@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -126,6 +127,9 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	d.bg.Add(1)
 	go d.followLink(wctx, p, events)
 	ok = true
+	if spec.NetNS == "" {
+		announce(spec.Name, log)
+	}
 	log.Info("port created", "netns", spec.NetNS, "segment", spec.Segment, "ifindex", p.index,
 		"reattached", p.dev.Reattached(), "up", p.vp.State().Running)
 	d.srv.NotifyPort("new", p.info())
@@ -278,5 +282,16 @@ func (d *Daemon) teardown(p *port, del bool) {
 	if p.ebpf != nil {
 		p.ebpf.Close()
 		p.ebpf = nil
+	}
+}
+
+// announce has the kernel send a "change" uevent for a port's TAP once the port is ready. The
+// "add" uevent went out when the TAP was created, before manad had set its alias, so a udev rule
+// matching ATTR{ifalias}=="manad:*" could not see it then; it sees it on this one. Only ports in
+// manad's own network namespace are visible to the host's udev (and through /sys here). Best
+// effort: a read-only /sys (systemd's ProtectKernelTunables) just means no second event.
+func announce(name string, log interface{ Debug(string, ...any) }) {
+	if err := os.WriteFile("/sys/class/net/"+name+"/uevent", []byte("change"), 0); err != nil {
+		log.Debug("no change uevent for udev", "err", err)
 	}
 }
