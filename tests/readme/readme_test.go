@@ -1,0 +1,194 @@
+// Package readme runs the user guide in README.md, verbatim, so that the guide cannot rot: the
+// commands of every block marked <!-- guide:… --> run as a newcomer would run them (manad in one
+// terminal, the monitor in another, the steps in a third), as root, inside a private mount
+// namespace whose /run/manad, /run/netns and /var/lib/manad are fresh, so the run neither sees
+// nor disturbs a manad already running on the machine.
+package readme
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manad/manad/tests/testenv"
+)
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
+}
+
+// block is one fenced shell block of the guide and the marker before it.
+type block struct {
+	kind string // daemon, step, monitor, install, tests
+	cmds []string
+}
+
+var marker = regexp.MustCompile(`^<!-- guide:(\w+) -->$`)
+
+// guideBlocks returns the marked blocks of README.md in order.
+func guideBlocks(t *testing.T) []block {
+	t.Helper()
+	f, err := os.Open(filepath.Join(moduleRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []block
+	var cur *block
+	kind := ""
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case !in && marker.MatchString(line):
+			kind = marker.FindStringSubmatch(line)[1]
+		case !in && kind != "" && line == "```sh":
+			in = true
+			out = append(out, block{kind: kind})
+			cur = &out[len(out)-1]
+		case in && line == "```":
+			in, kind, cur = false, "", nil
+		case in:
+			if cmd := strings.TrimSpace(line); cmd != "" && !strings.HasPrefix(cmd, "#") {
+				cur.cmds = append(cur.cmds, cmd)
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("README.md has no guide blocks")
+	}
+	return out
+}
+
+// TestGuideMatchesCI checks the guide's install and test steps against what CI really does: the
+// packages it tells a user to install are ones .ci/run installs, and its test command is the one
+// .ci/run runs.
+func TestGuideMatchesCI(t *testing.T) {
+	ci, err := os.ReadFile(filepath.Join(moduleRoot(), ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := regexp.MustCompile(`pkgs=\(([^)]*)\)`).FindSubmatch(ci)
+	if pkgs == nil {
+		t.Fatal(".ci/run has no pkgs=(…) list")
+	}
+	ciPkgs := strings.Fields(string(pkgs[1]))
+	var sawInstall, sawTests bool
+	for _, b := range guideBlocks(t) {
+		switch b.kind {
+		case "install":
+			sawInstall = true
+			for _, c := range b.cmds {
+				if rest, ok := strings.CutPrefix(c, "sudo apt-get install -y "); ok {
+					for _, p := range strings.Fields(rest) {
+						if p != "make" && !slices.Contains(ciPkgs, p) {
+							t.Errorf("README tells users to install %s, which CI does not install", p)
+						}
+					}
+				}
+			}
+			if !slices.ContainsFunc(b.cmds, func(c string) bool { return strings.HasPrefix(c, "make build") }) {
+				t.Error("the install step does not build")
+			}
+		case "tests":
+			sawTests = true
+			if len(b.cmds) != 1 || b.cmds[0] != "sudo make test" || !strings.Contains(string(ci), "\nmake test\n") {
+				t.Errorf("README's test command %q is not what .ci/run runs", b.cmds)
+			}
+		}
+	}
+	if !sawInstall || !sawTests {
+		t.Errorf("guide lacks the install (%v) or test (%v) step", sawInstall, sawTests)
+	}
+}
+
+// TestGuide runs the guide.
+func TestGuide(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, tool := range []string{"unshare", "make", "ping", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.SkipOrFail(t, "the guide needs %s: %v", tool, err)
+		}
+	}
+	dir := t.TempDir()
+	var s strings.Builder
+	// Job control puts each "terminal" in its own process group, so that the test can press
+	// Ctrl-C (SIGINT to the group) in it as the reader would.
+	s.WriteString(`set -e -m
+sudo() { "$@"; }   # the guide is written for a user with sudo; the test already is root
+for d in /run/netns /run/manad /var/lib/manad; do mkdir -p "$d"; mount -t tmpfs tmpfs "$d"; done
+mount --make-private /run/netns
+ctrlc() { kill -INT -- "-$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+cleanup() { if [ -n "$M" ]; then ctrlc "$M"; fi; if [ -n "$D" ]; then ctrlc "$D"; fi; }
+trap cleanup EXIT
+`)
+	for _, b := range guideBlocks(t) {
+		cmds := strings.Join(b.cmds, "\n")
+		switch b.kind {
+		case "daemon":
+			s.WriteString("(\n" + cmds + "\n) >" + filepath.Join(dir, "daemon.log") + " 2>&1 &\nD=$!\n")
+			s.WriteString(`for i in $(seq 600); do [ -S /run/manad/manad.sock ] && grep -q "manad ready" ` + filepath.Join(dir, "daemon.log") + ` && break; kill -0 $D || exit 1; sleep 0.1; done
+grep -q "manad ready" ` + filepath.Join(dir, "daemon.log") + "\n")
+		case "monitor":
+			s.WriteString("(\n" + cmds + "\n) >" + filepath.Join(dir, "monitor.log") + " 2>&1 &\nM=$!\nsleep 0.5\n")
+		case "step":
+			for _, c := range b.cmds {
+				s.WriteString("echo '$ " + strings.ReplaceAll(c, "'", `'\''`) + "'\n" + c + "\n")
+			}
+		}
+	}
+	s.WriteString(`sleep 0.5
+ctrlc $M; M=
+ctrlc $D; D=
+for i in $(seq 300); do grep -q "manad stopped" ` + filepath.Join(dir, "daemon.log") + ` && break; sleep 0.1; done
+`)
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "bash", "-c", s.String())
+	cmd.Dir = moduleRoot()
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("the guide did not finish in 5 minutes")
+	}
+	daemonLog, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
+	monitorLog, _ := os.ReadFile(filepath.Join(dir, "monitor.log"))
+	if err != nil {
+		t.Fatalf("the guide failed: %v\n%s\n--- manad:\n%s\n--- monitor:\n%s", err, out, daemonLog, monitorLog)
+	}
+	// What a reader of the guide is told to expect.
+	for _, want := range []string{
+		"0% packet loss",
+		"mana0  manaA  up     1500  4K",
+		"Private flags for mana0:\nfull-page-rx: off",
+		"Ring parameters for mana0:",
+		"Mode:              page-pool fragments, 2 per page",
+		"Pages per queue:   512",
+		"Why:               full-page-rx private flag is on",
+		"Buffers per page  31         35            1",
+		"NIC statistics:",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("guide output lacks %q\n%s", want, out)
+		}
+	}
+	if !strings.Contains(string(monitorLog), "Private flags for mana0:\nfull-page-rx: on") {
+		t.Errorf("monitor did not show the flag change:\n%s", monitorLog)
+	}
+	if !strings.Contains(string(daemonLog), "every RX buffer returned") || strings.Contains(string(daemonLog), "still in flight") {
+		t.Errorf("manad did not stop cleanly:\n%s", daemonLog)
+	}
+}
