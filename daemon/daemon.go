@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"reflect"
 	"sync"
 	"time"
 
@@ -184,10 +185,15 @@ func (d *Daemon) saveState() {
 	}
 }
 
-// recordSettings remembers a port's runtime settings. Caller holds the configuration lock.
+// recordSettings remembers a port's runtime settings, writing the state file only when they
+// changed (a refused request changes nothing and costs no fsync). Caller holds the configuration
+// lock.
 func (d *Daemon) recordSettings(p *port) {
 	s := p.vp.Settings()
 	ps := config.NewPortSettings(s, p.vp.State().AdminUp)
+	if old, ok := d.state.Ports[p.spec.Name]; ok && reflect.DeepEqual(old.Settings, ps) && (old.Spec != nil) == p.runtime {
+		return
+	}
 	if p.runtime {
 		d.state.RecordCreated(p.spec, ps)
 	} else {
