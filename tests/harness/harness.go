@@ -28,10 +28,16 @@ import (
 	"github.com/manad/manad/tests/testenv"
 )
 
+// build is one set of the binaries, built once per test binary.
+type build struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
 var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
+	raceBuild  build // what the tests run: with the race detector
+	plainBuild build // what benchmarks run: rates of a race-instrumented daemon say little
 )
 
 // moduleRoot finds the directory of go.mod above this source file.
@@ -40,36 +46,47 @@ func moduleRoot() string {
 	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
 }
 
-// Binaries builds cmd/manad and cmd/manactl once per test binary and returns their paths.
-func Binaries(t testing.TB) (manad, manactl string) {
+func (b *build) get(t testing.TB, race bool) (manad, manactl string) {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "manad-bin-")
-		if buildErr != nil {
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "manad-bin-"); b.err != nil {
 			return
 		}
 		for _, c := range []string{"manad", "manactl"} {
 			if _, err := os.Stat(filepath.Join(moduleRoot(), "cmd", c)); err != nil {
 				continue
 			}
-			cmd := exec.Command("go", "build", "-race", "-o", filepath.Join(buildDir, c), "./cmd/"+c)
+			args := []string{"build", "-o", filepath.Join(b.dir, c), "./cmd/" + c}
+			if race {
+				args = []string{"build", "-race", "-o", filepath.Join(b.dir, c), "./cmd/" + c}
+			}
+			cmd := exec.Command("go", args...)
 			cmd.Dir = moduleRoot()
 			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build ./cmd/%s: %v\n%s", c, err, out)
+				b.err = fmt.Errorf("go build ./cmd/%s: %v\n%s", c, err, out)
 				return
 			}
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return filepath.Join(buildDir, "manad"), filepath.Join(buildDir, "manactl")
+	return filepath.Join(b.dir, "manad"), filepath.Join(b.dir, "manactl")
 }
+
+// Binaries builds cmd/manad and cmd/manactl with the race detector, once per test binary, and
+// returns their paths.
+func Binaries(t testing.TB) (manad, manactl string) { return raceBuild.get(t, true) }
+
+// PlainBinaries builds them without the race detector, for benchmarks.
+func PlainBinaries(t testing.TB) (manad, manactl string) { return plainBuild.get(t, false) }
 
 // Cleanup removes the built binaries; call it from TestMain after m.Run.
 func Cleanup() {
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+	for _, b := range []*build{&raceBuild, &plainBuild} {
+		if b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
 	}
 }
 
@@ -107,6 +124,13 @@ func Start(t testing.TB, dir, daemonExtra, ports string, netnss ...string) *Daem
 	t.Helper()
 	testenv.RequireRoot(t)
 	bin, _ := Binaries(t)
+	return StartBinary(t, bin, dir, daemonExtra, ports, netnss...)
+}
+
+// StartBinary is Start running the manad binary bin (PlainBinaries' for a benchmark).
+func StartBinary(t testing.TB, bin, dir, daemonExtra, ports string, netnss ...string) *Daemon {
+	t.Helper()
+	testenv.RequireRoot(t)
 	if dir == "" {
 		dir = t.TempDir()
 	}

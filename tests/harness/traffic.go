@@ -2,6 +2,7 @@ package harness
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -94,8 +95,8 @@ func StartTransfer(src, dst, addr string, size int64, seed uint64) (*Transfer, e
 				return
 			default:
 			}
-			for i := range buf {
-				buf[i] = byte(rng.Uint32())
+			for i := 0; i < len(buf); i += 8 {
+				binary.LittleEndian.PutUint64(buf[i:], rng.Uint64())
 			}
 			chunk := buf
 			if size > 0 && int64(len(chunk)) > size-tr.Sent {
