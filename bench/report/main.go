@@ -84,6 +84,11 @@ var sources = []source{
 	{issue: 3, figure: "PRIVFLAGS_GET round trip p50, manad", pkg: "./genl", bench: "BenchmarkPrivFlagsGetRoundTrip",
 		value: "manad-privflags-p50-ns", scale: 1e-3, unit: "µs", baseline: "kernel-channels-p50-ns", baseName: "kernel ethtool GET on a veth",
 		ratio: "p50-ratio", target: "≤ 3× the kernel", met: func(_, r float64) bool { return r <= 3 }, scaleBaselineToo: true},
+	{issue: 6, figure: "forwarding appliance (seed 002), fragment mode", pkg: "./tests/scenarios", bench: "BenchmarkForwarding",
+		value: "frag-fwd-pps", scale: 1, unit: "pps", target: "reported"},
+	{issue: 6, figure: "forwarding appliance (seed 002), full-page mode", pkg: "./tests/scenarios", bench: "BenchmarkForwarding",
+		value: "full-fwd-pps", scale: 1, unit: "pps", baseline: "frag-fwd-pps", baseName: "fragment mode", ratio: "full/frag",
+		target: "reported", scaleBaselineToo: true},
 	{issue: 4, figure: "XDP program run per 1500-B frame", pkg: "./daemon/xdp", bench: "BenchmarkRun/pass",
 		value: "ns/op", scale: 1e-3, unit: "µs", baseline: "baseline-ns/op", baseName: "cilium Program.Run", ratio: "x-baseline", scaleBaselineToo: true},
 }
