@@ -43,6 +43,10 @@ type Rings struct {
 	RxBufLen, CQESize                   uint32
 	TCPDataSplit                        uint8 // 0 unknown, 1 disabled, 2 enabled
 	TxPush, RxPush                      bool
+	// Sent by drivers with ETHTOOL_RING_USE_TX_PUSH_BUF_LEN / _HDS_THRS only (none of manad's
+	// ports); a client reads them from kernel NICs.
+	TxPushBufLen, TxPushBufLenMax uint32
+	HDSThresh, HDSThreshMax       uint32
 }
 
 // Channels are ethtool channel counts (struct ethtool_channels).

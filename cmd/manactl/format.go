@@ -44,8 +44,8 @@ func onOff(b bool) string {
 // client.Channels zero the attributes a reply lacked, and the kernel (rings_fill_reply,
 // channels_fill_reply) and manad send each max/current pair, RX_BUF_LEN, TCP_DATA_SPLIT and
 // CQE_SIZE only when non-zero, so zero means absent; TX_PUSH and RX_PUSH are always sent.
-// TX_PUSH_BUF_LEN(_MAX) and HDS_THRESH(_MAX) are not decoded by client.Rings (no manad port has
-// them) and print as absent.
+// TX_PUSH_BUF_LEN(_MAX) and HDS_THRESH(_MAX) come in pairs, only from drivers that support them
+// (no manad port does), and are shown when the maximum is non-zero.
 func u32Shown(v uint32) *uint32 {
 	if v == 0 {
 		return nil
@@ -76,14 +76,16 @@ func writeRings(w io.Writer, dev string, r genl.Rings) {
 	miniMax, mini := pairShown(r.RxMiniMax, r.RxMini)
 	jumboMax, jumbo := pairShown(r.RxJumboMax, r.RxJumbo)
 	txMax, tx := pairShown(r.TxMax, r.Tx)
+	pushMax, push := pairShown(r.TxPushBufLenMax, r.TxPushBufLen)
+	hdsMax, hds := pairShown(r.HDSThreshMax, r.HDSThresh)
 	fmt.Fprintf(w, "Ring parameters for %s:\n", dev)
 	fmt.Fprintf(w, "Pre-set maximums:\n")
 	showU32(w, "RX:\t\t\t", rxMax)
 	showU32(w, "RX Mini:\t\t", miniMax)
 	showU32(w, "RX Jumbo:\t\t", jumboMax)
 	showU32(w, "TX:\t\t\t", txMax)
-	showU32(w, "TX push buff len:\t", nil)
-	showU32(w, "HDS thresh:\t\t", nil)
+	showU32(w, "TX push buff len:\t", pushMax)
+	showU32(w, "HDS thresh:\t\t", hdsMax)
 	fmt.Fprintf(w, "Current hardware settings:\n")
 	showU32(w, "RX:\t\t\t", rx)
 	showU32(w, "RX Mini:\t\t", mini)
@@ -93,9 +95,9 @@ func writeRings(w io.Writer, dev string, r genl.Rings) {
 	showU32(w, "CQE Size:\t\t", u32Shown(r.CQESize))
 	fmt.Fprintf(w, "TX Push:\t\t%s\n", onOff(r.TxPush))
 	fmt.Fprintf(w, "RX Push:\t\t%s\n", onOff(r.RxPush))
-	showU32(w, "TX push buff len:\t", nil)
+	showU32(w, "TX push buff len:\t", push)
 	fmt.Fprintf(w, "TCP data split:\t\t%s\n", tcpDataSplitText(r.TCPDataSplit))
-	showU32(w, "HDS thresh:\t\t", nil)
+	showU32(w, "HDS thresh:\t\t", hds)
 }
 
 // tcpDataSplitText is rings_reply_cb's switch on ETHTOOL_A_RINGS_TCP_DATA_SPLIT, including its

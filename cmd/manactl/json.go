@@ -49,20 +49,24 @@ func privFlagsToJSON(dev string, flags []client.Flag) privFlagsJSON {
 
 // ringsJSON is show-ring, with ethtool 6.15's keys and order.
 type ringsJSON struct {
-	IfName       string  `json:"ifname"`
-	RxMax        *uint32 `json:"rx-max,omitempty"`
-	RxMiniMax    *uint32 `json:"rx-mini-max,omitempty"`
-	RxJumboMax   *uint32 `json:"rx-jumbo-max,omitempty"`
-	TxMax        *uint32 `json:"tx-max,omitempty"`
-	Rx           *uint32 `json:"rx,omitempty"`
-	RxMini       *uint32 `json:"rx-mini,omitempty"`
-	RxJumbo      *uint32 `json:"rx-jumbo,omitempty"`
-	Tx           *uint32 `json:"tx,omitempty"`
-	RxBufLen     *uint32 `json:"rx-buf-len,omitempty"`
-	CQESize      *uint32 `json:"cqe-size,omitempty"`
-	TxPush       bool    `json:"tx-push"`
-	RxPush       bool    `json:"rx-push"`
-	TCPDataSplit string  `json:"tcp-data-split,omitempty"`
+	IfName          string  `json:"ifname"`
+	RxMax           *uint32 `json:"rx-max,omitempty"`
+	RxMiniMax       *uint32 `json:"rx-mini-max,omitempty"`
+	RxJumboMax      *uint32 `json:"rx-jumbo-max,omitempty"`
+	TxMax           *uint32 `json:"tx-max,omitempty"`
+	Rx              *uint32 `json:"rx,omitempty"`
+	RxMini          *uint32 `json:"rx-mini,omitempty"`
+	RxJumbo         *uint32 `json:"rx-jumbo,omitempty"`
+	Tx              *uint32 `json:"tx,omitempty"`
+	RxBufLen        *uint32 `json:"rx-buf-len,omitempty"`
+	CQESize         *uint32 `json:"cqe-size,omitempty"`
+	TxPush          bool    `json:"tx-push"`
+	RxPush          bool    `json:"rx-push"`
+	TxPushBufLenMax *uint32 `json:"tx-push-buf-len-max,omitempty"`
+	TxPushBufLen    *uint32 `json:"tx-push-buf-len,omitempty"`
+	TCPDataSplit    string  `json:"tcp-data-split,omitempty"`
+	HDSThresh       *uint32 `json:"hds-thresh,omitempty"`
+	HDSThreshMax    *uint32 `json:"hds-thresh-max,omitempty"`
 }
 
 func ringsToJSON(dev string, r genl.Rings) ringsJSON {
@@ -72,6 +76,8 @@ func ringsToJSON(dev string, r genl.Rings) ringsJSON {
 	out.RxMiniMax, out.RxMini = pairShown(r.RxMiniMax, r.RxMini)
 	out.RxJumboMax, out.RxJumbo = pairShown(r.RxJumboMax, r.RxJumbo)
 	out.TxMax, out.Tx = pairShown(r.TxMax, r.Tx)
+	out.TxPushBufLenMax, out.TxPushBufLen = pairShown(r.TxPushBufLenMax, r.TxPushBufLen)
+	out.HDSThreshMax, out.HDSThresh = pairShown(r.HDSThreshMax, r.HDSThresh)
 	switch r.TCPDataSplit {
 	case 0: // ethtool prints "n/a" in text mode only
 	case 1, 2:

@@ -244,6 +244,14 @@ func DecodeRings(b []byte) (*Rings, error) {
 			r.TxPush = ad.Uint8() != 0
 		case unix.ETHTOOL_A_RINGS_RX_PUSH:
 			r.RxPush = ad.Uint8() != 0
+		case unix.ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN:
+			r.TxPushBufLen = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN_MAX:
+			r.TxPushBufLenMax = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_HDS_THRESH:
+			r.HDSThresh = ad.Uint32()
+		case unix.ETHTOOL_A_RINGS_HDS_THRESH_MAX:
+			r.HDSThreshMax = ad.Uint32()
 		}
 	}
 	if err := ad.Err(); err != nil {
