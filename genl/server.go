@@ -374,20 +374,33 @@ func (c *conn) serve() {
 		defer wg.Done()
 		c.writer()
 	}()
-	in := make(chan []byte)
+	in := make(chan datagram)
 	go func() {
 		defer wg.Done()
 		defer close(in)
 		c.reader(in)
 	}()
+	// Datagrams are answered here, in the order they came, so that replies keep the order of
+	// the requests as on a kernel netlink socket.
 	for d := range in {
-		c.s.handleDatagram(c.ctx, c, d)
+		if d.oversize {
+			c.oversize(d.b)
+			continue
+		}
+		c.s.handleDatagram(c.ctx, c, d.b)
 	}
 	c.close()
 	wg.Wait()
 }
 
-func (c *conn) reader(in chan<- []byte) {
+// datagram is one request datagram as the reader hands it on: its bytes, or, for one longer
+// than MaxMessage, the leading bytes that hold its header.
+type datagram struct {
+	b        []byte
+	oversize bool
+}
+
+func (c *conn) reader(in chan<- datagram) {
 	limit := c.s.cfg.MaxMessage
 	buf := make([]byte, limit+1)
 	for {
@@ -396,14 +409,11 @@ func (c *conn) reader(in chan<- []byte) {
 			c.cancel() // the client is gone: abandon its request in progress
 			return
 		}
-		var d []byte
-		if n > limit {
-			d = c.oversize(buf[:n])
+		d := datagram{oversize: n > limit}
+		if d.oversize {
+			d.b = append([]byte(nil), buf[:nlattr.MsgHdrLen]...) // the header is all an answer needs
 		} else {
-			d = append([]byte(nil), buf[:n]...)
-		}
-		if d == nil {
-			continue
+			d.b = append([]byte(nil), buf[:n]...)
 		}
 		select {
 		case in <- d:
@@ -413,19 +423,16 @@ func (c *conn) reader(in chan<- []byte) {
 	}
 }
 
-// oversize answers a datagram longer than MaxMessage (the excess was already
-// discarded by the socket) with EMSGSIZE.
-func (c *conn) oversize(d []byte) []byte {
+// oversize answers a datagram longer than MaxMessage (the excess was already discarded by the
+// socket) with EMSGSIZE, honouring the connection's ACK options like any other reply.
+func (c *conn) oversize(d []byte) {
 	c.s.log.Warn("genl: request datagram exceeds MaxMessage", "limit", c.s.cfg.MaxMessage, "pid", c.caller.PID)
 	hdr := make([]byte, nlattr.MsgHdrLen)
 	copy(hdr, d)
 	h, _ := nlattr.ReadHeader(hdr)
 	hdr[0], hdr[1], hdr[2], hdr[3] = nlattr.MsgHdrLen, 0, 0, 0
 	e := nlattr.Errorf(unix.EMSGSIZE, "request datagram exceeds the %d-byte limit", c.s.cfg.MaxMessage)
-	// Written from the reader goroutine: extack state is the default one
-	// here, which is what a client that never changed options expects.
-	_ = c.send(nlattr.AppendAck(nil, hdr, h.PID, e.Errno, e, nlattr.AckOptions{ExtAck: true}))
-	return nil
+	_ = c.send(nlattr.AppendAck(nil, hdr, h.PID, e.Errno, e, c.ackOptions()))
 }
 
 func (c *conn) writer() {
