@@ -377,11 +377,12 @@ name = "a"
 		`m.toml:4: port "a": page_size 3 not supported (want 4096, 16384 or 65536, or "4K", "16K", "64K")`,
 		`m.toml:5: port "a": queues must be an integer, not the string "x"`,
 		`m.toml:8: daemon: log_level "loud" unknown (want debug, info, warn or error)`,
+		// The invalid first port still claims its name: the duplicate is reported too.
+		`m.toml:11: port "a": duplicate name (first defined at line 2)`,
 	}
 	if diff := cmp.Diff(strings.Join(want, "\n"), err.Error()); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
-	// The invalid first port is not in the name registry, so the second "a" is no duplicate.
 	if !errors.Is(err, unix.EINVAL) {
 		t.Error("Errors does not match EINVAL")
 	}

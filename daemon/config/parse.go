@@ -269,15 +269,19 @@ func (d *decoder) ports(v any, at keyPath) []PortSpec {
 	for i, t := range tables {
 		pat := at.index(i)
 		spec, ok := d.port(t, pat, i)
+		label := portLabel(spec.Name, i)
+		// A port with other problems still claims its name, so that a later duplicate is
+		// reported too: every problem of the file at once.
+		if spec.Name != "" {
+			if first, dup := names[spec.Name]; dup {
+				d.errorf(pat.key("name"), "%s: duplicate name (first defined at line %d)", label, first)
+				continue
+			}
+			names[spec.Name] = d.lines.line(pat.key("name"))
+		}
 		if !ok {
 			continue
 		}
-		label := portLabel(spec.Name, i)
-		if first, dup := names[spec.Name]; dup {
-			d.errorf(pat.key("name"), "%s: duplicate name (first defined at line %d)", label, first)
-			continue
-		}
-		names[spec.Name] = d.lines.line(pat.key("name"))
 		if other, dup := macs[string(spec.MAC)]; dup {
 			d.errorf(pat.key("mac"), "%s: mac %s already used by port %q", label, spec.MAC, other)
 			continue
@@ -383,7 +387,11 @@ func (d *decoder) port(t map[string]any, at keyPath, index int) (PortSpec, bool)
 		}
 	}
 	if len(d.errs) > nerrs {
-		return PortSpec{}, false
+		// Only the name, when it is valid, for the duplicate check.
+		if bad["name"] {
+			return PortSpec{}, false
+		}
+		return PortSpec{Name: name}, false
 	}
 	spec.normalize()
 	return spec, true
