@@ -3,6 +3,7 @@ package harness
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -45,9 +46,10 @@ func Dial(ns, network, addr string) (net.Conn, error) {
 type Transfer struct {
 	Sent, Received       int64
 	SentSum, ReceivedSum [32]byte
-	Err                  error
-	stop                 chan struct{}
-	done                 chan struct{}
+	// SendErr and RecvErr are each written by one side only.
+	SendErr, RecvErr error
+	stop             chan struct{}
+	done             chan struct{}
 }
 
 // StartTransfer starts a TCP stream from namespace src to addr (listening in dst); size 0 means
@@ -64,7 +66,7 @@ func StartTransfer(src, dst, addr string, size int64, seed uint64) (*Transfer, e
 		defer l.Close()
 		c, err := l.Accept()
 		if err != nil {
-			tr.Err = err
+			tr.RecvErr = err
 			return
 		}
 		defer c.Close()
@@ -72,8 +74,8 @@ func StartTransfer(src, dst, addr string, size int64, seed uint64) (*Transfer, e
 		n, err := io.Copy(h, c)
 		tr.Received = n
 		copy(tr.ReceivedSum[:], h.Sum(nil))
-		if err != nil && tr.Err == nil {
-			tr.Err = fmt.Errorf("receive: %w", err)
+		if err != nil {
+			tr.RecvErr = fmt.Errorf("receive: %w", err)
 		}
 	}()
 	c, err := Dial(src, "tcp", addr)
@@ -104,7 +106,7 @@ func StartTransfer(src, dst, addr string, size int64, seed uint64) (*Transfer, e
 			}
 			c.SetWriteDeadline(time.Now().Add(30 * time.Second))
 			if _, err := c.Write(chunk); err != nil {
-				tr.Err = fmt.Errorf("send: %w", err)
+				tr.SendErr = fmt.Errorf("send: %w", err)
 				return
 			}
 			h.Write(chunk)
@@ -134,8 +136,8 @@ func (tr *Transfer) Wait(timeout time.Duration) error {
 // Check reports a transfer that failed or arrived different from what was sent.
 func (tr *Transfer) Check() error {
 	switch {
-	case tr.Err != nil:
-		return tr.Err
+	case tr.SendErr != nil || tr.RecvErr != nil:
+		return errors.Join(tr.SendErr, tr.RecvErr)
 	case tr.Sent == 0:
 		return fmt.Errorf("nothing was sent")
 	case tr.Sent != tr.Received || tr.SentSum != tr.ReceivedSum:
