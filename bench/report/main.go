@@ -5,7 +5,7 @@
 // Needs root for the benchmarks that build namespaces and TAP devices (those are skipped, and
 // said so in the table, otherwise).
 //
-//	go run ./bench/report [--benchtime 1s] [--udp-seconds 2] [--udp-rounds 3] [--markdown]
+//	go run ./bench/report [--benchtime 1s] [--udp-seconds 2] [--udp-rounds 5] [--markdown]
 package main
 
 import (
@@ -145,7 +145,7 @@ const module = "github.com/manad/manad"
 func main() {
 	benchtime := flag.String("benchtime", "1s", "go test -benchtime for the Go benchmarks")
 	udpSeconds := flag.Float64("udp-seconds", 2, "length of one UDP measurement (bench/udppps)")
-	udpRounds := flag.Int("udp-rounds", 3, "UDP rounds per path (bench/udppps)")
+	udpRounds := flag.Int("udp-rounds", 5, "UDP rounds per path (bench/udppps)")
 	markdown := flag.Bool("markdown", false, "print a Markdown table (for README)")
 	flag.Parse()
 

@@ -237,7 +237,10 @@ func (b *bench) setup() ([]path, error) {
 	}
 	paths = append(paths, path{"taprelay", ra, rb, "10.242.0.2"})
 
-	// manad: one daemon, a fragment-mode pair and a full-page pair on separate segments.
+	// manad: one daemon, a fragment-mode pair and a full-page pair on separate segments. The
+	// ports model the host of the full-page-rx thread (seed 000): 4K pages and the driver of that
+	// time (rule pre-headroom), where MTU 1500 means two 1856-byte buffers per page unless the
+	// flag gives each its own page.
 	fa, fb, err := pair("f")
 	if err != nil {
 		return nil, err
@@ -247,7 +250,7 @@ func (b *bench) setup() ([]path, error) {
 		return nil, err
 	}
 	port := func(name, ns, seg, flags string) string {
-		return fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = %q\npage_size = \"64K\"\npersistent = false\npriv_flags = [%s]\n",
+		return fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = %q\npage_size = \"4K\"\nrule = \"pre-headroom\"\npersistent = false\npriv_flags = [%s]\n",
 			name, ns, seg, flags)
 	}
 	cfg := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\nlog_level = \"warn\"\n%s%s%s%s",
