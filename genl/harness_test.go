@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-
 	"log/slog"
 	"net"
 	"os"
@@ -17,20 +16,12 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/tests/testenv"
 )
 
-// requireRoot skips a test that needs root, or fails it when CI=true (a CI
-// run must not silently skip).
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("this test needs root and CI=true: refusing to skip")
-	}
-	t.Skip("needs root (SO_PEERCRED peers with other uids, veth, netns)")
-}
+// requireRoot skips a test that needs root (peers with other uids, veth,
+// netns), or fails it when CI=true.
+func requireRoot(t testing.TB) { t.Helper(); testenv.RequireRoot(t) }
 
 // selfNetNS is the test process's network namespace.
 func selfNetNS(t testing.TB) genl.NetNS {
