@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -478,6 +479,7 @@ func (qq *queue) rxLoop(p *vnic.Port) {
 				return
 			default:
 			}
+			runtime.Gosched() // as in txLoop: one batch, then the others' turn
 		}
 	}
 }
@@ -526,6 +528,11 @@ func (qq *queue) txLoop(p *vnic.Port) {
 		}
 		switch {
 		case err == nil && rerr == nil:
+			// A full batch and more waiting: let the other queues' goroutines have the CPU.
+			// The reads are raw system calls that never hand the P over, so without this a
+			// busy ingress queue starves the egress queue of a port the kernel forwards to
+			// (a router between two ports) down to what preemption lets through.
+			runtime.Gosched()
 			continue
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			qq.file.SetReadDeadline(time.Time{}) // not ours (Stop closes stop first)
