@@ -533,16 +533,10 @@ func (s *Server) ringsGet() *ethGet {
 // putRings mirrors rings_fill_reply for a driver without
 // ETHTOOL_RING_USE_TX_PUSH_BUF_LEN and ETHTOOL_RING_USE_HDS_THRS.
 func putRings(b *nlattr.Builder, rg Rings) {
-	pair := func(maxAttr, curAttr uint16, max, cur uint32) {
-		if max != 0 {
-			b.PutU32(maxAttr, max)
-			b.PutU32(curAttr, cur)
-		}
-	}
-	pair(unix.ETHTOOL_A_RINGS_RX_MAX, unix.ETHTOOL_A_RINGS_RX, rg.RxMax, rg.Rx)
-	pair(unix.ETHTOOL_A_RINGS_RX_MINI_MAX, unix.ETHTOOL_A_RINGS_RX_MINI, rg.RxMiniMax, rg.RxMini)
-	pair(unix.ETHTOOL_A_RINGS_RX_JUMBO_MAX, unix.ETHTOOL_A_RINGS_RX_JUMBO, rg.RxJumboMax, rg.RxJumbo)
-	pair(unix.ETHTOOL_A_RINGS_TX_MAX, unix.ETHTOOL_A_RINGS_TX, rg.TxMax, rg.Tx)
+	putPair(b, unix.ETHTOOL_A_RINGS_RX_MAX, unix.ETHTOOL_A_RINGS_RX, rg.RxMax, rg.Rx)
+	putPair(b, unix.ETHTOOL_A_RINGS_RX_MINI_MAX, unix.ETHTOOL_A_RINGS_RX_MINI, rg.RxMiniMax, rg.RxMini)
+	putPair(b, unix.ETHTOOL_A_RINGS_RX_JUMBO_MAX, unix.ETHTOOL_A_RINGS_RX_JUMBO, rg.RxJumboMax, rg.RxJumbo)
+	putPair(b, unix.ETHTOOL_A_RINGS_TX_MAX, unix.ETHTOOL_A_RINGS_TX, rg.TxMax, rg.Tx)
 	if rg.RxBufLen != 0 {
 		b.PutU32(unix.ETHTOOL_A_RINGS_RX_BUF_LEN, rg.RxBufLen)
 	}
@@ -650,16 +644,19 @@ func (s *Server) channelsGet() *ethGet {
 
 // putChannels mirrors channels_fill_reply.
 func putChannels(b *nlattr.Builder, ch Channels) {
-	pair := func(maxAttr, curAttr uint16, max, cur uint32) {
-		if max != 0 {
-			b.PutU32(maxAttr, max)
-			b.PutU32(curAttr, cur)
-		}
+	putPair(b, unix.ETHTOOL_A_CHANNELS_RX_MAX, unix.ETHTOOL_A_CHANNELS_RX_COUNT, ch.RxMax, ch.Rx)
+	putPair(b, unix.ETHTOOL_A_CHANNELS_TX_MAX, unix.ETHTOOL_A_CHANNELS_TX_COUNT, ch.TxMax, ch.Tx)
+	putPair(b, unix.ETHTOOL_A_CHANNELS_OTHER_MAX, unix.ETHTOOL_A_CHANNELS_OTHER_COUNT, ch.OtherMax, ch.Other)
+	putPair(b, unix.ETHTOOL_A_CHANNELS_COMBINED_MAX, unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT, ch.CombinedMax, ch.Combined)
+}
+
+// putPair emits a maximum and its current value, only when the driver reports a maximum: the
+// rule rings_fill_reply and channels_fill_reply share.
+func putPair(b *nlattr.Builder, maxAttr, curAttr uint16, maxV, cur uint32) {
+	if maxV != 0 {
+		b.PutU32(maxAttr, maxV)
+		b.PutU32(curAttr, cur)
 	}
-	pair(unix.ETHTOOL_A_CHANNELS_RX_MAX, unix.ETHTOOL_A_CHANNELS_RX_COUNT, ch.RxMax, ch.Rx)
-	pair(unix.ETHTOOL_A_CHANNELS_TX_MAX, unix.ETHTOOL_A_CHANNELS_TX_COUNT, ch.TxMax, ch.Tx)
-	pair(unix.ETHTOOL_A_CHANNELS_OTHER_MAX, unix.ETHTOOL_A_CHANNELS_OTHER_COUNT, ch.OtherMax, ch.Other)
-	pair(unix.ETHTOOL_A_CHANNELS_COMBINED_MAX, unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT, ch.CombinedMax, ch.Combined)
 }
 
 // channelsSet mirrors ethnl_set_channels (current form, with attribute
