@@ -92,11 +92,27 @@ func (b *backend) withPort(dev genl.Device, f func(p *port) error) error {
 	return f(p)
 }
 
+// portView is what a "change" event reports of a port, in comparable form.
+type portView struct {
+	set                             vnic.Settings
+	up, running, detached, resetDue bool
+	faults                          [len(vnic.FaultPoints)]vnic.Fault
+}
+
+func (p *port) view() portView {
+	st := p.vp.State()
+	v := portView{set: st.Settings, up: st.AdminUp, running: st.Running, detached: st.Detached, resetDue: st.ResetPending}
+	copy(v.faults[:], st.Faults)
+	return v
+}
+
 // change runs a reconfiguration of a port under the configuration lock, logs what was asked, by
-// whom, the outcome and its duration, and persists and announces the result.
+// whom, the outcome and its duration, and persists and announces the result when the port
+// changed (a refused or no-op request announces nothing, as the ethtool notifications do).
 func (b *backend) change(c genl.Caller, dev genl.Device, op string, value any, f func(p *port) error) error {
 	d := b.d()
 	return b.withPort(dev, func(p *port) error {
+		before := p.view()
 		start := time.Now()
 		err := f(p)
 		attrs := []any{"port", p.spec.Name, "op", op, "value", value, "uid", c.UID, "pid", c.PID,
@@ -106,8 +122,10 @@ func (b *backend) change(c genl.Caller, dev genl.Device, op string, value any, f
 		} else {
 			d.log.Info("reconfigure", append(attrs, "result", "ok")...)
 		}
-		d.recordSettings(p)
-		d.srv.NotifyPort("change", p.info())
+		if p.view() != before {
+			d.recordSettings(p)
+			d.srv.NotifyPort("change", p.info())
+		}
 		return err
 	})
 }

@@ -404,3 +404,49 @@ func TestCrashRestart(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestEventsOnlyOnChange: a request that changes nothing (the current value, or one the port
+// refuses) announces nothing; the first event a subscriber sees is the real change.
+func TestEventsOnlyOnChange(t *testing.T) {
+	p := startPair(t, "", "")
+	ctx := context.Background()
+	// The port coming up (ip link set up) is itself announced; the reply to Port, under the same
+	// configuration lock, comes after that announcement was sent.
+	harness.Eventually(t, "port B up", func() bool { return p.info(t, p.clientB, p.portB).Running })
+	// Subscribe opens a connection of its own: from inside B's namespace, whose ports it hears.
+	var sub *client.Subscription
+	if err := harness.InNetNS(p.nsB, func() (err error) { sub, err = p.clientB.Subscribe(ctx); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ifB := client.Interface{Name: p.portB}
+	if err := p.clientB.SetMTU(ctx, ifB, 1500); err != nil {
+		t.Fatalf("setting the current MTU: %v", err)
+	}
+	if err := p.clientB.SetMTU(ctx, ifB, 99999); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("MTU 99999: %v", err)
+	}
+	if err := setFlag(t, p.clientB, p.portB, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.clientB.SetMTU(ctx, ifB, 1400); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		ns, err := sub.Next(wctx)
+		if err != nil {
+			t.Fatalf("no change event: %v", err)
+		}
+		for _, n := range ns {
+			if n.Kind != client.PortChanged {
+				continue
+			}
+			if n.Port == nil || n.Port.MTU != 1400 {
+				t.Fatalf("first change event is not the MTU change: %+v", n.Port)
+			}
+			return
+		}
+	}
+}
