@@ -75,7 +75,10 @@
 // spec; "deleted" lists the configuration's ports deleted at runtime. State.Save writes it
 // atomically (temporary file in the same directory, fsync, rename, fsync of the directory), so a
 // kill -9 at any moment leaves the old or the new state. LoadState treats a missing file as an
-// empty state and a corrupt one as an error (EBADMSG) naming the file. Merge combines the
+// empty state and a corrupt one as an error (EBADMSG) naming the file; the daemon then keeps it
+// as state.json.bad-<time> (SetAsideState) and starts from the configuration. A file of a newer
+// version is an error of its own (ErrStateNewer): the daemon refuses to start and leaves it be.
+// Merge combines the
 // configuration with the state into the ports to create: the state's settings win, ports deleted
 // at runtime stay deleted, ports created at runtime come back.
 package config

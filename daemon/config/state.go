@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -125,13 +127,19 @@ func (s *State) init() {
 // StatePath returns the state file's path in dir.
 func StatePath(dir string) string { return filepath.Join(dir, StateFile) }
 
+// ErrStateNewer is what LoadState's error matches (errors.Is) when the state file was written by
+// a newer manad: a format this one cannot read but must not destroy, since the user may start the
+// newer manad again. It matches unix.ENOTSUP too.
+var ErrStateNewer = fmt.Errorf("state file written by a newer manad: %w", unix.ENOTSUP)
+
 // LoadState reads dir's state file. A missing file (or directory) is an empty state, not an
 // error: the first start, or a daemon that never changed anything.
 //
 // Errors: the os error when the file cannot be read (errors.Is with unix.EACCES, …); an *Error
-// matching errors.Is(err, unix.EBADMSG) that names the file (and the line, for a JSON syntax
-// error) when its contents are corrupt, unparsable, or written by a newer manad. The daemon logs
-// it and starts from the configuration alone.
+// that names the file when its contents are unusable: matching ErrStateNewer when a newer manad
+// wrote it (the file is then to be left alone), else unix.EBADMSG when they are corrupt or
+// unparsable (with the line, for a JSON error). The daemon sets an unusable file aside
+// (SetAsideState) and starts from the configuration alone; it refuses to start on a newer one.
 func LoadState(dir string) (*State, error) {
 	path := StatePath(dir)
 	data, err := os.ReadFile(path)
@@ -185,6 +193,60 @@ func (s *State) Save(dir string) error {
 		}
 	}
 	return nil
+}
+
+// badStateTime formats the time in a set-aside state file's name: UTC, sortable, no colons.
+const badStateTime = "20060102T150405Z"
+
+// maxSetAside bounds the names SetAsideState tries when earlier copies of the same second exist.
+const maxSetAside = 100
+
+// SetAsideState renames dir's state file, which the daemon cannot use, to
+// state.json.bad-<time> (UTC; "-2", "-3", … appended when that name is taken: an earlier copy is
+// never replaced) and returns the new path, so that the daemon can start from the configuration
+// without destroying what the file holds. The rename is made durable (dir is fsynced).
+//
+// Errors: the os error of the rename (errors.Is with unix.ENOENT when there is no state file,
+// unix.EROFS, unix.EACCES, …), unix.EEXIST when every candidate name is taken: the file is then
+// where it was and "" is returned. An error of the fsync after the rename comes with the new path.
+func SetAsideState(dir string, now time.Time) (string, error) {
+	path := StatePath(dir)
+	base := path + ".bad-" + now.UTC().Format(badStateTime)
+	for i := 1; i <= maxSetAside; i++ {
+		kept := base
+		if i > 1 {
+			kept += "-" + strconv.Itoa(i)
+		}
+		err := renameNoReplace(path, kept)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("state: set aside %s: %w", path, &os.LinkError{Op: "rename", Old: path, New: kept, Err: err})
+		}
+		if err := syncDir(dir); err != nil {
+			return kept, fmt.Errorf("state: set aside %s as %s: %w", path, kept, err)
+		}
+		return kept, nil
+	}
+	return "", fmt.Errorf("state: set aside %s: %d copies of %s exist: %w", path, maxSetAside, now.UTC().Format(badStateTime), unix.EEXIST)
+}
+
+// renameNoReplace renames old to new unless new exists (EEXIST): an earlier copy is evidence
+// too. A file system without RENAME_NOREPLACE (EINVAL) gets a check then a plain rename; only a
+// concurrent writer of the same name could slip between them, and the state directory has none.
+func renameNoReplace(old, new string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, old, unix.AT_FDCWD, new, unix.RENAME_NOREPLACE)
+	if !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	if _, err := os.Lstat(new); !errors.Is(err, fs.ErrNotExist) {
+		if err == nil {
+			return unix.EEXIST
+		}
+		return err
+	}
+	return unix.Rename(old, new)
 }
 
 // removeStaleTemps removes the temporary files of Saves a crash interrupted. It is best effort:
@@ -309,7 +371,7 @@ func parseState(path string, data []byte) (*State, error) {
 	case head.Version == nil:
 		return nil, corrupt(0, "no version")
 	case *head.Version > StateVersion:
-		return nil, corrupt(0, "version %d was written by a newer manad (this one reads version %d)", *head.Version, StateVersion)
+		return nil, &Error{File: path, Msg: fmt.Sprintf("version %d was written by a newer manad (this one reads version %d)", *head.Version, StateVersion), Err: ErrStateNewer}
 	case *head.Version != StateVersion:
 		return nil, corrupt(0, "unsupported version %d (want %d)", *head.Version, StateVersion)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -230,7 +231,6 @@ func TestLoadStateCorrupt(t *testing.T) {
 		{"syntax", "{\n\"version\": 1,\n\"ports\": {,}}", `:3: corrupt state file: invalid character ',' looking for beginning of object key string`},
 		{"type", "{\"version\": 1,\n\"ports\": {\"a\": {\"settings\": {\"mtu\": \"big\"}}}}", `:2: corrupt state file: json: cannot unmarshal string into Go struct field PortSettings.ports.settings.mtu of type int`},
 		{"no version", `{"ports": {}}`, ": corrupt state file: no version"},
-		{"newer", `{"version": 2, "ports": {}, "tunnels": []}`, ": corrupt state file: version 2 was written by a newer manad (this one reads version 1)"},
 		{"version zero", `{"version": 0}`, ": corrupt state file: unsupported version 0 (want 1)"},
 		{"unknown field", `{"version": 1, "portz": {}}`, `: corrupt state file: json: unknown field "portz"`},
 		{"trailing", good + "\n{}", ":2: corrupt state file: invalid character '{' after top-level value"},
@@ -257,6 +257,95 @@ func TestLoadStateCorrupt(t *testing.T) {
 				t.Errorf("errors.Is(%v, EBADMSG) = false", err)
 			}
 		})
+	}
+}
+
+// TestLoadStateNewer: a file of a newer format is an error of its own, which the daemon must not
+// treat as corruption (it would set the file aside and start without what the newer manad saved).
+func TestLoadStateNewer(t *testing.T) {
+	for _, data := range []string{
+		`{"version": 2, "ports": {}, "tunnels": []}`,
+		`{"version": 99, "ports": {"a": {"settings": {"mtu": "a string in version 99"}}}}`,
+	} {
+		dir := t.TempDir()
+		path := StatePath(dir)
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadState(dir)
+		if !errors.Is(err, ErrStateNewer) || !errors.Is(err, unix.ENOTSUP) {
+			t.Errorf("LoadState(%s) = %v, want ErrStateNewer (ENOTSUP)", data, err)
+		}
+		if errors.Is(err, unix.EBADMSG) {
+			t.Errorf("LoadState(%s) = %v: a newer file reported as corrupt", data, err)
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.File != path || !strings.Contains(e.Msg, "written by a newer manad") {
+			t.Errorf("LoadState(%s) = %#v, want an *Error naming %s and the newer manad", data, err, path)
+		}
+		if got, _ := os.ReadFile(path); string(got) != data {
+			t.Errorf("LoadState changed the file: %q", got)
+		}
+	}
+}
+
+func TestSetAsideState(t *testing.T) {
+	now := time.Date(2026, 12, 1, 23, 4, 5, 0, time.FixedZone("CET", 3600))
+	dir := t.TempDir()
+	path := StatePath(dir)
+	want := []string{ // the same second three times: no copy replaces another
+		path + ".bad-20261201T220405Z",
+		path + ".bad-20261201T220405Z-2",
+		path + ".bad-20261201T220405Z-3",
+	}
+	for i, w := range want {
+		data := fmt.Sprintf(`{"version": 1, "ports": {"a": {"settings": {"mtu": "bad %d"}}}}`, i)
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		kept, err := SetAsideState(dir, now)
+		if err != nil || kept != w {
+			t.Fatalf("SetAsideState #%d = %q, %v; want %q", i, kept, err, w)
+		}
+		if got, err := os.ReadFile(kept); err != nil || string(got) != data {
+			t.Errorf("kept copy %s = %q, %v; want %q", kept, got, err, data)
+		}
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("state file still there after SetAsideState: %v", err)
+		}
+	}
+	// Nothing to set aside: ENOENT, and nothing is created.
+	if kept, err := SetAsideState(dir, now); !errors.Is(err, unix.ENOENT) || kept != "" {
+		t.Errorf("SetAsideState without a file = %q, %v; want ENOENT", kept, err)
+	}
+	// Every name of that second taken: EEXIST, the file stays where it is.
+	full := t.TempDir()
+	base := StatePath(full) + ".bad-20261201T220405Z"
+	for i := 1; i <= maxSetAside; i++ {
+		name := base
+		if i > 1 {
+			name += "-" + strconv.Itoa(i)
+		}
+		if err := os.WriteFile(name, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(StatePath(full), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := SetAsideState(full, now); !errors.Is(err, unix.EEXIST) || kept != "" {
+		t.Errorf("SetAsideState with every name taken = %q, %v; want EEXIST", kept, err)
+	}
+	if got, _ := os.ReadFile(StatePath(full)); string(got) != "{" {
+		t.Errorf("state file changed by a failed SetAsideState: %q", got)
+	}
+	// A directory where the file should be (LoadState: EISDIR) is set aside like a file.
+	odd := t.TempDir()
+	if err := os.Mkdir(StatePath(odd), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := SetAsideState(odd, now); err != nil || kept != StatePath(odd)+".bad-20261201T220405Z" {
+		t.Errorf("SetAsideState of a directory = %q, %v", kept, err)
 	}
 }
 
