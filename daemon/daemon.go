@@ -100,11 +100,9 @@ func New(opts Options) (*Daemon, error) {
 // and its buffers return (checked and logged), non-persistent TAPs are removed. A port that cannot
 // be created is logged and skipped; failing to listen is an error.
 func (d *Daemon) Run(ctx context.Context) error {
-	st, err := config.LoadState(d.cfg.Daemon.StateDir)
+	st, err := d.loadState()
 	if err != nil {
-		// A corrupt state file must not keep the ports down: start from the configuration.
-		d.log.Error("state file unusable, starting from the configuration", "err", err)
-		st = config.NewState()
+		return err
 	}
 	d.state = st
 	ports, notes := config.Merge(d.cfg, st)
@@ -175,6 +173,34 @@ func (d *Daemon) shutdown() {
 	}
 	d.bg.Wait()
 	d.log.Info("manad stopped")
+}
+
+// loadState reads the state file for the start. A file it cannot use (corrupt, or unreadable) must
+// neither keep the ports down nor be lost: it is set aside as state.json.bad-<time>, logged with
+// the reason and the kept copy's path, and the daemon starts from the configuration.
+//
+// Errors (the daemon then refuses to start, touching nothing): config.ErrStateNewer when a newer
+// manad wrote the file — running from the configuration would overwrite it at the first save,
+// and a downgraded manad must not destroy what the newer one saved; the error of SetAsideState
+// when the unusable file cannot be moved (saving would replace it).
+func (d *Daemon) loadState() (*config.State, error) {
+	dir := d.cfg.Daemon.StateDir
+	st, err := config.LoadState(dir)
+	switch {
+	case err == nil:
+		return st, nil
+	case errors.Is(err, config.ErrStateNewer):
+		return nil, fmt.Errorf("%w; run the newer manad, or move the file away to start from the configuration", err)
+	}
+	kept, serr := config.SetAsideState(dir, time.Now())
+	if kept == "" {
+		return nil, fmt.Errorf("%w; and it cannot be set aside: %w", err, serr)
+	}
+	d.log.Error("state file unusable, kept a copy, starting from the configuration", "err", err, "kept", kept)
+	if serr != nil {
+		d.log.Warn("setting the state file aside may not survive a crash", "err", serr)
+	}
+	return config.NewState(), nil
 }
 
 // saveState writes the state file; a failure is logged (the change itself stands). Caller holds

@@ -67,7 +67,8 @@ SIGNALS
                      logged), non-persistent TAPs are removed, state is saved.
 
 EXIT STATUS
-    0 on a clean stop, 1 on a runtime error, 2 on a usage or configuration error.
+    0 on a clean stop, 1 on a runtime error, 2 on a usage or configuration error,
+    or a state file written by a newer manad (left untouched).
 
 EXAMPLES
     sudo manad
@@ -175,6 +176,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if err := d.Run(ctx); err != nil {
 		log.Error("manad failed", "err", err)
+		if errors.Is(err, config.ErrStateNewer) {
+			return 2 // restarting cannot fix it (RestartPreventExitStatus=2)
+		}
 		return 1
 	}
 	_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
