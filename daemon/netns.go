@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -57,18 +58,78 @@ func namedNetNS(name string) (genl.NetNS, error) {
 	return nsIDOf(path)
 }
 
-// createNamedNetNS creates and bind-mounts a new namespace on a thread that is thrown away
-// afterwards, so the daemon's own threads never change namespace.
+// createNamedNetNS creates a network namespace and bind-mounts it at netnsDir/name exactly as
+// `ip netns add` does (iproute2 ip/ipnetns.c, netns_add), so that the two can share netnsDir:
+// netnsDir is made a shared mount point first. Were it a plain directory, the next `ip netns add`
+// would turn it into a recursive bind mount of itself, copying manad's namespace mounts, and
+// `ip netns del` of manad's namespaces would then unmount only the copy and fail with EBUSY.
+//
+// The namespace is made on a thread that is thrown away afterwards, so the daemon's own threads
+// never change namespace. Errors: the failing step's errno (EEXIST when the name appeared
+// meanwhile, EROFS, EPERM, …); nothing is left behind then, except the shared mount point.
 func createNamedNetNS(name string) error {
+	if err := shareNetNSDir(netnsDir); err != nil {
+		return err
+	}
+	path := filepath.Join(netnsDir, name)
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0)
+	if err != nil {
+		return err
+	}
+	f.Close()
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		// Not unlocked: the thread ends with the goroutine, taking its namespace with it.
-		h, err := netns.NewNamed(name)
-		if err == nil {
-			h.Close()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("unshare: %w", err)
+			return
 		}
-		errc <- err
+		if err := unix.Mount("/proc/thread-self/ns/net", path, "none", unix.MS_BIND, ""); err != nil {
+			errc <- &os.PathError{Op: "bind mount", Path: path, Err: err}
+			return
+		}
+		errc <- nil
 	}()
-	return <-errc
+	if err := <-errc; err != nil {
+		_ = os.Remove(path)
+		return err
+	}
+	return nil
+}
+
+// shareNetNSDir makes dir (created when missing) a mount point with shared propagation, as
+// iproute2's netns_add does, so that unmounting a namespace file in one mount namespace unmounts
+// it in every peer and the namespace can go. When dir is not a mount point yet (EINVAL), it is
+// bind-mounted onto itself once and the change retried. An exclusive flock on dir, which ip takes
+// too, keeps concurrent creators from stacking those bind mounts.
+//
+// Errors: the errno of mkdir, open or mount (EROFS under ProtectSystem, EPERM without
+// CAP_SYS_ADMIN, …).
+func shareNetNSDir(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	lock, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	// Best effort, as in ip: without the lock a concurrent ip could stack one more bind mount,
+	// which is untidy but harmless.
+	_ = unix.Flock(int(lock.Fd()), unix.LOCK_EX)
+	madeMountPoint := false
+	for {
+		err := unix.Mount("", dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EINVAL) || madeMountPoint {
+			return &os.PathError{Op: "mount --make-rshared", Path: dir, Err: err}
+		}
+		if err := unix.Mount(dir, dir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return &os.PathError{Op: "mount --rbind", Path: dir, Err: err}
+		}
+		madeMountPoint = true
+	}
 }
