@@ -98,7 +98,8 @@ func New(opts Options) (*Daemon, error) {
 // Run creates the configured ports (with the settings the state file remembers), serves the
 // netlink families until ctx ends, then shuts down: the server stops, every port's queues stop
 // and its buffers return (checked and logged), non-persistent TAPs are removed. A port that cannot
-// be created is logged and skipped; failing to listen is an error.
+// be created is logged and skipped; failing to listen is an error, and so is a state file Run
+// must not overwrite (see loadState: config.ErrStateNewer), reported before anything is created.
 func (d *Daemon) Run(ctx context.Context) error {
 	st, err := d.loadState()
 	if err != nil {
