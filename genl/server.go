@@ -349,6 +349,7 @@ func (c *conn) notify(b []byte) {
 	default:
 		c.s.log.Warn("genl: subscriber is not reading notifications, dropping it",
 			"pid", c.caller.PID, "uid", c.caller.UID, "queue", cap(c.sendq))
+		c.s.observer().SubscriberDropped()
 		c.close()
 	}
 }
