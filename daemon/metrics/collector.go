@@ -52,9 +52,9 @@ type Collector struct {
 	poolPageAllocs, poolPageReleases, poolAllocFails  *prometheus.Desc
 	poolPages, poolInFlight                           *prometheus.Desc
 
-	up, adminUp                                      *prometheus.Desc
+	up, adminUp                                       *prometheus.Desc
 	memPinned, memPages, memInUse, memPeak, memBudget *prometheus.Desc
-	buffersInFlight                                  *prometheus.Desc
+	buffersInFlight                                   *prometheus.Desc
 
 	reconfigs, reconfigDuration, resets *prometheus.Desc
 	requests, subscribersDropped        *prometheus.Desc
