@@ -135,7 +135,7 @@ func (b *backend) StringSet(ctx context.Context, c genl.Caller, dev genl.Device,
 	err = b.withPort(dev, func(p *port) error {
 		switch set {
 		case ethSSStats:
-			names = vnic.StatNames(p.vp.Settings().Queues)
+			names = p.statNames()
 		case ethSSPrivFlags:
 			names = vnic.PrivFlagNames[:]
 		}
@@ -348,8 +348,7 @@ func (b *backend) DetachXDP(ctx context.Context, c genl.Caller, dev genl.Device)
 // Stats returns ETH_SS_STATS names and values in the driver's order (mana_get_ethtool_stats).
 func (b *backend) Stats(ctx context.Context, c genl.Caller, dev genl.Device) (out []genl.Stat, err error) {
 	err = b.withPort(dev, func(p *port) error {
-		names := vnic.StatNames(p.vp.Settings().Queues)
-		vals := p.vp.Stats()
+		names, vals := p.statNames(), p.statValues()
 		out = make([]genl.Stat, len(names))
 		for i := range names {
 			out[i] = genl.Stat{Name: names[i], Value: vals[i]}
