@@ -76,27 +76,36 @@ func requestErrno(err error) unix.Errno {
 // cmdName names a served command as the uAPI does (ETHTOOL_MSG_RINGS_GET is "rings-get",
 // CTRL_CMD_GETFAMILY "getfamily"), for the command label of the request metrics.
 func cmdName(fam uint16, cmd uint8) string {
-	var names map[uint8]string
 	switch fam {
 	case nlctrlID:
-		names = map[uint8]string{unix.CTRL_CMD_GETFAMILY: "getfamily"}
+		if cmd == unix.CTRL_CMD_GETFAMILY {
+			return "getfamily"
+		}
 	case ethtoolID:
-		names = map[uint8]string{
-			unix.ETHTOOL_MSG_STRSET_GET: "strset-get", unix.ETHTOOL_MSG_PRIVFLAGS_GET: "privflags-get",
-			unix.ETHTOOL_MSG_PRIVFLAGS_SET: "privflags-set", unix.ETHTOOL_MSG_RINGS_GET: "rings-get",
-			unix.ETHTOOL_MSG_RINGS_SET: "rings-set", unix.ETHTOOL_MSG_CHANNELS_GET: "channels-get",
-			unix.ETHTOOL_MSG_CHANNELS_SET: "channels-set",
+		switch cmd {
+		case unix.ETHTOOL_MSG_STRSET_GET:
+			return "strset-get"
+		case unix.ETHTOOL_MSG_PRIVFLAGS_GET:
+			return "privflags-get"
+		case unix.ETHTOOL_MSG_PRIVFLAGS_SET:
+			return "privflags-set"
+		case unix.ETHTOOL_MSG_RINGS_GET:
+			return "rings-get"
+		case unix.ETHTOOL_MSG_RINGS_SET:
+			return "rings-set"
+		case unix.ETHTOOL_MSG_CHANNELS_GET:
+			return "channels-get"
+		case unix.ETHTOOL_MSG_CHANNELS_SET:
+			return "channels-set"
 		}
 	case manadID:
-		names = map[uint8]string{
-			CmdPortGet: "port-get", CmdPortNew: "port-new", CmdPortDel: "port-del",
-			CmdPortSetMTU: "port-set-mtu", CmdXDPAttach: "xdp-attach", CmdXDPDetach: "xdp-detach",
-			CmdStatsGet: "stats-get", CmdLayoutPlan: "layout-plan", CmdFaultSet: "fault-set",
-			CmdGroupJoin: "group-join", CmdGroupLeave: "group-leave", CmdSetOption: "set-option",
+		if n := int(cmd) - 1; n >= 0 && n < len(manadCmdNames) {
+			return manadCmdNames[n]
 		}
-	}
-	if n, ok := names[cmd]; ok {
-		return n
 	}
 	return "unknown"
 }
+
+// manadCmdNames are the manad family's request commands, CmdPortGet (1) to CmdSetOption.
+var manadCmdNames = [...]string{"port-get", "port-new", "port-del", "port-set-mtu", "xdp-attach",
+	"xdp-detach", "stats-get", "layout-plan", "fault-set", "group-join", "group-leave", "set-option"}
