@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/model"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
@@ -263,6 +264,25 @@ rx_ring = 256
 	}
 	if v, _ := total(fams, "manad_reconfiguration_duration_seconds", map[string]string{"port": portA, "op": "mtu"}); v != 1 {
 		t.Errorf("reconfiguration durations observed for %s: %v, want 1", portA, v)
+	}
+
+	// An XDP_DROP program on B (an xdp reconfiguration of B): pings from A now die in XDP.
+	if err := c.AttachXDP(ctx, client.Interface{Name: portB}, genl.XDPProgram{Builtin: "drop"}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Run(t, nsA, "ip", "link", "set", portA, "mtu", "1500")
+	xdp := map[string]string{"port": portB, "reason": "xdp"}
+	before, _ := total(d.scrape(t), "manad_rx_dropped_total", xdp)
+	harness.RunErr(nsA, "ping", "-c", "3", "-i", "0.2", "-W", "1", "10.202.0.2") // dropped by XDP
+	fams = d.scrape(t)
+	if after, _ := total(fams, "manad_rx_dropped_total", xdp); after < before+3 {
+		t.Errorf("XDP drops on %s went from %v to %v after 3 pings, want at least 3 more", portB, before, after)
+	}
+	if v, _ := total(fams, "manad_reconfigurations_total", map[string]string{"port": portB, "op": "xdp", "outcome": "applied"}); v != 1 {
+		t.Errorf("xdp reconfigurations of %s applied: %v, want 1", portB, v)
+	}
+	if v, _ := total(fams, "manad_control_requests_total", map[string]string{"family": "manad", "command": "xdp-attach", "errno": "0"}); v != 1 {
+		t.Errorf("manad xdp-attach requests: %v, want 1", v)
 	}
 
 	// manactl stats shows the same counter, summed over the queues.
