@@ -12,7 +12,8 @@ import (
 // Observer is told about the server's control traffic, for metrics. Its methods are called from
 // the connections' goroutines, concurrently, and must not block.
 type Observer interface {
-	// Request reports one completed request message: its family and command names, and the
+	// Request reports one completed request message (or a datagram answered as malformed or
+	// oversize, as family and command "unknown"): its family and command names, and the
 	// errno it was answered with (0 for success; for a dump, the errno NLMSG_DONE carried).
 	// Names are those of the served families and commands, or "unknown": a client cannot
 	// make up label values.

@@ -59,11 +59,17 @@ func TestObserverRequests(t *testing.T) {
 	rc.recv()
 	rc.send(newMsg(0x13, nlattr.FlagRequest|nlattr.FlagAck, 2, 200, 1).done()) // no such ethtool command
 	rc.recv()
+	rc.send([]byte{1, 2, 3}) // shorter than a header
+	rc.recv()
+	rc.send(make([]byte, 70<<10)) // over MaxMessage (64 KiB)
+	rc.recv()
 	for key, want := range map[string]int{
 		"ethtool/rings-get/0":                              2, // the do and the dump
 		fmt.Sprintf("ethtool/rings-get/%d", unix.ENODEV):   1,
 		fmt.Sprintf("unknown/unknown/%d", unix.ENOENT):     1,
 		fmt.Sprintf("ethtool/unknown/%d", unix.EOPNOTSUPP): 1,
+		fmt.Sprintf("unknown/unknown/%d", unix.EINVAL):     1,
+		fmt.Sprintf("unknown/unknown/%d", unix.EMSGSIZE):   1,
 	} {
 		if got := rec.count(key); got != want {
 			t.Errorf("%s: %d, want %d (all: %v)", key, got, want, rec.requests)
