@@ -130,12 +130,13 @@ func (b *backend) change(c genl.Caller, dev genl.Device, op string, value any, f
 	})
 }
 
-// StringSet returns ETH_SS_STATS and ETH_SS_PRIV_FLAGS (mana_get_strings); other sets are empty.
+// StringSet returns ETH_SS_STATS (mana_get_strings, then manad's own counters) and
+// ETH_SS_PRIV_FLAGS; other sets are empty.
 func (b *backend) StringSet(ctx context.Context, c genl.Caller, dev genl.Device, set uint32) (names []string, err error) {
 	err = b.withPort(dev, func(p *port) error {
 		switch set {
 		case ethSSStats:
-			names = vnic.StatNames(p.vp.Settings().Queues)
+			names = p.statNames()
 		case ethSSPrivFlags:
 			names = vnic.PrivFlagNames[:]
 		}
@@ -345,11 +346,11 @@ func (b *backend) DetachXDP(ctx context.Context, c genl.Caller, dev genl.Device)
 	})
 }
 
-// Stats returns ETH_SS_STATS names and values in the driver's order (mana_get_ethtool_stats).
+// Stats returns ETH_SS_STATS names and values in the driver's order (mana_get_ethtool_stats),
+// followed by manad's own counters (port.statNames).
 func (b *backend) Stats(ctx context.Context, c genl.Caller, dev genl.Device) (out []genl.Stat, err error) {
 	err = b.withPort(dev, func(p *port) error {
-		names := vnic.StatNames(p.vp.Settings().Queues)
-		vals := p.vp.Stats()
+		names, vals := p.statNames(), p.statValues()
 		out = make([]genl.Stat, len(names))
 		for i := range names {
 			out[i] = genl.Stat{Name: names[i], Value: vals[i]}

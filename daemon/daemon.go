@@ -23,6 +23,7 @@ import (
 
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/daemon/datapath"
+	"github.com/manad/manad/daemon/metrics"
 	"github.com/manad/manad/genl"
 )
 
@@ -59,6 +60,7 @@ type Daemon struct {
 	state    *config.State
 	srv      *genl.Server
 	closing  bool
+	control  *metrics.Control // nil unless metrics are served
 
 	bg sync.WaitGroup // link watchers
 }
@@ -84,10 +86,15 @@ func New(opts Options) (*Daemon, error) {
 		opts: opts, cfg: opts.Config, log: opts.Logger,
 		ports: map[string]*port{}, segments: datapath.NewSegments(),
 	}
-	srv, err := genl.NewServer(genl.ServerConfig{
+	scfg := genl.ServerConfig{
 		Backend: (*backend)(d), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,
 		MaxMessage: maxRequest,
-	})
+	}
+	if opts.Config.Daemon.MetricsListen != "" {
+		d.control = metrics.NewControl()
+		scfg.Observer = d.control
+	}
+	srv, err := genl.NewServer(scfg)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +113,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	d.state = st
+	if d.control != nil {
+		stopMetrics, err := d.serveMetrics()
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	ports, notes := config.Merge(d.cfg, st)
 	for _, n := range notes {
 		d.log.Warn(n.Error())

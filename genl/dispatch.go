@@ -176,6 +176,7 @@ func (d *dumper) finish(err error) error {
 		errno, ne = d.r.s.toNLError(err)
 		msg = ne.Msg
 	}
+	d.r.s.observeRequest(d.r.hdr, d.r.msg, err, false)
 	d.b.B = nlattr.AppendDone(d.b.B, d.r.hdr.Seq, d.r.hdr.PID, errno, msg, d.r.c.extAck)
 	return d.flush()
 }
@@ -242,6 +243,7 @@ func (s *Server) handleMsg(ctx context.Context, c *conn, msg []byte, h nlattr.He
 	if h.Flags&nlattr.FlagRequest != 0 && h.Type >= nlattr.MsgMinType {
 		dumped, err = s.genlRcv(ctx, c, msg, h)
 	}
+	s.observeRequest(h, msg, err, dumped)
 	if errors.Is(err, errConnGone) {
 		return false
 	}

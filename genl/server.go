@@ -331,6 +331,7 @@ func (c *conn) writeSocket(b []byte) error {
 
 // sendMalformed answers a datagram that holds no complete message.
 func (c *conn) sendMalformed(d []byte, msg string) {
+	c.s.observer().Request("unknown", "unknown", unix.EINVAL)
 	hdr := make([]byte, nlattr.MsgHdrLen)
 	copy(hdr, d)
 	h, _ := nlattr.ReadHeader(hdr)
@@ -349,6 +350,7 @@ func (c *conn) notify(b []byte) {
 	default:
 		c.s.log.Warn("genl: subscriber is not reading notifications, dropping it",
 			"pid", c.caller.PID, "uid", c.caller.UID, "queue", cap(c.sendq))
+		c.s.observer().SubscriberDropped()
 		c.close()
 	}
 }
@@ -426,6 +428,7 @@ func (c *conn) reader(in chan<- datagram) {
 // oversize answers a datagram longer than MaxMessage (the excess was already discarded by the
 // socket) with EMSGSIZE, honouring the connection's ACK options like any other reply.
 func (c *conn) oversize(d []byte) {
+	c.s.observer().Request("unknown", "unknown", unix.EMSGSIZE)
 	c.s.log.Warn("genl: request datagram exceeds MaxMessage", "limit", c.s.cfg.MaxMessage, "pid", c.caller.PID)
 	hdr := make([]byte, nlattr.MsgHdrLen)
 	copy(hdr, d)

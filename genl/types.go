@@ -185,6 +185,8 @@ type ServerConfig struct {
 	// logged.
 	SendQueue int
 	Logger    *slog.Logger // nil → slog.Default()
+	// Observer, when set, is told about every request and dropped subscriber (metrics).
+	Observer Observer
 }
 
 // Error is an errno with a user-facing message, for Backend implementations.

@@ -91,6 +91,9 @@ type Port struct {
 	resetPending bool
 	closed       bool
 	draining     []*pagepool.Release // pools destroyed with buffers still out
+	reconfigs    map[string]*opStats // by reconfig op
+	resetsOK     uint64              // reset-work attempts that restored the port
+	resetsFailed uint64
 
 	rx            []rxSlot
 	tx            []txSlot
@@ -117,6 +120,7 @@ func New(cfg Config, s Settings) (*Port, error) {
 		tx:         make([]txSlot, cfg.MaxQueues),
 		resetKick:  make(chan struct{}, 1),
 		workerDone: make(chan struct{}),
+		reconfigs:  map[string]*opStats{},
 	}
 	var err error
 	if s, err = p.checkSettings(s); err != nil {

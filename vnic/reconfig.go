@@ -34,18 +34,22 @@ type reconfig struct {
 func (p *Port) reconfigure(rc reconfig, nw Settings) error {
 	p.assertLocked()
 	if p.closed {
+		p.observe(rc.op, ReconfigRefused, -1)
 		return extack.New(unix.ENODEV, "port %s is being removed", p.cfg.Name)
 	}
 	old := p.set
 	if nw == old {
+		p.observe(rc.op, ReconfigUnchanged, -1)
 		return nil
 	}
 	p.set = nw
 	if !p.running {
+		p.observe(rc.op, ReconfigStored, -1)
 		p.log.Info("reconfigured (applies when the port comes up)", "op", rc.op, "detached", p.adminUp)
 		return nil
 	}
 	if rc.sameLayout != nil && rc.sameLayout(old, nw) {
+		p.observe(rc.op, ReconfigStored, -1)
 		p.log.Info("reconfigured (RX layout unaffected, queues kept)", "op", rc.op)
 		return nil
 	}
@@ -53,17 +57,20 @@ func (p *Port) reconfigure(rc reconfig, nw Settings) error {
 	l, err := p.layoutFor(nw)
 	if err != nil {
 		p.set = old
+		p.observe(rc.op, ReconfigRefused, -1)
 		return err
 	}
 	pre, err := p.allocRings(nw, l, true)
 	if err != nil {
 		p.set = old
+		p.observe(rc.op, ReconfigPreallocFailed, time.Since(start))
 		p.log.Warn("reconfiguration failed at pre-allocation; port untouched", "op", rc.op, "err", err)
 		return extack.Wrap(err, unix.ENOMEM, "%s", rc.preallocMsg)
 	}
 	if err := p.detach(); err != nil {
 		p.set = old
 		p.free(pre)
+		p.observe(rc.op, ReconfigDetachFailed, time.Since(start))
 		p.log.Warn("reconfiguration failed at detach; port still running", "op", rc.op, "err", err)
 		return extack.Wrap(err, unix.EIO, "%s", rc.detachMsg)
 	}
@@ -71,11 +78,14 @@ func (p *Port) reconfigure(rc reconfig, nw Settings) error {
 		p.set = old
 		p.free(pre)
 		p.scheduleReset()
+		p.observe(rc.op, ReconfigAttachFailed, time.Since(start))
 		p.log.Warn("reconfiguration failed at attach; port detached, reset scheduled", "op", rc.op, "err", err)
 		return extack.Wrap(err, unix.ENOMEM, "%s", rc.attachMsg)
 	}
 	p.free(pre)
-	p.log.Info("reconfigured", "op", rc.op, "layout", p.layout.Reason, "took", time.Since(start))
+	took := time.Since(start)
+	p.observe(rc.op, ReconfigApplied, took)
+	p.log.Info("reconfigured", "op", rc.op, "layout", p.layout.Reason, "took", took)
 	return nil
 }
 
@@ -304,11 +314,13 @@ func (p *Port) resetOnce(attempt int) (done bool, err error) {
 		}
 	}
 	if err != nil {
+		p.resetsFailed++
 		if p.cfg.OnReset != nil {
 			p.cfg.OnReset(p, err)
 		}
 		return false, err
 	}
+	p.resetsOK++
 	p.resetPending = false
 	p.log.Info("reset restored the port", "attempt", attempt, "took", time.Since(start))
 	if p.cfg.OnReset != nil {

@@ -1,6 +1,13 @@
 package vnic
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/manad/manad/vnic/pagepool"
+)
 
 // Driver statistics names, in the order mana_get_strings emits them (reference/mana-driver.md §4).
 var (
@@ -228,4 +235,167 @@ func (p *Port) NetdevStats() NetdevStats {
 		t.mu.Unlock()
 	}
 	return s
+}
+
+// ManadStatPrefix begins the name of every ETH_SS_STATS counter manad adds after the driver's
+// own (StatNames), so that tools comparing against the mana driver's ethtool -S list can tell
+// them apart.
+const ManadStatPrefix = "manad_"
+
+// ExtraStatNames are the model's own counters, summed over the queues, that follow the driver's
+// in manad's ETH_SS_STATS set, in NetdevStats.ExtraStats order: every RX drop (rx_dropped of
+// rtnl_link_stats64), the oversize and allocation-failure reasons behind some of them (the
+// others have driver counters: hc_rx_discards_no_wqe, rx_N_xdp_drop, rx_N_pkt_len0_err), and
+// TX drops on a stopped queue.
+func ExtraStatNames() []string {
+	return []string{
+		ManadStatPrefix + "rx_dropped", ManadStatPrefix + "rx_drop_oversize",
+		ManadStatPrefix + "rx_drop_alloc_fail", ManadStatPrefix + "tx_dropped",
+	}
+}
+
+// ExtraStats returns the values of ExtraStatNames.
+func (s NetdevStats) ExtraStats() []uint64 {
+	return []uint64{s.RxDropped, s.RxOversize, s.RxAllocFail, s.TxDropped}
+}
+
+// QueueCounters are one queue index's counters, RX and TX, as metrics export them. Like the
+// driver's, they survive reconfigurations; the page-pool counters are those of the queue's
+// current pool, which every rebuild of the queues replaces (they start again from 0).
+type QueueCounters struct {
+	RxPackets, RxBytes uint64
+	// RX drops by reason: no posted buffer (hc_rx_discards_no_wqe: the queue was not running
+	// or the daemon's input for it was full), longer than the buffer, refill failed, XDP
+	// verdict, zero-length completion.
+	RxNoWQE, RxOversize, RxAllocFail, RxXDPDrop, RxLen0 uint64
+	RxXDPTx                                             uint64
+	TxPackets, TxBytes                                  uint64
+	TxDropped                                           uint64 // transmitted while the TX queue was stopped
+	// RingPosted and RingSize are the buffers posted in the RX ring and the ring's size; both 0
+	// without a running queue.
+	RingPosted, RingSize int
+	Pool                 *pagepool.Stats // the running queue's page pool; nil without one
+}
+
+// QueueCounters returns the counters of queues 0..Settings().Queues-1. Caller holds the
+// configuration lock.
+func (p *Port) QueueCounters() []QueueCounters {
+	p.assertLocked()
+	out := make([]QueueCounters, p.set.Queues)
+	for q := range out {
+		c := &out[q]
+		s := &p.rx[q]
+		s.mu.Lock()
+		r := &s.stats
+		c.RxPackets, c.RxBytes = r.packets, r.bytes
+		c.RxNoWQE, c.RxOversize, c.RxAllocFail, c.RxXDPDrop, c.RxLen0 = r.discardNoWQE, r.oversize, r.allocFail, r.xdpDrop, r.pktLen0Err
+		c.RxXDPTx = r.xdpTx
+		if rq := s.q; rq != nil {
+			c.RingSize = len(rq.ring)
+			for _, b := range rq.ring {
+				if b != nil {
+					c.RingPosted++
+				}
+			}
+			rq.pool.FlushStats() // the queue lock makes this goroutine the pool's owner
+			ps := rq.pool.Stats()
+			c.Pool = &ps
+		}
+		s.mu.Unlock()
+		t := &p.tx[q]
+		t.mu.Lock()
+		c.TxPackets, c.TxBytes, c.TxDropped = t.stats.packets, t.stats.bytes, t.stats.dropped
+		t.mu.Unlock()
+	}
+	return out
+}
+
+// ReconfigOutcome is how one reconfiguration (SetPrivFlags, SetMTU, SetXDP, SetRings,
+// SetChannels past validation) ended.
+type ReconfigOutcome uint8
+
+// The outcomes of a reconfiguration.
+const (
+	ReconfigApplied        ReconfigOutcome = iota // the queues were rebuilt with the new settings
+	ReconfigStored                                // stored only: port down or detached, or the RX layout cannot change
+	ReconfigUnchanged                             // the settings asked for were the current ones
+	ReconfigPreallocFailed                        // reverted, port untouched
+	ReconfigDetachFailed                          // reverted, port still running
+	ReconfigAttachFailed                          // reverted, port detached until the reset work restores it
+	ReconfigRefused                               // the port is being removed, or no RX layout fits
+	NumReconfigOutcomes
+)
+
+// String returns the outcome's metric label.
+func (o ReconfigOutcome) String() string {
+	return [...]string{"applied", "stored", "unchanged", "prealloc_failed", "detach_failed",
+		"attach_failed", "refused"}[o]
+}
+
+// reconfigBuckets are the upper bounds, in seconds, of the reconfiguration duration histogram.
+var reconfigBuckets = [...]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// opStats count one kind of reconfiguration. Guarded by the configuration lock.
+type opStats struct {
+	outcomes [NumReconfigOutcomes]uint64
+	count    uint64 // durations observed: the reconfigurations that rebuilt or tried to
+	sum      time.Duration
+	buckets  [len(reconfigBuckets)]uint64 // not cumulative
+}
+
+// observe counts a reconfiguration of op with outcome o; took >= 0 also records its duration.
+// Caller holds the configuration lock.
+func (p *Port) observe(op string, o ReconfigOutcome, took time.Duration) {
+	st := p.reconfigs[op]
+	if st == nil {
+		st = &opStats{}
+		p.reconfigs[op] = st
+	}
+	st.outcomes[o]++
+	if took < 0 {
+		return
+	}
+	st.count++
+	st.sum += took
+	for i, b := range reconfigBuckets {
+		if took.Seconds() <= b {
+			st.buckets[i]++
+			break
+		}
+	}
+}
+
+// ReconfigStats are the counts of one kind of reconfiguration.
+type ReconfigStats struct {
+	Op       string                      // "priv-flags", "mtu", "xdp", "rings" or "channels"
+	Outcomes [NumReconfigOutcomes]uint64 // by ReconfigOutcome
+	Count    uint64                      // reconfigurations that rebuilt the queues or tried to
+	Sum      float64                     // their total duration, seconds
+	Buckets  map[float64]uint64          // cumulative counts by upper bound (seconds), as Prometheus wants them
+}
+
+// ReconfigStats returns the reconfiguration counts by kind, sorted by Op. Only kinds that
+// happened appear. Caller holds the configuration lock.
+func (p *Port) ReconfigStats() []ReconfigStats {
+	p.assertLocked()
+	out := make([]ReconfigStats, 0, len(p.reconfigs))
+	for op, st := range p.reconfigs {
+		rs := ReconfigStats{Op: op, Outcomes: st.outcomes, Count: st.count, Sum: st.sum.Seconds(),
+			Buckets: make(map[float64]uint64, len(reconfigBuckets))}
+		var cum uint64
+		for i, b := range reconfigBuckets {
+			cum += st.buckets[i]
+			rs.Buckets[b] = cum
+		}
+		out = append(out, rs)
+	}
+	slices.SortFunc(out, func(a, b ReconfigStats) int { return strings.Compare(a.Op, b.Op) })
+	return out
+}
+
+// Resets returns how many reset-work attempts restored the port and how many failed. Caller
+// holds the configuration lock.
+func (p *Port) Resets() (ok, failed uint64) {
+	p.assertLocked()
+	return p.resetsOK, p.resetsFailed
 }

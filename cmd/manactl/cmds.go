@@ -355,8 +355,13 @@ func statsCmd(a *app) *cobra.Command {
 		Use:   "stats DEV",
 		Short: "Show driver statistics (ethtool -S)",
 		Long: `Show the driver statistics, as ethtool -S prints them: for a manad port the mana
-driver's counters in its order (eth, hc, phy, then rx_<q>_* and tx_<q>_* per queue);
-for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
+driver's counters in its order (eth, hc, phy, then rx_<q>_* and tx_<q>_* per queue),
+then manad's own, summed over the queues and named manad_*: manad_rx_dropped (every
+RX drop), manad_rx_drop_oversize, manad_rx_drop_alloc_fail, manad_tx_dropped (sent
+while the queue was stopped), manad_rx_inline, manad_rx_deferred (frames the queue's
+goroutine took because the queue was busy), manad_rx_drop_input_full,
+manad_rx_tap_write_err (the TAP refused the frame), manad_tx_drop_runt and
+manad_tx_drop_oversize (frames read from the TAP); for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
 does (the kernel's ethtool netlink has no request for them).`,
 		Example: `  manactl -S mana0
   manactl --json stats mana0 | jq '.[0].statistics.rx_0_packets'`,

@@ -26,7 +26,8 @@ const usage = `NAME
 
 SYNOPSIS
     manad [--config FILE] [--socket PATH] [--state-dir DIR] [--log-level LEVEL]
-          [--log-format text|json] [--check-config] [--print-default-config]
+          [--log-format text|json] [--metrics-listen HOST:PORT] [--check-config]
+          [--print-default-config]
 
 DESCRIPTION
     manad hosts software MANA ports. Each port is a real Linux network device (a
@@ -58,6 +59,10 @@ OPTIONS
     --state-dir DIR         keep state.json in DIR (default /var/lib/manad)
     --log-level LEVEL       debug, info, warn or error (default info)
     --log-format FORMAT     text or json (default text)
+    --metrics-listen ADDR   serve Prometheus metrics at http://ADDR/metrics
+                            (host:port; port 0 picks a free port, logged as
+                            "metrics listening"); default from the configuration
+                            (metrics_listen), none
     --check-config          validate the configuration, print the ports and exit
     --print-default-config  print the embedded default configuration and exit
     -h, --help              show this help
@@ -91,6 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	stateDir := fs.String("state-dir", "", "")
 	logLevel := fs.String("log-level", "", "")
 	logFormat := fs.String("log-format", "", "")
+	metricsListen := fs.String("metrics-listen", "", "")
 	check := fs.Bool("check-config", false, "")
 	printDefault := fs.Bool("print-default-config", false, "")
 	if err := fs.Parse(args); err != nil {
@@ -134,6 +140,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *logFormat != "" {
 		cfg.Daemon.LogFormat = *logFormat
+	}
+	if *metricsListen != "" {
+		cfg.Daemon.MetricsListen = *metricsListen
 	}
 	if err := cfg.Daemon.Validate(); err != nil {
 		fmt.Fprintf(stderr, "manad: %v\n", err)

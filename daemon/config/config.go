@@ -7,9 +7,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -51,6 +53,9 @@ type DaemonConfig struct {
 	StateDir   string     // directory of state.json
 	LogLevel   slog.Level // one of slog.LevelDebug, LevelInfo, LevelWarn, LevelError
 	LogFormat  string     // "text" or "json" (slog.TextHandler / slog.JSONHandler)
+	// MetricsListen is the TCP host:port of the Prometheus /metrics endpoint; "" (the default)
+	// serves none.
+	MetricsListen string
 }
 
 // DefaultDaemonConfig returns the [daemon] table's defaults.
@@ -64,7 +69,7 @@ func DefaultDaemonConfig() DaemonConfig {
 // Validate checks the fields the way Parse checks the [daemon] table; cmd/manad calls it after
 // applying its flags. Errors: EINVAL with a message naming the field.
 func (dc *DaemonConfig) Validate() error {
-	msg := cmp.Or(checkSocket(dc.Socket), checkStateDir(dc.StateDir))
+	msg := cmp.Or(checkSocket(dc.Socket), checkStateDir(dc.StateDir), checkMetricsListen(dc.MetricsListen))
 	switch {
 	case msg != "":
 	case dc.SocketMode&^fs.ModePerm != 0:
@@ -95,6 +100,22 @@ func checkSocket(s string) string {
 func checkStateDir(s string) string {
 	if !filepath.IsAbs(s) {
 		return fmt.Sprintf("state_dir %q must be an absolute path", s)
+	}
+	return ""
+}
+
+// checkMetricsListen accepts "" (no endpoint) or a host:port with a numeric port; the host is
+// not resolved here (binding it is the daemon's startup error).
+func checkMetricsListen(s string) string {
+	if s == "" {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		return fmt.Sprintf("metrics_listen %q is not host:port with a numeric port (e.g. \"127.0.0.1:9469\")", s)
 	}
 	return ""
 }

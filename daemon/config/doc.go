@@ -18,6 +18,8 @@
 //	state_dir   = "/var/lib/manad"        # absolute; holds state.json
 //	log_level   = "info"                  # debug, info, warn or error
 //	log_format  = "text"                  # text or json
+//	metrics_listen = "127.0.0.1:9469"     # host:port of a Prometheus /metrics endpoint; default
+//	                                      # "" (none). Anyone who can reach it may read it.
 //
 //	[[port]]
 //	name          = "mana0"      # required; the TAP netdev's name: 1-15 bytes, no '/', ':' or

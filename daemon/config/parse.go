@@ -179,13 +179,21 @@ func (d *decoder) daemon(v any, at keyPath, dc *DaemonConfig) {
 					dc.LogFormat = s
 				}
 			}
+		case "metrics_listen":
+			if s, ok := typed[string](d, v, kat, daemonLabel, k, "a string"); ok {
+				if msg := checkMetricsListen(s); msg != "" {
+					d.errorf(kat, "daemon: %s", msg)
+				} else {
+					dc.MetricsListen = s
+				}
+			}
 		default:
 			d.errorf(kat, "daemon: unknown key %q%s", k, suggest(k, daemonKeys))
 		}
 	}
 }
 
-var daemonKeys = []string{"socket", "socket_mode", "admin_group", "state_dir", "log_level", "log_format"}
+var daemonKeys = []string{"socket", "socket_mode", "admin_group", "state_dir", "log_level", "log_format", "metrics_listen"}
 
 // socketMode accepts permission bits as a TOML integer (write it in octal: 0o660) or an octal
 // string ("0660").

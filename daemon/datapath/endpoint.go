@@ -561,6 +561,7 @@ type QueueStats struct {
 	RxWriteErrors uint64 // frames the TAP refused (it was down or detached)
 	TxRunts       uint64 // frames shorter than an Ethernet header read from the TAP
 	TxOversize    uint64 // frames longer than the port's largest MTU read from the TAP
+	RxBacklog     int    // frames waiting in the input now
 }
 
 // Stats returns the counters of each running queue (nil when not started).
@@ -575,7 +576,31 @@ func (e *Endpoint) Stats() []QueueStats {
 		out[i] = QueueStats{
 			RxInline: s.rxInline.Load(), RxDeferred: s.rxDeferred.Load(), RxInputDrops: s.rxInputDrops.Load(),
 			RxWriteErrors: s.rxWriteErrors.Load(), TxRunts: s.txRunts.Load(), TxOversize: s.txOversize.Load(),
+			RxBacklog: int(qq.in.count.Load()),
 		}
 	}
 	return out
+}
+
+// StatNames are the endpoint's counters, summed over its queues, as they follow the driver's
+// and vnic's in manad's ETH_SS_STATS set (vnic.ManadStatPrefix), in StatTotals order.
+func StatNames() []string {
+	p := vnic.ManadStatPrefix
+	return []string{p + "rx_inline", p + "rx_deferred", p + "rx_drop_input_full", p + "rx_tap_write_err",
+		p + "tx_drop_runt", p + "tx_drop_oversize"}
+}
+
+// StatTotals returns the values of StatNames: every running queue's counters summed (zeros when
+// not started).
+func (e *Endpoint) StatTotals() []uint64 {
+	var t QueueStats
+	for _, s := range e.Stats() {
+		t.RxInline += s.RxInline
+		t.RxDeferred += s.RxDeferred
+		t.RxInputDrops += s.RxInputDrops
+		t.RxWriteErrors += s.RxWriteErrors
+		t.TxRunts += s.TxRunts
+		t.TxOversize += s.TxOversize
+	}
+	return []uint64{t.RxInline, t.RxDeferred, t.RxInputDrops, t.RxWriteErrors, t.TxRunts, t.TxOversize}
 }

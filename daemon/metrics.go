@@ -1,0 +1,68 @@
+package daemon
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/manad/manad/daemon/datapath"
+	"github.com/manad/manad/daemon/metrics"
+	"github.com/manad/manad/vnic"
+)
+
+// metricsPorts is the metrics.Source of the daemon: every ready port's live counters, read under
+// the configuration lock (as ethtool -S reads them), sorted by name.
+func (d *Daemon) metricsPorts() []metrics.Port {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]metrics.Port, 0, len(d.ports))
+	for _, p := range d.ports {
+		if !p.isReady() {
+			continue
+		}
+		ok, failed := p.vp.Resets()
+		out = append(out, metrics.Port{
+			Name: p.spec.Name, NetNS: p.spec.NetNS, State: p.vp.State(),
+			Queues: p.vp.QueueCounters(), Datapath: p.ep.Stats(),
+			Reconfigs: p.vp.ReconfigStats(), ResetsOK: ok, ResetsFailed: failed,
+		})
+	}
+	slices.SortFunc(out, func(a, b metrics.Port) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// statNames is the port's ETH_SS_STATS set: the driver's counters (vnic.StatNames), then manad's
+// own under vnic.ManadStatPrefix, the model's and the data path's. Caller holds the
+// configuration lock.
+func (p *port) statNames() []string {
+	return slices.Concat(vnic.StatNames(p.vp.Settings().Queues), vnic.ExtraStatNames(), datapath.StatNames())
+}
+
+// statValues are the values of statNames. Caller holds the configuration lock.
+func (p *port) statValues() []uint64 {
+	return slices.Concat(p.vp.Stats(), p.vp.NetdevStats().ExtraStats(), p.ep.StatTotals())
+}
+
+// serveMetrics binds the metrics_listen address and serves /metrics there until the returned
+// stop is called. Errors: the address cannot be bound (EADDRINUSE, EADDRNOTAVAIL, EACCES).
+func (d *Daemon) serveMetrics() (stop func(), err error) {
+	reg, err := metrics.NewRegistry(metrics.NewCollector(metrics.SourceFunc(d.metricsPorts), d.control))
+	if err != nil {
+		return nil, err
+	}
+	l, err := metrics.Listen(d.cfg.Daemon.MetricsListen)
+	if err != nil {
+		return nil, err
+	}
+	// The bound address, not the configured one: with port 0 this is how to find it.
+	d.log.Info("metrics listening", "addr", l.Addr().String(), "path", "/metrics")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := metrics.Serve(ctx, l, reg, d.log); err != nil {
+			d.log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }, nil
+}

@@ -1,0 +1,238 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/manad/manad/daemon/datapath"
+	"github.com/manad/manad/vnic"
+)
+
+// Port is what the collector exports about one port, read from the live counters at scrape
+// time.
+type Port struct {
+	Name  string
+	NetNS string // the namespace's name; "" for manad's own
+	// State gives the administrative and running state and the memory figures.
+	State vnic.State
+	// Queues are vnic's counters of queues 0..n-1; Datapath the data path's, by TAP queue.
+	Queues   []vnic.QueueCounters
+	Datapath []datapath.QueueStats
+	// Reconfigs are the port's reconfigurations by kind; ResetsOK and ResetsFailed count the
+	// reset work's attempts.
+	Reconfigs              []vnic.ReconfigStats
+	ResetsOK, ResetsFailed uint64
+}
+
+// Source gives the collector the current ports at every scrape. Ports must be safe to call from
+// any goroutine and return promptly.
+type Source interface {
+	Ports() []Port
+}
+
+// SourceFunc adapts a function to Source.
+type SourceFunc func() []Port
+
+// Ports calls f.
+func (f SourceFunc) Ports() []Port { return f() }
+
+// Collector is a prometheus.Collector of manad's counters. It keeps none itself: every Collect
+// reads them from its Source and Control.
+type Collector struct {
+	src Source
+	ctl *Control
+
+	rxPackets, rxBytes, txPackets, txBytes *prometheus.Desc
+	rxDropped, txDropped                   *prometheus.Desc
+	rxXDPTx, rxInline, rxDeferred          *prometheus.Desc
+	ringPosted, ringSize, backlog          *prometheus.Desc
+
+	poolAllocs, poolRecycles, poolPuts, poolOverflows *prometheus.Desc
+	poolPageAllocs, poolPageReleases, poolAllocFails  *prometheus.Desc
+	poolPages, poolInFlight                           *prometheus.Desc
+
+	up, adminUp                                       *prometheus.Desc
+	memPinned, memPages, memInUse, memPeak, memBudget *prometheus.Desc
+	buffersInFlight                                   *prometheus.Desc
+
+	reconfigs, reconfigDuration, resets *prometheus.Desc
+	requests, subscribersDropped        *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// NewCollector returns a collector reading ports from src and control traffic from ctl (nil: no
+// control-request families).
+func NewCollector(src Source, ctl *Control) *Collector {
+	port := []string{"port", "netns"}
+	queue := []string{"port", "netns", "queue"}
+	reason := []string{"port", "netns", "queue", "reason"}
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc("manad_"+name, help, labels, nil)
+	}
+	return &Collector{
+		src: src, ctl: ctl,
+
+		rxPackets: d("rx_packets_total", "Frames the RX queue passed on (to the TAP, or back out by XDP_TX).", queue),
+		rxBytes:   d("rx_bytes_total", "Bytes of the frames counted in manad_rx_packets_total.", queue),
+		txPackets: d("tx_packets_total", "Frames the TX queue put on the wire segment.", queue),
+		txBytes:   d("tx_bytes_total", "Bytes of the frames counted in manad_tx_packets_total.", queue),
+		rxDropped: d("rx_dropped_total", "Frames for the RX queue that were lost, by reason: no_buffer (no posted RX buffer: "+
+			"the queue was not running or its input was full), oversize (longer than the RX buffer), alloc_failure "+
+			"(the refill failed), xdp (XDP_DROP, XDP_ABORTED or a failed program), zero_length, tap_write "+
+			"(passed RX but the TAP refused it).", reason),
+		txDropped: d("tx_dropped_total", "Frames the host transmitted that were lost, by reason: queue_stopped (the port "+
+			"was down or being reconfigured), runt (shorter than an Ethernet header), oversize (longer than the port's "+
+			"largest MTU).", reason),
+		rxXDPTx:    d("rx_xdp_tx_total", "Frames the XDP program sent back out of the port (XDP_TX).", queue),
+		rxInline:   d("rx_inline_total", "Frames processed to completion by the goroutine that forwarded them.", queue),
+		rxDeferred: d("rx_deferred_total", "Frames queued for the RX queue's goroutine because the queue was busy.", queue),
+		ringPosted: d("rx_ring_posted_buffers", "RX buffers posted in the queue's ring (0 while it is not running).", queue),
+		ringSize:   d("rx_ring_size_buffers", "Size of the queue's RX ring (0 while it is not running).", queue),
+		backlog:    d("rx_input_backlog_frames", "Frames waiting in the RX queue's input for its goroutine.", queue),
+
+		poolAllocs:       d("page_pool_buffer_allocs_total", "Buffers the queue's current page pool handed out (restarts with each rebuild of the queues).", queue),
+		poolRecycles:     d("page_pool_buffer_recycles_total", "Buffers given back to the queue's current page pool directly by its owner.", queue),
+		poolPuts:         d("page_pool_buffer_puts_total", "Buffers given back to the queue's current page pool from other goroutines.", queue),
+		poolOverflows:    d("page_pool_ring_overflows_total", "Puts that found the page pool's return ring full.", queue),
+		poolPageAllocs:   d("page_pool_page_allocs_total", "Pages the queue's current page pool took from the port's memory.", queue),
+		poolPageReleases: d("page_pool_page_releases_total", "Pages the queue's current page pool gave back.", queue),
+		poolAllocFails:   d("page_pool_alloc_failures_total", "Allocations the queue's current page pool failed (memory budget exhausted).", queue),
+		poolPages:        d("page_pool_pages", "Pages the queue's current page pool holds.", queue),
+		poolInFlight:     d("page_pool_buffers_in_flight", "Buffers of the queue's current page pool that are out (posted or held).", queue),
+
+		up:              d("port_running", "1 when the port's queues run and pass traffic.", port),
+		adminUp:         d("port_admin_up", "1 when the administrator wants the port up.", port),
+		memPinned:       d("memory_pinned_bytes", "Bytes of RX pages the port's running pools hold.", port),
+		memPages:        d("memory_pinned_pages", "RX pages the port's running pools hold.", port),
+		memInUse:        d("memory_in_use_bytes", "Bytes charged to the port's RX memory budget, draining pools and pre-allocations included.", port),
+		memPeak:         d("memory_peak_bytes", "Highest manad_memory_in_use_bytes so far.", port),
+		memBudget:       d("memory_budget_bytes", "The port's RX memory budget (absent when unlimited).", port),
+		buffersInFlight: d("rx_buffers_in_flight", "RX buffers handed out and not posted: held by the host or waiting in draining pools.", port),
+
+		reconfigs: d("reconfigurations_total", "Reconfigurations by op (priv-flags, mtu, xdp, rings, channels) and outcome (applied, "+
+			"stored, unchanged, prealloc_failed, detach_failed, attach_failed, refused).", []string{"port", "netns", "op", "outcome"}),
+		reconfigDuration: d("reconfiguration_duration_seconds", "Duration of the reconfigurations that rebuilt the queues or tried to.",
+			[]string{"port", "netns", "op"}),
+		resets: d("resets_total", "Reset-work attempts to restore a detached port, by outcome (ok, failed).", []string{"port", "netns", "outcome"}),
+
+		requests: d("control_requests_total", "Netlink control requests by family, command and the errno they were answered with (0: success).",
+			[]string{"family", "command", "errno"}),
+		subscribersDropped: d("subscribers_dropped_total", "Notification subscribers dropped because they did not read.", nil),
+	}
+}
+
+// Describe sends every family's description.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.rxPackets, c.rxBytes, c.txPackets, c.txBytes, c.rxDropped, c.txDropped, c.rxXDPTx, c.rxInline,
+		c.rxDeferred, c.ringPosted, c.ringSize, c.backlog, c.poolAllocs, c.poolRecycles, c.poolPuts,
+		c.poolOverflows, c.poolPageAllocs, c.poolPageReleases, c.poolAllocFails, c.poolPages,
+		c.poolInFlight, c.up, c.adminUp, c.memPinned, c.memPages, c.memInUse, c.memPeak, c.memBudget,
+		c.buffersInFlight, c.reconfigs, c.reconfigDuration, c.resets,
+	} {
+		ch <- d
+	}
+	if c.ctl != nil {
+		ch <- c.requests
+		ch <- c.subscribersDropped
+	}
+}
+
+// Collect reads the counters and sends them as constant metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	ports := c.src.Ports()
+	for i := range ports {
+		c.collectPort(ch, &ports[i])
+	}
+	if c.ctl == nil {
+		return
+	}
+	for k, v := range c.ctl.snapshot() {
+		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(v), k.family, k.cmd, errnoLabel(k.errno))
+	}
+	ch <- prometheus.MustNewConstMetric(c.subscribersDropped, prometheus.CounterValue, float64(c.ctl.dropped.Load()))
+}
+
+func (c *Collector) collectPort(ch chan<- prometheus.Metric, p *Port) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	st := &p.State
+	gauge(c.up, b2f(st.Running), p.Name, p.NetNS)
+	gauge(c.adminUp, b2f(st.AdminUp), p.Name, p.NetNS)
+	gauge(c.memPinned, float64(st.BytesPinned), p.Name, p.NetNS)
+	gauge(c.memPages, float64(st.PagesPinned), p.Name, p.NetNS)
+	gauge(c.memInUse, float64(st.MemoryInUse), p.Name, p.NetNS)
+	gauge(c.memPeak, float64(st.MemoryPeak), p.Name, p.NetNS)
+	if st.MemoryBudget > 0 {
+		gauge(c.memBudget, float64(st.MemoryBudget), p.Name, p.NetNS)
+	}
+	gauge(c.buffersInFlight, float64(st.BuffersInFlight), p.Name, p.NetNS)
+
+	for qi := range p.Queues {
+		q := &p.Queues[qi]
+		l := []string{p.Name, p.NetNS, strconv.Itoa(qi)}
+		counter(c.rxPackets, q.RxPackets, l...)
+		counter(c.rxBytes, q.RxBytes, l...)
+		counter(c.txPackets, q.TxPackets, l...)
+		counter(c.txBytes, q.TxBytes, l...)
+		for _, r := range []struct {
+			reason string
+			v      uint64
+		}{
+			{"no_buffer", q.RxNoWQE}, {"oversize", q.RxOversize}, {"alloc_failure", q.RxAllocFail},
+			{"xdp", q.RxXDPDrop}, {"zero_length", q.RxLen0},
+		} {
+			counter(c.rxDropped, r.v, append(l, r.reason)...)
+		}
+		counter(c.txDropped, q.TxDropped, append(l, "queue_stopped")...)
+		counter(c.rxXDPTx, q.RxXDPTx, l...)
+		gauge(c.ringPosted, float64(q.RingPosted), l...)
+		gauge(c.ringSize, float64(q.RingSize), l...)
+		if ps := q.Pool; ps != nil {
+			counter(c.poolAllocs, ps.Allocs, l...)
+			counter(c.poolRecycles, ps.Recycles, l...)
+			counter(c.poolPuts, ps.Puts, l...)
+			counter(c.poolOverflows, ps.RingOverflow, l...)
+			counter(c.poolPageAllocs, ps.PageAllocs, l...)
+			counter(c.poolPageReleases, ps.PageReleases, l...)
+			counter(c.poolAllocFails, ps.AllocFails, l...)
+			gauge(c.poolPages, float64(ps.Pages), l...)
+			gauge(c.poolInFlight, float64(ps.InFlight), l...)
+		}
+	}
+	for qi := range p.Datapath {
+		q := &p.Datapath[qi]
+		l := []string{p.Name, p.NetNS, strconv.Itoa(qi)}
+		counter(c.rxDropped, q.RxWriteErrors, append(l, "tap_write")...)
+		counter(c.txDropped, q.TxRunts, append(l, "runt")...)
+		counter(c.txDropped, q.TxOversize, append(l, "oversize")...)
+		counter(c.rxInline, q.RxInline, l...)
+		counter(c.rxDeferred, q.RxDeferred, l...)
+		gauge(c.backlog, float64(q.RxBacklog), l...)
+	}
+
+	for _, r := range p.Reconfigs {
+		for o, v := range r.Outcomes {
+			if v != 0 {
+				counter(c.reconfigs, v, p.Name, p.NetNS, r.Op, vnic.ReconfigOutcome(o).String())
+			}
+		}
+		if r.Count != 0 {
+			ch <- prometheus.MustNewConstHistogram(c.reconfigDuration, r.Count, r.Sum, r.Buckets, p.Name, p.NetNS, r.Op)
+		}
+	}
+	counter(c.resets, p.ResetsOK, p.Name, p.NetNS, "ok")
+	counter(c.resets, p.ResetsFailed, p.Name, p.NetNS, "failed")
+}

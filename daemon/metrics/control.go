@@ -1,0 +1,61 @@
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Control counts the netlink server's control traffic. It is a genl.Observer; the zero value is
+// not usable, use NewControl. Safe for concurrent use.
+type Control struct {
+	mu       sync.Mutex
+	requests map[requestKey]uint64
+	dropped  atomic.Uint64
+}
+
+// requestKey is the label set of one request counter. The server names only the families and
+// commands it serves (anything else is "unknown"), and errnos are the server's own, so the set
+// stays small whatever clients send.
+type requestKey struct {
+	family, cmd string
+	errno       unix.Errno
+}
+
+// NewControl returns a Control with no counts.
+func NewControl() *Control { return &Control{requests: map[requestKey]uint64{}} }
+
+// Request counts one request of family and cmd answered with errno (0: success).
+func (c *Control) Request(family, cmd string, errno unix.Errno) {
+	c.mu.Lock()
+	c.requests[requestKey{family, cmd, errno}]++
+	c.mu.Unlock()
+}
+
+// SubscriberDropped counts one subscriber dropped for not reading its notifications.
+func (c *Control) SubscriberDropped() { c.dropped.Add(1) }
+
+// snapshot copies the request counts.
+func (c *Control) snapshot() map[requestKey]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[requestKey]uint64, len(c.requests))
+	for k, v := range c.requests {
+		out[k] = v
+	}
+	return out
+}
+
+// errnoLabel is the errno label of a request: "0" for success, else the errno's symbolic name
+// (EINVAL), or its number when it has none.
+func errnoLabel(e unix.Errno) string {
+	if e == 0 {
+		return "0"
+	}
+	if n := unix.ErrnoName(e); n != "" {
+		return n
+	}
+	return strconv.Itoa(int(e))
+}

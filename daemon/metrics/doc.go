@@ -1,0 +1,11 @@
+// Package metrics exports manad's counters to Prometheus: a Collector that reads the live
+// counters of vnic and the data path at every scrape (no second copy of them on the per-frame
+// path), the control-request counts of the netlink server (Control, a genl.Observer), and an
+// HTTP server for /metrics.
+//
+// Every family is named manad_*, counters end in _total, sizes are bytes and durations seconds.
+// Labels are bounded: port, netns (the port's namespace name, "" for manad's own), queue (below
+// the port's queue count), and small fixed sets (reason, op, outcome, family, command, errno).
+// No label carries a uid, pid or anything else a client chooses. README.md ("Metrics") lists
+// the families.
+package metrics

@@ -1,0 +1,26 @@
+package genl
+
+import "testing"
+
+// TestCmdNames: every command a family serves has a metric name of its own.
+func TestCmdNames(t *testing.T) {
+	s, err := NewServer(ServerConfig{Backend: NewMemBackend()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range s.familyList() {
+		seen := map[string]bool{}
+		for _, o := range f.ops {
+			n := cmdName(f.id, o.cmd)
+			if n == "unknown" || seen[n] {
+				t.Errorf("%s command %d: name %q (unknown or taken)", f.name, o.cmd, n)
+			}
+			seen[n] = true
+		}
+	}
+	for cmd, want := range map[uint8]string{CmdPortGet: "port-get", CmdStatsGet: "stats-get", CmdSetOption: "set-option", CmdPortNewNtf: "unknown"} {
+		if got := cmdName(manadID, cmd); got != want {
+			t.Errorf("manad command %d: %q, want %q", cmd, got, want)
+		}
+	}
+}

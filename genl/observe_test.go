@@ -1,0 +1,111 @@
+package genl_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/nlattr"
+)
+
+// recorder is an Observer that counts what it is told.
+type recorder struct {
+	mu       sync.Mutex
+	requests map[string]int // "family/cmd/errno"
+	dropped  int
+}
+
+func (r *recorder) Request(family, cmd string, errno unix.Errno) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests[fmt.Sprintf("%s/%s/%d", family, cmd, errno)]++
+}
+
+func (r *recorder) SubscriberDropped() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dropped++
+}
+
+func (r *recorder) count(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.requests[key]
+}
+
+// TestObserverRequests: every request message is reported once with its family, command and
+// errno, dumps included; names a client makes up come out as "unknown".
+func TestObserverRequests(t *testing.T) {
+	rec := &recorder{requests: map[string]int{}}
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Observer = rec })
+	c := dialClient(t, ts.path)
+	ctx := ctxT(t)
+	if _, err := c.Rings(ctx, client.Interface{Name: "mana0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Rings(ctx, client.Interface{Name: "nosuch0"}); err == nil {
+		t.Fatal("rings of a missing device succeeded")
+	}
+	if _, err := c.AllRings(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, ts.path)
+	rc.send(newMsg(0x7ff0, nlattr.FlagRequest|nlattr.FlagAck, 1, 1, 1).done()) // no such family
+	rc.recv()
+	rc.send(newMsg(0x13, nlattr.FlagRequest|nlattr.FlagAck, 2, 200, 1).done()) // no such ethtool command
+	rc.recv()
+	rc.send([]byte{1, 2, 3}) // shorter than a header
+	rc.recv()
+	rc.send(make([]byte, 70<<10)) // over MaxMessage (64 KiB)
+	rc.recv()
+	for key, want := range map[string]int{
+		"ethtool/rings-get/0":                              2, // the do and the dump
+		fmt.Sprintf("ethtool/rings-get/%d", unix.ENODEV):   1,
+		fmt.Sprintf("unknown/unknown/%d", unix.ENOENT):     1,
+		fmt.Sprintf("ethtool/unknown/%d", unix.EOPNOTSUPP): 1,
+		fmt.Sprintf("unknown/unknown/%d", unix.EINVAL):     1,
+		fmt.Sprintf("unknown/unknown/%d", unix.EMSGSIZE):   1,
+	} {
+		if got := rec.count(key); got != want {
+			t.Errorf("%s: %d, want %d (all: %v)", key, got, want, rec.requests)
+		}
+	}
+	if rec.count("nlctrl/getfamily/0") == 0 {
+		t.Errorf("the client's family lookups were not reported: %v", rec.requests)
+	}
+}
+
+// TestObserverSubscriberDropped: a subscriber that does not read is reported when dropped.
+func TestObserverSubscriberDropped(t *testing.T) {
+	rec := &recorder{requests: map[string]int{}}
+	ts := startServer(t, func(c *genl.ServerConfig) {
+		c.Observer = rec
+		c.SendQueue = 1
+		c.WriteTimeout = 50 * time.Millisecond
+	})
+	mf := manadFamilyID(t, dialRaw(t, ts.path), genl.FamilyName)
+	monitor := groupID(t, ts.path, "ethtool", "monitor")
+	stalled := dialRaw(t, ts.path)
+	if a := joinRaw(t, stalled, mf, monitor, genl.CmdGroupJoin); a.errno != 0 {
+		t.Fatal(a)
+	}
+	// Never read: the socket buffer fills, the writer blocks, the one-slot queue overflows.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ts.srv.NotifyChannels(ts.mana0.Dev, genl.Channels{CombinedMax: 64, Combined: 1})
+		rec.mu.Lock()
+		n := rec.dropped
+		rec.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if n > 1 || time.Now().After(deadline) {
+			t.Fatalf("dropped subscribers reported: %d, want 1", n)
+		}
+	}
+}

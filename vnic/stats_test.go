@@ -1,0 +1,138 @@
+package vnic
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestExtraStatNames: manad's own counters follow the driver's under a prefix of their own, fit
+// ETH_GSTRING_LEN and name no driver counter.
+func TestExtraStatNames(t *testing.T) {
+	driver := map[string]bool{}
+	for _, n := range StatNames(DefaultMaxQueues) {
+		driver[n] = true
+	}
+	extra := ExtraStatNames()
+	if len(extra) != len(NetdevStats{}.ExtraStats()) {
+		t.Fatalf("%d names for %d values", len(extra), len(NetdevStats{}.ExtraStats()))
+	}
+	for _, n := range extra {
+		if !strings.HasPrefix(n, ManadStatPrefix) || len(n) >= 32 || driver[n] {
+			t.Errorf("extra statistic %q: want prefix %q, at most 31 bytes, no driver name", n, ManadStatPrefix)
+		}
+	}
+}
+
+// TestQueueCounters checks each drop reason lands in its own per-queue counter, and the ring and
+// page-pool view of a running queue.
+func TestQueueCounters(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.Receive(2, udpFrame(100, 1, 2)) // down: no posted WQE
+	tp.Transmit(3, udpFrame(100, 1, 2))
+	tp.open()
+	tp.Receive(1, udpFrame(1515, 1, 2)) // oversize
+	tp.Receive(1, nil)                  // zero length
+	tp.Receive(1, udpFrame(200, 1, 2))
+	tp.Transmit(0, udpFrame(300, 1, 2))
+	var qc []QueueCounters
+	tp.locked(func() { qc = tp.QueueCounters() })
+	if len(qc) != 4 {
+		t.Fatalf("%d queues, want 4", len(qc))
+	}
+	for name, c := range map[string]struct{ got, want uint64 }{
+		"q2 no wqe":    {qc[2].RxNoWQE, 1},
+		"q3 tx drop":   {qc[3].TxDropped, 1},
+		"q1 oversize":  {qc[1].RxOversize, 1},
+		"q1 len0":      {qc[1].RxLen0, 1},
+		"q1 packets":   {qc[1].RxPackets, 1},
+		"q1 bytes":     {qc[1].RxBytes, 200},
+		"q0 tx pkts":   {qc[0].TxPackets, 1},
+		"q0 tx bytes":  {qc[0].TxBytes, 300},
+		"q0 oversize":  {qc[0].RxOversize, 0},
+		"q1 xdp drops": {qc[1].RxXDPDrop, 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", name, c.got, c.want)
+		}
+	}
+	for q, c := range qc {
+		if c.RingSize != 128 || c.RingPosted != 128 || c.Pool == nil || c.Pool.Pages == 0 {
+			t.Errorf("queue %d: ring %d/%d, pool %+v", q, c.RingPosted, c.RingSize, c.Pool)
+		}
+	}
+	if qc[1].Pool.Allocs != 128+1 {
+		t.Errorf("queue 1 pool allocs = %d, want the ring plus one refill", qc[1].Pool.Allocs)
+	}
+	tp.locked(tp.Close)
+	tp.locked(func() { qc = tp.QueueCounters() })
+	if qc[1].RxOversize != 1 || qc[1].RingSize != 0 || qc[1].Pool != nil {
+		t.Errorf("after close: %+v; want the counters kept and no ring", qc[1])
+	}
+}
+
+// TestReconfigStats counts reconfigurations by kind and outcome, with durations for those that
+// rebuilt the queues (or tried to), and resets by outcome.
+func TestReconfigStats(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.locked(func() {
+		must(t, tp.SetMTU(2000)) // down: stored
+	})
+	tp.open()
+	tp.locked(func() {
+		must(t, tp.SetMTU(2000)) // unchanged
+		must(t, tp.SetMTU(3000)) // applied
+		must(t, tp.SetFault(Fault{Point: FaultPrealloc, Mode: FaultOnce}))
+		if err := tp.SetRings(256, 256); err == nil {
+			t.Error("SetRings with a prealloc fault succeeded")
+		}
+		must(t, tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOnce}))
+		if err := tp.SetChannels(2); err == nil {
+			t.Error("SetChannels with an attach fault succeeded")
+		}
+	})
+	tp.waitFor("the reset work", func(s State) bool { return s.Running && !s.ResetPending })
+	var rs []ReconfigStats
+	var ok, failed uint64
+	tp.locked(func() {
+		rs = tp.ReconfigStats()
+		ok, failed = tp.Resets()
+	})
+	byOp := map[string]ReconfigStats{}
+	for _, r := range rs {
+		byOp[r.Op] = r
+	}
+	if len(rs) != 3 || rs[0].Op != "channels" || rs[2].Op != "rings" {
+		t.Fatalf("ops %+v, want channels, mtu, rings in order", rs)
+	}
+	mtu := byOp["mtu"]
+	if mtu.Outcomes[ReconfigStored] != 1 || mtu.Outcomes[ReconfigUnchanged] != 1 || mtu.Outcomes[ReconfigApplied] != 1 || mtu.Count != 1 {
+		t.Errorf("mtu: %+v; want one each of stored, unchanged, applied, and one duration", mtu)
+	}
+	if r := byOp["rings"]; r.Outcomes[ReconfigPreallocFailed] != 1 || r.Count != 1 {
+		t.Errorf("rings: %+v", r)
+	}
+	if c := byOp["channels"]; c.Outcomes[ReconfigAttachFailed] != 1 || c.Count != 1 {
+		t.Errorf("channels: %+v", c)
+	}
+	// The buckets are cumulative and the last holds every observation under its bound.
+	last := uint64(0)
+	for _, b := range reconfigBuckets {
+		if mtu.Buckets[b] < last {
+			t.Errorf("bucket %v = %d, below the previous %d", b, mtu.Buckets[b], last)
+		}
+		last = mtu.Buckets[b]
+	}
+	if mtu.Sum <= 0 || (mtu.Sum <= reconfigBuckets[len(reconfigBuckets)-1] && last != 1) {
+		t.Errorf("mtu duration sum %v, last bucket %d", mtu.Sum, last)
+	}
+	if ok != 1 || failed != 0 {
+		t.Errorf("resets ok=%d failed=%d, want 1 and 0", ok, failed)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
