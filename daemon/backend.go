@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -193,18 +195,29 @@ func (b *backend) SetChannels(ctx context.Context, c genl.Caller, dev genl.Devic
 	})
 }
 
-// Ports lists every port in the caller's namespace with its full state.
+// Ports lists every port in the caller's namespace with its full state; for an admin caller
+// (root or the admin group) in manad's own namespace, every port in every namespace, so that
+// `manactl list` on the host shows them all. Others see only their namespace's ports: which
+// ports live in which namespaces is the administrator's business.
 func (b *backend) Ports(ctx context.Context, c genl.Caller) ([]genl.PortInfo, error) {
+	all := false
+	if c.Admin {
+		self, err := selfNetNS()
+		all = err == nil && c.NetNS == self
+	}
 	d := b.d()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []genl.PortInfo
 	for _, p := range d.ports {
-		if p.ns == c.NetNS && p.isReady() {
+		if (all || p.ns == c.NetNS) && p.isReady() {
 			out = append(out, p.info())
 		}
 	}
-	slices.SortFunc(out, func(a, b genl.PortInfo) int { return int(a.Device.Index) - int(b.Device.Index) })
+	// Ports in different namespaces may share an ifindex.
+	slices.SortFunc(out, func(a, b genl.PortInfo) int {
+		return cmp.Or(cmp.Compare(a.Device.Index, b.Device.Index), strings.Compare(a.Device.Name, b.Device.Name))
+	})
 	return out, nil
 }
 

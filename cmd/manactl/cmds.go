@@ -93,9 +93,13 @@ func completeDevs(a *app) cobra.CompletionFunc {
 		}
 		var names []string
 		if c, err := client.Dial(a.socket); err == nil {
-			if ports, err := c.Ports(cmd.Context()); err == nil {
+			// An admin on the host gets every namespace's ports; only this one's resolve.
+			var self unix.Stat_t
+			if ports, err := c.Ports(cmd.Context()); err == nil && unix.Stat("/proc/thread-self/ns/net", &self) == nil {
 				for _, p := range ports {
-					names = append(names, p.Device.Name)
+					if p.Device.NetNS == (genl.NetNS{Dev: self.Dev, Ino: self.Ino}) {
+						names = append(names, p.Device.Name)
+					}
 				}
 			}
 			c.Close()
@@ -447,16 +451,23 @@ func (a *app) withManad(cmd *cobra.Command, f func(c *client.Client) error) erro
 }
 
 func listCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:     "list",
+	var netns string
+	cmd := &cobra.Command{
+		Use:     "list [--netns NS]",
 		Aliases: []string{"ls"},
-		Short:   "List manad's ports in this network namespace",
-		Long: `List manad's ports in the caller's network namespace: name, network namespace, state
-(admin up/down, detached while being reconfigured, reset-pending while its reset
-work is due), MTU, page size, queues (current/max), rings (rx/tx), private flags
-that are on, and XDP program.`,
-		Example: `  manactl list
-  ip netns exec manaA manactl list
+		Short:   "List manad's ports",
+		Long: `List manad's ports: name, network namespace ("-" for manad's own), state (admin
+up/down, detached while being reconfigured, reset-pending while its reset work is
+due), MTU, page size, queues (current/max), rings (rx/tx), private flags that are
+on, and XDP program.
+
+Run by root (or a member of manad's admin group) in manad's own network namespace
+(the host's), list shows every port in every namespace; anyone else sees the ports
+of the namespace manactl runs in. --netns NS keeps the ports of namespace NS ("-"
+for manad's own).`,
+		Example: `  manactl list                       # as root on the host: every port
+  manactl list --netns manaA
+  ip netns exec manaA manactl list   # the ports in manaA
   manactl --json list`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -464,6 +475,9 @@ that are on, and XDP program.`,
 				ports, err := c.Ports(cmd.Context())
 				if err != nil {
 					return err
+				}
+				if cmd.Flags().Changed("netns") {
+					ports = portsInNetNS(ports, netns)
 				}
 				if a.json {
 					out := make([]portJSON, 0, len(ports))
@@ -477,6 +491,17 @@ that are on, and XDP program.`,
 			})
 		},
 	}
+	cmd.Flags().StringVar(&netns, "netns", "", `only the ports in this named network namespace ("-": manad's own)`)
+	return cmd
+}
+
+// portsInNetNS keeps the ports in the named namespace; "-" (and "") name manad's own, as list
+// prints it.
+func portsInNetNS(ports []genl.PortInfo, ns string) []genl.PortInfo {
+	if ns == "-" {
+		ns = ""
+	}
+	return slices.DeleteFunc(ports, func(p genl.PortInfo) bool { return p.NetNSName != ns })
 }
 
 func showRxBufCmd(a *app) *cobra.Command {

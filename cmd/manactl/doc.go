@@ -27,8 +27,9 @@
 //
 // manad's own commands:
 //
-//	list                                  ports in the caller's namespace: name, netns, state,
-//	                                      MTU, page size, queues, rings, flags, XDP
+//	list [--netns NS]                     ports: name, netns, state, MTU, page size, queues,
+//	                                      rings, flags, XDP; every namespace's for root (or the
+//	                                      admin group) on the host, else the caller's namespace's
 //	show-rxbuf DEV                        live RX buffer layout, memory pinned, and why fragment or
 //	                                      single-buffer mode
 //	rxbuf-plan --page-size S --mtu N [--xdp] [--full-page-rx] [--rule R]… [--ring-size N] [--queues N]

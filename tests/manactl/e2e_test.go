@@ -156,10 +156,27 @@ func TestCommands(t *testing.T) {
 			p["admin-up"] != true || p["segment"] != "s" {
 			t.Errorf("--json list: %v", p)
 		}
-		// From the test's own namespace the port is not there.
-		r := run(t, "", e.socketEnv, e.bin, "list")
+		// Root in manad's own namespace (the test's) sees every port, with its namespace.
+		host := ok(t, "list on the host", run(t, "", e.socketEnv, e.bin, "list"))
+		if !regexp.MustCompile(`(?m)^` + e.port + ` +` + e.ns + ` +up +1500 `).MatchString(host) {
+			t.Errorf("list on the host does not show %s in %s:\n%s", e.port, e.ns, host)
+		}
+		if got := ok(t, "list --netns", run(t, "", e.socketEnv, e.bin, "list", "--netns", e.ns)); got != out {
+			t.Errorf("list --netns %s on the host:\n%s\nwant what the namespace itself lists:\n%s", e.ns, got, out)
+		}
+		for _, ns := range []string{"-", harness.Name("mcz", "")} {
+			if got := ok(t, "list --netns "+ns, run(t, "", e.socketEnv, e.bin, "list", "--netns", ns)); strings.Contains(got, e.port) {
+				t.Errorf("list --netns %s shows %s:\n%s", ns, e.port, got)
+			}
+		}
+		// Inside the namespace, --netns filters what that namespace sees.
+		if got := ok(t, "list --netns - in the namespace", e.mctl(t, "list", "--netns", "-")); strings.Contains(got, e.port) {
+			t.Errorf("list --netns - inside %s shows %s:\n%s", e.ns, e.port, got)
+		}
+		// A non-admin on the host sees only the host's ports: none here.
+		r := run(t, "", e.socketEnv, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", e.bin, "list")
 		if r.code != 0 || strings.Contains(r.stdout, e.port) {
-			t.Errorf("list outside the port's namespace: %+v", r)
+			t.Errorf("list on the host as nobody: %+v", r)
 		}
 	})
 
