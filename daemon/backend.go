@@ -13,9 +13,9 @@ import (
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/daemon/xdp"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/layout"
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/extack"
-	"github.com/manad/manad/vnic/rxbuf"
 )
 
 // backend is the Daemon as the netlink server sees it (genl.Backend).
@@ -372,32 +372,9 @@ func (b *backend) Stats(ctx context.Context, c genl.Caller, dev genl.Device) (ou
 	return out, err
 }
 
-// PlanLayout computes RX buffer layouts for hypothetical parameters under the requested rules
-// (all three, newest first, when none is named).
+// PlanLayout computes RX buffer layouts for hypothetical parameters (layout.Plan).
 func (b *backend) PlanLayout(ctx context.Context, c genl.Caller, r genl.LayoutRequest) ([]genl.RxBufLayout, error) {
-	rules := rxbuf.Rules[:]
-	if len(r.Rules) > 0 {
-		rules = nil
-		for _, name := range r.Rules {
-			rule, err := rxbuf.ParseRule(name)
-			if err != nil {
-				return nil, err
-			}
-			rules = append(rules, rule)
-		}
-	}
-	out := make([]genl.RxBufLayout, 0, len(rules))
-	for _, rule := range rules {
-		l, err := rxbuf.Compute(rxbuf.Params{
-			Rule: rule, PageSize: int(r.PageSize), MTU: int(r.MTU), XDP: r.XDP, FullPageRx: r.FullPageRx,
-			RingSize: int(r.RingSize), Queues: int(r.Queues),
-		})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, wireLayout(l))
-	}
-	return out, nil
+	return layout.Plan(r)
 }
 
 // SetFault arms or clears fault injection on a port.

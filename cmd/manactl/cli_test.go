@@ -104,7 +104,7 @@ func TestNotRunning(t *testing.T) {
 	sock := filepath.Join(dir, "manad.sock")
 	other := filepath.Join(dir, "other.sock")
 	tests := [][]string{
-		{"list"}, {"show-rxbuf", "eth0"}, {"rxbuf-plan", "--page-size", "4K", "--mtu", "1500"},
+		{"list"}, {"show-rxbuf", "eth0"},
 		{"set-mtu", "eth0", "9000"}, {"xdp", "eth0", "attach", "drop"}, {"xdp", "eth0", "detach"},
 		{"port", "add", "p0"}, {"port", "del", "p0"}, {"fault", "eth0", "attach", "once"}, {"monitor"},
 	}
@@ -196,5 +196,37 @@ func TestCompletion(t *testing.T) {
 	code, out, _ = runCLI(t, filepath.Join(t.TempDir(), "none.sock"), "__complete", "show-ring", "")
 	if code != 0 || !strings.Contains(out, "lo\n") {
 		t.Errorf("__complete show-ring: exit %d\n%s", code, out)
+	}
+}
+
+// TestRxBufPlanWithoutDaemon: rxbuf-plan computes the layouts itself (nothing listens on the
+// socket) and prints what manad's LAYOUT_PLAN answer printed (the goldens); bad parameters fail
+// with the model's message and errno, as manad's extack said them.
+func TestRxBufPlanWithoutDaemon(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	for _, tc := range []struct {
+		args   []string
+		golden string
+	}{
+		{[]string{"rxbuf-plan", "--page-size", "4K", "--mtu", "1500"}, "manactl/rxbuf-plan.txt"},
+		{[]string{"--json", "rxbuf-plan", "--page-size", "4096", "--mtu", "1500"}, "json/rxbuf-plan.json"},
+	} {
+		code, out, errs := runCLI(t, sock, tc.args...)
+		if code != exitOK || errs != "" {
+			t.Fatalf("%v: exit %d, stderr %q", tc.args, code, errs)
+		}
+		checkGolden(t, tc.golden, []byte(out))
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rxbuf-plan", "--page-size", "8K", "--mtu", "1500"}, "page size 8192 not supported (want 4096, 16384 or 65536): Invalid argument\n"},
+		{[]string{"rxbuf-plan", "--page-size", "4K", "--mtu", "9000", "--xdp"}, "XDP: mtu too large: Operation not supported\n"},
+		{[]string{"rxbuf-plan", "--page-size", "4K", "--mtu", "20"}, "MTU 20 less than device minimum 68: Invalid argument\n"},
+	} {
+		if code, out, errs := runCLI(t, sock, tc.args...); code != exitFailure || out != "" || errs != tc.want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 1 and %q", tc.args, code, out, errs, tc.want)
+		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/layout"
+	"github.com/manad/manad/vnic/extack"
 )
 
 // newRoot builds the command tree for one invocation.
@@ -547,7 +549,8 @@ func rxBufPlanCmd(a *app) *cobra.Command {
 		Long: `Compute the RX buffer layout for a page size and MTU (with or without XDP and
 full-page-rx) under several driver rules side by side: upstream (current mana, with
 the headroom fix), pre-headroom (page-pool fragments without headroom) and pre-frag
-(one buffer per page always). Without --rule all three are shown.`,
+(one buffer per page always). Without --rule all three are shown. manactl computes
+the layouts itself, with the model manad uses: manad need not run.`,
 		Example: `  manactl rxbuf-plan --page-size 4K --mtu 1500
   manactl rxbuf-plan --page-size 64K --mtu 9000 --rule upstream --rule pre-headroom
   manactl rxbuf-plan --page-size 16K --mtu 1500 --xdp --ring-size 2048 --queues 16`,
@@ -567,21 +570,24 @@ the headroom fix), pre-headroom (page-pool fragments without headroom) and pre-f
 				}
 			}
 			req := genl.LayoutRequest{PageSize: ps, MTU: mtu, RingSize: ring, Queues: queues, XDP: xdp, FullPageRx: fullPage, Rules: rs}
-			return a.withManad(cmd, func(c *client.Client) error {
-				ls, err := c.PlanLayout(cmd.Context(), req)
-				if err != nil {
-					return err
+			// Computed here, with the model manad uses (genl/layout): no daemon needed.
+			ls, err := layout.Plan(req)
+			if err != nil {
+				var xe *extack.Error
+				if errors.As(err, &xe) {
+					err = &errnoError{xe.Message, xe.Errno}
 				}
-				if a.json {
-					out := make([]layoutJSON, 0, len(ls))
-					for _, l := range ls {
-						out = append(out, layoutToJSON(l))
-					}
-					return writeJSON(a.stdout, out)
+				return failed(err)
+			}
+			if a.json {
+				out := make([]layoutJSON, 0, len(ls))
+				for _, l := range ls {
+					out = append(out, layoutToJSON(l))
 				}
-				writePlan(a.stdout, req, ls)
-				return nil
-			})
+				return failed(writeJSON(a.stdout, out))
+			}
+			writePlan(a.stdout, req, ls)
+			return nil
 		},
 	}
 	f := cmd.Flags()

@@ -34,6 +34,7 @@
 //	                                      single-buffer mode
 //	rxbuf-plan --page-size S --mtu N [--xdp] [--full-page-rx] [--rule R]… [--ring-size N] [--queues N]
 //	                                      layouts for hypothetical parameters, rules side by side
+//	                                      (computed by manactl itself: no daemon needed)
 //	set-mtu DEV N
 //	xdp DEV attach pass|drop|tx|aborted|FILE.o [--section S] [--name N]
 //	xdp DEV detach

@@ -2,6 +2,7 @@ package manactl
 
 import (
 	"bufio"
+	"context"
 	"debug/elf"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/manad/manad/daemon/xdp/xdptest"
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
 )
 
@@ -306,10 +309,51 @@ func TestCommands(t *testing.T) {
 		if l := ls[0]; l["rule"] != "upstream" || l["mode"] != "single" || l["xdp"] != true || l["queues"] != 8.0 || l["ring-size"] != 512.0 {
 			t.Errorf("--json rxbuf-plan: %v", l)
 		}
-		failsLike(t, "rxbuf-plan 8K", e.mctl(t, "rxbuf-plan", "--page-size", "8K", "--mtu", "1500"), `netlink error: .*page size.*: Invalid argument`)
+		fails(t, "rxbuf-plan 8K", e.mctl(t, "rxbuf-plan", "--page-size", "8K", "--mtu", "1500"),
+			"page size 8192 not supported (want 4096, 16384 or 65536): Invalid argument")
 		// XDP limits the MTU (MANA_XDP_MTU_MAX: 3506 on 4K pages), as mana_xdp_set does.
 		fails(t, "rxbuf-plan --xdp 9000", e.mctl(t, "rxbuf-plan", "--page-size", "4K", "--mtu", "9000", "--xdp"),
-			"netlink error: XDP: mtu too large: Operation not supported")
+			"XDP: mtu too large: Operation not supported")
+		// manactl computes the plan itself, with no daemon, and says what manad's LAYOUT_PLAN says.
+		c, err := client.Dial(e.d.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		none := []string{"MANAD_SOCKET=" + filepath.Join(e.dir, "none.sock")}
+		for _, ps := range []uint32{4096, 16384, 65536} {
+			for _, mtu := range []uint32{1500, 3506, 9000} {
+				for _, flags := range [][]string{nil, {"--xdp"}, {"--full-page-rx"}} {
+					args := append([]string{e.bin, "--json", "rxbuf-plan", "--page-size", fmt.Sprint(ps), "--mtu", fmt.Sprint(mtu),
+						"--ring-size", "512", "--queues", "3"}, flags...)
+					req := genl.LayoutRequest{PageSize: ps, MTU: mtu, RingSize: 512, Queues: 3, XDP: len(flags) > 0 && flags[0] == "--xdp",
+						FullPageRx: len(flags) > 0 && flags[0] == "--full-page-rx"}
+					r := run(t, "", none, args...)
+					want, werr := c.PlanLayout(context.Background(), req)
+					if werr != nil {
+						if r.code != 1 || r.stdout != "" {
+							t.Errorf("%v: manad refuses (%v), manactl: %+v", args[2:], werr, r)
+						}
+						continue
+					}
+					var got []map[string]any
+					if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil || len(got) != len(want) {
+						t.Fatalf("%v: %+v", args[2:], r)
+					}
+					for i, l := range want {
+						w := map[string]any{"rule": l.Rule, "datasize": float64(l.DataSize), "alloc-size": float64(l.AllocSize),
+							"headroom": float64(l.Headroom), "buf-size": float64(l.BufSize), "frag-count": float64(l.FragCount),
+							"order": float64(l.Order), "pool-size": float64(l.PoolSize), "reason": l.Reason,
+							"pages-per-queue": float64(l.PagesPerQueue), "bytes-total": float64(l.BytesTotal)}
+						for k, v := range w {
+							if got[i][k] != v {
+								t.Errorf("%v rule %s: %s %v, manad says %v", args[2:], l.Rule, k, got[i][k], v)
+							}
+						}
+					}
+				}
+			}
+		}
 	})
 
 	t.Run("set-mtu", func(t *testing.T) {
