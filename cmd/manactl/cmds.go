@@ -39,8 +39,9 @@ real NICs alike. The other commands are manad's own.
 Devices are looked up in the caller's network namespace: run manactl inside the
 port's namespace (ip netns exec NS manactl ...).
 
-Errors are one line on stderr ("netlink error: <message>: <errno text>") and exit
-status 1; usage errors exit with status 2.`,
+Errors are one line on stderr ("netlink error: <message>: <errno text>"); the exit
+status is ethtool's for the same failure (81 for set-ring; 70, 94, 96 or 97 for
+stats; otherwise 1). Usage errors exit with status 2.`,
 		Example: `  manactl -g mana0
   manactl --set-priv-flags mana0 full-page-rx on
   ip netns exec manaA manactl show-rxbuf mana0
@@ -575,7 +576,7 @@ the layouts itself, with the model manad uses: manad need not run.`,
 			if err != nil {
 				var xe *extack.Error
 				if errors.As(err, &xe) {
-					err = &errnoError{xe.Message, xe.Errno}
+					err = &errnoError{xe.Message, xe.Errno, failRequest}
 				}
 				return failed(err)
 			}
@@ -689,7 +690,7 @@ a file named like a built-in, give a path: ./pass.`,
 				if errors.Is(err, unix.EMSGSIZE) && len(prog.Object) > 0 {
 					// The object travels in one datagram: the socket's send buffer and manad's
 					// request limit bound it (about 200 KiB with default sysctls).
-					return &errnoError{fmt.Sprintf("%s (%d bytes) does not fit in one request to manad", args[2], len(prog.Object)), unix.EMSGSIZE}
+					return &errnoError{fmt.Sprintf("%s (%d bytes) does not fit in one request to manad", args[2], len(prog.Object)), unix.EMSGSIZE, failRequest}
 				}
 				return err
 			})
@@ -902,7 +903,7 @@ kernel's ethtool notifications.`,
 				c, err = client.Dial(a.socket)
 			}
 			if err != nil {
-				return failed(err)
+				return failed(&connectError{err})
 			}
 			defer c.Close()
 			ctx := cmd.Context()

@@ -51,12 +51,13 @@
 //
 // # Errors and exit status
 //
-// 0 on success. 1 when the request fails, with one line on stderr: a netlink error as ethtool
-// prints it, the extack message and then the errno text ("netlink error: requested ring size
-// exceeds maximum: Invalid argument", "netlink error: Operation not permitted"), or "cannot
-// connect to manad at PATH: …" for a manad command when manad cannot be reached, or ethtool's
-// ioctl messages for kernel statistics ("Cannot get stats strings information: No such device").
-// 2 for a usage error: "manactl: <problem>" and "Try 'manactl CMD --help'.".
+// 0 on success. A failed command prints one line on stderr: a netlink error as ethtool prints it,
+// the extack message and then the errno text ("netlink error: requested ring size exceeds
+// maximum: Invalid argument", "netlink error: Operation not permitted"), or "cannot connect to
+// manad at PATH: …" for a manad command when manad cannot be reached, or ethtool's ioctl messages
+// for kernel statistics ("Cannot get stats strings information: No such device"); it exits with
+// ethtool's status for the same failure (exitStatuses: 81 for set-ring; 70, 94, 96, 97 for
+// stats), 1 otherwise. 2 for a usage error: "manactl: <problem>" and "Try 'manactl CMD --help'.".
 //
 // # JSON (--json)
 //

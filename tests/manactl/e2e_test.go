@@ -107,16 +107,28 @@ func ok(t *testing.T, what string, r result) string {
 // fails checks that r is exit status 1 with exactly the one stderr line want, and no stdout.
 func fails(t *testing.T, what string, r result, want string) {
 	t.Helper()
-	if r.code != 1 || r.stdout != "" || r.stderr != want+"\n" {
-		t.Errorf("manactl %s: exit %d, stdout %q, stderr %q; want exit 1, stderr %q", what, r.code, r.stdout, r.stderr, want)
+	failsWith(t, what, r, 1, want)
+}
+
+// failsWith is fails for a command whose failure exits with code, as ethtool's does (81 for -G).
+func failsWith(t *testing.T, what string, r result, code int, want string) {
+	t.Helper()
+	if r.code != code || r.stdout != "" || r.stderr != want+"\n" {
+		t.Errorf("manactl %s: exit %d, stdout %q, stderr %q; want exit %d, stderr %q", what, r.code, r.stdout, r.stderr, code, want)
 	}
 }
 
 // failsLike is fails with a pattern for the stderr line.
 func failsLike(t *testing.T, what string, r result, pattern string) {
 	t.Helper()
-	if r.code != 1 || r.stdout != "" || !regexp.MustCompile(`^`+pattern+`\n$`).MatchString(r.stderr) {
-		t.Errorf("manactl %s: exit %d, stdout %q, stderr %q; want exit 1, stderr matching %q", what, r.code, r.stdout, r.stderr, pattern)
+	failsLikeWith(t, what, r, 1, pattern)
+}
+
+// failsLikeWith is failsLike with the exit status code.
+func failsLikeWith(t *testing.T, what string, r result, code int, pattern string) {
+	t.Helper()
+	if r.code != code || r.stdout != "" || !regexp.MustCompile(`^`+pattern+`\n$`).MatchString(r.stderr) {
+		t.Errorf("manactl %s: exit %d, stdout %q, stderr %q; want exit %d, stderr matching %q", what, r.code, r.stdout, r.stderr, code, pattern)
 	}
 }
 
@@ -234,9 +246,9 @@ func TestCommands(t *testing.T) {
 			rj[0]["rx"] != 512.0 || rj[0]["tx-max"] != 16384.0 || rj[0]["tx-push"] != false || rj[0]["rx-mini"] != nil {
 			t.Errorf("--json -g: %v %v", rj, err)
 		}
-		fails(t, "-G rx 99999", e.mctl(t, "-G", e.port, "rx", "99999"), "netlink error: requested ring size exceeds maximum: Invalid argument")
-		fails(t, "-G rx-buf-len", e.mctl(t, "-G", e.port, "rx-buf-len", "4096"), "netlink error: setting rx buf len not supported: Operation not supported")
-		fails(t, "-G as nobody", e.mctlAs(t, "-G", e.port, "rx", "256"), "netlink error: Operation not permitted")
+		failsWith(t, "-G rx 99999", e.mctl(t, "-G", e.port, "rx", "99999"), 81, "netlink error: requested ring size exceeds maximum: Invalid argument")
+		failsWith(t, "-G rx-buf-len", e.mctl(t, "-G", e.port, "rx-buf-len", "4096"), 81, "netlink error: setting rx buf len not supported: Operation not supported")
+		failsWith(t, "-G as nobody", e.mctlAs(t, "-G", e.port, "rx", "256"), 81, "netlink error: Operation not permitted")
 	})
 
 	t.Run("channels", func(t *testing.T) {
@@ -412,7 +424,7 @@ func TestCommands(t *testing.T) {
 		ok(t, "fault attach once", e.mctl(t, "fault", e.port, "attach", "once"))
 		// The next reconfiguration fails at attach: the value is reverted and the reset work
 		// re-attaches the port.
-		failsLike(t, "-G after an attach fault", e.mctl(t, "-G", e.port, "rx", "1024"), `netlink error: .*attach.*: Protocol error`)
+		failsLikeWith(t, "-G after an attach fault", e.mctl(t, "-G", e.port, "rx", "1024"), 81, `netlink error: .*attach.*: Protocol error`)
 		harness.Eventually(t, "the reset work to re-attach the port", func() bool {
 			p := e.portJSON(t, e.port)
 			return p["reset-pending"] == false && p["detached"] == false && p["running"] == true
@@ -421,7 +433,7 @@ func TestCommands(t *testing.T) {
 			t.Errorf("rx-ring %v after a failed change from 512, want 512 (reverted)", p["rx-ring"])
 		}
 		ok(t, "fault prealloc 1 ENOSPC", e.mctl(t, "fault", e.port, "prealloc", "1", "--errno", "ENOSPC"))
-		failsLike(t, "-G after a prealloc fault", e.mctl(t, "-G", e.port, "rx", "1024"), `netlink error: .*: No space left on device`)
+		failsLikeWith(t, "-G after a prealloc fault", e.mctl(t, "-G", e.port, "rx", "1024"), 81, `netlink error: .*: No space left on device`)
 		ok(t, "-G after the fault", e.mctl(t, "-G", e.port, "rx", "1024"))
 		ok(t, "fault always then off", e.mctl(t, "fault", e.port, "detach", "always"))
 		ok(t, "fault off", e.mctl(t, "fault", e.port, "detach", "off"))
@@ -482,10 +494,11 @@ func TestCommands(t *testing.T) {
 	t.Run("unknown-device", func(t *testing.T) {
 		// manad answers ENODEV, manactl asks the kernel, which has no such device either.
 		for _, args := range [][]string{{"-g", e.unknownDev}, {"-l", e.unknownDev}, {"--show-priv-flags", e.unknownDev},
-			{"-G", e.unknownDev, "rx", "512"}, {"show-strings", e.unknownDev}} {
+			{"show-strings", e.unknownDev}} {
 			fails(t, strings.Join(args, " "), e.mctl(t, args...), "netlink error: no device matches name: No such device")
 		}
-		fails(t, "-S", e.mctl(t, "-S", e.unknownDev), "Cannot get stats strings information: No such device")
+		failsWith(t, "-G", e.mctl(t, "-G", e.unknownDev, "rx", "512"), 81, "netlink error: no device matches name: No such device")
+		failsWith(t, "-S", e.mctl(t, "-S", e.unknownDev), 96, "Cannot get stats strings information: No such device")
 		for _, args := range [][]string{{"show-rxbuf", e.unknownDev}, {"set-mtu", e.unknownDev, "1500"}, {"xdp", e.unknownDev, "detach"},
 			{"fault", e.unknownDev, "attach", "once"}} {
 			fails(t, strings.Join(args, " "), e.mctl(t, args...), "netlink error: no device matches name: No such device")
