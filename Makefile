@@ -6,6 +6,8 @@ DESTDIR   ?=
 BINDIR    := $(PREFIX)/bin
 BIN       := bin
 GOFLAGS_TEST ?= -race -count=1 -timeout 40m
+# VCS stamping for --version (a GOFLAGS=-buildvcs=false environment would drop it).
+BUILDFLAGS ?= -buildvcs=auto
 
 .PHONY: help build test vet bench fuzz run clean
 
@@ -14,8 +16,8 @@ help: ## list the targets
 
 build: ## build bin/manad and bin/manactl
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/manad ./cmd/manad
-	$(GO) build -o $(BIN)/manactl ./cmd/manactl
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/manad ./cmd/manad
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/manactl ./cmd/manactl
 
 test: ## run the whole test suite with the race detector (root-only tests skip unless root; CI=true makes them mandatory)
 	$(GO) test $(GOFLAGS_TEST) ./...

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/cmd/internal/buildinfo"
 	"github.com/manad/manad/genl/client"
 )
 
@@ -287,6 +288,16 @@ func TestRxBufPlanWithoutDaemon(t *testing.T) {
 	} {
 		if code, out, errs := runCLI(t, sock, tc.args...); code != exitFailure || out != "" || errs != tc.want {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 1 and %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+}
+
+// TestVersion: --version prints the build information (cmd/internal/buildinfo), exit status 0.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-v"}} {
+		code, out, errs := runCLI(t, "", args...)
+		if code != exitOK || errs != "" || out != buildinfo.Version("manactl") || !strings.HasPrefix(out, "manactl ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/cmd/internal/buildinfo"
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/layout"
@@ -46,6 +47,7 @@ stats; otherwise 1). Usage errors exit with status 2.`,
   manactl --set-priv-flags mana0 full-page-rx on
   ip netns exec manaA manactl show-rxbuf mana0
   manactl --json list`,
+		Version:       buildinfo.Version("manactl"),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          cobra.ArbitraryArgs,
@@ -61,6 +63,7 @@ stats; otherwise 1). Usage errors exit with status 2.`,
 	pf.BoolVar(&a.kernel, "kernel", false, "send ethtool-family commands to the kernel's ethtool netlink")
 	pf.StringVar(&a.socket, "socket", socket, "manad's control socket (environment MANAD_SOCKET)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
+	root.SetVersionTemplate("{{.Version}}")
 
 	root.AddCommand(
 		showPrivFlagsCmd(a), setPrivFlagsCmd(a), showRingCmd(a), setRingCmd(a),

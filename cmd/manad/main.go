@@ -16,6 +16,7 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/cmd/internal/buildinfo"
 	"github.com/manad/manad/daemon"
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/genl"
@@ -27,6 +28,7 @@ const usage = `NAME
 SYNOPSIS
     manad [--config FILE] [--socket PATH] [--state-dir DIR] [--log-level LEVEL]
           [--log-format text|json] [--check-config] [--print-default-config]
+    manad --version
 
 DESCRIPTION
     manad hosts software MANA ports. Each port is a real Linux network device (a
@@ -60,6 +62,9 @@ OPTIONS
     --log-format FORMAT     text or json (default text)
     --check-config          validate the configuration, print the ports and exit
     --print-default-config  print the embedded default configuration and exit
+    --version               print the version (module version, VCS revision and
+                            time, whether the tree was modified, Go version) and
+                            exit
     -h, --help              show this help
 
 SIGNALS
@@ -92,6 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "", "")
 	check := fs.Bool("check-config", false, "")
 	printDefault := fs.Bool("print-default-config", false, "")
+	version := fs.Bool("version", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
@@ -106,6 +112,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *printDefault {
 		stdout.Write(config.DefaultTOML())
+		return 0
+	}
+	if *version {
+		fmt.Fprint(stdout, buildinfo.Version("manad"))
 		return 0
 	}
 
