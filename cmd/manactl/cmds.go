@@ -69,7 +69,7 @@ stats; otherwise 1). Usage errors exit with status 2.`,
 		showPrivFlagsCmd(a), setPrivFlagsCmd(a), showRingCmd(a), setRingCmd(a),
 		showChannelsCmd(a), setChannelsCmd(a), statsCmd(a), showStringsCmd(a),
 		listCmd(a), showRxBufCmd(a), rxBufPlanCmd(a), setMTUCmd(a), xdpCmd(a), portCmd(a),
-		faultCmd(a), monitorCmd(a),
+		faultCmd(a), monitorCmd(a), genManCmd(a),
 	)
 	return root
 }

@@ -1,6 +1,11 @@
 package main
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
 
 // Exit statuses manactl has of its own; a failed command exits with ethtool's status for the same
 // failure (exitStatuses).
@@ -35,21 +40,22 @@ var exitStatuses = []struct {
 	cmd     string
 	failure failure
 	status  int
-	ethtool string // where ethtool returns it
+	when    string // the failure, as the manual says it
+	ethtool string // where ethtool returns the status
 }{
-	{"show-priv-flags", failRequest, 1, "netlink/privflags.c nl_gprivflags: nlsock_send_get_request, exit_code ?: 1"},
-	{"set-priv-flags", failRequest, 1, "netlink/privflags.c nl_sprivflags: nlctx->exit_code ?: 1"},
-	{"show-ring", failRequest, 1, "netlink/rings.c nl_gring: nlsock_send_get_request, exit_code ?: 1"},
-	{"set-ring", failRequest, 81, "netlink/rings.c nl_sring: nlctx->exit_code ?: 81"},
-	{"show-channels", failRequest, 1, "netlink/channels.c nl_gchannels: nlsock_send_get_request, exit_code ?: 1"},
-	{"set-channels", failRequest, 1, "netlink/channels.c nl_schannels: nlctx->exit_code ?: 1"},
-	{"stats", failStatsSocket, 70, `ethtool.c ioctl_init: "Cannot get control socket", 70`},
-	{"stats", failStatsStrings, 96, `ethtool.c do_gstats: "Cannot get stats strings information", 96`},
+	{"show-priv-flags", failRequest, 1, "the request fails", "netlink/privflags.c nl_gprivflags: nlsock_send_get_request, exit_code ?: 1"},
+	{"set-priv-flags", failRequest, 1, "the request fails", "netlink/privflags.c nl_sprivflags: nlctx->exit_code ?: 1"},
+	{"show-ring", failRequest, 1, "the request fails", "netlink/rings.c nl_gring: nlsock_send_get_request, exit_code ?: 1"},
+	{"set-ring", failRequest, 81, "the request fails (no such device, EPERM, a refused value)", "netlink/rings.c nl_sring: nlctx->exit_code ?: 81"},
+	{"show-channels", failRequest, 1, "the request fails", "netlink/channels.c nl_gchannels: nlsock_send_get_request, exit_code ?: 1"},
+	{"set-channels", failRequest, 1, "the request fails", "netlink/channels.c nl_schannels: nlctx->exit_code ?: 1"},
+	{"stats", failStatsSocket, 70, "there is no control socket", `ethtool.c ioctl_init: "Cannot get control socket", 70`},
+	{"stats", failStatsStrings, 96, "the statistics' names cannot be read (no such device, ...)", `ethtool.c do_gstats: "Cannot get stats strings information", 96`},
 	// manad answers names and values in one reply: its failure is the names' failure.
-	{"stats", failRequest, 96, `ethtool.c do_gstats: "Cannot get stats strings information", 96`},
-	{"stats", failNoStats, 94, `ethtool.c do_gstats: "no stats available", 94`},
-	{"stats", failStatsValues, 97, `ethtool.c do_gstats: "Cannot get stats information", 97`},
-	{"monitor", failRequest, 1, "netlink/monitor.c nl_monitor: 1"},
+	{"stats", failRequest, 96, "manad's statistics request fails", `ethtool.c do_gstats: "Cannot get stats strings information", 96`},
+	{"stats", failNoStats, 94, "the device has no statistics", `ethtool.c do_gstats: "no stats available", 94`},
+	{"stats", failStatsValues, 97, "the statistics' values cannot be read", `ethtool.c do_gstats: "Cannot get stats information", 97`},
+	{"monitor", failRequest, 1, "the request fails", "netlink/monitor.c nl_monitor: 1"},
 }
 
 // exitStatus is the exit status of command cmd (its path without "manactl ", e.g. "set-ring" or
@@ -74,3 +80,15 @@ type connectError struct{ err error }
 func (e *connectError) Error() string        { return e.err.Error() }
 func (e *connectError) Unwrap() error        { return e.err }
 func (e *connectError) failurePart() failure { return failConnect }
+
+// writeExitStatuses writes the manual's EXIT STATUS section (markdown) from exitStatuses.
+func writeExitStatuses(w io.Writer) {
+	fmt.Fprintf(w, "%d on success; %d for a usage error (\"manactl: \\<problem\\>\" and a hint). A failed command "+
+		"exits with ethtool's status for the same failure, %d unless listed:\n\n", exitOK, exitUsage, exitFailure)
+	for _, e := range exitStatuses {
+		if e.status != exitFailure {
+			fmt.Fprintf(w, "- **%s**: %d when %s (ethtool: %s)\n", e.cmd, e.status, mdEscape(e.when),
+				mdEscape(strings.SplitN(e.ethtool, ":", 2)[0]))
+		}
+	}
+}
