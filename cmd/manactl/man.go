@@ -7,13 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cpuguy83/go-md2man/v2/md2man"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/manad/manad/cmd/internal/buildinfo"
 )
 
 // The manual page manactl(8) is generated from the command tree: the root's and every
@@ -30,20 +31,12 @@ func genManCmd(a *app) *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var b bytes.Buffer
-			if err := writeManPage(&b, cmd.Root(), manDate()); err != nil {
+			if err := writeManPage(&b, cmd.Root(), buildinfo.Date()); err != nil {
 				return failed(err)
 			}
 			return failed(os.WriteFile(filepath.Join(args[0], "manactl.8"), b.Bytes(), 0o644))
 		},
 	}
-}
-
-// manDate is the page's date: SOURCE_DATE_EPOCH's (reproducible builds), else today.
-func manDate() time.Time {
-	if s, err := strconv.ParseInt(os.Getenv("SOURCE_DATE_EPOCH"), 10, 64); err == nil {
-		return time.Unix(s, 0).UTC()
-	}
-	return time.Now().UTC()
 }
 
 // writeManPage writes manactl(8) in roff for the command tree under root.

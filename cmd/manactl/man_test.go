@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -74,13 +73,5 @@ func TestManPage(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil || errb.Len() != 0 || !strings.Contains(out.String(), "manactl set-ring DEV PARAM VALUE") {
 		t.Errorf("man -l: %v, stderr %q\n%s", err, errb.String(), out.String())
-	}
-}
-
-// TestManDate: SOURCE_DATE_EPOCH fixes the page's date, for reproducible builds.
-func TestManDate(t *testing.T) {
-	t.Setenv("SOURCE_DATE_EPOCH", "1764633600")
-	if got := manDate(); !got.Equal(time.Unix(1764633600, 0)) {
-		t.Errorf("manDate %v", got)
 	}
 }

@@ -80,7 +80,7 @@ EXAMPLES
     manad --config ./manad.toml --check-config
 
 SEE ALSO
-    manactl(8), ethtool(8), ip-link(8)
+    manactl(8), manad.toml(5), ethtool(8), ip-link(8)
 `
 
 func main() {
@@ -98,6 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	check := fs.Bool("check-config", false, "")
 	printDefault := fs.Bool("print-default-config", false, "")
 	version := fs.Bool("version", false, "")
+	printMan := fs.Bool("print-man", false, "") // manad(8) in roff, for make man; not in the usage
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
@@ -116,6 +117,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *version {
 		fmt.Fprint(stdout, buildinfo.Version("manad"))
+		return 0
+	}
+	if *printMan {
+		fmt.Fprint(stdout, manPage(usage, buildinfo.Date()))
 		return 0
 	}
 

@@ -5,9 +5,12 @@ package buildinfo
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Version is the --version text of program: its first line is "PROGRAM VERSION", then one line
@@ -45,4 +48,20 @@ func format(program string, bi *debug.BuildInfo, platform string) string {
 	}
 	fmt.Fprintf(&b, "go:       %s %s\n", bi.GoVersion, platform)
 	return b.String()
+}
+
+// Date is the date generated documents (the manual pages) carry: SOURCE_DATE_EPOCH's, for
+// reproducible builds, else the VCS time of the build, else now.
+func Date() time.Time {
+	if s, err := strconv.ParseInt(os.Getenv("SOURCE_DATE_EPOCH"), 10, 64); err == nil {
+		return time.Unix(s, 0).UTC()
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if t, err := time.Parse(time.RFC3339, s.Value); s.Key == "vcs.time" && err == nil {
+				return t.UTC()
+			}
+		}
+	}
+	return time.Now().UTC()
 }

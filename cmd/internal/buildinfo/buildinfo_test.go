@@ -4,6 +4,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestFormat(t *testing.T) {
@@ -45,5 +46,13 @@ func TestFormat(t *testing.T) {
 func TestVersion(t *testing.T) {
 	if got := Version("manad"); !strings.HasPrefix(got, "manad ") || !strings.Contains(got, "\ngo:       go") {
 		t.Errorf("Version: %q", got)
+	}
+}
+
+// TestDate: SOURCE_DATE_EPOCH fixes the documents' date, for reproducible builds.
+func TestDate(t *testing.T) {
+	t.Setenv("SOURCE_DATE_EPOCH", "1764633600")
+	if got := Date(); !got.Equal(time.Unix(1764633600, 0)) {
+		t.Errorf("Date %v", got)
 	}
 }
