@@ -38,7 +38,8 @@ running, or with --kernel: one habit, and one udev rule, for software ports and
 real NICs alike. The other commands are manad's own.
 
 Devices are looked up in the caller's network namespace: run manactl inside the
-port's namespace (ip netns exec NS manactl ...).
+port's namespace (ip netns exec NS manactl ...). list, run by root on the host,
+shows the ports of every namespace.
 
 Errors are one line on stderr ("netlink error: <message>: <errno text>"); the exit
 status is ethtool's for the same failure (81 for set-ring; 70, 94, 96 or 97 for

@@ -47,7 +47,9 @@
 //	completion bash|zsh|fish|powershell   shell completion script (cobra's)
 //
 // Global options: --json (JSON output of the show commands), --socket PATH (default
-// $MANAD_SOCKET, else /run/manad/manad.sock), --kernel. Every command has --help with examples.
+// $MANAD_SOCKET, else /run/manad/manad.sock), --kernel. Every command has --help with examples;
+// --version prints the build's version (cmd/internal/buildinfo). The hidden gen-man DIR writes
+// the manual page manactl.8 (make man).
 //
 // # Errors and exit status
 //
