@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -11,9 +13,9 @@ import (
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/daemon/xdp"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/layout"
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/extack"
-	"github.com/manad/manad/vnic/rxbuf"
 )
 
 // backend is the Daemon as the netlink server sees it (genl.Backend).
@@ -194,18 +196,29 @@ func (b *backend) SetChannels(ctx context.Context, c genl.Caller, dev genl.Devic
 	})
 }
 
-// Ports lists every port in the caller's namespace with its full state.
+// Ports lists every port in the caller's namespace with its full state; for an admin caller
+// (root or the admin group) in manad's own namespace, every port in every namespace, so that
+// `manactl list` on the host shows them all. Others see only their namespace's ports: which
+// ports live in which namespaces is the administrator's business.
 func (b *backend) Ports(ctx context.Context, c genl.Caller) ([]genl.PortInfo, error) {
+	all := false
+	if c.Admin {
+		self, err := selfNetNS()
+		all = err == nil && c.NetNS == self
+	}
 	d := b.d()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []genl.PortInfo
 	for _, p := range d.ports {
-		if p.ns == c.NetNS && p.isReady() {
+		if (all || p.ns == c.NetNS) && p.isReady() {
 			out = append(out, p.info())
 		}
 	}
-	slices.SortFunc(out, func(a, b genl.PortInfo) int { return int(a.Device.Index) - int(b.Device.Index) })
+	// Ports in different namespaces may share an ifindex.
+	slices.SortFunc(out, func(a, b genl.PortInfo) int {
+		return cmp.Or(cmp.Compare(a.Device.Index, b.Device.Index), strings.Compare(a.Device.Name, b.Device.Name))
+	})
 	return out, nil
 }
 
@@ -360,32 +373,9 @@ func (b *backend) Stats(ctx context.Context, c genl.Caller, dev genl.Device) (ou
 	return out, err
 }
 
-// PlanLayout computes RX buffer layouts for hypothetical parameters under the requested rules
-// (all three, newest first, when none is named).
+// PlanLayout computes RX buffer layouts for hypothetical parameters (layout.Plan).
 func (b *backend) PlanLayout(ctx context.Context, c genl.Caller, r genl.LayoutRequest) ([]genl.RxBufLayout, error) {
-	rules := rxbuf.Rules[:]
-	if len(r.Rules) > 0 {
-		rules = nil
-		for _, name := range r.Rules {
-			rule, err := rxbuf.ParseRule(name)
-			if err != nil {
-				return nil, err
-			}
-			rules = append(rules, rule)
-		}
-	}
-	out := make([]genl.RxBufLayout, 0, len(rules))
-	for _, rule := range rules {
-		l, err := rxbuf.Compute(rxbuf.Params{
-			Rule: rule, PageSize: int(r.PageSize), MTU: int(r.MTU), XDP: r.XDP, FullPageRx: r.FullPageRx,
-			RingSize: int(r.RingSize), Queues: int(r.Queues),
-		})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, wireLayout(l))
-	}
-	return out, nil
+	return layout.Plan(r)
 }
 
 // SetFault arms or clears fault injection on a port.

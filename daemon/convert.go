@@ -3,8 +3,8 @@ package daemon
 import (
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/layout"
 	"github.com/manad/manad/vnic"
-	"github.com/manad/manad/vnic/rxbuf"
 )
 
 // Ethernet string-set ids (ETH_SS_*) the port answers.
@@ -12,18 +12,6 @@ const (
 	ethSSStats     = 1
 	ethSSPrivFlags = 2
 )
-
-// wireLayout converts a vnic layout to its wire form.
-func wireLayout(l rxbuf.Layout) genl.RxBufLayout {
-	return genl.RxBufLayout{
-		Rule: l.Rule.String(), PageSize: uint32(l.PageSize), MTU: uint32(l.MTU), XDP: l.XDP,
-		FullPageRx: l.FullPageRx, DataSize: uint32(l.DataSize), AllocSize: uint32(l.AllocSize),
-		Headroom: uint32(l.Headroom), BufSize: uint32(l.BufSize), FragCount: uint32(l.FragCount),
-		Order: uint32(l.Order), PoolSize: uint32(l.PoolSize), Single: l.Single, Reason: l.Reason,
-		RingSize: uint32(l.RingSize), Queues: uint32(l.Queues), PagesPerQueue: uint32(l.PagesPerQueue),
-		BytesPerQueue: uint64(l.BytesPerQueue), BytesTotal: uint64(l.BytesTotal),
-	}
-}
 
 // rings is mana_get_ringparam.
 func rings(s vnic.Settings) genl.Rings {
@@ -65,7 +53,7 @@ func (p *port) info() genl.PortInfo {
 		PageSize: uint32(st.PageSize), Queues: uint32(s.Queues), MaxQueues: uint32(st.MaxQueues),
 		RxRing: uint32(s.RxRing), TxRing: uint32(s.TxRing), PrivFlags: s.PrivFlags,
 		PrivFlagNames: config.PrivFlagNames(s.PrivFlags), XDP: xdpName(s.XDP),
-		Layout:      wireLayout(st.Layout),
+		Layout:      layout.Wire(st.Layout),
 		PagesPinned: uint64(st.PagesPinned), BytesPinned: uint64(st.BytesPinned),
 		BuffersInFlight: uint64(st.BuffersInFlight), MemoryInUse: uint64(st.MemoryInUse),
 		MemoryPeak: uint64(st.MemoryPeak), MemoryBudget: uint64(st.MemoryBudget),

@@ -22,8 +22,9 @@ type app struct {
 	socket         string // --socket, MANAD_SOCKET, client.DefaultPath
 }
 
-// runtimeError is a failure of what was asked (exit status 1), as opposed to a usage error (exit
-// status 2): every error a command returns that is not wrapped in runtimeError is a usage error.
+// runtimeError is a failure of what was asked (exit status exitStatus), as opposed to a usage
+// error (exit status 2): every error a command returns that is not wrapped in runtimeError is a
+// usage error.
 type runtimeError struct{ err error }
 
 func (e *runtimeError) Error() string { return e.err.Error() }
@@ -93,7 +94,7 @@ func (a *app) dialManad(cmd string) (*client.Client, error) {
 	}
 	c, err := client.Dial(a.socket)
 	if err != nil {
-		return nil, failed(err)
+		return nil, failed(&connectError{err})
 	}
 	return c, nil
 }
@@ -107,7 +108,7 @@ func (a *app) ethtoolDo(ctx context.Context, op func(c *client.Client) error) er
 	onKernel := func() error {
 		kc, err := client.DialKernel()
 		if err != nil {
-			return failed(err)
+			return failed(&connectError{err})
 		}
 		defer kc.Close()
 		return failed(op(kc))
@@ -120,7 +121,7 @@ func (a *app) ethtoolDo(ctx context.Context, op func(c *client.Client) error) er
 		if manadNotRunning(err) {
 			return onKernel()
 		}
-		return failed(err)
+		return failed(&connectError{err})
 	}
 	err = op(c)
 	c.Close()

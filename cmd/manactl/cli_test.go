@@ -3,9 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/cmd/internal/buildinfo"
+	"github.com/manad/manad/genl/client"
 )
 
 // runCLI runs manactl in-process with MANAD_SOCKET pointing at socket.
@@ -104,7 +110,7 @@ func TestNotRunning(t *testing.T) {
 	sock := filepath.Join(dir, "manad.sock")
 	other := filepath.Join(dir, "other.sock")
 	tests := [][]string{
-		{"list"}, {"show-rxbuf", "eth0"}, {"rxbuf-plan", "--page-size", "4K", "--mtu", "1500"},
+		{"list"}, {"show-rxbuf", "eth0"},
 		{"set-mtu", "eth0", "9000"}, {"xdp", "eth0", "attach", "drop"}, {"xdp", "eth0", "detach"},
 		{"port", "add", "p0"}, {"port", "del", "p0"}, {"fault", "eth0", "attach", "once"}, {"monitor"},
 	}
@@ -129,28 +135,83 @@ func TestNotRunning(t *testing.T) {
 }
 
 // TestKernelFallback: with manad not running, the ethtool-family commands ask the kernel, whose
-// answer for a device that does not exist reads as ethtool's.
+// answer for a device that does not exist reads as ethtool's, with ethtool's exit status (an
+// empty want: a change, which the kernel may refuse with EPERM first when not run as root).
 func TestKernelFallback(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "manad.sock")
 	const dev = "mctlnodev0"
+	const noDev = "netlink error: no device matches name: No such device\n"
 	tests := []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"-g", dev}, "netlink error: no device matches name: No such device\n"},
-		{[]string{"-l", dev}, "netlink error: no device matches name: No such device\n"},
-		{[]string{"--show-priv-flags", dev}, "netlink error: no device matches name: No such device\n"},
-		{[]string{"show-strings", dev}, "netlink error: no device matches name: No such device\n"},
-		{[]string{"-S", dev}, "Cannot get stats strings information: No such device\n"},
-		{[]string{"--kernel", "-g", dev}, "netlink error: no device matches name: No such device\n"},
+		{[]string{"-g", dev}, 1, noDev},
+		{[]string{"-l", dev}, 1, noDev},
+		{[]string{"--show-priv-flags", dev}, 1, noDev},
+		{[]string{"show-strings", dev}, 1, noDev},
+		{[]string{"-S", dev}, 96, "Cannot get stats strings information: No such device\n"},
+		{[]string{"--kernel", "-g", dev}, 1, noDev},
+		{[]string{"-G", dev, "rx", "512"}, 81, ""},
+		{[]string{"-L", dev, "combined", "1"}, 1, ""},
+		{[]string{"--set-priv-flags", dev, "full-page-rx", "on"}, 1, ""},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errs := runCLI(t, sock, tc.args...)
-			if code != exitFailure || out != "" || errs != tc.want {
-				t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing, %q", code, out, errs, tc.want)
+			if code != tc.code || out != "" || (tc.want != "" && errs != tc.want) || strings.Count(errs, "\n") != 1 {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing, %q", code, out, errs, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// TestExitStatus: each failure gives ethtool's exit status for it (exitStatuses), 1 otherwise.
+func TestExitStatus(t *testing.T) {
+	nlErr := func(e unix.Errno) error { return &client.Error{Message: "x", Err: e} }
+	connect := &connectError{fmt.Errorf("cannot connect to manad at /x: %w", unix.ECONNREFUSED)}
+	tests := []struct {
+		cmd  string
+		err  error
+		want int
+	}{
+		{"set-ring", nlErr(unix.EINVAL), 81},
+		{"set-ring", nlErr(unix.EPERM), 81},
+		{"set-ring", nlErr(unix.ENODEV), 81},
+		{"set-ring", connect, 1},
+		{"show-ring", nlErr(unix.EOPNOTSUPP), 1},
+		{"set-priv-flags", nlErr(unix.EOPNOTSUPP), 1},
+		{"show-priv-flags", nlErr(unix.ENODEV), 1},
+		{"set-channels", nlErr(unix.EINVAL), 1},
+		{"show-channels", nlErr(unix.ENODEV), 1},
+		{"stats", &errnoError{"Cannot get control socket", unix.EMFILE, failStatsSocket}, 70},
+		{"stats", &errnoError{"Cannot get stats strings information", unix.ENODEV, failStatsStrings}, 96},
+		{"stats", errNoStats{}, 94},
+		{"stats", &errnoError{"Cannot get stats information", unix.EIO, failStatsValues}, 97},
+		{"stats", nlErr(unix.EIO), 96},
+		{"stats", connect, 1},
+		{"monitor", connect, 1},
+		{"list", connect, 1},
+		{"port add", nlErr(unix.EEXIST), 1},
+		{"xdp", &errnoError{"big.o does not fit", unix.EMSGSIZE, failRequest}, 1},
+		{"rxbuf-plan", &errnoError{"XDP: mtu too large", unix.EOPNOTSUPP, failRequest}, 1},
+	}
+	for _, tc := range tests {
+		if got := exitStatus(tc.cmd, tc.err); got != tc.want {
+			t.Errorf("%s failing with %v: exit %d, want %d", tc.cmd, tc.err, got, tc.want)
+		}
+	}
+	// The table names real commands, once per failure.
+	root := newRoot(&app{}, func(string) string { return "" })
+	seen := map[string]bool{}
+	for _, e := range exitStatuses {
+		if c, _, err := root.Find([]string{e.cmd}); err != nil || c == root {
+			t.Errorf("exitStatuses names %q, which is not a command", e.cmd)
+		}
+		if k := fmt.Sprint(e.cmd, e.failure); seen[k] {
+			t.Errorf("exitStatuses lists %s failure %d twice", e.cmd, e.failure)
+		}
+		seen[fmt.Sprint(e.cmd, e.failure)] = true
 	}
 }
 
@@ -196,5 +257,47 @@ func TestCompletion(t *testing.T) {
 	code, out, _ = runCLI(t, filepath.Join(t.TempDir(), "none.sock"), "__complete", "show-ring", "")
 	if code != 0 || !strings.Contains(out, "lo\n") {
 		t.Errorf("__complete show-ring: exit %d\n%s", code, out)
+	}
+}
+
+// TestRxBufPlanWithoutDaemon: rxbuf-plan computes the layouts itself (nothing listens on the
+// socket) and prints what manad's LAYOUT_PLAN answer printed (the goldens); bad parameters fail
+// with the model's message and errno, as manad's extack said them.
+func TestRxBufPlanWithoutDaemon(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	for _, tc := range []struct {
+		args   []string
+		golden string
+	}{
+		{[]string{"rxbuf-plan", "--page-size", "4K", "--mtu", "1500"}, "manactl/rxbuf-plan.txt"},
+		{[]string{"--json", "rxbuf-plan", "--page-size", "4096", "--mtu", "1500"}, "json/rxbuf-plan.json"},
+	} {
+		code, out, errs := runCLI(t, sock, tc.args...)
+		if code != exitOK || errs != "" {
+			t.Fatalf("%v: exit %d, stderr %q", tc.args, code, errs)
+		}
+		checkGolden(t, tc.golden, []byte(out))
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rxbuf-plan", "--page-size", "8K", "--mtu", "1500"}, "page size 8192 not supported (want 4096, 16384 or 65536): Invalid argument\n"},
+		{[]string{"rxbuf-plan", "--page-size", "4K", "--mtu", "9000", "--xdp"}, "XDP: mtu too large: Operation not supported\n"},
+		{[]string{"rxbuf-plan", "--page-size", "4K", "--mtu", "20"}, "MTU 20 less than device minimum 68: Invalid argument\n"},
+	} {
+		if code, out, errs := runCLI(t, sock, tc.args...); code != exitFailure || out != "" || errs != tc.want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 1 and %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+}
+
+// TestVersion: --version prints the build information (cmd/internal/buildinfo), exit status 0.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-v"}} {
+		code, out, errs := runCLI(t, "", args...)
+		if code != exitOK || errs != "" || out != buildinfo.Version("manactl") || !strings.HasPrefix(out, "manactl ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+		}
 	}
 }

@@ -12,8 +12,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/cmd/internal/buildinfo"
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/layout"
+	"github.com/manad/manad/vnic/extack"
 )
 
 // newRoot builds the command tree for one invocation.
@@ -35,14 +38,17 @@ running, or with --kernel: one habit, and one udev rule, for software ports and
 real NICs alike. The other commands are manad's own.
 
 Devices are looked up in the caller's network namespace: run manactl inside the
-port's namespace (ip netns exec NS manactl ...).
+port's namespace (ip netns exec NS manactl ...). list, run by root on the host,
+shows the ports of every namespace.
 
-Errors are one line on stderr ("netlink error: <message>: <errno text>") and exit
-status 1; usage errors exit with status 2.`,
+Errors are one line on stderr ("netlink error: <message>: <errno text>"); the exit
+status is ethtool's for the same failure (81 for set-ring; 70, 94, 96 or 97 for
+stats; otherwise 1). Usage errors exit with status 2.`,
 		Example: `  manactl -g mana0
   manactl --set-priv-flags mana0 full-page-rx on
   ip netns exec manaA manactl show-rxbuf mana0
   manactl --json list`,
+		Version:       buildinfo.Version("manactl"),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          cobra.ArbitraryArgs,
@@ -58,12 +64,13 @@ status 1; usage errors exit with status 2.`,
 	pf.BoolVar(&a.kernel, "kernel", false, "send ethtool-family commands to the kernel's ethtool netlink")
 	pf.StringVar(&a.socket, "socket", socket, "manad's control socket (environment MANAD_SOCKET)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
+	root.SetVersionTemplate("{{.Version}}")
 
 	root.AddCommand(
 		showPrivFlagsCmd(a), setPrivFlagsCmd(a), showRingCmd(a), setRingCmd(a),
 		showChannelsCmd(a), setChannelsCmd(a), statsCmd(a), showStringsCmd(a),
 		listCmd(a), showRxBufCmd(a), rxBufPlanCmd(a), setMTUCmd(a), xdpCmd(a), portCmd(a),
-		faultCmd(a), monitorCmd(a),
+		faultCmd(a), monitorCmd(a), genManCmd(a),
 	)
 	return root
 }
@@ -93,9 +100,13 @@ func completeDevs(a *app) cobra.CompletionFunc {
 		}
 		var names []string
 		if c, err := client.Dial(a.socket); err == nil {
-			if ports, err := c.Ports(cmd.Context()); err == nil {
+			// An admin on the host gets every namespace's ports; only this one's resolve.
+			var self unix.Stat_t
+			if ports, err := c.Ports(cmd.Context()); err == nil && unix.Stat("/proc/thread-self/ns/net", &self) == nil {
 				for _, p := range ports {
-					names = append(names, p.Device.Name)
+					if p.Device.NetNS == (genl.NetNS{Dev: self.Dev, Ino: self.Ino}) {
+						names = append(names, p.Device.Name)
+					}
 				}
 			}
 			c.Close()
@@ -452,16 +463,23 @@ func (a *app) withManad(cmd *cobra.Command, f func(c *client.Client) error) erro
 }
 
 func listCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:     "list",
+	var netns string
+	cmd := &cobra.Command{
+		Use:     "list [--netns NS]",
 		Aliases: []string{"ls"},
-		Short:   "List manad's ports in this network namespace",
-		Long: `List manad's ports in the caller's network namespace: name, network namespace, state
-(admin up/down, detached while being reconfigured, reset-pending while its reset
-work is due), MTU, page size, queues (current/max), rings (rx/tx), private flags
-that are on, and XDP program.`,
-		Example: `  manactl list
-  ip netns exec manaA manactl list
+		Short:   "List manad's ports",
+		Long: `List manad's ports: name, network namespace ("-" for manad's own), state (admin
+up/down, detached while being reconfigured, reset-pending while its reset work is
+due), MTU, page size, queues (current/max), rings (rx/tx), private flags that are
+on, and XDP program.
+
+Run by root (or a member of manad's admin group) in manad's own network namespace
+(the host's), list shows every port in every namespace; anyone else sees the ports
+of the namespace manactl runs in. --netns NS keeps the ports of namespace NS ("-"
+for manad's own).`,
+		Example: `  manactl list                       # as root on the host: every port
+  manactl list --netns manaA
+  ip netns exec manaA manactl list   # the ports in manaA
   manactl --json list`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -469,6 +487,9 @@ that are on, and XDP program.`,
 				ports, err := c.Ports(cmd.Context())
 				if err != nil {
 					return err
+				}
+				if cmd.Flags().Changed("netns") {
+					ports = portsInNetNS(ports, netns)
 				}
 				if a.json {
 					out := make([]portJSON, 0, len(ports))
@@ -482,6 +503,17 @@ that are on, and XDP program.`,
 			})
 		},
 	}
+	cmd.Flags().StringVar(&netns, "netns", "", `only the ports in this named network namespace ("-": manad's own)`)
+	return cmd
+}
+
+// portsInNetNS keeps the ports in the named namespace; "-" (and "") name manad's own, as list
+// prints it.
+func portsInNetNS(ports []genl.PortInfo, ns string) []genl.PortInfo {
+	if ns == "-" {
+		ns = ""
+	}
+	return slices.DeleteFunc(ports, func(p genl.PortInfo) bool { return p.NetNSName != ns })
 }
 
 func showRxBufCmd(a *app) *cobra.Command {
@@ -527,7 +559,8 @@ func rxBufPlanCmd(a *app) *cobra.Command {
 		Long: `Compute the RX buffer layout for a page size and MTU (with or without XDP and
 full-page-rx) under several driver rules side by side: upstream (current mana, with
 the headroom fix), pre-headroom (page-pool fragments without headroom) and pre-frag
-(one buffer per page always). Without --rule all three are shown.`,
+(one buffer per page always). Without --rule all three are shown. manactl computes
+the layouts itself, with the model manad uses: manad need not run.`,
 		Example: `  manactl rxbuf-plan --page-size 4K --mtu 1500
   manactl rxbuf-plan --page-size 64K --mtu 9000 --rule upstream --rule pre-headroom
   manactl rxbuf-plan --page-size 16K --mtu 1500 --xdp --ring-size 2048 --queues 16`,
@@ -547,21 +580,24 @@ the headroom fix), pre-headroom (page-pool fragments without headroom) and pre-f
 				}
 			}
 			req := genl.LayoutRequest{PageSize: ps, MTU: mtu, RingSize: ring, Queues: queues, XDP: xdp, FullPageRx: fullPage, Rules: rs}
-			return a.withManad(cmd, func(c *client.Client) error {
-				ls, err := c.PlanLayout(cmd.Context(), req)
-				if err != nil {
-					return err
+			// Computed here, with the model manad uses (genl/layout): no daemon needed.
+			ls, err := layout.Plan(req)
+			if err != nil {
+				var xe *extack.Error
+				if errors.As(err, &xe) {
+					err = &errnoError{xe.Message, xe.Errno, failRequest}
 				}
-				if a.json {
-					out := make([]layoutJSON, 0, len(ls))
-					for _, l := range ls {
-						out = append(out, layoutToJSON(l))
-					}
-					return writeJSON(a.stdout, out)
+				return failed(err)
+			}
+			if a.json {
+				out := make([]layoutJSON, 0, len(ls))
+				for _, l := range ls {
+					out = append(out, layoutToJSON(l))
 				}
-				writePlan(a.stdout, req, ls)
-				return nil
-			})
+				return failed(writeJSON(a.stdout, out))
+			}
+			writePlan(a.stdout, req, ls)
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -663,7 +699,7 @@ a file named like a built-in, give a path: ./pass.`,
 				if errors.Is(err, unix.EMSGSIZE) && len(prog.Object) > 0 {
 					// The object travels in one datagram: the socket's send buffer and manad's
 					// request limit bound it (about 200 KiB with default sysctls).
-					return &errnoError{fmt.Sprintf("%s (%d bytes) does not fit in one request to manad", args[2], len(prog.Object)), unix.EMSGSIZE}
+					return &errnoError{fmt.Sprintf("%s (%d bytes) does not fit in one request to manad", args[2], len(prog.Object)), unix.EMSGSIZE, failRequest}
 				}
 				return err
 			})
@@ -876,7 +912,7 @@ kernel's ethtool notifications.`,
 				c, err = client.Dial(a.socket)
 			}
 			if err != nil {
-				return failed(err)
+				return failed(&connectError{err})
 			}
 			defer c.Close()
 			ctx := cmd.Context()

@@ -27,12 +27,14 @@
 //
 // manad's own commands:
 //
-//	list                                  ports in the caller's namespace: name, netns, state,
-//	                                      MTU, page size, queues, rings, flags, XDP
+//	list [--netns NS]                     ports: name, netns, state, MTU, page size, queues,
+//	                                      rings, flags, XDP; every namespace's for root (or the
+//	                                      admin group) on the host, else the caller's namespace's
 //	show-rxbuf DEV                        live RX buffer layout, memory pinned, and why fragment or
 //	                                      single-buffer mode
 //	rxbuf-plan --page-size S --mtu N [--xdp] [--full-page-rx] [--rule R]… [--ring-size N] [--queues N]
 //	                                      layouts for hypothetical parameters, rules side by side
+//	                                      (computed by manactl itself: no daemon needed)
 //	set-mtu DEV N
 //	xdp DEV attach pass|drop|tx|aborted|FILE.o [--section S] [--name N]
 //	xdp DEV detach
@@ -45,16 +47,19 @@
 //	completion bash|zsh|fish|powershell   shell completion script (cobra's)
 //
 // Global options: --json (JSON output of the show commands), --socket PATH (default
-// $MANAD_SOCKET, else /run/manad/manad.sock), --kernel. Every command has --help with examples.
+// $MANAD_SOCKET, else /run/manad/manad.sock), --kernel. Every command has --help with examples;
+// --version prints the build's version (cmd/internal/buildinfo). The hidden gen-man DIR writes
+// the manual page manactl.8 (make man).
 //
 // # Errors and exit status
 //
-// 0 on success. 1 when the request fails, with one line on stderr: a netlink error as ethtool
-// prints it, the extack message and then the errno text ("netlink error: requested ring size
-// exceeds maximum: Invalid argument", "netlink error: Operation not permitted"), or "cannot
-// connect to manad at PATH: …" for a manad command when manad cannot be reached, or ethtool's
-// ioctl messages for kernel statistics ("Cannot get stats strings information: No such device").
-// 2 for a usage error: "manactl: <problem>" and "Try 'manactl CMD --help'.".
+// 0 on success. A failed command prints one line on stderr: a netlink error as ethtool prints it,
+// the extack message and then the errno text ("netlink error: requested ring size exceeds
+// maximum: Invalid argument", "netlink error: Operation not permitted"), or "cannot connect to
+// manad at PATH: …" for a manad command when manad cannot be reached, or ethtool's ioctl messages
+// for kernel statistics ("Cannot get stats strings information: No such device"); it exits with
+// ethtool's status for the same failure (exitStatuses: 81 for set-ring; 70, 94, 96, 97 for
+// stats), 1 otherwise. 2 for a usage error: "manactl: <problem>" and "Try 'manactl CMD --help'.".
 //
 // # JSON (--json)
 //

@@ -241,7 +241,7 @@ func TestErrorLines(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&errnoError{"Cannot get stats strings information", unix.ENODEV}, "Cannot get stats strings information: No such device"},
+		{&errnoError{"Cannot get stats strings information", unix.ENODEV, failStatsStrings}, "Cannot get stats strings information: No such device"},
 		{errNoStats{}, "no stats available"},
 		{unix.EPERM, "Operation not permitted"},
 		{&client.Error{Message: "bit name not found", Err: unix.EOPNOTSUPP}, "netlink error: bit name not found: Operation not supported"},

@@ -51,7 +51,10 @@ func ethtoolIoctl(fd int, dev string, buf unsafe.Pointer) error {
 type errnoError struct {
 	what  string
 	errno unix.Errno
+	part  failure // which part of the command failed (exitStatuses)
 }
+
+func (e *errnoError) failurePart() failure { return e.part }
 
 func (e *errnoError) Error() string {
 	if e.what == "" {
@@ -68,18 +71,20 @@ type errNoStats struct{}
 func (errNoStats) Error() string { return "no stats available" }
 func (errNoStats) Unwrap() error { return unix.ENODATA }
 
+func (errNoStats) failurePart() failure { return failNoStats }
+
 // kernelStats returns dev's driver statistics from the kernel, in driver order. Errors are
 // *errnoError, reading as ethtool's ("Cannot get stats strings information: No such device") and
 // wrapping the errno, or errNoStats (ENODATA) for a driver that has none.
 func kernelStats(dev string) ([]genl.Stat, error) {
 	if len(dev) >= unix.IFNAMSIZ {
-		return nil, &errnoError{"Cannot get stats strings information", unix.ENODEV}
+		return nil, &errnoError{"Cannot get stats strings information", unix.ENODEV, failStatsStrings}
 	}
 	// As ethtool: socket(AF_INET, SOCK_DGRAM), else AF_UNIX.
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		if fd, err = unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
-			return nil, &errnoError{"Cannot get control socket", errnoOf(err)}
+			return nil, &errnoError{"Cannot get control socket", errnoOf(err), failStatsSocket}
 		}
 	}
 	defer unix.Close(fd)
@@ -89,7 +94,7 @@ func kernelStats(dev string) ([]genl.Stat, error) {
 	binary.NativeEndian.PutUint32(u64Bytes(info)[0:], ethtoolGSSetInfo)
 	info[1] = 1 << ethSSStats
 	if err := ethtoolIoctl(fd, dev, unsafe.Pointer(&info[0])); err != nil {
-		return nil, &errnoError{"Cannot get stats strings information", errnoOf(err)}
+		return nil, &errnoError{"Cannot get stats strings information", errnoOf(err), failStatsStrings}
 	}
 	var n uint32
 	if info[1]&(1<<ethSSStats) != 0 {
@@ -106,7 +111,7 @@ func kernelStats(dev string) ([]genl.Stat, error) {
 	binary.NativeEndian.PutUint32(sb[4:], ethSSStats)
 	binary.NativeEndian.PutUint32(sb[8:], n)
 	if err := ethtoolIoctl(fd, dev, unsafe.Pointer(&strs[0])); err != nil {
-		return nil, &errnoError{"Cannot get stats strings information", errnoOf(err)}
+		return nil, &errnoError{"Cannot get stats strings information", errnoOf(err), failStatsStrings}
 	}
 	n = min(n, binary.NativeEndian.Uint32(sb[8:]))
 
@@ -115,7 +120,7 @@ func kernelStats(dev string) ([]genl.Stat, error) {
 	binary.NativeEndian.PutUint32(u64Bytes(vals)[0:], ethtoolGStats)
 	binary.NativeEndian.PutUint32(u64Bytes(vals)[4:], n)
 	if err := ethtoolIoctl(fd, dev, unsafe.Pointer(&vals[0])); err != nil {
-		return nil, &errnoError{"Cannot get stats information", errnoOf(err)}
+		return nil, &errnoError{"Cannot get stats information", errnoOf(err), failStatsValues}
 	}
 	n = min(n, binary.NativeEndian.Uint32(u64Bytes(vals)[4:]))
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -18,16 +19,10 @@ func main() {
 	os.Exit(code)
 }
 
-// Exit statuses.
-const (
-	exitOK      = 0
-	exitFailure = 1 // the request failed (netlink error, manad unreachable, ...)
-	exitUsage   = 2 // the command line is wrong
-)
-
 // run is manactl: it parses args (after the ethtool-style rewrite), runs the command and returns
-// the exit status. Runtime errors print one line on stderr and give 1; usage errors print the
-// problem and a hint and give 2.
+// the exit status. Runtime errors print one line on stderr and give ethtool's status for the
+// same failure (exitStatus: 1 unless ethtool says otherwise); usage errors print the problem and
+// a hint and give 2.
 func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
 	a := &app{stdout: stdout, stderr: stderr}
 	root := newRoot(a, env)
@@ -41,7 +36,7 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 	var rerr *runtimeError
 	if errors.As(err, &rerr) {
 		fmt.Fprintln(stderr, errorLine(rerr.err))
-		return exitFailure
+		return exitStatus(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), rerr.err)
 	}
 	fmt.Fprintf(stderr, "manactl: %v\nTry '%s --help'.\n", err, cmd.CommandPath())
 	return exitUsage

@@ -16,6 +16,7 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/cmd/internal/buildinfo"
 	"github.com/manad/manad/daemon"
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/genl"
@@ -28,6 +29,7 @@ SYNOPSIS
     manad [--config FILE] [--socket PATH] [--state-dir DIR] [--log-level LEVEL]
           [--log-format text|json] [--metrics-listen HOST:PORT] [--check-config]
           [--print-default-config]
+    manad --version
 
 DESCRIPTION
     manad hosts software MANA ports. Each port is a real Linux network device (a
@@ -65,6 +67,9 @@ OPTIONS
                             (metrics_listen), none
     --check-config          validate the configuration, print the ports and exit
     --print-default-config  print the embedded default configuration and exit
+    --version               print the version (module version, VCS revision and
+                            time, whether the tree was modified, Go version) and
+                            exit
     -h, --help              show this help
 
 SIGNALS
@@ -81,7 +86,7 @@ EXAMPLES
     manad --config ./manad.toml --check-config
 
 SEE ALSO
-    manactl(8), ethtool(8), ip-link(8)
+    manactl(8), manad.toml(5), ethtool(8), ip-link(8)
 `
 
 func main() {
@@ -99,6 +104,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	metricsListen := fs.String("metrics-listen", "", "")
 	check := fs.Bool("check-config", false, "")
 	printDefault := fs.Bool("print-default-config", false, "")
+	version := fs.Bool("version", false, "")
+	printMan := fs.Bool("print-man", false, "") // manad(8) in roff, for make man; not in the usage
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
@@ -113,6 +120,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *printDefault {
 		stdout.Write(config.DefaultTOML())
+		return 0
+	}
+	if *version {
+		fmt.Fprint(stdout, buildinfo.Version("manad"))
+		return 0
+	}
+	if *printMan {
+		fmt.Fprint(stdout, manPage(usage, buildinfo.Date()))
 		return 0
 	}
 

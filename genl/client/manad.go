@@ -13,7 +13,8 @@ import (
 // The manad-family methods. On a kernel client they fail with an error
 // wrapping EOPNOTSUPP.
 
-// Ports returns every port in the caller's network namespace (PORT_GET dump).
+// Ports returns the ports the PORT_GET dump shows the caller: those in its network namespace,
+// or, for an admin in manad's own namespace, every port.
 func (c *Client) Ports(ctx context.Context) ([]genl.PortInfo, error) {
 	msgs, err := c.manadExec(ctx, "Ports", genl.CmdPortGet, netlink.Request|netlink.Dump, netlink.NewAttributeEncoder())
 	if err != nil {

@@ -2,6 +2,7 @@ package manactl
 
 import (
 	"bufio"
+	"context"
 	"debug/elf"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/manad/manad/daemon/xdp/xdptest"
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
 )
 
@@ -104,16 +107,28 @@ func ok(t *testing.T, what string, r result) string {
 // fails checks that r is exit status 1 with exactly the one stderr line want, and no stdout.
 func fails(t *testing.T, what string, r result, want string) {
 	t.Helper()
-	if r.code != 1 || r.stdout != "" || r.stderr != want+"\n" {
-		t.Errorf("manactl %s: exit %d, stdout %q, stderr %q; want exit 1, stderr %q", what, r.code, r.stdout, r.stderr, want)
+	failsWith(t, what, r, 1, want)
+}
+
+// failsWith is fails for a command whose failure exits with code, as ethtool's does (81 for -G).
+func failsWith(t *testing.T, what string, r result, code int, want string) {
+	t.Helper()
+	if r.code != code || r.stdout != "" || r.stderr != want+"\n" {
+		t.Errorf("manactl %s: exit %d, stdout %q, stderr %q; want exit %d, stderr %q", what, r.code, r.stdout, r.stderr, code, want)
 	}
 }
 
 // failsLike is fails with a pattern for the stderr line.
 func failsLike(t *testing.T, what string, r result, pattern string) {
 	t.Helper()
-	if r.code != 1 || r.stdout != "" || !regexp.MustCompile(`^`+pattern+`\n$`).MatchString(r.stderr) {
-		t.Errorf("manactl %s: exit %d, stdout %q, stderr %q; want exit 1, stderr matching %q", what, r.code, r.stdout, r.stderr, pattern)
+	failsLikeWith(t, what, r, 1, pattern)
+}
+
+// failsLikeWith is failsLike with the exit status code.
+func failsLikeWith(t *testing.T, what string, r result, code int, pattern string) {
+	t.Helper()
+	if r.code != code || r.stdout != "" || !regexp.MustCompile(`^`+pattern+`\n$`).MatchString(r.stderr) {
+		t.Errorf("manactl %s: exit %d, stdout %q, stderr %q; want exit %d, stderr matching %q", what, r.code, r.stdout, r.stderr, code, pattern)
 	}
 }
 
@@ -156,10 +171,27 @@ func TestCommands(t *testing.T) {
 			p["admin-up"] != true || p["segment"] != "s" {
 			t.Errorf("--json list: %v", p)
 		}
-		// From the test's own namespace the port is not there.
-		r := run(t, "", e.socketEnv, e.bin, "list")
+		// Root in manad's own namespace (the test's) sees every port, with its namespace.
+		host := ok(t, "list on the host", run(t, "", e.socketEnv, e.bin, "list"))
+		if !regexp.MustCompile(`(?m)^` + e.port + ` +` + e.ns + ` +up +1500 `).MatchString(host) {
+			t.Errorf("list on the host does not show %s in %s:\n%s", e.port, e.ns, host)
+		}
+		if got := ok(t, "list --netns", run(t, "", e.socketEnv, e.bin, "list", "--netns", e.ns)); got != out {
+			t.Errorf("list --netns %s on the host:\n%s\nwant what the namespace itself lists:\n%s", e.ns, got, out)
+		}
+		for _, ns := range []string{"-", harness.Name("mcz", "")} {
+			if got := ok(t, "list --netns "+ns, run(t, "", e.socketEnv, e.bin, "list", "--netns", ns)); strings.Contains(got, e.port) {
+				t.Errorf("list --netns %s shows %s:\n%s", ns, e.port, got)
+			}
+		}
+		// Inside the namespace, --netns filters what that namespace sees.
+		if got := ok(t, "list --netns - in the namespace", e.mctl(t, "list", "--netns", "-")); strings.Contains(got, e.port) {
+			t.Errorf("list --netns - inside %s shows %s:\n%s", e.ns, e.port, got)
+		}
+		// A non-admin on the host sees only the host's ports: none here.
+		r := run(t, "", e.socketEnv, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", e.bin, "list")
 		if r.code != 0 || strings.Contains(r.stdout, e.port) {
-			t.Errorf("list outside the port's namespace: %+v", r)
+			t.Errorf("list on the host as nobody: %+v", r)
 		}
 	})
 
@@ -214,9 +246,9 @@ func TestCommands(t *testing.T) {
 			rj[0]["rx"] != 512.0 || rj[0]["tx-max"] != 16384.0 || rj[0]["tx-push"] != false || rj[0]["rx-mini"] != nil {
 			t.Errorf("--json -g: %v %v", rj, err)
 		}
-		fails(t, "-G rx 99999", e.mctl(t, "-G", e.port, "rx", "99999"), "netlink error: requested ring size exceeds maximum: Invalid argument")
-		fails(t, "-G rx-buf-len", e.mctl(t, "-G", e.port, "rx-buf-len", "4096"), "netlink error: setting rx buf len not supported: Operation not supported")
-		fails(t, "-G as nobody", e.mctlAs(t, "-G", e.port, "rx", "256"), "netlink error: Operation not permitted")
+		failsWith(t, "-G rx 99999", e.mctl(t, "-G", e.port, "rx", "99999"), 81, "netlink error: requested ring size exceeds maximum: Invalid argument")
+		failsWith(t, "-G rx-buf-len", e.mctl(t, "-G", e.port, "rx-buf-len", "4096"), 81, "netlink error: setting rx buf len not supported: Operation not supported")
+		failsWith(t, "-G as nobody", e.mctlAs(t, "-G", e.port, "rx", "256"), 81, "netlink error: Operation not permitted")
 	})
 
 	t.Run("channels", func(t *testing.T) {
@@ -289,10 +321,51 @@ func TestCommands(t *testing.T) {
 		if l := ls[0]; l["rule"] != "upstream" || l["mode"] != "single" || l["xdp"] != true || l["queues"] != 8.0 || l["ring-size"] != 512.0 {
 			t.Errorf("--json rxbuf-plan: %v", l)
 		}
-		failsLike(t, "rxbuf-plan 8K", e.mctl(t, "rxbuf-plan", "--page-size", "8K", "--mtu", "1500"), `netlink error: .*page size.*: Invalid argument`)
+		fails(t, "rxbuf-plan 8K", e.mctl(t, "rxbuf-plan", "--page-size", "8K", "--mtu", "1500"),
+			"page size 8192 not supported (want 4096, 16384 or 65536): Invalid argument")
 		// XDP limits the MTU (MANA_XDP_MTU_MAX: 3506 on 4K pages), as mana_xdp_set does.
 		fails(t, "rxbuf-plan --xdp 9000", e.mctl(t, "rxbuf-plan", "--page-size", "4K", "--mtu", "9000", "--xdp"),
-			"netlink error: XDP: mtu too large: Operation not supported")
+			"XDP: mtu too large: Operation not supported")
+		// manactl computes the plan itself, with no daemon, and says what manad's LAYOUT_PLAN says.
+		c, err := client.Dial(e.d.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		none := []string{"MANAD_SOCKET=" + filepath.Join(e.dir, "none.sock")}
+		for _, ps := range []uint32{4096, 16384, 65536} {
+			for _, mtu := range []uint32{1500, 3506, 9000} {
+				for _, flags := range [][]string{nil, {"--xdp"}, {"--full-page-rx"}} {
+					args := append([]string{e.bin, "--json", "rxbuf-plan", "--page-size", fmt.Sprint(ps), "--mtu", fmt.Sprint(mtu),
+						"--ring-size", "512", "--queues", "3"}, flags...)
+					req := genl.LayoutRequest{PageSize: ps, MTU: mtu, RingSize: 512, Queues: 3, XDP: len(flags) > 0 && flags[0] == "--xdp",
+						FullPageRx: len(flags) > 0 && flags[0] == "--full-page-rx"}
+					r := run(t, "", none, args...)
+					want, werr := c.PlanLayout(context.Background(), req)
+					if werr != nil {
+						if r.code != 1 || r.stdout != "" {
+							t.Errorf("%v: manad refuses (%v), manactl: %+v", args[2:], werr, r)
+						}
+						continue
+					}
+					var got []map[string]any
+					if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil || len(got) != len(want) {
+						t.Fatalf("%v: %+v", args[2:], r)
+					}
+					for i, l := range want {
+						w := map[string]any{"rule": l.Rule, "datasize": float64(l.DataSize), "alloc-size": float64(l.AllocSize),
+							"headroom": float64(l.Headroom), "buf-size": float64(l.BufSize), "frag-count": float64(l.FragCount),
+							"order": float64(l.Order), "pool-size": float64(l.PoolSize), "reason": l.Reason,
+							"pages-per-queue": float64(l.PagesPerQueue), "bytes-total": float64(l.BytesTotal)}
+						for k, v := range w {
+							if got[i][k] != v {
+								t.Errorf("%v rule %s: %s %v, manad says %v", args[2:], l.Rule, k, got[i][k], v)
+							}
+						}
+					}
+				}
+			}
+		}
 	})
 
 	t.Run("set-mtu", func(t *testing.T) {
@@ -351,7 +424,7 @@ func TestCommands(t *testing.T) {
 		ok(t, "fault attach once", e.mctl(t, "fault", e.port, "attach", "once"))
 		// The next reconfiguration fails at attach: the value is reverted and the reset work
 		// re-attaches the port.
-		failsLike(t, "-G after an attach fault", e.mctl(t, "-G", e.port, "rx", "1024"), `netlink error: .*attach.*: Protocol error`)
+		failsLikeWith(t, "-G after an attach fault", e.mctl(t, "-G", e.port, "rx", "1024"), 81, `netlink error: .*attach.*: Protocol error`)
 		harness.Eventually(t, "the reset work to re-attach the port", func() bool {
 			p := e.portJSON(t, e.port)
 			return p["reset-pending"] == false && p["detached"] == false && p["running"] == true
@@ -360,7 +433,7 @@ func TestCommands(t *testing.T) {
 			t.Errorf("rx-ring %v after a failed change from 512, want 512 (reverted)", p["rx-ring"])
 		}
 		ok(t, "fault prealloc 1 ENOSPC", e.mctl(t, "fault", e.port, "prealloc", "1", "--errno", "ENOSPC"))
-		failsLike(t, "-G after a prealloc fault", e.mctl(t, "-G", e.port, "rx", "1024"), `netlink error: .*: No space left on device`)
+		failsLikeWith(t, "-G after a prealloc fault", e.mctl(t, "-G", e.port, "rx", "1024"), 81, `netlink error: .*: No space left on device`)
 		ok(t, "-G after the fault", e.mctl(t, "-G", e.port, "rx", "1024"))
 		ok(t, "fault always then off", e.mctl(t, "fault", e.port, "detach", "always"))
 		ok(t, "fault off", e.mctl(t, "fault", e.port, "detach", "off"))
@@ -421,10 +494,11 @@ func TestCommands(t *testing.T) {
 	t.Run("unknown-device", func(t *testing.T) {
 		// manad answers ENODEV, manactl asks the kernel, which has no such device either.
 		for _, args := range [][]string{{"-g", e.unknownDev}, {"-l", e.unknownDev}, {"--show-priv-flags", e.unknownDev},
-			{"-G", e.unknownDev, "rx", "512"}, {"show-strings", e.unknownDev}} {
+			{"show-strings", e.unknownDev}} {
 			fails(t, strings.Join(args, " "), e.mctl(t, args...), "netlink error: no device matches name: No such device")
 		}
-		fails(t, "-S", e.mctl(t, "-S", e.unknownDev), "Cannot get stats strings information: No such device")
+		failsWith(t, "-G", e.mctl(t, "-G", e.unknownDev, "rx", "512"), 81, "netlink error: no device matches name: No such device")
+		failsWith(t, "-S", e.mctl(t, "-S", e.unknownDev), 96, "Cannot get stats strings information: No such device")
 		for _, args := range [][]string{{"show-rxbuf", e.unknownDev}, {"set-mtu", e.unknownDev, "1500"}, {"xdp", e.unknownDev, "detach"},
 			{"fault", e.unknownDev, "attach", "once"}} {
 			fails(t, strings.Join(args, " "), e.mctl(t, args...), "netlink error: no device matches name: No such device")

@@ -110,3 +110,61 @@ func TestKernelMonitor(t *testing.T) {
 		t.Errorf("manactl --kernel monitor printed\n%q\nethtool --monitor printed\n%q", got, want)
 	}
 }
+
+// TestKernelExitStatus runs failing commands through the kernel's ethtool netlink (and ioctl, for
+// -S) next to ethtool itself: an unknown device, a flag the device does not have, a refused
+// value, a device without statistics, and changes made by a non-admin (EPERM). manactl must exit
+// with ethtool's status each time (1, 81 for -G, 96 and 94 for -S) and say the same thing, on
+// one line where ethtool uses two.
+func TestKernelExitStatus(t *testing.T) {
+	testenv.RequireRoot(t)
+	needTool(t, "ethtool")
+	dir := worldDir(t)
+	bin := manactlIn(t, dir)
+	ns := harness.Name("mce", "")
+	harness.Run(t, "", "ip", "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	harness.Run(t, ns, "ip", "link", "add", "va", "type", "veth", "peer", "name", "vb", "numrxqueues", "4", "numtxqueues", "4")
+	env := []string{"MANAD_SOCKET=" + filepath.Join(dir, "none.sock")} // manad not running: the kernel answers
+	nobody := []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"}
+	const nodev = "mcenodev0"
+	tests := []struct {
+		as   []string
+		args []string
+		code int // what ethtool 6.1 exits with, checked against the installed ethtool
+	}{
+		{nil, []string{"-g", nodev}, 1},
+		{nil, []string{"-G", nodev, "rx", "512"}, 81},
+		{nil, []string{"-l", nodev}, 1},
+		{nil, []string{"-L", nodev, "combined", "1"}, 1},
+		{nil, []string{"--show-priv-flags", nodev}, 1},
+		{nil, []string{"--set-priv-flags", nodev, "full-page-rx", "on"}, 1},
+		{nil, []string{"-S", nodev}, 96},
+		{nil, []string{"-S", "lo"}, 94},
+		{nil, []string{"--set-priv-flags", "vb", "bogus", "on"}, 1},
+		{nil, []string{"-G", "vb", "rx", "512"}, 81},
+		{nil, []string{"-L", "vb", "rx", "5"}, 1},
+		{nobody, []string{"-G", "vb", "rx", "512"}, 81},
+		{nobody, []string{"-L", "vb", "rx", "2"}, 1},
+		{nobody, []string{"--set-priv-flags", "vb", "full-page-rx", "on"}, 1},
+	}
+	offset := regexp.MustCompile(` \(offset \d+\)$`)
+	for _, tc := range tests {
+		name := strings.Join(append(append([]string{}, tc.as...), tc.args...), " ")
+		want := run(t, ns, nil, append(append(append([]string{}, tc.as...), "ethtool"), tc.args...)...)
+		got := run(t, ns, env, append(append(append([]string{}, tc.as...), bin), tc.args...)...)
+		var parts []string
+		for _, l := range strings.Split(strings.TrimSpace(want.stderr), "\n") {
+			parts = append(parts, offset.ReplaceAllString(strings.TrimPrefix(l, "netlink error: "), ""))
+		}
+		line := strings.Join(parts, ": ")
+		if strings.HasPrefix(want.stderr, "netlink error: ") {
+			line = "netlink error: " + line
+		}
+		if want.code != tc.code || got.code != want.code || got.stdout != "" || got.stderr != line+"\n" {
+			t.Errorf("%s: manactl exit %d %q, ethtool exit %d %q (want %d)", name, got.code, got.stderr, want.code, want.stderr, tc.code)
+		} else {
+			t.Logf("%s: exit %d, %s", name, got.code, line)
+		}
+	}
+}

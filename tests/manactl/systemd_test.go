@@ -75,6 +75,9 @@ func TestMakeInstall(t *testing.T) {
 		{filepath.Join(in.prefix, "share/bash-completion/completions/manactl"), 0o644, "__start_manactl"},
 		{filepath.Join(in.prefix, "share/doc/manad/manad.toml.example"), 0o644, "[[port]]"},
 		{filepath.Join(in.sysconf, "manad/manad.toml"), 0o644, "[[port]]"},
+		{filepath.Join(in.prefix, "share/man/man8/manad.8"), 0o644, `.TH "MANAD" "8"`},
+		{filepath.Join(in.prefix, "share/man/man8/manactl.8"), 0o644, `.SS manactl set-ring DEV`},
+		{filepath.Join(in.prefix, "share/man/man5/manad.toml.5"), 0o644, `.TH "MANAD.TOML" "5"`},
 	} {
 		st, err := os.Stat(f.path)
 		if err != nil {

@@ -172,7 +172,9 @@ for i in $(seq 300); do grep -q "manad stopped" ` + filepath.Join(dir, "daemon.l
 	// What a reader of the guide is told to expect.
 	for _, want := range []string{
 		"0% packet loss",
+		"$ ./bin/manactl --version\nmanactl ", // the guide's version step
 		"mana0  manaA  up     1500  4K",
+		"mana1  manaB  up     1500  4K", // list on the host shows every namespace's ports
 		"Private flags for mana0:\nfull-page-rx: off",
 		"Ring parameters for mana0:",
 		"Mode:              page-pool fragments, 2 per page",

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manad/manad/cmd/internal/buildinfo"
+	"github.com/manad/manad/daemon/config"
+)
+
+// render runs man(1) on a page and returns the text, failing on any warning; it skips when man
+// is not installed.
+func render(t *testing.T, page []byte) string {
+	t.Helper()
+	if _, err := exec.LookPath("man"); err != nil {
+		t.Skip("man is not installed")
+	}
+	path := filepath.Join(t.TempDir(), "page")
+	if err := os.WriteFile(path, page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("man", "--warnings", "-l", path)
+	cmd.Env = append(os.Environ(), "MANWIDTH=80", "MANPAGER=cat", "LC_ALL=C.UTF-8")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil || errb.Len() != 0 {
+		t.Fatalf("man -l: %v, stderr %q", err, errb.String())
+	}
+	return out.String()
+}
+
+// TestManPage: manad(8) is the usage text as a manual page: a .SH per section, a .TP per option
+// and signal, and man(1) renders it without a warning.
+func TestManPage(t *testing.T) {
+	page := manPage(usage, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	if !strings.HasPrefix(page, `.TH "MANAD" "8" "December 2026" `) {
+		t.Errorf("page starts %q", page[:80])
+	}
+	var sections, options []string
+	for _, l := range strings.Split(usage, "\n") {
+		switch {
+		case l != "" && l[0] != ' ':
+			sections = append(sections, l)
+		case strings.HasPrefix(l, "    -"):
+			options = append(options, strings.Fields(strings.TrimSuffix(strings.Fields(l)[0], ","))[0])
+		}
+	}
+	for _, s := range sections {
+		if !strings.Contains(page, "\n.SH "+s+"\n") {
+			t.Errorf("no .SH %s", s)
+		}
+	}
+	if len(options) < 9 {
+		t.Fatalf("only %d options in the usage text", len(options))
+	}
+	for _, o := range options {
+		if !regexp.MustCompile(`(?m)^\.TP\n\\fB` + regexp.QuoteMeta(roffEscape(o)) + `\\fR`).MatchString(page) {
+			t.Errorf("no .TP for %s", o)
+		}
+	}
+	text := render(t, []byte(page))
+	for _, want := range append(options, "manad - software Microsoft MANA NIC daemon", "SIGTERM, SIGINT", "manad.toml(5)") {
+		if !strings.Contains(text, want) {
+			t.Errorf("rendered page lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestPrintMan: --print-man prints the page, --version the version; both exit 0.
+func TestPrintMan(t *testing.T) {
+	for _, tc := range []struct{ flag, want string }{
+		{"--print-man", manPage(usage, buildinfo.Date())},
+		{"--version", buildinfo.Version("manad")},
+	} {
+		var out, errb bytes.Buffer
+		if code := run([]string{tc.flag}, &out, &errb); code != 0 || errb.Len() != 0 || out.String() != tc.want {
+			t.Errorf("manad %s: exit %d, stderr %q, stdout %.80q", tc.flag, code, errb.String(), out.String())
+		}
+	}
+}
+
+// TestTOMLManPage: manad.toml(5) documents every key daemon/config's reference documents (and no
+// other), its example is a valid configuration, and man(1) renders it without a warning.
+func TestTOMLManPage(t *testing.T) {
+	page, err := os.ReadFile("manad.toml.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "daemon", "config", "doc.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keysOf := func(re string, text []byte) []string {
+		var keys []string
+		for _, m := range regexp.MustCompile(re).FindAllSubmatch(text, -1) {
+			keys = append(keys, string(m[1]))
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	documented := keysOf(`(?m)^//\t([a-z_]+) +=`, doc)
+	inPage := keysOf(`(?m)^\\fB([a-z_]+)\\fR = `, page)
+	if len(documented) < 20 || !slices.Equal(documented, inPage) {
+		t.Errorf("manad.toml(5) documents keys\n%v\ndaemon/config documents\n%v", inPage, documented)
+	}
+	example := regexp.MustCompile(`(?s)\.SH EXAMPLES\n\.nf\n(.*?)\.fi\n`).FindSubmatch(page)
+	if example == nil {
+		t.Fatal("no EXAMPLES block")
+	}
+	path := filepath.Join(t.TempDir(), "manad.toml")
+	if err := os.WriteFile(path, example[1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := config.Load(path); err != nil || len(cfg.Ports) != 2 {
+		t.Errorf("the example does not load: %v", err)
+	}
+	if text := render(t, page); !strings.Contains(text, "memory_budget") {
+		t.Errorf("rendered:\n%s", text)
+	}
+}

@@ -1,0 +1,66 @@
+package layout
+
+import (
+	"errors"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+func TestPlan(t *testing.T) {
+	tests := []struct {
+		name  string
+		req   genl.LayoutRequest
+		rules []string
+		errno unix.Errno
+	}{
+		{"all rules, newest first", genl.LayoutRequest{PageSize: 4096, MTU: 1500}, []string{"upstream", "pre-headroom", "pre-frag"}, 0},
+		{"named rules in order", genl.LayoutRequest{PageSize: 65536, MTU: 9000, Rules: []string{"pre-frag", "upstream"}}, []string{"pre-frag", "upstream"}, 0},
+		{"unknown rule", genl.LayoutRequest{PageSize: 4096, MTU: 1500, Rules: []string{"bogus"}}, nil, unix.EINVAL},
+		{"bad page size", genl.LayoutRequest{PageSize: 8192, MTU: 1500}, nil, unix.EINVAL},
+		{"XDP MTU", genl.LayoutRequest{PageSize: 4096, MTU: 9000, XDP: true}, nil, unix.EOPNOTSUPP},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ls, err := Plan(tc.req)
+			if tc.errno != 0 {
+				if !errors.Is(err, tc.errno) || ls != nil {
+					t.Fatalf("Plan: %v, %v; want %v", ls, err, tc.errno)
+				}
+				return
+			}
+			if err != nil || len(ls) != len(tc.rules) {
+				t.Fatalf("Plan: %v, %v", ls, err)
+			}
+			for i, l := range ls {
+				rule, _ := rxbuf.ParseRule(tc.rules[i])
+				want, err := rxbuf.Compute(rxbuf.Params{Rule: rule, PageSize: int(tc.req.PageSize), MTU: int(tc.req.MTU)})
+				if err != nil || l != Wire(want) {
+					t.Errorf("layout %d: %+v, want %+v (%v)", i, l, Wire(want), err)
+				}
+			}
+		})
+	}
+}
+
+// TestWire: every field of the model's layout reaches the wire form.
+func TestWire(t *testing.T) {
+	l, err := rxbuf.Compute(rxbuf.Params{Rule: rxbuf.RulePreHeadroom, PageSize: 16384, MTU: 1500, FullPageRx: true, RingSize: 512, Queues: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := Wire(l)
+	want := genl.RxBufLayout{
+		Rule: "pre-headroom", PageSize: 16384, MTU: 1500, FullPageRx: true, DataSize: uint32(l.DataSize),
+		AllocSize: uint32(l.AllocSize), Headroom: uint32(l.Headroom), BufSize: uint32(l.BufSize),
+		FragCount: uint32(l.FragCount), Order: uint32(l.Order), PoolSize: uint32(l.PoolSize), Single: l.Single,
+		Reason: l.Reason, RingSize: 512, Queues: 3, PagesPerQueue: uint32(l.PagesPerQueue),
+		BytesPerQueue: uint64(l.BytesPerQueue), BytesTotal: uint64(l.BytesTotal),
+	}
+	if w != want || w.DataSize == 0 || w.Reason == "" || w.BytesTotal == 0 {
+		t.Errorf("Wire:\n%+v\nwant\n%+v", w, want)
+	}
+}
