@@ -8,6 +8,8 @@
 // -smoke (bench-smoke's convention for bench/ programs; needs root) checks the relay end to end
 // in a private network namespace: two fresh TAPs, frames sent out of one with an AF_PACKET
 // socket, counted as they arrive on the other; it prints how many went through and how fast.
+//
+// bench: helper (of bench/udppps: bench/report runs it only with -smoke)
 package main
 
 import (
