@@ -185,3 +185,24 @@ func TestReadmeSection(t *testing.T) {
 		t.Errorf("the section has no table rows:\n%s", section)
 	}
 }
+
+func TestSenderBound(t *testing.T) {
+	off := source{value: "v", offered: "o"}
+	sur := source{value: "v", surplus: "d"}
+	for _, tc := range []struct {
+		name string
+		s    source
+		runs []result
+		want bool
+	}{
+		{"delivered all offered", off, []result{{"v": 99, "o": 100}, {"v": 100, "o": 100}, {"v": 50, "o": 100}}, true},
+		{"path the limit", off, []result{{"v": 60, "o": 100}, {"v": 100, "o": 100}, {"v": 50, "o": 100}}, false},
+		{"nothing dropped", sur, []result{{"v": 1, "d": 0}, {"v": 1, "d": 0}, {"v": 1, "d": 5}}, true},
+		{"surplus dropped", sur, []result{{"v": 1, "d": 3}, {"v": 1, "d": 0}, {"v": 1, "d": 5}}, false},
+		{"no sender metric", source{value: "v"}, []result{{"v": 1}}, false},
+	} {
+		if got := senderBound(tc.s, tc.runs); got != tc.want {
+			t.Errorf("%s: senderBound = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

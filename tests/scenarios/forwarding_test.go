@@ -110,6 +110,7 @@ type fwdSample struct {
 	egressPPS         float64 // r2TX during the window / window: packets the appliance forwarded onto segment 2
 	forwardedPPS      float64 // ForwDatagrams during the window / window
 	deliveredPPS      float64 // received during the window / window
+	offeredPPS        float64 // sent / window: what the senders offered
 	afterWindowEgress uint64  // r2TX counted at the end of the window (rate), before draining
 }
 
@@ -190,6 +191,7 @@ func (a *appliance) measure(t testing.TB, window time.Duration) fwdSample {
 	s.egressPPS = float64(s.afterWindowEgress) / secs
 	s.forwardedPPS = float64(fwdEnd-fwd0) / secs
 	s.deliveredPPS = float64(recvEnd-recv0) / secs
+	s.offeredPPS = float64(s.sent) / secs
 	return s
 }
 
@@ -331,7 +333,8 @@ func TestForwardingAppliance(t *testing.T) {
 // figure for the round is the mean of its two windows. The metrics are the medians over the
 // rounds. frag-fwd-pps and full-fwd-pps are the datagrams the router's egress port transmitted
 // per second; full/frag is the median of the per-round ratios (the baseline is fragment mode,
-// measured in the same round).
+// measured in the same round); *-offered-pps is what the senders' sockets accepted, so a mode
+// that forwarded all of it was limited by the senders.
 func BenchmarkForwarding(b *testing.B) {
 	testenv.RequireRoot(b)
 	bin, _ := harness.PlainBinaries(b)
@@ -340,23 +343,25 @@ func BenchmarkForwarding(b *testing.B) {
 	})
 	const window = time.Second
 	res := map[bool][]float64{}
-	delivered := map[bool][]float64{}
+	delivered, offered := map[bool][]float64{}, map[bool][]float64{}
 	var ratios []float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		first := i%2 == 1
-		sum, del := map[bool]float64{}, map[bool]float64{}
+		sum, del, off := map[bool]float64{}, map[bool]float64{}, map[bool]float64{}
 		for _, fullPage := range []bool{first, !first, !first, first} {
 			a.setMode(b, fullPage)
 			s := a.measure(b, window)
 			sum[fullPage] += s.egressPPS / 2
 			del[fullPage] += s.deliveredPPS / 2
+			off[fullPage] += s.offeredPPS / 2
 			b.Logf("round %d, %s mode: forwarded %.0f pps, ForwDatagrams %.0f pps, delivered %.0f pps",
 				i, mode(fullPage), s.egressPPS, s.forwardedPPS, s.deliveredPPS)
 		}
 		for _, fp := range []bool{false, true} {
 			res[fp] = append(res[fp], sum[fp])
 			delivered[fp] = append(delivered[fp], del[fp])
+			offered[fp] = append(offered[fp], off[fp])
 		}
 		if sum[false] > 0 {
 			ratios = append(ratios, sum[true]/sum[false])
@@ -368,6 +373,8 @@ func BenchmarkForwarding(b *testing.B) {
 	b.ReportMetric(full, "full-fwd-pps")
 	b.ReportMetric(median(delivered[false]), "frag-delivered-pps")
 	b.ReportMetric(median(delivered[true]), "full-delivered-pps")
+	b.ReportMetric(median(offered[false]), "frag-offered-pps")
+	b.ReportMetric(median(offered[true]), "full-offered-pps")
 	if len(ratios) > 0 {
 		b.ReportMetric(median(ratios), "full/frag")
 	}
