@@ -17,7 +17,8 @@
 //     fails rather than skips under CI=true. A benchmark no row names is listed with its raw
 //     metrics under "Other benchmarks".
 //   - bench/ programs: every package main under bench/ (except this one) must accept -smoke: run
-//     once with tiny durations, print its figures, exit non-zero when broken. Under `make bench` it
+//     once with tiny durations (seconds: the whole smoke stays within a few minutes on a 2-core
+//     machine), print its figures, exit non-zero when broken. Under `make bench` it
 //     runs with -json -rounds N and prints one JSON object per row (see programRow: figure, value,
 //     min, max, rounds, unit, and optionally baseline, baseline_name, ratio, ratio_min,
 //     ratio_max, offered, sender_bound, peer_sender_bound, target; a sender-bound row is
