@@ -161,11 +161,14 @@ type result map[string]float64
 // The toolchain's benchmark line: name-N  iterations  value unit  value unit …
 var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
 
-// parseBench reads go test -bench output and returns "./pkg BenchmarkName" → its runs, and the
-// keys in the order they first ran.
-func parseBench(r io.Reader) (map[string][]result, []string) {
+// The toolchain's line for a skipped benchmark.
+var skipLine = regexp.MustCompile(`^\s*--- SKIP: (Benchmark\S+?)(?:-\d+)?(?:\s|$)`)
+
+// parseBench reads go test -bench output and returns "./pkg BenchmarkName" → its runs, the keys
+// in the order they first ran, and the benchmarks that skipped.
+func parseBench(r io.Reader) (map[string][]result, []string, []string) {
 	out := map[string][]result{}
-	var order []string
+	var order, skipped []string
 	pkg := ""
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -173,6 +176,10 @@ func parseBench(r io.Reader) (map[string][]result, []string) {
 		line := sc.Text()
 		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
 			pkg = "./" + strings.TrimPrefix(strings.TrimPrefix(p, module), "/")
+			continue
+		}
+		if m := skipLine.FindStringSubmatch(line); m != nil {
+			skipped = append(skipped, pkg+" "+m[1])
 			continue
 		}
 		m := benchLine.FindStringSubmatch(line)
@@ -192,23 +199,25 @@ func parseBench(r io.Reader) (map[string][]result, []string) {
 		}
 		out[key] = append(out[key], vals)
 	}
-	return out, order
+	return out, order, skipped
 }
 
-// runBenchmarks runs every benchmark of the module, count times each, and returns their runs.
-// The toolchain's output goes to stderr as it comes, so a long run shows progress.
-func runBenchmarks(count int, benchtime string) (map[string][]result, []string, error) {
-	args := []string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-count", strconv.Itoa(count), "-benchtime", benchtime, "./..."}
+// runBenchmarks runs every benchmark of the module, count times each, and returns their runs,
+// the order they ran in, and the ones that skipped. The toolchain's output goes to stderr as it
+// comes, so a long run shows progress.
+func runBenchmarks(count int, benchtime string) (map[string][]result, []string, []string, error) {
+	// -v: without it the toolchain does not say a benchmark skipped.
+	args := []string{"test", "-v", "-run", "^$", "-bench", ".", "-benchmem", "-count", strconv.Itoa(count), "-benchtime", benchtime, "./..."}
 	cmd := exec.Command("go", args...)
 	var buf bytes.Buffer
 	cmd.Stdout = io.MultiWriter(&buf, os.Stderr)
 	cmd.Stderr = os.Stderr
 	err := cmd.Run()
-	res, order := parseBench(&buf)
+	res, order, skipped := parseBench(&buf)
 	if err != nil {
-		return res, order, fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
+		return res, order, skipped, fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
 	}
-	return res, order, nil
+	return res, order, skipped, nil
 }
 
 // fromSource builds a row from the runs of s's benchmark: one round per run.
@@ -251,6 +260,10 @@ func fromSource(s source, runs []result) row {
 		return r
 	}
 	r.rounds, r.value, r.baseline, r.ratio = len(vals), statOf(vals), statOf(bases), statOf(ratios)
+	if (s.baseline != "" && len(bases) == 0) || (s.ratio != "" && len(ratios) == 0) {
+		r.missing = true // the benchmark ran but no longer reports the peer the row names
+		r.note = strings.TrimPrefix(r.note+"; peer metric missing", "; ")
+	}
 	if senderBound(s, runs) {
 		r.note = strings.TrimPrefix(r.note+"; sender-bound: the path kept up with the sender, a lower bound", "; ")
 	}
@@ -459,9 +472,18 @@ func main() {
 		os.Exit(1)
 	}
 
-	results, order, err := runBenchmarks(*rounds, *benchtime)
+	results, order, skipped, err := runBenchmarks(*rounds, *benchtime)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	for _, k := range skipped {
+		// Under CI=true a benchmark may not skip (tests/testenv fails it instead); one that
+		// skips on its own would silently leave the smoke.
+		if os.Getenv("CI") == "true" {
+			errs = append(errs, fmt.Errorf("%s skipped under CI=true", k))
+		} else {
+			fmt.Fprintf(os.Stderr, "report: %s skipped\n", k)
+		}
 	}
 	used := map[string]bool{}
 	var rows []row

@@ -35,10 +35,20 @@ BenchmarkFragFullRatio/64K-31x2112-2   	 1000	 2331 ns/op	 824.0 frag-ns/op	 0.8
 BenchmarkFragFullRatio/64K-31x2112-2   	 1000	 2000 ns/op	 800.0 frag-ns/op	 0.8 frag/full	 1000 full-ns/op	 0 B/op
 --- BENCH: BenchmarkFragFullRatio/64K-31x2112-2
 pkg: github.com/manad/manad/tests/scenarios
+BenchmarkForwarding
+    forwarding_test.go:354: round 0, fragment mode: forwarded 48567 pps
 BenchmarkForwarding-2   	       1	5330490763 ns/op	     74490 frag-fwd-pps	     70602 full-fwd-pps	         0.9478 full/frag
 BenchmarkForwarding
+pkg: github.com/manad/manad/genl
+--- SKIP: BenchmarkPrivFlagsGetRoundTrip-2
+    harness_test.go:24: needs root (uid 0): run the suite with sudo, as CI does
+--- SKIP: BenchmarkSomething
 `
-	res, order := parseBench(strings.NewReader(out))
+	res, order, skipped := parseBench(strings.NewReader(out))
+	wantSkipped := []string{"./genl BenchmarkPrivFlagsGetRoundTrip", "./genl BenchmarkSomething"}
+	if strings.Join(skipped, ",") != strings.Join(wantSkipped, ",") {
+		t.Errorf("skipped = %q, want %q", skipped, wantSkipped)
+	}
 	wantOrder := []string{"./vnic/pagepool BenchmarkFragFullRatio/64K-31x2112", "./tests/scenarios BenchmarkForwarding"}
 	if strings.Join(order, ",") != strings.Join(wantOrder, ",") {
 		t.Fatalf("order = %q, want %q", order, wantOrder)
@@ -65,6 +75,9 @@ func TestFromSource(t *testing.T) {
 	}
 	if r := fromSource(s, []result{{"other": 1}}); !r.missing || r.rounds != 0 {
 		t.Errorf("a run without the value metric: %+v", r)
+	}
+	if r := fromSource(s, []result{{"v": 1}}); !r.missing {
+		t.Errorf("a run without the peer metric is not flagged: %+v", r)
 	}
 	d := source{value: "ns/op", scale: 1e-6, ratio: "x", derived: true}
 	if r := fromSource(d, []result{{"ns/op": 4e6, "x": 2}}); r.baseline.med != 2 || r.value.med != 4 {
