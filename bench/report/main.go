@@ -465,6 +465,11 @@ func main() {
 	if *smoke {
 		*rounds, *benchtime = 1, "1x"
 	}
+	// The bench/ programs are found, and go test ./... run, relative to the working directory.
+	if _, err := os.Stat("go.mod"); err != nil {
+		fmt.Fprintln(os.Stderr, "report: run from the module root (make bench does):", err)
+		os.Exit(2)
+	}
 	var errs []error
 	progs, err := programs()
 	if err != nil {
