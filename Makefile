@@ -43,8 +43,16 @@ fuzz: ## run every fuzz target briefly (FUZZTIME=10m for a longer hunt)
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $$budget $$pkg || exit 1; \
 	done
 
-bench: ## run every benchmark and bench/ script; print one table: figure, baseline, ratio, target (needs root)
+bench: ## run every benchmark and bench/ program 5 rounds; one table: median [min–max], same-run peer, ratio, target, source (needs root)
 	$(GO) run ./bench/report
+
+.PHONY: bench-smoke bench-readme
+
+bench-smoke: ## run every benchmark once (-benchtime 1x) and every bench/ program with -smoke; fails on a broken one (CI; needs root)
+	$(GO) run ./bench/report -smoke
+
+bench-readme: ## run the report (5 rounds) and rewrite README's benchmark section with it (needs root)
+	$(GO) run ./bench/report -readme README.md
 
 run: build ## start manad with its embedded default configuration (needs root; Ctrl-C stops it)
 	$(BIN)/manad

@@ -16,7 +16,9 @@ func p50(d []time.Duration) time.Duration {
 }
 
 // BenchmarkPrivFlagsGetRoundTrip measures, in the same run and interleaved,
-// a PRIVFLAGS_GET round trip to manad over its Unix socket and a GET
+// a PRIVFLAGS_GET round trip to this package's server over a Unix socket (in
+// process, on the test backend: the cost of the server code alone; the manad
+// binary's round trips are tests/integration's BenchmarkGetRoundTrip) and a GET
 // round trip to the kernel's ethtool family on a veth (CHANNELS_GET: veth
 // has no private flags, and an EOPNOTSUPP answer would skip the driver), both
 // through the same client code. It also times CHANNELS_GET on manad for a

@@ -329,6 +329,7 @@ func BenchmarkUDPPath(b *testing.B) {
 			for _, p := range paths {
 				b.ReportMetric(median(p.pps), p.name+"-pps")
 				b.ReportMetric(median(p.cpuPerFrame), p.name+"-cpu-ns/frame")
+				b.ReportMetric(median(p.drops), p.name+"-surplus-pps") // 0: the sender was the limit
 				b.Logf("%-18s pps %v  cpu-ns/frame %v  sender surplus dropped %v/s  allocs/frame %.1g",
 					p.name, rounded(p.pps), rounded(p.cpuPerFrame), rounded(p.drops), median(p.allocs))
 			}

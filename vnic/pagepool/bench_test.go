@@ -325,6 +325,8 @@ func runMixed[H any](n int, alloc func() H, freeLocal, freeRemote func(H)) {
 // the kernel's bias-trick fragment path (one atomic per fragment free on the
 // page's shared refcount), on the 64K-page MTU-1500 layout:
 //
+//   - full-page: this pool's full-page Alloc + direct recycle against the model's, interleaved;
+//
 //   - local: Alloc + direct recycle on the owner, interleaved in one run;
 //
 //   - remote: frees on another goroutine (pool: return ring; kernel model:
@@ -350,6 +352,19 @@ func BenchmarkBiasBaseline(b *testing.B) {
 		b.ReportMetric(nsFull, "full-ns/op")
 		b.ReportMetric(nsFrag, "frag-ns/op")
 		b.ReportMetric(nsFrag/nsFull, "frag/full")
+	})
+	// This pool's full-page path against the kernel model's (page_pool_dev_alloc_pages and
+	// page_pool_recycle_direct), interleaved: the same-run baseline of full-page mode.
+	b.Run("full-page", func(b *testing.B) {
+		pool := newRxRing(b, newBenchPool(b, fullPage4K))
+		bias := newBiasRxRing(fullPage4K)
+		b.ReportAllocs()
+		b.ResetTimer()
+		nsBias, nsPool := interleave(b.N, bias.run, pool.run)
+		b.StopTimer()
+		b.ReportMetric(nsBias, "bias-ns/op")
+		b.ReportMetric(nsPool, "pool-ns/op")
+		b.ReportMetric(nsBias/nsPool, "bias/pool")
 	})
 	b.Run("local", func(b *testing.B) {
 		pool := newRxRing(b, newBenchPool(b, l))

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestStatOf(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want stat
+	}{
+		{[]float64{3}, stat{3, 3, 3}},
+		{[]float64{5, 1, 3}, stat{3, 1, 5}},
+		{[]float64{4, 1, 3, 2}, stat{3, 1, 4}}, // even count: the upper median
+		{[]float64{2, 2, 9, 2, 1}, stat{2, 1, 9}},
+	} {
+		if got := statOf(tc.in); got != tc.want {
+			t.Errorf("statOf(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	if got := statOf(nil); !math.IsNaN(got.med) || !math.IsNaN(got.min) || !math.IsNaN(got.max) {
+		t.Errorf("statOf(nil) = %v, want NaNs", got)
+	}
+}
+
+func TestParseBench(t *testing.T) {
+	out := `goos: linux
+pkg: github.com/manad/manad/vnic/pagepool
+BenchmarkFragFullRatio/64K-31x2112-2   	 1000	 2331 ns/op	 824.0 frag-ns/op	 0.8142 frag/full	 1012 full-ns/op	 0 B/op
+BenchmarkFragFullRatio/64K-31x2112-2   	 1000	 2000 ns/op	 800.0 frag-ns/op	 0.8 frag/full	 1000 full-ns/op	 0 B/op
+--- BENCH: BenchmarkFragFullRatio/64K-31x2112-2
+pkg: github.com/manad/manad/tests/scenarios
+BenchmarkForwarding
+    forwarding_test.go:354: round 0, fragment mode: forwarded 48567 pps
+BenchmarkForwarding-2   	       1	5330490763 ns/op	     74490 frag-fwd-pps	     70602 full-fwd-pps	         0.9478 full/frag
+BenchmarkForwarding
+pkg: github.com/manad/manad/genl
+--- SKIP: BenchmarkPrivFlagsGetRoundTrip-2
+    harness_test.go:24: needs root (uid 0): run the suite with sudo, as CI does
+--- SKIP: BenchmarkSomething
+`
+	res, order, skipped := parseBench(strings.NewReader(out))
+	wantSkipped := []string{"./genl BenchmarkPrivFlagsGetRoundTrip", "./genl BenchmarkSomething"}
+	if strings.Join(skipped, ",") != strings.Join(wantSkipped, ",") {
+		t.Errorf("skipped = %q, want %q", skipped, wantSkipped)
+	}
+	wantOrder := []string{"./vnic/pagepool BenchmarkFragFullRatio/64K-31x2112", "./tests/scenarios BenchmarkForwarding"}
+	if strings.Join(order, ",") != strings.Join(wantOrder, ",") {
+		t.Fatalf("order = %q, want %q", order, wantOrder)
+	}
+	if runs := res[wantOrder[0]]; len(runs) != 2 || runs[1]["frag-ns/op"] != 800 || runs[0]["frag/full"] != 0.8142 {
+		t.Errorf("pagepool runs = %v", runs)
+	}
+	if runs := res[wantOrder[1]]; len(runs) != 1 || runs[0]["full/frag"] != 0.9478 {
+		t.Errorf("forwarding runs = %v", runs)
+	}
+}
+
+func TestFromSource(t *testing.T) {
+	s := source{figure: "f", pkg: "./p", bench: "BenchmarkX", value: "v", scale: 1, unit: "ns", baseline: "b", baseName: "peer",
+		target: "≤ 2×", met: func(_, r float64) bool { return r <= 2 }}
+	runs := []result{{"v": 10, "b": 5}, {"v": 30, "b": 10}, {"v": 12, "b": 12}}
+	r := fromSource(s, runs)
+	if r.rounds != 3 || r.value != (stat{12, 10, 30}) || r.baseline != (stat{10, 5, 12}) {
+		t.Errorf("row = %+v", r)
+	}
+	// The ratio is the median of the per-round ratios (2, 3, 1), not a ratio of medians.
+	if r.ratio != (stat{2, 1, 3}) || r.met != "yes" {
+		t.Errorf("ratio = %v, met %q", r.ratio, r.met)
+	}
+	if r := fromSource(s, []result{{"other": 1}}); !r.missing || r.rounds != 0 {
+		t.Errorf("a run without the value metric: %+v", r)
+	}
+	if r := fromSource(s, []result{{"v": 1}}); !r.missing {
+		t.Errorf("a run without the peer metric is not flagged: %+v", r)
+	}
+	d := source{value: "ns/op", scale: 1e-6, ratio: "x", derived: true}
+	if r := fromSource(d, []result{{"ns/op": 4e6, "x": 2}}); r.baseline.med != 2 || r.value.med != 4 {
+		t.Errorf("derived peer: %+v", r)
+	}
+}
+
+func TestReplaceSection(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc, want string
+		fail            bool
+	}{
+		{name: "replaces", doc: "a\n" + beginMarker + "\nold\n" + endMarker + "\nz\n", want: "a\n" + beginMarker + "\nnew\n" + endMarker + "\nz\n"},
+		{name: "empty section", doc: beginMarker + endMarker, want: beginMarker + "\nnew\n" + endMarker},
+		{name: "no markers", doc: "a\n", fail: true},
+		{name: "no end", doc: beginMarker + "\n", fail: true},
+		{name: "two begins", doc: beginMarker + beginMarker + endMarker, fail: true},
+		{name: "reversed", doc: endMarker + "\n" + beginMarker, fail: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := replaceSection(tc.doc, "\nnew\n\n")
+			if tc.fail {
+				if err == nil {
+					t.Fatalf("no error, got %q", got)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// benchmarkExists reports whether package dir (relative to the module root) declares the top
+// level benchmark function of name ("BenchmarkX/sub/…") in one of its test files.
+func benchmarkExists(t *testing.T, dir, name string) bool {
+	t.Helper()
+	fn, _, _ := strings.Cut(name, "/")
+	files, err := filepath.Glob(filepath.Join("..", "..", dir, "*_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decl := regexp.MustCompile(`(?m)^func ` + regexp.QuoteMeta(fn) + `\(b \*testing\.B\)`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if decl.Match(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSourcesExist checks, without running anything, that every benchmark a row is made of is
+// still declared, so a rename breaks this test and not only the next root run.
+func TestSourcesExist(t *testing.T) {
+	for _, s := range sources {
+		if !benchmarkExists(t, s.pkg, s.bench) {
+			t.Errorf("row %q: %s declares no %s", s.figure, s.pkg, s.bench)
+		}
+	}
+}
+
+// TestReadmeSection checks README's generated benchmark section: one pair of markers, the
+// header make bench-readme writes, and a source on every row that names a benchmark or program
+// that exists.
+func TestReadmeSection(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	if n, m := strings.Count(doc, beginMarker), strings.Count(doc, endMarker); n != 1 || m != 1 {
+		t.Fatalf("README.md has %d %s and %d %s, want one each", n, beginMarker, m, endMarker)
+	}
+	i, j := strings.Index(doc, beginMarker), strings.Index(doc, endMarker)
+	if j < i {
+		t.Fatalf("%s before %s", endMarker, beginMarker)
+	}
+	section := doc[i+len(beginMarker) : j]
+	if !strings.Contains(section, "Generated by `make bench-readme` on ") {
+		t.Errorf("the section does not say it was generated by make bench-readme:\n%s", section)
+	}
+	progs, err := os.ReadDir(filepath.Join("..", "..", "bench"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| issue |") {
+			continue
+		}
+		rows++
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		src := strings.Trim(cells[len(cells)-1], "`")
+		pkg, bench, isBench := strings.Cut(src, " ")
+		switch {
+		case isBench:
+			if !benchmarkExists(t, pkg, bench) {
+				t.Errorf("row %q: source %q names no benchmark", cells[1], src)
+			}
+		case strings.HasPrefix(src, "./bench/"):
+			found := false
+			for _, p := range progs {
+				found = found || "./bench/"+p.Name() == src
+			}
+			if !found {
+				t.Errorf("row %q: source %q names no bench/ program", cells[1], src)
+			}
+		default:
+			t.Errorf("row %q has no source (last cell %q)", cells[1], src)
+		}
+	}
+	if rows == 0 {
+		t.Errorf("the section has no table rows:\n%s", section)
+	}
+}
+
+func TestSenderBound(t *testing.T) {
+	off := source{value: "v", offered: "o"}
+	sur := source{value: "v", surplus: "d"}
+	for _, tc := range []struct {
+		name string
+		s    source
+		runs []result
+		want bool
+	}{
+		{"delivered all offered", off, []result{{"v": 99, "o": 100}, {"v": 100, "o": 100}, {"v": 50, "o": 100}}, true},
+		{"path the limit", off, []result{{"v": 60, "o": 100}, {"v": 100, "o": 100}, {"v": 50, "o": 100}}, false},
+		{"nothing dropped", sur, []result{{"v": 1, "d": 0}, {"v": 1, "d": 0}, {"v": 1, "d": 5}}, true},
+		{"surplus dropped", sur, []result{{"v": 1, "d": 3}, {"v": 1, "d": 0}, {"v": 1, "d": 5}}, false},
+		{"no sender metric", source{value: "v"}, []result{{"v": 1}}, false},
+	} {
+		if got := senderBound(tc.s, tc.runs); got != tc.want {
+			t.Errorf("%s: senderBound = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
