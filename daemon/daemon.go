@@ -87,6 +87,8 @@ func New(opts Options) (*Daemon, error) {
 	srv, err := genl.NewServer(genl.ServerConfig{
 		Backend: (*backend)(d), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,
 		MaxMessage: maxRequest,
+		MaxConns:   opts.Config.Daemon.MaxConnections, MaxConnsPerUID: opts.Config.Daemon.MaxConnectionsPerUID,
+		IdleTimeout: opts.Config.Daemon.IdleTimeout,
 	})
 	if err != nil {
 		return nil, err

@@ -18,6 +18,11 @@
 //	state_dir   = "/var/lib/manad"        # absolute; holds state.json
 //	log_level   = "info"                  # debug, info, warn or error
 //	log_format  = "text"                  # text or json
+//	max_connections = 256                 # connections served at once, 1..65536. Root is never
+//	                                      # refused; the last 1/8 is kept for root and admin_group
+//	max_connections_per_uid = 32          # connections of one non-root uid, 1..65536
+//	idle_timeout = "5m"                   # close a connection with no request for this long and
+//	                                      # no multicast group joined; 1s..24h
 //
 //	[[port]]
 //	name          = "mana0"      # required; the TAP netdev's name: 1-15 bytes, no '/', ':' or
