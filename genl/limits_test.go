@@ -530,3 +530,46 @@ func TestErrorEchoCapped(t *testing.T) {
 		t.Errorf("small error capped: %+v", a)
 	}
 }
+
+// TestGoneClientsLogQuietly: clients that no longer read (here: shut down their reading
+// side, so that every answer fails with EPIPE) are dropped without a warning each (any user
+// can make thousands).
+func TestGoneClientsLogQuietly(t *testing.T) {
+	ts := startServer(t, nil)
+	eth := manadFamilyID(t, dialRaw(t, ts.path), "ethtool")
+	start := time.Now()
+	const n = 300
+	for i := range n {
+		rc := dialRaw(t, ts.path)
+		if err := unix.Shutdown(fdOf(t, rc), unix.SHUT_RD); err != nil {
+			t.Fatal(err)
+		}
+		rc.send(ringsGetByName(eth, uint32(i), 0, "mana0"))
+		// The server drops the connection when its answer fails.
+		_ = rc.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		for {
+			if _, err := rc.c.Write(ringsGetByName(eth, uint32(i), 0, "mana0")); err != nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		rc.c.Close()
+	}
+	elapsed := time.Since(start)
+	warns := strings.Count(ts.logs.String(), "level=WARN")
+	if limit := 2 + int(elapsed/(10*time.Second)); warns > limit {
+		t.Errorf("%d clients that stopped reading wrote %d WARN lines in %v, want at most %d:\n%s",
+			n, warns, elapsed, limit, ts.logs.String())
+	}
+}
+
+func fdOf(t testing.TB, rc *rawConn) int {
+	t.Helper()
+	raw, err := rc.c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd int
+	_ = raw.Control(func(p uintptr) { fd = int(p) })
+	return fd
+}

@@ -66,6 +66,7 @@ type Server struct {
 	rejecting int
 
 	refusals logLimiter
+	drops    logLimiter // clients dropped for not reading
 }
 
 // logLimiter lets one log line through per interval and counts the ones it holds back.
@@ -132,6 +133,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		conns:      make(map[*conn]struct{}),
 		perUID:     make(map[uint32]int),
 		refusals:   logLimiter{every: refusalLogEvery},
+		drops:      logLimiter{every: refusalLogEvery},
 	}
 	s.families = map[uint16]*family{}
 	for _, f := range []*family{s.nlctrlFamily(), s.ethtoolFamily(), s.manadFamily()} {
@@ -460,7 +462,7 @@ func (c *conn) writeSocket(b []byte) error {
 		return err
 	}
 	if _, err := c.uc.Write(b); err != nil {
-		c.s.log.Warn("genl: write to client failed, dropping connection", "pid", c.caller.PID, "uid", c.caller.UID, "err", err)
+		c.logDrop("genl: write to client failed, dropping connection", err)
 		c.close()
 		return err
 	}
@@ -485,9 +487,26 @@ func (c *conn) notify(b []byte) {
 	case <-c.done:
 	case c.sendq <- b:
 	default:
-		c.s.log.Warn("genl: subscriber is not reading notifications, dropping it",
-			"pid", c.caller.PID, "uid", c.caller.UID, "queue", cap(c.sendq))
+		c.logDrop("genl: subscriber is not reading notifications, dropping it", nil, "queue", cap(c.sendq))
 		c.close()
+	}
+}
+
+// logDrop logs that the connection is dropped: at debug level when the client is gone
+// already (it closed first: nothing to see), else as a warning, at most once per
+// refusalLogEvery (any user can make clients that stop reading).
+func (c *conn) logDrop(msg string, err error, args ...any) {
+	args = append(args, "pid", c.caller.PID, "uid", c.caller.UID)
+	if err != nil {
+		args = append(args, "err", err)
+	}
+	if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
+		c.s.log.Debug(msg, args...)
+		return
+	}
+	ok, suppressed := c.s.drops.allow(time.Now())
+	if ok {
+		c.s.log.Warn(msg, append(args, "drops_not_logged", suppressed)...)
 	}
 }
 
