@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"runtime"
@@ -572,4 +573,30 @@ func fdOf(t testing.TB, rc *rawConn) int {
 	var fd int
 	_ = raw.Control(func(p uintptr) { fd = int(p) })
 	return fd
+}
+
+// TestClientAfterIdleClose: a client.Client whose connection manad closed for idleness
+// reconnects for its next request instead of failing it.
+func TestClientAfterIdleClose(t *testing.T) {
+	logs := &syncBuffer{}
+	ts := startServer(t, func(c *genl.ServerConfig) {
+		c.IdleTimeout = 200 * time.Millisecond
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	c, err := client.Dial(ts.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Ports(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "manad closed the idle connection", func() bool {
+		return strings.Contains(logs.String(), "closed idle connection")
+	})
+	for i := range 3 {
+		if _, err := c.Ports(ctxT(t)); err != nil {
+			t.Fatalf("request %d after the idle close: %v", i+1, err)
+		}
+	}
 }

@@ -278,7 +278,8 @@ func (s *Server) serveCaller(ctx context.Context, uc *net.UnixConn, caller Calle
 	s.mu.Unlock()
 	s.logRefusal(c, refusal, answer)
 	if !answer {
-		// Even refusals are bounded: past MaxConns of them in progress, close at once.
+		// Even refusals are bounded: past max(MaxConns, minRejecting) of them in
+		// progress, close at once.
 		c.close()
 		return
 	}
@@ -577,8 +578,8 @@ func (c *conn) reader(in chan<- datagram) {
 				_ = c.uc.SetReadDeadline(time.Now().Add(wait))
 				continue
 			}
-			c.s.log.Debug("genl: closing idle connection", "idle_timeout", idle, "pid", c.caller.PID, "uid", c.caller.UID)
-			c.cancel()
+			c.close() // before the log line, so that the line means the client sees EOF
+			c.s.log.Debug("genl: closed idle connection", "idle_timeout", idle, "pid", c.caller.PID, "uid", c.caller.UID)
 			return
 		}
 		if err != nil {

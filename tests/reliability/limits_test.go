@@ -222,7 +222,7 @@ func TestIdleTimeout(t *testing.T) {
 	if ok, _ := admitted(t, sub, 3); !ok {
 		t.Error("subscriber not served")
 	}
-	if !strings.Contains(d.Log(), "closing idle connection") {
+	if !strings.Contains(d.Log(), "closed idle connection") {
 		t.Errorf("no debug line for the idle close:\n%s", lastLines(d.Log(), 20))
 	}
 }
