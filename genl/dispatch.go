@@ -130,8 +130,9 @@ func (r *request) reply(cmd uint8, fill func(b *nlattr.Builder) error) error {
 	if b.Overflow {
 		return errMsgSize
 	}
-	if b.Len() > r.c.maxReply {
-		return tooBig("reply", b.Len(), r.c.maxReply)
+	if n := b.Len(); n > r.c.maxReply {
+		b.B = nil // keep no buffer larger than any datagram for the connection's life
+		return tooBig("reply", n, r.c.maxReply)
 	}
 	return r.c.send(b.B)
 }
