@@ -165,6 +165,7 @@ func TestPerUIDCap(t *testing.T) {
 			}
 		}
 		c.Close()
+		c.fd = -1 // the cleanup's Close must not close a reused descriptor
 	}
 	elapsed := time.Since(start)
 	var warns []string
