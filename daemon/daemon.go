@@ -89,6 +89,8 @@ func New(opts Options) (*Daemon, error) {
 	scfg := genl.ServerConfig{
 		Backend: (*backend)(d), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,
 		MaxMessage: maxRequest,
+		MaxConns:   opts.Config.Daemon.MaxConnections, MaxConnsPerUID: opts.Config.Daemon.MaxConnectionsPerUID,
+		IdleTimeout: opts.Config.Daemon.IdleTimeout,
 	}
 	if opts.Config.Daemon.MetricsListen != "" {
 		d.control = metrics.NewControl()

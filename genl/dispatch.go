@@ -89,6 +89,9 @@ type request struct {
 	cmd   uint8
 	attrs []nlattr.Attr
 	state any // from op.start, for op.dumpit
+	// multi is set when a do request was answered multi-part (replyParts): its NLMSG_DONE
+	// takes the place of the ACK, as for a dump.
+	multi bool
 }
 
 // attr returns top-level attribute t (absent when out of range).
@@ -107,8 +110,14 @@ var errConnGone = errors.New("genl: connection closed")
 // from nla_put*).
 var errMsgSize = &nlattr.Error{Errno: unix.EMSGSIZE, Msg: "reply does not fit in a netlink message"}
 
+// tooBig is the EMSGSIZE of a reply datagram longer than the connection can send.
+func tooBig(what string, n, limit int) *nlattr.Error {
+	return nlattr.Errorf(unix.EMSGSIZE, "%s of %d bytes does not fit in one reply datagram (limit %d bytes)", what, n, limit)
+}
+
 // reply sends one unicast reply message of the request's family in its own
-// datagram, like genlmsg_reply.
+// datagram, like genlmsg_reply. A reply longer than the connection's reply
+// limit is not sent: it fails with EMSGSIZE and an extack message saying so.
 func (r *request) reply(cmd uint8, fill func(b *nlattr.Builder) error) error {
 	b := &r.c.scratch
 	b.Reset()
@@ -121,15 +130,48 @@ func (r *request) reply(cmd uint8, fill func(b *nlattr.Builder) error) error {
 	if b.Overflow {
 		return errMsgSize
 	}
+	if n := b.Len(); n > r.c.maxReply {
+		b.B = nil // keep no buffer larger than any datagram for the connection's life
+		return tooBig("reply", n, r.c.maxReply)
+	}
 	return r.c.send(b.B)
 }
 
+// replyParts answers with n items (put appends item i's attributes): as one message
+// when it fits in a reply datagram, like reply; otherwise multi-part, one NLM_F_MULTI
+// message per item packed into datagrams as a dump is, ended by NLMSG_DONE, which then
+// takes the place of the ACK. An item too big for a datagram of its own is EMSGSIZE.
+func (r *request) replyParts(cmd uint8, n int, put func(b *nlattr.Builder, i int)) error {
+	err := r.reply(cmd, func(b *nlattr.Builder) error {
+		for i := range n {
+			put(b, i)
+		}
+		return nil
+	})
+	if ne := (*nlattr.Error)(nil); !errors.As(err, &ne) || ne.Errno != unix.EMSGSIZE {
+		return err
+	}
+	r.multi = true
+	d := r.s.newDumper(r)
+	for i := range n {
+		if err = d.add(cmd, func(b *nlattr.Builder) error { put(b, i); return nil }); err != nil {
+			break
+		}
+	}
+	return d.finish(err)
+}
+
 // dumper packs the messages of a dump into datagrams of about budget bytes,
-// each with NLM_F_MULTI, and ends the dump with NLMSG_DONE.
+// each with NLM_F_MULTI, and ends the dump with NLMSG_DONE. No datagram is
+// longer than the connection's reply limit.
 type dumper struct {
 	r      *request
 	b      nlattr.Builder
 	budget int
+}
+
+func (s *Server) newDumper(r *request) *dumper {
+	return &dumper{r: r, budget: min(s.dumpBudget, r.c.maxReply)}
 }
 
 // add appends one dump message; fill errors abort it (the dump then ends with
@@ -147,6 +189,20 @@ func (d *dumper) add(cmd uint8, fill func(b *nlattr.Builder) error) error {
 		d.b.Truncate(mark)
 		d.b.Overflow = false
 		return errMsgSize
+	}
+	if n := d.b.Len() - mark; n > d.r.c.maxReply {
+		// As a dump message that does not fit in an empty skb: the dump ends with EMSGSIZE.
+		d.b.Truncate(mark)
+		return tooBig("dump message", n, d.r.c.maxReply)
+	}
+	if d.b.Len() > d.r.c.maxReply {
+		// The new message goes into the next datagram.
+		msg := append([]byte(nil), d.b.B[mark:]...)
+		d.b.Truncate(mark)
+		if err := d.flush(); err != nil {
+			return err
+		}
+		d.b.B = append(d.b.B, msg...)
 	}
 	if d.b.Len() >= d.budget {
 		return d.flush()
@@ -177,7 +233,13 @@ func (d *dumper) finish(err error) error {
 		msg = ne.Msg
 	}
 	d.r.s.observeRequest(d.r.hdr, d.r.msg, err, false)
-	d.b.B = nlattr.AppendDone(d.b.B, d.r.hdr.Seq, d.r.hdr.PID, errno, msg, d.r.c.extAck)
+	done := nlattr.AppendDone(nil, d.r.hdr.Seq, d.r.hdr.PID, errno, msg, d.r.c.extAck)
+	if d.b.Len()+len(done) > d.r.c.maxReply {
+		if err := d.flush(); err != nil {
+			return err
+		}
+	}
+	d.b.B = append(d.b.B, done...)
 	return d.flush()
 }
 
@@ -259,7 +321,14 @@ func (s *Server) handleMsg(ctx context.Context, c *conn, msg []byte, h nlattr.He
 		errno, ne = s.toNLError(err)
 	}
 	c.scratch.Reset()
-	c.scratch.B = nlattr.AppendAck(c.scratch.B, msg, h.PID, errno, ne, c.ackOptions())
+	opts := c.ackOptions()
+	c.scratch.B = nlattr.AppendAck(c.scratch.B, msg, h.PID, errno, ne, opts)
+	if c.scratch.Len() > c.maxReply && !opts.CapAck {
+		// The echo does not fit in a datagram: echo only the header, as NETLINK_CAP_ACK.
+		opts.CapAck = true
+		c.scratch.Reset()
+		c.scratch.B = nlattr.AppendAck(c.scratch.B, msg, h.PID, errno, ne, opts)
+	}
 	return c.send(c.scratch.B) == nil
 }
 
@@ -307,14 +376,15 @@ func (s *Server) genlRcv(ctx context.Context, c *conn, msg []byte, h nlattr.Head
 		}
 	}
 	if !dump {
-		return false, o.doit(r)
+		err := o.doit(r)
+		return r.multi, err
 	}
 	if o.start != nil {
 		if err := o.start(r); err != nil {
 			return false, err
 		}
 	}
-	d := &dumper{r: r, budget: s.dumpBudget}
+	d := s.newDumper(r)
 	return true, d.finish(o.dumpit(r, d))
 }
 

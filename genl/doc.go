@@ -17,6 +17,18 @@
 // hang; a datagram over ServerConfig.MaxMessage gets EMSGSIZE, a connection
 // over MaxConns gets EUSERS on its first request and is closed.
 //
+// No datagram is longer than the connection can send (MaxReply: SO_SNDBUF less
+// the kernel's reserve): dumps are split to fit, a do reply that cannot fit is
+// EMSGSIZE with an extack message (LAYOUT_PLAN instead answers multi-part:
+// NLM_F_MULTI messages, then NLMSG_DONE in place of the ACK), and an error
+// whose echo would not fit echoes only the header (NLM_F_CAPPED).
+//
+// Connections are rationed (MaxConns, MaxConnsPerUID; see ServerConfig): uid
+// 0 is never refused, other uids have a cap each, and users outside the admin
+// group leave an eighth of MaxConns to root and the group. A connection with
+// no request for IdleTimeout and no multicast group is closed. Refusals, and
+// clients dropped for not reading, are logged at most once per 10 s.
+//
 // Each connection has its own goroutines. Replies are written with a
 // deadline (WriteTimeout); notifications go through a bounded queue
 // (SendQueue) and never block the sender: a client that stops reading is

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -218,4 +220,90 @@ func TestDispatchSeedsAnswered(t *testing.T) {
 			t.Errorf("%s: seq not echoed", name)
 		}
 	}
+}
+
+// FuzzAtConnLimit drives the server at its connection limit over a real socket: a peer that
+// is refused sends one arbitrary datagram and must get one well-formed EUSERS answer (when
+// its datagram holds a header) and a closed connection, never a panic; an admitted root
+// peer at the same moment sends the same datagram and gets well-formed answers.
+func FuzzAtConnLimit(f *testing.F) {
+	for _, b := range seedRequests() {
+		f.Add(b)
+	}
+	for _, n := range []uint32{0, 15, 16, 17, 1 << 20, 0xffffffff} {
+		b := append([]byte(nil), seedRequests()["privflags_get"]...)
+		binary.NativeEndian.PutUint32(b, n)
+		f.Add(b)
+	}
+	s, _ := fuzzServer(f)
+	s.cfg.MaxConns = 1
+	ns := NetNS{Dev: 1, Ino: 1}
+	be := NewMemBackend()
+	be.AddPort(ns, "mana0")
+	s.cfg.Backend = be
+	// The one slot is taken.
+	if e := s.admit(newConn(s, context.Background(), nil, Caller{UID: 1000, NetNS: ns})); e != nil {
+		f.Fatal(e)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = data[:min(len(data), 64<<10)] // what one write on a default socket carries
+		for _, caller := range []Caller{{UID: 65534, NetNS: ns}, {UID: 0, Admin: true, NetNS: ns}} {
+			peer, uc := socketPair(t)
+			if _, err := peer.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			// The peer has said all it will: the server sees EOF after the datagram.
+			if err := unix.Shutdown(connFD(t, peer), unix.SHUT_WR); err != nil {
+				t.Fatal(err)
+			}
+			s.serveCaller(context.Background(), uc, caller)
+			var answers int
+			buf := make([]byte, 1<<20)
+			for {
+				_ = peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+				n, err := peer.Read(buf)
+				if err != nil {
+					break
+				}
+				checkDatagram(t, buf[:n])
+				answers++
+			}
+			peer.Close()
+			if caller.UID != 0 && len(data) >= nlattr.MsgHdrLen && answers != 1 {
+				t.Fatalf("refused peer got %d answers, want 1 (EUSERS)", answers)
+			}
+		}
+	})
+}
+
+// socketPair returns the two ends of a connected SOCK_SEQPACKET pair: the peer's and the
+// server's.
+func socketPair(t testing.TB) (peer, server *net.UnixConn) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := make([]*net.UnixConn, 2)
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "seqpacket")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends[i] = c.(*net.UnixConn)
+	}
+	return ends[0], ends[1]
+}
+
+func connFD(t testing.TB, c *net.UnixConn) int {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd int
+	_ = rc.Control(func(p uintptr) { fd = int(p) })
+	return fd
 }

@@ -336,11 +336,10 @@ func (s *Server) layoutPlan(r *request) error {
 	if err != nil {
 		return err
 	}
-	return r.reply(CmdLayoutPlan, func(b *nlattr.Builder) error {
-		for i := range layouts {
-			putLayout(b, AttrLayout, &layouts[i])
-		}
-		return nil
+	// Many rules can make a reply longer than one datagram: it is then sent multi-part,
+	// one LAYOUT per message (replyParts), and the client joins the parts.
+	return r.replyParts(CmdLayoutPlan, len(layouts), func(b *nlattr.Builder, i int) {
+		putLayout(b, AttrLayout, &layouts[i])
 	})
 }
 

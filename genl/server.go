@@ -3,6 +3,7 @@ package genl
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,12 +26,25 @@ import (
 
 // Defaults for ServerConfig zero values.
 const (
-	defaultMaxConns     = 256
-	defaultMaxMessage   = 64 << 10
-	defaultWriteTimeout = 2 * time.Second
-	defaultSendQueue    = 64
-	defaultDumpBudget   = 16 << 10 // bytes of dump messages per datagram
-	rejectReadTimeout   = time.Second
+	DefaultMaxConns       = 256
+	DefaultMaxConnsPerUID = 32
+	DefaultIdleTimeout    = 5 * time.Minute
+	defaultMaxMessage     = 64 << 10
+	defaultWriteTimeout   = 2 * time.Second
+	defaultSendQueue      = 64
+	defaultDumpBudget     = 16 << 10 // bytes of dump messages per datagram
+	rejectReadTimeout     = time.Second
+	// minRejecting is how many refusals may be answered at once at least (MaxConns if more).
+	minRejecting = 16
+	// sndbufReserve is what unix_dgram_sendmsg keeps back from SO_SNDBUF: a datagram longer
+	// than sk_sndbuf-32 fails with EMSGSIZE.
+	sndbufReserve = 32
+	// defaultMaxReply is the reply limit of a connection without a socket (tests): the
+	// default net.core.wmem_default less sndbufReserve.
+	defaultMaxReply = 212992 - sndbufReserve
+	// refusalLogEvery is how often refused connections are logged at most; the ones in
+	// between are counted in the next line.
+	refusalLogEvery = 10 * time.Second
 )
 
 // Server serves nlctrl, ethtool and manad generic netlink families over Unix
@@ -47,7 +61,32 @@ type Server struct {
 
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
+	perUID    map[uint32]int // admitted connections by uid
+	others    int            // admitted connections of users neither root nor admin
 	rejecting int
+
+	refusals logLimiter
+	drops    logLimiter // clients dropped for not reading
+}
+
+// logLimiter lets one log line through per interval and counts the ones it holds back.
+type logLimiter struct {
+	mu         sync.Mutex
+	every      time.Duration
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether to log now and how many lines were held back since the last one.
+func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.suppressed++
+		return false, 0
+	}
+	l.last, suppressed, l.suppressed = now, l.suppressed, 0
+	return true, suppressed
 }
 
 // NewServer checks cfg and returns a Server. It fails with EINVAL when
@@ -56,11 +95,21 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Backend == nil {
 		return nil, fmt.Errorf("genl: ServerConfig.Backend is nil: %w", unix.EINVAL)
 	}
-	if cfg.MaxConns < 0 || cfg.MaxMessage < 0 || cfg.SendQueue < 0 || cfg.WriteTimeout < 0 {
+	if cfg.MaxConns < 0 || cfg.MaxConnsPerUID < 0 || cfg.IdleTimeout < 0 || cfg.MaxMessage < 0 ||
+		cfg.MaxReply < 0 || cfg.SendQueue < 0 || cfg.WriteTimeout < 0 {
 		return nil, fmt.Errorf("genl: negative limit in ServerConfig: %w", unix.EINVAL)
 	}
 	if cfg.MaxConns == 0 {
-		cfg.MaxConns = defaultMaxConns
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxConnsPerUID == 0 {
+		cfg.MaxConnsPerUID = DefaultMaxConnsPerUID
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxReply != 0 && cfg.MaxReply < minReply {
+		return nil, fmt.Errorf("genl: MaxReply %d is smaller than %d bytes: %w", cfg.MaxReply, minReply, unix.EINVAL)
 	}
 	if cfg.MaxMessage == 0 {
 		cfg.MaxMessage = defaultMaxMessage
@@ -82,6 +131,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		log:        cfg.Logger,
 		dumpBudget: defaultDumpBudget,
 		conns:      make(map[*conn]struct{}),
+		perUID:     make(map[uint32]int),
+		refusals:   logLimiter{every: refusalLogEvery},
+		drops:      logLimiter{every: refusalLogEvery},
 	}
 	s.families = map[uint16]*family{}
 	for _, f := range []*family{s.nlctrlFamily(), s.ethtoolFamily(), s.manadFamily()} {
@@ -194,7 +246,7 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 	}
 }
 
-// serveConn admits or rejects one accepted connection and serves it.
+// serveConn admits or refuses one accepted connection and serves it.
 func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn) {
 	caller, err := peerCaller(uc, s.cfg.AdminGroup)
 	if err != nil {
@@ -206,52 +258,109 @@ func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn) {
 		s.log.Warn("genl: peer's network namespace is unknown (pid not visible here); it will see no devices",
 			"pid", caller.PID, "uid", caller.UID)
 	}
+	s.serveCaller(ctx, uc, caller)
+}
+
+// serveCaller admits the connection of caller, or refuses it (reject), and serves it.
+func (s *Server) serveCaller(ctx context.Context, uc *net.UnixConn, caller Caller) {
 	c := newConn(s, ctx, uc, caller)
-	s.mu.Lock()
-	switch {
-	case len(s.conns) < s.cfg.MaxConns:
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-	case s.rejecting < s.cfg.MaxConns:
-		s.rejecting++
-		s.mu.Unlock()
-		s.reject(c)
-		s.mu.Lock()
-		s.rejecting--
-		s.mu.Unlock()
+	refusal := s.admit(c)
+	if refusal == nil {
+		c.serve()
+		s.release(c)
 		return
-	default:
-		s.mu.Unlock()
-		s.log.Warn("genl: too many connections, closing without reply", "pid", caller.PID, "uid", caller.UID)
+	}
+	s.mu.Lock()
+	answer := s.rejecting < max(s.cfg.MaxConns, minRejecting)
+	if answer {
+		s.rejecting++
+	}
+	s.mu.Unlock()
+	s.logRefusal(c, refusal, answer)
+	if !answer {
+		// Even refusals are bounded: past max(MaxConns, minRejecting) of them in
+		// progress, close at once.
 		c.close()
 		return
 	}
-	c.serve()
+	s.reject(c, refusal)
 	s.mu.Lock()
-	delete(s.conns, c)
+	s.rejecting--
 	s.mu.Unlock()
 }
 
-// reject answers the first request of a connection over the MaxConns limit
-// with EUSERS and a clear message, then closes it.
-func (s *Server) reject(c *conn) {
+// admit registers c, or returns why it is refused (EUSERS). uid 0 is always admitted; any
+// other uid has at most MaxConnsPerUID connections; users outside the admin group together
+// hold at most MaxConns less the slots reserved (MaxConns/8) for root and the admin group.
+func (s *Server) admit(c *conn) *nlattr.Error {
+	uid := c.caller.UID
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reserved := s.cfg.MaxConns / 8
+	switch {
+	case uid == 0:
+	case s.perUID[uid] >= s.cfg.MaxConnsPerUID:
+		return nlattr.Errorf(unix.EUSERS, "manad: too many connections for uid %d (limit %d per user)", uid, s.cfg.MaxConnsPerUID)
+	case c.caller.Admin && len(s.conns) >= s.cfg.MaxConns:
+		return nlattr.Errorf(unix.EUSERS, "manad: too many connections (limit %d)", s.cfg.MaxConns)
+	case !c.caller.Admin && (s.others >= s.cfg.MaxConns-reserved || len(s.conns) >= s.cfg.MaxConns):
+		if reserved == 0 {
+			return nlattr.Errorf(unix.EUSERS, "manad: too many connections (limit %d)", s.cfg.MaxConns)
+		}
+		return nlattr.Errorf(unix.EUSERS, "manad: too many connections (limit %d, of which %d reserved for root and the admin group)",
+			s.cfg.MaxConns, reserved)
+	}
+	s.conns[c] = struct{}{}
+	s.perUID[uid]++
+	if !c.caller.Admin {
+		s.others++
+	}
+	return nil
+}
+
+// release unregisters a connection admit registered.
+func (s *Server) release(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	if !c.caller.Admin {
+		s.others--
+	}
+	if s.perUID[c.caller.UID]--; s.perUID[c.caller.UID] <= 0 {
+		delete(s.perUID, c.caller.UID)
+	}
+}
+
+// logRefusal logs a refused connection, at most once per refusalLogEvery, so that a flood of
+// connection attempts cannot flood the log.
+func (s *Server) logRefusal(c *conn, e *nlattr.Error, answered bool) {
+	ok, suppressed := s.refusals.allow(time.Now())
+	if !ok {
+		return
+	}
+	s.log.Warn("genl: connection refused", "reason", e.Msg, "answered", answered,
+		"pid", c.caller.PID, "uid", c.caller.UID, "refusals_not_logged", suppressed)
+}
+
+// reject answers the first request of a refused connection with e (EUSERS and a message),
+// then closes it. Only the request's header is read and echoed (NLM_F_CAPPED): a refused
+// connection gets no more memory than that, whatever its datagram claims, and a header whose
+// nlmsg_len is not 16 gets 16 so that clients find the TLVs.
+func (s *Server) reject(c *conn, e *nlattr.Error) {
 	defer c.close()
-	s.log.Warn("genl: connection limit reached, rejecting", "limit", s.cfg.MaxConns, "pid", c.caller.PID, "uid", c.caller.UID)
-	buf := make([]byte, s.cfg.MaxMessage)
+	var buf [nlattr.MsgHdrLen]byte
 	_ = c.uc.SetReadDeadline(time.Now().Add(rejectReadTimeout))
-	n, err := c.uc.Read(buf)
+	// On SOCK_SEQPACKET a short read takes the datagram's first bytes and discards the rest.
+	n, err := c.uc.Read(buf[:])
 	if err != nil || n < nlattr.MsgHdrLen {
 		return
 	}
-	h, _ := nlattr.ReadHeader(buf)
-	req := buf[:h.Len]
-	if int(h.Len) < nlattr.MsgHdrLen || int(h.Len) > n {
-		// Echo only the header, with an nlmsg_len that says so.
-		req = buf[:nlattr.MsgHdrLen]
-		req[0], req[1], req[2], req[3] = nlattr.MsgHdrLen, 0, 0, 0
-	}
-	e := nlattr.Errorf(unix.EUSERS, "manad: too many connections (limit %d)", s.cfg.MaxConns)
-	_ = c.send(nlattr.AppendAck(nil, req, h.PID, e.Errno, e, c.ackOptions()))
+	h, _ := nlattr.ReadHeader(buf[:])
+	binary.NativeEndian.PutUint32(buf[:], nlattr.MsgHdrLen)
+	ack := nlattr.AppendAck(nil, buf[:], h.PID, e.Errno, e, nlattr.AckOptions{ExtAck: true, CapAck: true})
+	// Written directly: a refused client that went away is not worth a log line.
+	_ = c.uc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	_, _ = c.uc.Write(ack)
 }
 
 func (s *Server) closeAll() {
@@ -282,6 +391,13 @@ type conn struct {
 	once   sync.Once
 	done   chan struct{}
 
+	// maxReply is the largest datagram this connection can send (ServerConfig.MaxReply).
+	maxReply int
+	// busy counts requests read and not yet answered; lastDone is when the last one was
+	// answered (UnixNano). Together they tell an idle connection (IdleTimeout).
+	busy     atomic.Int32
+	lastDone atomic.Int64
+
 	// Owned by the request goroutine.
 	extAck, capAck bool
 	scratch        nlattr.Builder
@@ -296,10 +412,35 @@ func newConn(s *Server, parent context.Context, uc *net.UnixConn, caller Caller)
 		extAck: true,
 	}
 	c.sink = c.writeSocket
+	c.maxReply = replyLimit(uc, s.cfg.MaxReply)
+	c.lastDone.Store(time.Now().UnixNano())
 	// Closing on cancellation covers the server stopping, whatever the
 	// connection's goroutines are blocked on.
 	context.AfterFunc(ctx, c.close)
 	return c
+}
+
+// minReply is the smallest MaxReply accepted: room for an NLMSG_ERROR with a capped echo
+// and an extack message.
+const minReply = 512
+
+// replyLimit is the largest datagram uc can send: its SO_SNDBUF less the kernel's reserve,
+// lowered to max when that is set.
+func replyLimit(uc *net.UnixConn, max int) int {
+	limit := defaultMaxReply
+	if uc != nil {
+		if rc, err := uc.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) {
+				if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil && v > sndbufReserve {
+					limit = v - sndbufReserve
+				}
+			})
+		}
+	}
+	if max > 0 && max < limit {
+		limit = max
+	}
+	return limit
 }
 
 func (c *conn) ackOptions() nlattr.AckOptions {
@@ -322,7 +463,7 @@ func (c *conn) writeSocket(b []byte) error {
 		return err
 	}
 	if _, err := c.uc.Write(b); err != nil {
-		c.s.log.Warn("genl: write to client failed, dropping connection", "pid", c.caller.PID, "uid", c.caller.UID, "err", err)
+		c.logDrop("genl: write to client failed, dropping connection", err)
 		c.close()
 		return err
 	}
@@ -348,10 +489,27 @@ func (c *conn) notify(b []byte) {
 	case <-c.done:
 	case c.sendq <- b:
 	default:
-		c.s.log.Warn("genl: subscriber is not reading notifications, dropping it",
-			"pid", c.caller.PID, "uid", c.caller.UID, "queue", cap(c.sendq))
+		c.logDrop("genl: subscriber is not reading notifications, dropping it", nil, "queue", cap(c.sendq))
 		c.s.observer().SubscriberDropped()
 		c.close()
+	}
+}
+
+// logDrop logs that the connection is dropped: at debug level when the client is gone
+// already (it closed first: nothing to see), else as a warning, at most once per
+// refusalLogEvery (any user can make clients that stop reading).
+func (c *conn) logDrop(msg string, err error, args ...any) {
+	args = append(args, "pid", c.caller.PID, "uid", c.caller.UID)
+	if err != nil {
+		args = append(args, "err", err)
+	}
+	if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
+		c.s.log.Debug(msg, args...)
+		return
+	}
+	ok, suppressed := c.s.drops.allow(time.Now())
+	if ok {
+		c.s.log.Warn(msg, append(args, "drops_not_logged", suppressed)...)
 	}
 }
 
@@ -387,9 +545,11 @@ func (c *conn) serve() {
 	for d := range in {
 		if d.oversize {
 			c.oversize(d.b)
-			continue
+		} else {
+			c.s.handleDatagram(c.ctx, c, d.b)
 		}
-		c.s.handleDatagram(c.ctx, c, d.b)
+		c.lastDone.Store(time.Now().UnixNano())
+		c.busy.Add(-1)
 	}
 	c.close()
 	wg.Wait()
@@ -405,12 +565,31 @@ type datagram struct {
 func (c *conn) reader(in chan<- datagram) {
 	limit := c.s.cfg.MaxMessage
 	buf := make([]byte, limit+1)
+	idle := c.s.cfg.IdleTimeout
+	_ = c.uc.SetReadDeadline(time.Now().Add(idle))
 	for {
 		n, err := c.uc.Read(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Idle only when nothing is in progress, no group is joined, and the last
+			// answer is IdleTimeout old; otherwise wait until it would be.
+			wait := time.Until(time.Unix(0, c.lastDone.Load()).Add(idle))
+			if c.busy.Load() > 0 || c.groups.Load() != 0 {
+				wait = idle
+			}
+			if wait > 0 {
+				_ = c.uc.SetReadDeadline(time.Now().Add(wait))
+				continue
+			}
+			c.close() // before the log line, so that the line means the client sees EOF
+			c.s.log.Debug("genl: closed idle connection", "idle_timeout", idle, "pid", c.caller.PID, "uid", c.caller.UID)
+			return
+		}
 		if err != nil {
 			c.cancel() // the client is gone: abandon its request in progress
 			return
 		}
+		c.busy.Add(1)
+		_ = c.uc.SetReadDeadline(time.Now().Add(idle))
 		d := datagram{oversize: n > limit}
 		if d.oversize {
 			d.b = append([]byte(nil), buf[:nlattr.MsgHdrLen]...) // the header is all an answer needs

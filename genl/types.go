@@ -175,8 +175,23 @@ type Backend interface {
 type ServerConfig struct {
 	Backend    Backend
 	AdminGroup int // -1 = none (only uid 0 is admin)
-	MaxConns   int // 0 → 256
-	MaxMessage int // max request datagram; 0 → 64 KiB
+	// MaxConns bounds the connections served at once (0 → DefaultMaxConns). Connections of
+	// uid 0 are never refused (they count towards it); the last MaxConns/8 slots are reserved
+	// for uid 0 and the admin group, so other users together hold at most MaxConns−MaxConns/8.
+	// A refused connection gets EUSERS with an extack message on its first request.
+	MaxConns int
+	// MaxConnsPerUID bounds the connections of one uid other than 0 (0 → DefaultMaxConnsPerUID).
+	MaxConnsPerUID int
+	// IdleTimeout closes a connection that has sent no request for that long and belongs to
+	// no multicast group (0 → DefaultIdleTimeout). A request in progress is not idle.
+	IdleTimeout time.Duration
+	MaxMessage  int // max request datagram; 0 → 64 KiB
+	// MaxReply bounds one reply datagram (0, or more than the socket can carry: the
+	// connection's SO_SNDBUF less the kernel's 32-byte reserve). A dump is split into
+	// NLM_F_MULTI datagrams within it; a do reply that does not fit is EMSGSIZE (LAYOUT_PLAN
+	// then answers multi-part instead); an error ACK whose echo would not fit echoes only
+	// the request header (NLM_F_CAPPED), as with NETLINK_CAP_ACK.
+	MaxReply int
 	// WriteTimeout is the per-datagram write deadline (0 → 2s); a client
 	// exceeding it is dropped and logged.
 	WriteTimeout time.Duration

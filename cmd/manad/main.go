@@ -53,6 +53,12 @@ DESCRIPTION
     loads eBPF programs). It supports systemd socket activation (a SOCK_SEQPACKET
     socket) and Type=notify readiness.
 
+    Anyone may connect to the socket; its limits are keys of the [daemon] table:
+    max_connections (256; root is never refused and the last eighth is kept for
+    root and admin_group), max_connections_per_uid (32 per non-root user) and
+    idle_timeout ("5m": a connection that sends nothing and joined no group is
+    closed). A refused connection gets EUSERS with a message.
+
 OPTIONS
     --config FILE           read the configuration from FILE (TOML) instead of the
                             embedded default

@@ -13,9 +13,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl"
 	"github.com/manad/manad/vnic/extack"
 )
 
@@ -56,13 +58,28 @@ type DaemonConfig struct {
 	// MetricsListen is the TCP host:port of the Prometheus /metrics endpoint; "" (the default)
 	// serves none.
 	MetricsListen string
+
+	// Connection limits of the control socket (genl.ServerConfig MaxConns, MaxConnsPerUID,
+	// IdleTimeout): max_connections, max_connections_per_uid, idle_timeout.
+	MaxConnections       int
+	MaxConnectionsPerUID int
+	IdleTimeout          time.Duration
 }
+
+// Bounds of the connection limits.
+const (
+	maxConnectionsLimit = 65536
+	minIdleTimeout      = time.Second
+	maxIdleTimeout      = 24 * time.Hour
+)
 
 // DefaultDaemonConfig returns the [daemon] table's defaults.
 func DefaultDaemonConfig() DaemonConfig {
 	return DaemonConfig{
 		Socket: DefaultSocket, SocketMode: DefaultSocketMode, AdminGID: NoAdminGroup,
 		StateDir: DefaultStateDir, LogLevel: DefaultLogLevel, LogFormat: DefaultLogFormat,
+		MaxConnections: genl.DefaultMaxConns, MaxConnectionsPerUID: genl.DefaultMaxConnsPerUID,
+		IdleTimeout: genl.DefaultIdleTimeout,
 	}
 }
 
@@ -80,6 +97,9 @@ func (dc *DaemonConfig) Validate() error {
 		msg = fmt.Sprintf("log_level %v unknown (want debug, info, warn or error)", dc.LogLevel)
 	case dc.LogFormat != "text" && dc.LogFormat != "json":
 		msg = fmt.Sprintf("log_format %q unknown (want text or json)", dc.LogFormat)
+	default:
+		msg = cmp.Or(checkConnections("max_connections", dc.MaxConnections),
+			checkConnections("max_connections_per_uid", dc.MaxConnectionsPerUID), checkIdleTimeout(dc.IdleTimeout))
 	}
 	if msg != "" {
 		return extack.New(unix.EINVAL, "daemon: %s", msg)
@@ -176,4 +196,20 @@ func ParseLogLevel(s string) (slog.Level, error) {
 		return slog.LevelError, nil
 	}
 	return 0, extack.New(unix.EINVAL, "unknown log level %q (want debug, info, warn or error)", s)
+}
+
+// checkConnections returns what is wrong with connection limit n of key, or "".
+func checkConnections(key string, n int) string {
+	if n < 1 || n > maxConnectionsLimit {
+		return fmt.Sprintf("%s %d out of range (1..%d)", key, n, maxConnectionsLimit)
+	}
+	return ""
+}
+
+// checkIdleTimeout returns what is wrong with idle_timeout d, or "".
+func checkIdleTimeout(d time.Duration) string {
+	if d < minIdleTimeout || d > maxIdleTimeout {
+		return fmt.Sprintf("idle_timeout %v out of range (%v..%v)", d, minIdleTimeout, maxIdleTimeout)
+	}
+	return ""
 }

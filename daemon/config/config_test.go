@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
@@ -138,6 +139,9 @@ admin_group = "` + root.Name + `"
 state_dir = "/tmp/state/"
 log_level = "DEBUG"
 log_format = "json"
+max_connections = 100
+max_connections_per_uid = 10
+idle_timeout = "1m30s"
 
 [[port]]
 name = "eth0"
@@ -173,17 +177,18 @@ memory_budget = 1048576
 		Daemon: DaemonConfig{
 			Socket: "/tmp/m/manad.sock", SocketMode: 0o660, AdminGroup: root.Name, AdminGID: 0,
 			StateDir: "/tmp/state", LogLevel: slog.LevelDebug, LogFormat: "json",
+			MaxConnections: 100, MaxConnectionsPerUID: 10, IdleTimeout: 90 * time.Second,
 		},
 		Ports: []PortSpec{{
 			Name: "eth0", MAC: mustMAC("02:00:00:00:00:01"), NetNS: "blue", Segment: "lab.1",
 			PageSize: 16384, Rule: rxbuf.RulePreHeadroom, MaxMTU: 4000, MaxQueues: 32,
 			MemoryBudget: 512 << 20, MTU: 3000, Queues: 8, RxRing: 1024, TxRing: 256,
-			PrivFlags: vnic.PrivFlagFullPageRx, XDP: "drop", Line: 10,
+			PrivFlags: vnic.PrivFlagFullPageRx, XDP: "drop", Line: 13,
 		}, {
 			// Defaults capped by the port's own limits, as mana_probe_port caps num_queues.
 			Name: "eth1", MAC: DeriveMAC("eth1"), Segment: DefaultSegment, Persistent: true,
 			PageSize: 65536, MaxMTU: 1000, MaxQueues: 4, MemoryBudget: 1 << 20, MTU: 1000,
-			Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Line: 28,
+			Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Line: 31,
 		}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -210,6 +215,10 @@ func TestParseDaemonValueForms(t *testing.T) {
 		{`admin_group = ""`, func(d *DaemonConfig) {}},
 		{`log_level = "warning"`, func(d *DaemonConfig) { d.LogLevel = slog.LevelWarn }},
 		{`log_level = "Error"`, func(d *DaemonConfig) { d.LogLevel = slog.LevelError }},
+		{`max_connections = 1024`, func(d *DaemonConfig) { d.MaxConnections = 1024 }},
+		{`max_connections_per_uid = 1`, func(d *DaemonConfig) { d.MaxConnectionsPerUID = 1 }},
+		{`idle_timeout = "90s"`, func(d *DaemonConfig) { d.IdleTimeout = 90 * time.Second }},
+		{`idle_timeout = "24h"`, func(d *DaemonConfig) { d.IdleTimeout = 24 * time.Hour }},
 	} {
 		c, err := Parse("d.toml", []byte("[daemon]\n"+tc.doc+"\n"))
 		if err != nil {
@@ -275,6 +284,13 @@ func TestParseErrors(t *testing.T) {
 		{"state_dir relative", "[daemon]\nstate_dir = \"var/lib\"\n", `t.toml:2: daemon: state_dir "var/lib" must be an absolute path`},
 		{"log_level", "[daemon]\nlog_level = \"verbose\"\n", `t.toml:2: daemon: log_level "verbose" unknown (want debug, info, warn or error)`},
 		{"log_format", "[daemon]\nlog_format = \"xml\"\n", `t.toml:2: daemon: log_format "xml" unknown (want text or json)`},
+		{"max_connections zero", "[daemon]\nmax_connections = 0\n", `t.toml:2: daemon: max_connections 0 out of range (1..65536)`},
+		{"max_connections type", "[daemon]\nmax_connections = \"many\"\n", `t.toml:2: daemon: max_connections must be an integer, not the string "many"`},
+		{"max_connections huge", "[daemon]\nmax_connections = 99999999999\n", `t.toml:2: daemon: max_connections 99999999999 out of range`},
+		{"max_connections_per_uid negative", "[daemon]\nmax_connections_per_uid = -1\n", `t.toml:2: daemon: max_connections_per_uid -1 out of range (1..65536)`},
+		{"idle_timeout syntax", "[daemon]\nidle_timeout = \"5 minutes\"\n", `t.toml:2: daemon: idle_timeout "5 minutes" is not a duration (want e.g. "30s" or "5m")`},
+		{"idle_timeout short", "[daemon]\nidle_timeout = \"10ms\"\n", `t.toml:2: daemon: idle_timeout 10ms out of range (1s..24h0m0s)`},
+		{"idle_timeout type", "[daemon]\nidle_timeout = 300\n", `t.toml:2: daemon: idle_timeout must be a duration string such as "5m", not the integer 300`},
 
 		// [[port]]: names.
 		{"name missing", "[[port]]\nmtu = 1500\n", `t.toml:1: port #1: name missing`},
@@ -533,6 +549,9 @@ func TestDaemonValidate(t *testing.T) {
 		{func(d *DaemonConfig) { d.AdminGID = -2 }, `daemon: admin_group gid -2 invalid: invalid argument`},
 		{func(d *DaemonConfig) { d.LogLevel = slog.LevelInfo + 2 }, `daemon: log_level INFO+2 unknown (want debug, info, warn or error): invalid argument`},
 		{func(d *DaemonConfig) { d.LogFormat = "" }, `daemon: log_format "" unknown (want text or json): invalid argument`},
+		{func(d *DaemonConfig) { d.MaxConnections = 0 }, `daemon: max_connections 0 out of range (1..65536): invalid argument`},
+		{func(d *DaemonConfig) { d.MaxConnectionsPerUID = 65537 }, `daemon: max_connections_per_uid 65537 out of range (1..65536): invalid argument`},
+		{func(d *DaemonConfig) { d.IdleTimeout = time.Millisecond }, `daemon: idle_timeout 1ms out of range (1s..24h0m0s): invalid argument`},
 	} {
 		d := DefaultDaemonConfig()
 		tc.change(&d)

@@ -20,6 +20,11 @@
 //	log_format  = "text"                  # text or json
 //	metrics_listen = "127.0.0.1:9469"     # host:port of a Prometheus /metrics endpoint; default
 //	                                      # "" (none). Anyone who can reach it may read it.
+//	max_connections = 256                 # connections served at once, 1..65536. Root is never
+//	                                      # refused; the last 1/8 is kept for root and admin_group
+//	max_connections_per_uid = 32          # connections of one non-root uid, 1..65536
+//	idle_timeout = "5m"                   # close a connection with no request for this long and
+//	                                      # no multicast group joined; 1s..24h
 //
 //	[[port]]
 //	name          = "mana0"      # required; the TAP netdev's name: 1-15 bytes, no '/', ':' or

@@ -187,13 +187,36 @@ func (d *decoder) daemon(v any, at keyPath, dc *DaemonConfig) {
 					dc.MetricsListen = s
 				}
 			}
+		case "max_connections", "max_connections_per_uid":
+			if n, ok := d.integer(v, kat, daemonLabel, k); ok {
+				if msg := checkConnections(k, n); msg != "" {
+					d.errorf(kat, "daemon: %s", msg)
+				} else if k == "max_connections" {
+					dc.MaxConnections = n
+				} else {
+					dc.MaxConnectionsPerUID = n
+				}
+			}
+		case "idle_timeout":
+			if s, ok := typed[string](d, v, kat, daemonLabel, k, `a duration string such as "5m"`); ok {
+				t, err := time.ParseDuration(s)
+				switch {
+				case err != nil:
+					d.errorf(kat, "daemon: idle_timeout %q is not a duration (want e.g. \"30s\" or \"5m\")", s)
+				case checkIdleTimeout(t) != "":
+					d.errorf(kat, "daemon: %s", checkIdleTimeout(t))
+				default:
+					dc.IdleTimeout = t
+				}
+			}
 		default:
 			d.errorf(kat, "daemon: unknown key %q%s", k, suggest(k, daemonKeys))
 		}
 	}
 }
 
-var daemonKeys = []string{"socket", "socket_mode", "admin_group", "state_dir", "log_level", "log_format", "metrics_listen"}
+var daemonKeys = []string{"socket", "socket_mode", "admin_group", "state_dir", "log_level", "log_format", "metrics_listen",
+	"max_connections", "max_connections_per_uid", "idle_timeout"}
 
 // socketMode accepts permission bits as a TOML integer (write it in octal: 0o660) or an octal
 // string ("0660").

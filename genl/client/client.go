@@ -76,6 +76,7 @@ type Client struct {
 	path   string // "" for the kernel
 	mu     sync.Mutex
 	conn   *genetlink.Conn
+	sock   *unixSocket // conn's socket; nil for the kernel
 	fams   families
 	broken bool // a request was abandoned mid-way: redial before the next
 }
@@ -94,11 +95,11 @@ func Dial(path string) (*Client, error) {
 		path = DefaultPath
 	}
 	c := &Client{path: path}
-	conn, fams, err := c.connect()
+	conn, fams, sock, err := c.connect()
 	if err != nil {
 		return nil, err
 	}
-	c.conn, c.fams = conn, fams
+	c.conn, c.fams, c.sock = conn, fams, sock
 	return c, nil
 }
 
@@ -107,7 +108,7 @@ func Dial(path string) (*Client, error) {
 // with an error wrapping EOPNOTSUPP.
 func DialKernel() (*Client, error) {
 	c := &Client{}
-	conn, fams, err := c.connect()
+	conn, fams, _, err := c.connect()
 	if err != nil {
 		return nil, err
 	}
@@ -149,37 +150,32 @@ func DialGenetlink(path string) (*genetlink.Conn, error) {
 	return conn, nil
 }
 
-// connect opens a new connection and resolves the families.
-func (c *Client) connect() (*genetlink.Conn, families, error) {
-	var conn *genetlink.Conn
-	var sock *unixSocket
+// connect opens a new connection and resolves the families; sock is nil for the kernel.
+func (c *Client) connect() (conn *genetlink.Conn, fams families, sock *unixSocket, err error) {
 	if c.path == "" {
-		var err error
 		conn, err = genetlink.Dial(&netlink.Config{Strict: true})
 		if err != nil {
-			return nil, families{}, fmt.Errorf("client: dial kernel generic netlink: %w", err)
+			return nil, families{}, nil, fmt.Errorf("client: dial kernel generic netlink: %w", err)
 		}
 	} else {
 		uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: c.path, Net: "unixpacket"})
 		if err != nil {
-			return nil, families{}, fmt.Errorf("cannot connect to manad at %s: %w", c.path, err)
+			return nil, families{}, nil, fmt.Errorf("cannot connect to manad at %s: %w", c.path, err)
 		}
 		pid := uint32(os.Getpid())
 		if sock, err = newUnixSocket(uc, pid); err != nil {
 			uc.Close()
-			return nil, families{}, err
+			return nil, families{}, nil, err
 		}
 		conn = genetlink.NewConn(netlink.NewConn(sock, pid))
 	}
-	fail := func(err error) (*genetlink.Conn, families, error) {
+	fail := func(err error) (*genetlink.Conn, families, *unixSocket, error) {
 		conn.Close()
-		return nil, families{}, err
+		return nil, families{}, nil, err
 	}
 	if err := conn.SetDeadline(time.Now().Add(dialTimeout)); err != nil {
 		return fail(err)
 	}
-	var fams families
-	var err error
 	if fams.ethtool, err = conn.GetFamily(ethtool.FamilyName); err != nil {
 		return fail(fmt.Errorf("client: resolve the %q family: %w", ethtool.FamilyName, wrapErr(err)))
 	}
@@ -194,7 +190,7 @@ func (c *Client) connect() (*genetlink.Conn, families, error) {
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		return fail(err)
 	}
-	return conn, fams, nil
+	return conn, fams, sock, nil
 }
 
 // Close closes the connection.
@@ -244,12 +240,18 @@ func (c *Client) execute(ctx context.Context, family uint16, version, cmd uint8,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if !c.broken && c.sock != nil && c.sock.peerClosed() {
+		// manad closed the connection while it was idle (its idle_timeout): nothing was
+		// in flight, so a new connection serves this request.
+		c.conn.Close()
+		c.broken = true
+	}
 	if c.broken {
-		conn, fams, err := c.connect()
+		conn, fams, sock, err := c.connect()
 		if err != nil {
 			return nil, err
 		}
-		c.conn, c.fams, c.broken = conn, fams, false
+		c.conn, c.fams, c.sock, c.broken = conn, fams, sock, false
 	}
 	dl, _ := ctx.Deadline()
 	if err := c.conn.SetDeadline(dl); err != nil {

@@ -244,7 +244,8 @@ func DecodeStats(b []byte) (*DeviceStats, error) {
 }
 
 // PlanLayout computes RX buffer layouts for hypothetical parameters, one per
-// rule (LAYOUT_PLAN).
+// rule (LAYOUT_PLAN), however many rules: a reply longer than one datagram
+// arrives multi-part and is joined here.
 func (c *Client) PlanLayout(ctx context.Context, r genl.LayoutRequest) ([]genl.RxBufLayout, error) {
 	ae := netlink.NewAttributeEncoder()
 	ae.Nested(genl.AttrLayoutRequest, func(n *netlink.AttributeEncoder) error {
@@ -263,23 +264,30 @@ func (c *Client) PlanLayout(ctx context.Context, r genl.LayoutRequest) ([]genl.R
 	if err != nil {
 		return nil, err
 	}
-	m, err := one(msgs, "LAYOUT_PLAN")
-	if err != nil {
-		return nil, err
-	}
-	ad, err := netlink.NewAttributeDecoder(m.Data)
-	if err != nil {
+	// A reply too long for one datagram comes multi-part (netlink.Conn joins the parts up
+	// to NLMSG_DONE): the layouts are those of every message, in order.
+	if len(msgs) == 0 {
+		_, err := one(msgs, "LAYOUT_PLAN")
 		return nil, err
 	}
 	var out []genl.RxBufLayout
-	for ad.Next() {
-		if ad.Type() == genl.AttrLayout {
-			var l genl.RxBufLayout
-			ad.Nested(decodeLayout(&l))
-			out = append(out, l)
+	for _, m := range msgs {
+		ad, err := netlink.NewAttributeDecoder(m.Data)
+		if err != nil {
+			return nil, err
+		}
+		for ad.Next() {
+			if ad.Type() == genl.AttrLayout {
+				var l genl.RxBufLayout
+				ad.Nested(decodeLayout(&l))
+				out = append(out, l)
+			}
+		}
+		if err := ad.Err(); err != nil {
+			return nil, err
 		}
 	}
-	return out, ad.Err()
+	return out, nil
 }
 
 func b2u8(v bool) uint8 {

@@ -69,7 +69,7 @@ type Subscription struct {
 // Subscribe opens a new connection and joins the notification groups. When
 // it returns, notifications of changes made afterwards will be delivered.
 func (c *Client) Subscribe(ctx context.Context) (*Subscription, error) {
-	conn, fams, err := c.connect()
+	conn, fams, _, err := c.connect()
 	if err != nil {
 		return nil, err
 	}

@@ -138,6 +138,18 @@ func (s *unixSocket) read() ([]netlink.Message, error) {
 	return parseDatagram(buf[:nlattr.Align(got)])
 }
 
+// peerClosed reports whether manad has closed the connection: an end of file is waiting
+// (manad never sends an empty datagram). It consumes nothing and does not block.
+func (s *unixSocket) peerClosed() bool {
+	closed := false
+	_ = s.rc.Read(func(fd uintptr) bool {
+		n, _, err := unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
+		closed = (err == nil && n == 0) || errors.Is(err, unix.ECONNRESET)
+		return true
+	})
+	return closed
+}
+
 // parseDatagram splits a datagram into messages like mdlayher/netlink's
 // parser; b must be 4-byte aligned (zero padding is fine).
 func parseDatagram(b []byte) ([]netlink.Message, error) {
