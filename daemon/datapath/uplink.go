@@ -95,7 +95,7 @@ func (u *Uplink) input(frame []byte, _ bool) {
 		u.stats.txDown.Add(1)
 		return
 	}
-	if payloadLen(frame) > int(u.mtu.Load()) {
+	if PayloadLen(frame) > int(u.mtu.Load()) {
 		u.stats.txMTU.Add(1)
 		return
 	}
@@ -110,9 +110,9 @@ func (u *Uplink) input(frame []byte, _ bool) {
 // label implements member.
 func (u *Uplink) label() string { return "uplink:" + u.name }
 
-// payloadLen is what of frame counts against an MTU: all but the Ethernet header and one VLAN
+// PayloadLen is what of frame counts against an MTU: all but the Ethernet header and one VLAN
 // tag (802.1Q or 802.1ad), as a NIC's MTU check allows.
-func payloadLen(frame []byte) int {
+func PayloadLen(frame []byte) int {
 	n := len(frame) - 14
 	if len(frame) >= 18 && (frame[12] == 0x81 && frame[13] == 0x00 || frame[12] == 0x88 && frame[13] == 0xa8) {
 		n -= 4
