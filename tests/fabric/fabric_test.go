@@ -101,7 +101,7 @@ func ping(t *testing.T, from *side, to string) {
 // ("TxMTUDrops:3" inside "stats={...}").
 func counter(t *testing.T, log, name string) uint64 {
 	t.Helper()
-	m := regexp.MustCompile(name + `:(\d+)`).FindAllStringSubmatch(log, -1)
+	m := regexp.MustCompile(name+`:(\d+)`).FindAllStringSubmatch(log, -1)
 	if m == nil {
 		t.Fatalf("no %s in the log:\n%s", name, log)
 	}
