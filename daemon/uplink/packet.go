@@ -90,6 +90,11 @@ func (s *packetSocket) setup(ifindex int) error {
 		{"PACKET_VERSION TPACKET_V3", func() error {
 			return unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3)
 		}},
+		{"PACKET_VNET_HDR", func() error {
+			// Before the ring: a virtio_net_hdr precedes each frame in it, saying whether the
+			// frame is a GSO aggregate to cut into MTU-sized ones, and with what segment size.
+			return unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1)
+		}},
 		{"PACKET_RX_RING", func() error {
 			return unix.SetsockoptTpacketReq3(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &unix.TpacketReq3{
 				Block_size: blockSize, Block_nr: blockCount, Frame_size: frameSize,
@@ -130,17 +135,28 @@ func (s *packetSocket) setup(ifindex int) error {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
+// noVnetHdr is the virtio_net_hdr written before every frame: PACKET_VNET_HDR applies to
+// transmission too, and manad's frames are whole (no GSO, checksums done).
+var noVnetHdr [vnetHdrLen]byte
+
 // write transmits one frame. It never waits: a full device queue is an error (the frame is
 // dropped), as is a closed socket (ENOTCONN).
 func (s *packetSocket) write(frame []byte) error {
+	if len(frame) == 0 {
+		return unix.EINVAL
+	}
 	s.txMu.RLock()
 	defer s.txMu.RUnlock()
 	if s.fd < 0 {
 		return unix.ENOTCONN
 	}
+	iov := [2]unix.Iovec{{Base: &noVnetHdr[0]}, {Base: &frame[0]}}
+	iov[0].SetLen(vnetHdrLen)
+	iov[1].SetLen(len(frame))
 	for {
-		// A raw write, as the endpoint writes its TAP: non-blocking, done in a few µs.
-		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(s.fd), uintptr(unsafe.Pointer(unsafe.SliceData(frame))), uintptr(len(frame)))
+		// A raw writev, as the endpoint writes its TAP: non-blocking, done in a few µs.
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(s.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		runtime.KeepAlive(frame)
 		switch errno {
 		case 0:
 			return nil
@@ -152,8 +168,9 @@ func (s *packetSocket) write(frame []byte) error {
 }
 
 // frameFunc receives one frame from the ring: its bytes (writable, valid only during the call),
-// its length on the wire and the ring's status bits (TP_STATUS_*), its VLAN TCI and TPID.
-type frameFunc func(frame []byte, wireLen int, status uint32, vlanTCI uint32, vlanTPID uint16)
+// its length on the wire, the ring's status bits (TP_STATUS_*), its VLAN TCI and TPID, and its
+// virtio_net_hdr.
+type frameFunc func(frame []byte, wireLen int, status uint32, vlanTCI uint32, vlanTPID uint16, vh vnetHdr)
 
 // receive runs the RX loop until the socket is closed: it waits on the netpoller for a block to
 // be handed over, then passes every frame in it to fn and gives the block back.
@@ -174,8 +191,8 @@ func (s *packetSocket) receive(fn frameFunc) error {
 				}
 				h := (*unix.Tpacket3Hdr)(unsafe.Pointer(&blk[off]))
 				start, end := int(off)+int(h.Mac), int(off)+int(h.Mac)+int(h.Snaplen)
-				if end <= len(blk) && start <= end {
-					fn(blk[start:end], int(h.Len), h.Status, h.Hv1.Vlan_tci, h.Hv1.Vlan_tpid)
+				if end <= len(blk) && start <= end && start-vnetHdrLen >= int(off) {
+					fn(blk[start:end], int(h.Len), h.Status, h.Hv1.Vlan_tci, h.Hv1.Vlan_tpid, parseVnetHdr(blk[start-vnetHdrLen:start]))
 				}
 				if h.Next_offset == 0 {
 					break

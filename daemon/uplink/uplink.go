@@ -92,9 +92,11 @@ type Status struct {
 // side's.
 type Stats struct {
 	datapath.UplinkStats
-	// RxOversize counts received frames beyond the device's MTU: aggregates of GRO or GSO that
-	// no port could take, dropped (never split).
+	// RxOversize counts received frames beyond the device's MTU that are not TCP aggregates,
+	// dropped.
 	RxOversize uint64
+	// RxSegmented counts received TCP aggregates (GSO/GRO) cut into MTU-sized frames.
+	RxSegmented uint64
 	// RxTruncated counts frames longer than a ring block, dropped.
 	RxTruncated uint64
 	// RxChecksumFilled counts frames whose TCP/UDP checksum was left to offload by a local
@@ -119,13 +121,14 @@ type Uplink struct {
 	// Owned by the supervising goroutine (and Start, before it runs).
 	index   int
 	rxDone  chan struct{}
-	gro     bool // GRO was on before the attachment switched it off
-	scratch []byte
+	gro     bool   // GRO was on before the attachment switched it off
+	scratch []byte // the frame with its VLAN tag put back
+	segBuf  []byte // one segment of an aggregate
 
 	mu     sync.Mutex
 	status Status
 
-	rxOversize, rxTruncated, rxCsum, attaches atomic.Uint64
+	rxOversize, rxSegmented, rxTruncated, rxCsum, attaches atomic.Uint64
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -202,7 +205,7 @@ func (u *Uplink) Status() Status {
 // Stats returns the uplink's counters.
 func (u *Uplink) Stats() Stats {
 	return Stats{
-		UplinkStats: u.dp.Stats(), RxOversize: u.rxOversize.Load(), RxTruncated: u.rxTruncated.Load(),
+		UplinkStats: u.dp.Stats(), RxOversize: u.rxOversize.Load(), RxSegmented: u.rxSegmented.Load(), RxTruncated: u.rxTruncated.Load(),
 		RxChecksumFilled: u.rxCsum.Load(), Attaches: u.attaches.Load(),
 	}
 }
@@ -306,6 +309,7 @@ func (u *Uplink) attach(ifindex int) error {
 	u.attaches.Add(1)
 	if cap(u.scratch) == 0 {
 		u.scratch = make([]byte, 0, blockSize)
+		u.segBuf = make([]byte, blockSize)
 	}
 	u.rxDone = make(chan struct{})
 	go func(done chan struct{}) {
@@ -346,7 +350,7 @@ func (u *Uplink) write(frame []byte) error {
 
 // onFrame handles a frame from the ring: the VLAN tag the kernel took off is put back, frames
 // beyond the device's MTU are dropped, checksums left to offload are filled in.
-func (u *Uplink) onFrame(frame []byte, wireLen int, status uint32, tci uint32, tpid uint16) {
+func (u *Uplink) onFrame(frame []byte, wireLen int, status uint32, tci uint32, tpid uint16, vh vnetHdr) {
 	if wireLen > len(frame) {
 		u.rxTruncated.Add(1)
 		return
@@ -359,7 +363,15 @@ func (u *Uplink) onFrame(frame []byte, wireLen int, status uint32, tci uint32, t
 		b = append(b, byte(tpid>>8), byte(tpid), byte(tci>>8), byte(tci))
 		frame = append(b, frame[12:]...)
 	}
-	if datapath.PayloadLen(frame) > int(u.devMTU.Load()) {
+	if mtu := int(u.devMTU.Load()); datapath.PayloadLen(frame) > mtu {
+		// A GSO aggregate (TSO from a local stack through a veth and a bridge, or GRO):
+		// cut it into the frames it stands for, as the kernel would for a device without
+		// TSO. Anything else beyond the MTU is dropped.
+		if (vh.gsoType == gsoTCPv4 || vh.gsoType == gsoTCPv6) && frame[0]&1 == 0 &&
+			segmentTCP(frame, vh.gsoSize, u.segBuf, u.dp.Receive) {
+			u.rxSegmented.Add(1)
+			return
+		}
 		u.rxOversize.Add(1)
 		return
 	}
