@@ -2,6 +2,9 @@ package datapath
 
 import (
 	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -165,4 +168,51 @@ func TestSegmentStormControl(t *testing.T) {
 	if n := len(recs["b"].take()); n != 10 {
 		t.Fatalf("without a limit %d of 10 broadcasts flooded", n)
 	}
+}
+
+// TestUplinkConcurrent: frames from the uplink and from ports, the uplink flapping and the storm
+// limit changing, all at once (run with -race).
+func TestUplinkConcurrent(t *testing.T) {
+	s, _, _, ports := testSegment("a", "b")
+	var sent atomic.Int64
+	u := s.AttachUplink("vx0", func([]byte) error { sent.Add(1); return nil })
+	u.SetMTU(1500)
+	u.SetUp(true)
+	var wg sync.WaitGroup
+	const frames = 2000
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		for i := range frames {
+			u.Receive(frame(broadcast, net.HardwareAddr{0x06, 0, 0, 0, byte(i >> 8), byte(i)}, 1))
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := range frames {
+			s.forward(ports["a"], frame(mac(9), mac(1), byte(i)), true)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := range frames / 10 {
+			u.SetUp(i%2 == 0)
+			s.SetStormLimit(int64(i % 3 * 1000))
+		}
+		u.SetUp(true)
+	}()
+	go func() {
+		defer wg.Done()
+		for range frames / 10 {
+			_ = s.FDB()
+			_ = u.Stats()
+			_ = s.Stats()
+		}
+	}()
+	wg.Wait()
+	st := u.Stats()
+	if st.RxFrames != frames || uint64(sent.Load()) != st.TxFrames || st.TxFrames+st.TxDown+s.Stats().StormDrops < frames {
+		t.Fatalf("uplink %+v, segment %+v, sent %d: frames unaccounted for", st, s.Stats(), sent.Load())
+	}
+	u.Detach()
 }

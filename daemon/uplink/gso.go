@@ -32,9 +32,10 @@ func parseVnetHdr(b []byte) vnetHdr {
 // without TSO, and calls emit with each (valid during the call). Each gets its own IPv4 length,
 // identification and header checksum (or IPv6 payload length), sequence number and TCP
 // checksum; FIN and PSH stay on the last segment only, CWR on the first. buf is scratch space of
-// at least the largest segment. It reports false, emitting nothing, for a frame it cannot parse:
-// not IPv4 or IPv6 (without extension headers) carrying TCP, truncated, or mss 0.
-func segmentTCP(f []byte, mss int, buf []byte, emit func([]byte)) bool {
+// at least the largest segment. It reports false, emitting nothing, for a frame it cannot parse
+// (not IPv4 or IPv6 without extension headers carrying TCP, truncated), for mss 0, and when a
+// segment would carry more than mtu bytes beyond its Ethernet header and VLAN tag.
+func segmentTCP(f []byte, mss, mtu int, buf []byte, emit func([]byte)) bool {
 	if mss <= 0 || len(f) < 14 {
 		return false
 	}
@@ -73,7 +74,7 @@ func segmentTCP(f []byte, mss int, buf []byte, emit func([]byte)) bool {
 		return false
 	}
 	hdrEnd := l4 + int(f[l4+12]>>4)*4
-	if hdrEnd < l4+20 || hdrEnd > ipEnd || len(buf) < hdrEnd+mss {
+	if hdrEnd < l4+20 || hdrEnd > ipEnd || len(buf) < hdrEnd+mss || hdrEnd-l3+mss > mtu {
 		return false
 	}
 	payload := f[hdrEnd:ipEnd]

@@ -53,7 +53,7 @@ func TestSegmentTCP(t *testing.T) {
 			}
 			var got [][]byte
 			buf := make([]byte, 1<<16)
-			if !segmentTCP(f, tc.mss, buf, func(s []byte) { got = append(got, append([]byte(nil), s...)) }) {
+			if !segmentTCP(f, tc.mss, 1500, buf, func(s []byte) { got = append(got, append([]byte(nil), s...)) }) {
 				t.Fatal("not segmented")
 			}
 			if len(got) != tc.segs {
@@ -103,11 +103,18 @@ func TestSegmentTCP(t *testing.T) {
 		"truncated": tcpSuper(false, 3000, 0)[:1000],
 		"runt":      {1, 2},
 	} {
-		if segmentTCP(f, 1000, make([]byte, 1<<16), func([]byte) { t.Errorf("%s: emitted a segment", name) }) {
+		if segmentTCP(f, 1000, 1500, make([]byte, 1<<16), func([]byte) { t.Errorf("%s: emitted a segment", name) }) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if segmentTCP(tcpSuper(false, 3000, 0), 0, make([]byte, 1<<16), func([]byte) {}) {
+	if segmentTCP(tcpSuper(false, 3000, 0), 0, 1500, make([]byte, 1<<16), func([]byte) {}) {
 		t.Error("mss 0 accepted")
+	}
+	// IPv4 and TCP headers (40 bytes) and a 1461-byte segment exceed an MTU of 1500.
+	if segmentTCP(tcpSuper(false, 3000, 0), 1461, 1500, make([]byte, 1<<16), func([]byte) {}) {
+		t.Error("segments beyond the MTU accepted")
+	}
+	if !segmentTCP(tcpSuper(false, 3000, 0), 1460, 1500, make([]byte, 1<<16), func([]byte) {}) {
+		t.Error("segments at the MTU refused")
 	}
 }

@@ -368,7 +368,7 @@ func (u *Uplink) onFrame(frame []byte, wireLen int, status uint32, tci uint32, t
 		// cut it into the frames it stands for, as the kernel would for a device without
 		// TSO. Anything else beyond the MTU is dropped.
 		if (vh.gsoType == gsoTCPv4 || vh.gsoType == gsoTCPv6) && frame[0]&1 == 0 &&
-			segmentTCP(frame, vh.gsoSize, u.segBuf, u.dp.Receive) {
+			segmentTCP(frame, vh.gsoSize, mtu, u.segBuf, u.dp.Receive) {
 			u.rxSegmented.Add(1)
 			return
 		}
