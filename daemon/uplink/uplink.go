@@ -171,6 +171,10 @@ func Start(ctx context.Context, cfg Config) (*Uplink, error) {
 	u.status = Status{Name: cfg.Name(), State: Absent}
 	u.dp = cfg.Segment.AttachUplink(cfg.Name(), u.write)
 	u.evaluate()
+	if st := u.Status(); st.State == Absent || st.State == Down {
+		// setState only logs changes: say why the uplink does not carry frames yet.
+		u.log.Warn("uplink waiting for its device", "state", st.State.String())
+	}
 	u.ctx, u.cancel = context.WithCancel(ctx)
 	stop := context.AfterFunc(u.ctx, func() { u.conn.Close() })
 	go func() {

@@ -224,3 +224,25 @@ func TestUplinkStartErrors(t *testing.T) {
 		t.Fatal("missing namespace accepted")
 	}
 }
+
+// TestUplinkWaitsForItsDevice: an uplink started before its device exists attaches once the
+// device is created and up.
+func TestUplinkWaitsForItsDevice(t *testing.T) {
+	ns := testNS(t)
+	u, err := Start(context.Background(), Config{Dev: "c0", NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if st := u.Status(); st.State != Absent {
+		t.Fatalf("state %v before the device exists, want absent", st.State)
+	}
+	run(t, "ip", "-n", ns, "link", "add", "c0", "type", "veth", "peer", "name", "c1")
+	run(t, "ip", "-n", ns, "link", "set", "c1", "up")
+	eventually(t, "c0 down (created, not up)", func() bool { return u.Status().State == Down })
+	run(t, "ip", "-n", ns, "link", "set", "c0", "up")
+	eventually(t, "c0 attached", func() bool { return u.Status().State == Up })
+	if st := u.Status(); st.Index == 0 || st.MTU != 1500 || st.Changes != 2 {
+		t.Fatalf("status %+v, want an ifindex, MTU 1500, 2 changes", st)
+	}
+}
