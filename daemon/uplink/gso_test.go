@@ -118,3 +118,20 @@ func TestSegmentTCP(t *testing.T) {
 		t.Error("segments at the MTU refused")
 	}
 }
+
+// FuzzFrameFixups: whatever a device hands over, filling in checksums and cutting aggregates
+// neither panic nor produce a segment beyond the MTU.
+func FuzzFrameFixups(f *testing.F) {
+	f.Add(tcpSuper(false, 3000, 0x18), uint16(1000))
+	f.Add(tcpSuper(true, 5000, 0x10), uint16(1428))
+	f.Add(ipv4Frame(17, make([]byte, 40), true), uint16(0))
+	f.Fuzz(func(t *testing.T, frame []byte, mss uint16) {
+		completeChecksum(append([]byte(nil), frame...))
+		const mtu = 1500
+		segmentTCP(frame, int(mss), mtu, make([]byte, 1<<17), func(s []byte) {
+			if n := len(s) - 14; n > mtu+4 {
+				t.Fatalf("segment of %d bytes beyond the MTU", n)
+			}
+		})
+	})
+}
