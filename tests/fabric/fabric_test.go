@@ -66,8 +66,11 @@ func overlayHosts(t *testing.T, kind string) (a, b *side) {
 		}
 		harness.Run(t, s.host, "ip", "link", "set", "ovl", "up")
 	}
+	// A second port on host A, local to A's daemon: its traffic with A's first port must not
+	// depend on the uplink.
+	local := &side{pns: harness.Name("fpx", ""), port: harness.Name("fx", "0"), ip: localIP}
 	for _, s := range []*side{a, b} {
-		s.d = harness.Start(t, "", "", fmt.Sprintf(`
+		cfg := fmt.Sprintf(`
 [[segment]]
 name = "wire0"
 uplinks = [{dev = "ovl", netns = %q}]
@@ -77,11 +80,21 @@ name = %q
 netns = %q
 segment = "wire0"
 mtu = 1450
-`, s.host, s.port, s.pns), s.pns)
+`, s.host, s.port, s.pns)
+		nss := []string{s.pns}
+		if s == a {
+			cfg += fmt.Sprintf("\n[[port]]\nname = %q\nnetns = %q\nsegment = \"wire0\"\nmtu = 1450\n", local.port, local.pns)
+			nss = append(nss, local.pns)
+		}
+		s.d = harness.Start(t, "", "", cfg, nss...)
 		s.up(t)
 	}
+	local.up(t)
 	return a, b
 }
+
+// localIP is the address of the second port on host A (see overlayHosts).
+const localIP = "10.77.0.3"
 
 // up addresses the port and brings it up (idempotent across restarts).
 func (s *side) up(t *testing.T) {
@@ -160,6 +173,7 @@ func twoDaemons(t *testing.T, kind string) {
 	if _, err := harness.RunErr(a.pns, "ping", "-c", "1", "-W", "1", b.ip); err == nil {
 		t.Fatal("ping crossed a down uplink")
 	}
+	ping(t, a, localIP) // local ports are not affected
 	ups := strings.Count(a.d.Log(), "uplink up")
 	harness.Run(t, a.host, "ip", "link", "set", "ovl", "up")
 	harness.Eventually(t, "A to re-attach its uplink", func() bool { return strings.Count(a.d.Log(), "uplink up") > ups })
