@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -245,4 +246,49 @@ func TestUplinkWaitsForItsDevice(t *testing.T) {
 	if st := u.Status(); st.Index == 0 || st.MTU != 1500 || st.Changes != 2 {
 		t.Fatalf("status %+v, want an ifindex, MTU 1500, 2 changes", st)
 	}
+}
+
+// TestUplinkKeepsVLANTags: the kernel takes a received frame's 802.1Q tag off into metadata;
+// the uplink puts it back, so a tagged frame crosses the segment tagged.
+func TestUplinkKeepsVLANTags(t *testing.T) {
+	ns := testNS(t)
+	seg := datapath.NewSegment("t")
+	for _, dev := range []string{"a0", "b0"} {
+		u, err := Start(context.Background(), Config{Dev: dev, NetNS: ns, Segment: seg, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		eventually(t, dev+" up", func() bool { return u.Status().State == Up })
+	}
+	a1, b1 := rawSocket(t, ns, "a1"), rawSocket(t, ns, "b1")
+	if err := unix.SetsockoptInt(b1, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
+		t.Fatal(err)
+	}
+	f := testFrame(9, 100)
+	tagged := append(append(append([]byte(nil), f[:12]...), 0x81, 0x00, 0x00, 0x2a), f[12:]...) // VLAN 42
+	send(t, a1, tagged)
+	buf, oob := make([]byte, 2048), make([]byte, 256)
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		n, oobn, _, _, err := unix.Recvmsg(b1, buf, oob, 0)
+		if err != nil || n < 15 || buf[12] != 0x88 || buf[13] != 0xb5 || buf[14] != 9 {
+			continue
+		}
+		cms, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cm := range cms {
+			if cm.Header.Level == unix.SOL_PACKET && cm.Header.Type == unix.PACKET_AUXDATA && len(cm.Data) >= int(unsafe.Sizeof(unix.TpacketAuxdata{})) {
+				aux := (*unix.TpacketAuxdata)(unsafe.Pointer(&cm.Data[0]))
+				if aux.Status&unix.TP_STATUS_VLAN_VALID == 0 || aux.Vlan_tci&0xfff != 42 {
+					t.Fatalf("frame arrived with auxdata %+v, want VLAN 42", *aux)
+				}
+				return
+			}
+		}
+		t.Fatal("frame arrived untagged")
+	}
+	t.Fatal("tagged frame did not arrive")
 }
