@@ -18,9 +18,9 @@ func (d *Daemon) segment(name string) *datapath.Segment {
 	return seg
 }
 
-// startUplinks starts the uplinks of every [[segment]] table. An uplink that cannot start (its
-// namespace does not exist) is logged and left out; one whose device is missing or down starts
-// and attaches when the device is there. Caller holds the configuration lock.
+// startUplinks starts the uplinks of every [[segment]] table. One whose namespace or device is
+// missing or down starts anyway and attaches when they are there; one that cannot start at all
+// (no rtnetlink socket) is logged and left out. Caller holds the configuration lock.
 func (d *Daemon) startUplinks(ctx context.Context) {
 	for _, ss := range d.cfg.Segments {
 		seg := d.segment(ss.Name)

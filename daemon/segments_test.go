@@ -17,8 +17,7 @@ import (
 )
 
 // TestSegmentTablesWireUplinks: the daemon applies a [[segment]] table's settings to the segment
-// and starts its uplinks; an uplink whose namespace does not exist is logged and left out, and
-// the others run.
+// and starts its uplinks; one whose namespace does not exist waits for it, and the others run.
 func TestSegmentTablesWireUplinks(t *testing.T) {
 	testenv.RequireRoot(t)
 	ns := fmt.Sprintf("dseg%d", os.Getpid()%100000)
@@ -67,8 +66,8 @@ storm_pps = 500
 	<-ready
 
 	us := d.Uplinks()
-	if len(us) != 1 || us[0].Name != ns+"/up0" {
-		t.Fatalf("uplinks %+v, want only %s/up0", us, ns)
+	if len(us) != 2 || us[0].Name != ns+"/up0" || us[1].State != uplink.Absent {
+		t.Fatalf("uplinks %+v, want %s/up0 and one absent", us, ns)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for d.Uplinks()[0].State != uplink.Up {

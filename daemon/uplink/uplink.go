@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	mdnl "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
@@ -136,11 +137,17 @@ type Uplink struct {
 	closeOnce sync.Once
 }
 
+// netnsRetry is how often an uplink whose network namespace does not exist yet looks again: a
+// namespace gives no notice of its creation that could be waited for (`ip netns add` creates the
+// file, then mounts the namespace over it).
+const netnsRetry = 2 * time.Second
+
 // Start attaches the uplink to cfg.Segment and follows its device until ctx ends or Close. The
-// device need not exist or be up yet: the uplink attaches when it is.
+// device need not exist or be up yet, nor its network namespace: the uplink attaches when they
+// are there (Status says what it waits for).
 //
-// Errors: EINVAL for a config without a device name or segment; ENOENT when the network
-// namespace does not exist; the errno of opening the rtnetlink socket.
+// Errors: EINVAL for a config without a device name or segment; the errno of opening the
+// namespace (other than its not existing) or the rtnetlink socket.
 func Start(ctx context.Context, cfg Config) (*Uplink, error) {
 	if cfg.Dev == "" || cfg.Segment == nil {
 		return nil, extack.New(unix.EINVAL, "uplink needs a device and a segment")
@@ -149,40 +156,117 @@ func Start(ctx context.Context, cfg Config) (*Uplink, error) {
 		cfg.Logger = slog.Default()
 	}
 	u := &Uplink{cfg: cfg, log: cfg.Logger.With("uplink", cfg.Name(), "segment", cfg.Segment.Name()), done: make(chan struct{})}
-	var err error
-	if cfg.NetNS == "" {
-		u.ns, err = netns.Get()
-	} else {
-		u.ns, err = netns.GetFromPath(filepath.Join("/run/netns", cfg.NetNS))
-	}
-	if err != nil {
-		return nil, extack.Wrap(err, unix.ENOENT, "uplink %s: network namespace %q", cfg.Name(), cfg.NetNS)
-	}
-	// Subscribe before the first look, so no change falls between the two.
-	if u.conn, err = mdnl.Dial(unix.NETLINK_ROUTE, &mdnl.Config{Groups: 1 << (unix.RTNLGRP_LINK - 1), NetNS: int(u.ns)}); err != nil {
-		u.ns.Close()
-		return nil, extack.Wrap(err, unix.EIO, "uplink %s: rtnetlink notifications", cfg.Name())
-	}
-	if u.nl, err = netlink.NewHandleAt(u.ns); err != nil {
-		u.conn.Close()
-		u.ns.Close()
-		return nil, extack.Wrap(err, unix.EIO, "uplink %s: rtnetlink", cfg.Name())
-	}
 	u.status = Status{Name: cfg.Name(), State: Absent}
+	err := u.open()
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return nil, err
+	}
 	u.dp = cfg.Segment.AttachUplink(cfg.Name(), u.write)
+	u.ctx, u.cancel = context.WithCancel(ctx)
+	if err != nil {
+		u.mu.Lock()
+		u.status.Err = err.Error()
+		u.mu.Unlock()
+		u.log.Warn("uplink waiting for its network namespace", "netns", cfg.NetNS, "retry", netnsRetry)
+		go func() {
+			defer close(u.done)
+			if u.waitNetNS() {
+				u.run()
+			}
+		}()
+		return u, nil
+	}
 	u.evaluate()
 	if st := u.Status(); st.State == Absent || st.State == Down {
 		// setState only logs changes: say why the uplink does not carry frames yet.
 		u.log.Warn("uplink waiting for its device", "state", st.State.String())
 	}
-	u.ctx, u.cancel = context.WithCancel(ctx)
-	stop := context.AfterFunc(u.ctx, func() { u.conn.Close() })
 	go func() {
 		defer close(u.done)
-		defer stop()
-		u.follow()
+		u.run()
 	}()
 	return u, nil
+}
+
+// open opens the namespace, the rtnetlink notification socket and the rtnetlink handle in it.
+// Errors: ENOENT (wrapped) when the namespace does not exist (yet).
+func (u *Uplink) open() error {
+	cfg := &u.cfg
+	var ns netns.NsHandle
+	var err error
+	if cfg.NetNS == "" {
+		ns, err = netns.Get()
+	} else {
+		ns, err = openNetNS(filepath.Join("/run/netns", cfg.NetNS))
+	}
+	if err != nil {
+		return extack.Wrap(err, unix.ENOENT, "uplink %s: network namespace %q", cfg.Name(), cfg.NetNS)
+	}
+	// Subscribe before the first look, so no change falls between the two.
+	conn, err := mdnl.Dial(unix.NETLINK_ROUTE, &mdnl.Config{Groups: 1 << (unix.RTNLGRP_LINK - 1), NetNS: int(ns)})
+	if err != nil {
+		ns.Close()
+		return extack.Wrap(err, unix.EIO, "uplink %s: rtnetlink notifications", cfg.Name())
+	}
+	nl, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		conn.Close()
+		ns.Close()
+		return extack.Wrap(err, unix.EIO, "uplink %s: rtnetlink", cfg.Name())
+	}
+	u.ns, u.conn, u.nl = ns, conn, nl
+	return nil
+}
+
+// openNetNS opens the namespace file at path, refusing a file that is not (yet) a namespace:
+// `ip netns add` creates it as an empty file before it mounts the namespace over it.
+func openNetNS(path string) (netns.NsHandle, error) {
+	h, err := netns.GetFromPath(path)
+	if err != nil {
+		return h, err
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(h), &st); err != nil || st.Type != unix.NSFS_MAGIC {
+		h.Close()
+		return -1, unix.ENOENT
+	}
+	return h, nil
+}
+
+// waitNetNS retries open until it succeeds (true) or the uplink is closed (false).
+func (u *Uplink) waitNetNS() bool {
+	tick := time.NewTicker(netnsRetry)
+	defer tick.Stop()
+	for {
+		select {
+		case <-u.ctx.Done():
+			return false
+		case <-tick.C:
+		}
+		err := u.open()
+		if err == nil {
+			u.log.Info("uplink's network namespace appeared", "netns", u.cfg.NetNS)
+			u.mu.Lock()
+			u.status.Err = ""
+			u.mu.Unlock()
+			u.evaluate()
+			return true
+		}
+		if !errors.Is(err, unix.ENOENT) {
+			u.log.Error("uplink gives up on its network namespace", "err", err)
+			u.mu.Lock()
+			u.status.State, u.status.Err = Failed, err.Error()
+			u.mu.Unlock()
+			return false
+		}
+	}
+}
+
+// run follows the device until the uplink is closed.
+func (u *Uplink) run() {
+	stop := context.AfterFunc(u.ctx, func() { u.conn.Close() })
+	defer stop()
+	u.follow()
 }
 
 // Close stops following the device, detaches from it and from the segment (the device's GRO
@@ -193,8 +277,11 @@ func (u *Uplink) Close() {
 		<-u.done
 		u.detach()
 		u.dp.Detach()
-		u.nl.Close()
-		u.ns.Close()
+		if u.nl != nil {
+			u.nl.Close()
+			u.conn.Close()
+			u.ns.Close()
+		}
 		u.log.Info("uplink closed", "stats", fmt.Sprintf("%+v", u.Stats()))
 	})
 }

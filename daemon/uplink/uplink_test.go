@@ -220,10 +220,30 @@ func TestUplinkStartErrors(t *testing.T) {
 	if _, err := Start(context.Background(), Config{Segment: seg}); err == nil || !strings.Contains(err.Error(), "needs a device") {
 		t.Fatalf("no device: %v", err)
 	}
-	testenv.RequireRoot(t)
-	if _, err := Start(context.Background(), Config{Dev: "x", NetNS: "no-such-ns-manad", Segment: seg}); err == nil {
-		t.Fatal("missing namespace accepted")
+	if _, err := Start(context.Background(), Config{Dev: "x"}); err == nil {
+		t.Fatal("no segment accepted")
 	}
+}
+
+// TestUplinkWaitsForItsNetNS: an uplink whose namespace does not exist yet waits for it, then for
+// its device, and attaches.
+func TestUplinkWaitsForItsNetNS(t *testing.T) {
+	testenv.RequireRoot(t)
+	ns := fmt.Sprintf("uplw%d", os.Getpid()%100000)
+	u, err := Start(context.Background(), Config{Dev: "w0", NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if st := u.Status(); st.State != Absent || !strings.Contains(st.Err, "network namespace") {
+		t.Fatalf("status %+v, want absent, waiting for the namespace", st)
+	}
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	run(t, "ip", "-n", ns, "link", "add", "w0", "type", "veth", "peer", "name", "w1")
+	run(t, "ip", "-n", ns, "link", "set", "w1", "up")
+	run(t, "ip", "-n", ns, "link", "set", "w0", "up")
+	eventually(t, "w0 attached", func() bool { return u.Status().State == Up })
 }
 
 // TestUplinkWaitsForItsDevice: an uplink started before its device exists attaches once the
