@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/manad/manad/daemon/config"
+	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/daemon/uplink"
 	"github.com/manad/manad/tests/testenv"
 )
@@ -82,5 +83,13 @@ storm_pps = 500
 	seg := d.segments.Get("wire0")
 	if seg.AgeingTime() != 42*time.Second || seg.StormLimit() != 500 {
 		t.Fatalf("segment ageing %v storm %d, want 42s and 500", seg.AgeingTime(), seg.StormLimit())
+	}
+}
+
+// TestSegmentDefaultsAgree: the configuration's default ageing time is the segment's own (the
+// config package does not import the data path, so the value is written twice).
+func TestSegmentDefaultsAgree(t *testing.T) {
+	if config.DefaultAgeingTime != datapath.DefaultAgeingTime {
+		t.Fatalf("config.DefaultAgeingTime %v, datapath.DefaultAgeingTime %v", config.DefaultAgeingTime, datapath.DefaultAgeingTime)
 	}
 }
