@@ -24,6 +24,7 @@ import (
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/daemon/metrics"
+	"github.com/manad/manad/daemon/uplink"
 	"github.com/manad/manad/genl"
 )
 
@@ -57,6 +58,7 @@ type Daemon struct {
 	mu       sync.Mutex
 	ports    map[string]*port // by name
 	segments *datapath.Segments
+	uplinks  []*uplink.Uplink // of the [[segment]] tables; see segments.go
 	state    *config.State
 	srv      *genl.Server
 	closing  bool
@@ -141,6 +143,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() { served <- d.srv.Serve(serveCtx, l) }()
 
 	d.mu.Lock()
+	d.startUplinks(context.Background())
 	for _, p := range ports {
 		if _, err := d.createPort(p.Spec, p.AdminUp, p.Runtime); err != nil {
 			d.log.Error("port not created", "port", p.Spec.Name, "err", err)
@@ -189,6 +192,7 @@ func (d *Daemon) shutdown() {
 		}
 	}
 	d.bg.Wait()
+	d.stopUplinks()
 	d.log.Info("manad stopped")
 }
 

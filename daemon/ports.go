@@ -82,7 +82,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	}()
 
 	// The endpoint, the model and the TAP name the port in their own log lines.
-	p.ep = datapath.NewEndpoint(d.segments.Get(spec.Segment), spec.MAC, d.log)
+	p.ep = datapath.NewEndpoint(d.segment(spec.Segment), spec.MAC, d.log)
 	vcfg := spec.Config()
 	vcfg.Lock, vcfg.Host, vcfg.Wire, vcfg.Logger = &d.mu, p.ep, p.ep, d.log
 	vcfg.OnReset = func(_ *vnic.Port, err error) { d.onReset(p, err) }

@@ -19,7 +19,7 @@
 //   - bench/ programs: every package main under bench/ (except this one) must accept -smoke: run
 //     once with tiny durations (seconds: the whole smoke stays within a few minutes on a 2-core
 //     machine), print its figures, exit non-zero when broken. Under `make bench` it
-//     runs with -json -rounds N and prints one JSON object per row (see programRow: figure, value,
+//     runs with -json -rounds N and prints one JSON object per row (see bench/internal/benchrow.Row: figure, value,
 //     min, max, rounds, unit, and optionally baseline, baseline_name, ratio, ratio_min,
 //     ratio_max, offered, sender_bound, peer_sender_bound, target; a sender-bound row is
 //     flagged in the table). A program that is only a helper of another
@@ -50,6 +50,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/manad/manad/bench/internal/benchrow"
 )
 
 // module is the module path the package lines start with.
@@ -291,28 +293,8 @@ func senderBound(s source, runs []result) bool {
 	return (len(fracs) > 0 && statOf(fracs).med >= 0.95) || (len(surplus) > 0 && statOf(surplus).med == 0)
 }
 
-// programRow is one JSON object a bench/ program prints under -json.
-type programRow struct {
-	Issue        int     `json:"issue"`
-	Figure       string  `json:"figure"`
-	Value        float64 `json:"value"`
-	Min          float64 `json:"min"`
-	Max          float64 `json:"max"`
-	Rounds       int     `json:"rounds"`
-	Unit         string  `json:"unit"`
-	Baseline     float64 `json:"baseline"`
-	BaselineName string  `json:"baseline_name"`
-	Ratio        float64 `json:"ratio"`
-	RatioMin     float64 `json:"ratio_min"`
-	RatioMax     float64 `json:"ratio_max"`
-	Offered      float64 `json:"offered"`
-	SenderBound  bool    `json:"sender_bound"`
-	PeerBound    bool    `json:"peer_sender_bound"`
-	Target       string  `json:"target"`
-}
-
 // rowOf turns a program's JSON row into a report row.
-func rowOf(prog string, p programRow) row {
+func rowOf(prog string, p benchrow.Row) row {
 	r := row{issue: p.Issue, figure: p.Figure, source: prog, unit: p.Unit, rounds: p.Rounds, target: p.Target,
 		value: stat{p.Value, p.Min, p.Max}, baseline: nan, ratio: nan}
 	if p.Baseline != 0 {
@@ -344,7 +326,7 @@ func rowOf(prog string, p programRow) row {
 		// The path kept up with everything the sender offered: the figure is the sender's.
 		notes = append(notes, fmt.Sprintf("sender-bound: delivered ≈ offered (%s pps), a lower bound", num(p.Offered)))
 	}
-	if p.PeerBound {
+	if p.PeerSenderBound {
 		notes = append(notes, "peer sender-bound: the ratio is an upper bound")
 	}
 	r.note = strings.Join(notes, "; ")
@@ -421,7 +403,7 @@ func programRows(progs []program, rounds int) ([]row, []error) {
 		}
 		dec := json.NewDecoder(bytes.NewReader(out))
 		for {
-			var pr programRow
+			var pr benchrow.Row
 			if err := dec.Decode(&pr); err != nil {
 				if !errors.Is(err, io.EOF) {
 					errs = append(errs, fmt.Errorf("%s: JSON output: %w", p.dir, err))

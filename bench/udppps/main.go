@@ -28,7 +28,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,6 +43,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/bench/internal/benchrow"
 )
 
 // target is issue 4's: manad forwards at least 0.9× the minimal relay's packets per second.
@@ -646,41 +647,8 @@ func (b *bench) cleanup() {
 	}
 }
 
-// stat is a figure over the rounds.
-type stat struct{ Median, Min, Max float64 }
-
-func statOf(v []float64) stat {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return stat{Median: s[len(s)/2], Min: s[0], Max: s[len(s)-1]}
-}
-
-// Result is one JSON line of --json output. Value, Min and Max are the median and the extremes
-// over Rounds; Ratio (with RatioMin, RatioMax) is the median of the per-round ratios to Baseline,
-// the relay's median. Offered is the sender's median rate; SenderBound is set when the path
-// delivered at least 95% of what was offered in the median round.
-type Result struct {
-	Issue       int     `json:"issue"`
-	Figure      string  `json:"figure"`
-	Value       float64 `json:"value"`
-	Min         float64 `json:"min"`
-	Max         float64 `json:"max"`
-	Rounds      int     `json:"rounds"`
-	Unit        string  `json:"unit"`
-	Baseline    float64 `json:"baseline,omitempty"`
-	BaseName    string  `json:"baseline_name,omitempty"`
-	Ratio       float64 `json:"ratio,omitempty"`
-	RatioMin    float64 `json:"ratio_min,omitempty"`
-	RatioMax    float64 `json:"ratio_max,omitempty"`
-	Offered     float64 `json:"offered,omitempty"`
-	SenderBound bool    `json:"sender_bound,omitempty"`
-	// PeerSenderBound: the relay, the peer of the ratio, was itself limited by the sender.
-	PeerSenderBound bool   `json:"peer_sender_bound,omitempty"`
-	Target          string `json:"target,omitempty"`
-}
-
 func report(paths []path, res map[string]map[int][]sample, tcp map[string][]float64, idle float64, rounds int, dur time.Duration, asJSON bool) {
-	var out []Result
+	var out []benchrow.Row
 	for _, p := range paths {
 		for _, sz := range sizes {
 			ss, relay := res[p.name][sz], res["taprelay"][sz]
@@ -691,13 +659,13 @@ func report(paths []path, res map[string]map[int][]sample, tcp map[string][]floa
 				ratios = append(ratios, s.delivered/relay[i].delivered)
 				bound = append(bound, s.delivered/s.offered)
 			}
-			v, o, r := statOf(del), statOf(off), statOf(ratios)
-			x := Result{Issue: 4, BaseName: "taprelay", Figure: fmt.Sprintf("UDP %d B, %s", sz, p.name), Value: v.Median, Min: v.Min, Max: v.Max, Rounds: len(ss),
-				Unit: "pps", Baseline: statOf(relayDelivered(relay)).Median, Ratio: r.Median, RatioMin: r.Min, RatioMax: r.Max,
-				Offered: o.Median, SenderBound: statOf(bound).Median >= senderBound,
-				PeerSenderBound: p.name != "taprelay" && statOf(relayBound).Median >= senderBound}
+			v, o, r := benchrow.StatOf(del), benchrow.StatOf(off), benchrow.StatOf(ratios)
+			x := benchrow.Row{Issue: 4, BaselineName: "taprelay", Figure: fmt.Sprintf("UDP %d B, %s", sz, p.name), Value: v.Median, Min: v.Min, Max: v.Max, Rounds: len(ss),
+				Unit: "pps", Baseline: benchrow.StatOf(relayDelivered(relay)).Median, Ratio: r.Median, RatioMin: r.Min, RatioMax: r.Max,
+				Offered: o.Median, SenderBound: benchrow.StatOf(bound).Median >= senderBound,
+				PeerSenderBound: p.name != "taprelay" && benchrow.StatOf(relayBound).Median >= senderBound}
 			if p.name == "taprelay" { // the peer of the others; against itself it says nothing
-				x.Baseline, x.BaseName, x.Ratio, x.RatioMin, x.RatioMax = 0, "", 0, 0, 0
+				x.Baseline, x.BaselineName, x.Ratio, x.RatioMin, x.RatioMax = 0, "", 0, 0, 0
 			}
 			if p.name == "manad fragment" || p.name == "manad full-page" { // issue 4's two modes
 				x.Target = fmt.Sprintf("ratio ≥ %.1f", target)
@@ -711,20 +679,20 @@ func report(paths []path, res map[string]map[int][]sample, tcp map[string][]floa
 			mbps = append(mbps, v/1e6)
 			ratios = append(ratios, v/tcp["taprelay"][i])
 		}
-		v, r := statOf(mbps), statOf(ratios)
-		x := Result{Issue: 4, Figure: "TCP stream, " + p.name, Value: v.Median, Min: v.Min, Max: v.Max, Rounds: len(mbps), Unit: "Mbit/s"}
+		v, r := benchrow.StatOf(mbps), benchrow.StatOf(ratios)
+		x := benchrow.Row{Issue: 4, Figure: "TCP stream, " + p.name, Value: v.Median, Min: v.Min, Max: v.Max, Rounds: len(mbps), Unit: "Mbit/s"}
 		if p.name != "taprelay" {
-			x.Baseline, x.BaseName = statOf(tcp["taprelay"]).Median/1e6, "taprelay"
+			x.Baseline, x.BaselineName = benchrow.StatOf(tcp["taprelay"]).Median/1e6, "taprelay"
 			x.Ratio, x.RatioMin, x.RatioMax = r.Median, r.Min, r.Max
 		}
 		out = append(out, x)
 	}
-	out = append(out, Result{Issue: 4, Figure: "idle manad, 16 ports", Value: idle * 100, Min: idle * 100, Max: idle * 100, Rounds: 1,
+	out = append(out, benchrow.Row{Issue: 4, Figure: "idle manad, 16 ports", Value: idle * 100, Min: idle * 100, Max: idle * 100, Rounds: 1,
 		Unit: "% of one CPU", Target: "< 0.5%"}) // under half a percent of one CPU: nothing a user could measure
 	if asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		for _, r := range out {
-			enc.Encode(r)
+		if err := benchrow.Encode(os.Stdout, out); err != nil {
+			fmt.Fprintln(os.Stderr, "udppps:", err)
+			os.Exit(1)
 		}
 		return
 	}

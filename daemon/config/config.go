@@ -38,9 +38,10 @@ const (
 type Config struct {
 	// File is the name the configuration was parsed under (the path given to Load, or
 	// DefaultName); errors and logs use it.
-	File   string
-	Daemon DaemonConfig
-	Ports  []PortSpec
+	File     string
+	Daemon   DaemonConfig
+	Ports    []PortSpec
+	Segments []SegmentSpec // the [[segment]] tables, in file order
 }
 
 // DaemonConfig is the [daemon] table. cmd/manad overrides Socket, StateDir and LogLevel from its

@@ -262,8 +262,8 @@ func TestParseErrors(t *testing.T) {
 		{"unterminated string", "[[port]]\nname = \"a\nmtu = 1\n", `t.toml:2: invalid TOML: strings cannot contain newlines`},
 
 		// Top level.
-		{"unknown key", "\n\nfoo = 1\n", `t.toml:3: unknown key "foo" (want [daemon] or [[port]])`},
-		{"unknown table", "[daemon]\n[deamon]\n", `t.toml:2: unknown table [deamon] (want [daemon] or [[port]])`},
+		{"unknown key", "\n\nfoo = 1\n", `t.toml:3: unknown key "foo" (want [daemon], [[port]] or [[segment]])`},
+		{"unknown table", "[daemon]\n[deamon]\n", `t.toml:2: unknown table [deamon] (want [daemon], [[port]] or [[segment]])`},
 		{"daemon not a table", "daemon = 1\n", `t.toml:1: daemon must be a table ([daemon]), not the integer 1`},
 		{"port not an array", "[port]\nname = \"a\"\n", `t.toml:1: port must be an array of tables ([[port]]), not a table`},
 		{"port array of scalars", "port = [\n{name = \"a\"},\n 7]\n", `t.toml:3: port #2 must be a table, not the integer 7`},

@@ -53,6 +53,15 @@
 //	persistent    = true         # the TAP outlives manad, keeping addresses and routes; manad
 //	                             # re-attaches to it on restart
 //
+//	[[segment]]                  # optional: settings and uplinks of a segment ports name
+//	name        = "wire0"        # required; the segment's name, as in a port's segment key
+//	uplinks     = [{dev = "vx0", netns = "hostA"}]  # existing kernel netdevs (VXLAN, Geneve,
+//	                             # a veth into a bridge, a NIC) joined with AF_PACKET; at most 16
+//	mtu         = 1450           # 68..65535: larger frames are not sent out of the uplinks
+//	                             # (dropped and counted); default each uplink device's own MTU
+//	ageing_time = 300            # seconds, or a duration string ("5m"); 0 never forgets
+//	storm_pps   = 0              # frames flooded per second (broadcast, unknown unicast); 0 no limit
+//
 // Every problem, syntax or semantic, is reported as "FILE:LINE: message", for example
 //
 //	manad.toml:12: port "eth0": page_size 8192 not supported (want 4096, 16384 or 65536, or "4K", "16K", "64K")

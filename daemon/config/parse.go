@@ -46,11 +46,13 @@ func Parse(name string, data []byte) (*Config, error) {
 			d.daemon(tree[k], at, &cfg.Daemon)
 		case "port":
 			cfg.Ports = d.ports(tree[k], at)
+		case "segment":
+			cfg.Segments = d.segments(tree[k], at)
 		default:
 			if _, ok := tree[k].(map[string]any); ok {
-				d.errorf(at, "unknown table [%s] (want [daemon] or [[port]])", k)
+				d.errorf(at, "unknown table [%s] (want [daemon], [[port]] or [[segment]])", k)
 			} else {
-				d.errorf(at, "unknown key %q (want [daemon] or [[port]])", k)
+				d.errorf(at, "unknown key %q (want [daemon], [[port]] or [[segment]])", k)
 			}
 		}
 	}

@@ -70,7 +70,53 @@ type Segment struct {
 	// so learning does not retry (and copy the table) for every frame from a new address.
 	fullUntil atomic.Int64
 
+	// Storm control: at most stormPPS flooded frames (broadcast, multicast, unknown unicast)
+	// per second of the segment clock; <= 0: no limit. stormSec is the second the count is of.
+	stormPPS   atomic.Int64
+	stormSec   atomic.Int64
+	stormCount atomic.Int64
+	stats      segmentStats
+
 	mu sync.Mutex // serialises the writers of members and fdb
+}
+
+// segmentStats are a segment's counters, atomic so that every forwarding goroutine updates them.
+type segmentStats struct {
+	floods, stormDrops atomic.Uint64
+}
+
+// SegmentStats are a segment's counters since it was created.
+type SegmentStats struct {
+	Floods     uint64 // frames flooded (broadcast, multicast, unknown unicast) to every other member
+	StormDrops uint64 // frames not flooded because the storm control limit was reached
+}
+
+// Stats returns the segment's counters.
+func (s *Segment) Stats() SegmentStats {
+	return SegmentStats{Floods: s.stats.floods.Load(), StormDrops: s.stats.stormDrops.Load()}
+}
+
+// SetStormLimit sets how many frames per second the segment floods at most; the others are
+// dropped and counted (SegmentStats.StormDrops). pps <= 0 removes the limit. Frames to learned
+// unicast addresses are never limited.
+func (s *Segment) SetStormLimit(pps int64) { s.stormPPS.Store(pps) }
+
+// StormLimit returns the flood limit in frames per second (<= 0: none).
+func (s *Segment) StormLimit() int64 { return s.stormPPS.Load() }
+
+// stormAllows counts one flooded frame against the limit and reports whether it may go. The
+// window is a whole second of the segment clock: a burst may reach the limit at once, as a
+// switch's storm control measures per interval.
+func (s *Segment) stormAllows(now int64) bool {
+	limit := s.stormPPS.Load()
+	if limit <= 0 {
+		return true
+	}
+	sec := now / int64(time.Second)
+	if cur := s.stormSec.Load(); cur != sec && s.stormSec.CompareAndSwap(cur, sec) {
+		s.stormCount.Store(0)
+	}
+	return s.stormCount.Add(1) <= limit
 }
 
 // NewSegment returns an empty segment with the default ageing time and table size.
@@ -95,7 +141,7 @@ func (s *Segment) SetAgeingTime(d time.Duration) {
 // AgeingTime returns the ageing time (<= 0: addresses never age).
 func (s *Segment) AgeingTime() time.Duration { return time.Duration(s.ageing.Load()) }
 
-// Ports returns the number of ports attached.
+// Ports returns the number of members attached: ports and uplinks.
 func (s *Segment) Ports() int { return len(*s.members.Load()) }
 
 // join attaches a member and returns its port.
@@ -115,6 +161,18 @@ func (s *Segment) leave(p *port) {
 	defer s.mu.Unlock()
 	ms := slices.DeleteFunc(slices.Clone(*s.members.Load()), func(q *port) bool { return q == p })
 	s.members.Store(&ms)
+	s.flushLocked(p)
+}
+
+// flush forgets the addresses learned on p, which stays attached: an uplink whose link went
+// down, as the bridge flushes a port that is disabled.
+func (s *Segment) flush(p *port) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flushLocked(p)
+}
+
+func (s *Segment) flushLocked(p *port) {
 	old := *s.fdb.Load()
 	t := make(fdbTable, len(old))
 	for mac, e := range old {
@@ -161,6 +219,11 @@ func (s *Segment) forwardAt(src *port, frame []byte, inline bool, now int64) {
 			return
 		}
 	}
+	if !s.stormAllows(now) {
+		s.stats.stormDrops.Add(1)
+		return
+	}
+	s.stats.floods.Add(1)
 	for _, p := range *s.members.Load() {
 		if p != src {
 			p.m.input(frame, inline)

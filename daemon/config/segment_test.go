@@ -1,0 +1,87 @@
+package config
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+)
+
+func TestParseSegments(t *testing.T) {
+	doc := `
+[[segment]]
+name = "wire0"
+uplinks = [{dev = "vx0", netns = "hostA"}, {dev = "eth1"}]
+mtu = 1450
+ageing_time = 60
+storm_pps = 1000
+
+[[segment]]
+name = "lan1"
+ageing_time = "5m"
+
+[[segment]]
+name = "never"
+ageing_time = 0
+`
+	cfg, err := Parse("t.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []SegmentSpec{
+		{Name: "wire0", Uplinks: []UplinkSpec{{Dev: "vx0", NetNS: "hostA"}, {Dev: "eth1"}}, MTU: 1450, AgeingTime: time.Minute, StormPPS: 1000, Line: 2},
+		{Name: "lan1", AgeingTime: 5 * time.Minute, Line: 9},
+		{Name: "never", Line: 13},
+	}
+	if diff := cmp.Diff(want, cfg.Segments); diff != "" {
+		t.Fatalf("segments (-want +got):\n%s", diff)
+	}
+	if got := cfg.Segment("other"); got.AgeingTime != DefaultAgeingTime || len(got.Uplinks) != 0 {
+		t.Fatalf("undescribed segment %+v, want the defaults", got)
+	}
+	if got := cfg.Segment("wire0").Uplinks[0].String(); got != "hostA/vx0" {
+		t.Fatalf("uplink string %q", got)
+	}
+}
+
+func TestParseSegmentErrors(t *testing.T) {
+	seg := func(body string) string { return "[[segment]]\nname = \"wire0\"\n" + body + "\n" }
+	for _, tc := range []struct {
+		name, doc, want string
+	}{
+		{"not an array", "[segment]\nname = \"a\"\n", `t.toml:1: segment must be an array of tables ([[segment]]), not a table`},
+		{"name missing", "[[segment]]\nmtu = 1500\n", `t.toml:1: segment #1: name missing`},
+		{"bad name", "[[segment]]\nname = \"a b\"\n", `t.toml:2: segment #1: name "a b" may only hold letters, digits, '.', '_' and '-'`},
+		{"duplicate", seg("") + seg(""), `t.toml:5: segment "wire0": duplicate name (first defined at line 2)`},
+		{"unknown key", seg("uplink = []"), `t.toml:3: segment "wire0": unknown key "uplink" (did you mean "uplinks"?)`},
+		{"mtu low", seg("mtu = 10"), `t.toml:3: segment "wire0": mtu 10 out of range 68..65535`},
+		{"mtu type", seg(`mtu = "big"`), `t.toml:3: segment "wire0": mtu must be an integer, not the string "big"`},
+		{"ageing negative", seg("ageing_time = -1"), `t.toml:3: segment "wire0": ageing_time -1 out of range (seconds, 0 for never)`},
+		{"ageing string", seg(`ageing_time = "soon"`), `t.toml:3: segment "wire0": ageing_time "soon" invalid (want seconds or a duration like "5m")`},
+		{"storm negative", seg("storm_pps = -5"), `t.toml:3: segment "wire0": storm_pps -5 negative (0 means no limit)`},
+		{"uplinks type", seg(`uplinks = "vx0"`), `t.toml:3: segment "wire0": uplinks must be an array of tables like [{dev = "vx0", netns = "hostA"}], not the string "vx0"`},
+		{"uplink scalar", seg("uplinks = [\n  1,\n]"), `t.toml:4: segment "wire0": uplink #1 must be a table like {dev = "vx0"}, not the integer 1`},
+		{"uplink dev missing", seg("uplinks = [\n  {netns = \"a\"},\n]"), `t.toml:4: segment "wire0": uplink #1: dev missing`},
+		{"uplink dev bad", seg(`uplinks = [{dev = "a/b"}]`), `t.toml:3: segment "wire0": uplink dev "a/b" is not a valid interface name (no '/', ':' or whitespace)`},
+		{"uplink netns bad", seg(`uplinks = [{dev = "vx0", netns = ".."}]`), `t.toml:3: segment "wire0": uplink netns ".." is not a valid network namespace name (a file name in /run/netns)`},
+		{"uplink unknown key", seg(`uplinks = [{dev = "vx0", netn = "a"}]`), `t.toml:3: segment "wire0": uplink #1: unknown key "netn" (did you mean "netns"?)`},
+		{"uplink twice", seg("uplinks = [\n {dev = \"vx0\"},\n {dev = \"vx0\"},\n]"), `t.toml:5: segment "wire0": uplink vx0 listed twice`},
+		{"uplink in two segments", seg(`uplinks = [{dev = "vx0", netns = "h"}]`) + "[[segment]]\nname = \"b\"\nuplinks = [{dev = \"vx0\", netns = \"h\"}]\n",
+			`t.toml:6: segment "b": uplink h/vx0 already used by segment "wire0"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("t.toml", []byte(tc.doc))
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if err.Error() != tc.want {
+				t.Fatalf("error\n  %s\nwant\n  %s", err, tc.want)
+			}
+			if !errors.Is(err, unix.EINVAL) {
+				t.Fatalf("error %v is not EINVAL", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,131 @@
+package datapath
+
+import (
+	"sync/atomic"
+)
+
+// Uplink attaches a kernel netdev (a VXLAN or Geneve device, a veth into a bridge, a NIC) to a
+// segment as one more member: frames the segment forwards to it go out through its transmit
+// function, frames it receives (Receive) are switched like a port's. The segment's split
+// horizon applies to it as to a port: a frame that came in through the uplink never goes back
+// out through it, so two daemons joined by one overlay cannot loop a frame between them.
+//
+// A frame whose payload (the frame without its Ethernet header and one VLAN tag) exceeds the
+// uplink's MTU is dropped and counted, never fragmented. While the uplink is down its frames
+// are dropped and counted, and the addresses learned on it are forgotten (SetUp), so frames to
+// them are flooded again when it returns.
+//
+// The daemon/uplink package provides the device side (AF_PACKET); Uplink is what the segment
+// sees of it.
+type Uplink struct {
+	seg  *Segment
+	name string
+	tx   func(frame []byte) error
+	p    *port
+
+	mtu   atomic.Int64
+	up    atomic.Bool
+	stats uplinkStats
+}
+
+type uplinkStats struct {
+	rxFrames, rxBytes, rxRunts                 atomic.Uint64
+	txFrames, txBytes, txErrors, txDown, txMTU atomic.Uint64
+}
+
+// UplinkStats are an uplink's counters since it was attached.
+type UplinkStats struct {
+	RxFrames, RxBytes uint64 // frames received from the device and switched on the segment
+	RxRunts           uint64 // frames shorter than an Ethernet header received from the device
+	TxFrames, TxBytes uint64 // frames the device took
+	TxErrors          uint64 // frames the device refused (a full queue, a vanished link)
+	TxDown            uint64 // frames dropped because the uplink was down
+	TxMTUDrops        uint64 // frames dropped because they exceed the uplink's MTU
+}
+
+// AttachUplink attaches an uplink named name (for FDB listings and logs) that transmits frames
+// with tx, starting down with no MTU (SetMTU, SetUp). tx is called concurrently from every
+// goroutine forwarding on the segment; frame is only valid during the call and tx must not
+// block. Detach it with (*Uplink).Detach.
+func (s *Segment) AttachUplink(name string, tx func(frame []byte) error) *Uplink {
+	u := &Uplink{seg: s, name: name, tx: tx}
+	u.p = s.join(u)
+	return u
+}
+
+// Detach removes the uplink from its segment, forgetting the addresses learned on it.
+func (u *Uplink) Detach() { u.seg.leave(u.p) }
+
+// Name returns the uplink's name.
+func (u *Uplink) Name() string { return u.name }
+
+// SetMTU sets the largest payload the uplink carries (the device's MTU, or less when the
+// configuration caps it).
+func (u *Uplink) SetMTU(mtu int) { u.mtu.Store(int64(mtu)) }
+
+// MTU returns the uplink's MTU.
+func (u *Uplink) MTU() int { return int(u.mtu.Load()) }
+
+// SetUp marks the uplink up (frames go out) or down (frames are dropped and counted). Going
+// down forgets the addresses learned on the uplink.
+func (u *Uplink) SetUp(up bool) {
+	if old := u.up.Swap(up); old && !up {
+		u.seg.flush(u.p)
+	}
+}
+
+// Up reports whether the uplink is up.
+func (u *Uplink) Up() bool { return u.up.Load() }
+
+// Receive switches a frame the device received onto the segment. frame is only valid during
+// the call; the caller's goroutine delivers it to idle destination ports itself.
+func (u *Uplink) Receive(frame []byte) {
+	if len(frame) < 14 {
+		u.stats.rxRunts.Add(1)
+		return
+	}
+	u.stats.rxFrames.Add(1)
+	u.stats.rxBytes.Add(uint64(len(frame)))
+	u.seg.forward(u.p, frame, true)
+}
+
+// input implements member: the frame goes out through the device, or is dropped and counted.
+func (u *Uplink) input(frame []byte, _ bool) {
+	if !u.up.Load() {
+		u.stats.txDown.Add(1)
+		return
+	}
+	if PayloadLen(frame) > int(u.mtu.Load()) {
+		u.stats.txMTU.Add(1)
+		return
+	}
+	if err := u.tx(frame); err != nil {
+		u.stats.txErrors.Add(1)
+		return
+	}
+	u.stats.txFrames.Add(1)
+	u.stats.txBytes.Add(uint64(len(frame)))
+}
+
+// label implements member.
+func (u *Uplink) label() string { return "uplink:" + u.name }
+
+// PayloadLen is what of frame counts against an MTU: all but the Ethernet header and one VLAN
+// tag (802.1Q or 802.1ad), as a NIC's MTU check allows.
+func PayloadLen(frame []byte) int {
+	n := len(frame) - 14
+	if len(frame) >= 18 && (frame[12] == 0x81 && frame[13] == 0x00 || frame[12] == 0x88 && frame[13] == 0xa8) {
+		n -= 4
+	}
+	return n
+}
+
+// Stats returns the uplink's counters.
+func (u *Uplink) Stats() UplinkStats {
+	s := &u.stats
+	return UplinkStats{
+		RxFrames: s.rxFrames.Load(), RxBytes: s.rxBytes.Load(), RxRunts: s.rxRunts.Load(),
+		TxFrames: s.txFrames.Load(), TxBytes: s.txBytes.Load(), TxErrors: s.txErrors.Load(),
+		TxDown: s.txDown.Load(), TxMTUDrops: s.txMTU.Load(),
+	}
+}

@@ -1,0 +1,218 @@
+package datapath
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// uplinkRecorder is the device side of an uplink in tests: it records what the uplink sends.
+type uplinkRecorder struct {
+	recorder
+	fail error
+}
+
+func (r *uplinkRecorder) tx(f []byte) error {
+	if r.fail != nil {
+		return r.fail
+	}
+	r.input(f, false)
+	return nil
+}
+
+func TestUplinkSplitHorizonAndLearning(t *testing.T) {
+	s, clk, recs, ports := testSegment("a", "b")
+	dev := &uplinkRecorder{recorder: recorder{name: "vx0"}}
+	u := s.AttachUplink("vx0", dev.tx)
+	u.SetMTU(1500)
+	u.SetUp(true)
+	remote := mac(9)
+
+	// A broadcast from the uplink floods to the ports, never back out of the uplink.
+	u.Receive(frame(broadcast, remote, 1))
+	if got := receivers(t, recs, 1); len(got) != 2 {
+		t.Fatalf("broadcast from uplink reached %v, want a and b", got)
+	}
+	if n := len(dev.take()); n != 0 {
+		t.Fatalf("broadcast from the uplink went back out of it (%d frames)", n)
+	}
+	// The remote address is now behind the uplink: unicast to it goes only there.
+	s.forward(ports["a"], frame(remote, mac(1), 2), false)
+	if f := dev.take(); len(f) != 1 || f[0][14] != 2 {
+		t.Fatalf("unicast to the remote station: uplink got %d frames, want 1", len(f))
+	}
+	if got := receivers(t, recs, 2); len(got) != 0 {
+		t.Fatalf("unicast to a station behind the uplink also reached %v", got)
+	}
+	// A frame from the uplink to an address learned on the uplink is not reflected.
+	u.Receive(frame(remote, mac(8), 3))
+	if n := len(dev.take()); n != 0 {
+		t.Fatal("frame to a station behind the uplink was sent back out of it")
+	}
+	// Ageing applies to uplink addresses as to ports'.
+	clk.advance(DefaultAgeingTime + time.Second)
+	s.forward(ports["a"], frame(remote, mac(1), 4), false)
+	if got := receivers(t, recs, 4); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("after ageing, frame to the remote station reached ports %v, want [b] (flooded)", got)
+	}
+	if n := len(dev.take()); n != 1 {
+		t.Fatalf("after ageing, uplink got %d frames, want 1 (flooded)", n)
+	}
+	// Down: the uplink's addresses are forgotten and frames to it are counted, not sent.
+	u.Receive(frame(broadcast, remote, 5))
+	recs["a"].take()
+	recs["b"].take()
+	u.SetUp(false)
+	for _, e := range s.FDB() {
+		if e.Port == "uplink:vx0" {
+			t.Fatalf("address %s still learned on the uplink after it went down", e.MAC)
+		}
+	}
+	s.forward(ports["a"], frame(remote, mac(1), 6), false)
+	if n := len(dev.take()); n != 0 {
+		t.Fatal("a down uplink transmitted")
+	}
+	if st := u.Stats(); st.TxDown != 1 || st.RxFrames != 3 || st.TxFrames != 2 {
+		t.Fatalf("stats %+v, want TxDown 1, RxFrames 3, TxFrames 2", st)
+	}
+}
+
+func TestUplinkMTU(t *testing.T) {
+	tagged := func(n int, tpid uint16) []byte {
+		f := make([]byte, n)
+		copy(f, broadcast)
+		copy(f[6:], mac(1))
+		f[12], f[13] = byte(tpid>>8), byte(tpid)
+		return f
+	}
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		sent  bool
+	}{
+		{"payload at the MTU", tagged(14+1400, 0x0800), true},
+		{"payload one byte over", tagged(14+1401, 0x0800), false},
+		{"802.1Q tag does not count", tagged(18+1400, 0x8100), true},
+		{"802.1Q tagged, over", tagged(18+1401, 0x8100), false},
+		{"802.1ad tag does not count", tagged(18+1400, 0x88a8), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _, ports := testSegment("a")
+			dev := &uplinkRecorder{recorder: recorder{name: "vx0"}}
+			u := s.AttachUplink("vx0", dev.tx)
+			u.SetMTU(1400)
+			u.SetUp(true)
+			s.forward(ports["a"], tc.frame, false)
+			sent := len(dev.take()) == 1
+			st := u.Stats()
+			if sent != tc.sent || (st.TxMTUDrops == 1) == tc.sent {
+				t.Fatalf("sent %v (stats %+v), want sent %v", sent, st, tc.sent)
+			}
+		})
+	}
+}
+
+func TestUplinkTxErrorCounted(t *testing.T) {
+	s, _, _, ports := testSegment("a")
+	dev := &uplinkRecorder{recorder: recorder{name: "vx0"}, fail: errors.New("ENOBUFS")}
+	u := s.AttachUplink("vx0", dev.tx)
+	u.SetMTU(1500)
+	u.SetUp(true)
+	s.forward(ports["a"], frame(broadcast, mac(1), 1), false)
+	if st := u.Stats(); st.TxErrors != 1 || st.TxFrames != 0 {
+		t.Fatalf("stats %+v, want one TX error", st)
+	}
+	u.Receive(make([]byte, 13))
+	if st := u.Stats(); st.RxRunts != 1 || st.RxFrames != 0 {
+		t.Fatalf("stats %+v, want one runt", st)
+	}
+	u.Detach()
+	if s.Ports() != 1 {
+		t.Fatalf("%d members after detach, want 1", s.Ports())
+	}
+}
+
+func TestSegmentStormControl(t *testing.T) {
+	s, clk, recs, ports := testSegment("a", "b")
+	s.SetStormLimit(3)
+	for i := range 5 {
+		s.forward(ports["a"], frame(broadcast, mac(1), byte(i)), false)
+	}
+	if n := len(recs["b"].take()); n != 3 {
+		t.Fatalf("%d broadcasts flooded within a second, want the limit 3", n)
+	}
+	// Known unicast is never limited.
+	s.forward(ports["b"], frame(broadcast, mac(2), 9), false) // learn b (and a storm drop)
+	for range 5 {
+		s.forward(ports["a"], frame(mac(2), mac(1), 7), false)
+	}
+	if n := len(recs["b"].take()); n != 5 {
+		t.Fatalf("%d of 5 unicast frames to a learned address delivered", n)
+	}
+	if st := s.Stats(); st.Floods != 3 || st.StormDrops != 3 {
+		t.Fatalf("stats %+v, want 3 floods and 3 storm drops", st)
+	}
+	// The next second has a fresh budget.
+	clk.advance(time.Second)
+	s.forward(ports["a"], frame(broadcast, mac(1), 8), false)
+	if n := len(recs["b"].take()); n != 1 {
+		t.Fatal("broadcast not flooded in the next second")
+	}
+	s.SetStormLimit(0)
+	for range 10 {
+		s.forward(ports["a"], frame(broadcast, mac(1), 8), false)
+	}
+	if n := len(recs["b"].take()); n != 10 {
+		t.Fatalf("without a limit %d of 10 broadcasts flooded", n)
+	}
+}
+
+// TestUplinkConcurrent: frames from the uplink and from ports, the uplink flapping and the storm
+// limit changing, all at once (run with -race).
+func TestUplinkConcurrent(t *testing.T) {
+	s, _, _, ports := testSegment("a", "b")
+	var sent atomic.Int64
+	u := s.AttachUplink("vx0", func([]byte) error { sent.Add(1); return nil })
+	u.SetMTU(1500)
+	u.SetUp(true)
+	var wg sync.WaitGroup
+	const frames = 2000
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		for i := range frames {
+			u.Receive(frame(broadcast, net.HardwareAddr{0x06, 0, 0, 0, byte(i >> 8), byte(i)}, 1))
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := range frames {
+			s.forward(ports["a"], frame(mac(9), mac(1), byte(i)), true)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := range frames / 10 {
+			u.SetUp(i%2 == 0)
+			s.SetStormLimit(int64(i % 3 * 1000))
+		}
+		u.SetUp(true)
+	}()
+	go func() {
+		defer wg.Done()
+		for range frames / 10 {
+			_ = s.FDB()
+			_ = u.Stats()
+			_ = s.Stats()
+		}
+	}()
+	wg.Wait()
+	st := u.Stats()
+	if st.RxFrames != frames || uint64(sent.Load()) != st.TxFrames || st.TxFrames+st.TxDown+s.Stats().StormDrops < frames {
+		t.Fatalf("uplink %+v, segment %+v, sent %d: frames unaccounted for", st, s.Stats(), sent.Load())
+	}
+	u.Detach()
+}

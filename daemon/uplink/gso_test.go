@@ -1,0 +1,137 @@
+package uplink
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// tcpSuper builds an IPv4 (or IPv6) TCP frame carrying payload bytes, as a TSO aggregate.
+func tcpSuper(v6 bool, payload int, flags byte) []byte {
+	f := make([]byte, 12, 14+40+20+payload)
+	if v6 {
+		f = append(f, 0x86, 0xdd)
+		ip := make([]byte, 40)
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(20+payload))
+		ip[6], ip[7] = 6, 64
+		ip[23], ip[39] = 1, 2
+		f = append(f, ip...)
+	} else {
+		f = append(f, 0x08, 0x00)
+		ip := []byte{0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
+		binary.BigEndian.PutUint16(ip[2:], uint16(20+20+payload))
+		f = append(f, ip...)
+	}
+	tcp := make([]byte, 20)
+	binary.BigEndian.PutUint32(tcp[4:], 1000)
+	tcp[12], tcp[13] = 5<<4, flags
+	f = append(f, tcp...)
+	for i := range payload {
+		f = append(f, byte(i*13))
+	}
+	return f
+}
+
+func TestSegmentTCP(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		v6      bool
+		payload int
+		mss     int
+		segs    int
+	}{
+		{"v4 exact", false, 3000, 1000, 3},
+		{"v4 remainder", false, 64000, 1448, 45},
+		{"v6", true, 5000, 1428, 4},
+		{"smaller than mss", false, 100, 1448, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tcpSuper(tc.v6, tc.payload, 0x80|0x10|0x08|0x01) // CWR ACK PSH FIN
+			l3, l4 := 14, 34
+			if tc.v6 {
+				l4 = 54
+			}
+			var got [][]byte
+			buf := make([]byte, 1<<16)
+			if !segmentTCP(f, tc.mss, 1500, buf, func(s []byte) { got = append(got, append([]byte(nil), s...)) }) {
+				t.Fatal("not segmented")
+			}
+			if len(got) != tc.segs {
+				t.Fatalf("%d segments, want %d", len(got), tc.segs)
+			}
+			var data []byte
+			for i, s := range got {
+				n := len(s) - l4 - 20
+				if n > tc.mss || (i < len(got)-1 && n != tc.mss) {
+					t.Fatalf("segment %d carries %d bytes (mss %d)", i, n, tc.mss)
+				}
+				if seq := binary.BigEndian.Uint32(s[l4+4:]); seq != 1000+uint32(i*tc.mss) {
+					t.Fatalf("segment %d seq %d", i, seq)
+				}
+				fl := s[l4+13]
+				if last := i == len(got)-1; (fl&0x09 != 0) != last || (fl&0x80 != 0) != (i == 0) || fl&0x10 == 0 {
+					t.Fatalf("segment %d flags %#x", i, fl)
+				}
+				var src, dst []byte
+				if tc.v6 {
+					if pl := int(binary.BigEndian.Uint16(s[l3+4:])); pl != 20+n {
+						t.Fatalf("segment %d IPv6 payload length %d", i, pl)
+					}
+					src, dst = s[l3+8:l3+24], s[l3+24:l3+40]
+				} else {
+					if tl := int(binary.BigEndian.Uint16(s[l3+2:])); tl != 40+n {
+						t.Fatalf("segment %d total length %d", i, tl)
+					}
+					if id := binary.BigEndian.Uint16(s[l3+4:]); id != 0x1234+uint16(i) {
+						t.Fatalf("segment %d id %#x", i, id)
+					}
+					if fold(sum16(s[l3:l4], 0)) != 0xffff {
+						t.Fatalf("segment %d IPv4 header checksum does not verify", i)
+					}
+					src, dst = s[l3+12:l3+16], s[l3+16:l3+20]
+				}
+				verify(t, src, dst, 6, s[l4:])
+				data = append(data, s[l4+20:]...)
+			}
+			if string(data) != string(f[l4+20:]) {
+				t.Fatal("the segments' payloads do not add up to the original")
+			}
+		})
+	}
+	for name, f := range map[string][]byte{
+		"udp":       ipv4Frame(17, make([]byte, 3000), false),
+		"truncated": tcpSuper(false, 3000, 0)[:1000],
+		"runt":      {1, 2},
+	} {
+		if segmentTCP(f, 1000, 1500, make([]byte, 1<<16), func([]byte) { t.Errorf("%s: emitted a segment", name) }) {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if segmentTCP(tcpSuper(false, 3000, 0), 0, 1500, make([]byte, 1<<16), func([]byte) {}) {
+		t.Error("mss 0 accepted")
+	}
+	// IPv4 and TCP headers (40 bytes) and a 1461-byte segment exceed an MTU of 1500.
+	if segmentTCP(tcpSuper(false, 3000, 0), 1461, 1500, make([]byte, 1<<16), func([]byte) {}) {
+		t.Error("segments beyond the MTU accepted")
+	}
+	if !segmentTCP(tcpSuper(false, 3000, 0), 1460, 1500, make([]byte, 1<<16), func([]byte) {}) {
+		t.Error("segments at the MTU refused")
+	}
+}
+
+// FuzzFrameFixups: whatever a device hands over, filling in checksums and cutting aggregates
+// neither panic nor produce a segment beyond the MTU.
+func FuzzFrameFixups(f *testing.F) {
+	f.Add(tcpSuper(false, 3000, 0x18), uint16(1000))
+	f.Add(tcpSuper(true, 5000, 0x10), uint16(1428))
+	f.Add(ipv4Frame(17, make([]byte, 40), true), uint16(0))
+	f.Fuzz(func(t *testing.T, frame []byte, mss uint16) {
+		completeChecksum(append([]byte(nil), frame...))
+		const mtu = 1500
+		segmentTCP(frame, int(mss), mtu, make([]byte, 1<<17), func(s []byte) {
+			if n := len(s) - 14; n > mtu+4 {
+				t.Fatalf("segment of %d bytes beyond the MTU", n)
+			}
+		})
+	})
+}

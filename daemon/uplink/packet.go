@@ -1,0 +1,254 @@
+package uplink
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Ring geometry of the TPACKET_V3 RX ring. A block is handed to manad when it is full or
+// retireTimeout after its first frame, whichever comes first: big enough blocks batch frames at
+// high rates, and the timeout bounds the latency a lone frame (a ping) sees.
+const (
+	blockSize    = 1 << 18 // 256 KiB: holds 9K jumbo frames, and ~150 full-size ones
+	blockCount   = 16
+	frameSize    = 1 << 11 // only a unit of accounting for TPACKET_V3 (frames are packed)
+	retireTimeMS = 1
+	// blockBudget is how many blocks one pass of the RX goroutine processes before it lets
+	// other goroutines run.
+	blockBudget = 4
+)
+
+// tpacketBlockDesc's offsets (struct tpacket_block_desc, linux/if_packet.h).
+const (
+	bdBlockStatus = 8  // hdr.bh1.block_status
+	bdNumPkts     = 12 // hdr.bh1.num_pkts
+	bdFirstPkt    = 16 // hdr.bh1.offset_to_first_pkt
+)
+
+// packetSocket is an AF_PACKET socket bound to one device, with a TPACKET_V3 RX ring mapped into
+// memory. Transmission is a plain write of the frame (PACKET_QDISC_BYPASS hands it straight to
+// the driver); frames the socket sends itself are never received back (PACKET_IGNORE_OUTGOING).
+type packetSocket struct {
+	f    *os.File // the non-blocking socket, on the netpoller
+	rc   syscall.RawConn
+	ring []byte
+
+	// txMu lets transmitters write the descriptor while close waits for them to finish.
+	txMu   sync.RWMutex
+	fd     int // -1 once closed
+	closed atomic.Bool
+}
+
+// openPacket opens a packet socket in namespace ns on the device with index ifindex.
+//
+// Errors: the failing step's errno (EPERM without CAP_NET_RAW, ENODEV when the device is gone,
+// ENETDOWN, ENOMEM for the ring), wrapped with the step.
+func openPacket(ns netns.NsHandle, ifindex int) (*packetSocket, error) {
+	var fd int
+	err := inNetNS(ns, func() (err error) {
+		// Protocol 0: receive nothing until the ring is set up and the socket bound to the
+		// device, so no frame of another device ever lands in the ring.
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("packet socket: %w", err)
+	}
+	s := &packetSocket{fd: fd}
+	if err := s.setup(ifindex); err != nil {
+		if s.ring != nil {
+			unix.Munmap(s.ring)
+		}
+		unix.Close(fd)
+		return nil, err
+	}
+	s.f = os.NewFile(uintptr(fd), "packet")
+	if s.rc, err = s.f.SyscallConn(); err != nil {
+		s.f.Close()
+		unix.Munmap(s.ring)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *packetSocket) setup(ifindex int) error {
+	fd := s.fd
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"PACKET_VERSION TPACKET_V3", func() error {
+			return unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3)
+		}},
+		{"PACKET_VNET_HDR", func() error {
+			// Before the ring: a virtio_net_hdr precedes each frame in it, saying whether the
+			// frame is a GSO aggregate to cut into MTU-sized ones, and with what segment size.
+			return unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1)
+		}},
+		{"PACKET_RX_RING", func() error {
+			return unix.SetsockoptTpacketReq3(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &unix.TpacketReq3{
+				Block_size: blockSize, Block_nr: blockCount, Frame_size: frameSize,
+				Frame_nr: blockSize / frameSize * blockCount, Retire_blk_tov: retireTimeMS,
+			})
+		}},
+		{"PACKET_QDISC_BYPASS", func() error {
+			return unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1)
+		}},
+		{"PACKET_IGNORE_OUTGOING", func() error {
+			return unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
+		}},
+		{"mmap of the RX ring", func() (err error) {
+			s.ring, err = unix.Mmap(fd, 0, blockSize*blockCount, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_LOCKED)
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EPERM) {
+				// Over RLIMIT_MEMLOCK: an unlocked ring works as well, it may just be paged.
+				s.ring, err = unix.Mmap(fd, 0, blockSize*blockCount, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			}
+			return err
+		}},
+		{"bind", func() error {
+			return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex})
+		}},
+		{"PACKET_ADD_MEMBERSHIP promiscuous", func() error {
+			// A NIC filters unicast to other addresses; the segment's stations are behind it.
+			// The membership ends with the socket.
+			return unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP,
+				&unix.PacketMreq{Ifindex: int32(ifindex), Type: unix.PACKET_MR_PROMISC})
+		}},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			return fmt.Errorf("%s: %w", st.what, err)
+		}
+	}
+	return nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// noVnetHdr is the virtio_net_hdr written before every frame: PACKET_VNET_HDR applies to
+// transmission too, and manad's frames are whole (no GSO, checksums done).
+var noVnetHdr [vnetHdrLen]byte
+
+// write transmits one frame. It never waits: a full device queue is an error (the frame is
+// dropped), as is a closed socket (ENOTCONN).
+func (s *packetSocket) write(frame []byte) error {
+	if len(frame) == 0 {
+		return unix.EINVAL
+	}
+	s.txMu.RLock()
+	defer s.txMu.RUnlock()
+	if s.fd < 0 {
+		return unix.ENOTCONN
+	}
+	iov := [2]unix.Iovec{{Base: &noVnetHdr[0]}, {Base: &frame[0]}}
+	iov[0].SetLen(vnetHdrLen)
+	iov[1].SetLen(len(frame))
+	for {
+		// A raw writev, as the endpoint writes its TAP: non-blocking, done in a few µs.
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(s.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		runtime.KeepAlive(frame)
+		switch errno {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return errno
+	}
+}
+
+// frameFunc receives one frame from the ring: its bytes (writable, valid only during the call),
+// its length on the wire, the ring's status bits (TP_STATUS_*), its VLAN TCI and TPID, and its
+// virtio_net_hdr.
+type frameFunc func(frame []byte, wireLen int, status uint32, vlanTCI uint32, vlanTPID uint16, vh vnetHdr)
+
+// receive runs the RX loop until the socket is closed: it waits on the netpoller for a block to
+// be handed over, then passes every frame in it to fn and gives the block back.
+func (s *packetSocket) receive(fn frameFunc) error {
+	next := 0
+	drain := func(uintptr) bool {
+		for range blockBudget {
+			blk := s.ring[next*blockSize : (next+1)*blockSize]
+			status := (*uint32)(unsafe.Pointer(&blk[bdBlockStatus]))
+			if atomic.LoadUint32(status)&unix.TP_STATUS_USER == 0 {
+				return false // wait for the next block
+			}
+			n := binary.NativeEndian.Uint32(blk[bdNumPkts:])
+			off := binary.NativeEndian.Uint32(blk[bdFirstPkt:])
+			for range n {
+				if int(off)+int(unsafe.Sizeof(unix.Tpacket3Hdr{})) > len(blk) {
+					break // the kernel never writes such a block; do not trust it further
+				}
+				h := (*unix.Tpacket3Hdr)(unsafe.Pointer(&blk[off]))
+				start, end := int(off)+int(h.Mac), int(off)+int(h.Mac)+int(h.Snaplen)
+				if end <= len(blk) && start <= end && start-vnetHdrLen >= int(off) {
+					fn(blk[start:end], int(h.Len), h.Status, h.Hv1.Vlan_tci, h.Hv1.Vlan_tpid, parseVnetHdr(blk[start-vnetHdrLen:start]))
+				}
+				if h.Next_offset == 0 {
+					break
+				}
+				off += h.Next_offset
+			}
+			atomic.StoreUint32(status, unix.TP_STATUS_KERNEL)
+			next = (next + 1) % blockCount
+		}
+		return true
+	}
+	for {
+		err := s.rc.Read(drain)
+		switch {
+		case s.closed.Load():
+			// close ran: the poller reports "use of closed file", not os.ErrClosed.
+			return nil
+		case err == nil:
+			runtime.Gosched() // a full budget: let the others run, then go on
+		default:
+			return err
+		}
+	}
+}
+
+// close closes the socket: transmitters in flight finish first, the RX loop returns. The ring is
+// unmapped by release, once the RX loop has returned.
+func (s *packetSocket) close() {
+	if s.closed.Swap(true) {
+		return
+	}
+	s.txMu.Lock()
+	s.fd = -1
+	s.txMu.Unlock()
+	s.f.Close()
+}
+
+// release unmaps the ring. Call it after close, once receive has returned.
+func (s *packetSocket) release() {
+	if s.ring != nil {
+		unix.Munmap(s.ring)
+		s.ring = nil
+	}
+}
+
+// inNetNS runs f on an OS thread that entered namespace ns; the thread is thrown away afterwards,
+// so no other goroutine runs in ns. Sockets f creates stay in ns.
+func inNetNS(ns netns.NsHandle, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		if err := netns.Set(ns); err != nil {
+			errc <- fmt.Errorf("setns: %w", err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}

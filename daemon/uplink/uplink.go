@@ -1,0 +1,473 @@
+// Package uplink attaches an existing kernel netdev — a VXLAN or Geneve device, a veth into a
+// bridge, a physical NIC — to a wire segment, so that a segment can span hosts: the kernel does
+// the overlay, the bridging and the wire, manad only plugs its segment into it (issue 12).
+//
+// An Uplink opens an AF_PACKET socket on the device in its network namespace, with a TPACKET_V3
+// RX ring mapped into memory, PACKET_QDISC_BYPASS for transmission and PACKET_IGNORE_OUTGOING so
+// that what it sends never comes back to it. It follows the device through rtnetlink: when the
+// device goes down or disappears the uplink is reported down (logs, Status) and frames to it are
+// dropped and counted; when it is back (the same name, possibly a new device) the uplink
+// re-attaches. Traffic between the segment's local ports is never affected.
+//
+// AF_XDP is not used yet: AF_PACKET works on every device and is what the uplink always uses.
+package uplink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mdnl "github.com/mdlayher/netlink"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/datapath"
+	"github.com/manad/manad/vnic/extack"
+)
+
+// State is an uplink's attachment state.
+type State int
+
+const (
+	// Absent: no device of that name in the namespace.
+	Absent State = iota
+	// Down: the device exists but is not up and running (no carrier, or set down).
+	Down
+	// Up: attached; frames flow.
+	Up
+	// Failed: the device is up but attaching to it failed (Status.Err says why); the next
+	// change of the device retries.
+	Failed
+)
+
+func (s State) String() string {
+	switch s {
+	case Absent:
+		return "absent"
+	case Down:
+		return "down"
+	case Up:
+		return "up"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Config describes an uplink.
+type Config struct {
+	Dev   string // the device's name
+	NetNS string // named network namespace (/run/netns/NAME) of the device; "" = manad's own
+	// MTU caps the payload of frames sent out (0: the device's MTU; the device's applies when
+	// smaller).
+	MTU     int
+	Segment *datapath.Segment
+	Logger  *slog.Logger // nil: slog.Default()
+}
+
+// Name names the uplink in logs and FDB listings: "hostA/vx0", or "vx0" in manad's namespace.
+func (c *Config) Name() string {
+	if c.NetNS == "" {
+		return c.Dev
+	}
+	return c.NetNS + "/" + c.Dev
+}
+
+// Status is an uplink's state, for display.
+type Status struct {
+	Name    string
+	State   State
+	Index   int    // the device's ifindex while Up
+	MTU     int    // what frames sent out may carry (the device's MTU, capped by Config.MTU)
+	Err     string // why the last attach failed (Failed)
+	Changes uint64 // state changes since Start
+}
+
+// Stats are an uplink's counters: the segment's view (datapath.UplinkStats) and the device
+// side's.
+type Stats struct {
+	datapath.UplinkStats
+	// RxOversize counts received frames beyond the device's MTU that are not TCP aggregates,
+	// dropped.
+	RxOversize uint64
+	// RxSegmented counts received TCP aggregates (GSO/GRO) cut into MTU-sized frames.
+	RxSegmented uint64
+	// RxTruncated counts frames longer than a ring block, dropped.
+	RxTruncated uint64
+	// RxChecksumFilled counts frames whose TCP/UDP checksum was left to offload by a local
+	// stack and filled in by manad.
+	RxChecksumFilled uint64
+	// Attaches counts how often the socket was opened on the device.
+	Attaches uint64
+}
+
+// Uplink is one running uplink. Its methods are safe for concurrent use.
+type Uplink struct {
+	cfg  Config
+	log  *slog.Logger
+	dp   *datapath.Uplink
+	ns   netns.NsHandle
+	nl   *netlink.Handle
+	conn *mdnl.Conn
+
+	sock   atomic.Pointer[packetSocket]
+	devMTU atomic.Int64
+
+	// Owned by the supervising goroutine (and Start, before it runs).
+	index   int
+	rxDone  chan struct{}
+	gro     bool   // GRO was on before the attachment switched it off
+	scratch []byte // the frame with its VLAN tag put back
+	segBuf  []byte // one segment of an aggregate
+
+	mu     sync.Mutex
+	status Status
+
+	rxOversize, rxSegmented, rxTruncated, rxCsum, attaches atomic.Uint64
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// netnsRetry is how often an uplink whose network namespace does not exist yet looks again: a
+// namespace gives no notice of its creation that could be waited for (`ip netns add` creates the
+// file, then mounts the namespace over it).
+const netnsRetry = 2 * time.Second
+
+// Start attaches the uplink to cfg.Segment and follows its device until ctx ends or Close. The
+// device need not exist or be up yet, nor its network namespace: the uplink attaches when they
+// are there (Status says what it waits for).
+//
+// Errors: EINVAL for a config without a device name or segment; the errno of opening the
+// namespace (other than its not existing) or the rtnetlink socket.
+func Start(ctx context.Context, cfg Config) (*Uplink, error) {
+	if cfg.Dev == "" || cfg.Segment == nil {
+		return nil, extack.New(unix.EINVAL, "uplink needs a device and a segment")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	u := &Uplink{cfg: cfg, log: cfg.Logger.With("uplink", cfg.Name(), "segment", cfg.Segment.Name()), done: make(chan struct{})}
+	u.status = Status{Name: cfg.Name(), State: Absent}
+	err := u.open()
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return nil, err
+	}
+	u.dp = cfg.Segment.AttachUplink(cfg.Name(), u.write)
+	u.ctx, u.cancel = context.WithCancel(ctx)
+	if err != nil {
+		u.mu.Lock()
+		u.status.Err = err.Error()
+		u.mu.Unlock()
+		u.log.Warn("uplink waiting for its network namespace", "netns", cfg.NetNS, "retry", netnsRetry)
+		go func() {
+			defer close(u.done)
+			if u.waitNetNS() {
+				u.run()
+			}
+		}()
+		return u, nil
+	}
+	u.evaluate()
+	if st := u.Status(); st.State == Absent || st.State == Down {
+		// setState only logs changes: say why the uplink does not carry frames yet.
+		u.log.Warn("uplink waiting for its device", "state", st.State.String())
+	}
+	go func() {
+		defer close(u.done)
+		u.run()
+	}()
+	return u, nil
+}
+
+// open opens the namespace, the rtnetlink notification socket and the rtnetlink handle in it.
+// Errors: ENOENT (wrapped) when the namespace does not exist (yet).
+func (u *Uplink) open() error {
+	cfg := &u.cfg
+	var ns netns.NsHandle
+	var err error
+	if cfg.NetNS == "" {
+		ns, err = netns.Get()
+	} else {
+		ns, err = openNetNS(filepath.Join("/run/netns", cfg.NetNS))
+	}
+	if err != nil {
+		return extack.Wrap(err, unix.ENOENT, "uplink %s: network namespace %q", cfg.Name(), cfg.NetNS)
+	}
+	// Subscribe before the first look, so no change falls between the two.
+	conn, err := mdnl.Dial(unix.NETLINK_ROUTE, &mdnl.Config{Groups: 1 << (unix.RTNLGRP_LINK - 1), NetNS: int(ns)})
+	if err != nil {
+		ns.Close()
+		return extack.Wrap(err, unix.EIO, "uplink %s: rtnetlink notifications", cfg.Name())
+	}
+	nl, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		conn.Close()
+		ns.Close()
+		return extack.Wrap(err, unix.EIO, "uplink %s: rtnetlink", cfg.Name())
+	}
+	u.ns, u.conn, u.nl = ns, conn, nl
+	return nil
+}
+
+// openNetNS opens the namespace file at path, refusing a file that is not (yet) a namespace:
+// `ip netns add` creates it as an empty file before it mounts the namespace over it.
+func openNetNS(path string) (netns.NsHandle, error) {
+	h, err := netns.GetFromPath(path)
+	if err != nil {
+		return h, err
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(h), &st); err != nil || st.Type != unix.NSFS_MAGIC {
+		h.Close()
+		return -1, unix.ENOENT
+	}
+	return h, nil
+}
+
+// waitNetNS retries open until it succeeds (true) or the uplink is closed (false).
+func (u *Uplink) waitNetNS() bool {
+	tick := time.NewTicker(netnsRetry)
+	defer tick.Stop()
+	for {
+		select {
+		case <-u.ctx.Done():
+			return false
+		case <-tick.C:
+		}
+		err := u.open()
+		if err == nil {
+			u.log.Info("uplink's network namespace appeared", "netns", u.cfg.NetNS)
+			u.mu.Lock()
+			u.status.Err = ""
+			u.mu.Unlock()
+			u.evaluate()
+			return true
+		}
+		if !errors.Is(err, unix.ENOENT) {
+			u.log.Error("uplink gives up on its network namespace", "err", err)
+			u.mu.Lock()
+			u.status.State, u.status.Err = Failed, err.Error()
+			u.mu.Unlock()
+			return false
+		}
+	}
+}
+
+// run follows the device until the uplink is closed.
+func (u *Uplink) run() {
+	stop := context.AfterFunc(u.ctx, func() { u.conn.Close() })
+	defer stop()
+	u.follow()
+}
+
+// Close stops following the device, detaches from it and from the segment (the device's GRO
+// setting is put back). Closing twice is harmless.
+func (u *Uplink) Close() {
+	u.closeOnce.Do(func() {
+		u.cancel()
+		<-u.done
+		u.detach()
+		u.dp.Detach()
+		if u.nl != nil {
+			u.nl.Close()
+			u.conn.Close()
+			u.ns.Close()
+		}
+		u.log.Info("uplink closed", "stats", fmt.Sprintf("%+v", u.Stats()))
+	})
+}
+
+// Status returns the uplink's current state.
+func (u *Uplink) Status() Status {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.status
+}
+
+// Stats returns the uplink's counters.
+func (u *Uplink) Stats() Stats {
+	return Stats{
+		UplinkStats: u.dp.Stats(), RxOversize: u.rxOversize.Load(), RxSegmented: u.rxSegmented.Load(), RxTruncated: u.rxTruncated.Load(),
+		RxChecksumFilled: u.rxCsum.Load(), Attaches: u.attaches.Load(),
+	}
+}
+
+// follow re-evaluates the device on every link notification of its namespace until the
+// notification socket is closed.
+func (u *Uplink) follow() {
+	for {
+		msgs, err := u.conn.Receive()
+		if err != nil {
+			var oe *mdnl.OpError
+			if errors.As(err, &oe) && errors.Is(oe.Err, unix.ENOBUFS) {
+				u.evaluate() // notifications were lost: look again
+				continue
+			}
+			if u.ctx.Err() == nil { // else Close closed the socket
+				u.log.Error("uplink stops following its device", "err", err)
+			}
+			return
+		}
+		for _, m := range msgs {
+			if t := m.Header.Type; t == unix.RTM_NEWLINK || t == unix.RTM_DELLINK {
+				u.evaluate()
+				break
+			}
+		}
+	}
+}
+
+// evaluate looks at the device and attaches or detaches accordingly.
+func (u *Uplink) evaluate() {
+	l, err := u.nl.LinkByName(u.cfg.Dev)
+	if err != nil {
+		if errors.As(err, &netlink.LinkNotFoundError{}) {
+			u.detach()
+			u.setState(Absent, 0, "")
+			return
+		}
+		u.log.Error("uplink: looking up the device failed", "err", err)
+		return
+	}
+	a := l.Attrs()
+	mtu := a.MTU
+	u.devMTU.Store(int64(mtu))
+	if u.cfg.MTU > 0 {
+		mtu = min(mtu, u.cfg.MTU)
+	}
+	u.dp.SetMTU(mtu)
+	u.mu.Lock()
+	u.status.MTU = mtu
+	u.mu.Unlock()
+	const running = unix.IFF_UP | unix.IFF_RUNNING
+	if a.RawFlags&running != running {
+		u.detach()
+		u.setState(Down, 0, "")
+		return
+	}
+	if u.sock.Load() != nil && u.index == a.Index {
+		return
+	}
+	u.detach() // a new device under the old name
+	if err := u.attach(a.Index); err != nil {
+		u.setState(Failed, 0, err.Error())
+		return
+	}
+	u.setState(Up, a.Index, "")
+}
+
+func (u *Uplink) setState(s State, index int, errText string) {
+	u.mu.Lock()
+	old := u.status.State
+	u.status.State, u.status.Index, u.status.Err = s, index, errText
+	if old != s {
+		u.status.Changes++
+	}
+	u.mu.Unlock()
+	if old == s && errText == "" {
+		return
+	}
+	switch s {
+	case Up:
+		u.log.Info("uplink up", "ifindex", index, "mtu", u.dp.MTU())
+	case Failed:
+		u.log.Error("uplink failed to attach", "err", errText)
+	default:
+		u.log.Warn("uplink "+s.String(), "was", old.String())
+	}
+}
+
+// attach opens the packet socket on the device with index ifindex and starts receiving.
+func (u *Uplink) attach(ifindex int) error {
+	s, err := openPacket(u.ns, ifindex)
+	if err != nil {
+		return err
+	}
+	if u.gro, err = setGRO(s.fd, u.cfg.Dev, false); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		// Frames the device merges are dropped and counted (RxOversize); say why.
+		u.log.Warn("uplink: cannot switch GRO off; merged frames will be dropped", "err", err)
+	}
+	u.index = ifindex
+	u.attaches.Add(1)
+	if cap(u.scratch) == 0 {
+		u.scratch = make([]byte, 0, blockSize)
+		u.segBuf = make([]byte, blockSize)
+	}
+	u.rxDone = make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		if err := s.receive(u.onFrame); err != nil {
+			u.log.Error("uplink receive failed", "err", err)
+		}
+	}(u.rxDone)
+	u.sock.Store(s)
+	u.dp.SetUp(true)
+	return nil
+}
+
+// detach closes the packet socket, if any, once the RX goroutine is done with its ring.
+func (u *Uplink) detach() {
+	s := u.sock.Swap(nil)
+	if s == nil {
+		return
+	}
+	u.dp.SetUp(false)
+	if u.gro {
+		// Best effort: the device may be gone.
+		_, _ = setGRO(s.fd, u.cfg.Dev, true)
+	}
+	s.close()
+	<-u.rxDone
+	s.release()
+}
+
+// write is the segment's transmit function.
+func (u *Uplink) write(frame []byte) error {
+	s := u.sock.Load()
+	if s == nil {
+		return unix.ENETDOWN
+	}
+	return s.write(frame)
+}
+
+// onFrame handles a frame from the ring: the VLAN tag the kernel took off is put back, frames
+// beyond the device's MTU are dropped, checksums left to offload are filled in.
+func (u *Uplink) onFrame(frame []byte, wireLen int, status uint32, tci uint32, tpid uint16, vh vnetHdr) {
+	if wireLen > len(frame) {
+		u.rxTruncated.Add(1)
+		return
+	}
+	if status&unix.TP_STATUS_VLAN_VALID != 0 && len(frame) >= 12 {
+		if status&unix.TP_STATUS_VLAN_TPID_VALID == 0 || tpid == 0 {
+			tpid = 0x8100
+		}
+		b := append(u.scratch[:0], frame[:12]...)
+		b = append(b, byte(tpid>>8), byte(tpid), byte(tci>>8), byte(tci))
+		frame = append(b, frame[12:]...)
+	}
+	if mtu := int(u.devMTU.Load()); datapath.PayloadLen(frame) > mtu {
+		// A GSO aggregate (TSO from a local stack through a veth and a bridge, or GRO):
+		// cut it into the frames it stands for, as the kernel would for a device without
+		// TSO. Anything else beyond the MTU is dropped.
+		if (vh.gsoType == gsoTCPv4 || vh.gsoType == gsoTCPv6) && frame[0]&1 == 0 &&
+			segmentTCP(frame, vh.gsoSize, mtu, u.segBuf, u.dp.Receive) {
+			u.rxSegmented.Add(1)
+			return
+		}
+		u.rxOversize.Add(1)
+		return
+	}
+	if status&unix.TP_STATUS_CSUMNOTREADY != 0 && completeChecksum(frame) {
+		u.rxCsum.Add(1)
+	}
+	u.dp.Receive(frame)
+}

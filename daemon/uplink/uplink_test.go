@@ -1,0 +1,314 @@
+package uplink
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/datapath"
+	"github.com/manad/manad/tests/testenv"
+)
+
+// testNS is a network namespace with two veth pairs, a0–a1 and b0–b1, all up: the uplinks attach
+// to a0 and b0, the test sends and receives on a1 and b1.
+func testNS(t *testing.T) string {
+	t.Helper()
+	testenv.RequireRoot(t)
+	ns := fmt.Sprintf("upl%d%s", os.Getpid()%100000, strings.ReplaceAll(t.Name()[len("Test"):], "/", "")[:4])
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	for _, p := range []string{"a", "b"} {
+		run(t, "ip", "-n", ns, "link", "add", p+"0", "type", "veth", "peer", "name", p+"1")
+		run(t, "ip", "-n", ns, "link", "set", p+"0", "up")
+		run(t, "ip", "-n", ns, "link", "set", p+"1", "up")
+	}
+	return ns
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// rawSocket is a plain packet socket on a device of ns, for injecting and seeing frames.
+func rawSocket(t *testing.T, ns, dev string) int {
+	t.Helper()
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var fd int
+	err = inNetNS(h, func() (err error) {
+		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL))); err != nil {
+			return err
+		}
+		ifi, err := netIndex(dev)
+		if err != nil {
+			return err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi}); err != nil {
+			return err
+		}
+		unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
+		return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+// netIndex is the ifindex of dev in the calling thread's namespace (not /sys, which shows the
+// mount namespace's).
+func netIndex(dev string) (int, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(dev)
+	if err != nil {
+		return 0, err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
+		return 0, err
+	}
+	return int(ifr.Uint32()), nil
+}
+
+// testFrame is a broadcast frame of the test's own EtherType, payload bytes long, tagged.
+func testFrame(tag byte, payload int) []byte {
+	f := make([]byte, 14+payload)
+	copy(f, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x42})
+	f[12], f[13] = 0x88, 0xb5
+	f[14] = tag
+	return f
+}
+
+// sees reports whether the frame tagged tag arrives on fd within a second.
+func sees(t *testing.T, fd int, tag byte) bool {
+	t.Helper()
+	buf := make([]byte, 16<<10)
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		n, err := unix.Read(fd, buf)
+		if err != nil {
+			continue
+		}
+		if n >= 15 && buf[12] == 0x88 && buf[13] == 0xb5 && buf[14] == tag {
+			return true
+		}
+	}
+	return false
+}
+
+func send(t *testing.T, fd int, f []byte) {
+	t.Helper()
+	if _, err := unix.Write(fd, f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestUplinkForwardsAndFollowsTheDevice(t *testing.T) {
+	ns := testNS(t)
+	seg := datapath.NewSegment("t")
+	ua, err := Start(context.Background(), Config{Dev: "a0", NetNS: ns, Segment: seg, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ua.Close()
+	ub, err := Start(context.Background(), Config{Dev: "b0", NetNS: ns, Segment: seg, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ub.Close()
+	for _, u := range []*Uplink{ua, ub} {
+		eventually(t, u.cfg.Name()+" up", func() bool { return u.Status().State == Up })
+	}
+	a1, b1 := rawSocket(t, ns, "a1"), rawSocket(t, ns, "b1")
+
+	// Both directions, through the segment.
+	send(t, a1, testFrame(1, 100))
+	if !sees(t, b1, 1) {
+		t.Fatal("frame from a1 did not reach b1")
+	}
+	send(t, b1, testFrame(2, 100))
+	if !sees(t, a1, 2) {
+		t.Fatal("frame from b1 did not reach a1")
+	}
+	// Split horizon: what came in through a0 does not go back out through it.
+	if sees(t, a1, 1) {
+		t.Fatal("frame from a1 came back to a1")
+	}
+
+	// MTU truth: b0's MTU drops larger frames, counted.
+	run(t, "ip", "-n", ns, "link", "set", "b0", "mtu", "1000")
+	eventually(t, "b0's MTU followed", func() bool { return ub.Status().MTU == 1000 })
+	send(t, a1, testFrame(3, 1001))
+	if sees(t, b1, 3) {
+		t.Fatal("a frame over b0's MTU went out")
+	}
+	if got := ub.Stats().TxMTUDrops; got != 1 {
+		t.Fatalf("TxMTUDrops %d, want 1", got)
+	}
+	send(t, a1, testFrame(4, 1000))
+	if !sees(t, b1, 4) {
+		t.Fatal("a frame at b0's MTU did not go out")
+	}
+
+	// Carrier loss (the peer goes down), then back.
+	run(t, "ip", "-n", ns, "link", "set", "b1", "down")
+	eventually(t, "b0 down", func() bool { return ub.Status().State == Down })
+	send(t, a1, testFrame(5, 100))
+	eventually(t, "frame to the down uplink counted", func() bool { return ub.Stats().TxDown >= 1 })
+	run(t, "ip", "-n", ns, "link", "set", "b1", "up")
+	eventually(t, "b0 up again", func() bool { return ub.Status().State == Up })
+	send(t, a1, testFrame(6, 100))
+	if !sees(t, b1, 6) {
+		t.Fatal("frame did not flow after the uplink came back")
+	}
+
+	// The device disappears and a new one takes its name: re-attached.
+	run(t, "ip", "-n", ns, "link", "del", "b0")
+	eventually(t, "b0 absent", func() bool { return ub.Status().State == Absent })
+	run(t, "ip", "-n", ns, "link", "add", "b0", "type", "veth", "peer", "name", "b1")
+	run(t, "ip", "-n", ns, "link", "set", "b0", "up")
+	run(t, "ip", "-n", ns, "link", "set", "b1", "up")
+	eventually(t, "new b0 attached", func() bool { return ub.Status().State == Up })
+	b1 = rawSocket(t, ns, "b1")
+	send(t, a1, testFrame(7, 100))
+	if !sees(t, b1, 7) {
+		t.Fatal("frame did not reach the re-created device")
+	}
+	if st := ub.Stats(); st.Attaches != 3 {
+		t.Fatalf("Attaches %d, want 3 (start, after carrier, after re-creation)", st.Attaches)
+	}
+	if st := ua.Stats(); st.RxFrames < 6 || st.TxFrames < 1 {
+		t.Fatalf("a0 stats %+v, want at least 6 frames received and 1 sent", st)
+	}
+}
+
+func TestUplinkStartErrors(t *testing.T) {
+	seg := datapath.NewSegment("t")
+	if _, err := Start(context.Background(), Config{Segment: seg}); err == nil || !strings.Contains(err.Error(), "needs a device") {
+		t.Fatalf("no device: %v", err)
+	}
+	if _, err := Start(context.Background(), Config{Dev: "x"}); err == nil {
+		t.Fatal("no segment accepted")
+	}
+}
+
+// TestUplinkWaitsForItsNetNS: an uplink whose namespace does not exist yet waits for it, then for
+// its device, and attaches.
+func TestUplinkWaitsForItsNetNS(t *testing.T) {
+	testenv.RequireRoot(t)
+	ns := fmt.Sprintf("uplw%d", os.Getpid()%100000)
+	u, err := Start(context.Background(), Config{Dev: "w0", NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if st := u.Status(); st.State != Absent || !strings.Contains(st.Err, "network namespace") {
+		t.Fatalf("status %+v, want absent, waiting for the namespace", st)
+	}
+	run(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	run(t, "ip", "-n", ns, "link", "add", "w0", "type", "veth", "peer", "name", "w1")
+	run(t, "ip", "-n", ns, "link", "set", "w1", "up")
+	run(t, "ip", "-n", ns, "link", "set", "w0", "up")
+	eventually(t, "w0 attached", func() bool { return u.Status().State == Up })
+}
+
+// TestUplinkWaitsForItsDevice: an uplink started before its device exists attaches once the
+// device is created and up.
+func TestUplinkWaitsForItsDevice(t *testing.T) {
+	ns := testNS(t)
+	u, err := Start(context.Background(), Config{Dev: "c0", NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if st := u.Status(); st.State != Absent {
+		t.Fatalf("state %v before the device exists, want absent", st.State)
+	}
+	run(t, "ip", "-n", ns, "link", "add", "c0", "type", "veth", "peer", "name", "c1")
+	run(t, "ip", "-n", ns, "link", "set", "c1", "up")
+	eventually(t, "c0 down (created, not up)", func() bool { return u.Status().State == Down })
+	run(t, "ip", "-n", ns, "link", "set", "c0", "up")
+	eventually(t, "c0 attached", func() bool { return u.Status().State == Up })
+	if st := u.Status(); st.Index == 0 || st.MTU != 1500 || st.Changes != 2 {
+		t.Fatalf("status %+v, want an ifindex, MTU 1500, 2 changes", st)
+	}
+}
+
+// TestUplinkKeepsVLANTags: the kernel takes a received frame's 802.1Q tag off into metadata;
+// the uplink puts it back, so a tagged frame crosses the segment tagged.
+func TestUplinkKeepsVLANTags(t *testing.T) {
+	ns := testNS(t)
+	seg := datapath.NewSegment("t")
+	for _, dev := range []string{"a0", "b0"} {
+		u, err := Start(context.Background(), Config{Dev: dev, NetNS: ns, Segment: seg, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		eventually(t, dev+" up", func() bool { return u.Status().State == Up })
+	}
+	a1, b1 := rawSocket(t, ns, "a1"), rawSocket(t, ns, "b1")
+	if err := unix.SetsockoptInt(b1, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
+		t.Fatal(err)
+	}
+	f := testFrame(9, 100)
+	tagged := append(append(append([]byte(nil), f[:12]...), 0x81, 0x00, 0x00, 0x2a), f[12:]...) // VLAN 42
+	send(t, a1, tagged)
+	buf, oob := make([]byte, 2048), make([]byte, 256)
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		n, oobn, _, _, err := unix.Recvmsg(b1, buf, oob, 0)
+		if err != nil || n < 15 || buf[12] != 0x88 || buf[13] != 0xb5 || buf[14] != 9 {
+			continue
+		}
+		cms, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cm := range cms {
+			if cm.Header.Level == unix.SOL_PACKET && cm.Header.Type == unix.PACKET_AUXDATA && len(cm.Data) >= int(unsafe.Sizeof(unix.TpacketAuxdata{})) {
+				aux := (*unix.TpacketAuxdata)(unsafe.Pointer(&cm.Data[0]))
+				if aux.Status&unix.TP_STATUS_VLAN_VALID == 0 || aux.Vlan_tci&0xfff != 42 {
+					t.Fatalf("frame arrived with auxdata %+v, want VLAN 42", *aux)
+				}
+				return
+			}
+		}
+		t.Fatal("frame arrived untagged")
+	}
+	t.Fatal("tagged frame did not arrive")
+}

@@ -1,0 +1,254 @@
+// Package fabric runs segments that leave the machine (issue 12): two manad processes on two
+// simulated hosts joined by a VXLAN (or Geneve) overlay, and a segment uplinked to a Linux bridge.
+package fabric
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/tests/harness"
+	"github.com/manad/manad/tests/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	harness.Cleanup()
+	os.Exit(code)
+}
+
+// netns creates a namespace that is deleted when the test ends (after the daemons, which are
+// started later and so stopped first).
+func netns(t *testing.T, name string) string {
+	t.Helper()
+	harness.Run(t, "", "ip", "netns", "add", name)
+	t.Cleanup(func() { harness.RunErr("", "ip", "netns", "del", name) })
+	return name
+}
+
+// side is one simulated host: its namespace with the underlay and the overlay device, and a manad
+// with one port on segment wire0 uplinked to the overlay device.
+type side struct {
+	host, pns, port, ip string
+	d                   *harness.Daemon
+}
+
+// overlayHosts makes two hosts joined by a veth underlay (192.168.77.1 and .2) with an overlay
+// device ovl of kind ("vxlan" or "geneve") in each, pointing at the other, MTU 1450.
+func overlayHosts(t *testing.T, kind string) (a, b *side) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	a = &side{host: harness.Name("fha", ""), pns: harness.Name("fpa", ""), port: harness.Name("fa", "0"), ip: "10.77.0.1"}
+	b = &side{host: harness.Name("fhb", ""), pns: harness.Name("fpb", ""), port: harness.Name("fb", "0"), ip: "10.77.0.2"}
+	netns(t, a.host)
+	netns(t, b.host)
+	harness.Run(t, a.host, "ip", "link", "add", "ul", "type", "veth", "peer", "name", "ul", "netns", b.host)
+	for i, s := range []*side{a, b} {
+		self, other := fmt.Sprintf("192.168.77.%d", i+1), fmt.Sprintf("192.168.77.%d", 2-i)
+		harness.Run(t, s.host, "ip", "addr", "add", self+"/24", "dev", "ul")
+		harness.Run(t, s.host, "ip", "link", "set", "ul", "up")
+		switch kind {
+		case "vxlan":
+			harness.Run(t, s.host, "ip", "link", "add", "ovl", "mtu", "1450", "type", "vxlan", "id", "42", "dstport", "4789",
+				"local", self, "dev", "ul", "nolearning")
+			// The static forwarding entry: everything unknown goes to the other host.
+			harness.Run(t, s.host, "bridge", "fdb", "append", "00:00:00:00:00:00", "dev", "ovl", "dst", other)
+		case "geneve":
+			if _, err := harness.RunErr(s.host, "ip", "link", "add", "ovl", "mtu", "1450", "type", "geneve", "id", "42", "remote", other); err != nil {
+				t.Skipf("this kernel has no Geneve (ip link add type geneve: %v)", err)
+			}
+		}
+		harness.Run(t, s.host, "ip", "link", "set", "ovl", "up")
+	}
+	// A second port on host A, local to A's daemon: its traffic with A's first port must not
+	// depend on the uplink.
+	local := &side{pns: harness.Name("fpx", ""), port: harness.Name("fx", "0"), ip: localIP}
+	for _, s := range []*side{a, b} {
+		cfg := fmt.Sprintf(`
+[[segment]]
+name = "wire0"
+uplinks = [{dev = "ovl", netns = %q}]
+
+[[port]]
+name = %q
+netns = %q
+segment = "wire0"
+mtu = 1450
+`, s.host, s.port, s.pns)
+		nss := []string{s.pns}
+		if s == a {
+			cfg += fmt.Sprintf("\n[[port]]\nname = %q\nnetns = %q\nsegment = \"wire0\"\nmtu = 1450\n", local.port, local.pns)
+			nss = append(nss, local.pns)
+		}
+		s.d = harness.Start(t, "", "", cfg, nss...)
+		s.up(t)
+	}
+	local.up(t)
+	return a, b
+}
+
+// localIP is the address of the second port on host A (see overlayHosts).
+const localIP = "10.77.0.3"
+
+// up addresses the port and brings it up (idempotent across restarts).
+func (s *side) up(t *testing.T) {
+	t.Helper()
+	if out, _ := harness.RunErr(s.pns, "ip", "-4", "addr", "show", "dev", s.port); !strings.Contains(out, s.ip) {
+		harness.Run(t, s.pns, "ip", "addr", "add", s.ip+"/24", "dev", s.port)
+	}
+	harness.Run(t, s.pns, "ip", "link", "set", s.port, "up")
+}
+
+func ping(t *testing.T, from *side, to string) {
+	t.Helper()
+	harness.Run(t, from.pns, "ping", "-c", "3", "-i", "0.2", "-W", "2", to)
+}
+
+// counter returns the last value of a counter an uplink or segment logged at shutdown
+// ("TxMTUDrops:3" inside "stats={...}").
+func counter(t *testing.T, log, name string) uint64 {
+	t.Helper()
+	m := regexp.MustCompile(name+`:(\d+)`).FindAllStringSubmatch(log, -1)
+	if m == nil {
+		t.Fatalf("no %s in the log:\n%s", name, log)
+	}
+	n, _ := strconv.ParseUint(m[len(m)-1][1], 10, 64)
+	return n
+}
+
+func setFullPage(t *testing.T, c *client.Client, port string, on bool) {
+	t.Helper()
+	if err := c.SetPrivateFlags(context.Background(), client.PrivateFlags{
+		Interface: client.Interface{Name: port}, Flags: []client.Flag{{Name: "full-page-rx", On: on}},
+	}); err != nil {
+		t.Fatalf("full-page-rx %v on %s: %v", on, port, err)
+	}
+}
+
+func TestTwoDaemonsOverVXLAN(t *testing.T)  { twoDaemons(t, "vxlan") }
+func TestTwoDaemonsOverGeneve(t *testing.T) { twoDaemons(t, "geneve") }
+
+// twoDaemons: two manad processes, each with a port on segment wire0 uplinked to its host's
+// overlay device: ping both ways; a checksummed TCP transfer across a full-page-rx flip on one
+// side and a restart of the other daemon; the uplink going down and up; a too-big frame counted.
+func twoDaemons(t *testing.T, kind string) {
+	a, b := overlayHosts(t, kind)
+	ping(t, a, b.ip)
+	ping(t, b, a.ip)
+
+	tr, err := harness.StartTransfer(a.pns, b.pns, b.ip+":5201", 0, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Progress is what B's port received, from the kernel's counters (the transfer's own are
+	// its goroutines').
+	received := func() int64 {
+		out := harness.Run(t, b.pns, "cat", "/sys/class/net/"+b.port+"/statistics/rx_bytes")
+		n, _ := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+		return n
+	}
+	progress := func(what string, more int64) {
+		t.Helper()
+		from := received()
+		harness.Eventually(t, what, func() bool { return received() >= from+more })
+	}
+	progress("the transfer to start", 1<<20)
+	ca := a.d.Client(a.pns)
+	setFullPage(t, ca, a.port, true)
+	progress("the transfer after the flip on", 1<<20)
+	setFullPage(t, ca, a.port, false)
+	progress("the transfer after the flip off", 1<<20)
+	b.d.Stop()
+	b.d.Restart()
+	b.up(t)
+	progress("the transfer after B's restart", 2<<20)
+	tr.Stop()
+	if err := tr.Check(); err != nil {
+		t.Fatalf("transfer across the flip and the restart: %v", err)
+	}
+	t.Logf("%s: %d bytes transferred intact", kind, tr.Sent)
+
+	// The uplink goes down: reported, frames stop; back up: re-attached, frames flow.
+	harness.Run(t, a.host, "ip", "link", "set", "ovl", "down")
+	harness.Eventually(t, "A to report its uplink down", func() bool { return strings.Contains(a.d.Log(), "uplink down") })
+	if _, err := harness.RunErr(a.pns, "ping", "-c", "1", "-W", "1", b.ip); err == nil {
+		t.Fatal("ping crossed a down uplink")
+	}
+	ping(t, a, localIP) // local ports are not affected
+	ups := strings.Count(a.d.Log(), "uplink up")
+	harness.Run(t, a.host, "ip", "link", "set", "ovl", "up")
+	harness.Eventually(t, "A to re-attach its uplink", func() bool { return strings.Count(a.d.Log(), "uplink up") > ups })
+	ping(t, a, b.ip)
+
+	// MTU truth: a port MTU above the overlay's; a full-size frame is dropped and counted.
+	harness.Run(t, a.pns, "ip", "link", "set", a.port, "mtu", "1500")
+	if out, err := harness.RunErr(a.pns, "ping", "-c", "1", "-W", "1", "-M", "do", "-s", "1472", b.ip); err == nil {
+		t.Fatalf("a 1500-byte packet crossed a 1450-byte overlay:\n%s", out)
+	}
+	ping(t, a, b.ip) // smaller ones still do
+	a.d.Stop()
+	if n := counter(t, a.d.Log(), "TxMTUDrops"); n < 1 {
+		t.Fatalf("TxMTUDrops %d after a too-big frame, want ≥ 1", n)
+	}
+}
+
+// TestSegmentUplinkedToBridge: a segment uplinked to a veth whose peer is a port of a Linux
+// bridge, with a plain namespace on another bridge port: ping and checksummed TCP both ways. The
+// plain namespace's veth offloads checksums and segmentation, which the bridge passes on as
+// they are: manad must fill in the checksums and cut the TSO aggregates.
+func TestSegmentUplinkedToBridge(t *testing.T) {
+	testenv.RequireRoot(t)
+	br, plain := netns(t, harness.Name("fbr", "")), netns(t, harness.Name("fpl", ""))
+	harness.Run(t, br, "ip", "link", "add", "br0", "type", "bridge")
+	harness.Run(t, br, "ip", "link", "add", "upl", "type", "veth", "peer", "name", "uplp")
+	harness.Run(t, br, "ip", "link", "add", "pvp", "type", "veth", "peer", "name", "pv", "netns", plain)
+	for _, dev := range []string{"uplp", "pvp"} {
+		harness.Run(t, br, "ip", "link", "set", dev, "master", "br0")
+	}
+	for _, dev := range []string{"br0", "upl", "uplp", "pvp"} {
+		harness.Run(t, br, "ip", "link", "set", dev, "up")
+	}
+	harness.Run(t, plain, "ip", "addr", "add", "10.78.0.9/24", "dev", "pv")
+	harness.Run(t, plain, "ip", "link", "set", "pv", "up")
+
+	s := &side{pns: harness.Name("fpc", ""), port: harness.Name("fc", "0"), ip: "10.78.0.1"}
+	s.d = harness.Start(t, "", "", fmt.Sprintf(`
+[[segment]]
+name = "wire0"
+uplinks = [{dev = "upl", netns = %q}]
+
+[[port]]
+name = %q
+netns = %q
+segment = "wire0"
+`, br, s.port, s.pns), s.pns)
+	s.up(t)
+	ping(t, s, "10.78.0.9")
+	harness.Run(t, plain, "ping", "-c", "3", "-i", "0.2", "-W", "2", s.ip)
+	for i, dir := range [][3]string{{s.pns, plain, "10.78.0.9:5202"}, {plain, s.pns, s.ip + ":5203"}} {
+		tr, err := harness.StartTransfer(dir[0], dir[1], dir[2], 16<<20, uint64(i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Wait(60 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Check(); err != nil {
+			t.Fatalf("transfer %s → %s: %v", dir[0], dir[1], err)
+		}
+	}
+	s.d.Stop()
+	if n := counter(t, s.d.Log(), "RxChecksumFilled"); n == 0 {
+		t.Fatal("no checksum filled in, yet the plain namespace's veth offloads them")
+	}
+	// The bridge passes the plain namespace's TSO aggregates on whole; manad cut them.
+	if n := counter(t, s.d.Log(), "RxSegmented"); n == 0 {
+		t.Fatal("no TCP aggregate segmented, yet the plain namespace's veth does TSO")
+	}
+}
