@@ -99,6 +99,7 @@ type Port struct {
 	tx            []txSlot
 	rss           atomic.Pointer[rssTable]
 	runningQueues atomic.Int32
+	rxRingSize    atomic.Int32 // posted buffers per running RX queue, 0 when not running
 
 	resetKick  chan struct{}
 	stopWorker context.CancelFunc
@@ -400,6 +401,7 @@ func (p *Port) attach(s Settings, a *allocation, inject bool) error {
 	p.running = true
 	p.rss.Store(newRSSTable(s.Queues)) // mana_rss_table_init: back to the default spread
 	p.runningQueues.Store(int32(s.Queues))
+	p.rxRingSize.Store(int32(s.RxRing))
 	return nil
 }
 
@@ -409,6 +411,7 @@ func (p *Port) stopQueues() {
 	p.running = false
 	p.rss.Store(nil)
 	p.runningQueues.Store(0)
+	p.rxRingSize.Store(0)
 	for q := range p.rx {
 		t := &p.tx[q]
 		t.mu.Lock()

@@ -407,3 +407,31 @@ func TestSteering(t *testing.T) {
 		t.Error("a non-IP frame not on queue 0")
 	}
 }
+
+// xdpWire is a testWire that keeps XDP_TX frames apart.
+type xdpWire struct {
+	testWire
+	xdp testWire
+}
+
+func (w *xdpWire) SendXDP(q int, frame []byte) { w.xdp.Send(q, frame) }
+
+// TestXDPTxUsesSendXDP checks that a wire implementing XDPWire is told which frames XDP_TX
+// sent, and that the host's own transmissions still come through Send.
+func TestXDPTxUsesSendXDP(t *testing.T) {
+	w := new(xdpWire)
+	tp := newTestPort(t, func(c *Config, s *Settings) { c.Wire = w; s.XDP = XDPProgTx })
+	tp.open()
+	if r := tp.Receive(1, udpFrame(300, 5, 6)); r != RxXDPTx {
+		t.Fatalf("Receive = %v, want %v", r, RxXDPTx)
+	}
+	if !tp.Transmit(1, udpFrame(200, 6, 5)) {
+		t.Fatal("Transmit refused")
+	}
+	if w.xdp.count() != 1 || w.count() != 1 {
+		t.Errorf("SendXDP got %d frames, Send %d: want 1 each", w.xdp.count(), w.count())
+	}
+	if got := tp.stat("tx_1_packets"); got != 2 {
+		t.Errorf("tx_1_packets = %d, want 2", got)
+	}
+}

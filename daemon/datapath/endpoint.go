@@ -21,10 +21,6 @@ import (
 )
 
 const (
-	// DefaultInputQueueLen is the bound of each RX queue's input: frames that arrive while the
-	// queue is busy wait there for the queue's goroutine; beyond it they are dropped and
-	// counted as hc_rx_discards_no_wqe.
-	DefaultInputQueueLen = 256
 	// budget is how many frames one pass handles before looking at anything else: a TX
 	// goroutine re-checks for Stop, a drain of the RX input lets go of the queue
 	// (NAPI_POLL_WEIGHT).
@@ -48,18 +44,25 @@ const (
 // goroutine that forwarded it (the sender's TX goroutine): wire → RX ring → TAP write without a
 // goroutine hand-off, which is what makes the data path as fast as a bare TAP-to-TAP relay. The
 // queue's goroutine takes over only when the queue is busy (another sender holds it) or has a
-// backlog, which keeps frames in order. Frames produced while an RX queue is being processed
-// (XDP_TX sends them back out of the port) are never processed inline: that recursion could
-// otherwise take queue locks of two ports in opposite orders.
+// backlog, which keeps frames in order; a sender that finds the queue free with a backlog
+// drains it first. Only frames produced inside an RX queue's processing (XDP_TX sends them
+// back out of the port, through SendXDP) are never processed inline: that recursion could
+// otherwise take queue locks of two ports in opposite orders. Everything else a port transmits
+// is, whatever its own RX queues are doing: a TCP flow's data leaves on TX queue N while its
+// ACKs arrive on RX queue N, and deferring the data then would push a whole window through the
+// inputs.
+//
+// Each RX queue's input holds as many frames as the port posts RX buffers per queue
+// (rx_queue_size): what a NIC's ring holds for a host that is slow to poll. Beyond that a frame
+// is dropped and counted as hc_rx_discards_no_wqe, as the NIC would.
 //
 // The per-frame path allocates nothing and takes no lock but the destination queue's (a TryLock
 // inline, the input's mutex otherwise) and vnic's per-queue ones.
 type Endpoint struct {
-	seg      *Segment
-	mac      net.HardwareAddr
-	log      *slog.Logger
-	inline   bool // process RX in the sender's goroutine when the queue is idle
-	inputLen int
+	seg    *Segment
+	mac    net.HardwareAddr
+	log    *slog.Logger
+	inline bool // process RX in the sender's goroutine when the queue is idle
 
 	handle atomic.Pointer[port]
 	vp     atomic.Pointer[vnic.Port]
@@ -81,12 +84,11 @@ type queue struct {
 	rc   syscall.RawConn
 
 	// busy is held by whoever processes frames for RX queue idx (an inline sender or the
-	// queue's goroutine): the NAPI context. rxActive is set while Port.Receive runs under it.
-	busy     sync.Mutex
-	rxActive atomic.Bool
-	in       *inputRing
-	wake     chan struct{}
-	drops    atomic.Uint64 // input-full drops not yet handed to Port.DropRx
+	// queue's goroutine): the NAPI context.
+	busy  sync.Mutex
+	in    *inputRing
+	wake  chan struct{}
+	drops atomic.Uint64 // input-full drops not yet handed to Port.DropRx
 
 	// The TAP write of Deliver. Deliver calls for one queue are serialised by vnic's RX queue
 	// lock, so these need no lock of their own; writeFn is built once so that a write does not
@@ -117,7 +119,7 @@ func NewEndpoint(seg *Segment, mac net.HardwareAddr, log *slog.Logger) *Endpoint
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Endpoint{seg: seg, mac: append(net.HardwareAddr(nil), mac...), log: log, inline: true, inputLen: DefaultInputQueueLen}
+	return &Endpoint{seg: seg, mac: append(net.HardwareAddr(nil), mac...), log: log, inline: true}
 }
 
 // Segment returns the segment the endpoint attaches to.
@@ -274,7 +276,7 @@ func (e *Endpoint) newQueue(i int, f *os.File) (*queue, error) {
 	if err != nil {
 		return nil, extack.Wrap(err, unix.EBADF, "TAP queue %d", i)
 	}
-	qq := &queue{e: e, idx: i, file: f, rc: rc, in: newInputRing(e.inputLen), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	qq := &queue{e: e, idx: i, file: f, rc: rc, in: newInputRing(), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	qq.writeFn = qq.write
 	return qq, nil
 }
@@ -357,23 +359,23 @@ func rawWrite(fd uintptr, b []byte) unix.Errno {
 }
 
 // Send implements vnic.Wire: it switches a frame the port transmitted on queue q onto the
-// segment. A frame sent while RX queue q is being processed (an XDP_TX verdict) is not
-// processed inline by its destinations; see Endpoint.
-func (e *Endpoint) Send(q int, frame []byte) {
+// segment, processing it inline in the destinations' idle RX queues; see Endpoint.
+func (e *Endpoint) Send(q int, frame []byte) { e.send(q, frame, e.inline) }
+
+// SendXDP implements vnic.XDPWire: it is Send for a frame XDP_TX bounced from inside RX queue
+// q's processing, which its destinations never process inline.
+func (e *Endpoint) SendXDP(q int, frame []byte) { e.send(q, frame, false) }
+
+func (e *Endpoint) send(q int, frame []byte, inline bool) {
 	h := e.handle.Load()
 	if h == nil {
 		return
 	}
-	inline := e.inline
 	var now int64
 	if qs := e.qs.Load(); qs == nil || q >= len(qs.q) {
 		inline = false
 	} else {
-		qq := qs.q[q]
-		if qq.rxActive.Load() {
-			inline = false
-		}
-		now = qq.clock.Load()
+		now = qs.q[q].clock.Load()
 	}
 	if now == 0 {
 		now = e.seg.now()
@@ -382,8 +384,9 @@ func (e *Endpoint) Send(q int, frame []byte) {
 }
 
 // input takes a frame the segment forwards to this endpoint's port: RSS picks the RX queue, and
-// the frame is processed inline when allowed and the queue is idle, else queued for the queue's
-// goroutine (or dropped, and counted, when the queue's input is full).
+// the frame is processed inline when allowed and the queue is free (after the backlog, which
+// the sender drains first as far as one budget), else queued for the queue's goroutine (or
+// dropped, and counted, when the queue's input is full).
 func (e *Endpoint) input(frame []byte, inline bool) {
 	p := e.vp.Load()
 	if p == nil {
@@ -401,17 +404,17 @@ func (e *Endpoint) input(frame []byte, inline bool) {
 		return
 	}
 	qq := qs.q[q]
-	if inline && qq.in.empty() && qq.busy.TryLock() {
-		qq.stats.rxInline.Add(1)
-		qq.receive(p, frame)
-		more := qq.poll(p)
-		qq.busy.Unlock()
-		if more {
-			qq.kick()
+	if inline && qq.busy.TryLock() {
+		if !qq.poll(p) {
+			qq.stats.rxInline.Add(1)
+			p.Receive(qq.idx, frame)
+			qq.busy.Unlock()
+			return
 		}
-		return
+		// Still a backlog after one budget: the frame queues behind it, in order.
+		qq.busy.Unlock()
 	}
-	if qq.in.push(frame) {
+	if qq.in.push(frame, inputLimit(p)) {
 		qq.stats.rxDeferred.Add(1)
 	} else {
 		qq.stats.rxInputDrops.Add(1)
@@ -420,11 +423,13 @@ func (e *Endpoint) input(frame []byte, inline bool) {
 	qq.kick()
 }
 
-// receive runs one frame through the port's RX queue. Caller holds busy.
-func (qq *queue) receive(p *vnic.Port, frame []byte) {
-	qq.rxActive.Store(true)
-	p.Receive(qq.idx, frame)
-	qq.rxActive.Store(false)
+// inputLimit is the bound of an RX queue's input: the port's RX ring size, or one budget while
+// the port is not running (vnic drops those frames anyway).
+func inputLimit(p *vnic.Port) int {
+	if n := p.RxRingSize(); n > 0 {
+		return n
+	}
+	return budget
 }
 
 // poll processes up to budget frames from the input and hands input-full drops to the port. It
@@ -444,7 +449,7 @@ func (qq *queue) poll(p *vnic.Port) (more bool) {
 		if f == nil {
 			return false
 		}
-		qq.receive(p, f)
+		p.Receive(qq.idx, f)
 		qq.in.pop()
 	}
 	return !qq.in.empty()
