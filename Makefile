@@ -31,7 +31,8 @@ vet: ## go vet and staticcheck
 # fixed in go1.27); a count has no deadline to race.
 FUZZ_TARGETS := ./genl:FuzzDispatch:30000x ./genl/nlattr:FuzzParse:100000x \
 	./genl/ethtool:FuzzBitset:100000x ./genl/client:FuzzDecodeReplies:100000x \
-	./daemon/config:FuzzIndexLines:50000x ./daemon/xdp:FuzzLoad:300x
+	./daemon/config:FuzzIndexLines:50000x ./daemon/xdp:FuzzLoad:300x \
+	./daemon/offload:FuzzSegment:100000x
 
 fuzz: ## run every fuzz target briefly (FUZZTIME=10m for a longer hunt)
 	@for t in $(FUZZ_TARGETS); do \
