@@ -9,8 +9,8 @@ import (
 // SetCarrier sets the TAP's carrier (TUNSETCARRIER): off makes the kernel see the link as down
 // (NO-CARRIER, operstate DOWN, ethtool "Link detected: no") while IFF_UP stays as the
 // administrator left it, the way a NIC driver calls netif_carrier_off while its queues are
-// gone. The kernel turns a TAP's carrier on whenever a queue attaches, so callers set it after
-// opening or growing the TAP. Errors: ENODEV after Close; the kernel's errno otherwise.
+// gone. The kernel turns a TAP's carrier on when a queue attaches to it while it has none
+// (Open, also of a persistent TAP), so callers set it after Open. Errors: ENODEV after Close; the kernel's errno otherwise.
 func (d *Device) SetCarrier(on bool) error {
 	if err := d.rlock(); err != nil {
 		return err
@@ -23,18 +23,8 @@ func (d *Device) SetCarrier(on bool) error {
 	if on {
 		v = 1
 	}
-	rc, err := d.queues[0].SyscallConn()
-	if err != nil {
-		return extack.Wrap(err, unix.EBADF, "TAP %s", d.cfg.Name)
-	}
-	var ierr error
-	if err := rc.Control(func(fd uintptr) {
-		// The argument is a pointer to an int, unlike TUNSETPERSIST's value.
-		ierr = unix.IoctlSetPointerInt(int(fd), unix.TUNSETCARRIER, v)
-	}); err != nil {
-		return extack.Wrap(err, unix.EBADF, "TAP %s", d.cfg.Name)
-	}
-	if ierr != nil {
+	// The argument is a pointer to an int, unlike TUNSETPERSIST's value.
+	if ierr := queueIoctl(d.queues[0], unix.TUNSETCARRIER, v); ierr != nil {
 		return extack.Wrap(ierr, unix.EIO, "set carrier of %s", d.cfg.Name)
 	}
 	return nil
