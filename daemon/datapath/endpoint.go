@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/offload"
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/extack"
@@ -56,6 +57,11 @@ const (
 // (rx_queue_size): what a NIC's ring holds for a host that is slow to poll. Beyond that a frame
 // is dropped and counted as hc_rx_discards_no_wqe, as the NIC would.
 //
+// On a TAP with virtio headers (tap.Config.Offload) the TX goroutine cuts each superframe the
+// kernel hands over into wire frames and finishes partial checksums (package offload), so
+// every frame on the wire is MTU-sized and complete; Deliver writes each frame behind an empty
+// header. Receive coalescing (GRO) is not done yet.
+//
 // The per-frame path allocates nothing and takes no lock but the destination queue's (a TryLock
 // inline, the input's mutex otherwise) and vnic's per-queue ones.
 type Endpoint struct {
@@ -92,10 +98,21 @@ type queue struct {
 
 	// The TAP write of Deliver. Deliver calls for one queue are serialised by vnic's RX queue
 	// lock, so these need no lock of their own; writeFn is built once so that a write does not
-	// allocate a closure.
+	// allocate a closure. On a TAP with virtio headers (tap.Config.Offload) the frame goes out
+	// behind an all-zero header (nothing to finish) in one writev of wiov.
 	wframe  []byte
 	werr    error
 	writeFn func(fd uintptr) bool
+	vnet    bool
+	wiov    [2]unix.Iovec
+	zeroHdr [offload.HeaderLen]byte
+
+	// The TX side of a TAP with virtio headers: superframes the kernel hands over are cut into
+	// wire frames, each transmitted on its own. emitFn is built once, like writeFn.
+	seg      *offload.Segmenter
+	txPort   *vnic.Port
+	maxFrame int // the longest frame the port may put on the wire
+	emitFn   func(frame []byte)
 
 	// clock is the segment clock read when the TX goroutine's current batch began, 0 between
 	// batches: Send uses it instead of reading the clock for every frame.
@@ -110,6 +127,7 @@ type queue struct {
 type queueStats struct {
 	rxInline, rxDeferred, rxInputDrops, rxWriteErrors atomic.Uint64
 	txRunts, txOversize                               atomic.Uint64
+	txSuperframes, txBadVnet                          atomic.Uint64
 }
 
 // NewEndpoint returns an endpoint for a port with the given MAC on segment seg. The MAC is only
@@ -159,7 +177,7 @@ func (e *Endpoint) Start(p *vnic.Port, dev *tap.Device) error {
 	}
 	qs := &queueSet{q: make([]*queue, 0, len(files))}
 	for i, f := range files {
-		qq, err := e.newQueue(i, f)
+		qq, err := e.newQueue(i, f, dev.VnetHdr())
 		if err != nil {
 			return err
 		}
@@ -229,7 +247,7 @@ func (e *Endpoint) SetChannels(n int, apply func() error) error {
 		files := e.dev.Queues()
 		grown := &queueSet{q: append([]*queue(nil), old.q...)}
 		for i := cur; i < n; i++ {
-			qq, err := e.newQueue(i, files[i])
+			qq, err := e.newQueue(i, files[i], e.dev.VnetHdr())
 			if err != nil {
 				e.undoGrow(cur)
 				return err
@@ -270,14 +288,20 @@ func (e *Endpoint) undoGrow(cur int) {
 	}
 }
 
-// newQueue prepares queue i on TAP file f.
-func (e *Endpoint) newQueue(i int, f *os.File) (*queue, error) {
+// newQueue prepares queue i on TAP file f; vnet says whether the TAP carries virtio headers.
+func (e *Endpoint) newQueue(i int, f *os.File, vnet bool) (*queue, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, extack.Wrap(err, unix.EBADF, "TAP queue %d", i)
 	}
 	qq := &queue{e: e, idx: i, file: f, rc: rc, in: newInputRing(), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	qq.writeFn = qq.write
+	if vnet {
+		qq.vnet, qq.seg = true, offload.NewSegmenter()
+		qq.emitFn = qq.emit
+		qq.wiov[0].Base = &qq.zeroHdr[0]
+		qq.wiov[0].SetLen(offload.HeaderLen)
+	}
 	return qq, nil
 }
 
@@ -329,7 +353,12 @@ func (e *Endpoint) Deliver(q int, frame []byte, _ *pagepool.Buffer) bool {
 // write is the RawConn callback of Deliver.
 func (qq *queue) write(fd uintptr) bool {
 	for {
-		errno := rawWrite(fd, qq.wframe)
+		var errno unix.Errno
+		if qq.vnet {
+			errno = rawWritev(fd, &qq.wiov, qq.wframe)
+		} else {
+			errno = rawWrite(fd, qq.wframe)
+		}
 		if errno == unix.EINTR {
 			continue
 		}
@@ -355,6 +384,15 @@ func rawRead(fd uintptr, buf []byte) (int, unix.Errno) {
 
 func rawWrite(fd uintptr, b []byte) unix.Errno {
 	_, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+	return errno
+}
+
+// rawWritev writes iov[0] (the virtio header) and b with one writev(2), as rawWrite.
+func rawWritev(fd uintptr, iov *[2]unix.Iovec, b []byte) unix.Errno {
+	iov[1].Base = unsafe.SliceData(b)
+	iov[1].SetLen(len(b))
+	_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), 2)
+	iov[1].Base = nil
 	return errno
 }
 
@@ -493,7 +531,13 @@ func (qq *queue) rxLoop(p *vnic.Port) {
 // hands it to the port, batches of up to budget frames per wake-up of the netpoller.
 func (qq *queue) txLoop(p *vnic.Port) {
 	defer qq.wg.Done()
-	buf := make([]byte, p.Config().MaxMTU+frameOverhead+1) // +1 tells a truncated frame apart
+	qq.maxFrame = p.Config().MaxMTU + frameOverhead
+	qq.txPort = p
+	hdr, size := 0, qq.maxFrame
+	if qq.vnet {
+		hdr, size = offload.HeaderLen, offload.MaxFrameLen
+	}
+	buf := make([]byte, hdr+size+1) // +1 tells a truncated frame apart
 	var rerr error
 	read := func(fd uintptr) bool {
 		qq.clock.Store(qq.e.seg.now())
@@ -512,12 +556,14 @@ func (qq *queue) txLoop(p *vnic.Port) {
 				return true
 			}
 			switch {
-			case n < 14:
+			case n < hdr+14:
 				qq.stats.txRunts.Add(1)
 			case n == len(buf):
 				// Longer than the port's largest MTU allows: a real NIC refuses it
 				// (hc_tx_err_mtu_violation); never forward it truncated.
 				qq.stats.txOversize.Add(1)
+			case qq.vnet:
+				qq.transmitOffload(buf[:n])
 			default:
 				p.Transmit(qq.idx, buf[:n])
 			}
@@ -558,6 +604,31 @@ func (qq *queue) txLoop(p *vnic.Port) {
 	}
 }
 
+// transmitOffload transmits what a TAP with virtio headers handed over: a frame to finish (its
+// partial checksum) or a superframe to cut into wire frames. A header that does not fit the
+// frame drops it, counted; nothing of it reaches the wire.
+func (qq *queue) transmitOffload(b []byte) {
+	var h offload.Header
+	_ = h.Decode(b) // the caller checked the length
+	st, err := qq.seg.Segment(&h, b[offload.HeaderLen:], qq.emitFn)
+	if err != nil {
+		qq.stats.txBadVnet.Add(1)
+		return
+	}
+	if st.GSO {
+		qq.stats.txSuperframes.Add(1)
+	}
+}
+
+// emit transmits one frame Segment made.
+func (qq *queue) emit(frame []byte) {
+	if len(frame) > qq.maxFrame {
+		qq.stats.txOversize.Add(1) // a gso_size beyond the MTU: as for a plain frame
+		return
+	}
+	qq.txPort.Transmit(qq.idx, frame)
+}
+
 // QueueStats are one queue's data-path counters beyond vnic's own.
 type QueueStats struct {
 	RxInline      uint64 // frames the forwarding goroutine processed itself
@@ -566,6 +637,8 @@ type QueueStats struct {
 	RxWriteErrors uint64 // frames the TAP refused (it was down or detached)
 	TxRunts       uint64 // frames shorter than an Ethernet header read from the TAP
 	TxOversize    uint64 // frames longer than the port's largest MTU read from the TAP
+	TxSuperframes uint64 // GSO superframes read from a TAP with offloads, each cut into frames
+	TxBadVnetHdr  uint64 // frames dropped because their virtio header did not fit them
 	RxBacklog     int    // frames waiting in the input now
 }
 
@@ -581,6 +654,7 @@ func (e *Endpoint) Stats() []QueueStats {
 		out[i] = QueueStats{
 			RxInline: s.rxInline.Load(), RxDeferred: s.rxDeferred.Load(), RxInputDrops: s.rxInputDrops.Load(),
 			RxWriteErrors: s.rxWriteErrors.Load(), TxRunts: s.txRunts.Load(), TxOversize: s.txOversize.Load(),
+			TxSuperframes: s.txSuperframes.Load(), TxBadVnetHdr: s.txBadVnet.Load(),
 			RxBacklog: int(qq.in.count.Load()),
 		}
 	}
@@ -592,7 +666,7 @@ func (e *Endpoint) Stats() []QueueStats {
 func StatNames() []string {
 	p := vnic.ManadStatPrefix
 	return []string{p + "rx_inline", p + "rx_deferred", p + "rx_drop_input_full", p + "rx_tap_write_err",
-		p + "tx_drop_runt", p + "tx_drop_oversize"}
+		p + "tx_drop_runt", p + "tx_drop_oversize", p + "tx_superframes", p + "tx_drop_bad_vnet_hdr"}
 }
 
 // StatTotals returns the values of StatNames: every running queue's counters summed (zeros when
@@ -606,6 +680,9 @@ func (e *Endpoint) StatTotals() []uint64 {
 		t.RxWriteErrors += s.RxWriteErrors
 		t.TxRunts += s.TxRunts
 		t.TxOversize += s.TxOversize
+		t.TxSuperframes += s.TxSuperframes
+		t.TxBadVnetHdr += s.TxBadVnetHdr
 	}
-	return []uint64{t.RxInline, t.RxDeferred, t.RxInputDrops, t.RxWriteErrors, t.TxRunts, t.TxOversize}
+	return []uint64{t.RxInline, t.RxDeferred, t.RxInputDrops, t.RxWriteErrors, t.TxRunts, t.TxOversize,
+		t.TxSuperframes, t.TxBadVnetHdr}
 }
