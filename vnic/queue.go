@@ -224,6 +224,56 @@ func (p *Port) transmit(qi int, frame []byte, xdp bool) bool {
 	return true
 }
 
+// TxWork is one TX work item as mana_start_xmit sees it: a frame, or a superframe the NIC
+// segments (TSO, USO), or a frame whose checksum the NIC completes.
+type TxWork struct {
+	Len         int  // skb->len: the whole frame or superframe
+	GSO         bool // a superframe
+	HeaderLen   int  // gso_hs: the headers each segment repeats (GSO only)
+	CsumPartial bool // CHECKSUM_PARTIAL on a frame that is not GSO
+}
+
+// Post accounts a work item the host posted on TX queue qi, by mana_start_xmit's rules: one
+// packet of w.Len bytes in the short packet format (no VLAN offload on a TAP); a superframe also
+// as tso_packets and tso_bytes (its payload, skb->len - gso_hs; never tso_inner_*, as nothing
+// is encapsulated), a frame with a checksum to complete as csum_partial. It returns false,
+// counting a TX drop, when the queue is stopped: then nothing of the item may go on the wire.
+// The frames it becomes go there through PutWire. Safe for concurrent use.
+func (p *Port) Post(qi int, w TxWork) bool {
+	t := &p.tx[qi]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := &t.stats
+	if !t.running {
+		st.dropped++
+		return false
+	}
+	st.packets++
+	st.bytes += uint64(w.Len)
+	st.shortPktFmt++
+	switch {
+	case w.GSO:
+		st.tsoPackets++
+		st.tsoBytes += uint64(max(w.Len-w.HeaderLen, 0))
+	case w.CsumPartial:
+		st.csumPartial++
+	}
+	return true
+}
+
+// PutWire puts one frame of a work item Post accepted on the wire: the adapter's own counters
+// (hc_tx_*) count what leaves the port, frame by frame. Safe for concurrent use.
+func (p *Port) PutWire(qi int, frame []byte) {
+	t := &p.tx[qi]
+	n := uint64(len(frame))
+	t.mu.Lock()
+	st := &t.stats
+	st.hcBytes += n
+	classify(frame, n, &st.ucastPkts, &st.ucastBytes, &st.bcastPkts, &st.bcastBytes, &st.mcastPkts, &st.mcastBytes)
+	t.mu.Unlock()
+	p.cfg.Wire.Send(qi, frame)
+}
+
 // SteerRx returns the RX queue RSS picks for frame (Toeplitz hash of the flow through the
 // indirection table), or -1 when the port is not running. Safe for concurrent use.
 func (p *Port) SteerRx(frame []byte) int {

@@ -607,26 +607,34 @@ func (qq *queue) txLoop(p *vnic.Port) {
 // transmitOffload transmits what a TAP with virtio headers handed over: a frame to finish (its
 // partial checksum) or a superframe to cut into wire frames. A header that does not fit the
 // frame drops it, counted; nothing of it reaches the wire.
+//
+// The port accounts the superframe as one work item (vnic.Port.Post: tx_<q>_tso_*,
+// csum_partial), and each frame it becomes as it leaves (vnic.Port.PutWire: hc_tx_*).
 func (qq *queue) transmitOffload(b []byte) {
 	var h offload.Header
 	_ = h.Decode(b) // the caller checked the length
-	st, err := qq.seg.Segment(&h, b[offload.HeaderLen:], qq.emitFn)
+	frame := b[offload.HeaderLen:]
+	st, err := qq.seg.Plan(&h, frame)
 	if err != nil {
 		qq.stats.txBadVnet.Add(1)
+		return
+	}
+	if !qq.txPort.Post(qq.idx, vnic.TxWork{Len: len(frame), GSO: st.GSO, HeaderLen: st.HeaderLen, CsumPartial: st.CsumDone && !st.GSO}) {
 		return
 	}
 	if st.GSO {
 		qq.stats.txSuperframes.Add(1)
 	}
+	_, _ = qq.seg.Segment(&h, frame, qq.emitFn) // Plan accepted it
 }
 
-// emit transmits one frame Segment made.
+// emit puts one frame Segment made on the wire.
 func (qq *queue) emit(frame []byte) {
 	if len(frame) > qq.maxFrame {
 		qq.stats.txOversize.Add(1) // a gso_size beyond the MTU: as for a plain frame
 		return
 	}
-	qq.txPort.Transmit(qq.idx, frame)
+	qq.txPort.PutWire(qq.idx, frame)
 }
 
 // QueueStats are one queue's data-path counters beyond vnic's own.

@@ -34,6 +34,15 @@ func TestOffloadTCP(t *testing.T) {
 			bad += q.TxBadVnetHdr
 			oversize += q.TxOversize
 		}
+		// The driver's counters: each superframe is one TSO work item.
+		_, tso := p.queueStats("tso_packets")
+		var tsoSum uint64
+		for _, v := range tso {
+			tsoSum += v
+		}
+		if tsoSum < super {
+			t.Errorf("port %s: tx tso_packets %v for %d superframes", p.name, tso, super)
+		}
 		if super == 0 || bad != 0 || oversize != 0 {
 			t.Errorf("port %s: %d superframes, %d bad virtio headers, %d oversize: want superframes only", p.name, super, bad, oversize)
 		}

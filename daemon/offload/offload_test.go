@@ -31,9 +31,10 @@ func TestSegmentTCPProperty(t *testing.T) {
 		f, l := s.build()
 		mss := rapid.IntRange(max(1, len(s.payload)/MaxSegments+1), 9000).Draw(t, "mss")
 		h := s.gsoHeader(l, mss)
+		planned, perr := seg.Plan(&h, f)
 		out, st, err := segmentAll(seg, h, f)
-		if err != nil {
-			t.Fatalf("Segment: %v", err)
+		if err != nil || perr != nil || planned != st {
+			t.Fatalf("Segment: %v; Plan: %+v, %v; Segment's %+v", err, planned, perr, st)
 		}
 		want := max(1, (len(s.payload)+mss-1)/mss)
 		if len(out) != want || st.N != want || !st.GSO || st.HeaderLen != l.payload || st.PayloadLen != len(s.payload) {
@@ -299,6 +300,9 @@ func TestSegmentRefuses(t *testing.T) {
 				tc.mod(&h)
 			}
 			called := false
+			if _, err := NewSegmenter().Plan(&h, tc.frame); !errors.Is(err, tc.want) {
+				t.Errorf("Plan = %v, want %v", err, tc.want)
+			}
 			_, err := NewSegmenter().Segment(&h, tc.frame, func([]byte) { called = true })
 			if !errors.Is(err, tc.want) || !errors.Is(err, tc.errno) || called {
 				t.Errorf("Segment = %v (emitted %v), want %v (%v)", err, called, tc.want, tc.errno)

@@ -73,6 +73,26 @@ func check(h *Header, frame []byte) (layout, error) {
 	return l, nil
 }
 
+// Plan validates what Segment would be given and returns what it would do, emitting nothing: a
+// NIC driver accounts a work item before the hardware segments it. Errors as Segment.
+func (s *Segmenter) Plan(h *Header, frame []byte) (Segments, error) {
+	l, err := check(h, frame)
+	if err != nil {
+		return Segments{}, err
+	}
+	return plan(h, frame, &l), nil
+}
+
+// plan is the Segments of a frame check accepted.
+func plan(h *Header, frame []byte, l *layout) Segments {
+	if h.GSOType&^GSOECN == GSONone {
+		return Segments{N: 1, CsumDone: h.Flags&FlagNeedsCsum != 0}
+	}
+	payload := len(frame) - l.payload
+	mss := int(h.GSOSize)
+	return Segments{N: max(1, (payload+mss-1)/mss), GSO: true, CsumDone: true, HeaderLen: l.payload, PayloadLen: payload}
+}
+
 // Segment turns the frame a TAP read (its virtio header h, already decoded, and the frame that
 // followed it) into wire frames, calling emit for each. A frame without GSO is emitted as it is,
 // its partial checksum completed in place when NEEDS_CSUM is set (Segment writes into frame
@@ -88,20 +108,19 @@ func (s *Segmenter) Segment(h *Header, frame []byte, emit func(frame []byte)) (S
 	if err != nil {
 		return Segments{}, err
 	}
-	if h.GSOType&^GSOECN == GSONone {
-		done := h.Flags&FlagNeedsCsum != 0
-		if done {
+	st := plan(h, frame, &l)
+	if !st.GSO {
+		if st.CsumDone {
 			at := int(h.CsumStart) + int(h.CsumOffset)
 			binary.BigEndian.PutUint16(frame[at:], ^fold(sum(frame[h.CsumStart:], 0)))
 		}
 		emit(frame)
-		return Segments{N: 1, CsumDone: done}, nil
+		return st, nil
 	}
 	hl := l.payload
 	payload := frame[hl:]
 	mss := int(h.GSOSize)
-	n := max(1, (len(payload)+mss-1)/mss)
-	st := Segments{N: n, GSO: true, CsumDone: true, HeaderLen: hl, PayloadLen: len(payload)}
+	n := st.N
 	b := s.buf
 	copy(b, frame[:hl])
 	var seq uint32
