@@ -59,8 +59,9 @@ const (
 //
 // On a TAP with virtio headers (tap.Config.Offload) the TX goroutine cuts each superframe the
 // kernel hands over into wire frames and finishes partial checksums (package offload), so
-// every frame on the wire is MTU-sized and complete; Deliver writes each frame behind an empty
-// header. Receive coalescing (GRO) is not done yet.
+// every frame on the wire is MTU-sized and complete; on receive, consecutive TCP segments of
+// one flow are written to the TAP as one superframe (gro.go), any other frame behind an empty
+// header.
 //
 // The per-frame path allocates nothing and takes no lock but the destination queue's (a TryLock
 // inline, the input's mutex otherwise) and vnic's per-queue ones.
@@ -107,6 +108,14 @@ type queue struct {
 	wiov    [2]unix.Iovec
 	zeroHdr [offload.HeaderLen]byte
 
+	// Receive coalescing on a TAP with virtio headers (gro.go); guarded by busy.
+	co      *offload.Coalescer
+	held    []*pagepool.Buffer // the RX buffers of the run in co
+	giov    []unix.Iovec
+	gframe  [][]byte
+	flushFn func(fd uintptr) bool
+	listed  bool // in the segment's pending list
+
 	// The TX side of a TAP with virtio headers: superframes the kernel hands over are cut into
 	// wire frames, each transmitted on its own. emitFn is built once, like writeFn.
 	seg      *offload.Segmenter
@@ -128,6 +137,7 @@ type queueStats struct {
 	rxInline, rxDeferred, rxInputDrops, rxWriteErrors atomic.Uint64
 	txRunts, txOversize                               atomic.Uint64
 	txSuperframes, txBadVnet                          atomic.Uint64
+	rxCoalesced                                       atomic.Uint64
 }
 
 // NewEndpoint returns an endpoint for a port with the given MAC on segment seg. The MAC is only
@@ -301,6 +311,10 @@ func (e *Endpoint) newQueue(i int, f *os.File, vnet bool) (*queue, error) {
 		qq.emitFn = qq.emit
 		qq.wiov[0].Base = &qq.zeroHdr[0]
 		qq.wiov[0].SetLen(offload.HeaderLen)
+		qq.co = offload.NewCoalescer(groMaxSegs)
+		qq.held = make([]*pagepool.Buffer, 0, groMaxSegs)
+		qq.giov = make([]unix.Iovec, groMaxSegs+1)
+		qq.flushFn = qq.writeRun
 	}
 	return qq, nil
 }
@@ -324,6 +338,7 @@ func stopQueues(p *vnic.Port, qs []*queue) {
 		qq.wg.Wait()
 		qq.file.SetReadDeadline(time.Time{}) // fails harmlessly on a file closed meanwhile
 		qq.busy.Lock()
+		qq.flushRun() // a run a sender left: its RX buffers go back
 		n := uint64(qq.in.reset()) + qq.drops.Swap(0)
 		for range n {
 			p.DropRx(qq.idx)
@@ -336,12 +351,15 @@ func stopQueues(p *vnic.Port, qs []*queue) {
 // buffer is never kept: the write copies the frame into the kernel. A TAP write never blocks
 // (the kernel drops instead), so a failing write is counted and the frame is gone, as one the
 // host stack dropped.
-func (e *Endpoint) Deliver(q int, frame []byte, _ *pagepool.Buffer) bool {
+func (e *Endpoint) Deliver(q int, frame []byte, buf *pagepool.Buffer) bool {
 	qs := e.qs.Load()
 	if qs == nil || q >= len(qs.q) {
 		return false
 	}
 	qq := qs.q[q]
+	if qq.co != nil && qq.coalesce(frame, buf) {
+		return true
+	}
 	qq.wframe = frame
 	if err := qq.rc.Write(qq.writeFn); err != nil || qq.werr != nil {
 		qq.stats.rxWriteErrors.Add(1)
@@ -446,10 +464,12 @@ func (e *Endpoint) input(frame []byte, inline bool) {
 		if !qq.poll(p) {
 			qq.stats.rxInline.Add(1)
 			p.Receive(qq.idx, frame)
+			qq.deferFlush()
 			qq.busy.Unlock()
 			return
 		}
 		// Still a backlog after one budget: the frame queues behind it, in order.
+		qq.flushRun()
 		qq.busy.Unlock()
 	}
 	if qq.in.push(frame, inputLimit(p)) {
@@ -513,6 +533,7 @@ func (qq *queue) rxLoop(p *vnic.Port) {
 		for {
 			qq.busy.Lock()
 			more := qq.poll(p)
+			qq.flushRun() // a poll ends a coalesced run
 			qq.busy.Unlock()
 			if !more {
 				break
@@ -542,6 +563,7 @@ func (qq *queue) txLoop(p *vnic.Port) {
 	read := func(fd uintptr) bool {
 		qq.clock.Store(qq.e.seg.now())
 		defer qq.clock.Store(0)
+		defer qq.e.seg.gro.flush() // the runs this batch left in the destinations' RX queues
 		for i := 0; i < budget; i++ {
 			n, errno := rawRead(fd, buf)
 			switch errno {
@@ -647,6 +669,7 @@ type QueueStats struct {
 	TxOversize    uint64 // frames longer than the port's largest MTU read from the TAP
 	TxSuperframes uint64 // GSO superframes read from a TAP with offloads, each cut into frames
 	TxBadVnetHdr  uint64 // frames dropped because their virtio header did not fit them
+	RxCoalesced   uint64 // frames written to the TAP merged into an earlier one (GRO)
 	RxBacklog     int    // frames waiting in the input now
 }
 
@@ -662,7 +685,7 @@ func (e *Endpoint) Stats() []QueueStats {
 		out[i] = QueueStats{
 			RxInline: s.rxInline.Load(), RxDeferred: s.rxDeferred.Load(), RxInputDrops: s.rxInputDrops.Load(),
 			RxWriteErrors: s.rxWriteErrors.Load(), TxRunts: s.txRunts.Load(), TxOversize: s.txOversize.Load(),
-			TxSuperframes: s.txSuperframes.Load(), TxBadVnetHdr: s.txBadVnet.Load(),
+			TxSuperframes: s.txSuperframes.Load(), TxBadVnetHdr: s.txBadVnet.Load(), RxCoalesced: s.rxCoalesced.Load(),
 			RxBacklog: int(qq.in.count.Load()),
 		}
 	}
@@ -674,7 +697,7 @@ func (e *Endpoint) Stats() []QueueStats {
 func StatNames() []string {
 	p := vnic.ManadStatPrefix
 	return []string{p + "rx_inline", p + "rx_deferred", p + "rx_drop_input_full", p + "rx_tap_write_err",
-		p + "tx_drop_runt", p + "tx_drop_oversize", p + "tx_superframes", p + "tx_drop_bad_vnet_hdr"}
+		p + "tx_drop_runt", p + "tx_drop_oversize", p + "tx_superframes", p + "tx_drop_bad_vnet_hdr", p + "rx_coalesced"}
 }
 
 // StatTotals returns the values of StatNames: every running queue's counters summed (zeros when
@@ -690,7 +713,8 @@ func (e *Endpoint) StatTotals() []uint64 {
 		t.TxOversize += s.TxOversize
 		t.TxSuperframes += s.TxSuperframes
 		t.TxBadVnetHdr += s.TxBadVnetHdr
+		t.RxCoalesced += s.RxCoalesced
 	}
 	return []uint64{t.RxInline, t.RxDeferred, t.RxInputDrops, t.RxWriteErrors, t.TxRunts, t.TxOversize,
-		t.TxSuperframes, t.TxBadVnetHdr}
+		t.TxSuperframes, t.TxBadVnetHdr, t.RxCoalesced}
 }

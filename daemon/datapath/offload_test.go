@@ -43,6 +43,14 @@ func TestOffloadTCP(t *testing.T) {
 		if tsoSum < super {
 			t.Errorf("port %s: tx tso_packets %v for %d superframes", p.name, tso, super)
 		}
+		var merged uint64
+		for _, q := range p.ep.Stats() {
+			merged += q.RxCoalesced
+		}
+		if merged == 0 {
+			t.Errorf("port %s: no frame coalesced on receive", p.name)
+		}
+		t.Logf("port %s: %d frames coalesced", p.name, merged)
 		if super == 0 || bad != 0 || oversize != 0 {
 			t.Errorf("port %s: %d superframes, %d bad virtio headers, %d oversize: want superframes only", p.name, super, bad, oversize)
 		}
@@ -52,7 +60,7 @@ func TestOffloadTCP(t *testing.T) {
 		}
 		t.Logf("port %s: %d superframes", p.name, super)
 	}
-	if s := c.ep.Stats(); s[0].TxSuperframes != 0 {
-		t.Errorf("a TAP without offloads handed over superframes")
+	if s := c.ep.Stats(); s[0].TxSuperframes != 0 || s[0].RxCoalesced != 0 {
+		t.Errorf("a TAP without offloads handed over superframes or took coalesced ones: %+v", s[0])
 	}
 }

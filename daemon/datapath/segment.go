@@ -71,6 +71,8 @@ type Segment struct {
 	fullUntil atomic.Int64
 
 	mu sync.Mutex // serialises the writers of members and fdb
+
+	gro groPending // RX queues with a coalesced run waiting for its sender's batch to end
 }
 
 // NewSegment returns an empty segment with the default ageing time and table size.
