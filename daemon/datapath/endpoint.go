@@ -433,10 +433,14 @@ func (e *Endpoint) send(q int, frame []byte, inline bool) {
 	} else {
 		now = qs.q[q].clock.Load()
 	}
-	if now == 0 {
-		now = e.seg.now()
+	if now != 0 {
+		e.seg.forwardAt(h, frame, inline, now)
+		return // the TX batch's end flushes the coalesced runs it leaves
 	}
-	e.seg.forwardAt(h, frame, inline, now)
+	// Not inside a TX goroutine's batch (a direct Port.Transmit): nothing else would end the
+	// runs this frame may have opened.
+	e.seg.forwardAt(h, frame, inline, e.seg.now())
+	e.seg.gro.flush()
 }
 
 // input takes a frame the segment forwards to this endpoint's port: RSS picks the RX queue, and

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -106,6 +107,7 @@ func (qq *queue) writeRun(fd uintptr) bool {
 
 // groPending is a segment's list of RX queues whose run an inline sender left open.
 type groPending struct {
+	n     atomic.Int32 // len(q), for the common case of nothing pending
 	mu    sync.Mutex
 	q     []*queue
 	spare []*queue
@@ -114,6 +116,7 @@ type groPending struct {
 func (g *groPending) add(qq *queue) {
 	g.mu.Lock()
 	g.q = append(g.q, qq)
+	g.n.Store(int32(len(g.q)))
 	g.mu.Unlock()
 }
 
@@ -121,6 +124,9 @@ func (g *groPending) add(qq *queue) {
 // holder either continues the run (and lists it again) or ends it; the queue's goroutine is
 // kicked so that a run is never left behind.
 func (g *groPending) flush() {
+	if g.n.Load() == 0 {
+		return
+	}
 	g.mu.Lock()
 	if len(g.q) == 0 {
 		g.mu.Unlock()
@@ -128,6 +134,7 @@ func (g *groPending) flush() {
 	}
 	qs := g.q
 	g.q, g.spare = g.spare[:0], nil
+	g.n.Store(0)
 	g.mu.Unlock()
 	for i, qq := range qs {
 		if qq.busy.TryLock() {
