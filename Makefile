@@ -37,6 +37,7 @@ FUZZ_TARGETS := ./genl:FuzzDispatch:30000x ./genl/nlattr:FuzzParse:100000x \
 # The server at its connection limit, over real sockets (issue 13).
 FUZZ_TARGETS += ./genl:FuzzAtConnLimit:5000x
 FUZZ_TARGETS += ./daemon/uplink:FuzzFrameFixups:50000x
+FUZZ_TARGETS += ./daemon/offload:FuzzSegment:100000x
 
 fuzz: ## run every fuzz target briefly (FUZZTIME=10m for a longer hunt)
 	@for t in $(FUZZ_TARGETS); do \

@@ -86,6 +86,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	vcfg := spec.Config()
 	vcfg.Lock, vcfg.Host, vcfg.Wire, vcfg.Logger = &d.mu, p.ep, p.ep, d.log
 	vcfg.OnReset = func(_ *vnic.Port, err error) { d.onReset(p, err) }
+	vcfg.OnCarrier = func(_ *vnic.Port, on bool) { d.setCarrier(p, on) }
 	set := spec.Settings()
 	if p.vp, err = vnic.New(vcfg, set); err != nil {
 		return nil, err
@@ -118,6 +119,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 			_ = p.dev.SetUp(false)
 		}
 	}
+	d.syncCarrier(p)
 	events, err := p.dev.Watch(context.Background())
 	if err != nil {
 		return nil, err

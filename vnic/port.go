@@ -59,6 +59,13 @@ type Config struct {
 	// OnReset, if set, is called after every reset-work attempt that did something: err is nil
 	// when service was restored. It runs with the configuration lock held and must not block.
 	OnReset func(p *Port, err error)
+	// OnCarrier, if set, is called whenever the port starts or stops passing traffic: on when
+	// its queues are attached (Open, a successful attach or reset), off when they are stopped
+	// (Close, a reconfiguration's detach, Shutdown), as mana_attach and mana_detach call
+	// netif_carrier_on and netif_carrier_off. While an attach failed and the reset work is
+	// pending, the carrier stays off. It runs with the configuration lock held and must not
+	// block.
+	OnCarrier func(p *Port, on bool)
 }
 
 // Settings are the values a user reconfigures; what the daemon persists.
@@ -99,6 +106,7 @@ type Port struct {
 	tx            []txSlot
 	rss           atomic.Pointer[rssTable]
 	runningQueues atomic.Int32
+	rxRingSize    atomic.Int32 // posted buffers per running RX queue, 0 when not running
 
 	resetKick  chan struct{}
 	stopWorker context.CancelFunc
@@ -398,17 +406,23 @@ func (p *Port) attach(s Settings, a *allocation, inject bool) error {
 	}
 	p.layout = l
 	p.running = true
+	p.carrier(true)
 	p.rss.Store(newRSSTable(s.Queues)) // mana_rss_table_init: back to the default spread
 	p.runningQueues.Store(int32(s.Queues))
+	p.rxRingSize.Store(int32(s.RxRing))
 	return nil
 }
 
 // stopQueues stops every queue and destroys its pool (mana_dealloc_queues); buffers still held
 // elsewhere keep their pool's pages until they return. Caller holds the configuration lock.
 func (p *Port) stopQueues() {
+	if p.running {
+		p.carrier(false)
+	}
 	p.running = false
 	p.rss.Store(nil)
 	p.runningQueues.Store(0)
+	p.rxRingSize.Store(0)
 	for q := range p.rx {
 		t := &p.tx[q]
 		t.mu.Lock()
@@ -423,6 +437,13 @@ func (p *Port) stopQueues() {
 		if rq != nil {
 			p.track(rq.destroy())
 		}
+	}
+}
+
+// carrier reports a carrier change to Config.OnCarrier. Caller holds the configuration lock.
+func (p *Port) carrier(on bool) {
+	if p.cfg.OnCarrier != nil {
+		p.cfg.OnCarrier(p, on)
 	}
 }
 

@@ -25,6 +25,16 @@ type Wire interface {
 	Send(q int, frame []byte)
 }
 
+// XDPWire is a Wire that is told which frames an XDP program sent back out (XDP_TX). Those are
+// sent from inside RX queue q's processing, with the queue's lock held, so the wire must not
+// process them inline in another port's RX queue: that one could bounce them back the same
+// way. A Wire without SendXDP gets them through Send.
+type XDPWire interface {
+	Wire
+	// SendXDP is Send for an XDP_TX frame of RX queue q (sent on TX queue q).
+	SendXDP(q int, frame []byte)
+}
+
 // RxResult says what Receive did with a frame.
 type RxResult uint8
 
@@ -151,7 +161,7 @@ func (p *Port) Receive(qi int, frame []byte) RxResult {
 			st.packets++
 			st.bytes += n
 			st.xdpTx++
-			p.Transmit(qi, mem[d:e])
+			p.transmit(qi, mem[d:e], true)
 			q.pool.Recycle(buf)
 			return RxXDPTx
 		default:
@@ -183,13 +193,19 @@ func (p *Port) DropRx(qi int) {
 
 // Transmit sends a frame the host transmitted on TX queue qi onto the wire (mana_start_xmit). It
 // returns false, counting a TX drop, when the queue is stopped. Safe for concurrent use.
-func (p *Port) Transmit(qi int, frame []byte) bool {
+func (p *Port) Transmit(qi int, frame []byte) bool { return p.transmit(qi, frame, false) }
+
+// transmit is Transmit; xdp marks an XDP_TX frame (sent from inside RX queue qi's processing).
+// The TX queue's lock covers the accounting, not Wire.Send: a wire that delivers inline runs
+// another port's RX queue, whose XDP_TX takes that port's TX lock, and holding ours across it
+// would let two ports transmitting to each other take the TX locks in opposite orders.
+func (p *Port) transmit(qi int, frame []byte, xdp bool) bool {
 	t := &p.tx[qi]
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	st := &t.stats
 	if !t.running {
 		st.dropped++
+		t.mu.Unlock()
 		return false
 	}
 	n := uint64(len(frame))
@@ -199,8 +215,63 @@ func (p *Port) Transmit(qi int, frame []byte) bool {
 	st.shortPktFmt++
 	st.hcBytes += n
 	classify(frame, n, &st.ucastPkts, &st.ucastBytes, &st.bcastPkts, &st.bcastBytes, &st.mcastPkts, &st.mcastBytes)
-	p.cfg.Wire.Send(qi, frame)
+	t.mu.Unlock()
+	if w, ok := p.cfg.Wire.(XDPWire); ok && xdp {
+		w.SendXDP(qi, frame)
+	} else {
+		p.cfg.Wire.Send(qi, frame)
+	}
 	return true
+}
+
+// TxWork is one TX work item as mana_start_xmit sees it: a frame, or a superframe the NIC
+// segments (TSO, USO), or a frame whose checksum the NIC completes.
+type TxWork struct {
+	Len         int  // skb->len: the whole frame or superframe
+	GSO         bool // a superframe
+	HeaderLen   int  // gso_hs: the headers each segment repeats (GSO only)
+	CsumPartial bool // CHECKSUM_PARTIAL on a frame that is not GSO
+}
+
+// Post accounts a work item the host posted on TX queue qi, by mana_start_xmit's rules: one
+// packet of w.Len bytes in the short packet format (no VLAN offload on a TAP); a superframe also
+// as tso_packets and tso_bytes (its payload, skb->len - gso_hs; never tso_inner_*, as nothing
+// is encapsulated), a frame with a checksum to complete as csum_partial. It returns false,
+// counting a TX drop, when the queue is stopped: then nothing of the item may go on the wire.
+// The frames it becomes go there through PutWire. Safe for concurrent use.
+func (p *Port) Post(qi int, w TxWork) bool {
+	t := &p.tx[qi]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := &t.stats
+	if !t.running {
+		st.dropped++
+		return false
+	}
+	st.packets++
+	st.bytes += uint64(w.Len)
+	st.shortPktFmt++
+	switch {
+	case w.GSO:
+		st.tsoPackets++
+		st.tsoBytes += uint64(max(w.Len-w.HeaderLen, 0))
+	case w.CsumPartial:
+		st.csumPartial++
+	}
+	return true
+}
+
+// PutWire puts one frame of a work item Post accepted on the wire: the adapter's own counters
+// (hc_tx_*) count what leaves the port, frame by frame. Safe for concurrent use.
+func (p *Port) PutWire(qi int, frame []byte) {
+	t := &p.tx[qi]
+	n := uint64(len(frame))
+	t.mu.Lock()
+	st := &t.stats
+	st.hcBytes += n
+	classify(frame, n, &st.ucastPkts, &st.ucastBytes, &st.bcastPkts, &st.bcastBytes, &st.mcastPkts, &st.mcastBytes)
+	t.mu.Unlock()
+	p.cfg.Wire.Send(qi, frame)
 }
 
 // SteerRx returns the RX queue RSS picks for frame (Toeplitz hash of the flow through the
@@ -216,3 +287,8 @@ func (p *Port) SteerRx(frame []byte) int {
 // NumRxQueues returns the number of running RX queues (0 when the port is not running). Safe for
 // concurrent use.
 func (p *Port) NumRxQueues() int { return int(p.runningQueues.Load()) }
+
+// RxRingSize returns the number of buffers posted on each running RX queue (rx_queue_size), 0
+// when the port is not running: what a NIC holds for a host that is slow to poll. Safe for
+// concurrent use.
+func (p *Port) RxRingSize() int { return int(p.rxRingSize.Load()) }

@@ -407,3 +407,62 @@ func TestSteering(t *testing.T) {
 		t.Error("a non-IP frame not on queue 0")
 	}
 }
+
+// xdpWire is a testWire that keeps XDP_TX frames apart.
+type xdpWire struct {
+	testWire
+	xdp testWire
+}
+
+func (w *xdpWire) SendXDP(q int, frame []byte) { w.xdp.Send(q, frame) }
+
+// TestXDPTxUsesSendXDP checks that a wire implementing XDPWire is told which frames XDP_TX
+// sent, and that the host's own transmissions still come through Send.
+func TestXDPTxUsesSendXDP(t *testing.T) {
+	w := new(xdpWire)
+	tp := newTestPort(t, func(c *Config, s *Settings) { c.Wire = w; s.XDP = XDPProgTx })
+	tp.open()
+	if r := tp.Receive(1, udpFrame(300, 5, 6)); r != RxXDPTx {
+		t.Fatalf("Receive = %v, want %v", r, RxXDPTx)
+	}
+	if !tp.Transmit(1, udpFrame(200, 6, 5)) {
+		t.Fatal("Transmit refused")
+	}
+	if w.xdp.count() != 1 || w.count() != 1 {
+		t.Errorf("SendXDP got %d frames, Send %d: want 1 each", w.xdp.count(), w.count())
+	}
+	if got := tp.stat("tx_1_packets"); got != 2 {
+		t.Errorf("tx_1_packets = %d, want 2", got)
+	}
+}
+
+// TestPostAndPutWire: a superframe is one work item (one packet, tso_packets, tso_bytes of its
+// payload) however many frames it becomes on the wire, which the adapter's counters count one by
+// one; a frame with a partial checksum counts csum_partial; a stopped queue takes nothing.
+func TestPostAndPutWire(t *testing.T) {
+	tp := newTestPort(t, nil)
+	if tp.Post(1, TxWork{Len: 3000, GSO: true, HeaderLen: 66}) {
+		t.Fatal("a down port took a work item")
+	}
+	tp.open()
+	if !tp.Post(1, TxWork{Len: 3000, GSO: true, HeaderLen: 66}) {
+		t.Fatal("Post refused")
+	}
+	for range 3 {
+		tp.PutWire(1, udpFrame(1000, 1, 2))
+	}
+	if !tp.Post(1, TxWork{Len: 400, CsumPartial: true}) {
+		t.Fatal("Post refused")
+	}
+	tp.PutWire(1, udpFrame(400, 1, 2))
+	for name, want := range map[string]uint64{"tx_1_packets": 2, "tx_1_bytes": 3400, "tx_1_tso_packets": 1,
+		"tx_1_tso_bytes": 3000 - 66, "tx_1_csum_partial": 1, "tx_1_short_pkt_fmt": 2, "tx_1_tso_inner_packets": 0,
+		"hc_tx_bytes": 3400, "hc_tx_ucast_pkts": 4} {
+		if got := tp.stat(name); got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
+		}
+	}
+	if tp.wire.count() != 4 {
+		t.Errorf("%d frames on the wire, want 4", tp.wire.count())
+	}
+}

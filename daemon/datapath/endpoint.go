@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/offload"
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/extack"
@@ -21,10 +22,6 @@ import (
 )
 
 const (
-	// DefaultInputQueueLen is the bound of each RX queue's input: frames that arrive while the
-	// queue is busy wait there for the queue's goroutine; beyond it they are dropped and
-	// counted as hc_rx_discards_no_wqe.
-	DefaultInputQueueLen = 256
 	// budget is how many frames one pass handles before looking at anything else: a TX
 	// goroutine re-checks for Stop, a drain of the RX input lets go of the queue
 	// (NAPI_POLL_WEIGHT).
@@ -48,18 +45,31 @@ const (
 // goroutine that forwarded it (the sender's TX goroutine): wire → RX ring → TAP write without a
 // goroutine hand-off, which is what makes the data path as fast as a bare TAP-to-TAP relay. The
 // queue's goroutine takes over only when the queue is busy (another sender holds it) or has a
-// backlog, which keeps frames in order. Frames produced while an RX queue is being processed
-// (XDP_TX sends them back out of the port) are never processed inline: that recursion could
-// otherwise take queue locks of two ports in opposite orders.
+// backlog, which keeps frames in order; a sender that finds the queue free with a backlog
+// drains it first. Only frames produced inside an RX queue's processing (XDP_TX sends them
+// back out of the port, through SendXDP) are never processed inline: that recursion could
+// otherwise take queue locks of two ports in opposite orders. Everything else a port transmits
+// is, whatever its own RX queues are doing: a TCP flow's data leaves on TX queue N while its
+// ACKs arrive on RX queue N, and deferring the data then would push a whole window through the
+// inputs.
+//
+// Each RX queue's input holds as many frames as the port posts RX buffers per queue
+// (rx_queue_size): what a NIC's ring holds for a host that is slow to poll. Beyond that a frame
+// is dropped and counted as hc_rx_discards_no_wqe, as the NIC would.
+//
+// On a TAP with virtio headers (tap.Config.Offload) the TX goroutine cuts each superframe the
+// kernel hands over into wire frames and finishes partial checksums (package offload), so
+// every frame on the wire is MTU-sized and complete; on receive, consecutive TCP segments of
+// one flow are written to the TAP as one superframe (gro.go), any other frame behind an empty
+// header.
 //
 // The per-frame path allocates nothing and takes no lock but the destination queue's (a TryLock
 // inline, the input's mutex otherwise) and vnic's per-queue ones.
 type Endpoint struct {
-	seg      *Segment
-	mac      net.HardwareAddr
-	log      *slog.Logger
-	inline   bool // process RX in the sender's goroutine when the queue is idle
-	inputLen int
+	seg    *Segment
+	mac    net.HardwareAddr
+	log    *slog.Logger
+	inline bool // process RX in the sender's goroutine when the queue is idle
 
 	handle atomic.Pointer[port]
 	vp     atomic.Pointer[vnic.Port]
@@ -81,19 +91,37 @@ type queue struct {
 	rc   syscall.RawConn
 
 	// busy is held by whoever processes frames for RX queue idx (an inline sender or the
-	// queue's goroutine): the NAPI context. rxActive is set while Port.Receive runs under it.
-	busy     sync.Mutex
-	rxActive atomic.Bool
-	in       *inputRing
-	wake     chan struct{}
-	drops    atomic.Uint64 // input-full drops not yet handed to Port.DropRx
+	// queue's goroutine): the NAPI context.
+	busy  sync.Mutex
+	in    *inputRing
+	wake  chan struct{}
+	drops atomic.Uint64 // input-full drops not yet handed to Port.DropRx
 
 	// The TAP write of Deliver. Deliver calls for one queue are serialised by vnic's RX queue
 	// lock, so these need no lock of their own; writeFn is built once so that a write does not
-	// allocate a closure.
+	// allocate a closure. On a TAP with virtio headers (tap.Config.Offload) the frame goes out
+	// behind an all-zero header (nothing to finish) in one writev of wiov.
 	wframe  []byte
 	werr    error
 	writeFn func(fd uintptr) bool
+	vnet    bool
+	wiov    [2]unix.Iovec
+	zeroHdr [offload.HeaderLen]byte
+
+	// Receive coalescing on a TAP with virtio headers (gro.go); guarded by busy.
+	co      *offload.Coalescer
+	held    []*pagepool.Buffer // the RX buffers of the run in co
+	giov    []unix.Iovec
+	gframe  [][]byte
+	flushFn func(fd uintptr) bool
+	listed  bool // in the segment's pending list
+
+	// The TX side of a TAP with virtio headers: superframes the kernel hands over are cut into
+	// wire frames, each transmitted on its own. emitFn is built once, like writeFn.
+	seg      *offload.Segmenter
+	txPort   *vnic.Port
+	maxFrame int // the longest frame the port may put on the wire
+	emitFn   func(frame []byte)
 
 	// clock is the segment clock read when the TX goroutine's current batch began, 0 between
 	// batches: Send uses it instead of reading the clock for every frame.
@@ -108,6 +136,8 @@ type queue struct {
 type queueStats struct {
 	rxInline, rxDeferred, rxInputDrops, rxWriteErrors atomic.Uint64
 	txRunts, txOversize                               atomic.Uint64
+	txSuperframes, txBadVnet                          atomic.Uint64
+	rxCoalesced                                       atomic.Uint64
 }
 
 // NewEndpoint returns an endpoint for a port with the given MAC on segment seg. The MAC is only
@@ -117,7 +147,7 @@ func NewEndpoint(seg *Segment, mac net.HardwareAddr, log *slog.Logger) *Endpoint
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Endpoint{seg: seg, mac: append(net.HardwareAddr(nil), mac...), log: log, inline: true, inputLen: DefaultInputQueueLen}
+	return &Endpoint{seg: seg, mac: append(net.HardwareAddr(nil), mac...), log: log, inline: true}
 }
 
 // Segment returns the segment the endpoint attaches to.
@@ -157,7 +187,7 @@ func (e *Endpoint) Start(p *vnic.Port, dev *tap.Device) error {
 	}
 	qs := &queueSet{q: make([]*queue, 0, len(files))}
 	for i, f := range files {
-		qq, err := e.newQueue(i, f)
+		qq, err := e.newQueue(i, f, dev.VnetHdr())
 		if err != nil {
 			return err
 		}
@@ -227,7 +257,7 @@ func (e *Endpoint) SetChannels(n int, apply func() error) error {
 		files := e.dev.Queues()
 		grown := &queueSet{q: append([]*queue(nil), old.q...)}
 		for i := cur; i < n; i++ {
-			qq, err := e.newQueue(i, files[i])
+			qq, err := e.newQueue(i, files[i], e.dev.VnetHdr())
 			if err != nil {
 				e.undoGrow(cur)
 				return err
@@ -268,14 +298,24 @@ func (e *Endpoint) undoGrow(cur int) {
 	}
 }
 
-// newQueue prepares queue i on TAP file f.
-func (e *Endpoint) newQueue(i int, f *os.File) (*queue, error) {
+// newQueue prepares queue i on TAP file f; vnet says whether the TAP carries virtio headers.
+func (e *Endpoint) newQueue(i int, f *os.File, vnet bool) (*queue, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, extack.Wrap(err, unix.EBADF, "TAP queue %d", i)
 	}
-	qq := &queue{e: e, idx: i, file: f, rc: rc, in: newInputRing(e.inputLen), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	qq := &queue{e: e, idx: i, file: f, rc: rc, in: newInputRing(), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	qq.writeFn = qq.write
+	if vnet {
+		qq.vnet, qq.seg = true, offload.NewSegmenter()
+		qq.emitFn = qq.emit
+		qq.wiov[0].Base = &qq.zeroHdr[0]
+		qq.wiov[0].SetLen(offload.HeaderLen)
+		qq.co = offload.NewCoalescer(groMaxSegs)
+		qq.held = make([]*pagepool.Buffer, 0, groMaxSegs)
+		qq.giov = make([]unix.Iovec, groMaxSegs+1)
+		qq.flushFn = qq.writeRun
+	}
 	return qq, nil
 }
 
@@ -298,6 +338,7 @@ func stopQueues(p *vnic.Port, qs []*queue) {
 		qq.wg.Wait()
 		qq.file.SetReadDeadline(time.Time{}) // fails harmlessly on a file closed meanwhile
 		qq.busy.Lock()
+		qq.flushRun() // a run a sender left: its RX buffers go back
 		n := uint64(qq.in.reset()) + qq.drops.Swap(0)
 		for range n {
 			p.DropRx(qq.idx)
@@ -310,12 +351,15 @@ func stopQueues(p *vnic.Port, qs []*queue) {
 // buffer is never kept: the write copies the frame into the kernel. A TAP write never blocks
 // (the kernel drops instead), so a failing write is counted and the frame is gone, as one the
 // host stack dropped.
-func (e *Endpoint) Deliver(q int, frame []byte, _ *pagepool.Buffer) bool {
+func (e *Endpoint) Deliver(q int, frame []byte, buf *pagepool.Buffer) bool {
 	qs := e.qs.Load()
 	if qs == nil || q >= len(qs.q) {
 		return false
 	}
 	qq := qs.q[q]
+	if qq.co != nil && qq.coalesce(frame, buf) {
+		return true
+	}
 	qq.wframe = frame
 	if err := qq.rc.Write(qq.writeFn); err != nil || qq.werr != nil {
 		qq.stats.rxWriteErrors.Add(1)
@@ -327,7 +371,12 @@ func (e *Endpoint) Deliver(q int, frame []byte, _ *pagepool.Buffer) bool {
 // write is the RawConn callback of Deliver.
 func (qq *queue) write(fd uintptr) bool {
 	for {
-		errno := rawWrite(fd, qq.wframe)
+		var errno unix.Errno
+		if qq.vnet {
+			errno = rawWritev(fd, &qq.wiov, qq.wframe)
+		} else {
+			errno = rawWrite(fd, qq.wframe)
+		}
 		if errno == unix.EINTR {
 			continue
 		}
@@ -356,34 +405,48 @@ func rawWrite(fd uintptr, b []byte) unix.Errno {
 	return errno
 }
 
+// rawWritev writes iov[0] (the virtio header) and b with one writev(2), as rawWrite.
+func rawWritev(fd uintptr, iov *[2]unix.Iovec, b []byte) unix.Errno {
+	iov[1].Base = unsafe.SliceData(b)
+	iov[1].SetLen(len(b))
+	_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), 2)
+	iov[1].Base = nil
+	return errno
+}
+
 // Send implements vnic.Wire: it switches a frame the port transmitted on queue q onto the
-// segment. A frame sent while RX queue q is being processed (an XDP_TX verdict) is not
-// processed inline by its destinations; see Endpoint.
-func (e *Endpoint) Send(q int, frame []byte) {
+// segment, processing it inline in the destinations' idle RX queues; see Endpoint.
+func (e *Endpoint) Send(q int, frame []byte) { e.send(q, frame, e.inline) }
+
+// SendXDP implements vnic.XDPWire: it is Send for a frame XDP_TX bounced from inside RX queue
+// q's processing, which its destinations never process inline.
+func (e *Endpoint) SendXDP(q int, frame []byte) { e.send(q, frame, false) }
+
+func (e *Endpoint) send(q int, frame []byte, inline bool) {
 	h := e.handle.Load()
 	if h == nil {
 		return
 	}
-	inline := e.inline
 	var now int64
 	if qs := e.qs.Load(); qs == nil || q >= len(qs.q) {
 		inline = false
 	} else {
-		qq := qs.q[q]
-		if qq.rxActive.Load() {
-			inline = false
-		}
-		now = qq.clock.Load()
+		now = qs.q[q].clock.Load()
 	}
-	if now == 0 {
-		now = e.seg.now()
+	if now != 0 {
+		e.seg.forwardAt(h, frame, inline, now)
+		return // the TX batch's end flushes the coalesced runs it leaves
 	}
-	e.seg.forwardAt(h, frame, inline, now)
+	// Not inside a TX goroutine's batch (a direct Port.Transmit): nothing else would end the
+	// runs this frame may have opened.
+	e.seg.forwardAt(h, frame, inline, e.seg.now())
+	e.seg.gro.flush()
 }
 
 // input takes a frame the segment forwards to this endpoint's port: RSS picks the RX queue, and
-// the frame is processed inline when allowed and the queue is idle, else queued for the queue's
-// goroutine (or dropped, and counted, when the queue's input is full).
+// the frame is processed inline when allowed and the queue is free (after the backlog, which
+// the sender drains first as far as one budget), else queued for the queue's goroutine (or
+// dropped, and counted, when the queue's input is full).
 func (e *Endpoint) input(frame []byte, inline bool) {
 	p := e.vp.Load()
 	if p == nil {
@@ -401,17 +464,19 @@ func (e *Endpoint) input(frame []byte, inline bool) {
 		return
 	}
 	qq := qs.q[q]
-	if inline && qq.in.empty() && qq.busy.TryLock() {
-		qq.stats.rxInline.Add(1)
-		qq.receive(p, frame)
-		more := qq.poll(p)
-		qq.busy.Unlock()
-		if more {
-			qq.kick()
+	if inline && qq.busy.TryLock() {
+		if !qq.poll(p) {
+			qq.stats.rxInline.Add(1)
+			p.Receive(qq.idx, frame)
+			qq.deferFlush()
+			qq.busy.Unlock()
+			return
 		}
-		return
+		// Still a backlog after one budget: the frame queues behind it, in order.
+		qq.flushRun()
+		qq.busy.Unlock()
 	}
-	if qq.in.push(frame) {
+	if qq.in.push(frame, inputLimit(p)) {
 		qq.stats.rxDeferred.Add(1)
 	} else {
 		qq.stats.rxInputDrops.Add(1)
@@ -420,11 +485,13 @@ func (e *Endpoint) input(frame []byte, inline bool) {
 	qq.kick()
 }
 
-// receive runs one frame through the port's RX queue. Caller holds busy.
-func (qq *queue) receive(p *vnic.Port, frame []byte) {
-	qq.rxActive.Store(true)
-	p.Receive(qq.idx, frame)
-	qq.rxActive.Store(false)
+// inputLimit is the bound of an RX queue's input: the port's RX ring size, or one budget while
+// the port is not running (vnic drops those frames anyway).
+func inputLimit(p *vnic.Port) int {
+	if n := p.RxRingSize(); n > 0 {
+		return n
+	}
+	return budget
 }
 
 // poll processes up to budget frames from the input and hands input-full drops to the port. It
@@ -444,7 +511,7 @@ func (qq *queue) poll(p *vnic.Port) (more bool) {
 		if f == nil {
 			return false
 		}
-		qq.receive(p, f)
+		p.Receive(qq.idx, f)
 		qq.in.pop()
 	}
 	return !qq.in.empty()
@@ -470,6 +537,7 @@ func (qq *queue) rxLoop(p *vnic.Port) {
 		for {
 			qq.busy.Lock()
 			more := qq.poll(p)
+			qq.flushRun() // a poll ends a coalesced run
 			qq.busy.Unlock()
 			if !more {
 				break
@@ -488,11 +556,18 @@ func (qq *queue) rxLoop(p *vnic.Port) {
 // hands it to the port, batches of up to budget frames per wake-up of the netpoller.
 func (qq *queue) txLoop(p *vnic.Port) {
 	defer qq.wg.Done()
-	buf := make([]byte, p.Config().MaxMTU+frameOverhead+1) // +1 tells a truncated frame apart
+	qq.maxFrame = p.Config().MaxMTU + frameOverhead
+	qq.txPort = p
+	hdr, size := 0, qq.maxFrame
+	if qq.vnet {
+		hdr, size = offload.HeaderLen, offload.MaxFrameLen
+	}
+	buf := make([]byte, hdr+size+1) // +1 tells a truncated frame apart
 	var rerr error
 	read := func(fd uintptr) bool {
 		qq.clock.Store(qq.e.seg.now())
 		defer qq.clock.Store(0)
+		defer qq.e.seg.gro.flush() // the runs this batch left in the destinations' RX queues
 		for i := 0; i < budget; i++ {
 			n, errno := rawRead(fd, buf)
 			switch errno {
@@ -507,12 +582,14 @@ func (qq *queue) txLoop(p *vnic.Port) {
 				return true
 			}
 			switch {
-			case n < 14:
+			case n < hdr+14:
 				qq.stats.txRunts.Add(1)
 			case n == len(buf):
 				// Longer than the port's largest MTU allows: a real NIC refuses it
 				// (hc_tx_err_mtu_violation); never forward it truncated.
 				qq.stats.txOversize.Add(1)
+			case qq.vnet:
+				qq.transmitOffload(buf[:n])
 			default:
 				p.Transmit(qq.idx, buf[:n])
 			}
@@ -553,6 +630,39 @@ func (qq *queue) txLoop(p *vnic.Port) {
 	}
 }
 
+// transmitOffload transmits what a TAP with virtio headers handed over: a frame to finish (its
+// partial checksum) or a superframe to cut into wire frames. A header that does not fit the
+// frame drops it, counted; nothing of it reaches the wire.
+//
+// The port accounts the superframe as one work item (vnic.Port.Post: tx_<q>_tso_*,
+// csum_partial), and each frame it becomes as it leaves (vnic.Port.PutWire: hc_tx_*).
+func (qq *queue) transmitOffload(b []byte) {
+	var h offload.Header
+	_ = h.Decode(b) // the caller checked the length
+	frame := b[offload.HeaderLen:]
+	st, err := qq.seg.Plan(&h, frame)
+	if err != nil {
+		qq.stats.txBadVnet.Add(1)
+		return
+	}
+	if !qq.txPort.Post(qq.idx, vnic.TxWork{Len: len(frame), GSO: st.GSO, HeaderLen: st.HeaderLen, CsumPartial: st.CsumDone && !st.GSO}) {
+		return
+	}
+	if st.GSO {
+		qq.stats.txSuperframes.Add(1)
+	}
+	_, _ = qq.seg.Segment(&h, frame, qq.emitFn) // Plan accepted it
+}
+
+// emit puts one frame Segment made on the wire.
+func (qq *queue) emit(frame []byte) {
+	if len(frame) > qq.maxFrame {
+		qq.stats.txOversize.Add(1) // a gso_size beyond the MTU: as for a plain frame
+		return
+	}
+	qq.txPort.PutWire(qq.idx, frame)
+}
+
 // QueueStats are one queue's data-path counters beyond vnic's own.
 type QueueStats struct {
 	RxInline      uint64 // frames the forwarding goroutine processed itself
@@ -561,6 +671,9 @@ type QueueStats struct {
 	RxWriteErrors uint64 // frames the TAP refused (it was down or detached)
 	TxRunts       uint64 // frames shorter than an Ethernet header read from the TAP
 	TxOversize    uint64 // frames longer than the port's largest MTU read from the TAP
+	TxSuperframes uint64 // GSO superframes read from a TAP with offloads, each cut into frames
+	TxBadVnetHdr  uint64 // frames dropped because their virtio header did not fit them
+	RxCoalesced   uint64 // frames written to the TAP merged into an earlier one (GRO)
 	RxBacklog     int    // frames waiting in the input now
 }
 
@@ -576,6 +689,7 @@ func (e *Endpoint) Stats() []QueueStats {
 		out[i] = QueueStats{
 			RxInline: s.rxInline.Load(), RxDeferred: s.rxDeferred.Load(), RxInputDrops: s.rxInputDrops.Load(),
 			RxWriteErrors: s.rxWriteErrors.Load(), TxRunts: s.txRunts.Load(), TxOversize: s.txOversize.Load(),
+			TxSuperframes: s.txSuperframes.Load(), TxBadVnetHdr: s.txBadVnet.Load(), RxCoalesced: s.rxCoalesced.Load(),
 			RxBacklog: int(qq.in.count.Load()),
 		}
 	}
@@ -587,7 +701,7 @@ func (e *Endpoint) Stats() []QueueStats {
 func StatNames() []string {
 	p := vnic.ManadStatPrefix
 	return []string{p + "rx_inline", p + "rx_deferred", p + "rx_drop_input_full", p + "rx_tap_write_err",
-		p + "tx_drop_runt", p + "tx_drop_oversize"}
+		p + "tx_drop_runt", p + "tx_drop_oversize", p + "tx_superframes", p + "tx_drop_bad_vnet_hdr", p + "rx_coalesced"}
 }
 
 // StatTotals returns the values of StatNames: every running queue's counters summed (zeros when
@@ -601,6 +715,10 @@ func (e *Endpoint) StatTotals() []uint64 {
 		t.RxWriteErrors += s.RxWriteErrors
 		t.TxRunts += s.TxRunts
 		t.TxOversize += s.TxOversize
+		t.TxSuperframes += s.TxSuperframes
+		t.TxBadVnetHdr += s.TxBadVnetHdr
+		t.RxCoalesced += s.RxCoalesced
 	}
-	return []uint64{t.RxInline, t.RxDeferred, t.RxInputDrops, t.RxWriteErrors, t.TxRunts, t.TxOversize}
+	return []uint64{t.RxInline, t.RxDeferred, t.RxInputDrops, t.RxWriteErrors, t.TxRunts, t.TxOversize,
+		t.TxSuperframes, t.TxBadVnetHdr, t.RxCoalesced}
 }

@@ -56,6 +56,7 @@ type portOpts struct {
 	noInline bool
 	ns       string // "" = a new namespace
 	noIPv6   bool
+	offload  bool // the TAP carries virtio headers and offloads (tap.Config.Offload)
 }
 
 // testPort is one port: TAP "eth0" in its namespace with address 10.77.0.<n>/24, its endpoint
@@ -99,7 +100,7 @@ func (h *harness) addPort(o portOpts) *testPort {
 	if o.ns != "" {
 		ifname = "eth" + strconv.Itoa(h.n)
 	}
-	dev, err := tap.Open(tap.Config{Name: ifname, MAC: tp.mac, Queues: o.queues, NetNS: tp.ns, Logger: h.log})
+	dev, err := tap.Open(tap.Config{Name: ifname, MAC: tp.mac, Queues: o.queues, NetNS: tp.ns, Logger: h.log, Offload: o.offload})
 	if err != nil {
 		t.Fatalf("tap.Open: %v", err)
 	}

@@ -78,6 +78,8 @@ type Segment struct {
 	stats      segmentStats
 
 	mu sync.Mutex // serialises the writers of members and fdb
+
+	gro groPending // RX queues with a coalesced run waiting for its sender's batch to end
 }
 
 // segmentStats are a segment's counters, atomic so that every forwarding goroutine updates them.

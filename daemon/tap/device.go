@@ -57,6 +57,10 @@ type Config struct {
 	TxQueueLen int
 	// Logger receives the device's log lines; nil means slog.Default().
 	Logger *slog.Logger
+	// Offload makes every frame read or written carry a 12-byte virtio_net_hdr_v1
+	// (IFF_VNET_HDR) and turns on every offload the kernel accepts (TUNSETOFFLOAD; see
+	// Device.Offloads).
+	Offload bool
 }
 
 // check validates c and fills in the defaults.
@@ -137,6 +141,7 @@ type Device struct {
 	nl         *netlink.Handle
 	index      int
 	reattached bool
+	offloads   uint // TUN_F_* flags in force (Config.Offload)
 
 	// mu guards queues and closed, and (for MoveTo) ns, nl, index, cfg.NetNS and log. Queue
 	// changes, MoveTo and Close take it exclusively; rtnetlink operations share it, so the
@@ -198,6 +203,9 @@ func (d *Device) open() error {
 	if err == nil {
 		d.index = link.Attrs().Index
 		err = d.configure(link)
+		if err == nil && (d.cfg.Offload || d.reattached) {
+			err = d.setOffload()
+		}
 	} else {
 		err = extack.Wrap(err, unix.EIO, "TAP %s vanished while being opened", d.cfg.Name)
 	}
@@ -259,7 +267,7 @@ func (d *Device) attachQueues(n int) ([]*os.File, error) {
 	files := make([]*os.File, 0, n)
 	err := d.ns.run(func() error {
 		for range n {
-			f, err := attachQueue(d.cfg.Name)
+			f, err := attachQueue(d.cfg.Name, d.tunFlags())
 			if err != nil {
 				return err
 			}

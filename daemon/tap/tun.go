@@ -14,13 +14,14 @@ const tunFlags = unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_MULTI_QUEUE
 // MaxQueues is the most queues a TAP can have (MAX_TAP_QUEUES in drivers/net/tun.c).
 const MaxQueues = 256
 
-// attachQueue opens /dev/net/tun and attaches the descriptor as one more queue of the TAP name,
+// attachQueue opens /dev/net/tun and attaches the descriptor as one more queue of the TAP name
+// with flags (tunFlags, plus IFF_VNET_HDR for a TAP with offloads),
 // creating the TAP when no device has that name (TUNSETIFF). It must run on a thread inside
 // the namespace the TAP lives in: tun_set_iff looks the name up in the namespace of the socket
 // open() created. The descriptor is non-blocking, so the returned file uses the netpoller.
 // Errors are the kernel's: EINVAL when the name belongs to a device that is not a TAP or to a
 // single-queue TAP, EBUSY when it is a single-queue TAP in use, E2BIG past MaxQueues.
-func attachQueue(name string) (*os.File, error) {
+func attachQueue(name string, flags uint16) (*os.File, error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -30,7 +31,7 @@ func attachQueue(name string) (*os.File, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	ifr.SetUint16(tunFlags)
+	ifr.SetUint16(flags)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
 		return nil, err

@@ -1,0 +1,153 @@
+package datapath
+
+import (
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/pagepool"
+)
+
+// groMaxSegs is the most frames one coalesced superframe carries.
+const groMaxSegs = 64
+
+// Receive coalescing (GRO) on a TAP with virtio headers: consecutive TCP segments of one flow
+// that pass an RX queue in one poll are written to the TAP as one superframe, gathered with
+// writev straight from their RX buffers, which go back to the pool after the write.
+//
+// A poll of the queue's goroutine ends with a flush. A sender that processes frames inline
+// hands one frame at a time, so its run stays open after it lets go of the queue, listed in
+// the segment's pending list, and is flushed when the sender's TX batch ends (the burst of
+// frames one TAP read loop produced), or earlier by whoever takes the queue next and brings a
+// frame that does not merge. The run is guarded by the queue's busy lock throughout.
+
+// coalesce offers a frame that passed RX queue qq to the queue's run; true means the run took it
+// and buf with it. A frame that cannot join ends the run (it is written first, keeping order).
+// Caller holds busy (Deliver runs inside Port.Receive).
+func (qq *queue) coalesce(frame []byte, buf *pagepool.Buffer) bool {
+	if qq.co.Add(frame) {
+		qq.held = append(qq.held, buf)
+		return true
+	}
+	if qq.co.Len() == 0 {
+		return false
+	}
+	qq.flush()
+	if qq.co.Add(frame) {
+		qq.held = append(qq.held, buf)
+		return true
+	}
+	return false
+}
+
+// flushRun is flush for a queue that may not coalesce at all.
+func (qq *queue) flushRun() {
+	if qq.co != nil {
+		qq.flush()
+	}
+}
+
+// flush writes the queue's run, if any, to the TAP and returns its RX buffers. Caller holds
+// busy.
+func (qq *queue) flush() {
+	qq.listed = false
+	iov, n := qq.co.Flush()
+	if n == 0 {
+		return
+	}
+	qq.gframe = iov
+	if err := qq.rc.Write(qq.flushFn); err != nil || qq.werr != nil {
+		qq.stats.rxWriteErrors.Add(uint64(n))
+	}
+	qq.gframe = nil
+	qq.stats.rxCoalesced.Add(uint64(n - 1))
+	for i, b := range qq.held {
+		b.Pool().Put(b)
+		qq.held[i] = nil
+	}
+	qq.held = qq.held[:0]
+}
+
+// deferFlush leaves the run open for the inline sender's next frames and lists the queue for
+// the flush at the end of the sender's batch. Caller holds busy.
+func (qq *queue) deferFlush() {
+	if qq.co == nil || qq.co.Len() == 0 || qq.listed {
+		return
+	}
+	qq.listed = true
+	qq.e.seg.gro.add(qq)
+}
+
+// writeRun is the RawConn callback of flush: one writev of the run.
+func (qq *queue) writeRun(fd uintptr) bool {
+	n := 0
+	for _, b := range qq.gframe {
+		qq.giov[n].Base = unsafe.SliceData(b)
+		qq.giov[n].SetLen(len(b))
+		n++
+	}
+	for {
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&qq.giov[0])), uintptr(n))
+		if errno == unix.EINTR {
+			continue
+		}
+		qq.werr = nil
+		if errno != 0 {
+			qq.werr = errno
+		}
+		break
+	}
+	for i := range n {
+		qq.giov[i].Base = nil
+	}
+	return true
+}
+
+// groPending is a segment's list of RX queues whose run an inline sender left open.
+type groPending struct {
+	n     atomic.Int32 // len(q), for the common case of nothing pending
+	mu    sync.Mutex
+	q     []*queue
+	spare []*queue
+}
+
+func (g *groPending) add(qq *queue) {
+	g.mu.Lock()
+	g.q = append(g.q, qq)
+	g.n.Store(int32(len(g.q)))
+	g.mu.Unlock()
+}
+
+// flush flushes every listed queue it can take. One that is busy is someone else's now: its
+// holder either continues the run (and lists it again) or ends it; the queue's goroutine is
+// kicked so that a run is never left behind.
+func (g *groPending) flush() {
+	if g.n.Load() == 0 {
+		return
+	}
+	g.mu.Lock()
+	if len(g.q) == 0 {
+		g.mu.Unlock()
+		return
+	}
+	qs := g.q
+	g.q, g.spare = g.spare[:0], nil
+	g.n.Store(0)
+	g.mu.Unlock()
+	for i, qq := range qs {
+		if qq.busy.TryLock() {
+			qq.flushRun()
+			qq.busy.Unlock()
+		} else {
+			qq.kick()
+		}
+		qs[i] = nil
+	}
+	g.mu.Lock()
+	if g.spare == nil {
+		g.spare = qs[:0]
+	}
+	g.mu.Unlock()
+}

@@ -1,0 +1,119 @@
+package datapath
+
+import (
+	"bytes"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/manad/manad/vnic"
+)
+
+// markerType is the EtherType of the test's marker frames (IEEE local experimental).
+const markerType = 0x88b5
+
+// markerFrame returns a minimal frame of markerType from src to dst.
+func markerFrame(dst, src []byte) []byte {
+	f := make([]byte, 60)
+	copy(f, dst)
+	copy(f[6:], src)
+	f[12], f[13] = markerType>>8, markerType&0xff
+	copy(f[14:], "manad-marker")
+	return f
+}
+
+func isMarker(f []byte) bool {
+	return len(f) >= 26 && f[12] == markerType>>8 && f[13] == markerType&0xff && bytes.Equal(f[14:26], []byte("manad-marker"))
+}
+
+// gateXDP is an XDP program that passes everything and counts marker frames; with entered set
+// it holds the RX queue on the first marker until release is closed, the way a slow frame
+// keeps NAPI busy.
+type gateXDP struct {
+	entered chan struct{}
+	release chan struct{}
+	seen    atomic.Int32
+}
+
+func (g *gateXDP) Name() string { return "gate" }
+
+func (g *gateXDP) Run(_ int, buf []byte, data, end int) (vnic.XDPAction, int, int, error) {
+	if isMarker(buf[data:end]) {
+		if g.seen.Add(1) == 1 && g.entered != nil {
+			close(g.entered)
+			<-g.release
+		}
+	}
+	return vnic.XDPPass, data, end, nil
+}
+
+// TestSendWhileOwnRxQueueActive holds a's RX queue 0 in the middle of processing a frame (its XDP
+// program waits) and transmits from a on TX queue 0 meanwhile: b processes that frame inline in
+// the sender's goroutine, as with any other send. Only XDP_TX sends made from inside an RX
+// queue's processing are deferred (TestXDPTxIsNotProcessedInline); a plain transmit that
+// happens to share the index of a busy RX queue is not.
+func TestSendWhileOwnRxQueueActive(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: 1, noIPv6: true})
+	b := h.addPort(portOpts{queues: 1, noIPv6: true})
+	ga := &gateXDP{entered: make(chan struct{}), release: make(chan struct{})}
+	gb := &gateXDP{}
+	h.locked(func() {
+		if err := a.port.SetXDP(ga); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.port.SetXDP(gb); err != nil {
+			t.Fatal(err)
+		}
+	})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(ga.release)
+		}
+	}
+	defer release()
+
+	// b → a: processed inline into a's RX queue 0, where a's program holds it.
+	done := make(chan bool)
+	go func() { done <- b.port.Transmit(0, markerFrame(a.mac, b.mac)) }()
+	select {
+	case <-ga.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's RX queue never saw b's marker")
+	}
+	before := b.ep.Stats()[0]
+	if !a.port.Transmit(0, markerFrame(b.mac, a.mac)) {
+		t.Fatal("a refused to transmit")
+	}
+	after := b.ep.Stats()[0]
+	if seen := gb.seen.Load(); seen != 1 {
+		t.Errorf("b's RX queue saw %d markers when a's transmit returned, want 1 (processed inline)", seen)
+	}
+	if after.RxDeferred != before.RxDeferred || after.RxInline != before.RxInline+1 {
+		t.Errorf("b deferred %d → %d, inline %d → %d: want the frame inline", before.RxDeferred, after.RxDeferred,
+			before.RxInline, after.RxInline)
+	}
+	release()
+	if !<-done {
+		t.Error("b refused to transmit")
+	}
+}
+
+// TestTCPWithoutDeferral runs TCP between two single-queue ports: a's data leaves on TX queue 0
+// while b's ACKs arrive on a's RX queue 0, processed in b's TX goroutine. Each RX queue has one
+// sender only, so nothing is ever deferred or dropped at an input.
+func TestTCPWithoutDeferral(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: 1, noIPv6: true})
+	b := h.addPort(portOpts{queues: 1, noIPv6: true})
+	tcpTransfer(t, a, b, 2, 8<<20)
+	for _, p := range []*testPort{a, b} {
+		s := p.ep.Stats()[0]
+		if s.RxDeferred != 0 || s.RxInputDrops != 0 || s.RxInline == 0 {
+			t.Errorf("port %s: inline %d, deferred %d, input drops %d: want only inline", p.name, s.RxInline,
+				s.RxDeferred, s.RxInputDrops)
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package tap
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/offload"
+	"github.com/manad/manad/daemon/tap/taptest"
+)
+
+// TestOffload opens a TAP with offloads: the kernel marks it vnet_hdr, accepts at least
+// checksum and TCP segmentation offload, and hands over a UDP_SEGMENT send as one USO
+// superframe (where it accepted USO) or as datagrams with partial checksums, each behind a
+// virtio header. A persistent TAP re-attached after a restart gets the same offloads.
+func TestOffload(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	name := taptest.Name("mo")
+	d := openTest(t, Config{Name: name, Queues: 1, NetNS: ns, Offload: true, Persistent: true})
+	l, _ := taptest.ShowLink(t, ns, name)
+	if !l.LinkInfo.Data.VnetHdr || !d.VnetHdr() {
+		t.Fatalf("link info %+v, VnetHdr %v: want vnet_hdr", l.LinkInfo.Data, d.VnetHdr())
+	}
+	got := d.Offloads()
+	if want := uint(OffloadCsum | OffloadTSO4 | OffloadTSO6 | OffloadTSOECN); got&want != want {
+		t.Fatalf("offloads %s, want at least %s", OffloadString(got), OffloadString(want))
+	}
+	t.Logf("offloads: %s", OffloadString(got))
+
+	taptest.IP(t, ns, "addr", "add", "10.99.0.1/24", "dev", name)
+	taptest.IP(t, ns, "link", "set", name, "up")
+	taptest.IP(t, ns, "neigh", "add", "10.99.0.2", "lladdr", "02:00:00:00:00:02", "dev", name, "nud", "permanent")
+	payload := make([]byte, 5000)
+	var err error
+	taptest.InNetNS(t, ns, func() {
+		var c *net.UDPConn
+		if c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(10, 99, 0, 2), Port: 9}); err != nil {
+			return
+		}
+		defer c.Close()
+		rc, _ := c.SyscallConn()
+		rc.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, 1000) })
+		if err == nil {
+			_, err = c.Write(payload)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := d.Queue(0)
+	q.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, VnetHdrLen+offload.MaxFrameLen)
+	var frames []offload.Header
+	bytes := 0
+	for bytes < len(payload) {
+		n, err := q.Read(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read %d of %d UDP bytes from the TAP", bytes, len(payload))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := buf[VnetHdrLen:n]
+		// IPv4, UDP, to port 9; IPv6 chatter and ARP are skipped.
+		if len(f) < 42 || binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[23] != 17 || binary.BigEndian.Uint16(f[36:]) != 9 {
+			continue
+		}
+		var h offload.Header
+		if err := h.Decode(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		if h.Flags&offload.FlagNeedsCsum == 0 || h.CsumStart != 34 || h.CsumOffset != 6 {
+			t.Errorf("UDP frame with header %+v: want a partial checksum at 34+6", h)
+		}
+		frames = append(frames, h)
+		bytes += len(f) - 42
+	}
+	if got&OffloadUSO4 != 0 {
+		if len(frames) != 1 || frames[0].GSOType != offload.GSOUDPL4 || frames[0].GSOSize != 1000 {
+			t.Errorf("USO on: headers %+v, want one USO superframe of gso_size 1000", frames)
+		}
+	} else if len(frames) != 5 || frames[0].GSOType != offload.GSONone {
+		t.Errorf("USO off: headers %+v, want 5 datagrams", frames)
+	}
+
+	// Re-attach, as a restarted manad does.
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d2 := openTest(t, Config{Name: name, Queues: 2, NetNS: ns, Offload: true, Persistent: true})
+	if !d2.Reattached() || d2.Offloads() != got {
+		t.Errorf("re-attached %v with offloads %s, want %s", d2.Reattached(), OffloadString(d2.Offloads()), OffloadString(got))
+	}
+	if l, _ := taptest.ShowLink(t, ns, name); !l.LinkInfo.Data.VnetHdr {
+		t.Error("re-attached TAP lost vnet_hdr")
+	}
+
+	// Re-attached without offloads, the TAP hands over plain frames again: the UDP_SEGMENT
+	// send arrives as five datagrams of 1042 bytes, no header in front.
+	if err := d2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d3 := openTest(t, Config{Name: name, Queues: 1, NetNS: ns, Persistent: true})
+	if l, _ := taptest.ShowLink(t, ns, name); l.LinkInfo.Data.VnetHdr || d3.Offloads() != 0 || d3.VnetHdr() {
+		t.Errorf("re-attached without offloads: vnet_hdr %v, offloads %s", l.LinkInfo.Data.VnetHdr, OffloadString(d3.Offloads()))
+	}
+	taptest.InNetNS(t, ns, func() {
+		var c *net.UDPConn
+		if c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(10, 99, 0, 2), Port: 9}); err != nil {
+			return
+		}
+		defer c.Close()
+		rc, _ := c.SyscallConn()
+		rc.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, 1000) })
+		if err == nil {
+			_, err = c.Write(payload)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q = d3.Queue(0)
+	q.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for n := 0; n < 5; {
+		m, err := q.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d datagrams: %v", n, err)
+		}
+		f := buf[:m]
+		if len(f) < 42 || binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[23] != 17 || binary.BigEndian.Uint16(f[36:]) != 9 {
+			continue
+		}
+		if m != 1042 {
+			t.Fatalf("datagram %d is a %d-byte frame, want 1042", n, m)
+		}
+		n++
+	}
+}

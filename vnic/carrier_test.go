@@ -1,0 +1,86 @@
+package vnic
+
+import (
+	"slices"
+	"sync"
+	"testing"
+)
+
+// carrierLog records OnCarrier calls.
+type carrierLog struct {
+	mu  sync.Mutex
+	log []bool
+}
+
+func (c *carrierLog) record(_ *Port, on bool) {
+	c.mu.Lock()
+	c.log = append(c.log, on)
+	c.mu.Unlock()
+}
+
+// take returns and forgets what was recorded.
+func (c *carrierLog) take() []bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.log
+	c.log = nil
+	return l
+}
+
+// TestCarrier follows the carrier through a port's life: on at Open, off and on around a
+// reconfiguration, off while a failed attach leaves the port detached and on again when the
+// reset work restores it, off at Close; no call where nothing changes.
+func TestCarrier(t *testing.T) {
+	cl := new(carrierLog)
+	tp := newTestPort(t, func(c *Config, _ *Settings) { c.OnCarrier = cl.record })
+	const on, off = true, false
+	for _, step := range []struct {
+		name string
+		do   func(p *Port)
+		want []bool
+	}{
+		{"open", func(p *Port) { _ = p.Open() }, []bool{on}},
+		{"open again", func(p *Port) { _ = p.Open() }, nil},
+		{"reconfigure", func(p *Port) { _ = p.SetMTU(4000) }, []bool{off, on}},
+		{"no change", func(p *Port) { _ = p.SetMTU(4000) }, nil},
+		{"prealloc fault", func(p *Port) {
+			_ = p.SetFault(Fault{Point: FaultPrealloc, Mode: FaultOnce})
+			_ = p.SetMTU(1500)
+		}, nil},
+		{"detach fault", func(p *Port) {
+			_ = p.SetFault(Fault{Point: FaultDetach, Mode: FaultOnce})
+			_ = p.SetMTU(1500)
+		}, nil},
+		{"attach fault", func(p *Port) {
+			_ = p.SetFault(Fault{Point: FaultAttach, Mode: FaultAlways})
+			_ = p.SetMTU(1500)
+		}, []bool{off}},
+	} {
+		tp.locked(func() { step.do(tp.Port) })
+		if got := cl.take(); !slices.Equal(got, step.want) {
+			t.Fatalf("%s: carrier calls %v, want %v", step.name, got, step.want)
+		}
+	}
+	if st := tp.state(); st.Running || !st.ResetPending {
+		t.Fatalf("after the attach fault: %+v", st)
+	}
+	// The reset work keeps failing: still no carrier.
+	tp.waitFor("failed resets", func(State) bool {
+		var ok, failed uint64
+		tp.locked(func() { ok, failed = tp.Resets() })
+		return ok == 0 && failed >= 2
+	})
+	if got := cl.take(); len(got) != 0 {
+		t.Fatalf("failing resets: carrier calls %v, want none", got)
+	}
+	tp.locked(func() { _ = tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOff}) })
+	tp.waitFor("the reset to restore the port", func(s State) bool { return s.Running })
+	if got := cl.take(); !slices.Equal(got, []bool{on}) {
+		t.Fatalf("restoring reset: carrier calls %v, want [true]", got)
+	}
+	tp.locked(func() { tp.Close() })
+	tp.locked(func() { tp.Close() })
+	if got := cl.take(); !slices.Equal(got, []bool{off}) {
+		t.Fatalf("close: carrier calls %v, want [false]", got)
+	}
+}
