@@ -59,6 +59,8 @@ type Daemon struct {
 	state    *config.State
 	srv      *genl.Server
 	closing  bool
+	watchers map[string]*nsWatcher // the link watcher of each namespace that has ports, by name
+	saving   bool                  // a deferred state-file write is pending (saveSoon)
 
 	bg sync.WaitGroup // link watchers
 }
@@ -82,7 +84,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{
 		opts: opts, cfg: opts.Config, log: opts.Logger,
-		ports: map[string]*port{}, segments: datapath.NewSegments(),
+		ports: map[string]*port{}, segments: datapath.NewSegments(), watchers: map[string]*nsWatcher{},
 	}
 	srv, err := genl.NewServer(genl.ServerConfig{
 		Backend: (*backend)(d), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,
@@ -156,25 +158,34 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 // shutdown stops every port: queues stop, buffers come back (zero in flight, checked and logged),
-// non-persistent TAPs are removed.
+// non-persistent TAPs are removed. The ports are stopped under the configuration lock, their
+// last settings written to the state file once, and the TAPs closed concurrently outside it
+// (see closeTAPs).
 func (d *Daemon) shutdown() {
 	d.mu.Lock()
 	d.closing = true
-	names := make([]string, 0, len(d.ports))
-	for n := range d.ports {
-		names = append(names, n)
+	ports := make([]*port, 0, len(d.ports))
+	for _, p := range d.ports {
+		ports = append(ports, p)
+	}
+	changed := false
+	for _, p := range ports {
+		delete(d.ports, p.spec.Name)
+		changed = d.noteSettings(p) || changed
+		d.stop(p)
+	}
+	if changed {
+		d.saveState()
 	}
 	d.mu.Unlock()
-	for _, n := range names {
-		d.mu.Lock()
-		p := d.ports[n]
-		d.mu.Unlock()
-		if p != nil {
-			d.stopPort(p)
-		}
+	d.closeTAPs(ports, false)
+	d.mu.Lock()
+	for _, p := range ports {
+		d.releaseWatcher(p)
 	}
+	d.mu.Unlock()
 	d.bg.Wait()
-	d.log.Info("manad stopped")
+	d.log.Info("manad stopped", "ports", len(ports))
 }
 
 // saveState writes the state file; a failure is logged (the change itself stands). Caller holds
@@ -189,17 +200,26 @@ func (d *Daemon) saveState() {
 // changed (a refused request changes nothing and costs no fsync). Caller holds the configuration
 // lock.
 func (d *Daemon) recordSettings(p *port) {
+	if d.noteSettings(p) {
+		d.saveState()
+	}
+}
+
+// noteSettings is recordSettings without the write: it updates the state in memory and reports
+// whether it changed. Caller holds the configuration lock.
+func (d *Daemon) noteSettings(p *port) bool {
 	s := p.vp.Settings()
 	ps := config.NewPortSettings(s, p.vp.State().AdminUp)
-	if old, ok := d.state.Ports[p.spec.Name]; ok && reflect.DeepEqual(old.Settings, ps) && (old.Spec != nil) == p.runtime {
-		return
+	key := p.stateKey()
+	if old, ok := d.state.Ports[key]; ok && reflect.DeepEqual(old.Settings, ps) && (old.Spec != nil) == p.runtime {
+		return false
 	}
 	if p.runtime {
 		d.state.RecordCreated(p.spec, ps)
 	} else {
-		d.state.RecordSettings(p.spec.Name, ps)
+		d.state.RecordSettings(key, ps)
 	}
-	d.saveState()
+	return true
 }
 
 // maxRequest is the largest request datagram manad accepts: room for an eBPF object in an

@@ -526,6 +526,23 @@ func (d *Device) SetUp(up bool) error {
 	return nil
 }
 
+// SetName renames the TAP (ip link set NAME name NEW); Name reports the new name once Watch has
+// seen the rename. Errors: EINVAL for an invalid name; the kernel's errno otherwise (EBUSY while
+// the TAP is up, EEXIST when the name is taken).
+func (d *Device) SetName(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := d.rlock(); err != nil {
+		return err
+	}
+	defer d.mu.RUnlock()
+	if err := d.nl.LinkSetName(d.link(), name); err != nil {
+		return extack.Wrap(err, unix.EIO, "rename %s to %s", d.Name(), name)
+	}
+	return nil
+}
+
 // SetMAC sets the TAP's MAC address. Errors: EINVAL or EADDRNOTAVAIL for an address that is not
 // a unicast Ethernet address; the kernel's errno otherwise.
 func (d *Device) SetMAC(mac net.HardwareAddr) error {
