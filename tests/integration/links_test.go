@@ -1,0 +1,147 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/tests/harness"
+)
+
+// TestRenamedTAPFollowsIndex renames a configuration-file port's TAP and a runtime port's TAP
+// with `ip link set NAME name NEW`: the port is its ifindex, so lookups by the new name work (the
+// manad family and the ethtool family), the old name gives ENODEV, the list shows the new name,
+// `ip link set NEW up` brings the port up, and the state file keeps a runtime port's spec under
+// its new name.
+func TestRenamedTAPFollowsIndex(t *testing.T) {
+	ns := harness.Name("mrn", "")
+	conf, confNew := harness.Name("rc", "a"), harness.Name("rc", "b")
+	rt, rtNew := harness.Name("rr", "a"), harness.Name("rr", "b")
+	dir := t.TempDir()
+	d := harness.Start(t, dir, "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"rn\"\n", conf, ns), ns)
+	c := d.Client(ns)
+	ctx := context.Background()
+	created, err := c.CreatePort(ctx, genl.PortSpec{Name: rt, NetNS: ns, Segment: "rn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A TAP can only be renamed while it is down; the runtime port came up.
+	harness.Run(t, ns, "ip", "link", "set", rt, "down")
+	harness.Eventually(t, "the runtime port down", func() bool {
+		i, err := c.Port(ctx, client.Interface{Name: rt})
+		return err == nil && !i.AdminUp
+	})
+	before, err := c.Port(ctx, client.Interface{Name: conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	harness.Run(t, ns, "ip", "link", "set", conf, "name", confNew)
+	harness.Run(t, ns, "ip", "link", "set", rt, "name", rtNew)
+	harness.Eventually(t, "the list to show the new names", func() bool {
+		ports, err := c.Ports(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]bool{}
+		for _, p := range ports {
+			names[p.Device.Name] = true
+		}
+		return len(ports) == 2 && names[confNew] && names[rtNew]
+	})
+	for _, x := range []struct {
+		old, renamed string
+		index        uint32
+	}{{conf, confNew, before.Device.Index}, {rt, rtNew, created.Device.Index}} {
+		got, err := c.Port(ctx, client.Interface{Name: x.renamed})
+		if err != nil {
+			t.Fatalf("port %s (renamed from %s): %v", x.renamed, x.old, err)
+		}
+		if got.Device.Index != x.index || got.Device.Name != x.renamed {
+			t.Errorf("port %s: device %+v, want ifindex %d", x.renamed, got.Device, x.index)
+		}
+		if _, err := c.Rings(ctx, client.Interface{Name: x.renamed}); err != nil {
+			t.Errorf("ethtool rings of %s: %v", x.renamed, err)
+		}
+		if _, err := c.Port(ctx, client.Interface{Name: x.old}); !errors.Is(err, unix.ENODEV) {
+			t.Errorf("port %s after its rename to %s: %v, want ENODEV", x.old, x.renamed, err)
+		}
+		if _, err := c.Rings(ctx, client.Interface{Name: x.old}); !errors.Is(err, unix.ENODEV) {
+			t.Errorf("ethtool rings of %s after its rename: %v, want ENODEV", x.old, err)
+		}
+	}
+
+	harness.Run(t, ns, "ip", "link", "set", confNew, "up")
+	harness.Eventually(t, "the renamed port up", func() bool {
+		i, err := c.Port(ctx, client.Interface{Name: confNew})
+		return err == nil && i.AdminUp && i.Running
+	})
+	state, err := os.ReadFile(filepath.Join(dir, "state", "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(state); !strings.Contains(s, `"`+rtNew+`"`) || strings.Contains(s, `"`+rt+`"`) {
+		t.Errorf("state file after renaming %s to %s:\n%s", rt, rtNew, s)
+	}
+	if !strings.Contains(d.Log(), "port renamed") {
+		t.Error("no log line for the renames")
+	}
+}
+
+// TestManyPortsBatchUp is the stuck-port case of issue 13: many ports in one namespace, all
+// brought up (and down, and up again) at once with one `ip -batch`; every port must report the
+// state its TAP has. The wait is a generous correctness bound, not a performance target.
+func TestManyPortsBatchUp(t *testing.T) {
+	const n = 200
+	ns := harness.Name("mmp", "")
+	names := make([]string, n)
+	var cfg strings.Builder
+	for i := range names {
+		names[i] = fmt.Sprintf("b%d.%d", os.Getpid()%10000, i)
+		fmt.Fprintf(&cfg, "[[port]]\nname = %q\nnetns = %q\nsegment = %[1]q\nqueues = 1\nmax_queues = 1\nrx_ring = 128\ntx_ring = 128\npersistent = false\n\n", names[i], ns)
+	}
+	d := harness.Start(t, "", "", cfg.String(), ns)
+	c := d.Client(ns)
+	for _, up := range []bool{true, false, true} {
+		word := map[bool]string{true: "up", false: "down"}[up]
+		var batch strings.Builder
+		for _, name := range names {
+			fmt.Fprintf(&batch, "link set %s %s\n", name, word)
+		}
+		cmd := exec.Command("ip", "-n", ns, "-batch", "-")
+		cmd.Stdin = strings.NewReader(batch.String())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("ip -batch: %v: %s", err, out)
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			ports, err := c.Ports(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wrong []string
+			for _, p := range ports {
+				if p.AdminUp != up {
+					wrong = append(wrong, p.Device.Name)
+				}
+			}
+			if len(ports) == n && len(wrong) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d ports listed, %d not admin-%s after `ip -batch … %s`: %v", len(ports), len(wrong), word, word, wrong)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
