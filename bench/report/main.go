@@ -91,6 +91,12 @@ var sources = []source{
 		target: "reported", scaleBaselineToo: true},
 	{issue: 4, figure: "XDP program run per 1500-B frame", pkg: "./daemon/xdp", bench: "BenchmarkRun/pass",
 		value: "ns/op", scale: 1e-3, unit: "µs", baseline: "baseline-ns/op", baseName: "cilium Program.Run", ratio: "x-baseline", scaleBaselineToo: true},
+	{issue: 13, figure: "1,000 ports in one netns: manad ready", pkg: "./bench/scale", bench: "BenchmarkPorts/ports=1000",
+		value: "ready-ms", scale: 1e-3, unit: "s", target: "≤ 2 s", met: func(v, _ float64) bool { return v <= 2 }},
+	{issue: 13, figure: "1,000 ports: all up after one ip -batch", pkg: "./bench/scale", bench: "BenchmarkPorts/ports=1000",
+		value: "bringup-ms", scale: 1e-3, unit: "s", target: "≤ 10 s", met: func(v, _ float64) bool { return v <= 10 }},
+	{issue: 13, figure: "1,000 ports: shutdown", pkg: "./bench/scale", bench: "BenchmarkPorts/ports=1000",
+		value: "shutdown-ms", scale: 1e-3, unit: "s", target: "≤ 2 s", met: func(v, _ float64) bool { return v <= 2 }},
 }
 
 // The toolchain's benchmark line: name-N  iterations  value unit  value unit …
