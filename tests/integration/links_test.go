@@ -145,3 +145,30 @@ func TestManyPortsBatchUp(t *testing.T) {
 		}
 	}
 }
+
+// TestRenameToAnotherPortsNameIsUndone: port names are unique across namespaces in manad, so
+// renaming a TAP to the name of a port in another namespace is undone (the TAP gets its name
+// back) and logged; the port keeps working under its name.
+func TestRenameToAnotherPortsNameIsUndone(t *testing.T) {
+	ns1, ns2 := harness.Name("mu1", ""), harness.Name("mu2", "")
+	x, y := harness.Name("ux", ""), harness.Name("uy", "")
+	d := harness.Start(t, "", "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"u\"\n\n[[port]]\nname = %q\nnetns = %q\nsegment = \"u\"\n",
+		x, ns1, y, ns2), ns1, ns2)
+	c := d.Client(ns1)
+	harness.Run(t, ns1, "ip", "link", "set", x, "name", y)
+	harness.Eventually(t, "the TAP renamed back", func() bool {
+		_, err := harness.RunErr(ns1, "ip", "link", "show", "dev", x)
+		return err == nil && strings.Contains(d.Log(), "renaming it back")
+	})
+	if _, err := c.Port(context.Background(), client.Interface{Name: x}); err != nil {
+		t.Errorf("port %s after the undone rename: %v", x, err)
+	}
+	if _, err := c.Port(context.Background(), client.Interface{Name: y}); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("port %s looked up from %s: %v, want ENODEV (it lives in %s)", y, ns1, err, ns2)
+	}
+	harness.Run(t, ns1, "ip", "link", "set", x, "up")
+	harness.Eventually(t, "the port up", func() bool {
+		i, err := c.Port(context.Background(), client.Interface{Name: x})
+		return err == nil && i.AdminUp
+	})
+}
