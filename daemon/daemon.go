@@ -43,6 +43,10 @@ type Options struct {
 	PortWait time.Duration
 	// ShutdownWait bounds how long shutdown waits for RX buffers still in flight; 0 means 5s.
 	ShutdownWait time.Duration
+	// LinkReadBuffer, when non-zero, is the receive buffer of the link watchers' notification
+	// sockets (tap.WatcherOptions.ReadBuffer); 0 keeps tap's default. A test hook: a tiny buffer
+	// forces overruns.
+	LinkReadBuffer int
 }
 
 // Daemon is a running manad.

@@ -168,7 +168,7 @@ type nsWatcher struct {
 func (d *Daemon) acquireWatcher(p *port) (*tap.Watcher, error) {
 	nw := d.watchers[p.spec.NetNS]
 	if nw == nil {
-		w, err := tap.NewWatcher(p.spec.NetNS, tap.WatcherOptions{Logger: d.log})
+		w, err := tap.NewWatcher(p.spec.NetNS, tap.WatcherOptions{Logger: d.log, ReadBuffer: d.opts.LinkReadBuffer})
 		if err != nil {
 			return nil, err
 		}
