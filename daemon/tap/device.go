@@ -12,7 +12,6 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/vnic/extack"
@@ -58,8 +57,10 @@ type Config struct {
 	// Logger receives the device's log lines; nil means slog.Default().
 	Logger *slog.Logger
 	// Watcher, when set, is the link watcher of the TAP's namespace that Watch subscribes to,
-	// shared with the other TAPs there (one socket for all of them). Nil gives every Watch a
-	// watcher of its own. A Watcher of another namespace is refused (EINVAL).
+	// shared with the other TAPs there: one notification socket, one rtnetlink socket and one
+	// namespace descriptor for all of them (the device keeps them open after the Watcher
+	// closes). Nil gives the device its own, and every Watch a watcher of its own. A Watcher of
+	// another namespace is refused (EINVAL), a closed one too (ENODEV).
 	Watcher *Watcher
 }
 
@@ -137,12 +138,13 @@ func checkMAC(mac net.HardwareAddr) error {
 type Device struct {
 	cfg        Config
 	log        *slog.Logger
+	nsh        *nsHandle // holds ns and nl open; the Watcher's, shared, when Config.Watcher is set
 	ns         *netNS
 	nl         *netlink.Handle
 	index      int
 	reattached bool
 
-	// mu guards queues and closed, and (for MoveTo) ns, nl, index and cfg.NetNS. Queue
+	// mu guards queues and closed, and (for MoveTo) nsh, ns, nl, index and cfg.NetNS. Queue
 	// changes, MoveTo and Close take it exclusively; rtnetlink operations share it, so the
 	// handle is never used after Close released it (a closed vishvananda Handle would silently
 	// fall back to the calling thread's namespace).
@@ -177,24 +179,19 @@ func Open(cfg Config) (*Device, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	ns, err := openNetNS(cfg.NetNS)
+	nsh, err := cfg.Watcher.share(cfg.NetNS)
 	if err != nil {
-		return nil, err
+		return nil, extack.Wrap(err, unix.EINVAL, "TAP %s", cfg.Name)
 	}
-	if cfg.Watcher != nil && !cfg.Watcher.sameNS(ns) {
-		ns.close()
-		return nil, extack.New(unix.EINVAL, "TAP %s: the link watcher given watches another network namespace than %q", cfg.Name, cfg.NetNS)
+	if nsh == nil {
+		if nsh, err = openNSHandle(cfg.NetNS); err != nil {
+			return nil, err
+		}
 	}
-	h, err := netlink.NewHandleAt(netns.NsHandle(ns.fd()), unix.NETLINK_ROUTE)
-	if err != nil {
-		ns.close()
-		return nil, extack.Wrap(err, unix.EIO, "rtnetlink socket in network namespace %q", cfg.NetNS)
-	}
-	d := &Device{cfg: cfg, ns: ns, nl: h, name: cfg.Name, watcher: cfg.Watcher,
+	d := &Device{cfg: cfg, nsh: nsh, ns: nsh.ns, nl: nsh.nl, name: cfg.Name, watcher: cfg.Watcher,
 		log: cfg.Logger.With("tap", cfg.Name, "netns", cfg.NetNS)}
 	if err := d.open(); err != nil {
-		d.nl.Close()
-		d.ns.close()
+		d.nsh.release()
 		return nil, err
 	}
 	return d, nil
@@ -585,28 +582,23 @@ func (d *Device) SetTxQueueLen(n int) error {
 // exists there; ENODEV after Close; the kernel's errno otherwise. On error the TAP stays where it
 // was.
 func (d *Device) MoveTo(netnsName string) error {
-	ns, err := openNetNS(netnsName)
+	nsh, err := openNSHandle(netnsName)
 	if err != nil {
 		return err
 	}
+	ns, h := nsh.ns, nsh.nl
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		ns.close()
+		nsh.release()
 		return extack.New(unix.ENODEV, "TAP %s is closed", d.Name())
 	}
 	if ns.dev == d.ns.dev && ns.ino == d.ns.ino {
-		ns.close()
+		nsh.release()
 		return nil
 	}
-	h, err := netlink.NewHandleAt(netns.NsHandle(ns.fd()), unix.NETLINK_ROUTE)
-	if err != nil {
-		ns.close()
-		return extack.Wrap(err, unix.EIO, "rtnetlink socket in network namespace %q", netnsName)
-	}
 	fail := func(err error) error {
-		h.Close()
-		ns.close()
+		nsh.release()
 		return err
 	}
 	if _, err := h.LinkByName(d.Name()); err == nil {
@@ -619,12 +611,11 @@ func (d *Device) MoveTo(netnsName string) error {
 	if err != nil {
 		return fail(extack.Wrap(err, unix.EIO, "%s vanished while moving to network namespace %q", d.Name(), netnsName))
 	}
-	d.nl.Close()
-	d.ns.close()
+	d.nsh.release()
 	from := d.cfg.NetNS
 	// cfg.NetNS changes under nmu too, as setName reads it under nmu alone.
 	d.nmu.Lock()
-	d.nl, d.ns, d.index, d.cfg.NetNS = h, ns, l.Attrs().Index, netnsName
+	d.nsh, d.nl, d.ns, d.index, d.cfg.NetNS = nsh, h, ns, l.Attrs().Index, netnsName
 	d.log = d.cfg.Logger.With("tap", d.name, "netns", netnsName)
 	d.nmu.Unlock()
 	d.logger().Info("TAP moved", "from", from, "ifindex", d.index)
@@ -669,8 +660,7 @@ func (d *Device) close(del bool) error {
 	} else {
 		d.logger().Info("TAP released (persistent)")
 	}
-	d.nl.Close()
-	if err := d.ns.close(); err != nil {
+	if err := d.nsh.release(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -11,7 +11,6 @@ import (
 
 	mdnl "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/vnic/extack"
@@ -59,6 +58,7 @@ type WatcherOptions struct {
 // A Watcher is shared by the Devices opened with it (Config.Watcher); its methods are safe for
 // concurrent use.
 type Watcher struct {
+	nsh  *nsHandle // shared with the Devices opened with the Watcher
 	ns   *netNS
 	nl   *netlink.Handle // for the resync dump
 	conn *mdnl.Conn
@@ -78,20 +78,21 @@ type Watcher struct {
 // Errors: EINVAL or ENOENT for the namespace, as in Open; the kernel's errno when the
 // notification socket cannot be opened.
 func NewWatcher(netnsName string, opts WatcherOptions) (*Watcher, error) {
-	ns, err := openNetNS(netnsName)
+	nsh, err := openNSHandle(netnsName)
 	if err != nil {
 		return nil, err
 	}
-	w, err := newWatcher(ns, opts)
+	w, err := newWatcher(nsh, opts)
 	if err != nil {
-		ns.close()
+		nsh.release()
 		return nil, err
 	}
 	return w, nil
 }
 
-// newWatcher starts a watcher on ns, which it owns from then on (Close closes it).
-func newWatcher(ns *netNS, opts WatcherOptions) (*Watcher, error) {
+// newWatcher starts a watcher on nsh, taking over the caller's reference on success.
+func newWatcher(nsh *nsHandle, opts WatcherOptions) (*Watcher, error) {
+	ns := nsh.ns
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -106,12 +107,7 @@ func newWatcher(ns *netNS, opts WatcherOptions) (*Watcher, error) {
 		conn.Close()
 		return nil, extack.Wrap(err, unix.EIO, "receive buffer of the link watcher in network namespace %q", ns.name)
 	}
-	h, err := netlink.NewHandleAt(netns.NsHandle(ns.fd()), unix.NETLINK_ROUTE)
-	if err != nil {
-		conn.Close()
-		return nil, extack.Wrap(err, unix.EIO, "rtnetlink socket in network namespace %q", ns.name)
-	}
-	w := &Watcher{ns: ns, nl: h, conn: conn, log: opts.Logger.With("netns", ns.name), done: make(chan struct{}),
+	w := &Watcher{nsh: nsh, ns: ns, nl: nsh.nl, conn: conn, log: opts.Logger.With("netns", ns.name), done: make(chan struct{}),
 		subs: map[int]*watch{}}
 	go w.run()
 	return w, nil
@@ -141,6 +137,29 @@ func setReadBuffer(conn *mdnl.Conn, n int) error {
 
 // sameNS reports whether the watcher watches namespace ns.
 func (w *Watcher) sameNS(ns *netNS) bool { return w.ns.dev == ns.dev && w.ns.ino == ns.ino }
+
+// share returns the watcher's namespace handle, with a reference for the caller, when name
+// names the namespace the watcher watches; nil for a nil Watcher. Errors: EINVAL when name names
+// another namespace; ENODEV when the watcher is closed; the namespace's errors (openNetNS).
+func (w *Watcher) share(name string) (*nsHandle, error) {
+	if w == nil {
+		return nil, nil
+	}
+	same, err := w.ns.isNamed(name)
+	if err != nil {
+		return nil, err
+	}
+	if !same {
+		return nil, extack.New(unix.EINVAL, "the link watcher given watches another network namespace than %q", name)
+	}
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	if closed || !w.nsh.acquire() {
+		return nil, extack.New(unix.ENODEV, "the link watcher of network namespace %q is closed", name)
+	}
+	return w.nsh, nil
+}
 
 // Overruns returns how many times the notification socket overran (each followed by a resync).
 func (w *Watcher) Overruns() uint64 { return w.overruns.Load() }
@@ -286,8 +305,7 @@ func (w *Watcher) endAll() {
 		s.end()
 	}
 	w.conn.Close()
-	w.nl.Close()
-	w.ns.close()
+	w.nsh.release()
 }
 
 // handle dispatches one notification to the watch of its link. Links nobody watches cost only a
@@ -424,12 +442,13 @@ func (d *Device) Watch(ctx context.Context) (<-chan LinkEvent, error) {
 	defer d.mu.RUnlock()
 	w, own := d.watcher, false
 	if w == nil || !w.sameNS(d.ns) {
-		ns, err := openNetNS(d.cfg.NetNS)
-		if err != nil {
-			return nil, err
+		// A watcher of this watch's own, sharing the device's namespace handle.
+		if !d.nsh.acquire() {
+			return nil, extack.New(unix.ENODEV, "TAP %s is closed", d.Name())
 		}
-		if w, err = newWatcher(ns, WatcherOptions{Logger: d.cfg.Logger}); err != nil {
-			ns.close()
+		var err error
+		if w, err = newWatcher(d.nsh, WatcherOptions{Logger: d.cfg.Logger}); err != nil {
+			d.nsh.release()
 			return nil, err
 		}
 		own = true

@@ -185,4 +185,15 @@ func TestWatcherRefusals(t *testing.T) {
 	if _, err := d.Watch(context.Background()); !errors.Is(err, unix.ENODEV) {
 		t.Errorf("Watch on a closed watcher: %v, want ENODEV", err)
 	}
+	// The device shares the watcher's namespace handle, which stays open while the device is:
+	// it still configures its TAP, in its namespace.
+	if err := d.SetMTU(1400); err != nil {
+		t.Fatalf("SetMTU after the watcher closed: %v", err)
+	}
+	if l, ok := taptest.ShowLink(t, other, d.Name()); !ok || l.MTU != 1400 {
+		t.Errorf("TAP in %s after SetMTU(1400): %+v (exists: %v)", other, l, ok)
+	}
+	if _, err := Open(Config{Name: taptest.Name("mx"), Queues: 1, NetNS: other, Watcher: w, Logger: quietLogger()}); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("Open with a closed watcher: %v, want ENODEV", err)
+	}
 }
