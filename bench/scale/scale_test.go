@@ -12,12 +12,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/manad/manad/daemon/tap"
 
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
@@ -63,8 +68,9 @@ func BenchmarkPorts(b *testing.B) {
 	testenv.RequireRoot(b)
 	for _, n := range sizes(b) {
 		b.Run(fmt.Sprintf("ports=%d", n), func(b *testing.B) {
-			var ready, up, ipTime, stop time.Duration
+			var ready, up, ipTime, kernel, stop time.Duration
 			for range b.N {
+				kernel += kernelBringUp(b, n)
 				r, u, ip, s := run(b, n)
 				ready, up, ipTime, stop = ready+r, up+u, ipTime+ip, stop+s
 			}
@@ -74,12 +80,64 @@ func BenchmarkPorts(b *testing.B) {
 			b.ReportMetric(ms(ready), "ready-ms")
 			b.ReportMetric(ms(up), "bringup-ms")
 			b.ReportMetric(ms(ipTime), "ipbatch-ms")
+			b.ReportMetric(ms(kernel), "kernel-bringup-ms")
 			b.ReportMetric(ms(stop), "shutdown-ms")
 			b.ReportMetric(per(ready), "ready-µs/port")
 			b.ReportMetric(per(up), "bringup-µs/port")
 			b.ReportMetric(per(stop), "shutdown-µs/port")
 		})
 	}
+}
+
+// kernelBringUp is the baseline of the bring-up: the same `ip -batch` on n TAPs of the same
+// kind (multi-queue, one queue attached, so the carrier is on and the kernel does its IPv6
+// start-up as it does for manad's), held by this process rather than by a daemon. It returns the
+// time the command takes.
+func kernelBringUp(b *testing.B, n int) time.Duration {
+	b.Helper()
+	ns := harness.Name("msk", "")
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		b.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+	}
+	defer exec.Command("ip", "netns", "del", ns).Run()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	devs := make([]*tap.Device, 0, n)
+	defer func() {
+		// Concurrently, as manad does: each unregistration waits for RCU.
+		var wg sync.WaitGroup
+		work := make(chan *tap.Device)
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for d := range work {
+					d.Close()
+				}
+			}()
+		}
+		for _, d := range devs {
+			work <- d
+		}
+		close(work)
+		wg.Wait()
+	}()
+	var batch strings.Builder
+	for i := range n {
+		name := fmt.Sprintf("k%d.%d", os.Getpid()%10000, i)
+		d, err := tap.Open(tap.Config{Name: name, Queues: 1, NetNS: ns, Logger: log})
+		if err != nil {
+			b.Fatal(err)
+		}
+		devs = append(devs, d)
+		fmt.Fprintf(&batch, "link set %s up\n", name)
+	}
+	start := time.Now()
+	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
+	cmd.Stdin = strings.NewReader(batch.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("ip -batch: %v: %s", err, out)
+	}
+	return time.Since(start)
 }
 
 // run does one start, bring-up and stop of manad with n ports and returns the durations: until
