@@ -86,13 +86,19 @@ func TestRenamedTAPFollowsIndex(t *testing.T) {
 		i, err := c.Port(ctx, client.Interface{Name: confNew})
 		return err == nil && i.AdminUp && i.Running
 	})
-	state, err := os.ReadFile(filepath.Join(dir, "state", "state.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := string(state); !strings.Contains(s, `"`+rtNew+`"`) || strings.Contains(s, `"`+rt+`"`) {
-		t.Errorf("state file after renaming %s to %s:\n%s", rt, rtNew, s)
-	}
+	// Changes made with ip link are saved a moment later. The runtime port is saved under its
+	// new name; the configuration-file port under its configuration name, now admin-up.
+	var state string
+	harness.Eventually(t, "the state file to follow", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "state", "state.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		state = string(b)
+		return strings.Contains(state, `"`+rtNew+`"`) && !strings.Contains(state, `"`+rt+`"`) &&
+			strings.Contains(state, `"`+conf+`"`) && !strings.Contains(state, `"`+confNew+`"`) &&
+			strings.Contains(state, `"admin_up": true`)
+	})
 	if !strings.Contains(d.Log(), "port renamed") {
 		t.Error("no log line for the renames")
 	}
