@@ -63,8 +63,8 @@ type Daemon struct {
 	state    *config.State
 	srv      *genl.Server
 	closing  bool
-	watchers map[string]*nsWatcher // the link watcher of each namespace that has ports, by name
-	saving   bool                  // a deferred state-file write is pending (saveSoon)
+	watchers map[genl.NetNS]*nsWatcher // the link watcher of each namespace that has ports (by identity: a name can be reused)
+	saving   bool                      // a deferred state-file write is pending (saveSoon)
 
 	bg sync.WaitGroup // link watchers
 }
@@ -88,7 +88,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{
 		opts: opts, cfg: opts.Config, log: opts.Logger,
-		ports: map[string]*port{}, segments: datapath.NewSegments(), watchers: map[string]*nsWatcher{},
+		ports: map[string]*port{}, segments: datapath.NewSegments(), watchers: map[genl.NetNS]*nsWatcher{},
 	}
 	srv, err := genl.NewServer(genl.ServerConfig{
 		Backend: (*backend)(d), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,

@@ -61,7 +61,7 @@ func TestLinkOverrunResync(t *testing.T) {
 	const n = 32
 	d, names := startTest(t, ns, n, Options{LinkReadBuffer: 1})
 	d.mu.Lock()
-	w := d.watchers[ns].w
+	w := d.watchers[d.ports[names[0]].ns].w
 	d.mu.Unlock()
 	before := w.Overruns()
 	for round := 0; ; round++ {

@@ -166,14 +166,14 @@ type nsWatcher struct {
 // acquireWatcher returns the link watcher of p's namespace, starting it for the namespace's first
 // port. Caller holds the configuration lock.
 func (d *Daemon) acquireWatcher(p *port) (*tap.Watcher, error) {
-	nw := d.watchers[p.spec.NetNS]
+	nw := d.watchers[p.ns]
 	if nw == nil {
 		w, err := tap.NewWatcher(p.spec.NetNS, tap.WatcherOptions{Logger: d.log, ReadBuffer: d.opts.LinkReadBuffer})
 		if err != nil {
 			return nil, err
 		}
 		nw = &nsWatcher{w: w}
-		d.watchers[p.spec.NetNS] = nw
+		d.watchers[p.ns] = nw
 	}
 	nw.refs++
 	p.watched = true
@@ -187,12 +187,12 @@ func (d *Daemon) releaseWatcher(p *port) {
 		return
 	}
 	p.watched = false
-	nw := d.watchers[p.spec.NetNS]
+	nw := d.watchers[p.ns]
 	if nw == nil {
 		return
 	}
 	if nw.refs--; nw.refs == 0 {
-		delete(d.watchers, p.spec.NetNS)
+		delete(d.watchers, p.ns)
 		nw.w.Close()
 	}
 }
