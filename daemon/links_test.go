@@ -12,6 +12,7 @@ import (
 
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/manad/manad/genl"
 )
 
 // startTest runs a daemon with n small ports in namespace ns until the test ends.
@@ -106,5 +107,29 @@ func TestLinkOverrunResync(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// TestNetNSNameReused deletes a namespace that still holds a port and creates one of the same
+// name: a port created there gets a watcher of the new namespace (not the old one's, which
+// tap.Open would refuse), and its TAP lives in the new namespace.
+func TestNetNSNameReused(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	d, _ := startTest(t, ns, 1, Options{})
+	taptest.IP(t, "", "netns", "del", ns)
+	taptest.IP(t, "", "netns", "add", ns)
+	name := taptest.Name("dr")
+	if _, err := (*backend)(d).CreatePort(context.Background(), genl.Caller{Admin: true}, genl.PortSpec{Name: name, NetNS: ns, Segment: name}); err != nil {
+		t.Fatalf("port in the re-created namespace %s: %v", ns, err)
+	}
+	if _, ok := taptest.ShowLink(t, ns, name); !ok {
+		t.Errorf("TAP %s not in the re-created namespace %s", name, ns)
+	}
+	d.mu.Lock()
+	n := len(d.watchers)
+	d.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d link watchers, want 2 (the old namespace's and the new one's)", n)
 	}
 }
