@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -66,7 +67,7 @@ type Watcher struct {
 	done chan struct{}
 
 	mu     sync.Mutex
-	subs   map[int]*watch // by ifindex
+	subs   map[int][]*watch // by ifindex
 	closed bool
 
 	overruns atomic.Uint64
@@ -108,7 +109,7 @@ func newWatcher(nsh *nsHandle, opts WatcherOptions) (*Watcher, error) {
 		return nil, extack.Wrap(err, unix.EIO, "receive buffer of the link watcher in network namespace %q", ns.name)
 	}
 	w := &Watcher{nsh: nsh, ns: ns, nl: nsh.nl, conn: conn, log: opts.Logger.With("netns", ns.name), done: make(chan struct{}),
-		subs: map[int]*watch{}}
+		subs: map[int][]*watch{}}
 	go w.run()
 	return w, nil
 }
@@ -232,11 +233,7 @@ func (w *Watcher) subscribe(index int, first func() (LinkState, error), onEvent 
 		w.mu.Unlock()
 		return nil, extack.New(unix.ENODEV, "link watcher of network namespace %q is closed", w.ns.name)
 	}
-	if old := w.subs[index]; old != nil {
-		// One watch per link and watcher: a second Watch of the same TAP replaces the first.
-		defer old.end()
-	}
-	w.subs[index] = s
+	w.subs[index] = append(w.subs[index], s)
 	w.mu.Unlock()
 	// The state is read only after subscribing, so no change can fall between the two: a
 	// notification older than this read that is dispatched after it is followed, in order, by
@@ -252,15 +249,19 @@ func (w *Watcher) subscribe(index int, first func() (LinkState, error), onEvent 
 
 func (w *Watcher) unsubscribe(s *watch) {
 	w.mu.Lock()
-	if w.subs[s.index] == s {
+	rest := slices.DeleteFunc(slices.Clone(w.subs[s.index]), func(o *watch) bool { return o == s })
+	if len(rest) == 0 {
 		delete(w.subs, s.index)
+	} else {
+		w.subs[s.index] = rest
 	}
 	w.mu.Unlock()
 	s.end()
 }
 
-// lookup returns the watch of ifindex index, if any.
-func (w *Watcher) lookup(index int) *watch {
+// lookup returns the watches of ifindex index.
+// The slice is never modified in place (unsubscribe replaces it), so it may be read unlocked.
+func (w *Watcher) lookup(index int) []*watch {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.subs[index]
@@ -299,10 +300,12 @@ func (w *Watcher) endAll() {
 	w.mu.Lock()
 	w.closed = true
 	subs := w.subs
-	w.subs = map[int]*watch{}
+	w.subs = map[int][]*watch{}
 	w.mu.Unlock()
-	for _, s := range subs {
-		s.end()
+	for _, ss := range subs {
+		for _, s := range ss {
+			s.end()
+		}
 	}
 	w.conn.Close()
 	w.nsh.release()
@@ -320,8 +323,8 @@ func (w *Watcher) handle(m mdnl.Message) {
 	}
 	// struct ifinfomsg: family, pad, type (u16), index (s32), flags, change.
 	index := int(int32(binary.NativeEndian.Uint32(m.Data[4:8])))
-	s := w.lookup(index)
-	if s == nil {
+	subs := w.lookup(index)
+	if len(subs) == 0 {
 		return
 	}
 	hdr := unix.NlMsghdr{Len: m.Header.Length, Type: t, Flags: uint16(m.Header.Flags), Seq: m.Header.Sequence, Pid: m.Header.PID}
@@ -333,8 +336,10 @@ func (w *Watcher) handle(m mdnl.Message) {
 	// RTM_DELLINK is also sent when the TAP leaves the namespace (MoveTo, or ip link set … netns
 	// X): either way it is gone from where this watcher looks.
 	ev.Deleted = t == unix.RTM_DELLINK
-	if s.deliver(ev) {
-		w.unsubscribe(s)
+	for _, s := range subs {
+		if s.deliver(ev) {
+			w.unsubscribe(s)
+		}
 	}
 }
 
@@ -354,8 +359,8 @@ func (w *Watcher) resync() {
 	// state, and its link may be missing from a dump that began before the link existed.
 	w.mu.Lock()
 	subs := make([]*watch, 0, len(w.subs))
-	for _, s := range w.subs {
-		subs = append(subs, s)
+	for _, ss := range w.subs {
+		subs = append(subs, ss...)
 	}
 	w.mu.Unlock()
 	// A dump that a change interrupted (NLM_F_DUMP_INTR) may miss links or show old states:

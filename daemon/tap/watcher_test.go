@@ -197,3 +197,36 @@ func TestWatcherRefusals(t *testing.T) {
 		t.Errorf("Open with a closed watcher: %v, want ENODEV", err)
 	}
 }
+
+// TestSharedWatcherTwoWatchesOfOneTAP: two Watches of one TAP on a shared Watcher both follow it,
+// and ending one leaves the other.
+func TestSharedWatcherTwoWatchesOfOneTAP(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	w := newWatcherTest(t, ns, WatcherOptions{})
+	d := openTest(t, Config{Name: taptest.Name("m2"), Queues: 1, NetNS: ns, MTU: 1500, Watcher: w})
+	ctx1, cancel1 := context.WithCancel(t.Context())
+	ch1, err := d.Watch(ctx1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch2, err := d.Watch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch1)
+	next(t, ch2)
+	if err := d.SetMTU(1300); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan LinkEvent{ch1, ch2} {
+		waitState(t, ch, "MTU 1300", func(e LinkEvent) bool { return e.MTU == 1300 })
+	}
+	cancel1()
+	for range ch1 {
+	}
+	if err := d.SetMTU(1200); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, ch2, "MTU 1200 on the remaining watch", func(e LinkEvent) bool { return e.MTU == 1200 })
+}
