@@ -46,7 +46,29 @@ func TestRenamedTAPFollowsIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	var sub *client.Subscription
+	if err := harness.InNetNS(ns, func() (err error) { sub, err = c.Subscribe(ctx); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
 	harness.Run(t, ns, "ip", "link", "set", conf, "name", confNew)
+	// The rename is announced: a change event naming the port by its new name, same ifindex.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for announced := false; !announced; {
+		ns, err := sub.Next(wctx)
+		if err != nil {
+			t.Fatalf("no change event for the rename of %s: %v", conf, err)
+		}
+		for _, n := range ns {
+			if n.Kind == client.PortChanged && n.Port != nil && n.Port.Device.Index == before.Device.Index {
+				if n.Port.Device.Name != confNew {
+					t.Fatalf("change event for ifindex %d names %q, want %q", before.Device.Index, n.Port.Device.Name, confNew)
+				}
+				announced = true
+			}
+		}
+	}
 	harness.Run(t, ns, "ip", "link", "set", rt, "name", rtNew)
 	harness.Eventually(t, "the list to show the new names", func() bool {
 		ports, err := c.Ports(ctx)
