@@ -415,21 +415,26 @@ func announce(name string, log interface{ Debug(string, ...any) }) {
 	}
 }
 
-// tapClosers bounds how many TAPs shutdown closes at once.
-const tapClosers = 32
+// shutdownWorkers bounds how many ports shutdown works on at once.
+const shutdownWorkers = 32
 
 // closeTAPs closes the TAPs of stopped ports concurrently. Unregistering a netdev waits for RCU
 // grace periods (about 20 ms here); the kernel batches the unregistrations queued while one
 // waits, so concurrent closes share the waits instead of paying one per port.
 func (d *Daemon) closeTAPs(ports []*port, del bool) {
+	concurrently(ports, func(p *port) { d.closeTAP(p, del) })
+}
+
+// concurrently calls f on every port, shutdownWorkers at a time, and returns when all are done.
+func concurrently(ports []*port, f func(*port)) {
 	work := make(chan *port)
 	var wg sync.WaitGroup
-	for range min(tapClosers, len(ports)) {
+	for range min(shutdownWorkers, len(ports)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for p := range work {
-				d.closeTAP(p, del)
+				f(p)
 			}
 		}()
 	}
