@@ -45,6 +45,10 @@ type Options struct {
 	PortWait time.Duration
 	// ShutdownWait bounds how long shutdown waits for RX buffers still in flight; 0 means 5s.
 	ShutdownWait time.Duration
+	// LinkReadBuffer, when non-zero, is the receive buffer of the link watchers' notification
+	// sockets (tap.WatcherOptions.ReadBuffer); 0 keeps tap's default. A test hook: a tiny buffer
+	// forces overruns.
+	LinkReadBuffer int
 }
 
 // Daemon is a running manad.
@@ -62,7 +66,9 @@ type Daemon struct {
 	state    *config.State
 	srv      *genl.Server
 	closing  bool
-	control  *metrics.Control // nil unless metrics are served
+	control  *metrics.Control          // nil unless metrics are served
+	watchers map[genl.NetNS]*nsWatcher // the link watcher of each namespace that has ports (by identity: a name can be reused)
+	saving   bool                      // a deferred state-file write is pending (saveSoon)
 
 	bg sync.WaitGroup // link watchers
 }
@@ -86,7 +92,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{
 		opts: opts, cfg: opts.Config, log: opts.Logger,
-		ports: map[string]*port{}, segments: datapath.NewSegments(),
+		ports: map[string]*port{}, segments: datapath.NewSegments(), watchers: map[genl.NetNS]*nsWatcher{},
 	}
 	scfg := genl.ServerConfig{
 		Backend: (*backend)(d), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,
@@ -174,26 +180,47 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 // shutdown stops every port: queues stop, buffers come back (zero in flight, checked and logged),
-// non-persistent TAPs are removed.
+// non-persistent TAPs are removed. Under the configuration lock the ports leave the registry,
+// their last settings are written once, every endpoint stops at once (on a segment shared by many
+// ports, the ones still attached keep flooding the ones stopping: one at a time, each would pay
+// for the traffic of all the others, 15 s for 500 ports) and the models stop; then the TAPs close
+// concurrently outside the lock (see closeTAPs).
 func (d *Daemon) shutdown() {
 	d.mu.Lock()
 	d.closing = true
-	names := make([]string, 0, len(d.ports))
-	for n := range d.ports {
-		names = append(names, n)
+	ports := make([]*port, 0, len(d.ports))
+	for _, p := range d.ports {
+		ports = append(ports, p)
 	}
-	d.mu.Unlock()
-	for _, n := range names {
-		d.mu.Lock()
-		p := d.ports[n]
-		d.mu.Unlock()
-		if p != nil {
-			d.stopPort(p)
+	changed := false
+	for _, p := range ports {
+		delete(d.ports, p.spec.Name)
+		changed = d.noteSettings(p) || changed
+		if p.watch != nil {
+			p.watch()
 		}
 	}
+	if changed {
+		d.saveState()
+	}
+	concurrently(ports, func(p *port) {
+		if p.ep != nil {
+			p.ep.Stop()
+		}
+	})
+	for _, p := range ports {
+		d.stop(p)
+	}
+	d.mu.Unlock()
+	d.closeTAPs(ports, false)
+	d.mu.Lock()
+	for _, p := range ports {
+		d.releaseWatcher(p)
+	}
+	d.mu.Unlock()
 	d.bg.Wait()
 	d.stopUplinks()
-	d.log.Info("manad stopped")
+	d.log.Info("manad stopped", "ports", len(ports))
 }
 
 // loadState reads the state file for the start. A file it cannot use (corrupt, or unreadable) must
@@ -236,17 +263,26 @@ func (d *Daemon) saveState() {
 // changed (a refused request changes nothing and costs no fsync). Caller holds the configuration
 // lock.
 func (d *Daemon) recordSettings(p *port) {
+	if d.noteSettings(p) {
+		d.saveState()
+	}
+}
+
+// noteSettings is recordSettings without the write: it updates the state in memory and reports
+// whether it changed. Caller holds the configuration lock.
+func (d *Daemon) noteSettings(p *port) bool {
 	s := p.vp.Settings()
 	ps := config.NewPortSettings(s, p.vp.State().AdminUp)
-	if old, ok := d.state.Ports[p.spec.Name]; ok && reflect.DeepEqual(old.Settings, ps) && (old.Spec != nil) == p.runtime {
-		return
+	key := p.stateKey()
+	if old, ok := d.state.Ports[key]; ok && reflect.DeepEqual(old.Settings, ps) && (old.Spec != nil) == p.runtime {
+		return false
 	}
 	if p.runtime {
 		d.state.RecordCreated(p.spec, ps)
 	} else {
-		d.state.RecordSettings(p.spec.Name, ps)
+		d.state.RecordSettings(key, ps)
 	}
-	d.saveState()
+	return true
 }
 
 // maxRequest is the largest request datagram manad accepts: room for an eBPF object in an

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,12 +18,18 @@ import (
 )
 
 // port is one software MANA port: the model, its TAP and its attachment to the wire.
+//
+// A port is its TAP's ifindex: when the TAP is renamed (`ip link set NAME name NEW`, possible
+// while it is down), spec.Name follows, and with it the registry, lookups by name, lists, log
+// lines and notifications (see renamePort).
 type port struct {
-	spec    config.PortSpec
-	runtime bool // created at runtime (manactl port add), so the state file keeps its spec
-	ns      genl.NetNS
-	ready   chan struct{} // closed once the port is set up (or failed: then it is gone from the map)
-	index   uint32
+	spec     config.PortSpec
+	runtime  bool   // created at runtime (manactl port add), so the state file keeps its spec
+	confName string // the name the port was created with: a configuration-file port's key in the state file
+	watched  bool   // holds a reference on its namespace's link watcher (d.watchers)
+	ns       genl.NetNS
+	ready    chan struct{} // closed once the port is set up (or failed: then it is gone from the map)
+	index    uint32
 
 	vp    *vnic.Port
 	dev   *tap.Device
@@ -33,6 +40,16 @@ type port struct {
 
 func (p *port) device() genl.Device {
 	return genl.Device{Index: p.index, Name: p.spec.Name, NetNS: p.ns}
+}
+
+// stateKey is the name the state file records the port under: a runtime port's current name
+// (its spec is recorded with it), a configuration-file port's name in the configuration, which
+// a rename does not change.
+func (p *port) stateKey() string {
+	if p.runtime {
+		return p.spec.Name
+	}
+	return p.confName
 }
 
 func (p *port) isReady() bool {
@@ -70,7 +87,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 		return nil, err
 	}
 	log := d.log.With("port", spec.Name)
-	p := &port{spec: spec, runtime: runtime, ns: ns, ready: make(chan struct{})}
+	p := &port{spec: spec, runtime: runtime, confName: spec.Name, ns: ns, ready: make(chan struct{})}
 	d.ports[spec.Name] = p
 	ok := false
 	defer func() {
@@ -91,9 +108,13 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	if p.vp, err = vnic.New(vcfg, set); err != nil {
 		return nil, err
 	}
+	w, err := d.acquireWatcher(p)
+	if err != nil {
+		return nil, err
+	}
 	if p.dev, err = tap.Open(tap.Config{
 		Name: spec.Name, MAC: spec.MAC, MTU: set.MTU, Queues: set.Queues, NetNS: spec.NetNS,
-		Persistent: spec.Persistent, Logger: d.log,
+		Persistent: spec.Persistent, Logger: d.log, Watcher: w,
 	}); err != nil {
 		return nil, err
 	}
@@ -138,12 +159,56 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	return p, nil
 }
 
+// nsWatcher is the link watcher of one namespace, shared by the ports there.
+type nsWatcher struct {
+	w    *tap.Watcher
+	refs int
+}
+
+// acquireWatcher returns the link watcher of p's namespace, starting it for the namespace's first
+// port. Caller holds the configuration lock.
+func (d *Daemon) acquireWatcher(p *port) (*tap.Watcher, error) {
+	nw := d.watchers[p.ns]
+	if nw == nil {
+		w, err := tap.NewWatcher(p.spec.NetNS, tap.WatcherOptions{Logger: d.log, ReadBuffer: d.opts.LinkReadBuffer})
+		if err != nil {
+			return nil, err
+		}
+		nw = &nsWatcher{w: w}
+		d.watchers[p.ns] = nw
+	}
+	nw.refs++
+	p.watched = true
+	return nw.w, nil
+}
+
+// releaseWatcher drops p's reference on its namespace's watcher, stopping it with the last port
+// there. Caller holds the configuration lock.
+func (d *Daemon) releaseWatcher(p *port) {
+	if !p.watched {
+		return
+	}
+	p.watched = false
+	nw := d.watchers[p.ns]
+	if nw == nil {
+		return
+	}
+	if nw.refs--; nw.refs == 0 {
+		delete(d.watchers, p.ns)
+		nw.w.Close()
+	}
+}
+
 // followLink applies what `ip link set` does to the TAP: up/down opens and closes the port; an MTU
 // change goes through the port's reconfiguration, and the TAP's MTU is put back when the port
-// refuses it. It runs until the port is stopped or its TAP disappears.
+// refuses it; a rename renames the port. It runs until the port is stopped or its TAP disappears.
+// The state file is written shortly after (saveSoon), once for a burst of changes: `ip -batch`
+// bringing a thousand ports up costs a few writes, not a thousand.
 func (d *Daemon) followLink(ctx context.Context, p *port, events <-chan tap.LinkEvent) {
 	defer d.bg.Done()
+	d.mu.Lock()
 	log := d.log.With("port", p.spec.Name)
+	d.mu.Unlock()
 	for {
 		var ev tap.LinkEvent
 		var open bool
@@ -166,13 +231,64 @@ func (d *Daemon) followLink(ctx context.Context, p *port, events <-chan tap.Link
 			d.mu.Unlock()
 			return
 		}
+		renamed := ev.Name != "" && ev.Name != p.spec.Name && d.renamePort(p, ev.Name, log)
+		if renamed {
+			log = d.log.With("port", p.spec.Name)
+		}
 		changed := d.applyLink(p, ev, log)
-		if changed {
-			d.recordSettings(p)
+		if changed || renamed {
+			if d.noteSettings(p) {
+				d.saveSoon()
+			}
 			d.srv.NotifyPort("change", p.info())
 		}
 		d.mu.Unlock()
 	}
+}
+
+// renamePort gives p the name its TAP was renamed to, and reports whether it did. Port names are
+// unique across namespaces in manad (its registry and state file are by name), so a rename to
+// the name of another port is undone: the TAP gets its name back (logged). Caller holds the
+// configuration lock.
+func (d *Daemon) renamePort(p *port, name string, log interface {
+	Info(string, ...any)
+	Error(string, ...any)
+}) bool {
+	old := p.spec.Name
+	if o, taken := d.ports[name]; taken && o != p {
+		log.Error("TAP renamed to the name of another manad port; renaming it back", "to", name,
+			"other_netns", o.spec.NetNS)
+		if err := p.dev.SetName(old); err != nil {
+			log.Error("renaming the TAP back failed", "err", err)
+		}
+		return false
+	}
+	delete(d.ports, old)
+	p.spec.Name = name
+	d.ports[name] = p
+	if p.runtime {
+		// A runtime port's spec is in the state file under its name: move it.
+		d.state.RecordDeleted(old, d.cfg)
+	}
+	log.Info("port renamed", "from", old, "to", name, "ifindex", p.index, "by", "ip link")
+	return true
+}
+
+// saveSoon writes the state file from a goroutine of its own once it gets the configuration
+// lock, so that the changes made meanwhile share the write. Caller holds the configuration lock.
+func (d *Daemon) saveSoon() {
+	if d.saving {
+		return
+	}
+	d.saving = true
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.saving = false
+		d.saveState()
+	}()
 }
 
 // applyLink reconciles the port with one link state. Caller holds the configuration lock.
@@ -230,19 +346,9 @@ func (d *Daemon) removePort(p *port) {
 	delete(d.ports, p.spec.Name)
 	info := p.info()
 	d.teardown(p, true)
-	d.state.RecordDeleted(p.spec.Name, d.cfg)
+	d.state.RecordDeleted(p.stateKey(), d.cfg)
 	d.saveState()
 	d.srv.NotifyPort("del", info)
-}
-
-// stopPort stops a port at shutdown, keeping its last settings in the state file; its TAP goes
-// unless persistent.
-func (d *Daemon) stopPort(p *port) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.ports, p.spec.Name)
-	d.recordSettings(p)
-	d.teardown(p, false)
 }
 
 // teardown stops whatever parts of a port exist: the link watcher, the wire attachment, the model,
@@ -250,6 +356,14 @@ func (d *Daemon) stopPort(p *port) {
 // still in flight are waited for in the background (d.bg), and the outcome logged: zero in
 // flight, or the leak. Caller holds the configuration lock.
 func (d *Daemon) teardown(p *port, del bool) {
+	d.stop(p)
+	d.closeTAP(p, del)
+	d.releaseWatcher(p)
+}
+
+// stop is the part of teardown that needs the configuration lock: the link watch, the wire
+// attachment and the model stop.
+func (d *Daemon) stop(p *port) {
 	if p.watch != nil {
 		p.watch()
 	}
@@ -270,6 +384,11 @@ func (d *Daemon) teardown(p *port, del bool) {
 			d.log.Info("port stopped: every RX buffer returned", "port", p.spec.Name, "in_flight", 0)
 		}()
 	}
+}
+
+// closeTAP is the part of teardown that needs no lock once the port is stopped and out of the
+// registry: closing (or deleting) the TAP, and releasing the eBPF program.
+func (d *Daemon) closeTAP(p *port, del bool) {
 	if p.dev != nil {
 		var err error
 		if del {
@@ -296,4 +415,34 @@ func announce(name string, log interface{ Debug(string, ...any) }) {
 	if err := os.WriteFile("/sys/class/net/"+name+"/uevent", []byte("change"), 0); err != nil {
 		log.Debug("no change uevent for udev", "err", err)
 	}
+}
+
+// shutdownWorkers bounds how many ports shutdown works on at once.
+const shutdownWorkers = 32
+
+// closeTAPs closes the TAPs of stopped ports concurrently. Unregistering a netdev waits for RCU
+// grace periods (about 20 ms here); the kernel batches the unregistrations queued while one
+// waits, so concurrent closes share the waits instead of paying one per port.
+func (d *Daemon) closeTAPs(ports []*port, del bool) {
+	concurrently(ports, func(p *port) { d.closeTAP(p, del) })
+}
+
+// concurrently calls f on every port, shutdownWorkers at a time, and returns when all are done.
+func concurrently(ports []*port, f func(*port)) {
+	work := make(chan *port)
+	var wg sync.WaitGroup
+	for range min(shutdownWorkers, len(ports)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				f(p)
+			}
+		}()
+	}
+	for _, p := range ports {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
 }

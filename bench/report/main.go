@@ -155,6 +155,13 @@ var sources = []source{
 	{issue: 4, figure: "UDP 1400-B frames through the data path (in-process)", pkg: "./daemon/datapath", bench: "BenchmarkUDPPath/frame=1400B",
 		value: "manad-pps", scale: 1, unit: "pps", baseline: "relay-pps", baseName: "TAP relay, rotating turns", ratio: "manad/relay",
 		target: "≥ 0.9× relay", met: func(_, r float64) bool { return r >= 0.9 }, surplus: "manad-surplus-pps"},
+	{issue: 13, figure: "1,000 ports in one netns: manad ready", pkg: "./bench/scale", bench: "BenchmarkPorts/ports=1000",
+		value: "ready-ms", scale: 1e-3, unit: "s", target: "≤ 2 s", met: func(v, _ float64) bool { return v <= 2 }},
+	{issue: 13, figure: "1,000 ports: all up after one ip -batch", pkg: "./bench/scale", bench: "BenchmarkPorts/ports=1000",
+		value: "bringup-ms", scale: 1e-3, unit: "s", baseline: "kernel-bringup-ms", baseName: "same ip -batch, TAPs held by no daemon",
+		target: "≤ 10 s", met: func(v, _ float64) bool { return v <= 10 }},
+	{issue: 13, figure: "1,000 ports: shutdown", pkg: "./bench/scale", bench: "BenchmarkPorts/ports=1000",
+		value: "shutdown-ms", scale: 1e-3, unit: "s", target: "≤ 2 s", met: func(v, _ float64) bool { return v <= 2 }},
 }
 
 // result is one run of one benchmark: metric unit → value.

@@ -12,7 +12,6 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/vnic/extack"
@@ -61,6 +60,13 @@ type Config struct {
 	// (IFF_VNET_HDR) and turns on every offload the kernel accepts (TUNSETOFFLOAD; see
 	// Device.Offloads).
 	Offload bool
+
+	// Watcher, when set, is the link watcher of the TAP's namespace that Watch subscribes to,
+	// shared with the other TAPs there: one notification socket, one rtnetlink socket and one
+	// namespace descriptor for all of them (the device keeps them open after the Watcher
+	// closes). Nil gives the device its own, and every Watch a watcher of its own. A Watcher of
+	// another namespace is refused (EINVAL), a closed one too (ENODEV).
+	Watcher *Watcher
 }
 
 // check validates c and fills in the defaults.
@@ -137,13 +143,14 @@ func checkMAC(mac net.HardwareAddr) error {
 type Device struct {
 	cfg        Config
 	log        *slog.Logger
+	nsh        *nsHandle // holds ns and nl open; the Watcher's, shared, when Config.Watcher is set
 	ns         *netNS
 	nl         *netlink.Handle
 	index      int
 	reattached bool
 	offloads   uint // TUN_F_* flags in force (Config.Offload)
 
-	// mu guards queues and closed, and (for MoveTo) ns, nl, index, cfg.NetNS and log. Queue
+	// mu guards queues and closed, and (for MoveTo) nsh, ns, nl, index and cfg.NetNS. Queue
 	// changes, MoveTo and Close take it exclusively; rtnetlink operations share it, so the
 	// handle is never used after Close released it (a closed vishvananda Handle would silently
 	// fall back to the calling thread's namespace).
@@ -151,8 +158,16 @@ type Device struct {
 	queues []*os.File
 	closed bool
 
+	watcher *Watcher // Config.Watcher; nil, or of another namespace after MoveTo: Watch makes its own
+
 	wmu     sync.Mutex
-	watches map[*watcher]context.CancelFunc // running Watch goroutines
+	watches map[chan LinkEvent]context.CancelFunc // running watches
+
+	// nmu guards name and log, which follow renames (`ip link set NAME name NEW`) as Watch
+	// reports them. A separate lock, because the link watcher updates them and must never wait
+	// for a queue change holding mu.
+	nmu  sync.Mutex
+	name string
 }
 
 // Open creates the TAP described by cfg inside its namespace, or re-attaches to an existing
@@ -170,19 +185,19 @@ func Open(cfg Config) (*Device, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	ns, err := openNetNS(cfg.NetNS)
+	nsh, err := cfg.Watcher.share(cfg.NetNS)
 	if err != nil {
-		return nil, err
+		return nil, extack.Wrap(err, unix.EINVAL, "TAP %s", cfg.Name)
 	}
-	h, err := netlink.NewHandleAt(netns.NsHandle(ns.fd()), unix.NETLINK_ROUTE)
-	if err != nil {
-		ns.close()
-		return nil, extack.Wrap(err, unix.EIO, "rtnetlink socket in network namespace %q", cfg.NetNS)
+	if nsh == nil {
+		if nsh, err = openNSHandle(cfg.NetNS); err != nil {
+			return nil, err
+		}
 	}
-	d := &Device{cfg: cfg, ns: ns, nl: h, log: cfg.Logger.With("tap", cfg.Name, "netns", cfg.NetNS)}
+	d := &Device{cfg: cfg, nsh: nsh, ns: nsh.ns, nl: nsh.nl, name: cfg.Name, watcher: cfg.Watcher,
+		log: cfg.Logger.With("tap", cfg.Name, "netns", cfg.NetNS)}
 	if err := d.open(); err != nil {
-		d.nl.Close()
-		d.ns.close()
+		d.nsh.release()
 		return nil, err
 	}
 	return d, nil
@@ -265,9 +280,10 @@ func (d *Device) wrapAttach(err error) error {
 // closed again.
 func (d *Device) attachQueues(n int) ([]*os.File, error) {
 	files := make([]*os.File, 0, n)
+	name := d.Name()
 	err := d.ns.run(func() error {
 		for range n {
-			f, err := attachQueue(d.cfg.Name, d.tunFlags())
+			f, err := attachQueue(name, d.tunFlags())
 			if err != nil {
 				return err
 			}
@@ -317,18 +333,42 @@ func (d *Device) rlock() error {
 	d.mu.RLock()
 	if d.closed {
 		d.mu.RUnlock()
-		return extack.New(unix.ENODEV, "TAP %s is closed", d.cfg.Name)
+		return extack.New(unix.ENODEV, "TAP %s is closed", d.Name())
 	}
 	return nil
 }
 
 // link returns a netlink.Link naming the device by index, for the Handle's setters.
 func (d *Device) link() netlink.Link {
-	return &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Index: d.index, Name: d.cfg.Name}}
+	return &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Index: d.index, Name: d.Name()}}
 }
 
-// Name returns the interface name the TAP was opened with.
-func (d *Device) Name() string { return d.cfg.Name }
+// Name returns the TAP's interface name: the one it was opened with, or the one it was renamed
+// to (`ip link set NAME name NEW`) as a Watch reported. The TAP is its ifindex; the name follows.
+func (d *Device) Name() string {
+	d.nmu.Lock()
+	defer d.nmu.Unlock()
+	return d.name
+}
+
+// setName records a rename reported by the link watcher.
+func (d *Device) setName(name string) {
+	d.nmu.Lock()
+	defer d.nmu.Unlock()
+	if name == d.name {
+		return
+	}
+	d.log.Info("TAP renamed", "to", name)
+	d.name = name
+	d.log = d.cfg.Logger.With("tap", name, "netns", d.cfg.NetNS)
+}
+
+// logger returns the device's logger, which names the TAP by its current name.
+func (d *Device) logger() *slog.Logger {
+	d.nmu.Lock()
+	defer d.nmu.Unlock()
+	return d.log
+}
 
 // Index returns the interface index inside the TAP's namespace.
 func (d *Device) Index() int {
@@ -391,12 +431,12 @@ func (d *Device) Queues() []*os.File {
 // Close; the kernel's errno when attaching fails, in which case the queue count is unchanged.
 func (d *Device) SetQueues(n int) error {
 	if n < 1 || n > MaxQueues {
-		return extack.New(unix.EINVAL, "TAP %s: queue count %d out of range 1..%d", d.cfg.Name, n, MaxQueues)
+		return extack.New(unix.EINVAL, "TAP %s: queue count %d out of range 1..%d", d.Name(), n, MaxQueues)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return extack.New(unix.ENODEV, "TAP %s is closed", d.cfg.Name)
+		return extack.New(unix.ENODEV, "TAP %s is closed", d.Name())
 	}
 	cur := len(d.queues)
 	switch {
@@ -413,7 +453,7 @@ func (d *Device) SetQueues(n int) error {
 	default:
 		return nil
 	}
-	d.log.Info("TAP queues changed", "from", cur, "to", n)
+	d.logger().Info("TAP queues changed", "from", cur, "to", n)
 	return nil
 }
 
@@ -444,9 +484,9 @@ func (d *Device) State() (LinkState, error) {
 	l, err := d.nl.LinkByIndex(d.index)
 	if err != nil {
 		if errors.As(err, &netlink.LinkNotFoundError{}) {
-			return LinkState{}, extack.New(unix.ENODEV, "TAP %s (ifindex %d) no longer exists", d.cfg.Name, d.index)
+			return LinkState{}, extack.New(unix.ENODEV, "TAP %s (ifindex %d) no longer exists", d.Name(), d.index)
 		}
-		return LinkState{}, extack.Wrap(err, unix.EIO, "get link %s", d.cfg.Name)
+		return LinkState{}, extack.Wrap(err, unix.EIO, "get link %s", d.Name())
 	}
 	return linkState(l), nil
 }
@@ -469,7 +509,7 @@ func (d *Device) SetMTU(mtu int) error {
 	}
 	defer d.mu.RUnlock()
 	if err := d.nl.LinkSetMTU(d.link(), mtu); err != nil {
-		return extack.Wrap(err, unix.EIO, "set MTU of %s to %d", d.cfg.Name, mtu)
+		return extack.Wrap(err, unix.EIO, "set MTU of %s to %d", d.Name(), mtu)
 	}
 	return nil
 }
@@ -487,7 +527,24 @@ func (d *Device) SetUp(up bool) error {
 		err = d.nl.LinkSetDown(d.link())
 	}
 	if err != nil {
-		return extack.Wrap(err, unix.EIO, "set %s %s", d.cfg.Name, map[bool]string{true: "up", false: "down"}[up])
+		return extack.Wrap(err, unix.EIO, "set %s %s", d.Name(), map[bool]string{true: "up", false: "down"}[up])
+	}
+	return nil
+}
+
+// SetName renames the TAP (ip link set NAME name NEW); Name reports the new name once Watch has
+// seen the rename. Errors: EINVAL for an invalid name; the kernel's errno otherwise (EBUSY while
+// the TAP is up, EEXIST when the name is taken).
+func (d *Device) SetName(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := d.rlock(); err != nil {
+		return err
+	}
+	defer d.mu.RUnlock()
+	if err := d.nl.LinkSetName(d.link(), name); err != nil {
+		return extack.Wrap(err, unix.EIO, "rename %s to %s", d.Name(), name)
 	}
 	return nil
 }
@@ -503,7 +560,7 @@ func (d *Device) SetMAC(mac net.HardwareAddr) error {
 	}
 	defer d.mu.RUnlock()
 	if err := d.nl.LinkSetHardwareAddr(d.link(), mac); err != nil {
-		return extack.Wrap(err, unix.EIO, "set MAC address of %s to %v", d.cfg.Name, mac)
+		return extack.Wrap(err, unix.EIO, "set MAC address of %s to %v", d.Name(), mac)
 	}
 	return nil
 }
@@ -519,7 +576,7 @@ func (d *Device) SetTxQueueLen(n int) error {
 	}
 	defer d.mu.RUnlock()
 	if err := d.nl.LinkSetTxQLen(d.link(), n); err != nil {
-		return extack.Wrap(err, unix.EIO, "set tx queue length of %s to %d", d.cfg.Name, n)
+		return extack.Wrap(err, unix.EIO, "set tx queue length of %s to %d", d.Name(), n)
 	}
 	return nil
 }
@@ -534,46 +591,43 @@ func (d *Device) SetTxQueueLen(n int) error {
 // exists there; ENODEV after Close; the kernel's errno otherwise. On error the TAP stays where it
 // was.
 func (d *Device) MoveTo(netnsName string) error {
-	ns, err := openNetNS(netnsName)
+	nsh, err := openNSHandle(netnsName)
 	if err != nil {
 		return err
 	}
+	ns, h := nsh.ns, nsh.nl
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		ns.close()
-		return extack.New(unix.ENODEV, "TAP %s is closed", d.cfg.Name)
+		nsh.release()
+		return extack.New(unix.ENODEV, "TAP %s is closed", d.Name())
 	}
 	if ns.dev == d.ns.dev && ns.ino == d.ns.ino {
-		ns.close()
+		nsh.release()
 		return nil
 	}
-	h, err := netlink.NewHandleAt(netns.NsHandle(ns.fd()), unix.NETLINK_ROUTE)
-	if err != nil {
-		ns.close()
-		return extack.Wrap(err, unix.EIO, "rtnetlink socket in network namespace %q", netnsName)
-	}
 	fail := func(err error) error {
-		h.Close()
-		ns.close()
+		nsh.release()
 		return err
 	}
-	if _, err := h.LinkByName(d.cfg.Name); err == nil {
-		return fail(extack.New(unix.EEXIST, "network namespace %q already has a device named %s", netnsName, d.cfg.Name))
+	if _, err := h.LinkByName(d.Name()); err == nil {
+		return fail(extack.New(unix.EEXIST, "network namespace %q already has a device named %s", netnsName, d.Name()))
 	}
 	if err := d.nl.LinkSetNsFd(d.link(), ns.fd()); err != nil {
-		return fail(extack.Wrap(err, unix.EIO, "move %s to network namespace %q", d.cfg.Name, netnsName))
+		return fail(extack.Wrap(err, unix.EIO, "move %s to network namespace %q", d.Name(), netnsName))
 	}
-	l, err := h.LinkByName(d.cfg.Name)
+	l, err := h.LinkByName(d.Name())
 	if err != nil {
-		return fail(extack.Wrap(err, unix.EIO, "%s vanished while moving to network namespace %q", d.cfg.Name, netnsName))
+		return fail(extack.Wrap(err, unix.EIO, "%s vanished while moving to network namespace %q", d.Name(), netnsName))
 	}
-	d.nl.Close()
-	d.ns.close()
+	d.nsh.release()
 	from := d.cfg.NetNS
-	d.nl, d.ns, d.index, d.cfg.NetNS = h, ns, l.Attrs().Index, netnsName
-	d.log = d.cfg.Logger.With("tap", d.cfg.Name, "netns", netnsName)
-	d.log.Info("TAP moved", "from", from, "ifindex", d.index)
+	// cfg.NetNS changes under nmu too, as setName reads it under nmu alone.
+	d.nmu.Lock()
+	d.nsh, d.nl, d.ns, d.index, d.cfg.NetNS = nsh, h, ns, l.Attrs().Index, netnsName
+	d.log = d.cfg.Logger.With("tap", d.name, "netns", netnsName)
+	d.nmu.Unlock()
+	d.logger().Info("TAP moved", "from", from, "ifindex", d.index)
 	return nil
 }
 
@@ -611,12 +665,11 @@ func (d *Device) close(del bool) error {
 		if err := d.deleteIfPresent(); err != nil {
 			errs = append(errs, err)
 		}
-		d.log.Info("TAP deleted")
+		d.logger().Info("TAP deleted")
 	} else {
-		d.log.Info("TAP released (persistent)")
+		d.logger().Info("TAP released (persistent)")
 	}
-	d.nl.Close()
-	if err := d.ns.close(); err != nil {
+	if err := d.nsh.release(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -629,13 +682,13 @@ func (d *Device) deleteIfPresent() error {
 		if errors.As(err, &netlink.LinkNotFoundError{}) {
 			return nil
 		}
-		return extack.Wrap(err, unix.EIO, "look up %s for deletion", d.cfg.Name)
+		return extack.Wrap(err, unix.EIO, "look up %s for deletion", d.Name())
 	}
-	if l.Attrs().Name != d.cfg.Name {
+	if l.Attrs().Name != d.Name() {
 		return nil // the index was reused by another device: ours is gone
 	}
 	if err := d.nl.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
-		return extack.Wrap(err, unix.EIO, "delete %s", d.cfg.Name)
+		return extack.Wrap(err, unix.EIO, "delete %s", d.Name())
 	}
 	return nil
 }

@@ -30,7 +30,15 @@
 //
 // # Link state
 //
-// Watch reports the TAP's administrative state, MTU and address as rtnetlink notifications
+// Watch reports the TAP's administrative state, MTU, address and name as rtnetlink notifications
 // arrive, so the daemon can open or close the port when someone runs `ip link set … up|down`, and
-// apply (or undo) `ip link set … mtu N`.
+// apply (or undo) `ip link set … mtu N`. A Watcher serves every TAP of one namespace from a single
+// notification socket (one parse per notification, however many TAPs), and re-reads every link
+// after the socket overruns, so a lost notification never leaves a state wrong.
+//
+// # Renames
+//
+// A TAP is its ifindex: `ip link set NAME name NEW` (possible while the TAP is down) keeps the
+// device, and Name, queue attachment and log lines follow the new name once Watch has reported
+// it.
 package tap

@@ -5,7 +5,10 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/vnic/extack"
@@ -23,15 +26,24 @@ type netNS struct {
 	dev, ino uint64
 }
 
+// netnsPath returns the file of the named network namespace, or of the daemon's own for "".
+// Errors: EINVAL for a name that cannot be a namespace name.
+func netnsPath(name string) (string, error) {
+	if name == "" {
+		return "/proc/self/ns/net", nil // the thread group leader's: the daemon's own namespace
+	}
+	if name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return "", extack.New(unix.EINVAL, "invalid network namespace name %q", name)
+	}
+	return netnsDir + name, nil
+}
+
 // openNetNS opens the named network namespace, or the daemon's own for "". Errors: EINVAL for a
 // name that cannot be a namespace name; ENOENT when no such namespace exists.
 func openNetNS(name string) (*netNS, error) {
-	path := "/proc/self/ns/net" // the thread group leader's: the daemon's own namespace
-	if name != "" {
-		if name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
-			return nil, extack.New(unix.EINVAL, "invalid network namespace name %q", name)
-		}
-		path = netnsDir + name
+	path, err := netnsPath(name)
+	if err != nil {
+		return nil, err
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -65,6 +77,73 @@ func checkNetNSFile(f *os.File) error {
 		return unix.EINVAL
 	}
 	return nil
+}
+
+// isNamed reports whether name (as openNetNS takes it) currently names namespace n. Errors as
+// openNetNS.
+func (n *netNS) isNamed(name string) (bool, error) {
+	path, err := netnsPath(name)
+	if err != nil {
+		return false, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, extack.New(unix.ENOENT, "network namespace %q does not exist (create it with: ip netns add %s)", name, name)
+		}
+		return false, extack.Wrap(err, unix.EIO, "stat network namespace %q", name)
+	}
+	return st.Dev == n.dev && st.Ino == n.ino, nil
+}
+
+// nsHandle is an open network namespace with an rtnetlink handle inside it, shared by a Watcher
+// and the Devices opened with it (one socket per namespace instead of one per TAP), and closed
+// with its last user. A vishvananda Handle serializes its requests, so sharing is safe.
+type nsHandle struct {
+	ns *netNS
+	nl *netlink.Handle
+
+	mu   sync.Mutex
+	refs int
+}
+
+// openNSHandle opens the named namespace and an rtnetlink handle in it, with one reference.
+// Errors as openNetNS; the kernel's errno when the socket cannot be opened.
+func openNSHandle(name string) (*nsHandle, error) {
+	ns, err := openNetNS(name)
+	if err != nil {
+		return nil, err
+	}
+	h, err := netlink.NewHandleAt(netns.NsHandle(ns.fd()), unix.NETLINK_ROUTE)
+	if err != nil {
+		ns.close()
+		return nil, extack.Wrap(err, unix.EIO, "rtnetlink socket in network namespace %q", name)
+	}
+	return &nsHandle{ns: ns, nl: h, refs: 1}, nil
+}
+
+// acquire takes one more reference; false when the handle is already closed.
+func (h *nsHandle) acquire() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refs == 0 {
+		return false
+	}
+	h.refs++
+	return true
+}
+
+// release drops a reference, closing the socket and the namespace with the last. A closed
+// vishvananda Handle silently falls back to the calling thread's namespace, which is why nobody
+// may keep using one after its release.
+func (h *nsHandle) release() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refs--; h.refs > 0 {
+		return nil
+	}
+	h.nl.Close()
+	return h.ns.close()
 }
 
 // fd returns the namespace's file descriptor, valid until close.

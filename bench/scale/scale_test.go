@@ -1,0 +1,202 @@
+// Package scale benchmarks manad with many ports in one network namespace (issue 13): the real
+// daemon is started with 100, 250, 500 and 1,000 ports, every TAP is brought up at once with one
+// `ip -batch`, and the daemon is stopped. Each size reports the time until manad is ready, until
+// every port reports admin-up, and until manad has exited, and each of those per port, so a
+// non-linear cost shows as a per-port figure that grows with the size.
+//
+// `go test -short` (the smoke run) uses 10 and 25 ports; -args -sizes 250,2000 picks others.
+// Needs root.
+package scale
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manad/manad/daemon/tap"
+
+	"github.com/manad/manad/tests/harness"
+	"github.com/manad/manad/tests/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	harness.Cleanup()
+	os.Exit(code)
+}
+
+// settle bounds how long the benchmark waits for every port to report admin-up: a correctness
+// limit (a port stuck down fails the run), not a performance target.
+const settle = 2 * time.Minute
+
+// sizesFlag overrides the sizes: go test -bench . ./bench/scale -args -sizes 250,2000.
+var sizesFlag = flag.String("sizes", "", "comma-separated port counts (default 100,250,500,1000; 10,25 with -short)")
+
+func sizes(b *testing.B) []int {
+	if *sizesFlag != "" {
+		var out []int
+		for _, f := range strings.Split(*sizesFlag, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("-sizes: %q is not a port count", f)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	if testing.Short() {
+		return []int{10, 25}
+	}
+	return []int{100, 250, 500, 1000}
+}
+
+// BenchmarkPorts starts manad with n small ports (one queue, minimum rings, non-persistent) in one
+// namespace, brings them all up with one `ip -batch`, waits until manad reports every port
+// admin-up, and stops manad. Each port has a segment of its own: on one shared segment the
+// IPv6 multicast every TAP sends as it comes up is flooded to every other port, n² frames that
+// measure the wire rather than the daemon.
+func BenchmarkPorts(b *testing.B) {
+	testenv.RequireRoot(b)
+	for _, n := range sizes(b) {
+		b.Run(fmt.Sprintf("ports=%d", n), func(b *testing.B) {
+			var ready, up, ipTime, kernel, stop time.Duration
+			for range b.N {
+				kernel += kernelBringUp(b, n)
+				r, u, ip, s := run(b, n)
+				ready, up, ipTime, stop = ready+r, up+u, ipTime+ip, stop+s
+			}
+			per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) / float64(n) }
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / float64(b.N) }
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(ms(ready), "ready-ms")
+			b.ReportMetric(ms(up), "bringup-ms")
+			b.ReportMetric(ms(ipTime), "ipbatch-ms")
+			b.ReportMetric(ms(kernel), "kernel-bringup-ms")
+			b.ReportMetric(ms(stop), "shutdown-ms")
+			b.ReportMetric(per(ready), "ready-µs/port")
+			b.ReportMetric(per(up), "bringup-µs/port")
+			b.ReportMetric(per(stop), "shutdown-µs/port")
+		})
+	}
+}
+
+// kernelBringUp is the baseline of the bring-up: the same `ip -batch` on n TAPs of the same
+// kind (multi-queue, one queue attached, so the carrier is on and the kernel does its IPv6
+// start-up as it does for manad's), held by this process rather than by a daemon. It returns the
+// time the command takes.
+func kernelBringUp(b *testing.B, n int) time.Duration {
+	b.Helper()
+	ns := harness.Name("msk", "")
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		b.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+	}
+	defer exec.Command("ip", "netns", "del", ns).Run()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	devs := make([]*tap.Device, 0, n)
+	defer func() {
+		// Concurrently, as manad does: each unregistration waits for RCU.
+		var wg sync.WaitGroup
+		work := make(chan *tap.Device)
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for d := range work {
+					d.Close()
+				}
+			}()
+		}
+		for _, d := range devs {
+			work <- d
+		}
+		close(work)
+		wg.Wait()
+	}()
+	var batch strings.Builder
+	for i := range n {
+		name := fmt.Sprintf("k%d.%d", os.Getpid()%10000, i)
+		d, err := tap.Open(tap.Config{Name: name, Queues: 1, NetNS: ns, Logger: log})
+		if err != nil {
+			b.Fatal(err)
+		}
+		devs = append(devs, d)
+		fmt.Fprintf(&batch, "link set %s up\n", name)
+	}
+	start := time.Now()
+	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
+	cmd.Stdin = strings.NewReader(batch.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("ip -batch: %v: %s", err, out)
+	}
+	return time.Since(start)
+}
+
+// run does one start, bring-up and stop of manad with n ports and returns the durations: until
+// ready, until every port is up, of the `ip -batch` command alone (the kernel's part of the
+// bring-up, a baseline), and of the shutdown.
+func run(b *testing.B, n int) (ready, up, ipTime, stop time.Duration) {
+	b.Helper()
+	bin, _ := harness.PlainBinaries(b)
+	ns := harness.Name("msc", "")
+	names := make([]string, n)
+	var cfg strings.Builder
+	for i := range n {
+		names[i] = fmt.Sprintf("s%d.%d", os.Getpid()%10000, i)
+		fmt.Fprintf(&cfg, "[[port]]\nname = %q\nnetns = %q\nsegment = %[1]q\nqueues = 1\nmax_queues = 1\nrx_ring = 128\ntx_ring = 128\npersistent = false\n\n", names[i], ns)
+	}
+	start := time.Now()
+	d := harness.StartBinary(b, bin, "", "", cfg.String(), ns)
+	ready = time.Since(start)
+
+	c := d.Client(ns)
+	var batch strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&batch, "link set %s up\n", name)
+	}
+	start = time.Now()
+	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
+	cmd.Stdin = strings.NewReader(batch.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("ip -batch: %v: %s", err, out)
+	}
+	ipTime = time.Since(start)
+	deadline := time.Now().Add(settle)
+	for {
+		ports, err := c.Ports(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		nup := 0
+		for _, p := range ports {
+			if p.AdminUp {
+				nup++
+			}
+		}
+		if len(ports) == n && nup == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("after %v, %d of %d ports admin-up (%d listed)", settle, nup, len(ports), len(ports))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	up = time.Since(start)
+	c.Close()
+
+	start = time.Now()
+	d.Stop()
+	stop = time.Since(start)
+	if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+		b.Fatalf("ip netns del %s: %v: %s", ns, err, out)
+	}
+	return ready, up, ipTime, stop
+}
