@@ -25,6 +25,7 @@ import (
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/daemon/metrics"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/vnic"
 )
 
 // Options configure a Daemon.
@@ -61,6 +62,7 @@ type Daemon struct {
 	srv      *genl.Server
 	closing  bool
 	control  *metrics.Control // nil unless metrics are served
+	ids      vnic.IDs         // page-pool and NAPI ids, unique among the daemon's ports
 
 	bg sync.WaitGroup // link watchers
 }
