@@ -370,7 +370,8 @@ func statsCmd(a *app) *cobra.Command {
 driver's counters in its order (eth, hc, phy, then rx_<q>_* and tx_<q>_* per queue),
 then manad's own, summed over the queues and named manad_*: manad_rx_dropped (every
 RX drop), manad_rx_drop_oversize, manad_rx_drop_alloc_fail, manad_tx_dropped (sent
-while the queue was stopped), manad_rx_inline, manad_rx_deferred (frames the queue's
+while the queue was stopped), manad_rx_short_headroom (frames delivered with less
+headroom than the 256 bytes forwarding out of a MANA port needs), manad_rx_inline, manad_rx_deferred (frames the queue's
 goroutine took because the queue was busy), manad_rx_drop_input_full,
 manad_rx_tap_write_err (the TAP refused the frame), manad_tx_drop_runt and
 manad_tx_drop_oversize (frames read from the TAP); for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
