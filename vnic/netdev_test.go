@@ -2,6 +2,7 @@ package vnic
 
 import (
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,4 +287,60 @@ func TestShortHeadroom(t *testing.T) {
 				qc[2].RxShortHeadroom, extra, want)
 		}
 	}
+}
+
+// TestNetdevViewsConcurrent: the netdev views may be read while every queue passes traffic and
+// the control path rebuilds the queues (run with -race); a pool is never listed twice.
+func TestNetdevViewsConcurrent(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for q := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					tp.Receive(q, udpFrame(100, 1, 2))
+					tp.Transmit(q, udpFrame(60, 1, 2))
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			seen := map[uint32]bool{}
+			for _, pp := range tp.PagePools() {
+				if seen[pp.ID] {
+					t.Errorf("pool %d listed twice", pp.ID)
+				}
+				seen[pp.ID] = true
+			}
+			tp.Queues()
+			tp.NAPIs()
+			tp.QStats()
+		}
+	}()
+	var last QStats
+	for i := range 20 {
+		tp.mustLocked("SetRings", func() error { return tp.SetRings(128<<(i%2), 128) })
+		tot := tp.QStats().Total
+		if tot.RxPackets < last.RxPackets || tot.TxPackets < last.TxPackets {
+			t.Errorf("totals went backwards: %+v after %+v", tot, last)
+		}
+		last = tot
+	}
+	close(stop)
+	wg.Wait()
 }
