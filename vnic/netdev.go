@@ -215,6 +215,33 @@ type poolRegistry struct {
 	detached []detachedPool
 }
 
+// addDetached lists a pool whose queue was just destroyed, unless its release already
+// completed, and forgets those whose release completed since, so the list never outgrows the
+// pools really draining. Caller holds r.mu.
+func (r *poolRegistry) addDetached(d detachedPool) {
+	r.prune()
+	select {
+	case <-d.rel.Done():
+	default:
+		r.detached = append(r.detached, d)
+	}
+}
+
+// prune drops the pools whose last buffer came back (the kernel unlists them then). Caller
+// holds r.mu.
+func (r *poolRegistry) prune() {
+	live := r.detached[:0]
+	for _, d := range r.detached {
+		select {
+		case <-d.rel.Done():
+		default:
+			live = append(live, d)
+		}
+	}
+	clear(r.detached[len(live):])
+	r.detached = live
+}
+
 type detachedPool struct {
 	id    uint32
 	queue int
@@ -242,18 +269,11 @@ func (p *Port) PagePools() []PagePool {
 		}
 		s.mu.Unlock()
 	}
-	live := p.pools.detached[:0]
+	p.pools.prune()
 	for _, d := range p.pools.detached {
-		n := d.rel.InFlight()
-		if n == 0 { // the release completed: the kernel unlists the pool
-			continue
-		}
-		live = append(live, d)
 		st := d.pool.Stats()
-		out = append(out, PagePool{ID: d.id, Ifindex: ifi, Queue: d.queue, Inflight: n,
+		out = append(out, PagePool{ID: d.id, Ifindex: ifi, Queue: d.queue, Inflight: d.rel.InFlight(),
 			InflightMem: d.pool.PinnedBytes(), DetachTime: d.at, Stats: st.Kernel()})
 	}
-	clear(p.pools.detached[len(live):])
-	p.pools.detached = live
 	return out
 }

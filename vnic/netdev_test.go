@@ -344,3 +344,19 @@ func TestNetdevViewsConcurrent(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestDetachedPoolsBounded: without anyone listing them, the detached pools the port remembers
+// are only those still draining, however many rebuilds there were.
+func TestDetachedPoolsBounded(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	for i := range 50 {
+		tp.mustLocked("SetRings", func() error { return tp.SetRings(128<<(i%2), 128) })
+	}
+	tp.pools.mu.Lock()
+	n := len(tp.pools.detached)
+	tp.pools.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d detached pools remembered after 50 rebuilds with nothing in flight", n)
+	}
+}

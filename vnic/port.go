@@ -451,8 +451,7 @@ func (p *Port) stopQueues() {
 		if rq != nil {
 			r := rq.destroy()
 			if rq.poolID != 0 {
-				p.pools.detached = append(p.pools.detached,
-					detachedPool{id: rq.poolID, queue: q, pool: rq.pool, rel: r, at: time.Now()})
+				p.pools.addDetached(detachedPool{id: rq.poolID, queue: q, pool: rq.pool, rel: r, at: time.Now()})
 			}
 			p.track(r)
 		}
