@@ -280,6 +280,7 @@ func (p *Pool) allocSlow() (*Buffer, error) {
 		return nil, err
 	}
 	p.countFill(k, 1)
+	p.publish()
 	return p.Alloc() // the cache is not empty now, so this is the fast path
 }
 
@@ -302,7 +303,6 @@ func (p *Pool) fill() (fillKind, error) {
 		p.ctr.allocEmpty++ // page_pool_refill_alloc_cache: __ptr_ring_empty
 	}
 	if len(p.cache) > 0 { // without recycling, what came back was released instead
-		p.publish()
 		return fillRefill, nil
 	}
 	return fillPage, p.addPage()
@@ -375,6 +375,9 @@ func (p *Pool) Recycle(b *Buffer) {
 	if p.cfg.NoRecycle {
 		p.ctr.retired++
 		p.retire(b)
+		if p.ctr.retired%publishEvery == 0 {
+			p.publish()
+		}
 		return
 	}
 	b.state = stateFree
@@ -737,9 +740,10 @@ func (s Stats) Kernel() KernelStats {
 }
 
 // Stats returns a snapshot; any goroutine. Pages, PinnedBytes, PageAllocs,
-// PageReleases, AllocFails, Puts and RingOverflow are exact at any time (they
-// change on the slow path, which publishes at once). Allocs, Recycles,
-// RingDrained and InFlight are published by the owner on every slow-path
+// PageReleases, AllocFails, Puts, RingOverflow and the slow-path counters
+// (AllocSlow, AllocSlowHighOrder, AllocRefill, AllocEmpty, ReleasedRefcnt)
+// are exact at any time (they change on the slow path, which publishes at
+// once). Allocs, Recycles, Retired, RingDrained and InFlight are published by the owner on every slow-path
 // event, at least every 256 fast-path operations, by FlushStats and by
 // Destroy; so they are exact when the owner called FlushStats before (or the
 // pool is destroyed), and otherwise lag by fewer than 256 operations. This
