@@ -16,7 +16,7 @@
 // can be made to fail through fault injection (SetFault) and a real per-port memory budget.
 //
 // The kernel's netdev family reads a port through PagePools, Queues, NAPIs and QStats: every
-// queue pair has a NAPI id and its page pool an id (both from Config.IDs, never reused, new with
+// RX queue has a NAPI id and its page pool an id (both from Config.IDs, never reused, new with
 // every rebuild of the queues); a pool whose queue was destroyed stays listed, detached, until
 // its last buffer is back; per-queue qstats count since the queue was created and a base holds
 // the rest, so device totals never go backwards. These views take only the per-queue locks.

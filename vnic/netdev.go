@@ -44,15 +44,17 @@ type Queue struct {
 	Type    QueueType
 	ID      int    // queue index
 	Ifindex int    // the port's (SetIfindex); 0 when unknown
-	NAPIID  uint32 // the NAPI the RX/TX pair shares
+	NAPIID  uint32 // the NAPI polling the queue's CQ; 0 (none) for TX queues, see NAPI
 }
 
-// NAPI is one NAPI instance (one per RX/TX queue pair, as mana's per-CQ NAPIs) as napi-get
-// shows it.
+// NAPI is one NAPI instance with an id, as napi-get shows it. mana polls every CQ with a NAPI
+// of its own, but adds the TX ones with netif_napi_add_tx (NAPI_STATE_NO_BUSY_POLL), which
+// napi_hash_add gives no id: so only the RX queues' NAPIs have ids and are listed, and a TX
+// queue reports none.
 type NAPI struct {
 	ID      uint32
 	Ifindex int
-	Queue   int // the queue pair it serves
+	Queue   int // the RX queue it polls
 }
 
 // PagePool is one page pool as page-pool-get and page-pool-stats-get show it: a running
@@ -142,8 +144,8 @@ func (p *Port) SetIfindex(ifindex int) { p.ifindex.Store(int32(ifindex)) }
 func (p *Port) Ifindex() int { return int(p.ifindex.Load()) }
 
 // Queues returns the running queues, RX then TX, as queue-get lists them; none while the port
-// is down (the kernel lists queues only of a running netdev). Safe for concurrent use, without
-// the configuration lock.
+// is down (the kernel lists queues only of a running netdev). RX queues carry their NAPI's id,
+// TX queues none (see NAPI). Safe for concurrent use, without the configuration lock.
 func (p *Port) Queues() []Queue {
 	ifi := p.Ifindex()
 	var rx, tx []Queue
@@ -152,15 +154,15 @@ func (p *Port) Queues() []Queue {
 		s.mu.Lock()
 		if rq := s.q; rq != nil {
 			rx = append(rx, Queue{Type: QueueRX, ID: q, Ifindex: ifi, NAPIID: rq.napiID})
-			tx = append(tx, Queue{Type: QueueTX, ID: q, Ifindex: ifi, NAPIID: rq.napiID})
+			tx = append(tx, Queue{Type: QueueTX, ID: q, Ifindex: ifi})
 		}
 		s.mu.Unlock()
 	}
 	return append(rx, tx...)
 }
 
-// NAPIs returns the NAPI of every running queue pair. Safe for concurrent use, without the
-// configuration lock.
+// NAPIs returns the NAPI of every running RX queue (the NAPIs with an id). Safe for concurrent
+// use, without the configuration lock.
 func (p *Port) NAPIs() []NAPI {
 	ifi := p.Ifindex()
 	var out []NAPI

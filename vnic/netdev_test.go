@@ -84,8 +84,9 @@ func b2i(b bool) int {
 	return 0
 }
 
-// TestNAPIIDs: each RX/TX pair shares one NAPI id, ids are unique across the ports sharing an
-// IDs, a rebuild gives new ones, and a stopped port lists no queues.
+// TestNAPIIDs: each RX queue has a NAPI id and TX queues none (mana's TX NAPIs are
+// NO_BUSY_POLL); ids are unique across the ports sharing an IDs, a rebuild gives new ones, and a
+// stopped port lists no queues.
 func TestNAPIIDs(t *testing.T) {
 	ids := &IDs{}
 	a := newTestPort(t, func(c *Config, _ *Settings) { c.IDs = ids })
@@ -101,13 +102,22 @@ func TestNAPIIDs(t *testing.T) {
 		}
 		for i := range 4 {
 			rx, tx := qs[i], qs[4+i]
-			if rx.Type != QueueRX || tx.Type != QueueTX || rx.ID != i || tx.ID != i || rx.NAPIID != tx.NAPIID {
+			if rx.Type != QueueRX || tx.Type != QueueTX || rx.ID != i || tx.ID != i || tx.NAPIID != 0 {
 				t.Errorf("queue pair %d: %+v %+v", i, rx, tx)
 			}
 			if rx.NAPIID < MinNAPIID || seen[rx.NAPIID] {
 				t.Errorf("queue %d NAPI id %d reused or below %d", i, rx.NAPIID, MinNAPIID)
 			}
 			seen[rx.NAPIID] = true
+		}
+		ns := p.NAPIs()
+		if len(ns) != 4 {
+			t.Fatalf("%d NAPIs, want one per RX queue: %+v", len(ns), ns)
+		}
+		for i, n := range ns {
+			if n.ID != qs[i].NAPIID || n.Queue != i {
+				t.Errorf("NAPI %+v does not poll RX queue %+v", n, qs[i])
+			}
 		}
 	}
 	check(a)

@@ -405,7 +405,7 @@ func (p *Port) attach(s Settings, a *allocation, inject bool) error {
 		}
 		rq := newRxQueue(l, a.pools[q], a.bufs[q], s.XDP)
 		a.pools[q], a.bufs[q] = nil, nil
-		// A new queue pair gets a new NAPI and, unless it has no pool, a new page-pool id.
+		// A new RX queue gets a new NAPI id and, unless it has no pool, a new page-pool id.
 		rq.napiID = p.cfg.IDs.newNAPIID()
 		if p.cfg.RxAlloc != rxbuf.AllocNoPool {
 			rq.poolID = p.cfg.IDs.newPoolID()

@@ -75,7 +75,7 @@ type rxQueue struct {
 	datasize int
 	headroom int
 	xdp      XDPProgram
-	napiID   uint32 // the queue pair's NAPI
+	napiID   uint32 // the RX NAPI's id
 	poolID   uint32 // 0 without a page pool (rxbuf.AllocNoPool)
 }
 
