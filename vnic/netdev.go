@@ -68,11 +68,14 @@ type PagePool struct {
 	// pool from its NAPI (page_pool_unlink_napi) and stops reporting one.
 	NAPIID uint32
 	Queue  int
-	// Inflight is the buffers out: posted in the RX ring or held by the host.
-	Inflight int
-	// InflightMem is the bytes of the pages the pool holds (not yet returned to the port's
-	// memory), the kernel's inflight-mem.
+	// Inflight and InflightMem are the kernel's inflight and inflight-mem: the pages the pool
+	// took from the port's memory and has not given back (wherever they are: posted, held by
+	// the host, in the cache or the return ring), and their bytes.
+	Inflight    int
 	InflightMem int64
+	// BuffersOut is the buffers handed out and not back: posted in the RX ring or held by the
+	// host (after a detach, only the latter).
+	BuffersOut int
 	// DetachTime is when the pool's queue was destroyed; zero while it runs.
 	DetachTime time.Time
 	Stats      pagepool.KernelStats
@@ -267,15 +270,15 @@ func (p *Port) PagePools() []PagePool {
 			rq.pool.FlushStats() // the queue lock makes this goroutine the pool's owner
 			st := rq.pool.Stats()
 			out = append(out, PagePool{ID: rq.poolID, Ifindex: ifi, NAPIID: rq.napiID, Queue: q,
-				Inflight: st.InFlight, InflightMem: st.PinnedBytes, Stats: st.Kernel()})
+				Inflight: st.Pages, InflightMem: st.PinnedBytes, BuffersOut: st.InFlight, Stats: st.Kernel()})
 		}
 		s.mu.Unlock()
 	}
 	p.pools.prune()
 	for _, d := range p.pools.detached {
 		st := d.pool.Stats()
-		out = append(out, PagePool{ID: d.id, Ifindex: ifi, Queue: d.queue, Inflight: d.rel.InFlight(),
-			InflightMem: d.pool.PinnedBytes(), DetachTime: d.at, Stats: st.Kernel()})
+		out = append(out, PagePool{ID: d.id, Ifindex: ifi, Queue: d.queue, Inflight: st.Pages,
+			InflightMem: st.PinnedBytes, BuffersOut: d.rel.InFlight(), DetachTime: d.at, Stats: st.Kernel()})
 	}
 	return out
 }

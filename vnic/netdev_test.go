@@ -38,11 +38,12 @@ func TestPagePoolLifetime(t *testing.T) {
 		if pp.Queue != i || pp.Ifindex != 7 || pp.NAPIID != napis[i].ID || pp.Detached() || pp.ID == 0 {
 			t.Errorf("pool %d: %+v (napis %+v)", i, pp, napis)
 		}
-		if want := 128 + b2i(i == 0); pp.Inflight != want {
-			t.Errorf("pool %d inflight %d, want %d (ring + kept)", i, pp.Inflight, want)
+		if want := 128 + b2i(i == 0); pp.BuffersOut != want {
+			t.Errorf("pool %d: %d buffers out, want %d (ring + kept)", i, pp.BuffersOut, want)
 		}
-		if pp.InflightMem <= 0 || pp.InflightMem%16384 != 0 {
-			t.Errorf("pool %d inflight-mem %d", i, pp.InflightMem)
+		// 7 buffers per 16K page: 19 pages hold the ring, and the kept buffer's successor.
+		if pp.Inflight != 19 || pp.InflightMem != 19*16384 {
+			t.Errorf("pool %d: inflight %d pages, %d bytes; want 19 pages", i, pp.Inflight, pp.InflightMem)
 		}
 	}
 	start := time.Now()
@@ -53,7 +54,7 @@ func TestPagePoolLifetime(t *testing.T) {
 	}
 	old := after[4]
 	if old.ID != before[0].ID || !old.Detached() || old.DetachTime.Before(start.Add(-time.Second)) ||
-		old.NAPIID != 0 || old.Inflight != 1 || old.InflightMem != 16384 || old.Queue != 0 {
+		old.NAPIID != 0 || old.BuffersOut != 1 || old.Inflight != 1 || old.InflightMem != 16384 || old.Queue != 0 {
 		t.Errorf("detached pool %+v, want queue 0's old pool with its one kept buffer", old)
 	}
 	ids := map[uint32]bool{}
