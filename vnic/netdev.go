@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/manad/manad/vnic/pagepool"
 )
 
@@ -76,9 +78,11 @@ type PagePool struct {
 	// BuffersOut is the buffers handed out and not back: posted in the RX ring or held by the
 	// host (after a detach, only the latter).
 	BuffersOut int
-	// DetachTime is when the pool's queue was destroyed; zero while it runs.
-	DetachTime time.Time
-	Stats      pagepool.KernelStats
+	// DetachTime is when the pool's queue was destroyed; zero while it runs. DetachBoottime is
+	// the same instant on CLOCK_BOOTTIME, whose seconds are the kernel's detach-time.
+	DetachTime     time.Time
+	DetachBoottime time.Duration
+	Stats          pagepool.KernelStats
 }
 
 // Detached reports whether the pool's queue is gone.
@@ -248,11 +252,21 @@ func (r *poolRegistry) prune() {
 }
 
 type detachedPool struct {
-	id    uint32
-	queue int
-	pool  *pagepool.Pool
-	rel   *pagepool.Release
-	at    time.Time
+	id     uint32
+	queue  int
+	pool   *pagepool.Pool
+	rel    *pagepool.Release
+	at     time.Time
+	atBoot time.Duration
+}
+
+// boottime reads CLOCK_BOOTTIME; 0 if the clock cannot be read (it always can on Linux).
+func boottime() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // PagePools returns the port's page pools: those of the running queues, then the detached ones
@@ -278,7 +292,7 @@ func (p *Port) PagePools() []PagePool {
 	for _, d := range p.pools.detached {
 		st := d.pool.Stats()
 		out = append(out, PagePool{ID: d.id, Ifindex: ifi, Queue: d.queue, Inflight: st.Pages,
-			InflightMem: st.PinnedBytes, BuffersOut: d.rel.InFlight(), DetachTime: d.at, Stats: st.Kernel()})
+			InflightMem: st.PinnedBytes, BuffersOut: d.rel.InFlight(), DetachTime: d.at, DetachBoottime: d.atBoot, Stats: st.Kernel()})
 	}
 	return out
 }

@@ -46,7 +46,7 @@ func TestPagePoolLifetime(t *testing.T) {
 			t.Errorf("pool %d: inflight %d pages, %d bytes; want 19 pages", i, pp.Inflight, pp.InflightMem)
 		}
 	}
-	start := time.Now()
+	start, startBoot := time.Now(), boottime()
 	tp.mustLocked("SetMTU", func() error { return tp.SetMTU(1400) })
 	after := tp.PagePools()
 	if len(after) != 5 {
@@ -56,6 +56,9 @@ func TestPagePoolLifetime(t *testing.T) {
 	if old.ID != before[0].ID || !old.Detached() || old.DetachTime.Before(start.Add(-time.Second)) ||
 		old.NAPIID != 0 || old.BuffersOut != 1 || old.Inflight != 1 || old.InflightMem != 16384 || old.Queue != 0 {
 		t.Errorf("detached pool %+v, want queue 0's old pool with its one kept buffer", old)
+	}
+	if old.DetachBoottime < startBoot || startBoot == 0 {
+		t.Errorf("detach boottime %v, before the reconfiguration at %v", old.DetachBoottime, startBoot)
 	}
 	ids := map[uint32]bool{}
 	for _, pp := range append(before, after[:4]...) {

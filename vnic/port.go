@@ -451,7 +451,7 @@ func (p *Port) stopQueues() {
 		if rq != nil {
 			r := rq.destroy()
 			if rq.poolID != 0 {
-				p.pools.addDetached(detachedPool{id: rq.poolID, queue: q, pool: rq.pool, rel: r, at: time.Now()})
+				p.pools.addDetached(detachedPool{id: rq.poolID, queue: q, pool: rq.pool, rel: r, at: time.Now(), atBoot: boottime()})
 			}
 			p.track(r)
 		}
