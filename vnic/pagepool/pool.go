@@ -420,8 +420,10 @@ func (p *Pool) overflowPush(e retEntry) {
 	p.ovMu.Lock()
 	p.overflow = append(p.overflow, e)
 	p.ovLen.Store(int64(len(p.overflow)))
-	p.ovMu.Unlock()
+	// Counted before the owner can drain it (under ovMu), so that Stats never sees more
+	// buffers drained than put.
 	p.ovTotal.Add(1)
+	p.ovMu.Unlock()
 }
 
 func (p *Pool) badReturn(b *Buffer, op string) {
