@@ -26,6 +26,7 @@ import (
 	"github.com/manad/manad/daemon/metrics"
 	"github.com/manad/manad/daemon/uplink"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/vnic"
 )
 
 // Options configure a Daemon.
@@ -69,6 +70,7 @@ type Daemon struct {
 	control  *metrics.Control          // nil unless metrics are served
 	watchers map[genl.NetNS]*nsWatcher // the link watcher of each namespace that has ports (by identity: a name can be reused)
 	saving   bool                      // a deferred state-file write is pending (saveSoon)
+	ids      vnic.IDs                  // page-pool and NAPI ids, unique among the daemon's ports
 
 	bg sync.WaitGroup // link watchers
 }

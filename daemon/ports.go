@@ -104,6 +104,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	vcfg.Lock, vcfg.Host, vcfg.Wire, vcfg.Logger = &d.mu, p.ep, p.ep, d.log
 	vcfg.OnReset = func(_ *vnic.Port, err error) { d.onReset(p, err) }
 	vcfg.OnCarrier = func(_ *vnic.Port, on bool) { d.setCarrier(p, on) }
+	vcfg.IDs = &d.ids
 	set := spec.Settings()
 	if p.vp, err = vnic.New(vcfg, set); err != nil {
 		return nil, err
@@ -119,6 +120,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 		return nil, err
 	}
 	p.index = uint32(p.dev.Index())
+	p.vp.SetIfindex(p.dev.Index())
 	if err := p.ep.Start(p.vp, p.dev); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,12 @@
 // configuration after a failed attach (with backoff, respecting an administrative down). Every step
 // can be made to fail through fault injection (SetFault) and a real per-port memory budget.
 //
+// The kernel's netdev family reads a port through PagePools, Queues, NAPIs and QStats: every
+// RX queue has a NAPI id and its page pool an id (both from Config.IDs, never reused, new with
+// every rebuild of the queues); a pool whose queue was destroyed stays listed, detached, until
+// its last buffer is back; per-queue qstats count since the queue was created and a base holds
+// the rest, so device totals never go backwards. These views take only the per-queue locks.
+//
 // Locking: every method that reads or changes configuration must be called with the configuration
 // lock held (Config.Lock, the daemon's analogue of rtnl); they say so in their doc comment and
 // panic if the lock is free, as ASSERT_RTNL warns. The data-path methods (Receive, Transmit,

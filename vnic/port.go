@@ -66,6 +66,15 @@ type Config struct {
 	// pending, the carrier stays off. It runs with the configuration lock held and must not
 	// block.
 	OnCarrier func(p *Port, on bool)
+	// IDs hands out the port's page-pool and NAPI ids; the daemon shares one between its ports
+	// so that ids are unique per daemon. nil means a source of the port's own.
+	IDs *IDs
+	// RxAlloc is how RX buffers are allocated (rxbuf.Alloc): page-pool fragments as the rule
+	// decides (the zero value), a page-pool page per buffer, or no pool at all.
+	RxAlloc rxbuf.Alloc
+	// RxNoRecycle turns page recycling off: buffers that come back are released to the port's
+	// memory instead of being handed out again (always so with rxbuf.AllocNoPool).
+	RxNoRecycle bool
 }
 
 // Settings are the values a user reconfigures; what the daemon persists.
@@ -107,6 +116,8 @@ type Port struct {
 	rss           atomic.Pointer[rssTable]
 	runningQueues atomic.Int32
 	rxRingSize    atomic.Int32 // posted buffers per running RX queue, 0 when not running
+	ifindex       atomic.Int32
+	pools         poolRegistry
 
 	resetKick  chan struct{}
 	stopWorker context.CancelFunc
@@ -160,6 +171,9 @@ func (c *Config) fill() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.IDs == nil {
+		c.IDs = &IDs{}
+	}
 	if c.ResetBackoffMin <= 0 {
 		c.ResetBackoffMin = 10 * time.Millisecond
 	}
@@ -181,6 +195,8 @@ func (c *Config) fill() error {
 		return extack.New(unix.EINVAL, "max queues %d out of range 1..256", c.MaxQueues)
 	case c.Rule > rxbuf.RulePreFrag:
 		return extack.New(unix.EINVAL, "unknown RX buffer rule %d", c.Rule)
+	case c.RxAlloc > rxbuf.AllocNoPool:
+		return extack.New(unix.EINVAL, "unknown RX allocation mode %d", c.RxAlloc)
 	}
 	return nil
 }
@@ -243,6 +259,7 @@ func (p *Port) layoutFor(s Settings) (rxbuf.Layout, error) {
 	return rxbuf.Compute(rxbuf.Params{
 		Rule: p.cfg.Rule, PageSize: p.cfg.PageSize, MTU: s.MTU, XDP: s.XDP != nil,
 		FullPageRx: s.PrivFlags&PrivFlagFullPageRx != 0, RingSize: s.RxRing, Queues: s.Queues,
+		Alloc: p.cfg.RxAlloc,
 	})
 }
 
@@ -308,7 +325,8 @@ func (p *Port) allocRings(s Settings, l rxbuf.Layout, prealloc bool) (*allocatio
 		pool, err := pagepool.New(pagepool.Config{
 			Mem: p.mem, PageBytes: l.PageBytes, BufSize: l.BufSize, FragCount: l.FragCount,
 			ReturnRingSize: s.RxRing, Name: fmt.Sprintf("%s/rx%d", p.cfg.Name, q), Logger: p.log,
-			ReleaseInterval: p.cfg.PoolReleaseInterval,
+			ReleaseInterval: p.cfg.PoolReleaseInterval, Order: l.Order,
+			NoRecycle: p.cfg.RxNoRecycle || p.cfg.RxAlloc == rxbuf.AllocNoPool,
 		})
 		if err != nil {
 			p.free(a)
@@ -395,13 +413,22 @@ func (p *Port) attach(s Settings, a *allocation, inject bool) error {
 		}
 		rq := newRxQueue(l, a.pools[q], a.bufs[q], s.XDP)
 		a.pools[q], a.bufs[q] = nil, nil
+		// A new RX queue gets a new NAPI id and, unless it has no pool, a new page-pool id.
+		rq.napiID = p.cfg.IDs.newNAPIID()
+		if p.cfg.RxAlloc != rxbuf.AllocNoPool {
+			rq.poolID = p.cfg.IDs.newPoolID()
+		}
+		p.pools.mu.Lock()
 		slot := &p.rx[q]
 		slot.mu.Lock()
 		slot.q = rq
+		slot.qbase = slot.stats.qstats()
 		slot.mu.Unlock()
+		p.pools.mu.Unlock()
 		t := &p.tx[q]
 		t.mu.Lock()
 		t.running = true
+		t.qbase = t.stats.qstats()
 		t.mu.Unlock()
 	}
 	p.layout = l
@@ -428,6 +455,7 @@ func (p *Port) stopQueues() {
 		t.mu.Lock()
 		t.running = false
 		t.mu.Unlock()
+		p.pools.mu.Lock()
 		s := &p.rx[q]
 		s.mu.Lock()
 		rq := s.q
@@ -435,8 +463,13 @@ func (p *Port) stopQueues() {
 		s.mu.Unlock()
 		// The queue is unpublished, so this goroutine now owns its pool.
 		if rq != nil {
-			p.track(rq.destroy())
+			r := rq.destroy()
+			if rq.poolID != 0 {
+				p.pools.addDetached(detachedPool{id: rq.poolID, queue: q, pool: rq.pool, rel: r, at: time.Now(), atBoot: boottime()})
+			}
+			p.track(r)
 		}
+		p.pools.mu.Unlock()
 	}
 }
 

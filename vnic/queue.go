@@ -62,6 +62,7 @@ type rxSlot struct {
 	mu    sync.Mutex
 	q     *rxQueue
 	stats rxStats
+	qbase QStats   // stats.qstats() when q was created (QStats)
 	_     [64]byte // keep neighbouring queues' locks and counters off each other's cache lines
 }
 
@@ -71,6 +72,7 @@ type txSlot struct {
 	mu      sync.Mutex
 	running bool
 	stats   txStats
+	qbase   QStats // stats.qstats() when the queue was started
 	_       [64]byte
 }
 
@@ -83,6 +85,8 @@ type rxQueue struct {
 	datasize int
 	headroom int
 	xdp      XDPProgram
+	napiID   uint32 // the RX NAPI's id
+	poolID   uint32 // 0 without a page pool (rxbuf.AllocNoPool)
 }
 
 // newRxQueue builds a queue around a pool and the buffers to post (a pre-allocation's or a fresh
@@ -175,6 +179,11 @@ func (p *Port) Receive(qi int, frame []byte) RxResult {
 	}
 	st.packets++
 	st.bytes += n
+	if data < rxbuf.LLReservedSpace {
+		// Forwarded out of a MANA port, this frame would fail ip_forward's
+		// skb_cow(LL_RESERVED_SPACE) and be copied by pskb_expand_head (seed 002).
+		st.shortHeadroom++
+	}
 	if !p.cfg.Host.Deliver(qi, mem[data:end], buf) {
 		q.pool.Recycle(buf)
 	}

@@ -105,6 +105,8 @@ type rxStats struct {
 	discardNoWQE                                                                 uint64
 	// netdev-level counters (ndev->stats), not part of ethtool -S.
 	dropped, oversize, allocFail uint64
+	// Frames delivered with less headroom than rxbuf.LLReservedSpace.
+	shortHeadroom uint64
 }
 
 // txStats are one TX queue's counters, guarded by the TX queue lock (netif_tx_lock).
@@ -211,6 +213,9 @@ type NetdevStats struct {
 	RxDropped, TxDropped                   uint64
 	RxOversize, RxAllocFail                uint64 // why RX frames were dropped
 	RxMissed                               uint64 // hc_rx_discards_no_wqe: no posted buffer
+	// RxShortHeadroom counts frames delivered with less headroom than LL_RESERVED_SPACE (256):
+	// those the kernel would reallocate with pskb_expand_head to forward them out of a MANA port.
+	RxShortHeadroom uint64
 }
 
 // NetdevStats sums the netdev counters over every queue slot (mana_get_stats64). Safe to call
@@ -226,6 +231,7 @@ func (p *Port) NetdevStats() NetdevStats {
 		s.RxOversize += r.stats.oversize
 		s.RxAllocFail += r.stats.allocFail
 		s.RxMissed += r.stats.discardNoWQE
+		s.RxShortHeadroom += r.stats.shortHeadroom
 		r.mu.Unlock()
 		t := &p.tx[q]
 		t.mu.Lock()
@@ -245,18 +251,20 @@ const ManadStatPrefix = "manad_"
 // ExtraStatNames are the model's own counters, summed over the queues, that follow the driver's
 // in manad's ETH_SS_STATS set, in NetdevStats.ExtraStats order: every RX drop (rx_dropped of
 // rtnl_link_stats64), the oversize and allocation-failure reasons behind some of them (the
-// others have driver counters: hc_rx_discards_no_wqe, rx_N_xdp_drop, rx_N_pkt_len0_err), and
-// TX drops on a stopped queue.
+// others have driver counters: hc_rx_discards_no_wqe, rx_N_xdp_drop, rx_N_pkt_len0_err), TX
+// drops on a stopped queue, and RX frames delivered with less headroom than LL_RESERVED_SPACE
+// (NetdevStats.RxShortHeadroom).
 func ExtraStatNames() []string {
 	return []string{
 		ManadStatPrefix + "rx_dropped", ManadStatPrefix + "rx_drop_oversize",
 		ManadStatPrefix + "rx_drop_alloc_fail", ManadStatPrefix + "tx_dropped",
+		ManadStatPrefix + "rx_short_headroom",
 	}
 }
 
 // ExtraStats returns the values of ExtraStatNames.
 func (s NetdevStats) ExtraStats() []uint64 {
-	return []uint64{s.RxDropped, s.RxOversize, s.RxAllocFail, s.TxDropped}
+	return []uint64{s.RxDropped, s.RxOversize, s.RxAllocFail, s.TxDropped, s.RxShortHeadroom}
 }
 
 // QueueCounters are one queue index's counters, RX and TX, as metrics export them. Like the
@@ -269,6 +277,7 @@ type QueueCounters struct {
 	// verdict, zero-length completion.
 	RxNoWQE, RxOversize, RxAllocFail, RxXDPDrop, RxLen0 uint64
 	RxXDPTx                                             uint64
+	RxShortHeadroom                                     uint64 // see NetdevStats.RxShortHeadroom
 	TxPackets, TxBytes                                  uint64
 	TxDropped                                           uint64 // transmitted while the TX queue was stopped
 	// RingPosted and RingSize are the buffers posted in the RX ring and the ring's size; both 0
@@ -289,7 +298,7 @@ func (p *Port) QueueCounters() []QueueCounters {
 		r := &s.stats
 		c.RxPackets, c.RxBytes = r.packets, r.bytes
 		c.RxNoWQE, c.RxOversize, c.RxAllocFail, c.RxXDPDrop, c.RxLen0 = r.discardNoWQE, r.oversize, r.allocFail, r.xdpDrop, r.pktLen0Err
-		c.RxXDPTx = r.xdpTx
+		c.RxXDPTx, c.RxShortHeadroom = r.xdpTx, r.shortHeadroom
 		if rq := s.q; rq != nil {
 			c.RingSize = len(rq.ring)
 			for _, b := range rq.ring {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -60,6 +61,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"rxbuf-plan", "--page-size", "4K"}, `required flag(s) "mtu" not set`},
 		{[]string{"rxbuf-plan", "--page-size", "lots", "--mtu", "1500"}, "invalid page size 'lots'"},
 		{[]string{"rxbuf-plan", "--page-size", "4K", "--mtu", "1500", "--rule", "upstream,bogus"}, "unknown rule 'bogus'"},
+		{[]string{"rxbuf-plan", "--page-size", "4K", "--mtu", "1500", "--rx-alloc", "slab"}, "unknown rx-alloc mode 'slab'"},
 		{[]string{"set-mtu", "eth0"}, "wrong number of arguments"},
 		{[]string{"set-mtu", "eth0", "big"}, "invalid value 'big' for parameter 'mtu'"},
 		{[]string{"xdp", "eth0"}, "wrong number of arguments"},
@@ -277,6 +279,12 @@ func TestRxBufPlanWithoutDaemon(t *testing.T) {
 			t.Fatalf("%v: exit %d, stderr %q", tc.args, code, errs)
 		}
 		checkGolden(t, tc.golden, []byte(out))
+	}
+	// --rx-alloc changes the memory the layouts pin, and says so in their reasons.
+	code, out, errs := runCLI(t, sock, "rxbuf-plan", "--page-size", "16K", "--mtu", "1500", "--rule", "upstream", "--rx-alloc", "no-pool")
+	if code != exitOK || errs != "" || !strings.Contains(out, "rx_alloc no-pool") ||
+		!regexp.MustCompile(`(?m)^Buffers per page +1$`).MatchString(out) || !regexp.MustCompile(`(?m)^Buffer size +2112$`).MatchString(out) {
+		t.Errorf("--rx-alloc no-pool: exit %d, stderr %q, stdout:\n%s", code, errs, out)
 	}
 	for _, tc := range []struct {
 		args []string

@@ -17,6 +17,7 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/layout"
 	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/vnic/rxbuf"
 )
 
 // newRoot builds the command tree for one invocation.
@@ -369,7 +370,8 @@ func statsCmd(a *app) *cobra.Command {
 driver's counters in its order (eth, hc, phy, then rx_<q>_* and tx_<q>_* per queue),
 then manad's own, summed over the queues and named manad_*: manad_rx_dropped (every
 RX drop), manad_rx_drop_oversize, manad_rx_drop_alloc_fail, manad_tx_dropped (sent
-while the queue was stopped), manad_rx_inline, manad_rx_deferred (frames the queue's
+while the queue was stopped), manad_rx_short_headroom (frames delivered with less
+headroom than the 256 bytes forwarding out of a MANA port needs), manad_rx_inline, manad_rx_deferred (frames the queue's
 goroutine took because the queue was busy), manad_rx_drop_input_full,
 manad_rx_tap_write_err (the TAP refused the frame), manad_tx_drop_runt and
 manad_tx_drop_oversize (frames read from the TAP); for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
@@ -552,18 +554,23 @@ func rxBufPlanCmd(a *app) *cobra.Command {
 	var mtu, ring, queues uint32
 	var xdp, fullPage bool
 	var rules []string
+	var rxAlloc string
 	cmd := &cobra.Command{
-		Use:                   "rxbuf-plan --page-size SIZE --mtu N [--xdp] [--full-page-rx] [--rule RULE]... [--ring-size N] [--queues N]",
+		Use:                   "rxbuf-plan --page-size SIZE --mtu N [--xdp] [--full-page-rx] [--rule RULE]... [--ring-size N] [--queues N] [--rx-alloc MODE]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Compute RX buffer layouts for hypothetical parameters",
 		Long: `Compute the RX buffer layout for a page size and MTU (with or without XDP and
 full-page-rx) under several driver rules side by side: upstream (current mana, with
 the headroom fix), pre-headroom (page-pool fragments without headroom) and pre-frag
-(one buffer per page always). Without --rule all three are shown. manactl computes
-the layouts itself, with the model manad uses: manad need not run.`,
+(one buffer per page always). Without --rule all three are shown. --rx-alloc shows
+a port's rx_alloc what-if mode: page-pool-frag (the rule's choice, the default),
+page-pool-page (one page-pool page per buffer) or no-pool (every buffer allocated by
+itself). manactl computes the layouts itself, with the model manad uses: manad need
+not run.`,
 		Example: `  manactl rxbuf-plan --page-size 4K --mtu 1500
   manactl rxbuf-plan --page-size 64K --mtu 9000 --rule upstream --rule pre-headroom
-  manactl rxbuf-plan --page-size 16K --mtu 1500 --xdp --ring-size 2048 --queues 16`,
+  manactl rxbuf-plan --page-size 16K --mtu 1500 --xdp --ring-size 2048 --queues 16
+  manactl rxbuf-plan --page-size 16K --mtu 1500 --rx-alloc no-pool`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ps, err := parsePageSize(pageSize)
@@ -579,9 +586,13 @@ the layouts itself, with the model manad uses: manad need not run.`,
 					rs = append(rs, x)
 				}
 			}
+			alloc, err := rxbuf.ParseAlloc(rxAlloc)
+			if err != nil {
+				return usageErrorf("unknown rx-alloc mode '%s' (want page-pool-frag, page-pool-page or no-pool)", rxAlloc)
+			}
 			req := genl.LayoutRequest{PageSize: ps, MTU: mtu, RingSize: ring, Queues: queues, XDP: xdp, FullPageRx: fullPage, Rules: rs}
 			// Computed here, with the model manad uses (genl/layout): no daemon needed.
-			ls, err := layout.Plan(req)
+			ls, err := layout.PlanAlloc(req, alloc)
 			if err != nil {
 				var xe *extack.Error
 				if errors.As(err, &xe) {
@@ -608,6 +619,7 @@ the layouts itself, with the model manad uses: manad need not run.`,
 	f.StringSliceVar(&rules, "rule", nil, "rule(s): upstream, pre-headroom, pre-frag (repeat or comma-separate; default all)")
 	f.Uint32Var(&ring, "ring-size", 0, "RX ring size (default 1024)")
 	f.Uint32Var(&queues, "queues", 0, "RX queues (default 1)")
+	f.StringVar(&rxAlloc, "rx-alloc", rxbuf.AllocPagePoolFrag.String(), "RX allocation mode: page-pool-frag, page-pool-page or no-pool")
 	_ = cmd.MarkFlagRequired("page-size")
 	_ = cmd.MarkFlagRequired("mtu")
 	return cmd

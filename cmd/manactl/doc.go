@@ -32,7 +32,7 @@
 //	                                      admin group) on the host, else the caller's namespace's
 //	show-rxbuf DEV                        live RX buffer layout, memory pinned, and why fragment or
 //	                                      single-buffer mode
-//	rxbuf-plan --page-size S --mtu N [--xdp] [--full-page-rx] [--rule R]… [--ring-size N] [--queues N]
+//	rxbuf-plan --page-size S --mtu N [--xdp] [--full-page-rx] [--rule R]… [--ring-size N] [--queues N] [--rx-alloc M]
 //	                                      layouts for hypothetical parameters, rules side by side
 //	                                      (computed by manactl itself: no daemon needed)
 //	set-mtu DEV N

@@ -160,9 +160,13 @@ memory_budget = "512MiB"
 segment = "lab.1"
 netns = "blue"
 persistent = false
+rx_alloc = "no-pool"
+rx_recycle = false
 
 [[port]]
 name = "eth1"
+rx_alloc = "page-pool-page"
+rx_recycle = true
 max_mtu = 1000
 max_queues = 4
 page_size = 65536
@@ -184,11 +188,13 @@ memory_budget = 1048576
 			PageSize: 16384, Rule: rxbuf.RulePreHeadroom, MaxMTU: 4000, MaxQueues: 32,
 			MemoryBudget: 512 << 20, MTU: 3000, Queues: 8, RxRing: 1024, TxRing: 256,
 			PrivFlags: vnic.PrivFlagFullPageRx, XDP: "drop", Line: 13,
+			RxAlloc: rxbuf.AllocNoPool, RxNoRecycle: true,
 		}, {
 			// Defaults capped by the port's own limits, as mana_probe_port caps num_queues.
 			Name: "eth1", MAC: DeriveMAC("eth1"), Segment: DefaultSegment, Persistent: true,
 			PageSize: 65536, MaxMTU: 1000, MaxQueues: 4, MemoryBudget: 1 << 20, MTU: 1000,
-			Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Line: 31,
+			Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Line: 33,
+			RxAlloc: rxbuf.AllocPagePoolPage,
 		}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -337,6 +343,9 @@ func TestParseErrors(t *testing.T) {
 		{"xdp unknown", port(`xdp = "ebpf:foo"`), `t.toml:3: port "eth0": unknown XDP built-in "ebpf:foo" (want pass, drop, tx, aborted or "")`},
 		{"xdp mtu", port("mtu = 9000\nxdp = \"pass\""), `t.toml:4: port "eth0": mtu 9000 too large for XDP with 4096-byte pages (max 3506)`},
 		{"rule", port(`rule = "newest"`), `t.toml:3: port "eth0": unknown rule "newest" (want upstream, pre-headroom or pre-frag)`},
+		{"rx_alloc", port("mtu = 1500\nrx_alloc = \"slab\""), `t.toml:4: port "eth0": unknown rx_alloc "slab" (want page-pool-frag, page-pool-page or no-pool)`},
+		{"rx_alloc type", port(`rx_alloc = 1`), `t.toml:3: port "eth0": rx_alloc must be a string, not the integer 1`},
+		{"rx_recycle type", port("\nrx_recycle = \"no\""), `t.toml:4: port "eth0": rx_recycle must be a boolean, not the string "no"`},
 		{"segment", port(`segment = "a b"`), `t.toml:3: port "eth0": segment "a b" may only hold letters, digits, '.', '_' and '-'`},
 		{"segment empty", port(`segment = ""`), `t.toml:3: port "eth0": segment "" is empty`},
 		{"netns", port(`netns = "a/b"`), `t.toml:3: port "eth0": netns "a/b" is not a valid network namespace name (a file name in /run/netns)`},

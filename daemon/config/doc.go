@@ -45,6 +45,13 @@
 //	rule          = "upstream"   # RX buffer rule: "upstream", "pre-headroom" or "pre-frag"
 //	memory_budget = "2GiB"       # RX memory cap: bytes, or a number with K/KiB, M/MiB, G/GiB,
 //	                             # T/TiB (binary), or "unlimited"
+//	rx_alloc      = "page-pool-frag"
+//	                             # what-if: how RX buffers are allocated: "page-pool-frag" (the
+//	                             # rule's choice), "page-pool-page" (a page-pool page per buffer)
+//	                             # or "no-pool" (every buffer allocated and freed by itself, the
+//	                             # pre-page-pool baseline)
+//	rx_recycle    = true         # what-if: false releases RX pages instead of recycling them (the
+//	                             # pre-recycling driver); no-pool never recycles
 //	segment       = "default"    # wire segment (learning L2 switch) to plug into; ports on one
 //	                             # segment reach each other. 1-64 of [A-Za-z0-9._-]
 //	netns         = ""           # named network namespace (/run/netns/NAME) for the TAP; "" is

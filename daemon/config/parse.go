@@ -329,6 +329,7 @@ func (d *decoder) ports(v any, at keyPath) []PortSpec {
 var portKeys = []string{
 	"name", "mac", "mtu", "max_mtu", "page_size", "queues", "max_queues", "rx_ring", "tx_ring",
 	"priv_flags", "xdp", "rule", "memory_budget", "segment", "netns", "persistent",
+	"rx_alloc", "rx_recycle",
 }
 
 // port reads one [[port]] table, the index-th, and validates it as a whole.
@@ -391,6 +392,20 @@ func (d *decoder) port(t map[string]any, at keyPath, index int) (PortSpec, bool)
 					d.errorf(kat, "%s: unknown rule %q (want %s)", label, s, rulesWanted())
 				}
 			}
+		case "rx_alloc":
+			var s string
+			if s, ok = typed[string](d, v, kat, label, k, "a string"); ok {
+				a, err := rxbuf.ParseAlloc(s)
+				if ok = err == nil; ok {
+					spec.RxAlloc = a
+				} else {
+					d.errorf(kat, "%s: unknown rx_alloc %q (want %s)", label, s, allocsWanted())
+				}
+			}
+		case "rx_recycle":
+			var recycle bool
+			recycle, ok = typed[bool](d, v, kat, label, k, "a boolean")
+			spec.RxNoRecycle = !recycle
 		case "xdp":
 			spec.XDP, ok = typed[string](d, v, kat, label, k, "a string (a built-in program name)")
 		case "segment":

@@ -39,11 +39,13 @@ type PortSpec struct {
 	Persistent bool             // the TAP survives manad exiting, keeping its addresses and routes
 
 	// Fixed configuration (vnic.Config).
-	PageSize     int        // 4096, 16384 or 65536
-	Rule         rxbuf.Rule // which upstream RX buffer rule the port follows
-	MaxMTU       int        // adapter MTU - ETH_HLEN
-	MaxQueues    int        // vport max_rxq/max_txq
-	MemoryBudget int64      // bytes of RX pages the port may pin; UnlimitedMemory for no limit
+	PageSize     int         // 4096, 16384 or 65536
+	Rule         rxbuf.Rule  // which upstream RX buffer rule the port follows
+	MaxMTU       int         // adapter MTU - ETH_HLEN
+	MaxQueues    int         // vport max_rxq/max_txq
+	MemoryBudget int64       // bytes of RX pages the port may pin; UnlimitedMemory for no limit
+	RxAlloc      rxbuf.Alloc // how RX buffers are allocated (rx_alloc)
+	RxNoRecycle  bool        // rx_recycle = false: RX pages are released, not recycled
 
 	// Settings to start with (vnic.Settings).
 	MTU       int
@@ -86,6 +88,7 @@ func (s *PortSpec) Config() vnic.Config {
 	return vnic.Config{
 		Name: s.Name, PageSize: s.PageSize, Rule: s.Rule, MaxMTU: s.MaxMTU,
 		MaxQueues: s.MaxQueues, MemoryBudget: s.MemoryBudget, // UnlimitedMemory is vnic's "negative: no limit"
+		RxAlloc: s.RxAlloc, RxNoRecycle: s.RxNoRecycle,
 	}
 }
 
@@ -148,6 +151,9 @@ func (s *PortSpec) problems() []problem {
 	}
 	if s.Rule > rxbuf.RulePreFrag {
 		add("rule", "unknown rule %s (want %s)", s.Rule, rulesWanted())
+	}
+	if s.RxAlloc > rxbuf.AllocNoPool {
+		add("rx_alloc", "unknown rx_alloc %s (want %s)", s.RxAlloc, allocsWanted())
 	}
 	if s.MemoryBudget == 0 || s.MemoryBudget < UnlimitedMemory {
 		add("memory_budget", "memory_budget %d invalid (want a positive size or \"unlimited\")", s.MemoryBudget)
@@ -272,6 +278,14 @@ func rulesWanted() string {
 	names := make([]string, len(rxbuf.Rules))
 	for i, r := range rxbuf.Rules {
 		names[i] = r.String()
+	}
+	return orList(names)
+}
+
+func allocsWanted() string {
+	names := make([]string, len(rxbuf.Allocs))
+	for i, a := range rxbuf.Allocs {
+		names[i] = a.String()
 	}
 	return orList(names)
 }

@@ -315,6 +315,9 @@ type (
 		TxRing       int      `json:"tx_ring"`
 		PrivFlags    []string `json:"priv_flags"`
 		XDP          string   `json:"xdp"`
+		// Absent in state files from before the RX allocation knobs: the defaults.
+		RxAlloc     string `json:"rx_alloc,omitempty"`
+		RxNoRecycle bool   `json:"rx_no_recycle,omitempty"`
 	}
 )
 
@@ -329,6 +332,7 @@ func (s *State) marshal() ([]byte, error) {
 				MaxMTU: sp.MaxMTU, MaxQueues: sp.MaxQueues, MemoryBudget: sp.MemoryBudget,
 				MTU: sp.MTU, Queues: sp.Queues, RxRing: sp.RxRing, TxRing: sp.TxRing,
 				PrivFlags: PrivFlagNames(sp.PrivFlags), XDP: sp.XDP,
+				RxAlloc: sp.RxAlloc.String(), RxNoRecycle: sp.RxNoRecycle,
 			}
 		}
 		out.Ports[name] = p
@@ -424,7 +428,14 @@ func (j *specJSON) spec() (PortSpec, error) {
 	if err != nil {
 		return PortSpec{}, err
 	}
+	var alloc rxbuf.Alloc
+	if j.RxAlloc != "" {
+		if alloc, err = rxbuf.ParseAlloc(j.RxAlloc); err != nil {
+			return PortSpec{}, err
+		}
+	}
 	return PortSpec{
+		RxAlloc: alloc, RxNoRecycle: j.RxNoRecycle,
 		Name: j.Name, MAC: mac, NetNS: j.NetNS, Segment: j.Segment, Persistent: j.Persistent,
 		PageSize: j.PageSize, Rule: rule, MaxMTU: j.MaxMTU, MaxQueues: j.MaxQueues,
 		MemoryBudget: j.MemoryBudget, MTU: j.MTU, Queues: j.Queues, RxRing: j.RxRing,
@@ -530,7 +541,8 @@ func Merge(cfg *Config, st *State) (ports []Port, notes []error) {
 func sameHardware(a, b PortSpec) bool {
 	return a.Name == b.Name && bytes.Equal(a.MAC, b.MAC) && a.NetNS == b.NetNS && a.Segment == b.Segment &&
 		a.Persistent == b.Persistent && a.PageSize == b.PageSize && a.Rule == b.Rule &&
-		a.MaxMTU == b.MaxMTU && a.MaxQueues == b.MaxQueues && a.MemoryBudget == b.MemoryBudget
+		a.MaxMTU == b.MaxMTU && a.MaxQueues == b.MaxQueues && a.MemoryBudget == b.MemoryBudget &&
+		a.RxAlloc == b.RxAlloc && a.RxNoRecycle == b.RxNoRecycle
 }
 
 // withSettings returns spec with the saved settings set applied and validated. An XDP program

@@ -46,6 +46,7 @@ type Collector struct {
 	rxPackets, rxBytes, txPackets, txBytes *prometheus.Desc
 	rxDropped, txDropped                   *prometheus.Desc
 	rxXDPTx, rxInline, rxDeferred          *prometheus.Desc
+	rxShortHeadroom                        *prometheus.Desc
 	ringPosted, ringSize, backlog          *prometheus.Desc
 
 	poolAllocs, poolRecycles, poolPuts, poolOverflows *prometheus.Desc
@@ -85,7 +86,9 @@ func NewCollector(src Source, ctl *Control) *Collector {
 		txDropped: d("tx_dropped_total", "Frames the host transmitted that were lost, by reason: queue_stopped (the port "+
 			"was down or being reconfigured), runt (shorter than an Ethernet header), oversize (longer than the port's "+
 			"largest MTU).", reason),
-		rxXDPTx:    d("rx_xdp_tx_total", "Frames the XDP program sent back out of the port (XDP_TX).", queue),
+		rxXDPTx: d("rx_xdp_tx_total", "Frames the XDP program sent back out of the port (XDP_TX).", queue),
+		rxShortHeadroom: d("rx_short_headroom_total", "Frames delivered with less headroom than LL_RESERVED_SPACE (256 bytes): "+
+			"those the kernel would copy with pskb_expand_head to forward them out of a MANA port.", queue),
 		rxInline:   d("rx_inline_total", "Frames processed to completion by the goroutine that forwarded them.", queue),
 		rxDeferred: d("rx_deferred_total", "Frames queued for the RX queue's goroutine because the queue was busy.", queue),
 		ringPosted: d("rx_ring_posted_buffers", "RX buffers posted in the queue's ring (0 while it is not running).", queue),
@@ -127,7 +130,7 @@ func NewCollector(src Source, ctl *Control) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.rxPackets, c.rxBytes, c.txPackets, c.txBytes, c.rxDropped, c.txDropped, c.rxXDPTx, c.rxInline,
-		c.rxDeferred, c.ringPosted, c.ringSize, c.backlog, c.poolAllocs, c.poolRecycles, c.poolPuts,
+		c.rxDeferred, c.rxShortHeadroom, c.ringPosted, c.ringSize, c.backlog, c.poolAllocs, c.poolRecycles, c.poolPuts,
 		c.poolOverflows, c.poolPageAllocs, c.poolPageReleases, c.poolAllocFails, c.poolPages,
 		c.poolInFlight, c.up, c.adminUp, c.memPinned, c.memPages, c.memInUse, c.memPeak, c.memBudget,
 		c.buffersInFlight, c.reconfigs, c.reconfigDuration, c.resets,
@@ -198,6 +201,7 @@ func (c *Collector) collectPort(ch chan<- prometheus.Metric, p *Port) {
 		}
 		counter(c.txDropped, q.TxDropped, append(l, "queue_stopped")...)
 		counter(c.rxXDPTx, q.RxXDPTx, l...)
+		counter(c.rxShortHeadroom, q.RxShortHeadroom, l...)
 		gauge(c.ringPosted, float64(q.RingPosted), l...)
 		gauge(c.ringSize, float64(q.RingSize), l...)
 		if ps := q.Pool; ps != nil {

@@ -33,7 +33,7 @@ func testPorts() []Port {
 			MemoryInUse: 50000, MemoryPeak: 60000, MemoryBudget: 1 << 20, BuffersInFlight: 7},
 		Queues: []vnic.QueueCounters{
 			{RxPackets: 10, RxBytes: 1000, RxNoWQE: 1, RxOversize: 2, RxAllocFail: 3, RxXDPDrop: 4, RxLen0: 5,
-				TxPackets: 20, TxBytes: 2000, TxDropped: 6, RingPosted: 128, RingSize: 128,
+				TxPackets: 20, TxBytes: 2000, TxDropped: 6, RingPosted: 128, RingSize: 128, RxShortHeadroom: 13,
 				Pool: &pagepool.Stats{Allocs: 200, Recycles: 50, Pages: 9, InFlight: 128, AllocFails: 8}},
 			{RxPackets: 11},
 		},
@@ -125,6 +125,7 @@ func TestCollector(t *testing.T) {
 		{"manad_tx_dropped_total", with(q0, "reason", "runt"), 10},
 		{"manad_tx_dropped_total", with(q0, "reason", "oversize"), 11},
 		{"manad_rx_deferred_total", q0, 12},
+		{"manad_rx_short_headroom_total", q0, 13},
 		{"manad_rx_input_backlog_frames", q0, 3},
 		{"manad_rx_ring_posted_buffers", q0, 128},
 		{"manad_rx_ring_size_buffers", q0, 128},

@@ -24,6 +24,13 @@ func Wire(l rxbuf.Layout) genl.RxBufLayout {
 // newest first, when none is named). Errors are rxbuf's *extack.Error: EINVAL for an unknown
 // rule or parameters out of range, EOPNOTSUPP for an MTU too large for XDP.
 func Plan(r genl.LayoutRequest) ([]genl.RxBufLayout, error) {
+	return PlanAlloc(r, rxbuf.AllocPagePoolFrag)
+}
+
+// PlanAlloc is Plan with RX buffers allocated as alloc says (the rx_alloc what-if knob, which
+// the manad family's request does not carry); the layouts' Reason names a mode other than the
+// default.
+func PlanAlloc(r genl.LayoutRequest, alloc rxbuf.Alloc) ([]genl.RxBufLayout, error) {
 	rules := rxbuf.Rules[:]
 	if len(r.Rules) > 0 {
 		rules = nil
@@ -39,7 +46,7 @@ func Plan(r genl.LayoutRequest) ([]genl.RxBufLayout, error) {
 	for _, rule := range rules {
 		l, err := rxbuf.Compute(rxbuf.Params{
 			Rule: rule, PageSize: int(r.PageSize), MTU: int(r.MTU), XDP: r.XDP, FullPageRx: r.FullPageRx,
-			RingSize: int(r.RingSize), Queues: int(r.Queues),
+			RingSize: int(r.RingSize), Queues: int(r.Queues), Alloc: alloc,
 		})
 		if err != nil {
 			return nil, err

@@ -64,3 +64,23 @@ func TestWire(t *testing.T) {
 		t.Errorf("Wire:\n%+v\nwant\n%+v", w, want)
 	}
 }
+
+// TestPlanAlloc: the allocation mode reaches every rule's layout.
+func TestPlanAlloc(t *testing.T) {
+	req := genl.LayoutRequest{PageSize: 16384, MTU: 1500}
+	for _, a := range rxbuf.Allocs {
+		ls, err := PlanAlloc(req, a)
+		if err != nil || len(ls) != len(rxbuf.Rules) {
+			t.Fatalf("%v: %v, %v", a, ls, err)
+		}
+		for i, l := range ls {
+			want := rxbuf.MustCompute(rxbuf.Params{Rule: rxbuf.Rules[i], PageSize: 16384, MTU: 1500, Alloc: a})
+			if l != Wire(want) {
+				t.Errorf("%v %v: %+v, want %+v", a, rxbuf.Rules[i], l, Wire(want))
+			}
+		}
+	}
+	if ls, _ := PlanAlloc(req, rxbuf.AllocNoPool); ls[0].FragCount != 1 || ls[0].PoolSize != 0 {
+		t.Errorf("no-pool upstream layout %+v", ls[0])
+	}
+}

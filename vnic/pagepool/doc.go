@@ -50,6 +50,21 @@
 // shrinking (Shrink) or destroyed (Destroy, which mirrors page_pool_destroy and
 // its deferred page_pool_release_retry).
 //
+// # Counters
+//
+// Stats keeps one set of counters; Stats.Kernel maps them to the kernel's
+// page_pool_stats (alloc fast/slow/slow-high-order/empty/refill/waive,
+// recycle cached/cache-full/ring/ring-full/released-refcnt), with the
+// equivalence of each documented on KernelStats. Only Allocs and Recycles
+// move on the owner fast path, in plain memory; the others change on slow
+// paths.
+//
+// # Without recycling
+//
+// Config.NoRecycle models a driver that does not recycle (the pre-page_pool
+// or pre-recycling baseline): buffers given back are retired, never handed out
+// again, and a page returns to Memory when all its buffers were.
+//
 // # Programming errors
 //
 // Double frees, foreign buffers and use after Destroy are bugs inside manad,

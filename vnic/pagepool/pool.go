@@ -54,7 +54,20 @@ type Config struct {
 	// StallWarn is the warning period for a stalled destroy; 0 means
 	// DefaultStallWarn (the kernel's 60s).
 	StallWarn time.Duration
+	// Order is the page order: PageBytes is the system page size << Order.
+	// It only decides which counter a new page goes to (AllocSlow for order
+	// 0, AllocSlowHighOrder above, as the kernel's slow path splits them);
+	// 0..MaxOrder.
+	Order int
+	// NoRecycle turns recycling off, as drivers did before page_pool
+	// recycling (mvneta before 2021): a buffer given back is never handed
+	// out again, and a page goes back to Memory as soon as every one of its
+	// buffers was handed out and given back (counted in ReleasedRefcnt).
+	NoRecycle bool
 }
+
+// MaxOrder bounds Config.Order (the kernel's MAX_PAGE_ORDER is 10).
+const MaxOrder = 10
 
 // normalize validates c and fills in defaults. Every error wraps unix.EINVAL.
 func (c Config) normalize() (Config, error) {
@@ -80,6 +93,8 @@ func (c Config) normalize() (Config, error) {
 		return bad("ReleaseInterval %v must not be negative", c.ReleaseInterval)
 	case c.StallWarn < 0:
 		return bad("StallWarn %v must not be negative", c.StallWarn)
+	case c.Order < 0 || c.Order > MaxOrder:
+		return bad("Order %d out of range 0..%d", c.Order, MaxOrder)
 	}
 	if c.ReturnRingSize == 0 {
 		c.ReturnRingSize = DefaultReturnRingSize
@@ -114,10 +129,13 @@ type page struct {
 	// it from the descriptor states instead, which keeps a dependent
 	// read-modify-write of the page off every Alloc and Recycle.
 	refs int
-	idx  int    // position in Pool.pages
-	id   uint64 // unique per Memory
-	mem  []byte
-	bufs []Buffer
+	// retired counts the buffers given back while recycling is off
+	// (Config.NoRecycle); the page is released when all were.
+	retired int
+	idx     int    // position in Pool.pages
+	id      uint64 // unique per Memory
+	mem     []byte
+	bufs    []Buffer
 }
 
 // Buffer is one RX buffer: BufSize bytes at Offset() inside a page. The
@@ -147,20 +165,31 @@ func (b *Buffer) Offset() int { return b.off }
 // of the pool's Memory for the Memory's lifetime.
 func (b *Buffer) PageID() uint64 { return b.page.id }
 
-// counters are the owner's plain statistics.
+// counters are the owner's plain statistics. Only allocs and recycles move
+// on the fast path; the rest change on slow-path events.
 type counters struct {
 	allocs, recycles, drained uint64
 	allocFails                uint64
 	pageAllocs, pageReleases  uint64
+	// Slow-path allocation events, each serving one Alloc (or one buffer of
+	// an AllocBulk): a new page of order 0 or above, a refill from the
+	// return ring; and refills that found the ring empty.
+	allocSlow, allocSlowHO, allocRefill, allocEmpty uint64
+	// With NoRecycle: buffers given back with Recycle (and so neither
+	// recycled nor drained), and pages released because all their buffers
+	// were given back.
+	retired, releasedRefcnt uint64
 }
 
 // published is the copy of counters other goroutines read, under a sequence
 // lock written only by the owner.
 type published struct {
-	seq                                   atomic.Uint64
-	allocs, recycles, drained, allocFails atomic.Uint64
-	pageAllocs, pageReleases              atomic.Uint64
-	pages                                 atomic.Int64
+	seq                                             atomic.Uint64
+	allocs, recycles, drained, allocFails           atomic.Uint64
+	pageAllocs, pageReleases                        atomic.Uint64
+	allocSlow, allocSlowHO, allocRefill, allocEmpty atomic.Uint64
+	retired, releasedRefcnt                         atomic.Uint64
+	pages                                           atomic.Int64
 }
 
 const (
@@ -244,24 +273,51 @@ func (p *Pool) Alloc() (*Buffer, error) {
 }
 
 func (p *Pool) allocSlow() (*Buffer, error) {
-	if err := p.fill(); err != nil {
+	k, err := p.fill()
+	if err != nil {
 		p.ctr.allocFails++
 		p.publish()
 		return nil, err
 	}
-	return p.Alloc()
+	p.countFill(k, 1)
+	p.publish()
+	return p.Alloc() // the cache is not empty now, so this is the fast path
 }
 
+// fillKind is how fill made the cache non-empty.
+type fillKind uint8
+
+const (
+	fillRefill fillKind = iota // buffers taken back from the return ring
+	fillPage                   // a new page from Memory
+	numFillKinds
+)
+
 // fill makes the cache non-empty: returned buffers first, a new page last.
-func (p *Pool) fill() error {
+// The caller counts the event with countFill once it handed a buffer out.
+func (p *Pool) fill() (fillKind, error) {
 	if p.dead {
 		panic(p.prefix + ": Alloc after Destroy")
 	}
-	if p.refill(refillBatch) > 0 {
-		p.publish()
-		return nil
+	if p.refill(refillBatch) == 0 {
+		p.ctr.allocEmpty++ // page_pool_refill_alloc_cache: __ptr_ring_empty
 	}
-	return p.addPage()
+	if len(p.cache) > 0 { // without recycling, what came back was released instead
+		return fillRefill, nil
+	}
+	return fillPage, p.addPage()
+}
+
+// countFill counts n allocations served by fill events of kind k.
+func (p *Pool) countFill(k fillKind, n uint64) {
+	switch {
+	case k == fillRefill:
+		p.ctr.allocRefill += n
+	case p.cfg.Order > 0:
+		p.ctr.allocSlowHO += n
+	default:
+		p.ctr.allocSlow += n
+	}
 }
 
 // AllocBulk fills dst with len(dst) buffers, all or nothing: on error every
@@ -270,14 +326,17 @@ func (p *Pool) fill() error {
 // Pages taken from Memory before the failure stay in the pool. Owner only;
 // used to pre-allocate a whole RX ring.
 func (p *Pool) AllocBulk(dst []*Buffer) error {
+	var fills [numFillKinds]uint64
 	for i := range dst {
 		if len(p.cache) == 0 {
-			if err := p.fill(); err != nil {
+			k, err := p.fill()
+			if err != nil {
 				p.unwind(dst[:i])
 				p.ctr.allocFails++
 				p.publish()
 				return fmt.Errorf("%s: bulk allocation of %d buffers failed after %d: %w", p.prefix, len(dst), i, err)
 			}
+			fills[k]++
 		}
 		n := len(p.cache) - 1
 		b := p.cache[n]
@@ -287,6 +346,9 @@ func (p *Pool) AllocBulk(dst []*Buffer) error {
 		dst[i] = b
 	}
 	p.ctr.allocs += uint64(len(dst))
+	for k, n := range fills {
+		p.countFill(fillKind(k), n)
+	}
 	p.publish()
 	return nil
 }
@@ -303,11 +365,20 @@ func (p *Pool) unwind(taken []*Buffer) {
 }
 
 // Recycle gives a buffer back on the owner, straight into the cache
-// (page_pool_recycle_direct analogue). Owner only. A nil or foreign buffer, a
-// buffer that is not out (double free) and Recycle after Destroy panic.
+// (page_pool_recycle_direct analogue); with NoRecycle it retires the buffer
+// instead. Owner only. A nil or foreign buffer, a buffer that is not out
+// (double free) and Recycle after Destroy panic.
 func (p *Pool) Recycle(b *Buffer) {
 	if b == nil || b.pool != p || b.state != stateOut || p.dead {
 		p.badReturn(b, "Recycle")
+	}
+	if p.cfg.NoRecycle {
+		p.ctr.retired++
+		p.retire(b)
+		if p.ctr.retired%publishEvery == 0 {
+			p.publish()
+		}
+		return
 	}
 	b.state = stateFree
 	p.cache = append(p.cache, b)
@@ -349,8 +420,10 @@ func (p *Pool) overflowPush(e retEntry) {
 	p.ovMu.Lock()
 	p.overflow = append(p.overflow, e)
 	p.ovLen.Store(int64(len(p.overflow)))
-	p.ovMu.Unlock()
+	// Counted before the owner can drain it (under ovMu), so that Stats never sees more
+	// buffers drained than put.
 	p.ovTotal.Add(1)
+	p.ovMu.Unlock()
 }
 
 func (p *Pool) badReturn(b *Buffer, op string) {
@@ -414,14 +487,32 @@ func (p *Pool) takeBack(e retEntry) {
 		panic(fmt.Sprintf("%s: Put of page %d offset %d, which was already back in the pool (double free, or Put after Recycle)",
 			p.prefix, b.page.id, b.off))
 	}
-	b.state = stateFree
 	if p.dead {
+		b.state = stateFree
 		if pg := b.page; pg.decRef() == 0 {
 			p.releasePage(pg)
 		}
 		return
 	}
+	if p.cfg.NoRecycle {
+		p.retire(b)
+		return
+	}
+	b.state = stateFree
 	p.cache = append(p.cache, b)
+}
+
+// retire takes a buffer back without recycling it (Config.NoRecycle): it is
+// not cached, and its page goes back to Memory once every buffer of the page
+// was handed out and given back. Owner only, pool live.
+func (p *Pool) retire(b *Buffer) {
+	b.state = stateFree
+	pg := b.page
+	if pg.retired++; pg.retired == len(pg.bufs) {
+		p.releasePage(pg)
+		p.ctr.releasedRefcnt++
+		p.publish()
+	}
 }
 
 // countRefs sets refs from the descriptor states: the buffers that are out.
@@ -524,7 +615,7 @@ func (p *Pool) Shrink() int {
 // inflight is the owner's count of buffers out (including those sitting in
 // the return ring, not yet taken back).
 func (p *Pool) inflight() int {
-	return int(p.ctr.allocs - p.ctr.recycles - p.ctr.drained)
+	return int(p.ctr.allocs - p.ctr.recycles - p.ctr.retired - p.ctr.drained)
 }
 
 // publish copies the owner's counters for Stats.
@@ -537,6 +628,12 @@ func (p *Pool) publish() {
 	s.allocFails.Store(p.ctr.allocFails)
 	s.pageAllocs.Store(p.ctr.pageAllocs)
 	s.pageReleases.Store(p.ctr.pageReleases)
+	s.allocSlow.Store(p.ctr.allocSlow)
+	s.allocSlowHO.Store(p.ctr.allocSlowHO)
+	s.allocRefill.Store(p.ctr.allocRefill)
+	s.allocEmpty.Store(p.ctr.allocEmpty)
+	s.retired.Store(p.ctr.retired)
+	s.releasedRefcnt.Store(p.ctr.releasedRefcnt)
 	s.pages.Store(int64(len(p.pages)))
 	s.seq.Add(1)
 }
@@ -560,15 +657,95 @@ type Stats struct {
 	PageAllocs   uint64 // pages taken from Memory
 	PageReleases uint64 // pages given back to Memory
 	AllocFails   uint64 // Alloc/AllocBulk calls that failed with ENOMEM
-	Pages        int    // pages held now, including those with buffers in flight
-	InFlight     int    // buffers out, as the owner sees it (Allocs - Recycles - RingDrained)
-	PinnedBytes  int64  // Pages * PageBytes
+	// Allocations served by the slow path (the rest came from the owner
+	// cache): by a new page of order 0 (AllocSlow) or above
+	// (AllocSlowHighOrder), or by buffers taken back from the return ring
+	// (AllocRefill). AllocEmpty counts refills that found the ring empty.
+	AllocSlow, AllocSlowHighOrder, AllocRefill, AllocEmpty uint64
+	// With NoRecycle: buffers given back with Recycle that were retired
+	// instead of recycled (Recycles stays 0), and pages released because all
+	// their buffers had been given back.
+	Retired, ReleasedRefcnt uint64
+	NoRecycle               bool  // Config.NoRecycle
+	Pages                   int   // pages held now, including those with buffers in flight
+	InFlight                int   // buffers out, as the owner sees it (Allocs - Recycles - Retired - RingDrained)
+	PinnedBytes             int64 // Pages * PageBytes
+}
+
+// KernelStats are a pool's counters with the meaning of the kernel's
+// struct page_pool_stats (include/net/page_pool/types.h), as the netdev
+// family's page-pool-stats-get reports them. The kernel's alloc cache is the
+// owner cache here and its ptr_ring the return ring (with its overflow list).
+type KernelStats struct {
+	// AllocFast: allocations from the alloc cache. Here: from the owner
+	// cache (Allocs less the slow-path ones).
+	AllocFast uint64
+	// AllocSlow: slow-path order-0 allocations (a page from the page
+	// allocator). Here: allocations that took a new page from Memory, of a
+	// pool of Order 0. The kernel counts one per bulk refill of its cache;
+	// manad takes one page at a time, so it is one per page.
+	AllocSlow uint64
+	// AllocSlowHighOrder: the same for pools of order > 0.
+	AllocSlowHighOrder uint64
+	// AllocEmpty: the ptr_ring was empty when the cache needed a refill,
+	// forcing the slow path. Here: the return ring and overflow list were.
+	AllocEmpty uint64
+	// AllocRefill: allocations served by refilling the cache from the
+	// ptr_ring. Here: from the return ring.
+	AllocRefill uint64
+	// AllocWaive: pages taken from the ptr_ring that could not be reused
+	// (another NUMA node, or pfmemalloc) and were released. Always 0: Memory
+	// has one node and no emergency reserves.
+	AllocWaive uint64
+	// RecycleCached: pages recycled into the alloc cache
+	// (page_pool_recycle_in_cache, the NAPI-local direct path). Here:
+	// Recycle by the owner.
+	RecycleCached uint64
+	// RecycleCacheFull: direct recycling that found the alloc cache full
+	// (PP_ALLOC_CACHE_SIZE) and went to the ptr_ring instead. Always 0: the
+	// owner cache is sized for every buffer the pool holds.
+	RecycleCacheFull uint64
+	// RecycleRing: pages put into the ptr_ring by other contexts. Here: Put
+	// into the return ring. 0 with NoRecycle, where the ring only carries
+	// buffers back to be released (the kernel frees them where they are
+	// dropped, without a ring).
+	RecycleRing uint64
+	// RecycleRingFull: puts that found the ptr_ring full; the kernel then
+	// frees the page. Here: puts that went to the overflow list (the buffer
+	// is kept, not freed). 0 with NoRecycle, as RecycleRing.
+	RecycleRingFull uint64
+	// RecycleReleasedRefcnt: pages released to the page allocator instead of
+	// being recycled because they could not be (an elevated refcount).
+	// Here: pages released because recycling is off (NoRecycle) once every
+	// buffer of the page was given back.
+	RecycleReleasedRefcnt uint64
+}
+
+// Kernel maps the pool's counters to the kernel's page_pool_stats (see
+// KernelStats for each counter's equivalent).
+func (s Stats) Kernel() KernelStats {
+	k := KernelStats{
+		AllocFast:             s.Allocs - s.AllocSlow - s.AllocSlowHighOrder - s.AllocRefill,
+		AllocSlow:             s.AllocSlow,
+		AllocSlowHighOrder:    s.AllocSlowHighOrder,
+		AllocEmpty:            s.AllocEmpty,
+		AllocRefill:           s.AllocRefill,
+		RecycleCached:         s.Recycles,
+		RecycleRing:           s.Puts - s.RingOverflow,
+		RecycleRingFull:       s.RingOverflow,
+		RecycleReleasedRefcnt: s.ReleasedRefcnt,
+	}
+	if s.NoRecycle {
+		k.RecycleRing, k.RecycleRingFull = 0, 0
+	}
+	return k
 }
 
 // Stats returns a snapshot; any goroutine. Pages, PinnedBytes, PageAllocs,
-// PageReleases, AllocFails, Puts and RingOverflow are exact at any time (they
-// change on the slow path, which publishes at once). Allocs, Recycles,
-// RingDrained and InFlight are published by the owner on every slow-path
+// PageReleases, AllocFails, Puts, RingOverflow and the slow-path counters
+// (AllocSlow, AllocSlowHighOrder, AllocRefill, AllocEmpty, ReleasedRefcnt)
+// are exact at any time (they change on the slow path, which publishes at
+// once). Allocs, Recycles, Retired, RingDrained and InFlight are published by the owner on every slow-path
 // event, at least every 256 fast-path operations, by FlushStats and by
 // Destroy; so they are exact when the owner called FlushStats before (or the
 // pool is destroyed), and otherwise lag by fewer than 256 operations. This
@@ -590,6 +767,13 @@ func (p *Pool) Stats() Stats {
 			allocFails:   s.allocFails.Load(),
 			pageAllocs:   s.pageAllocs.Load(),
 			pageReleases: s.pageReleases.Load(),
+
+			allocSlow:      s.allocSlow.Load(),
+			allocSlowHO:    s.allocSlowHO.Load(),
+			allocRefill:    s.allocRefill.Load(),
+			allocEmpty:     s.allocEmpty.Load(),
+			retired:        s.retired.Load(),
+			releasedRefcnt: s.releasedRefcnt.Load(),
 		}
 		pages = s.pages.Load()
 		if s.seq.Load() == seq {
@@ -606,9 +790,18 @@ func (p *Pool) Stats() Stats {
 		PageAllocs:   c.pageAllocs,
 		PageReleases: c.pageReleases,
 		AllocFails:   c.allocFails,
-		Pages:        int(pages),
-		InFlight:     int(c.allocs - c.recycles - c.drained),
-		PinnedBytes:  pages * int64(p.cfg.PageBytes),
+
+		AllocSlow:          c.allocSlow,
+		AllocSlowHighOrder: c.allocSlowHO,
+		AllocRefill:        c.allocRefill,
+		AllocEmpty:         c.allocEmpty,
+		Retired:            c.retired,
+		ReleasedRefcnt:     c.releasedRefcnt,
+		NoRecycle:          p.cfg.NoRecycle,
+
+		Pages:       int(pages),
+		InFlight:    int(c.allocs - c.recycles - c.retired - c.drained),
+		PinnedBytes: pages * int64(p.cfg.PageBytes),
 	}
 }
 

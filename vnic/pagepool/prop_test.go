@@ -30,6 +30,8 @@ type poolMachine struct {
 	pendN   int            // buffers handed to background putters since the last join
 	peakOut int            // max buffers out from the pool's point of view
 	inUse   int64          // Memory.InUse at the last check
+	// everOut is every (page, offset) handed out, for NoRecycle: none may come twice.
+	everOut map[[2]uint64]bool
 }
 
 func newPoolMachine(t *rapid.T) *poolMachine {
@@ -41,11 +43,12 @@ func newPoolMachine(t *rapid.T) *poolMachine {
 		buf = rapid.IntRange(64, pageBytes/frag).Draw(t, "bufSize")
 	}
 	ring := rapid.SampledFrom([]int{0, 1, 2, 4, 16}).Draw(t, "ringSize")
-	m := &poolMachine{stamps: map[*Buffer]uint64{}}
+	m := &poolMachine{stamps: map[*Buffer]uint64{}, everOut: map[[2]uint64]bool{}}
 	m.budget = m.drawBudget(t, pageBytes)
 	m.mem = NewMemory(m.budget)
 	m.cfg = Config{Mem: m.mem, PageBytes: pageBytes, BufSize: buf, FragCount: frag, ReturnRingSize: ring,
-		Name: "prop/rx0", ReleaseInterval: time.Hour, StallWarn: time.Hour}
+		Name: "prop/rx0", ReleaseInterval: time.Hour, StallWarn: time.Hour,
+		NoRecycle: rapid.IntRange(0, 3).Draw(t, "noRecycle") == 0}
 	p, err := New(m.cfg)
 	if err != nil {
 		t.Fatalf("New(%+v): %v", m.cfg, err)
@@ -74,6 +77,11 @@ func (m *poolMachine) take(t *rapid.T, b *Buffer) {
 	}
 	if b.Pool() != m.pool {
 		t.Fatalf("buffer from another pool")
+	}
+	if k := [2]uint64{b.PageID(), uint64(b.Offset())}; m.cfg.NoRecycle && m.everOut[k] {
+		t.Fatalf("recycling is off, but page %d offset %d was handed out again", k[0], k[1])
+	} else {
+		m.everOut[k] = true
 	}
 	m.next++
 	stamp(b, m.next)
@@ -110,7 +118,7 @@ func (m *poolMachine) checkENOMEM(t *rapid.T, err error, wanted int) {
 	if m.budget == 0 || m.mem.InUse()+int64(m.cfg.PageBytes) <= m.budget {
 		t.Fatalf("ENOMEM with InUse %d, page %d, budget %d", m.mem.InUse(), m.cfg.PageBytes, m.budget)
 	}
-	if m.pendN == 0 {
+	if m.pendN == 0 && !m.cfg.NoRecycle { // without recycling, given-back buffers are not free
 		m.pool.FlushStats()
 		s := m.pool.Stats()
 		if free := s.Pages*m.cfg.FragCount - len(m.out); free >= wanted {
@@ -294,7 +302,8 @@ func (m *poolMachine) Check(t *rapid.T) {
 		t.Fatalf("Pages %d != PageAllocs %d - PageReleases %d", s.Pages, s.PageAllocs, s.PageReleases)
 	}
 	// Pages are taken only when every buffer of every held page is out.
-	if maxPages := (m.peakOut + m.cfg.FragCount - 1) / m.cfg.FragCount; s.Pages > maxPages {
+	// (Without recycling a page is not refilled, so the bound does not apply.)
+	if maxPages := (m.peakOut + m.cfg.FragCount - 1) / m.cfg.FragCount; s.Pages > maxPages && !m.cfg.NoRecycle {
 		t.Fatalf("%d pages held, but at most %d buffers were ever out (%d per page)", s.Pages, m.peakOut, m.cfg.FragCount)
 	}
 	if s.Pages*m.cfg.FragCount < len(m.out) {
@@ -303,7 +312,8 @@ func (m *poolMachine) Check(t *rapid.T) {
 	if s.InFlight < len(m.out) || s.InFlight > len(m.out)+m.pendN {
 		t.Fatalf("InFlight %d, the test holds %d and %d are on their way back", s.InFlight, len(m.out), m.pendN)
 	}
-	if s.Allocs != s.Recycles+s.RingDrained+uint64(s.InFlight) || s.RingDrained > s.Puts {
+	if s.Allocs != s.Recycles+s.Retired+s.RingDrained+uint64(s.InFlight) || s.RingDrained > s.Puts ||
+		(m.cfg.NoRecycle && s.Recycles != 0) || (!m.cfg.NoRecycle && (s.Retired != 0 || s.ReleasedRefcnt != 0)) {
 		t.Fatalf("counters do not add up: %+v", s)
 	}
 	if m.destroyed() && m.pendN == 0 {
@@ -348,7 +358,7 @@ func (m *poolMachine) finish(t *rapid.T) {
 		t.Fatalf("after release: InUse %d, stats %+v", m.mem.InUse(), s)
 	}
 	// Every buffer handed out came back exactly once.
-	if s.Allocs != s.Recycles+s.RingDrained || s.Puts != s.RingDrained || s.PageReleases != s.PageAllocs {
+	if s.Allocs != s.Recycles+s.Retired+s.RingDrained || s.Puts != s.RingDrained || s.PageReleases != s.PageAllocs {
 		t.Fatalf("not every buffer came back exactly once: %+v", s)
 	}
 	if peak := m.mem.Peak(); m.budget > 0 && peak > 0 {

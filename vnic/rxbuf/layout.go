@@ -84,6 +84,49 @@ func ParseRule(s string) (Rule, error) {
 	return 0, extack.New(unix.EINVAL, "unknown RX buffer rule %q (want upstream, pre-headroom or pre-frag)", s)
 }
 
+// Alloc is how RX buffers are allocated: a what-if knob beside the rule, to compare the page
+// pool's fragment and full-page paths with the allocate-and-free baseline that predates it.
+type Alloc uint8
+
+// The allocation modes. The zero value is what the driver does.
+const (
+	// AllocPagePoolFrag is the rule's own choice: page-pool fragments where it uses them, whole
+	// pages where it does not.
+	AllocPagePoolFrag Alloc = iota
+	// AllocPagePoolPage takes one page-pool page per buffer even where the rule would carve
+	// fragments (DataSize, Headroom and AllocSize stay the rule's).
+	AllocPagePoolPage
+	// AllocNoPool allocates every buffer by itself (BufSize bytes) and frees it when it comes
+	// back: no page pool and no recycling, the pre-page-pool baseline.
+	AllocNoPool
+)
+
+// Allocs lists every allocation mode.
+var Allocs = [...]Alloc{AllocPagePoolFrag, AllocPagePoolPage, AllocNoPool}
+
+// String returns the mode's name as the configuration file and manactl spell it.
+func (a Alloc) String() string {
+	switch a {
+	case AllocPagePoolFrag:
+		return "page-pool-frag"
+	case AllocPagePoolPage:
+		return "page-pool-page"
+	case AllocNoPool:
+		return "no-pool"
+	}
+	return fmt.Sprintf("alloc(%d)", uint8(a))
+}
+
+// ParseAlloc parses an allocation mode's name. Unknown names give EINVAL.
+func ParseAlloc(s string) (Alloc, error) {
+	for _, a := range Allocs {
+		if a.String() == s {
+			return a, nil
+		}
+	}
+	return 0, extack.New(unix.EINVAL, "unknown RX allocation mode %q (want page-pool-frag, page-pool-page or no-pool)", s)
+}
+
 // ValidPageSize reports whether n is a page size the model supports: 4K (x86), 16K and 64K
 // (ARM64 kernels).
 func ValidPageSize(n int) bool { return n == 4096 || n == 16384 || n == 65536 }
@@ -105,6 +148,7 @@ type Params struct {
 	FullPageRx bool // private flag bit 0 (ignored by RulePreFrag, which predates it)
 	RingSize   int  // rx_queue_size, buffers per RX queue; 0 means DefaultRingSize
 	Queues     int  // RX queues; 0 means 1
+	Alloc      Alloc
 }
 
 // Layout is the RX buffer configuration of one port (or one hypothetical port) and the memory it
@@ -176,6 +220,8 @@ func (p Params) Validate() error {
 		return extack.New(unix.EINVAL, "queue count %d is negative", p.Queues)
 	case p.Rule > RulePreFrag:
 		return extack.New(unix.EINVAL, "unknown RX buffer rule %d", p.Rule)
+	case p.Alloc > AllocNoPool:
+		return extack.New(unix.EINVAL, "unknown RX allocation mode %d", p.Alloc)
 	case p.XDP && p.MTU > XDPMTUMax(p.PageSize):
 		// mana_xdp_set: netdev_err "XDP: mtu:%u too large, mtu_max:%lu", extack "XDP: mtu too large".
 		return extack.New(unix.EOPNOTSUPP, "XDP: mtu too large")
@@ -203,10 +249,23 @@ func Compute(p Params) (Layout, error) {
 	case RulePreFrag:
 		l.preFrag()
 	}
-	if l.Single {
+	switch {
+	case p.Alloc == AllocNoPool:
+		// One allocation of the buffer's stride per buffer, no pool.
+		if !l.Single {
+			l.PageBytes = l.AllocSize
+		}
+		l.BufSize, l.FragCount, l.PoolSize = l.PageBytes, 1, 0
+		l.PagesPerQueue = p.RingSize
+		l.Reason += "; rx_alloc no-pool: every buffer allocated and freed by itself"
+	case p.Alloc == AllocPagePoolPage && !l.Single:
+		l.BufSize, l.FragCount, l.PoolSize = l.PageBytes, 1, p.RingSize+1
+		l.PagesPerQueue = p.RingSize
+		l.Reason += "; rx_alloc page-pool-page: one page per buffer"
+	case l.Single:
 		l.BufSize = l.PageBytes
 		l.PagesPerQueue = p.RingSize
-	} else {
+	default:
 		l.BufSize = l.AllocSize
 		l.PagesPerQueue = (p.RingSize + l.FragCount - 1) / l.FragCount
 	}

@@ -260,3 +260,45 @@ func TestInvariants(t *testing.T) {
 		}
 	}
 }
+
+// TestAlloc: the allocation mode changes how buffers map to memory, never what the NIC sees
+// (DataSize, Headroom, AllocSize).
+func TestAlloc(t *testing.T) {
+	tests := []struct {
+		name                     string
+		p                        Params
+		bufSize, frag, pageBytes int
+		pagesPerQueue            int
+	}{
+		{"16K frag", Params{PageSize: 16384, MTU: 1500}, 2112, 7, 16384, 147},
+		{"16K page-pool-page", Params{PageSize: 16384, MTU: 1500, Alloc: AllocPagePoolPage}, 16384, 1, 16384, 1024},
+		{"16K no-pool", Params{PageSize: 16384, MTU: 1500, Alloc: AllocNoPool}, 2112, 1, 2112, 1024},
+		{"4K single no-pool", Params{PageSize: 4096, MTU: 1500, Alloc: AllocNoPool}, 4096, 1, 4096, 1024},
+		{"4K single page-pool-page", Params{PageSize: 4096, MTU: 1500, Alloc: AllocPagePoolPage}, 4096, 1, 4096, 1024},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := tt.p
+			base.Alloc = AllocPagePoolFrag
+			l, ref := MustCompute(tt.p), MustCompute(base)
+			if l.BufSize != tt.bufSize || l.FragCount != tt.frag || l.PageBytes != tt.pageBytes || l.PagesPerQueue != tt.pagesPerQueue {
+				t.Errorf("buf %d frag %d page %d pages/queue %d; want %d %d %d %d (%s)", l.BufSize, l.FragCount,
+					l.PageBytes, l.PagesPerQueue, tt.bufSize, tt.frag, tt.pageBytes, tt.pagesPerQueue, l.Reason)
+			}
+			if l.DataSize != ref.DataSize || l.Headroom != ref.Headroom || l.AllocSize != ref.AllocSize {
+				t.Errorf("the NIC's view changed: %+v vs %+v", l, ref)
+			}
+		})
+	}
+	for _, a := range Allocs {
+		if got, err := ParseAlloc(a.String()); err != nil || got != a {
+			t.Errorf("ParseAlloc(%q) = %v, %v", a, got, err)
+		}
+	}
+	if _, err := ParseAlloc("slab"); err == nil {
+		t.Error("ParseAlloc accepted an unknown mode")
+	}
+	if _, err := Compute(Params{PageSize: 4096, MTU: 1500, Alloc: AllocNoPool + 1}); err == nil {
+		t.Error("Compute accepted an unknown mode")
+	}
+}

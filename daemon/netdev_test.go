@@ -1,0 +1,138 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/manad/manad/daemon/config"
+	"github.com/manad/manad/tests/testenv"
+)
+
+// TestNetdevIdentity: the daemon gives its ports one id source, so page-pool and NAPI ids are
+// unique among all of them, and every port reports its TAP's ifindex; a port's rx_alloc reaches
+// its model (a no-pool port lists no page pool).
+func TestNetdevIdentity(t *testing.T) {
+	testenv.RequireRoot(t)
+	if _, err := exec.LookPath("ip"); err != nil {
+		testenv.SkipOrFail(t, "needs ip (iproute2): %v", err)
+	}
+	ns := fmt.Sprintf("hpid%d", os.Getpid()%100000)
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Logf("ip netns del %s: %v: %s", ns, err, out)
+		}
+	})
+	dir := t.TempDir()
+	doc := fmt.Sprintf(`
+[daemon]
+socket = %q
+state_dir = %q
+
+[[port]]
+name = "hp0"
+netns = %q
+persistent = false
+queues = 2
+
+[[port]]
+name = "hp1"
+netns = %q
+persistent = false
+queues = 3
+
+[[port]]
+name = "hp2"
+netns = %q
+persistent = false
+queues = 1
+rx_alloc = "no-pool"
+`, filepath.Join(dir, "manad.sock"), filepath.Join(dir, "state"), ns, ns, ns)
+	cfg, err := config.Parse("t.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	d, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: func() { close(ready) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon did not get ready")
+	}
+
+	// Ports start down; bring the TAPs up as an administrator would and let the link watchers
+	// open the ports.
+	names := []string{"hp0", "hp1", "hp2"}
+	for _, name := range names {
+		if out, err := exec.Command("ip", "-n", ns, "link", "set", name, "up").CombinedOutput(); err != nil {
+			t.Fatalf("ip link set %s up: %v: %s", name, err, out)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d.mu.Lock()
+		up := 0
+		for _, name := range names {
+			if p := d.ports[name]; p != nil && p.vp.State().Running {
+				up++
+			}
+		}
+		d.mu.Unlock()
+		if up == len(names) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d ports came up", up, len(names))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	pools, napis := map[uint32]string{}, map[uint32]string{}
+	for _, name := range names {
+		p := d.ports[name]
+		if got := p.vp.Ifindex(); got == 0 || got != int(p.index) {
+			t.Errorf("%s: ifindex %d, TAP's %d", name, got, p.index)
+		}
+		for _, n := range p.vp.NAPIs() {
+			if other, dup := napis[n.ID]; dup {
+				t.Errorf("NAPI id %d of %s is also %s's", n.ID, name, other)
+			}
+			napis[n.ID] = name
+		}
+		pps := p.vp.PagePools()
+		if want := map[string]int{"hp0": 2, "hp1": 3, "hp2": 0}[name]; len(pps) != want {
+			t.Errorf("%s: %d page pools, want %d", name, len(pps), want)
+		}
+		for _, pp := range pps {
+			if other, dup := pools[pp.ID]; dup {
+				t.Errorf("page-pool id %d of %s is also %s's", pp.ID, name, other)
+			}
+			pools[pp.ID] = name
+		}
+	}
+	if len(napis) != 6 {
+		t.Errorf("%d NAPIs, want 6", len(napis))
+	}
+}

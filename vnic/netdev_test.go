@@ -1,0 +1,376 @@
+package vnic
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+func (tp *testPort) mustLocked(what string, f func() error) {
+	tp.t.Helper()
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if err := f(); err != nil {
+		tp.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// TestPagePoolLifetime: every queue's pool is listed with its id, ifindex and NAPI; after a
+// reconfiguration the new pools have new ids, and an old pool with a buffer still out stays
+// listed, detached (detach time, no NAPI, its inflight), until that buffer comes back.
+func TestPagePoolLifetime(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.SetIfindex(7)
+	tp.open()
+	tp.host.keep = true
+	if r := tp.Receive(0, udpFrame(100, 1, 2)); r != RxDelivered {
+		t.Fatalf("Receive: %v", r)
+	}
+	before := tp.PagePools()
+	if len(before) != 4 {
+		t.Fatalf("%d pools, want 4: %+v", len(before), before)
+	}
+	napis := tp.NAPIs()
+	for i, pp := range before {
+		if pp.Queue != i || pp.Ifindex != 7 || pp.NAPIID != napis[i].ID || pp.Detached() || pp.ID == 0 {
+			t.Errorf("pool %d: %+v (napis %+v)", i, pp, napis)
+		}
+		if want := 128 + b2i(i == 0); pp.BuffersOut != want {
+			t.Errorf("pool %d: %d buffers out, want %d (ring + kept)", i, pp.BuffersOut, want)
+		}
+		// 7 buffers per 16K page: 19 pages hold the ring, and the kept buffer's successor.
+		if pp.Inflight != 19 || pp.InflightMem != 19*16384 {
+			t.Errorf("pool %d: inflight %d pages, %d bytes; want 19 pages", i, pp.Inflight, pp.InflightMem)
+		}
+	}
+	start, startBoot := time.Now(), boottime()
+	tp.mustLocked("SetMTU", func() error { return tp.SetMTU(1400) })
+	after := tp.PagePools()
+	if len(after) != 5 {
+		t.Fatalf("%d pools after the rebuild, want 4 new + 1 detached: %+v", len(after), after)
+	}
+	old := after[4]
+	if old.ID != before[0].ID || !old.Detached() || old.DetachTime.Before(start.Add(-time.Second)) ||
+		old.NAPIID != 0 || old.BuffersOut != 1 || old.Inflight != 1 || old.InflightMem != 16384 || old.Queue != 0 {
+		t.Errorf("detached pool %+v, want queue 0's old pool with its one kept buffer", old)
+	}
+	if old.DetachBoottime < startBoot || startBoot == 0 {
+		t.Errorf("detach boottime %v, before the reconfiguration at %v", old.DetachBoottime, startBoot)
+	}
+	ids := map[uint32]bool{}
+	for _, pp := range append(before, after[:4]...) {
+		if ids[pp.ID] {
+			t.Errorf("pool id %d reused", pp.ID)
+		}
+		ids[pp.ID] = true
+	}
+	tp.host.release()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(tp.PagePools()) != 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("detached pool still listed after its last buffer returned: %+v", tp.PagePools())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	tp.locked(tp.Close)
+	if pp := tp.PagePools(); len(pp) != 0 {
+		t.Errorf("pools listed after Close with nothing in flight: %+v", pp)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestNAPIIDs: each RX queue has a NAPI id and TX queues none (mana's TX NAPIs are
+// NO_BUSY_POLL); ids are unique across the ports sharing an IDs, a rebuild gives new ones, and a
+// stopped port lists no queues.
+func TestNAPIIDs(t *testing.T) {
+	ids := &IDs{}
+	a := newTestPort(t, func(c *Config, _ *Settings) { c.IDs = ids })
+	b := newTestPort(t, func(c *Config, _ *Settings) { c.Name, c.IDs = "eth1", ids })
+	a.open()
+	b.open()
+	seen := map[uint32]bool{}
+	check := func(p *testPort) {
+		t.Helper()
+		qs := p.Queues()
+		if len(qs) != 8 {
+			t.Fatalf("%d queues, want 4 RX + 4 TX: %+v", len(qs), qs)
+		}
+		for i := range 4 {
+			rx, tx := qs[i], qs[4+i]
+			if rx.Type != QueueRX || tx.Type != QueueTX || rx.ID != i || tx.ID != i || tx.NAPIID != 0 {
+				t.Errorf("queue pair %d: %+v %+v", i, rx, tx)
+			}
+			if rx.NAPIID < MinNAPIID || seen[rx.NAPIID] {
+				t.Errorf("queue %d NAPI id %d reused or below %d", i, rx.NAPIID, MinNAPIID)
+			}
+			seen[rx.NAPIID] = true
+		}
+		ns := p.NAPIs()
+		if len(ns) != 4 {
+			t.Fatalf("%d NAPIs, want one per RX queue: %+v", len(ns), ns)
+		}
+		for i, n := range ns {
+			if n.ID != qs[i].NAPIID || n.Queue != i {
+				t.Errorf("NAPI %+v does not poll RX queue %+v", n, qs[i])
+			}
+		}
+	}
+	check(a)
+	check(b)
+	a.mustLocked("SetRings", func() error { return a.SetRings(256, 128) })
+	check(a)
+	stable := a.Queues()
+	if !slices.Equal(stable, a.Queues()) {
+		t.Error("NAPI ids changed without a rebuild")
+	}
+	a.locked(a.Close)
+	if qs, ns := a.Queues(), a.NAPIs(); len(qs) != 0 || len(ns) != 0 {
+		t.Errorf("a stopped port lists queues %+v, NAPIs %+v", qs, ns)
+	}
+}
+
+// TestQStatsAcrossRebuild: per-queue qstats count since the queue was created and restart with
+// a rebuild; Base takes over what the old queues counted (and frames that found no queue), so
+// the totals never go backwards.
+func TestQStatsAcrossRebuild(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	for q := range 4 {
+		for range q + 1 {
+			tp.Receive(q, udpFrame(100, 1, 2))
+		}
+		tp.Transmit(q, udpFrame(60, 1, 2))
+	}
+	tp.Receive(1, udpFrame(1600, 1, 2)) // oversize: a hardware drop
+	s := tp.QStats()
+	if len(s.Queues) != 8 || s.Base != (QStats{}) {
+		t.Fatalf("before the rebuild: %+v", s)
+	}
+	for q := range 4 {
+		rx, tx := s.Queues[q], s.Queues[4+q]
+		if rx.RxPackets != uint64(q+1) || rx.RxBytes != uint64(100*(q+1)) || tx.TxPackets != 1 || tx.TxBytes != 60 {
+			t.Errorf("queue %d: rx %+v tx %+v", q, rx, tx)
+		}
+	}
+	if s.Queues[1].RxHwDrops != 1 || s.Queues[1].RxHwDropOverruns != 0 {
+		t.Errorf("queue 1 hw drops %+v, want the oversize frame", s.Queues[1])
+	}
+	want := QStats{RxPackets: 10, RxBytes: 1000, RxHwDrops: 1, TxPackets: 4, TxBytes: 240}
+	if s.Total != want {
+		t.Errorf("total %+v, want %+v", s.Total, want)
+	}
+	tp.mustLocked("SetChannels", func() error { return tp.SetChannels(2) })
+	tp.locked(tp.Close)
+	tp.Receive(3, udpFrame(100, 1, 2)) // no queue: an overrun, counted in the base
+	tp.open()
+	tp.Receive(0, udpFrame(100, 1, 2))
+	s = tp.QStats()
+	if len(s.Queues) != 4 || s.Queues[0].RxPackets != 1 || s.Queues[1].RxPackets != 0 {
+		t.Errorf("after the rebuild the queues do not start from 0: %+v", s.Queues)
+	}
+	want.RxPackets, want.RxBytes = 11, 1100
+	want.RxHwDrops, want.RxHwDropOverruns = 2, 1
+	if s.Total != want {
+		t.Errorf("total %+v, want %+v", s.Total, want)
+	}
+	wantBase := want
+	wantBase.RxPackets, wantBase.RxBytes = 10, 1000
+	if s.Base != wantBase {
+		t.Errorf("base %+v, want %+v", s.Base, wantBase)
+	}
+}
+
+// TestRxAllocModes: the allocation knobs change what the pools do, and the page-pool counters
+// show it.
+func TestRxAllocModes(t *testing.T) {
+	const frames = 300
+	tests := []struct {
+		alloc     rxbuf.Alloc
+		noRecycle bool
+		check     func(t *testing.T, qc QueueCounters, pools []PagePool)
+	}{
+		{rxbuf.AllocPagePoolFrag, false, func(t *testing.T, qc QueueCounters, pools []PagePool) {
+			k := pools[0].Stats
+			// 16K pages, 7 buffers each: 19 pages for the ring, then every refill is recycled.
+			if qc.Pool.PageAllocs != 19 || k.RecycleCached != frames || k.RecycleReleasedRefcnt != 0 || k.AllocFast < frames {
+				t.Errorf("pages %d, %+v", qc.Pool.PageAllocs, k)
+			}
+		}},
+		{rxbuf.AllocPagePoolPage, false, func(t *testing.T, qc QueueCounters, pools []PagePool) {
+			k := pools[0].Stats
+			if qc.Pool.PageAllocs != 129 || k.RecycleCached != frames || pools[0].InflightMem != 129*16384 {
+				t.Errorf("pages %d, %+v", qc.Pool.PageAllocs, pools[0])
+			}
+		}},
+		{rxbuf.AllocPagePoolFrag, true, func(t *testing.T, qc QueueCounters, pools []PagePool) {
+			k := pools[0].Stats
+			if k.RecycleCached != 0 || k.RecycleRing != 0 || k.RecycleReleasedRefcnt == 0 ||
+				qc.Pool.PageReleases != k.RecycleReleasedRefcnt {
+				t.Errorf("recycling off: %+v, page releases %d", k, qc.Pool.PageReleases)
+			}
+		}},
+		{rxbuf.AllocNoPool, false, func(t *testing.T, qc QueueCounters, pools []PagePool) {
+			if len(pools) != 0 {
+				t.Errorf("no-pool queues list page pools: %+v", pools)
+			}
+			if st := qc.Pool; st.PageAllocs != st.Allocs || st.Allocs != 128+frames || st.Recycles != 0 ||
+				st.ReleasedRefcnt != frames {
+				t.Errorf("no-pool: every buffer should be its own allocation, freed on return: %+v", st)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.alloc.String()+map[bool]string{true: "/no-recycle", false: ""}[tt.noRecycle], func(t *testing.T) {
+			tp := newTestPort(t, func(c *Config, _ *Settings) { c.RxAlloc, c.RxNoRecycle = tt.alloc, tt.noRecycle })
+			tp.open()
+			for range frames {
+				if r := tp.Receive(0, udpFrame(100, 1, 2)); r != RxDelivered {
+					t.Fatalf("Receive: %v", r)
+				}
+			}
+			var qc []QueueCounters
+			tp.locked(func() { qc = tp.QueueCounters() })
+			pools := tp.PagePools()
+			if tt.alloc != rxbuf.AllocNoPool && len(pools) != 4 {
+				t.Fatalf("%d pools", len(pools))
+			}
+			tt.check(t, qc[0], pools)
+		})
+	}
+}
+
+// TestShortHeadroom: frames delivered with less than LL_RESERVED_SPACE of headroom are counted,
+// on exactly the layouts that give less (the pre-headroom rule without XDP, in both of its
+// modes; the pre-frag rule above the XDP MTU limit), and on no other.
+func TestShortHeadroom(t *testing.T) {
+	tests := []struct {
+		rule     rxbuf.Rule
+		page     int
+		mtu      int
+		xdp      bool
+		fullPage bool
+		short    bool
+	}{
+		{rxbuf.RuleUpstream, 4096, 1500, false, false, false},
+		{rxbuf.RuleUpstream, 4096, 1000, false, false, false}, // fragments, still with headroom
+		{rxbuf.RuleUpstream, 16384, 1500, true, false, false},
+		{rxbuf.RulePreHeadroom, 4096, 1500, false, false, true},
+		{rxbuf.RulePreHeadroom, 4096, 1500, false, true, true}, // full-page-rx: headroom 0 too
+		{rxbuf.RulePreHeadroom, 4096, 3000, false, false, true},
+		{rxbuf.RulePreHeadroom, 4096, 1500, true, false, false}, // XDP reserves 256
+		{rxbuf.RulePreFrag, 4096, 1500, false, false, false},
+		{rxbuf.RulePreFrag, 4096, 9000, false, false, true}, // above MANA_XDP_MTU_MAX: no headroom
+	}
+	for _, tt := range tests {
+		l := rxbuf.MustCompute(rxbuf.Params{Rule: tt.rule, PageSize: tt.page, MTU: tt.mtu, XDP: tt.xdp, FullPageRx: tt.fullPage})
+		if got := l.Headroom < rxbuf.LLReservedSpace; got != tt.short {
+			t.Fatalf("%+v: layout headroom %d; the table is wrong", tt, l.Headroom)
+		}
+		tp := newTestPort(t, func(c *Config, s *Settings) {
+			c.Rule, c.PageSize, s.MTU = tt.rule, tt.page, tt.mtu
+			if tt.xdp {
+				s.XDP = BuiltinXDPByName("pass")
+			}
+			if tt.fullPage {
+				s.PrivFlags = PrivFlagFullPageRx
+			}
+		})
+		tp.open()
+		for range 5 {
+			if r := tp.Receive(2, udpFrame(200, 1, 2)); r != RxDelivered {
+				t.Fatalf("Receive: %v", r)
+			}
+		}
+		tp.Receive(2, nil) // a zero-length completion is not delivered, so not counted
+		var qc []QueueCounters
+		tp.locked(func() { qc = tp.QueueCounters() })
+		want := uint64(5 * b2i(tt.short))
+		// manactl stats shows it as manad_rx_short_headroom, after the driver's counters.
+		extra := tp.NetdevStats().ExtraStats()[slices.Index(ExtraStatNames(), "manad_rx_short_headroom")]
+		if qc[2].RxShortHeadroom != want || extra != want {
+			t.Errorf("%+v (headroom %d): short-headroom %d / %d, want %d", tt, l.Headroom,
+				qc[2].RxShortHeadroom, extra, want)
+		}
+	}
+}
+
+// TestNetdevViewsConcurrent: the netdev views may be read while every queue passes traffic and
+// the control path rebuilds the queues (run with -race); a pool is never listed twice.
+func TestNetdevViewsConcurrent(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for q := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					tp.Receive(q, udpFrame(100, 1, 2))
+					tp.Transmit(q, udpFrame(60, 1, 2))
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			seen := map[uint32]bool{}
+			for _, pp := range tp.PagePools() {
+				if seen[pp.ID] {
+					t.Errorf("pool %d listed twice", pp.ID)
+				}
+				seen[pp.ID] = true
+			}
+			tp.Queues()
+			tp.NAPIs()
+			tp.QStats()
+		}
+	}()
+	var last QStats
+	for i := range 20 {
+		tp.mustLocked("SetRings", func() error { return tp.SetRings(128<<(i%2), 128) })
+		tot := tp.QStats().Total
+		if tot.RxPackets < last.RxPackets || tot.TxPackets < last.TxPackets {
+			t.Errorf("totals went backwards: %+v after %+v", tot, last)
+		}
+		last = tot
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// TestDetachedPoolsBounded: without anyone listing them, the detached pools the port remembers
+// are only those still draining, however many rebuilds there were.
+func TestDetachedPoolsBounded(t *testing.T) {
+	tp := newTestPort(t, nil)
+	tp.open()
+	for i := range 50 {
+		tp.mustLocked("SetRings", func() error { return tp.SetRings(128<<(i%2), 128) })
+	}
+	tp.pools.mu.Lock()
+	n := len(tp.pools.detached)
+	tp.pools.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d detached pools remembered after 50 rebuilds with nothing in flight", n)
+	}
+}
