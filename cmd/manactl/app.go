@@ -23,7 +23,7 @@ type app struct {
 }
 
 // runtimeError is a failure of what was asked (exit status exitStatus), as opposed to a usage
-// error (exit status 2): every error a command returns that is not wrapped in runtimeError is a
+// error (exit status 1, as ethtool's exit_bad_args): every error a command returns that is not wrapped in runtimeError is a
 // usage error.
 type runtimeError struct{ err error }
 
@@ -38,7 +38,7 @@ func failed(err error) error {
 	return &runtimeError{err}
 }
 
-// usageErrorf is a usage error (exit status 2).
+// usageErrorf is a usage error (exit status 1, as ethtool).
 func usageErrorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // errorLine is the one line manactl prints on stderr for a runtime error. A netlink error reads

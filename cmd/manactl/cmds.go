@@ -44,7 +44,7 @@ shows the ports of every namespace.
 
 Errors are one line on stderr ("netlink error: <message>: <errno text>"); the exit
 status is ethtool's for the same failure (81 for set-ring; 70, 94, 96 or 97 for
-stats; otherwise 1). Usage errors exit with status 2.`,
+stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 		Example: `  manactl -g mana0
   manactl --set-priv-flags mana0 full-page-rx on
   ip netns exec manaA manactl show-rxbuf mana0

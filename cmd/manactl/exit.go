@@ -12,7 +12,7 @@ import (
 const (
 	exitOK      = 0
 	exitFailure = 1 // the request failed, where ethtool exits 1 too (netlink error, manad unreachable, ...)
-	exitUsage   = 2 // the command line is wrong
+	exitUsage   = 1 // the command line is wrong: ethtool.c exit_bad_args exits 1 too
 )
 
 // failure is the part of a command that failed, as far as ethtool's exit status tells parts apart.

@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Parsers for command arguments. Each returns a usage error (exit status 2) naming the argument.
+// Parsers for command arguments. Each returns a usage error (exit status 1) naming the argument.
 
 // parseU32 parses an ethtool-style numeric parameter (decimal, or 0x hex as strtoul(…, 0)).
 func parseU32(param, s string) (uint32, error) {
