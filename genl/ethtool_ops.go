@@ -27,7 +27,7 @@ func (s *Server) ethtoolFamily() *family {
 		return op{cmd: cmd, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict,
 			doit: s.ethDoit(g), start: s.ethDumpStart(g), dumpit: s.ethDumpit(g)}
 	}
-	set := func(cmd uint8, pol *nlattr.Set, validate func(*request, Device) error, apply func(*request, Device) (bool, error)) op {
+	set := func(cmd uint8, pol *nlattr.Set, validate func(*request, Device) error, apply func(*request, Device) error) op {
 		return op{cmd: cmd, perm: unix.GENL_UNS_ADMIN_PERM, policy: pol, mode: nlattr.Strict,
 			doit: s.ethSetDoit(validate, apply)}
 	}
@@ -202,8 +202,9 @@ func (s *Server) ethDumpit(g *ethGet) func(*request, *dumper) error {
 }
 
 // ethSetDoit mirrors ethnl_default_set_doit: header required, device
-// required, validate, apply; a change is followed by the *_NTF.
-func (s *Server) ethSetDoit(validate func(*request, Device) error, apply func(*request, Device) (bool, error)) func(*request) error {
+// required, validate, apply; apply hands the backend an Update whose Changed
+// queues the *_NTF under the backend's lock.
+func (s *Server) ethSetDoit(validate func(*request, Device) error, apply func(*request, Device) error) func(*request) error {
 	return func(r *request) error {
 		hdr := r.attr(hdrAttr)
 		if !hdr.Present() {
@@ -218,8 +219,7 @@ func (s *Server) ethSetDoit(validate func(*request, Device) error, apply func(*r
 				return err
 			}
 		}
-		_, err = apply(r, *dev)
-		return err
+		return apply(r, *dev)
 	}
 }
 
@@ -444,11 +444,11 @@ func (s *Server) privFlagsGet() *ethGet {
 	return &ethGet{
 		replyCmd: unix.ETHTOOL_MSG_PRIVFLAGS_GET_REPLY,
 		prepare: func(r *request, d *Device, _ any) (any, error) {
-			names, flags, err := s.cfg.Backend.PrivFlags(r.ctx, r.c.caller, *d)
+			pf, err := s.cfg.Backend.PrivFlags(r.ctx, r.c.caller, *d)
 			if err != nil {
 				return nil, err
 			}
-			return &privFlagsData{names: capNames(names), flags: flags}, nil
+			return &privFlagsData{names: capNames(pf.Names), flags: pf.Flags}, nil
 		},
 		fill: func(b *nlattr.Builder, _, data any, compact bool) error {
 			p := data.(*privFlagsData)
@@ -484,34 +484,25 @@ func (s *Server) privFlagsValidate(r *request, _ Device) error {
 
 // privFlagsSet mirrors ethnl_set_privflags: names are looked up only for a
 // verbose bitset; no change means no driver call and no notification.
-func (s *Server) privFlagsSet(r *request, d Device) (bool, error) {
+func (s *Server) privFlagsSet(r *request, d Device) error {
 	attr := r.attr(unix.ETHTOOL_A_PRIVFLAGS_FLAGS)
 	compact, err := ethtool.IsCompact(r.msg, attr)
 	if err != nil {
-		return false, err
+		return err
 	}
-	names, flags, err := s.cfg.Backend.PrivFlags(r.ctx, r.c.caller, d)
-	if err != nil {
-		return false, err
-	}
-	names = capNames(names)
-	nflags := len(names)
-	lookup := names
-	if compact {
-		lookup = nil
-	}
-	bitmap := []uint32{flags}
-	mod, err := ethtool.UpdateBitset32(r.msg, attr, bitmap, nflags, lookup)
-	if err != nil || !mod {
-		return false, err
-	}
-	if err := s.cfg.Backend.SetPrivFlags(r.ctx, r.c.caller, d, bitmap[0]); err != nil {
-		return false, err
-	}
-	if names, flags, err := s.cfg.Backend.PrivFlags(r.ctx, r.c.caller, d); err == nil {
-		s.NotifyPrivFlags(d, names, flags)
-	}
-	return true, nil
+	return s.cfg.Backend.SetPrivFlags(r.ctx, r.c.caller, d, Update[PrivFlags]{
+		Apply: func(cur PrivFlags) (PrivFlags, bool, error) {
+			names := capNames(cur.Names)
+			lookup := names
+			if compact {
+				lookup = nil
+			}
+			bitmap := []uint32{cur.Flags}
+			mod, err := ethtool.UpdateBitset32(r.msg, attr, bitmap, len(names), lookup)
+			return PrivFlags{Names: cur.Names, Flags: bitmap[0]}, mod && err == nil, err
+		},
+		Changed: func(pf PrivFlags) { s.NotifyPrivFlags(d, pf) },
+	})
 }
 
 // RINGS (net/ethtool/rings.c)
@@ -587,43 +578,40 @@ func updateU32(dst *uint32, a nlattr.Attr, mod *bool) {
 	}
 }
 
-// ringsSet mirrors ethnl_set_rings.
-func (s *Server) ringsSet(r *request, d Device) (bool, error) {
-	cur, err := s.cfg.Backend.Rings(r.ctx, r.c.caller, d)
-	if err != nil {
-		return false, err
-	}
-	nr, mod := cur, false
-	updateU32(&nr.Rx, r.attr(unix.ETHTOOL_A_RINGS_RX), &mod)
-	updateU32(&nr.RxMini, r.attr(unix.ETHTOOL_A_RINGS_RX_MINI), &mod)
-	updateU32(&nr.RxJumbo, r.attr(unix.ETHTOOL_A_RINGS_RX_JUMBO), &mod)
-	updateU32(&nr.Tx, r.attr(unix.ETHTOOL_A_RINGS_TX), &mod)
-	if !mod {
-		return false, nil
-	}
-	// An offender that is not in the request has no attribute to blame,
-	// and then, as in the kernel, no error.
-	var bad nlattr.Attr
-	switch {
-	case nr.Rx > nr.RxMax:
-		bad = r.attr(unix.ETHTOOL_A_RINGS_RX)
-	case nr.RxMini > nr.RxMiniMax:
-		bad = r.attr(unix.ETHTOOL_A_RINGS_RX_MINI)
-	case nr.RxJumbo > nr.RxJumboMax:
-		bad = r.attr(unix.ETHTOOL_A_RINGS_RX_JUMBO)
-	case nr.Tx > nr.TxMax:
-		bad = r.attr(unix.ETHTOOL_A_RINGS_TX)
-	}
-	if bad.Present() {
-		return false, nlattr.AttrError(unix.EINVAL, bad, "requested ring size exceeds maximum")
-	}
-	if err := s.cfg.Backend.SetRings(r.ctx, r.c.caller, d, nr); err != nil {
-		return false, err
-	}
-	if rg, err := s.cfg.Backend.Rings(r.ctx, r.c.caller, d); err == nil {
-		s.NotifyRings(d, rg)
-	}
-	return true, nil
+// ringsSet mirrors ethnl_set_rings: the request's sizes are applied to the
+// current rings under the backend's lock, so a request that sets only rx
+// never writes back a tx it read before a concurrent change.
+func (s *Server) ringsSet(r *request, d Device) error {
+	return s.cfg.Backend.SetRings(r.ctx, r.c.caller, d, Update[Rings]{
+		Apply: func(cur Rings) (Rings, bool, error) {
+			nr, mod := cur, false
+			updateU32(&nr.Rx, r.attr(unix.ETHTOOL_A_RINGS_RX), &mod)
+			updateU32(&nr.RxMini, r.attr(unix.ETHTOOL_A_RINGS_RX_MINI), &mod)
+			updateU32(&nr.RxJumbo, r.attr(unix.ETHTOOL_A_RINGS_RX_JUMBO), &mod)
+			updateU32(&nr.Tx, r.attr(unix.ETHTOOL_A_RINGS_TX), &mod)
+			if !mod {
+				return cur, false, nil
+			}
+			// An offender that is not in the request has no attribute to blame,
+			// and then, as in the kernel, no error.
+			var bad nlattr.Attr
+			switch {
+			case nr.Rx > nr.RxMax:
+				bad = r.attr(unix.ETHTOOL_A_RINGS_RX)
+			case nr.RxMini > nr.RxMiniMax:
+				bad = r.attr(unix.ETHTOOL_A_RINGS_RX_MINI)
+			case nr.RxJumbo > nr.RxJumboMax:
+				bad = r.attr(unix.ETHTOOL_A_RINGS_RX_JUMBO)
+			case nr.Tx > nr.TxMax:
+				bad = r.attr(unix.ETHTOOL_A_RINGS_TX)
+			}
+			if bad.Present() {
+				return cur, false, nlattr.AttrError(unix.EINVAL, bad, "requested ring size exceeds maximum")
+			}
+			return nr, true, nil
+		},
+		Changed: func(rg Rings) { s.NotifyRings(d, rg) },
+	})
 }
 
 // CHANNELS (net/ethtool/channels.c)
@@ -662,11 +650,14 @@ func putPair(b *nlattr.Builder, maxAttr, curAttr uint16, maxV, cur uint32) {
 // channelsSet mirrors ethnl_set_channels (current form, with attribute
 // types in err_attr) up to the driver call (manad has no
 // RSS indirection table or AF_XDP zero-copy queues to check).
-func (s *Server) channelsSet(r *request, d Device) (bool, error) {
-	cur, err := s.cfg.Backend.Channels(r.ctx, r.c.caller, d)
-	if err != nil {
-		return false, err
-	}
+func (s *Server) channelsSet(r *request, d Device) error {
+	return s.cfg.Backend.SetChannels(r.ctx, r.c.caller, d, Update[Channels]{
+		Apply:   func(cur Channels) (Channels, bool, error) { return applyChannels(r, cur) },
+		Changed: func(ch Channels) { s.NotifyChannels(d, ch) },
+	})
+}
+
+func applyChannels(r *request, cur Channels) (Channels, bool, error) {
 	ch := cur
 	var mod, modCombined bool
 	updateU32(&ch.Rx, r.attr(unix.ETHTOOL_A_CHANNELS_RX_COUNT), &mod)
@@ -674,7 +665,7 @@ func (s *Server) channelsSet(r *request, d Device) (bool, error) {
 	updateU32(&ch.Other, r.attr(unix.ETHTOOL_A_CHANNELS_OTHER_COUNT), &mod)
 	updateU32(&ch.Combined, r.attr(unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT), &modCombined)
 	if !mod && !modCombined {
-		return false, nil
+		return cur, false, nil
 	}
 	// Unlike rings.c, channels.c picks the offender by attribute type, so
 	// the error stands even when that attribute is not in the request (then
@@ -691,7 +682,7 @@ func (s *Server) channelsSet(r *request, d Device) (bool, error) {
 		bad = unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT
 	}
 	if bad != 0 {
-		return false, nlattr.AttrError(unix.EINVAL, r.attr(bad), "requested channel count exceeds maximum")
+		return cur, false, nlattr.AttrError(unix.EINVAL, r.attr(bad), "requested channel count exceeds maximum")
 	}
 	switch {
 	case ch.Combined == 0 && ch.Rx == 0:
@@ -703,14 +694,8 @@ func (s *Server) channelsSet(r *request, d Device) (bool, error) {
 		if modCombined {
 			bad = unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT
 		}
-		return false, nlattr.AttrError(unix.EINVAL, r.attr(bad),
+		return cur, false, nlattr.AttrError(unix.EINVAL, r.attr(bad),
 			"requested channel counts would result in no RX or TX channel being configured")
 	}
-	if err := s.cfg.Backend.SetChannels(r.ctx, r.c.caller, d, ch); err != nil {
-		return false, err
-	}
-	if ch, err := s.cfg.Backend.Channels(r.ctx, r.c.caller, d); err == nil {
-		s.NotifyChannels(d, ch)
-	}
-	return true, nil
+	return ch, true, nil
 }

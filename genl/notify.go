@@ -10,15 +10,15 @@ import (
 )
 
 // NotifyPrivFlags sends ETHTOOL_MSG_PRIVFLAGS_NTF (compact bitset) to the
-// "monitor" subscribers in d's network namespace. The server calls it after
-// its own successful PRIVFLAGS_SET; the daemon calls it for changes made
+// "monitor" subscribers in d's network namespace. The server calls it from
+// the Changed of its own PRIVFLAGS_SET; a backend calls it for changes made
 // otherwise.
-func (s *Server) NotifyPrivFlags(d Device, names []string, flags uint32) {
+func (s *Server) NotifyPrivFlags(d Device, pf PrivFlags) {
 	s.notify(ethtoolID, ethtool.Version, unix.ETHTOOL_MSG_PRIVFLAGS_NTF, &s.ethtoolSeq, monitorGroup, d.NetNS,
 		func(b *nlattr.Builder) {
 			putDevHeader(b, hdrAttr, &d)
 			// ethnl_default_notify forces ETHTOOL_FLAG_COMPACT_BITSETS.
-			putPrivFlags(b, capNames(names), flags, true)
+			putPrivFlags(b, capNames(pf.Names), pf.Flags, true)
 		})
 }
 

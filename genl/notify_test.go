@@ -104,7 +104,7 @@ func TestNotifications(t *testing.T) {
 	// A change in another network namespace is not delivered; the daemon's
 	// port event (in ours) is.
 	other := genl.Device{Index: 5, Name: "mana0", NetNS: genl.NetNS{Dev: 1, Ino: 2}}
-	ts.srv.NotifyPrivFlags(other, []string{"x"}, 1)
+	ts.srv.NotifyPrivFlags(other, genl.PrivFlags{Names: []string{"x"}, Flags: 1})
 	info, err := c.Port(ctx, mana0)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestNotificationWireFormat(t *testing.T) {
 	if a := joinRaw(t, rc, mf, monitor, genl.CmdGroupJoin); a.errno != 0 {
 		t.Fatalf("join: %+v", a)
 	}
-	ts.srv.NotifyPrivFlags(ts.mana0.Dev, []string{"full-page-rx", "b"}, 0b10)
+	ts.srv.NotifyPrivFlags(ts.mana0.Dev, genl.PrivFlags{Names: []string{"full-page-rx", "b"}, Flags: 0b10})
 	msgs := rc.recv()
 	m := msgs[0]
 	if len(msgs) != 1 || m.h.Type != eth || m.h.Flags != 0 || m.h.PID != 0 || m.h.Seq != 1 ||

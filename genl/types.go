@@ -49,6 +49,26 @@ type Rings struct {
 	HDSThresh, HDSThreshMax       uint32
 }
 
+// PrivFlags are a device's private flags: their names (at most 32 are
+// used, as ethnl_get_priv_flags_info caps them) and the bits set.
+type PrivFlags struct {
+	Names []string
+	Flags uint32
+}
+
+// Update is a SET request as a Backend applies it (see Backend).
+//
+// Apply returns the value the request asks for given the current value cur,
+// whether it differs from cur, and the request's error (an *Error or
+// nlattr error with the offending attribute) — then nothing is applied.
+// Apply is pure: it only reads the request. Changed, when not nil, is called
+// with the value after a successful driver call, under the same lock hold as
+// Apply.
+type Update[T any] struct {
+	Apply   func(cur T) (next T, changed bool, err error)
+	Changed func(result T)
+}
+
 // Channels are ethtool channel counts (struct ethtool_channels).
 type Channels struct {
 	RxMax, TxMax, OtherMax, CombinedMax uint32
@@ -136,12 +156,17 @@ type PortInfo struct {
 // NLMSG_ERROR and the message in NLMSGERR_ATTR_MSG. An error wrapping no
 // errno is reported as EIO with its text as the message.
 //
-// The ethtool-core checks (ring size > max, channel counts > max or no RX/TX
-// channel, unknown bits vs the number of flags, no change → no driver call and
-// no notification) are done by the server exactly as net/ethtool does, before
-// the Set* methods are called; Set* methods get the complete new value. After
-// a successful Set* the server re-reads the value (as ethnl_default_notify
-// does) and emits the *_NTF itself.
+// The Set* methods get an Update: the backend calls its Apply with the
+// current value under its configuration lock, and Apply returns the value the
+// request asks for — only the attributes the request carries changed, the
+// ethtool-core checks (ring size > max, channel counts > max or no RX/TX
+// channel, unknown bits vs the number of flags) done exactly as net/ethtool
+// does them. No change means no driver call and no notification. After a
+// successful driver call the backend calls Changed with the resulting value
+// (which the driver may have rounded), still under the lock, and the server
+// queues the *_NTF from it, as ethnl_default_set_doit calls ethnl_notify
+// under rtnl_lock: one notification per change, in the order of the changes,
+// none for a no-op or a refused request.
 //
 // Device lookups must return an error wrapping unix.ENODEV when there is no
 // such device in c.NetNS; the server then answers with the kernel's extack.
@@ -152,12 +177,12 @@ type Backend interface {
 	DeviceByName(ctx context.Context, c Caller, name string) (Device, error)     // ENODEV if none (may wait briefly)
 
 	StringSet(ctx context.Context, c Caller, d Device, set uint32) ([]string, error) // per-device sets; nil/empty = count 0
-	PrivFlags(ctx context.Context, c Caller, d Device) (names []string, flags uint32, err error)
-	SetPrivFlags(ctx context.Context, c Caller, d Device, flags uint32) error
+	PrivFlags(ctx context.Context, c Caller, d Device) (PrivFlags, error)
+	SetPrivFlags(ctx context.Context, c Caller, d Device, u Update[PrivFlags]) error
 	Rings(ctx context.Context, c Caller, d Device) (Rings, error)
-	SetRings(ctx context.Context, c Caller, d Device, r Rings) error
+	SetRings(ctx context.Context, c Caller, d Device, u Update[Rings]) error
 	Channels(ctx context.Context, c Caller, d Device) (Channels, error)
-	SetChannels(ctx context.Context, c Caller, d Device, ch Channels) error
+	SetChannels(ctx context.Context, c Caller, d Device, u Update[Channels]) error
 
 	Ports(ctx context.Context, c Caller) ([]PortInfo, error)
 	Port(ctx context.Context, c Caller, d Device) (PortInfo, error)
