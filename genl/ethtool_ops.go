@@ -12,6 +12,7 @@ import (
 
 	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // The ethtool family, mirroring net/ethtool/netlink.c for the messages manad
@@ -515,37 +516,11 @@ func (s *Server) ringsGet() *ethGet {
 			return rg, err
 		},
 		fill: func(b *nlattr.Builder, _, data any, _ bool) error {
-			putRings(b, data.(Rings))
+			rg := data.(Rings)
+			wire.RingsTable.Put(b, &rg)
 			return nil
 		},
 	}
-}
-
-// putRings mirrors rings_fill_reply for a driver without
-// ETHTOOL_RING_USE_TX_PUSH_BUF_LEN and ETHTOOL_RING_USE_HDS_THRS.
-func putRings(b *nlattr.Builder, rg Rings) {
-	putPair(b, unix.ETHTOOL_A_RINGS_RX_MAX, unix.ETHTOOL_A_RINGS_RX, rg.RxMax, rg.Rx)
-	putPair(b, unix.ETHTOOL_A_RINGS_RX_MINI_MAX, unix.ETHTOOL_A_RINGS_RX_MINI, rg.RxMiniMax, rg.RxMini)
-	putPair(b, unix.ETHTOOL_A_RINGS_RX_JUMBO_MAX, unix.ETHTOOL_A_RINGS_RX_JUMBO, rg.RxJumboMax, rg.RxJumbo)
-	putPair(b, unix.ETHTOOL_A_RINGS_TX_MAX, unix.ETHTOOL_A_RINGS_TX, rg.TxMax, rg.Tx)
-	if rg.RxBufLen != 0 {
-		b.PutU32(unix.ETHTOOL_A_RINGS_RX_BUF_LEN, rg.RxBufLen)
-	}
-	if rg.TCPDataSplit != 0 {
-		b.PutU8(unix.ETHTOOL_A_RINGS_TCP_DATA_SPLIT, rg.TCPDataSplit)
-	}
-	if rg.CQESize != 0 {
-		b.PutU32(unix.ETHTOOL_A_RINGS_CQE_SIZE, rg.CQESize)
-	}
-	b.PutU8(unix.ETHTOOL_A_RINGS_TX_PUSH, b2u8(rg.TxPush))
-	b.PutU8(unix.ETHTOOL_A_RINGS_RX_PUSH, b2u8(rg.RxPush))
-}
-
-func b2u8(v bool) uint8 {
-	if v {
-		return 1
-	}
-	return 0
 }
 
 // ringsValidate mirrors ethnl_set_rings_validate for a driver whose
@@ -624,26 +599,10 @@ func (s *Server) channelsGet() *ethGet {
 			return ch, err
 		},
 		fill: func(b *nlattr.Builder, _, data any, _ bool) error {
-			putChannels(b, data.(Channels))
+			ch := data.(Channels)
+			wire.ChannelsTable.Put(b, &ch)
 			return nil
 		},
-	}
-}
-
-// putChannels mirrors channels_fill_reply.
-func putChannels(b *nlattr.Builder, ch Channels) {
-	putPair(b, unix.ETHTOOL_A_CHANNELS_RX_MAX, unix.ETHTOOL_A_CHANNELS_RX_COUNT, ch.RxMax, ch.Rx)
-	putPair(b, unix.ETHTOOL_A_CHANNELS_TX_MAX, unix.ETHTOOL_A_CHANNELS_TX_COUNT, ch.TxMax, ch.Tx)
-	putPair(b, unix.ETHTOOL_A_CHANNELS_OTHER_MAX, unix.ETHTOOL_A_CHANNELS_OTHER_COUNT, ch.OtherMax, ch.Other)
-	putPair(b, unix.ETHTOOL_A_CHANNELS_COMBINED_MAX, unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT, ch.CombinedMax, ch.Combined)
-}
-
-// putPair emits a maximum and its current value, only when the driver reports a maximum: the
-// rule rings_fill_reply and channels_fill_reply share.
-func putPair(b *nlattr.Builder, maxAttr, curAttr uint16, maxV, cur uint32) {
-	if maxV != 0 {
-		b.PutU32(maxAttr, maxV)
-		b.PutU32(curAttr, cur)
 	}
 }
 

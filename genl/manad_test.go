@@ -12,6 +12,7 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 func TestManadPorts(t *testing.T) {
@@ -172,9 +173,9 @@ func TestManadXDPStatsLayoutFaults(t *testing.T) {
 func TestManadRequestValidation(t *testing.T) {
 	ts := startServer(t, nil)
 	rc := dialRaw(t, ts.path)
-	mf := manadFamilyID(t, rc, genl.FamilyName)
+	mf := manadFamilyID(t, rc, wire.FamilyName)
 	devHdr := func(m *msgBuilder) {
-		header(m, genl.AttrHeader, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "mana0") })
+		header(m, wire.AttrHeader, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "mana0") })
 	}
 	tests := []struct {
 		name     string
@@ -185,26 +186,26 @@ func TestManadRequestValidation(t *testing.T) {
 		missType uint32
 		missNest bool
 	}{
-		{"set MTU without MTU", genl.CmdPortSetMTU, devHdr, unix.EINVAL, "missing MTU", uint32(genl.AttrMTU), false},
-		{"set MTU without header", genl.CmdPortSetMTU, func(m *msgBuilder) { m.PutU32(genl.AttrMTU, 1500) },
-			unix.EINVAL, "missing device header", uint32(genl.AttrHeader), false},
-		{"attribute of another command", genl.CmdPortDel, func(m *msgBuilder) { devHdr(m); m.PutU32(genl.AttrMTU, 1) },
+		{"set MTU without MTU", wire.CmdPortSetMTU, devHdr, unix.EINVAL, "missing MTU", uint32(wire.AttrMTU), false},
+		{"set MTU without header", wire.CmdPortSetMTU, func(m *msgBuilder) { m.PutU32(wire.AttrMTU, 1500) },
+			unix.EINVAL, "missing device header", uint32(wire.AttrHeader), false},
+		{"attribute of another command", wire.CmdPortDel, func(m *msgBuilder) { devHdr(m); m.PutU32(wire.AttrMTU, 1) },
 			unix.EINVAL, "Unsupported attribute", 0, false},
-		{"attribute above max", genl.CmdPortGet, func(m *msgBuilder) { m.PutU32(60, 1) },
+		{"attribute above max", wire.CmdPortGet, func(m *msgBuilder) { m.PutU32(60, 1) },
 			unix.EINVAL, "Unknown attribute type", 0, false},
-		{"fault without point", genl.CmdFaultSet, func(m *msgBuilder) {
+		{"fault without point", wire.CmdFaultSet, func(m *msgBuilder) {
 			devHdr(m)
-			n := m.Nest(genl.AttrFault)
-			m.PutString(genl.FaultAttrMode, "once")
+			n := m.Nest(wire.AttrFault)
+			m.PutString(wire.FaultAttrMode, "once")
 			m.EndNest(n)
-		}, unix.EINVAL, "missing fault point", uint32(genl.FaultAttrPoint), true},
-		{"port spec attribute not accepted at creation", genl.CmdPortNew, func(m *msgBuilder) {
-			n := m.Nest(genl.AttrPort)
-			m.PutU8(genl.PortAttrRunning, 1)
+		}, unix.EINVAL, "missing fault point", uint32(wire.FaultAttrPoint), true},
+		{"port spec attribute not accepted at creation", wire.CmdPortNew, func(m *msgBuilder) {
+			n := m.Nest(wire.AttrPort)
+			m.PutU8(wire.PortAttrRunning, 1)
 			m.EndNest(n)
 		}, unix.EINVAL, "Unsupported attribute", 0, false},
-		{"join without group", genl.CmdGroupJoin, func(m *msgBuilder) {}, unix.EINVAL, "missing multicast group", uint32(genl.AttrGroup), false},
-		{"dump of a do-only command", genl.CmdLayoutPlan, nil, unix.EOPNOTSUPP, "", 0, false},
+		{"join without group", wire.CmdGroupJoin, func(m *msgBuilder) {}, unix.EINVAL, "missing multicast group", uint32(wire.AttrGroup), false},
+		{"dump of a do-only command", wire.CmdLayoutPlan, nil, unix.EOPNOTSUPP, "", 0, false},
 		{"unknown command", 99, func(m *msgBuilder) {}, unix.EOPNOTSUPP, "", 0, false},
 	}
 	for i, tt := range tests {

@@ -61,7 +61,7 @@ func (b *MemBackend) AddPort(ns NetNS, name string) *MemDev {
 		Names:    []string{"full-page-rx"},
 		Rings:    Rings{RxMax: 8192, TxMax: 16384, Rx: 1024, Tx: 1024},
 		Channels: Channels{CombinedMax: 16, Combined: 4},
-		Stats:    []Stat{{"stop_queue", 1}, {"wake_queue", 2}, {"rx_0_packets", 300}},
+		Stats:    []Stat{{Name: "stop_queue", Value: 1}, {Name: "wake_queue", Value: 2}, {Name: "rx_0_packets", Value: 300}},
 	}
 	d.Info = PortInfo{MTU: 1500, MinMTU: 68, MaxMTU: 9000, PageSize: 4096, Queues: 4, MaxQueues: 16,
 		RxRing: 1024, TxRing: 1024, AdminUp: true, Running: true,

@@ -4,14 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
+	"github.com/manad/manad/genl/wire"
 	"golang.org/x/sys/unix"
 )
-
-// NetNS identifies a network namespace (st_dev/st_ino of /proc/<pid>/ns/net).
-type NetNS struct{ Dev, Ino uint64 }
 
 // Caller is the peer of a request, from its socket credentials at connect
 // time.
@@ -26,27 +23,6 @@ type Caller struct {
 	// NetNS is the caller's network namespace, which scopes device lookups
 	// and notifications as the kernel scopes them by socket netns.
 	NetNS NetNS
-}
-
-// Device is a netdev as the backend resolved it.
-type Device struct {
-	Index uint32
-	Name  string
-	NetNS NetNS
-}
-
-// Rings are ethtool ring parameters (struct ethtool_ringparam plus the
-// kernel_ethtool_ringparam fields manad models).
-type Rings struct {
-	RxMax, RxMiniMax, RxJumboMax, TxMax uint32
-	Rx, RxMini, RxJumbo, Tx             uint32
-	RxBufLen, CQESize                   uint32
-	TCPDataSplit                        uint8 // 0 unknown, 1 disabled, 2 enabled
-	TxPush, RxPush                      bool
-	// Sent by drivers with ETHTOOL_RING_USE_TX_PUSH_BUF_LEN / _HDS_THRS only (none of manad's
-	// ports); a client reads them from kernel NICs.
-	TxPushBufLen, TxPushBufLenMax uint32
-	HDSThresh, HDSThreshMax       uint32
 }
 
 // PrivFlags are a device's private flags: their names (at most 32 are
@@ -69,83 +45,20 @@ type Update[T any] struct {
 	Changed func(result T)
 }
 
-// Channels are ethtool channel counts (struct ethtool_channels).
-type Channels struct {
-	RxMax, TxMax, OtherMax, CombinedMax uint32
-	Rx, Tx, Other, Combined             uint32
-}
-
-// Stat is one driver statistic, as ethtool -S shows it.
-type Stat struct {
-	Name  string
-	Value uint64
-}
-
-// RxBufLayout is the wire form of an RX buffer layout (the daemon converts
-// from vnic/rxbuf).
-type RxBufLayout struct {
-	Rule                                                               string // "upstream" | "pre-headroom" | "pre-frag"
-	PageSize, MTU                                                      uint32
-	XDP, FullPageRx                                                    bool
-	DataSize, AllocSize, Headroom, BufSize, FragCount, Order, PoolSize uint32
-	Single                                                             bool
-	Reason                                                             string // why single-buffer or fragment mode
-	RingSize, Queues, PagesPerQueue                                    uint32
-	BytesPerQueue, BytesTotal                                          uint64
-}
-
-// LayoutRequest asks for the layouts of hypothetical parameters. Empty Rules
-// means the backend's default set.
-type LayoutRequest struct {
-	PageSize, MTU, RingSize, Queues uint32
-	XDP, FullPageRx                 bool
-	Rules                           []string
-}
-
-// Fault is a fault-injection setting for one reconfiguration point.
-type Fault struct {
-	Point string // "prealloc" | "detach" | "attach"
-	Mode  string // "off" | "once" | "count" | "always"
-	Count uint32 // for "count"
-	Errno uint32 // 0 = default for the point
-}
-
-// XDPProgram is an XDP program to attach: a built-in verdict program or an
-// eBPF ELF object.
-type XDPProgram struct {
-	Builtin string // "pass" | "drop" | "tx" | "aborted"
-	Object  []byte // ELF object
-	Section string
-	Name    string
-}
-
-// PortSpec describes a port to create.
-type PortSpec struct {
-	Name                                                     string
-	MAC                                                      net.HardwareAddr
-	MTU, MaxMTU, PageSize, Queues, MaxQueues, RxRing, TxRing uint32
-	Segment, NetNS                                           string
-	MemoryBudget                                             uint64
-	Persistent                                               bool
-	PrivFlags                                                uint32
-}
-
-// PortInfo is the full state of a port.
-type PortInfo struct {
-	Device                                               Device
-	NetNSName, Segment                                   string
-	MAC                                                  net.HardwareAddr
-	AdminUp, Running, Detached, ResetPending, Persistent bool
-	MTU, MinMTU, MaxMTU, PageSize, Queues, MaxQueues     uint32
-	RxRing, TxRing                                       uint32
-	PrivFlags                                            uint32
-	PrivFlagNames                                        []string
-	XDP                                                  string // "" = none, else "pass"/"drop"/"tx"/"aborted" or "ebpf:<name>"
-	Layout                                               RxBufLayout
-	PagesPinned, BytesPinned, BuffersInFlight            uint64 // live, from the page pools
-	MemoryInUse, MemoryPeak, MemoryBudget                uint64
-	Faults                                               []Fault
-}
+// The structs of the wire, under the names the Backend uses.
+type (
+	NetNS         = wire.NetNS
+	Device        = wire.Device
+	Rings         = wire.Rings
+	Channels      = wire.Channels
+	Stat          = wire.Stat
+	RxBufLayout   = wire.RxBufLayout
+	LayoutRequest = wire.LayoutRequest
+	Fault         = wire.Fault
+	XDPProgram    = wire.XDPProgram
+	PortSpec      = wire.PortSpec
+	PortInfo      = wire.PortInfo
+)
 
 // Backend is what the server calls; the daemon implements it.
 //
