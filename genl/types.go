@@ -2,12 +2,13 @@ package genl
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/manad/manad/genl/wire"
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/vnic/extack"
 )
 
 // Caller is the peer of a request, from its socket credentials at connect
@@ -142,28 +143,13 @@ type ServerConfig struct {
 	Observer Observer
 }
 
-// Error is an errno with a user-facing message, for Backend implementations.
-// The server sends Errno in NLMSG_ERROR and Message as NLMSGERR_ATTR_MSG.
-type Error struct {
-	Errno   unix.Errno
-	Message string
-}
+// Error is manad's one errno-plus-message error (vnic/extack), for Backend
+// implementations. The server sends Errno in NLMSG_ERROR, Message as
+// NLMSGERR_ATTR_MSG and a non-zero Offset as NLMSGERR_ATTR_OFFS.
+type Error = extack.Error
 
 // Errorf returns an *Error with errno and a formatted message. The result
 // satisfies errors.Is(err, errno).
 func Errorf(errno unix.Errno, format string, args ...any) error {
-	return &Error{Errno: errno, Message: fmt.Sprintf(format, args...)}
+	return extack.New(errno, format, args...)
 }
-
-func (e *Error) Error() string {
-	if e.Message == "" {
-		return e.Errno.Error()
-	}
-	return e.Message + ": " + e.Errno.Error()
-}
-
-// Unwrap returns the errno.
-func (e *Error) Unwrap() error { return e.Errno }
-
-// ExtackMessage returns the message sent as NLMSGERR_ATTR_MSG.
-func (e *Error) ExtackMessage() string { return e.Message }

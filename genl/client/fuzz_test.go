@@ -54,7 +54,7 @@ func FuzzDecodeReplies(f *testing.F) {
 	b.EndNest(faults)
 	b.EndNest(n)
 	f.Add(append([]byte(nil), b.B...))
-	f.Add(nlattr.AppendAck(nil, make([]byte, 24), 1, unix.EINVAL, &nlattr.Error{Errno: unix.EINVAL, Msg: "x", Off: 20}, nlattr.AckOptions{ExtAck: true}))
+	f.Add(nlattr.AppendAck(nil, make([]byte, 24), 1, unix.EINVAL, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "x", Offset: 20}}, nlattr.AckOptions{ExtAck: true}))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = DecodePrivateFlags(data, []string{"a"})
