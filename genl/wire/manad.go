@@ -147,12 +147,6 @@ const ListItem uint16 = 1
 // XDPBuiltins are the valid XDPAttrBuiltin strings, checked by the server.
 func XDPBuiltins() []string { return []string{"pass", "drop", "tx", "aborted"} }
 
-// FaultPoints are the valid FaultAttrPoint strings, checked by the server.
-func FaultPoints() []string { return []string{"prealloc", "detach", "attach"} }
-
-// FaultModes are the valid FaultAttrMode strings, checked by the server.
-func FaultModes() []string { return []string{"off", "once", "count", "always"} }
-
 // LayoutRules are the valid LayoutAttrRule strings, checked by the server.
 func LayoutRules() []string { return []string{"upstream", "pre-headroom", "pre-frag"} }
 
