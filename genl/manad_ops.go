@@ -14,7 +14,7 @@ import (
 	"github.com/manad/manad/genl/wire"
 )
 
-// Policies of the manad family (see manad_family.go for the wire table).
+// Policies of the manad family (genl/wire has its numbers and tables).
 var (
 	manadHeaderNest = nlattr.Policy{Kind: nlattr.Nested, Nested: ethtool.Policy().Header}
 	nameStr         = nlattr.Policy{Kind: nlattr.NulString, Len: 255}
