@@ -10,18 +10,7 @@ import (
 // CHANNELS messages, as net/ethtool/channels.c.
 
 func (s *Server) channelsGet() *ethGet {
-	return &ethGet{
-		replyCmd: unix.ETHTOOL_MSG_CHANNELS_GET_REPLY,
-		prepare: func(r *request, d *Device, _ any) (any, error) {
-			ch, err := s.cfg.Backend.Channels(r.ctx, r.c.caller, *d)
-			return ch, err
-		},
-		fill: func(b *nlattr.Builder, _, data any, _ bool) error {
-			ch := data.(Channels)
-			wire.ChannelsTable.Put(b, &ch)
-			return nil
-		},
-	}
+	return tableGet(unix.ETHTOOL_MSG_CHANNELS_GET_REPLY, s.cfg.Backend.Channels, wire.ChannelsTable)
 }
 
 // channelsSet mirrors ethnl_set_channels (current form, with attribute

@@ -1,6 +1,7 @@
 package genl
 
 import (
+	"context"
 	"errors"
 	"sort"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // The ethtool family, mirroring net/ethtool/netlink.c for the messages manad
@@ -112,6 +114,22 @@ type ethGet struct {
 	parse      func(r *request) (any, error)
 	prepare    func(r *request, d *Device, req any) (any, error)
 	fill       func(b *nlattr.Builder, req, data any, compact bool) error
+}
+
+// tableGet is the GET of a message whose reply is one value the backend
+// returns, written by its wire table: prepare asks get, fill puts the table.
+func tableGet[T any](replyCmd uint8, get func(context.Context, Caller, Device) (T, error), t *wire.Table[T]) *ethGet {
+	return &ethGet{
+		replyCmd: replyCmd,
+		prepare: func(r *request, d *Device, _ any) (any, error) {
+			v, err := get(r.ctx, r.c.caller, *d)
+			return &v, err
+		},
+		fill: func(b *nlattr.Builder, _, data any, _ bool) error {
+			t.Put(b, data.(*T))
+			return nil
+		},
+	}
 }
 
 // ethDoit mirrors ethnl_default_doit.

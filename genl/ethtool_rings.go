@@ -10,18 +10,7 @@ import (
 // RINGS messages, as net/ethtool/rings.c.
 
 func (s *Server) ringsGet() *ethGet {
-	return &ethGet{
-		replyCmd: unix.ETHTOOL_MSG_RINGS_GET_REPLY,
-		prepare: func(r *request, d *Device, _ any) (any, error) {
-			rg, err := s.cfg.Backend.Rings(r.ctx, r.c.caller, *d)
-			return rg, err
-		},
-		fill: func(b *nlattr.Builder, _, data any, _ bool) error {
-			rg := data.(Rings)
-			wire.RingsTable.Put(b, &rg)
-			return nil
-		},
-	}
+	return tableGet(unix.ETHTOOL_MSG_RINGS_GET_REPLY, s.cfg.Backend.Rings, wire.RingsTable)
 }
 
 // ringsValidate mirrors ethnl_set_rings_validate for a driver whose
