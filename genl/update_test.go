@@ -2,6 +2,7 @@ package genl_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
@@ -161,3 +163,17 @@ func describe(n client.Notification) string {
 }
 
 func ptrU32(v uint32) *uint32 { return &v }
+
+// TestBackendErrorOffset: the one error type's Offset, set by a backend,
+// reaches the client as NLMSGERR_ATTR_OFFS with the errno and message.
+func TestBackendErrorOffset(t *testing.T) {
+	ts := startServer(t, nil)
+	ts.be.Update(ts.mana0.Dev.Index, func(d *genl.MemDev) {
+		d.SetErr = &genl.Error{Errno: unix.EBUSY, Message: "queue 3 is busy", Offset: 20}
+	})
+	err := dialClient(t, ts.path).SetRings(ctxT(t), client.Interface{Name: "mana0"}, client.RingsUpdate{Rx: ptrU32(2048)})
+	var ce *client.Error
+	if !errors.Is(err, unix.EBUSY) || !errors.As(err, &ce) || ce.Message != "queue 3 is busy" || ce.Offset != 20 {
+		t.Errorf("backend error: %v (%+v)", err, ce)
+	}
+}
