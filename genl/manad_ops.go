@@ -21,42 +21,16 @@ var (
 	u8Bool          = nlattr.Policy{Kind: nlattr.U8, Check: nlattr.CheckMax, Max: 1}
 	u32             = nlattr.Policy{Kind: nlattr.U32}
 
-	portSpecPolicy = nlattr.NewSet(wire.PortAttrMax, map[uint16]nlattr.Policy{
-		wire.PortAttrDevName:      {Kind: nlattr.NulString, Len: ethtool.IfNameSize - 1},
-		wire.PortAttrNetNS:        nameStr,
-		wire.PortAttrSegment:      nameStr,
-		wire.PortAttrMAC:          {Kind: nlattr.Binary, Check: nlattr.CheckRange, Min: 6, Max: 6},
-		wire.PortAttrPersistent:   u8Bool,
-		wire.PortAttrMTU:          u32,
-		wire.PortAttrMaxMTU:       u32,
-		wire.PortAttrPageSize:     u32,
-		wire.PortAttrQueues:       u32,
-		wire.PortAttrMaxQueues:    u32,
-		wire.PortAttrRxRing:       u32,
-		wire.PortAttrTxRing:       u32,
-		wire.PortAttrPrivFlags:    u32,
-		wire.PortAttrMemoryBudget: {Kind: nlattr.U64},
+	// The nested request policies follow the wire tables, with tighter bounds where a
+	// field has them.
+	portSpecPolicy = tablePolicy(wire.PortAttrMax, wire.PortSpecTable.Kinds(), map[uint16]nlattr.Policy{
+		wire.PortAttrDevName: {Kind: nlattr.NulString, Len: ethtool.IfNameSize - 1},
 	})
-	xdpPolicy = nlattr.NewSet(wire.XDPAttrMax, map[uint16]nlattr.Policy{
-		wire.XDPAttrBuiltin: nameStr,
-		wire.XDPAttrSection: nameStr,
-		wire.XDPAttrName:    nameStr,
-	})
-	faultPolicy = nlattr.NewSet(wire.FaultAttrMax, map[uint16]nlattr.Policy{
-		wire.FaultAttrPoint: nameStr,
-		wire.FaultAttrMode:  nameStr,
-		wire.FaultAttrCount: u32,
+	xdpPolicy   = tablePolicy(wire.XDPAttrMax, wire.XDPTable.Kinds(), nil)
+	faultPolicy = tablePolicy(wire.FaultAttrMax, wire.FaultTable.Kinds(), map[uint16]nlattr.Policy{
 		wire.FaultAttrErrno: {Kind: nlattr.U32, Check: nlattr.CheckRange, Min: 0, Max: 4095},
 	})
-	layoutRequestPolicy = nlattr.NewSet(wire.LayoutAttrMax, map[uint16]nlattr.Policy{
-		wire.LayoutAttrRule:       nameStr,
-		wire.LayoutAttrPageSize:   u32,
-		wire.LayoutAttrMTU:        u32,
-		wire.LayoutAttrXDP:        u8Bool,
-		wire.LayoutAttrFullPageRx: u8Bool,
-		wire.LayoutAttrRingSize:   u32,
-		wire.LayoutAttrQueues:     u32,
-	})
+	layoutRequestPolicy = tablePolicy(wire.LayoutAttrMax, wire.LayoutRequestTable.Kinds(), nil)
 
 	// Per-command request policies: each admits only its own attributes.
 	headerOnlyPolicy = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest})
@@ -71,6 +45,35 @@ var (
 )
 
 func manadPolicy(p map[uint16]nlattr.Policy) *nlattr.Set { return nlattr.NewSet(wire.AttrMax, p) }
+
+// tablePolicy is the policy of a wire table's attributes: each by its kind
+// (strings NUL-terminated and at most 255 bytes, booleans 0 or 1, a MAC 6
+// bytes), except where over says otherwise.
+func tablePolicy(maxType uint16, kinds map[uint16]wire.Kind, over map[uint16]nlattr.Policy) *nlattr.Set {
+	p := make(map[uint16]nlattr.Policy, len(kinds))
+	for t, k := range kinds {
+		switch k {
+		case wire.KindU8:
+			p[t] = nlattr.Policy{Kind: nlattr.U8}
+		case wire.KindBool:
+			p[t] = u8Bool
+		case wire.KindU32:
+			p[t] = u32
+		case wire.KindU64:
+			p[t] = nlattr.Policy{Kind: nlattr.U64}
+		case wire.KindString:
+			p[t] = nameStr
+		case wire.KindMAC:
+			p[t] = nlattr.Policy{Kind: nlattr.Binary, Check: nlattr.CheckRange, Min: 6, Max: 6}
+		default:
+			panic(fmt.Sprintf("genl: no request policy for attribute %d of kind %d", t, k))
+		}
+	}
+	for t, pol := range over {
+		p[t] = pol
+	}
+	return nlattr.NewSet(maxType, p)
+}
 
 func (s *Server) manadFamily() *family {
 	do := func(cmd uint8, admin bool, pol *nlattr.Set, fn func(*request) error) op {

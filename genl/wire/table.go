@@ -24,6 +24,7 @@ import (
 // Nest and NestList.
 type Field[T any] struct {
 	typ  uint16
+	kind Kind
 	put  func(b *nlattr.Builder, v *T)
 	get  func(a nlattr.Attr, v *T) error
 	zero func(v *T) bool
@@ -42,6 +43,22 @@ func (f Field[T]) When(cond func(v *T) bool) Field[T] {
 	f.when = cond
 	return f
 }
+
+// Kind is the wire type of a Field, from which the server derives its
+// request policy.
+type Kind uint8
+
+// Kinds of Field.
+const (
+	KindU8 Kind = iota + 1
+	KindBool
+	KindU32
+	KindU64
+	KindString // also Repeated
+	KindMAC    // 6 bytes
+	KindNest   // Nest
+	KindList   // Strings, NestList
+)
 
 // Table is the attribute set of a T, in the order Put writes it.
 type Table[T any] struct {
@@ -72,6 +89,15 @@ func (t *Table[T]) PutNest(b *nlattr.Builder, typ uint16, v *T) {
 	n := b.Nest(typ)
 	t.Put(b, v)
 	b.EndNest(n)
+}
+
+// Kinds returns the wire type of every attribute of the table, by type.
+func (t *Table[T]) Kinds() map[uint16]Kind {
+	m := make(map[uint16]Kind, len(t.fields))
+	for _, f := range t.fields {
+		m[f.typ] = f.kind
+	}
+	return m
 }
 
 // Decode reads the attribute stream data into v. Attributes the table does
@@ -106,7 +132,7 @@ func short(a nlattr.Attr, n int) error {
 
 // U8 is a u8 attribute.
 func U8[T any](typ uint16, p func(*T) *uint8) Field[T] {
-	return Field[T]{typ: typ,
+	return Field[T]{typ: typ, kind: KindU8,
 		put:  func(b *nlattr.Builder, v *T) { b.PutU8(typ, *p(v)) },
 		get:  func(a nlattr.Attr, v *T) error { *p(v) = a.U8(); return short(a, 1) },
 		zero: func(v *T) bool { return *p(v) == 0 },
@@ -115,7 +141,7 @@ func U8[T any](typ uint16, p func(*T) *uint8) Field[T] {
 
 // Bool is a u8 attribute holding 0 or 1 (any non-zero reads as true).
 func Bool[T any](typ uint16, p func(*T) *bool) Field[T] {
-	return Field[T]{typ: typ,
+	return Field[T]{typ: typ, kind: KindBool,
 		put: func(b *nlattr.Builder, v *T) {
 			var u uint8
 			if *p(v) {
@@ -130,7 +156,7 @@ func Bool[T any](typ uint16, p func(*T) *bool) Field[T] {
 
 // U32 is a host-order u32 attribute.
 func U32[T any](typ uint16, p func(*T) *uint32) Field[T] {
-	return Field[T]{typ: typ,
+	return Field[T]{typ: typ, kind: KindU32,
 		put:  func(b *nlattr.Builder, v *T) { b.PutU32(typ, *p(v)) },
 		get:  func(a nlattr.Attr, v *T) error { *p(v) = a.U32(); return short(a, 4) },
 		zero: func(v *T) bool { return *p(v) == 0 },
@@ -139,7 +165,7 @@ func U32[T any](typ uint16, p func(*T) *uint32) Field[T] {
 
 // U64 is a host-order u64 attribute.
 func U64[T any](typ uint16, p func(*T) *uint64) Field[T] {
-	return Field[T]{typ: typ,
+	return Field[T]{typ: typ, kind: KindU64,
 		put:  func(b *nlattr.Builder, v *T) { b.PutU64(typ, *p(v)) },
 		get:  func(a nlattr.Attr, v *T) error { *p(v) = a.U64(); return short(a, 8) },
 		zero: func(v *T) bool { return *p(v) == 0 },
@@ -148,7 +174,7 @@ func U64[T any](typ uint16, p func(*T) *uint64) Field[T] {
 
 // String is a NUL-terminated string attribute.
 func String[T any](typ uint16, p func(*T) *string) Field[T] {
-	return Field[T]{typ: typ,
+	return Field[T]{typ: typ, kind: KindString,
 		put:  func(b *nlattr.Builder, v *T) { b.PutString(typ, *p(v)) },
 		get:  func(a nlattr.Attr, v *T) error { *p(v) = a.Str(); return nil },
 		zero: func(v *T) bool { return *p(v) == "" },
@@ -157,7 +183,7 @@ func String[T any](typ uint16, p func(*T) *string) Field[T] {
 
 // MAC is a binary hardware-address attribute, left out when empty.
 func MAC[T any](typ uint16, p func(*T) *net.HardwareAddr) Field[T] {
-	f := Field[T]{typ: typ,
+	f := Field[T]{typ: typ, kind: KindMAC,
 		put:  func(b *nlattr.Builder, v *T) { b.Put(typ, *p(v)) },
 		get:  func(a nlattr.Attr, v *T) error { *p(v) = net.HardwareAddr(slices.Clone(a.Data)); return nil },
 		zero: func(v *T) bool { return len(*p(v)) == 0 },
@@ -168,7 +194,7 @@ func MAC[T any](typ uint16, p func(*T) *net.HardwareAddr) Field[T] {
 // Repeated is a string attribute that may occur many times at its level, one
 // per element (in order).
 func Repeated[T any](typ uint16, p func(*T) *[]string) Field[T] {
-	return Field[T]{typ: typ,
+	return Field[T]{typ: typ, kind: KindString,
 		put: func(b *nlattr.Builder, v *T) {
 			for _, s := range *p(v) {
 				b.PutString(typ, s)
@@ -181,7 +207,7 @@ func Repeated[T any](typ uint16, p func(*T) *[]string) Field[T] {
 
 // Strings is a nest of ListItem string attributes, in order.
 func Strings[T any](typ uint16, p func(*T) *[]string) Field[T] {
-	return Field[T]{typ: typ,
+	return Field[T]{typ: typ, kind: KindList,
 		put: func(b *nlattr.Builder, v *T) {
 			n := b.Nest(typ)
 			for _, s := range *p(v) {
@@ -201,7 +227,7 @@ func Strings[T any](typ uint16, p func(*T) *[]string) Field[T] {
 
 // Nest is a nested attribute set described by sub.
 func Nest[T, S any](typ uint16, p func(*T) *S, sub *Table[S]) Field[T] {
-	return Field[T]{typ: typ,
+	return Field[T]{typ: typ, kind: KindNest,
 		put:  func(b *nlattr.Builder, v *T) { sub.PutNest(b, typ, p(v)) },
 		get:  func(a nlattr.Attr, v *T) error { return sub.Decode(a.Data, p(v)) },
 		zero: func(*T) bool { return false },
@@ -210,7 +236,7 @@ func Nest[T, S any](typ uint16, p func(*T) *S, sub *Table[S]) Field[T] {
 
 // NestList is a nest of ListItem nests, each an S described by sub.
 func NestList[T, S any](typ uint16, p func(*T) *[]S, sub *Table[S]) Field[T] {
-	return Field[T]{typ: typ,
+	return Field[T]{typ: typ, kind: KindList,
 		put: func(b *nlattr.Builder, v *T) {
 			n := b.Nest(typ)
 			for i := range *p(v) {
