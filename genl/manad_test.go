@@ -100,10 +100,6 @@ func TestManadXDPStatsLayoutFaults(t *testing.T) {
 	if p, _ := c.Port(ctx, mana0); p.XDP != "ebpf:prog" {
 		t.Errorf("port XDP %q", p.XDP)
 	}
-	if err := c.AttachXDP(ctx, mana0, genl.XDPProgram{Builtin: "redirect"}); !errors.Is(err, unix.EINVAL) || !errors.As(err, &ce) ||
-		ce.Message != `unknown built-in XDP program "redirect" (want pass, drop, tx, aborted)` || ce.Offset == 0 {
-		t.Errorf("bad builtin: %v", err)
-	}
 	if err := c.AttachXDP(ctx, mana0, genl.XDPProgram{Builtin: "pass", Object: []byte{1}}); !errors.Is(err, unix.EINVAL) ||
 		!errors.As(err, &ce) || ce.Message != "XDP builtin and object are mutually exclusive" {
 		t.Errorf("both: %v", err)
@@ -133,10 +129,6 @@ func TestManadXDPStatsLayoutFaults(t *testing.T) {
 	}
 	if len(layouts) != 2 || layouts[0].Rule != "upstream" || layouts[0].BufSize != 2112 || layouts[0].FragCount != 31 || layouts[1].Rule != "pre-frag" {
 		t.Errorf("layouts: %+v", layouts)
-	}
-	if _, err := c.PlanLayout(ctx, genl.LayoutRequest{PageSize: 4096, MTU: 1500, Rules: []string{"newest"}}); !errors.Is(err, unix.EINVAL) ||
-		!errors.As(err, &ce) || ce.Offset == 0 {
-		t.Errorf("bad rule: %v", err)
 	}
 
 	if err := c.SetFault(ctx, mana0, genl.Fault{Point: "prealloc", Mode: "count", Count: 3, Errno: uint32(unix.ENOMEM)}); err != nil {

@@ -144,12 +144,6 @@ const (
 // (PortAttrPrivFlagNames, PortAttrFaults).
 const ListItem uint16 = 1
 
-// XDPBuiltins are the valid XDPAttrBuiltin strings, checked by the server.
-func XDPBuiltins() []string { return []string{"pass", "drop", "tx", "aborted"} }
-
-// LayoutRules are the valid LayoutAttrRule strings, checked by the server.
-func LayoutRules() []string { return []string{"upstream", "pre-headroom", "pre-frag"} }
-
 // NetNS identifies a network namespace (st_dev/st_ino of /proc/<pid>/ns/net).
 type NetNS struct{ Dev, Ino uint64 }
 
