@@ -151,13 +151,7 @@ func describe(n client.Notification) string {
 	case client.ChannelsChanged:
 		return fmt.Sprintf("channels %s combined=%d", n.Interface.Name, n.Channels.Combined)
 	case client.PrivateFlagsChanged:
-		var bits uint32
-		for _, f := range n.PrivateFlags.Flags {
-			if f.On {
-				bits |= 1 << f.Index
-			}
-		}
-		return fmt.Sprintf("privflags %s %#x", n.Interface.Name, bits)
+		return fmt.Sprintf("privflags %s %#x", n.Interface.Name, n.PrivateFlags.Bits())
 	}
 	return n.Kind.String() + " " + n.Interface.Name
 }

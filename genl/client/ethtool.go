@@ -37,6 +37,18 @@ type Channels struct {
 	wire.Channels
 }
 
+// Bits returns the flags that are on as a bitmap, bit i for the flag of
+// Index i (flags past the 32nd are left out).
+func (p *PrivateFlags) Bits() uint32 {
+	var bits uint32
+	for _, f := range p.Flags {
+		if f.On && f.Index >= 0 && f.Index < 32 {
+			bits |= 1 << f.Index
+		}
+	}
+	return bits
+}
+
 // StringSet is one string set (ETH_SS_*).
 type StringSet struct {
 	ID    uint32

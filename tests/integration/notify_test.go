@@ -137,13 +137,7 @@ func TestOneNotificationPerChange(t *testing.T) {
 		case next.queues != cur.queues:
 			ok = e.Kind == client.ChannelsChanged && e.Channels.Combined == next.queues && next.flags == cur.flags
 		case next.flags != cur.flags && e.Kind == client.PrivateFlagsChanged:
-			var bits uint32
-			for _, f := range e.PrivateFlags.Flags {
-				if f.On {
-					bits |= 1 << f.Index
-				}
-			}
-			ok = bits == next.flags
+			ok = e.PrivateFlags.Bits() == next.flags
 		}
 		if !ok {
 			fail("change %+v → %+v followed by %s %+v", cur, next, e.Kind, e)
