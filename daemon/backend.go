@@ -112,23 +112,47 @@ func (p *port) view() portView {
 // whom, the outcome and its duration, and persists and announces the result when the port
 // changed (a refused or no-op request announces nothing, as the ethtool notifications do).
 func (b *backend) change(c genl.Caller, dev genl.Device, op string, value any, f func(p *port) error) error {
+	return b.withPort(dev, func(p *port) error { return b.changeLocked(c, p, op, value, func() error { return f(p) }) })
+}
+
+// changeLocked is change on a port already looked up, the lock held.
+func (b *backend) changeLocked(c genl.Caller, p *port, op string, value any, f func() error) error {
 	d := b.d()
+	before := p.view()
+	start := time.Now()
+	err := f()
+	attrs := []any{"port", p.spec.Name, "op", op, "value", value, "uid", c.UID, "pid", c.PID,
+		"took", time.Since(start)}
+	if err != nil {
+		d.log.Warn("reconfigure", append(attrs, "result", "error", "err", err)...)
+	} else {
+		d.log.Info("reconfigure", append(attrs, "result", "ok")...)
+	}
+	if p.view() != before {
+		d.recordSettings(p)
+		d.srv.NotifyPort("change", p.info())
+	}
+	return err
+}
+
+// update runs an ethtool SET under the configuration lock (genl.Update): the request applied
+// to the current value get(p); for a change, the logged reconfiguration set and then u.Changed
+// with the value it produced, so the ethtool notification is queued before the lock is let go.
+// A refused request reaches neither the port nor the log.
+func update[T any](b *backend, c genl.Caller, dev genl.Device, op string, u genl.Update[T], get func(p *port) T,
+	value func(T) any, set func(p *port, v T) error) error {
 	return b.withPort(dev, func(p *port) error {
-		before := p.view()
-		start := time.Now()
-		err := f(p)
-		attrs := []any{"port", p.spec.Name, "op", op, "value", value, "uid", c.UID, "pid", c.PID,
-			"took", time.Since(start)}
-		if err != nil {
-			d.log.Warn("reconfigure", append(attrs, "result", "error", "err", err)...)
-		} else {
-			d.log.Info("reconfigure", append(attrs, "result", "ok")...)
+		next, mod, err := u.Apply(get(p))
+		if err != nil || !mod {
+			return err
 		}
-		if p.view() != before {
-			d.recordSettings(p)
-			d.srv.NotifyPort("change", p.info())
+		if err := b.changeLocked(c, p, op, value(next), func() error { return set(p, next) }); err != nil {
+			return err
 		}
-		return err
+		if u.Changed != nil {
+			u.Changed(get(p))
+		}
+		return nil
 	})
 }
 
@@ -148,19 +172,19 @@ func (b *backend) StringSet(ctx context.Context, c genl.Caller, dev genl.Device,
 }
 
 // PrivFlags is mana_get_priv_flags.
-func (b *backend) PrivFlags(ctx context.Context, c genl.Caller, dev genl.Device) (names []string, flags uint32, err error) {
+func (b *backend) PrivFlags(ctx context.Context, c genl.Caller, dev genl.Device) (pf genl.PrivFlags, err error) {
 	err = b.withPort(dev, func(p *port) error {
-		flags = p.vp.Settings().PrivFlags
+		pf = privFlags(p.vp.Settings())
 		return nil
 	})
-	return vnic.PrivFlagNames[:], flags, err
+	return pf, err
 }
 
 // SetPrivFlags is mana_set_priv_flags.
-func (b *backend) SetPrivFlags(ctx context.Context, c genl.Caller, dev genl.Device, flags uint32) error {
-	return b.change(c, dev, "priv-flags", config.PrivFlagNames(flags), func(p *port) error {
-		return p.vp.SetPrivFlags(flags)
-	})
+func (b *backend) SetPrivFlags(ctx context.Context, c genl.Caller, dev genl.Device, u genl.Update[genl.PrivFlags]) error {
+	return update(b, c, dev, "priv-flags", u, func(p *port) genl.PrivFlags { return privFlags(p.vp.Settings()) },
+		func(pf genl.PrivFlags) any { return config.PrivFlagNames(pf.Flags) },
+		func(p *port, pf genl.PrivFlags) error { return p.vp.SetPrivFlags(pf.Flags) })
 }
 
 // Rings is mana_get_ringparam.
@@ -173,10 +197,10 @@ func (b *backend) Rings(ctx context.Context, c genl.Caller, dev genl.Device) (r 
 }
 
 // SetRings is mana_set_ringparam.
-func (b *backend) SetRings(ctx context.Context, c genl.Caller, dev genl.Device, r genl.Rings) error {
-	return b.change(c, dev, "rings", map[string]uint32{"rx": r.Rx, "tx": r.Tx}, func(p *port) error {
-		return p.vp.SetRings(int(r.Rx), int(r.Tx))
-	})
+func (b *backend) SetRings(ctx context.Context, c genl.Caller, dev genl.Device, u genl.Update[genl.Rings]) error {
+	return update(b, c, dev, "rings", u, func(p *port) genl.Rings { return rings(p.vp.Settings()) },
+		func(r genl.Rings) any { return map[string]uint32{"rx": r.Rx, "tx": r.Tx} },
+		func(p *port, r genl.Rings) error { return p.vp.SetRings(int(r.Rx), int(r.Tx)) })
 }
 
 // Channels is mana_get_channels.
@@ -189,11 +213,13 @@ func (b *backend) Channels(ctx context.Context, c genl.Caller, dev genl.Device) 
 }
 
 // SetChannels is mana_set_channels; the TAP gains or loses queues with the port.
-func (b *backend) SetChannels(ctx context.Context, c genl.Caller, dev genl.Device, ch genl.Channels) error {
-	n := int(ch.Combined)
-	return b.change(c, dev, "channels", n, func(p *port) error {
-		return p.ep.SetChannels(n, func() error { return p.vp.SetChannels(n) })
-	})
+func (b *backend) SetChannels(ctx context.Context, c genl.Caller, dev genl.Device, u genl.Update[genl.Channels]) error {
+	return update(b, c, dev, "channels", u, func(p *port) genl.Channels { return channels(p.vp.Settings(), p.vp.Config().MaxQueues) },
+		func(ch genl.Channels) any { return int(ch.Combined) },
+		func(p *port, ch genl.Channels) error {
+			n := int(ch.Combined)
+			return p.ep.SetChannels(n, func() error { return p.vp.SetChannels(n) })
+		})
 }
 
 // Ports lists every port in the caller's namespace with its full state; for an admin caller

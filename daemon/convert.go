@@ -18,6 +18,11 @@ func rings(s vnic.Settings) genl.Rings {
 	return genl.Rings{RxMax: vnic.MaxRxRing, TxMax: vnic.MaxTxRing, Rx: uint32(s.RxRing), Tx: uint32(s.TxRing)}
 }
 
+// privFlags is mana_get_priv_flags.
+func privFlags(s vnic.Settings) genl.PrivFlags {
+	return genl.PrivFlags{Names: vnic.PrivFlagNames[:], Flags: s.PrivFlags}
+}
+
 // channels is mana_get_channels: combined channels only.
 func channels(s vnic.Settings, maxQueues int) genl.Channels {
 	return genl.Channels{CombinedMax: uint32(maxQueues), Combined: uint32(s.Queues)}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/vnic/extack"
 )
 
 // Family and multicast group ids. nlctrl's are fixed by the uAPI; the others
@@ -108,7 +109,7 @@ var errConnGone = errors.New("genl: connection closed")
 
 // errMsgSize is what a reply that does not fit gets (the kernel's -EMSGSIZE
 // from nla_put*).
-var errMsgSize = &nlattr.Error{Errno: unix.EMSGSIZE, Msg: "reply does not fit in a netlink message"}
+var errMsgSize = &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EMSGSIZE, Message: "reply does not fit in a netlink message"}}
 
 // tooBig is the EMSGSIZE of a reply datagram longer than the connection can send.
 func tooBig(what string, n, limit int) *nlattr.Error {
@@ -230,7 +231,7 @@ func (d *dumper) finish(err error) error {
 	if err != nil {
 		var ne *nlattr.Error
 		errno, ne = d.r.s.toNLError(err)
-		msg = ne.Msg
+		msg = ne.Message
 	}
 	d.r.s.observeRequest(d.r.hdr, d.r.msg, err, false)
 	done := nlattr.AppendDone(nil, d.r.hdr.Seq, d.r.hdr.PID, errno, msg, d.r.c.extAck)
@@ -248,6 +249,9 @@ func (s *Server) toNLError(err error) (unix.Errno, *nlattr.Error) {
 	var ne *nlattr.Error
 	if errors.As(err, &ne) {
 		return ne.Errno, ne
+	}
+	if xe := (*extack.Error)(nil); errors.As(err, &xe) && xe.Errno != 0 {
+		return xe.Errno, &nlattr.Error{Extack: *xe}
 	}
 	msg := ""
 	var em interface{ ExtackMessage() string }
@@ -268,7 +272,7 @@ func (s *Server) toNLError(err error) (unix.Errno, *nlattr.Error) {
 			msg = err.Error()
 		}
 	}
-	return errno, &nlattr.Error{Errno: errno, Msg: msg}
+	return errno, &nlattr.Error{Extack: nlattr.Extack{Errno: errno, Message: msg}}
 }
 
 // handleDatagram serves every netlink message of one request datagram, in

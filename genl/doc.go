@@ -77,8 +77,8 @@
 //   - Lists that can outgrow one attribute (64 KiB) are repeated top-level
 //     attributes, in order: STAT, LAYOUT, XDP_OBJECT.
 //
-// Commands (request → reply; attribute constants are Attr*, PortAttr*,
-// LayoutAttr*, FaultAttr*, XDPAttr*, StatAttr*):
+// Commands (request → reply; attribute constants are wire.Attr*,
+// wire.PortAttr*, LayoutAttr*, FaultAttr*, XDPAttr*, StatAttr*):
 //
 //	cmd  name             do/dump  rights  request attributes                 reply
 //	1    PORT_GET         do+dump  open    HEADER (do)                        PORT_GET: PORT
@@ -108,9 +108,16 @@
 // Notifications (ethtool *_NTF and manad PORT_*_NTF) have pid 0, flags 0
 // and a sequence number from a per-family counter; they reach the members
 // of the group whose network namespace is the device's. Ethtool
-// notifications carry compact bitsets.
+// notifications carry compact bitsets. An ethtool SET applies only the
+// attributes it carries, under the backend's configuration lock, and its
+// *_NTF is queued under that same lock from the state the change produced
+// (Update): one notification per change, in the order of the changes, none
+// for a no-op or a refused request.
 //
-// The client side is package genl/client; genl/nlattr and genl/ethtool hold
-// the kernel-compatible attribute validation and the ethtool bitset and
-// string-set codecs.
+// Package genl/wire holds the numbers, structs and one Table per attribute
+// set that both this server and the client (genl/client, which does not
+// import this package) encode and decode with; genl/nlattr and genl/ethtool
+// hold the kernel-compatible attribute validation and the ethtool bitset and
+// string-set codecs. Errors are vnic/extack's one errno + message + offset
+// type (Error is an alias of it).
 package genl

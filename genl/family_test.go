@@ -10,9 +10,9 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // TestGetFamilyOverUnixSocket: genetlink.Conn.GetFamily and ListFamilies,
@@ -35,11 +35,11 @@ func TestGetFamilyOverUnixSocket(t *testing.T) {
 	if len(eth.Groups) != 1 || eth.Groups[0].Name != "monitor" || eth.Groups[0].ID == 0 {
 		t.Errorf("ethtool groups = %+v, want one non-zero \"monitor\" (mdlayher/ethtool requires it)", eth.Groups)
 	}
-	m, err := conn.GetFamily(genl.FamilyName)
+	m, err := conn.GetFamily(wire.FamilyName)
 	if err != nil {
 		t.Fatalf("GetFamily(manad): %v", err)
 	}
-	if m.Version != genl.FamilyVersion || len(m.Groups) != 1 || m.Groups[0].Name != genl.EventsGroup {
+	if m.Version != wire.FamilyVersion || len(m.Groups) != 1 || m.Groups[0].Name != wire.EventsGroup {
 		t.Errorf("manad family = %+v", m)
 	}
 	ctrl, err := conn.GetFamily("nlctrl")

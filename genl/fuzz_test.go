@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // seedRequests are valid and invalid request datagrams covering every
@@ -71,7 +72,7 @@ func seedRequests() map[string][]byte {
 		b.EndNest(n)
 		b.PutFlag(unix.ETHTOOL_A_STRSET_COUNTS_ONLY)
 	}
-	mhdr := hdr(AttrHeader, "mana0")
+	mhdr := hdr(wire.AttrHeader, "mana0")
 	seeds := map[string][]byte{
 		"getfamily":       msg(nlctrlID, 0, unix.CTRL_CMD_GETFAMILY, func(b *nlattr.Builder) { b.PutString(unix.CTRL_ATTR_FAMILY_NAME, "ethtool") }),
 		"dumpfamily":      msg(nlctrlID, nlattr.FlagDump, unix.CTRL_CMD_GETFAMILY, nil),
@@ -84,34 +85,41 @@ func seedRequests() map[string][]byte {
 		"rings_set":       msg(ethtoolID, nlattr.FlagAck, unix.ETHTOOL_MSG_RINGS_SET, and(hdr(1, "mana0"), func(b *nlattr.Builder) { b.PutU32(unix.ETHTOOL_A_RINGS_RX, 9000) })),
 		"channels_set":    msg(ethtoolID, nlattr.FlagAck, unix.ETHTOOL_MSG_CHANNELS_SET, and(hdr(1, "mana0"), func(b *nlattr.Builder) { b.PutU32(unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT, 0) })),
 		"channels_dump":   msg(ethtoolID, nlattr.FlagDump, unix.ETHTOOL_MSG_CHANNELS_GET, nil),
-		"port_dump":       msg(manadID, nlattr.FlagDump, CmdPortGet, nil),
-		"port_new": msg(manadID, 0, CmdPortNew, func(b *nlattr.Builder) {
-			n := b.Nest(AttrPort)
-			b.PutString(PortAttrDevName, "x0")
-			b.Put(PortAttrMAC, []byte{2, 0, 0, 0, 0, 1})
+		"port_dump":       msg(manadID, nlattr.FlagDump, wire.CmdPortGet, nil),
+		"port_new": msg(manadID, 0, wire.CmdPortNew, func(b *nlattr.Builder) {
+			n := b.Nest(wire.AttrPort)
+			b.PutString(wire.PortAttrDevName, "x0")
+			b.Put(wire.PortAttrMAC, []byte{2, 0, 0, 0, 0, 1})
 			b.EndNest(n)
 		}),
-		"port_del":    msg(manadID, nlattr.FlagAck, CmdPortDel, mhdr),
-		"set_mtu":     msg(manadID, nlattr.FlagAck, CmdPortSetMTU, and(mhdr, func(b *nlattr.Builder) { b.PutU32(AttrMTU, 4000) })),
-		"xdp_builtin": msg(manadID, nlattr.FlagAck, CmdXDPAttach, and(mhdr, func(b *nlattr.Builder) { n := b.Nest(AttrXDP); b.PutString(XDPAttrBuiltin, "drop"); b.EndNest(n) })),
-		"xdp_object":  msg(manadID, nlattr.FlagAck, CmdXDPAttach, and(mhdr, func(b *nlattr.Builder) { b.Put(AttrXDPObject, []byte("\x7fELF")) })),
-		"stats_dump":  msg(manadID, nlattr.FlagDump, CmdStatsGet, nil),
-		"layout": msg(manadID, 0, CmdLayoutPlan, func(b *nlattr.Builder) {
-			n := b.Nest(AttrLayoutRequest)
-			b.PutU32(LayoutAttrPageSize, 4096)
-			b.PutU32(LayoutAttrMTU, 1500)
-			b.PutString(LayoutAttrRule, "upstream")
-			b.EndNest(n)
-		}),
-		"fault": msg(manadID, nlattr.FlagAck, CmdFaultSet, and(mhdr, func(b *nlattr.Builder) {
-			n := b.Nest(AttrFault)
-			b.PutString(FaultAttrPoint, "attach")
-			b.PutString(FaultAttrMode, "count")
-			b.PutU32(FaultAttrCount, 2)
+		"port_del": msg(manadID, nlattr.FlagAck, wire.CmdPortDel, mhdr),
+		"set_mtu":  msg(manadID, nlattr.FlagAck, wire.CmdPortSetMTU, and(mhdr, func(b *nlattr.Builder) { b.PutU32(wire.AttrMTU, 4000) })),
+		"xdp_builtin": msg(manadID, nlattr.FlagAck, wire.CmdXDPAttach, and(mhdr, func(b *nlattr.Builder) {
+			n := b.Nest(wire.AttrXDP)
+			b.PutString(wire.XDPAttrBuiltin, "drop")
 			b.EndNest(n)
 		})),
-		"join":             msg(manadID, nlattr.FlagAck, CmdGroupJoin, func(b *nlattr.Builder) { b.PutU32(AttrGroup, monitorGroup) }),
-		"set_option":       msg(manadID, nlattr.FlagAck, CmdSetOption, func(b *nlattr.Builder) { b.PutU32(AttrOption, unix.NETLINK_CAP_ACK); b.PutU8(AttrOptionValue, 1) }),
+		"xdp_object": msg(manadID, nlattr.FlagAck, wire.CmdXDPAttach, and(mhdr, func(b *nlattr.Builder) { b.Put(wire.AttrXDPObject, []byte("\x7fELF")) })),
+		"stats_dump": msg(manadID, nlattr.FlagDump, wire.CmdStatsGet, nil),
+		"layout": msg(manadID, 0, wire.CmdLayoutPlan, func(b *nlattr.Builder) {
+			n := b.Nest(wire.AttrLayoutRequest)
+			b.PutU32(wire.LayoutAttrPageSize, 4096)
+			b.PutU32(wire.LayoutAttrMTU, 1500)
+			b.PutString(wire.LayoutAttrRule, "upstream")
+			b.EndNest(n)
+		}),
+		"fault": msg(manadID, nlattr.FlagAck, wire.CmdFaultSet, and(mhdr, func(b *nlattr.Builder) {
+			n := b.Nest(wire.AttrFault)
+			b.PutString(wire.FaultAttrPoint, "attach")
+			b.PutString(wire.FaultAttrMode, "count")
+			b.PutU32(wire.FaultAttrCount, 2)
+			b.EndNest(n)
+		})),
+		"join": msg(manadID, nlattr.FlagAck, wire.CmdGroupJoin, func(b *nlattr.Builder) { b.PutU32(wire.AttrGroup, monitorGroup) }),
+		"set_option": msg(manadID, nlattr.FlagAck, wire.CmdSetOption, func(b *nlattr.Builder) {
+			b.PutU32(wire.AttrOption, unix.NETLINK_CAP_ACK)
+			b.PutU8(wire.AttrOptionValue, 1)
+		}),
 		"truncated_header": {0x20, 0, 0, 0, 0x13},
 	}
 	two := append(append([]byte(nil), seeds["privflags_get"]...), seeds["rings_set"]...)

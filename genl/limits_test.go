@@ -20,6 +20,7 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // asThread runs f on a thread of its own with the credentials uid, gid and groups. Linux
@@ -272,8 +273,8 @@ func TestIdleTimeout(t *testing.T) {
 	sub := dialRaw(t, ts.path)
 	manad := manadFamilyID(t, sub, "manad")
 	eth := manadFamilyID(t, sub, "ethtool")
-	m := newMsg(manad, nlattr.FlagRequest|nlattr.FlagAck, 3, genl.CmdGroupJoin, genl.FamilyVersion)
-	m.PutU32(genl.AttrGroup, groupID(t, ts.path, "manad", "events"))
+	m := newMsg(manad, nlattr.FlagRequest|nlattr.FlagAck, 3, wire.CmdGroupJoin, wire.FamilyVersion)
+	m.PutU32(wire.AttrGroup, groupID(t, ts.path, "manad", "events"))
 	sub.send(m.done())
 	if a := decodeAck(t, sub.recv()[0]); a.errno != 0 {
 		t.Fatalf("join: %+v", a)
@@ -359,12 +360,12 @@ func TestLayoutPlanMultiPart(t *testing.T) {
 	// The same, raw: parts, sizes and the end.
 	rc := dialRaw(t, ts.path)
 	manad := manadFamilyID(t, rc, "manad")
-	m := newMsg(manad, nlattr.FlagRequest|nlattr.FlagAck, 9, genl.CmdLayoutPlan, genl.FamilyVersion)
-	n := m.Nest(genl.AttrLayoutRequest)
-	m.PutU32(genl.LayoutAttrPageSize, 4096)
-	m.PutU32(genl.LayoutAttrMTU, 1500)
+	m := newMsg(manad, nlattr.FlagRequest|nlattr.FlagAck, 9, wire.CmdLayoutPlan, wire.FamilyVersion)
+	n := m.Nest(wire.AttrLayoutRequest)
+	m.PutU32(wire.LayoutAttrPageSize, 4096)
+	m.PutU32(wire.LayoutAttrMTU, 1500)
 	for _, r := range req.Rules {
-		m.PutString(genl.LayoutAttrRule, r)
+		m.PutString(wire.LayoutAttrRule, r)
 	}
 	m.EndNest(n)
 	rc.send(m.done())
@@ -443,8 +444,8 @@ func TestReplyTooBig(t *testing.T) {
 	ts := startServer(t, func(c *genl.ServerConfig) { c.MaxReply = 512 })
 	rc := dialRaw(t, ts.path)
 	manad := manadFamilyID(t, rc, "manad")
-	m := newMsg(manad, nlattr.FlagRequest, 21, genl.CmdPortGet, genl.FamilyVersion)
-	n := m.Nest(genl.AttrHeader)
+	m := newMsg(manad, nlattr.FlagRequest, 21, wire.CmdPortGet, wire.FamilyVersion)
+	n := m.Nest(wire.AttrHeader)
 	m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "mana0")
 	m.EndNest(n)
 	rc.send(m.done())
@@ -455,7 +456,7 @@ func TestReplyTooBig(t *testing.T) {
 	}
 	// A dump of the same ports: each datagram within the limit; the dump of messages that
 	// are themselves too big ends with EMSGSIZE in NLMSG_DONE.
-	rc.send(newMsg(manad, nlattr.FlagRequest|nlattr.FlagDump, 22, genl.CmdPortGet, genl.FamilyVersion).done())
+	rc.send(newMsg(manad, nlattr.FlagRequest|nlattr.FlagDump, 22, wire.CmdPortGet, wire.FamilyVersion).done())
 	msgs = rc.recv()
 	last := msgs[len(msgs)-1]
 	if last.h.Type != nlattr.MsgDone || int32(binary.NativeEndian.Uint32(last.data)) != -int32(unix.EMSGSIZE) {

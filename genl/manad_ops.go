@@ -3,74 +3,75 @@ package genl
 import (
 	"errors"
 	"fmt"
-	"net"
-	"slices"
 	"sort"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
-// Policies of the manad family (see manad_family.go for the wire table).
+// Policies of the manad family (genl/wire has its numbers and tables).
 var (
 	manadHeaderNest = nlattr.Policy{Kind: nlattr.Nested, Nested: ethtool.Policy().Header}
 	nameStr         = nlattr.Policy{Kind: nlattr.NulString, Len: 255}
 	u8Bool          = nlattr.Policy{Kind: nlattr.U8, Check: nlattr.CheckMax, Max: 1}
 	u32             = nlattr.Policy{Kind: nlattr.U32}
 
-	portSpecPolicy = nlattr.NewSet(portAttrMax, map[uint16]nlattr.Policy{
-		PortAttrDevName:      {Kind: nlattr.NulString, Len: ethtool.IfNameSize - 1},
-		PortAttrNetNS:        nameStr,
-		PortAttrSegment:      nameStr,
-		PortAttrMAC:          {Kind: nlattr.Binary, Check: nlattr.CheckRange, Min: 6, Max: 6},
-		PortAttrPersistent:   u8Bool,
-		PortAttrMTU:          u32,
-		PortAttrMaxMTU:       u32,
-		PortAttrPageSize:     u32,
-		PortAttrQueues:       u32,
-		PortAttrMaxQueues:    u32,
-		PortAttrRxRing:       u32,
-		PortAttrTxRing:       u32,
-		PortAttrPrivFlags:    u32,
-		PortAttrMemoryBudget: {Kind: nlattr.U64},
+	// The nested request policies follow the wire tables, with tighter bounds where a
+	// field has them.
+	portSpecPolicy = tablePolicy(wire.PortAttrMax, wire.PortSpecTable.Kinds(), map[uint16]nlattr.Policy{
+		wire.PortAttrDevName: {Kind: nlattr.NulString, Len: ethtool.IfNameSize - 1},
 	})
-	xdpPolicy = nlattr.NewSet(xdpAttrMax, map[uint16]nlattr.Policy{
-		XDPAttrBuiltin: nameStr,
-		XDPAttrSection: nameStr,
-		XDPAttrName:    nameStr,
+	xdpPolicy   = tablePolicy(wire.XDPAttrMax, wire.XDPTable.Kinds(), nil)
+	faultPolicy = tablePolicy(wire.FaultAttrMax, wire.FaultTable.Kinds(), map[uint16]nlattr.Policy{
+		wire.FaultAttrErrno: {Kind: nlattr.U32, Check: nlattr.CheckRange, Min: 0, Max: 4095},
 	})
-	faultPolicy = nlattr.NewSet(faultAttrMax, map[uint16]nlattr.Policy{
-		FaultAttrPoint: nameStr,
-		FaultAttrMode:  nameStr,
-		FaultAttrCount: u32,
-		FaultAttrErrno: {Kind: nlattr.U32, Check: nlattr.CheckRange, Min: 0, Max: 4095},
-	})
-	layoutRequestPolicy = nlattr.NewSet(layoutAttrMax, map[uint16]nlattr.Policy{
-		LayoutAttrRule:       nameStr,
-		LayoutAttrPageSize:   u32,
-		LayoutAttrMTU:        u32,
-		LayoutAttrXDP:        u8Bool,
-		LayoutAttrFullPageRx: u8Bool,
-		LayoutAttrRingSize:   u32,
-		LayoutAttrQueues:     u32,
-	})
+	layoutRequestPolicy = tablePolicy(wire.LayoutAttrMax, wire.LayoutRequestTable.Kinds(), nil)
 
 	// Per-command request policies: each admits only its own attributes.
-	headerOnlyPolicy = manadPolicy(map[uint16]nlattr.Policy{AttrHeader: manadHeaderNest})
-	portNewPolicy    = manadPolicy(map[uint16]nlattr.Policy{AttrPort: {Kind: nlattr.Nested, Nested: portSpecPolicy}})
-	setMTUPolicy     = manadPolicy(map[uint16]nlattr.Policy{AttrHeader: manadHeaderNest, AttrMTU: u32})
-	xdpAttachPolicy  = manadPolicy(map[uint16]nlattr.Policy{AttrHeader: manadHeaderNest,
-		AttrXDP: {Kind: nlattr.Nested, Nested: xdpPolicy}, AttrXDPObject: {Kind: nlattr.Binary}})
-	layoutPolicy   = manadPolicy(map[uint16]nlattr.Policy{AttrLayoutRequest: {Kind: nlattr.Nested, Nested: layoutRequestPolicy}})
-	faultSetPolicy = manadPolicy(map[uint16]nlattr.Policy{AttrHeader: manadHeaderNest, AttrFault: {Kind: nlattr.Nested, Nested: faultPolicy}})
-	groupPolicy    = manadPolicy(map[uint16]nlattr.Policy{AttrGroup: u32})
-	optionPolicy   = manadPolicy(map[uint16]nlattr.Policy{AttrOption: u32, AttrOptionValue: u8Bool})
+	headerOnlyPolicy = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest})
+	portNewPolicy    = manadPolicy(map[uint16]nlattr.Policy{wire.AttrPort: {Kind: nlattr.Nested, Nested: portSpecPolicy}})
+	setMTUPolicy     = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest, wire.AttrMTU: u32})
+	xdpAttachPolicy  = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest,
+		wire.AttrXDP: {Kind: nlattr.Nested, Nested: xdpPolicy}, wire.AttrXDPObject: {Kind: nlattr.Binary}})
+	layoutPolicy   = manadPolicy(map[uint16]nlattr.Policy{wire.AttrLayoutRequest: {Kind: nlattr.Nested, Nested: layoutRequestPolicy}})
+	faultSetPolicy = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest, wire.AttrFault: {Kind: nlattr.Nested, Nested: faultPolicy}})
+	groupPolicy    = manadPolicy(map[uint16]nlattr.Policy{wire.AttrGroup: u32})
+	optionPolicy   = manadPolicy(map[uint16]nlattr.Policy{wire.AttrOption: u32, wire.AttrOptionValue: u8Bool})
 )
 
-func manadPolicy(p map[uint16]nlattr.Policy) *nlattr.Set { return nlattr.NewSet(attrMax, p) }
+func manadPolicy(p map[uint16]nlattr.Policy) *nlattr.Set { return nlattr.NewSet(wire.AttrMax, p) }
+
+// tablePolicy is the policy of a wire table's attributes: each by its kind
+// (strings NUL-terminated and at most 255 bytes, booleans 0 or 1, a MAC 6
+// bytes), except where over says otherwise.
+func tablePolicy(maxType uint16, kinds map[uint16]wire.Kind, over map[uint16]nlattr.Policy) *nlattr.Set {
+	p := make(map[uint16]nlattr.Policy, len(kinds))
+	for t, k := range kinds {
+		switch k {
+		case wire.KindU8:
+			p[t] = nlattr.Policy{Kind: nlattr.U8}
+		case wire.KindBool:
+			p[t] = u8Bool
+		case wire.KindU32:
+			p[t] = u32
+		case wire.KindU64:
+			p[t] = nlattr.Policy{Kind: nlattr.U64}
+		case wire.KindString:
+			p[t] = nameStr
+		case wire.KindMAC:
+			p[t] = nlattr.Policy{Kind: nlattr.Binary, Check: nlattr.CheckRange, Min: 6, Max: 6}
+		default:
+			panic(fmt.Sprintf("genl: no request policy for attribute %d of kind %d", t, k))
+		}
+	}
+	for t, pol := range over {
+		p[t] = pol
+	}
+	return nlattr.NewSet(maxType, p)
+}
 
 func (s *Server) manadFamily() *family {
 	do := func(cmd uint8, admin bool, pol *nlattr.Set, fn func(*request) error) op {
@@ -80,36 +81,36 @@ func (s *Server) manadFamily() *family {
 		}
 		return o
 	}
-	portGet := do(CmdPortGet, false, headerOnlyPolicy, s.portGet)
+	portGet := do(wire.CmdPortGet, false, headerOnlyPolicy, s.portGet)
 	portGet.dumpit = s.portDump
-	statsGet := do(CmdStatsGet, false, headerOnlyPolicy, s.statsGet)
+	statsGet := do(wire.CmdStatsGet, false, headerOnlyPolicy, s.statsGet)
 	statsGet.dumpit = s.statsDump
 	return &family{
-		id: manadID, name: FamilyName, version: FamilyVersion,
+		id: manadID, name: wire.FamilyName, version: wire.FamilyVersion,
 		resvStartOp: 0, // every command gets genl_header_check
 		ops: []op{
 			portGet,
-			do(CmdPortNew, true, portNewPolicy, s.portNew),
-			do(CmdPortDel, true, headerOnlyPolicy, s.portDel),
-			do(CmdPortSetMTU, true, setMTUPolicy, s.portSetMTU),
-			do(CmdXDPAttach, true, xdpAttachPolicy, s.xdpAttach),
-			do(CmdXDPDetach, true, headerOnlyPolicy, s.xdpDetach),
+			do(wire.CmdPortNew, true, portNewPolicy, s.portNew),
+			do(wire.CmdPortDel, true, headerOnlyPolicy, s.portDel),
+			do(wire.CmdPortSetMTU, true, setMTUPolicy, s.portSetMTU),
+			do(wire.CmdXDPAttach, true, xdpAttachPolicy, s.xdpAttach),
+			do(wire.CmdXDPDetach, true, headerOnlyPolicy, s.xdpDetach),
 			statsGet,
-			do(CmdLayoutPlan, false, layoutPolicy, s.layoutPlan),
-			do(CmdFaultSet, true, faultSetPolicy, s.faultSet),
-			do(CmdGroupJoin, false, groupPolicy, s.groupJoin),
-			do(CmdGroupLeave, false, groupPolicy, s.groupLeave),
-			do(CmdSetOption, false, optionPolicy, s.setOption),
+			do(wire.CmdLayoutPlan, false, layoutPolicy, s.layoutPlan),
+			do(wire.CmdFaultSet, true, faultSetPolicy, s.faultSet),
+			do(wire.CmdGroupJoin, false, groupPolicy, s.groupJoin),
+			do(wire.CmdGroupLeave, false, groupPolicy, s.groupLeave),
+			do(wire.CmdSetOption, false, optionPolicy, s.setOption),
 		},
-		groups: []mcGroup{{id: eventsGroup, name: EventsGroup}},
+		groups: []mcGroup{{id: eventsGroup, name: wire.EventsGroup}},
 	}
 }
 
-// device resolves the required AttrHeader of a manad request.
+// device resolves the required wire.AttrHeader of a manad request.
 func (r *request) device() (Device, error) {
-	hdr := r.attr(AttrHeader)
+	hdr := r.attr(wire.AttrHeader)
 	if !hdr.Present() {
-		return Device{}, &nlattr.Error{Errno: unix.EINVAL, Msg: "missing device header", MissType: AttrHeader}
+		return Device{}, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing device header"}, MissType: wire.AttrHeader}
 	}
 	d, _, err := r.parseHeader(hdr, true)
 	if err != nil {
@@ -122,16 +123,9 @@ func (r *request) device() (Device, error) {
 func (r *request) required(t uint16, what string) (nlattr.Attr, error) {
 	a := r.attr(t)
 	if !a.Present() {
-		return a, &nlattr.Error{Errno: unix.EINVAL, Msg: "missing " + what, MissType: t}
+		return a, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing " + what}, MissType: t}
 	}
 	return a, nil
-}
-
-func oneOf(a nlattr.Attr, valid []string, what string) error {
-	if slices.Contains(valid, a.Str()) {
-		return nil
-	}
-	return nlattr.AttrError(unix.EINVAL, a, fmt.Sprintf("unknown %s %q (want %s)", what, a.Str(), strings.Join(valid, ", ")))
 }
 
 func (s *Server) portGet(r *request) error {
@@ -143,7 +137,7 @@ func (s *Server) portGet(r *request) error {
 	if err != nil {
 		return err
 	}
-	return r.reply(CmdPortGet, func(b *nlattr.Builder) error { putPort(b, AttrPort, &p); return nil })
+	return r.reply(wire.CmdPortGet, func(b *nlattr.Builder) error { wire.PortTable.PutNest(b, wire.AttrPort, &p); return nil })
 }
 
 func (s *Server) portDump(r *request, d *dumper) error {
@@ -153,7 +147,7 @@ func (s *Server) portDump(r *request, d *dumper) error {
 	}
 	sort.SliceStable(ports, func(i, j int) bool { return ports[i].Device.Index < ports[j].Device.Index })
 	for i := range ports {
-		if err := d.add(CmdPortGet, func(b *nlattr.Builder) error { putPort(b, AttrPort, &ports[i]); return nil }); err != nil {
+		if err := d.add(wire.CmdPortGet, func(b *nlattr.Builder) error { wire.PortTable.PutNest(b, wire.AttrPort, &ports[i]); return nil }); err != nil {
 			return err
 		}
 	}
@@ -161,37 +155,22 @@ func (s *Server) portDump(r *request, d *dumper) error {
 }
 
 func (s *Server) portNew(r *request) error {
-	a, err := r.required(AttrPort, "port specification")
+	a, err := r.required(wire.AttrPort, "port specification")
 	if err != nil {
 		return err
 	}
-	tb, err := nlattr.ParseNested(r.msg, a, portSpecPolicy)
-	if err != nil {
+	if err := nlattr.ValidateNestedAttr(r.msg, a, portSpecPolicy); err != nil {
 		return err
 	}
-	spec := PortSpec{
-		Name:         tb[PortAttrDevName].Str(),
-		MTU:          tb[PortAttrMTU].U32(),
-		MaxMTU:       tb[PortAttrMaxMTU].U32(),
-		PageSize:     tb[PortAttrPageSize].U32(),
-		Queues:       tb[PortAttrQueues].U32(),
-		MaxQueues:    tb[PortAttrMaxQueues].U32(),
-		RxRing:       tb[PortAttrRxRing].U32(),
-		TxRing:       tb[PortAttrTxRing].U32(),
-		Segment:      tb[PortAttrSegment].Str(),
-		NetNS:        tb[PortAttrNetNS].Str(),
-		MemoryBudget: tb[PortAttrMemoryBudget].U64(),
-		Persistent:   tb[PortAttrPersistent].U8() != 0,
-		PrivFlags:    tb[PortAttrPrivFlags].U32(),
-	}
-	if m := tb[PortAttrMAC]; m.Present() {
-		spec.MAC = net.HardwareAddr(slices.Clone(m.Data))
+	var spec PortSpec
+	if err := wire.PortSpecTable.Decode(a.Data, &spec); err != nil {
+		return err
 	}
 	p, err := s.cfg.Backend.CreatePort(r.ctx, r.c.caller, spec)
 	if err != nil {
 		return err
 	}
-	return r.reply(CmdPortNew, func(b *nlattr.Builder) error { putPort(b, AttrPort, &p); return nil })
+	return r.reply(wire.CmdPortNew, func(b *nlattr.Builder) error { wire.PortTable.PutNest(b, wire.AttrPort, &p); return nil })
 }
 
 func (s *Server) portDel(r *request) error {
@@ -207,7 +186,7 @@ func (s *Server) portSetMTU(r *request) error {
 	if err != nil {
 		return err
 	}
-	mtu, err := r.required(AttrMTU, "MTU")
+	mtu, err := r.required(wire.AttrMTU, "MTU")
 	if err != nil {
 		return err
 	}
@@ -221,19 +200,21 @@ func (s *Server) xdpAttach(r *request) error {
 	}
 	var p XDPProgram
 	var builtin nlattr.Attr
-	if a := r.attr(AttrXDP); a.Present() {
+	if a := r.attr(wire.AttrXDP); a.Present() {
 		tb, err := nlattr.ParseNested(r.msg, a, xdpPolicy)
 		if err != nil {
 			return err
 		}
-		builtin = tb[XDPAttrBuiltin]
-		p.Section, p.Name = tb[XDPAttrSection].Str(), tb[XDPAttrName].Str()
+		if err := wire.XDPTable.Decode(a.Data, &p); err != nil {
+			return err
+		}
+		builtin = tb[wire.XDPAttrBuiltin]
 	}
 	// The object chunks are concatenated in message order.
 	var first nlattr.Attr
 	off := nlattr.MsgHdrLen + nlattr.GenlHdrLen
 	for it := nlattr.NewIter(r.msg, off, len(r.msg)-off); it.Next(); {
-		if a := it.Attr(); a.Type() == AttrXDPObject {
+		if a := it.Attr(); a.Type() == wire.AttrXDPObject {
 			if !first.Present() {
 				first = a
 			}
@@ -244,13 +225,10 @@ func (s *Server) xdpAttach(r *request) error {
 	case builtin.Present() && first.Present():
 		return nlattr.AttrError(unix.EINVAL, first, "XDP builtin and object are mutually exclusive")
 	case builtin.Present():
-		if err := oneOf(builtin, xdpBuiltins(), "built-in XDP program"); err != nil {
-			return err
-		}
-		p.Builtin = builtin.Str()
+		// Which built-ins exist is the port model's to say (vnic.BuiltinXDPByName).
 	case len(p.Object) == 0:
-		return &nlattr.Error{Errno: unix.EINVAL, Msg: "XDP program needs a builtin or a non-empty object",
-			MissType: AttrXDPObject}
+		return &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "XDP program needs a builtin or a non-empty object"},
+			MissType: wire.AttrXDPObject}
 	}
 	return s.cfg.Backend.AttachXDP(r.ctx, r.c.caller, d, p)
 }
@@ -272,7 +250,7 @@ func (s *Server) statsGet(r *request) error {
 	if err != nil {
 		return err
 	}
-	return r.reply(CmdStatsGet, func(b *nlattr.Builder) error { putStats(b, &d, stats); return nil })
+	return r.reply(wire.CmdStatsGet, func(b *nlattr.Builder) error { putStats(b, &d, stats); return nil })
 }
 
 // statsDump sends the stats of every device of the caller's netns that has
@@ -286,7 +264,7 @@ func (s *Server) statsDump(r *request, d *dumper) error {
 	for i := range devs {
 		stats, err := s.cfg.Backend.Stats(r.ctx, r.c.caller, devs[i])
 		if err == nil {
-			err = d.add(CmdStatsGet, func(b *nlattr.Builder) error { putStats(b, &devs[i], stats); return nil })
+			err = d.add(wire.CmdStatsGet, func(b *nlattr.Builder) error { putStats(b, &devs[i], stats); return nil })
 		}
 		if err != nil && !isSkippable(err) {
 			return err
@@ -298,39 +276,24 @@ func (s *Server) statsDump(r *request, d *dumper) error {
 func isSkippable(err error) bool { return errors.Is(err, unix.EOPNOTSUPP) }
 
 func putStats(b *nlattr.Builder, d *Device, stats []Stat) {
-	putDevHeader(b, AttrHeader, d)
-	for _, st := range stats {
-		n := b.Nest(AttrStat)
-		b.PutString(StatAttrName, st.Name)
-		b.PutU64(StatAttrValue, st.Value)
-		b.EndNest(n)
+	putDevHeader(b, wire.AttrHeader, d)
+	for i := range stats {
+		wire.StatTable.PutNest(b, wire.AttrStat, &stats[i])
 	}
 }
 
 func (s *Server) layoutPlan(r *request) error {
-	a, err := r.required(AttrLayoutRequest, "layout request")
+	a, err := r.required(wire.AttrLayoutRequest, "layout request")
 	if err != nil {
 		return err
 	}
-	tb, err := nlattr.ParseNested(r.msg, a, layoutRequestPolicy)
-	if err != nil {
+	if err := nlattr.ValidateNestedAttr(r.msg, a, layoutRequestPolicy); err != nil {
 		return err
 	}
-	req := LayoutRequest{
-		PageSize:   tb[LayoutAttrPageSize].U32(),
-		MTU:        tb[LayoutAttrMTU].U32(),
-		RingSize:   tb[LayoutAttrRingSize].U32(),
-		Queues:     tb[LayoutAttrQueues].U32(),
-		XDP:        tb[LayoutAttrXDP].U8() != 0,
-		FullPageRx: tb[LayoutAttrFullPageRx].U8() != 0,
-	}
-	for it := nlattr.NestedIter(r.msg, a); it.Next(); {
-		if rule := it.Attr(); rule.Type() == LayoutAttrRule {
-			if err := oneOf(rule, layoutRules(), "layout rule"); err != nil {
-				return err
-			}
-			req.Rules = append(req.Rules, rule.Str())
-		}
+	// The rule names are genl/layout's to check (layout.Plan).
+	var req LayoutRequest
+	if err := wire.LayoutRequestTable.Decode(a.Data, &req); err != nil {
+		return err
 	}
 	layouts, err := s.cfg.Backend.PlanLayout(r.ctx, r.c.caller, req)
 	if err != nil {
@@ -338,17 +301,19 @@ func (s *Server) layoutPlan(r *request) error {
 	}
 	// Many rules can make a reply longer than one datagram: it is then sent multi-part,
 	// one LAYOUT per message (replyParts), and the client joins the parts.
-	return r.replyParts(CmdLayoutPlan, len(layouts), func(b *nlattr.Builder, i int) {
-		putLayout(b, AttrLayout, &layouts[i])
+	return r.replyParts(wire.CmdLayoutPlan, len(layouts), func(b *nlattr.Builder, i int) {
+		wire.LayoutTable.PutNest(b, wire.AttrLayout, &layouts[i])
 	})
 }
 
+// faultSet checks the wire shape of FAULT_SET (policy, point and mode present);
+// what the point, mode and count mean is the backend's to check (vnic).
 func (s *Server) faultSet(r *request) error {
 	d, err := r.device()
 	if err != nil {
 		return err
 	}
-	a, err := r.required(AttrFault, "fault")
+	a, err := r.required(wire.AttrFault, "fault")
 	if err != nil {
 		return err
 	}
@@ -356,22 +321,16 @@ func (s *Server) faultSet(r *request) error {
 	if err != nil {
 		return err
 	}
-	point, mode := tb[FaultAttrPoint], tb[FaultAttrMode]
+	point, mode := tb[wire.FaultAttrPoint], tb[wire.FaultAttrMode]
 	if !point.Present() {
-		return &nlattr.Error{Errno: unix.EINVAL, Msg: "missing fault point", MissType: FaultAttrPoint, MissNest: a.Off}
+		return &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing fault point"}, MissType: wire.FaultAttrPoint, MissNest: a.Off}
 	}
 	if !mode.Present() {
-		return &nlattr.Error{Errno: unix.EINVAL, Msg: "missing fault mode", MissType: FaultAttrMode, MissNest: a.Off}
+		return &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing fault mode"}, MissType: wire.FaultAttrMode, MissNest: a.Off}
 	}
-	if err := oneOf(point, faultPoints(), "fault point"); err != nil {
+	var f Fault
+	if err := wire.FaultTable.Decode(a.Data, &f); err != nil {
 		return err
-	}
-	if err := oneOf(mode, faultModes(), "fault mode"); err != nil {
-		return err
-	}
-	f := Fault{Point: point.Str(), Mode: mode.Str(), Count: tb[FaultAttrCount].U32(), Errno: tb[FaultAttrErrno].U32()}
-	if f.Mode == "count" && f.Count == 0 {
-		return nlattr.AttrError(unix.EINVAL, a, `fault mode "count" needs a count > 0`)
 	}
 	return s.cfg.Backend.SetFault(r.ctx, r.c.caller, d, f)
 }
@@ -381,7 +340,7 @@ func (s *Server) groupLeave(r *request) error { return s.setGroup(r, false) }
 
 // setGroup is NETLINK_ADD/DROP_MEMBERSHIP for a Unix socket.
 func (s *Server) setGroup(r *request, join bool) error {
-	a, err := r.required(AttrGroup, "multicast group")
+	a, err := r.required(wire.AttrGroup, "multicast group")
 	if err != nil {
 		return err
 	}
@@ -404,11 +363,11 @@ func (s *Server) setGroup(r *request, join bool) error {
 
 // setOption is setsockopt(SOL_NETLINK) for a Unix socket.
 func (s *Server) setOption(r *request) error {
-	opt, err := r.required(AttrOption, "socket option")
+	opt, err := r.required(wire.AttrOption, "socket option")
 	if err != nil {
 		return err
 	}
-	val, err := r.required(AttrOptionValue, "socket option value")
+	val, err := r.required(wire.AttrOptionValue, "socket option value")
 	if err != nil {
 		return err
 	}
@@ -424,81 +383,4 @@ func (s *Server) setOption(r *request) error {
 		return nlattr.AttrError(unix.ENOPROTOOPT, opt, fmt.Sprintf("unsupported socket option %d", opt.U32()))
 	}
 	return nil
-}
-
-// Encoders of manad replies.
-
-func putPort(b *nlattr.Builder, t uint16, p *PortInfo) {
-	n := b.Nest(t)
-	b.PutU32(PortAttrDevIndex, p.Device.Index)
-	b.PutString(PortAttrDevName, p.Device.Name)
-	b.PutString(PortAttrNetNS, p.NetNSName)
-	b.PutString(PortAttrSegment, p.Segment)
-	if len(p.MAC) > 0 {
-		b.Put(PortAttrMAC, p.MAC)
-	}
-	b.PutU8(PortAttrAdminUp, b2u8(p.AdminUp))
-	b.PutU8(PortAttrRunning, b2u8(p.Running))
-	b.PutU8(PortAttrDetached, b2u8(p.Detached))
-	b.PutU8(PortAttrResetPending, b2u8(p.ResetPending))
-	b.PutU8(PortAttrPersistent, b2u8(p.Persistent))
-	b.PutU32(PortAttrMTU, p.MTU)
-	b.PutU32(PortAttrMinMTU, p.MinMTU)
-	b.PutU32(PortAttrMaxMTU, p.MaxMTU)
-	b.PutU32(PortAttrPageSize, p.PageSize)
-	b.PutU32(PortAttrQueues, p.Queues)
-	b.PutU32(PortAttrMaxQueues, p.MaxQueues)
-	b.PutU32(PortAttrRxRing, p.RxRing)
-	b.PutU32(PortAttrTxRing, p.TxRing)
-	b.PutU32(PortAttrPrivFlags, p.PrivFlags)
-	names := b.Nest(PortAttrPrivFlagNames)
-	for _, name := range p.PrivFlagNames {
-		b.PutString(ListItem, name)
-	}
-	b.EndNest(names)
-	b.PutString(PortAttrXDP, p.XDP)
-	putLayout(b, PortAttrLayout, &p.Layout)
-	b.PutU64(PortAttrPagesPinned, p.PagesPinned)
-	b.PutU64(PortAttrBytesPinned, p.BytesPinned)
-	b.PutU64(PortAttrBuffersInFlight, p.BuffersInFlight)
-	b.PutU64(PortAttrMemoryInUse, p.MemoryInUse)
-	b.PutU64(PortAttrMemoryPeak, p.MemoryPeak)
-	b.PutU64(PortAttrMemoryBudget, p.MemoryBudget)
-	faults := b.Nest(PortAttrFaults)
-	for _, f := range p.Faults {
-		fn := b.Nest(ListItem)
-		b.PutString(FaultAttrPoint, f.Point)
-		b.PutString(FaultAttrMode, f.Mode)
-		b.PutU32(FaultAttrCount, f.Count)
-		b.PutU32(FaultAttrErrno, f.Errno)
-		b.EndNest(fn)
-	}
-	b.EndNest(faults)
-	b.PutU64(PortAttrNetNSDev, p.Device.NetNS.Dev)
-	b.PutU64(PortAttrNetNSIno, p.Device.NetNS.Ino)
-	b.EndNest(n)
-}
-
-func putLayout(b *nlattr.Builder, t uint16, l *RxBufLayout) {
-	n := b.Nest(t)
-	b.PutString(LayoutAttrRule, l.Rule)
-	b.PutU32(LayoutAttrPageSize, l.PageSize)
-	b.PutU32(LayoutAttrMTU, l.MTU)
-	b.PutU8(LayoutAttrXDP, b2u8(l.XDP))
-	b.PutU8(LayoutAttrFullPageRx, b2u8(l.FullPageRx))
-	b.PutU32(LayoutAttrDataSize, l.DataSize)
-	b.PutU32(LayoutAttrAllocSize, l.AllocSize)
-	b.PutU32(LayoutAttrHeadroom, l.Headroom)
-	b.PutU32(LayoutAttrBufSize, l.BufSize)
-	b.PutU32(LayoutAttrFragCount, l.FragCount)
-	b.PutU32(LayoutAttrOrder, l.Order)
-	b.PutU32(LayoutAttrPoolSize, l.PoolSize)
-	b.PutU8(LayoutAttrSingle, b2u8(l.Single))
-	b.PutString(LayoutAttrReason, l.Reason)
-	b.PutU32(LayoutAttrRingSize, l.RingSize)
-	b.PutU32(LayoutAttrQueues, l.Queues)
-	b.PutU32(LayoutAttrPagesPerQueue, l.PagesPerQueue)
-	b.PutU64(LayoutAttrBytesPerQueue, l.BytesPerQueue)
-	b.PutU64(LayoutAttrBytesTotal, l.BytesTotal)
-	b.EndNest(n)
 }

@@ -16,13 +16,15 @@ import (
 // (Port == false) answer EOPNOTSUPP to everything but lookups, as a netdev
 // without those ethtool ops does.
 type MemBackend struct {
-	// Hook, when set, runs at the start of Rings (outside the lock), so a
-	// test can block a request or watch its context.
+	// Hook, when set, runs at the start of Rings and SetRings (outside the
+	// lock, op naming the method), so a test can block a request or watch
+	// its context.
 	Hook func(ctx context.Context, op string) error
 
 	mu    sync.Mutex
 	devs  []*MemDev
 	calls []string
+	hist  []string
 	next  uint32
 }
 
@@ -59,7 +61,7 @@ func (b *MemBackend) AddPort(ns NetNS, name string) *MemDev {
 		Names:    []string{"full-page-rx"},
 		Rings:    Rings{RxMax: 8192, TxMax: 16384, Rx: 1024, Tx: 1024},
 		Channels: Channels{CombinedMax: 16, Combined: 4},
-		Stats:    []Stat{{"stop_queue", 1}, {"wake_queue", 2}, {"rx_0_packets", 300}},
+		Stats:    []Stat{{Name: "stop_queue", Value: 1}, {Name: "wake_queue", Value: 2}, {Name: "rx_0_packets", Value: 300}},
 	}
 	d.Info = PortInfo{MTU: 1500, MinMTU: 68, MaxMTU: 9000, PageSize: 4096, Queues: 4, MaxQueues: 16,
 		RxRing: 1024, TxRing: 1024, AdminUp: true, Running: true,
@@ -192,28 +194,69 @@ func (b *MemBackend) StringSet(ctx context.Context, c Caller, d Device, set uint
 	return nil, unix.EOPNOTSUPP
 }
 
-func (b *MemBackend) PrivFlags(ctx context.Context, c Caller, d Device) ([]string, uint32, error) {
+func (b *MemBackend) PrivFlags(ctx context.Context, c Caller, d Device) (PrivFlags, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m, err := b.port(c, d)
 	if err != nil {
-		return nil, 0, err
+		return PrivFlags{}, err
 	}
-	return slices.Clone(m.Names), m.Flags, nil
+	return PrivFlags{Names: slices.Clone(m.Names), Flags: m.Flags}, nil
 }
 
-func (b *MemBackend) SetPrivFlags(ctx context.Context, c Caller, d Device, flags uint32) error {
+// History returns and clears the states after each successful driver call
+// (a request that changed rings, channels or private flags), in order, as "rings mana0 rx=1024 tx=1024",
+// "channels mana0 combined=4" and "privflags mana0 0x1".
+func (b *MemBackend) History() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.hist
+	b.hist = nil
+	return h
+}
+
+// memUpdate applies u to *v under b.mu as a driver would: Apply, then for a
+// change the driver call drv (nil = store), the history and Changed.
+func memUpdate[T any](b *MemBackend, m *MemDev, v *T, u Update[T], call func(T) string, drv func(T) T, hist func(T) string) error {
+	next, mod, err := u.Apply(*v)
+	if err != nil || !mod {
+		return err
+	}
+	b.record("%s", call(next))
+	if m.SetErr != nil {
+		return m.SetErr
+	}
+	if drv != nil {
+		next = drv(next)
+	}
+	*v = next
+	b.hist = append(b.hist, hist(*v))
+	if u.Changed != nil {
+		u.Changed(*v)
+	}
+	return nil
+}
+
+func (b *MemBackend) SetPrivFlags(ctx context.Context, c Caller, d Device, u Update[PrivFlags]) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m, err := b.port(c, d)
 	if err != nil {
 		return err
 	}
-	b.record("SetPrivFlags %s %#x", d.Name, flags)
+	next, mod, err := u.Apply(PrivFlags{Names: slices.Clone(m.Names), Flags: m.Flags})
+	if err != nil || !mod {
+		return err
+	}
+	b.record("SetPrivFlags %s %#x", d.Name, next.Flags)
 	if m.SetErr != nil {
 		return m.SetErr
 	}
-	m.Flags = flags
+	m.Flags = next.Flags
+	b.hist = append(b.hist, fmt.Sprintf("privflags %s %#x", d.Name, m.Flags))
+	if u.Changed != nil {
+		u.Changed(PrivFlags{Names: slices.Clone(m.Names), Flags: m.Flags})
+	}
 	return nil
 }
 
@@ -232,21 +275,23 @@ func (b *MemBackend) Rings(ctx context.Context, c Caller, d Device) (Rings, erro
 	return m.Rings, nil
 }
 
-func (b *MemBackend) SetRings(ctx context.Context, c Caller, d Device, r Rings) error {
+func (b *MemBackend) SetRings(ctx context.Context, c Caller, d Device, u Update[Rings]) error {
+	if b.Hook != nil {
+		if err := b.Hook(ctx, "SetRings"); err != nil {
+			return err
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m, err := b.port(c, d)
 	if err != nil {
 		return err
 	}
-	b.record("SetRings %s rx=%d tx=%d", d.Name, r.Rx, r.Tx)
-	if m.SetErr != nil {
-		return m.SetErr
-	}
-	// Like mana_set_ringparam: sizes round up to a power of two.
-	r.Rx, r.Tx = roundPow2(r.Rx), roundPow2(r.Tx)
-	m.Rings = r
-	return nil
+	return memUpdate(b, m, &m.Rings, u,
+		func(r Rings) string { return fmt.Sprintf("SetRings %s rx=%d tx=%d", d.Name, r.Rx, r.Tx) },
+		// Like mana_set_ringparam: sizes round up to a power of two.
+		func(r Rings) Rings { r.Rx, r.Tx = roundPow2(r.Rx), roundPow2(r.Tx); return r },
+		func(r Rings) string { return fmt.Sprintf("rings %s rx=%d tx=%d", d.Name, r.Rx, r.Tx) })
 }
 
 func roundPow2(v uint32) uint32 {
@@ -267,19 +312,17 @@ func (b *MemBackend) Channels(ctx context.Context, c Caller, d Device) (Channels
 	return m.Channels, nil
 }
 
-func (b *MemBackend) SetChannels(ctx context.Context, c Caller, d Device, ch Channels) error {
+func (b *MemBackend) SetChannels(ctx context.Context, c Caller, d Device, u Update[Channels]) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m, err := b.port(c, d)
 	if err != nil {
 		return err
 	}
-	b.record("SetChannels %s combined=%d", d.Name, ch.Combined)
-	if m.SetErr != nil {
-		return m.SetErr
-	}
-	m.Channels = ch
-	return nil
+	return memUpdate(b, m, &m.Channels, u,
+		func(ch Channels) string { return fmt.Sprintf("SetChannels %s combined=%d", d.Name, ch.Combined) },
+		nil,
+		func(ch Channels) string { return fmt.Sprintf("channels %s combined=%d", d.Name, ch.Combined) })
 }
 
 func (b *MemBackend) info(m *MemDev) PortInfo {

@@ -7,18 +7,19 @@ import (
 
 	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // NotifyPrivFlags sends ETHTOOL_MSG_PRIVFLAGS_NTF (compact bitset) to the
-// "monitor" subscribers in d's network namespace. The server calls it after
-// its own successful PRIVFLAGS_SET; the daemon calls it for changes made
+// "monitor" subscribers in d's network namespace. The server calls it from
+// the Changed of its own PRIVFLAGS_SET; a backend calls it for changes made
 // otherwise.
-func (s *Server) NotifyPrivFlags(d Device, names []string, flags uint32) {
+func (s *Server) NotifyPrivFlags(d Device, pf PrivFlags) {
 	s.notify(ethtoolID, ethtool.Version, unix.ETHTOOL_MSG_PRIVFLAGS_NTF, &s.ethtoolSeq, monitorGroup, d.NetNS,
 		func(b *nlattr.Builder) {
 			putDevHeader(b, hdrAttr, &d)
 			// ethnl_default_notify forces ETHTOOL_FLAG_COMPACT_BITSETS.
-			putPrivFlags(b, capNames(names), flags, true)
+			putPrivFlags(b, capNames(pf.Names), pf.Flags, true)
 		})
 }
 
@@ -28,7 +29,7 @@ func (s *Server) NotifyRings(d Device, r Rings) {
 	s.notify(ethtoolID, ethtool.Version, unix.ETHTOOL_MSG_RINGS_NTF, &s.ethtoolSeq, monitorGroup, d.NetNS,
 		func(b *nlattr.Builder) {
 			putDevHeader(b, hdrAttr, &d)
-			putRings(b, r)
+			wire.RingsTable.Put(b, &r)
 		})
 }
 
@@ -38,7 +39,7 @@ func (s *Server) NotifyChannels(d Device, ch Channels) {
 	s.notify(ethtoolID, ethtool.Version, unix.ETHTOOL_MSG_CHANNELS_NTF, &s.ethtoolSeq, monitorGroup, d.NetNS,
 		func(b *nlattr.Builder) {
 			putDevHeader(b, hdrAttr, &d)
-			putChannels(b, ch)
+			wire.ChannelsTable.Put(b, &ch)
 		})
 }
 
@@ -49,17 +50,17 @@ func (s *Server) NotifyPort(kind string, p PortInfo) {
 	var cmd uint8
 	switch kind {
 	case "new":
-		cmd = CmdPortNewNtf
+		cmd = wire.CmdPortNewNtf
 	case "del":
-		cmd = CmdPortDelNtf
+		cmd = wire.CmdPortDelNtf
 	case "change":
-		cmd = CmdPortChangeNtf
+		cmd = wire.CmdPortChangeNtf
 	default:
 		s.log.Error("genl: NotifyPort with unknown kind, ignored", "kind", kind, "port", p.Device.Name)
 		return
 	}
-	s.notify(manadID, FamilyVersion, cmd, &s.manadSeq, eventsGroup, p.Device.NetNS,
-		func(b *nlattr.Builder) { putPort(b, AttrPort, &p) })
+	s.notify(manadID, wire.FamilyVersion, cmd, &s.manadSeq, eventsGroup, p.Device.NetNS,
+		func(b *nlattr.Builder) { wire.PortTable.PutNest(b, wire.AttrPort, &p) })
 }
 
 // notify builds one notification (pid 0, seq from the family-global counter,

@@ -16,13 +16,14 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // joinRaw subscribes a raw connection to group with a manad GROUP_JOIN.
 func joinRaw(t *testing.T, rc *rawConn, mf uint16, group uint32, cmd uint8) ackInfo {
 	t.Helper()
 	m := newMsg(mf, nlattr.FlagRequest|nlattr.FlagAck, 50, cmd, 1)
-	m.PutU32(genl.AttrGroup, group)
+	m.PutU32(wire.AttrGroup, group)
 	rc.send(m.done())
 	return decodeAck(t, rc.recv()[0])
 }
@@ -104,7 +105,7 @@ func TestNotifications(t *testing.T) {
 	// A change in another network namespace is not delivered; the daemon's
 	// port event (in ours) is.
 	other := genl.Device{Index: 5, Name: "mana0", NetNS: genl.NetNS{Dev: 1, Ino: 2}}
-	ts.srv.NotifyPrivFlags(other, []string{"x"}, 1)
+	ts.srv.NotifyPrivFlags(other, genl.PrivFlags{Names: []string{"x"}, Flags: 1})
 	info, err := c.Port(ctx, mana0)
 	if err != nil {
 		t.Fatal(err)
@@ -132,18 +133,18 @@ func TestNotifications(t *testing.T) {
 func TestNotificationWireFormat(t *testing.T) {
 	ts := startServer(t, nil)
 	rc := dialRaw(t, ts.path)
-	mf := manadFamilyID(t, rc, genl.FamilyName)
+	mf := manadFamilyID(t, rc, wire.FamilyName)
 	eth := manadFamilyID(t, rc, "ethtool")
 	monitor := groupID(t, ts.path, "ethtool", "monitor")
-	events := groupID(t, ts.path, genl.FamilyName, genl.EventsGroup)
+	events := groupID(t, ts.path, wire.FamilyName, wire.EventsGroup)
 
-	if a := joinRaw(t, rc, mf, 42, genl.CmdGroupJoin); a.errno != unix.EINVAL || a.msg != "unknown multicast group 42" || a.off == 0 {
+	if a := joinRaw(t, rc, mf, 42, wire.CmdGroupJoin); a.errno != unix.EINVAL || a.msg != "unknown multicast group 42" || a.off == 0 {
 		t.Errorf("unknown group: %+v", a)
 	}
-	if a := joinRaw(t, rc, mf, monitor, genl.CmdGroupJoin); a.errno != 0 {
+	if a := joinRaw(t, rc, mf, monitor, wire.CmdGroupJoin); a.errno != 0 {
 		t.Fatalf("join: %+v", a)
 	}
-	ts.srv.NotifyPrivFlags(ts.mana0.Dev, []string{"full-page-rx", "b"}, 0b10)
+	ts.srv.NotifyPrivFlags(ts.mana0.Dev, genl.PrivFlags{Names: []string{"full-page-rx", "b"}, Flags: 0b10})
 	msgs := rc.recv()
 	m := msgs[0]
 	if len(msgs) != 1 || m.h.Type != eth || m.h.Flags != 0 || m.h.PID != 0 || m.h.Seq != 1 ||
@@ -166,16 +167,16 @@ func TestNotificationWireFormat(t *testing.T) {
 	}
 
 	// Leave monitor, join events: only the port event arrives.
-	if a := joinRaw(t, rc, mf, monitor, genl.CmdGroupLeave); a.errno != 0 {
+	if a := joinRaw(t, rc, mf, monitor, wire.CmdGroupLeave); a.errno != 0 {
 		t.Fatalf("leave: %+v", a)
 	}
-	if a := joinRaw(t, rc, mf, events, genl.CmdGroupJoin); a.errno != 0 {
+	if a := joinRaw(t, rc, mf, events, wire.CmdGroupJoin); a.errno != 0 {
 		t.Fatalf("join events: %+v", a)
 	}
 	ts.srv.NotifyRings(ts.mana0.Dev, genl.Rings{})
 	ts.srv.NotifyPort("change", genl.PortInfo{Device: ts.mana0.Dev})
 	m = rc.recv()[0]
-	if m.h.Type != mf || m.data[0] != genl.CmdPortChangeNtf || m.h.PID != 0 {
+	if m.h.Type != mf || m.data[0] != wire.CmdPortChangeNtf || m.h.PID != 0 {
 		t.Errorf("after leave: %+v % x", m.h, m.data[:4])
 	}
 }
@@ -185,11 +186,11 @@ func TestNotificationWireFormat(t *testing.T) {
 // Notify never blocks.
 func TestStalledSubscriber(t *testing.T) {
 	ts := startServer(t, func(c *genl.ServerConfig) { c.SendQueue = 8; c.WriteTimeout = 100 * time.Millisecond })
-	mf := manadFamilyID(t, dialRaw(t, ts.path), genl.FamilyName)
+	mf := manadFamilyID(t, dialRaw(t, ts.path), wire.FamilyName)
 	monitor := groupID(t, ts.path, "ethtool", "monitor")
 
 	stalled := dialRaw(t, ts.path)
-	if a := joinRaw(t, stalled, mf, monitor, genl.CmdGroupJoin); a.errno != 0 {
+	if a := joinRaw(t, stalled, mf, monitor, wire.CmdGroupJoin); a.errno != 0 {
 		t.Fatal(a)
 	}
 	c := dialClient(t, ts.path)

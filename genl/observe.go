@@ -107,6 +107,6 @@ func cmdName(fam uint16, cmd uint8) string {
 	return "unknown"
 }
 
-// manadCmdNames are the manad family's request commands, CmdPortGet (1) to CmdSetOption.
+// manadCmdNames are the manad family's request commands, wire.CmdPortGet (1) to wire.CmdSetOption.
 var manadCmdNames = [...]string{"port-get", "port-new", "port-del", "port-set-mtu", "xdp-attach",
 	"xdp-detach", "stats-get", "layout-plan", "fault-set", "group-join", "group-leave", "set-option"}

@@ -1,6 +1,10 @@
 package genl
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/manad/manad/genl/wire"
+)
 
 // TestCmdNames: every command a family serves has a metric name of its own.
 func TestCmdNames(t *testing.T) {
@@ -18,7 +22,7 @@ func TestCmdNames(t *testing.T) {
 			seen[n] = true
 		}
 	}
-	for cmd, want := range map[uint8]string{CmdPortGet: "port-get", CmdStatsGet: "stats-get", CmdSetOption: "set-option", CmdPortNewNtf: "unknown"} {
+	for cmd, want := range map[uint8]string{wire.CmdPortGet: "port-get", wire.CmdStatsGet: "stats-get", wire.CmdSetOption: "set-option", wire.CmdPortNewNtf: "unknown"} {
 		if got := cmdName(manadID, cmd); got != want {
 			t.Errorf("manad command %d: %q, want %q", cmd, got, want)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // recorder is an Observer that counts what it is told.
@@ -88,10 +89,10 @@ func TestObserverSubscriberDropped(t *testing.T) {
 		c.SendQueue = 1
 		c.WriteTimeout = 50 * time.Millisecond
 	})
-	mf := manadFamilyID(t, dialRaw(t, ts.path), genl.FamilyName)
+	mf := manadFamilyID(t, dialRaw(t, ts.path), wire.FamilyName)
 	monitor := groupID(t, ts.path, "ethtool", "monitor")
 	stalled := dialRaw(t, ts.path)
-	if a := joinRaw(t, stalled, mf, monitor, genl.CmdGroupJoin); a.errno != 0 {
+	if a := joinRaw(t, stalled, mf, monitor, wire.CmdGroupJoin); a.errno != 0 {
 		t.Fatal(a)
 	}
 	// Never read: the socket buffer fills, the writer blocks, the one-slot queue overflows.

@@ -338,7 +338,7 @@ func (s *Server) logRefusal(c *conn, e *nlattr.Error, answered bool) {
 	if !ok {
 		return
 	}
-	s.log.Warn("genl: connection refused", "reason", e.Msg, "answered", answered,
+	s.log.Warn("genl: connection refused", "reason", e.Message, "answered", answered,
 		"pid", c.caller.PID, "uid", c.caller.UID, "refusals_not_logged", suppressed)
 }
 
@@ -478,7 +478,7 @@ func (c *conn) sendMalformed(d []byte, msg string) {
 	h, _ := nlattr.ReadHeader(hdr)
 	// Echo only what was understood: a 16-byte header.
 	hdr[0], hdr[1], hdr[2], hdr[3] = nlattr.MsgHdrLen, 0, 0, 0
-	e := &nlattr.Error{Errno: unix.EINVAL, Msg: msg}
+	e := &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: msg}}
 	_ = c.send(nlattr.AppendAck(nil, hdr, h.PID, e.Errno, e, c.ackOptions()))
 }
 

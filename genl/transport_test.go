@@ -18,6 +18,7 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // ringsGetByName builds a RINGS_GET request for dev.
@@ -145,11 +146,11 @@ func TestGenlHeaderChecks(t *testing.T) {
 	ts := startServer(t, nil)
 	rc := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, rc, "ethtool")
-	mf := manadFamilyID(t, rc, genl.FamilyName)
+	mf := manadFamilyID(t, rc, wire.FamilyName)
 
 	portGet := func(flags uint16, reserved byte) []byte {
-		m := newMsg(mf, nlattr.FlagRequest|flags, 3, genl.CmdPortGet, 1)
-		header(m, genl.AttrHeader, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "mana0") })
+		m := newMsg(mf, nlattr.FlagRequest|flags, 3, wire.CmdPortGet, 1)
+		header(m, wire.AttrHeader, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "mana0") })
 		b := m.done()
 		b[nlattr.MsgHdrLen+2] = reserved
 		return b
@@ -183,11 +184,11 @@ func TestSocketOptions(t *testing.T) {
 	ts := startServer(t, nil)
 	rc := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, rc, "ethtool")
-	mf := manadFamilyID(t, rc, genl.FamilyName)
+	mf := manadFamilyID(t, rc, wire.FamilyName)
 	setOpt := func(opt uint32, v uint8) ackInfo {
-		m := newMsg(mf, nlattr.FlagRequest|nlattr.FlagAck, 5, genl.CmdSetOption, 1)
-		m.PutU32(genl.AttrOption, opt)
-		m.PutU8(genl.AttrOptionValue, v)
+		m := newMsg(mf, nlattr.FlagRequest|nlattr.FlagAck, 5, wire.CmdSetOption, 1)
+		m.PutU32(wire.AttrOption, opt)
+		m.PutU8(wire.AttrOptionValue, v)
 		rc.send(m.done())
 		return decodeAck(t, rc.recv()[0])
 	}
@@ -360,8 +361,8 @@ func TestDumpsOverManyPorts(t *testing.T) {
 	// On the wire: several datagrams of NLM_F_MULTI messages, then DONE,
 	// last in its datagram.
 	rc := dialRaw(t, ts.path)
-	mf := manadFamilyID(t, rc, genl.FamilyName)
-	rc.send(newMsg(mf, nlattr.FlagRequest|nlattr.FlagDump|nlattr.FlagAck, 21, genl.CmdPortGet, 1).done())
+	mf := manadFamilyID(t, rc, wire.FamilyName)
+	rc.send(newMsg(mf, nlattr.FlagRequest|nlattr.FlagDump|nlattr.FlagAck, 21, wire.CmdPortGet, 1).done())
 	datagrams, n := 0, 0
 	for done := false; !done; {
 		msgs := rc.recv()
@@ -441,8 +442,8 @@ func TestClientNotReadingReplies(t *testing.T) {
 		ts.be.AddPort(ts.ns, fmt.Sprintf("q%d", i))
 	}
 	lazy := dialRaw(t, ts.path)
-	mf := manadFamilyID(t, lazy, genl.FamilyName)
-	dump := newMsg(mf, nlattr.FlagRequest|nlattr.FlagDump, 1, genl.CmdPortGet, 1).done()
+	mf := manadFamilyID(t, lazy, wire.FamilyName)
+	dump := newMsg(mf, nlattr.FlagRequest|nlattr.FlagDump, 1, wire.CmdPortGet, 1).done()
 	for range 100 {
 		if _, err := lazy.c.Write(dump); err != nil {
 			break // the server already dropped us

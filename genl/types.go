@@ -2,16 +2,14 @@ package genl
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// NetNS identifies a network namespace (st_dev/st_ino of /proc/<pid>/ns/net).
-type NetNS struct{ Dev, Ino uint64 }
+	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/vnic/extack"
+)
 
 // Caller is the peer of a request, from its socket credentials at connect
 // time.
@@ -28,104 +26,40 @@ type Caller struct {
 	NetNS NetNS
 }
 
-// Device is a netdev as the backend resolved it.
-type Device struct {
-	Index uint32
-	Name  string
-	NetNS NetNS
+// PrivFlags are a device's private flags: their names (at most 32 are
+// used, as ethnl_get_priv_flags_info caps them) and the bits set.
+type PrivFlags struct {
+	Names []string
+	Flags uint32
 }
 
-// Rings are ethtool ring parameters (struct ethtool_ringparam plus the
-// kernel_ethtool_ringparam fields manad models).
-type Rings struct {
-	RxMax, RxMiniMax, RxJumboMax, TxMax uint32
-	Rx, RxMini, RxJumbo, Tx             uint32
-	RxBufLen, CQESize                   uint32
-	TCPDataSplit                        uint8 // 0 unknown, 1 disabled, 2 enabled
-	TxPush, RxPush                      bool
-	// Sent by drivers with ETHTOOL_RING_USE_TX_PUSH_BUF_LEN / _HDS_THRS only (none of manad's
-	// ports); a client reads them from kernel NICs.
-	TxPushBufLen, TxPushBufLenMax uint32
-	HDSThresh, HDSThreshMax       uint32
+// Update is a SET request as a Backend applies it (see Backend).
+//
+// Apply returns the value the request asks for given the current value cur,
+// whether it differs from cur, and the request's error (an *Error or
+// nlattr error with the offending attribute) — then nothing is applied.
+// Apply is pure: it only reads the request. Changed, when not nil, is called
+// with the value after a successful driver call, under the same lock hold as
+// Apply.
+type Update[T any] struct {
+	Apply   func(cur T) (next T, changed bool, err error)
+	Changed func(result T)
 }
 
-// Channels are ethtool channel counts (struct ethtool_channels).
-type Channels struct {
-	RxMax, TxMax, OtherMax, CombinedMax uint32
-	Rx, Tx, Other, Combined             uint32
-}
-
-// Stat is one driver statistic, as ethtool -S shows it.
-type Stat struct {
-	Name  string
-	Value uint64
-}
-
-// RxBufLayout is the wire form of an RX buffer layout (the daemon converts
-// from vnic/rxbuf).
-type RxBufLayout struct {
-	Rule                                                               string // "upstream" | "pre-headroom" | "pre-frag"
-	PageSize, MTU                                                      uint32
-	XDP, FullPageRx                                                    bool
-	DataSize, AllocSize, Headroom, BufSize, FragCount, Order, PoolSize uint32
-	Single                                                             bool
-	Reason                                                             string // why single-buffer or fragment mode
-	RingSize, Queues, PagesPerQueue                                    uint32
-	BytesPerQueue, BytesTotal                                          uint64
-}
-
-// LayoutRequest asks for the layouts of hypothetical parameters. Empty Rules
-// means the backend's default set.
-type LayoutRequest struct {
-	PageSize, MTU, RingSize, Queues uint32
-	XDP, FullPageRx                 bool
-	Rules                           []string
-}
-
-// Fault is a fault-injection setting for one reconfiguration point.
-type Fault struct {
-	Point string // "prealloc" | "detach" | "attach"
-	Mode  string // "off" | "once" | "count" | "always"
-	Count uint32 // for "count"
-	Errno uint32 // 0 = default for the point
-}
-
-// XDPProgram is an XDP program to attach: a built-in verdict program or an
-// eBPF ELF object.
-type XDPProgram struct {
-	Builtin string // "pass" | "drop" | "tx" | "aborted"
-	Object  []byte // ELF object
-	Section string
-	Name    string
-}
-
-// PortSpec describes a port to create.
-type PortSpec struct {
-	Name                                                     string
-	MAC                                                      net.HardwareAddr
-	MTU, MaxMTU, PageSize, Queues, MaxQueues, RxRing, TxRing uint32
-	Segment, NetNS                                           string
-	MemoryBudget                                             uint64
-	Persistent                                               bool
-	PrivFlags                                                uint32
-}
-
-// PortInfo is the full state of a port.
-type PortInfo struct {
-	Device                                               Device
-	NetNSName, Segment                                   string
-	MAC                                                  net.HardwareAddr
-	AdminUp, Running, Detached, ResetPending, Persistent bool
-	MTU, MinMTU, MaxMTU, PageSize, Queues, MaxQueues     uint32
-	RxRing, TxRing                                       uint32
-	PrivFlags                                            uint32
-	PrivFlagNames                                        []string
-	XDP                                                  string // "" = none, else "pass"/"drop"/"tx"/"aborted" or "ebpf:<name>"
-	Layout                                               RxBufLayout
-	PagesPinned, BytesPinned, BuffersInFlight            uint64 // live, from the page pools
-	MemoryInUse, MemoryPeak, MemoryBudget                uint64
-	Faults                                               []Fault
-}
+// The structs of the wire, under the names the Backend uses.
+type (
+	NetNS         = wire.NetNS
+	Device        = wire.Device
+	Rings         = wire.Rings
+	Channels      = wire.Channels
+	Stat          = wire.Stat
+	RxBufLayout   = wire.RxBufLayout
+	LayoutRequest = wire.LayoutRequest
+	Fault         = wire.Fault
+	XDPProgram    = wire.XDPProgram
+	PortSpec      = wire.PortSpec
+	PortInfo      = wire.PortInfo
+)
 
 // Backend is what the server calls; the daemon implements it.
 //
@@ -136,12 +70,17 @@ type PortInfo struct {
 // NLMSG_ERROR and the message in NLMSGERR_ATTR_MSG. An error wrapping no
 // errno is reported as EIO with its text as the message.
 //
-// The ethtool-core checks (ring size > max, channel counts > max or no RX/TX
-// channel, unknown bits vs the number of flags, no change → no driver call and
-// no notification) are done by the server exactly as net/ethtool does, before
-// the Set* methods are called; Set* methods get the complete new value. After
-// a successful Set* the server re-reads the value (as ethnl_default_notify
-// does) and emits the *_NTF itself.
+// The Set* methods get an Update: the backend calls its Apply with the
+// current value under its configuration lock, and Apply returns the value the
+// request asks for — only the attributes the request carries changed, the
+// ethtool-core checks (ring size > max, channel counts > max or no RX/TX
+// channel, unknown bits vs the number of flags) done exactly as net/ethtool
+// does them. No change means no driver call and no notification. After a
+// successful driver call the backend calls Changed with the resulting value
+// (which the driver may have rounded), still under the lock, and the server
+// queues the *_NTF from it, as ethnl_default_set_doit calls ethnl_notify
+// under rtnl_lock: one notification per change, in the order of the changes,
+// none for a no-op or a refused request.
 //
 // Device lookups must return an error wrapping unix.ENODEV when there is no
 // such device in c.NetNS; the server then answers with the kernel's extack.
@@ -152,12 +91,12 @@ type Backend interface {
 	DeviceByName(ctx context.Context, c Caller, name string) (Device, error)     // ENODEV if none (may wait briefly)
 
 	StringSet(ctx context.Context, c Caller, d Device, set uint32) ([]string, error) // per-device sets; nil/empty = count 0
-	PrivFlags(ctx context.Context, c Caller, d Device) (names []string, flags uint32, err error)
-	SetPrivFlags(ctx context.Context, c Caller, d Device, flags uint32) error
+	PrivFlags(ctx context.Context, c Caller, d Device) (PrivFlags, error)
+	SetPrivFlags(ctx context.Context, c Caller, d Device, u Update[PrivFlags]) error
 	Rings(ctx context.Context, c Caller, d Device) (Rings, error)
-	SetRings(ctx context.Context, c Caller, d Device, r Rings) error
+	SetRings(ctx context.Context, c Caller, d Device, u Update[Rings]) error
 	Channels(ctx context.Context, c Caller, d Device) (Channels, error)
-	SetChannels(ctx context.Context, c Caller, d Device, ch Channels) error
+	SetChannels(ctx context.Context, c Caller, d Device, u Update[Channels]) error
 
 	Ports(ctx context.Context, c Caller) ([]PortInfo, error)
 	Port(ctx context.Context, c Caller, d Device) (PortInfo, error)
@@ -204,28 +143,13 @@ type ServerConfig struct {
 	Observer Observer
 }
 
-// Error is an errno with a user-facing message, for Backend implementations.
-// The server sends Errno in NLMSG_ERROR and Message as NLMSGERR_ATTR_MSG.
-type Error struct {
-	Errno   unix.Errno
-	Message string
-}
+// Error is manad's one errno-plus-message error (vnic/extack), for Backend
+// implementations. The server sends Errno in NLMSG_ERROR, Message as
+// NLMSGERR_ATTR_MSG and a non-zero Offset as NLMSGERR_ATTR_OFFS.
+type Error = extack.Error
 
 // Errorf returns an *Error with errno and a formatted message. The result
 // satisfies errors.Is(err, errno).
 func Errorf(errno unix.Errno, format string, args ...any) error {
-	return &Error{Errno: errno, Message: fmt.Sprintf(format, args...)}
+	return extack.New(errno, format, args...)
 }
-
-func (e *Error) Error() string {
-	if e.Message == "" {
-		return e.Errno.Error()
-	}
-	return e.Message + ": " + e.Errno.Error()
-}
-
-// Unwrap returns the errno.
-func (e *Error) Unwrap() error { return e.Errno }
-
-// ExtackMessage returns the message sent as NLMSGERR_ATTR_MSG.
-func (e *Error) ExtackMessage() string { return e.Message }

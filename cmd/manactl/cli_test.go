@@ -78,7 +78,6 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"port", "add", "p0", "--memory-budget", "lots"}, "invalid value 'lots' for --memory-budget"},
 		{[]string{"port", "add", "p0", "--page-size", "0"}, "invalid page size '0'"},
 		{[]string{"port", "del"}, "port del needs a device name"},
-		{[]string{"fault", "eth0", "nowhere", "once"}, "unknown fault point 'nowhere'"},
 		{[]string{"fault", "eth0", "attach", "0"}, "invalid fault mode '0'"},
 		{[]string{"fault", "eth0", "attach", "off", "--errno", "EIO"}, "--errno does not apply to off"},
 		{[]string{"fault", "eth0", "attach", "once", "--errno", "EBOGUS"}, "invalid errno 'EBOGUS'"},

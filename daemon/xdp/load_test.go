@@ -190,11 +190,11 @@ func TestLoadVerifierLog(t *testing.T) {
 		t.Errorf("no verifier log kept")
 	}
 	// The verdict names the offending access, not the log's preamble.
-	if !strings.Contains(le.Message, "invalid access to packet") {
-		t.Errorf("message %q does not carry the verifier's verdict; log:\n%s", le.Message, strings.Join(le.VerifierLog, "\n"))
+	if !strings.Contains(le.Err.Message, "invalid access to packet") {
+		t.Errorf("message %q does not carry the verifier's verdict; log:\n%s", le.Err.Message, strings.Join(le.VerifierLog, "\n"))
 	}
-	if strings.Contains(le.Message, "\n") {
-		t.Errorf("message %q spans several lines", le.Message)
+	if strings.Contains(le.Err.Message, "\n") {
+		t.Errorf("message %q spans several lines", le.Err.Message)
 	}
 }
 

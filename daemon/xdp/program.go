@@ -54,26 +54,22 @@ type queueRunner struct {
 	_    [64]byte // keep neighbouring queues off each other's cache lines
 }
 
-// LoadError is why Load or FromProgram refused a program: an errno, the one-line message for a
-// netlink extended ACK and, when the verifier rejected the program, its whole log.
-// errors.Is(err, unix.EINVAL) and friends match its Errno.
+// LoadError is a verifier's rejection of a program: the one error (vnic/extack: errno and
+// extack message, which it unwraps to) and the verifier's whole log. Load and FromProgram return
+// every other refusal as a plain *extack.Error.
 type LoadError struct {
-	Errno       unix.Errno
-	Message     string
-	VerifierLog []string // nil unless the verifier rejected the program
+	Err         *extack.Error
+	VerifierLog []string
 }
 
 // Error returns "message: errno text", as ethtool prints a failed request.
-func (e *LoadError) Error() string { return e.Message + ": " + e.Errno.Error() }
+func (e *LoadError) Error() string { return e.Err.Error() }
 
-// Unwrap returns the errno.
-func (e *LoadError) Unwrap() error { return e.Errno }
+// Unwrap returns the *extack.Error, so errors.Is matches its errno.
+func (e *LoadError) Unwrap() error { return e.Err }
 
-// ExtackMessage returns the message for NLMSGERR_ATTR_MSG.
-func (e *LoadError) ExtackMessage() string { return e.Message }
-
-func loadErr(errno unix.Errno, format string, args ...any) *LoadError {
-	return &LoadError{Errno: errno, Message: fmt.Sprintf(format, args...)}
+func loadErr(errno unix.Errno, format string, args ...any) error {
+	return extack.New(errno, format, args...)
 }
 
 // Load verifies and loads an XDP program from the bytes of an ELF object (as clang -target bpf
@@ -81,8 +77,8 @@ func loadErr(errno unix.Errno, format string, args ...any) *LoadError {
 // when section is "". name is what Name reports after "ebpf:"; "" means the program's function
 // name. The object's maps are created with it and live until Close.
 //
-// Errors are *LoadError values (errno plus extack message): E2BIG for an object larger than
-// MaxObjectSize; EINVAL for an empty or malformed object, an object without the program asked
+// Errors are *extack.Error values (errno plus extack message; a verifier rejection is a
+// *LoadError wrapping one): E2BIG for an object larger than MaxObjectSize; EINVAL for an empty or malformed object, an object without the program asked
 // for (no XDP program, several and no section named, section not found or holding several
 // programs), a program that is not an XDP program ("program in section X is not an XDP program
 // (type Y)") or is a devmap/cpumap one, and a verifier rejection (the message carries the
@@ -139,7 +135,7 @@ func Load(obj []byte, section, name string) (*Program, error) {
 	return newProgram(prog, coll, name), nil
 }
 
-// pickProgram finds the program Load should load. Errors are EINVAL *LoadErrors.
+// pickProgram finds the program Load should load. Errors are EINVAL *extack.Errors.
 func pickProgram(spec *ebpf.CollectionSpec, section string) (*ebpf.ProgramSpec, error) {
 	all := make([]*ebpf.ProgramSpec, 0, len(spec.Programs))
 	for _, ps := range spec.Programs {
@@ -209,7 +205,8 @@ func programList(ps []*ebpf.ProgramSpec) string {
 	return strings.Join(names, ", ")
 }
 
-// classifyLoadError turns an error of ebpf.NewCollection into a *LoadError.
+// classifyLoadError turns an error of ebpf.NewCollection into an *extack.Error (a *LoadError
+// for a verifier rejection).
 func classifyLoadError(prog string, err error) error {
 	var ve *ebpf.VerifierError
 	isVerifier := errors.As(err, &ve) && len(ve.Log) > 0
@@ -220,8 +217,7 @@ func classifyLoadError(prog string, err error) error {
 		return loadErr(unix.EPERM, "loading XDP program %q: not permitted (needs CAP_BPF and CAP_NET_ADMIN)", prog)
 	case isVerifier:
 		return &LoadError{
-			Errno:       unix.EINVAL,
-			Message:     fmt.Sprintf("BPF verifier rejected program %q: %s", prog, verifierVerdict(ve.Log)),
+			Err:         &extack.Error{Errno: unix.EINVAL, Message: fmt.Sprintf("BPF verifier rejected program %q: %s", prog, verifierVerdict(ve.Log))},
 			VerifierLog: ve.Log,
 		}
 	case errors.Is(err, ebpf.ErrNotSupported):
@@ -257,7 +253,7 @@ func verifierVerdict(log []string) string {
 // FromProgram wraps an already loaded program (one built with cilium/ebpf's asm package, or
 // loaded elsewhere). It duplicates p's file descriptor: the caller still owns p and may close
 // it. name is what Name reports after "ebpf:"; "" means the program's kernel name.
-// Errors (*LoadError): EINVAL for a nil program or one that is not of type XDP; the errno of
+// Errors (*extack.Error): EINVAL for a nil program or one that is not of type XDP; the errno of
 // the failed dup otherwise.
 func FromProgram(p *ebpf.Program, name string) (*Program, error) {
 	if p == nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/manad/manad/tests/testenv"
 	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/extack"
 )
 
 // runFrame runs p on frame laid out in a standard XDP RX buffer and returns the verdict and
@@ -320,7 +321,7 @@ func TestFromProgramErrors(t *testing.T) {
 	if !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("FromProgram(SchedCLS): %v, want EINVAL", err)
 	}
-	var le *LoadError
+	var le *extack.Error
 	if !errors.As(err, &le) || !strings.Contains(le.ExtackMessage(), "is not an XDP program (type SchedCLS)") {
 		t.Errorf("extack message %q, want it to name the type", err)
 	}

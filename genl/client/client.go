@@ -26,8 +26,9 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/ethtool"
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // DefaultPath is manad's default socket.
@@ -137,10 +138,10 @@ func DialGenetlink(path string) (*genetlink.Conn, error) {
 	}
 	conn := genetlink.NewConn(netlink.NewConn(sock, pid))
 	_ = conn.SetDeadline(time.Now().Add(dialTimeout))
-	f, err := conn.GetFamily(genl.FamilyName)
+	f, err := conn.GetFamily(wire.FamilyName)
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("client: resolve the %q family: %w", genl.FamilyName, wrapErr(err))
+		return nil, fmt.Errorf("client: resolve the %q family: %w", wire.FamilyName, wrapErr(err))
 	}
 	sock.manadFamily.Store(uint32(f.ID))
 	if err := conn.SetDeadline(time.Time{}); err != nil {
@@ -180,9 +181,9 @@ func (c *Client) connect() (conn *genetlink.Conn, fams families, sock *unixSocke
 		return fail(fmt.Errorf("client: resolve the %q family: %w", ethtool.FamilyName, wrapErr(err)))
 	}
 	if sock != nil {
-		f, err := conn.GetFamily(genl.FamilyName)
+		f, err := conn.GetFamily(wire.FamilyName)
 		if err != nil {
-			return fail(fmt.Errorf("client: resolve the %q family: %w", genl.FamilyName, wrapErr(err)))
+			return fail(fmt.Errorf("client: resolve the %q family: %w", wire.FamilyName, wrapErr(err)))
 		}
 		fams.manad = &f
 		sock.manadFamily.Store(uint32(f.ID))
@@ -310,7 +311,7 @@ func (c *Client) manadExec(ctx context.Context, op string, cmd uint8, flags netl
 	if err != nil {
 		return nil, err
 	}
-	return c.execute(ctx, c.fams.manad.ID, genl.FamilyVersion, cmd, flags, data)
+	return c.execute(ctx, c.fams.manad.ID, wire.FamilyVersion, cmd, flags, data)
 }
 
 // putHeader encodes an ethtool request header (also used by manad requests).
@@ -318,35 +319,17 @@ func putHeader(ae *netlink.AttributeEncoder, t uint16, ifi Interface, flags uint
 	if ifi.Index <= 0 && ifi.Name == "" {
 		return fmt.Errorf("client: interface needs an index or a name: %w", unix.EINVAL)
 	}
-	ae.Nested(t, func(nae *netlink.AttributeEncoder) error {
-		if ifi.Index > 0 {
-			nae.Uint32(unix.ETHTOOL_A_HEADER_DEV_INDEX, uint32(ifi.Index))
-		}
-		if ifi.Name != "" {
-			nae.String(unix.ETHTOOL_A_HEADER_DEV_NAME, ifi.Name)
-		}
-		if flags != 0 {
-			nae.Uint32(unix.ETHTOOL_A_HEADER_FLAGS, flags)
-		}
-		return nil
-	})
+	h := wire.Header{Name: ifi.Name, Flags: flags}
+	if ifi.Index > 0 {
+		h.Index = uint32(ifi.Index)
+	}
+	putNest(ae, t, wire.HeaderTable, &h)
 	return nil
 }
 
-// decodeHeader reads a reply header nest.
+// decodeHeader reads a reply header nest at ad's position.
 func decodeHeader(ad *netlink.AttributeDecoder) Interface {
-	var ifi Interface
-	ad.Nested(func(nad *netlink.AttributeDecoder) error {
-		for nad.Next() {
-			switch nad.Type() {
-			case unix.ETHTOOL_A_HEADER_DEV_INDEX:
-				ifi.Index = int(nad.Uint32())
-			case unix.ETHTOOL_A_HEADER_DEV_NAME:
-				ifi.Name = nad.String()
-			}
-		}
-		return nil
-	})
+	ifi, _ := decodeHeaderAttr(nlattr.Attr{Data: ad.Bytes()})
 	return ifi
 }
 

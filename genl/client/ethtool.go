@@ -8,8 +8,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/ethtool"
+	"github.com/manad/manad/genl/wire"
 )
 
 // Flag is one private flag.
@@ -28,13 +28,25 @@ type PrivateFlags struct {
 // Rings are a device's ring parameters.
 type Rings struct {
 	Interface Interface
-	genl.Rings
+	wire.Rings
 }
 
 // Channels are a device's channel counts.
 type Channels struct {
 	Interface Interface
-	genl.Channels
+	wire.Channels
+}
+
+// Bits returns the flags that are on as a bitmap, bit i for the flag of
+// Index i (flags past the 32nd are left out).
+func (p *PrivateFlags) Bits() uint32 {
+	var bits uint32
+	for _, f := range p.Flags {
+		if f.On && f.Index >= 0 && f.Index < 32 {
+			bits |= 1 << f.Index
+		}
+	}
+	return bits
 }
 
 // StringSet is one string set (ETH_SS_*).
@@ -209,52 +221,8 @@ func (c *Client) SetRings(ctx context.Context, ifi Interface, u RingsUpdate) err
 // DecodeRings decodes a RINGS_GET_REPLY or RINGS_NTF payload; absent
 // attributes are zero.
 func DecodeRings(b []byte) (*Rings, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, err
-	}
 	r := &Rings{}
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.ETHTOOL_A_RINGS_HEADER:
-			r.Interface = decodeHeader(ad)
-		case unix.ETHTOOL_A_RINGS_RX_MAX:
-			r.RxMax = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_RX_MINI_MAX:
-			r.RxMiniMax = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_RX_JUMBO_MAX:
-			r.RxJumboMax = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_TX_MAX:
-			r.TxMax = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_RX:
-			r.Rx = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_RX_MINI:
-			r.RxMini = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_RX_JUMBO:
-			r.RxJumbo = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_TX:
-			r.Tx = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_RX_BUF_LEN:
-			r.RxBufLen = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_CQE_SIZE:
-			r.CQESize = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_TCP_DATA_SPLIT:
-			r.TCPDataSplit = ad.Uint8()
-		case unix.ETHTOOL_A_RINGS_TX_PUSH:
-			r.TxPush = ad.Uint8() != 0
-		case unix.ETHTOOL_A_RINGS_RX_PUSH:
-			r.RxPush = ad.Uint8() != 0
-		case unix.ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN:
-			r.TxPushBufLen = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN_MAX:
-			r.TxPushBufLenMax = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_HDS_THRESH:
-			r.HDSThresh = ad.Uint32()
-		case unix.ETHTOOL_A_RINGS_HDS_THRESH_MAX:
-			r.HDSThreshMax = ad.Uint32()
-		}
-	}
-	if err := ad.Err(); err != nil {
+	if err := decodeDevReply(b, unix.ETHTOOL_A_RINGS_HEADER, &r.Interface, wire.RingsTable, &r.Rings); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -303,34 +271,8 @@ func (c *Client) SetChannels(ctx context.Context, ifi Interface, u ChannelsUpdat
 
 // DecodeChannels decodes a CHANNELS_GET_REPLY or CHANNELS_NTF payload.
 func DecodeChannels(b []byte) (*Channels, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, err
-	}
 	ch := &Channels{}
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.ETHTOOL_A_CHANNELS_HEADER:
-			ch.Interface = decodeHeader(ad)
-		case unix.ETHTOOL_A_CHANNELS_RX_MAX:
-			ch.RxMax = ad.Uint32()
-		case unix.ETHTOOL_A_CHANNELS_TX_MAX:
-			ch.TxMax = ad.Uint32()
-		case unix.ETHTOOL_A_CHANNELS_OTHER_MAX:
-			ch.OtherMax = ad.Uint32()
-		case unix.ETHTOOL_A_CHANNELS_COMBINED_MAX:
-			ch.CombinedMax = ad.Uint32()
-		case unix.ETHTOOL_A_CHANNELS_RX_COUNT:
-			ch.Rx = ad.Uint32()
-		case unix.ETHTOOL_A_CHANNELS_TX_COUNT:
-			ch.Tx = ad.Uint32()
-		case unix.ETHTOOL_A_CHANNELS_OTHER_COUNT:
-			ch.Other = ad.Uint32()
-		case unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT:
-			ch.Combined = ad.Uint32()
-		}
-	}
-	if err := ad.Err(); err != nil {
+	if err := decodeDevReply(b, unix.ETHTOOL_A_CHANNELS_HEADER, &ch.Interface, wire.ChannelsTable, &ch.Channels); err != nil {
 		return nil, err
 	}
 	return ch, nil

@@ -6,8 +6,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // FuzzDecodeReplies feeds arbitrary reply payloads to every decoder the
@@ -45,16 +45,16 @@ func FuzzDecodeReplies(f *testing.F) {
 	b.EndNest(n)
 	f.Add(append([]byte(nil), b.B...))
 	b.Reset()
-	n = b.Nest(genl.AttrPort)
-	b.PutU32(genl.PortAttrDevIndex, 4)
-	faults := b.Nest(genl.PortAttrFaults)
-	item := b.Nest(genl.ListItem)
-	b.PutString(genl.FaultAttrPoint, "attach")
+	n = b.Nest(wire.AttrPort)
+	b.PutU32(wire.PortAttrDevIndex, 4)
+	faults := b.Nest(wire.PortAttrFaults)
+	item := b.Nest(wire.ListItem)
+	b.PutString(wire.FaultAttrPoint, "attach")
 	b.EndNest(item)
 	b.EndNest(faults)
 	b.EndNest(n)
 	f.Add(append([]byte(nil), b.B...))
-	f.Add(nlattr.AppendAck(nil, make([]byte, 24), 1, unix.EINVAL, &nlattr.Error{Errno: unix.EINVAL, Msg: "x", Off: 20}, nlattr.AckOptions{ExtAck: true}))
+	f.Add(nlattr.AppendAck(nil, make([]byte, 24), 1, unix.EINVAL, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "x", Offset: 20}}, nlattr.AckOptions{ExtAck: true}))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = DecodePrivateFlags(data, []string{"a"})

@@ -2,12 +2,11 @@ package client
 
 import (
 	"context"
-	"net"
-	"slices"
 
 	"github.com/mdlayher/netlink"
 
-	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // The manad-family methods. On a kernel client they fail with an error
@@ -15,12 +14,12 @@ import (
 
 // Ports returns the ports the PORT_GET dump shows the caller: those in its network namespace,
 // or, for an admin in manad's own namespace, every port.
-func (c *Client) Ports(ctx context.Context) ([]genl.PortInfo, error) {
-	msgs, err := c.manadExec(ctx, "Ports", genl.CmdPortGet, netlink.Request|netlink.Dump, netlink.NewAttributeEncoder())
+func (c *Client) Ports(ctx context.Context) ([]wire.PortInfo, error) {
+	msgs, err := c.manadExec(ctx, "Ports", wire.CmdPortGet, netlink.Request|netlink.Dump, netlink.NewAttributeEncoder())
 	if err != nil {
 		return nil, err
 	}
-	ports := make([]genl.PortInfo, 0, len(msgs))
+	ports := make([]wire.PortInfo, 0, len(msgs))
 	for _, m := range msgs {
 		p, err := DecodePort(m.Data)
 		if err != nil {
@@ -32,12 +31,12 @@ func (c *Client) Ports(ctx context.Context) ([]genl.PortInfo, error) {
 }
 
 // Port returns one port (PORT_GET).
-func (c *Client) Port(ctx context.Context, ifi Interface) (*genl.PortInfo, error) {
+func (c *Client) Port(ctx context.Context, ifi Interface) (*wire.PortInfo, error) {
 	ae := netlink.NewAttributeEncoder()
-	if err := putHeader(ae, genl.AttrHeader, ifi, 0); err != nil {
+	if err := putHeader(ae, wire.AttrHeader, ifi, 0); err != nil {
 		return nil, err
 	}
-	msgs, err := c.manadExec(ctx, "Port", genl.CmdPortGet, netlink.Request, ae)
+	msgs, err := c.manadExec(ctx, "Port", wire.CmdPortGet, netlink.Request, ae)
 	if err != nil {
 		return nil, err
 	}
@@ -50,42 +49,10 @@ func (c *Client) Port(ctx context.Context, ifi Interface) (*genl.PortInfo, error
 
 // CreatePort creates a port (PORT_NEW, admin) and returns it. Zero fields of
 // s are not sent, leaving them to the daemon's defaults.
-func (c *Client) CreatePort(ctx context.Context, s genl.PortSpec) (*genl.PortInfo, error) {
+func (c *Client) CreatePort(ctx context.Context, s wire.PortSpec) (*wire.PortInfo, error) {
 	ae := netlink.NewAttributeEncoder()
-	ae.Nested(genl.AttrPort, func(p *netlink.AttributeEncoder) error {
-		str := func(t uint16, v string) {
-			if v != "" {
-				p.String(t, v)
-			}
-		}
-		u32 := func(t uint16, v uint32) {
-			if v != 0 {
-				p.Uint32(t, v)
-			}
-		}
-		str(genl.PortAttrDevName, s.Name)
-		str(genl.PortAttrNetNS, s.NetNS)
-		str(genl.PortAttrSegment, s.Segment)
-		if len(s.MAC) > 0 {
-			p.Bytes(genl.PortAttrMAC, s.MAC)
-		}
-		if s.Persistent {
-			p.Uint8(genl.PortAttrPersistent, 1)
-		}
-		u32(genl.PortAttrMTU, s.MTU)
-		u32(genl.PortAttrMaxMTU, s.MaxMTU)
-		u32(genl.PortAttrPageSize, s.PageSize)
-		u32(genl.PortAttrQueues, s.Queues)
-		u32(genl.PortAttrMaxQueues, s.MaxQueues)
-		u32(genl.PortAttrRxRing, s.RxRing)
-		u32(genl.PortAttrTxRing, s.TxRing)
-		u32(genl.PortAttrPrivFlags, s.PrivFlags)
-		if s.MemoryBudget != 0 {
-			p.Uint64(genl.PortAttrMemoryBudget, s.MemoryBudget)
-		}
-		return nil
-	})
-	msgs, err := c.manadExec(ctx, "CreatePort", genl.CmdPortNew, netlink.Request, ae)
+	putNest(ae, wire.AttrPort, wire.PortSpecTable, &s)
+	msgs, err := c.manadExec(ctx, "CreatePort", wire.CmdPortNew, netlink.Request, ae)
 	if err != nil {
 		return nil, err
 	}
@@ -98,13 +65,13 @@ func (c *Client) CreatePort(ctx context.Context, s genl.PortSpec) (*genl.PortInf
 
 // DeletePort deletes a port (PORT_DEL, admin).
 func (c *Client) DeletePort(ctx context.Context, ifi Interface) error {
-	return c.devAction(ctx, "DeletePort", genl.CmdPortDel, ifi, nil)
+	return c.devAction(ctx, "DeletePort", wire.CmdPortDel, ifi, nil)
 }
 
 // SetMTU sets a port's MTU (PORT_SET_MTU, admin).
 func (c *Client) SetMTU(ctx context.Context, ifi Interface, mtu uint32) error {
-	return c.devAction(ctx, "SetMTU", genl.CmdPortSetMTU, ifi, func(ae *netlink.AttributeEncoder) {
-		ae.Uint32(genl.AttrMTU, mtu)
+	return c.devAction(ctx, "SetMTU", wire.CmdPortSetMTU, ifi, func(ae *netlink.AttributeEncoder) {
+		ae.Uint32(wire.AttrMTU, mtu)
 	})
 }
 
@@ -115,25 +82,14 @@ const xdpChunk = 60 << 10
 // object travels in XDP_OBJECT chunks; the whole request must fit in one
 // datagram (the socket send buffer, about 200 KiB by default, and manad's
 // MaxMessage).
-func (c *Client) AttachXDP(ctx context.Context, ifi Interface, p genl.XDPProgram) error {
-	return c.devAction(ctx, "AttachXDP", genl.CmdXDPAttach, ifi, func(ae *netlink.AttributeEncoder) {
+func (c *Client) AttachXDP(ctx context.Context, ifi Interface, p wire.XDPProgram) error {
+	return c.devAction(ctx, "AttachXDP", wire.CmdXDPAttach, ifi, func(ae *netlink.AttributeEncoder) {
 		if p.Builtin != "" || p.Section != "" || p.Name != "" {
-			ae.Nested(genl.AttrXDP, func(x *netlink.AttributeEncoder) error {
-				if p.Builtin != "" {
-					x.String(genl.XDPAttrBuiltin, p.Builtin)
-				}
-				if p.Section != "" {
-					x.String(genl.XDPAttrSection, p.Section)
-				}
-				if p.Name != "" {
-					x.String(genl.XDPAttrName, p.Name)
-				}
-				return nil
-			})
+			putNest(ae, wire.AttrXDP, wire.XDPTable, &p)
 		}
 		for obj := p.Object; len(obj) > 0; {
 			n := min(len(obj), xdpChunk)
-			ae.Bytes(genl.AttrXDPObject, obj[:n])
+			ae.Bytes(wire.AttrXDPObject, obj[:n])
 			obj = obj[n:]
 		}
 	})
@@ -141,30 +97,20 @@ func (c *Client) AttachXDP(ctx context.Context, ifi Interface, p genl.XDPProgram
 
 // DetachXDP detaches a port's XDP program (XDP_DETACH, admin).
 func (c *Client) DetachXDP(ctx context.Context, ifi Interface) error {
-	return c.devAction(ctx, "DetachXDP", genl.CmdXDPDetach, ifi, nil)
+	return c.devAction(ctx, "DetachXDP", wire.CmdXDPDetach, ifi, nil)
 }
 
 // SetFault sets (or, with Mode "off", clears) fault injection at a
 // reconfiguration point of a port (FAULT_SET, admin).
-func (c *Client) SetFault(ctx context.Context, ifi Interface, f genl.Fault) error {
-	return c.devAction(ctx, "SetFault", genl.CmdFaultSet, ifi, func(ae *netlink.AttributeEncoder) {
-		ae.Nested(genl.AttrFault, func(n *netlink.AttributeEncoder) error {
-			n.String(genl.FaultAttrPoint, f.Point)
-			n.String(genl.FaultAttrMode, f.Mode)
-			if f.Count != 0 {
-				n.Uint32(genl.FaultAttrCount, f.Count)
-			}
-			if f.Errno != 0 {
-				n.Uint32(genl.FaultAttrErrno, f.Errno)
-			}
-			return nil
-		})
+func (c *Client) SetFault(ctx context.Context, ifi Interface, f wire.Fault) error {
+	return c.devAction(ctx, "SetFault", wire.CmdFaultSet, ifi, func(ae *netlink.AttributeEncoder) {
+		putNest(ae, wire.AttrFault, wire.FaultTable.OmitZero(), &f)
 	})
 }
 
 func (c *Client) devAction(ctx context.Context, op string, cmd uint8, ifi Interface, attrs func(*netlink.AttributeEncoder)) error {
 	ae := netlink.NewAttributeEncoder()
-	if err := putHeader(ae, genl.AttrHeader, ifi, 0); err != nil {
+	if err := putHeader(ae, wire.AttrHeader, ifi, 0); err != nil {
 		return err
 	}
 	if attrs != nil {
@@ -177,16 +123,16 @@ func (c *Client) devAction(ctx context.Context, op string, cmd uint8, ifi Interf
 // DeviceStats are the statistics of one device.
 type DeviceStats struct {
 	Interface Interface
-	Stats     []genl.Stat
+	Stats     []wire.Stat
 }
 
 // Stats returns a port's statistics in the driver's order (STATS_GET).
-func (c *Client) Stats(ctx context.Context, ifi Interface) ([]genl.Stat, error) {
+func (c *Client) Stats(ctx context.Context, ifi Interface) ([]wire.Stat, error) {
 	ae := netlink.NewAttributeEncoder()
-	if err := putHeader(ae, genl.AttrHeader, ifi, 0); err != nil {
+	if err := putHeader(ae, wire.AttrHeader, ifi, 0); err != nil {
 		return nil, err
 	}
-	msgs, err := c.manadExec(ctx, "Stats", genl.CmdStatsGet, netlink.Request, ae)
+	msgs, err := c.manadExec(ctx, "Stats", wire.CmdStatsGet, netlink.Request, ae)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +149,7 @@ func (c *Client) Stats(ctx context.Context, ifi Interface) ([]genl.Stat, error) 
 
 // AllStats returns the statistics of every port (STATS_GET dump).
 func (c *Client) AllStats(ctx context.Context) ([]*DeviceStats, error) {
-	msgs, err := c.manadExec(ctx, "AllStats", genl.CmdStatsGet, netlink.Request|netlink.Dump, netlink.NewAttributeEncoder())
+	msgs, err := c.manadExec(ctx, "AllStats", wire.CmdStatsGet, netlink.Request|netlink.Dump, netlink.NewAttributeEncoder())
 	if err != nil {
 		return nil, err
 	}
@@ -212,32 +158,19 @@ func (c *Client) AllStats(ctx context.Context) ([]*DeviceStats, error) {
 
 // DecodeStats decodes a STATS_GET reply.
 func DecodeStats(b []byte) (*DeviceStats, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, err
-	}
 	ds := &DeviceStats{}
-	for ad.Next() {
-		switch ad.Type() {
-		case genl.AttrHeader:
-			ds.Interface = decodeHeader(ad)
-		case genl.AttrStat:
-			var st genl.Stat
-			ad.Nested(func(n *netlink.AttributeDecoder) error {
-				for n.Next() {
-					switch n.Type() {
-					case genl.StatAttrName:
-						st.Name = n.String()
-					case genl.StatAttrValue:
-						st.Value = n.Uint64()
-					}
-				}
-				return nil
-			})
+	err := eachAttr(b, func(a nlattr.Attr) (err error) {
+		switch a.Type() {
+		case wire.AttrHeader:
+			ds.Interface, err = decodeHeaderAttr(a)
+		case wire.AttrStat:
+			var st wire.Stat
+			err = wire.StatTable.Decode(a.Data, &st)
 			ds.Stats = append(ds.Stats, st)
 		}
-	}
-	if err := ad.Err(); err != nil {
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return ds, nil
@@ -246,21 +179,10 @@ func DecodeStats(b []byte) (*DeviceStats, error) {
 // PlanLayout computes RX buffer layouts for hypothetical parameters, one per
 // rule (LAYOUT_PLAN), however many rules: a reply longer than one datagram
 // arrives multi-part and is joined here.
-func (c *Client) PlanLayout(ctx context.Context, r genl.LayoutRequest) ([]genl.RxBufLayout, error) {
+func (c *Client) PlanLayout(ctx context.Context, r wire.LayoutRequest) ([]wire.RxBufLayout, error) {
 	ae := netlink.NewAttributeEncoder()
-	ae.Nested(genl.AttrLayoutRequest, func(n *netlink.AttributeEncoder) error {
-		n.Uint32(genl.LayoutAttrPageSize, r.PageSize)
-		n.Uint32(genl.LayoutAttrMTU, r.MTU)
-		n.Uint32(genl.LayoutAttrRingSize, r.RingSize)
-		n.Uint32(genl.LayoutAttrQueues, r.Queues)
-		n.Uint8(genl.LayoutAttrXDP, b2u8(r.XDP))
-		n.Uint8(genl.LayoutAttrFullPageRx, b2u8(r.FullPageRx))
-		for _, rule := range r.Rules {
-			n.String(genl.LayoutAttrRule, rule)
-		}
-		return nil
-	})
-	msgs, err := c.manadExec(ctx, "PlanLayout", genl.CmdLayoutPlan, netlink.Request, ae)
+	putNest(ae, wire.AttrLayoutRequest, wire.LayoutRequestTable, &r)
+	msgs, err := c.manadExec(ctx, "PlanLayout", wire.CmdLayoutPlan, netlink.Request, ae)
 	if err != nil {
 		return nil, err
 	}
@@ -270,193 +192,35 @@ func (c *Client) PlanLayout(ctx context.Context, r genl.LayoutRequest) ([]genl.R
 		_, err := one(msgs, "LAYOUT_PLAN")
 		return nil, err
 	}
-	var out []genl.RxBufLayout
+	var out []wire.RxBufLayout
 	for _, m := range msgs {
-		ad, err := netlink.NewAttributeDecoder(m.Data)
-		if err != nil {
-			return nil, err
-		}
-		for ad.Next() {
-			if ad.Type() == genl.AttrLayout {
-				var l genl.RxBufLayout
-				ad.Nested(decodeLayout(&l))
-				out = append(out, l)
+		err := eachAttr(m.Data, func(a nlattr.Attr) error {
+			if a.Type() != wire.AttrLayout {
+				return nil
 			}
-		}
-		if err := ad.Err(); err != nil {
+			var l wire.RxBufLayout
+			err := wire.LayoutTable.Decode(a.Data, &l)
+			out = append(out, l)
+			return err
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-func b2u8(v bool) uint8 {
-	if v {
-		return 1
-	}
-	return 0
-}
-
 // DecodePort decodes a PORT_GET/PORT_NEW reply or a PORT_*_NTF payload.
-func DecodePort(b []byte) (*genl.PortInfo, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
+func DecodePort(b []byte) (*wire.PortInfo, error) {
+	p := &wire.PortInfo{}
+	err := eachAttr(b, func(a nlattr.Attr) error {
+		if a.Type() == wire.AttrPort {
+			return wire.PortTable.Decode(a.Data, p)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	p := &genl.PortInfo{}
-	for ad.Next() {
-		if ad.Type() == genl.AttrPort {
-			ad.Nested(decodePortAttrs(p))
-		}
-	}
-	if err := ad.Err(); err != nil {
-		return nil, err
-	}
 	return p, nil
-}
-
-func decodePortAttrs(p *genl.PortInfo) func(*netlink.AttributeDecoder) error {
-	return func(ad *netlink.AttributeDecoder) error {
-		for ad.Next() {
-			switch ad.Type() {
-			case genl.PortAttrDevIndex:
-				p.Device.Index = ad.Uint32()
-			case genl.PortAttrDevName:
-				p.Device.Name = ad.String()
-			case genl.PortAttrNetNS:
-				p.NetNSName = ad.String()
-			case genl.PortAttrSegment:
-				p.Segment = ad.String()
-			case genl.PortAttrMAC:
-				p.MAC = net.HardwareAddr(slices.Clone(ad.Bytes()))
-			case genl.PortAttrAdminUp:
-				p.AdminUp = ad.Uint8() != 0
-			case genl.PortAttrRunning:
-				p.Running = ad.Uint8() != 0
-			case genl.PortAttrDetached:
-				p.Detached = ad.Uint8() != 0
-			case genl.PortAttrResetPending:
-				p.ResetPending = ad.Uint8() != 0
-			case genl.PortAttrPersistent:
-				p.Persistent = ad.Uint8() != 0
-			case genl.PortAttrMTU:
-				p.MTU = ad.Uint32()
-			case genl.PortAttrMinMTU:
-				p.MinMTU = ad.Uint32()
-			case genl.PortAttrMaxMTU:
-				p.MaxMTU = ad.Uint32()
-			case genl.PortAttrPageSize:
-				p.PageSize = ad.Uint32()
-			case genl.PortAttrQueues:
-				p.Queues = ad.Uint32()
-			case genl.PortAttrMaxQueues:
-				p.MaxQueues = ad.Uint32()
-			case genl.PortAttrRxRing:
-				p.RxRing = ad.Uint32()
-			case genl.PortAttrTxRing:
-				p.TxRing = ad.Uint32()
-			case genl.PortAttrPrivFlags:
-				p.PrivFlags = ad.Uint32()
-			case genl.PortAttrPrivFlagNames:
-				ad.Nested(func(n *netlink.AttributeDecoder) error {
-					for n.Next() {
-						p.PrivFlagNames = append(p.PrivFlagNames, n.String())
-					}
-					return nil
-				})
-			case genl.PortAttrXDP:
-				p.XDP = ad.String()
-			case genl.PortAttrLayout:
-				ad.Nested(decodeLayout(&p.Layout))
-			case genl.PortAttrPagesPinned:
-				p.PagesPinned = ad.Uint64()
-			case genl.PortAttrBytesPinned:
-				p.BytesPinned = ad.Uint64()
-			case genl.PortAttrBuffersInFlight:
-				p.BuffersInFlight = ad.Uint64()
-			case genl.PortAttrMemoryInUse:
-				p.MemoryInUse = ad.Uint64()
-			case genl.PortAttrMemoryPeak:
-				p.MemoryPeak = ad.Uint64()
-			case genl.PortAttrMemoryBudget:
-				p.MemoryBudget = ad.Uint64()
-			case genl.PortAttrFaults:
-				ad.Nested(func(n *netlink.AttributeDecoder) error {
-					for n.Next() {
-						var f genl.Fault
-						n.Nested(func(fa *netlink.AttributeDecoder) error {
-							for fa.Next() {
-								switch fa.Type() {
-								case genl.FaultAttrPoint:
-									f.Point = fa.String()
-								case genl.FaultAttrMode:
-									f.Mode = fa.String()
-								case genl.FaultAttrCount:
-									f.Count = fa.Uint32()
-								case genl.FaultAttrErrno:
-									f.Errno = fa.Uint32()
-								}
-							}
-							return nil
-						})
-						p.Faults = append(p.Faults, f)
-					}
-					return nil
-				})
-			case genl.PortAttrNetNSDev:
-				p.Device.NetNS.Dev = ad.Uint64()
-			case genl.PortAttrNetNSIno:
-				p.Device.NetNS.Ino = ad.Uint64()
-			}
-		}
-		return nil
-	}
-}
-
-func decodeLayout(l *genl.RxBufLayout) func(*netlink.AttributeDecoder) error {
-	return func(ad *netlink.AttributeDecoder) error {
-		for ad.Next() {
-			switch ad.Type() {
-			case genl.LayoutAttrRule:
-				l.Rule = ad.String()
-			case genl.LayoutAttrPageSize:
-				l.PageSize = ad.Uint32()
-			case genl.LayoutAttrMTU:
-				l.MTU = ad.Uint32()
-			case genl.LayoutAttrXDP:
-				l.XDP = ad.Uint8() != 0
-			case genl.LayoutAttrFullPageRx:
-				l.FullPageRx = ad.Uint8() != 0
-			case genl.LayoutAttrDataSize:
-				l.DataSize = ad.Uint32()
-			case genl.LayoutAttrAllocSize:
-				l.AllocSize = ad.Uint32()
-			case genl.LayoutAttrHeadroom:
-				l.Headroom = ad.Uint32()
-			case genl.LayoutAttrBufSize:
-				l.BufSize = ad.Uint32()
-			case genl.LayoutAttrFragCount:
-				l.FragCount = ad.Uint32()
-			case genl.LayoutAttrOrder:
-				l.Order = ad.Uint32()
-			case genl.LayoutAttrPoolSize:
-				l.PoolSize = ad.Uint32()
-			case genl.LayoutAttrSingle:
-				l.Single = ad.Uint8() != 0
-			case genl.LayoutAttrReason:
-				l.Reason = ad.String()
-			case genl.LayoutAttrRingSize:
-				l.RingSize = ad.Uint32()
-			case genl.LayoutAttrQueues:
-				l.Queues = ad.Uint32()
-			case genl.LayoutAttrPagesPerQueue:
-				l.PagesPerQueue = ad.Uint32()
-			case genl.LayoutAttrBytesPerQueue:
-				l.BytesPerQueue = ad.Uint64()
-			case genl.LayoutAttrBytesTotal:
-				l.BytesTotal = ad.Uint64()
-			}
-		}
-		return nil
-	}
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/mdlayher/genetlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/ethtool"
+	"github.com/manad/manad/genl/wire"
 )
 
 // NotificationKind says what a notification reports.
@@ -55,7 +55,7 @@ type Notification struct {
 	PrivateFlags *PrivateFlags
 	Rings        *Rings
 	Channels     *Channels
-	Port         *genl.PortInfo
+	Port         *wire.PortInfo
 }
 
 // Subscription receives notifications of the ethtool "monitor" group and,
@@ -90,7 +90,7 @@ func (c *Client) Subscribe(ctx context.Context) (*Subscription, error) {
 		return nil, err
 	}
 	if fams.manad != nil {
-		if err := join(*fams.manad, genl.EventsGroup); err != nil {
+		if err := join(*fams.manad, wire.EventsGroup); err != nil {
 			conn.Close()
 			return nil, err
 		}
@@ -161,11 +161,11 @@ func (s *Subscription) decode(ctx context.Context, famID uint16, m genetlink.Mes
 		}
 	case s.fams.manad != nil && famID == s.fams.manad.ID:
 		switch m.Header.Command {
-		case genl.CmdPortNewNtf:
+		case wire.CmdPortNewNtf:
 			n.Kind = PortAdded
-		case genl.CmdPortDelNtf:
+		case wire.CmdPortDelNtf:
 			n.Kind = PortRemoved
-		case genl.CmdPortChangeNtf:
+		case wire.CmdPortChangeNtf:
 			n.Kind = PortChanged
 		default:
 			return n, false, nil

@@ -17,8 +17,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // unixSocket carries netlink messages over a Unix SOCK_SEQPACKET connection
@@ -175,12 +175,12 @@ func (s *unixSocket) SetWriteDeadline(t time.Time) error { return s.c.SetWriteDe
 
 // JoinGroup subscribes to a multicast group with a manad GROUP_JOIN request.
 func (s *unixSocket) JoinGroup(group uint32) error {
-	return s.control(genl.CmdGroupJoin, func(ae *netlink.AttributeEncoder) { ae.Uint32(genl.AttrGroup, group) })
+	return s.control(wire.CmdGroupJoin, func(ae *netlink.AttributeEncoder) { ae.Uint32(wire.AttrGroup, group) })
 }
 
 // LeaveGroup unsubscribes with a manad GROUP_LEAVE request.
 func (s *unixSocket) LeaveGroup(group uint32) error {
-	return s.control(genl.CmdGroupLeave, func(ae *netlink.AttributeEncoder) { ae.Uint32(genl.AttrGroup, group) })
+	return s.control(wire.CmdGroupLeave, func(ae *netlink.AttributeEncoder) { ae.Uint32(wire.AttrGroup, group) })
 }
 
 // SetOption sets NETLINK_EXT_ACK, NETLINK_CAP_ACK or NETLINK_GET_STRICT_CHK
@@ -202,9 +202,9 @@ func (s *unixSocket) SetOption(option netlink.ConnOption, enable bool) error {
 	if enable {
 		v = 1
 	}
-	return s.control(genl.CmdSetOption, func(ae *netlink.AttributeEncoder) {
-		ae.Uint32(genl.AttrOption, opt)
-		ae.Uint8(genl.AttrOptionValue, v)
+	return s.control(wire.CmdSetOption, func(ae *netlink.AttributeEncoder) {
+		ae.Uint32(wire.AttrOption, opt)
+		ae.Uint8(wire.AttrOptionValue, v)
 	})
 }
 
@@ -221,7 +221,7 @@ func (s *unixSocket) control(cmd uint8, attrs func(*netlink.AttributeEncoder)) e
 	if err != nil {
 		return err
 	}
-	gm, err := (genetlink.Message{Header: genetlink.Header{Command: cmd, Version: genl.FamilyVersion}, Data: data}).MarshalBinary()
+	gm, err := (genetlink.Message{Header: genetlink.Header{Command: cmd, Version: wire.FamilyVersion}, Data: data}).MarshalBinary()
 	if err != nil {
 		return err
 	}

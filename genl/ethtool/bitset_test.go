@@ -71,7 +71,7 @@ func TestUpdateBitsetUnreachable(t *testing.T) {
 			bm := []uint32{0}
 			_, err := UpdateBitset32(m, a, bm, 3, []string{"a", "b", "c"})
 			e, ok := err.(*nlattr.Error)
-			if !ok || e.Errno != unix.EINVAL || e.Msg != tt.msg {
+			if !ok || e.Errno != unix.EINVAL || e.Message != tt.msg {
 				t.Errorf("got %v", err)
 			}
 		})

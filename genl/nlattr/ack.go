@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/extack"
 )
 
 // Netlink message types and flags used in replies (include/uapi/linux/netlink.h).
@@ -58,15 +60,15 @@ func ReadHeader(b []byte) (h Header, ok bool) {
 	}, true
 }
 
-// Error is a netlink error as netlink_ack() reports it: an errno plus the
-// extended ACK fields of struct netlink_ext_ack. It unwraps to the errno.
+// Extack is the one error type of vnic/extack, embedded in Error.
+type Extack = extack.Error
+
+// Error is a netlink error as netlink_ack() reports it: manad's one error
+// type (errno, NLMSGERR_ATTR_MSG and NLMSGERR_ATTR_OFFS, see vnic/extack)
+// plus the extended ACK fields only the netlink layer knows. It unwraps to
+// the errno.
 type Error struct {
-	Errno unix.Errno
-	// Msg is NLMSGERR_ATTR_MSG ("" = none).
-	Msg string
-	// Off is the offending attribute's offset from the start of the
-	// request's nlmsghdr, NLMSGERR_ATTR_OFFS (0 = none).
-	Off int
+	Extack
 	// Policy is the policy the attribute failed, NLMSGERR_ATTR_POLICY.
 	Policy *Policy
 	// MissType is the type of a missing required attribute,
@@ -79,29 +81,23 @@ type Error struct {
 
 // Errorf returns an *Error with a formatted extack message and no offset.
 func Errorf(errno unix.Errno, format string, args ...any) *Error {
-	return &Error{Errno: errno, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Extack: Extack{Errno: errno, Message: fmt.Sprintf(format, args...)}}
 }
 
 // AttrError returns an *Error blaming attribute a (NL_SET_ERR_MSG_ATTR).
 // An absent attribute gives no offset, as in the kernel.
 func AttrError(errno unix.Errno, a Attr, msg string) *Error {
-	return &Error{Errno: errno, Msg: msg, Off: a.Off}
+	return &Error{Extack: Extack{Errno: errno, Message: msg, Offset: a.Off}}
 }
 
 // Missing returns the error of NL_REQ_ATTR_CHECK: EINVAL, no message,
 // MISS_TYPE = t and MISS_NEST = the nest's offset (absent nest = top level).
 func Missing(nest Attr, t uint16) *Error {
-	return &Error{Errno: unix.EINVAL, MissType: t, MissNest: nest.Off}
+	return &Error{Extack: Extack{Errno: unix.EINVAL}, MissType: t, MissNest: nest.Off}
 }
 
 func (e *Error) Error() string {
-	s := e.Errno.Error()
-	if e.Msg != "" {
-		s = e.Msg + ": " + s
-	}
-	if e.Off != 0 {
-		s += fmt.Sprintf(" (offset %d)", e.Off)
-	}
+	s := e.Extack.Error()
 	if e.MissType != 0 {
 		s += fmt.Sprintf(" (missing attribute %d)", e.MissType)
 	}
@@ -112,7 +108,7 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Errno }
 
 // ExtackMessage returns the NLMSGERR_ATTR_MSG text.
-func (e *Error) ExtackMessage() string { return e.Msg }
+func (e *Error) ExtackMessage() string { return e.Message }
 
 // AckOptions are the per-socket options that shape an ACK.
 type AckOptions struct {
@@ -136,12 +132,12 @@ func AppendAck(dst []byte, req []byte, pid uint32, errno unix.Errno, e *Error, o
 	}
 	var tlv Builder
 	if opt.ExtAck && e != nil {
-		if e.Msg != "" {
-			tlv.PutString(ErrAttrMsg, e.Msg)
+		if e.Message != "" {
+			tlv.PutString(ErrAttrMsg, e.Message)
 		}
 		if errno != 0 {
-			if e.Off > 0 && e.Off < len(req) {
-				tlv.PutU32(ErrAttrOffs, uint32(e.Off))
+			if e.Offset > 0 && e.Offset < len(req) {
+				tlv.PutU32(ErrAttrOffs, uint32(e.Offset))
 			}
 			if e.Policy != nil {
 				e.Policy.appendDump(&tlv, ErrAttrPolicy)

@@ -90,11 +90,11 @@ func TestParseErrors(t *testing.T) {
 			if !ok {
 				t.Fatalf("error %v (%T), want *Error", err, err)
 			}
-			if e.Errno != tt.errno || e.Msg != tt.msg || (e.Off > 0) != tt.off || (e.Policy != nil) != tt.policy {
+			if e.Errno != tt.errno || e.Message != tt.msg || (e.Offset > 0) != tt.off || (e.Policy != nil) != tt.policy {
 				t.Errorf("got %+v", e)
 			}
-			if e.Off > 0 && (e.Off < MsgHdrLen+GenlHdrLen || e.Off >= len(m)) {
-				t.Errorf("offset %d outside the attributes", e.Off)
+			if e.Offset > 0 && (e.Offset < MsgHdrLen+GenlHdrLen || e.Offset >= len(m)) {
+				t.Errorf("offset %d outside the attributes", e.Offset)
 			}
 		})
 	}
@@ -113,14 +113,14 @@ func TestParseRecursionLimit(t *testing.T) {
 		b.EndNest(nests[i])
 	}
 	_, err := Parse(b.B, 0, len(b.B), self, Strict)
-	if e, ok := err.(*Error); !ok || e.Msg != "allowed policy recursion depth exceeded" {
+	if e, ok := err.(*Error); !ok || e.Message != "allowed policy recursion depth exceeded" {
 		t.Errorf("got %v", err)
 	}
 }
 
 func TestAppendAck(t *testing.T) {
 	req := msgWith(func(b *Builder) { b.PutU8(2, 1) })
-	e := &Error{Errno: unix.EINVAL, Msg: "boom", Off: 20, MissType: 3, MissNest: 20, Policy: &Policy{Kind: U8, Check: CheckMax, Max: 2}}
+	e := &Error{Extack: Extack{Errno: unix.EINVAL, Message: "boom", Offset: 20}, MissType: 3, MissNest: 20, Policy: &Policy{Kind: U8, Check: CheckMax, Max: 2}}
 	for _, tc := range []struct {
 		name   string
 		errno  unix.Errno
@@ -218,8 +218,8 @@ func FuzzParse(f *testing.F) {
 			if !ok {
 				t.Fatalf("non-*Error %T", err)
 			}
-			if e.Off != 0 && (e.Off < 20 || e.Off >= len(m)) {
-				t.Fatalf("offset %d out of range", e.Off)
+			if e.Offset != 0 && (e.Offset < 20 || e.Offset >= len(m)) {
+				t.Fatalf("offset %d out of range", e.Offset)
 			}
 			ack := AppendAck(nil, m, 1, e.Errno, e, AckOptions{ExtAck: true})
 			if h, _ := ReadHeader(ack); int(h.Len) != len(ack) {

@@ -133,7 +133,7 @@ func Parse(msg []byte, off, n int, set *Set, mode Mode) ([]Attr, error) {
 // nla_parse_nested: the nest must carry NLA_F_NESTED.
 func ParseNested(msg []byte, nest Attr, set *Set) ([]Attr, error) {
 	if !nest.IsNested() {
-		return nil, &Error{Errno: unix.EINVAL, Msg: "NLA_F_NESTED is missing", Off: nest.Off}
+		return nil, &Error{Extack: Extack{Errno: unix.EINVAL, Message: "NLA_F_NESTED is missing", Offset: nest.Off}}
 	}
 	return parse(msg, nest.PayloadOff(), len(nest.Data), set, Strict, true, 0)
 }
@@ -147,7 +147,7 @@ func ValidateNestedAttr(msg []byte, nest Attr, set *Set) error {
 
 func parse(msg []byte, off, n int, set *Set, mode Mode, wantTable bool, depth int) ([]Attr, error) {
 	if depth >= maxPolicyDepth {
-		return nil, &Error{Errno: unix.EINVAL, Msg: "allowed policy recursion depth exceeded"}
+		return nil, &Error{Extack: Extack{Errno: unix.EINVAL, Message: "allowed policy recursion depth exceeded"}}
 	}
 	var tb []Attr
 	if wantTable {
@@ -159,7 +159,7 @@ func parse(msg []byte, off, n int, set *Set, mode Mode, wantTable bool, depth in
 		t := a.Type()
 		if t == 0 || t > set.MaxType {
 			if mode&ValidateMaxType != 0 {
-				return nil, &Error{Errno: unix.EINVAL, Msg: "Unknown attribute type", Off: a.Off}
+				return nil, &Error{Extack: Extack{Errno: unix.EINVAL, Message: "Unknown attribute type", Offset: a.Off}}
 			}
 			continue
 		}
@@ -171,7 +171,7 @@ func parse(msg []byte, off, n int, set *Set, mode Mode, wantTable bool, depth in
 		}
 	}
 	if it.Rem() > 0 && mode&ValidateTrailing != 0 {
-		return nil, &Error{Errno: unix.EINVAL, Msg: "bytes leftover after parsing attributes"}
+		return nil, &Error{Extack: Extack{Errno: unix.EINVAL, Message: "bytes leftover after parsing attributes"}}
 	}
 	return tb, nil
 }
@@ -183,7 +183,7 @@ func validateAttr(msg []byte, a Attr, set *Set, mode Mode, depth int) error {
 	errno := unix.ERANGE
 	polErr := func(e unix.Errno, msg string) error {
 		p := pt
-		return &Error{Errno: e, Msg: msg, Off: a.Off, Policy: &p}
+		return &Error{Extack: Extack{Errno: e, Message: msg, Offset: a.Off}, Policy: &p}
 	}
 
 	if fl := pt.Kind.fixedLen(); fl != 0 && attrlen != fl && mode&ValidateStrictAttrs != 0 {
@@ -243,7 +243,7 @@ func validateAttr(msg []byte, a Attr, set *Set, mode Mode, depth int) error {
 		}
 	case Unspec:
 		if mode&ValidateUnspec != 0 {
-			return &Error{Errno: unix.EINVAL, Msg: "Unsupported attribute", Off: a.Off}
+			return &Error{Extack: Extack{Errno: unix.EINVAL, Message: "Unsupported attribute", Offset: a.Off}}
 		}
 		bad = attrlen < pt.Len
 	default:
@@ -269,7 +269,7 @@ func validateAttr(msg []byte, a Attr, set *Set, mode Mode, depth int) error {
 		}
 	case CheckMask:
 		if a.value(pt.Kind)&^pt.Mask != 0 {
-			return &Error{Errno: unix.EINVAL, Msg: "reserved bit set", Off: a.Off}
+			return &Error{Extack: Extack{Errno: unix.EINVAL, Message: "reserved bit set", Offset: a.Off}}
 		}
 	}
 	return nil

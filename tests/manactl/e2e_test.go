@@ -438,6 +438,9 @@ func TestCommands(t *testing.T) {
 		ok(t, "fault always then off", e.mctl(t, "fault", e.port, "detach", "always"))
 		ok(t, "fault off", e.mctl(t, "fault", e.port, "detach", "off"))
 		fails(t, "fault as nobody", e.mctlAs(t, "fault", e.port, "attach", "once"), "netlink error: Operation not permitted")
+		// The point is checked once, by the port model, and its message passed through.
+		fails(t, "fault at an unknown point", e.mctl(t, "fault", e.port, "nowhere", "once"),
+			`netlink error: unknown fault point "nowhere" (want prealloc, detach or attach): Invalid argument`)
 	})
 
 	t.Run("port", func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/manad/manad/daemon/xdp/xdptest"
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/harness"
 )
 
@@ -108,7 +109,7 @@ func (b *badInputRig) corpus(name string, index uint32, obj []byte) [][]byte {
 		nest(unix.ETHTOOL_A_BITSET_BITS_BIT, strA(unix.ETHTOOL_A_BITSET_BIT_NAME, "full-page-rx"), flagA(unix.ETHTOOL_A_BITSET_BIT_VALUE))))
 	compact := nest(unix.ETHTOOL_A_PRIVFLAGS_FLAGS, u32a(unix.ETHTOOL_A_BITSET_SIZE, 1),
 		attr(unix.ETHTOOL_A_BITSET_VALUE, []byte{1, 0, 0, 0}), attr(unix.ETHTOOL_A_BITSET_MASK, []byte{1, 0, 0, 0}))
-	mhdr := byName(genl.AttrHeader)
+	mhdr := byName(wire.AttrHeader)
 	base := [][]byte{
 		req(nlctrlID, 0, unix.CTRL_CMD_GETFAMILY, strA(unix.CTRL_ATTR_FAMILY_NAME, "ethtool")),
 		req(nlctrlID, 0, unix.CTRL_CMD_GETFAMILY, u16a(unix.CTRL_ATTR_FAMILY_ID, man)),
@@ -124,26 +125,26 @@ func (b *badInputRig) corpus(name string, index uint32, obj []byte) [][]byte {
 		req(eth, 0, unix.ETHTOOL_MSG_CHANNELS_GET, byName(unix.ETHTOOL_A_CHANNELS_HEADER)),
 		req(eth, fDump, unix.ETHTOOL_MSG_CHANNELS_GET),
 		req(eth, fAck, unix.ETHTOOL_MSG_CHANNELS_SET, byIndex(unix.ETHTOOL_A_CHANNELS_HEADER), u32a(unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT, 2)),
-		req(man, 0, genl.CmdPortGet, mhdr),
-		req(man, fDump, genl.CmdPortGet),
-		req(man, 0, genl.CmdStatsGet, both(genl.AttrHeader)),
-		req(man, fDump, genl.CmdStatsGet),
-		req(man, 0, genl.CmdLayoutPlan, nest(genl.AttrLayoutRequest, u32a(genl.LayoutAttrPageSize, 16384), u32a(genl.LayoutAttrMTU, 1500),
-			u32a(genl.LayoutAttrRingSize, 128), u32a(genl.LayoutAttrQueues, 4), u8a(genl.LayoutAttrXDP, 0), u8a(genl.LayoutAttrFullPageRx, 1),
-			strA(genl.LayoutAttrRule, "upstream"), strA(genl.LayoutAttrRule, "pre-frag"))),
-		req(man, fAck, genl.CmdPortSetMTU, mhdr, u32a(genl.AttrMTU, 1400)),
-		req(man, fAck, genl.CmdXDPAttach, mhdr, nest(genl.AttrXDP, strA(genl.XDPAttrBuiltin, "drop"))),
-		req(man, fAck, genl.CmdXDPAttach, byIndex(genl.AttrHeader), nest(genl.AttrXDP, strA(genl.XDPAttrSection, "xdp"), strA(genl.XDPAttrName, "p")),
-			attr(genl.AttrXDPObject, obj)),
-		req(man, fAck, genl.CmdXDPDetach, mhdr),
-		req(man, fAck, genl.CmdFaultSet, mhdr, nest(genl.AttrFault, strA(genl.FaultAttrPoint, "attach"), strA(genl.FaultAttrMode, "count"),
-			u32a(genl.FaultAttrCount, 2))),
-		req(man, fAck, genl.CmdPortDel, mhdr),
-		req(man, fAck, genl.CmdPortNew, nest(genl.AttrPort, strA(genl.PortAttrDevName, "rbizz"), attr(genl.PortAttrMAC, []byte{2, 0, 0, 0x7a, 0x7a, 1}),
-			strA(genl.PortAttrNetNS, b.nsE), u32a(genl.PortAttrQueues, 1))),
-		req(man, fAck, genl.CmdGroupJoin, u32a(genl.AttrGroup, 3)),
-		req(man, fAck, genl.CmdGroupLeave, u32a(genl.AttrGroup, 3)),
-		req(man, fAck, genl.CmdSetOption, u32a(genl.AttrOption, unix.NETLINK_EXT_ACK), u8a(genl.AttrOptionValue, 1)),
+		req(man, 0, wire.CmdPortGet, mhdr),
+		req(man, fDump, wire.CmdPortGet),
+		req(man, 0, wire.CmdStatsGet, both(wire.AttrHeader)),
+		req(man, fDump, wire.CmdStatsGet),
+		req(man, 0, wire.CmdLayoutPlan, nest(wire.AttrLayoutRequest, u32a(wire.LayoutAttrPageSize, 16384), u32a(wire.LayoutAttrMTU, 1500),
+			u32a(wire.LayoutAttrRingSize, 128), u32a(wire.LayoutAttrQueues, 4), u8a(wire.LayoutAttrXDP, 0), u8a(wire.LayoutAttrFullPageRx, 1),
+			strA(wire.LayoutAttrRule, "upstream"), strA(wire.LayoutAttrRule, "pre-frag"))),
+		req(man, fAck, wire.CmdPortSetMTU, mhdr, u32a(wire.AttrMTU, 1400)),
+		req(man, fAck, wire.CmdXDPAttach, mhdr, nest(wire.AttrXDP, strA(wire.XDPAttrBuiltin, "drop"))),
+		req(man, fAck, wire.CmdXDPAttach, byIndex(wire.AttrHeader), nest(wire.AttrXDP, strA(wire.XDPAttrSection, "xdp"), strA(wire.XDPAttrName, "p")),
+			attr(wire.AttrXDPObject, obj)),
+		req(man, fAck, wire.CmdXDPDetach, mhdr),
+		req(man, fAck, wire.CmdFaultSet, mhdr, nest(wire.AttrFault, strA(wire.FaultAttrPoint, "attach"), strA(wire.FaultAttrMode, "count"),
+			u32a(wire.FaultAttrCount, 2))),
+		req(man, fAck, wire.CmdPortDel, mhdr),
+		req(man, fAck, wire.CmdPortNew, nest(wire.AttrPort, strA(wire.PortAttrDevName, "rbizz"), attr(wire.PortAttrMAC, []byte{2, 0, 0, 0x7a, 0x7a, 1}),
+			strA(wire.PortAttrNetNS, b.nsE), u32a(wire.PortAttrQueues, 1))),
+		req(man, fAck, wire.CmdGroupJoin, u32a(wire.AttrGroup, 3)),
+		req(man, fAck, wire.CmdGroupLeave, u32a(wire.AttrGroup, 3)),
+		req(man, fAck, wire.CmdSetOption, u32a(wire.AttrOption, unix.NETLINK_EXT_ACK), u8a(wire.AttrOptionValue, 1)),
 	}
 	return base
 }
@@ -412,26 +413,26 @@ func TestBadInput(t *testing.T) {
 			{"ethtool header nest without NLA_F_NESTED", genlmsg(eth, fRequest, 10, unix.ETHTOOL_MSG_PRIVFLAGS_GET, 1,
 				nestNoFlag(unix.ETHTOOL_A_PRIVFLAGS_HEADER, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, b.portA))),
 				[]want{{unix.EINVAL, "NLA_F_NESTED is missing", 20}}},
-			{"manad header nest without NLA_F_NESTED", genlmsg(man, fRequest, 11, genl.CmdPortGet, 1,
-				nestNoFlag(genl.AttrHeader, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, b.portA))),
+			{"manad header nest without NLA_F_NESTED", genlmsg(man, fRequest, 11, wire.CmdPortGet, 1,
+				nestNoFlag(wire.AttrHeader, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, b.portA))),
 				[]want{{unix.EINVAL, "NLA_F_NESTED is missing", 20}}},
 			{"bitset nest without NLA_F_NESTED (root SET)", genlmsg(eth, fRequest|fAck, 12, unix.ETHTOOL_MSG_PRIVFLAGS_SET, 1, hdrA,
 				nestNoFlag(unix.ETHTOOL_A_PRIVFLAGS_FLAGS, u32a(unix.ETHTOOL_A_BITSET_SIZE, 1), attr(unix.ETHTOOL_A_BITSET_VALUE, []byte{1, 0, 0, 0}))),
 				[]want{{unix.EINVAL, "NLA_F_NESTED is missing", uint32(20 + len(hdrA))}}},
-			{"port spec nest without NLA_F_NESTED (root PORT_NEW)", genlmsg(man, fRequest|fAck, 13, genl.CmdPortNew, 1,
-				nestNoFlag(genl.AttrPort, strA(genl.PortAttrDevName, "rbizz"), strA(genl.PortAttrNetNS, b.nsE))),
+			{"port spec nest without NLA_F_NESTED (root PORT_NEW)", genlmsg(man, fRequest|fAck, 13, wire.CmdPortNew, 1,
+				nestNoFlag(wire.AttrPort, strA(wire.PortAttrDevName, "rbizz"), strA(wire.PortAttrNetNS, b.nsE))),
 				[]want{{unix.EINVAL, "NLA_F_NESTED is missing", 20}}},
 			{"reserved genl field", func() []byte {
-				d := genlmsg(man, fRequest, 20, genl.CmdPortGet, 1, nest(genl.AttrHeader, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, b.portA)))
+				d := genlmsg(man, fRequest, 20, wire.CmdPortGet, 1, nest(wire.AttrHeader, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, b.portA)))
 				d[18] = 1
 				return d
 			}(),
 				[]want{{unix.EINVAL, "genlmsghdr.reserved field is not 0", 0}}},
-			{"reserved nlmsg flag", genlmsg(man, fRequest|0x40, 14, genl.CmdPortGet, 1, nest(genl.AttrHeader, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, b.portA))),
+			{"reserved nlmsg flag", genlmsg(man, fRequest|0x40, 14, wire.CmdPortGet, 1, nest(wire.AttrHeader, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, b.portA))),
 				[]want{{unix.EINVAL, "ambiguous or reserved bits set in nlmsg_flags", 0}}},
 			{"unknown ethtool command", genlmsg(eth, fRequest, 15, 200, 1, hdrA), []want{{unix.EOPNOTSUPP, "", 0}}},
 			{"unknown manad command", genlmsg(man, fRequest, 16, 99, 1), []want{{unix.EOPNOTSUPP, "", 0}}},
-			{"dump of a do-only command", genlmsg(man, fRequest|fDump, 17, genl.CmdLayoutPlan, 1), []want{{unix.EOPNOTSUPP, "", 0}}},
+			{"dump of a do-only command", genlmsg(man, fRequest|fDump, 17, wire.CmdLayoutPlan, 1), []want{{unix.EOPNOTSUPP, "", 0}}},
 			{"not a request, no ACK: ignored as the kernel does", nlmsg(eth, 0, 18, 0, []byte{1, 1, 0, 0}), nil},
 			{"NLMSG_NOOP with ACK: acknowledged", nlmsg(nlmNoop, fRequest|fAck, 19, 0, nil), nil},
 			{"random 64 bytes, not a request", func() []byte {
@@ -507,12 +508,12 @@ func TestBadInput(t *testing.T) {
 		}
 		const limit = 256 << 10 // daemon.maxRequest
 		man := b.manad.ID
-		hdr := nest(genl.AttrHeader, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, b.portA))
+		hdr := nest(wire.AttrHeader, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, b.portA))
 		var chunks [][]byte
 		for i := 0; i < 5; i++ {
-			chunks = append(chunks, attr(genl.AttrXDPObject, bytes.Repeat([]byte{0xee}, 60<<10)))
+			chunks = append(chunks, attr(wire.AttrXDPObject, bytes.Repeat([]byte{0xee}, 60<<10)))
 		}
-		big := genlmsg(man, fRequest|fAck, 300, genl.CmdXDPAttach, 1, hdr, nest(genl.AttrXDP, strA(genl.XDPAttrSection, "xdp")), cat(chunks...))
+		big := genlmsg(man, fRequest|fAck, 300, wire.CmdXDPAttach, 1, hdr, nest(wire.AttrXDP, strA(wire.XDPAttrSection, "xdp")), cat(chunks...))
 		if len(big) <= limit {
 			t.Fatalf("test datagram of %d bytes is not over the limit", len(big))
 		}
@@ -528,7 +529,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("answer to a %d-byte datagram: %v %q (%v)", len(big), a.Errno, a.Msg, err)
 		}
 		// Under the limit, but not an ELF object: refused by the loader.
-		garbage := genlmsg(man, fRequest|fAck, 301, genl.CmdXDPAttach, 1, hdr, nest(genl.AttrXDP, strA(genl.XDPAttrSection, "xdp")), cat(chunks[:3]...))
+		garbage := genlmsg(man, fRequest|fAck, 301, wire.CmdXDPAttach, 1, hdr, nest(wire.AttrXDP, strA(wire.XDPAttrSection, "xdp")), cat(chunks[:3]...))
 		msgs, err = c.roundTrip(garbage)
 		if err != nil {
 			t.Fatal(err)
@@ -537,7 +538,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("answer to %d bytes of garbage as an object: %v %q (%v)", len(garbage), a.Errno, a.Msg, err)
 		}
 		// The connection still works.
-		if _, _, err := c.exchange(genlmsg(man, fRequest, 302, genl.CmdPortGet, 1, hdr), 0xe2000000); err != nil {
+		if _, _, err := c.exchange(genlmsg(man, fRequest, 302, wire.CmdPortGet, 1, hdr), 0xe2000000); err != nil {
 			t.Fatal(err)
 		}
 
@@ -607,7 +608,7 @@ func TestBadInput(t *testing.T) {
 		keep := func(d []byte) bool {
 			msgs, _ := framing(d, b.fams)
 			for _, m := range msgs {
-				if m.Type == b.manad.ID && m.cmd == int(genl.CmdPortNew) {
+				if m.Type == b.manad.ID && m.cmd == int(wire.CmdPortNew) {
 					return false
 				}
 			}
@@ -745,6 +746,11 @@ func TestXDPObjectRefused(t *testing.T) {
 			t.Errorf("%s: %v, want %v %q", tc.name, err, tc.errno, tc.msg)
 		}
 	}
+	// An unknown layout rule is refused by the one place that knows the rules (genl/layout).
+	if _, err := c.PlanLayout(bg(t), genl.LayoutRequest{PageSize: 4096, MTU: 1500, Rules: []string{"newest"}}); errnoOf(err) != unix.EINVAL ||
+		!strings.Contains(extackOf(err), `"newest"`) {
+		t.Errorf("unknown layout rule: %v (extack %q)", err, extackOf(err))
+	}
 
 	// Over the limit: the client cannot even send it through a default socket buffer, so send
 	// it raw with a large one; manad answers EMSGSIZE (its 256 KiB request limit is below
@@ -765,11 +771,11 @@ func TestXDPObjectRefused(t *testing.T) {
 	var chunks []byte
 	for o := obj; len(o) > 0; {
 		n := min(len(o), 60<<10)
-		chunks = append(chunks, attr(genl.AttrXDPObject, o[:n])...)
+		chunks = append(chunks, attr(wire.AttrXDPObject, o[:n])...)
 		o = o[n:]
 	}
-	msgs, err := rc.roundTrip(genlmsg(man.ID, fRequest|fAck, 2, genl.CmdXDPAttach, 1,
-		nest(genl.AttrHeader, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, port)), chunks))
+	msgs, err := rc.roundTrip(genlmsg(man.ID, fRequest|fAck, 2, wire.CmdXDPAttach, 1,
+		nest(wire.AttrHeader, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, port)), chunks))
 	if err != nil {
 		t.Fatal(err)
 	}

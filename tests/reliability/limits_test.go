@@ -11,6 +11,7 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/harness"
 )
 
@@ -189,7 +190,7 @@ func TestIdleTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fam, err := gc.GetFamily(genl.FamilyName)
+	fam, err := gc.GetFamily(wire.FamilyName)
 	gc.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +202,7 @@ func TestIdleTimeout(t *testing.T) {
 		}
 	}
 	sub := dialUser(t, d, nobody)
-	msgs, err := sub.roundTrip(genlmsg(fam.ID, fRequest|fAck, 1, genl.CmdGroupJoin, genl.FamilyVersion, u32a(genl.AttrGroup, events)))
+	msgs, err := sub.roundTrip(genlmsg(fam.ID, fRequest|fAck, 1, wire.CmdGroupJoin, wire.FamilyVersion, u32a(wire.AttrGroup, events)))
 	if err != nil {
 		t.Fatal(err)
 	}

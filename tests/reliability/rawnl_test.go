@@ -322,8 +322,8 @@ func sentinel(seq uint32, manadID uint16) []byte {
 		get)
 }
 
-// Numbers of the manad family used by the sentinel (genl.CmdSetOption, genl.AttrOption,
-// genl.AttrOptionValue).
+// Numbers of the manad family used by the sentinel (wire.CmdSetOption, wire.AttrOption,
+// wire.AttrOptionValue).
 const (
 	genlCmdSetOption    = 12
 	genlAttrOption      = 10

@@ -1,9 +1,11 @@
-// Package extack is the error type the port model returns: an errno plus the one-line,
-// human-readable message the kernel would put in a netlink extended ACK (NLMSGERR_ATTR_MSG).
+// Package extack is manad's one error type for "errno plus message": an errno, the one-line,
+// human-readable message the kernel would put in a netlink extended ACK (NLMSGERR_ATTR_MSG) and,
+// for an error in a netlink request, the offset of the offending attribute (NLMSGERR_ATTR_OFFS).
+// The port model (vnic), the XDP loader, the netlink server (genl, genl/nlattr) and the backend
+// all return it; errors.Is matches its errno.
 //
-// The daemon hands these errors to the netlink server unchanged; the server takes the errno with
-// errors.As(err, &unix.Errno) and the message through the ExtackMessage method, so the two layers
-// agree without importing each other.
+// The daemon hands these errors to the netlink server unchanged; the server sends the errno in
+// NLMSG_ERROR, the message and the offset as extack attributes.
 package extack
 
 import (
@@ -18,6 +20,9 @@ import (
 type Error struct {
 	Errno   unix.Errno
 	Message string
+	// Offset is the offending attribute's offset from the start of the request's nlmsghdr
+	// (NLMSGERR_ATTR_OFFS); 0 = none, the message is about the request as a whole.
+	Offset int
 }
 
 // New returns an *Error with the formatted message.
@@ -45,12 +50,17 @@ func Wrap(err error, def unix.Errno, format string, args ...any) error {
 	return &Error{Errno: errno, Message: msg}
 }
 
-// Error returns "message: errno text", as ethtool prints a failed request.
+// Error returns "message: errno text", as ethtool prints a failed request, and the offset
+// when there is one.
 func (e *Error) Error() string {
-	if e.Message == "" {
-		return e.Errno.Error()
+	s := e.Errno.Error()
+	if e.Message != "" {
+		s = e.Message + ": " + s
 	}
-	return e.Message + ": " + e.Errno.Error()
+	if e.Offset != 0 {
+		s += fmt.Sprintf(" (offset %d)", e.Offset)
+	}
+	return s
 }
 
 // Unwrap returns the errno.

@@ -21,6 +21,7 @@ func TestError(t *testing.T) {
 		{"wrap extack", Wrap(New(unix.EPROTO, "injected attach fault"), unix.EIO, "mana_attach failed"), unix.EPROTO, "mana_attach failed: injected attach fault", "mana_attach failed: injected attach fault: protocol error"},
 		{"wrap plain", Wrap(errors.New("boom"), unix.EIO, "detach"), unix.EIO, "detach", "detach: input/output error"},
 		{"no message", &Error{Errno: unix.EPERM}, unix.EPERM, "", "operation not permitted"},
+		{"offset", &Error{Errno: unix.EINVAL, Message: "bad size", Offset: 36}, unix.EINVAL, "bad size", "bad size: invalid argument (offset 36)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !errors.Is(tc.err, tc.errno) {

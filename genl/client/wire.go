@@ -1,0 +1,54 @@
+package client
+
+import (
+	"fmt"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
+)
+
+// putNest writes v as nest typ of ae, encoded by its wire table.
+func putNest[T any](ae *netlink.AttributeEncoder, typ uint16, t *wire.Table[T], v *T) {
+	var b nlattr.Builder
+	t.Put(&b, v)
+	ae.Do(netlink.Nested|typ, func() ([]byte, error) { return b.B, nil })
+}
+
+// eachAttr calls f for each top-level attribute of a message payload. Bytes
+// after the last attribute are an error wrapping EINVAL.
+func eachAttr(b []byte, f func(a nlattr.Attr) error) error {
+	it := nlattr.NewIter(b, 0, len(b))
+	for it.Next() {
+		if err := f(it.Attr()); err != nil {
+			return err
+		}
+	}
+	if it.Rem() > 0 {
+		return fmt.Errorf("client: %d bytes of trailing data: %w", it.Rem(), unix.EINVAL)
+	}
+	return nil
+}
+
+// decodeHeaderAttr reads a reply header nest.
+func decodeHeaderAttr(a nlattr.Attr) (Interface, error) {
+	var h wire.Header
+	err := wire.HeaderTable.Decode(a.Data, &h)
+	return Interface{Index: int(h.Index), Name: h.Name}, err
+}
+
+// decodeDevReply decodes an ethtool-style reply: the device header nest hdr
+// into ifi and the attributes t describes into v.
+func decodeDevReply[T any](b []byte, hdr uint16, ifi *Interface, t *wire.Table[T], v *T) error {
+	if err := t.Decode(b, v); err != nil {
+		return err
+	}
+	return eachAttr(b, func(a nlattr.Attr) (err error) {
+		if a.Type() == hdr {
+			*ifi, err = decodeHeaderAttr(a)
+		}
+		return err
+	})
+}

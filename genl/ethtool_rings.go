@@ -1,0 +1,80 @@
+package genl
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
+)
+
+// RINGS messages, as net/ethtool/rings.c.
+
+func (s *Server) ringsGet() *ethGet {
+	return tableGet(unix.ETHTOOL_MSG_RINGS_GET_REPLY, s.cfg.Backend.Rings, wire.RingsTable)
+}
+
+// ringsValidate mirrors ethnl_set_rings_validate for a driver whose
+// supported_ring_params is empty (the MANA driver's).
+func (s *Server) ringsValidate(r *request, _ Device) error {
+	for _, u := range []struct {
+		attr uint16
+		msg  string
+	}{
+		{unix.ETHTOOL_A_RINGS_RX_BUF_LEN, "setting rx buf len not supported"},
+		{unix.ETHTOOL_A_RINGS_TCP_DATA_SPLIT, "setting TCP data split is not supported"},
+		{unix.ETHTOOL_A_RINGS_HDS_THRESH, "setting hds-thresh is not supported"},
+		{unix.ETHTOOL_A_RINGS_CQE_SIZE, "setting cqe size not supported"},
+		{unix.ETHTOOL_A_RINGS_TX_PUSH, "setting tx push not supported"},
+		{unix.ETHTOOL_A_RINGS_RX_PUSH, "setting rx push not supported"},
+		{unix.ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN, "setting tx push buf len is not supported"},
+	} {
+		if a := r.attr(u.attr); a.Present() {
+			return nlattr.AttrError(unix.EOPNOTSUPP, a, u.msg)
+		}
+	}
+	return nil
+}
+
+// updateU32 mirrors ethnl_update_u32.
+func updateU32(dst *uint32, a nlattr.Attr, mod *bool) {
+	if a.Present() && a.U32() != *dst {
+		*dst = a.U32()
+		*mod = true
+	}
+}
+
+// ringsSet mirrors ethnl_set_rings: the request's sizes are applied to the
+// current rings under the backend's lock, so a request that sets only rx
+// never writes back a tx it read before a concurrent change.
+func (s *Server) ringsSet(r *request, d Device) error {
+	return s.cfg.Backend.SetRings(r.ctx, r.c.caller, d, Update[Rings]{
+		Apply: func(cur Rings) (Rings, bool, error) {
+			nr, mod := cur, false
+			updateU32(&nr.Rx, r.attr(unix.ETHTOOL_A_RINGS_RX), &mod)
+			updateU32(&nr.RxMini, r.attr(unix.ETHTOOL_A_RINGS_RX_MINI), &mod)
+			updateU32(&nr.RxJumbo, r.attr(unix.ETHTOOL_A_RINGS_RX_JUMBO), &mod)
+			updateU32(&nr.Tx, r.attr(unix.ETHTOOL_A_RINGS_TX), &mod)
+			if !mod {
+				return cur, false, nil
+			}
+			// An offender that is not in the request has no attribute to blame,
+			// and then, as in the kernel, no error.
+			var bad nlattr.Attr
+			switch {
+			case nr.Rx > nr.RxMax:
+				bad = r.attr(unix.ETHTOOL_A_RINGS_RX)
+			case nr.RxMini > nr.RxMiniMax:
+				bad = r.attr(unix.ETHTOOL_A_RINGS_RX_MINI)
+			case nr.RxJumbo > nr.RxJumboMax:
+				bad = r.attr(unix.ETHTOOL_A_RINGS_RX_JUMBO)
+			case nr.Tx > nr.TxMax:
+				bad = r.attr(unix.ETHTOOL_A_RINGS_TX)
+			}
+			if bad.Present() {
+				return cur, false, nlattr.AttrError(unix.EINVAL, bad, "requested ring size exceeds maximum")
+			}
+			return nr, true, nil
+		},
+		Changed: func(rg Rings) { s.NotifyRings(d, rg) },
+	})
+}

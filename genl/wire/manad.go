@@ -1,0 +1,341 @@
+package wire
+
+import "net"
+
+// The manad family (see genl's package documentation for its commands and
+// conventions): identity, commands, attributes, the structs they carry and
+// their tables.
+
+// Identity of the manad family (see the package documentation for its
+// commands and conventions).
+const (
+	FamilyName    = "manad"
+	FamilyVersion = 1
+	EventsGroup   = "events"
+)
+
+// Commands of the manad family.
+const (
+	CmdPortGet       uint8 = 1
+	CmdPortNew       uint8 = 2
+	CmdPortDel       uint8 = 3
+	CmdPortSetMTU    uint8 = 4
+	CmdXDPAttach     uint8 = 5
+	CmdXDPDetach     uint8 = 6
+	CmdStatsGet      uint8 = 7
+	CmdLayoutPlan    uint8 = 8
+	CmdFaultSet      uint8 = 9
+	CmdGroupJoin     uint8 = 10
+	CmdGroupLeave    uint8 = 11
+	CmdSetOption     uint8 = 12
+	CmdPortNewNtf    uint8 = 13
+	CmdPortDelNtf    uint8 = 14
+	CmdPortChangeNtf uint8 = 15
+)
+
+// Top-level attributes of the manad family.
+const (
+	AttrHeader        uint16 = 1  // nest: ETHTOOL_A_HEADER_DEV_INDEX (u32), _DEV_NAME (string), _FLAGS (u32, must be 0..3)
+	AttrPort          uint16 = 2  // nest: PortAttr*
+	AttrMTU           uint16 = 3  // u32
+	AttrXDP           uint16 = 4  // nest: XDPAttr*
+	AttrStat          uint16 = 5  // nest: StatAttr*; repeated, in driver order
+	AttrLayoutRequest uint16 = 6  // nest: LayoutAttr* (request subset, plus LayoutAttrRule repeated)
+	AttrLayout        uint16 = 7  // nest: LayoutAttr*; repeated, one per rule
+	AttrFault         uint16 = 8  // nest: FaultAttr*
+	AttrGroup         uint16 = 9  // u32 multicast group id
+	AttrOption        uint16 = 10 // u32 NETLINK_* socket option number
+	AttrOptionValue   uint16 = 11 // u8 0/1
+	AttrXDPObject     uint16 = 12 // binary: a chunk of an eBPF ELF object; repeated, concatenated in order
+	AttrMax                  = AttrXDPObject
+)
+
+// Attributes inside AttrPort. PORT_NEW accepts DEV_NAME, NETNS, SEGMENT,
+// MAC, PERSISTENT, MTU, MAX_MTU, PAGE_SIZE, QUEUES, MAX_QUEUES, RX_RING,
+// TX_RING, PRIV_FLAGS and MEMORY_BUDGET; replies carry all of them.
+const (
+	PortAttrDevIndex        uint16 = 1  // u32
+	PortAttrDevName         uint16 = 2  // string
+	PortAttrNetNS           uint16 = 3  // string: netns name ("" = the daemon's)
+	PortAttrSegment         uint16 = 4  // string: wire segment
+	PortAttrMAC             uint16 = 5  // binary, 6 bytes
+	PortAttrAdminUp         uint16 = 6  // u8
+	PortAttrRunning         uint16 = 7  // u8
+	PortAttrDetached        uint16 = 8  // u8
+	PortAttrResetPending    uint16 = 9  // u8
+	PortAttrPersistent      uint16 = 10 // u8
+	PortAttrMTU             uint16 = 11 // u32
+	PortAttrMinMTU          uint16 = 12 // u32
+	PortAttrMaxMTU          uint16 = 13 // u32
+	PortAttrPageSize        uint16 = 14 // u32
+	PortAttrQueues          uint16 = 15 // u32
+	PortAttrMaxQueues       uint16 = 16 // u32
+	PortAttrRxRing          uint16 = 17 // u32
+	PortAttrTxRing          uint16 = 18 // u32
+	PortAttrPrivFlags       uint16 = 19 // u32 bitmap
+	PortAttrPrivFlagNames   uint16 = 20 // nest of ListItem strings, bit order
+	PortAttrXDP             uint16 = 21 // string ("" = none)
+	PortAttrLayout          uint16 = 22 // nest: LayoutAttr*
+	PortAttrPagesPinned     uint16 = 23 // u64
+	PortAttrBytesPinned     uint16 = 24 // u64
+	PortAttrBuffersInFlight uint16 = 25 // u64
+	PortAttrMemoryInUse     uint16 = 26 // u64
+	PortAttrMemoryPeak      uint16 = 27 // u64
+	PortAttrMemoryBudget    uint16 = 28 // u64
+	PortAttrFaults          uint16 = 29 // nest of ListItem nests: FaultAttr*
+	PortAttrNetNSDev        uint16 = 30 // u64: st_dev of the port's netns
+	PortAttrNetNSIno        uint16 = 31 // u64: st_ino of the port's netns
+	PortAttrMax                    = PortAttrNetNSIno
+)
+
+// Attributes inside AttrLayout, PortAttrLayout and AttrLayoutRequest. A
+// request accepts PAGE_SIZE, MTU, XDP, FULL_PAGE_RX, RING_SIZE, QUEUES and
+// RULE (repeated).
+const (
+	LayoutAttrRule          uint16 = 1  // string: "upstream" | "pre-headroom" | "pre-frag"
+	LayoutAttrPageSize      uint16 = 2  // u32
+	LayoutAttrMTU           uint16 = 3  // u32
+	LayoutAttrXDP           uint16 = 4  // u8
+	LayoutAttrFullPageRx    uint16 = 5  // u8
+	LayoutAttrDataSize      uint16 = 6  // u32
+	LayoutAttrAllocSize     uint16 = 7  // u32
+	LayoutAttrHeadroom      uint16 = 8  // u32
+	LayoutAttrBufSize       uint16 = 9  // u32
+	LayoutAttrFragCount     uint16 = 10 // u32
+	LayoutAttrOrder         uint16 = 11 // u32
+	LayoutAttrPoolSize      uint16 = 12 // u32
+	LayoutAttrSingle        uint16 = 13 // u8
+	LayoutAttrReason        uint16 = 14 // string
+	LayoutAttrRingSize      uint16 = 15 // u32
+	LayoutAttrQueues        uint16 = 16 // u32
+	LayoutAttrPagesPerQueue uint16 = 17 // u32
+	LayoutAttrBytesPerQueue uint16 = 18 // u64
+	LayoutAttrBytesTotal    uint16 = 19 // u64
+	LayoutAttrMax                  = LayoutAttrBytesTotal
+)
+
+// Attributes inside AttrFault and the PortAttrFaults items.
+const (
+	FaultAttrPoint uint16 = 1 // string: "prealloc" | "detach" | "attach"
+	FaultAttrMode  uint16 = 2 // string: "off" | "once" | "count" | "always"
+	FaultAttrCount uint16 = 3 // u32, required (> 0) for "count"
+	FaultAttrErrno uint16 = 4 // u32, 0 = the point's default
+	FaultAttrMax          = FaultAttrErrno
+)
+
+// Attributes inside AttrXDP. A program is either BUILTIN or an object sent
+// as top-level AttrXDPObject chunks (an attribute, and so a nest, holds
+// less than 64 KiB; the request datagram must also fit in the server's
+// MaxMessage and the client's socket send buffer).
+const (
+	XDPAttrBuiltin uint16 = 1 // string: "pass" | "drop" | "tx" | "aborted"
+	XDPAttrSection uint16 = 2 // string: ELF section of the program (object only)
+	XDPAttrName    uint16 = 3 // string: program name (object only)
+	XDPAttrMax            = XDPAttrName
+)
+
+// Attributes inside AttrStat.
+const (
+	StatAttrName  uint16 = 1 // string
+	StatAttrValue uint16 = 2 // u64
+)
+
+// ListItem is the attribute type of every element of a list nest
+// (PortAttrPrivFlagNames, PortAttrFaults).
+const ListItem uint16 = 1
+
+// NetNS identifies a network namespace (st_dev/st_ino of /proc/<pid>/ns/net).
+type NetNS struct{ Dev, Ino uint64 }
+
+// Device is a netdev as the backend resolved it.
+type Device struct {
+	Index uint32
+	Name  string
+	NetNS NetNS
+}
+
+// Stat is one driver statistic, as ethtool -S shows it.
+type Stat struct {
+	Name  string
+	Value uint64
+}
+
+// RxBufLayout is the wire form of an RX buffer layout (the daemon converts
+// from vnic/rxbuf).
+type RxBufLayout struct {
+	Rule                                                               string // "upstream" | "pre-headroom" | "pre-frag"
+	PageSize, MTU                                                      uint32
+	XDP, FullPageRx                                                    bool
+	DataSize, AllocSize, Headroom, BufSize, FragCount, Order, PoolSize uint32
+	Single                                                             bool
+	Reason                                                             string // why single-buffer or fragment mode
+	RingSize, Queues, PagesPerQueue                                    uint32
+	BytesPerQueue, BytesTotal                                          uint64
+}
+
+// LayoutRequest asks for the layouts of hypothetical parameters. Empty Rules
+// means the backend's default set.
+type LayoutRequest struct {
+	PageSize, MTU, RingSize, Queues uint32
+	XDP, FullPageRx                 bool
+	Rules                           []string
+}
+
+// Fault is a fault-injection setting for one reconfiguration point.
+type Fault struct {
+	Point string // "prealloc" | "detach" | "attach"
+	Mode  string // "off" | "once" | "count" | "always"
+	Count uint32 // for "count"
+	Errno uint32 // 0 = default for the point
+}
+
+// XDPProgram is an XDP program to attach: a built-in verdict program or an
+// eBPF ELF object.
+type XDPProgram struct {
+	Builtin string // "pass" | "drop" | "tx" | "aborted"
+	Object  []byte // ELF object
+	Section string
+	Name    string
+}
+
+// PortSpec describes a port to create.
+type PortSpec struct {
+	Name                                                     string
+	MAC                                                      net.HardwareAddr
+	MTU, MaxMTU, PageSize, Queues, MaxQueues, RxRing, TxRing uint32
+	Segment, NetNS                                           string
+	MemoryBudget                                             uint64
+	Persistent                                               bool
+	PrivFlags                                                uint32
+}
+
+// PortInfo is the full state of a port.
+type PortInfo struct {
+	Device                                               Device
+	NetNSName, Segment                                   string
+	MAC                                                  net.HardwareAddr
+	AdminUp, Running, Detached, ResetPending, Persistent bool
+	MTU, MinMTU, MaxMTU, PageSize, Queues, MaxQueues     uint32
+	RxRing, TxRing                                       uint32
+	PrivFlags                                            uint32
+	PrivFlagNames                                        []string
+	XDP                                                  string // "" = none, else "pass"/"drop"/"tx"/"aborted" or "ebpf:<name>"
+	Layout                                               RxBufLayout
+	PagesPinned, BytesPinned, BuffersInFlight            uint64 // live, from the page pools
+	MemoryInUse, MemoryPeak, MemoryBudget                uint64
+	Faults                                               []Fault
+}
+
+// Tables of the manad family's attribute sets. Put writes the attributes in
+// row order, which is the order of the replies on the wire.
+var (
+	// LayoutTable is AttrLayout and PortAttrLayout.
+	LayoutTable = NewTable(
+		String(LayoutAttrRule, func(l *RxBufLayout) *string { return &l.Rule }),
+		U32(LayoutAttrPageSize, func(l *RxBufLayout) *uint32 { return &l.PageSize }),
+		U32(LayoutAttrMTU, func(l *RxBufLayout) *uint32 { return &l.MTU }),
+		Bool(LayoutAttrXDP, func(l *RxBufLayout) *bool { return &l.XDP }),
+		Bool(LayoutAttrFullPageRx, func(l *RxBufLayout) *bool { return &l.FullPageRx }),
+		U32(LayoutAttrDataSize, func(l *RxBufLayout) *uint32 { return &l.DataSize }),
+		U32(LayoutAttrAllocSize, func(l *RxBufLayout) *uint32 { return &l.AllocSize }),
+		U32(LayoutAttrHeadroom, func(l *RxBufLayout) *uint32 { return &l.Headroom }),
+		U32(LayoutAttrBufSize, func(l *RxBufLayout) *uint32 { return &l.BufSize }),
+		U32(LayoutAttrFragCount, func(l *RxBufLayout) *uint32 { return &l.FragCount }),
+		U32(LayoutAttrOrder, func(l *RxBufLayout) *uint32 { return &l.Order }),
+		U32(LayoutAttrPoolSize, func(l *RxBufLayout) *uint32 { return &l.PoolSize }),
+		Bool(LayoutAttrSingle, func(l *RxBufLayout) *bool { return &l.Single }),
+		String(LayoutAttrReason, func(l *RxBufLayout) *string { return &l.Reason }),
+		U32(LayoutAttrRingSize, func(l *RxBufLayout) *uint32 { return &l.RingSize }),
+		U32(LayoutAttrQueues, func(l *RxBufLayout) *uint32 { return &l.Queues }),
+		U32(LayoutAttrPagesPerQueue, func(l *RxBufLayout) *uint32 { return &l.PagesPerQueue }),
+		U64(LayoutAttrBytesPerQueue, func(l *RxBufLayout) *uint64 { return &l.BytesPerQueue }),
+		U64(LayoutAttrBytesTotal, func(l *RxBufLayout) *uint64 { return &l.BytesTotal }),
+	)
+
+	// LayoutRequestTable is AttrLayoutRequest.
+	LayoutRequestTable = NewTable(
+		U32(LayoutAttrPageSize, func(r *LayoutRequest) *uint32 { return &r.PageSize }),
+		U32(LayoutAttrMTU, func(r *LayoutRequest) *uint32 { return &r.MTU }),
+		U32(LayoutAttrRingSize, func(r *LayoutRequest) *uint32 { return &r.RingSize }),
+		U32(LayoutAttrQueues, func(r *LayoutRequest) *uint32 { return &r.Queues }),
+		Bool(LayoutAttrXDP, func(r *LayoutRequest) *bool { return &r.XDP }),
+		Bool(LayoutAttrFullPageRx, func(r *LayoutRequest) *bool { return &r.FullPageRx }),
+		Repeated(LayoutAttrRule, func(r *LayoutRequest) *[]string { return &r.Rules }),
+	)
+
+	// FaultTable is AttrFault and the PortAttrFaults items. A request leaves
+	// out a zero count and errno.
+	FaultTable = NewTable(
+		String(FaultAttrPoint, func(f *Fault) *string { return &f.Point }),
+		String(FaultAttrMode, func(f *Fault) *string { return &f.Mode }),
+		U32(FaultAttrCount, func(f *Fault) *uint32 { return &f.Count }),
+		U32(FaultAttrErrno, func(f *Fault) *uint32 { return &f.Errno }),
+	)
+
+	// XDPTable is AttrXDP (the object travels in AttrXDPObject chunks).
+	XDPTable = NewTable(
+		String(XDPAttrBuiltin, func(p *XDPProgram) *string { return &p.Builtin }),
+		String(XDPAttrSection, func(p *XDPProgram) *string { return &p.Section }),
+		String(XDPAttrName, func(p *XDPProgram) *string { return &p.Name }),
+	).OmitZero()
+
+	// StatTable is one AttrStat.
+	StatTable = NewTable(
+		String(StatAttrName, func(s *Stat) *string { return &s.Name }),
+		U64(StatAttrValue, func(s *Stat) *uint64 { return &s.Value }),
+	)
+
+	// PortSpecTable is AttrPort in PORT_NEW; zero fields are not sent and
+	// mean the daemon's defaults.
+	PortSpecTable = NewTable(
+		String(PortAttrDevName, func(s *PortSpec) *string { return &s.Name }),
+		String(PortAttrNetNS, func(s *PortSpec) *string { return &s.NetNS }),
+		String(PortAttrSegment, func(s *PortSpec) *string { return &s.Segment }),
+		MAC(PortAttrMAC, func(s *PortSpec) *net.HardwareAddr { return &s.MAC }),
+		Bool(PortAttrPersistent, func(s *PortSpec) *bool { return &s.Persistent }),
+		U32(PortAttrMTU, func(s *PortSpec) *uint32 { return &s.MTU }),
+		U32(PortAttrMaxMTU, func(s *PortSpec) *uint32 { return &s.MaxMTU }),
+		U32(PortAttrPageSize, func(s *PortSpec) *uint32 { return &s.PageSize }),
+		U32(PortAttrQueues, func(s *PortSpec) *uint32 { return &s.Queues }),
+		U32(PortAttrMaxQueues, func(s *PortSpec) *uint32 { return &s.MaxQueues }),
+		U32(PortAttrRxRing, func(s *PortSpec) *uint32 { return &s.RxRing }),
+		U32(PortAttrTxRing, func(s *PortSpec) *uint32 { return &s.TxRing }),
+		U32(PortAttrPrivFlags, func(s *PortSpec) *uint32 { return &s.PrivFlags }),
+		U64(PortAttrMemoryBudget, func(s *PortSpec) *uint64 { return &s.MemoryBudget }),
+	).OmitZero()
+
+	// PortTable is AttrPort in replies and notifications.
+	PortTable = NewTable(
+		U32(PortAttrDevIndex, func(p *PortInfo) *uint32 { return &p.Device.Index }),
+		String(PortAttrDevName, func(p *PortInfo) *string { return &p.Device.Name }),
+		String(PortAttrNetNS, func(p *PortInfo) *string { return &p.NetNSName }),
+		String(PortAttrSegment, func(p *PortInfo) *string { return &p.Segment }),
+		MAC(PortAttrMAC, func(p *PortInfo) *net.HardwareAddr { return &p.MAC }),
+		Bool(PortAttrAdminUp, func(p *PortInfo) *bool { return &p.AdminUp }),
+		Bool(PortAttrRunning, func(p *PortInfo) *bool { return &p.Running }),
+		Bool(PortAttrDetached, func(p *PortInfo) *bool { return &p.Detached }),
+		Bool(PortAttrResetPending, func(p *PortInfo) *bool { return &p.ResetPending }),
+		Bool(PortAttrPersistent, func(p *PortInfo) *bool { return &p.Persistent }),
+		U32(PortAttrMTU, func(p *PortInfo) *uint32 { return &p.MTU }),
+		U32(PortAttrMinMTU, func(p *PortInfo) *uint32 { return &p.MinMTU }),
+		U32(PortAttrMaxMTU, func(p *PortInfo) *uint32 { return &p.MaxMTU }),
+		U32(PortAttrPageSize, func(p *PortInfo) *uint32 { return &p.PageSize }),
+		U32(PortAttrQueues, func(p *PortInfo) *uint32 { return &p.Queues }),
+		U32(PortAttrMaxQueues, func(p *PortInfo) *uint32 { return &p.MaxQueues }),
+		U32(PortAttrRxRing, func(p *PortInfo) *uint32 { return &p.RxRing }),
+		U32(PortAttrTxRing, func(p *PortInfo) *uint32 { return &p.TxRing }),
+		U32(PortAttrPrivFlags, func(p *PortInfo) *uint32 { return &p.PrivFlags }),
+		Strings(PortAttrPrivFlagNames, func(p *PortInfo) *[]string { return &p.PrivFlagNames }),
+		String(PortAttrXDP, func(p *PortInfo) *string { return &p.XDP }),
+		Nest(PortAttrLayout, func(p *PortInfo) *RxBufLayout { return &p.Layout }, LayoutTable),
+		U64(PortAttrPagesPinned, func(p *PortInfo) *uint64 { return &p.PagesPinned }),
+		U64(PortAttrBytesPinned, func(p *PortInfo) *uint64 { return &p.BytesPinned }),
+		U64(PortAttrBuffersInFlight, func(p *PortInfo) *uint64 { return &p.BuffersInFlight }),
+		U64(PortAttrMemoryInUse, func(p *PortInfo) *uint64 { return &p.MemoryInUse }),
+		U64(PortAttrMemoryPeak, func(p *PortInfo) *uint64 { return &p.MemoryPeak }),
+		U64(PortAttrMemoryBudget, func(p *PortInfo) *uint64 { return &p.MemoryBudget }),
+		NestList(PortAttrFaults, func(p *PortInfo) *[]Fault { return &p.Faults }, FaultTable),
+		U64(PortAttrNetNSDev, func(p *PortInfo) *uint64 { return &p.Device.NetNS.Dev }),
+		U64(PortAttrNetNSIno, func(p *PortInfo) *uint64 { return &p.Device.NetNS.Ino }),
+	)
+)

@@ -1,0 +1,259 @@
+// Package wire is the one description of manad's generic netlink messages,
+// shared by the server (package genl) and the client (genl/client): the
+// message and attribute numbers of each family and, for every attribute set,
+// a typed struct with a Table that both encodes and decodes it. A new
+// attribute is one constant and one row of its table; both sides follow.
+//
+// Tables describe shape only. The server still validates requests against
+// its policies (genl/nlattr) before decoding them, and meaning is checked by
+// the backend.
+package wire
+
+import (
+	"fmt"
+	"net"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/nlattr"
+)
+
+// Field is one attribute of a T: its type number, how it is written and how
+// it is read. Fields are made by U8, Bool, U32, U64, String, MAC, Strings,
+// Nest and NestList.
+type Field[T any] struct {
+	typ  uint16
+	kind Kind
+	put  func(b *nlattr.Builder, v *T)
+	get  func(a nlattr.Attr, v *T) error
+	zero func(v *T) bool
+	when func(v *T) bool
+}
+
+// OmitZero returns f that Table.Put leaves out when its value is zero
+// (strings empty, lists empty, numbers 0, false).
+func (f Field[T]) OmitZero() Field[T] {
+	f.when = func(v *T) bool { return !f.zero(v) }
+	return f
+}
+
+// When returns f that Table.Put writes only when cond holds.
+func (f Field[T]) When(cond func(v *T) bool) Field[T] {
+	f.when = cond
+	return f
+}
+
+// Kind is the wire type of a Field, from which the server derives its
+// request policy.
+type Kind uint8
+
+// Kinds of Field.
+const (
+	KindU8 Kind = iota + 1
+	KindBool
+	KindU32
+	KindU64
+	KindString // also Repeated
+	KindMAC    // 6 bytes
+	KindNest   // Nest
+	KindList   // Strings, NestList
+)
+
+// Table is the attribute set of a T, in the order Put writes it.
+type Table[T any] struct {
+	fields []Field[T]
+	// OmitZero applies Field.OmitZero to every field (request structs whose
+	// zero fields mean "not given").
+	omitZero bool
+}
+
+// NewTable returns the table of fields, written in this order.
+func NewTable[T any](fields ...Field[T]) *Table[T] { return &Table[T]{fields: fields} }
+
+// OmitZero returns a copy of t that leaves out every zero field.
+func (t *Table[T]) OmitZero() *Table[T] { return &Table[T]{fields: t.fields, omitZero: true} }
+
+// Put writes the attributes of v.
+func (t *Table[T]) Put(b *nlattr.Builder, v *T) {
+	for _, f := range t.fields {
+		if f.when != nil && !f.when(v) || t.omitZero && f.zero(v) {
+			continue
+		}
+		f.put(b, v)
+	}
+}
+
+// PutNest writes v as a nest of type typ.
+func (t *Table[T]) PutNest(b *nlattr.Builder, typ uint16, v *T) {
+	n := b.Nest(typ)
+	t.Put(b, v)
+	b.EndNest(n)
+}
+
+// Kinds returns the wire type of every attribute of the table, by type.
+func (t *Table[T]) Kinds() map[uint16]Kind {
+	m := make(map[uint16]Kind, len(t.fields))
+	for _, f := range t.fields {
+		m[f.typ] = f.kind
+	}
+	return m
+}
+
+// Decode reads the attribute stream data into v. Attributes the table does
+// not know are skipped (a newer peer may send more); a known attribute
+// shorter than its type is an error wrapping EINVAL, and so is trailing data
+// that is not an attribute.
+func (t *Table[T]) Decode(data []byte, v *T) error {
+	it := nlattr.NewIter(data, 0, len(data))
+	for it.Next() {
+		a := it.Attr()
+		for _, f := range t.fields {
+			if f.typ == a.Type() {
+				if err := f.get(a, v); err != nil {
+					return fmt.Errorf("wire: attribute %d: %w", a.Type(), err)
+				}
+				break
+			}
+		}
+	}
+	if it.Rem() > 0 {
+		return fmt.Errorf("wire: %d bytes of trailing data: %w", it.Rem(), unix.EINVAL)
+	}
+	return nil
+}
+
+func short(a nlattr.Attr, n int) error {
+	if len(a.Data) < n {
+		return fmt.Errorf("%d bytes, want %d: %w", len(a.Data), n, unix.EINVAL)
+	}
+	return nil
+}
+
+// U8 is a u8 attribute.
+func U8[T any](typ uint16, p func(*T) *uint8) Field[T] {
+	return Field[T]{typ: typ, kind: KindU8,
+		put:  func(b *nlattr.Builder, v *T) { b.PutU8(typ, *p(v)) },
+		get:  func(a nlattr.Attr, v *T) error { *p(v) = a.U8(); return short(a, 1) },
+		zero: func(v *T) bool { return *p(v) == 0 },
+	}
+}
+
+// Bool is a u8 attribute holding 0 or 1 (any non-zero reads as true).
+func Bool[T any](typ uint16, p func(*T) *bool) Field[T] {
+	return Field[T]{typ: typ, kind: KindBool,
+		put: func(b *nlattr.Builder, v *T) {
+			var u uint8
+			if *p(v) {
+				u = 1
+			}
+			b.PutU8(typ, u)
+		},
+		get:  func(a nlattr.Attr, v *T) error { *p(v) = a.U8() != 0; return short(a, 1) },
+		zero: func(v *T) bool { return !*p(v) },
+	}
+}
+
+// U32 is a host-order u32 attribute.
+func U32[T any](typ uint16, p func(*T) *uint32) Field[T] {
+	return Field[T]{typ: typ, kind: KindU32,
+		put:  func(b *nlattr.Builder, v *T) { b.PutU32(typ, *p(v)) },
+		get:  func(a nlattr.Attr, v *T) error { *p(v) = a.U32(); return short(a, 4) },
+		zero: func(v *T) bool { return *p(v) == 0 },
+	}
+}
+
+// U64 is a host-order u64 attribute.
+func U64[T any](typ uint16, p func(*T) *uint64) Field[T] {
+	return Field[T]{typ: typ, kind: KindU64,
+		put:  func(b *nlattr.Builder, v *T) { b.PutU64(typ, *p(v)) },
+		get:  func(a nlattr.Attr, v *T) error { *p(v) = a.U64(); return short(a, 8) },
+		zero: func(v *T) bool { return *p(v) == 0 },
+	}
+}
+
+// String is a NUL-terminated string attribute.
+func String[T any](typ uint16, p func(*T) *string) Field[T] {
+	return Field[T]{typ: typ, kind: KindString,
+		put:  func(b *nlattr.Builder, v *T) { b.PutString(typ, *p(v)) },
+		get:  func(a nlattr.Attr, v *T) error { *p(v) = a.Str(); return nil },
+		zero: func(v *T) bool { return *p(v) == "" },
+	}
+}
+
+// MAC is a binary hardware-address attribute, left out when empty.
+func MAC[T any](typ uint16, p func(*T) *net.HardwareAddr) Field[T] {
+	f := Field[T]{typ: typ, kind: KindMAC,
+		put:  func(b *nlattr.Builder, v *T) { b.Put(typ, *p(v)) },
+		get:  func(a nlattr.Attr, v *T) error { *p(v) = net.HardwareAddr(slices.Clone(a.Data)); return nil },
+		zero: func(v *T) bool { return len(*p(v)) == 0 },
+	}
+	return f.OmitZero()
+}
+
+// Repeated is a string attribute that may occur many times at its level, one
+// per element (in order).
+func Repeated[T any](typ uint16, p func(*T) *[]string) Field[T] {
+	return Field[T]{typ: typ, kind: KindString,
+		put: func(b *nlattr.Builder, v *T) {
+			for _, s := range *p(v) {
+				b.PutString(typ, s)
+			}
+		},
+		get:  func(a nlattr.Attr, v *T) error { *p(v) = append(*p(v), a.Str()); return nil },
+		zero: func(v *T) bool { return len(*p(v)) == 0 },
+	}
+}
+
+// Strings is a nest of ListItem string attributes, in order.
+func Strings[T any](typ uint16, p func(*T) *[]string) Field[T] {
+	return Field[T]{typ: typ, kind: KindList,
+		put: func(b *nlattr.Builder, v *T) {
+			n := b.Nest(typ)
+			for _, s := range *p(v) {
+				b.PutString(ListItem, s)
+			}
+			b.EndNest(n)
+		},
+		get: func(a nlattr.Attr, v *T) error {
+			for it := nlattr.NewIter(a.Data, 0, len(a.Data)); it.Next(); {
+				*p(v) = append(*p(v), it.Attr().Str())
+			}
+			return nil
+		},
+		zero: func(v *T) bool { return len(*p(v)) == 0 },
+	}
+}
+
+// Nest is a nested attribute set described by sub.
+func Nest[T, S any](typ uint16, p func(*T) *S, sub *Table[S]) Field[T] {
+	return Field[T]{typ: typ, kind: KindNest,
+		put:  func(b *nlattr.Builder, v *T) { sub.PutNest(b, typ, p(v)) },
+		get:  func(a nlattr.Attr, v *T) error { return sub.Decode(a.Data, p(v)) },
+		zero: func(*T) bool { return false },
+	}
+}
+
+// NestList is a nest of ListItem nests, each an S described by sub.
+func NestList[T, S any](typ uint16, p func(*T) *[]S, sub *Table[S]) Field[T] {
+	return Field[T]{typ: typ, kind: KindList,
+		put: func(b *nlattr.Builder, v *T) {
+			n := b.Nest(typ)
+			for i := range *p(v) {
+				sub.PutNest(b, ListItem, &(*p(v))[i])
+			}
+			b.EndNest(n)
+		},
+		get: func(a nlattr.Attr, v *T) error {
+			for it := nlattr.NewIter(a.Data, 0, len(a.Data)); it.Next(); {
+				var s S
+				if err := sub.Decode(it.Attr().Data, &s); err != nil {
+					return err
+				}
+				*p(v) = append(*p(v), s)
+			}
+			return nil
+		},
+		zero: func(v *T) bool { return len(*p(v)) == 0 },
+	}
+}
