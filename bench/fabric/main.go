@@ -453,12 +453,6 @@ func (b *bench) cleanup() {
 	}
 }
 
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 func report(res map[string]map[string][]float64, rounds int, dur time.Duration, asJSON bool) {
 	const kernel, manad = "kernel (veth, bridge, VXLAN)", "manad (port, uplink, VXLAN)"
 	var out []benchrow.Row
