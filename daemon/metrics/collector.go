@@ -47,6 +47,7 @@ type Collector struct {
 	rxDropped, txDropped                   *prometheus.Desc
 	rxXDPTx, rxInline, rxDeferred          *prometheus.Desc
 	ringPosted, ringSize, backlog          *prometheus.Desc
+	txSuperframes, rxCoalesced             *prometheus.Desc
 
 	poolAllocs, poolRecycles, poolPuts, poolOverflows *prometheus.Desc
 	poolPageAllocs, poolPageReleases, poolAllocFails  *prometheus.Desc
@@ -84,13 +85,16 @@ func NewCollector(src Source, ctl *Control) *Collector {
 			"(passed RX but the TAP refused it).", reason),
 		txDropped: d("tx_dropped_total", "Frames the host transmitted that were lost, by reason: queue_stopped (the port "+
 			"was down or being reconfigured), runt (shorter than an Ethernet header), oversize (longer than the port's "+
-			"largest MTU).", reason),
+			"largest MTU), bad_vnet_hdr (on a TAP with offloads: a virtio header that did not fit its frame).", reason),
 		rxXDPTx:    d("rx_xdp_tx_total", "Frames the XDP program sent back out of the port (XDP_TX).", queue),
 		rxInline:   d("rx_inline_total", "Frames processed to completion by the goroutine that forwarded them.", queue),
 		rxDeferred: d("rx_deferred_total", "Frames queued for the RX queue's goroutine because the queue was busy.", queue),
 		ringPosted: d("rx_ring_posted_buffers", "RX buffers posted in the queue's ring (0 while it is not running).", queue),
 		ringSize:   d("rx_ring_size_buffers", "Size of the queue's RX ring (0 while it is not running).", queue),
 		backlog:    d("rx_input_backlog_frames", "Frames waiting in the RX queue's input for its goroutine.", queue),
+		txSuperframes: d("tx_superframes_total", "GSO superframes read from a TAP with offloads, each cut into the frames "+
+			"counted in manad_tx_packets_total.", queue),
+		rxCoalesced: d("rx_coalesced_total", "Frames written to a TAP with offloads merged into an earlier one (GRO).", queue),
 
 		poolAllocs:       d("page_pool_buffer_allocs_total", "Buffers the queue's current page pool handed out (restarts with each rebuild of the queues).", queue),
 		poolRecycles:     d("page_pool_buffer_recycles_total", "Buffers given back to the queue's current page pool directly by its owner.", queue),
@@ -134,6 +138,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	ch <- c.txSuperframes
+	ch <- c.rxCoalesced
 	if c.ctl != nil {
 		ch <- c.requests
 		ch <- c.subscribersDropped
@@ -218,6 +224,9 @@ func (c *Collector) collectPort(ch chan<- prometheus.Metric, p *Port) {
 		counter(c.rxDropped, q.RxWriteErrors, append(l, "tap_write")...)
 		counter(c.txDropped, q.TxRunts, append(l, "runt")...)
 		counter(c.txDropped, q.TxOversize, append(l, "oversize")...)
+		counter(c.txDropped, q.TxBadVnetHdr, append(l, "bad_vnet_hdr")...)
+		counter(c.txSuperframes, q.TxSuperframes, l...)
+		counter(c.rxCoalesced, q.RxCoalesced, l...)
 		counter(c.rxInline, q.RxInline, l...)
 		counter(c.rxDeferred, q.RxDeferred, l...)
 		gauge(c.backlog, float64(q.RxBacklog), l...)
