@@ -553,7 +553,10 @@ func (p *Port) State() State {
 			st.PagesPinned += ps.Pages
 			st.BytesPinned += ps.PinnedBytes
 			st.BuffersPosted += len(s.q.ring)
-			st.BuffersInFlight += ps.InFlight - len(s.q.ring)
+			// Buffers the host gave back with Put (a coalesced run, written) wait in the
+			// pool's return ring until the next refill drains it: back, not in flight. Exact
+			// here: only the owner allocates, so Puts only counts buffers Allocs counted.
+			st.BuffersInFlight += ps.InFlight - len(s.q.ring) - int(ps.Puts-ps.RingDrained)
 		}
 		s.mu.Unlock()
 	}

@@ -311,9 +311,9 @@ func (e *Endpoint) newQueue(i int, f *os.File, vnet bool) (*queue, error) {
 		qq.emitFn = qq.emit
 		qq.wiov[0].Base = &qq.zeroHdr[0]
 		qq.wiov[0].SetLen(offload.HeaderLen)
-		qq.co = offload.NewCoalescer(groMaxSegs)
-		qq.held = make([]*pagepool.Buffer, 0, groMaxSegs)
-		qq.giov = make([]unix.Iovec, groMaxSegs+1)
+		qq.co = offload.NewCoalescer(GROMaxSegs)
+		qq.held = make([]*pagepool.Buffer, 0, GROMaxSegs)
+		qq.giov = make([]unix.Iovec, GROMaxSegs+1)
 		qq.flushFn = qq.writeRun
 	}
 	return qq, nil
