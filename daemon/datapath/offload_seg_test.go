@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/offload"
+	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/vnic"
 )
@@ -234,5 +235,52 @@ func TestMalformedVnetHeader(t *testing.T) {
 				t.Errorf("superframes = %d, want 0", n)
 			}
 		})
+	}
+}
+
+// TestSetOffload turns a running port's offloads off and on again (the seam for ethtool -K):
+// the TAP keeps its ifindex and address, the port stays open, TCP both ways keeps arriving
+// intact, superframes stop while the offloads are off and come back after, and the counters
+// survive the queues' replacement.
+func TestSetOffload(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: 2, offload: true})
+	b := h.addPort(portOpts{queues: 2, offload: true})
+	a.pingOK(t, b)
+	tcpTransfer(t, a, b, 2, 2<<20)
+	superframes := func() (n uint64) {
+		for _, q := range a.ep.Stats() {
+			n += q.TxSuperframes
+		}
+		return n
+	}
+	idx := a.dev.Index()
+	s0 := superframes()
+	if s0 == 0 {
+		t.Fatal("no superframes with offloads on")
+	}
+	for _, on := range []bool{false, true} {
+		var err error
+		h.locked(func() { err = a.ep.SetOffload(on) })
+		if err != nil {
+			t.Fatalf("SetOffload(%v): %v", on, err)
+		}
+		if a.dev.VnetHdr() != on || (a.dev.Offloads() != 0) != on || a.dev.Index() != idx || a.dev.NumQueues() != 2 {
+			t.Fatalf("after SetOffload(%v): vnet header %v, offloads %s, ifindex %d (was %d), %d queues",
+				on, a.dev.VnetHdr(), tap.OffloadString(a.dev.Offloads()), a.dev.Index(), idx, a.dev.NumQueues())
+		}
+		if !a.state().Running {
+			t.Fatalf("port down after SetOffload(%v)", on)
+		}
+		before := superframes()
+		if before < s0 {
+			t.Fatalf("superframe counter went back from %d to %d", s0, before)
+		}
+		a.pingOK(t, b)
+		tcpTransfer(t, a, b, 2, 2<<20)
+		tcpTransfer(t, b, a, 2, 2<<20)
+		if got := superframes() - before; (got != 0) != on {
+			t.Errorf("offloads %v: %d superframes", on, got)
+		}
 	}
 }
