@@ -97,6 +97,16 @@ func sendSuperframe(t *testing.T, src, dst *testPort, seq uint32, segs, mss int)
 	}
 }
 
+// txOffloadTotals sums p's superframes, bad virtio headers and oversize frames over its queues.
+func txOffloadTotals(p *testPort) (super, bad, oversize uint64) {
+	for _, q := range p.ep.Stats() {
+		super += q.TxSuperframes
+		bad += q.TxBadVnetHdr
+		oversize += q.TxOversize
+	}
+	return super, bad, oversize
+}
+
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 func sum(v []uint64) (s uint64) {
@@ -171,12 +181,7 @@ func TestOffloadJumbo4K(t *testing.T) {
 	tcpTransfer(t, a, b, 4, 4<<20)
 	tcpTransfer(t, b, a, 2, 2<<20)
 	for _, p := range []*testPort{a, b} {
-		var super, bad, oversize uint64
-		for _, q := range p.ep.Stats() {
-			super += q.TxSuperframes
-			bad += q.TxBadVnetHdr
-			oversize += q.TxOversize
-		}
+		super, bad, oversize := txOffloadTotals(p)
 		if super == 0 || bad != 0 || oversize != 0 {
 			t.Errorf("port %s: %d superframes, %d bad virtio headers, %d oversize: want superframes only", p.name, super, bad, oversize)
 		}
@@ -248,12 +253,7 @@ func TestSetOffload(t *testing.T) {
 	b := h.addPort(portOpts{queues: 2, offload: true})
 	a.pingOK(t, b)
 	tcpTransfer(t, a, b, 2, 2<<20)
-	superframes := func() (n uint64) {
-		for _, q := range a.ep.Stats() {
-			n += q.TxSuperframes
-		}
-		return n
-	}
+	superframes := func() uint64 { s, _, _ := txOffloadTotals(a); return s }
 	idx := a.dev.Index()
 	s0 := superframes()
 	if s0 == 0 {
