@@ -115,7 +115,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	}
 	if p.dev, err = tap.Open(tap.Config{
 		Name: spec.Name, MAC: spec.MAC, MTU: set.MTU, Queues: set.Queues, NetNS: spec.NetNS,
-		Persistent: spec.Persistent, Logger: d.log, Watcher: w,
+		Persistent: spec.Persistent, Offload: spec.Offload, Logger: d.log, Watcher: w,
 	}); err != nil {
 		return nil, err
 	}
@@ -156,7 +156,8 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 		announce(spec.Name, log)
 	}
 	log.Info("port created", "netns", spec.NetNS, "segment", spec.Segment, "ifindex", p.index,
-		"reattached", p.dev.Reattached(), "up", p.vp.State().Running)
+		"reattached", p.dev.Reattached(), "up", p.vp.State().Running,
+		"offloads", tap.OffloadString(p.dev.Offloads()))
 	d.srv.NotifyPort("new", p.info())
 	return p, nil
 }

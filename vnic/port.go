@@ -586,7 +586,11 @@ func (p *Port) State() State {
 			st.PagesPinned += ps.Pages
 			st.BytesPinned += ps.PinnedBytes
 			st.BuffersPosted += len(s.q.ring)
-			st.BuffersInFlight += ps.InFlight - len(s.q.ring)
+			// Buffers the host gave back with Put (a coalesced run, written) wait in the
+			// pool's return ring until the next refill drains it: back, not in flight. A Put
+			// under way may be drained before it is counted, hence the clamp; once the Puts
+			// settle the figure is exact.
+			st.BuffersInFlight += ps.InFlight - len(s.q.ring) - max(0, int(ps.Puts)-int(ps.RingDrained))
 		}
 		s.mu.Unlock()
 	}

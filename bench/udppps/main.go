@@ -17,7 +17,9 @@
 // sender-bound (JSON: sender_bound) — the report flags it.
 //
 // Each round also runs one TCP stream (64 KiB writes) along every path for the same time, and
-// reports the Mbit/s its sink read, against the relay's in the same round.
+// reports the Mbit/s its sink read, against the relay's in the same round; and iperf3 with 1 and
+// 8 streams at MTU 1500 and 9000 along veth, a Linux bridge, taprelay and manad (issue 14,
+// tcp.go), against veth's, with retransmits and manad's CPU seconds per GB.
 //
 // Needs root. Usage:
 //
@@ -89,6 +91,9 @@ func main() {
 		fatal(errors.New("--rounds must be at least 1"))
 	}
 	b := &bench{id: strconv.Itoa(os.Getpid() % 100000), dur: dur}
+	if *smoke {
+		tcpMTUs, tcpStreams = tcpMTUs[:1], tcpStreams[:1]
+	}
 	err := b.run(*manadBin, *relayBin, *rounds, idleWindow, *asJSON)
 	b.cleanup()
 	if err != nil {
@@ -111,6 +116,12 @@ func (b *bench) run(manadBin, relayBin string, rounds int, idleWindow time.Durat
 	if err != nil {
 		return err
 	}
+	manadPID := b.procs[len(b.procs)-1].Process.Pid // setup starts manad last
+	tps, err := b.setupTCP(paths)
+	if err != nil {
+		return err
+	}
+	tcpRes := map[string]map[string][]tcpSample{}
 	res := map[string]map[int][]sample{}
 	tcp := map[string][]float64{} // bits per second of one TCP stream
 	for r := 0; r < rounds; r++ {
@@ -135,12 +146,15 @@ func (b *bench) run(manadBin, relayBin string, rounds int, idleWindow time.Durat
 			}
 			tcp[p.name] = append(tcp[p.name], bps)
 		}
+		if err := b.tcpRound(tps, r, tcpMTUs, tcpStreams, manadPID, tcpRes); err != nil {
+			return err
+		}
 	}
 	idle, err := b.idleCPU(16, idleWindow)
 	if err != nil {
 		return err
 	}
-	report(paths, res, tcp, idle, rounds, b.dur, asJSON)
+	report(paths, res, tcp, idle, rounds, b.dur, asJSON, tcpRows(tps, tcpMTUs, tcpStreams, tcpRes, res))
 	return nil
 }
 
@@ -647,7 +661,7 @@ func (b *bench) cleanup() {
 	}
 }
 
-func report(paths []path, res map[string]map[int][]sample, tcp map[string][]float64, idle float64, rounds int, dur time.Duration, asJSON bool) {
+func report(paths []path, res map[string]map[int][]sample, tcp map[string][]float64, idle float64, rounds int, dur time.Duration, asJSON bool, extra []benchrow.Row) {
 	var out []benchrow.Row
 	for _, p := range paths {
 		for _, sz := range sizes {
@@ -689,6 +703,7 @@ func report(paths []path, res map[string]map[int][]sample, tcp map[string][]floa
 	}
 	out = append(out, benchrow.Row{Issue: 4, Figure: "idle manad, 16 ports", Value: idle * 100, Min: idle * 100, Max: idle * 100, Rounds: 1,
 		Unit: "% of one CPU", Target: "< 0.5%"}) // under half a percent of one CPU: nothing a user could measure
+	out = append(out, extra...)
 	if asJSON {
 		if err := benchrow.Encode(os.Stdout, out); err != nil {
 			fmt.Fprintln(os.Stderr, "udppps:", err)
@@ -701,12 +716,18 @@ func report(paths []path, res map[string]map[int][]sample, tcp map[string][]floa
 	for _, r := range out {
 		base, ratio, off := "", "", ""
 		if r.Baseline != 0 {
-			base, ratio = fmt.Sprintf("%.0f", r.Baseline), fmt.Sprintf("%.2f", r.Ratio)
+			base = fmt.Sprintf("%.0f", r.Baseline)
+		}
+		if r.Ratio != 0 {
+			ratio = fmt.Sprintf("%.2f", r.Ratio)
 		}
 		if r.Offered != 0 {
 			off = fmt.Sprintf("%.0f", r.Offered)
 		}
 		val := fmt.Sprintf("%.0f [%.0f–%.0f] %s", r.Value, r.Min, r.Max, r.Unit)
+		if r.Unit == "CPU s/GB" {
+			val = fmt.Sprintf("%.2f [%.2f–%.2f] %s", r.Value, r.Min, r.Max, r.Unit)
+		}
 		if r.Unit == "% of one CPU" {
 			val = fmt.Sprintf("%.3f%s", r.Value, r.Unit[:1])
 		}

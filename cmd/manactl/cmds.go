@@ -374,7 +374,10 @@ while the queue was stopped), manad_rx_short_headroom (frames delivered with les
 headroom than the 256 bytes forwarding out of a MANA port needs), manad_rx_inline, manad_rx_deferred (frames the queue's
 goroutine took because the queue was busy), manad_rx_drop_input_full,
 manad_rx_tap_write_err (the TAP refused the frame), manad_tx_drop_runt and
-manad_tx_drop_oversize (frames read from the TAP); for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
+manad_tx_drop_oversize (frames read from the TAP), and on a TAP with offloads
+manad_tx_superframes (GSO superframes cut into frames), manad_tx_drop_bad_vnet_hdr
+(a virtio header that did not fit its frame) and manad_rx_coalesced (frames merged
+into an earlier one written to the TAP); for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
 does (the kernel's ethtool netlink has no request for them).`,
 		Example: `  manactl -S mana0
   manactl --json stats mana0 | jq '.[0].statistics.rx_0_packets'`,

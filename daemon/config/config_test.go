@@ -162,6 +162,7 @@ netns = "blue"
 persistent = false
 rx_alloc = "no-pool"
 rx_recycle = false
+offload = false
 
 [[port]]
 name = "eth1"
@@ -193,7 +194,7 @@ memory_budget = 1048576
 			// Defaults capped by the port's own limits, as mana_probe_port caps num_queues.
 			Name: "eth1", MAC: DeriveMAC("eth1"), Segment: DefaultSegment, Persistent: true,
 			PageSize: 65536, MaxMTU: 1000, MaxQueues: 4, MemoryBudget: 1 << 20, MTU: 1000,
-			Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Line: 33,
+			Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Offload: true, Line: 34,
 			RxAlloc: rxbuf.AllocPagePoolPage,
 		}},
 	}
@@ -350,6 +351,7 @@ func TestParseErrors(t *testing.T) {
 		{"segment empty", port(`segment = ""`), `t.toml:3: port "eth0": segment "" is empty`},
 		{"netns", port(`netns = "a/b"`), `t.toml:3: port "eth0": netns "a/b" is not a valid network namespace name (a file name in /run/netns)`},
 		{"persistent type", port(`persistent = "yes"`), `t.toml:3: port "eth0": persistent must be a boolean, not the string "yes"`},
+		{"offload type", port(`offload = 1`), `t.toml:3: port "eth0": offload must be a boolean, not the integer 1`},
 		{"unknown port key", port("mtus = 1500"), `t.toml:3: port "eth0": unknown key "mtus" (did you mean "mtu"?)`},
 		{"unknown port table", port("[port.extra]\nx = 1"), `t.toml:3: port "eth0": unknown key "extra"`},
 

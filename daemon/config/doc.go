@@ -59,6 +59,10 @@
 //	                             # and never deletes it
 //	persistent    = true         # the TAP outlives manad, keeping addresses and routes; manad
 //	                             # re-attaches to it on restart
+//	offload       = true         # the TAP carries virtio headers: the kernel hands manad TCP/UDP
+//	                             # superframes and partial checksums, manad segments and
+//	                             # completes them (and coalesces what it delivers); false: plain
+//	                             # frames, every offload off on the TAP
 //
 //	[[segment]]                  # optional: settings and uplinks of a segment ports name
 //	name        = "wire0"        # required; the segment's name, as in a port's segment key

@@ -329,7 +329,7 @@ func (d *decoder) ports(v any, at keyPath) []PortSpec {
 var portKeys = []string{
 	"name", "mac", "mtu", "max_mtu", "page_size", "queues", "max_queues", "rx_ring", "tx_ring",
 	"priv_flags", "xdp", "rule", "memory_budget", "segment", "netns", "persistent",
-	"rx_alloc", "rx_recycle",
+	"rx_alloc", "rx_recycle", "offload",
 }
 
 // port reads one [[port]] table, the index-th, and validates it as a whole.
@@ -414,6 +414,8 @@ func (d *decoder) port(t map[string]any, at keyPath, index int) (PortSpec, bool)
 			spec.NetNS, ok = typed[string](d, v, kat, label, k, "a string")
 		case "persistent":
 			spec.Persistent, ok = typed[bool](d, v, kat, label, k, "a boolean")
+		case "offload":
+			spec.Offload, ok = typed[bool](d, v, kat, label, k, "a boolean")
 		default:
 			d.errorf(kat, "%s: unknown key %q%s", label, k, suggest(k, portKeys))
 			continue

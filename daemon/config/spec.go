@@ -37,6 +37,7 @@ type PortSpec struct {
 	NetNS      string           // named network namespace (/run/netns/NAME) of the TAP; "" = manad's
 	Segment    string           // the wire segment (learning L2 switch) the port is plugged into
 	Persistent bool             // the TAP survives manad exiting, keeping its addresses and routes
+	Offload    bool             // the TAP carries virtio headers: checksum and segmentation offloads
 
 	// Fixed configuration (vnic.Config).
 	PageSize     int         // 4096, 16384 or 65536
@@ -62,10 +63,11 @@ type PortSpec struct {
 
 // DefaultPortSpec returns the spec of a port named name with every default filled in: the
 // driver's defaults for the port model (vnic.Default*), 4K pages, the upstream rule, a MAC
-// derived from the name (DeriveMAC), the daemon's own netns, DefaultSegment, persistent.
+// derived from the name (DeriveMAC), the daemon's own netns, DefaultSegment, persistent, with
+// offloads.
 func DefaultPortSpec(name string) PortSpec {
 	return PortSpec{
-		Name: name, MAC: DeriveMAC(name), Segment: DefaultSegment, Persistent: true,
+		Name: name, MAC: DeriveMAC(name), Segment: DefaultSegment, Persistent: true, Offload: true,
 		PageSize: 4096, Rule: rxbuf.RuleUpstream, MaxMTU: vnic.DefaultMaxMTU,
 		MaxQueues: vnic.DefaultMaxQueues, MemoryBudget: vnic.DefaultMemoryBudget,
 		MTU: vnic.DefaultMTU, Queues: vnic.DefaultQueues, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing,

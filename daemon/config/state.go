@@ -304,6 +304,7 @@ type (
 		NetNS        string   `json:"netns"`
 		Segment      string   `json:"segment"`
 		Persistent   bool     `json:"persistent"`
+		Offload      *bool    `json:"offload,omitempty"` // missing (older files): true
 		PageSize     int      `json:"page_size"`
 		Rule         string   `json:"rule"`
 		MaxMTU       int      `json:"max_mtu"`
@@ -328,7 +329,7 @@ func (s *State) marshal() ([]byte, error) {
 		if sp := ps.Spec; sp != nil {
 			p.Spec = &specJSON{
 				Name: sp.Name, MAC: sp.MAC.String(), NetNS: sp.NetNS, Segment: sp.Segment,
-				Persistent: sp.Persistent, PageSize: sp.PageSize, Rule: sp.Rule.String(),
+				Persistent: sp.Persistent, Offload: &sp.Offload, PageSize: sp.PageSize, Rule: sp.Rule.String(),
 				MaxMTU: sp.MaxMTU, MaxQueues: sp.MaxQueues, MemoryBudget: sp.MemoryBudget,
 				MTU: sp.MTU, Queues: sp.Queues, RxRing: sp.RxRing, TxRing: sp.TxRing,
 				PrivFlags: PrivFlagNames(sp.PrivFlags), XDP: sp.XDP,
@@ -439,7 +440,7 @@ func (j *specJSON) spec() (PortSpec, error) {
 		Name: j.Name, MAC: mac, NetNS: j.NetNS, Segment: j.Segment, Persistent: j.Persistent,
 		PageSize: j.PageSize, Rule: rule, MaxMTU: j.MaxMTU, MaxQueues: j.MaxQueues,
 		MemoryBudget: j.MemoryBudget, MTU: j.MTU, Queues: j.Queues, RxRing: j.RxRing,
-		TxRing: j.TxRing, PrivFlags: flags, XDP: j.XDP,
+		TxRing: j.TxRing, PrivFlags: flags, XDP: j.XDP, Offload: j.Offload == nil || *j.Offload,
 	}, nil
 }
 
@@ -540,7 +541,7 @@ func Merge(cfg *Config, st *State) (ports []Port, notes []error) {
 // sameHardware reports whether two specs describe the same port apart from its settings.
 func sameHardware(a, b PortSpec) bool {
 	return a.Name == b.Name && bytes.Equal(a.MAC, b.MAC) && a.NetNS == b.NetNS && a.Segment == b.Segment &&
-		a.Persistent == b.Persistent && a.PageSize == b.PageSize && a.Rule == b.Rule &&
+		a.Persistent == b.Persistent && a.Offload == b.Offload && a.PageSize == b.PageSize && a.Rule == b.Rule &&
 		a.MaxMTU == b.MaxMTU && a.MaxQueues == b.MaxQueues && a.MemoryBudget == b.MemoryBudget &&
 		a.RxAlloc == b.RxAlloc && a.RxNoRecycle == b.RxNoRecycle
 }

@@ -137,7 +137,7 @@ func sampleState() *State {
 	st.RecordSettings("mana0", PortSettings{MTU: 4000, Queues: 8, RxRing: 2048, TxRing: 512, PrivFlags: []string{"full-page-rx"}, XDP: "pass", AdminUp: true})
 	spec := DefaultPortSpec("rt0")
 	spec.MAC = mustMAC("02:aa:bb:cc:dd:ee")
-	spec.NetNS, spec.Segment, spec.Persistent = "blue", "lab", false
+	spec.NetNS, spec.Segment, spec.Persistent, spec.Offload = "blue", "lab", false, false
 	spec.PageSize, spec.Rule, spec.MaxMTU, spec.MaxQueues = 65536, rxbuf.RulePreFrag, 9000, 32
 	spec.MemoryBudget, spec.MTU, spec.Queues, spec.PrivFlags, spec.XDP = UnlimitedMemory, 1400, 2, vnic.PrivFlagFullPageRx, "drop"
 	spec.RxAlloc, spec.RxNoRecycle = rxbuf.AllocNoPool, true
@@ -174,6 +174,35 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	if fi, err := os.Stat(StatePath(dir)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("state file mode = %v, %v; want 0600", fi.Mode(), err)
+	}
+}
+
+// TestStateOffloadMissing: a runtime port saved before the offload key existed comes back with
+// offloads, the default.
+func TestStateOffloadMissing(t *testing.T) {
+	dir := t.TempDir()
+	st := NewState()
+	st.RecordCreated(DefaultPortSpec("rt0"), PortSettings{MTU: 1500, Queues: 1, RxRing: 1024, TxRing: 256})
+	if err := st.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(StatePath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(string(data), `"offload": true,`, "", 1)
+	if old == string(data) {
+		t.Fatalf("state file has no offload key:\n%s", data)
+	}
+	if err := os.WriteFile(StatePath(dir), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Ports["rt0"].Spec.Offload {
+		t.Error("a spec without the offload key loaded with offloads off")
 	}
 }
 

@@ -140,6 +140,17 @@ type queueStats struct {
 	rxCoalesced                                       atomic.Uint64
 }
 
+// carry adds the counters of s, a queue being replaced, to t, its replacement's.
+func (t *queueStats) carry(s *queueStats) {
+	for _, c := range [][2]*atomic.Uint64{
+		{&t.rxInline, &s.rxInline}, {&t.rxDeferred, &s.rxDeferred}, {&t.rxInputDrops, &s.rxInputDrops},
+		{&t.rxWriteErrors, &s.rxWriteErrors}, {&t.txRunts, &s.txRunts}, {&t.txOversize, &s.txOversize},
+		{&t.txSuperframes, &s.txSuperframes}, {&t.txBadVnet, &s.txBadVnet}, {&t.rxCoalesced, &s.rxCoalesced},
+	} {
+		c[0].Add(c[1].Load())
+	}
+}
+
 // NewEndpoint returns an endpoint for a port with the given MAC on segment seg. The MAC is only
 // reported (the segment learns addresses from traffic, as a switch does). log may be nil
 // (slog.Default()). Create the vnic.Port with the endpoint as its Host and Wire, then Start it.
@@ -291,6 +302,52 @@ func (e *Endpoint) SetChannels(n int, apply func() error) error {
 	return nil
 }
 
+// SetOffload turns the TAP's virtio header and offloads on or off (tap.Device.SetOffload, for
+// ethtool -K) without taking the port down: the queues' goroutines stop, the TAP's queues are
+// attached again with the new setting, and new goroutines start on them, carrying the old
+// queues' counters. What is in flight meanwhile is lost (and counted), as across a NIC's
+// features change. The kernel turns the TAP's carrier on: callers set it again. Call it with the
+// configuration lock held, as SetChannels.
+//
+// Errors: ENODEV when the endpoint is not started; the TAP's, after which the endpoint runs on
+// the queues the TAP has, with whichever setting it kept (tap.Device.VnetHdr).
+func (e *Endpoint) SetOffload(on bool) error {
+	e.ctl.Lock()
+	defer e.ctl.Unlock()
+	if !e.started {
+		return extack.New(unix.ENODEV, "endpoint not started")
+	}
+	if e.dev.VnetHdr() == on {
+		return nil
+	}
+	p := e.vp.Load()
+	old := e.qs.Load()
+	e.qs.Store(nil) // senders meanwhile find no queue: vnic counts their frames as dropped
+	stopQueues(p, old.q)
+	err := e.dev.SetOffload(on)
+	qs := &queueSet{}
+	for i, f := range e.dev.Queues() {
+		qq, qerr := e.newQueue(i, f, e.dev.VnetHdr())
+		if qerr != nil {
+			err = errors.Join(err, qerr)
+			break
+		}
+		if i < len(old.q) {
+			qq.stats.carry(&old.q[i].stats)
+		}
+		qs.q = append(qs.q, qq)
+	}
+	for _, qq := range qs.q {
+		qq.start(p)
+	}
+	e.qs.Store(qs)
+	if err != nil {
+		return err
+	}
+	e.log.Info("endpoint offloads changed", "port", p.Name(), "vnet_hdr", on, "queues", len(qs.q))
+	return nil
+}
+
 // undoGrow puts the TAP back to cur queues after a failed grow.
 func (e *Endpoint) undoGrow(cur int) {
 	if err := e.dev.SetQueues(cur); err != nil {
@@ -311,9 +368,9 @@ func (e *Endpoint) newQueue(i int, f *os.File, vnet bool) (*queue, error) {
 		qq.emitFn = qq.emit
 		qq.wiov[0].Base = &qq.zeroHdr[0]
 		qq.wiov[0].SetLen(offload.HeaderLen)
-		qq.co = offload.NewCoalescer(groMaxSegs)
-		qq.held = make([]*pagepool.Buffer, 0, groMaxSegs)
-		qq.giov = make([]unix.Iovec, groMaxSegs+1)
+		qq.co = offload.NewCoalescer(GROMaxSegs)
+		qq.held = make([]*pagepool.Buffer, 0, GROMaxSegs)
+		qq.giov = make([]unix.Iovec, GROMaxSegs+1)
 		qq.flushFn = qq.writeRun
 	}
 	return qq, nil

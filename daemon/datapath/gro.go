@@ -10,8 +10,9 @@ import (
 	"github.com/manad/manad/vnic/pagepool"
 )
 
-// groMaxSegs is the most frames one coalesced superframe carries.
-const groMaxSegs = 64
+// GROMaxSegs is the most frames one coalesced superframe carries: an RX queue holds up to that
+// many RX buffers besides its ring until the run is written.
+const GROMaxSegs = 64
 
 // Receive coalescing (GRO) on a TAP with virtio headers: consecutive TCP segments of one flow
 // that pass an RX queue in one poll are written to the TAP as one superframe, gathered with

@@ -57,6 +57,7 @@ type portOpts struct {
 	ns       string // "" = a new namespace
 	noIPv6   bool
 	offload  bool // the TAP carries virtio headers and offloads (tap.Config.Offload)
+	mtu      int  // 0 = 1500
 }
 
 // testPort is one port: TAP "eth0" in its namespace with address 10.77.0.<n>/24, its endpoint
@@ -87,6 +88,9 @@ func (h *harness) addPort(o portOpts) *testPort {
 	if o.rxRing == 0 {
 		o.rxRing = 256
 	}
+	if o.mtu == 0 {
+		o.mtu = 1500
+	}
 	tp := &testPort{h: h, name: fmt.Sprintf("p%d", h.n), ip: net.IPv4(10, 77, 0, byte(h.n)).To4(),
 		mac: net.HardwareAddr{0x02, 0x4d, 0x41, 0x4e, 0x41, byte(h.n)}}
 	tp.ns = o.ns
@@ -100,7 +104,7 @@ func (h *harness) addPort(o portOpts) *testPort {
 	if o.ns != "" {
 		ifname = "eth" + strconv.Itoa(h.n)
 	}
-	dev, err := tap.Open(tap.Config{Name: ifname, MAC: tp.mac, Queues: o.queues, NetNS: tp.ns, Logger: h.log, Offload: o.offload})
+	dev, err := tap.Open(tap.Config{Name: ifname, MAC: tp.mac, MTU: o.mtu, Queues: o.queues, NetNS: tp.ns, Logger: h.log, Offload: o.offload})
 	if err != nil {
 		t.Fatalf("tap.Open: %v", err)
 	}
@@ -110,7 +114,7 @@ func (h *harness) addPort(o portOpts) *testPort {
 	tp.port, err = vnic.New(vnic.Config{
 		Name: tp.name, Lock: &h.mu, PageSize: o.pageSize, Host: tp.ep, Wire: tp.ep, Logger: h.log,
 		PoolReleaseInterval: 5 * time.Millisecond,
-	}, vnic.Settings{MTU: 1500, Queues: o.queues, RxRing: o.rxRing, TxRing: 256})
+	}, vnic.Settings{MTU: o.mtu, Queues: o.queues, RxRing: o.rxRing, TxRing: 256})
 	if err != nil {
 		dev.Delete()
 		t.Fatalf("vnic.New: %v", err)

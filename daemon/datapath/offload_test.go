@@ -31,12 +31,7 @@ func TestOffloadTCP(t *testing.T) {
 		tcpTransfer(t, a, b, 6, 1<<20)
 	}
 	for _, p := range []*testPort{a, b} {
-		var super, bad, oversize uint64
-		for _, q := range p.ep.Stats() {
-			super += q.TxSuperframes
-			bad += q.TxBadVnetHdr
-			oversize += q.TxOversize
-		}
+		super, bad, oversize := txOffloadTotals(p)
 		// The driver's counters: each superframe is one TSO work item.
 		_, tso := p.queueStats("tso_packets")
 		var tsoSum uint64

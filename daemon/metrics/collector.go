@@ -48,6 +48,7 @@ type Collector struct {
 	rxXDPTx, rxInline, rxDeferred          *prometheus.Desc
 	rxShortHeadroom                        *prometheus.Desc
 	ringPosted, ringSize, backlog          *prometheus.Desc
+	txSuperframes, rxCoalesced             *prometheus.Desc
 
 	poolAllocs, poolRecycles, poolPuts, poolOverflows *prometheus.Desc
 	poolPageAllocs, poolPageReleases, poolAllocFails  *prometheus.Desc
@@ -85,7 +86,7 @@ func NewCollector(src Source, ctl *Control) *Collector {
 			"(passed RX but the TAP refused it).", reason),
 		txDropped: d("tx_dropped_total", "Frames the host transmitted that were lost, by reason: queue_stopped (the port "+
 			"was down or being reconfigured), runt (shorter than an Ethernet header), oversize (longer than the port's "+
-			"largest MTU).", reason),
+			"largest MTU), bad_vnet_hdr (on a TAP with offloads: a virtio header that did not fit its frame).", reason),
 		rxXDPTx: d("rx_xdp_tx_total", "Frames the XDP program sent back out of the port (XDP_TX).", queue),
 		rxShortHeadroom: d("rx_short_headroom_total", "Frames delivered with less headroom than LL_RESERVED_SPACE (256 bytes): "+
 			"those the kernel would copy with pskb_expand_head to forward them out of a MANA port.", queue),
@@ -94,6 +95,9 @@ func NewCollector(src Source, ctl *Control) *Collector {
 		ringPosted: d("rx_ring_posted_buffers", "RX buffers posted in the queue's ring (0 while it is not running).", queue),
 		ringSize:   d("rx_ring_size_buffers", "Size of the queue's RX ring (0 while it is not running).", queue),
 		backlog:    d("rx_input_backlog_frames", "Frames waiting in the RX queue's input for its goroutine.", queue),
+		txSuperframes: d("tx_superframes_total", "GSO superframes read from a TAP with offloads, each cut into the frames "+
+			"counted in manad_tx_packets_total.", queue),
+		rxCoalesced: d("rx_coalesced_total", "Frames written to a TAP with offloads merged into an earlier one (GRO).", queue),
 
 		poolAllocs:       d("page_pool_buffer_allocs_total", "Buffers the queue's current page pool handed out (restarts with each rebuild of the queues).", queue),
 		poolRecycles:     d("page_pool_buffer_recycles_total", "Buffers given back to the queue's current page pool directly by its owner.", queue),
@@ -137,6 +141,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	ch <- c.txSuperframes
+	ch <- c.rxCoalesced
 	if c.ctl != nil {
 		ch <- c.requests
 		ch <- c.subscribersDropped
@@ -222,6 +228,9 @@ func (c *Collector) collectPort(ch chan<- prometheus.Metric, p *Port) {
 		counter(c.rxDropped, q.RxWriteErrors, append(l, "tap_write")...)
 		counter(c.txDropped, q.TxRunts, append(l, "runt")...)
 		counter(c.txDropped, q.TxOversize, append(l, "oversize")...)
+		counter(c.txDropped, q.TxBadVnetHdr, append(l, "bad_vnet_hdr")...)
+		counter(c.txSuperframes, q.TxSuperframes, l...)
+		counter(c.rxCoalesced, q.RxCoalesced, l...)
 		counter(c.rxInline, q.RxInline, l...)
 		counter(c.rxDeferred, q.RxDeferred, l...)
 		gauge(c.backlog, float64(q.RxBacklog), l...)

@@ -160,3 +160,19 @@ func (s *Segmenter) Segment(h *Header, frame []byte, emit func(frame []byte)) (S
 	}
 	return st, nil
 }
+
+// CompleteChecksum computes the TCP or UDP checksum of an Ethernet frame (up to two VLAN tags,
+// IPv4 or IPv6 with extension headers, Ethernet padding allowed) in place, whatever the field
+// held: for a frame whose checksum a local stack left partial and nothing says where it lies (a
+// packet socket's TP_STATUS_CSUMNOTREADY). It reports false, changing nothing, for a frame it
+// cannot parse, an IP fragment, or another protocol.
+func CompleteChecksum(f []byte) bool {
+	l, err := parseLayout(f, false)
+	if err != nil {
+		return false
+	}
+	at := l.csumField()
+	f[at], f[at+1] = 0, 0
+	binary.BigEndian.PutUint16(f[at:], l.l4Csum(f, l.ipEnd(f)))
+	return true
+}

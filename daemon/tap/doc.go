@@ -24,7 +24,8 @@
 // # Marking
 //
 // Every TAP manad opens gets the ifalias "manad:<name>" (Config.Alias overrides it) and has
-// tun_flags 0x1102 (0x1902 when persistent) in sysfs, so scripts and udev rules can match
+// tun_flags 0x1102 (0x1902 when persistent; with Config.Offload IFF_VNET_HDR adds 0x4000:
+// 0x5102, 0x5902) in sysfs, so scripts and udev rules can match
 // ATTR{ifalias}=="manad:*" and ATTR{tun_flags}. udev only sees devices in its own (the initial)
 // namespace: TAPs created in other namespaces produce no uevents there.
 //

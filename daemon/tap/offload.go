@@ -108,11 +108,78 @@ func queueIoctl(f *os.File, req uint, v int) error {
 
 // VnetHdr reports whether frames read from and written to the queues carry a virtio header of
 // VnetHdrLen bytes (Config.Offload).
-func (d *Device) VnetHdr() bool { return d.cfg.Offload }
+func (d *Device) VnetHdr() bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.cfg.Offload
+}
 
 // Offloads returns the TUN_F_* offloads in force: 0 without Config.Offload.
 func (d *Device) Offloads() uint {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.offloads
+}
+
+// SetOffload turns the virtio header and the offloads on or off (Config.Offload) on a TAP that
+// is open, keeping the netdev (its index, addresses and routes): the kernel fixes IFF_VNET_HDR
+// when the first queue attaches, so every queue is detached and attached again, the TAP held
+// with IFF_PERSIST meanwhile so that it is not deleted. The old queue files are closed; callers
+// stop using them first and take the new ones from Queues. As after Open, the kernel turns the
+// carrier on: callers set it again. Errors: ENODEV after Close; the kernel's errno when a step
+// fails, the TAP then possibly left with fewer queues (as SetQueues leaves it) and its previous
+// setting.
+func (d *Device) SetOffload(on bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return extack.New(unix.ENODEV, "TAP %s is closed", d.Name())
+	}
+	if d.cfg.Offload == on {
+		return nil
+	}
+	n := len(d.queues)
+	if n == 0 {
+		return extack.New(unix.ENODEV, "TAP %s has no queues", d.cfg.Name)
+	}
+	if !d.cfg.Persistent {
+		if err := setPersist(d.queues[0], true); err != nil {
+			return extack.Wrap(err, unix.EIO, "hold %s with IFF_PERSIST", d.cfg.Name)
+		}
+	}
+	closeFiles(d.queues)
+	d.queues = nil
+	prev := d.cfg.Offload
+	d.cfg.Offload = on
+	files, err := d.attachQueues(n)
+	if err != nil {
+		// Back with the previous setting, so the caller can restart on it.
+		d.cfg.Offload = prev
+		if files, err2 := d.attachQueues(n); err2 == nil {
+			d.queues = files
+			_ = d.setOffload()
+		}
+		d.restorePersist()
+		return d.wrapAttach(err)
+	}
+	d.queues = files
+	d.offloads = 0
+	err = d.setOffload()
+	d.restorePersist()
+	if err != nil {
+		return err
+	}
+	d.logger().Info("TAP offloads changed", "vnet_hdr", on, "on", OffloadString(d.offloads))
+	return nil
+}
+
+// restorePersist clears the IFF_PERSIST SetOffload held a non-persistent TAP with. Caller holds
+// d.mu.
+func (d *Device) restorePersist() {
+	if d.cfg.Persistent || len(d.queues) == 0 {
+		return
+	}
+	if err := setPersist(d.queues[0], false); err != nil {
+		d.logger().Error("clearing IFF_PERSIST after an offload change", "err", err)
+	}
 }

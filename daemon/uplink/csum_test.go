@@ -3,6 +3,8 @@ package uplink
 import (
 	"encoding/binary"
 	"testing"
+
+	"github.com/manad/manad/daemon/offload"
 )
 
 // verify is the receiver's check (RFC 1071), written independently of completeChecksum: the
@@ -43,6 +45,8 @@ func ipv4Frame(proto byte, l4 []byte, vlan bool) []byte {
 	return append(f, l4...)
 }
 
+// TestCompleteChecksum: the frames an uplink sees with TP_STATUS_CSUMNOTREADY get a checksum
+// the receiver accepts.
 func TestCompleteChecksum(t *testing.T) {
 	tcp := make([]byte, 20+37) // odd length
 	tcp[12] = 5 << 4
@@ -69,7 +73,7 @@ func TestCompleteChecksum(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := append([]byte(nil), tc.frame...)
-			if !completeChecksum(f) {
+			if !offload.CompleteChecksum(f) {
 				t.Fatal("frame not recognised")
 			}
 			total := int(binary.BigEndian.Uint16(f[tc.l3+2:]))
@@ -85,7 +89,7 @@ func TestCompleteChecksum(t *testing.T) {
 		ipv6[i] = byte(i)
 	}
 	copy(ipv6[54:], udp)
-	if !completeChecksum(ipv6) {
+	if !offload.CompleteChecksum(ipv6) {
 		t.Fatal("IPv6 UDP not recognised")
 	}
 	verify(t, ipv6[22:38], ipv6[38:54], 17, ipv6[54:])
@@ -96,7 +100,7 @@ func TestCompleteChecksum(t *testing.T) {
 	short := ipv4Frame(6, tcp, false)[:30]
 	icmp := ipv4Frame(1, udp, false)
 	for name, f := range map[string][]byte{"fragment": frag, "truncated": short, "icmp": icmp, "runt": {1, 2, 3}, "arp": make([]byte, 60)} {
-		if completeChecksum(f) {
+		if offload.CompleteChecksum(f) {
 			t.Errorf("%s: changed a frame it should leave alone", name)
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/datapath"
+	"github.com/manad/manad/daemon/offload"
 	"github.com/manad/manad/vnic/extack"
 )
 
@@ -122,9 +123,9 @@ type Uplink struct {
 	// Owned by the supervising goroutine (and Start, before it runs).
 	index   int
 	rxDone  chan struct{}
-	gro     bool   // GRO was on before the attachment switched it off
-	scratch []byte // the frame with its VLAN tag put back
-	segBuf  []byte // one segment of an aggregate
+	gro     bool               // GRO was on before the attachment switched it off
+	scratch []byte             // the frame with its VLAN tag put back
+	seg     *offload.Segmenter // cuts GSO aggregates, one segment at a time
 
 	mu     sync.Mutex
 	status Status
@@ -400,7 +401,7 @@ func (u *Uplink) attach(ifindex int) error {
 	u.attaches.Add(1)
 	if cap(u.scratch) == 0 {
 		u.scratch = make([]byte, 0, blockSize)
-		u.segBuf = make([]byte, blockSize)
+		u.seg = offload.NewSegmenter()
 	}
 	u.rxDone = make(chan struct{})
 	go func(done chan struct{}) {
@@ -458,15 +459,14 @@ func (u *Uplink) onFrame(frame []byte, wireLen int, status uint32, tci uint32, t
 		// A GSO aggregate (TSO from a local stack through a veth and a bridge, or GRO):
 		// cut it into the frames it stands for, as the kernel would for a device without
 		// TSO. Anything else beyond the MTU is dropped.
-		if (vh.gsoType == gsoTCPv4 || vh.gsoType == gsoTCPv6) && frame[0]&1 == 0 &&
-			segmentTCP(frame, vh.gsoSize, mtu, u.segBuf, u.dp.Receive) {
+		if frame[0]&1 == 0 && segmentAggregate(u.seg, frame, vh, mtu, u.dp.Receive) {
 			u.rxSegmented.Add(1)
 			return
 		}
 		u.rxOversize.Add(1)
 		return
 	}
-	if status&unix.TP_STATUS_CSUMNOTREADY != 0 && completeChecksum(frame) {
+	if status&unix.TP_STATUS_CSUMNOTREADY != 0 && offload.CompleteChecksum(frame) {
 		u.rxCsum.Add(1)
 	}
 	u.dp.Receive(frame)

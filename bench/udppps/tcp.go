@@ -1,0 +1,270 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/manad/manad/bench/internal/benchrow"
+)
+
+// The TCP figures of issue 14 (offloads): iperf3 with 1 and 8 streams at MTU 1500 and 9000
+// along veth, a Linux bridge, taprelay and manad (fragment and full-page, offloads on by
+// default), in the same rounds as the UDP figures, each against veth's in the same round; the
+// retransmits iperf3 counted; and the CPU seconds manad spent per GB delivered.
+
+var (
+	tcpMTUs    = []int{1500, 9000}
+	tcpStreams = []int{1, 8}
+)
+
+// iperfPort is the port of the iperf3 server.
+const iperfPort = "5211"
+
+// tcpPath is a path of the TCP figures and the devices whose MTU a round sets (namespace, device).
+type tcpPath struct {
+	path
+	devs   [][2]string
+	manad  bool
+	target map[string]float64 // "1500/1", "1500/8", "9000/…": issue 14's ratio to veth
+}
+
+// tcpSample is one iperf3 run.
+type tcpSample struct {
+	bps         float64
+	retransmits float64
+	cpuPerGB    float64 // manad's CPU seconds per GB received (manad paths)
+}
+
+// tcpKey names one figure: MTU and streams.
+func tcpKey(mtu, streams int) string { return fmt.Sprintf("%d/%d", mtu, streams) }
+
+// setupTCP adds the bridge path (two veths into a Linux bridge in a namespace of its own) and
+// names the devices of the others.
+func (b *bench) setupTCP(paths []path) ([]tcpPath, error) {
+	var out []tcpPath
+	manadTarget := map[string]float64{"1500/1": 0.5, "1500/8": 0.5, "9000/1": 0.8, "9000/8": 0.8}
+	src := map[string]string{"veth": "va", "taprelay": "ppsra" + b.id, "manad fragment": "eth0", "manad full-page": "eth2"}
+	for _, p := range paths {
+		if d, ok := src[p.name]; ok {
+			tp := tcpPath{path: p, devs: [][2]string{{p.src, d}, {p.dst, p.dstDev}}, manad: p.name != "veth" && p.name != "taprelay"}
+			if tp.manad {
+				tp.target = manadTarget
+			}
+			out = append(out, tp)
+		}
+	}
+	ba, err := b.ns("ba")
+	if err != nil {
+		return nil, err
+	}
+	bb, err := b.ns("bb")
+	if err != nil {
+		return nil, err
+	}
+	br, err := b.ns("br")
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(
+		run("ip", "-n", br, "link", "add", "br0", "type", "bridge"),
+		run("ip", "link", "add", "bra", "netns", ba, "type", "veth", "peer", "name", "bp0", "netns", br),
+		run("ip", "link", "add", "brb", "netns", bb, "type", "veth", "peer", "name", "bp1", "netns", br),
+		run("ip", "-n", br, "link", "set", "bp0", "master", "br0"),
+		run("ip", "-n", br, "link", "set", "bp1", "master", "br0"),
+		run("ip", "-n", br, "link", "set", "bp0", "up"),
+		run("ip", "-n", br, "link", "set", "bp1", "up"),
+		run("ip", "-n", br, "link", "set", "br0", "up"),
+		addr(ba, "bra", "10.246.0.1"), addr(bb, "brb", "10.246.0.2")); err != nil {
+		return nil, err
+	}
+	bp := path{"bridge (two veths)", ba, bb, "10.246.0.2", "brb"}
+	if err := run("ip", "netns", "exec", ba, "ping", "-c", "2", "-i", "0.2", "-W", "2", bp.dstIP); err != nil {
+		return nil, fmt.Errorf("%s does not pass traffic: %w", bp.name, err)
+	}
+	out = append(out, tcpPath{path: bp, devs: [][2]string{{ba, "bra"}, {br, "bp0"}, {br, "bp1"}, {br, "br0"}, {bb, "brb"}}})
+	return out, nil
+}
+
+// setMTU sets every TCP path's devices to mtu.
+func setMTU(tps []tcpPath, mtu int) error {
+	var errs []error
+	for _, tp := range tps {
+		for _, d := range tp.devs {
+			errs = append(errs, run("ip", "-n", d[0], "link", "set", d[1], "mtu", strconv.Itoa(mtu)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tcpRound measures every TCP figure once, path order rotated by round r, and leaves the MTU at
+// 1500 (the UDP figures' MTU). manadPID is the daemon the manad paths run through.
+func (b *bench) tcpRound(tps []tcpPath, r int, mtus, streams []int, manadPID int, res map[string]map[string][]tcpSample) error {
+	defer setMTU(tps, 1500)
+	for _, mtu := range mtus {
+		if err := setMTU(tps, mtu); err != nil {
+			return fmt.Errorf("MTU %d: %w", mtu, err)
+		}
+		time.Sleep(300 * time.Millisecond) // manad's ports rebuild their queues
+		for i := range tps {
+			tp := tps[(i+r)%len(tps)]
+			for _, n := range streams {
+				s, err := b.iperf(tp, n, manadPID)
+				if err != nil {
+					return fmt.Errorf("%s, TCP %d streams, MTU %d: %w", tp.name, n, mtu, err)
+				}
+				if res[tp.name] == nil {
+					res[tp.name] = map[string][]tcpSample{}
+				}
+				k := tcpKey(mtu, n)
+				res[tp.name][k] = append(res[tp.name][k], s)
+			}
+		}
+	}
+	return nil
+}
+
+// iperfResult is the part of iperf3 -J's report the figures use.
+type iperfResult struct {
+	End struct {
+		SumSent struct {
+			Retransmits float64 `json:"retransmits"`
+		} `json:"sum_sent"`
+		SumReceived struct {
+			Bytes float64 `json:"bytes"`
+			Bps   float64 `json:"bits_per_second"`
+		} `json:"sum_received"`
+	} `json:"end"`
+	Error string `json:"error"`
+}
+
+// iperf runs one iperf3 client with n streams along tp for b.dur (whole seconds, at least 1)
+// against a one-off server, both outside manad's accounting; for a manad path it also reads
+// manad's CPU time around the run.
+func (b *bench) iperf(tp tcpPath, n, manadPID int) (tcpSample, error) {
+	srv := exec.Command("ip", "netns", "exec", tp.dst, "iperf3", "-s", "-1", "-p", iperfPort)
+	if err := srv.Start(); err != nil {
+		return tcpSample{}, err
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	secs := strconv.Itoa(max(1, int(math.Round(b.dur.Seconds()))))
+	var t0 int64
+	var out []byte
+	var err error
+	var res iperfResult
+	for try := 0; try < 50; try++ { // until the server listens
+		if tp.manad {
+			if t0, err = cpuTicks(manadPID); err != nil {
+				return tcpSample{}, err
+			}
+		}
+		out, err = exec.Command("ip", "netns", "exec", tp.src, "iperf3", "-c", tp.dstIP, "-p", iperfPort,
+			"-t", secs, "-P", strconv.Itoa(n), "-J").Output()
+		res = iperfResult{}
+		if jerr := json.Unmarshal(out, &res); jerr != nil && err == nil {
+			err = jerr
+		}
+		if err == nil && res.End.SumReceived.Bps > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return tcpSample{}, fmt.Errorf("iperf3: %w %s", err, res.Error)
+	}
+	s := tcpSample{bps: res.End.SumReceived.Bps, retransmits: res.End.SumSent.Retransmits}
+	if tp.manad {
+		t1, err := cpuTicks(manadPID)
+		if err != nil {
+			return tcpSample{}, err
+		}
+		const hz = 100 // USER_HZ
+		if gb := res.End.SumReceived.Bytes / 1e9; gb > 0 {
+			s.cpuPerGB = float64(t1-t0) / hz / gb
+		}
+	}
+	if s.bps == 0 {
+		return tcpSample{}, errors.New("iperf3 moved nothing")
+	}
+	return s, nil
+}
+
+// tcpRows turns the TCP samples into rows: throughput against veth's, retransmits against
+// veth's, manad's CPU per GB; and the UDP delivery of manad's paths against veth's.
+func tcpRows(tps []tcpPath, mtus, streams []int, res map[string]map[string][]tcpSample, udp map[string]map[int][]sample) []benchrow.Row {
+	var out []benchrow.Row
+	pick := func(ss []tcpSample, f func(tcpSample) float64) []float64 {
+		v := make([]float64, len(ss))
+		for i, s := range ss {
+			v[i] = f(s)
+		}
+		return v
+	}
+	ratio := func(a, b []float64) []float64 {
+		var v []float64
+		for i := range a {
+			if i < len(b) && b[i] > 0 {
+				v = append(v, a[i]/b[i])
+			}
+		}
+		return v
+	}
+	mbps := func(s tcpSample) float64 { return s.bps / 1e6 }
+	retr := func(s tcpSample) float64 { return s.retransmits }
+	for _, mtu := range mtus {
+		for _, n := range streams {
+			k := tcpKey(mtu, n)
+			veth := res["veth"][k]
+			for _, tp := range tps {
+				ss := res[tp.name][k]
+				what := fmt.Sprintf("TCP %d stream(s), MTU %d, %s", n, mtu, tp.name)
+				v := benchrow.StatOf(pick(ss, mbps))
+				x := benchrow.Row{Issue: 14, Figure: what, Value: v.Median, Min: v.Min, Max: v.Max, Rounds: len(ss), Unit: "Mbit/s"}
+				rv := benchrow.StatOf(pick(ss, retr))
+				y := benchrow.Row{Issue: 14, Figure: "retransmits, " + what, Value: rv.Median, Min: rv.Min, Max: rv.Max, Rounds: len(ss), Unit: "segments"}
+				if tp.name != "veth" {
+					r := benchrow.StatOf(ratio(pick(ss, mbps), pick(veth, mbps)))
+					x.Baseline, x.BaselineName, x.Ratio, x.RatioMin, x.RatioMax = benchrow.StatOf(pick(veth, mbps)).Median, "veth", r.Median, r.Min, r.Max
+					y.Baseline, y.BaselineName = benchrow.StatOf(pick(veth, retr)).Median, "veth"
+				}
+				if t, ok := tp.target[k]; ok {
+					x.Target = fmt.Sprintf("ratio ≥ %.1f", t)
+					y.Target = "≤ veth's"
+				}
+				out = append(out, x, y)
+				if tp.manad {
+					c := benchrow.StatOf(pick(ss, func(s tcpSample) float64 { return s.cpuPerGB }))
+					out = append(out, benchrow.Row{Issue: 14, Figure: "manad CPU per GB, " + what, Value: c.Median, Min: c.Min, Max: c.Max,
+						Rounds: len(ss), Unit: "CPU s/GB"})
+				}
+			}
+		}
+	}
+	for _, tp := range tps {
+		if !tp.manad {
+			continue
+		}
+		for _, sz := range sizes {
+			var del, veth []float64
+			for _, s := range udp[tp.name][sz] {
+				del = append(del, s.delivered)
+			}
+			for _, s := range udp["veth"][sz] {
+				veth = append(veth, s.delivered)
+			}
+			r := benchrow.StatOf(ratio(del, veth))
+			v := benchrow.StatOf(del)
+			x := benchrow.Row{Issue: 14, Figure: fmt.Sprintf("UDP %d B delivered, %s vs veth", sz, tp.name), Value: v.Median, Min: v.Min, Max: v.Max,
+				Rounds: len(del), Unit: "pps", Baseline: benchrow.StatOf(veth).Median, BaselineName: "veth", Ratio: r.Median, RatioMin: r.Min, RatioMax: r.Max}
+			if sz == 64 {
+				x.Target = "ratio ≥ 0.8"
+			}
+			out = append(out, x)
+		}
+	}
+	return out
+}
