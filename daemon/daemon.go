@@ -71,6 +71,7 @@ type Daemon struct {
 	watchers map[genl.NetNS]*nsWatcher // the link watcher of each namespace that has ports (by identity: a name can be reused)
 	saving   bool                      // a deferred state-file write is pending (saveSoon)
 	ids      vnic.IDs                  // page-pool and NAPI ids, unique among the daemon's ports
+	group    uint32                    // the netdev group of the daemon's non-persistent TAPs (see tapGroup)
 
 	bg sync.WaitGroup // link watchers
 }
@@ -95,6 +96,7 @@ func New(opts Options) (*Daemon, error) {
 	d := &Daemon{
 		opts: opts, cfg: opts.Config, log: opts.Logger,
 		ports: map[string]*port{}, segments: datapath.NewSegments(), watchers: map[genl.NetNS]*nsWatcher{},
+		group: tapGroup(),
 	}
 	scfg := genl.ServerConfig{
 		Backend: (*backend)(d), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,
@@ -160,7 +162,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.saveState()
 	d.mu.Unlock()
 
-	d.log.Info("manad ready", "socket", l.Addr().String(), "ports", len(ports))
+	d.log.Info("manad ready", "socket", l.Addr().String(), "ports", len(ports), "tap_group", d.group)
 	if d.opts.Ready != nil {
 		d.opts.Ready()
 	}
@@ -186,7 +188,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 // their last settings are written once, every endpoint stops at once (on a segment shared by many
 // ports, the ones still attached keep flooding the ones stopping: one at a time, each would pay
 // for the traffic of all the others, 15 s for 500 ports) and the models stop; then the TAPs close
-// concurrently outside the lock (see closeTAPs).
+// concurrently outside the lock, the non-persistent ones of each namespace first unregistered in
+// one batch (see deleteGroups).
 func (d *Daemon) shutdown() {
 	d.mu.Lock()
 	d.closing = true
@@ -214,6 +217,7 @@ func (d *Daemon) shutdown() {
 		d.stop(p)
 	}
 	d.mu.Unlock()
+	d.deleteGroups(ports)
 	d.closeTAPs(ports, false)
 	d.mu.Lock()
 	for _, p := range ports {

@@ -18,6 +18,19 @@ import (
 // startTest runs a daemon with n small ports in namespace ns until the test ends.
 func startTest(t *testing.T, ns string, n int, opts Options) (*Daemon, []string) {
 	t.Helper()
+	d, names, stop := startStoppable(t, ns, n, opts)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return d, names
+}
+
+// startStoppable is startTest with the stop left to the caller: stop ends Run and returns its
+// error (call it exactly once). opts.Logger, when set, receives the daemon's logs.
+func startStoppable(t *testing.T, ns string, n int, opts Options) (*Daemon, []string, func() error) {
+	t.Helper()
 	dir := t.TempDir()
 	var b strings.Builder
 	fmt.Fprintf(&b, "[daemon]\nsocket = %q\nstate_dir = %q\n", dir+"/manad.sock", dir+"/state")
@@ -31,7 +44,10 @@ func startTest(t *testing.T, ns string, n int, opts Options) (*Daemon, []string)
 		t.Fatal(err)
 	}
 	ready := make(chan struct{})
-	opts.Config, opts.Logger, opts.Ready = cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() { close(ready) }
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	opts.Config, opts.Ready = cfg, func() { close(ready) }
 	d, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -39,18 +55,17 @@ func startTest(t *testing.T, ns string, n int, opts Options) (*Daemon, []string)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
+	stop := func() error {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+		return <-done
+	}
 	select {
 	case <-ready:
 	case err := <-done:
+		cancel()
 		t.Fatalf("Run: %v", err)
 	}
-	return d, names
+	return d, names, stop
 }
 
 // TestLinkOverrunResync gives the daemon's link watcher the smallest receive buffer and changes

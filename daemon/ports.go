@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
@@ -115,7 +116,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	}
 	if p.dev, err = tap.Open(tap.Config{
 		Name: spec.Name, MAC: spec.MAC, MTU: set.MTU, Queues: set.Queues, NetNS: spec.NetNS,
-		Persistent: spec.Persistent, Offload: spec.Offload, Logger: d.log, Watcher: w,
+		Persistent: spec.Persistent, Offload: spec.Offload, Logger: d.log, Watcher: w, Group: d.group,
 	}); err != nil {
 		return nil, err
 	}
@@ -422,6 +423,40 @@ func announce(name string, log interface{ Debug(string, ...any) }) {
 
 // shutdownWorkers bounds how many ports shutdown works on at once.
 const shutdownWorkers = 32
+
+// tapGroup picks the netdev group (IFLA_GROUP) of a daemon's non-persistent TAPs: random, so that
+// two daemons with TAPs in one namespace never share one, and with the high byte 'm' (0x6d), far
+// from the small numbers /etc/iproute2/group names. `ip link show group N` lists them (the daemon
+// logs N as tap_group when ready).
+func tapGroup() uint32 {
+	return 0x6d<<24 + 1 + rand.Uint32N(1<<24-1) // 0x6d000001..0x6dffffff
+}
+
+// deleteGroups unregisters the non-persistent TAPs of stopped ports with one request per
+// namespace (tap.DeleteGroup): the kernel then pays its RCU waits once per namespace instead of
+// once per TAP (about 2 ms each). Where the group cannot be deleted safely (someone put another
+// device into it, or took a TAP out), it is logged and the TAPs are deleted one by one by
+// closeTAPs, as without it.
+func (d *Daemon) deleteGroups(ports []*port) {
+	type nsKey struct{ dev, ino uint64 }
+	byNS := map[nsKey][]*tap.Device{}
+	for _, p := range ports {
+		if p.dev == nil || p.dev.Persistent() {
+			continue
+		}
+		dev, ino := p.dev.NetNSID()
+		k := nsKey{dev, ino}
+		byNS[k] = append(byNS[k], p.dev)
+	}
+	for _, devs := range byNS {
+		start := time.Now()
+		if err := tap.DeleteGroup(d.group, devs); err != nil {
+			d.log.Warn("TAPs not deleted by group; deleting them one by one", "netns", devs[0].NetNS(), "taps", len(devs), "err", err)
+			continue
+		}
+		d.log.Info("TAPs deleted by group", "netns", devs[0].NetNS(), "taps", len(devs), "group", d.group, "took", time.Since(start))
+	}
+}
 
 // closeTAPs closes the TAPs of stopped ports concurrently. Unregistering a netdev waits for RCU
 // grace periods (about 20 ms here); the kernel batches the unregistrations queued while one

@@ -162,6 +162,12 @@ var sources = []source{
 		target: "≤ 10 s", met: func(v, _ float64) bool { return v <= 10 }},
 	{issue: 13, figure: "1,000 ports: shutdown", pkg: "./bench/scale", bench: "BenchmarkPorts/ports=1000",
 		value: "shutdown-ms", scale: 1e-3, unit: "s", target: "≤ 2 s", met: func(v, _ float64) bool { return v <= 2 }},
+	{issue: 13, figure: "100 ports on one shared segment: all up after one ip -batch", pkg: "./bench/scale", bench: "BenchmarkSharedSegment/ports=100",
+		value: "bringup-ms", scale: 1e-3, unit: "s", baseline: "bridge-bringup-ms", baseName: "same ip -batch, 100 TAPs on a Linux bridge",
+		target: "reported"},
+	{issue: 13, figure: "100 ports on one shared segment: shutdown", pkg: "./bench/scale", bench: "BenchmarkSharedSegment/ports=100",
+		value: "shutdown-ms", scale: 1e-3, unit: "s", baseline: "bridge-teardown-ms", baseName: "deleting the bridge and its 100 TAPs (one group request)",
+		target: "reported"},
 }
 
 // result is one run of one benchmark: metric unit → value.

@@ -4,8 +4,10 @@
 // every port reports admin-up, and until manad has exited, and each of those per port, so a
 // non-linear cost shows as a per-port figure that grows with the size.
 //
-// `go test -short` (the smoke run) uses 10 and 25 ports; -args -sizes 250,2000 picks others.
-// Needs root.
+// BenchmarkSharedSegment does the same with every port on one segment, against a Linux bridge.
+//
+// `go test -short` uses 10 and 25 ports (10 shared); -args -sizes 250,2000 and -shared-sizes 300
+// pick others. Needs root.
 package scale
 
 import (
@@ -43,20 +45,25 @@ var sizesFlag = flag.String("sizes", "", "comma-separated port counts (default 1
 
 func sizes(b *testing.B) []int {
 	if *sizesFlag != "" {
-		var out []int
-		for _, f := range strings.Split(*sizesFlag, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 {
-				b.Fatalf("-sizes: %q is not a port count", f)
-			}
-			out = append(out, n)
-		}
-		return out
+		return parseSizes(b, *sizesFlag)
 	}
 	if testing.Short() {
 		return []int{10, 25}
 	}
 	return []int{100, 250, 500, 1000}
+}
+
+// parseSizes parses a comma-separated list of port counts.
+func parseSizes(b *testing.B, list string) []int {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("sizes: %q is not a port count", f)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // BenchmarkPorts starts manad with n small ports (one queue, minimum rings, non-persistent) in one
@@ -71,7 +78,7 @@ func BenchmarkPorts(b *testing.B) {
 			var ready, up, ipTime, kernel, stop time.Duration
 			for range b.N {
 				kernel += kernelBringUp(b, n)
-				r, u, ip, s := run(b, n)
+				r, u, ip, s := run(b, n, false)
 				ready, up, ipTime, stop = ready+r, up+u, ipTime+ip, stop+s
 			}
 			per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) / float64(n) }
@@ -140,10 +147,109 @@ func kernelBringUp(b *testing.B, n int) time.Duration {
 	return time.Since(start)
 }
 
+// sharedFlag overrides the sizes of BenchmarkSharedSegment.
+var sharedFlag = flag.String("shared-sizes", "", "comma-separated port counts of BenchmarkSharedSegment (default 100; 10 with -short)")
+
+// BenchmarkSharedSegment is BenchmarkPorts with every port on ONE segment: the IPv6 start-up
+// multicast of every TAP (router solicitations, MLD reports, DAD) is flooded to every other
+// port, n² frame deliveries, and manad must still stop promptly on SIGTERM while that flood
+// runs. The same-run peer is a Linux bridge with n TAPs of the same kind in a namespace: the
+// same `ip -batch` bring-up (bridge-bringup-ms) and the deletion of the bridge and its TAPs
+// (bridge-teardown-ms).
+func BenchmarkSharedSegment(b *testing.B) {
+	testenv.RequireRoot(b)
+	ns := []int{100}
+	if testing.Short() {
+		ns = []int{10}
+	}
+	if *sharedFlag != "" {
+		ns = parseSizes(b, *sharedFlag)
+	}
+	for _, n := range ns {
+		b.Run(fmt.Sprintf("ports=%d", n), func(b *testing.B) {
+			var up, stop, bup, bdown time.Duration
+			for range b.N {
+				u, d := bridgeRun(b, n)
+				bup, bdown = bup+u, bdown+d
+				_, u, _, s := run(b, n, true)
+				up, stop = up+u, stop+s
+			}
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / float64(b.N) }
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(ms(up), "bringup-ms")
+			b.ReportMetric(ms(stop), "shutdown-ms")
+			b.ReportMetric(ms(bup), "bridge-bringup-ms")
+			b.ReportMetric(ms(bdown), "bridge-teardown-ms")
+		})
+	}
+}
+
+// bridgeGroup is the netdev group of the peer's TAPs, deleted in one request as manad deletes its
+// own (the namespace is the peer's alone).
+const bridgeGroup = 0x6d00b000
+
+// bridgeRun is the peer of a shared segment: n multi-queue TAPs with one queue attached (held by
+// this process, which reads nothing) enslaved to one Linux bridge in a namespace of their own,
+// all brought up with one `ip -batch`; then the bridge and the TAPs are deleted (the TAPs with one
+// request, tap.DeleteGroup, as manad's shutdown does). It returns the
+// time of the bring-up command and of the teardown.
+func bridgeRun(b *testing.B, n int) (up, teardown time.Duration) {
+	b.Helper()
+	ns := harness.Name("msb", "")
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		b.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+	}
+	defer exec.Command("ip", "netns", "del", ns).Run()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	br := fmt.Sprintf("b%d", os.Getpid()%100000)
+	if out, err := exec.Command("ip", "-n", ns, "link", "add", br, "type", "bridge").CombinedOutput(); err != nil {
+		b.Fatalf("ip link add bridge: %v: %s", err, out)
+	}
+	devs := make([]*tap.Device, 0, n)
+	closed := false
+	closeAll := func() {
+		if closed {
+			return
+		}
+		closed = true
+		for _, d := range devs {
+			d.Close()
+		}
+	}
+	defer closeAll()
+	var batch strings.Builder
+	for i := range n {
+		name := fmt.Sprintf("b%d.%d", os.Getpid()%10000, i)
+		d, err := tap.Open(tap.Config{Name: name, Queues: 1, NetNS: ns, Logger: log, Group: bridgeGroup})
+		if err != nil {
+			b.Fatal(err)
+		}
+		devs = append(devs, d)
+		fmt.Fprintf(&batch, "link set %s master %s up\n", name, br)
+	}
+	fmt.Fprintf(&batch, "link set %s up\n", br)
+	start := time.Now()
+	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
+	cmd.Stdin = strings.NewReader(batch.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("ip -batch: %v: %s", err, out)
+	}
+	up = time.Since(start)
+	start = time.Now()
+	if out, err := exec.Command("ip", "-n", ns, "link", "del", br).CombinedOutput(); err != nil {
+		b.Fatalf("ip link del bridge: %v: %s", err, out)
+	}
+	if err := tap.DeleteGroup(bridgeGroup, devs); err != nil {
+		b.Fatal(err)
+	}
+	closeAll()
+	return up, time.Since(start)
+}
+
 // run does one start, bring-up and stop of manad with n ports and returns the durations: until
 // ready, until every port is up, of the `ip -batch` command alone (the kernel's part of the
 // bring-up, a baseline), and of the shutdown.
-func run(b *testing.B, n int) (ready, up, ipTime, stop time.Duration) {
+func run(b *testing.B, n int, shared bool) (ready, up, ipTime, stop time.Duration) {
 	b.Helper()
 	bin, _ := harness.PlainBinaries(b)
 	ns := harness.Name("msc", "")
@@ -151,7 +257,11 @@ func run(b *testing.B, n int) (ready, up, ipTime, stop time.Duration) {
 	var cfg strings.Builder
 	for i := range n {
 		names[i] = fmt.Sprintf("s%d.%d", os.Getpid()%10000, i)
-		fmt.Fprintf(&cfg, "[[port]]\nname = %q\nnetns = %q\nsegment = %[1]q\nqueues = 1\nmax_queues = 1\nrx_ring = 128\ntx_ring = 128\npersistent = false\n\n", names[i], ns)
+		segment := names[i]
+		if shared {
+			segment = "shared"
+		}
+		fmt.Fprintf(&cfg, "[[port]]\nname = %q\nnetns = %q\nsegment = %q\nqueues = 1\nmax_queues = 1\nrx_ring = 128\ntx_ring = 128\npersistent = false\n\n", names[i], ns, segment)
 	}
 	start := time.Now()
 	d := harness.StartBinary(b, bin, "", "", cfg.String(), ns)

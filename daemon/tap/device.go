@@ -60,6 +60,11 @@ type Config struct {
 	// (IFF_VNET_HDR) and turns on every offload the kernel accepts (TUNSETOFFLOAD; see
 	// Device.Offloads).
 	Offload bool
+	// Group, when non-zero, is the netdev group (IFLA_GROUP, `ip link show group N`) a
+	// non-persistent TAP is put in, so that DeleteGroup can unregister all of them at once. A
+	// persistent TAP is never in it: one re-attached while carrying it goes back to group 0
+	// (the default), so a group deletion can never take a TAP that must outlive the daemon.
+	Group uint32
 
 	// Watcher, when set, is the link watcher of the TAP's namespace that Watch subscribes to,
 	// shared with the other TAPs there: one notification socket, one rtnetlink socket and one
@@ -159,6 +164,8 @@ type Device struct {
 	closed bool
 
 	watcher *Watcher // Config.Watcher; nil, or of another namespace after MoveTo: Watch makes its own
+
+	unregistered bool // DeleteGroup removed the netdev: Close only closes the queues (guarded by mu)
 
 	wmu     sync.Mutex
 	watches map[chan LinkEvent]context.CancelFunc // running watches
@@ -322,8 +329,32 @@ func (d *Device) configure(link netlink.Link) error {
 			return extack.Wrap(err, unix.EIO, "set tx queue length of %s", d.cfg.Name)
 		}
 	}
+	if err := d.configureGroup(a.Group); err != nil {
+		return err
+	}
 	if err := setPersist(d.queues[0], d.cfg.Persistent); err != nil {
 		return extack.Wrap(err, unix.EIO, "set IFF_PERSIST of %s", d.cfg.Name)
+	}
+	return nil
+}
+
+// configureGroup puts a non-persistent TAP into Config.Group, and takes a persistent one carrying
+// it out (cur is the TAP's current group).
+func (d *Device) configureGroup(cur uint32) error {
+	want := cur
+	switch {
+	case d.cfg.Group == 0:
+		return nil
+	case !d.cfg.Persistent:
+		want = d.cfg.Group
+	case cur == d.cfg.Group:
+		want = 0
+	}
+	if want == cur {
+		return nil
+	}
+	if err := d.nl.LinkSetGroup(d.link(), int(want)); err != nil {
+		return extack.Wrap(err, unix.EIO, "set netdev group of %s to %d", d.cfg.Name, want)
 	}
 	return nil
 }
@@ -661,7 +692,9 @@ func (d *Device) close(del bool) error {
 		}
 	}
 	closeFiles(queues)
-	if del || !d.cfg.Persistent {
+	if d.unregistered {
+		d.logger().Info("TAP deleted", "with", "its group")
+	} else if del || !d.cfg.Persistent {
 		if err := d.deleteIfPresent(); err != nil {
 			errs = append(errs, err)
 		}

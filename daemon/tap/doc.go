@@ -29,6 +29,11 @@
 // ATTR{ifalias}=="manad:*" and ATTR{tun_flags}. udev only sees devices in its own (the initial)
 // namespace: TAPs created in other namespaces produce no uevents there.
 //
+// A non-persistent TAP can also carry a netdev group (Config.Group, `ip link show group N`):
+// DeleteGroup then unregisters all of a namespace's with one RTM_DELLINK, one batch for the
+// kernel instead of one unregistration (and its RCU waits) per TAP. Persistent TAPs never carry
+// it, so a group deletion cannot take them.
+//
 // # Link state
 //
 // Watch reports the TAP's administrative state, MTU, address and name as rtnetlink notifications

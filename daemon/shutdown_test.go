@@ -1,0 +1,73 @@
+package daemon
+
+import (
+	"bytes"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/manad/manad/daemon/tap/taptest"
+)
+
+// lockedBuffer is a bytes.Buffer safe for the daemon's concurrent log writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestShutdownDeletesTAPsByGroup: the daemon's non-persistent TAPs carry its netdev group, and
+// shutdown deletes them with one request per namespace; when someone put a device of their own
+// into the group, shutdown leaves that device alone and deletes the TAPs one by one.
+func TestShutdownDeletesTAPsByGroup(t *testing.T) {
+	taptest.Require(t)
+	for _, foreign := range []bool{false, true} {
+		t.Run(map[bool]string{false: "group", true: "foreign member"}[foreign], func(t *testing.T) {
+			ns := taptest.NetNS(t)
+			var logs lockedBuffer
+			d, names, stop := startStoppable(t, ns, 8, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			g := strconv.FormatUint(uint64(d.group), 10)
+			if d.group>>24 != 0x6d || d.group == 0x6d<<24 {
+				t.Errorf("TAP group %#x, want 0x6d000001..0x6dffffff", d.group)
+			}
+			members := taptest.IP(t, ns, "-o", "link", "show", "group", g)
+			for _, name := range names {
+				if !strings.Contains(members, " "+name+": ") {
+					t.Errorf("%s not in the daemon's group %s:\n%s", name, g, members)
+				}
+			}
+			veth := taptest.Name("dv")
+			if foreign {
+				taptest.IP(t, ns, "link", "add", veth, "group", g, "type", "veth", "peer", "name", taptest.Name("dw"))
+			}
+			if err := stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			for _, name := range names {
+				if _, ok := taptest.ShowLink(t, ns, name); ok {
+					t.Errorf("%s still exists after shutdown", name)
+				}
+			}
+			batched := strings.Contains(logs.String(), "TAPs deleted by group")
+			if batched == foreign {
+				t.Errorf("deleted by group: %v, want %v; logs:\n%s", batched, !foreign, logs.String())
+			}
+			if _, ok := taptest.ShowLink(t, ns, veth); foreign && !ok {
+				t.Errorf("the foreign member %s of the group was deleted", veth)
+			}
+		})
+	}
+}
