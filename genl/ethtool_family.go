@@ -40,6 +40,12 @@ func (s *Server) ethtoolFamily() *family {
 			set(unix.ETHTOOL_MSG_RINGS_SET, ethtool.Policy().RingsSet, s.ringsValidate, s.ringsSet),
 			get(unix.ETHTOOL_MSG_CHANNELS_GET, ethtool.Policy().ChannelsGet, s.channelsGet()),
 			set(unix.ETHTOOL_MSG_CHANNELS_SET, ethtool.Policy().ChannelsSet, nil, s.channelsSet),
+			get(unix.ETHTOOL_MSG_LINKINFO_GET, linkInfoGetPolicy, s.linkInfoGet()),
+			set(unix.ETHTOOL_MSG_LINKINFO_SET, linkInfoSetPolicy, noLinkSettingsSet, nil),
+			get(unix.ETHTOOL_MSG_LINKMODES_GET, linkModesGetPolicy, s.linkModesGet()),
+			set(unix.ETHTOOL_MSG_LINKMODES_SET, linkModesSetPolicy, noLinkSettingsSet, nil),
+			get(unix.ETHTOOL_MSG_LINKSTATE_GET, linkStateGetPolicy, s.linkStateGet()),
+			get(unix.ETHTOOL_MSG_TSINFO_GET, tsInfoGetPolicy, s.tsInfoGet()),
 		},
 		groups: []mcGroup{{id: monitorGroup, name: ethtool.MonitorGroup}},
 	}
