@@ -54,6 +54,14 @@ stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 		SilenceUsage:  true,
 		Args:          cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				// Plain `ethtool DEV`: a name that is a netdev here is a device, not a command.
+				if _, err := net.InterfaceByName(args[0]); err == nil {
+					link := showLinkCmd(a)
+					link.SetContext(cmd.Context())
+					return link.RunE(link, args)
+				}
+			}
 			if len(args) > 0 {
 				return usageErrorf("unknown command %q", args[0])
 			}
@@ -72,6 +80,7 @@ stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 		showChannelsCmd(a), setChannelsCmd(a), statsCmd(a), showStringsCmd(a),
 		listCmd(a), showRxBufCmd(a), rxBufPlanCmd(a), setMTUCmd(a), xdpCmd(a), portCmd(a),
 		faultCmd(a), monitorCmd(a), genManCmd(a),
+		showLinkCmd(a), showTimeStampingCmd(a),
 	)
 	return root
 }
