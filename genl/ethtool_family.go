@@ -61,7 +61,11 @@ func (r *request) parseHeader(hdr nlattr.Attr, requireDev bool) (*Device, uint32
 		}
 		return nil, 0, nlattr.Errorf(unix.EINVAL, "request header missing")
 	}
-	tb, err := nlattr.ParseNested(r.msg, hdr, ethtool.Policy().Header)
+	pol := ethtool.Policy().Header
+	if o := r.fam.op(r.cmd); o != nil && o.policy.Policy(hdrAttr).Nested != nil {
+		pol = o.policy.Policy(hdrAttr).Nested // ethnl_header_policy_stats for LINKSTATE, TSINFO
+	}
+	tb, err := nlattr.ParseNested(r.msg, hdr, pol)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -10,11 +10,11 @@ import (
 
 // TSINFO messages, as net/ethtool/tsinfo.c.
 
-// tsInfoGetPolicy is the header of ethnl_tsinfo_get_policy. The
-// HWTSTAMP_PROVIDER nest (a PHC choice; manad's ports have none) has no
-// entry, so strict validation refuses it.
+// tsInfoGetPolicy is the header of ethnl_tsinfo_get_policy (with
+// ETHTOOL_FLAG_STATS). The HWTSTAMP_PROVIDER nest (a PHC choice; manad's
+// ports have none) has no entry, so strict validation refuses it.
 var tsInfoGetPolicy = nlattr.NewSet(unix.ETHTOOL_A_TSINFO_HWTSTAMP_PROVIDER, map[uint16]nlattr.Policy{
-	unix.ETHTOOL_A_TSINFO_HEADER: {Kind: nlattr.Nested, Nested: ethtool.Policy().Header},
+	unix.ETHTOOL_A_TSINFO_HEADER: {Kind: nlattr.Nested, Nested: statsHeader()},
 })
 
 // coreTimestamping is what __ethtool_get_ts_info adds to every driver's
@@ -23,16 +23,18 @@ const coreTimestamping = unix.SOF_TIMESTAMPING_RX_SOFTWARE | unix.SOF_TIMESTAMPI
 
 // tsInfoGet mirrors tsinfo_prepare_data and tsinfo_fill_reply: each bitset
 // as a list (no mask), written only when not empty; the PHC index only when
-// there is one.
+// there is one; with ETHTOOL_FLAG_STATS a STATS nest, empty for a driver
+// without get_ts_stats (mana).
 func (s *Server) tsInfoGet() *ethGet {
 	return &ethGet{
 		replyCmd: unix.ETHTOOL_MSG_TSINFO_GET_REPLY,
+		parse:    func(r *request) (any, error) { return wantStats(r), nil },
 		prepare: func(r *request, d *Device, _ any) (any, error) {
 			ts, err := s.cfg.Backend.TSInfo(r.ctx, r.c.caller, *d)
 			ts.Timestamping |= coreTimestamping
 			return &ts, err
 		},
-		fill: func(b *nlattr.Builder, _, data any, compact bool) error {
+		fill: func(b *nlattr.Builder, req, data any, compact bool) error {
 			ts := data.(*wire.TSInfo)
 			for _, bs := range []struct {
 				attr uint16
@@ -52,6 +54,9 @@ func (s *Server) tsInfoGet() *ethGet {
 			}
 			if ts.PHCIndex >= 0 {
 				b.PutU32(unix.ETHTOOL_A_TSINFO_PHC_INDEX, uint32(ts.PHCIndex))
+			}
+			if req.(bool) {
+				b.EndNest(b.Nest(unix.ETHTOOL_A_TSINFO_STATS))
 			}
 			return nil
 		},
