@@ -31,7 +31,8 @@ func newRoot(a *app, env func(string) string) *cobra.Command {
 		Short: "Control manad's software MANA ports, ethtool-style",
 		Long: `manactl controls the ports of manad, the software Microsoft MANA NIC daemon. Its
 ethtool-family commands (show-priv-flags, set-priv-flags, show-ring, set-ring,
-show-channels, set-channels, stats, show-strings) print what ethtool prints and
+show-channels, set-channels, stats, show-strings, show-link — also plain
+"manactl DEV" —, show-time-stamping) print what ethtool prints and
 accept ethtool's options as aliases (manactl -g eth0, manactl --set-priv-flags eth0
 full-page-rx on). They go to manad, or to the kernel's ethtool netlink for a device
 manad does not own (manad answers "no device matches name"), when manad is not
