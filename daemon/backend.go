@@ -14,6 +14,7 @@ import (
 	"github.com/manad/manad/daemon/xdp"
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/layout"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/extack"
 )
@@ -417,4 +418,41 @@ func (b *backend) SetFault(ctx context.Context, c genl.Caller, dev genl.Device, 
 	return b.change(c, dev, "fault", f, func(p *port) error {
 		return p.vp.SetFault(vnic.Fault{Point: point, Mode: mode, Count: int(f.Count), Errno: unix.Errno(f.Errno)})
 	})
+}
+
+// LinkSettings is mana_get_link_ksettings: the vport's speed (the port's speed key; unknown when
+// not given, as when MANA_QUERY_LINK_CONFIG reports none), full duplex, PORT_OTHER, no autoneg
+// and no link modes.
+func (b *backend) LinkSettings(ctx context.Context, c genl.Caller, dev genl.Device) (ls genl.LinkSettings, err error) {
+	err = b.withPort(dev, func(p *port) error {
+		ls = linkSettings(p.spec)
+		return nil
+	})
+	return ls, err
+}
+
+func linkSettings(s config.PortSpec) genl.LinkSettings {
+	ls := genl.LinkSettings{Speed: wire.SpeedUnknown, Duplex: wire.DuplexFull, Port: wire.PortOther, Autoneg: wire.AutonegOff}
+	if s.Speed > 0 {
+		ls.Speed = uint32(s.Speed)
+	}
+	return ls
+}
+
+// LinkState is ethtool_op_get_link as __ethtool_get_link calls it: the link is up while the
+// port is running (administratively up with its queues attached), which is when its TAP has a
+// carrier (setCarrier).
+func (b *backend) LinkState(ctx context.Context, c genl.Caller, dev genl.Device) (ls genl.LinkState, err error) {
+	err = b.withPort(dev, func(p *port) error {
+		ls.Link = p.vp.State().Running
+		return nil
+	})
+	return ls, err
+}
+
+// TSInfo is get_ts_info of a driver without one (mana): no hardware timestamping, no PHC; the
+// ethtool core adds the software receive timestamps.
+func (b *backend) TSInfo(ctx context.Context, c genl.Caller, dev genl.Device) (ts genl.TSInfo, err error) {
+	err = b.withPort(dev, func(*port) error { return nil })
+	return genl.TSInfo{PHCIndex: -1}, err
 }

@@ -168,6 +168,45 @@ var diffCases = []struct {
 	{name: "dump with a bad attribute", cmd: unix.ETHTOOL_MSG_PRIVFLAGS_GET, flags: nlattr.FlagDump, build: func(m *msgBuilder) {
 		m.PutU32(7, 1)
 	}, errno: unix.EINVAL, msg: "Unknown attribute type"},
+	{name: "linkinfo unknown ifindex", cmd: unix.ETHTOOL_MSG_LINKINFO_GET, build: func(m *msgBuilder) {
+		header(m, 1, func(m *msgBuilder) { m.PutU32(unix.ETHTOOL_A_HEADER_DEV_INDEX, noSuchIfindex) })
+	}, errno: unix.ENODEV, msg: "no device matches ifindex"},
+	{name: "linkmodes unknown name", cmd: unix.ETHTOOL_MSG_LINKMODES_GET, build: func(m *msgBuilder) {
+		header(m, 1, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "nosuchdev0") })
+	}, errno: unix.ENODEV, msg: "no device matches name"},
+	{name: "linkstate neither ifindex nor name", cmd: unix.ETHTOOL_MSG_LINKSTATE_GET, build: func(m *msgBuilder) {
+		header(m, 1, func(*msgBuilder) {})
+	}, errno: unix.EINVAL, msg: "neither ifindex nor name specified"},
+	{name: "tsinfo header missing", cmd: unix.ETHTOOL_MSG_TSINFO_GET, errno: unix.EINVAL},
+	{name: "tsinfo unknown name", cmd: unix.ETHTOOL_MSG_TSINFO_GET, build: func(m *msgBuilder) {
+		header(m, 1, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "nosuchdev0") })
+	}, errno: unix.ENODEV, msg: "no device matches name"},
+	{name: "linkinfo GET with a SET attribute", cmd: unix.ETHTOOL_MSG_LINKINFO_GET, build: func(m *msgBuilder) {
+		header(m, 1, func(m *msgBuilder) { m.PutU32(unix.ETHTOOL_A_HEADER_DEV_INDEX, noSuchIfindex) })
+		m.PutU8(unix.ETHTOOL_A_LINKINFO_PORT, 0)
+	}, errno: unix.EINVAL, msg: "Unknown attribute type"},
+	{name: "linkinfo SET of read-only TP_MDIX", cmd: unix.ETHTOOL_MSG_LINKINFO_SET, build: func(m *msgBuilder) {
+		m.PutU8(unix.ETHTOOL_A_LINKINFO_TP_MDIX, 1)
+	}, errno: unix.EINVAL, msg: "Unsupported attribute"},
+	{name: "linkinfo SET unknown name", cmd: unix.ETHTOOL_MSG_LINKINFO_SET, build: func(m *msgBuilder) {
+		header(m, 1, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "nosuchdev0") })
+		m.PutU8(unix.ETHTOOL_A_LINKINFO_PORT, 0)
+	}, errno: unix.ENODEV, msg: "no device matches name"},
+	{name: "linkmodes SET lanes out of range", cmd: unix.ETHTOOL_MSG_LINKMODES_SET, build: func(m *msgBuilder) {
+		m.PutU32(unix.ETHTOOL_A_LINKMODES_LANES, 9)
+	}, errno: unix.ERANGE, msg: "integer out of range"},
+	{name: "linkmodes SET of read-only PEER", cmd: unix.ETHTOOL_MSG_LINKMODES_SET, build: func(m *msgBuilder) {
+		n := m.Nest(unix.ETHTOOL_A_LINKMODES_PEER)
+		m.EndNest(n)
+	}, errno: unix.EINVAL, msg: "Unsupported attribute"},
+	{name: "linkmodes SET above maxattr", cmd: unix.ETHTOOL_MSG_LINKMODES_SET, build: func(m *msgBuilder) {
+		m.PutU8(unix.ETHTOOL_A_LINKMODES_RATE_MATCHING, 0)
+	}, errno: unix.EINVAL, msg: "Unknown attribute type"},
+	{name: "linkmodes SET header missing", cmd: unix.ETHTOOL_MSG_LINKMODES_SET, errno: unix.EINVAL},
+	{name: "linkmodes dump unknown name", cmd: unix.ETHTOOL_MSG_LINKMODES_GET, flags: nlattr.FlagDump, build: func(m *msgBuilder) {
+		header(m, 1, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "nosuchdev0") })
+	}, errno: unix.ENODEV, msg: "no device matches name"},
+	{name: "dump of LINKINFO_SET", cmd: unix.ETHTOOL_MSG_LINKINFO_SET, flags: nlattr.FlagDump, errno: unix.EOPNOTSUPP},
 }
 
 // TestEthtoolErrorsMatchKernel sends each diffCase to the kernel's ethtool

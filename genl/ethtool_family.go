@@ -40,6 +40,12 @@ func (s *Server) ethtoolFamily() *family {
 			set(unix.ETHTOOL_MSG_RINGS_SET, ethtool.Policy().RingsSet, s.ringsValidate, s.ringsSet),
 			get(unix.ETHTOOL_MSG_CHANNELS_GET, ethtool.Policy().ChannelsGet, s.channelsGet()),
 			set(unix.ETHTOOL_MSG_CHANNELS_SET, ethtool.Policy().ChannelsSet, nil, s.channelsSet),
+			get(unix.ETHTOOL_MSG_LINKINFO_GET, linkInfoGetPolicy, s.linkInfoGet()),
+			set(unix.ETHTOOL_MSG_LINKINFO_SET, linkInfoSetPolicy, noLinkSettingsSet, nil),
+			get(unix.ETHTOOL_MSG_LINKMODES_GET, linkModesGetPolicy, s.linkModesGet()),
+			set(unix.ETHTOOL_MSG_LINKMODES_SET, linkModesSetPolicy, noLinkSettingsSet, nil),
+			get(unix.ETHTOOL_MSG_LINKSTATE_GET, linkStateGetPolicy, s.linkStateGet()),
+			get(unix.ETHTOOL_MSG_TSINFO_GET, tsInfoGetPolicy, s.tsInfoGet()),
 		},
 		groups: []mcGroup{{id: monitorGroup, name: ethtool.MonitorGroup}},
 	}
@@ -55,7 +61,11 @@ func (r *request) parseHeader(hdr nlattr.Attr, requireDev bool) (*Device, uint32
 		}
 		return nil, 0, nlattr.Errorf(unix.EINVAL, "request header missing")
 	}
-	tb, err := nlattr.ParseNested(r.msg, hdr, ethtool.Policy().Header)
+	pol := ethtool.Policy().Header
+	if o := r.fam.op(r.cmd); o != nil && o.policy.Policy(hdrAttr).Nested != nil {
+		pol = o.policy.Policy(hdrAttr).Nested // ethnl_header_policy_stats for LINKSTATE, TSINFO
+	}
+	tb, err := nlattr.ParseNested(r.msg, hdr, pol)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -120,6 +120,18 @@ func seedRequests() map[string][]byte {
 			b.PutU32(wire.AttrOption, unix.NETLINK_CAP_ACK)
 			b.PutU8(wire.AttrOptionValue, 1)
 		}),
+		"linkinfo_get":   msg(ethtoolID, 0, unix.ETHTOOL_MSG_LINKINFO_GET, hdr(1, "mana0")),
+		"linkinfo_set":   msg(ethtoolID, nlattr.FlagAck, unix.ETHTOOL_MSG_LINKINFO_SET, and(hdr(1, "mana0"), func(b *nlattr.Builder) { b.PutU8(unix.ETHTOOL_A_LINKINFO_PORT, 0) })),
+		"linkmodes_dump": msg(ethtoolID, nlattr.FlagDump, unix.ETHTOOL_MSG_LINKMODES_GET, nil),
+		"linkmodes_set":  msg(ethtoolID, nlattr.FlagAck, unix.ETHTOOL_MSG_LINKMODES_SET, and(hdr(1, "mana0"), func(b *nlattr.Builder) { b.PutU32(unix.ETHTOOL_A_LINKMODES_LANES, 4) })),
+		"linkstate_get":  msg(ethtoolID, 0, unix.ETHTOOL_MSG_LINKSTATE_GET, hdr(1, "mana0")),
+		"tsinfo_dump":    msg(ethtoolID, nlattr.FlagDump, unix.ETHTOOL_MSG_TSINFO_GET, nil),
+		"tsinfo_stats": msg(ethtoolID, 0, unix.ETHTOOL_MSG_TSINFO_GET, func(b *nlattr.Builder) {
+			n := b.Nest(unix.ETHTOOL_A_TSINFO_HEADER)
+			b.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "mana0")
+			b.PutU32(unix.ETHTOOL_A_HEADER_FLAGS, unix.ETHTOOL_FLAG_STATS|unix.ETHTOOL_FLAG_COMPACT_BITSETS)
+			b.EndNest(n)
+		}),
 		"truncated_header": {0x20, 0, 0, 0, 0x13},
 	}
 	two := append(append([]byte(nil), seeds["privflags_get"]...), seeds["rings_set"]...)

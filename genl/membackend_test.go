@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/wire"
 )
 
 // MemBackend is an in-memory Backend for genl's tests. It models devices in
@@ -40,6 +42,8 @@ type MemDev struct {
 	Info     PortInfo
 	Faults   []Fault
 	XDP      XDPProgram
+	Link     LinkSettings
+	Carrier  bool
 	// SetErr, when set, is returned by every Set*/port action.
 	SetErr error
 	// StringSets are the per-device string sets; ETH_SS_PRIV_FLAGS defaults
@@ -62,6 +66,8 @@ func (b *MemBackend) AddPort(ns NetNS, name string) *MemDev {
 		Rings:    Rings{RxMax: 8192, TxMax: 16384, Rx: 1024, Tx: 1024},
 		Channels: Channels{CombinedMax: 16, Combined: 4},
 		Stats:    []Stat{{Name: "stop_queue", Value: 1}, {Name: "wake_queue", Value: 2}, {Name: "rx_0_packets", Value: 300}},
+		Link:     LinkSettings{Speed: 200000, Duplex: wire.DuplexFull, Port: wire.PortOther},
+		Carrier:  true,
 	}
 	d.Info = PortInfo{MTU: 1500, MinMTU: 68, MaxMTU: 9000, PageSize: 4096, Queues: 4, MaxQueues: 16,
 		RxRing: 1024, TxRing: 1024, AdminUp: true, Running: true,
@@ -483,3 +489,32 @@ func (b *MemBackend) SetFault(ctx context.Context, c Caller, d Device, f Fault) 
 }
 
 var _ Backend = (*MemBackend)(nil)
+
+func (b *MemBackend) LinkSettings(ctx context.Context, c Caller, d Device) (LinkSettings, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m, err := b.port(c, d)
+	if err != nil {
+		return LinkSettings{}, err
+	}
+	return m.Link, nil
+}
+
+func (b *MemBackend) LinkState(ctx context.Context, c Caller, d Device) (LinkState, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m, err := b.port(c, d)
+	if err != nil {
+		return LinkState{}, err
+	}
+	return LinkState{Link: m.Carrier}, nil
+}
+
+func (b *MemBackend) TSInfo(ctx context.Context, c Caller, d Device) (TSInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, err := b.port(c, d); err != nil {
+		return TSInfo{}, err
+	}
+	return TSInfo{PHCIndex: -1}, nil
+}

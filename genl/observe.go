@@ -98,6 +98,18 @@ func cmdName(fam uint16, cmd uint8) string {
 			return "channels-get"
 		case unix.ETHTOOL_MSG_CHANNELS_SET:
 			return "channels-set"
+		case unix.ETHTOOL_MSG_LINKINFO_GET:
+			return "linkinfo-get"
+		case unix.ETHTOOL_MSG_LINKINFO_SET:
+			return "linkinfo-set"
+		case unix.ETHTOOL_MSG_LINKMODES_GET:
+			return "linkmodes-get"
+		case unix.ETHTOOL_MSG_LINKMODES_SET:
+			return "linkmodes-set"
+		case unix.ETHTOOL_MSG_LINKSTATE_GET:
+			return "linkstate-get"
+		case unix.ETHTOOL_MSG_TSINFO_GET:
+			return "tsinfo-get"
 		}
 	case manadID:
 		if n := int(cmd) - 1; n >= 0 && n < len(manadCmdNames) {

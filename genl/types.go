@@ -59,6 +59,9 @@ type (
 	XDPProgram    = wire.XDPProgram
 	PortSpec      = wire.PortSpec
 	PortInfo      = wire.PortInfo
+	LinkSettings  = wire.LinkSettings
+	LinkState     = wire.LinkState
+	TSInfo        = wire.TSInfo
 )
 
 // Backend is what the server calls; the daemon implements it.
@@ -108,6 +111,10 @@ type Backend interface {
 	Stats(ctx context.Context, c Caller, d Device) ([]Stat, error)
 	PlanLayout(ctx context.Context, c Caller, r LayoutRequest) ([]RxBufLayout, error)
 	SetFault(ctx context.Context, c Caller, d Device, f Fault) error
+
+	LinkSettings(ctx context.Context, c Caller, d Device) (LinkSettings, error) // get_link_ksettings
+	LinkState(ctx context.Context, c Caller, d Device) (LinkState, error)       // link = carrier
+	TSInfo(ctx context.Context, c Caller, d Device) (TSInfo, error)             // get_ts_info; the server adds the core's software bits
 }
 
 // ServerConfig configures a Server.

@@ -7,19 +7,21 @@ import "strings"
 // type ethtool. The short options are ethtool's (-g, -G, -l, -L, -S); each long option is the
 // ethtool long option of the same command.
 var ethtoolOptions = map[string]string{
-	"--show-priv-flags": "show-priv-flags",
-	"--set-priv-flags":  "set-priv-flags",
-	"-g":                "show-ring",
-	"--show-ring":       "show-ring",
-	"-G":                "set-ring",
-	"--set-ring":        "set-ring",
-	"-l":                "show-channels",
-	"--show-channels":   "show-channels",
-	"-L":                "set-channels",
-	"--set-channels":    "set-channels",
-	"-S":                "stats",
-	"--statistics":      "stats",
-	"--monitor":         "monitor",
+	"--show-priv-flags":    "show-priv-flags",
+	"--set-priv-flags":     "set-priv-flags",
+	"-g":                   "show-ring",
+	"--show-ring":          "show-ring",
+	"-G":                   "set-ring",
+	"--set-ring":           "set-ring",
+	"-l":                   "show-channels",
+	"--show-channels":      "show-channels",
+	"-L":                   "set-channels",
+	"--set-channels":       "set-channels",
+	"-S":                   "stats",
+	"--statistics":         "stats",
+	"--monitor":            "monitor",
+	"-T":                   "show-time-stamping",
+	"--show-time-stamping": "show-time-stamping",
 }
 
 // rewriteEthtoolArgs turns an ethtool-style invocation into manactl's command form before cobra

@@ -153,6 +153,8 @@ func TestKernelFallback(t *testing.T) {
 		{[]string{"show-strings", dev}, 1, noDev},
 		{[]string{"-S", dev}, 96, "Cannot get stats strings information: No such device\n"},
 		{[]string{"--kernel", "-g", dev}, 1, noDev},
+		{[]string{"-T", dev}, 1, noDev},
+		{[]string{"show-link", dev}, 75, noDev},
 		{[]string{"-G", dev, "rx", "512"}, 81, ""},
 		{[]string{"-L", dev, "combined", "1"}, 1, ""},
 		{[]string{"--set-priv-flags", dev, "full-page-rx", "on"}, 1, ""},

@@ -31,7 +31,8 @@ func newRoot(a *app, env func(string) string) *cobra.Command {
 		Short: "Control manad's software MANA ports, ethtool-style",
 		Long: `manactl controls the ports of manad, the software Microsoft MANA NIC daemon. Its
 ethtool-family commands (show-priv-flags, set-priv-flags, show-ring, set-ring,
-show-channels, set-channels, stats, show-strings) print what ethtool prints and
+show-channels, set-channels, stats, show-strings, show-link — also plain
+"manactl DEV" —, show-time-stamping) print what ethtool prints and
 accept ethtool's options as aliases (manactl -g eth0, manactl --set-priv-flags eth0
 full-page-rx on). They go to manad, or to the kernel's ethtool netlink for a device
 manad does not own (manad answers "no device matches name"), when manad is not
@@ -54,6 +55,14 @@ stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 		SilenceUsage:  true,
 		Args:          cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				// Plain `ethtool DEV`: a name that is a netdev here is a device, not a command.
+				if _, err := net.InterfaceByName(args[0]); err == nil {
+					link := showLinkCmd(a)
+					link.SetContext(cmd.Context())
+					return link.RunE(link, args)
+				}
+			}
 			if len(args) > 0 {
 				return usageErrorf("unknown command %q", args[0])
 			}
@@ -72,6 +81,7 @@ stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 		showChannelsCmd(a), setChannelsCmd(a), statsCmd(a), showStringsCmd(a),
 		listCmd(a), showRxBufCmd(a), rxBufPlanCmd(a), setMTUCmd(a), xdpCmd(a), portCmd(a),
 		faultCmd(a), monitorCmd(a), genManCmd(a),
+		showLinkCmd(a), showTimeStampingCmd(a),
 	)
 	return root
 }

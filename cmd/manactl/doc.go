@@ -18,6 +18,8 @@
 //	show-strings DEV [SET]                                            string sets (SET: a name
 //	                                                                  such as stats, priv-flags,
 //	                                                                  features, or an ETH_SS_ id)
+//	show-link DEV                                [DEV alone]          link settings, link detected
+//	show-time-stamping DEV                       [-T, --show-time-stamping]
 //
 // They print what ethtool 6.15 prints, byte for byte. They go to manad, or to the kernel's ethtool
 // netlink (the SIOCETHTOOL ioctl for stats, as ethtool -S) with --kernel, when manad is not
@@ -73,6 +75,12 @@
 //	                 (ethtool's keys; likewise)
 //	stats            ifname, statistics: {NAME: VALUE, …} in driver order
 //	show-strings     ifname, string-sets: [{id, name, count, strings: […]}]
+//	show-link        ifname, supported-ports, supported-link-modes, advertised-link-modes,
+//	                 link-partner-advertised-link-modes (when reported), speed (Mb/s; null
+//	                 when unknown), lanes (when reported), duplex, auto-negotiation, port,
+//	                 phyad, transceiver, link-detected
+//	show-time-stamping ifname, capabilities, phc-index (null: none),
+//	                 hardware-transmit-timestamp-modes, hardware-receive-filter-modes
 //	list             ifname, ifindex, netns, segment, mac, admin-up, running, detached,
 //	                 reset-pending, persistent, mtu, min-mtu, max-mtu, page-size, queues,
 //	                 max-queues, rx-ring, tx-ring, priv-flags: [names that are on], xdp

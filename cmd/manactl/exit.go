@@ -56,6 +56,8 @@ var exitStatuses = []struct {
 	{"stats", failNoStats, 94, "the device has no statistics", `ethtool.c do_gstats: "no stats available", 94`},
 	{"stats", failStatsValues, 97, "the statistics' values cannot be read", `ethtool.c do_gstats: "Cannot get stats information", 97`},
 	{"monitor", failRequest, 1, "the request fails", "netlink/monitor.c nl_monitor: 1"},
+	{"show-link", failRequest, 75, "the link settings cannot be read", `netlink/settings.c nl_gset: "No data available", 75`},
+	{"show-time-stamping", failRequest, 1, "the request fails", "netlink/tsinfo.c nl_tsinfo: nlsock_send_get_request, exit_code ?: 1"},
 }
 
 // exitStatus is the exit status of command cmd (its path without "manactl ", e.g. "set-ring" or

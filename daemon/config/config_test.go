@@ -329,6 +329,9 @@ func TestParseErrors(t *testing.T) {
 		{"queues zero", port("queues = 0"), `t.toml:3: port "eth0": queues 0 less than 1`},
 		{"queues over max", port("max_queues = 8\nqueues = 9"), `t.toml:4: port "eth0": queues 9 greater than max_queues 8`},
 		{"max_queues", port("max_queues = 257"), `t.toml:3: port "eth0": max_queues 257 out of range 1..256`},
+		{"speed negative", port("speed = -1"), `t.toml:3: port "eth0": speed -1 out of range 0..2147483647 (Mb/s, 0 = unknown)`},
+		{"speed too high", port("speed = 2147483648"), `t.toml:3: port "eth0": speed 2147483648 out of range`},
+		{"speed type", port(`speed = "fast"`), `t.toml:3: port "eth0": speed must be an integer, not the string "fast"`},
 		{"rx_ring low", port("rx_ring = 64"), `t.toml:3: port "eth0": rx_ring 64 out of range 128..8192`},
 		{"rx_ring high", port("rx_ring = 8193"), `t.toml:3: port "eth0": rx_ring 8193 out of range 128..8192`},
 		{"tx_ring high", port("tx_ring = 20000"), `t.toml:3: port "eth0": tx_ring 20000 out of range 128..16384`},
@@ -569,6 +572,26 @@ func TestDaemonValidate(t *testing.T) {
 		err := d.Validate()
 		if err == nil || err.Error() != tc.want || !errors.Is(err, unix.EINVAL) {
 			t.Errorf("Validate = %v, want %s", err, tc.want)
+		}
+	}
+}
+
+// TestPortSpeed: the speed key sets the link speed a port reports; without it the speed is
+// unknown (0).
+func TestPortSpeed(t *testing.T) {
+	for _, tc := range []struct {
+		toml string
+		want int
+	}{
+		{"[[port]]\nname = \"eth0\"\n", 0},
+		{"[[port]]\nname = \"eth0\"\nspeed = 200000\n", 200000},
+	} {
+		c, err := Parse("t.toml", []byte(tc.toml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Ports[0].Speed; got != tc.want {
+			t.Errorf("%q: speed %d, want %d", tc.toml, got, tc.want)
 		}
 	}
 }

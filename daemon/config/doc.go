@@ -37,6 +37,8 @@
 //	                             # the RX buffer layout models (x86 or ARM64 kernels)
 //	queues        = 16           # combined channels, 1..max_queues (default 16, or max_queues)
 //	max_queues    = 64           # 1..256
+//	speed         = 0            # link speed the port reports (ethtool DEV), Mb/s; 0 = unknown
+//	                             # ("Speed: Unknown!"), as mana without a hardware-reported speed
 //	rx_ring       = 1024         # 128..8192, rounded up to a power of two as the driver does
 //	tx_ring       = 256          # 128..16384, likewise
 //	priv_flags    = []           # private flag names: "full-page-rx"

@@ -329,7 +329,7 @@ func (d *decoder) ports(v any, at keyPath) []PortSpec {
 var portKeys = []string{
 	"name", "mac", "mtu", "max_mtu", "page_size", "queues", "max_queues", "rx_ring", "tx_ring",
 	"priv_flags", "xdp", "rule", "memory_budget", "segment", "netns", "persistent",
-	"rx_alloc", "rx_recycle", "offload",
+	"rx_alloc", "rx_recycle", "offload", "speed",
 }
 
 // port reads one [[port]] table, the index-th, and validates it as a whole.
@@ -372,6 +372,8 @@ func (d *decoder) port(t map[string]any, at keyPath, index int) (PortSpec, bool)
 			spec.Queues, ok = d.integer(v, kat, label, k)
 		case "max_queues":
 			spec.MaxQueues, ok = d.integer(v, kat, label, k)
+		case "speed":
+			spec.Speed, ok = d.integer(v, kat, label, k)
 		case "rx_ring":
 			spec.RxRing, ok = d.integer(v, kat, label, k)
 		case "tx_ring":

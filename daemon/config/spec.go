@@ -47,6 +47,7 @@ type PortSpec struct {
 	MemoryBudget int64       // bytes of RX pages the port may pin; UnlimitedMemory for no limit
 	RxAlloc      rxbuf.Alloc // how RX buffers are allocated (rx_alloc)
 	RxNoRecycle  bool        // rx_recycle = false: RX pages are released, not recycled
+	Speed        int         // Mb/s the vport reports as its link speed (speed); 0 = unknown
 
 	// Settings to start with (vnic.Settings).
 	MTU       int
@@ -146,6 +147,9 @@ func (s *PortSpec) problems() []problem {
 	pageOK := rxbuf.ValidPageSize(s.PageSize)
 	if !pageOK {
 		add("page_size", "page_size %d not supported (want %s)", s.PageSize, pageSizesWanted)
+	}
+	if s.Speed < 0 || s.Speed > math.MaxInt32 {
+		add("speed", "speed %d out of range 0..%d (Mb/s, 0 = unknown)", s.Speed, math.MaxInt32)
 	}
 	maxQueuesOK := s.MaxQueues >= 1 && s.MaxQueues <= 256 // vnic.Config's limit
 	if !maxQueuesOK {

@@ -1,0 +1,49 @@
+package genl
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/nlattr"
+)
+
+// TestLinkSetAdminOnly: LINKINFO_SET and LINKMODES_SET are EPERM for a peer
+// that is not an admin (GENL_UNS_ADMIN_PERM, checked before the device) and
+// EOPNOTSUPP for an admin, as for mana; the backend is not asked to change.
+func TestLinkSetAdminOnly(t *testing.T) {
+	seeds := seedRequests()
+	for _, tc := range []struct {
+		seed  string
+		admin bool
+		want  unix.Errno
+	}{
+		{"linkinfo_set", false, unix.EPERM},
+		{"linkinfo_set", true, unix.EOPNOTSUPP},
+		{"linkmodes_set", false, unix.EPERM},
+		{"linkmodes_set", true, unix.EOPNOTSUPP},
+	} {
+		s, be := fuzzServer(t)
+		ns := NetNS{Dev: 1, Ino: 1}
+		be.AddPort(ns, "mana0")
+		c := newConn(s, context.Background(), nil, Caller{UID: 1000, Admin: tc.admin, NetNS: ns})
+		var out [][]byte
+		c.sink = func(b []byte) error { out = append(out, append([]byte(nil), b...)); return nil }
+		s.handleDatagram(context.Background(), c, seeds[tc.seed])
+		if len(out) != 1 {
+			t.Fatalf("%s admin=%v: %d datagrams", tc.seed, tc.admin, len(out))
+		}
+		h, _ := nlattr.ReadHeader(out[0])
+		if h.Type != nlattr.MsgError {
+			t.Fatalf("%s admin=%v: reply type %d, want NLMSG_ERROR", tc.seed, tc.admin, h.Type)
+		}
+		if got := unix.Errno(-int32(binary.NativeEndian.Uint32(out[0][16:]))); got != tc.want {
+			t.Errorf("%s admin=%v: %v, want %v", tc.seed, tc.admin, got, tc.want)
+		}
+		if calls := be.Calls(); len(calls) != 0 {
+			t.Errorf("%s admin=%v: backend changed: %v", tc.seed, tc.admin, calls)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package genl
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/ethtool"
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
+)
+
+// LINKINFO messages, as net/ethtool/linkinfo.c.
+
+// headerOnly is a GET policy whose only attribute is the header (type 1).
+func headerOnly() *nlattr.Set {
+	return nlattr.NewSet(hdrAttr, map[uint16]nlattr.Policy{
+		hdrAttr: {Kind: nlattr.Nested, Nested: ethtool.Policy().Header},
+	})
+}
+
+var (
+	linkInfoGetPolicy = headerOnly()
+	// linkInfoSetPolicy is ethnl_linkinfo_set_policy (TP_MDIX has no entry:
+	// strict validation answers "Unsupported attribute").
+	linkInfoSetPolicy = nlattr.NewSet(unix.ETHTOOL_A_LINKINFO_TP_MDIX_CTRL, map[uint16]nlattr.Policy{
+		unix.ETHTOOL_A_LINKINFO_HEADER:       {Kind: nlattr.Nested, Nested: ethtool.Policy().Header},
+		unix.ETHTOOL_A_LINKINFO_PORT:         {Kind: nlattr.U8},
+		unix.ETHTOOL_A_LINKINFO_PHYADDR:      {Kind: nlattr.U8},
+		unix.ETHTOOL_A_LINKINFO_TP_MDIX_CTRL: {Kind: nlattr.U8},
+	})
+)
+
+func (s *Server) linkInfoGet() *ethGet {
+	return tableGet(unix.ETHTOOL_MSG_LINKINFO_GET_REPLY, s.cfg.Backend.LinkSettings, wire.LinkInfoTable)
+}
+
+// noLinkSettingsSet mirrors ethnl_set_linkinfo_validate and
+// ethnl_set_linkmodes_validate for a driver without set_link_ksettings
+// (mana's): EOPNOTSUPP, without a message.
+func noLinkSettingsSet(*request, Device) error { return unix.EOPNOTSUPP }
