@@ -136,7 +136,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		drops:      logLimiter{every: refusalLogEvery},
 	}
 	s.families = map[uint16]*family{}
-	for _, f := range []*family{s.nlctrlFamily(), s.ethtoolFamily(), s.manadFamily()} {
+	for _, f := range []*family{s.nlctrlFamily(), s.ethtoolFamily(), s.manadFamily(), s.netdevFamily()} {
 		s.families[f.id] = f
 	}
 	return s, nil
