@@ -38,15 +38,16 @@ type NetdevPool struct {
 
 // NetdevBackend is what the netdev family asks of a Backend that also
 // implements it (the daemon's does). NetdevPort fails with an error wrapping
-// ENODEV when d is gone.
+// ENODEV when d is gone, and EOPNOTSUPP when d has no netdev views (the
+// request then fails with it; dumps skip d).
 type NetdevBackend interface {
 	NetdevPort(ctx context.Context, c Caller, d Device) (NetdevPort, error)
 }
 
 var (
 	netdevIfindex = nlattr.Policy{Kind: nlattr.U32, Check: nlattr.CheckMin, Min: 1}
-	// NLA_UINT attributes: 4 or 8 bytes, read by nlUint.
-	netdevUint = nlattr.Policy{Kind: nlattr.Unspec, Len: 4}
+	// NLA_UINT attributes: 4 or 8 bytes (nlUint refuses the lengths between).
+	netdevUint = nlattr.Policy{Kind: nlattr.Binary, Check: nlattr.CheckRange, Min: 4, Max: 8}
 
 	netdevDevGetPolicy   = nlattr.NewSet(wire.NetdevADevIfindex, map[uint16]nlattr.Policy{wire.NetdevADevIfindex: netdevIfindex})
 	netdevPoolGetPolicy  = nlattr.NewSet(wire.NetdevAPagePoolID, map[uint16]nlattr.Policy{wire.NetdevAPagePoolID: netdevUint})
@@ -134,8 +135,8 @@ func (r *request) netdevPorts() ([]NetdevPort, error) {
 	out := make([]NetdevPort, 0, len(devs))
 	for _, d := range devs {
 		p, err := nb.NetdevPort(r.ctx, r.c.caller, d)
-		if errors.Is(err, unix.ENODEV) {
-			continue
+		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EOPNOTSUPP) {
+			continue // gone meanwhile, or no netdev views (not a port)
 		} else if err != nil {
 			return nil, err
 		}
