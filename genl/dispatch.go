@@ -227,14 +227,12 @@ func (d *dumper) finish(err error) error {
 		return err
 	}
 	var errno unix.Errno
-	msg := ""
+	var ne *nlattr.Error
 	if err != nil {
-		var ne *nlattr.Error
 		errno, ne = d.r.s.toNLError(err)
-		msg = ne.Message
 	}
 	d.r.s.observeRequest(d.r.hdr, d.r.msg, err, false)
-	done := nlattr.AppendDone(nil, d.r.hdr.Seq, d.r.hdr.PID, errno, msg, d.r.c.extAck)
+	done := nlattr.AppendDoneError(nil, len(d.r.msg), d.r.hdr.Seq, d.r.hdr.PID, errno, ne, d.r.c.extAck)
 	if d.b.Len()+len(done) > d.r.c.maxReply {
 		if err := d.flush(); err != nil {
 			return err

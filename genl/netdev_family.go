@@ -386,8 +386,11 @@ func (s *Server) netdevQStatsDump(r *request, d *dumper) error {
 		}
 		return nil
 	})
-	if errors.Is(err, unix.ENODEV) { // NL_SET_BAD_ATTR on the ifindex
-		return nlattr.AttrError(unix.ENODEV, r.attr(wire.NetdevAQStatsIfindex), "")
+	// NL_SET_BAD_ATTR on the ifindex: no such device, or one without stat_ops.
+	for _, errno := range []unix.Errno{unix.ENODEV, unix.EOPNOTSUPP} {
+		if errors.Is(err, errno) {
+			return nlattr.AttrError(errno, r.attr(wire.NetdevAQStatsIfindex), "")
+		}
 	}
 	return err
 }
