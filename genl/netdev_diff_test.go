@@ -93,7 +93,9 @@ func decodeDone(t *testing.T, m rawMsg) ackInfo {
 	return a
 }
 
-func sameDone(a, b ackInfo) bool { return a.errno == b.errno && a.msg == b.msg && a.off == b.off && a.flags == b.flags }
+func sameDone(a, b ackInfo) bool {
+	return a.errno == b.errno && a.msg == b.msg && a.off == b.off && a.flags == b.flags
+}
 
 // TestNetdevErrorsMatchKernel sends requests whose answer does not depend on which devices
 // exist to the kernel's netdev family and to manad's, and requires identical error reports.
