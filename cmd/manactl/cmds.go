@@ -72,6 +72,7 @@ stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 		showChannelsCmd(a), setChannelsCmd(a), statsCmd(a), showStringsCmd(a),
 		listCmd(a), showRxBufCmd(a), rxBufPlanCmd(a), setMTUCmd(a), xdpCmd(a), portCmd(a),
 		faultCmd(a), monitorCmd(a), genManCmd(a),
+		queuesCmd(a), pagePoolsCmd(a), qstatsCmd(a),
 	)
 	return root
 }

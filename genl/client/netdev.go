@@ -110,13 +110,16 @@ func (c *Client) QStats(ctx context.Context, ifindex uint32, perQueue bool) ([]w
 	}, DecodeQStats)
 }
 
-// DecodeQStats decodes a qstats-get message, setting Scoped, HasRX and HasTX
-// from the attributes present.
+// DecodeQStats decodes a qstats-get message, setting Scoped, HasRX, HasTX and
+// Present from the attributes present.
 func DecodeQStats(b []byte, v *wire.NetdevQStats) error {
 	if err := wire.NetdevQStatsTable.Decode(b, v); err != nil {
 		return err
 	}
 	return eachAttr(b, func(a nlattr.Attr) error {
+		if t := a.Type(); t >= wire.NetdevAQStatsRxPackets && t < 64 {
+			v.Present |= 1 << t
+		}
 		switch t := a.Type(); {
 		case t == wire.NetdevAQStatsQueueType:
 			v.Scoped = true

@@ -249,10 +249,13 @@ var NetdevPagePoolStatsTable = NewTable(
 // write them. HasRX/HasTX are not on the wire: they say which counters the
 // message carries (the kernel leaves out what the driver does not fill).
 type NetdevQStats struct {
-	Ifindex                                                      uint32
-	Scoped                                                       bool
-	Type, QueueID                                                uint32
-	HasRX, HasTX                                                 bool
+	Ifindex       uint32
+	Scoped        bool
+	Type, QueueID uint32
+	HasRX, HasTX  bool
+	// Present has bit t set for each counter attribute t a decoded message carried (a device
+	// reports only the counters it keeps); not on the wire, set by the client's decoder.
+	Present                                                      uint64
 	RxPackets, RxBytes, RxAllocFail, RxHwDrops, RxHwDropOverruns uint64
 	TxPackets, TxBytes                                           uint64
 }
