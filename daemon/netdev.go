@@ -69,3 +69,9 @@ func qstats(ifi uint32, s vnic.QStats) wire.NetdevQStats {
 	return wire.NetdevQStats{Ifindex: ifi, RxPackets: s.RxPackets, RxBytes: s.RxBytes, RxAllocFail: s.RxAllocFail,
 		RxHwDrops: s.RxHwDrops, RxHwDropOverruns: s.RxHwDropOverruns, TxPackets: s.TxPackets, TxBytes: s.TxBytes}
 }
+
+// notifyNetdevDev announces a port's netdev to the netdev family's "mgmt" subscribers (kind
+// "new" or "del"), as the kernel's NETDEV_REGISTER/UNREGISTER notifier does.
+func (d *Daemon) notifyNetdevDev(kind string, dev genl.Device) {
+	d.srv.NotifyNetdevDev(kind, dev, wire.NetdevDev{Ifindex: dev.Index, XDPFeatures: netdevXDPFeatures})
+}

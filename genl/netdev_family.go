@@ -90,6 +90,7 @@ func (s *Server) netdevFamily() *family {
 			get(wire.NetdevCmdNAPIGet, netdevNAPIGetPolicy, s.netdevNAPIGet, s.netdevNAPIDump),
 			get(wire.NetdevCmdQStatsGet, netdevQStatsPolicy, nil, s.netdevQStatsDump),
 		},
+		groups: []mcGroup{{id: netdevMgmtGroup, name: wire.NetdevGroupMgmt}, {id: netdevPagePoolGroup, name: wire.NetdevGroupPagePool}},
 	}
 }
 

@@ -202,3 +202,43 @@ func TestNetdevDumpManyPorts(t *testing.T) {
 		t.Errorf("%d pools, want %d", len(pps), want)
 	}
 }
+
+// TestNetdevDevNotifications: a "mgmt" subscriber gets dev add/del notifications of its
+// namespace's devices, with dev-get's attributes; others in the family's other group do not.
+func TestNetdevDevNotifications(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dialRaw(t, ts.path)
+	other := dialRaw(t, ts.path)
+	mf := manadFamilyID(t, rc, wire.FamilyName)
+	nd := manadFamilyID(t, rc, wire.NetdevFamilyName)
+	mgmt := groupID(t, ts.path, wire.NetdevFamilyName, wire.NetdevGroupMgmt)
+	pp := groupID(t, ts.path, wire.NetdevFamilyName, wire.NetdevGroupPagePool)
+	if a := joinRaw(t, rc, mf, mgmt, wire.CmdGroupJoin); a.errno != 0 {
+		t.Fatalf("join mgmt: %+v", a)
+	}
+	if a := joinRaw(t, other, mf, pp, wire.CmdGroupJoin); a.errno != 0 {
+		t.Fatalf("join page-pool: %+v", a)
+	}
+	dev := wire.NetdevDev{Ifindex: ts.mana0.Dev.Index, XDPFeatures: 1}
+	var want nlattr.Builder
+	wire.NetdevDevTable.Put(&want, &dev)
+	for i, tc := range []struct {
+		kind string
+		cmd  uint8
+	}{{"new", wire.NetdevCmdDevAddNtf}, {"del", wire.NetdevCmdDevDelNtf}, {"change", wire.NetdevCmdDevChangeNtf}} {
+		ts.srv.NotifyNetdevDev(tc.kind, ts.mana0.Dev, dev)
+		msgs := rc.recv()
+		m := msgs[0]
+		if len(msgs) != 1 || m.h.Type != nd || m.h.PID != 0 || m.h.Seq != uint32(i+1) || m.data[0] != tc.cmd || m.data[1] != wire.NetdevFamilyVersion {
+			t.Fatalf("%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		}
+		if string(m.data[4:]) != string(want.B) {
+			t.Errorf("%s: NTF attributes % x, want % x", tc.kind, m.data[4:], want.B)
+		}
+	}
+	// The page-pool subscriber got nothing: its next datagram is the reply to a request.
+	other.send(netdevReq(nd, 0, wire.NetdevCmdDevGet, func(m *msgBuilder) { m.PutU32(wire.NetdevADevIfindex, ts.mana0.Dev.Index) }))
+	if m := other.recv()[0]; m.h.Seq != 7 || m.data[0] != wire.NetdevCmdDevGet {
+		t.Errorf("page-pool subscriber got %+v % x", m.h, m.data[:4])
+	}
+}
