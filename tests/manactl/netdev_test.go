@@ -2,8 +2,16 @@ package manactl
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/mdlayher/genetlink"
+
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/harness"
 )
 
@@ -95,4 +103,59 @@ func TestNetdevCommands(t *testing.T) {
 		}
 		return running == 2 && len(after) == 2
 	})
+}
+
+// TestNetdevDevNotifications: a netdev "mgmt" subscriber in the port's namespace is told of a
+// port added and deleted there, with its ifindex.
+func TestNetdevDevNotifications(t *testing.T) {
+	e := startE2E(t)
+	var conn *genetlink.Conn
+	var fam genetlink.Family
+	if err := harness.InNetNS(e.ns, func() (err error) {
+		if conn, err = client.DialGenetlink(e.d.Socket); err != nil {
+			return err
+		}
+		fam, err = conn.GetFamily(wire.NetdevFamilyName)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var mgmt uint32
+	for _, g := range fam.Groups {
+		if g.Name == wire.NetdevGroupMgmt {
+			mgmt = g.ID
+		}
+	}
+	if err := conn.JoinGroup(mgmt); err != nil {
+		t.Fatal(err)
+	}
+	q := harness.Name("mcd", "0")
+	ok(t, "port add", e.mctl(t, "port", "add", q, "--netns", e.ns))
+	ifi, err := strconv.Atoi(strings.TrimSpace(harness.Run(t, e.ns, "cat", "/sys/class/net/"+q+"/ifindex")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok(t, "port del", e.mctl(t, "port", "del", q))
+	var got []string
+	for len(got) < 2 {
+		if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		msgs, _, err := conn.Receive()
+		if err != nil {
+			t.Fatalf("receive (after %v): %v", got, err)
+		}
+		for _, m := range msgs {
+			var d wire.NetdevDev
+			if err := wire.NetdevDevTable.Decode(m.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fmt.Sprint(m.Header.Command, " ", d.Ifindex))
+		}
+	}
+	want := []string{fmt.Sprint(wire.NetdevCmdDevAddNtf, " ", ifi), fmt.Sprint(wire.NetdevCmdDevDelNtf, " ", ifi)}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("notifications %v, want %v", got, want)
+	}
 }
