@@ -145,6 +145,9 @@ func TestNetdevDetachedPools(t *testing.T) {
 	if len(before) != 2 || len(napis) != 2 {
 		t.Fatalf("%d pools and %d NAPIs, want 2 each: %+v %+v", len(before), len(napis), before, napis)
 	}
+	if before[0].ID < before[1].ID {
+		t.Errorf("pools not newest first: %+v", before)
+	}
 	for _, p := range before {
 		if p.Ifindex != 7 || p.NAPIID < vnic.MinNAPIID || p.DetachTime != 0 || p.Inflight == 0 || p.InflightMem != 16384*p.Inflight {
 			t.Errorf("running pool %+v", p)
@@ -174,10 +177,12 @@ func TestNetdevDetachedPools(t *testing.T) {
 	if len(after) != 3 {
 		t.Fatalf("%d pools after the rebuild, want 2 new + 1 detached: %+v", len(after), after)
 	}
+	// Newest first, as the kernel: the new pools, then the old one (queue 0's, which had the
+	// lower id of the two before).
 	old := after[2]
-	if old.ID != before[0].ID || old.NAPIID != 0 || old.Inflight != 1 || old.InflightMem != 16384 ||
+	if old.ID != before[1].ID || old.NAPIID != 0 || old.Inflight != 1 || old.InflightMem != 16384 ||
 		old.DetachTime < bootBefore || old.DetachTime > bootAfter {
-		t.Errorf("detached pool %+v, want pool %d, no NAPI, 1 page, detached in [%d, %d]s", old, before[0].ID, bootBefore, bootAfter)
+		t.Errorf("detached pool %+v, want pool %d, no NAPI, 1 page, detached in [%d, %d]s", old, before[1].ID, bootBefore, bootAfter)
 	}
 	for _, p := range after[:2] {
 		if p.ID == before[0].ID || p.ID == before[1].ID || p.DetachTime != 0 || p.NAPIID == 0 {

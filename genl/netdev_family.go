@@ -1,8 +1,10 @@
 package genl
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -215,11 +217,20 @@ func (s *Server) netdevPoolGet(r *request) error {
 	return r.reply(wire.NetdevCmdPagePoolGet, func(b *nlattr.Builder) error { wire.NetdevPagePoolTable.Put(b, &pp.Pool); return nil })
 }
 
+// poolsNewestFirst orders a device's pools as the kernel's dumps list them: newest (highest id)
+// first, since page_pool_list adds each pool at the head of netdev->page_pools.
+func poolsNewestFirst(ports []NetdevPort) {
+	for _, p := range ports {
+		slices.SortFunc(p.Pools, func(a, b NetdevPool) int { return cmp.Compare(b.Pool.ID, a.Pool.ID) })
+	}
+}
+
 func (s *Server) netdevPoolDump(r *request, d *dumper) error {
 	ports, err := r.netdevPorts()
 	if err != nil {
 		return err
 	}
+	poolsNewestFirst(ports)
 	for _, p := range ports {
 		for i := range p.Pools {
 			if err := d.add(wire.NetdevCmdPagePoolGet, func(b *nlattr.Builder) error { wire.NetdevPagePoolTable.Put(b, &p.Pools[i].Pool); return nil }); err != nil {
@@ -262,6 +273,7 @@ func (s *Server) netdevPoolStatsDump(r *request, d *dumper) error {
 	if err != nil {
 		return err
 	}
+	poolsNewestFirst(ports)
 	for _, p := range ports {
 		for i := range p.Pools {
 			if err := d.add(wire.NetdevCmdPagePoolStatsGet, func(b *nlattr.Builder) error {

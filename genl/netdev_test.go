@@ -30,9 +30,12 @@ func TestNetdevMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	i0 := ts.mana0.Dev.Index
+	// Each device's pools newest (highest id) first, as the kernel lists them.
 	pools := func(ps ...genl.NetdevPort) (pp []wire.NetdevPagePool, st []wire.NetdevPagePoolStats) {
 		for _, p := range ps {
-			for _, x := range p.Pools {
+			xs := slices.Clone(p.Pools)
+			slices.SortFunc(xs, func(a, b genl.NetdevPool) int { return int(b.Pool.ID) - int(a.Pool.ID) })
+			for _, x := range xs {
 				pp, st = append(pp, x.Pool), append(st, x.Stats)
 			}
 		}
