@@ -113,31 +113,35 @@ func TestNetdevErrorsMatchKernel(t *testing.T) {
 		cmd   uint8
 		build func(m *msgBuilder)
 		errno unix.Errno
+		flags uint16
 	}{
-		{"dev-get no ifindex", wire.NetdevCmdDevGet, nil, unix.EINVAL},
-		{"dev-get unknown ifindex", wire.NetdevCmdDevGet, u32(wire.NetdevADevIfindex, noSuchIfindex), unix.ENODEV},
-		{"dev-get ifindex 0", wire.NetdevCmdDevGet, u32(wire.NetdevADevIfindex, 0), unix.ERANGE},
-		{"dev-get unknown attribute", wire.NetdevCmdDevGet, u32(wire.NetdevADevXDPFeatures, 1), unix.EINVAL},
-		{"queue-get no id", wire.NetdevCmdQueueGet, u32(wire.NetdevAQueueIfindex, noSuchIfindex), unix.EINVAL},
+		{"dev-get no ifindex", wire.NetdevCmdDevGet, nil, unix.EINVAL, 0},
+		{"dev-get unknown ifindex", wire.NetdevCmdDevGet, u32(wire.NetdevADevIfindex, noSuchIfindex), unix.ENODEV, 0},
+		{"dev-get ifindex 0", wire.NetdevCmdDevGet, u32(wire.NetdevADevIfindex, 0), unix.ERANGE, 0},
+		{"dev-get unknown attribute", wire.NetdevCmdDevGet, u32(wire.NetdevADevXDPFeatures, 1), unix.EINVAL, 0},
+		{"queue-get no id", wire.NetdevCmdQueueGet, u32(wire.NetdevAQueueIfindex, noSuchIfindex), unix.EINVAL, 0},
 		{"queue-get unknown ifindex", wire.NetdevCmdQueueGet, func(m *msgBuilder) {
 			m.PutU32(wire.NetdevAQueueID, 0)
 			m.PutU32(wire.NetdevAQueueType, 0)
 			m.PutU32(wire.NetdevAQueueIfindex, noSuchIfindex)
-		}, unix.ENODEV},
-		{"napi-get no id", wire.NetdevCmdNAPIGet, nil, unix.EINVAL},
-		{"napi-get unknown id", wire.NetdevCmdNAPIGet, u32(wire.NetdevANAPIID, noSuchIfindex), unix.ENOENT},
-		{"page-pool-get no id", wire.NetdevCmdPagePoolGet, nil, unix.EINVAL},
-		{"page-pool-get unknown id", wire.NetdevCmdPagePoolGet, u32(wire.NetdevAPagePoolID, noSuchIfindex), unix.ENOENT},
-		{"page-pool-stats-get no info", wire.NetdevCmdPagePoolStatsGet, nil, unix.EINVAL},
-		{"page-pool-stats-get no id", wire.NetdevCmdPagePoolStatsGet, info(func(*msgBuilder) {}), unix.EINVAL},
+		}, unix.ENODEV, 0},
+		{"queue-get dump with a type", wire.NetdevCmdQueueGet, u32(wire.NetdevAQueueType, 0), unix.EINVAL, nlattr.FlagDump},
+		{"napi-get dump with an id", wire.NetdevCmdNAPIGet, u32(wire.NetdevANAPIID, 1), unix.EINVAL, nlattr.FlagDump},
+		{"napi-get with an ifindex", wire.NetdevCmdNAPIGet, u32(wire.NetdevANAPIIfindex, 1), unix.EINVAL, 0},
+		{"napi-get no id", wire.NetdevCmdNAPIGet, nil, unix.EINVAL, 0},
+		{"napi-get unknown id", wire.NetdevCmdNAPIGet, u32(wire.NetdevANAPIID, noSuchIfindex), unix.ENOENT, 0},
+		{"page-pool-get no id", wire.NetdevCmdPagePoolGet, nil, unix.EINVAL, 0},
+		{"page-pool-get unknown id", wire.NetdevCmdPagePoolGet, u32(wire.NetdevAPagePoolID, noSuchIfindex), unix.ENOENT, 0},
+		{"page-pool-stats-get no info", wire.NetdevCmdPagePoolStatsGet, nil, unix.EINVAL, 0},
+		{"page-pool-stats-get no id", wire.NetdevCmdPagePoolStatsGet, info(func(*msgBuilder) {}), unix.EINVAL, 0},
 		{"page-pool-stats-get by ifindex", wire.NetdevCmdPagePoolStatsGet, info(func(m *msgBuilder) {
 			m.PutU32(wire.NetdevAPagePoolID, 1)
 			m.PutU32(wire.NetdevAPagePoolIfindex, 1)
-		}), unix.EINVAL},
+		}), unix.EINVAL, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rc.send(netdevReq(mid, 0, tc.cmd, tc.build))
-			kc.send(netdevReq(kid, 0, tc.cmd, tc.build))
+			rc.send(netdevReq(mid, tc.flags, tc.cmd, tc.build))
+			kc.send(netdevReq(kid, tc.flags, tc.cmd, tc.build))
 			k, m := decodeAck(t, kc.recv()[0]), decodeAck(t, rc.recv()[0])
 			if k.errno == unix.EOPNOTSUPP && tc.cmd == wire.NetdevCmdPagePoolStatsGet {
 				t.Skip("the kernel was built without CONFIG_PAGE_POOL_STATS: nothing to compare with")

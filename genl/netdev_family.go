@@ -60,9 +60,10 @@ var (
 	netdevQueueGetPolicy = nlattr.NewSet(wire.NetdevAQueueType, map[uint16]nlattr.Policy{
 		wire.NetdevAQueueID: {Kind: nlattr.U32}, wire.NetdevAQueueIfindex: netdevIfindex,
 		wire.NetdevAQueueType: {Kind: nlattr.U32, Check: nlattr.CheckMax, Max: 1}})
-	netdevNAPIGetPolicy = nlattr.NewSet(wire.NetdevANAPIID, map[uint16]nlattr.Policy{
-		wire.NetdevANAPIIfindex: netdevIfindex, wire.NetdevANAPIID: {Kind: nlattr.U32}})
-	netdevQStatsPolicy = nlattr.NewSet(wire.NetdevAQStatsScope, map[uint16]nlattr.Policy{
+	netdevQueueDumpPolicy = nlattr.NewSet(wire.NetdevAQueueIfindex, map[uint16]nlattr.Policy{wire.NetdevAQueueIfindex: netdevIfindex})
+	netdevNAPIGetPolicy   = nlattr.NewSet(wire.NetdevANAPIID, map[uint16]nlattr.Policy{wire.NetdevANAPIID: {Kind: nlattr.U32}})
+	netdevNAPIDumpPolicy  = nlattr.NewSet(wire.NetdevANAPIIfindex, map[uint16]nlattr.Policy{wire.NetdevANAPIIfindex: netdevIfindex})
+	netdevQStatsPolicy    = nlattr.NewSet(wire.NetdevAQStatsScope, map[uint16]nlattr.Policy{
 		wire.NetdevAQStatsIfindex: netdevIfindex, wire.NetdevAQStatsScope: netdevUint})
 )
 
@@ -82,14 +83,16 @@ func (s *Server) netdevFamily() *family {
 	get := func(cmd uint8, pol *nlattr.Set, do func(*request) error, dump func(*request, *dumper) error) op {
 		return op{cmd: cmd, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, doit: do, dumpit: dump}
 	}
+	// queue-get and napi-get have split do and dump policies (netdev-genl-gen.c).
+	split := func(o op, dump *nlattr.Set) op { o.dumpPolicy = dump; return o }
 	return &family{
 		id: netdevID, name: wire.NetdevFamilyName, version: wire.NetdevFamilyVersion,
 		ops: []op{
 			get(wire.NetdevCmdDevGet, netdevDevGetPolicy, s.netdevDevGet, s.netdevDevDump),
 			get(wire.NetdevCmdPagePoolGet, netdevPoolGetPolicy, s.netdevPoolGet, s.netdevPoolDump),
 			get(wire.NetdevCmdPagePoolStatsGet, netdevPoolStatsPolicy, s.netdevPoolStatsGet, s.netdevPoolStatsDump),
-			get(wire.NetdevCmdQueueGet, netdevQueueGetPolicy, s.netdevQueueGet, s.netdevQueueDump),
-			get(wire.NetdevCmdNAPIGet, netdevNAPIGetPolicy, s.netdevNAPIGet, s.netdevNAPIDump),
+			split(get(wire.NetdevCmdQueueGet, netdevQueueGetPolicy, s.netdevQueueGet, s.netdevQueueDump), netdevQueueDumpPolicy),
+			split(get(wire.NetdevCmdNAPIGet, netdevNAPIGetPolicy, s.netdevNAPIGet, s.netdevNAPIDump), netdevNAPIDumpPolicy),
 			get(wire.NetdevCmdQStatsGet, netdevQStatsPolicy, nil, s.netdevQStatsDump),
 		},
 		groups: []mcGroup{{id: netdevMgmtGroup, name: wire.NetdevGroupMgmt}, {id: netdevPagePoolGroup, name: wire.NetdevGroupPagePool}},
