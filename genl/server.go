@@ -47,7 +47,7 @@ const (
 	refusalLogEvery = 10 * time.Second
 )
 
-// Server serves nlctrl, ethtool and manad generic netlink families over Unix
+// Server serves nlctrl, ethtool, manad and netdev generic netlink families over Unix
 // SOCK_SEQPACKET connections. Each connection is served by its own
 // goroutines; a Server is safe for concurrent use.
 type Server struct {
