@@ -160,6 +160,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 		"reattached", p.dev.Reattached(), "up", p.vp.State().Running,
 		"offloads", tap.OffloadString(p.dev.Offloads()))
 	d.srv.NotifyPort("new", p.info())
+	d.notifyNetdevDev("new", p.device())
 	return p, nil
 }
 
@@ -353,6 +354,7 @@ func (d *Daemon) removePort(p *port) {
 	d.state.RecordDeleted(p.stateKey(), d.cfg)
 	d.saveState()
 	d.srv.NotifyPort("del", info)
+	d.notifyNetdevDev("del", info.Device)
 }
 
 // teardown stops whatever parts of a port exist: the link watcher, the wire attachment, the model,

@@ -53,6 +53,8 @@ type op struct {
 	doit     func(*request) error
 	start    func(*request) error // dump start, after validation; errors are ACKed
 	dumpit   func(*request, *dumper) error
+	// dumpPolicy, when set, validates dump requests instead of policy (split do/dump ops).
+	dumpPolicy *nlattr.Set
 }
 
 // flags is CTRL_ATTR_OP_FLAGS as genl_op_iter computes it.
@@ -227,14 +229,12 @@ func (d *dumper) finish(err error) error {
 		return err
 	}
 	var errno unix.Errno
-	msg := ""
+	var ne *nlattr.Error
 	if err != nil {
-		var ne *nlattr.Error
 		errno, ne = d.r.s.toNLError(err)
-		msg = ne.Message
 	}
 	d.r.s.observeRequest(d.r.hdr, d.r.msg, err, false)
-	done := nlattr.AppendDone(nil, d.r.hdr.Seq, d.r.hdr.PID, errno, msg, d.r.c.extAck)
+	done := nlattr.AppendDoneError(nil, len(d.r.msg), d.r.hdr.Seq, d.r.hdr.PID, errno, ne, d.r.c.extAck)
 	if d.b.Len()+len(done) > d.r.c.maxReply {
 		if err := d.flush(); err != nil {
 			return err
@@ -370,12 +370,15 @@ func (s *Server) genlRcv(ctx context.Context, c *conn, msg []byte, h nlattr.Head
 	}
 	r := &request{ctx: ctx, s: s, c: c, fam: fam, msg: msg, hdr: h, cmd: cmd}
 	if o.policy != nil {
-		mode := o.mode
+		mode, pol := o.mode, o.policy
 		if dump {
 			mode = o.dumpMode
+			if o.dumpPolicy != nil {
+				pol = o.dumpPolicy
+			}
 		}
 		off := nlattr.MsgHdrLen + nlattr.GenlHdrLen
-		if r.attrs, err = nlattr.Parse(msg, off, len(msg)-off, o.policy, mode); err != nil {
+		if r.attrs, err = nlattr.Parse(msg, off, len(msg)-off, pol, mode); err != nil {
 			return false, err
 		}
 	}

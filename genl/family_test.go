@@ -60,7 +60,7 @@ func TestGetFamilyOverUnixSocket(t *testing.T) {
 	for _, f := range all {
 		names = append(names, f.Name)
 	}
-	if diff := cmp.Diff([]string{"nlctrl", "ethtool", "manad"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"nlctrl", "ethtool", "manad", "netdev"}, names); diff != "" {
 		t.Errorf("ListFamilies names (-want +got):\n%s", diff)
 	}
 }

@@ -137,6 +137,7 @@ func seedRequests() map[string][]byte {
 	two := append(append([]byte(nil), seeds["privflags_get"]...), seeds["rings_set"]...)
 	seeds["two_messages"] = two
 	seeds["truncated_message"] = seeds["layout"][:len(seeds["layout"])-3]
+	addNetdevSeeds(seeds, msg)
 	return seeds
 }
 

@@ -115,6 +115,10 @@ func cmdName(fam uint16, cmd uint8) string {
 		if n := int(cmd) - 1; n >= 0 && n < len(manadCmdNames) {
 			return manadCmdNames[n]
 		}
+	case netdevID:
+		if name, ok := netdevCmdNames[cmd]; ok {
+			return name
+		}
 	}
 	return "unknown"
 }

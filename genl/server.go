@@ -47,7 +47,7 @@ const (
 	refusalLogEvery = 10 * time.Second
 )
 
-// Server serves nlctrl, ethtool and manad generic netlink families over Unix
+// Server serves nlctrl, ethtool, manad and netdev generic netlink families over Unix
 // SOCK_SEQPACKET connections. Each connection is served by its own
 // goroutines; a Server is safe for concurrent use.
 type Server struct {
@@ -56,6 +56,7 @@ type Server struct {
 	families   map[uint16]*family
 	ethtoolSeq atomic.Uint32 // ethnl_bcast_seq
 	manadSeq   atomic.Uint32
+	netdevSeq  atomic.Uint32
 	dumpBudget int
 	global     globalStrings
 
@@ -136,7 +137,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		drops:      logLimiter{every: refusalLogEvery},
 	}
 	s.families = map[uint16]*family{}
-	for _, f := range []*family{s.nlctrlFamily(), s.ethtoolFamily(), s.manadFamily()} {
+	for _, f := range []*family{s.nlctrlFamily(), s.ethtoolFamily(), s.manadFamily(), s.netdevFamily()} {
 		s.families[f.id] = f
 	}
 	return s, nil

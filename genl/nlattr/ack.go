@@ -131,24 +131,8 @@ func AppendAck(dst []byte, req []byte, pid uint32, errno unix.Errno, e *Error, o
 		flags |= FlagCapped
 	}
 	var tlv Builder
-	if opt.ExtAck && e != nil {
-		if e.Message != "" {
-			tlv.PutString(ErrAttrMsg, e.Message)
-		}
-		if errno != 0 {
-			if e.Offset > 0 && e.Offset < len(req) {
-				tlv.PutU32(ErrAttrOffs, uint32(e.Offset))
-			}
-			if e.Policy != nil {
-				e.Policy.appendDump(&tlv, ErrAttrPolicy)
-			}
-			if e.MissType != 0 {
-				tlv.PutU32(ErrAttrMissType, uint32(e.MissType))
-			}
-			if e.MissNest > 0 && e.MissNest <= len(req) {
-				tlv.PutU32(ErrAttrMissNest, uint32(e.MissNest))
-			}
-		}
+	if opt.ExtAck {
+		e.appendTLVs(&tlv, errno, len(req))
 	}
 	if tlv.Len() > 0 {
 		flags |= FlagAckTLVs
@@ -167,21 +151,60 @@ func AppendAck(dst []byte, req []byte, pid uint32, errno unix.Errno, e *Error, o
 	return b.B
 }
 
+// appendTLVs appends e's extack TLVs (netlink_ack_tlv_fill) for a request of reqLen bytes;
+// nothing when e is nil. Only the message is sent with errno 0.
+func (e *Error) appendTLVs(tlv *Builder, errno unix.Errno, reqLen int) {
+	if e == nil {
+		return
+	}
+	if e.Message != "" {
+		tlv.PutString(ErrAttrMsg, e.Message)
+	}
+	if errno == 0 {
+		return
+	}
+	if e.Offset > 0 && e.Offset < reqLen {
+		tlv.PutU32(ErrAttrOffs, uint32(e.Offset))
+	}
+	if e.Policy != nil {
+		e.Policy.appendDump(tlv, ErrAttrPolicy)
+	}
+	if e.MissType != 0 {
+		tlv.PutU32(ErrAttrMissType, uint32(e.MissType))
+	}
+	if e.MissNest > 0 && e.MissNest <= reqLen {
+		tlv.PutU32(ErrAttrMissNest, uint32(e.MissNest))
+	}
+}
+
 // AppendDone appends the NLMSG_DONE that ends a dump (netlink_dump_done):
 // flags NLM_F_MULTI, payload the int32 -errno, and NLMSGERR_ATTR_MSG when
 // extack is enabled and msg is set.
 func AppendDone(dst []byte, seq, pid uint32, errno unix.Errno, msg string, extAck bool) []byte {
+	var e *Error
+	if msg != "" {
+		e = &Error{Extack: Extack{Errno: errno, Message: msg}}
+	}
+	return AppendDoneError(dst, 0, seq, pid, errno, e, extAck)
+}
+
+// AppendDoneError is AppendDone with all of e's extack (message, offset, policy, missing
+// attribute), as netlink_dump_done sends since Linux 6.0; reqLen is the dump request's
+// length, which bounds the offsets.
+func AppendDoneError(dst []byte, reqLen int, seq, pid uint32, errno unix.Errno, e *Error, extAck bool) []byte {
+	var tlv Builder
+	if extAck {
+		e.appendTLVs(&tlv, errno, reqLen)
+	}
 	flags := FlagMulti
-	if extAck && msg != "" {
+	if tlv.Len() > 0 {
 		flags |= FlagAckTLVs
 	}
 	b := Builder{B: dst}
 	start := b.BeginMsg(MsgDone, flags, seq, pid)
 	v := b.grow(4)
 	binary.NativeEndian.PutUint32(v, uint32(-int32(errno)))
-	if flags&FlagAckTLVs != 0 {
-		b.PutString(ErrAttrMsg, msg)
-	}
+	b.B = append(b.B, tlv.B...)
 	b.EndMsg(start)
 	return b.B
 }

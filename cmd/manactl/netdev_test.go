@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/manad/manad/genl/wire"
+)
+
+func TestWriteNetdev(t *testing.T) {
+	const noIf = 0x7ffffff0 // no such ifindex: printed as if<N>
+	name := "if2147483632"
+	bit := func(ts ...uint16) (m uint64) {
+		for _, t := range ts {
+			m |= 1 << t
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name  string
+		write func(w *bytes.Buffer)
+		want  string
+	}{
+		{"queues", func(w *bytes.Buffer) {
+			writeQueues(w, "mana0", []wire.NetdevQueue{{ID: 0, Type: 0, NAPIID: 8193}, {ID: 0, Type: 1}})
+		}, "Queues of mana0:\nTYPE  QUEUE  NAPI-ID\nrx    0      8193\ntx    0      -\n"},
+		{"page pools", func(w *bytes.Buffer) {
+			writePagePools(w, []wire.NetdevPagePool{
+				{ID: 1, Ifindex: noIf, NAPIID: 8193, Inflight: 19, InflightMem: 19 * 16384},
+				{ID: 2, Ifindex: noIf, Inflight: 1, InflightMem: 16384, DetachTime: 100},
+			}, 130)
+		}, "ID  DEV           NAPI-ID  INFLIGHT  MEMORY            DETACHED\n" +
+			"1   " + name + "  8193     19        311296 (304 KiB)  -\n" +
+			"2   " + name + "  -        1         16384 (16 KiB)    at 100s (30s ago)\n"},
+		{"qstats", func(w *bytes.Buffer) {
+			writeQStats(w, []wire.NetdevQStats{
+				{Ifindex: noIf, RxPackets: 5, RxBytes: 300, TxPackets: 2, TxBytes: 100,
+					Present: bit(wire.NetdevAQStatsRxPackets, wire.NetdevAQStatsRxBytes, wire.NetdevAQStatsTxPackets, wire.NetdevAQStatsTxBytes)},
+				{Ifindex: noIf, Scoped: true, Type: 0, QueueID: 1, RxHwDrops: 7, Present: bit(wire.NetdevAQStatsRxHwDrops)},
+			})
+		}, name + ":\n     rx-packets: 5\n     rx-bytes: 300\n     tx-packets: 2\n     tx-bytes: 100\n" +
+			name + " rx-1:\n     rx-hw-drops: 7\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			tc.write(&b)
+			if diff := cmp.Diff(tc.want, b.String()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	// JSON carries exactly the counters the message did.
+	j, err := json.Marshal(qstatsToJSON(wire.NetdevQStats{Ifindex: noIf, Scoped: true, Type: 1, QueueID: 3, TxPackets: 0,
+		Present: bit(wire.NetdevAQStatsTxPackets)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"dev":"` + name + `","ifindex":2147483632,"type":"tx","queue":3,"tx_packets":0}`; string(j) != want {
+		t.Errorf("JSON %s, want %s", j, want)
+	}
+}
+
+// TestNetdevKernelFallback: without manad the netdev commands ask the kernel's netdev family:
+// lo's queues, and an unknown device is refused before anything is sent.
+func TestNetdevKernelFallback(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "manad.sock")
+	code, out, errs := runCLI(t, sock, "queues", "lo")
+	if code != 0 || !strings.HasPrefix(out, "Queues of lo:\nTYPE  QUEUE  NAPI-ID\n") || errs != "" {
+		t.Errorf("queues lo: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, out, errs = runCLI(t, sock, "--json", "page-pools", "lo")
+	if code != 0 || out != "[]\n" || errs != "" {
+		t.Errorf("page-pools lo: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, out, errs = runCLI(t, sock, "qstats", "mctlnodev0")
+	if code != 1 || out != "" || errs != "no device \"mctlnodev0\" in this network namespace: no such device\n" {
+		t.Errorf("qstats of no device: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}

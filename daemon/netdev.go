@@ -1,0 +1,77 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/vnic"
+)
+
+var _ genl.NetdevBackend = (*backend)(nil)
+
+// netdevXDPFeatures is what dev-get reports as xdp-features: NETDEV_XDP_ACT_BASIC (XDP_PASS,
+// XDP_DROP, XDP_TX and XDP_ABORTED run in the port's RX path).
+const netdevXDPFeatures = 1
+
+// NetdevPort returns a port's netdev views (queues, NAPIs, qstats, page pools) from its vnic
+// model. It fails with ENODEV when the port is gone. The views are read without the
+// configuration lock, so a dump does not wait for a reconfiguration.
+func (b *backend) NetdevPort(ctx context.Context, c genl.Caller, dev genl.Device) (genl.NetdevPort, error) {
+	var vp *vnic.Port
+	if err := b.withPort(dev, func(p *port) error { vp = p.vp; return nil }); err != nil {
+		return genl.NetdevPort{}, err
+	}
+	return netdevPort(dev.Index, vp), nil
+}
+
+// netdevPort converts the views of vp, the port of ifindex ifi, to the netdev family's.
+func netdevPort(ifi uint32, vp *vnic.Port) genl.NetdevPort {
+	out := genl.NetdevPort{Dev: wire.NetdevDev{Ifindex: ifi, XDPFeatures: netdevXDPFeatures}}
+	for _, q := range vp.Queues() {
+		out.Queues = append(out.Queues, wire.NetdevQueue{ID: uint32(q.ID), Type: uint32(q.Type), Ifindex: ifi, NAPIID: q.NAPIID})
+	}
+	for _, n := range vp.NAPIs() {
+		out.NAPIs = append(out.NAPIs, wire.NetdevNAPI{ID: n.ID, Ifindex: ifi})
+	}
+	qs := vp.QStats()
+	out.Device = qstats(ifi, qs.Total)
+	out.Device.HasRX, out.Device.HasTX = true, true
+	for _, q := range qs.Queues {
+		w := qstats(ifi, q.QStats)
+		w.Scoped, w.Type, w.QueueID = true, uint32(q.Type), uint32(q.ID)
+		w.HasRX, w.HasTX = q.Type == vnic.QueueRX, q.Type == vnic.QueueTX
+		out.QueueStats = append(out.QueueStats, w)
+	}
+	for _, pp := range vp.PagePools() {
+		var detach uint64
+		if pp.Detached() {
+			// The kernel's detach_time is ktime_get_boottime_seconds(); a pool detached in
+			// the first second after boot would read 0 there too (and show as attached).
+			detach = uint64(pp.DetachBoottime / time.Second)
+		}
+		k := pp.Stats
+		out.Pools = append(out.Pools, genl.NetdevPool{
+			Pool: wire.NetdevPagePool{ID: uint64(pp.ID), Ifindex: ifi, NAPIID: uint64(pp.NAPIID),
+				Inflight: uint64(pp.Inflight), InflightMem: uint64(pp.InflightMem), DetachTime: detach},
+			Stats: wire.NetdevPagePoolStats{Info: wire.NetdevPagePoolInfo{ID: uint64(pp.ID), Ifindex: ifi},
+				AllocFast: k.AllocFast, AllocSlow: k.AllocSlow, AllocSlowHighOrder: k.AllocSlowHighOrder,
+				AllocEmpty: k.AllocEmpty, AllocRefill: k.AllocRefill, AllocWaive: k.AllocWaive,
+				RecycleCached: k.RecycleCached, RecycleCacheFull: k.RecycleCacheFull, RecycleRing: k.RecycleRing,
+				RecycleRingFull: k.RecycleRingFull, RecycleReleasedRefcnt: k.RecycleReleasedRefcnt},
+		})
+	}
+	return out
+}
+
+func qstats(ifi uint32, s vnic.QStats) wire.NetdevQStats {
+	return wire.NetdevQStats{Ifindex: ifi, RxPackets: s.RxPackets, RxBytes: s.RxBytes, RxAllocFail: s.RxAllocFail,
+		RxHwDrops: s.RxHwDrops, RxHwDropOverruns: s.RxHwDropOverruns, TxPackets: s.TxPackets, TxBytes: s.TxBytes}
+}
+
+// notifyNetdevDev announces a port's netdev to the netdev family's "mgmt" subscribers (kind
+// "new" or "del"), as the kernel's NETDEV_REGISTER/UNREGISTER notifier does.
+func (d *Daemon) notifyNetdevDev(kind string, dev genl.Device) {
+	d.srv.NotifyNetdevDev(kind, dev, wire.NetdevDev{Ifindex: dev.Index, XDPFeatures: netdevXDPFeatures})
+}

@@ -1,0 +1,144 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
+)
+
+// The netdev-family methods. They work on manad (its ports) and on the
+// kernel (DialKernel: every netdev of the caller's namespace that the kernel
+// answers for), as both serve the same family.
+
+// netdevExec runs a netdev-family request, resolving the family id first
+// (one nlctrl request: the family is optional on either side).
+func (c *Client) netdevExec(ctx context.Context, cmd uint8, flags netlink.HeaderFlags, ae *netlink.AttributeEncoder) ([]genetlink.Message, error) {
+	rq := netlink.NewAttributeEncoder()
+	rq.String(unix.CTRL_ATTR_FAMILY_NAME, wire.NetdevFamilyName)
+	data, err := rq.Encode()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := c.execute(ctx, unix.GENL_ID_CTRL, 1, unix.CTRL_CMD_GETFAMILY, netlink.Request, data)
+	if err != nil {
+		return nil, fmt.Errorf("client: resolve the %q family: %w", wire.NetdevFamilyName, err)
+	}
+	m, err := one(msgs, "CTRL_CMD_GETFAMILY")
+	if err != nil {
+		return nil, err
+	}
+	var id uint16
+	if err := eachAttr(m.Data, func(a nlattr.Attr) error {
+		if a.Type() == unix.CTRL_ATTR_FAMILY_ID && len(a.Data) >= 2 {
+			id = binary.NativeEndian.Uint16(a.Data)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if id == 0 {
+		return nil, fmt.Errorf("client: no id for the %q family: %w", wire.NetdevFamilyName, unix.EPROTO)
+	}
+	if data, err = ae.Encode(); err != nil {
+		return nil, err
+	}
+	return c.execute(ctx, id, wire.NetdevFamilyVersion, cmd, flags, data)
+}
+
+func netdevDump[T any](ctx context.Context, c *Client, cmd uint8, attrs func(*netlink.AttributeEncoder), dec func([]byte, *T) error) ([]T, error) {
+	ae := netlink.NewAttributeEncoder()
+	if attrs != nil {
+		attrs(ae)
+	}
+	msgs, err := c.netdevExec(ctx, cmd, netlink.Request|netlink.Dump, ae)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(msgs))
+	for i, m := range msgs {
+		if err := dec(m.Data, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Queues returns the queues of the netdev with ifindex (all of the
+// namespace's when 0), queue-get dump.
+func (c *Client) Queues(ctx context.Context, ifindex uint32) ([]wire.NetdevQueue, error) {
+	return netdevDump(ctx, c, wire.NetdevCmdQueueGet, ifindexAttr(wire.NetdevAQueueIfindex, ifindex), wire.NetdevQueueTable.Decode)
+}
+
+// NAPIs returns the NAPI instances of the netdev with ifindex (all when 0), napi-get dump.
+func (c *Client) NAPIs(ctx context.Context, ifindex uint32) ([]wire.NetdevNAPI, error) {
+	return netdevDump(ctx, c, wire.NetdevCmdNAPIGet, ifindexAttr(wire.NetdevANAPIIfindex, ifindex), wire.NetdevNAPITable.Decode)
+}
+
+// NetdevDevs returns the netdev family's devices (dev-get dump).
+func (c *Client) NetdevDevs(ctx context.Context) ([]wire.NetdevDev, error) {
+	return netdevDump(ctx, c, wire.NetdevCmdDevGet, nil, wire.NetdevDevTable.Decode)
+}
+
+// PagePools returns every page pool of the namespace, attached and detached (page-pool-get dump).
+func (c *Client) PagePools(ctx context.Context) ([]wire.NetdevPagePool, error) {
+	return netdevDump(ctx, c, wire.NetdevCmdPagePoolGet, nil, wire.NetdevPagePoolTable.Decode)
+}
+
+// PagePoolStats returns the stats of every page pool (page-pool-stats-get dump).
+func (c *Client) PagePoolStats(ctx context.Context) ([]wire.NetdevPagePoolStats, error) {
+	return netdevDump(ctx, c, wire.NetdevCmdPagePoolStatsGet, nil, wire.NetdevPagePoolStatsTable.Decode)
+}
+
+// QStats returns qstats-get: per device (perQueue false) or per queue, of the
+// netdev with ifindex (all when 0). A device that keeps no qstats fails the
+// request with EOPNOTSUPP when named, and is skipped in a dump of all.
+func (c *Client) QStats(ctx context.Context, ifindex uint32, perQueue bool) ([]wire.NetdevQStats, error) {
+	return netdevDump(ctx, c, wire.NetdevCmdQStatsGet, func(ae *netlink.AttributeEncoder) {
+		if ifindex != 0 {
+			ae.Uint32(wire.NetdevAQStatsIfindex, ifindex)
+		}
+		if perQueue {
+			ae.Uint32(wire.NetdevAQStatsScope, wire.NetdevQStatsScopeQueue)
+		}
+	}, DecodeQStats)
+}
+
+// DecodeQStats decodes a qstats-get message, setting Scoped, HasRX, HasTX and
+// Present from the attributes present.
+func DecodeQStats(b []byte, v *wire.NetdevQStats) error {
+	if err := wire.NetdevQStatsTable.Decode(b, v); err != nil {
+		return err
+	}
+	return eachAttr(b, func(a nlattr.Attr) error {
+		if t := a.Type(); t >= wire.NetdevAQStatsRxPackets && t < 64 {
+			v.Present |= 1 << t
+		}
+		switch t := a.Type(); {
+		case t == wire.NetdevAQStatsQueueType:
+			v.Scoped = true
+		case t == wire.NetdevAQStatsRxPackets || t == wire.NetdevAQStatsRxBytes || t >= wire.NetdevAQStatsRxAllocFail && t <= qstatsLastRX:
+			v.HasRX = true
+		case t == wire.NetdevAQStatsTxPackets || t == wire.NetdevAQStatsTxBytes || t > qstatsLastRX:
+			v.HasTX = true
+		}
+		return nil
+	})
+}
+
+// qstatsLastRX is NETDEV_A_QSTATS_RX_HW_DROP_RATELIMITS; the TX counters follow it.
+const qstatsLastRX = 21
+
+func ifindexAttr(t uint16, ifindex uint32) func(*netlink.AttributeEncoder) {
+	return func(ae *netlink.AttributeEncoder) {
+		if ifindex != 0 {
+			ae.Uint32(t, ifindex)
+		}
+	}
+}

@@ -1,0 +1,412 @@
+package genl
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
+)
+
+// The kernel's netdev family (net/core/netdev-genl.c, page_pool_user.c) for
+// manad's ports: dev-get, page-pool-get, page-pool-stats-get, queue-get,
+// napi-get and qstats-get, with the kernel's policies, errors and reply
+// shapes. bind-rx (dmabuf) is EOPNOTSUPP, as an unknown command.
+
+// netdevID is the family id manad gives netdev (after ethtool and manad).
+const netdevID = 0x15
+
+// NetdevPort is one port as the netdev family shows it: its views from the
+// vnic model, converted to the wire.
+type NetdevPort struct {
+	Dev    wire.NetdevDev
+	Queues []wire.NetdevQueue // RX then TX; none while down
+	NAPIs  []wire.NetdevNAPI
+	// QStats: the device's totals (Scoped false) and per running queue.
+	Device     wire.NetdevQStats
+	QueueStats []wire.NetdevQStats
+	Pools      []NetdevPool // running, then detached until drained
+}
+
+// NetdevPool is one page pool and its stats.
+type NetdevPool struct {
+	Pool  wire.NetdevPagePool
+	Stats wire.NetdevPagePoolStats
+}
+
+// NetdevBackend is what the netdev family asks of a Backend that also
+// implements it (the daemon's does). NetdevPort fails with an error wrapping
+// ENODEV when d is gone, and EOPNOTSUPP when d has no netdev views (the
+// request then fails with it; dumps skip d).
+type NetdevBackend interface {
+	NetdevPort(ctx context.Context, c Caller, d Device) (NetdevPort, error)
+}
+
+var (
+	netdevIfindex = nlattr.Policy{Kind: nlattr.U32, Check: nlattr.CheckMin, Min: 1}
+	// NLA_UINT attributes: 4 or 8 bytes (nlUint refuses the lengths between).
+	netdevUint = nlattr.Policy{Kind: nlattr.Binary, Check: nlattr.CheckRange, Min: 4, Max: 8}
+
+	netdevDevGetPolicy   = nlattr.NewSet(wire.NetdevADevIfindex, map[uint16]nlattr.Policy{wire.NetdevADevIfindex: netdevIfindex})
+	netdevPoolGetPolicy  = nlattr.NewSet(wire.NetdevAPagePoolID, map[uint16]nlattr.Policy{wire.NetdevAPagePoolID: netdevUint})
+	netdevPoolInfoPolicy = nlattr.NewSet(wire.NetdevAPagePoolIfindex, map[uint16]nlattr.Policy{
+		wire.NetdevAPagePoolID: netdevUint, wire.NetdevAPagePoolIfindex: netdevIfindex})
+	netdevPoolStatsPolicy = nlattr.NewSet(wire.NetdevAPagePoolStatsInfo, map[uint16]nlattr.Policy{
+		wire.NetdevAPagePoolStatsInfo: {Kind: nlattr.Nested, Nested: netdevPoolInfoPolicy}})
+	netdevQueueGetPolicy = nlattr.NewSet(wire.NetdevAQueueType, map[uint16]nlattr.Policy{
+		wire.NetdevAQueueID: {Kind: nlattr.U32}, wire.NetdevAQueueIfindex: netdevIfindex,
+		wire.NetdevAQueueType: {Kind: nlattr.U32, Check: nlattr.CheckMax, Max: 1}})
+	netdevQueueDumpPolicy = nlattr.NewSet(wire.NetdevAQueueIfindex, map[uint16]nlattr.Policy{wire.NetdevAQueueIfindex: netdevIfindex})
+	netdevNAPIGetPolicy   = nlattr.NewSet(wire.NetdevANAPIID, map[uint16]nlattr.Policy{wire.NetdevANAPIID: {Kind: nlattr.U32}})
+	netdevNAPIDumpPolicy  = nlattr.NewSet(wire.NetdevANAPIIfindex, map[uint16]nlattr.Policy{wire.NetdevANAPIIfindex: netdevIfindex})
+	netdevQStatsPolicy    = nlattr.NewSet(wire.NetdevAQStatsScope, map[uint16]nlattr.Policy{
+		wire.NetdevAQStatsIfindex: netdevIfindex, wire.NetdevAQStatsScope: netdevUint})
+)
+
+// nlUint reads an NLA_UINT (nla_get_uint: 4 bytes or 8); longer or odd
+// lengths are the kernel's EINVAL of its policy.
+func nlUint(a nlattr.Attr) (uint64, error) {
+	switch len(a.Data) {
+	case 4:
+		return uint64(a.U32()), nil
+	case 8:
+		return a.U64(), nil
+	}
+	return 0, nlattr.AttrError(unix.EINVAL, a, "invalid attribute length")
+}
+
+func (s *Server) netdevFamily() *family {
+	get := func(cmd uint8, pol *nlattr.Set, do func(*request) error, dump func(*request, *dumper) error) op {
+		return op{cmd: cmd, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, doit: do, dumpit: dump}
+	}
+	// queue-get and napi-get have split do and dump policies (netdev-genl-gen.c).
+	split := func(o op, dump *nlattr.Set) op { o.dumpPolicy = dump; return o }
+	return &family{
+		id: netdevID, name: wire.NetdevFamilyName, version: wire.NetdevFamilyVersion,
+		ops: []op{
+			get(wire.NetdevCmdDevGet, netdevDevGetPolicy, s.netdevDevGet, s.netdevDevDump),
+			get(wire.NetdevCmdPagePoolGet, netdevPoolGetPolicy, s.netdevPoolGet, s.netdevPoolDump),
+			get(wire.NetdevCmdPagePoolStatsGet, netdevPoolStatsPolicy, s.netdevPoolStatsGet, s.netdevPoolStatsDump),
+			split(get(wire.NetdevCmdQueueGet, netdevQueueGetPolicy, s.netdevQueueGet, s.netdevQueueDump), netdevQueueDumpPolicy),
+			split(get(wire.NetdevCmdNAPIGet, netdevNAPIGetPolicy, s.netdevNAPIGet, s.netdevNAPIDump), netdevNAPIDumpPolicy),
+			get(wire.NetdevCmdQStatsGet, netdevQStatsPolicy, nil, s.netdevQStatsDump),
+		},
+		groups: []mcGroup{{id: netdevMgmtGroup, name: wire.NetdevGroupMgmt}, {id: netdevPagePoolGroup, name: wire.NetdevGroupPagePool}},
+	}
+}
+
+// netdevCmdNames are the netdev family's request commands, by netdev.yaml's names.
+var netdevCmdNames = map[uint8]string{wire.NetdevCmdDevGet: "dev-get", wire.NetdevCmdPagePoolGet: "page-pool-get",
+	wire.NetdevCmdPagePoolStatsGet: "page-pool-stats-get", wire.NetdevCmdQueueGet: "queue-get",
+	wire.NetdevCmdNAPIGet: "napi-get", wire.NetdevCmdQStatsGet: "qstats-get"}
+
+func (s *Server) netdevBackend() (NetdevBackend, error) {
+	nb, ok := s.cfg.Backend.(NetdevBackend)
+	if !ok {
+		return nil, nlattr.Errorf(unix.EOPNOTSUPP, "the backend has no netdev views")
+	}
+	return nb, nil
+}
+
+// netdevPort returns the views of the port with ifindex a (which the
+// caller checked is present): ENODEV without extack when there is none, as
+// __dev_get_by_index failing in the kernel.
+func (r *request) netdevPort(a nlattr.Attr) (NetdevPort, error) {
+	nb, err := r.s.netdevBackend()
+	if err != nil {
+		return NetdevPort{}, err
+	}
+	d, err := r.s.cfg.Backend.DeviceByIndex(r.ctx, r.c.caller, a.U32())
+	if err != nil {
+		return NetdevPort{}, err
+	}
+	return nb.NetdevPort(r.ctx, r.c.caller, d)
+}
+
+// netdevPorts returns the views of every port in the caller's netns, by
+// ifindex; ports that vanish meanwhile are skipped.
+func (r *request) netdevPorts() ([]NetdevPort, error) {
+	nb, err := r.s.netdevBackend()
+	if err != nil {
+		return nil, err
+	}
+	devs, err := r.s.cfg.Backend.Devices(r.ctx, r.c.caller)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]NetdevPort, 0, len(devs))
+	for _, d := range devs {
+		p, err := nb.NetdevPort(r.ctx, r.c.caller, d)
+		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EOPNOTSUPP) {
+			continue // gone meanwhile, or no netdev views (not a port)
+		} else if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (r *request) requiredAttr(t uint16) (nlattr.Attr, error) {
+	a := r.attr(t)
+	if !a.Present() { // GENL_REQ_ATTR_CHECK
+		return a, nlattr.Missing(nlattr.Attr{}, t)
+	}
+	return a, nil
+}
+
+func (s *Server) netdevDevGet(r *request) error {
+	a, err := r.requiredAttr(wire.NetdevADevIfindex)
+	if err != nil {
+		return err
+	}
+	p, err := r.netdevPort(a)
+	if err != nil {
+		return err
+	}
+	return r.reply(wire.NetdevCmdDevGet, func(b *nlattr.Builder) error { wire.NetdevDevTable.Put(b, &p.Dev); return nil })
+}
+
+func (s *Server) netdevDevDump(r *request, d *dumper) error {
+	ports, err := r.netdevPorts()
+	if err != nil {
+		return err
+	}
+	for i := range ports {
+		if err := d.add(wire.NetdevCmdDevGet, func(b *nlattr.Builder) error { wire.NetdevDevTable.Put(b, &ports[i].Dev); return nil }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// netdevPoolByID finds a page pool of the caller's netns; ENOENT as
+// netdev_nl_page_pool_get_do.
+func (r *request) netdevPoolByID(id uint64) (NetdevPool, error) {
+	ports, err := r.netdevPorts()
+	if err != nil {
+		return NetdevPool{}, err
+	}
+	for _, p := range ports {
+		for _, pp := range p.Pools {
+			if pp.Pool.ID == id {
+				return pp, nil
+			}
+		}
+	}
+	return NetdevPool{}, unix.ENOENT
+}
+
+func (s *Server) netdevPoolGet(r *request) error {
+	a, err := r.requiredAttr(wire.NetdevAPagePoolID)
+	if err != nil {
+		return err
+	}
+	id, err := nlUint(a)
+	if err != nil {
+		return err
+	}
+	if id < 1 || id > 0xffffffff { // netdev_a_page_pool_id_range
+		return nlattr.AttrError(unix.ERANGE, a, "integer out of range")
+	}
+	pp, err := r.netdevPoolByID(id)
+	if err != nil {
+		return err
+	}
+	return r.reply(wire.NetdevCmdPagePoolGet, func(b *nlattr.Builder) error { wire.NetdevPagePoolTable.Put(b, &pp.Pool); return nil })
+}
+
+// poolsNewestFirst orders a device's pools as the kernel's dumps list them: newest (highest id)
+// first, since page_pool_list adds each pool at the head of netdev->page_pools.
+func poolsNewestFirst(ports []NetdevPort) {
+	for _, p := range ports {
+		slices.SortFunc(p.Pools, func(a, b NetdevPool) int { return cmp.Compare(b.Pool.ID, a.Pool.ID) })
+	}
+}
+
+func (s *Server) netdevPoolDump(r *request, d *dumper) error {
+	ports, err := r.netdevPorts()
+	if err != nil {
+		return err
+	}
+	poolsNewestFirst(ports)
+	for _, p := range ports {
+		for i := range p.Pools {
+			if err := d.add(wire.NetdevCmdPagePoolGet, func(b *nlattr.Builder) error { wire.NetdevPagePoolTable.Put(b, &p.Pools[i].Pool); return nil }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Server) netdevPoolStatsGet(r *request) error {
+	nest, err := r.requiredAttr(wire.NetdevAPagePoolStatsInfo)
+	if err != nil {
+		return err
+	}
+	tb, err := nlattr.ParseNested(r.msg, nest, netdevPoolInfoPolicy)
+	if err != nil {
+		return err
+	}
+	idA := tb[wire.NetdevAPagePoolID]
+	if !idA.Present() {
+		return nlattr.Missing(nest, wire.NetdevAPagePoolID)
+	}
+	if ifA := tb[wire.NetdevAPagePoolIfindex]; ifA.Present() {
+		return nlattr.AttrError(unix.EINVAL, ifA, "selecting by ifindex not supported")
+	}
+	id, err := nlUint(idA)
+	if err != nil {
+		return err
+	}
+	pp, err := r.netdevPoolByID(id)
+	if err != nil {
+		return err
+	}
+	return r.reply(wire.NetdevCmdPagePoolStatsGet, func(b *nlattr.Builder) error { wire.NetdevPagePoolStatsTable.Put(b, &pp.Stats); return nil })
+}
+
+func (s *Server) netdevPoolStatsDump(r *request, d *dumper) error {
+	ports, err := r.netdevPorts()
+	if err != nil {
+		return err
+	}
+	poolsNewestFirst(ports)
+	for _, p := range ports {
+		for i := range p.Pools {
+			if err := d.add(wire.NetdevCmdPagePoolStatsGet, func(b *nlattr.Builder) error {
+				wire.NetdevPagePoolStatsTable.Put(b, &p.Pools[i].Stats)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Server) netdevQueueGet(r *request) error {
+	var as [3]nlattr.Attr
+	for i, t := range []uint16{wire.NetdevAQueueID, wire.NetdevAQueueType, wire.NetdevAQueueIfindex} {
+		a, err := r.requiredAttr(t)
+		if err != nil {
+			return err
+		}
+		as[i] = a
+	}
+	p, err := r.netdevPort(as[2])
+	if err != nil {
+		return err
+	}
+	if len(p.Queues) == 0 { // netdev_nl_queue_fill: !(netdev->flags & IFF_UP)
+		return unix.ENOENT
+	}
+	for i := range p.Queues {
+		if q := &p.Queues[i]; q.ID == as[0].U32() && q.Type == as[1].U32() {
+			return r.reply(wire.NetdevCmdQueueGet, func(b *nlattr.Builder) error { wire.NetdevQueueTable.Put(b, q); return nil })
+		}
+	}
+	return unix.EINVAL // netdev_nl_queue_validate: q_id >= real_num_*x_queues
+}
+
+// dumpPorts runs each for the port named by the request's ifindex attribute
+// t, or for every port of the caller's netns.
+func (r *request) dumpPorts(t uint16, each func(p *NetdevPort) error) error {
+	if a := r.attr(t); a.Present() {
+		p, err := r.netdevPort(a)
+		if err != nil {
+			return err
+		}
+		return each(&p)
+	}
+	ports, err := r.netdevPorts()
+	if err != nil {
+		return err
+	}
+	for i := range ports {
+		if err := each(&ports[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) netdevQueueDump(r *request, d *dumper) error {
+	return r.dumpPorts(wire.NetdevAQueueIfindex, func(p *NetdevPort) error {
+		for i := range p.Queues {
+			if err := d.add(wire.NetdevCmdQueueGet, func(b *nlattr.Builder) error { wire.NetdevQueueTable.Put(b, &p.Queues[i]); return nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Server) netdevNAPIGet(r *request) error {
+	a, err := r.requiredAttr(wire.NetdevANAPIID)
+	if err != nil {
+		return err
+	}
+	ports, err := r.netdevPorts()
+	if err != nil {
+		return err
+	}
+	for _, p := range ports {
+		for i := range p.NAPIs {
+			if n := &p.NAPIs[i]; n.ID == a.U32() {
+				return r.reply(wire.NetdevCmdNAPIGet, func(b *nlattr.Builder) error { wire.NetdevNAPITable.Put(b, n); return nil })
+			}
+		}
+	}
+	return nlattr.AttrError(unix.ENOENT, a, "")
+}
+
+func (s *Server) netdevNAPIDump(r *request, d *dumper) error {
+	return r.dumpPorts(wire.NetdevANAPIIfindex, func(p *NetdevPort) error {
+		// The kernel walks dev->napi_list, newest first: highest id first.
+		for i := len(p.NAPIs) - 1; i >= 0; i-- {
+			if err := d.add(wire.NetdevCmdNAPIGet, func(b *nlattr.Builder) error { wire.NetdevNAPITable.Put(b, &p.NAPIs[i]); return nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// netdevQStatsDump mirrors netdev_nl_qstats_get_dumpit: scope 0 gives one
+// message per device, scope queue one per running queue (none while down).
+func (s *Server) netdevQStatsDump(r *request, d *dumper) error {
+	var scope uint64
+	if a := r.attr(wire.NetdevAQStatsScope); a.Present() {
+		var err error
+		if scope, err = nlUint(a); err != nil {
+			return err
+		}
+		if scope&^wire.NetdevQStatsScopeQueue != 0 { // NLA_POLICY_MASK(NLA_UINT, 0x1)
+			return nlattr.AttrError(unix.EINVAL, a, "unsupported flags")
+		}
+	}
+	err := r.dumpPorts(wire.NetdevAQStatsIfindex, func(p *NetdevPort) error {
+		if scope == 0 {
+			return d.add(wire.NetdevCmdQStatsGet, func(b *nlattr.Builder) error { wire.NetdevQStatsTable.Put(b, &p.Device); return nil })
+		}
+		for i := range p.QueueStats {
+			if err := d.add(wire.NetdevCmdQStatsGet, func(b *nlattr.Builder) error { wire.NetdevQStatsTable.Put(b, &p.QueueStats[i]); return nil }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// NL_SET_BAD_ATTR on the ifindex: no such device, or one without stat_ops.
+	for _, errno := range []unix.Errno{unix.ENODEV, unix.EOPNOTSUPP} {
+		if errors.Is(err, errno) {
+			return nlattr.AttrError(errno, r.attr(wire.NetdevAQStatsIfindex), "")
+		}
+	}
+	return err
+}

@@ -1,0 +1,281 @@
+package wire
+
+import (
+	"github.com/manad/manad/genl/nlattr"
+)
+
+// The kernel's netdev generic netlink family, numbered as
+// include/uapi/linux/netdev.h of Linux 6.12 (generated from
+// Documentation/netlink/specs/netdev.yaml); golang.org/x/sys/unix has none
+// of these.
+const (
+	NetdevFamilyName    = "netdev"
+	NetdevFamilyVersion = 1
+	NetdevGroupMgmt     = "mgmt"
+	NetdevGroupPagePool = "page-pool"
+)
+
+// enum netdev_queue_type and netdev_qstats_scope.
+const (
+	NetdevQueueTypeRX      = 0
+	NetdevQueueTypeTX      = 1
+	NetdevQStatsScopeQueue = 1
+)
+
+// Commands (NETDEV_CMD_*).
+const (
+	NetdevCmdDevGet            = 1
+	NetdevCmdDevAddNtf         = 2
+	NetdevCmdDevDelNtf         = 3
+	NetdevCmdDevChangeNtf      = 4
+	NetdevCmdPagePoolGet       = 5
+	NetdevCmdPagePoolAddNtf    = 6
+	NetdevCmdPagePoolDelNtf    = 7
+	NetdevCmdPagePoolChangeNtf = 8
+	NetdevCmdPagePoolStatsGet  = 9
+	NetdevCmdQueueGet          = 10
+	NetdevCmdNAPIGet           = 11
+	NetdevCmdQStatsGet         = 12
+	NetdevCmdBindRX            = 13
+)
+
+// NETDEV_A_DEV_*.
+const (
+	NetdevADevIfindex               = 1
+	NetdevADevPad                   = 2
+	NetdevADevXDPFeatures           = 3
+	NetdevADevXDPZCMaxSegs          = 4
+	NetdevADevXDPRxMetadataFeatures = 5
+	NetdevADevXSKFeatures           = 6
+	NetdevADevMax                   = 6
+)
+
+// NETDEV_A_PAGE_POOL_*.
+const (
+	NetdevAPagePoolID          = 1
+	NetdevAPagePoolIfindex     = 2
+	NetdevAPagePoolNAPIID      = 3
+	NetdevAPagePoolInflight    = 4
+	NetdevAPagePoolInflightMem = 5
+	NetdevAPagePoolDetachTime  = 6
+	NetdevAPagePoolDmabuf      = 7
+	NetdevAPagePoolMax         = 7
+)
+
+// NETDEV_A_PAGE_POOL_STATS_* (the counters start at 8).
+const (
+	NetdevAPagePoolStatsInfo                  = 1
+	NetdevAPagePoolStatsAllocFast             = 8
+	NetdevAPagePoolStatsAllocSlow             = 9
+	NetdevAPagePoolStatsAllocSlowHighOrder    = 10
+	NetdevAPagePoolStatsAllocEmpty            = 11
+	NetdevAPagePoolStatsAllocRefill           = 12
+	NetdevAPagePoolStatsAllocWaive            = 13
+	NetdevAPagePoolStatsRecycleCached         = 14
+	NetdevAPagePoolStatsRecycleCacheFull      = 15
+	NetdevAPagePoolStatsRecycleRing           = 16
+	NetdevAPagePoolStatsRecycleRingFull       = 17
+	NetdevAPagePoolStatsRecycleReleasedRefcnt = 18
+	NetdevAPagePoolStatsMax                   = 18
+)
+
+// NETDEV_A_NAPI_*.
+const (
+	NetdevANAPIIfindex = 1
+	NetdevANAPIID      = 2
+	NetdevANAPIIRQ     = 3
+	NetdevANAPIPID     = 4
+	NetdevANAPIMax     = 4
+)
+
+// NETDEV_A_QUEUE_*.
+const (
+	NetdevAQueueID      = 1
+	NetdevAQueueIfindex = 2
+	NetdevAQueueType    = 3
+	NetdevAQueueNAPIID  = 4
+	NetdevAQueueDmabuf  = 5
+	NetdevAQueueMax     = 5
+)
+
+// NETDEV_A_QSTATS_* (the counters start at 8).
+const (
+	NetdevAQStatsIfindex          = 1
+	NetdevAQStatsQueueType        = 2
+	NetdevAQStatsQueueID          = 3
+	NetdevAQStatsScope            = 4
+	NetdevAQStatsRxPackets        = 8
+	NetdevAQStatsRxBytes          = 9
+	NetdevAQStatsTxPackets        = 10
+	NetdevAQStatsTxBytes          = 11
+	NetdevAQStatsRxAllocFail      = 12
+	NetdevAQStatsRxHwDrops        = 13
+	NetdevAQStatsRxHwDropOverruns = 14
+	NetdevAQStatsMax              = 34 // NETDEV_A_QSTATS_TX_WAKE
+)
+
+// Uint is a variable-width unsigned attribute (NLA_UINT, nla_put_uint): 4
+// bytes when the value fits, else 8; either is read.
+func Uint[T any](typ uint16, p func(*T) *uint64) Field[T] {
+	return Field[T]{typ: typ, kind: KindU64,
+		put: func(b *nlattr.Builder, v *T) {
+			if x := *p(v); x <= 0xffffffff {
+				b.PutU32(typ, uint32(x))
+			} else {
+				b.PutU64(typ, x)
+			}
+		},
+		get: func(a nlattr.Attr, v *T) error {
+			switch len(a.Data) {
+			case 4:
+				*p(v) = uint64(a.U32())
+			default:
+				if err := short(a, 8); err != nil {
+					return err
+				}
+				*p(v) = a.U64()
+			}
+			return nil
+		},
+		zero: func(v *T) bool { return *p(v) == 0 },
+	}
+}
+
+// NetdevDev is a dev-get reply (netdev_nl_dev_fill).
+type NetdevDev struct {
+	Ifindex               uint32
+	XDPFeatures           uint64 // NETDEV_XDP_ACT_* bits
+	XDPRxMetadataFeatures uint64
+	XSKFeatures           uint64
+}
+
+// NetdevDevTable writes a NetdevDev as the kernel does (u64s without pad on
+// 64-bit hosts).
+var NetdevDevTable = NewTable(
+	U32(NetdevADevIfindex, func(v *NetdevDev) *uint32 { return &v.Ifindex }),
+	U64(NetdevADevXDPFeatures, func(v *NetdevDev) *uint64 { return &v.XDPFeatures }),
+	U64(NetdevADevXDPRxMetadataFeatures, func(v *NetdevDev) *uint64 { return &v.XDPRxMetadataFeatures }),
+	U64(NetdevADevXSKFeatures, func(v *NetdevDev) *uint64 { return &v.XSKFeatures }),
+)
+
+// NetdevQueue is a queue-get reply (netdev_nl_queue_fill_one).
+type NetdevQueue struct {
+	ID, Type, Ifindex uint32
+	NAPIID            uint32 // 0: none, left out
+}
+
+// NetdevQueueTable writes a NetdevQueue in the kernel's order.
+var NetdevQueueTable = NewTable(
+	U32(NetdevAQueueID, func(v *NetdevQueue) *uint32 { return &v.ID }),
+	U32(NetdevAQueueType, func(v *NetdevQueue) *uint32 { return &v.Type }),
+	U32(NetdevAQueueIfindex, func(v *NetdevQueue) *uint32 { return &v.Ifindex }),
+	U32(NetdevAQueueNAPIID, func(v *NetdevQueue) *uint32 { return &v.NAPIID }).OmitZero(),
+)
+
+// NetdevNAPI is a napi-get reply (netdev_nl_napi_fill_one); manad's NAPIs
+// have no IRQ and no thread, so neither is sent.
+type NetdevNAPI struct {
+	ID, Ifindex uint32
+}
+
+// NetdevNAPITable writes a NetdevNAPI in the kernel's order.
+var NetdevNAPITable = NewTable(
+	U32(NetdevANAPIID, func(v *NetdevNAPI) *uint32 { return &v.ID }),
+	U32(NetdevANAPIIfindex, func(v *NetdevNAPI) *uint32 { return &v.Ifindex }),
+)
+
+// NetdevPagePool is a page-pool-get reply (page_pool_nl_fill).
+type NetdevPagePool struct {
+	ID          uint64
+	Ifindex     uint32
+	NAPIID      uint64 // 0: none (detached), left out
+	Inflight    uint64
+	InflightMem uint64
+	// DetachTime is the CLOCK_BOOTTIME second its queue went away; 0 while
+	// attached, left out.
+	DetachTime uint64
+}
+
+// NetdevPagePoolTable writes a NetdevPagePool in the kernel's order.
+var NetdevPagePoolTable = NewTable(
+	Uint(NetdevAPagePoolID, func(v *NetdevPagePool) *uint64 { return &v.ID }),
+	U32(NetdevAPagePoolIfindex, func(v *NetdevPagePool) *uint32 { return &v.Ifindex }),
+	Uint(NetdevAPagePoolNAPIID, func(v *NetdevPagePool) *uint64 { return &v.NAPIID }).OmitZero(),
+	Uint(NetdevAPagePoolInflight, func(v *NetdevPagePool) *uint64 { return &v.Inflight }),
+	Uint(NetdevAPagePoolInflightMem, func(v *NetdevPagePool) *uint64 { return &v.InflightMem }),
+	Uint(NetdevAPagePoolDetachTime, func(v *NetdevPagePool) *uint64 { return &v.DetachTime }).OmitZero(),
+)
+
+// NetdevPagePoolInfo is the page-pool-stats info nest: which pool.
+type NetdevPagePoolInfo struct {
+	ID      uint64
+	Ifindex uint32
+}
+
+// NetdevPagePoolInfoTable writes the info nest.
+var NetdevPagePoolInfoTable = NewTable(
+	Uint(NetdevAPagePoolID, func(v *NetdevPagePoolInfo) *uint64 { return &v.ID }),
+	U32(NetdevAPagePoolIfindex, func(v *NetdevPagePoolInfo) *uint32 { return &v.Ifindex }),
+)
+
+// NetdevPagePoolStats is a page-pool-stats-get reply
+// (page_pool_nl_stats_fill): struct page_pool_stats by the kernel's names.
+type NetdevPagePoolStats struct {
+	Info                                                              NetdevPagePoolInfo
+	AllocFast, AllocSlow, AllocSlowHighOrder, AllocEmpty, AllocRefill uint64
+	AllocWaive, RecycleCached, RecycleCacheFull, RecycleRing          uint64
+	RecycleRingFull, RecycleReleasedRefcnt                            uint64
+}
+
+// NetdevPagePoolStatsTable writes a NetdevPagePoolStats in the kernel's order.
+var NetdevPagePoolStatsTable = NewTable(
+	Nest(NetdevAPagePoolStatsInfo, func(v *NetdevPagePoolStats) *NetdevPagePoolInfo { return &v.Info }, NetdevPagePoolInfoTable),
+	Uint(NetdevAPagePoolStatsAllocFast, func(v *NetdevPagePoolStats) *uint64 { return &v.AllocFast }),
+	Uint(NetdevAPagePoolStatsAllocSlow, func(v *NetdevPagePoolStats) *uint64 { return &v.AllocSlow }),
+	Uint(NetdevAPagePoolStatsAllocSlowHighOrder, func(v *NetdevPagePoolStats) *uint64 { return &v.AllocSlowHighOrder }),
+	Uint(NetdevAPagePoolStatsAllocEmpty, func(v *NetdevPagePoolStats) *uint64 { return &v.AllocEmpty }),
+	Uint(NetdevAPagePoolStatsAllocRefill, func(v *NetdevPagePoolStats) *uint64 { return &v.AllocRefill }),
+	Uint(NetdevAPagePoolStatsAllocWaive, func(v *NetdevPagePoolStats) *uint64 { return &v.AllocWaive }),
+	Uint(NetdevAPagePoolStatsRecycleCached, func(v *NetdevPagePoolStats) *uint64 { return &v.RecycleCached }),
+	Uint(NetdevAPagePoolStatsRecycleCacheFull, func(v *NetdevPagePoolStats) *uint64 { return &v.RecycleCacheFull }),
+	Uint(NetdevAPagePoolStatsRecycleRing, func(v *NetdevPagePoolStats) *uint64 { return &v.RecycleRing }),
+	Uint(NetdevAPagePoolStatsRecycleRingFull, func(v *NetdevPagePoolStats) *uint64 { return &v.RecycleRingFull }),
+	Uint(NetdevAPagePoolStatsRecycleReleasedRefcnt, func(v *NetdevPagePoolStats) *uint64 { return &v.RecycleReleasedRefcnt }),
+)
+
+// NetdevQStats is a qstats-get reply: a device's (Scoped false: both RX and
+// TX counters) or one queue's (Scoped true: Type and QueueID, and only that
+// type's counters), as netdev_nl_stats_by_netdev and netdev_nl_stats_queue
+// write them. HasRX/HasTX are not on the wire: they say which counters the
+// message carries (the kernel leaves out what the driver does not fill).
+type NetdevQStats struct {
+	Ifindex       uint32
+	Scoped        bool
+	Type, QueueID uint32
+	HasRX, HasTX  bool
+	// Present has bit t set for each counter attribute t a decoded message carried (a device
+	// reports only the counters it keeps); not on the wire, set by the client's decoder.
+	Present                                                      uint64
+	RxPackets, RxBytes, RxAllocFail, RxHwDrops, RxHwDropOverruns uint64
+	TxPackets, TxBytes                                           uint64
+}
+
+func qsRX(v *NetdevQStats) bool    { return v.HasRX }
+func qsTX(v *NetdevQStats) bool    { return v.HasTX }
+func qsQueue(v *NetdevQStats) bool { return v.Scoped }
+
+// NetdevQStatsTable writes a NetdevQStats in the kernel's order (RX
+// counters, then TX). Decoding sets HasRX/HasTX only through the caller
+// (see the client).
+var NetdevQStatsTable = NewTable(
+	U32(NetdevAQStatsIfindex, func(v *NetdevQStats) *uint32 { return &v.Ifindex }),
+	U32(NetdevAQStatsQueueType, func(v *NetdevQStats) *uint32 { return &v.Type }).When(qsQueue),
+	U32(NetdevAQStatsQueueID, func(v *NetdevQStats) *uint32 { return &v.QueueID }).When(qsQueue),
+	Uint(NetdevAQStatsRxPackets, func(v *NetdevQStats) *uint64 { return &v.RxPackets }).When(qsRX),
+	Uint(NetdevAQStatsRxBytes, func(v *NetdevQStats) *uint64 { return &v.RxBytes }).When(qsRX),
+	Uint(NetdevAQStatsRxAllocFail, func(v *NetdevQStats) *uint64 { return &v.RxAllocFail }).When(qsRX),
+	Uint(NetdevAQStatsRxHwDrops, func(v *NetdevQStats) *uint64 { return &v.RxHwDrops }).When(qsRX),
+	Uint(NetdevAQStatsRxHwDropOverruns, func(v *NetdevQStats) *uint64 { return &v.RxHwDropOverruns }).When(qsRX),
+	Uint(NetdevAQStatsTxPackets, func(v *NetdevQStats) *uint64 { return &v.TxPackets }).When(qsTX),
+	Uint(NetdevAQStatsTxBytes, func(v *NetdevQStats) *uint64 { return &v.TxBytes }).When(qsTX),
+)
