@@ -63,8 +63,12 @@ func startBadInputRig(t *testing.T) *badInputRig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	netdev, err := c.resolveFamily("netdev", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b.fams = families{}
-	for name, f := range map[string]familyInfo{"ethtool": b.ethtool, "manad": b.manad, "nlctrl": ctrl} {
+	for name, f := range map[string]familyInfo{"ethtool": b.ethtool, "manad": b.manad, "nlctrl": ctrl, "netdev": netdev} {
 		b.fams[f.ID] = struct {
 			name string
 			info familyInfo
