@@ -82,6 +82,9 @@ func cmdName(fam uint16, cmd uint8) string {
 		if cmd == unix.CTRL_CMD_GETFAMILY {
 			return "getfamily"
 		}
+		if cmd == unix.CTRL_CMD_GETPOLICY {
+			return "getpolicy"
+		}
 	case ethtoolID:
 		switch cmd {
 		case unix.ETHTOOL_MSG_STRSET_GET:
