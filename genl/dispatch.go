@@ -412,6 +412,9 @@ func (s *Server) nlctrlFamily() *family {
 			mode: nlattr.Liberal, dumpMode: nlattr.Strict,
 			doit:   s.ctrlGetFamily,
 			dumpit: s.ctrlDumpFamily,
+		}, {
+			cmd: unix.CTRL_CMD_GETPOLICY, policy: ctrlPolicyPolicy, mode: nlattr.Strict, dumpMode: nlattr.Strict,
+			start: s.ctrlPolicyStart, dumpit: s.ctrlPolicyDump,
 		}},
 		groups: []mcGroup{{id: notifyGroupID, name: "notify"}},
 	}

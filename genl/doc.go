@@ -46,7 +46,9 @@
 //
 //   - nlctrl (id 0x10, version 2): CTRL_CMD_GETFAMILY by id or name and its
 //     dump, with the kernel's attribute order, op flags and groups, so that
-//     genetlink.Conn.GetFamily and the ethtool CLI's probe work unmodified.
+//     genetlink.Conn.GetFamily and the ethtool CLI's probe work unmodified;
+//     CTRL_CMD_GETPOLICY for every family, whole or by op, in the kernel's
+//     policy dump format (net/netlink/policy.c), so YNL can introspect.
 //   - "ethtool" (version 1, group "monitor"): STRSET_GET, PRIVFLAGS_GET/SET,
 //     RINGS_GET/SET and CHANNELS_GET/SET with the kernel's message and
 //     attribute numbers, strict policies, extack texts, bitset forms and

@@ -46,6 +46,7 @@ func (s *Server) ethtoolFamily() *family {
 			set(unix.ETHTOOL_MSG_LINKMODES_SET, linkModesSetPolicy, noLinkSettingsSet, nil),
 			get(unix.ETHTOOL_MSG_LINKSTATE_GET, linkStateGetPolicy, s.linkStateGet()),
 			get(unix.ETHTOOL_MSG_TSINFO_GET, tsInfoGetPolicy, s.tsInfoGet()),
+			get(unix.ETHTOOL_MSG_STATS_GET, statsGetPolicy, s.ethStatsGet()),
 		},
 		groups: []mcGroup{{id: monitorGroup, name: ethtool.MonitorGroup}},
 	}
@@ -62,8 +63,8 @@ func (r *request) parseHeader(hdr nlattr.Attr, requireDev bool) (*Device, uint32
 		return nil, 0, nlattr.Errorf(unix.EINVAL, "request header missing")
 	}
 	pol := ethtool.Policy().Header
-	if o := r.fam.op(r.cmd); o != nil && o.policy.Policy(hdrAttr).Nested != nil {
-		pol = o.policy.Policy(hdrAttr).Nested // ethnl_header_policy_stats for LINKSTATE, TSINFO
+	if o := r.fam.op(r.cmd); o != nil && o.policy.Policy(hdr.Type()).Nested != nil {
+		pol = o.policy.Policy(hdr.Type()).Nested // ethnl_header_policy_stats for LINKSTATE, TSINFO
 	}
 	tb, err := nlattr.ParseNested(r.msg, hdr, pol)
 	if err != nil {
@@ -124,6 +125,16 @@ type ethGet struct {
 	parse      func(r *request) (any, error)
 	prepare    func(r *request, d *Device, req any) (any, error)
 	fill       func(b *nlattr.Builder, req, data any, compact bool) error
+	// hdr is the request and reply header attribute when it is not hdrAttr
+	// (ETHTOOL_A_STATS_HEADER follows a PAD).
+	hdr uint16
+}
+
+func (g *ethGet) hdrType() uint16 {
+	if g.hdr != 0 {
+		return g.hdr
+	}
+	return hdrAttr
 }
 
 // tableGet is the GET of a message whose reply is one value the backend
@@ -145,9 +156,9 @@ func tableGet[T any](replyCmd uint8, get func(context.Context, Caller, Device) (
 // ethDoit mirrors ethnl_default_doit.
 func (s *Server) ethDoit(g *ethGet) func(*request) error {
 	return func(r *request) error {
-		hdr := r.attr(hdrAttr)
+		hdr := r.attr(g.hdrType())
 		if !hdr.Present() { // GENL_REQ_ATTR_CHECK
-			return nlattr.Missing(nlattr.Attr{}, hdrAttr)
+			return nlattr.Missing(nlattr.Attr{}, g.hdrType())
 		}
 		dev, flags, err := r.parseHeader(hdr, !g.allowNoDev)
 		if err != nil {
@@ -164,7 +175,7 @@ func (s *Server) ethDoit(g *ethGet) func(*request) error {
 			return err
 		}
 		return r.reply(g.replyCmd, func(b *nlattr.Builder) error {
-			putDevHeader(b, hdrAttr, dev)
+			putDevHeader(b, g.hdrType(), dev)
 			return g.fill(b, req, data, flags&unix.ETHTOOL_FLAG_COMPACT_BITSETS != 0)
 		})
 	}
@@ -179,7 +190,7 @@ type ethDumpState struct {
 // device must exist) but the dump ignores it.
 func (s *Server) ethDumpStart(g *ethGet) func(*request) error {
 	return func(r *request) error {
-		_, flags, err := r.parseHeader(r.attr(hdrAttr), false)
+		_, flags, err := r.parseHeader(r.attr(g.hdrType()), false)
 		if err != nil {
 			return err
 		}
@@ -210,7 +221,7 @@ func (s *Server) ethDumpit(g *ethGet) func(*request, *dumper) error {
 			data, err := g.prepare(r, dev, st.req)
 			if err == nil {
 				err = d.add(g.replyCmd, func(b *nlattr.Builder) error {
-					putDevHeader(b, hdrAttr, dev)
+					putDevHeader(b, g.hdrType(), dev)
 					return g.fill(b, st.req, data, st.flags&unix.ETHTOOL_FLAG_COMPACT_BITSETS != 0)
 				})
 			}

@@ -82,6 +82,9 @@ func cmdName(fam uint16, cmd uint8) string {
 		if cmd == unix.CTRL_CMD_GETFAMILY {
 			return "getfamily"
 		}
+		if cmd == unix.CTRL_CMD_GETPOLICY {
+			return "getpolicy"
+		}
 	case ethtoolID:
 		switch cmd {
 		case unix.ETHTOOL_MSG_STRSET_GET:
@@ -110,6 +113,8 @@ func cmdName(fam uint16, cmd uint8) string {
 			return "linkstate-get"
 		case unix.ETHTOOL_MSG_TSINFO_GET:
 			return "tsinfo-get"
+		case unix.ETHTOOL_MSG_STATS_GET:
+			return "stats-get"
 		}
 	case manadID:
 		if n := int(cmd) - 1; n >= 0 && n < len(manadCmdNames) {

@@ -167,7 +167,7 @@ func (e *Error) appendTLVs(tlv *Builder, errno unix.Errno, reqLen int) {
 		tlv.PutU32(ErrAttrOffs, uint32(e.Offset))
 	}
 	if e.Policy != nil {
-		e.Policy.appendDump(tlv, ErrAttrPolicy)
+		e.Policy.appendDump(tlv, ErrAttrPolicy, nil)
 	}
 	if e.MissType != 0 {
 		tlv.PutU32(ErrAttrMissType, uint32(e.MissType))

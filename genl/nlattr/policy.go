@@ -316,9 +316,11 @@ func (p Policy) rangeUnsigned() (lo, hi uint64) {
 }
 
 // appendDump writes the policy description the kernel puts in
-// NLMSGERR_ATTR_POLICY (netlink_policy_dump_write_attr without dump state).
+// NLMSGERR_ATTR_POLICY (netlink_policy_dump_write_attr, d nil) and in a
+// CTRL_CMD_GETPOLICY dump (__netlink_policy_dump_write_attr, d its state:
+// nested policies then carry their index and maximum type).
 // It reports false for kinds the kernel does not describe (Unspec, Reject).
-func (p Policy) appendDump(b *Builder, nestType uint16) bool {
+func (p Policy) appendDump(b *Builder, nestType uint16, d *PolicyDump) bool {
 	var typ uint32
 	start := b.Nest(nestType)
 	switch p.Kind {
@@ -327,6 +329,10 @@ func (p Policy) appendDump(b *Builder, nestType uint16) bool {
 		return false
 	case Nested:
 		typ = unix.NL_ATTR_TYPE_NESTED
+		if d != nil && p.Nested != nil && p.Nested.MaxType > 0 {
+			b.PutU32(unix.NL_POLICY_TYPE_ATTR_POLICY_IDX, d.Index(p.Nested))
+			b.PutU32(unix.NL_POLICY_TYPE_ATTR_POLICY_MAXTYPE, uint32(p.Nested.MaxType))
+		}
 	case U8, U16, U32, U64:
 		typ = map[Kind]uint32{U8: unix.NL_ATTR_TYPE_U8, U16: unix.NL_ATTR_TYPE_U16,
 			U32: unix.NL_ATTR_TYPE_U32, U64: unix.NL_ATTR_TYPE_U64}[p.Kind]

@@ -1,0 +1,87 @@
+package genl
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/ethtool"
+	"github.com/manad/manad/genl/nlattr"
+)
+
+// STATS_GET, as net/ethtool/stats.c for mana: the driver implements none of
+// the standard groups (no get_eth_phy_stats, get_eth_mac_stats,
+// get_eth_ctrl_stats, get_rmon_stats, no PHY) and no MAC merge layer, so a
+// reply carries the source and, per requested group, only its id and string
+// set, as the kernel's for any such device. Its driver counters are
+// ETH_SS_STATS (`ethtool -S` without groups), served by the ioctl only.
+
+// Attribute numbers of ETHTOOL_MSG_STATS_* (not in x/sys v0.50.0).
+const (
+	statsAHeader   = 2 // ETHTOOL_A_STATS_HEADER (1 is ETHTOOL_A_STATS_PAD)
+	statsAGroups   = 3 // ETHTOOL_A_STATS_GROUPS
+	statsAGrp      = 4 // ETHTOOL_A_STATS_GRP
+	statsASrc      = 5 // ETHTOOL_A_STATS_SRC
+	statsAGrpID    = 2 // ETHTOOL_A_STATS_GRP_ID (1 is ETHTOOL_A_STATS_GRP_PAD)
+	statsAGrpSSID  = 3 // ETHTOOL_A_STATS_GRP_SS_ID
+	macStatsSrcMax = 2 // ETHTOOL_MAC_STATS_SRC_PMAC
+)
+
+// statsGetPolicy is ethnl_stats_get_policy.
+var statsGetPolicy = nlattr.NewSet(statsASrc, map[uint16]nlattr.Policy{
+	statsAHeader: {Kind: nlattr.Nested, Nested: ethtool.Policy().Header},
+	statsAGroups: {Kind: nlattr.Nested},
+	statsASrc:    {Kind: nlattr.U32, Check: nlattr.CheckMax, Max: macStatsSrcMax},
+})
+
+// statsReq is struct stats_req_info: the requested groups (bit i is
+// ETHTOOL_STATS_* i, named by ETH_SS_STATS_STD) and the MAC stats source.
+type statsReq struct {
+	groups []uint32
+	nbits  int
+	src    uint32
+}
+
+func (s *Server) ethStatsGet() *ethGet {
+	return &ethGet{
+		replyCmd: unix.ETHTOOL_MSG_STATS_GET_REPLY,
+		hdr:      statsAHeader,
+		parse:    s.ethStatsParse,
+		prepare: func(r *request, d *Device, req any) (any, error) {
+			// stats_prepare_data: EMAC and PMAC need the MAC merge layer mana lacks.
+			if req.(*statsReq).src != 0 {
+				return nil, nlattr.Errorf(unix.EOPNOTSUPP, "ethtool_nl: Device does not support MAC merge layer")
+			}
+			return nil, nil
+		},
+		fill: func(b *nlattr.Builder, req, _ any, _ bool) error {
+			q := req.(*statsReq)
+			b.PutU32(statsASrc, q.src)
+			for i := 0; i < q.nbits; i++ {
+				if q.groups[i/32]&(1<<(i%32)) == 0 {
+					continue
+				}
+				n := b.Nest(statsAGrp)
+				b.PutU32(statsAGrpID, uint32(i))
+				// ETH_SS_STATS_ETH_PHY + i: the groups' string sets follow in the same order.
+				b.PutU32(statsAGrpSSID, uint32(ethtool.SSStatsEthPhy+i))
+				b.EndNest(n)
+			}
+			return nil
+		},
+	}
+}
+
+// ethStatsParse mirrors stats_parse_request: the groups bitset over the
+// kernel's ETH_SS_STATS_STD names must select something.
+func (s *Server) ethStatsParse(r *request) (any, error) {
+	names, _ := s.globalSet(ethtool.SSStatsStd)
+	q := &statsReq{nbits: len(names), groups: make([]uint32, ethtool.Words(len(names)))}
+	mod, err := ethtool.UpdateBitset32(r.msg, r.attr(statsAGroups), q.groups, q.nbits, names)
+	if err != nil {
+		return nil, err
+	}
+	if !mod {
+		return nil, nlattr.Errorf(unix.EINVAL, "no stats requested")
+	}
+	q.src = r.attr(statsASrc).U32()
+	return q, nil
+}
