@@ -124,7 +124,6 @@ func newRSSTable(c *RSS) *rssTable {
 	return t
 }
 
-
 // maxHashInput is the longest RSS hash input: IPv6 source and destination plus two ports.
 const maxHashInput = 36
 
