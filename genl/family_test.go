@@ -134,7 +134,7 @@ func TestEthtoolFamilyMatchesKernel(t *testing.T) {
 	if diff := cmp.Diff(korder, morder); diff != "" {
 		t.Errorf("attribute order (-kernel +manad):\n%s", diff)
 	}
-	if len(mops) != 13 {
+	if len(mops) != 14 {
 		t.Errorf("manad serves %d ethtool ops, want 13: %v", len(mops), mops)
 	}
 	for id, fl := range mops {
