@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // manadFamilyIDs resolves manad's ethtool and manad family ids on rc.
@@ -207,6 +208,26 @@ var diffCases = []struct {
 		header(m, 1, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "nosuchdev0") })
 	}, errno: unix.ENODEV, msg: "no device matches name"},
 	{name: "dump of LINKINFO_SET", cmd: unix.ETHTOOL_MSG_LINKINFO_SET, flags: nlattr.FlagDump, errno: unix.EOPNOTSUPP},
+	{name: "rss header missing", cmd: unix.ETHTOOL_MSG_RSS_GET, errno: unix.EINVAL},
+	{name: "rss no device", cmd: unix.ETHTOOL_MSG_RSS_GET, build: func(m *msgBuilder) {
+		header(m, 1, func(m *msgBuilder) { m.PutU32(unix.ETHTOOL_A_HEADER_DEV_INDEX, noSuchIfindex) })
+		m.PutU32(wire.RSSContext, 1)
+	}, errno: unix.ENODEV, msg: "no device matches ifindex"},
+	{name: "rss short context", cmd: unix.ETHTOOL_MSG_RSS_GET, build: func(m *msgBuilder) {
+		header(m, 1, func(m *msgBuilder) { m.PutU32(unix.ETHTOOL_A_HEADER_DEV_INDEX, noSuchIfindex) })
+		m.PutU16(wire.RSSContext, 1)
+	}, errno: unix.EINVAL, msg: "invalid attribute length"},
+	{name: "rss above maxattr", cmd: unix.ETHTOOL_MSG_RSS_GET, build: func(m *msgBuilder) {
+		header(m, 1, func(m *msgBuilder) { m.PutU32(unix.ETHTOOL_A_HEADER_DEV_INDEX, noSuchIfindex) })
+		m.PutU32(wire.RSSMax+1, 0)
+	}, errno: unix.EINVAL, msg: "Unknown attribute type"},
+	{name: "rss hkey in a GET", cmd: unix.ETHTOOL_MSG_RSS_GET, build: func(m *msgBuilder) {
+		header(m, 1, func(m *msgBuilder) { m.PutU32(unix.ETHTOOL_A_HEADER_DEV_INDEX, noSuchIfindex) })
+		m.Put(wire.RSSHKey, make([]byte, 40))
+	}, errno: unix.EINVAL, msg: "Unsupported attribute"},
+	{name: "rss dump unknown name", cmd: unix.ETHTOOL_MSG_RSS_GET, flags: nlattr.FlagDump, build: func(m *msgBuilder) {
+		header(m, 1, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "nosuchdev0") })
+	}, errno: unix.ENODEV, msg: "no device matches name"},
 }
 
 // TestEthtoolErrorsMatchKernel sends each diffCase to the kernel's ethtool

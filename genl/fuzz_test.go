@@ -139,6 +139,7 @@ func seedRequests() map[string][]byte {
 	seeds["truncated_message"] = seeds["layout"][:len(seeds["layout"])-3]
 	addNetdevSeeds(seeds, msg)
 	addPolicySeeds(seeds, msg)
+	addRSSSeeds(seeds, msg)
 	return seeds
 }
 

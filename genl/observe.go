@@ -115,6 +115,8 @@ func cmdName(fam uint16, cmd uint8) string {
 			return "tsinfo-get"
 		case unix.ETHTOOL_MSG_STATS_GET:
 			return "stats-get"
+		case unix.ETHTOOL_MSG_RSS_GET:
+			return "rss-get"
 		}
 	case manadID:
 		if n := int(cmd) - 1; n >= 0 && n < len(manadCmdNames) {

@@ -113,6 +113,7 @@ type Port struct {
 
 	rx            []rxSlot
 	tx            []txSlot
+	rssCfg        RSS // guarded by cfg.Lock; the steering copy is rss
 	rss           atomic.Pointer[rssTable]
 	runningQueues atomic.Int32
 	rxRingSize    atomic.Int32 // posted buffers per running RX queue, 0 when not running
@@ -146,6 +147,7 @@ func New(cfg Config, s Settings) (*Port, error) {
 		return nil, err
 	}
 	p.set = s
+	p.rssCfg = RSS{Key: DefaultRSSKey, Indir: defaultIndir(s.Queues)}
 	for i := range p.faults {
 		p.faults[i].Point = FaultPoint(i)
 	}
@@ -434,7 +436,8 @@ func (p *Port) attach(s Settings, a *allocation, inject bool) error {
 	p.layout = l
 	p.running = true
 	p.carrier(true)
-	p.rss.Store(newRSSTable(s.Queues)) // mana_rss_table_init: back to the default spread
+	p.rssCfg.Indir = defaultIndir(s.Queues) // mana_rss_table_init: the user's table is lost
+	p.rss.Store(newRSSTable(&p.rssCfg))
 	p.runningQueues.Store(int32(s.Queues))
 	p.rxRingSize.Store(int32(s.RxRing))
 	return nil

@@ -1,6 +1,12 @@
 package vnic
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/extack"
+)
 
 // RSS constants of the port (mana.h).
 const (
@@ -19,17 +25,101 @@ var DefaultRSSKey = [RSSKeySize]byte{
 	0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
 }
 
-// rssTable is the steering state of a running port: mana_rss_table_init resets it to the default
-// round-robin spread over the queues on every attach.
+// RSSHashTop is ETH_RSS_HASH_TOP, the Toeplitz hash function bit: the only one mana supports.
+const RSSHashTop = 1
+
+// RSS is the port's receive-side scaling configuration as mana_get_rxfh reports it.
+type RSS struct {
+	Key   [RSSKeySize]byte
+	Indir [RSSIndirSize]uint32
+}
+
+// RSSUpdate is a set_rxfh request; a zero or nil field leaves that part unchanged.
+type RSSUpdate struct {
+	HFunc uint32   // ETH_RSS_HASH_NO_CHANGE (0) or RSSHashTop
+	Key   []byte   // RSSKeySize bytes
+	Indir []uint32 // RSSIndirSize entries, each below the number of queues
+}
+
+// defaultIndir is ethtool_rxfh_indir_default over queues: the round-robin spread that
+// mana_rss_table_init writes on every attach, discarding the user's table.
+func defaultIndir(queues int) (t [RSSIndirSize]uint32) {
+	for i := range t {
+		t[i] = uint32(i % queues)
+	}
+	return t
+}
+
+// checkRSS validates u against a port with queues running queues, as mana_set_rxfh. Errors:
+// EOPNOTSUPP for another hash function, EINVAL for a key or table of the wrong size or an entry
+// naming a queue that does not exist.
+func checkRSS(u RSSUpdate, queues int) error {
+	if u.HFunc != 0 && u.HFunc != RSSHashTop {
+		return extack.New(unix.EOPNOTSUPP, "hash function 0x%x not supported, only toeplitz", u.HFunc)
+	}
+	if u.Key != nil && len(u.Key) != RSSKeySize {
+		return extack.New(unix.EINVAL, "hash key must be %d bytes, got %d", RSSKeySize, len(u.Key))
+	}
+	if u.Indir != nil {
+		if len(u.Indir) != RSSIndirSize {
+			return extack.New(unix.EINVAL, "indirection table must have %d entries, got %d", RSSIndirSize, len(u.Indir))
+		}
+		for i, q := range u.Indir {
+			if q >= uint32(queues) {
+				return extack.New(unix.EINVAL, "indirection table entry %d is queue %d, port has %d queues", i, q, queues)
+			}
+		}
+	}
+	return nil
+}
+
+// RSS returns the port's hash key and indirection table (mana_get_rxfh). While the port is down
+// the table is the one the last attach left. Caller holds the configuration lock.
+func (p *Port) RSS() RSS {
+	p.assertLocked()
+	return p.rssCfg
+}
+
+// SetRSS changes the hash key and/or indirection table of the running port (mana_set_rxfh); the
+// steering of the next frame uses them. The table lasts until the next detach/attach (channel,
+// ring, MTU, XDP or flag change, reset, down/up), which restores the default spread as mana does;
+// the key persists. Errors: EOPNOTSUPP when the port is not running or for a hash function
+// other than Toeplitz; EINVAL as checkRSS. Nothing changes on error. Caller holds the
+// configuration lock.
+func (p *Port) SetRSS(u RSSUpdate) error {
+	p.assertLocked()
+	if !p.running {
+		return extack.New(unix.EOPNOTSUPP, "port is not up")
+	}
+	if err := checkRSS(u, p.set.Queues); err != nil {
+		return err
+	}
+	nw := p.rssCfg
+	if u.Key != nil {
+		copy(nw.Key[:], u.Key)
+	}
+	if u.Indir != nil {
+		copy(nw.Indir[:], u.Indir)
+	}
+	p.rssCfg = nw
+	p.rss.Store(newRSSTable(&nw))
+	return nil
+}
+
+// rssTable is the steering state of a running port, built from the port's RSS configuration and
+// replaced whole on every change so the datapath reads it without a lock.
 type rssTable struct {
 	hash  *toeplitzTable
 	indir [RSSIndirSize]uint8
 }
 
-func newRSSTable(queues int) *rssTable {
+func newRSSTable(c *RSS) *rssTable {
 	t := &rssTable{hash: defaultToeplitz}
-	for i := range t.indir {
-		t.indir[i] = uint8(i % queues) // ethtool_rxfh_indir_default
+	if c.Key != DefaultRSSKey {
+		t.hash = newToeplitzTable(&c.Key)
+	}
+	for i, q := range c.Indir {
+		t.indir[i] = uint8(q) // < queues ≤ MaxQueues, checked by checkRSS
 	}
 	return t
 }

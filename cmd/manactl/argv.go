@@ -22,6 +22,9 @@ var ethtoolOptions = map[string]string{
 	"--monitor":            "monitor",
 	"-T":                   "show-time-stamping",
 	"--show-time-stamping": "show-time-stamping",
+	"-x":                   "show-rxfh",
+	"--show-rxfh-indir":    "show-rxfh",
+	"--show-rxfh":          "show-rxfh",
 }
 
 // rewriteEthtoolArgs turns an ethtool-style invocation into manactl's command form before cobra

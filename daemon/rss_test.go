@@ -1,0 +1,144 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/config"
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/tests/testenv"
+	"github.com/manad/manad/vnic"
+)
+
+// TestRSSBackend: the backend reports the running port's Toeplitz key and default table over its
+// queues, a table set on the port shows up in RSS_GET, and a channel change through the backend
+// restores the default spread over the new queue count.
+func TestRSSBackend(t *testing.T) {
+	testenv.RequireRoot(t)
+	if _, err := exec.LookPath("ip"); err != nil {
+		testenv.SkipOrFail(t, "needs ip (iproute2): %v", err)
+	}
+	ns := fmt.Sprintf("hrss%d", os.Getpid()%100000)
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Logf("ip netns del %s: %v: %s", ns, err, out)
+		}
+	})
+	dir := t.TempDir()
+	doc := fmt.Sprintf(`
+[daemon]
+socket = %q
+state_dir = %q
+
+[[port]]
+name = "hr0"
+netns = %q
+persistent = false
+queues = 3
+`, filepath.Join(dir, "manad.sock"), filepath.Join(dir, "state"), ns)
+	cfg, err := config.Parse("t.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	d, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: func() { close(ready) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon did not get ready")
+	}
+
+	// Ports start down; bring the TAPs up as an administrator would and let the link watchers
+	// open the ports.
+	names := []string{"hr0"}
+	for _, name := range names {
+		if out, err := exec.Command("ip", "-n", ns, "link", "set", name, "up").CombinedOutput(); err != nil {
+			t.Fatalf("ip link set %s up: %v: %s", name, err, out)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d.mu.Lock()
+		up := 0
+		for _, name := range names {
+			if p := d.ports[name]; p != nil && p.vp.State().Running {
+				up++
+			}
+		}
+		d.mu.Unlock()
+		if up == len(names) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d ports came up", up, len(names))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	b := (*backend)(d)
+	ctx = context.Background()
+	d.mu.Lock()
+	dev := d.ports["hr0"].device()
+	d.mu.Unlock()
+	r, err := b.RSS(ctx, genl.Caller{}, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.HFunc != vnic.RSSHashTop || string(r.HKey) != string(vnic.DefaultRSSKey[:]) || len(r.Indir) != vnic.RSSIndirSize {
+		t.Fatalf("RSS = %+v", r)
+	}
+	for i, q := range r.Indir {
+		if q != uint32(i%3) {
+			t.Fatalf("entry %d = %d, want the default spread over 3 queues", i, q)
+		}
+	}
+	all2 := make([]uint32, vnic.RSSIndirSize)
+	for i := range all2 {
+		all2[i] = 2
+	}
+	d.mu.Lock()
+	err = d.ports["hr0"].vp.SetRSS(vnic.RSSUpdate{Indir: all2})
+	d.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = b.RSS(ctx, genl.Caller{}, dev); err != nil || r.Indir[7] != 2 {
+		t.Fatalf("RSS after SetRSS = %+v, %v", r, err)
+	}
+	err = b.SetChannels(ctx, genl.Caller{}, dev, genl.Update[genl.Channels]{
+		Apply: func(cur genl.Channels) (genl.Channels, bool, error) { cur.Combined = 2; return cur, true, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = b.RSS(ctx, genl.Caller{}, dev); err != nil || r.Indir[1] != 1 || r.Indir[2] != 0 {
+		t.Fatalf("RSS after the channel change = %+v, %v; want the default over 2 queues", r, err)
+	}
+	if _, err := b.RSS(ctx, genl.Caller{}, genl.Device{Name: "nosuch0", NetNS: dev.NetNS}); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("RSS of an unknown port: %v, want ENODEV", err)
+	}
+}

@@ -1,0 +1,114 @@
+package vnic
+
+import (
+	"errors"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestCheckRSS(t *testing.T) {
+	ok := make([]uint32, RSSIndirSize)
+	high := make([]uint32, RSSIndirSize)
+	high[63] = 4 // port has 4 queues: 0..3
+	edge := make([]uint32, RSSIndirSize)
+	edge[0] = 3
+	for _, c := range []struct {
+		name string
+		u    RSSUpdate
+		want error
+	}{
+		{"nothing", RSSUpdate{}, nil},
+		{"toeplitz", RSSUpdate{HFunc: RSSHashTop}, nil},
+		{"xor", RSSUpdate{HFunc: 2}, unix.EOPNOTSUPP},
+		{"crc32", RSSUpdate{HFunc: 4}, unix.EOPNOTSUPP},
+		{"key", RSSUpdate{Key: make([]byte, RSSKeySize)}, nil},
+		{"short key", RSSUpdate{Key: make([]byte, RSSKeySize-1)}, unix.EINVAL},
+		{"long key", RSSUpdate{Key: make([]byte, RSSKeySize+1)}, unix.EINVAL},
+		{"table", RSSUpdate{Indir: ok}, nil},
+		{"last queue", RSSUpdate{Indir: edge}, nil},
+		{"entry = queues", RSSUpdate{Indir: high}, unix.EINVAL},
+		{"short table", RSSUpdate{Indir: ok[:RSSIndirSize-1]}, unix.EINVAL},
+		{"long table", RSSUpdate{Indir: append(ok[:RSSIndirSize:RSSIndirSize], 0)}, unix.EINVAL},
+	} {
+		err := checkRSS(c.u, 4)
+		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("%s: checkRSS = %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+// TestSetRSSSteers checks that frames land on the queue the user's table names under the user's
+// key, and that a channel change restores the default table but keeps the key, as mana does.
+func TestSetRSSSteers(t *testing.T) {
+	tp := newTestPort(t, func(c *Config, s *Settings) { s.Queues = 4 })
+	tp.locked(func() {
+		if err := tp.SetRSS(RSSUpdate{}); !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Errorf("SetRSS on a down port = %v, want EOPNOTSUPP", err)
+		}
+	})
+	tp.open()
+	key := make([]byte, RSSKeySize)
+	for i := range key {
+		key[i] = byte(i*37 + 11)
+	}
+	indir := make([]uint32, RSSIndirSize)
+	for i := range indir {
+		indir[i] = uint32(3 - i%2) // only queues 3 and 2
+	}
+	tp.locked(func() {
+		if err := tp.SetRSS(RSSUpdate{HFunc: RSSHashTop, Key: key, Indir: indir}); err != nil {
+			t.Fatalf("SetRSS: %v", err)
+		}
+		bad := append([]uint32(nil), indir...)
+		bad[5] = 4
+		if err := tp.SetRSS(RSSUpdate{Key: make([]byte, RSSKeySize), Indir: bad}); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("SetRSS(entry 4) = %v, want EINVAL", err)
+		}
+		got := tp.RSS()
+		if string(got.Key[:]) != string(key) || got.Indir[5] != indir[5] {
+			t.Error("a refused SetRSS changed the configuration")
+		}
+	})
+	var k [RSSKeySize]byte
+	copy(k[:], key)
+	var buf [36]byte
+	hits := map[int]int{}
+	for sport := uint16(1000); sport < 1100; sport++ {
+		f := udpFrame(100, sport, 5201)
+		want := int(indir[Toeplitz(&k, flowHashInput(f, &buf))%RSSIndirSize])
+		q := tp.SteerRx(f)
+		if q != want {
+			t.Fatalf("flow %d steered to queue %d, the table names %d", sport, q, want)
+		}
+		if r := tp.Receive(q, f); r != RxDelivered {
+			t.Fatalf("Receive = %v", r)
+		}
+		hits[q]++
+	}
+	if hits[2]+hits[3] != 100 || hits[2] == 0 || hits[3] == 0 {
+		t.Errorf("flows per queue %v, want all on 2 and 3", hits)
+	}
+	if n := tp.stat("rx_2_packets") + tp.stat("rx_3_packets"); n != 100 {
+		t.Errorf("queues 2 and 3 received %d of 100 frames", n)
+	}
+
+	tp.locked(func() {
+		if err := tp.SetChannels(2); err != nil {
+			t.Fatalf("SetChannels: %v", err)
+		}
+		got := tp.RSS()
+		if got.Key != k {
+			t.Error("the key did not survive the channel change")
+		}
+		if got.Indir != defaultIndir(2) {
+			t.Errorf("table after the channel change = %v, want the default over 2 queues", got.Indir)
+		}
+	})
+	for sport := uint16(1000); sport < 1100; sport++ {
+		f := udpFrame(100, sport, 5201)
+		if q, want := tp.SteerRx(f), int(Toeplitz(&k, flowHashInput(f, &buf))%RSSIndirSize%2); q != want {
+			t.Fatalf("after the channel change flow %d went to queue %d, want %d", sport, q, want)
+		}
+	}
+}
