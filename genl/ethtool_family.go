@@ -46,6 +46,8 @@ func (s *Server) ethtoolFamily() *family {
 			set(unix.ETHTOOL_MSG_LINKMODES_SET, linkModesSetPolicy, noLinkSettingsSet, nil),
 			get(unix.ETHTOOL_MSG_LINKSTATE_GET, linkStateGetPolicy, s.linkStateGet()),
 			get(unix.ETHTOOL_MSG_TSINFO_GET, tsInfoGetPolicy, s.tsInfoGet()),
+			get(unix.ETHTOOL_MSG_FEATURES_GET, featuresGetPolicy, s.featuresGet()),
+			{cmd: unix.ETHTOOL_MSG_FEATURES_SET, perm: unix.GENL_UNS_ADMIN_PERM, policy: featuresSetPolicy, mode: nlattr.Strict, doit: s.featuresSet},
 		},
 		groups: []mcGroup{{id: monitorGroup, name: ethtool.MonitorGroup}},
 	}

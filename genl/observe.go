@@ -110,6 +110,10 @@ func cmdName(fam uint16, cmd uint8) string {
 			return "linkstate-get"
 		case unix.ETHTOOL_MSG_TSINFO_GET:
 			return "tsinfo-get"
+		case unix.ETHTOOL_MSG_FEATURES_GET:
+			return "features-get"
+		case unix.ETHTOOL_MSG_FEATURES_SET:
+			return "features-set"
 		}
 	case manadID:
 		if n := int(cmd) - 1; n >= 0 && n < len(manadCmdNames) {
