@@ -21,6 +21,7 @@ var ethtoolOptions = map[string]string{
 	"--statistics":         "stats",
 	"--monitor":            "monitor",
 	"-T":                   "show-time-stamping",
+	"-k":                   "show-features",
 	"--show-time-stamping": "show-time-stamping",
 }
 

@@ -58,6 +58,7 @@ var exitStatuses = []struct {
 	{"monitor", failRequest, 1, "the request fails", "netlink/monitor.c nl_monitor: 1"},
 	{"show-link", failRequest, 75, "the link settings cannot be read", `netlink/settings.c nl_gset: "No data available", 75`},
 	{"show-time-stamping", failRequest, 1, "the request fails", "netlink/tsinfo.c nl_tsinfo: nlsock_send_get_request, exit_code ?: 1"},
+	{"show-features", failRequest, 1, "the request fails", "netlink/features.c nl_gfeatures: nlsock_send_get_request"},
 }
 
 // exitStatus is the exit status of command cmd (its path without "manactl ", e.g. "set-ring" or
