@@ -22,6 +22,7 @@ var ethtoolOptions = map[string]string{
 	"--monitor":            "monitor",
 	"-T":                   "show-time-stamping",
 	"-k":                   "show-features",
+	"-K":                   "set-features",
 	"--show-time-stamping": "show-time-stamping",
 }
 

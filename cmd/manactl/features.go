@@ -161,3 +161,105 @@ func featuresToJSON(dev string, names []string, f *client.Features) featuresJSON
 	}
 	return out
 }
+
+// setFeaturesCmd is ethtool -K.
+func setFeaturesCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set-features DEV FEATURE on|off...",
+		Short: "Change offloads and other features (ethtool -K)",
+		Long: `Change the device's features, as ethtool -K (6.1): a legacy name (tso,
+tcp-segmentation-offload, gro, ...) stands for every kernel feature it groups,
+any other name is a kernel feature name. What the device did otherwise than asked
+is printed under "Actual changes:". On a manad port the offloads switch together:
+turning tso off turns the TAP's offloads off (the kernel then hands over frames of
+the MTU) without taking the port down.`,
+		Example: `  manactl -K mana0 tso off
+  manactl --set-features mana0 gro on`,
+		Args:              devArgs(2, -1),
+		ValidArgsFunction: completeDevs(a),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pairs := args[1:]
+			if len(pairs)%2 != 0 {
+				return usageErrorf("feature %q is not followed by 'on' or 'off'", pairs[len(pairs)-1])
+			}
+			for i := 1; i < len(pairs); i += 2 {
+				if pairs[i] != "on" && pairs[i] != "off" {
+					return usageErrorf("flag '%s' for parameter '%s' is not followed by 'on' or 'off'", pairs[i], pairs[i-1])
+				}
+			}
+			var ch *client.FeaturesChange
+			requested := map[string]bool{}
+			var names []string
+			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
+				if names, err = c.StringSet(cmd.Context(), client.Interface{}, ethtool.SSFeatures); err != nil {
+					return err
+				}
+				want := map[string]bool{}
+				for i := 0; i < len(pairs); i += 2 {
+					name, val := pairs[i], pairs[i+1]
+					legacy := false
+					for _, of := range offFlags {
+						if name != of.short && name != of.long {
+							continue
+						}
+						legacy = true
+						for _, n := range names {
+							if patternMatch(n, of.pattern) {
+								want[n], requested[n] = val == "on", true
+							}
+						}
+						break
+					}
+					if !legacy {
+						want[name], requested[name] = val == "on", true
+					}
+				}
+				ch, err = c.SetFeatures(cmd.Context(), client.Interface{Name: args[0]}, want)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			writeFeatureChanges(a.stdout, names, requested, ch)
+			if len(ch.Active) == 0 && len(ch.Wanted) > 0 {
+				return failed(&noFeatureChange{})
+			}
+			return nil
+		},
+	}
+}
+
+// writeFeatureChanges prints a FEATURES_SET reply as ethtool -K (6.1) does: nothing when all
+// went as asked (only requested features changed, as requested), else every change.
+func writeFeatureChanges(w io.Writer, names []string, requested map[string]bool, ch *client.FeaturesChange) {
+	surprise := len(ch.Wanted) > 0
+	for n := range ch.Active {
+		surprise = surprise || !requested[n]
+	}
+	if !surprise {
+		return
+	}
+	fmt.Fprintln(w, "Actual changes:")
+	for _, n := range names {
+		wv, inWanted := ch.Wanted[n]
+		av, inActive := ch.Active[n]
+		switch {
+		case inWanted:
+			fmt.Fprintf(w, "%s: %s [requested %s]\n", n, onOff(!wv), onOff(wv))
+		case !inActive:
+		case !requested[n]:
+			fmt.Fprintf(w, "%s: %s [not requested]\n", n, onOff(av))
+		default:
+			fmt.Fprintf(w, "%s: %s\n", n, onOff(av))
+		}
+	}
+}
+
+// failNoFeatureChange is set-features changing nothing of what it asked (ethtool's do_sfeatures:
+// "Could not change any device features", status 1).
+const failNoFeatureChange failure = 100
+
+type noFeatureChange struct{}
+
+func (*noFeatureChange) Error() string        { return "Could not change any device features" }
+func (*noFeatureChange) failurePart() failure { return failNoFeatureChange }
