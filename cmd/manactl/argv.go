@@ -23,6 +23,10 @@ var ethtoolOptions = map[string]string{
 	"-T":                   "show-time-stamping",
 	"-k":                   "show-features",
 	"-K":                   "set-features",
+	"--show-features":      "show-features",
+	"--show-offload":       "show-features",
+	"--features":           "set-features",
+	"--offload":            "set-features",
 	"--show-time-stamping": "show-time-stamping",
 }
 
