@@ -48,6 +48,8 @@ func (s *Server) ethtoolFamily() *family {
 			get(unix.ETHTOOL_MSG_TSINFO_GET, tsInfoGetPolicy, s.tsInfoGet()),
 			get(unix.ETHTOOL_MSG_STATS_GET, statsGetPolicy, s.ethStatsGet()),
 			get(unix.ETHTOOL_MSG_RSS_GET, rssGetPolicy, s.rssGet()),
+			get(unix.ETHTOOL_MSG_FEATURES_GET, featuresGetPolicy, s.featuresGet()),
+			{cmd: unix.ETHTOOL_MSG_FEATURES_SET, perm: unix.GENL_UNS_ADMIN_PERM, policy: featuresSetPolicy, mode: nlattr.Strict, doit: s.featuresSet},
 		},
 		groups: []mcGroup{{id: monitorGroup, name: ethtool.MonitorGroup}},
 	}

@@ -140,6 +140,7 @@ func seedRequests() map[string][]byte {
 	addNetdevSeeds(seeds, msg)
 	addPolicySeeds(seeds, msg)
 	addRSSSeeds(seeds, msg)
+	addFeaturesSeeds(seeds, msg)
 	return seeds
 }
 

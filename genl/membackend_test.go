@@ -44,6 +44,7 @@ type MemDev struct {
 	XDP      XDPProgram
 	Link     LinkSettings
 	Carrier  bool
+	Features Features // FEATURES_GET/SET (features_membackend_test.go)
 	// SetErr, when set, is returned by every Set*/port action.
 	SetErr error
 	// StringSets are the per-device string sets; ETH_SS_PRIV_FLAGS defaults

@@ -117,6 +117,10 @@ func cmdName(fam uint16, cmd uint8) string {
 			return "stats-get"
 		case unix.ETHTOOL_MSG_RSS_GET:
 			return "rss-get"
+		case unix.ETHTOOL_MSG_FEATURES_GET:
+			return "features-get"
+		case unix.ETHTOOL_MSG_FEATURES_SET:
+			return "features-set"
 		}
 	case manadID:
 		if n := int(cmd) - 1; n >= 0 && n < len(manadCmdNames) {

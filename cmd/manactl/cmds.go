@@ -83,6 +83,7 @@ stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 		faultCmd(a), monitorCmd(a), genManCmd(a),
 		showLinkCmd(a), showTimeStampingCmd(a),
 		showRxfhCmd(a),
+		showFeaturesCmd(a), setFeaturesCmd(a),
 		queuesCmd(a), pagePoolsCmd(a), qstatsCmd(a),
 	)
 	return root

@@ -20,6 +20,8 @@
 //	                                                                  features, or an ETH_SS_ id)
 //	show-link DEV                                [DEV alone]          link settings, link detected
 //	show-time-stamping DEV                       [-T, --show-time-stamping]
+//	show-features DEV                            [-k, --show-features, --show-offload]
+//	set-features DEV FEATURE on|off...           [-K, --features, --offload]
 //
 // They print what ethtool 6.15 prints, byte for byte. They go to manad, or to the kernel's ethtool
 // netlink (the SIOCETHTOOL ioctl for stats, as ethtool -S) with --kernel, when manad is not
@@ -81,6 +83,8 @@
 //	                 phyad, transceiver, link-detected
 //	show-time-stamping ifname, capabilities, phc-index (null: none),
 //	                 hardware-transmit-timestamp-modes, hardware-receive-filter-modes
+//	show-features    ifname, features: {NAME: {active, requested, fixed}} (ethtool has no
+//	                 JSON for -k)
 //	list             ifname, ifindex, netns, segment, mac, admin-up, running, detached,
 //	                 reset-pending, persistent, mtu, min-mtu, max-mtu, page-size, queues,
 //	                 max-queues, rx-ring, tx-ring, priv-flags: [names that are on], xdp
