@@ -46,6 +46,8 @@ func (s *Server) ethtoolFamily() *family {
 			set(unix.ETHTOOL_MSG_LINKMODES_SET, linkModesSetPolicy, noLinkSettingsSet, nil),
 			get(unix.ETHTOOL_MSG_LINKSTATE_GET, linkStateGetPolicy, s.linkStateGet()),
 			get(unix.ETHTOOL_MSG_TSINFO_GET, tsInfoGetPolicy, s.tsInfoGet()),
+			get(unix.ETHTOOL_MSG_COALESCE_GET, coalesceGetPolicy, s.coalesceGet()),
+			set(unix.ETHTOOL_MSG_COALESCE_SET, coalesceSetPolicy, s.coalesceValidate, s.coalesceSet),
 		},
 		groups: []mcGroup{{id: monitorGroup, name: ethtool.MonitorGroup}},
 	}

@@ -138,6 +138,7 @@ func seedRequests() map[string][]byte {
 	seeds["two_messages"] = two
 	seeds["truncated_message"] = seeds["layout"][:len(seeds["layout"])-3]
 	addNetdevSeeds(seeds, msg)
+	addCoalesceSeeds(seeds, msg)
 	return seeds
 }
 
