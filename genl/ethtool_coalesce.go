@@ -2,6 +2,7 @@ package genl
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -78,8 +79,14 @@ func (s *Server) coalesceGet() *ethGet {
 
 // coalesceValidate mirrors ethnl_set_coalesce_validate: EOPNOTSUPP without coalescing ops, then
 // EINVAL for the first parameter mana's supported_coalesce_params lacks.
-func (s *Server) coalesceValidate(r *request, _ Device) error {
-	if _, err := s.coalesceBackend(); err != nil {
+func (s *Server) coalesceValidate(r *request, d Device) error {
+	cb, err := s.coalesceBackend()
+	if err != nil {
+		return err
+	}
+	// A device without coalescing answers the GET with EOPNOTSUPP: refuse before looking at
+	// the parameters, as the kernel checks the ops first.
+	if _, err := cb.Coalesce(r.ctx, r.c.caller, d); errors.Is(err, unix.EOPNOTSUPP) {
 		return err
 	}
 	for a := uint16(unix.ETHTOOL_A_COALESCE_RX_USECS); a <= wire.CoalesceMax; a++ {
