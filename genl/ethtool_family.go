@@ -50,6 +50,8 @@ func (s *Server) ethtoolFamily() *family {
 			get(unix.ETHTOOL_MSG_RSS_GET, rssGetPolicy, s.rssGet()),
 			get(unix.ETHTOOL_MSG_FEATURES_GET, featuresGetPolicy, s.featuresGet()),
 			{cmd: unix.ETHTOOL_MSG_FEATURES_SET, perm: unix.GENL_UNS_ADMIN_PERM, policy: featuresSetPolicy, mode: nlattr.Strict, doit: s.featuresSet},
+			get(unix.ETHTOOL_MSG_COALESCE_GET, coalesceGetPolicy, s.coalesceGet()),
+			set(unix.ETHTOOL_MSG_COALESCE_SET, coalesceSetPolicy, s.coalesceValidate, s.coalesceSet),
 		},
 		groups: []mcGroup{{id: monitorGroup, name: ethtool.MonitorGroup}},
 	}

@@ -141,6 +141,7 @@ func seedRequests() map[string][]byte {
 	addPolicySeeds(seeds, msg)
 	addRSSSeeds(seeds, msg)
 	addFeaturesSeeds(seeds, msg)
+	addCoalesceSeeds(seeds, msg)
 	return seeds
 }
 

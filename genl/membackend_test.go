@@ -45,6 +45,7 @@ type MemDev struct {
 	Link     LinkSettings
 	Carrier  bool
 	Features Features // FEATURES_GET/SET (features_membackend_test.go)
+	Coalesce Coalesce
 	// SetErr, when set, is returned by every Set*/port action.
 	SetErr error
 	// StringSets are the per-device string sets; ETH_SS_PRIV_FLAGS defaults
@@ -69,6 +70,7 @@ func (b *MemBackend) AddPort(ns NetNS, name string) *MemDev {
 		Stats:    []Stat{{Name: "stop_queue", Value: 1}, {Name: "wake_queue", Value: 2}, {Name: "rx_0_packets", Value: 300}},
 		Link:     LinkSettings{Speed: 200000, Duplex: wire.DuplexFull, Port: wire.PortOther},
 		Carrier:  true,
+		Coalesce: Coalesce{RxCQEFrames: 1, RxCQENsecs: 2048},
 	}
 	d.Info = PortInfo{MTU: 1500, MinMTU: 68, MaxMTU: 9000, PageSize: 4096, Queues: 4, MaxQueues: 16,
 		RxRing: 1024, TxRing: 1024, AdminUp: true, Running: true,

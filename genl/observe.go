@@ -101,6 +101,10 @@ func cmdName(fam uint16, cmd uint8) string {
 			return "channels-get"
 		case unix.ETHTOOL_MSG_CHANNELS_SET:
 			return "channels-set"
+		case unix.ETHTOOL_MSG_COALESCE_GET:
+			return "coalesce-get"
+		case unix.ETHTOOL_MSG_COALESCE_SET:
+			return "coalesce-set"
 		case unix.ETHTOOL_MSG_LINKINFO_GET:
 			return "linkinfo-get"
 		case unix.ETHTOOL_MSG_LINKINFO_SET:

@@ -44,6 +44,8 @@ type Config struct {
 	Rule      rxbuf.Rule  // which upstream RX buffer rule the port follows
 	MaxMTU    int         // adapter_mtu - ETH_HLEN; 0 means DefaultMaxMTU
 	MaxQueues int         // vport max_rxq/max_txq; 0 means DefaultMaxQueues
+	// CQECoalesce8 is the vport's MANA_CQE_COAL_PKTS_8 capability: rx-cqe-frames may then be 8.
+	CQECoalesce8 bool
 	// MemoryBudget caps the bytes of RX pages the port may hold, pre-allocations included;
 	// 0 means DefaultMemoryBudget, a negative value no limit.
 	MemoryBudget int64
@@ -85,11 +87,13 @@ type Settings struct {
 	TxRing    int // tx_queue_size, a power of two
 	PrivFlags uint32
 	XDP       XDPProgram // nil when no program is attached
+	Coalesce  Coalesce   // interrupt and RX CQE coalescing (ethtool -C)
 }
 
 // DefaultSettings returns the settings of a freshly probed port.
 func DefaultSettings() Settings {
-	return Settings{MTU: DefaultMTU, Queues: DefaultQueues, RxRing: DefaultRxRing, TxRing: DefaultTxRing}
+	return Settings{MTU: DefaultMTU, Queues: DefaultQueues, RxRing: DefaultRxRing, TxRing: DefaultTxRing,
+		Coalesce: DefaultCoalesce()}
 }
 
 // Port is one software MANA port. See the package documentation for the locking rules.
@@ -106,6 +110,7 @@ type Port struct {
 	faults       [numFaultPoints]Fault
 	resetPending bool
 	closed       bool
+	coalApplied  Coalesce            // the coalescing the running queues use (zero while never attached)
 	draining     []*pagepool.Release // pools destroyed with buffers still out
 	reconfigs    map[string]*opStats // by reconfig op
 	resetsOK     uint64              // reset-work attempts that restored the port
@@ -217,6 +222,12 @@ func (p *Port) checkSettings(s Settings) (Settings, error) {
 		return s, err
 	}
 	if err := p.checkMTU(s.MTU, s.XDP != nil); err != nil {
+		return s, err
+	}
+	if s.Coalesce == (Coalesce{}) {
+		s.Coalesce = DefaultCoalesce() // not given: the probe's values
+	}
+	if err := p.CheckCoalesce(s.Coalesce); err != nil {
 		return s, err
 	}
 	return s, nil
@@ -440,6 +451,7 @@ func (p *Port) attach(s Settings, a *allocation, inject bool) error {
 	p.rss.Store(newRSSTable(&p.rssCfg))
 	p.runningQueues.Store(int32(s.Queues))
 	p.rxRingSize.Store(int32(s.RxRing))
+	p.coalApplied = s.Coalesce // mana_config_rss at attach programs the stored coalescing
 	return nil
 }
 

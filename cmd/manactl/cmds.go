@@ -77,7 +77,7 @@ stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 	root.SetVersionTemplate("{{.Version}}")
 
 	root.AddCommand(
-		showPrivFlagsCmd(a), setPrivFlagsCmd(a), showRingCmd(a), setRingCmd(a),
+		showPrivFlagsCmd(a), setPrivFlagsCmd(a), showRingCmd(a), setRingCmd(a), showCoalesceCmd(a), setCoalesceCmd(a),
 		showChannelsCmd(a), setChannelsCmd(a), statsCmd(a), showStringsCmd(a),
 		listCmd(a), showRxBufCmd(a), rxBufPlanCmd(a), setMTUCmd(a), xdpCmd(a), portCmd(a),
 		faultCmd(a), monitorCmd(a), genManCmd(a),

@@ -12,6 +12,8 @@
 //	                                                                  rx-buf-len, cqe-size N;
 //	                                                                  tx-push, rx-push on|off;
 //	                                                                  tcp-data-split auto|off|on
+//	show-coalesce DEV                            [-c, --show-coalesce] coalescing
+//	set-coalesce DEV PARAM VALUE…                [-C, --coalesce]     ethtool -C's names, rx-cqe-frames
 //	show-channels DEV                            [-l, --show-channels]
 //	set-channels DEV PARAM N…                    [-L, --set-channels] rx, tx, other, combined
 //	stats DEV                                    [-S, --statistics]   driver statistics
@@ -73,6 +75,8 @@
 //	show-ring        ifname, rx-max, rx-mini-max, rx-jumbo-max, tx-max, rx, rx-mini, rx-jumbo,
 //	                 tx, rx-buf-len, cqe-size, tx-push, rx-push, tcp-data-split
 //	                 (ethtool 6.15's keys; what the device does not report is left out)
+//	show-coalesce    ifname, adaptive-rx, adaptive-tx, rx-usecs, rx-frames, tx-usecs, tx-frames,
+//	                 …, rx-cqe-frames, rx-cqe-nsecs (only what the device reports)
 //	show-channels    ifname, rx-max, tx-max, other-max, combined-max, rx, tx, other, combined
 //	                 (ethtool's keys; likewise)
 //	stats            ifname, statistics: {NAME: VALUE, …} in driver order

@@ -47,6 +47,8 @@ var exitStatuses = []struct {
 	{"set-priv-flags", failRequest, 1, "the request fails", "netlink/privflags.c nl_sprivflags: nlctx->exit_code ?: 1"},
 	{"show-ring", failRequest, 1, "the request fails", "netlink/rings.c nl_gring: nlsock_send_get_request, exit_code ?: 1"},
 	{"set-ring", failRequest, 81, "the request fails (no such device, EPERM, a refused value)", "netlink/rings.c nl_sring: nlctx->exit_code ?: 81"},
+	{"show-coalesce", failRequest, 1, "the request fails", "netlink/coalesce.c nl_gcoalesce: nlsock_send_get_request, exit_code ?: 1"},
+	{"set-coalesce", failRequest, 1, "the request fails", "netlink/coalesce.c nl_scoalesce: nlctx->exit_code ?: 1"},
 	{"show-channels", failRequest, 1, "the request fails", "netlink/channels.c nl_gchannels: nlsock_send_get_request, exit_code ?: 1"},
 	{"set-channels", failRequest, 1, "the request fails", "netlink/channels.c nl_schannels: nlctx->exit_code ?: 1"},
 	{"stats", failStatsSocket, 70, "there is no control socket", `ethtool.c ioctl_init: "Cannot get control socket", 70`},

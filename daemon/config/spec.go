@@ -98,7 +98,8 @@ func (s *PortSpec) Config() vnic.Config {
 // Settings returns the settings the port starts with, the XDP built-in resolved to its program
 // (an unknown name, which Validate refuses, gives no program).
 func (s *PortSpec) Settings() vnic.Settings {
-	set := vnic.Settings{MTU: s.MTU, Queues: s.Queues, RxRing: s.RxRing, TxRing: s.TxRing, PrivFlags: s.PrivFlags}
+	set := vnic.Settings{MTU: s.MTU, Queues: s.Queues, RxRing: s.RxRing, TxRing: s.TxRing, PrivFlags: s.PrivFlags,
+		Coalesce: vnic.DefaultCoalesce()}
 	if p := vnic.BuiltinXDPByName(s.XDP); p != nil {
 		set.XDP = p
 	}

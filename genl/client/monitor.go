@@ -39,6 +39,8 @@ func (k NotificationKind) String() string {
 		return "port-del"
 	case PortChanged:
 		return "port-change"
+	case CoalesceChanged:
+		return "coalesce"
 	}
 	return fmt.Sprintf("NotificationKind(%d)", int(k))
 }
@@ -56,6 +58,7 @@ type Notification struct {
 	Rings        *Rings
 	Channels     *Channels
 	Port         *wire.PortInfo
+	Coalesce     *Coalesce
 }
 
 // Subscription receives notifications of the ethtool "monitor" group and,
@@ -155,6 +158,11 @@ func (s *Subscription) decode(ctx context.Context, famID uint16, m genetlink.Mes
 			n.Kind = ChannelsChanged
 			if n.Channels, err = DecodeChannels(m.Data); err == nil {
 				n.Interface = n.Channels.Interface
+			}
+		case unix.ETHTOOL_MSG_COALESCE_NTF:
+			n.Kind = CoalesceChanged
+			if n.Coalesce, err = DecodeCoalesce(m.Data); err == nil {
+				n.Interface = n.Coalesce.Interface
 			}
 		default:
 			return n, false, nil

@@ -1,0 +1,147 @@
+package genl_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/wire"
+)
+
+func TestCoalesce(t *testing.T) {
+	ts := startServer(t, nil)
+	c := dialClient(t, ts.path)
+	ctx := ctxT(t)
+	mana0 := client.Interface{Name: "mana0"}
+
+	co, err := c.Coalesce(ctx, mana0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(genl.Coalesce{RxCQEFrames: 1, RxCQENsecs: 2048}, co.Coalesce); diff != "" || co.Interface.Name != "mana0" {
+		t.Errorf("Coalesce (-want +got):\n%s", diff)
+	}
+	// coalesce_fill_reply writes every supported parameter, zero or not, and nothing else.
+	want := map[uint16]uint32{}
+	for _, a := range wire.CoalesceSupported {
+		want[a] = 0
+	}
+	want[wire.CoalesceRxCQEFrames], want[wire.CoalesceRxCQENsecs] = 1, 2048
+	if diff := cmp.Diff(want, co.Attrs); diff != "" {
+		t.Errorf("reply attributes (-want +got):\n%s", diff)
+	}
+
+	// Only what the request carries changes.
+	if err := c.SetCoalesce(ctx, mana0, client.CoalesceUpdate{
+		U32:  map[uint16]uint32{unix.ETHTOOL_A_COALESCE_RX_USECS: 50, wire.CoalesceRxCQEFrames: 4},
+		Bool: map[uint16]bool{unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX: true},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wantCo := genl.Coalesce{RxUsecs: 50, AdaptiveTx: true, RxCQEFrames: 4, RxCQENsecs: 2048}
+	if co, _ = c.Coalesce(ctx, mana0); co.Coalesce != wantCo {
+		t.Errorf("after SET: %+v, want %+v", co.Coalesce, wantCo)
+	}
+	if calls := ts.be.Calls(); len(calls) != 1 {
+		t.Errorf("calls: %v", calls)
+	}
+	// No change: no driver call.
+	if err := c.SetCoalesce(ctx, mana0, client.CoalesceUpdate{U32: map[uint16]uint32{unix.ETHTOOL_A_COALESCE_RX_USECS: 50}}); err != nil {
+		t.Fatal(err)
+	}
+	if calls := ts.be.Calls(); len(calls) != 0 {
+		t.Errorf("no-op SET called the backend: %v", calls)
+	}
+
+	var ce *client.Error
+	for _, tc := range []struct {
+		name  string
+		u     client.CoalesceUpdate
+		errno unix.Errno
+		msg   string
+		off   bool
+	}{
+		{"rx-usecs-irq", client.CoalesceUpdate{U32: map[uint16]uint32{unix.ETHTOOL_A_COALESCE_RX_USECS_IRQ: 1}},
+			unix.EINVAL, "cannot modify an unsupported parameter", true},
+		{"cqe mode rx", client.CoalesceUpdate{Bool: map[uint16]bool{unix.ETHTOOL_A_COALESCE_USE_CQE_MODE_RX: true}},
+			unix.EINVAL, "cannot modify an unsupported parameter", true},
+		{"tx-aggr-max-bytes", client.CoalesceUpdate{U32: map[uint16]uint32{wire.CoalesceTxAggrMaxBytes: 1}},
+			unix.EINVAL, "cannot modify an unsupported parameter", true},
+		{"supported then unsupported", client.CoalesceUpdate{U32: map[uint16]uint32{unix.ETHTOOL_A_COALESCE_RX_USECS: 7,
+			unix.ETHTOOL_A_COALESCE_PKT_RATE_HIGH: 1}}, unix.EINVAL, "cannot modify an unsupported parameter", true},
+		{"driver refuses", client.CoalesceUpdate{U32: map[uint16]uint32{wire.CoalesceRxCQEFrames: 3}},
+			unix.EINVAL, "rx-frames must be 1 or 4, got 3", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.SetCoalesce(ctx, mana0, tc.u)
+			if !errors.Is(err, tc.errno) || !errors.As(err, &ce) || ce.Message != tc.msg || (ce.Offset != 0) != tc.off {
+				t.Errorf("got %v, want %v %q", err, tc.errno, tc.msg)
+			}
+			if calls := ts.be.Calls(); len(calls) != 0 {
+				t.Errorf("backend called: %v", calls)
+			}
+		})
+	}
+	if co, _ = c.Coalesce(ctx, mana0); co.Coalesce != wantCo {
+		t.Errorf("refused SETs changed %+v", co.Coalesce)
+	}
+	// A device without coalescing (no get_coalesce): EOPNOTSUPP.
+	if _, err := c.Coalesce(ctx, client.Interface{Name: "lo0"}); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("lo0 GET: %v", err)
+	}
+}
+
+// TestCoalesceNotify: exactly one COALESCE_NTF per change, none for a no-op or a refusal, with
+// the value after the change.
+func TestCoalesceNotify(t *testing.T) {
+	ts := startServer(t, nil)
+	c := dialClient(t, ts.path)
+	ctx := ctxT(t)
+	mana0 := client.Interface{Name: "mana0"}
+	sub, err := c.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	set := func(v uint32) error {
+		return c.SetCoalesce(ctx, mana0, client.CoalesceUpdate{U32: map[uint16]uint32{unix.ETHTOOL_A_COALESCE_TX_MAX_FRAMES: v}})
+	}
+	if err := set(8); err != nil {
+		t.Fatal(err)
+	}
+	_ = set(8)                                                                                                // no-op
+	_ = c.SetCoalesce(ctx, mana0, client.CoalesceUpdate{U32: map[uint16]uint32{wire.CoalesceRxCQEFrames: 2}}) // refused
+	if err := set(9); err != nil {
+		t.Fatal(err)
+	}
+	var got []uint32
+	var seqs []uint32
+	for len(got) < 2 {
+		ns, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ns {
+			if n.Kind != client.CoalesceChanged || n.Interface.Name != "mana0" {
+				t.Fatalf("unexpected notification %+v", n)
+			}
+			got, seqs = append(got, n.Coalesce.TxMaxFrames), append(seqs, n.Sequence)
+		}
+	}
+	if !cmp.Equal(got, []uint32{8, 9}) || seqs[1] != seqs[0]+1 {
+		t.Errorf("NTFs tx-frames %v seq %v, want [8 9] consecutive", got, seqs)
+	}
+	// A marker change shows nothing else was queued in between or after.
+	rx := uint32(2048)
+	if err := c.SetRings(ctx, mana0, client.RingsUpdate{Rx: &rx}); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := sub.Next(ctx)
+	if err != nil || len(ns) != 1 || ns[0].Kind != client.RingsChanged {
+		t.Fatalf("after the coalesce NTFs: %v %+v", err, ns)
+	}
+}

@@ -1,0 +1,140 @@
+package genl
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/ethtool"
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
+)
+
+// COALESCE messages, as net/ethtool/coalesce.c.
+
+// Coalesce is a device's coalescing parameters (mana_get_coalesce).
+type Coalesce = wire.Coalesce
+
+// CoalesceBackend is what COALESCE_GET and COALESCE_SET ask of a Backend that also implements
+// it; without it both answer EOPNOTSUPP, as for a driver without get/set_coalesce. SetCoalesce
+// follows the Set* contract of Backend: the driver's own checks (mana_set_coalesce's) are the
+// backend's, with its extack texts.
+type CoalesceBackend interface {
+	Coalesce(ctx context.Context, c Caller, d Device) (Coalesce, error)
+	SetCoalesce(ctx context.Context, c Caller, d Device, u Update[Coalesce]) error
+}
+
+// irqModerationPolicy and profilePolicy are coalesce_irq_moderation_policy and
+// coalesce_profile_policy.
+var (
+	irqModerationPolicy = nlattr.NewSet(3, map[uint16]nlattr.Policy{
+		1: {Kind: nlattr.U32}, 2: {Kind: nlattr.U32}, 3: {Kind: nlattr.U32},
+	})
+	profilePolicy = nlattr.NewSet(1, map[uint16]nlattr.Policy{
+		1: {Kind: nlattr.Nested, Nested: irqModerationPolicy}, // ETHTOOL_A_PROFILE_IRQ_MODERATION
+	})
+	coalesceGetPolicy = headerOnly()
+	coalesceSetPolicy = func() *nlattr.Set {
+		p := map[uint16]nlattr.Policy{
+			unix.ETHTOOL_A_COALESCE_HEADER:          {Kind: nlattr.Nested, Nested: ethtool.Policy().Header},
+			unix.ETHTOOL_A_COALESCE_USE_CQE_MODE_TX: {Kind: nlattr.U8, Check: nlattr.CheckMax, Max: 1},
+			unix.ETHTOOL_A_COALESCE_USE_CQE_MODE_RX: {Kind: nlattr.U8, Check: nlattr.CheckMax, Max: 1},
+			wire.CoalesceRxProfile:                  {Kind: nlattr.Nested, Nested: profilePolicy},
+			wire.CoalesceTxProfile:                  {Kind: nlattr.Nested, Nested: profilePolicy},
+		}
+		for a := uint16(unix.ETHTOOL_A_COALESCE_RX_USECS); a <= wire.CoalesceMax; a++ {
+			if _, ok := p[a]; ok {
+				continue
+			}
+			switch a {
+			case unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX, unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX:
+				p[a] = nlattr.Policy{Kind: nlattr.U8}
+			default:
+				p[a] = nlattr.Policy{Kind: nlattr.U32}
+			}
+		}
+		return nlattr.NewSet(wire.CoalesceMax, p)
+	}()
+)
+
+func (s *Server) coalesceBackend() (CoalesceBackend, error) {
+	cb, ok := s.cfg.Backend.(CoalesceBackend)
+	if !ok {
+		return nil, unix.EOPNOTSUPP
+	}
+	return cb, nil
+}
+
+func (s *Server) coalesceGet() *ethGet {
+	return tableGet(unix.ETHTOOL_MSG_COALESCE_GET_REPLY, func(ctx context.Context, c Caller, d Device) (Coalesce, error) {
+		cb, err := s.coalesceBackend()
+		if err != nil {
+			return Coalesce{}, err
+		}
+		return cb.Coalesce(ctx, c, d)
+	}, wire.CoalesceTable)
+}
+
+// coalesceValidate mirrors ethnl_set_coalesce_validate: EOPNOTSUPP without coalescing ops, then
+// EINVAL for the first parameter mana's supported_coalesce_params lacks.
+func (s *Server) coalesceValidate(r *request, d Device) error {
+	cb, err := s.coalesceBackend()
+	if err != nil {
+		return err
+	}
+	// A device without coalescing answers the GET with EOPNOTSUPP: refuse before looking at
+	// the parameters, as the kernel checks the ops first.
+	if _, err := cb.Coalesce(r.ctx, r.c.caller, d); errors.Is(err, unix.EOPNOTSUPP) {
+		return err
+	}
+	for a := uint16(unix.ETHTOOL_A_COALESCE_RX_USECS); a <= wire.CoalesceMax; a++ {
+		if at := r.attr(a); at.Present() && !slices.Contains(wire.CoalesceSupported, a) {
+			return nlattr.AttrError(unix.EINVAL, at, "cannot modify an unsupported parameter")
+		}
+	}
+	return nil
+}
+
+// updateBool mirrors ethnl_update_bool32 (any non-zero u8 is true).
+func updateBool(dst *bool, a nlattr.Attr, mod *bool) {
+	if a.Present() && (a.U8() != 0) != *dst {
+		*dst = a.U8() != 0
+		*mod = true
+	}
+}
+
+// coalesceSet mirrors ethnl_set_coalesce: the request's parameters applied to the current ones
+// under the backend's lock; the driver's rules are the backend's.
+func (s *Server) coalesceSet(r *request, d Device) error {
+	cb, err := s.coalesceBackend()
+	if err != nil {
+		return err
+	}
+	return cb.SetCoalesce(r.ctx, r.c.caller, d, Update[Coalesce]{
+		Apply: func(cur Coalesce) (Coalesce, bool, error) {
+			nc, mod := cur, false
+			updateU32(&nc.RxUsecs, r.attr(unix.ETHTOOL_A_COALESCE_RX_USECS), &mod)
+			updateU32(&nc.RxMaxFrames, r.attr(unix.ETHTOOL_A_COALESCE_RX_MAX_FRAMES), &mod)
+			updateU32(&nc.TxUsecs, r.attr(unix.ETHTOOL_A_COALESCE_TX_USECS), &mod)
+			updateU32(&nc.TxMaxFrames, r.attr(unix.ETHTOOL_A_COALESCE_TX_MAX_FRAMES), &mod)
+			updateBool(&nc.AdaptiveRx, r.attr(unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX), &mod)
+			updateBool(&nc.AdaptiveTx, r.attr(unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX), &mod)
+			updateU32(&nc.RxCQEFrames, r.attr(wire.CoalesceRxCQEFrames), &mod)
+			updateU32(&nc.RxCQENsecs, r.attr(wire.CoalesceRxCQENsecs), &mod)
+			return nc, mod, nil
+		},
+		Changed: func(c Coalesce) { s.NotifyCoalesce(d, c) },
+	})
+}
+
+// NotifyCoalesce sends ETHTOOL_MSG_COALESCE_NTF to the "monitor" subscribers in d's network
+// namespace.
+func (s *Server) NotifyCoalesce(d Device, c Coalesce) {
+	s.notify(ethtoolID, ethtool.Version, unix.ETHTOOL_MSG_COALESCE_NTF, &s.ethtoolSeq, monitorGroup, d.NetNS,
+		func(b *nlattr.Builder) {
+			putDevHeader(b, hdrAttr, &d)
+			wire.CoalesceTable.Put(b, &c)
+		})
+}

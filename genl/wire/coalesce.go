@@ -1,0 +1,48 @@
+package wire
+
+import "golang.org/x/sys/unix"
+
+// COALESCE attributes newer than golang.org/x/sys names (uapi ethtool_netlink_generated.h).
+const (
+	CoalesceTxAggrMaxBytes  = 0x1a
+	CoalesceTxAggrMaxFrames = 0x1b
+	CoalesceTxAggrTimeUsecs = 0x1c
+	CoalesceRxProfile       = 0x1d
+	CoalesceTxProfile       = 0x1e
+	CoalesceRxCQEFrames     = 0x1f
+	CoalesceRxCQENsecs      = 0x20
+	CoalesceMax             = CoalesceRxCQENsecs
+)
+
+// Coalesce are the coalescing parameters of a MANA port: the fields of struct
+// ethtool_coalesce and kernel_ethtool_coalesce in mana's supported_coalesce_params.
+type Coalesce struct {
+	RxUsecs, RxMaxFrames   uint32
+	TxUsecs, TxMaxFrames   uint32
+	AdaptiveRx, AdaptiveTx bool
+	RxCQEFrames            uint32
+	RxCQENsecs             uint32
+}
+
+// CoalesceSupported are the attributes of mana's supported_coalesce_params, in attribute
+// order: coalesce_fill_reply always writes these, and ethnl_set_coalesce_validate refuses
+// any other parameter.
+var CoalesceSupported = []uint16{
+	unix.ETHTOOL_A_COALESCE_RX_USECS, unix.ETHTOOL_A_COALESCE_RX_MAX_FRAMES,
+	unix.ETHTOOL_A_COALESCE_TX_USECS, unix.ETHTOOL_A_COALESCE_TX_MAX_FRAMES,
+	unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX, unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX,
+	CoalesceRxCQEFrames, CoalesceRxCQENsecs,
+}
+
+// CoalesceTable is COALESCE_GET_REPLY and COALESCE_NTF after the header, as
+// coalesce_fill_reply writes them for mana: the supported parameters, zero or not.
+var CoalesceTable = NewTable(
+	U32(unix.ETHTOOL_A_COALESCE_RX_USECS, func(c *Coalesce) *uint32 { return &c.RxUsecs }),
+	U32(unix.ETHTOOL_A_COALESCE_RX_MAX_FRAMES, func(c *Coalesce) *uint32 { return &c.RxMaxFrames }),
+	U32(unix.ETHTOOL_A_COALESCE_TX_USECS, func(c *Coalesce) *uint32 { return &c.TxUsecs }),
+	U32(unix.ETHTOOL_A_COALESCE_TX_MAX_FRAMES, func(c *Coalesce) *uint32 { return &c.TxMaxFrames }),
+	Bool(unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX, func(c *Coalesce) *bool { return &c.AdaptiveRx }),
+	Bool(unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX, func(c *Coalesce) *bool { return &c.AdaptiveTx }),
+	U32(CoalesceRxCQEFrames, func(c *Coalesce) *uint32 { return &c.RxCQEFrames }),
+	U32(CoalesceRxCQENsecs, func(c *Coalesce) *uint32 { return &c.RxCQENsecs }),
+)
