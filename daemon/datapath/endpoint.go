@@ -574,6 +574,16 @@ func (qq *queue) poll(p *vnic.Port) (more bool) {
 	return !qq.in.empty()
 }
 
+// stopping reports whether Stop has begun for the queue.
+func (qq *queue) stopping() bool {
+	select {
+	case <-qq.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // kick wakes the queue's RX goroutine.
 func (qq *queue) kick() {
 	select {
@@ -626,6 +636,11 @@ func (qq *queue) txLoop(p *vnic.Port) {
 		defer qq.clock.Store(0)
 		defer qq.e.seg.gro.flush() // the runs this batch left in the destinations' RX queues
 		for i := 0; i < budget; i++ {
+			if i > 0 && qq.stopping() {
+				// Every frame may be a flood to every member of a shared segment: Stop
+				// waits for at most one, not for a whole batch of them.
+				return true
+			}
 			n, errno := rawRead(fd, buf)
 			switch errno {
 			case 0:

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"net"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,9 @@ const (
 // rewrites it: ageing is measured in minutes, so the per-frame path needs no store most of the
 // time, and the entry's cache line stays shared between the cores forwarding to it.
 const refreshEvery = int64(time.Second)
+
+// floodYield is how many members a flood delivers to between yields of the processor.
+const floodYield = budget
 
 // member is what a segment forwards frames to: a port's attachment (an *Endpoint), or a
 // recording member in the segment's unit tests.
@@ -76,6 +80,8 @@ type Segment struct {
 	stormSec   atomic.Int64
 	stormCount atomic.Int64
 	stats      segmentStats
+	// floodNext picks the member each flood starts at.
+	floodNext atomic.Uint64
 
 	mu sync.Mutex // serialises the writers of members and fdb
 
@@ -226,9 +232,28 @@ func (s *Segment) forwardAt(src *port, frame []byte, inline bool, now int64) {
 		return
 	}
 	s.stats.floods.Add(1)
-	for _, p := range *s.members.Load() {
-		if p != src {
-			p.m.input(frame, inline)
+	ms := *s.members.Load()
+	if len(ms) == 0 {
+		return
+	}
+	// Each flood starts at the next member: floods that many senders run at once (every TAP's
+	// IPv6 start-up multicast on a shared segment) then reach a given member at different
+	// times, instead of all queueing on the first member's RX queue, then all on the second's,
+	// a lock convoy that parked most forwarding goroutines.
+	start := int(s.floodNext.Add(1) % uint64(len(ms)))
+	sent := 0
+	for i := range ms {
+		p := ms[(start+i)%len(ms)]
+		if p == src {
+			continue
+		}
+		p.m.input(frame, inline)
+		if sent++; sent%floodYield == 0 {
+			// An inline delivery is a raw TAP write (no scheduler hand-off, no preemption
+			// point) into the destination's stack: a flood to many members could otherwise
+			// keep the P for milliseconds, and enough of them at once starve everything
+			// else, the signal handler's goroutine included.
+			runtime.Gosched()
 		}
 	}
 }
