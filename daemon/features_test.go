@@ -3,8 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/testenv"
@@ -49,31 +46,7 @@ netns = %q
 persistent = false
 queues = 2
 `, sock, filepath.Join(dir, "state"), ns)
-	cfg, err := config.Parse("t.toml", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{})
-	d, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: func() { close(ready) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the daemon did not get ready")
-	}
+	d := runTest(t, doc, Options{})
 	ipn := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput()
@@ -111,12 +84,13 @@ queues = 2
 	}
 	// The port is resolved in the caller's namespace: connect from inside ns.
 	var c *client.Client
+	var err error
 	taptest.InNetNS(t, ns, func() { c, err = client.Dial(sock) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer ccancel()
 	hf0 := client.Interface{Name: "hf0"}
 	ifindex := func() string { return strings.Fields(ipn("-o", "link", "show", "hf0"))[0] }

@@ -39,7 +39,16 @@ func startStoppable(t *testing.T, ns string, n int, opts Options) (*Daemon, []st
 		names[i] = taptest.Name("dl")
 		fmt.Fprintf(&b, "[[port]]\nname = %q\nnetns = %q\nsegment = %[1]q\nqueues = 1\nmax_queues = 1\nrx_ring = 128\ntx_ring = 128\npersistent = false\n", names[i], ns)
 	}
-	cfg, err := config.Parse("test.toml", []byte(b.String()))
+	d, stop := runStoppable(t, b.String(), opts)
+	return d, names, stop
+}
+
+// runStoppable starts a daemon from the configuration text doc and waits until it is ready (30 s
+// at most: a daemon that never gets ready fails the test). stop ends Run and returns its error;
+// call it exactly once. opts.Logger, when set, receives the daemon's logs.
+func runStoppable(t *testing.T, doc string, opts Options) (*Daemon, func() error) {
+	t.Helper()
+	cfg, err := config.Parse("test.toml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +73,25 @@ func startStoppable(t *testing.T, ns string, n int, opts Options) (*Daemon, []st
 	case err := <-done:
 		cancel()
 		t.Fatalf("Run: %v", err)
+	case <-time.After(30 * time.Second):
+		if err := stop(); err != nil {
+			t.Logf("Run: %v", err)
+		}
+		t.Fatal("the daemon did not get ready")
 	}
-	return d, names, stop
+	return d, stop
+}
+
+// runTest is runStoppable with the stop at the test's cleanup.
+func runTest(t *testing.T, doc string, opts Options) *Daemon {
+	t.Helper()
+	d, stop := runStoppable(t, doc, opts)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return d
 }
 
 // TestLinkOverrunResync gives the daemon's link watcher the smallest receive buffer and changes

@@ -1,17 +1,13 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/tests/testenv"
 )
 
@@ -54,31 +50,7 @@ persistent = false
 queues = 1
 rx_alloc = "no-pool"
 `, filepath.Join(dir, "manad.sock"), filepath.Join(dir, "state"), ns, ns, ns)
-	cfg, err := config.Parse("t.toml", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{})
-	d, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: func() { close(ready) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the daemon did not get ready")
-	}
+	d := runTest(t, doc, Options{})
 
 	// Ports start down; bring the TAPs up as an administrator would and let the link watchers
 	// open the ports.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/tests/testenv"
 	"github.com/manad/manad/vnic"
@@ -46,31 +43,7 @@ netns = %q
 persistent = false
 queues = 3
 `, filepath.Join(dir, "manad.sock"), filepath.Join(dir, "state"), ns)
-	cfg, err := config.Parse("t.toml", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{})
-	d, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: func() { close(ready) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the daemon did not get ready")
-	}
+	d := runTest(t, doc, Options{})
 
 	// Ports start down; bring the TAPs up as an administrator would and let the link watchers
 	// open the ports.
@@ -100,7 +73,7 @@ queues = 3
 	}
 
 	b := (*backend)(d)
-	ctx = context.Background()
+	ctx := context.Background()
 	d.mu.Lock()
 	dev := d.ports["hr0"].device()
 	d.mu.Unlock()
