@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -21,18 +20,11 @@ import (
 // features that went with it, and the port stays up with its ifindex and address; tso on brings
 // them back.
 func TestFeaturesTSOOff(t *testing.T) {
-	testenv.RequireRoot(t)
-	for _, tool := range []string{"ip", "ethtool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			testenv.SkipOrFail(t, "needs %s: %v", tool, err)
-		}
+	taptest.Require(t)
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		testenv.SkipOrFail(t, "needs ethtool: %v", err)
 	}
-	ns := fmt.Sprintf("hfeat%d", os.Getpid()%100000)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Logf("ip netns del %s: %v: %s", ns, err, out)
-		}
-	})
+	ns := taptest.NetNS(t)
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "manad.sock")
 	doc := fmt.Sprintf(`

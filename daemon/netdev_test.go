@@ -2,29 +2,20 @@ package daemon
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/manad/manad/tests/testenv"
+	"github.com/manad/manad/daemon/tap/taptest"
 )
 
 // TestNetdevIdentity: the daemon gives its ports one id source, so page-pool and NAPI ids are
 // unique among all of them, and every port reports its TAP's ifindex; a port's rx_alloc reaches
 // its model (a no-pool port lists no page pool).
 func TestNetdevIdentity(t *testing.T) {
-	testenv.RequireRoot(t)
-	if _, err := exec.LookPath("ip"); err != nil {
-		testenv.SkipOrFail(t, "needs ip (iproute2): %v", err)
-	}
-	ns := fmt.Sprintf("hpid%d", os.Getpid()%100000)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Logf("ip netns del %s: %v: %s", ns, err, out)
-		}
-	})
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
 	dir := t.TempDir()
 	doc := fmt.Sprintf(`
 [daemon]

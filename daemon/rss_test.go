@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -12,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/genl"
-	"github.com/manad/manad/tests/testenv"
 	"github.com/manad/manad/vnic"
 )
 
@@ -21,16 +20,8 @@ import (
 // queues, a table set on the port shows up in RSS_GET, and a channel change through the backend
 // restores the default spread over the new queue count.
 func TestRSSBackend(t *testing.T) {
-	testenv.RequireRoot(t)
-	if _, err := exec.LookPath("ip"); err != nil {
-		testenv.SkipOrFail(t, "needs ip (iproute2): %v", err)
-	}
-	ns := fmt.Sprintf("hrss%d", os.Getpid()%100000)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Logf("ip netns del %s: %v: %s", ns, err, out)
-		}
-	})
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
 	dir := t.TempDir()
 	doc := fmt.Sprintf(`
 [daemon]
