@@ -37,6 +37,20 @@ func (c *Client) Features(ctx context.Context, ifi Interface) (*Features, error)
 	return DecodeFeatures(m.Data)
 }
 
+// setBitNames returns the names of the set bits of an ethtool bitset attribute (none for a
+// compact bitset, whose bits have no names). Errors: a malformed bitset (EINVAL), with the names
+// decoded before it.
+func setBitNames(data []byte) ([]string, error) {
+	bs, err := ethtool.DecodeBitset(data)
+	var names []string
+	for _, bit := range bs.List(nil) {
+		if bit.On {
+			names = append(names, bit.Name)
+		}
+	}
+	return names, err
+}
+
 // DecodeFeatures decodes a FEATURES_GET_REPLY or FEATURES_NTF payload; a
 // compact bitset's bits have no names.
 func DecodeFeatures(b []byte) (*Features, error) {
@@ -58,12 +72,7 @@ func DecodeFeatures(b []byte) (*Features, error) {
 		default:
 			return nil
 		}
-		bs, err := ethtool.DecodeBitset(a.Data)
-		for _, bit := range bs.List(nil) {
-			if bit.On {
-				*dst = append(*dst, bit.Name)
-			}
-		}
+		*dst, err = setBitNames(a.Data)
 		return err
 	})
 	if err != nil {

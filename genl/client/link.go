@@ -145,12 +145,7 @@ func DecodeTSInfo(b []byte) (*TSInfo, error) {
 		default:
 			return nil
 		}
-		bs, err := ethtool.DecodeBitset(a.Data)
-		for _, bit := range bs.List(nil) {
-			if bit.On {
-				*dst = append(*dst, bit.Name)
-			}
-		}
+		*dst, err = setBitNames(a.Data)
 		return err
 	})
 	if err != nil {
