@@ -183,6 +183,9 @@ func (d *Daemon) start() {
 		}
 		select {
 		case err := <-d.done:
+			// Wait consumed the exit: Stop (run by Cleanup) must not wait for it again.
+			d.cmd = nil
+			d.log.Close()
 			d.t.Fatalf("manad exited during startup: %v\n%s", err, d.Log())
 		default:
 		}
