@@ -368,13 +368,15 @@ func (u *Uplink) evaluate() {
 
 func (u *Uplink) setState(s State, index int, errText string) {
 	u.mu.Lock()
-	old := u.status.State
+	old, oldErr := u.status.State, u.status.Err
 	u.status.State, u.status.Index, u.status.Err = s, index, errText
 	if old != s {
 		u.status.Changes++
 	}
 	u.mu.Unlock()
-	if old == s && errText == "" {
+	// Every link event of the namespace re-evaluates the device: log transitions and new
+	// errors, not each repeat of the same failure.
+	if old == s && (errText == "" || errText == oldErr) {
 		return
 	}
 	switch s {
