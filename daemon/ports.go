@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +38,8 @@ type port struct {
 	ep    *datapath.Endpoint
 	ebpf  *xdp.Program // the attached eBPF program, closed when replaced
 	watch context.CancelFunc
+	// netdevGone: the TAP is being deleted, so page-pool notifications leave its ifindex out.
+	netdevGone atomic.Bool
 }
 
 func (p *port) device() genl.Device {
@@ -106,6 +109,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	vcfg.OnReset = func(_ *vnic.Port, err error) { d.onReset(p, err) }
 	vcfg.OnCarrier = func(_ *vnic.Port, on bool) { d.setCarrier(p, on) }
 	vcfg.IDs = &d.ids
+	vcfg.OnPagePool = func(_ *vnic.Port, ev vnic.PagePoolEvent) { d.notifyNetdevPool(p, ev) }
 	set := spec.Settings()
 	if p.vp, err = vnic.New(vcfg, set); err != nil {
 		return nil, err
@@ -354,6 +358,7 @@ func (d *Daemon) removePort(p *port) {
 	d.state.RecordDeleted(p.stateKey(), d.cfg)
 	d.saveState()
 	d.srv.NotifyPort("del", info)
+	d.unregisterNetdevPools(p)
 	d.notifyNetdevDev("del", info.Device)
 }
 
