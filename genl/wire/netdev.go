@@ -15,6 +15,10 @@ const (
 	NetdevGroupPagePool = "page-pool"
 )
 
+// NetdevXDPActNames names the bits of xdp-features (enum netdev_xdp_act), by
+// netdev.yaml's names.
+var NetdevXDPActNames = [...]string{"basic", "redirect", "ndo-xmit", "xsk-zerocopy", "hw-offload", "rx-sg", "ndo-xmit-sg"}
+
 // enum netdev_queue_type and netdev_qstats_scope.
 const (
 	NetdevQueueTypeRX      = 0
