@@ -1,0 +1,118 @@
+package manactl
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/manad/manad/tests/harness"
+)
+
+// netdevEvent is one line of `manactl --json monitor --netdev` about the netdev family.
+type netdevEvent struct {
+	Kind     string `json:"kind"`
+	Seq      uint32 `json:"seq"`
+	IfIndex  int    `json:"ifindex"`
+	PagePool *struct {
+		ID          uint64 `json:"id"`
+		Ifindex     uint32 `json:"ifindex"`
+		NAPIID      uint64 `json:"napi_id"`
+		Inflight    uint64 `json:"inflight"`
+		InflightMem uint64 `json:"inflight_mem"`
+		DetachTime  uint64 `json:"detach_time"`
+	} `json:"page-pool"`
+	Dev *struct {
+		Ifindex uint32 `json:"ifindex"`
+	} `json:"dev"`
+}
+
+// netdevEvents parses a JSON monitor's output, keeping the netdev family's lines.
+func netdevEvents(t *testing.T, out string) []netdevEvent {
+	t.Helper()
+	var evs []netdevEvent
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "{") {
+			continue
+		}
+		var e netdevEvent
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("monitor line %q: %v", l, err)
+		}
+		if strings.HasPrefix(e.Kind, "page-pool-") || strings.HasPrefix(e.Kind, "dev-") {
+			evs = append(evs, e)
+		}
+	}
+	return evs
+}
+
+// TestMonitorNetdevPagePools: the real manactl monitor --netdev against the real daemon, in the
+// port's namespace. Bringing the port up announces one page-pool-add per queue (ifindex, no NAPI,
+// nothing in flight, as mana_create_rxq's page_pool_create); flipping full-page-rx on an idle
+// port (no frame arrives, so no buffer is out) announces a page-pool-del per old pool, without
+// detach-time (page_pool_destroy unlists an idle pool at once), then an add per new pool; down,
+// a del per pool. Exactly those, in that order, seq 0, and no page-pool-change and no
+// dev-change (mana's xdp-features never change).
+func TestMonitorNetdevPagePools(t *testing.T) {
+	e := startE2E(t)
+	ifi, err := strconv.Atoi(strings.TrimSpace(harness.Run(t, e.ns, "cat", "/sys/class/net/"+e.port+"/ifindex")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMonitor(t, e.ns, e.socketEnv, e.bin, "--json", "monitor", "--netdev")
+	harness.Run(t, e.ns, "ip", "link", "set", e.port, "up")
+	pools := func() []uint64 {
+		var ps []pool
+		e.jsonOf(t, &ps, "page-pools", e.port)
+		var ids []uint64
+		for _, p := range ps {
+			if p.DetachTime != 0 {
+				t.Fatalf("a pool of an idle port is detached: %+v", ps)
+			}
+			ids = append(ids, p.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	harness.Eventually(t, "the port's pools", func() bool { return len(pools()) == int(e.queues) })
+	old := pools()
+	m.waitFor(t, fmt.Sprintf(`"kind":"page-pool-add","seq":0,"ifname":"","ifindex":%d,"page-pool":{"id":%d,`, ifi, old[len(old)-1]))
+
+	ok(t, "--set-priv-flags", e.mctl(t, "--set-priv-flags", e.port, "full-page-rx", "on"))
+	cur := pools()
+	if len(cur) != int(e.queues) || slices.Contains(cur, old[0]) {
+		t.Fatalf("pools after full-page-rx %v, want %d new ones (old %v)", cur, e.queues, old)
+	}
+	harness.Run(t, e.ns, "ip", "link", "set", e.port, "down")
+	harness.Eventually(t, "no pool while down", func() bool { return len(pools()) == 0 })
+	m.waitFor(t, fmt.Sprintf(`"kind":"page-pool-del","seq":0,"ifname":"","ifindex":%d,"page-pool":{"id":%d,`, ifi, cur[len(cur)-1]))
+	out := m.stop(t)
+
+	type want struct {
+		kind string
+		id   uint64
+	}
+	var wants []want
+	for _, step := range []struct {
+		kind string
+		ids  []uint64
+	}{{"page-pool-add", old}, {"page-pool-del", old}, {"page-pool-add", cur}, {"page-pool-del", cur}} {
+		for _, id := range step.ids {
+			wants = append(wants, want{step.kind, id})
+		}
+	}
+	evs := netdevEvents(t, out)
+	if len(evs) != len(wants) {
+		t.Fatalf("%d netdev notifications, want %d (%v):\n%s", len(evs), len(wants), wants, out)
+	}
+	for i, ev := range evs {
+		p := ev.PagePool
+		if ev.Kind != wants[i].kind || p == nil || p.ID != wants[i].id || ev.Seq != 0 || ev.IfIndex != ifi ||
+			p.Ifindex != uint32(ifi) || p.NAPIID != 0 || p.Inflight != 0 || p.InflightMem != 0 || p.DetachTime != 0 {
+			t.Errorf("notification %d: %+v %+v, want %s of pool %d on ifindex %d, no NAPI, nothing in flight, no detach time",
+				i, ev, p, wants[i].kind, wants[i].id, ifi)
+		}
+	}
+}
