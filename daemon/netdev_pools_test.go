@@ -260,7 +260,10 @@ func (n *notifications) take(t *testing.T, what string, count int) []client.Noti
 // as the kernel announces it: an add per new pool (no NAPI, nothing in flight); at a full-page-rx
 // flip a change for the old pool whose buffer the host holds (detach time, its page), a del for
 // the old pool with nothing out, adds for the new ones; the held pool's del once its buffer is
-// back; dels at close. Exactly those, in that order: the next batch starts where the last ended.
+// back. At the port's deletion with a buffer held: the change and del of its queues' pools, then
+// page_pool_unreg_netdev's change without ifindex, and the del without ifindex once the buffer
+// is back. Exactly those, in that order: each batch starts where the last ended. The events go
+// through the daemon's own OnPagePool handler (notifyNetdevPool).
 func TestNetdevPagePoolNotifications(t *testing.T) {
 	var mu sync.Mutex
 	host := &keepHost{}
@@ -268,16 +271,16 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var srv *genl.Server
+	d := &Daemon{}
+	p := &port{ns: ns}
 	vp, err := vnic.New(vnic.Config{Name: "pp0", Lock: &mu, PageSize: 16384, Host: host, Wire: dropWire{},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PoolReleaseInterval: 5 * time.Millisecond,
-		OnPagePool: func(_ *vnic.Port, ev vnic.PagePoolEvent) {
-			srv.NotifyNetdevPagePool(ev.Kind.String(), ns, netdevPoolNotification(ev.Pool, false))
-		}},
+		OnPagePool: func(_ *vnic.Port, ev vnic.PagePoolEvent) { d.notifyNetdevPool(p, ev) }},
 		vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.vp = vp
 	t.Cleanup(func() {
 		host.release()
 		mu.Lock()
@@ -290,10 +293,12 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 		}
 	})
 	vp.SetIfindex(7)
-	if srv, err = genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}, AdminGroup: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}, AdminGroup: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
 		t.Fatal(err)
 	}
+	d.srv = srv
 	path := filepath.Join(t.TempDir(), "manad.sock")
 	l, err := genl.Listen(path, 0o600, -1)
 	if err != nil {
@@ -383,10 +388,29 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 		t.Errorf("after the del, page-pool-get dump %+v (%v), want the 2 new pools", pools, err)
 	}
 
+	// The port's deletion (removePort: teardown, then unregisterNetdevPools before the dev
+	// del) with a buffer of queue 0 held.
+	if r := vp.Receive(0, frame()); r != vnic.RxDelivered {
+		t.Fatalf("Receive: %v", r)
+	}
 	mu.Lock()
-	vp.Close()
+	td := vp.Shutdown()
+	d.unregisterNetdevPools(p)
 	mu.Unlock()
-	got = ntfs.take(t, "close", 2)
-	check("close", got, []ntf{{client.PagePoolRemoved, wire.NetdevPagePool{ID: uint64(now[0].ID), Ifindex: 7}},
-		{client.PagePoolRemoved, wire.NetdevPagePool{ID: uint64(now[1].ID), Ifindex: 7}}})
+	got = ntfs.take(t, "delete", 3)
+	detach = got[0].PagePool.DetachTime
+	held := wire.NetdevPagePool{ID: uint64(now[0].ID), Ifindex: 7, Inflight: 1, InflightMem: 16384, DetachTime: detach}
+	gone := held
+	gone.Ifindex = 0
+	check("delete", got, []ntf{{client.PagePoolChanged, held},
+		{client.PagePoolRemoved, wire.NetdevPagePool{ID: uint64(now[1].ID), Ifindex: 7}},
+		{client.PagePoolChanged, gone}})
+	host.release()
+	got = ntfs.take(t, "deleted port's buffer back", 1)
+	check("deleted port's buffer back", got, []ntf{{client.PagePoolRemoved, wire.NetdevPagePool{ID: uint64(now[0].ID), DetachTime: detach}}})
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := td.Wait(wctx); err != nil {
+		t.Error(err)
+	}
 }
