@@ -93,11 +93,15 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	log := d.log.With("port", spec.Name)
 	p := &port{spec: spec, runtime: runtime, confName: spec.Name, ns: ns, ready: make(chan struct{})}
 	d.ports[spec.Name] = p
-	ok := false
+	ok, announced := false, false
 	defer func() {
 		if !ok {
 			delete(d.ports, spec.Name)
 			d.teardown(p, true)
+			if announced {
+				d.unregisterNetdevPools(p)
+				d.notifyNetdevDev("del", p.device())
+			}
 		}
 		close(p.ready)
 	}()
@@ -136,6 +140,11 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 		}
 		adminUp = ls.Up
 	}
+	// The netdev exists from here (register_netdevice: its dev add goes out before the page
+	// pools an open creates announce theirs). A request it prompts waits for the configuration
+	// lock, so it finds the port ready, or gone with its dev del.
+	d.notifyNetdevDev("new", p.device())
+	announced = true
 	if adminUp {
 		if err := p.dev.SetUp(true); err != nil {
 			return nil, err
@@ -164,7 +173,6 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 		"reattached", p.dev.Reattached(), "up", p.vp.State().Running,
 		"offloads", tap.OffloadString(p.dev.Offloads()))
 	d.srv.NotifyPort("new", p.info())
-	d.notifyNetdevDev("new", p.device())
 	return p, nil
 }
 

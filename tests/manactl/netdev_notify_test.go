@@ -116,3 +116,49 @@ func TestMonitorNetdevPagePools(t *testing.T) {
 		}
 	}
 }
+
+// TestMonitorNetdevPortLifecycle: `manactl port add` (which brings the port up) and `port del`
+// seen by the real manactl monitor --netdev: the dev add first, as register_netdevice comes
+// before the open whose page pools announce themselves, then one page-pool-add per queue; at
+// the delete a page-pool-del per pool (nothing in flight), then the dev del. Exactly those.
+func TestMonitorNetdevPortLifecycle(t *testing.T) {
+	e := startE2E(t)
+	m := startMonitor(t, e.ns, e.socketEnv, e.bin, "--json", "monitor", "--netdev")
+	q := harness.Name("mcl", "0")
+	ok(t, "port add", e.mctl(t, "port", "add", q, "--netns", e.ns, "--queues", "3"))
+	ifi, err := strconv.Atoi(strings.TrimSpace(harness.Run(t, e.ns, "cat", "/sys/class/net/"+q+"/ifindex")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []pool
+	harness.Eventually(t, "the new port's pools", func() bool {
+		e.jsonOf(t, &ps, "page-pools", q)
+		return len(ps) == 3
+	})
+	ids := []uint64{ps[0].ID, ps[1].ID, ps[2].ID}
+	slices.Sort(ids)
+	ok(t, "port del", e.mctl(t, "port", "del", q))
+	m.waitFor(t, fmt.Sprintf(`"kind":"dev-del","seq":0,"ifname":"","ifindex":%d,`, ifi))
+	evs := netdevEvents(t, m.stop(t))
+	var got []string
+	for _, ev := range evs {
+		switch {
+		case ev.Dev != nil:
+			got = append(got, fmt.Sprintf("%s %d", ev.Kind, ev.Dev.Ifindex))
+		case ev.PagePool != nil:
+			p := ev.PagePool
+			got = append(got, fmt.Sprintf("%s %d %d napi=%d inflight=%d detach=%d", ev.Kind, p.ID, p.Ifindex, p.NAPIID, p.Inflight, p.DetachTime))
+		}
+	}
+	want := []string{fmt.Sprintf("dev-add %d", ifi)}
+	for _, id := range ids {
+		want = append(want, fmt.Sprintf("page-pool-add %d %d napi=0 inflight=0 detach=0", id, ifi))
+	}
+	for _, id := range ids {
+		want = append(want, fmt.Sprintf("page-pool-del %d %d napi=0 inflight=0 detach=0", id, ifi))
+	}
+	want = append(want, fmt.Sprintf("dev-del %d", ifi))
+	if !slices.Equal(got, want) {
+		t.Errorf("netdev notifications\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
