@@ -162,3 +162,28 @@ func TestMonitorNetdevPortLifecycle(t *testing.T) {
 		t.Errorf("netdev notifications\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestMonitorNetdevKernel: manactl --kernel monitor --netdev subscribes to the kernel's own
+// netdev family: a veth pair created and deleted in the namespace shows as the kernel's dev-add
+// and dev-del of both ends (seq 0, as manad's).
+func TestMonitorNetdevKernel(t *testing.T) {
+	e := startE2E(t)
+	m := startMonitor(t, e.ns, e.socketEnv, e.bin, "--kernel", "--json", "monitor", "--netdev")
+	a, b := harness.Name("mkv", "0"), harness.Name("mkv", "1")
+	harness.Run(t, e.ns, "ip", "link", "add", a, "type", "veth", "peer", "name", b)
+	var ifis []int
+	for _, n := range []string{a, b} {
+		ifi, err := strconv.Atoi(strings.TrimSpace(harness.Run(t, e.ns, "cat", "/sys/class/net/"+n+"/ifindex")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ifis = append(ifis, ifi)
+	}
+	harness.Run(t, e.ns, "ip", "link", "del", a)
+	for _, ifi := range ifis {
+		for _, kind := range []string{"dev-add", "dev-del"} {
+			m.waitFor(t, fmt.Sprintf(`"kind":%q,"seq":0,"ifname":"","ifindex":%d,"dev":{"dev":`, kind, ifi))
+		}
+	}
+	m.stop(t)
+}
