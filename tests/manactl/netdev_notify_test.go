@@ -187,3 +187,66 @@ func TestMonitorNetdevKernel(t *testing.T) {
 	}
 	m.stop(t)
 }
+
+// TestMonitorNetdevNoDevChange: XDP attach and detach, an MTU change and set-channels rebuild
+// the port's queues, but change nothing dev-get shows (mana's xdp-features are fixed at probe,
+// so the kernel's NETDEV_XDP_FEAT_CHANGE never fires for it): no dev notification at all, and
+// every pool seen is added once and deleted once (down at the end).
+func TestMonitorNetdevNoDevChange(t *testing.T) {
+	e := startE2E(t)
+	harness.Run(t, e.ns, "ip", "link", "set", e.port, "up")
+	harness.Eventually(t, "the port's pools", func() bool {
+		var ps []pool
+		e.jsonOf(t, &ps, "page-pools", e.port)
+		return len(ps) == int(e.queues)
+	})
+	var before []pool
+	e.jsonOf(t, &before, "page-pools", e.port)
+	m := startMonitor(t, e.ns, e.socketEnv, e.bin, "--json", "monitor", "--netdev")
+	for _, args := range [][]string{
+		{"xdp", e.port, "attach", "pass"}, {"set-mtu", e.port, "1400"}, {"xdp", e.port, "detach"}, {"-L", e.port, "combined", "2"},
+	} {
+		ok(t, args[0], e.mctl(t, args...))
+	}
+	harness.Run(t, e.ns, "ip", "link", "set", e.port, "down")
+	var last []pool
+	harness.Eventually(t, "no pool while down", func() bool {
+		e.jsonOf(t, &last, "page-pools", e.port)
+		return len(last) == 0
+	})
+	// The last rebuild's pools (2 queues) are deleted by the down; wait for as many dels as
+	// pools were ever added, plus the initial ones.
+	count := func(out, kind string) int { return strings.Count(out, `"kind":"`+kind+`"`) }
+	harness.Eventually(t, "every pool's del", func() bool {
+		out := m.output()
+		return count(out, "page-pool-del") == count(out, "page-pool-add")+len(before)
+	})
+	out := m.stop(t)
+	adds, dels := map[uint64]int{}, map[uint64]int{}
+	for _, p := range before {
+		adds[p.ID]++
+	}
+	for _, ev := range netdevEvents(t, out) {
+		switch ev.Kind {
+		case "page-pool-add":
+			adds[ev.PagePool.ID]++
+		case "page-pool-del":
+			dels[ev.PagePool.ID]++
+		default:
+			t.Errorf("unexpected %s: %+v", ev.Kind, ev)
+		}
+	}
+	if len(adds) < len(before)+2 {
+		t.Errorf("only %d pools seen: the rebuilds made no new ones", len(adds))
+	}
+	for id, n := range adds {
+		if n != 1 || dels[id] != 1 {
+			t.Errorf("pool %d: %d adds, %d dels; want one each", id, n, dels[id])
+		}
+	}
+	for id := range dels {
+		if adds[id] == 0 {
+			t.Errorf("del of pool %d, never added nor listed", id)
+		}
+	}
+}
