@@ -26,9 +26,20 @@ func (b *backend) NetdevPort(ctx context.Context, c genl.Caller, dev genl.Device
 	return netdevPort(dev.Index, vp), nil
 }
 
+// netdevDev is the port's netdev as dev-get shows it. mana sets xdp_features once, at probe
+// (mana_probe_port), and never calls xdp_set_features_flag or xdp_features_set_redirect_target,
+// and it reports no XDP RX metadata and no XSK features, so nothing here follows the port's
+// configuration. The kernel's NETDEV_CMD_DEV_CHANGE_NTF comes only from NETDEV_XDP_FEAT_CHANGE
+// (netdev_genl_netdevice_event), which those calls raise: a mana port never gets one, and
+// neither does a manad port. Should a field come to follow the configuration, the change
+// notification belongs in backend.changeLocked, sent when the value differs.
+func netdevDev(ifi uint32) wire.NetdevDev {
+	return wire.NetdevDev{Ifindex: ifi, XDPFeatures: netdevXDPFeatures}
+}
+
 // netdevPort converts the views of vp, the port of ifindex ifi, to the netdev family's.
 func netdevPort(ifi uint32, vp *vnic.Port) genl.NetdevPort {
-	out := genl.NetdevPort{Dev: wire.NetdevDev{Ifindex: ifi, XDPFeatures: netdevXDPFeatures}}
+	out := genl.NetdevPort{Dev: netdevDev(ifi)}
 	for _, q := range vp.Queues() {
 		out.Queues = append(out.Queues, wire.NetdevQueue{ID: uint32(q.ID), Type: uint32(q.Type), Ifindex: ifi, NAPIID: q.NAPIID})
 	}
@@ -45,16 +56,9 @@ func netdevPort(ifi uint32, vp *vnic.Port) genl.NetdevPort {
 		out.QueueStats = append(out.QueueStats, w)
 	}
 	for _, pp := range vp.PagePools() {
-		var detach uint64
-		if pp.Detached() {
-			// The kernel's detach_time is ktime_get_boottime_seconds(); a pool detached in
-			// the first second after boot would read 0 there too (and show as attached).
-			detach = uint64(pp.DetachBoottime / time.Second)
-		}
 		k := pp.Stats
 		out.Pools = append(out.Pools, genl.NetdevPool{
-			Pool: wire.NetdevPagePool{ID: uint64(pp.ID), Ifindex: ifi, NAPIID: uint64(pp.NAPIID),
-				Inflight: uint64(pp.Inflight), InflightMem: uint64(pp.InflightMem), DetachTime: detach},
+			Pool: netdevPool(ifi, pp),
 			Stats: wire.NetdevPagePoolStats{Info: wire.NetdevPagePoolInfo{ID: uint64(pp.ID), Ifindex: ifi},
 				AllocFast: k.AllocFast, AllocSlow: k.AllocSlow, AllocSlowHighOrder: k.AllocSlowHighOrder,
 				AllocEmpty: k.AllocEmpty, AllocRefill: k.AllocRefill, AllocWaive: k.AllocWaive,
@@ -73,5 +77,49 @@ func qstats(ifi uint32, s vnic.QStats) wire.NetdevQStats {
 // notifyNetdevDev announces a port's netdev to the netdev family's "mgmt" subscribers (kind
 // "new" or "del"), as the kernel's NETDEV_REGISTER/UNREGISTER notifier does.
 func (d *Daemon) notifyNetdevDev(kind string, dev genl.Device) {
-	d.srv.NotifyNetdevDev(kind, dev, wire.NetdevDev{Ifindex: dev.Index, XDPFeatures: netdevXDPFeatures})
+	d.srv.NotifyNetdevDev(kind, dev, netdevDev(dev.Index))
+}
+
+// notifyNetdevPool announces a page-pool event of port p to the netdev family's "page-pool"
+// subscribers in p's namespace (vnic.Config.OnPagePool). It runs with the port's pool list
+// locked, from the control path or from a pool's releaser, and only queues the message. Once
+// the port's netdev is unregistered its pools carry no ifindex, as the kernel's, moved to
+// loopback by page_pool_unreg_netdev.
+func (d *Daemon) notifyNetdevPool(p *port, ev vnic.PagePoolEvent) {
+	d.srv.NotifyNetdevPagePool(ev.Kind.String(), p.ns, netdevPoolNotification(ev.Pool, p.netdevGone.Load()))
+}
+
+// netdevPoolNotification is a page-pool event's pool as its notification carries it: as
+// page-pool-get shows it, without ifindex once the netdev is gone.
+func netdevPoolNotification(pp vnic.PagePool, gone bool) wire.NetdevPagePool {
+	w := netdevPool(uint32(pp.Ifindex), pp)
+	if gone {
+		w.Ifindex = 0
+	}
+	return w
+}
+
+// netdevPool converts a pool of the port of ifindex ifi to page-pool-get's reply.
+func netdevPool(ifi uint32, pp vnic.PagePool) wire.NetdevPagePool {
+	var detach uint64
+	if pp.Detached() {
+		// The kernel's detach_time is ktime_get_boottime_seconds(); a pool detached in
+		// the first second after boot would read 0 there too (and show as attached).
+		detach = uint64(pp.DetachBoottime / time.Second)
+	}
+	return wire.NetdevPagePool{ID: uint64(pp.ID), Ifindex: ifi, NAPIID: uint64(pp.NAPIID),
+		Inflight: uint64(pp.Inflight), InflightMem: uint64(pp.InflightMem), DetachTime: detach}
+}
+
+// unregisterNetdevPools is page_pool_unreg_netdev for a port whose netdev is being deleted: the
+// pools still draining (its queues are stopped) lose their ifindex, each announced with a
+// change, before the dev del. Caller holds the configuration lock.
+func (d *Daemon) unregisterNetdevPools(p *port) {
+	p.netdevGone.Store(true)
+	if p.vp == nil {
+		return
+	}
+	for _, pp := range p.vp.PagePools() {
+		d.notifyNetdevPool(p, vnic.PagePoolEvent{Kind: vnic.PagePoolDetached, Pool: pp})
+	}
 }

@@ -213,3 +213,204 @@ func TestNetdevDetachedPools(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// notifications reads a subscription in the background; take waits for the next n.
+type notifications struct {
+	ch   chan client.Notification
+	errc chan error
+}
+
+func readNotifications(ctx context.Context, sub *client.Subscription) *notifications {
+	n := &notifications{ch: make(chan client.Notification, 64), errc: make(chan error, 1)}
+	go func() {
+		for {
+			ns, err := sub.Next(ctx)
+			if err != nil {
+				n.errc <- err
+				return
+			}
+			for _, x := range ns {
+				n.ch <- x
+			}
+		}
+	}()
+	return n
+}
+
+// take returns the next n notifications. The deadline only guards against a hang.
+func (n *notifications) take(t *testing.T, what string, count int) []client.Notification {
+	t.Helper()
+	var out []client.Notification
+	guard := time.NewTimer(20 * time.Second)
+	defer guard.Stop()
+	for len(out) < count {
+		select {
+		case x := <-n.ch:
+			out = append(out, x)
+		case err := <-n.errc:
+			t.Fatalf("%s: subscription ended after %v: %v", what, out, err)
+		case <-guard.C:
+			t.Fatalf("%s: gave up waiting after %d of %d notifications: %+v", what, len(out), count, out)
+		}
+	}
+	return out
+}
+
+// TestNetdevPagePoolNotifications: over the real socket, a page-pool subscriber sees each pool
+// as the kernel announces it: an add per new pool (no NAPI, nothing in flight); at a full-page-rx
+// flip a change for the old pool whose buffer the host holds (detach time, its page), a del for
+// the old pool with nothing out, adds for the new ones; the held pool's del once its buffer is
+// back. At the port's deletion with a buffer held: the change and del of its queues' pools, then
+// page_pool_unreg_netdev's change without ifindex, and the del without ifindex once the buffer
+// is back. Exactly those, in that order: each batch starts where the last ended. The events go
+// through the daemon's own OnPagePool handler (notifyNetdevPool).
+func TestNetdevPagePoolNotifications(t *testing.T) {
+	var mu sync.Mutex
+	host := &keepHost{}
+	ns, err := selfNetNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{}
+	p := &port{ns: ns}
+	vp, err := vnic.New(vnic.Config{Name: "pp0", Lock: &mu, PageSize: 16384, Host: host, Wire: dropWire{},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PoolReleaseInterval: 5 * time.Millisecond,
+		OnPagePool: func(_ *vnic.Port, ev vnic.PagePoolEvent) { d.notifyNetdevPool(p, ev) }},
+		vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.vp = vp
+	t.Cleanup(func() {
+		host.release()
+		mu.Lock()
+		td := vp.Shutdown()
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := td.Wait(ctx); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	})
+	vp.SetIfindex(7)
+	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}, AdminGroup: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.srv = srv
+	path := filepath.Join(t.TempDir(), "manad.sock")
+	l, err := genl.Listen(path, 0o600, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	c, err := client.Dial(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	sub, err := c.Subscribe(ctx, client.WithNetdev())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	ntfs := readNotifications(ctx, sub)
+	type ntf struct {
+		kind client.NotificationKind
+		pool wire.NetdevPagePool
+	}
+	check := func(what string, got []client.Notification, want []ntf) {
+		t.Helper()
+		for i, n := range got {
+			if n.PagePool == nil || n.Kind != want[i].kind || *n.PagePool != want[i].pool || n.Interface.Index != int(want[i].pool.Ifindex) {
+				t.Errorf("%s: notification %d is %v %+v, want %v %+v", what, i, n.Kind, n.PagePool, want[i].kind, want[i].pool)
+			}
+		}
+	}
+
+	mu.Lock()
+	err = vp.Open()
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := vp.PagePools()
+	got := ntfs.take(t, "open", 2)
+	check("open", got, []ntf{{client.PagePoolAdded, wire.NetdevPagePool{ID: uint64(old[0].ID), Ifindex: 7}},
+		{client.PagePoolAdded, wire.NetdevPagePool{ID: uint64(old[1].ID), Ifindex: 7}}})
+	if r := vp.Receive(0, frame()); r != vnic.RxDelivered {
+		t.Fatalf("Receive: %v", r)
+	}
+
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		t.Fatal(err)
+	}
+	bootBefore := uint64(ts.Sec)
+	mu.Lock()
+	err = vp.SetPrivFlags(1) // full-page-rx: a rebuild at MTU 1500 on 16K pages
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		t.Fatal(err)
+	}
+	now := vp.PagePools()
+	if len(now) != 3 {
+		t.Fatalf("pools after the flip %+v, want 2 new + 1 detached", now)
+	}
+	got = ntfs.take(t, "full-page-rx on", 4)
+	detach := got[0].PagePool.DetachTime
+	if detach < bootBefore || detach > uint64(ts.Sec) {
+		t.Errorf("change's detach-time %d outside [%d, %d]", detach, bootBefore, ts.Sec)
+	}
+	check("full-page-rx on", got, []ntf{
+		{client.PagePoolChanged, wire.NetdevPagePool{ID: uint64(old[0].ID), Ifindex: 7, Inflight: 1, InflightMem: 16384, DetachTime: detach}},
+		{client.PagePoolRemoved, wire.NetdevPagePool{ID: uint64(old[1].ID), Ifindex: 7}},
+		{client.PagePoolAdded, wire.NetdevPagePool{ID: uint64(now[0].ID), Ifindex: 7}},
+		{client.PagePoolAdded, wire.NetdevPagePool{ID: uint64(now[1].ID), Ifindex: 7}},
+	})
+
+	host.release()
+	got = ntfs.take(t, "buffer back", 1)
+	check("buffer back", got, []ntf{{client.PagePoolRemoved, wire.NetdevPagePool{ID: uint64(old[0].ID), Ifindex: 7, DetachTime: detach}}})
+	if pools, err := c.PagePools(ctx); err != nil || len(pools) != 2 {
+		t.Errorf("after the del, page-pool-get dump %+v (%v), want the 2 new pools", pools, err)
+	}
+
+	// The port's deletion (removePort: teardown, then unregisterNetdevPools before the dev
+	// del) with a buffer of queue 0 held.
+	if r := vp.Receive(0, frame()); r != vnic.RxDelivered {
+		t.Fatalf("Receive: %v", r)
+	}
+	mu.Lock()
+	td := vp.Shutdown()
+	d.unregisterNetdevPools(p)
+	mu.Unlock()
+	got = ntfs.take(t, "delete", 3)
+	detach = got[0].PagePool.DetachTime
+	held := wire.NetdevPagePool{ID: uint64(now[0].ID), Ifindex: 7, Inflight: 1, InflightMem: 16384, DetachTime: detach}
+	gone := held
+	gone.Ifindex = 0
+	check("delete", got, []ntf{{client.PagePoolChanged, held},
+		{client.PagePoolRemoved, wire.NetdevPagePool{ID: uint64(now[1].ID), Ifindex: 7}},
+		{client.PagePoolChanged, gone}})
+	host.release()
+	got = ntfs.take(t, "deleted port's buffer back", 1)
+	check("deleted port's buffer back", got, []ntf{{client.PagePoolRemoved, wire.NetdevPagePool{ID: uint64(now[0].ID), DetachTime: detach}}})
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := td.Wait(wctx); err != nil {
+		t.Error(err)
+	}
+}

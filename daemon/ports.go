@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +38,8 @@ type port struct {
 	ep    *datapath.Endpoint
 	ebpf  *xdp.Program // the attached eBPF program, closed when replaced
 	watch context.CancelFunc
+	// netdevGone: the TAP is being deleted, so page-pool notifications leave its ifindex out.
+	netdevGone atomic.Bool
 }
 
 func (p *port) device() genl.Device {
@@ -90,11 +93,15 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	log := d.log.With("port", spec.Name)
 	p := &port{spec: spec, runtime: runtime, confName: spec.Name, ns: ns, ready: make(chan struct{})}
 	d.ports[spec.Name] = p
-	ok := false
+	ok, announced := false, false
 	defer func() {
 		if !ok {
 			delete(d.ports, spec.Name)
 			d.teardown(p, true)
+			if announced {
+				d.unregisterNetdevPools(p)
+				d.notifyNetdevDev("del", p.device())
+			}
 		}
 		close(p.ready)
 	}()
@@ -106,6 +113,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	vcfg.OnReset = func(_ *vnic.Port, err error) { d.onReset(p, err) }
 	vcfg.OnCarrier = func(_ *vnic.Port, on bool) { d.setCarrier(p, on) }
 	vcfg.IDs = &d.ids
+	vcfg.OnPagePool = func(_ *vnic.Port, ev vnic.PagePoolEvent) { d.notifyNetdevPool(p, ev) }
 	set := spec.Settings()
 	if p.vp, err = vnic.New(vcfg, set); err != nil {
 		return nil, err
@@ -132,6 +140,11 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 		}
 		adminUp = ls.Up
 	}
+	// The netdev exists from here (register_netdevice: its dev add goes out before the page
+	// pools an open creates announce theirs). A request it prompts waits for the configuration
+	// lock, so it finds the port ready, or gone with its dev del.
+	d.notifyNetdevDev("new", p.device())
+	announced = true
 	if adminUp {
 		if err := p.dev.SetUp(true); err != nil {
 			return nil, err
@@ -160,7 +173,6 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 		"reattached", p.dev.Reattached(), "up", p.vp.State().Running,
 		"offloads", tap.OffloadString(p.dev.Offloads()))
 	d.srv.NotifyPort("new", p.info())
-	d.notifyNetdevDev("new", p.device())
 	return p, nil
 }
 
@@ -354,6 +366,7 @@ func (d *Daemon) removePort(p *port) {
 	d.state.RecordDeleted(p.stateKey(), d.cfg)
 	d.saveState()
 	d.srv.NotifyPort("del", info)
+	d.unregisterNetdevPools(p)
 	d.notifyNetdevDev("del", info.Device)
 }
 

@@ -206,7 +206,8 @@ func TestNetdevDumpManyPorts(t *testing.T) {
 	}
 }
 
-// TestNetdevDevNotifications: a "mgmt" subscriber gets dev add/del notifications of its
+// TestNetdevDevNotifications: a "mgmt" subscriber gets dev add/del notifications (seq 0, as
+// genl_info_init_ntf) of its
 // namespace's devices, with dev-get's attributes; others in the family's other group do not.
 func TestNetdevDevNotifications(t *testing.T) {
 	ts := startServer(t, nil)
@@ -225,14 +226,14 @@ func TestNetdevDevNotifications(t *testing.T) {
 	dev := wire.NetdevDev{Ifindex: ts.mana0.Dev.Index, XDPFeatures: 1}
 	var want nlattr.Builder
 	wire.NetdevDevTable.Put(&want, &dev)
-	for i, tc := range []struct {
+	for _, tc := range []struct {
 		kind string
 		cmd  uint8
 	}{{"new", wire.NetdevCmdDevAddNtf}, {"del", wire.NetdevCmdDevDelNtf}, {"change", wire.NetdevCmdDevChangeNtf}} {
 		ts.srv.NotifyNetdevDev(tc.kind, ts.mana0.Dev, dev)
 		msgs := rc.recv()
 		m := msgs[0]
-		if len(msgs) != 1 || m.h.Type != nd || m.h.PID != 0 || m.h.Seq != uint32(i+1) || m.data[0] != tc.cmd || m.data[1] != wire.NetdevFamilyVersion {
+		if len(msgs) != 1 || m.h.Type != nd || m.h.PID != 0 || m.h.Seq != 0 || m.data[0] != tc.cmd || m.data[1] != wire.NetdevFamilyVersion {
 			t.Fatalf("%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
 		}
 		if string(m.data[4:]) != string(want.B) {
@@ -243,5 +244,86 @@ func TestNetdevDevNotifications(t *testing.T) {
 	other.send(netdevReq(nd, 0, wire.NetdevCmdDevGet, func(m *msgBuilder) { m.PutU32(wire.NetdevADevIfindex, ts.mana0.Dev.Index) }))
 	if m := other.recv()[0]; m.h.Seq != 7 || m.data[0] != wire.NetdevCmdDevGet {
 		t.Errorf("page-pool subscriber got %+v % x", m.h, m.data[:4])
+	}
+}
+
+// TestNetdevPagePoolNotifications: a "page-pool" subscriber gets the page-pool add/change/del
+// notifications (pid 0, seq 0) with page-pool-get's attributes, ifindex left out for a pool
+// whose netdev is gone; a "mgmt" subscriber gets none, nor does one in another namespace.
+func TestNetdevPagePoolNotifications(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dialRaw(t, ts.path)
+	mgmtOnly := dialRaw(t, ts.path)
+	mf := manadFamilyID(t, rc, wire.FamilyName)
+	nd := manadFamilyID(t, rc, wire.NetdevFamilyName)
+	mgmt := groupID(t, ts.path, wire.NetdevFamilyName, wire.NetdevGroupMgmt)
+	pp := groupID(t, ts.path, wire.NetdevFamilyName, wire.NetdevGroupPagePool)
+	if a := joinRaw(t, rc, mf, pp, wire.CmdGroupJoin); a.errno != 0 {
+		t.Fatalf("join page-pool: %+v", a)
+	}
+	if a := joinRaw(t, mgmtOnly, mf, mgmt, wire.CmdGroupJoin); a.errno != 0 {
+		t.Fatalf("join mgmt: %+v", a)
+	}
+	ns := ts.mana0.Dev.NetNS
+	ifi := ts.mana0.Dev.Index
+	for _, tc := range []struct {
+		kind string
+		cmd  uint8
+		pool wire.NetdevPagePool
+		want func(b *nlattr.Builder)
+	}{
+		{"add", wire.NetdevCmdPagePoolAddNtf, wire.NetdevPagePool{ID: 3, Ifindex: ifi}, func(b *nlattr.Builder) {
+			b.PutU32(wire.NetdevAPagePoolID, 3)
+			b.PutU32(wire.NetdevAPagePoolIfindex, ifi)
+			b.PutU32(wire.NetdevAPagePoolInflight, 0)
+			b.PutU32(wire.NetdevAPagePoolInflightMem, 0)
+		}},
+		{"change", wire.NetdevCmdPagePoolChangeNtf, wire.NetdevPagePool{ID: 3, Ifindex: ifi, Inflight: 2, InflightMem: 8192, DetachTime: 1 << 33},
+			func(b *nlattr.Builder) {
+				b.PutU32(wire.NetdevAPagePoolID, 3)
+				b.PutU32(wire.NetdevAPagePoolIfindex, ifi)
+				b.PutU32(wire.NetdevAPagePoolInflight, 2)
+				b.PutU32(wire.NetdevAPagePoolInflightMem, 8192)
+				b.PutU64(wire.NetdevAPagePoolDetachTime, 1<<33) // nla_put_uint: 8 bytes past u32
+			}},
+		{"change", wire.NetdevCmdPagePoolChangeNtf, wire.NetdevPagePool{ID: 3, Inflight: 2, InflightMem: 8192, DetachTime: 40},
+			func(b *nlattr.Builder) {
+				b.PutU32(wire.NetdevAPagePoolID, 3)
+				b.PutU32(wire.NetdevAPagePoolInflight, 2)
+				b.PutU32(wire.NetdevAPagePoolInflightMem, 8192)
+				b.PutU32(wire.NetdevAPagePoolDetachTime, 40)
+			}},
+		{"del", wire.NetdevCmdPagePoolDelNtf, wire.NetdevPagePool{ID: 3, DetachTime: 40}, func(b *nlattr.Builder) {
+			b.PutU32(wire.NetdevAPagePoolID, 3)
+			b.PutU32(wire.NetdevAPagePoolInflight, 0)
+			b.PutU32(wire.NetdevAPagePoolInflightMem, 0)
+			b.PutU32(wire.NetdevAPagePoolDetachTime, 40)
+		}},
+	} {
+		ts.srv.NotifyNetdevPagePool(tc.kind, genl.NetNS{Dev: ns.Dev, Ino: ns.Ino + 1}, tc.pool) // another namespace: nobody
+		ts.srv.NotifyNetdevPagePool(tc.kind, ns, tc.pool)
+		msgs := rc.recv()
+		m := msgs[0]
+		if len(msgs) != 1 || m.h.Type != nd || m.h.PID != 0 || m.h.Seq != 0 || m.data[0] != tc.cmd || m.data[1] != wire.NetdevFamilyVersion {
+			t.Fatalf("%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		}
+		var want nlattr.Builder
+		tc.want(&want)
+		if string(m.data[4:]) != string(want.B) {
+			t.Errorf("%s %+v: NTF attributes % x, want % x", tc.kind, tc.pool, m.data[4:], want.B)
+		}
+		var back wire.NetdevPagePool
+		if err := wire.NetdevPagePoolTable.Decode(m.data[4:], &back); err != nil || back != tc.pool {
+			t.Errorf("%s: decoded %+v (%v), want %+v", tc.kind, back, err, tc.pool)
+		}
+	}
+	ts.srv.NotifyNetdevPagePool("bogus", ns, wire.NetdevPagePool{ID: 1})
+	// Neither the bogus kind nor the other namespace reached rc, and the mgmt subscriber got
+	// nothing: the next datagram of each is the reply to a request.
+	for _, c := range []*rawConn{rc, mgmtOnly} {
+		c.send(netdevReq(nd, 0, wire.NetdevCmdDevGet, func(m *msgBuilder) { m.PutU32(wire.NetdevADevIfindex, ifi) }))
+		if m := c.recv()[0]; m.data[0] != wire.NetdevCmdDevGet {
+			t.Errorf("subscriber got %+v % x before its reply", m.h, m.data[:4])
+		}
 	}
 }

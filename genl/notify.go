@@ -64,13 +64,18 @@ func (s *Server) NotifyPort(kind string, p PortInfo) {
 }
 
 // notify builds one notification (pid 0, seq from the family-global counter,
-// as ethnl_bcastmsg_put) and queues it to every member of group whose
-// caller netns is ns. Subscribers that cannot take it are dropped.
+// as ethnl_bcastmsg_put, or 0 when seq is nil, as genl_info_init_ntf) and
+// queues it to every member of group whose caller netns is ns. Subscribers
+// that cannot take it are dropped.
 func (s *Server) notify(famID uint16, version, cmd uint8, seq *atomic.Uint32, group uint32, ns NetNS, fill func(*nlattr.Builder)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var n uint32
+	if seq != nil {
+		n = seq.Add(1)
+	}
 	var b nlattr.Builder
-	start := b.BeginMsg(famID, 0, seq.Add(1), 0)
+	start := b.BeginMsg(famID, 0, n, 0)
 	b.Genl(cmd, version)
 	fill(&b)
 	b.EndMsg(start)

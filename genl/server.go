@@ -56,7 +56,6 @@ type Server struct {
 	families   map[uint16]*family
 	ethtoolSeq atomic.Uint32 // ethnl_bcast_seq
 	manadSeq   atomic.Uint32
-	netdevSeq  atomic.Uint32
 	dumpBudget int
 	global     globalStrings
 

@@ -226,13 +226,15 @@ type poolRegistry struct {
 
 // addDetached lists a pool whose queue was just destroyed, unless its release already
 // completed, and forgets those whose release completed since, so the list never outgrows the
-// pools really draining. Caller holds r.mu.
-func (r *poolRegistry) addDetached(d detachedPool) {
+// pools really draining. It reports whether d was listed. Caller holds r.mu.
+func (r *poolRegistry) addDetached(d detachedPool) bool {
 	r.prune()
 	select {
 	case <-d.rel.Done():
+		return false
 	default:
 		r.detached = append(r.detached, d)
+		return true
 	}
 }
 
@@ -281,18 +283,111 @@ func (p *Port) PagePools() []PagePool {
 		s := &p.rx[q]
 		s.mu.Lock()
 		if rq := s.q; rq != nil && rq.poolID != 0 {
-			rq.pool.FlushStats() // the queue lock makes this goroutine the pool's owner
-			st := rq.pool.Stats()
-			out = append(out, PagePool{ID: rq.poolID, Ifindex: ifi, NAPIID: rq.napiID, Queue: q,
-				Inflight: st.Pages, InflightMem: st.PinnedBytes, BuffersOut: st.InFlight, Stats: st.Kernel()})
+			out = append(out, rq.poolView(q, ifi))
 		}
 		s.mu.Unlock()
 	}
 	p.pools.prune()
 	for _, d := range p.pools.detached {
-		st := d.pool.Stats()
-		out = append(out, PagePool{ID: d.id, Ifindex: ifi, Queue: d.queue, Inflight: st.Pages,
-			InflightMem: st.PinnedBytes, BuffersOut: d.rel.InFlight(), DetachTime: d.at, DetachBoottime: d.atBoot, Stats: st.Kernel()})
+		out = append(out, d.view(ifi))
 	}
 	return out
+}
+
+// poolView is a running queue's pool as PagePools shows it. Caller holds the queue's slot lock,
+// which makes it the pool's owner.
+func (rq *rxQueue) poolView(q, ifi int) PagePool {
+	rq.pool.FlushStats()
+	st := rq.pool.Stats()
+	return PagePool{ID: rq.poolID, Ifindex: ifi, NAPIID: rq.napiID, Queue: q,
+		Inflight: st.Pages, InflightMem: st.PinnedBytes, BuffersOut: st.InFlight, Stats: st.Kernel()}
+}
+
+// view is a detached pool as PagePools shows it (any goroutine: Stats and InFlight are).
+func (d *detachedPool) view(ifi int) PagePool {
+	st := d.pool.Stats()
+	return PagePool{ID: d.id, Ifindex: ifi, Queue: d.queue, Inflight: st.Pages,
+		InflightMem: st.PinnedBytes, BuffersOut: d.rel.InFlight(), DetachTime: d.at, DetachBoottime: d.atBoot, Stats: st.Kernel()}
+}
+
+// PagePoolEventKind says what happened to a page pool: the three moments at which the kernel's
+// net/core/page_pool_user.c announces one to the netdev family's "page-pool" group.
+type PagePoolEventKind uint8
+
+// The page-pool events.
+const (
+	// PagePoolAdded: a queue started with a new pool (page_pool_list: PAGE_POOL_ADD_NTF); the
+	// event comes once the pool is listed, the queue's NAPI id and posted buffers with it.
+	PagePoolAdded PagePoolEventKind = iota + 1
+	// PagePoolDetached: the pool's queue was destroyed while buffers of the pool were still
+	// out; it stays listed, with its detach time and no NAPI (page_pool_detached:
+	// PAGE_POOL_CHANGE_NTF).
+	PagePoolDetached
+	// PagePoolRemoved: the pool is gone from the list: destroyed with nothing out (then
+	// without a detach time, as page_pool_destroy unlists it before page_pool_detached), or
+	// detached earlier and its last buffer is back (page_pool_unlist: PAGE_POOL_DEL_NTF).
+	PagePoolRemoved
+)
+
+// String returns "add", "change" or "del", the kernel's names of the notifications.
+func (k PagePoolEventKind) String() string {
+	switch k {
+	case PagePoolAdded:
+		return "add"
+	case PagePoolDetached:
+		return "change"
+	case PagePoolRemoved:
+		return "del"
+	}
+	return "unknown"
+}
+
+// PagePoolEvent is one page-pool event and the pool as the kernel's notification shows it: for
+// PagePoolAdded, as page_pool_create leaves it in mana_create_rxq, which creates the pool before
+// the queue's CQ and NAPI and fills the ring after (so no NAPI id, nothing in flight); for
+// PagePoolDetached, as PagePools shows it then; for PagePoolRemoved, as it was at the end (no
+// page in flight).
+type PagePoolEvent struct {
+	Kind PagePoolEventKind
+	Pool PagePool
+}
+
+// poolEvent reports ev to Config.OnPagePool. Caller holds p.pools.mu, so events reach the
+// callback in the order the list changed, and a PagePools call after the callback shows the
+// change.
+func (p *Port) poolEvent(kind PagePoolEventKind, pp PagePool) {
+	if p.cfg.OnPagePool != nil {
+		p.cfg.OnPagePool(p, PagePoolEvent{Kind: kind, Pool: pp})
+	}
+}
+
+// detachPool lists the pool of a queue just destroyed (rel is its Destroy) and announces it:
+// detached while buffers are out, then removed when the last returns (from the pool's releaser,
+// through Release.OnDone); removed at once when nothing was out, as page_pool_destroy skips
+// page_pool_detached when page_pool_release already freed the pool. Caller holds p.pools.mu
+// and the configuration lock.
+func (p *Port) detachPool(d detachedPool) {
+	ifi := p.Ifindex()
+	if !p.pools.addDetached(d) {
+		idle := d.view(ifi)
+		idle.DetachTime, idle.DetachBoottime = time.Time{}, 0
+		p.poolEvent(PagePoolRemoved, idle)
+		return
+	}
+	p.poolEvent(PagePoolDetached, d.view(ifi))
+	if !d.rel.OnDone(func() { p.poolReleased(d) }) {
+		// The last buffer came back between the listing and here; pools.mu held, so the
+		// removal still follows the detach.
+		p.pools.prune()
+		p.poolEvent(PagePoolRemoved, d.view(ifi))
+	}
+}
+
+// poolReleased unlists a detached pool whose last buffer is back and announces it. It runs on
+// the pool's releaser goroutine, without the configuration lock.
+func (p *Port) poolReleased(d detachedPool) {
+	p.pools.mu.Lock()
+	defer p.pools.mu.Unlock()
+	p.pools.prune()
+	p.poolEvent(PagePoolRemoved, d.view(p.Ifindex()))
 }

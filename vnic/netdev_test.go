@@ -374,3 +374,98 @@ func TestDetachedPoolsBounded(t *testing.T) {
 		t.Errorf("%d detached pools remembered after 50 rebuilds with nothing in flight", n)
 	}
 }
+
+// poolEvents records a port's page-pool events.
+type poolEvents struct {
+	mu  sync.Mutex
+	evs []PagePoolEvent
+	got chan struct{} // poked on every event
+}
+
+func (r *poolEvents) record(_ *Port, ev PagePoolEvent) {
+	r.mu.Lock()
+	r.evs = append(r.evs, ev)
+	r.mu.Unlock()
+	select {
+	case r.got <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the events so far and forgets them.
+func (r *poolEvents) take() []PagePoolEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	evs := r.evs
+	r.evs = nil
+	return evs
+}
+
+// TestPagePoolEvents: the events follow the kernel's page_pool_user.c: one add per new pool (no
+// NAPI, nothing in flight yet, as mana_create_rxq creates the pool), at a rebuild a change for
+// the old pool whose buffer the host holds (detach time, no NAPI, its page) and a del without
+// detach time for each old pool with nothing out, then a del for the held one when its buffer
+// returns; nothing for a no-op.
+func TestPagePoolEvents(t *testing.T) {
+	rec := &poolEvents{got: make(chan struct{}, 1)}
+	tp := newTestPort(t, func(c *Config, _ *Settings) { c.OnPagePool = rec.record })
+	tp.SetIfindex(7)
+	tp.open()
+	added := rec.take()
+	pools := tp.PagePools()
+	if len(added) != 4 || len(pools) != 4 {
+		t.Fatalf("events %+v for pools %+v, want 4 adds", added, pools)
+	}
+	for i, ev := range added {
+		if want := (PagePool{ID: pools[i].ID, Ifindex: 7, Queue: i}); ev.Kind != PagePoolAdded || ev.Pool != want {
+			t.Errorf("event %d %v %+v, want add %+v", i, ev.Kind, ev.Pool, want)
+		}
+	}
+	tp.host.keep = true
+	if r := tp.Receive(0, udpFrame(100, 1, 2)); r != RxDelivered {
+		t.Fatalf("Receive: %v", r)
+	}
+	tp.mustLocked("SetMTU 1500 (no-op)", func() error { return tp.SetMTU(1500) })
+	if evs := rec.take(); len(evs) != 0 {
+		t.Fatalf("events for a no-op: %+v", evs)
+	}
+	tp.mustLocked("SetMTU", func() error { return tp.SetMTU(1400) })
+	evs := rec.take()
+	after := tp.PagePools()
+	if len(evs) != 8 || len(after) != 5 {
+		t.Fatalf("%d events after the rebuild, want 1 change + 3 del + 4 add: %+v (pools %+v)", len(evs), evs, after)
+	}
+	ch := evs[0]
+	if ch.Kind != PagePoolDetached || ch.Pool != after[4] || ch.Pool.ID != pools[0].ID || ch.Pool.Inflight != 1 || !ch.Pool.Detached() {
+		t.Errorf("first event %v %+v, want queue 0's old pool detached as listed: %+v", ch.Kind, ch.Pool, after[4])
+	}
+	for i, ev := range evs[1:4] {
+		if ev.Kind != PagePoolRemoved || ev.Pool.ID != pools[i+1].ID || ev.Pool.Detached() || ev.Pool.DetachBoottime != 0 ||
+			ev.Pool.Inflight != 0 || ev.Pool.InflightMem != 0 || ev.Pool.NAPIID != 0 {
+			t.Errorf("event %d %v %+v, want del of idle pool %d without detach time", i+1, ev.Kind, ev.Pool, pools[i+1].ID)
+		}
+	}
+	for i, ev := range evs[4:] {
+		if ev.Kind != PagePoolAdded || ev.Pool.ID != after[i].ID || ev.Pool.Queue != i {
+			t.Errorf("event %d %v %+v, want add of %+v", i+4, ev.Kind, ev.Pool, after[i])
+		}
+	}
+	tp.host.release()
+	for {
+		if evs := rec.take(); len(evs) != 0 {
+			if len(evs) != 1 || evs[0].Kind != PagePoolRemoved || evs[0].Pool.ID != ch.Pool.ID ||
+				evs[0].Pool.DetachTime != ch.Pool.DetachTime || evs[0].Pool.Inflight != 0 || evs[0].Pool.InflightMem != 0 {
+				t.Fatalf("after the buffer returned: %+v, want one del of %d with its detach time", evs, ch.Pool.ID)
+			}
+			break
+		}
+		<-rec.got
+	}
+	if pp := tp.PagePools(); len(pp) != 4 {
+		t.Errorf("the drained pool is still listed after its del: %+v", pp)
+	}
+	tp.locked(tp.Close)
+	if evs := rec.take(); len(evs) != 4 || evs[0].Kind != PagePoolRemoved || evs[3].Pool.ID != after[3].ID {
+		t.Errorf("Close: %+v, want 4 dels", evs)
+	}
+}

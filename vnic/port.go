@@ -68,6 +68,14 @@ type Config struct {
 	// pending, the carrier stays off. It runs with the configuration lock held and must not
 	// block.
 	OnCarrier func(p *Port, on bool)
+	// OnPagePool, if set, is called for every page-pool event (PagePoolEvent: a pool added,
+	// detached with buffers out, removed), per port in the order of the changes, each while the
+	// port's pool list shows exactly that change (so a PagePools call made after it sees it).
+	// Added and detached, and removed for a pool destroyed with nothing out, are called from
+	// the control path with the configuration lock held; removed after the last buffer came
+	// back from the pool's releaser goroutine, without it. It must not block and must not call
+	// the Port.
+	OnPagePool func(p *Port, ev PagePoolEvent)
 	// IDs hands out the port's page-pool and NAPI ids; the daemon shares one between its ports
 	// so that ids are unique per daemon. nil means a source of the port's own.
 	IDs *IDs
@@ -437,6 +445,11 @@ func (p *Port) attach(s Settings, a *allocation, inject bool) error {
 		slot.q = rq
 		slot.qbase = slot.stats.qstats()
 		slot.mu.Unlock()
+		if rq.poolID != 0 {
+			// As page_pool_create announces it in mana_create_rxq: before the queue's CQ
+			// and NAPI exist (no napi-id) and before a page is taken (inflight 0).
+			p.poolEvent(PagePoolAdded, PagePool{ID: rq.poolID, Ifindex: p.Ifindex(), Queue: q})
+		}
 		p.pools.mu.Unlock()
 		t := &p.tx[q]
 		t.mu.Lock()
@@ -480,7 +493,7 @@ func (p *Port) stopQueues() {
 		if rq != nil {
 			r := rq.destroy()
 			if rq.poolID != 0 {
-				p.pools.addDetached(detachedPool{id: rq.poolID, queue: q, pool: rq.pool, rel: r, at: time.Now(), atBoot: boottime()})
+				p.detachPool(detachedPool{id: rq.poolID, queue: q, pool: rq.pool, rel: r, at: time.Now(), atBoot: boottime()})
 			}
 			p.track(r)
 		}

@@ -914,7 +914,8 @@ logic.`,
 }
 
 func monitorCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var netdev bool
+	cmd := &cobra.Command{
 		Use:   "monitor [DEV]",
 		Short: "Print notifications as they arrive (ethtool --monitor)",
 		Long: `Print each notification as it arrives until interrupted, as ethtool --monitor does:
@@ -922,10 +923,15 @@ func monitorCmd(a *app) *cobra.Command {
 channels of the device that changed, in the show command's format; manad's port
 events (added, removed, changed) too. With DEV, only that device's. With --json,
 one JSON object per line (and "listening..." on stderr). With --kernel, the
-kernel's ethtool notifications.`,
+kernel's ethtool notifications. With --netdev, also the netdev family's: devices
+added, removed or changed, and page pools added (a queue started), changed (its
+queue was destroyed while buffers were still out: detached) and removed (destroyed
+with nothing out, or its last buffer came back), as the kernel's dev-*-ntf and
+page-pool-*-ntf.`,
 		Example: `  manactl monitor
   ip netns exec manaA manactl monitor mana0
-  manactl --kernel --json monitor`,
+  manactl --kernel --json monitor
+  manactl monitor --netdev`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c *client.Client
@@ -940,9 +946,20 @@ kernel's ethtool notifications.`,
 			}
 			defer c.Close()
 			ctx := cmd.Context()
-			sub, err := c.Subscribe(ctx)
+			var opts []client.SubscribeOption
+			if netdev {
+				opts = append(opts, client.WithNetdev())
+			}
+			sub, err := c.Subscribe(ctx, opts...)
 			if err != nil {
 				return failed(err)
+			}
+			// netdev notifications name no device, only its index.
+			var devIfi int
+			if len(args) == 1 {
+				if ifi, err := net.InterfaceByName(args[0]); err == nil {
+					devIfi = ifi.Index
+				}
 			}
 			defer sub.Close()
 			if a.json {
@@ -959,7 +976,7 @@ kernel's ethtool notifications.`,
 					return failed(err)
 				}
 				for _, n := range ns {
-					if len(args) == 1 && n.Interface.Name != args[0] {
+					if len(args) == 1 && n.Interface.Name != args[0] && (n.Interface.Name != "" || n.Interface.Index != devIfi || devIfi == 0) {
 						continue
 					}
 					if err := writeNotification(a, n); err != nil {
@@ -969,6 +986,8 @@ kernel's ethtool notifications.`,
 			}
 		},
 	}
+	cmd.Flags().BoolVar(&netdev, "netdev", false, "also the netdev family's dev and page-pool notifications")
+	return cmd
 }
 
 // writeNotification prints one notification as monitor does.
@@ -988,6 +1007,8 @@ func writeNotification(a *app, n client.Notification) error {
 		writeChannels(a.stdout, n.Interface.Name, n.Channels.Channels)
 	case n.Port != nil:
 		writePortEvent(a.stdout, n.Kind, *n.Port)
+	case n.NetdevDev != nil, n.PagePool != nil:
+		writeNetdevEvent(a.stdout, n)
 	}
 	return nil
 }

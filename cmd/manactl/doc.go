@@ -49,7 +49,7 @@
 //	         [--memory-budget B] [--persistent]
 //	port del NAME
 //	fault DEV prealloc|detach|attach once|N|always|off [--errno E]
-//	monitor [DEV]                         notifications as they arrive, like ethtool --monitor
+//	monitor [DEV] [--netdev]              notifications as they arrive, like ethtool --monitor
 //	completion bash|zsh|fish|powershell   shell completion script (cobra's)
 //
 // Global options: --json (JSON output of the show commands), --socket PATH (default
@@ -102,7 +102,10 @@
 //	                 ring-size, queues, pages-per-queue, bytes-per-queue, bytes-total
 //	monitor          one object per line: kind (privflags | rings | channels | port-new |
 //	                 port-del | port-change), seq, ifname, ifindex, and one of priv-flags,
-//	                 rings, channels (the show objects) or port (a list object)
+//	                 rings, channels (the show objects) or port (a list object); with
+//	                 --netdev also kind dev-add | dev-del | dev-change with dev (dev, ifindex,
+//	                 xdp_features) and page-pool-add | page-pool-change | page-pool-del with
+//	                 page-pool (a page-pools object)
 //
 // Sizes are bytes; booleans are JSON booleans. New keys may be added; existing ones keep their
 // name and meaning.

@@ -275,7 +275,8 @@ func rxBufToJSON(p genl.PortInfo) rxBufJSON {
 
 // eventJSON is one monitor notification (one JSON object per line). Exactly one of the payload
 // fields is present, according to kind: "privflags", "rings", "channels", "port-new",
-// "port-del" or "port-change".
+// "port-del" or "port-change"; with monitor --netdev also "dev-add", "dev-del", "dev-change"
+// (dev) and "page-pool-add", "page-pool-change", "page-pool-del" (page-pool).
 type eventJSON struct {
 	Kind         string         `json:"kind"`
 	Seq          uint32         `json:"seq"`
@@ -285,6 +286,8 @@ type eventJSON struct {
 	Rings        *ringsJSON     `json:"rings,omitempty"`
 	Channels     *channelsJSON  `json:"channels,omitempty"`
 	Port         *portJSON      `json:"port,omitempty"`
+	NetdevDev    *netdevDevJSON `json:"dev,omitempty"`
+	PagePool     *pagePoolJSON  `json:"page-pool,omitempty"`
 }
 
 func eventToJSON(n client.Notification) eventJSON {
@@ -302,6 +305,8 @@ func eventToJSON(n client.Notification) eventJSON {
 	case n.Port != nil:
 		v := portToJSON(*n.Port)
 		e.Port = &v
+	case n.NetdevDev != nil, n.PagePool != nil:
+		netdevEventToJSON(n, &e)
 	}
 	return e
 }

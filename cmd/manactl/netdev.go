@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -326,4 +327,75 @@ func qstatsCounters(s wire.NetdevQStats) (out []struct {
 		}
 	}
 	return out
+}
+
+// netdevDevJSON is a netdev-family device (monitor's dev events).
+type netdevDevJSON struct {
+	Dev         string   `json:"dev"`
+	Ifindex     uint32   `json:"ifindex"`
+	XDPFeatures []string `json:"xdp_features"`
+}
+
+// xdpFeatureNames names the set bits of xdp-features (netdev.yaml's xdp-act), unknown ones as
+// "bit N".
+func xdpFeatureNames(v uint64) []string {
+	out := []string{}
+	for i := range 64 {
+		if v&(1<<i) == 0 {
+			continue
+		}
+		if i < len(wire.NetdevXDPActNames) {
+			out = append(out, wire.NetdevXDPActNames[i])
+		} else {
+			out = append(out, fmt.Sprintf("bit %d", i))
+		}
+	}
+	return out
+}
+
+// netdevIfaceName names a netdev-family ifindex for monitor: "-" for none (a pool whose netdev
+// is gone).
+func netdevIfaceName(i uint32) string {
+	if i == 0 {
+		return "-"
+	}
+	return ifaceName(i)
+}
+
+// netdevEventToJSON fills the payload of a netdev-family notification (monitor --netdev).
+func netdevEventToJSON(n client.Notification, e *eventJSON) {
+	switch {
+	case n.NetdevDev != nil:
+		e.NetdevDev = &netdevDevJSON{Dev: netdevIfaceName(n.NetdevDev.Ifindex), Ifindex: n.NetdevDev.Ifindex,
+			XDPFeatures: xdpFeatureNames(n.NetdevDev.XDPFeatures)}
+	case n.PagePool != nil:
+		p := n.PagePool
+		e.PagePool = &pagePoolJSON{ID: p.ID, Dev: netdevIfaceName(p.Ifindex), Ifindex: p.Ifindex, NAPIID: p.NAPIID,
+			Inflight: p.Inflight, InflightMem: p.InflightMem, DetachTime: p.DetachTime}
+	}
+}
+
+// writeNetdevEvent prints a netdev-family notification as monitor --netdev does: a blank line,
+// then "Page pool ID added|changed|removed:" or "Netdev DEV added|removed|changed:" and the
+// page-pools or dev line.
+func writeNetdevEvent(w io.Writer, n client.Notification) {
+	what := map[client.NotificationKind]string{
+		client.NetdevDevAdded: "added", client.NetdevDevRemoved: "removed", client.NetdevDevChanged: "changed",
+		client.PagePoolAdded: "added", client.PagePoolChanged: "changed", client.PagePoolRemoved: "removed",
+	}[n.Kind]
+	switch {
+	case n.NetdevDev != nil:
+		d := n.NetdevDev
+		fmt.Fprintf(w, "\nNetdev %s %s:\n", netdevIfaceName(d.Ifindex), what)
+		fmt.Fprintf(w, "ifindex %d, xdp-features %s\n", d.Ifindex, dashIfEmpty(strings.Join(xdpFeatureNames(d.XDPFeatures), ",")))
+	case n.PagePool != nil:
+		p := n.PagePool
+		fmt.Fprintf(w, "\nPage pool %d %s:\n", p.ID, what)
+		det := "-"
+		if p.DetachTime != 0 {
+			det = fmt.Sprintf("at %ds", p.DetachTime)
+		}
+		fmt.Fprintf(w, "dev %s, napi-id %s, inflight %d, memory %s, detached %s\n", netdevIfaceName(p.Ifindex),
+			dashIfZero(p.NAPIID), p.Inflight, bytesText(p.InflightMem), det)
+	}
 }

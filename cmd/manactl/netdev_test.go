@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
 )
 
@@ -80,5 +81,31 @@ func TestNetdevKernelFallback(t *testing.T) {
 	code, out, errs = runCLI(t, sock, "qstats", "mctlnodev0")
 	if code != 1 || out != "" || errs != "no device \"mctlnodev0\" in this network namespace: no such device\n" {
 		t.Errorf("qstats of no device: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// TestMonitorNetdevGolden pins how monitor --netdev prints the netdev family's notifications,
+// as text and as JSON lines (an ifindex absent here prints as ifN, none as "-").
+func TestMonitorNetdevGolden(t *testing.T) {
+	ns := []client.Notification{
+		{Kind: client.NetdevDevAdded, Interface: client.Interface{Index: 999999}, NetdevDev: &wire.NetdevDev{Ifindex: 999999, XDPFeatures: 1}},
+		{Kind: client.PagePoolAdded, Interface: client.Interface{Index: 999999}, PagePool: &wire.NetdevPagePool{ID: 12, Ifindex: 999999}},
+		{Kind: client.PagePoolChanged, Interface: client.Interface{Index: 999999},
+			PagePool: &wire.NetdevPagePool{ID: 11, Ifindex: 999999, Inflight: 1, InflightMem: 16384, DetachTime: 4242}},
+		{Kind: client.PagePoolRemoved, PagePool: &wire.NetdevPagePool{ID: 11, DetachTime: 4242}},
+		{Kind: client.NetdevDevRemoved, Interface: client.Interface{Index: 999999}, NetdevDev: &wire.NetdevDev{Ifindex: 999999, XDPFeatures: 1 | 1<<9}},
+	}
+	for _, tc := range []struct {
+		golden string
+		json   bool
+	}{{"manactl/monitor-netdev.txt", false}, {"json/monitor-netdev.jsonl", true}} {
+		var b bytes.Buffer
+		a := &app{stdout: &b, json: tc.json}
+		for _, n := range ns {
+			if err := writeNotification(a, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkGolden(t, tc.golden, b.Bytes())
 	}
 }

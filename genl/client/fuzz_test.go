@@ -3,6 +3,7 @@ package client
 import (
 	"testing"
 
+	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
@@ -54,6 +55,9 @@ func FuzzDecodeReplies(f *testing.F) {
 	b.EndNest(faults)
 	b.EndNest(n)
 	f.Add(append([]byte(nil), b.B...))
+	b.Reset()
+	wire.NetdevPagePoolTable.Put(&b, &wire.NetdevPagePool{ID: 3, Ifindex: 4, Inflight: 1, InflightMem: 4096, DetachTime: 1 << 40})
+	f.Add(append([]byte(nil), b.B...))
 	f.Add(nlattr.AppendAck(nil, make([]byte, 24), 1, unix.EINVAL, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "x", Offset: 20}}, nlattr.AckOptions{ExtAck: true}))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -63,6 +67,9 @@ func FuzzDecodeReplies(f *testing.F) {
 		_, _ = DecodeStringSets(data)
 		_, _ = DecodePort(data)
 		_, _ = DecodeStats(data)
+		for cmd := uint8(wire.NetdevCmdDevAddNtf); cmd <= wire.NetdevCmdPagePoolChangeNtf; cmd++ {
+			_, _, _ = decodeNetdevNotification(genetlink.Message{Header: genetlink.Header{Command: cmd}, Data: data})
+		}
 		aligned := make([]byte, nlattr.Align(len(data)))
 		copy(aligned, data)
 		if msgs, err := parseDatagram(aligned); err == nil {

@@ -41,6 +41,18 @@ func (k NotificationKind) String() string {
 		return "port-change"
 	case CoalesceChanged:
 		return "coalesce"
+	case NetdevDevAdded:
+		return "dev-add"
+	case NetdevDevRemoved:
+		return "dev-del"
+	case NetdevDevChanged:
+		return "dev-change"
+	case PagePoolAdded:
+		return "page-pool-add"
+	case PagePoolChanged:
+		return "page-pool-change"
+	case PagePoolRemoved:
+		return "page-pool-del"
 	}
 	return fmt.Sprintf("NotificationKind(%d)", int(k))
 }
@@ -59,19 +71,41 @@ type Notification struct {
 	Channels     *Channels
 	Port         *wire.PortInfo
 	Coalesce     *Coalesce
+	// NetdevDev and PagePool are the netdev family's (subscriptions WithNetdev): the device
+	// as dev-get shows it, the pool as page-pool-get shows it. Interface then has only the
+	// index (none for a pool whose netdev is gone).
+	NetdevDev *wire.NetdevDev
+	PagePool  *wire.NetdevPagePool
 }
 
 // Subscription receives notifications of the ethtool "monitor" group and,
-// from manad, the manad "events" group, on a connection of its own.
+// from manad, the manad "events" group, on a connection of its own; with
+// WithNetdev, the netdev family's "mgmt" and "page-pool" groups too.
 type Subscription struct {
-	c    *Client
-	conn *genetlink.Conn
-	fams families
+	c      *Client
+	conn   *genetlink.Conn
+	fams   families
+	netdev *genetlink.Family // nil unless WithNetdev
 }
+
+// SubscribeOption adds to what a subscription receives.
+type SubscribeOption func(*subscribeConfig)
+
+type subscribeConfig struct{ netdev bool }
+
+// WithNetdev also joins the netdev family's "mgmt" (dev add/del/change) and
+// "page-pool" (page-pool add/change/del) groups, of manad or of the kernel.
+func WithNetdev() SubscribeOption { return func(c *subscribeConfig) { c.netdev = true } }
 
 // Subscribe opens a new connection and joins the notification groups. When
 // it returns, notifications of changes made afterwards will be delivered.
-func (c *Client) Subscribe(ctx context.Context) (*Subscription, error) {
+// With WithNetdev, a side without the netdev family fails it with an error
+// wrapping ENOENT.
+func (c *Client) Subscribe(ctx context.Context, opts ...SubscribeOption) (*Subscription, error) {
+	var cfg subscribeConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	conn, fams, _, err := c.connect()
 	if err != nil {
 		return nil, err
@@ -97,6 +131,20 @@ func (c *Client) Subscribe(ctx context.Context) (*Subscription, error) {
 			conn.Close()
 			return nil, err
 		}
+	}
+	if cfg.netdev {
+		f, err := conn.GetFamily(wire.NetdevFamilyName)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("client: resolve the %q family: %w", wire.NetdevFamilyName, wrapErr(err))
+		}
+		for _, g := range []string{wire.NetdevGroupMgmt, wire.NetdevGroupPagePool} {
+			if err := join(f, g); err != nil {
+				conn.Close()
+				return nil, err
+			}
+		}
+		s.netdev = &f
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return s, nil
@@ -181,6 +229,8 @@ func (s *Subscription) decode(ctx context.Context, famID uint16, m genetlink.Mes
 		if n.Port, err = DecodePort(m.Data); err == nil {
 			n.Interface = Interface{Index: int(n.Port.Device.Index), Name: n.Port.Device.Name}
 		}
+	case s.netdev != nil && famID == s.netdev.ID:
+		return decodeNetdevNotification(m)
 	default:
 		return n, false, nil
 	}
@@ -202,8 +252,8 @@ func (s *Subscription) nameFlags(ctx context.Context, p *PrivateFlags) {
 
 // Monitor calls fn for every notification until ctx ends (it then returns
 // an error wrapping ctx.Err()) or the connection fails.
-func (c *Client) Monitor(ctx context.Context, fn func(Notification)) error {
-	sub, err := c.Subscribe(ctx)
+func (c *Client) Monitor(ctx context.Context, fn func(Notification), opts ...SubscribeOption) error {
+	sub, err := c.Subscribe(ctx, opts...)
 	if err != nil {
 		return err
 	}

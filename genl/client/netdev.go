@@ -142,3 +142,37 @@ func ifindexAttr(t uint16, ifindex uint32) func(*netlink.AttributeEncoder) {
 		}
 	}
 }
+
+// The netdev family's notification kinds (values apart from the others').
+const (
+	NetdevDevAdded   NotificationKind = 200 + iota // NETDEV_CMD_DEV_ADD_NTF
+	NetdevDevRemoved                               // NETDEV_CMD_DEV_DEL_NTF
+	NetdevDevChanged                               // NETDEV_CMD_DEV_CHANGE_NTF
+	PagePoolAdded                                  // NETDEV_CMD_PAGE_POOL_ADD_NTF
+	PagePoolChanged                                // NETDEV_CMD_PAGE_POOL_CHANGE_NTF
+	PagePoolRemoved                                // NETDEV_CMD_PAGE_POOL_DEL_NTF
+)
+
+// decodeNetdevNotification decodes a netdev-family notification; other
+// commands are skipped (ok false).
+func decodeNetdevNotification(m genetlink.Message) (n Notification, ok bool, err error) {
+	switch m.Header.Command {
+	case wire.NetdevCmdDevAddNtf, wire.NetdevCmdDevDelNtf, wire.NetdevCmdDevChangeNtf:
+		n.Kind = NetdevDevAdded + NotificationKind(m.Header.Command-wire.NetdevCmdDevAddNtf)
+		n.NetdevDev = new(wire.NetdevDev)
+		err = wire.NetdevDevTable.Decode(m.Data, n.NetdevDev)
+		n.Interface.Index = int(n.NetdevDev.Ifindex)
+	case wire.NetdevCmdPagePoolAddNtf, wire.NetdevCmdPagePoolDelNtf, wire.NetdevCmdPagePoolChangeNtf:
+		n.Kind = map[uint8]NotificationKind{wire.NetdevCmdPagePoolAddNtf: PagePoolAdded,
+			wire.NetdevCmdPagePoolDelNtf: PagePoolRemoved, wire.NetdevCmdPagePoolChangeNtf: PagePoolChanged}[m.Header.Command]
+		n.PagePool = new(wire.NetdevPagePool)
+		err = wire.NetdevPagePoolTable.Decode(m.Data, n.PagePool)
+		n.Interface.Index = int(n.PagePool.Ifindex)
+	default:
+		return n, false, nil
+	}
+	if err != nil {
+		return n, false, fmt.Errorf("client: netdev notification %d: %w", m.Header.Command, err)
+	}
+	return n, true, nil
+}

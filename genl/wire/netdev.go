@@ -15,6 +15,10 @@ const (
 	NetdevGroupPagePool = "page-pool"
 )
 
+// NetdevXDPActNames names the bits of xdp-features (enum netdev_xdp_act), by
+// netdev.yaml's names.
+var NetdevXDPActNames = [...]string{"basic", "redirect", "ndo-xmit", "xsk-zerocopy", "hw-offload", "rx-sg", "ndo-xmit-sg"}
+
 // enum netdev_queue_type and netdev_qstats_scope.
 const (
 	NetdevQueueTypeRX      = 0
@@ -186,7 +190,10 @@ var NetdevNAPITable = NewTable(
 
 // NetdevPagePool is a page-pool-get reply (page_pool_nl_fill).
 type NetdevPagePool struct {
-	ID          uint64
+	ID uint64
+	// Ifindex is the pool's netdev; 0 (left out) once that netdev is gone, as
+	// page_pool_nl_fill leaves out loopback's, where page_pool_unreg_netdev
+	// moves the pools of an unregistered netdev.
 	Ifindex     uint32
 	NAPIID      uint64 // 0: none (detached), left out
 	Inflight    uint64
@@ -199,7 +206,7 @@ type NetdevPagePool struct {
 // NetdevPagePoolTable writes a NetdevPagePool in the kernel's order.
 var NetdevPagePoolTable = NewTable(
 	Uint(NetdevAPagePoolID, func(v *NetdevPagePool) *uint64 { return &v.ID }),
-	U32(NetdevAPagePoolIfindex, func(v *NetdevPagePool) *uint32 { return &v.Ifindex }),
+	U32(NetdevAPagePoolIfindex, func(v *NetdevPagePool) *uint32 { return &v.Ifindex }).OmitZero(),
 	Uint(NetdevAPagePoolNAPIID, func(v *NetdevPagePool) *uint64 { return &v.NAPIID }).OmitZero(),
 	Uint(NetdevAPagePoolInflight, func(v *NetdevPagePool) *uint64 { return &v.Inflight }),
 	Uint(NetdevAPagePoolInflightMem, func(v *NetdevPagePool) *uint64 { return &v.InflightMem }),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,42 @@ type Release struct {
 	prefix   string
 	done     chan struct{}
 	inflight atomic.Int64
+
+	mu       sync.Mutex
+	finished bool   // done is closed (or about to be, under mu)
+	onDone   func() // OnDone's callback, run once when the release completes
+}
+
+// OnDone registers f to run once, when the release completes (the moment Done is closed: the
+// kernel's page_pool_free, whose page_pool_unlist announces the pool's end). It is how an
+// owner that lists destroyed pools learns, without polling, that one is gone. f runs on the
+// goroutine that took the last buffer back (the releaser), after Done is closed, and must not
+// block; it is never called from inside OnDone. OnDone returns false, without registering f,
+// when the release had already completed (Destroy found nothing in flight, or the last buffer
+// came back meanwhile): the caller then knows the pool is gone. A second OnDone replaces the
+// first's callback. Any goroutine.
+func (r *Release) OnDone(f func()) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.finished {
+		return false
+	}
+	r.onDone = f
+	return true
+}
+
+// complete closes done and runs the OnDone callback, once.
+func (r *Release) complete() {
+	r.mu.Lock()
+	r.finished = true
+	f := r.onDone
+	r.onDone = nil
+	close(r.done)
+	r.inflight.Store(0) // after Done: InFlight() == 0 implies Done is closed
+	r.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 // Done returns a channel closed when every buffer is back and every page has
@@ -109,8 +146,7 @@ func (p *Pool) finishIfIdle(beforeDone func()) bool {
 	if beforeDone != nil {
 		beforeDone()
 	}
-	close(p.rel.done)
-	p.rel.inflight.Store(0) // after Done: InFlight() == 0 implies Done is closed
+	p.rel.complete()
 	return true
 }
 

@@ -276,3 +276,56 @@ func TestPutRacingDestroy(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseOnDone: the callback runs exactly once, after Done is closed and with nothing in
+// flight, when the last buffer comes back; a release already complete refuses a callback.
+func TestReleaseOnDone(t *testing.T) {
+	idle, _ := newTestPool(t, 0, 16384, 2112, 7)
+	r := idle.Destroy()
+	if r.OnDone(func() { t.Error("callback of a completed release ran") }) {
+		t.Fatal("OnDone accepted a callback after the release completed")
+	}
+
+	p, err := New(Config{Mem: NewMemory(0), PageBytes: 16384, BufSize: 2112, FragCount: 7, Name: "eth0/rx2",
+		ReleaseInterval: time.Hour, StallWarn: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufs := make([]*Buffer, 9)
+	if err := p.AllocBulk(bufs); err != nil {
+		t.Fatal(err)
+	}
+	r = p.Destroy()
+	type call struct {
+		closed   bool
+		inflight int
+	}
+	calls := make(chan call, 2)
+	if !r.OnDone(func() { calls <- call{isClosed(r.Done()), r.InFlight()} }) {
+		t.Fatal("OnDone refused a callback with 9 buffers in flight")
+	}
+	for _, b := range bufs[:8] {
+		p.Put(b)
+	}
+	select {
+	case c := <-calls:
+		t.Fatalf("callback ran with a buffer still out: %+v", c)
+	default:
+	}
+	p.Put(bufs[8])
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := <-calls
+	if !c.closed || c.inflight != 0 {
+		t.Fatalf("callback saw Done closed %v, %d in flight; want closed, 0", c.closed, c.inflight)
+	}
+	if r.OnDone(func() {}) {
+		t.Fatal("OnDone accepted a callback after the release completed")
+	}
+	select {
+	case c := <-calls:
+		t.Fatalf("callback ran twice: %+v", c)
+	default:
+	}
+}
