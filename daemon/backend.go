@@ -95,19 +95,27 @@ func (b *backend) withPort(dev genl.Device, f func(p *port) error) error {
 	return f(p)
 }
 
-// portView is what a "change" event reports of a port, in comparable form.
+// portView is what a "change" event reports of a port, in comparable form, plus what the state
+// file keeps besides vnic.Settings (the TAP's offloads, the RSS key), so that every change the
+// state file must survive goes through the one "changed → record" path of changeLocked.
 type portView struct {
 	set                             vnic.Settings
 	up, running, detached, resetDue bool
 	faults                          [len(vnic.FaultPoints)]vnic.Fault
+	offload                         bool
+	rssKey                          [vnic.RSSKeySize]byte
 }
 
 func (p *port) view() portView {
 	st := p.vp.State()
-	v := portView{set: st.Settings, up: st.AdminUp, running: st.Running, detached: st.Detached, resetDue: st.ResetPending}
+	v := portView{set: st.Settings, up: st.AdminUp, running: st.Running, detached: st.Detached, resetDue: st.ResetPending,
+		offload: p.offload(), rssKey: p.vp.RSS().Key}
 	copy(v.faults[:], st.Faults)
 	return v
 }
+
+// offload reports whether the port's TAP carries virtio headers (its offloads are on).
+func (p *port) offload() bool { return p.dev != nil && p.dev.VnetHdr() }
 
 // change runs a reconfiguration of a port under the configuration lock, logs what was asked, by
 // whom, the outcome and its duration, and persists and announces the result when the port

@@ -94,14 +94,19 @@
 //	  "version": 1,
 //	  "ports": {
 //	    "mana0": {"settings": {"mtu": 1500, "queues": 4, "rx_ring": 1024, "tx_ring": 256,
-//	              "priv_flags": ["full-page-rx"], "xdp": "", "admin_up": true}},
+//	              "priv_flags": ["full-page-rx"], "xdp": "", "admin_up": true,
+//	              "coalesce": {"rx_usecs": 0, "rx_frames": 0, "tx_usecs": 0, "tx_frames": 0,
+//	                           "adaptive_rx": false, "adaptive_tx": false, "rx_cqe_frames": 4},
+//	              "offload": true, "rss_key": "6d5a56da…"}},
 //	    "mana7": {"spec": {"name": "mana7", "mac": "02:…", …}, "settings": {…}}
 //	  },
 //	  "deleted": ["mana1"]
 //	}
 //
-// "ports" holds every port's runtime settings, and for a port created at runtime also its full
-// spec; "deleted" lists the configuration's ports deleted at runtime. State.Save writes it
+// "ports" holds every port's runtime settings (ethtool -G, -L, --set-priv-flags, -C, -K and the
+// RSS hash key of -X; not the indirection table, which mana rewrites on every attach; "coalesce",
+// "offload" and "rss_key" are absent from files of older manads and then come from the
+// configuration), and for a port created at runtime also its full spec; "deleted" lists the configuration's ports deleted at runtime. State.Save writes it
 // atomically (temporary file in the same directory, fsync, rename, fsync of the directory), so a
 // kill -9 at any moment leaves the old or the new state. LoadState treats a missing file as an
 // empty state and a corrupt one as an error (EBADMSG) naming the file; the daemon then keeps it

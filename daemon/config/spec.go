@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -48,6 +49,7 @@ type PortSpec struct {
 	RxAlloc      rxbuf.Alloc // how RX buffers are allocated (rx_alloc)
 	RxNoRecycle  bool        // rx_recycle = false: RX pages are released, not recycled
 	Speed        int         // Mb/s the vport reports as its link speed (speed); 0 = unknown
+	CQECoalesce8 bool        // the vport may coalesce 8 packets per RX CQE (cqe_coalesce_8)
 
 	// Settings to start with (vnic.Settings).
 	MTU       int
@@ -56,6 +58,10 @@ type PortSpec struct {
 	TxRing    int    // a power of two
 	PrivFlags uint32 // vnic.PrivFlag* bits
 	XDP       string // built-in XDP program name (vnic.BuiltinXDPByName), "" for none
+	Coalesce  vnic.Coalesce
+	// RSSKey is the Toeplitz key the port starts with (vnic.Config.RSSKey): nil for the
+	// default; the state file's, when a restart must keep a key set at runtime.
+	RSSKey []byte
 
 	// Line is where the port's [[port]] header is in the configuration file; 0 for a port that
 	// was not defined there.
@@ -72,6 +78,7 @@ func DefaultPortSpec(name string) PortSpec {
 		PageSize: 4096, Rule: rxbuf.RuleUpstream, MaxMTU: vnic.DefaultMaxMTU,
 		MaxQueues: vnic.DefaultMaxQueues, MemoryBudget: vnic.DefaultMemoryBudget,
 		MTU: vnic.DefaultMTU, Queues: vnic.DefaultQueues, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing,
+		Coalesce: vnic.DefaultCoalesce(),
 	}
 }
 
@@ -91,7 +98,8 @@ func (s *PortSpec) Config() vnic.Config {
 	return vnic.Config{
 		Name: s.Name, PageSize: s.PageSize, Rule: s.Rule, MaxMTU: s.MaxMTU,
 		MaxQueues: s.MaxQueues, MemoryBudget: s.MemoryBudget, // UnlimitedMemory is vnic's "negative: no limit"
-		RxAlloc: s.RxAlloc, RxNoRecycle: s.RxNoRecycle,
+		RxAlloc: s.RxAlloc, RxNoRecycle: s.RxNoRecycle, CQECoalesce8: s.CQECoalesce8,
+		RSSKey: append([]byte(nil), s.RSSKey...),
 	}
 }
 
@@ -99,7 +107,7 @@ func (s *PortSpec) Config() vnic.Config {
 // (an unknown name, which Validate refuses, gives no program).
 func (s *PortSpec) Settings() vnic.Settings {
 	set := vnic.Settings{MTU: s.MTU, Queues: s.Queues, RxRing: s.RxRing, TxRing: s.TxRing, PrivFlags: s.PrivFlags,
-		Coalesce: vnic.DefaultCoalesce()}
+		Coalesce: s.Coalesce}
 	if p := vnic.BuiltinXDPByName(s.XDP); p != nil {
 		set.XDP = p
 	}
@@ -109,6 +117,9 @@ func (s *PortSpec) Settings() vnic.Settings {
 // clone returns a copy that shares no memory with s.
 func (s PortSpec) clone() PortSpec {
 	s.MAC = append(net.HardwareAddr(nil), s.MAC...)
+	if s.RSSKey != nil {
+		s.RSSKey = append([]byte(nil), s.RSSKey...)
+	}
 	return s
 }
 
@@ -194,6 +205,20 @@ func (s *PortSpec) problems() []problem {
 			add("xdp", "mtu %d too large for XDP with %d-byte pages (max %d)", s.MTU, s.PageSize, rxbuf.XDPMTUMax(s.PageSize))
 		}
 	}
+	if c := s.Coalesce.RxCQEFrames; c != 1 && c != 4 && (c != 8 || !s.CQECoalesce8) {
+		add("rx_cqe_frames", "rx_cqe_frames %d not supported (want %s)", c, cqeFramesWanted(s.CQECoalesce8))
+	} else if err := vnic.CheckCoalesce(s.Coalesce, s.CQECoalesce8); err != nil {
+		// Only the state file sets the other coalescing values: the driver's text.
+		var e *extack.Error
+		if errors.As(err, &e) {
+			add("coalesce", "coalesce: %s", e.Message)
+		} else {
+			add("coalesce", "coalesce: %v", err)
+		}
+	}
+	if s.RSSKey != nil && len(s.RSSKey) != vnic.RSSKeySize {
+		add("rss_key", "rss_key has %d bytes, want %d", len(s.RSSKey), vnic.RSSKeySize)
+	}
 	if err := checkSegment(s.Segment); err != "" {
 		add("segment", "segment %q %s", s.Segment, err)
 	}
@@ -277,6 +302,14 @@ func checkMAC(mac net.HardwareAddr) string {
 		return "is the zero address"
 	}
 	return ""
+}
+
+// cqeFramesWanted lists the rx_cqe_frames values a port allows (mana_set_coalesce's rule).
+func cqeFramesWanted(cqe8 bool) string {
+	if cqe8 {
+		return "1, 4 or 8"
+	}
+	return "1 or 4, or 8 with cqe_coalesce_8"
 }
 
 const pageSizesWanted = `4096, 16384 or 65536, or "4K", "16K", "64K"`
