@@ -65,6 +65,9 @@
 //	                             # superframes and partial checksums, manad segments and
 //	                             # completes them (and coalesces what it delivers); false: plain
 //	                             # frames, every offload off on the TAP
+//	rx_cqe_frames = 1            # packets one RX CQE may carry (ethtool -C rx-cqe-frames): 1
+//	                             # (no CQE coalescing) or 4, or 8 with cqe_coalesce_8
+//	cqe_coalesce_8 = false       # the vport has MANA_CQE_COAL_PKTS_8: rx-cqe-frames may be 8
 //
 //	[[segment]]                  # optional: settings and uplinks of a segment ports name
 //	name        = "wire0"        # required; the segment's name, as in a port's segment key

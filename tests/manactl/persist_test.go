@@ -14,15 +14,18 @@ import (
 	"github.com/manad/manad/vnic"
 )
 
-// TestSettingsSurviveRestart: coalescing set with -C and offloads turned off with -K survive a kill -9 and a restart of the
-// real manad, read back with -c and -k through manactl and on the TAP itself; the state file
+// TestSettingsSurviveRestart: coalescing set with -C (rx-cqe-frames 8, which cqe_coalesce_8
+// allows) and offloads turned off with -K survive a kill -9 and a restart of the real manad, read
+// back with -c and -k through manactl and on the TAP itself; the state file
 // keeps the RSS hash key, and a key it holds is the one -x shows after the restart (RSS_SET is
 // not in this tree yet, so the test writes the key a set would have saved).
 func TestSettingsSurviveRestart(t *testing.T) {
 	dir := worldDir(t)
 	ns := harness.Name("mpn", "")
 	port := harness.Name("mps", "0")
-	d := harness.Start(t, dir, "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nqueues = 2\n", port, ns), ns)
+	other := harness.Name("mps", "1")
+	d := harness.Start(t, dir, "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nqueues = 2\ncqe_coalesce_8 = true\n"+
+		"[[port]]\nname = %q\nnetns = %q\npersistent = false\n", port, ns, other, ns), ns)
 	e := &e2e{d: d, dir: dir, bin: manactlIn(t, dir), ns: ns, socketEnv: []string{"MANAD_SOCKET=" + d.Socket}}
 	harness.Run(t, ns, "ip", "link", "set", port, "up")
 
@@ -51,8 +54,13 @@ func TestSettingsSurviveRestart(t *testing.T) {
 	if c, f := getCoalesce("at start"), getTSO("at start"); c != (coalesce{RxCQEFrames: 1}) || f != "on" {
 		t.Fatalf("at start: coalesce %+v, tso %s; want the defaults", c, f)
 	}
-	want := coalesce{RxUsecs: 100, TxFrames: 20, RxCQEFrames: 4}
-	ok(t, "-C", e.mctl(t, "-C", port, "rx-usecs", "100", "tx-frames", "20", "rx-cqe-frames", "4"))
+	// Without cqe_coalesce_8, 8 is refused with mana_set_coalesce's text.
+	r := e.mctl(t, "-C", other, "rx-cqe-frames", "8")
+	if r.code == 0 || !strings.Contains(r.stderr, "rx-frames must be 1 or 4, got 8") {
+		t.Errorf("-C %s rx-cqe-frames 8 without cqe_coalesce_8: exit %d, stderr %q", other, r.code, r.stderr)
+	}
+	want := coalesce{RxUsecs: 100, TxFrames: 20, RxCQEFrames: 8}
+	ok(t, "-C", e.mctl(t, "-C", port, "rx-usecs", "100", "tx-frames", "20", "rx-cqe-frames", "8"))
 	ok(t, "-K", e.mctl(t, "-K", port, "tso", "off", "gro", "off", "tx", "off", "sg", "off"))
 	if c, f := getCoalesce("after the changes"), getTSO("after the changes"); c != want || f != "off" {
 		t.Fatalf("after the changes: coalesce %+v, tso %s", c, f)
@@ -66,7 +74,7 @@ func TestSettingsSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	set := st.Ports[port].Settings
-	if set.Coalesce == nil || *set.Coalesce != (config.CoalesceSettings{RxUsecs: 100, TxFrames: 20, RxCQEFrames: 4}) ||
+	if set.Coalesce == nil || *set.Coalesce != (config.CoalesceSettings{RxUsecs: 100, TxFrames: 20, RxCQEFrames: 8}) ||
 		set.Offload == nil || *set.Offload || set.RSSKey != hex.EncodeToString(vnic.DefaultRSSKey[:]) {
 		t.Fatalf("state file settings %+v (coalesce %+v offload %v), want the changes and the default key", set, set.Coalesce, set.Offload)
 	}
