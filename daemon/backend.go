@@ -266,8 +266,10 @@ func (b *backend) Port(ctx context.Context, c genl.Caller, dev genl.Device) (inf
 	return info, err
 }
 
-// portSpec turns a port request into a spec, defaults filled in.
-func portSpec(s genl.PortSpec) config.PortSpec {
+// portSpec turns a port request into a spec, defaults filled in. Errors: EINVAL with the
+// configuration file's message for an rx_alloc it does not know; every other value is checked by
+// createPort's spec.Validate, with the file's messages too.
+func portSpec(s genl.PortSpec) (config.PortSpec, error) {
 	spec := config.DefaultPortSpec(s.Name)
 	if len(s.MAC) != 0 {
 		spec.MAC = s.MAC
@@ -284,6 +286,7 @@ func portSpec(s genl.PortSpec) config.PortSpec {
 	set(&spec.MaxQueues, s.MaxQueues)
 	set(&spec.RxRing, s.RxRing)
 	set(&spec.TxRing, s.TxRing)
+	set(&spec.Speed, s.Speed) // above math.MaxInt32: Validate's range error, as the file's
 	if s.Segment != "" {
 		spec.Segment = s.Segment
 	}
@@ -293,13 +296,24 @@ func portSpec(s genl.PortSpec) config.PortSpec {
 	}
 	spec.Persistent = s.Persistent
 	spec.PrivFlags = s.PrivFlags
-	return spec
+	if s.Offload != nil {
+		spec.Offload = *s.Offload
+	}
+	if s.RxRecycle != nil {
+		spec.RxNoRecycle = !*s.RxRecycle
+	}
+	var err error
+	spec.RxAlloc, err = config.ParseRxAlloc(s.Name, s.RxAlloc)
+	return spec, err
 }
 
 // CreatePort creates a port at runtime; the state file remembers it.
 func (b *backend) CreatePort(ctx context.Context, c genl.Caller, s genl.PortSpec) (genl.PortInfo, error) {
 	d := b.d()
-	spec := portSpec(s)
+	spec, err := portSpec(s)
+	if err != nil {
+		return genl.PortInfo{}, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	start := time.Now()

@@ -784,12 +784,16 @@ persistent or not. manad remembers both across restarts.`,
 func portAddCmd(a *app) *cobra.Command {
 	var s genl.PortSpec
 	var mac, pageSize, privFlags, budget string
+	var offload, recycle bool
 	cmd := &cobra.Command{
 		Use:   "add NAME [options]",
 		Short: "Create a port",
 		Long: `Create a port and its TAP. Options not given take the daemon's defaults (MTU 1500,
 max MTU 9000, page size 4K, 16 of 64 queues, rings 1024/256, segment "default",
-2 GiB memory budget, not persistent).`,
+2 GiB memory budget, not persistent, offloads on, link speed unknown, RX buffers
+allocated as the rule chooses and recycled). --offload=false, --rx-alloc,
+--rx-recycle=false and --speed are the configuration's offload, rx_alloc,
+rx_recycle and speed keys, checked by the same rules.`,
 		Example: `  manactl port add mana2 --netns manaC --segment wire0 --queues 4 --priv-flags full-page-rx
   manactl --json port add mana3 --mtu 9000 --page-size 64K`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -813,6 +817,12 @@ max MTU 9000, page size 4K, 16 of 64 queues, rings 1024/256, segment "default",
 			}
 			if s.PrivFlags, err = parsePrivFlags(privFlags); err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("offload") {
+				s.Offload = &offload
+			}
+			if cmd.Flags().Changed("rx-recycle") {
+				s.RxRecycle = &recycle
 			}
 			if budget != "" {
 				if s.MemoryBudget, err = parseBytes("--memory-budget", budget); err != nil {
@@ -845,6 +855,10 @@ max MTU 9000, page size 4K, 16 of 64 queues, rings 1024/256, segment "default",
 	f.StringVar(&privFlags, "priv-flags", "", "private flags to turn on: full-page-rx")
 	f.StringVar(&budget, "memory-budget", "", "RX memory cap: bytes, or a number with K, M, G, T")
 	f.BoolVar(&s.Persistent, "persistent", false, "the TAP outlives manad")
+	f.BoolVar(&offload, "offload", true, "the TAP carries virtio headers (TSO/USO, checksum offloads); --offload=false for plain frames")
+	f.StringVar(&s.RxAlloc, "rx-alloc", "", "what-if RX allocation: page-pool-frag, page-pool-page or no-pool")
+	f.BoolVar(&recycle, "rx-recycle", true, "recycle RX pages; --rx-recycle=false releases them (what-if)")
+	f.Uint32Var(&s.Speed, "speed", 0, "link speed in Mb/s that LINKMODES reports (0 = unknown)")
 	return cmd
 }
 

@@ -203,6 +203,10 @@ type portJSON struct {
 	MemoryPeak      uint64      `json:"memory-peak"`
 	MemoryBudget    uint64      `json:"memory-budget"`
 	Faults          []faultJSON `json:"faults"`
+	Offload         bool        `json:"offload"`
+	RxAlloc         string      `json:"rx-alloc"`
+	RxRecycle       bool        `json:"rx-recycle"`
+	Speed           uint32      `json:"speed"`
 }
 
 func portToJSON(p genl.PortInfo) portJSON {
@@ -215,6 +219,7 @@ func portToJSON(p genl.PortInfo) portJSON {
 		XDP: p.XDP, PagesPinned: p.PagesPinned, BytesPinned: p.BytesPinned,
 		BuffersInFlight: p.BuffersInFlight, MemoryInUse: p.MemoryInUse, MemoryPeak: p.MemoryPeak,
 		MemoryBudget: p.MemoryBudget, Faults: []faultJSON{},
+		Offload: p.Offload, RxAlloc: p.RxAlloc, RxRecycle: p.RxRecycle, Speed: p.Speed,
 	}
 	for _, f := range p.Faults {
 		out.Faults = append(out.Faults, faultJSON(f))

@@ -402,7 +402,7 @@ func (d *decoder) port(t map[string]any, at keyPath, index int) (PortSpec, bool)
 				if ok = err == nil; ok {
 					spec.RxAlloc = a
 				} else {
-					d.errorf(kat, "%s: unknown rx_alloc %q (want %s)", label, s, allocsWanted())
+					d.errorf(kat, "%s: %s", label, rxAllocProblem(s))
 				}
 			}
 		case "rx_recycle":

@@ -409,6 +409,25 @@ func FormatMemory(b int64) string {
 	return strconv.FormatInt(b, 10)
 }
 
+// ParseRxAlloc reads an rx_alloc value ("page-pool-frag", "page-pool-page" or "no-pool") for the
+// port named port, as the configuration file's key does: "" is the default (the rule's choice).
+// Errors: EINVAL with the file's message ("port \"eth0\": unknown rx_alloc \"slab\" (want …)").
+func ParseRxAlloc(port, s string) (rxbuf.Alloc, error) {
+	if s == "" {
+		return rxbuf.AllocPagePoolFrag, nil
+	}
+	a, err := rxbuf.ParseAlloc(s)
+	if err != nil {
+		return 0, extack.New(unix.EINVAL, "%s: %s", portLabel(port, -1), rxAllocProblem(s))
+	}
+	return a, nil
+}
+
+// rxAllocProblem says what is wrong with an rx_alloc value rxbuf.ParseAlloc refused.
+func rxAllocProblem(s string) string {
+	return fmt.Sprintf("unknown rx_alloc %q (want %s)", s, allocsWanted())
+}
+
 // PrivFlagBits turns private flag names (vnic.PrivFlagNames, e.g. "full-page-rx") into bits.
 // Errors: EINVAL naming the first unknown name.
 func PrivFlagBits(names []string) (uint32, error) {

@@ -110,3 +110,54 @@ func TestSettingsSurviveRestart(t *testing.T) {
 		t.Errorf("after restart -x does not show the saved key %s:\n%s", strings.Join(parts, ":"), x)
 	}
 }
+
+// TestPortAddAttributes: `manactl port add` passes offload, rx_alloc, rx_recycle and speed to
+// PORT_NEW; the reply, PORT_GET (--json list), the TAP and LINKMODES (`manactl DEV`) show them, a
+// kill -9 and a restart keep them, and values the configuration file would refuse are refused
+// with the file's message.
+func TestPortAddAttributes(t *testing.T) {
+	dir := worldDir(t)
+	ns := harness.Name("mpa", "")
+	cfgPort := harness.Name("mpa", "0")
+	d := harness.Start(t, dir, "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\npersistent = false\n", cfgPort, ns), ns)
+	e := &e2e{d: d, dir: dir, bin: manactlIn(t, dir), ns: ns, socketEnv: []string{"MANAD_SOCKET=" + d.Socket}}
+	q := harness.Name("mpq", "0")
+
+	check := func(when string, p map[string]any) {
+		t.Helper()
+		if p == nil || p["offload"] != false || p["rx-alloc"] != "no-pool" || p["rx-recycle"] != false || p["speed"] != 25000.0 {
+			t.Errorf("%s: port %v; want offload false, rx-alloc no-pool, rx-recycle false, speed 25000", when, p)
+		}
+		if f := strings.TrimSpace(harness.Run(t, ns, "cat", "/sys/class/net/"+q+"/tun_flags")); f != "0x1902" {
+			t.Errorf("%s: tun_flags %s, want 0x1902 (no IFF_VNET_HDR)", when, f)
+		}
+		if out := ok(t, when+": DEV", e.mctl(t, q)); !strings.Contains(out, "\tSpeed: 25000Mb/s\n") {
+			t.Errorf("%s: manactl %s does not report the speed:\n%s", when, q, out)
+		}
+	}
+	var added []map[string]any
+	if err := json.Unmarshal([]byte(ok(t, "port add", e.mctl(t, "--json", "port", "add", q, "--netns", ns, "--persistent",
+		"--offload=false", "--rx-alloc", "no-pool", "--rx-recycle=false", "--speed", "25000"))), &added); err != nil || len(added) != 1 {
+		t.Fatalf("--json port add: %v %v", added, err)
+	}
+	check("the PORT_NEW reply", added[0])
+	check("PORT_GET", e.portJSON(t, q))
+	if p := e.portJSON(t, cfgPort); p == nil || p["offload"] != true || p["rx-alloc"] != "page-pool-frag" || p["rx-recycle"] != true || p["speed"] != 0.0 {
+		t.Errorf("configuration port with the defaults: %v", p)
+	}
+
+	d.Kill9()
+	d.Restart()
+	check("after a restart", e.portJSON(t, q))
+
+	for _, tc := range []struct{ args, want string }{
+		{"--rx-alloc slab", `netlink error: port "mpbad0": unknown rx_alloc "slab" (want page-pool-frag, page-pool-page or no-pool): Invalid argument`},
+		{"--speed 4294967295", `netlink error: port "mpbad0": speed 4294967295 out of range 0..2147483647 (Mb/s, 0 = unknown): Invalid argument`},
+	} {
+		fails(t, "port add "+tc.args, e.mctl(t, append([]string{"port", "add", "mpbad0", "--netns", ns}, strings.Fields(tc.args)...)...), tc.want)
+	}
+	if e.portJSON(t, "mpbad0") != nil {
+		t.Error("a refused port was created")
+	}
+	ok(t, "port del", e.mctl(t, "port", "del", q))
+}
