@@ -3,6 +3,7 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -336,6 +337,74 @@ func (b *backend) DeletePort(ctx context.Context, c genl.Caller, dev genl.Device
 		d.log.Info("reconfigure", "port", p.spec.Name, "op", "port-del", "uid", c.UID, "pid", c.PID, "result", "ok")
 		return nil
 	})
+}
+
+var _ genl.PortNetNSDeleter = (*backend)(nil)
+
+// DeletePortNetNS deletes a port as DeletePort does, then its named network namespace as `ip
+// netns del` would, when the namespace is one manad created (the same one: its inode is the
+// recorded one), holds no other manad port and no link but lo. Otherwise, or when deleting it
+// fails, the namespace stays and the result's Notice says why; the port is deleted either way.
+func (b *backend) DeletePortNetNS(ctx context.Context, c genl.Caller, dev genl.Device) (res wire.PortDel, err error) {
+	d := b.d()
+	err = b.withPort(dev, func(p *port) error {
+		res = wire.PortDel{Name: p.spec.Name, NetNS: p.spec.NetNS}
+		d.removePort(p)
+		d.log.Info("reconfigure", "port", p.spec.Name, "op", "port-del", "uid", c.UID, "pid", c.PID, "result", "ok")
+		if res.Notice = d.netnsKept(p); res.Notice != "" {
+			d.log.Info("network namespace kept", "netns", res.NetNS, "why", res.Notice)
+			return nil
+		}
+		if err := deleteNamedNetNS(res.NetNS); err != nil {
+			res.Notice = fmt.Sprintf("deleting network namespace %q failed: %v", res.NetNS, err)
+			d.log.Warn("network namespace not deleted", "netns", res.NetNS, "err", err)
+			return nil
+		}
+		res.NetNSDeleted = true
+		d.state.ForgetNetNS(res.NetNS)
+		d.saveState()
+		d.log.Info("network namespace deleted", "netns", res.NetNS, "uid", c.UID, "pid", c.PID)
+		return nil
+	})
+	return res, err
+}
+
+// netnsKept says why the namespace of p, a port just removed, must not be deleted, or "" when it
+// may. Caller holds the configuration lock.
+func (d *Daemon) netnsKept(p *port) string {
+	name := p.spec.NetNS
+	if name == "" {
+		return "the port was in manad's own network namespace"
+	}
+	ino, ok := d.state.NetNS[name]
+	if !ok {
+		return fmt.Sprintf("network namespace %q was not created by manad", name)
+	}
+	id, err := lookupNamedNetNS(name)
+	if err != nil {
+		return fmt.Sprintf("network namespace %q: %v", name, err)
+	}
+	if id.Ino != ino {
+		return fmt.Sprintf("network namespace %q is not the one manad created (it was deleted and added again)", name)
+	}
+	var others []string
+	for _, o := range d.ports {
+		if o.ns == id {
+			others = append(others, o.spec.Name)
+		}
+	}
+	if len(others) > 0 {
+		slices.Sort(others)
+		return fmt.Sprintf("network namespace %q still has manad ports: %s", name, strings.Join(others, ", "))
+	}
+	links, err := netnsLinks(name, int(p.index))
+	if err != nil {
+		return fmt.Sprintf("network namespace %q: listing its links: %v", name, err)
+	}
+	if len(links) > 0 {
+		return fmt.Sprintf("network namespace %q still has links other than lo: %s", name, strings.Join(links, ", "))
+	}
+	return ""
 }
 
 // SetMTU changes the MTU through the port's reconfiguration, then sets it on the TAP.

@@ -863,19 +863,43 @@ rx_recycle and speed keys, checked by the same rules.`,
 }
 
 func portDelCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:               "del NAME",
-		Aliases:           []string{"delete"},
-		Short:             "Delete a port and its TAP",
-		Example:           `  manactl port del mana2`,
+	var netnsToo bool
+	cmd := &cobra.Command{
+		Use:     "del NAME [--netns-too]",
+		Aliases: []string{"delete"},
+		Short:   "Delete a port and its TAP",
+		Long: `Delete a port and its TAP, persistent or not. Its network namespace stays, unless
+--netns-too is given: manad then deletes the namespace as ip netns del does, when
+it is one manad created, holds no other manad port and no link but lo. Otherwise
+the port is still deleted, the namespace kept, and a warning on stderr says why
+(the exit status is 0).`,
+		Example: `  manactl port del mana2
+  manactl port del mana2 --netns-too`,
 		Args:              devArgs(0, 0),
 		ValidArgsFunction: completeDevs(a),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withManad(cmd, func(c *client.Client) error {
-				return c.DeletePort(cmd.Context(), client.Interface{Name: args[0]})
+				ifi := client.Interface{Name: args[0]}
+				if !netnsToo {
+					return c.DeletePort(cmd.Context(), ifi)
+				}
+				res, err := c.DeletePortNetNS(cmd.Context(), ifi)
+				if err != nil {
+					return err
+				}
+				if res.Notice != "" {
+					fmt.Fprintf(a.stderr, "Warning: network namespace kept: %s\n", res.Notice)
+				}
+				if a.json {
+					return writeJSON(a.stdout, []portDelJSON{{IfName: res.Name, NetNS: res.NetNS,
+						NetNSDeleted: res.NetNSDeleted, Notice: res.Notice}})
+				}
+				return nil
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&netnsToo, "netns-too", false, "also delete the port's network namespace when it is empty and manad created it")
+	return cmd
 }
 
 func faultCmd(a *app) *cobra.Command {

@@ -227,6 +227,14 @@ func portToJSON(p genl.PortInfo) portJSON {
 	return out
 }
 
+// portDelJSON is port del --netns-too.
+type portDelJSON struct {
+	IfName       string `json:"ifname"`
+	NetNS        string `json:"netns"`
+	NetNSDeleted bool   `json:"netns-deleted"`
+	Notice       string `json:"notice"`
+}
+
 // layoutJSON is an RX buffer layout (show-rxbuf, rxbuf-plan).
 type layoutJSON struct {
 	Rule          string `json:"rule"`

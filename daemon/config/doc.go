@@ -58,7 +58,7 @@
 //	                             # segment reach each other. 1-64 of [A-Za-z0-9._-]
 //	netns         = ""           # named network namespace (/run/netns/NAME) for the TAP; "" is
 //	                             # manad's own. manad creates it if missing, like `ip netns add`,
-//	                             # and never deletes it
+//	                             # and deletes it only for `manactl port del --netns-too`
 //	persistent    = true         # the TAP outlives manad, keeping addresses and routes; manad
 //	                             # re-attaches to it on restart
 //	offload       = true         # the TAP carries virtio headers: the kernel hands manad TCP/UDP

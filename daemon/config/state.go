@@ -40,6 +40,10 @@ type State struct {
 	// Deleted lists the configuration-file ports deleted at runtime, sorted: Merge leaves them
 	// out until they are created again.
 	Deleted []string
+	// NetNS maps the named network namespaces manad created (as `ip netns add` does) to their
+	// nsfs inode, so that `port del --netns-too` deletes only a namespace manad made, and only
+	// while it is still that one (a name deleted and added again by someone else has another).
+	NetNS map[string]uint64
 }
 
 // PortState is what the state file remembers about one port.
@@ -182,6 +186,17 @@ func (s *State) RecordDeleted(name string, cfg *Config) {
 		}
 	}
 }
+
+// RecordNetNS remembers that manad created the named namespace whose nsfs inode is ino.
+func (s *State) RecordNetNS(name string, ino uint64) {
+	if s.NetNS == nil {
+		s.NetNS = map[string]uint64{}
+	}
+	s.NetNS[name] = ino
+}
+
+// ForgetNetNS forgets a namespace manad created (it was deleted).
+func (s *State) ForgetNetNS(name string) { delete(s.NetNS, name) }
 
 // init makes a zero State usable.
 func (s *State) init() {
@@ -359,6 +374,8 @@ type (
 		Version int                      `json:"version"`
 		Ports   map[string]portStateJSON `json:"ports"`
 		Deleted []string                 `json:"deleted"`
+		// Absent in files of older manads (and when manad created no namespace).
+		NetNS map[string]uint64 `json:"netns_created,omitempty"`
 	}
 	portStateJSON struct {
 		Spec     *specJSON    `json:"spec,omitempty"`
@@ -407,6 +424,9 @@ func (s *State) marshal() ([]byte, error) {
 			}
 		}
 		out.Ports[name] = p
+	}
+	if len(s.NetNS) > 0 {
+		out.NetNS = maps.Clone(s.NetNS)
 	}
 	out.Deleted = append(out.Deleted, s.Deleted...)
 	slices.Sort(out.Deleted)
@@ -484,6 +504,12 @@ func parseState(path string, data []byte) (*State, error) {
 		}
 	}
 	st.Deleted = slices.Compact(slices.Sorted(slices.Values(in.Deleted)))
+	for name, ino := range in.NetNS {
+		if name == "" {
+			return nil, corrupt(0, "an empty name in netns_created")
+		}
+		st.RecordNetNS(name, ino)
+	}
 	return st, nil
 }
 

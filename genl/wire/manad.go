@@ -90,7 +90,10 @@ const (
 	PortAttrRxAlloc         uint16 = 33 // string: "page-pool-frag" | "page-pool-page" | "no-pool" (config rx_alloc)
 	PortAttrRxRecycle       uint16 = 34 // u8: RX pages are recycled (config rx_recycle)
 	PortAttrSpeed           uint16 = 35 // u32: link speed in Mb/s, LINKMODES_GET's; 0 = unknown (config speed)
-	PortAttrMax                    = PortAttrSpeed
+	PortAttrNetNSToo        uint16 = 36 // u8: PORT_DEL: delete the port's named netns too (PortDel)
+	PortAttrNetNSDeleted    uint16 = 37 // u8: PORT_DEL reply: the netns was deleted
+	PortAttrNotice          uint16 = 38 // string: PORT_DEL reply: why the netns was kept
+	PortAttrMax                    = PortAttrNotice
 )
 
 // Attributes inside AttrLayout, PortAttrLayout and AttrLayoutRequest. A
@@ -218,6 +221,17 @@ type PortSpec struct {
 	Speed              uint32 // Mb/s; 0 = unknown
 }
 
+// PortDel is PORT_DEL's AttrPort: the request's NetNSToo (delete the port's
+// named network namespace too, when it is empty and one manad created) and,
+// for such a request, the reply: the port and namespace names, whether the
+// namespace was deleted and, when not, why.
+type PortDel struct {
+	Name, NetNS  string
+	NetNSToo     bool
+	NetNSDeleted bool
+	Notice       string
+}
+
 // PortInfo is the full state of a port.
 type PortInfo struct {
 	Device                                               Device
@@ -318,6 +332,15 @@ var (
 		String(PortAttrRxAlloc, func(s *PortSpec) *string { return &s.RxAlloc }),
 		OptBool(PortAttrRxRecycle, func(s *PortSpec) **bool { return &s.RxRecycle }),
 		U32(PortAttrSpeed, func(s *PortSpec) *uint32 { return &s.Speed }),
+	).OmitZero()
+
+	// PortDelTable is AttrPort in PORT_DEL and its reply.
+	PortDelTable = NewTable(
+		String(PortAttrDevName, func(d *PortDel) *string { return &d.Name }),
+		String(PortAttrNetNS, func(d *PortDel) *string { return &d.NetNS }),
+		Bool(PortAttrNetNSToo, func(d *PortDel) *bool { return &d.NetNSToo }),
+		Bool(PortAttrNetNSDeleted, func(d *PortDel) *bool { return &d.NetNSDeleted }),
+		String(PortAttrNotice, func(d *PortDel) *string { return &d.Notice }),
 	).OmitZero()
 
 	// PortTable is AttrPort in replies and notifications.

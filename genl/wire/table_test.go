@@ -73,6 +73,7 @@ func roundTrip[T any](t *testing.T, name string, tb *wire.Table[T]) {
 func TestTablesCoverTheirStructs(t *testing.T) {
 	roundTrip(t, "PortInfo", wire.PortTable)
 	roundTrip(t, "PortSpec", wire.PortSpecTable)
+	roundTrip(t, "PortDel", wire.PortDelTable)
 	roundTrip(t, "RxBufLayout", wire.LayoutTable)
 	roundTrip(t, "LayoutRequest", wire.LayoutRequestTable)
 	roundTrip(t, "Fault", wire.FaultTable)
