@@ -376,8 +376,10 @@ with it.`,
 }
 
 func statsCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "stats DEV",
+	var allGroups bool
+	var groups []string
+	cmd := &cobra.Command{
+		Use:   "stats DEV [--all-groups | --groups GROUP...]",
 		Short: "Show driver statistics (ethtool -S)",
 		Long: `Show the driver statistics, as ethtool -S prints them: for a manad port the mana
 driver's counters in its order (eth, hc, phy, then rx_<q>_* and tx_<q>_* per queue),
@@ -391,12 +393,47 @@ manad_tx_drop_oversize (frames read from the TAP), and on a TAP with offloads
 manad_tx_superframes (GSO superframes cut into frames), manad_tx_drop_bad_vnet_hdr
 (a virtio header that did not fit its frame) and manad_rx_coalesced (frames merged
 into an earlier one written to the TAP); for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
-does (the kernel's ethtool netlink has no request for them).`,
+does (the kernel's ethtool netlink has no request for them).
+
+--all-groups and --groups (eth-phy, eth-mac, eth-ctrl, rmon, phydev; several
+after one --groups, or comma-separated) show the standard IEEE 802.3 and RMON
+statistics instead (STATS_GET), as ethtool -S --all-groups prints them. mana
+implements none of them, so a manad port (like a veth or a tun) lists no counter:
+only "Standard stats for DEV:", and in --json an empty object per group. Another
+device's groups come from the kernel.`,
 		Example: `  manactl -S mana0
-  manactl --json stats mana0 | jq '.[0].statistics.rx_0_packets'`,
-		Args:              devArgs(0, 0),
+  manactl --json stats mana0 | jq '.[0].statistics.rx_0_packets'
+  manactl -S mana0 --all-groups
+  manactl -S eth0 --groups eth-mac rmon`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			more := 0
+			if cmd.Flags().Changed("groups") {
+				more = -1 // ethtool's --groups G1 G2 …: the names after the device
+			}
+			return devArgs(0, more)(cmd, args)
+		},
 		ValidArgsFunction: completeDevs(a),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if allGroups || cmd.Flags().Changed("groups") {
+				var names []string // nil: all
+				if !allGroups {
+					names = append(append([]string{}, groups...), args[1:]...)
+				} else if cmd.Flags().Changed("groups") {
+					return usageErrorf("stats: --all-groups and --groups are mutually exclusive")
+				}
+				var v *stdStatsView
+				if err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
+					v, err = stdStats(cmd.Context(), c, args[0], names)
+					return err
+				}); err != nil {
+					return err
+				}
+				if a.json {
+					return failed(writeJSON(a.stdout, []*stdStatsView{v}))
+				}
+				v.write(a.stdout)
+				return nil
+			}
 			var stats []genl.Stat
 			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
 				if c.Kernel() {
@@ -416,6 +453,9 @@ does (the kernel's ethtool netlink has no request for them).`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&allGroups, "all-groups", false, "show every standard statistics group (STATS_GET)")
+	cmd.Flags().StringSliceVar(&groups, "groups", nil, "show these standard statistics groups: eth-phy, eth-mac, eth-ctrl, rmon, phydev")
+	return cmd
 }
 
 // parseStringSet accepts a string set's name (stringSetNames) or number.
