@@ -53,7 +53,11 @@ func TestStatsGroupMalformed(t *testing.T) {
 			b.PutU64(2, 6)
 			b.EndNest(n)
 		}, "malformed"},
-		{"bucket without value", func(b *nlattr.Builder) { n := b.Nest(wire.StatsGrpHistRx); b.PutU32(wire.StatsGrpHistBktLo, 1); b.EndNest(n) }, "malformed histogram bucket"},
+		{"bucket without value", func(b *nlattr.Builder) {
+			n := b.Nest(wire.StatsGrpHistRx)
+			b.PutU32(wire.StatsGrpHistBktLo, 1)
+			b.EndNest(n)
+		}, "malformed histogram bucket"},
 		{"trailing", func(b *nlattr.Builder) { b.PutU32(wire.StatsGrpID, 1); b.B = append(b.B, 1, 2) }, "trailing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
