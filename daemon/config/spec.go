@@ -129,7 +129,7 @@ func (s PortSpec) clone() PortSpec {
 // mtu 40 out of range 68..9000"). It does not check uniqueness against other ports.
 func (s *PortSpec) Validate() error {
 	if ps := s.problems(); len(ps) > 0 {
-		return extack.New(unix.EINVAL, "%s: %s", portLabel(s.Name, -1), ps[0].msg)
+		return invalid("%s: %s", portLabel(s.Name, -1), ps[0].msg)
 	}
 	return nil
 }
@@ -418,7 +418,7 @@ func ParseRxAlloc(port, s string) (rxbuf.Alloc, error) {
 	}
 	a, err := rxbuf.ParseAlloc(s)
 	if err != nil {
-		return 0, extack.New(unix.EINVAL, "%s: %s", portLabel(port, -1), rxAllocProblem(s))
+		return 0, invalid("%s: %s", portLabel(port, -1), rxAllocProblem(s))
 	}
 	return a, nil
 }
@@ -435,7 +435,7 @@ func PrivFlagBits(names []string) (uint32, error) {
 	for _, n := range names {
 		b, ok := privFlagBit(n)
 		if !ok {
-			return 0, extack.New(unix.EINVAL, "unknown private flag %q (want %s)", n, orList(vnic.PrivFlagNames[:]))
+			return 0, invalid("unknown private flag %q (want %s)", n, orList(vnic.PrivFlagNames[:]))
 		}
 		f |= b
 	}
