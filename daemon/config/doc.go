@@ -103,19 +103,21 @@
 //	              "offload": true, "rss_key": "6d5a56da…"}},
 //	    "mana7": {"spec": {"name": "mana7", "mac": "02:…", …}, "settings": {…}}
 //	  },
-//	  "deleted": ["mana1"]
+//	  "deleted": ["mana1"],
+//	  "netns_created": {"manaA": 4026532321}
 //	}
 //
 // "ports" holds every port's runtime settings (ethtool -G, -L, --set-priv-flags, -C, -K and the
 // RSS hash key of -X; not the indirection table, which mana rewrites on every attach; "coalesce",
 // "offload" and "rss_key" are absent from files of older manads and then come from the
-// configuration), and for a port created at runtime also its full spec; "deleted" lists the configuration's ports deleted at runtime. State.Save writes it
-// atomically (temporary file in the same directory, fsync, rename, fsync of the directory), so a
-// kill -9 at any moment leaves the old or the new state. LoadState treats a missing file as an
-// empty state and a corrupt one as an error (EBADMSG) naming the file; the daemon then keeps it
-// as state.json.bad-<time> (SetAsideState) and starts from the configuration. A file of a newer
-// version is an error of its own (ErrStateNewer): the daemon refuses to start and leaves it be.
-// Merge combines the
+// configuration), and for a port created at runtime also its full spec; "netns_created" the
+// named namespaces manad created, with their nsfs inode (State.NetNS); "deleted" lists the
+// configuration's ports deleted at runtime. State.Save writes it atomically (temporary file in
+// the same directory, fsync, rename, fsync of the directory), so a kill -9 at any moment leaves
+// the old or the new state. LoadState treats a missing file as an empty state and a corrupt one
+// as an error (EBADMSG) naming the file; the daemon then keeps it as state.json.bad-<time>
+// (SetAsideState) and starts from the configuration. A file of a newer version is an error of
+// its own (ErrStateNewer): the daemon refuses to start and leaves it be. Merge combines the
 // configuration with the state into the ports to create: the state's settings win, ports deleted
 // at runtime stay deleted, ports created at runtime come back.
 package config
