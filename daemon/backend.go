@@ -3,6 +3,7 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -95,19 +96,27 @@ func (b *backend) withPort(dev genl.Device, f func(p *port) error) error {
 	return f(p)
 }
 
-// portView is what a "change" event reports of a port, in comparable form.
+// portView is what a "change" event reports of a port, in comparable form, plus what the state
+// file keeps besides vnic.Settings (the TAP's offloads, the RSS key), so that every change the
+// state file must survive goes through the one "changed → record" path of changeLocked.
 type portView struct {
 	set                             vnic.Settings
 	up, running, detached, resetDue bool
 	faults                          [len(vnic.FaultPoints)]vnic.Fault
+	offload                         bool
+	rssKey                          [vnic.RSSKeySize]byte
 }
 
 func (p *port) view() portView {
 	st := p.vp.State()
-	v := portView{set: st.Settings, up: st.AdminUp, running: st.Running, detached: st.Detached, resetDue: st.ResetPending}
+	v := portView{set: st.Settings, up: st.AdminUp, running: st.Running, detached: st.Detached, resetDue: st.ResetPending,
+		offload: p.offload(), rssKey: p.vp.RSS().Key}
 	copy(v.faults[:], st.Faults)
 	return v
 }
+
+// offload reports whether the port's TAP carries virtio headers (its offloads are on).
+func (p *port) offload() bool { return p.dev != nil && p.dev.VnetHdr() }
 
 // change runs a reconfiguration of a port under the configuration lock, logs what was asked, by
 // whom, the outcome and its duration, and persists and announces the result when the port
@@ -258,8 +267,10 @@ func (b *backend) Port(ctx context.Context, c genl.Caller, dev genl.Device) (inf
 	return info, err
 }
 
-// portSpec turns a port request into a spec, defaults filled in.
-func portSpec(s genl.PortSpec) config.PortSpec {
+// portSpec turns a port request into a spec, defaults filled in. Errors: EINVAL with the
+// configuration file's message for an rx_alloc it does not know; every other value is checked by
+// createPort's spec.Validate, with the file's messages too.
+func portSpec(s genl.PortSpec) (config.PortSpec, error) {
 	spec := config.DefaultPortSpec(s.Name)
 	if len(s.MAC) != 0 {
 		spec.MAC = s.MAC
@@ -276,6 +287,7 @@ func portSpec(s genl.PortSpec) config.PortSpec {
 	set(&spec.MaxQueues, s.MaxQueues)
 	set(&spec.RxRing, s.RxRing)
 	set(&spec.TxRing, s.TxRing)
+	set(&spec.Speed, s.Speed) // above math.MaxInt32: Validate's range error, as the file's
 	if s.Segment != "" {
 		spec.Segment = s.Segment
 	}
@@ -285,13 +297,24 @@ func portSpec(s genl.PortSpec) config.PortSpec {
 	}
 	spec.Persistent = s.Persistent
 	spec.PrivFlags = s.PrivFlags
-	return spec
+	if s.Offload != nil {
+		spec.Offload = *s.Offload
+	}
+	if s.RxRecycle != nil {
+		spec.RxNoRecycle = !*s.RxRecycle
+	}
+	var err error
+	spec.RxAlloc, err = config.ParseRxAlloc(s.Name, s.RxAlloc)
+	return spec, err
 }
 
 // CreatePort creates a port at runtime; the state file remembers it.
 func (b *backend) CreatePort(ctx context.Context, c genl.Caller, s genl.PortSpec) (genl.PortInfo, error) {
 	d := b.d()
-	spec := portSpec(s)
+	spec, err := portSpec(s)
+	if err != nil {
+		return genl.PortInfo{}, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	start := time.Now()
@@ -314,6 +337,74 @@ func (b *backend) DeletePort(ctx context.Context, c genl.Caller, dev genl.Device
 		d.log.Info("reconfigure", "port", p.spec.Name, "op", "port-del", "uid", c.UID, "pid", c.PID, "result", "ok")
 		return nil
 	})
+}
+
+var _ genl.PortNetNSDeleter = (*backend)(nil)
+
+// DeletePortNetNS deletes a port as DeletePort does, then its named network namespace as `ip
+// netns del` would, when the namespace is one manad created (the same one: its inode is the
+// recorded one), holds no other manad port and no link but lo. Otherwise, or when deleting it
+// fails, the namespace stays and the result's Notice says why; the port is deleted either way.
+func (b *backend) DeletePortNetNS(ctx context.Context, c genl.Caller, dev genl.Device) (res wire.PortDel, err error) {
+	d := b.d()
+	err = b.withPort(dev, func(p *port) error {
+		res = wire.PortDel{Name: p.spec.Name, NetNS: p.spec.NetNS}
+		d.removePort(p)
+		d.log.Info("reconfigure", "port", p.spec.Name, "op", "port-del", "uid", c.UID, "pid", c.PID, "result", "ok")
+		if res.Notice = d.netnsKept(p); res.Notice != "" {
+			d.log.Info("network namespace kept", "netns", res.NetNS, "why", res.Notice)
+			return nil
+		}
+		if err := deleteNamedNetNS(res.NetNS); err != nil {
+			res.Notice = fmt.Sprintf("deleting network namespace %q failed: %v", res.NetNS, err)
+			d.log.Warn("network namespace not deleted", "netns", res.NetNS, "err", err)
+			return nil
+		}
+		res.NetNSDeleted = true
+		d.state.ForgetNetNS(res.NetNS)
+		d.saveState()
+		d.log.Info("network namespace deleted", "netns", res.NetNS, "uid", c.UID, "pid", c.PID)
+		return nil
+	})
+	return res, err
+}
+
+// netnsKept says why the namespace of p, a port just removed, must not be deleted, or "" when it
+// may. Caller holds the configuration lock.
+func (d *Daemon) netnsKept(p *port) string {
+	name := p.spec.NetNS
+	if name == "" {
+		return "the port was in manad's own network namespace"
+	}
+	ino, ok := d.state.NetNS[name]
+	if !ok {
+		return fmt.Sprintf("network namespace %q was not created by manad", name)
+	}
+	id, err := lookupNamedNetNS(name)
+	if err != nil {
+		return fmt.Sprintf("network namespace %q: %v", name, err)
+	}
+	if id.Ino != ino {
+		return fmt.Sprintf("network namespace %q is not the one manad created (it was deleted and added again)", name)
+	}
+	var others []string
+	for _, o := range d.ports {
+		if o.ns == id {
+			others = append(others, o.spec.Name)
+		}
+	}
+	if len(others) > 0 {
+		slices.Sort(others)
+		return fmt.Sprintf("network namespace %q still has manad ports: %s", name, strings.Join(others, ", "))
+	}
+	links, err := netnsLinks(name, int(p.index))
+	if err != nil {
+		return fmt.Sprintf("network namespace %q: listing its links: %v", name, err)
+	}
+	if len(links) > 0 {
+		return fmt.Sprintf("network namespace %q still has links other than lo: %s", name, strings.Join(links, ", "))
+	}
+	return ""
 }
 
 // SetMTU changes the MTU through the port's reconfiguration, then sets it on the TAP.

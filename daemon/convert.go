@@ -62,6 +62,8 @@ func (p *port) info() genl.PortInfo {
 		PagesPinned: uint64(st.PagesPinned), BytesPinned: uint64(st.BytesPinned),
 		BuffersInFlight: uint64(st.BuffersInFlight), MemoryInUse: uint64(st.MemoryInUse),
 		MemoryPeak: uint64(st.MemoryPeak), MemoryBudget: uint64(st.MemoryBudget),
-		Faults: wireFaults(st.Faults),
+		Faults:  wireFaults(st.Faults),
+		Offload: p.offload(), RxAlloc: p.spec.RxAlloc.String(), RxRecycle: !p.spec.RxNoRecycle,
+		Speed: uint32(max(p.spec.Speed, 0)),
 	}
 }

@@ -279,14 +279,16 @@ func (d *Daemon) recordSettings(p *port) {
 func (d *Daemon) noteSettings(p *port) bool {
 	s := p.vp.Settings()
 	ps := config.NewPortSettings(s, p.vp.State().AdminUp)
-	key := p.stateKey()
-	if old, ok := d.state.Ports[key]; ok && reflect.DeepEqual(old.Settings, ps) && (old.Spec != nil) == p.runtime {
+	key := p.vp.RSS().Key
+	ps.SetDevice(p.offload(), key[:])
+	name := p.stateKey()
+	if old, ok := d.state.Ports[name]; ok && reflect.DeepEqual(old.Settings, ps) && (old.Spec != nil) == p.runtime {
 		return false
 	}
 	if p.runtime {
 		d.state.RecordCreated(p.spec, ps)
 	} else {
-		d.state.RecordSettings(key, ps)
+		d.state.RecordSettings(name, ps)
 	}
 	return true
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -35,9 +36,31 @@ func selfNetNS() (genl.NetNS, error) {
 // namedNetNS returns the identity of the named namespace ("" is the daemon's), creating it as
 // `ip netns add` does when it does not exist yet.
 func namedNetNS(name string) (genl.NetNS, error) {
+	id, _, err := openNamedNetNS(name)
+	return id, err
+}
+
+// openNamedNetNS is namedNetNS, also reporting whether it created the namespace.
+func openNamedNetNS(name string) (id genl.NetNS, created bool, err error) {
 	if name == "" {
-		return selfNetNS()
+		id, err = selfNetNS()
+		return id, false, err
 	}
+	id, err = lookupNamedNetNS(name)
+	if !errors.Is(err, unix.ENOENT) {
+		return id, false, err
+	}
+	if err := createNamedNetNS(name); err != nil {
+		return genl.NetNS{}, false, extack.Wrap(err, unix.EIO, "create network namespace %q", name)
+	}
+	id, err = nsIDOf(filepath.Join(netnsDir, name))
+	return id, err == nil, err
+}
+
+// lookupNamedNetNS returns the identity of an existing named namespace. Errors: unix.ENOENT
+// (unwrapped) when there is none; EINVAL when the file is not a namespace; another errno for a
+// file that cannot be looked at.
+func lookupNamedNetNS(name string) (genl.NetNS, error) {
 	path := filepath.Join(netnsDir, name)
 	id, err := nsIDOf(path)
 	if err == nil {
@@ -49,13 +72,55 @@ func namedNetNS(name string) (genl.NetNS, error) {
 		}
 		return genl.NetNS{}, extack.New(unix.EINVAL, "%s exists but is not a network namespace", path)
 	}
-	if !errors.Is(err, unix.ENOENT) {
-		return genl.NetNS{}, extack.Wrap(err, unix.EIO, "network namespace %q", name)
+	if errors.Is(err, unix.ENOENT) {
+		return genl.NetNS{}, unix.ENOENT
 	}
-	if err := createNamedNetNS(name); err != nil {
-		return genl.NetNS{}, extack.Wrap(err, unix.EIO, "create network namespace %q", name)
+	return genl.NetNS{}, extack.Wrap(err, unix.EIO, "network namespace %q", name)
+}
+
+// deleteNamedNetNS deletes a named namespace exactly as `ip netns del` does (iproute2
+// ip/ipnetns.c, on_netns_del): a lazy unmount of netnsDir/name (MNT_DETACH, its error ignored,
+// as ip does: a file that is not mounted is still removed) and the removal of the file. The
+// namespace itself goes once nothing holds it any more. Errors: the unlink's (ENOENT, EBUSY,
+// EROFS, …).
+func deleteNamedNetNS(name string) error {
+	path := filepath.Join(netnsDir, name)
+	_ = unix.Unmount(path, unix.MNT_DETACH)
+	if err := unix.Unlink(path); err != nil {
+		return &os.PathError{Op: "remove namespace file", Path: path, Err: err}
 	}
-	return nsIDOf(path)
+	return nil
+}
+
+// netnsLinks returns the names of the links in the named namespace other than lo and the one of
+// index skip (a TAP still unregistering), sorted by index.
+func netnsLinks(name string, skip int) ([]string, error) {
+	h, err := netns.GetFromPath(filepath.Join(netnsDir, name))
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	nh, err := netlink.NewHandleAt(h)
+	if err != nil {
+		return nil, err
+	}
+	defer nh.Close()
+	links, err := nh.LinkList()
+	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 3; try++ {
+		links, err = nh.LinkList() // the links changed during the dump: a consistent one is needed
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range links {
+		a := l.Attrs()
+		if a.Name == "lo" || a.Index == skip {
+			continue
+		}
+		out = append(out, a.Name)
+	}
+	return out, nil
 }
 
 // createNamedNetNS creates a network namespace and bind-mounts it at netnsDir/name exactly as

@@ -86,9 +86,14 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 			return nil, extack.New(unix.EEXIST, "MAC %s is already port %s's", spec.MAC, o.spec.Name)
 		}
 	}
-	ns, err := namedNetNS(spec.NetNS)
+	ns, created, err := openNamedNetNS(spec.NetNS)
 	if err != nil {
 		return nil, err
+	}
+	if created {
+		// Remembered (and saved with the port) so that `port del --netns-too` may delete it.
+		d.state.RecordNetNS(spec.NetNS, ns.Ino)
+		d.log.Info("network namespace created", "netns", spec.NetNS)
 	}
 	log := d.log.With("port", spec.Name)
 	p := &port{spec: spec, runtime: runtime, confName: spec.Name, ns: ns, ready: make(chan struct{})}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // STATS_GET, as net/ethtool/stats.c for mana: the driver implements none of
@@ -14,22 +15,18 @@ import (
 // set, as the kernel's for any such device. Its driver counters are
 // ETH_SS_STATS (`ethtool -S` without groups), served by the ioctl only.
 
-// Attribute numbers of ETHTOOL_MSG_STATS_* (not in x/sys v0.50.0).
+// The attribute numbers are genl/wire's Stats*; these short names keep the policy readable.
 const (
-	statsAHeader   = 2 // ETHTOOL_A_STATS_HEADER (1 is ETHTOOL_A_STATS_PAD)
-	statsAGroups   = 3 // ETHTOOL_A_STATS_GROUPS
-	statsAGrp      = 4 // ETHTOOL_A_STATS_GRP
-	statsASrc      = 5 // ETHTOOL_A_STATS_SRC
-	statsAGrpID    = 2 // ETHTOOL_A_STATS_GRP_ID (1 is ETHTOOL_A_STATS_GRP_PAD)
-	statsAGrpSSID  = 3 // ETHTOOL_A_STATS_GRP_SS_ID
-	macStatsSrcMax = 2 // ETHTOOL_MAC_STATS_SRC_PMAC
+	statsAHeader = wire.StatsHeader
+	statsAGroups = wire.StatsGroups
+	statsASrc    = wire.StatsSrc
 )
 
 // statsGetPolicy is ethnl_stats_get_policy.
 var statsGetPolicy = nlattr.NewSet(statsASrc, map[uint16]nlattr.Policy{
 	statsAHeader: {Kind: nlattr.Nested, Nested: ethtool.Policy().Header},
 	statsAGroups: {Kind: nlattr.Nested},
-	statsASrc:    {Kind: nlattr.U32, Check: nlattr.CheckMax, Max: macStatsSrcMax},
+	statsASrc:    {Kind: nlattr.U32, Check: nlattr.CheckMax, Max: wire.MACStatsSrcMax},
 })
 
 // statsReq is struct stats_req_info: the requested groups (bit i is
@@ -59,11 +56,9 @@ func (s *Server) ethStatsGet() *ethGet {
 				if q.groups[i/32]&(1<<(i%32)) == 0 {
 					continue
 				}
-				n := b.Nest(statsAGrp)
-				b.PutU32(statsAGrpID, uint32(i))
 				// ETH_SS_STATS_ETH_PHY + i: the groups' string sets follow in the same order.
-				b.PutU32(statsAGrpSSID, uint32(ethtool.SSStatsEthPhy+i))
-				b.EndNest(n)
+				// No counters: mana reports none (ETHTOOL_STAT_NOT_SET, left out by stat_put).
+				wire.PutStatsGroup(b, &wire.StatsGroup{ID: uint32(i), SSID: uint32(ethtool.SSStatsEthPhy + i)})
 			}
 			return nil
 		},

@@ -92,6 +92,20 @@ func seedRequests() map[string][]byte {
 			b.Put(wire.PortAttrMAC, []byte{2, 0, 0, 0, 0, 1})
 			b.EndNest(n)
 		}),
+		"port_new_attrs": msg(manadID, 0, wire.CmdPortNew, func(b *nlattr.Builder) {
+			n := b.Nest(wire.AttrPort)
+			b.PutString(wire.PortAttrDevName, "x1")
+			b.PutU8(wire.PortAttrOffload, 0)
+			b.PutString(wire.PortAttrRxAlloc, "no-pool")
+			b.PutU8(wire.PortAttrRxRecycle, 0)
+			b.PutU32(wire.PortAttrSpeed, 25000)
+			b.EndNest(n)
+		}),
+		"port_del_netns": msg(manadID, 0, wire.CmdPortDel, and(mhdr, func(b *nlattr.Builder) {
+			n := b.Nest(wire.AttrPort)
+			b.PutU8(wire.PortAttrNetNSToo, 1)
+			b.EndNest(n)
+		})),
 		"port_del": msg(manadID, nlattr.FlagAck, wire.CmdPortDel, mhdr),
 		"set_mtu":  msg(manadID, nlattr.FlagAck, wire.CmdPortSetMTU, and(mhdr, func(b *nlattr.Builder) { b.PutU32(wire.AttrMTU, 4000) })),
 		"xdp_builtin": msg(manadID, nlattr.FlagAck, wire.CmdXDPAttach, and(mhdr, func(b *nlattr.Builder) {

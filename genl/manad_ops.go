@@ -1,6 +1,7 @@
 package genl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -31,10 +32,13 @@ var (
 	layoutRequestPolicy = tablePolicy(wire.LayoutAttrMax, wire.LayoutRequestTable.Kinds(), nil)
 
 	// Per-command request policies: each admits only its own attributes.
-	headerOnlyPolicy = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest})
-	portNewPolicy    = manadPolicy(map[uint16]nlattr.Policy{wire.AttrPort: {Kind: nlattr.Nested, Nested: portSpecPolicy}})
-	setMTUPolicy     = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest, wire.AttrMTU: u32})
-	xdpAttachPolicy  = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest,
+	headerOnlyPolicy  = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest})
+	portNewPolicy     = manadPolicy(map[uint16]nlattr.Policy{wire.AttrPort: {Kind: nlattr.Nested, Nested: portSpecPolicy}})
+	portDelNestPolicy = nlattr.NewSet(wire.PortAttrMax, map[uint16]nlattr.Policy{wire.PortAttrNetNSToo: u8Bool})
+	portDelPolicy     = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest,
+		wire.AttrPort: {Kind: nlattr.Nested, Nested: portDelNestPolicy}})
+	setMTUPolicy    = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest, wire.AttrMTU: u32})
+	xdpAttachPolicy = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest,
 		wire.AttrXDP: {Kind: nlattr.Nested, Nested: xdpPolicy}, wire.AttrXDPObject: {Kind: nlattr.Binary}})
 	layoutPolicy   = manadPolicy(map[uint16]nlattr.Policy{wire.AttrLayoutRequest: {Kind: nlattr.Nested, Nested: layoutRequestPolicy}})
 	faultSetPolicy = manadPolicy(map[uint16]nlattr.Policy{wire.AttrHeader: manadHeaderNest, wire.AttrFault: {Kind: nlattr.Nested, Nested: faultPolicy}})
@@ -91,7 +95,7 @@ func (s *Server) manadFamily() *family {
 		ops: []op{
 			portGet,
 			do(wire.CmdPortNew, true, portNewPolicy, s.portNew),
-			do(wire.CmdPortDel, true, headerOnlyPolicy, s.portDel),
+			do(wire.CmdPortDel, true, portDelPolicy, s.portDel),
 			do(wire.CmdPortSetMTU, true, setMTUPolicy, s.portSetMTU),
 			do(wire.CmdXDPAttach, true, xdpAttachPolicy, s.xdpAttach),
 			do(wire.CmdXDPDetach, true, headerOnlyPolicy, s.xdpDetach),
@@ -173,12 +177,44 @@ func (s *Server) portNew(r *request) error {
 	return r.reply(wire.CmdPortNew, func(b *nlattr.Builder) error { wire.PortTable.PutNest(b, wire.AttrPort, &p); return nil })
 }
 
+// PortNetNSDeleter is what PORT_DEL with PortAttrNetNSToo asks of a Backend that also implements
+// it; without it such a request answers EOPNOTSUPP and deletes nothing.
+type PortNetNSDeleter interface {
+	// DeletePortNetNS deletes the port as DeletePort does, then its named network namespace
+	// when that is empty and the backend created it. Errors are the port deletion's; a
+	// namespace that is kept is not an error: the result says why (Notice).
+	DeletePortNetNS(ctx context.Context, c Caller, d Device) (wire.PortDel, error)
+}
+
+// portDel deletes a port: acknowledged, or, when AttrPort asks for the namespace too, answered
+// with a PORT_DEL message saying what became of the namespace.
 func (s *Server) portDel(r *request) error {
 	d, err := r.device()
 	if err != nil {
 		return err
 	}
-	return s.cfg.Backend.DeletePort(r.ctx, r.c.caller, d)
+	var req wire.PortDel
+	if a := r.attr(wire.AttrPort); a.Present() {
+		if err := nlattr.ValidateNestedAttr(r.msg, a, portDelNestPolicy); err != nil {
+			return err
+		}
+		if err := wire.PortDelTable.Decode(a.Data, &req); err != nil {
+			return err
+		}
+	}
+	if !req.NetNSToo {
+		return s.cfg.Backend.DeletePort(r.ctx, r.c.caller, d)
+	}
+	nd, ok := s.cfg.Backend.(PortNetNSDeleter)
+	if !ok {
+		return nlattr.Errorf(unix.EOPNOTSUPP, "this backend cannot delete namespaces")
+	}
+	res, err := nd.DeletePortNetNS(r.ctx, r.c.caller, d)
+	if err != nil {
+		return err
+	}
+	res.NetNSToo = true
+	return r.reply(wire.CmdPortDel, func(b *nlattr.Builder) error { wire.PortDelTable.PutNest(b, wire.AttrPort, &res); return nil })
 }
 
 func (s *Server) portSetMTU(r *request) error {

@@ -193,6 +193,18 @@ func TestManadRequestValidation(t *testing.T) {
 			m.PutU8(wire.PortAttrRunning, 1)
 			m.EndNest(n)
 		}, unix.EINVAL, "Unsupported attribute", 0, false},
+		{"netns-too on a backend without namespaces", wire.CmdPortDel, func(m *msgBuilder) {
+			devHdr(m)
+			n := m.Nest(wire.AttrPort)
+			m.PutU8(wire.PortAttrNetNSToo, 1)
+			m.EndNest(n)
+		}, unix.EOPNOTSUPP, "this backend cannot delete namespaces", 0, false},
+		{"reply attribute in PORT_DEL", wire.CmdPortDel, func(m *msgBuilder) {
+			devHdr(m)
+			n := m.Nest(wire.AttrPort)
+			m.PutString(wire.PortAttrNotice, "x")
+			m.EndNest(n)
+		}, unix.EINVAL, "Unsupported attribute", 0, false},
 		{"join without group", wire.CmdGroupJoin, func(m *msgBuilder) {}, unix.EINVAL, "missing multicast group", uint32(wire.AttrGroup), false},
 		{"dump of a do-only command", wire.CmdLayoutPlan, nil, unix.EOPNOTSUPP, "", 0, false},
 		{"unknown command", 99, func(m *msgBuilder) {}, unix.EOPNOTSUPP, "", 0, false},

@@ -35,16 +35,20 @@ func DefaultCoalesce() Coalesce {
 // CheckCoalesce validates c as mana_set_coalesce does. Errors: EINVAL with the driver's extack
 // text for an rx-cqe-frames other than 1 or 4 (or 8 with the CQECoalesce8 capability), usecs
 // above MaxCoalesceUsecs or frames above MaxCoalesceFrames.
-func (p *Port) CheckCoalesce(c Coalesce) error {
+func (p *Port) CheckCoalesce(c Coalesce) error { return CheckCoalesce(c, p.cfg.CQECoalesce8) }
+
+// CheckCoalesce is Port.CheckCoalesce for a port whose Config.CQECoalesce8 is cqe8, so that a
+// configuration can be checked before the port exists, with the same rule and texts.
+func CheckCoalesce(c Coalesce, cqe8 bool) error {
 	switch c.RxCQEFrames {
 	case 1, 4:
 	case 8:
-		if p.cfg.CQECoalesce8 {
+		if cqe8 {
 			break
 		}
 		fallthrough
 	default:
-		if p.cfg.CQECoalesce8 {
+		if cqe8 {
 			return extack.New(unix.EINVAL, "rx-frames must be 1 or 4 or 8, got %d", c.RxCQEFrames)
 		}
 		return extack.New(unix.EINVAL, "rx-frames must be 1 or 4, got %d", c.RxCQEFrames)

@@ -85,6 +85,10 @@ type Config struct {
 	// RxNoRecycle turns page recycling off: buffers that come back are released to the port's
 	// memory instead of being handed out again (always so with rxbuf.AllocNoPool).
 	RxNoRecycle bool
+	// RSSKey is the Toeplitz key the port starts with, as mana_probe_port fills apc->hashkey
+	// (netdev_rss_key_fill) before the first attach; nil means DefaultRSSKey. The daemon gives
+	// the key a restart must keep. Errors of New: EINVAL unless RSSKeySize bytes.
+	RSSKey []byte
 }
 
 // Settings are the values a user reconfigures; what the daemon persists.
@@ -161,6 +165,9 @@ func New(cfg Config, s Settings) (*Port, error) {
 	}
 	p.set = s
 	p.rssCfg = RSS{Key: DefaultRSSKey, Indir: defaultIndir(s.Queues)}
+	if cfg.RSSKey != nil {
+		copy(p.rssCfg.Key[:], cfg.RSSKey)
+	}
 	for i := range p.faults {
 		p.faults[i].Point = FaultPoint(i)
 	}
@@ -212,6 +219,8 @@ func (c *Config) fill() error {
 		return extack.New(unix.EINVAL, "unknown RX buffer rule %d", c.Rule)
 	case c.RxAlloc > rxbuf.AllocNoPool:
 		return extack.New(unix.EINVAL, "unknown RX allocation mode %d", c.RxAlloc)
+	case c.RSSKey != nil && len(c.RSSKey) != RSSKeySize:
+		return extack.New(unix.EINVAL, "hash key must be %d bytes, got %d", RSSKeySize, len(c.RSSKey))
 	}
 	return nil
 }

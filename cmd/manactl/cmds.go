@@ -376,8 +376,10 @@ with it.`,
 }
 
 func statsCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "stats DEV",
+	var allGroups bool
+	var groups []string
+	cmd := &cobra.Command{
+		Use:   "stats DEV [--all-groups | --groups GROUP...]",
 		Short: "Show driver statistics (ethtool -S)",
 		Long: `Show the driver statistics, as ethtool -S prints them: for a manad port the mana
 driver's counters in its order (eth, hc, phy, then rx_<q>_* and tx_<q>_* per queue),
@@ -391,12 +393,47 @@ manad_tx_drop_oversize (frames read from the TAP), and on a TAP with offloads
 manad_tx_superframes (GSO superframes cut into frames), manad_tx_drop_bad_vnet_hdr
 (a virtio header that did not fit its frame) and manad_rx_coalesced (frames merged
 into an earlier one written to the TAP); for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
-does (the kernel's ethtool netlink has no request for them).`,
+does (the kernel's ethtool netlink has no request for them).
+
+--all-groups and --groups (eth-phy, eth-mac, eth-ctrl, rmon, phydev; several
+after one --groups, or comma-separated) show the standard IEEE 802.3 and RMON
+statistics instead (STATS_GET), as ethtool -S --all-groups prints them. mana
+implements none of them, so a manad port (like a veth or a tun) lists no counter:
+only "Standard stats for DEV:", and in --json an empty object per group. Another
+device's groups come from the kernel.`,
 		Example: `  manactl -S mana0
-  manactl --json stats mana0 | jq '.[0].statistics.rx_0_packets'`,
-		Args:              devArgs(0, 0),
+  manactl --json stats mana0 | jq '.[0].statistics.rx_0_packets'
+  manactl -S mana0 --all-groups
+  manactl -S eth0 --groups eth-mac rmon`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			more := 0
+			if cmd.Flags().Changed("groups") {
+				more = -1 // ethtool's --groups G1 G2 …: the names after the device
+			}
+			return devArgs(0, more)(cmd, args)
+		},
 		ValidArgsFunction: completeDevs(a),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if allGroups || cmd.Flags().Changed("groups") {
+				var names []string // nil: all
+				if !allGroups {
+					names = append(append([]string{}, groups...), args[1:]...)
+				} else if cmd.Flags().Changed("groups") {
+					return usageErrorf("stats: --all-groups and --groups are mutually exclusive")
+				}
+				var v *stdStatsView
+				if err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
+					v, err = stdStats(cmd.Context(), c, args[0], names)
+					return err
+				}); err != nil {
+					return err
+				}
+				if a.json {
+					return failed(writeJSON(a.stdout, []*stdStatsView{v}))
+				}
+				v.write(a.stdout)
+				return nil
+			}
 			var stats []genl.Stat
 			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
 				if c.Kernel() {
@@ -416,6 +453,9 @@ does (the kernel's ethtool netlink has no request for them).`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&allGroups, "all-groups", false, "show every standard statistics group (STATS_GET)")
+	cmd.Flags().StringSliceVar(&groups, "groups", nil, "show these standard statistics groups: eth-phy, eth-mac, eth-ctrl, rmon, phydev")
+	return cmd
 }
 
 // parseStringSet accepts a string set's name (stringSetNames) or number.
@@ -784,12 +824,16 @@ persistent or not. manad remembers both across restarts.`,
 func portAddCmd(a *app) *cobra.Command {
 	var s genl.PortSpec
 	var mac, pageSize, privFlags, budget string
+	var offload, recycle bool
 	cmd := &cobra.Command{
 		Use:   "add NAME [options]",
 		Short: "Create a port",
 		Long: `Create a port and its TAP. Options not given take the daemon's defaults (MTU 1500,
 max MTU 9000, page size 4K, 16 of 64 queues, rings 1024/256, segment "default",
-2 GiB memory budget, not persistent).`,
+2 GiB memory budget, not persistent, offloads on, link speed unknown, RX buffers
+allocated as the rule chooses and recycled). --offload=false, --rx-alloc,
+--rx-recycle=false and --speed are the configuration's offload, rx_alloc,
+rx_recycle and speed keys, checked by the same rules.`,
 		Example: `  manactl port add mana2 --netns manaC --segment wire0 --queues 4 --priv-flags full-page-rx
   manactl --json port add mana3 --mtu 9000 --page-size 64K`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -813,6 +857,12 @@ max MTU 9000, page size 4K, 16 of 64 queues, rings 1024/256, segment "default",
 			}
 			if s.PrivFlags, err = parsePrivFlags(privFlags); err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("offload") {
+				s.Offload = &offload
+			}
+			if cmd.Flags().Changed("rx-recycle") {
+				s.RxRecycle = &recycle
 			}
 			if budget != "" {
 				if s.MemoryBudget, err = parseBytes("--memory-budget", budget); err != nil {
@@ -845,23 +895,51 @@ max MTU 9000, page size 4K, 16 of 64 queues, rings 1024/256, segment "default",
 	f.StringVar(&privFlags, "priv-flags", "", "private flags to turn on: full-page-rx")
 	f.StringVar(&budget, "memory-budget", "", "RX memory cap: bytes, or a number with K, M, G, T")
 	f.BoolVar(&s.Persistent, "persistent", false, "the TAP outlives manad")
+	f.BoolVar(&offload, "offload", true, "the TAP carries virtio headers (TSO/USO, checksum offloads); --offload=false for plain frames")
+	f.StringVar(&s.RxAlloc, "rx-alloc", "", "what-if RX allocation: page-pool-frag, page-pool-page or no-pool")
+	f.BoolVar(&recycle, "rx-recycle", true, "recycle RX pages; --rx-recycle=false releases them (what-if)")
+	f.Uint32Var(&s.Speed, "speed", 0, "link speed in Mb/s that LINKMODES reports (0 = unknown)")
 	return cmd
 }
 
 func portDelCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:               "del NAME",
-		Aliases:           []string{"delete"},
-		Short:             "Delete a port and its TAP",
-		Example:           `  manactl port del mana2`,
+	var netnsToo bool
+	cmd := &cobra.Command{
+		Use:     "del NAME [--netns-too]",
+		Aliases: []string{"delete"},
+		Short:   "Delete a port and its TAP",
+		Long: `Delete a port and its TAP, persistent or not. Its network namespace stays, unless
+--netns-too is given: manad then deletes the namespace as ip netns del does, when
+it is one manad created, holds no other manad port and no link but lo. Otherwise
+the port is still deleted, the namespace kept, and a warning on stderr says why
+(the exit status is 0).`,
+		Example: `  manactl port del mana2
+  manactl port del mana2 --netns-too`,
 		Args:              devArgs(0, 0),
 		ValidArgsFunction: completeDevs(a),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withManad(cmd, func(c *client.Client) error {
-				return c.DeletePort(cmd.Context(), client.Interface{Name: args[0]})
+				ifi := client.Interface{Name: args[0]}
+				if !netnsToo {
+					return c.DeletePort(cmd.Context(), ifi)
+				}
+				res, err := c.DeletePortNetNS(cmd.Context(), ifi)
+				if err != nil {
+					return err
+				}
+				if res.Notice != "" {
+					fmt.Fprintf(a.stderr, "Warning: network namespace kept: %s\n", res.Notice)
+				}
+				if a.json {
+					return writeJSON(a.stdout, []portDelJSON{{IfName: res.Name, NetNS: res.NetNS,
+						NetNSDeleted: res.NetNSDeleted, Notice: res.Notice}})
+				}
+				return nil
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&netnsToo, "netns-too", false, "also delete the port's network namespace when it is empty and manad created it")
+	return cmd
 }
 
 func faultCmd(a *app) *cobra.Command {

@@ -64,7 +64,8 @@ func manadPort() genl.PortInfo {
 		},
 		PagesPinned: 4096, BytesPinned: 16 << 20, BuffersInFlight: 3,
 		MemoryInUse: 16 << 20, MemoryPeak: 32 << 20, MemoryBudget: 2 << 30,
-		Faults: []genl.Fault{{Point: "attach", Mode: "count", Count: 2, Errno: uint32(unix.EPROTO)}},
+		Faults:  []genl.Fault{{Point: "attach", Mode: "count", Count: 2, Errno: uint32(unix.EPROTO)}},
+		Offload: true, RxAlloc: "page-pool-frag", RxRecycle: true, Speed: 100000,
 	}
 }
 

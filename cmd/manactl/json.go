@@ -203,6 +203,10 @@ type portJSON struct {
 	MemoryPeak      uint64      `json:"memory-peak"`
 	MemoryBudget    uint64      `json:"memory-budget"`
 	Faults          []faultJSON `json:"faults"`
+	Offload         bool        `json:"offload"`
+	RxAlloc         string      `json:"rx-alloc"`
+	RxRecycle       bool        `json:"rx-recycle"`
+	Speed           uint32      `json:"speed"`
 }
 
 func portToJSON(p genl.PortInfo) portJSON {
@@ -215,11 +219,20 @@ func portToJSON(p genl.PortInfo) portJSON {
 		XDP: p.XDP, PagesPinned: p.PagesPinned, BytesPinned: p.BytesPinned,
 		BuffersInFlight: p.BuffersInFlight, MemoryInUse: p.MemoryInUse, MemoryPeak: p.MemoryPeak,
 		MemoryBudget: p.MemoryBudget, Faults: []faultJSON{},
+		Offload: p.Offload, RxAlloc: p.RxAlloc, RxRecycle: p.RxRecycle, Speed: p.Speed,
 	}
 	for _, f := range p.Faults {
 		out.Faults = append(out.Faults, faultJSON(f))
 	}
 	return out
+}
+
+// portDelJSON is port del --netns-too.
+type portDelJSON struct {
+	IfName       string `json:"ifname"`
+	NetNS        string `json:"netns"`
+	NetNSDeleted bool   `json:"netns-deleted"`
+	Notice       string `json:"notice"`
 }
 
 // layoutJSON is an RX buffer layout (show-rxbuf, rxbuf-plan).

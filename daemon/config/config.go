@@ -15,10 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/manad/manad/genl"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // Defaults of the [daemon] table.
@@ -103,7 +100,7 @@ func (dc *DaemonConfig) Validate() error {
 			checkConnections("max_connections_per_uid", dc.MaxConnectionsPerUID), checkIdleTimeout(dc.IdleTimeout))
 	}
 	if msg != "" {
-		return extack.New(unix.EINVAL, "daemon: %s", msg)
+		return invalid("daemon: %s", msg)
 	}
 	return nil
 }
@@ -196,7 +193,7 @@ func ParseLogLevel(s string) (slog.Level, error) {
 	case "error":
 		return slog.LevelError, nil
 	}
-	return 0, extack.New(unix.EINVAL, "unknown log level %q (want debug, info, warn or error)", s)
+	return 0, invalid("unknown log level %q (want debug, info, warn or error)", s)
 }
 
 // checkConnections returns what is wrong with connection limit n of key, or "".

@@ -163,6 +163,8 @@ persistent = false
 rx_alloc = "no-pool"
 rx_recycle = false
 offload = false
+cqe_coalesce_8 = true
+rx_cqe_frames = 8
 
 [[port]]
 name = "eth1"
@@ -190,12 +192,13 @@ memory_budget = 1048576
 			MemoryBudget: 512 << 20, MTU: 3000, Queues: 8, RxRing: 1024, TxRing: 256,
 			PrivFlags: vnic.PrivFlagFullPageRx, XDP: "drop", Line: 13,
 			RxAlloc: rxbuf.AllocNoPool, RxNoRecycle: true,
+			CQECoalesce8: true, Coalesce: vnic.Coalesce{RxCQEFrames: 8, RxCQENsecs: vnic.DefaultRxCQENsecs},
 		}, {
 			// Defaults capped by the port's own limits, as mana_probe_port caps num_queues.
 			Name: "eth1", MAC: DeriveMAC("eth1"), Segment: DefaultSegment, Persistent: true,
 			PageSize: 65536, MaxMTU: 1000, MaxQueues: 4, MemoryBudget: 1 << 20, MTU: 1000,
-			Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Offload: true, Line: 34,
-			RxAlloc: rxbuf.AllocPagePoolPage,
+			Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Offload: true, Line: 36,
+			RxAlloc: rxbuf.AllocPagePoolPage, Coalesce: vnic.DefaultCoalesce(),
 		}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -355,6 +358,11 @@ func TestParseErrors(t *testing.T) {
 		{"netns", port(`netns = "a/b"`), `t.toml:3: port "eth0": netns "a/b" is not a valid network namespace name (a file name in /run/netns)`},
 		{"persistent type", port(`persistent = "yes"`), `t.toml:3: port "eth0": persistent must be a boolean, not the string "yes"`},
 		{"offload type", port(`offload = 1`), `t.toml:3: port "eth0": offload must be a boolean, not the integer 1`},
+		{"rx_cqe_frames 8", port("rx_cqe_frames = 8"), `t.toml:3: port "eth0": rx_cqe_frames 8 not supported (want 1 or 4, or 8 with cqe_coalesce_8)`},
+		{"rx_cqe_frames 2 with 8", port("cqe_coalesce_8 = true\nrx_cqe_frames = 2"), `t.toml:4: port "eth0": rx_cqe_frames 2 not supported (want 1, 4 or 8)`},
+		{"rx_cqe_frames negative", port("rx_cqe_frames = -4"), `t.toml:3: port "eth0": rx_cqe_frames -4 not supported (want 1 or 4, or 8 with cqe_coalesce_8)`},
+		{"rx_cqe_frames type", port(`rx_cqe_frames = "4"`), `t.toml:3: port "eth0": rx_cqe_frames must be an integer, not the string "4"`},
+		{"cqe_coalesce_8 type", port(`cqe_coalesce_8 = 1`), `t.toml:3: port "eth0": cqe_coalesce_8 must be a boolean, not the integer 1`},
 		{"unknown port key", port("mtus = 1500"), `t.toml:3: port "eth0": unknown key "mtus" (did you mean "mtu"?)`},
 		{"unknown port table", port("[port.extra]\nx = 1"), `t.toml:3: port "eth0": unknown key "extra"`},
 

@@ -58,13 +58,16 @@
 //	                             # segment reach each other. 1-64 of [A-Za-z0-9._-]
 //	netns         = ""           # named network namespace (/run/netns/NAME) for the TAP; "" is
 //	                             # manad's own. manad creates it if missing, like `ip netns add`,
-//	                             # and never deletes it
+//	                             # and deletes it only for `manactl port del --netns-too`
 //	persistent    = true         # the TAP outlives manad, keeping addresses and routes; manad
 //	                             # re-attaches to it on restart
 //	offload       = true         # the TAP carries virtio headers: the kernel hands manad TCP/UDP
 //	                             # superframes and partial checksums, manad segments and
 //	                             # completes them (and coalesces what it delivers); false: plain
 //	                             # frames, every offload off on the TAP
+//	rx_cqe_frames = 1            # packets one RX CQE may carry (ethtool -C rx-cqe-frames): 1
+//	                             # (no CQE coalescing) or 4, or 8 with cqe_coalesce_8
+//	cqe_coalesce_8 = false       # the vport has MANA_CQE_COAL_PKTS_8: rx-cqe-frames may be 8
 //
 //	[[segment]]                  # optional: settings and uplinks of a segment ports name
 //	name        = "wire0"        # required; the segment's name, as in a port's segment key
@@ -94,20 +97,27 @@
 //	  "version": 1,
 //	  "ports": {
 //	    "mana0": {"settings": {"mtu": 1500, "queues": 4, "rx_ring": 1024, "tx_ring": 256,
-//	              "priv_flags": ["full-page-rx"], "xdp": "", "admin_up": true}},
+//	              "priv_flags": ["full-page-rx"], "xdp": "", "admin_up": true,
+//	              "coalesce": {"rx_usecs": 0, "rx_frames": 0, "tx_usecs": 0, "tx_frames": 0,
+//	                           "adaptive_rx": false, "adaptive_tx": false, "rx_cqe_frames": 4},
+//	              "offload": true, "rss_key": "6d5a56da…"}},
 //	    "mana7": {"spec": {"name": "mana7", "mac": "02:…", …}, "settings": {…}}
 //	  },
-//	  "deleted": ["mana1"]
+//	  "deleted": ["mana1"],
+//	  "netns_created": {"manaA": 4026532321}
 //	}
 //
-// "ports" holds every port's runtime settings, and for a port created at runtime also its full
-// spec; "deleted" lists the configuration's ports deleted at runtime. State.Save writes it
-// atomically (temporary file in the same directory, fsync, rename, fsync of the directory), so a
-// kill -9 at any moment leaves the old or the new state. LoadState treats a missing file as an
-// empty state and a corrupt one as an error (EBADMSG) naming the file; the daemon then keeps it
-// as state.json.bad-<time> (SetAsideState) and starts from the configuration. A file of a newer
-// version is an error of its own (ErrStateNewer): the daemon refuses to start and leaves it be.
-// Merge combines the
+// "ports" holds every port's runtime settings (ethtool -G, -L, --set-priv-flags, -C, -K and the
+// RSS hash key of -X; not the indirection table, which mana rewrites on every attach; "coalesce",
+// "offload" and "rss_key" are absent from files of older manads and then come from the
+// configuration), and for a port created at runtime also its full spec; "netns_created" the
+// named namespaces manad created, with their nsfs inode (State.NetNS); "deleted" lists the
+// configuration's ports deleted at runtime. State.Save writes it atomically (temporary file in
+// the same directory, fsync, rename, fsync of the directory), so a kill -9 at any moment leaves
+// the old or the new state. LoadState treats a missing file as an empty state and a corrupt one
+// as an error (EBADMSG) naming the file; the daemon then keeps it as state.json.bad-<time>
+// (SetAsideState) and starts from the configuration. A file of a newer version is an error of
+// its own (ErrStateNewer): the daemon refuses to start and leaves it be. Merge combines the
 // configuration with the state into the ports to create: the state's settings win, ports deleted
 // at runtime stay deleted, ports created at runtime come back.
 package config

@@ -2,17 +2,22 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/extack"
 )
 
 // Error is one problem in a configuration file (a syntax error found by the TOML parser, or a
 // semantic one: a value out of range, an unknown key, a duplicate port) or in the state file.
 // It matches errors.Is(err, unix.EINVAL) for the configuration, unix.EBADMSG for a corrupt state
-// file.
+// file. It carries manad's one "errno plus message" type: errors.As(err, &xe) with xe an
+// *extack.Error finds the errno and Msg (the text without the file and line), so a problem
+// that reaches a netlink reply reads as the file would say it.
 type Error struct {
 	File string // the file name as given to Load or Parse, or the state file's path
 	Line int    // 1-based; 0 when the problem has no line
@@ -20,21 +25,44 @@ type Error struct {
 	Err  error  // the errno Unwrap returns; nil means unix.EINVAL
 }
 
-// Error returns "file:line: message", the form editors and compilers use.
+// Error returns "file:line: message", the form editors and compilers use; for a problem
+// outside any file (File "": a rule broken by a netlink request), the extack form,
+// "message: errno text".
 func (e *Error) Error() string {
+	if e.File == "" {
+		return e.Unwrap()[0].Error()
+	}
 	if e.Line > 0 {
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
 	}
 	return e.File + ": " + e.Msg
 }
 
-// Unwrap returns the errno: unix.EINVAL for a bad configuration, which is invalid input, unless
-// Err says otherwise.
-func (e *Error) Unwrap() error {
-	if e.Err != nil {
-		return e.Err
+// Unwrap returns the problem as an *extack.Error (its errno: unix.EINVAL for a bad
+// configuration, which is invalid input, unless Err says otherwise; its message: Msg), and Err
+// itself when that is more than an errno (ErrStateNewer), so errors.Is finds it too.
+func (e *Error) Unwrap() []error {
+	xe := &extack.Error{Errno: unix.EINVAL, Message: e.Msg}
+	if e.Err == nil {
+		return []error{xe}
 	}
-	return unix.EINVAL
+	if !errors.As(e.Err, &xe.Errno) {
+		xe.Errno = unix.EIO // an Err without errno: an I/O problem, not the input's
+	}
+	if _, bare := e.Err.(unix.Errno); bare {
+		return []error{xe}
+	}
+	return []error{xe, e.Err}
+}
+
+// ExtackMessage returns Msg, the problem without the file and line, for NLMSGERR_ATTR_MSG.
+func (e *Error) ExtackMessage() string { return e.Msg }
+
+// invalid returns the *Error of a configuration rule broken outside a file (a value a request
+// gives, a spec built at runtime): EINVAL, with the message the file would give after its
+// "FILE:LINE: ".
+func invalid(format string, args ...any) error {
+	return &Error{Msg: fmt.Sprintf(format, args...)}
 }
 
 // Errors is every problem found in one configuration file, ordered by line. Parse returns it when

@@ -330,6 +330,7 @@ var portKeys = []string{
 	"name", "mac", "mtu", "max_mtu", "page_size", "queues", "max_queues", "rx_ring", "tx_ring",
 	"priv_flags", "xdp", "rule", "memory_budget", "segment", "netns", "persistent",
 	"rx_alloc", "rx_recycle", "offload", "speed",
+	"rx_cqe_frames", "cqe_coalesce_8",
 }
 
 // port reads one [[port]] table, the index-th, and validates it as a whole.
@@ -401,7 +402,7 @@ func (d *decoder) port(t map[string]any, at keyPath, index int) (PortSpec, bool)
 				if ok = err == nil; ok {
 					spec.RxAlloc = a
 				} else {
-					d.errorf(kat, "%s: unknown rx_alloc %q (want %s)", label, s, allocsWanted())
+					d.errorf(kat, "%s: %s", label, rxAllocProblem(s))
 				}
 			}
 		case "rx_recycle":
@@ -418,6 +419,16 @@ func (d *decoder) port(t map[string]any, at keyPath, index int) (PortSpec, bool)
 			spec.Persistent, ok = typed[bool](d, v, kat, label, k, "a boolean")
 		case "offload":
 			spec.Offload, ok = typed[bool](d, v, kat, label, k, "a boolean")
+		case "rx_cqe_frames":
+			var n int
+			if n, ok = d.integer(v, kat, label, k); ok && n < 0 {
+				d.errorf(kat, "%s: rx_cqe_frames %d not supported (want %s)", label, n, cqeFramesWanted(spec.CQECoalesce8))
+				ok = false
+			} else if ok {
+				spec.Coalesce.RxCQEFrames = uint32(n)
+			}
+		case "cqe_coalesce_8":
+			spec.CQECoalesce8, ok = typed[bool](d, v, kat, label, k, "a boolean")
 		default:
 			d.errorf(kat, "%s: unknown key %q%s", label, k, suggest(k, portKeys))
 			continue

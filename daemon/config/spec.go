@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -48,6 +49,7 @@ type PortSpec struct {
 	RxAlloc      rxbuf.Alloc // how RX buffers are allocated (rx_alloc)
 	RxNoRecycle  bool        // rx_recycle = false: RX pages are released, not recycled
 	Speed        int         // Mb/s the vport reports as its link speed (speed); 0 = unknown
+	CQECoalesce8 bool        // the vport may coalesce 8 packets per RX CQE (cqe_coalesce_8)
 
 	// Settings to start with (vnic.Settings).
 	MTU       int
@@ -56,6 +58,10 @@ type PortSpec struct {
 	TxRing    int    // a power of two
 	PrivFlags uint32 // vnic.PrivFlag* bits
 	XDP       string // built-in XDP program name (vnic.BuiltinXDPByName), "" for none
+	Coalesce  vnic.Coalesce
+	// RSSKey is the Toeplitz key the port starts with (vnic.Config.RSSKey): nil for the
+	// default; the state file's, when a restart must keep a key set at runtime.
+	RSSKey []byte
 
 	// Line is where the port's [[port]] header is in the configuration file; 0 for a port that
 	// was not defined there.
@@ -72,6 +78,7 @@ func DefaultPortSpec(name string) PortSpec {
 		PageSize: 4096, Rule: rxbuf.RuleUpstream, MaxMTU: vnic.DefaultMaxMTU,
 		MaxQueues: vnic.DefaultMaxQueues, MemoryBudget: vnic.DefaultMemoryBudget,
 		MTU: vnic.DefaultMTU, Queues: vnic.DefaultQueues, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing,
+		Coalesce: vnic.DefaultCoalesce(),
 	}
 }
 
@@ -91,7 +98,8 @@ func (s *PortSpec) Config() vnic.Config {
 	return vnic.Config{
 		Name: s.Name, PageSize: s.PageSize, Rule: s.Rule, MaxMTU: s.MaxMTU,
 		MaxQueues: s.MaxQueues, MemoryBudget: s.MemoryBudget, // UnlimitedMemory is vnic's "negative: no limit"
-		RxAlloc: s.RxAlloc, RxNoRecycle: s.RxNoRecycle,
+		RxAlloc: s.RxAlloc, RxNoRecycle: s.RxNoRecycle, CQECoalesce8: s.CQECoalesce8,
+		RSSKey: append([]byte(nil), s.RSSKey...),
 	}
 }
 
@@ -99,7 +107,7 @@ func (s *PortSpec) Config() vnic.Config {
 // (an unknown name, which Validate refuses, gives no program).
 func (s *PortSpec) Settings() vnic.Settings {
 	set := vnic.Settings{MTU: s.MTU, Queues: s.Queues, RxRing: s.RxRing, TxRing: s.TxRing, PrivFlags: s.PrivFlags,
-		Coalesce: vnic.DefaultCoalesce()}
+		Coalesce: s.Coalesce}
 	if p := vnic.BuiltinXDPByName(s.XDP); p != nil {
 		set.XDP = p
 	}
@@ -109,6 +117,9 @@ func (s *PortSpec) Settings() vnic.Settings {
 // clone returns a copy that shares no memory with s.
 func (s PortSpec) clone() PortSpec {
 	s.MAC = append(net.HardwareAddr(nil), s.MAC...)
+	if s.RSSKey != nil {
+		s.RSSKey = append([]byte(nil), s.RSSKey...)
+	}
 	return s
 }
 
@@ -118,7 +129,7 @@ func (s PortSpec) clone() PortSpec {
 // mtu 40 out of range 68..9000"). It does not check uniqueness against other ports.
 func (s *PortSpec) Validate() error {
 	if ps := s.problems(); len(ps) > 0 {
-		return extack.New(unix.EINVAL, "%s: %s", portLabel(s.Name, -1), ps[0].msg)
+		return invalid("%s: %s", portLabel(s.Name, -1), ps[0].msg)
 	}
 	return nil
 }
@@ -193,6 +204,20 @@ func (s *PortSpec) problems() []problem {
 			// mana_xdp_set: "XDP: mtu:%u too large, mtu_max:%lu".
 			add("xdp", "mtu %d too large for XDP with %d-byte pages (max %d)", s.MTU, s.PageSize, rxbuf.XDPMTUMax(s.PageSize))
 		}
+	}
+	if c := s.Coalesce.RxCQEFrames; c != 1 && c != 4 && (c != 8 || !s.CQECoalesce8) {
+		add("rx_cqe_frames", "rx_cqe_frames %d not supported (want %s)", c, cqeFramesWanted(s.CQECoalesce8))
+	} else if err := vnic.CheckCoalesce(s.Coalesce, s.CQECoalesce8); err != nil {
+		// Only the state file sets the other coalescing values: the driver's text.
+		var e *extack.Error
+		if errors.As(err, &e) {
+			add("coalesce", "coalesce: %s", e.Message)
+		} else {
+			add("coalesce", "coalesce: %v", err)
+		}
+	}
+	if s.RSSKey != nil && len(s.RSSKey) != vnic.RSSKeySize {
+		add("rss_key", "rss_key has %d bytes, want %d", len(s.RSSKey), vnic.RSSKeySize)
 	}
 	if err := checkSegment(s.Segment); err != "" {
 		add("segment", "segment %q %s", s.Segment, err)
@@ -277,6 +302,14 @@ func checkMAC(mac net.HardwareAddr) string {
 		return "is the zero address"
 	}
 	return ""
+}
+
+// cqeFramesWanted lists the rx_cqe_frames values a port allows (mana_set_coalesce's rule).
+func cqeFramesWanted(cqe8 bool) string {
+	if cqe8 {
+		return "1, 4 or 8"
+	}
+	return "1 or 4, or 8 with cqe_coalesce_8"
 }
 
 const pageSizesWanted = `4096, 16384 or 65536, or "4K", "16K", "64K"`
@@ -376,6 +409,25 @@ func FormatMemory(b int64) string {
 	return strconv.FormatInt(b, 10)
 }
 
+// ParseRxAlloc reads an rx_alloc value ("page-pool-frag", "page-pool-page" or "no-pool") for the
+// port named port, as the configuration file's key does: "" is the default (the rule's choice).
+// Errors: EINVAL with the file's message ("port \"eth0\": unknown rx_alloc \"slab\" (want …)").
+func ParseRxAlloc(port, s string) (rxbuf.Alloc, error) {
+	if s == "" {
+		return rxbuf.AllocPagePoolFrag, nil
+	}
+	a, err := rxbuf.ParseAlloc(s)
+	if err != nil {
+		return 0, invalid("%s: %s", portLabel(port, -1), rxAllocProblem(s))
+	}
+	return a, nil
+}
+
+// rxAllocProblem says what is wrong with an rx_alloc value rxbuf.ParseAlloc refused.
+func rxAllocProblem(s string) string {
+	return fmt.Sprintf("unknown rx_alloc %q (want %s)", s, allocsWanted())
+}
+
 // PrivFlagBits turns private flag names (vnic.PrivFlagNames, e.g. "full-page-rx") into bits.
 // Errors: EINVAL naming the first unknown name.
 func PrivFlagBits(names []string) (uint32, error) {
@@ -383,7 +435,7 @@ func PrivFlagBits(names []string) (uint32, error) {
 	for _, n := range names {
 		b, ok := privFlagBit(n)
 		if !ok {
-			return 0, extack.New(unix.EINVAL, "unknown private flag %q (want %s)", n, orList(vnic.PrivFlagNames[:]))
+			return 0, invalid("unknown private flag %q (want %s)", n, orList(vnic.PrivFlagNames[:]))
 		}
 		f |= b
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,10 @@ type State struct {
 	// Deleted lists the configuration-file ports deleted at runtime, sorted: Merge leaves them
 	// out until they are created again.
 	Deleted []string
+	// NetNS maps the named network namespaces manad created (as `ip netns add` does) to their
+	// nsfs inode, so that `port del --netns-too` deletes only a namespace manad made, and only
+	// while it is still that one (a name deleted and added again by someone else has another).
+	NetNS map[string]uint64
 }
 
 // PortState is what the state file remembers about one port.
@@ -62,6 +67,60 @@ type PortSettings struct {
 	// ("ebpf:…"), which Merge cannot restore and drops with a note. "" when none.
 	XDP     string `json:"xdp"`
 	AdminUp bool   `json:"admin_up"`
+	// Coalesce is the coalescing (ethtool -C) without the firmware's rx-cqe-nsecs, which the
+	// driver never sets. nil in files from before it was kept: the port's spec decides.
+	Coalesce *CoalesceSettings `json:"coalesce,omitempty"`
+	// Offload is whether the TAP's offloads are on (ethtool -K; the spec's offload key). nil in
+	// older files: the spec decides.
+	Offload *bool `json:"offload,omitempty"`
+	// RSSKey is the Toeplitz key in hex (ethtool -X hkey): mana keeps it in apc->hashkey across
+	// detach/attach, so a restart keeps it too. The indirection table is not kept: mana
+	// rewrites it on every attach (mana_rss_table_init). "" in older files: the default key.
+	RSSKey string `json:"rss_key,omitempty"`
+}
+
+// CoalesceSettings is vnic.Coalesce as the state file keeps it.
+type CoalesceSettings struct {
+	RxUsecs     uint32 `json:"rx_usecs"`
+	RxFrames    uint32 `json:"rx_frames"`
+	TxUsecs     uint32 `json:"tx_usecs"`
+	TxFrames    uint32 `json:"tx_frames"`
+	AdaptiveRx  bool   `json:"adaptive_rx"`
+	AdaptiveTx  bool   `json:"adaptive_tx"`
+	RxCQEFrames uint32 `json:"rx_cqe_frames"`
+}
+
+func newCoalesceSettings(c vnic.Coalesce) *CoalesceSettings {
+	return &CoalesceSettings{RxUsecs: c.RxUsecs, RxFrames: c.RxMaxFrames, TxUsecs: c.TxUsecs, TxFrames: c.TxMaxFrames,
+		AdaptiveRx: c.AdaptiveRx, AdaptiveTx: c.AdaptiveTx, RxCQEFrames: c.RxCQEFrames}
+}
+
+// coalesce returns the settings as vnic takes them, with the probe's rx-cqe-nsecs.
+func (c *CoalesceSettings) coalesce() vnic.Coalesce {
+	return vnic.Coalesce{RxUsecs: c.RxUsecs, RxMaxFrames: c.RxFrames, TxUsecs: c.TxUsecs, TxMaxFrames: c.TxFrames,
+		AdaptiveRx: c.AdaptiveRx, AdaptiveTx: c.AdaptiveTx, RxCQEFrames: c.RxCQEFrames, RxCQENsecs: vnic.DefaultRxCQENsecs}
+}
+
+// SetDevice records what the port's TAP and RSS hold besides vnic.Settings: whether the TAP's
+// offloads are on and the RSS hash key (RSSKeySize bytes).
+func (ps *PortSettings) SetDevice(offload bool, rssKey []byte) {
+	ps.Offload = &offload
+	ps.RSSKey = hex.EncodeToString(rssKey)
+}
+
+// parseRSSKey decodes PortSettings.RSSKey: "" is nil (the default key).
+func parseRSSKey(s string) ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	key, err := hex.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("rss_key %q: %w", s, err)
+	}
+	if len(key) != vnic.RSSKeySize {
+		return nil, fmt.Errorf("rss_key has %d bytes, want %d", len(key), vnic.RSSKeySize)
+	}
+	return key, nil
 }
 
 // NewPortSettings returns the settings to record for a port whose vnic settings are s.
@@ -69,6 +128,9 @@ func NewPortSettings(s vnic.Settings, adminUp bool) PortSettings {
 	ps := PortSettings{
 		MTU: s.MTU, Queues: s.Queues, RxRing: s.RxRing, TxRing: s.TxRing,
 		PrivFlags: PrivFlagNames(s.PrivFlags), AdminUp: adminUp,
+	}
+	if s.Coalesce != (vnic.Coalesce{}) {
+		ps.Coalesce = newCoalesceSettings(s.Coalesce)
 	}
 	if s.XDP != nil {
 		ps.XDP = s.XDP.Name()
@@ -80,6 +142,14 @@ func (ps PortSettings) clone() PortSettings {
 	ps.PrivFlags = slices.Clone(ps.PrivFlags)
 	if ps.PrivFlags == nil {
 		ps.PrivFlags = []string{}
+	}
+	if ps.Coalesce != nil {
+		c := *ps.Coalesce
+		ps.Coalesce = &c
+	}
+	if ps.Offload != nil {
+		o := *ps.Offload
+		ps.Offload = &o
 	}
 	return ps
 }
@@ -116,6 +186,17 @@ func (s *State) RecordDeleted(name string, cfg *Config) {
 		}
 	}
 }
+
+// RecordNetNS remembers that manad created the named namespace whose nsfs inode is ino.
+func (s *State) RecordNetNS(name string, ino uint64) {
+	if s.NetNS == nil {
+		s.NetNS = map[string]uint64{}
+	}
+	s.NetNS[name] = ino
+}
+
+// ForgetNetNS forgets a namespace manad created (it was deleted).
+func (s *State) ForgetNetNS(name string) { delete(s.NetNS, name) }
 
 // init makes a zero State usable.
 func (s *State) init() {
@@ -293,6 +374,8 @@ type (
 		Version int                      `json:"version"`
 		Ports   map[string]portStateJSON `json:"ports"`
 		Deleted []string                 `json:"deleted"`
+		// Absent in files of older manads (and when manad created no namespace).
+		NetNS map[string]uint64 `json:"netns_created,omitempty"`
 	}
 	portStateJSON struct {
 		Spec     *specJSON    `json:"spec,omitempty"`
@@ -319,6 +402,9 @@ type (
 		// Absent in state files from before the RX allocation knobs: the defaults.
 		RxAlloc     string `json:"rx_alloc,omitempty"`
 		RxNoRecycle bool   `json:"rx_no_recycle,omitempty"`
+		// Absent in older state files: unknown speed, no 8-packet CQE coalescing.
+		Speed        int  `json:"speed,omitempty"`
+		CQECoalesce8 bool `json:"cqe_coalesce_8,omitempty"`
 	}
 )
 
@@ -334,9 +420,13 @@ func (s *State) marshal() ([]byte, error) {
 				MTU: sp.MTU, Queues: sp.Queues, RxRing: sp.RxRing, TxRing: sp.TxRing,
 				PrivFlags: PrivFlagNames(sp.PrivFlags), XDP: sp.XDP,
 				RxAlloc: sp.RxAlloc.String(), RxNoRecycle: sp.RxNoRecycle,
+				Speed: sp.Speed, CQECoalesce8: sp.CQECoalesce8,
 			}
 		}
 		out.Ports[name] = p
+	}
+	if len(s.NetNS) > 0 {
+		out.NetNS = maps.Clone(s.NetNS)
 	}
 	out.Deleted = append(out.Deleted, s.Deleted...)
 	slices.Sort(out.Deleted)
@@ -393,6 +483,9 @@ func parseState(path string, data []byte) (*State, error) {
 			return nil, corrupt(0, "a port with an empty name")
 		}
 		ps := PortState{Settings: p.Settings.clone()}
+		if _, err := parseRSSKey(ps.Settings.RSSKey); err != nil {
+			return nil, corrupt(0, "port %q: settings: %v", name, err)
+		}
 		if p.Spec != nil {
 			spec, err := p.Spec.spec()
 			if err != nil {
@@ -411,6 +504,12 @@ func parseState(path string, data []byte) (*State, error) {
 		}
 	}
 	st.Deleted = slices.Compact(slices.Sorted(slices.Values(in.Deleted)))
+	for name, ino := range in.NetNS {
+		if name == "" {
+			return nil, corrupt(0, "an empty name in netns_created")
+		}
+		st.RecordNetNS(name, ino)
+	}
 	return st, nil
 }
 
@@ -441,6 +540,7 @@ func (j *specJSON) spec() (PortSpec, error) {
 		PageSize: j.PageSize, Rule: rule, MaxMTU: j.MaxMTU, MaxQueues: j.MaxQueues,
 		MemoryBudget: j.MemoryBudget, MTU: j.MTU, Queues: j.Queues, RxRing: j.RxRing,
 		TxRing: j.TxRing, PrivFlags: flags, XDP: j.XDP, Offload: j.Offload == nil || *j.Offload,
+		Speed: j.Speed, CQECoalesce8: j.CQECoalesce8, Coalesce: vnic.DefaultCoalesce(),
 	}, nil
 }
 
@@ -543,7 +643,7 @@ func sameHardware(a, b PortSpec) bool {
 	return a.Name == b.Name && bytes.Equal(a.MAC, b.MAC) && a.NetNS == b.NetNS && a.Segment == b.Segment &&
 		a.Persistent == b.Persistent && a.Offload == b.Offload && a.PageSize == b.PageSize && a.Rule == b.Rule &&
 		a.MaxMTU == b.MaxMTU && a.MaxQueues == b.MaxQueues && a.MemoryBudget == b.MemoryBudget &&
-		a.RxAlloc == b.RxAlloc && a.RxNoRecycle == b.RxNoRecycle
+		a.RxAlloc == b.RxAlloc && a.RxNoRecycle == b.RxNoRecycle && a.Speed == b.Speed && a.CQECoalesce8 == b.CQECoalesce8
 }
 
 // withSettings returns spec with the saved settings set applied and validated. An XDP program
@@ -553,6 +653,17 @@ func withSettings(spec PortSpec, set PortSettings) (out PortSpec, dropped string
 	out.MTU, out.Queues, out.RxRing, out.TxRing = set.MTU, set.Queues, set.RxRing, set.TxRing
 	if out.PrivFlags, err = PrivFlagBits(set.PrivFlags); err != nil {
 		return spec, "", err
+	}
+	if set.Coalesce != nil {
+		out.Coalesce = set.Coalesce.coalesce()
+	}
+	if set.Offload != nil {
+		out.Offload = *set.Offload
+	}
+	if set.RSSKey != "" {
+		if out.RSSKey, err = parseRSSKey(set.RSSKey); err != nil {
+			return spec, "", err
+		}
 	}
 	out.XDP = set.XDP
 	if set.XDP != "" && vnic.BuiltinXDPByName(set.XDP) == nil {

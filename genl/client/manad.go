@@ -68,6 +68,37 @@ func (c *Client) DeletePort(ctx context.Context, ifi Interface) error {
 	return c.devAction(ctx, "DeletePort", wire.CmdPortDel, ifi, nil)
 }
 
+// DeletePortNetNS deletes a port and then its named network namespace, when that is empty (no
+// link but lo, no other manad port) and manad created it (PORT_DEL with PortAttrNetNSToo,
+// admin). A namespace that is kept is not an error: the result's NetNSDeleted is false and
+// Notice says why. Errors: the port deletion's.
+func (c *Client) DeletePortNetNS(ctx context.Context, ifi Interface) (*wire.PortDel, error) {
+	ae := netlink.NewAttributeEncoder()
+	if err := putHeader(ae, wire.AttrHeader, ifi, 0); err != nil {
+		return nil, err
+	}
+	putNest(ae, wire.AttrPort, wire.PortDelTable, &wire.PortDel{NetNSToo: true})
+	msgs, err := c.manadExec(ctx, "DeletePortNetNS", wire.CmdPortDel, netlink.Request, ae)
+	if err != nil {
+		return nil, err
+	}
+	m, err := one(msgs, "PORT_DEL")
+	if err != nil {
+		return nil, err
+	}
+	res := &wire.PortDel{}
+	err = eachAttr(m.Data, func(a nlattr.Attr) error {
+		if a.Type() == wire.AttrPort {
+			return wire.PortDelTable.Decode(a.Data, res)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
 // SetMTU sets a port's MTU (PORT_SET_MTU, admin).
 func (c *Client) SetMTU(ctx context.Context, ifi Interface, mtu uint32) error {
 	return c.devAction(ctx, "SetMTU", wire.CmdPortSetMTU, ifi, func(ae *netlink.AttributeEncoder) {

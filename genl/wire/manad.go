@@ -52,7 +52,8 @@ const (
 
 // Attributes inside AttrPort. PORT_NEW accepts DEV_NAME, NETNS, SEGMENT,
 // MAC, PERSISTENT, MTU, MAX_MTU, PAGE_SIZE, QUEUES, MAX_QUEUES, RX_RING,
-// TX_RING, PRIV_FLAGS and MEMORY_BUDGET; replies carry all of them.
+// TX_RING, PRIV_FLAGS, MEMORY_BUDGET, OFFLOAD, RX_ALLOC, RX_RECYCLE and
+// SPEED; replies carry all of them.
 const (
 	PortAttrDevIndex        uint16 = 1  // u32
 	PortAttrDevName         uint16 = 2  // string
@@ -85,7 +86,14 @@ const (
 	PortAttrFaults          uint16 = 29 // nest of ListItem nests: FaultAttr*
 	PortAttrNetNSDev        uint16 = 30 // u64: st_dev of the port's netns
 	PortAttrNetNSIno        uint16 = 31 // u64: st_ino of the port's netns
-	PortAttrMax                    = PortAttrNetNSIno
+	PortAttrOffload         uint16 = 32 // u8: the TAP carries virtio headers (config offload; ethtool -K)
+	PortAttrRxAlloc         uint16 = 33 // string: "page-pool-frag" | "page-pool-page" | "no-pool" (config rx_alloc)
+	PortAttrRxRecycle       uint16 = 34 // u8: RX pages are recycled (config rx_recycle)
+	PortAttrSpeed           uint16 = 35 // u32: link speed in Mb/s, LINKMODES_GET's; 0 = unknown (config speed)
+	PortAttrNetNSToo        uint16 = 36 // u8: PORT_DEL: delete the port's named netns too (PortDel)
+	PortAttrNetNSDeleted    uint16 = 37 // u8: PORT_DEL reply: the netns was deleted
+	PortAttrNotice          uint16 = 38 // string: PORT_DEL reply: why the netns was kept
+	PortAttrMax                    = PortAttrNotice
 )
 
 // Attributes inside AttrLayout, PortAttrLayout and AttrLayoutRequest. A
@@ -207,6 +215,21 @@ type PortSpec struct {
 	MemoryBudget                                             uint64
 	Persistent                                               bool
 	PrivFlags                                                uint32
+	// Offload and RxRecycle are nil when not given: the daemon's default, on.
+	Offload, RxRecycle *bool
+	RxAlloc            string // "" = the rule's choice (page-pool-frag)
+	Speed              uint32 // Mb/s; 0 = unknown
+}
+
+// PortDel is PORT_DEL's AttrPort: the request's NetNSToo (delete the port's
+// named network namespace too, when it is empty and one manad created) and,
+// for such a request, the reply: the port and namespace names, whether the
+// namespace was deleted and, when not, why.
+type PortDel struct {
+	Name, NetNS  string
+	NetNSToo     bool
+	NetNSDeleted bool
+	Notice       string
 }
 
 // PortInfo is the full state of a port.
@@ -224,6 +247,9 @@ type PortInfo struct {
 	PagesPinned, BytesPinned, BuffersInFlight            uint64 // live, from the page pools
 	MemoryInUse, MemoryPeak, MemoryBudget                uint64
 	Faults                                               []Fault
+	Offload, RxRecycle                                   bool
+	RxAlloc                                              string
+	Speed                                                uint32 // Mb/s; 0 = unknown
 }
 
 // Tables of the manad family's attribute sets. Put writes the attributes in
@@ -302,6 +328,19 @@ var (
 		U32(PortAttrTxRing, func(s *PortSpec) *uint32 { return &s.TxRing }),
 		U32(PortAttrPrivFlags, func(s *PortSpec) *uint32 { return &s.PrivFlags }),
 		U64(PortAttrMemoryBudget, func(s *PortSpec) *uint64 { return &s.MemoryBudget }),
+		OptBool(PortAttrOffload, func(s *PortSpec) **bool { return &s.Offload }),
+		String(PortAttrRxAlloc, func(s *PortSpec) *string { return &s.RxAlloc }),
+		OptBool(PortAttrRxRecycle, func(s *PortSpec) **bool { return &s.RxRecycle }),
+		U32(PortAttrSpeed, func(s *PortSpec) *uint32 { return &s.Speed }),
+	).OmitZero()
+
+	// PortDelTable is AttrPort in PORT_DEL and its reply.
+	PortDelTable = NewTable(
+		String(PortAttrDevName, func(d *PortDel) *string { return &d.Name }),
+		String(PortAttrNetNS, func(d *PortDel) *string { return &d.NetNS }),
+		Bool(PortAttrNetNSToo, func(d *PortDel) *bool { return &d.NetNSToo }),
+		Bool(PortAttrNetNSDeleted, func(d *PortDel) *bool { return &d.NetNSDeleted }),
+		String(PortAttrNotice, func(d *PortDel) *string { return &d.Notice }),
 	).OmitZero()
 
 	// PortTable is AttrPort in replies and notifications.
@@ -337,5 +376,9 @@ var (
 		NestList(PortAttrFaults, func(p *PortInfo) *[]Fault { return &p.Faults }, FaultTable),
 		U64(PortAttrNetNSDev, func(p *PortInfo) *uint64 { return &p.Device.NetNS.Dev }),
 		U64(PortAttrNetNSIno, func(p *PortInfo) *uint64 { return &p.Device.NetNS.Ino }),
+		Bool(PortAttrOffload, func(p *PortInfo) *bool { return &p.Offload }),
+		String(PortAttrRxAlloc, func(p *PortInfo) *string { return &p.RxAlloc }),
+		Bool(PortAttrRxRecycle, func(p *PortInfo) *bool { return &p.RxRecycle }),
+		U32(PortAttrSpeed, func(p *PortInfo) *uint32 { return &p.Speed }),
 	)
 )

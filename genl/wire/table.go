@@ -154,6 +154,27 @@ func Bool[T any](typ uint16, p func(*T) *bool) Field[T] {
 	}
 }
 
+// OptBool is a Bool a request may leave out: nil is "not given" (not
+// written, and what a missing attribute decodes to), so that false can be
+// asked for where the default is true.
+func OptBool[T any](typ uint16, p func(*T) **bool) Field[T] {
+	return Field[T]{typ: typ, kind: KindBool,
+		put: func(b *nlattr.Builder, v *T) {
+			var u uint8
+			if **p(v) {
+				u = 1
+			}
+			b.PutU8(typ, u)
+		},
+		get: func(a nlattr.Attr, v *T) error {
+			on := a.U8() != 0
+			*p(v) = &on
+			return short(a, 1)
+		},
+		zero: func(v *T) bool { return *p(v) == nil },
+	}
+}
+
 // U32 is a host-order u32 attribute.
 func U32[T any](typ uint16, p func(*T) *uint32) Field[T] {
 	return Field[T]{typ: typ, kind: KindU32,

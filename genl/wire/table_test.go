@@ -28,6 +28,9 @@ func fill(v reflect.Value, n *uint64) {
 		v.SetBool(true)
 	case reflect.Uint8, reflect.Uint32, reflect.Uint64:
 		v.SetUint(*n)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), n)
 	case reflect.Slice:
 		s := reflect.MakeSlice(v.Type(), 2, 2)
 		for i := range 2 {
@@ -70,6 +73,7 @@ func roundTrip[T any](t *testing.T, name string, tb *wire.Table[T]) {
 func TestTablesCoverTheirStructs(t *testing.T) {
 	roundTrip(t, "PortInfo", wire.PortTable)
 	roundTrip(t, "PortSpec", wire.PortSpecTable)
+	roundTrip(t, "PortDel", wire.PortDelTable)
 	roundTrip(t, "RxBufLayout", wire.LayoutTable)
 	roundTrip(t, "LayoutRequest", wire.LayoutRequestTable)
 	roundTrip(t, "Fault", wire.FaultTable)
@@ -87,6 +91,34 @@ func TestTablesCoverTheirStructs(t *testing.T) {
 			t.Errorf("got %+v, %v; want %+v", out, err, in)
 		}
 	})
+}
+
+// TestOptBool: an optional boolean is written when given, false included,
+// and a missing one decodes to nil (PORT_NEW's offload and rx_recycle, whose
+// default is on).
+func TestOptBool(t *testing.T) {
+	off, on := false, true
+	for _, tc := range []struct {
+		name string
+		in   *bool
+		size int
+	}{{"nil", nil, 0}, {"false", &off, 8}, {"true", &on, 8}} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := wire.PortSpec{Offload: tc.in}
+			var b nlattr.Builder
+			wire.PortSpecTable.Put(&b, &in)
+			if len(b.B) != tc.size {
+				t.Fatalf("Put wrote %d bytes, want %d", len(b.B), tc.size)
+			}
+			var out wire.PortSpec
+			if err := wire.PortSpecTable.Decode(b.B, &out); err != nil {
+				t.Fatal(err)
+			}
+			if (out.Offload == nil) != (tc.in == nil) || out.Offload != nil && *out.Offload != *tc.in {
+				t.Errorf("decoded %v, want %v", out.Offload, tc.in)
+			}
+		})
+	}
 }
 
 // TestDecodeMalformed: short fixed-size attributes and trailing bytes are

@@ -1,0 +1,143 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic"
+)
+
+// testRSSKey is a key that is not vnic.DefaultRSSKey.
+func testRSSKey() []byte {
+	k := bytes.Repeat([]byte{0xa5}, vnic.RSSKeySize)
+	k[0] = 0x01
+	return k
+}
+
+// TestDeviceSettingsRoundTrip: coalescing, the TAP offloads and the RSS key survive Save and
+// LoadState, and Merge gives the port exactly the values recorded from its vnic settings.
+func TestDeviceSettingsRoundTrip(t *testing.T) {
+	cfg, err := Parse("c.toml", []byte("[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Ports[0].CQECoalesce8 = true // cqe_coalesce_8 = true
+	a, _ := cfg.Port("a")
+	set := a.Settings()
+	set.Coalesce = vnic.Coalesce{RxUsecs: 100, RxMaxFrames: 32, TxUsecs: 1023, TxMaxFrames: 255, AdaptiveRx: true,
+		RxCQEFrames: 8, RxCQENsecs: vnic.DefaultRxCQENsecs}
+	ps := NewPortSettings(set, true)
+	ps.SetDevice(false, testRSSKey())
+
+	dir := t.TempDir()
+	st := NewState()
+	st.RecordSettings("a", ps)
+	if err := st.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st, got); diff != "" {
+		t.Fatalf("LoadState(Save(s)) != s (-want +got):\n%s", diff)
+	}
+	ports, notes := Merge(cfg, got)
+	if len(notes) != 0 || len(ports) != 2 {
+		t.Fatalf("Merge: %d ports, notes %v", len(ports), notes)
+	}
+	pa, pb := ports[0].Spec, ports[1].Spec
+	if !ports[0].Restored || pa.Settings() != set || pa.Offload || !bytes.Equal(pa.Config().RSSKey, testRSSKey()) {
+		t.Errorf("port a after restart: settings %+v offload %v key %x; want %+v, offload off, key %x",
+			pa.Settings(), pa.Offload, pa.Config().RSSKey, set, testRSSKey())
+	}
+	// The port the state file does not know keeps the configuration's values.
+	if pb.Coalesce != vnic.DefaultCoalesce() || !pb.Offload || pb.RSSKey != nil {
+		t.Errorf("port b: coalesce %+v offload %v key %x; want the defaults", pb.Coalesce, pb.Offload, pb.RSSKey)
+	}
+}
+
+// TestDeviceSettingsOlderFile: a state file written before coalescing, offloads and the RSS key
+// were kept still loads, and its ports get those from the configuration.
+func TestDeviceSettingsOlderFile(t *testing.T) {
+	cfg, err := Parse("c.toml", []byte("[[port]]\nname = \"a\"\noffload = false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Ports[0].Coalesce.RxCQEFrames = 4 // rx_cqe_frames = 4
+	dir := t.TempDir()
+	old := `{"version": 1, "ports": {"a": {"settings": {"mtu": 3000, "queues": 4, "rx_ring": 1024, "tx_ring": 256, "priv_flags": [], "xdp": "", "admin_up": true}}}, "deleted": []}`
+	if err := os.WriteFile(StatePath(dir), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports, notes := Merge(cfg, st)
+	if len(notes) != 0 || len(ports) != 1 {
+		t.Fatalf("Merge: %d ports, notes %v", len(ports), notes)
+	}
+	p := ports[0].Spec
+	if p.MTU != 3000 || p.Offload || p.Coalesce.RxCQEFrames != 4 || p.RSSKey != nil {
+		t.Errorf("port from an older state file: mtu %d offload %v coalesce %+v key %x; want 3000, the file's offload off and rx_cqe_frames 4, the default key",
+			p.MTU, p.Offload, p.Coalesce, p.RSSKey)
+	}
+}
+
+// TestDeviceSettingsInvalid: saved values the port cannot take are refused as Merge refuses any
+// other saved setting (the file's settings are used, with a note), and a key that is not hex or
+// not RSSKeySize bytes makes the file corrupt.
+func TestDeviceSettingsInvalid(t *testing.T) {
+	cfg, err := Parse("c.toml", []byte("[[port]]\nname = \"a\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := cfg.Port("a")
+	for _, tc := range []struct {
+		name     string
+		coalesce *CoalesceSettings
+		note     string
+	}{
+		{"cqe 8 without the capability", &CoalesceSettings{RxCQEFrames: 8},
+			`state: port "a": saved settings not applied: port "a": rx_cqe_frames 8 not supported (want 1 or 4, or 8 with cqe_coalesce_8): invalid argument`},
+		{"usecs", &CoalesceSettings{RxCQEFrames: 1, RxUsecs: 1024},
+			`state: port "a": saved settings not applied: port "a": coalesce: rx-usecs must be at most 1023, got 1024: invalid argument`},
+		{"frames", &CoalesceSettings{RxCQEFrames: 4, TxFrames: 256},
+			`state: port "a": saved settings not applied: port "a": coalesce: tx-frames must be at most 255, got 256: invalid argument`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := NewState()
+			ps := NewPortSettings(a.Settings(), true)
+			ps.Coalesce = tc.coalesce
+			ps.MTU = 2000 // not applied either: the settings are taken as a whole
+			st.RecordSettings("a", ps)
+			ports, notes := Merge(cfg, st)
+			if diff := cmp.Diff([]string{tc.note}, errorTexts(notes)); diff != "" {
+				t.Errorf("notes (-want +got):\n%s", diff)
+			}
+			if len(ports) != 1 || ports[0].Restored || ports[0].Spec.MTU != a.MTU || ports[0].Spec.Coalesce != a.Coalesce {
+				t.Errorf("port a: %+v; want the file's settings", ports)
+			}
+		})
+	}
+
+	for _, key := range []string{"zz", "0102", strings.Repeat("ab", vnic.RSSKeySize+1)} {
+		dir := t.TempDir()
+		data := `{"version": 1, "ports": {"a": {"settings": {"mtu": 1500, "queues": 4, "rx_ring": 1024, "tx_ring": 256, "priv_flags": [], "xdp": "", "admin_up": true, "rss_key": "` + key + `"}}}, "deleted": []}`
+		if err := os.WriteFile(StatePath(dir), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadState(dir)
+		var e *Error
+		if !errors.Is(err, unix.EBADMSG) || !errors.As(err, &e) || !strings.Contains(e.Msg, `port "a": settings: rss_key`) {
+			t.Errorf("rss_key %q: LoadState = %v, want EBADMSG naming the port's rss_key", key, err)
+		}
+	}
+}
