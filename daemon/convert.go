@@ -62,6 +62,6 @@ func (p *port) info() genl.PortInfo {
 		PagesPinned: uint64(st.PagesPinned), BytesPinned: uint64(st.BytesPinned),
 		BuffersInFlight: uint64(st.BuffersInFlight), MemoryInUse: uint64(st.MemoryInUse),
 		MemoryPeak: uint64(st.MemoryPeak), MemoryBudget: uint64(st.MemoryBudget),
-		Faults: wireFaults(st.Faults),
+		Faults: wireFaults(st.Faults), RxShortHeadroom: st.Netdev.RxShortHeadroom,
 	}
 }

@@ -85,7 +85,8 @@ const (
 	PortAttrFaults          uint16 = 29 // nest of ListItem nests: FaultAttr*
 	PortAttrNetNSDev        uint16 = 30 // u64: st_dev of the port's netns
 	PortAttrNetNSIno        uint16 = 31 // u64: st_ino of the port's netns
-	PortAttrMax                    = PortAttrNetNSIno
+	PortAttrRxShortHeadroom uint16 = 32 // u64: RX frames delivered with less headroom than LL_RESERVED_SPACE
+	PortAttrMax                    = PortAttrRxShortHeadroom
 )
 
 // Attributes inside AttrLayout, PortAttrLayout and AttrLayoutRequest. A
@@ -224,6 +225,9 @@ type PortInfo struct {
 	PagesPinned, BytesPinned, BuffersInFlight            uint64 // live, from the page pools
 	MemoryInUse, MemoryPeak, MemoryBudget                uint64
 	Faults                                               []Fault
+	// RxShortHeadroom counts the frames delivered with less headroom than LL_RESERVED_SPACE
+	// (256): those the kernel would pskb_expand_head to forward out of a MANA port (seed 002).
+	RxShortHeadroom uint64
 }
 
 // Tables of the manad family's attribute sets. Put writes the attributes in
@@ -337,5 +341,6 @@ var (
 		NestList(PortAttrFaults, func(p *PortInfo) *[]Fault { return &p.Faults }, FaultTable),
 		U64(PortAttrNetNSDev, func(p *PortInfo) *uint64 { return &p.Device.NetNS.Dev }),
 		U64(PortAttrNetNSIno, func(p *PortInfo) *uint64 { return &p.Device.NetNS.Ino }),
+		U64(PortAttrRxShortHeadroom, func(p *PortInfo) *uint64 { return &p.RxShortHeadroom }),
 	)
 )
