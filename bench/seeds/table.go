@@ -26,6 +26,10 @@ type column struct {
 	name string
 	kind string // modelled, measured or thread
 	unit string
+	// offered names the column holding what the sender offered for this (rate) column; an
+	// offered column is a row's Offered in the JSON, not a figure of its own.
+	offered string
+	offer   bool
 }
 
 // cell is one figure of a row: a median over the rounds with its spread, or a text.
@@ -39,6 +43,9 @@ type cell struct {
 func num(v float64) cell { return cell{stat: benchrow.Stat{Median: v, Min: v, Max: v}, ok: true} }
 
 func text(s string) cell { return cell{text: s, ok: true} }
+
+// once is a measured figure read once, at the end of the run.
+func once(v float64) cell { return over([]float64{v}) }
 
 func over(v []float64) cell {
 	if len(v) == 0 {
@@ -149,12 +156,16 @@ func (t table) write(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
+// senderBound is how close to the offered rate a path must deliver to count as limited by the
+// sender rather than by itself (bench/udppps' rule).
+const senderBound = 0.95
+
 // benchRows turns t's measured cells into report rows (issue 11): one per row and measured
 // column, its peer the same column of the table's first row (the "before" of the thread).
 func (t table) benchRows() []benchrow.Row {
 	var out []benchrow.Row
 	for _, c := range t.columns {
-		if c.kind != measured {
+		if c.kind != measured || c.offer {
 			continue
 		}
 		var base cell
@@ -172,6 +183,11 @@ func (t table) benchRows() []benchrow.Row {
 				br.Baseline, br.BaselineName = base.stat.Median, t.rows[0].label+", same run"
 				br.Ratio = x.stat.Median / base.stat.Median
 				br.RatioMin, br.RatioMax = br.Ratio, br.Ratio
+			}
+			if off, ok := r.cells[c.offered]; ok && c.offered != "" && off.ok && off.stat.Median > 0 {
+				// The path kept up with the sender: the figure is the sender's, a lower bound.
+				br.Offered = off.stat.Median
+				br.SenderBound = x.stat.Median >= senderBound*off.stat.Median
 			}
 			out = append(out, br)
 		}

@@ -173,8 +173,8 @@ func errAll(errs ...error) error {
 const (
 	colTCP        = "TCP throughput"
 	colPagesNow   = "pages pinned per queue"
-	colBlackout   = "flip blackout"
-	colFlip       = "flip request"
+	colBlackout   = "blackout of the flip into this mode"
+	colFlip       = "flip request time"
 	colFwdPPS     = "forwarded pps"
 	colFwdGbps    = "forwarded throughput"
 	colShortHR    = "short-headroom frames"
@@ -184,6 +184,8 @@ const (
 	colDrop       = "drop rate"
 	colAllocSlow  = "pages allocated per 1000 frames (measured)"
 	colThread     = "thread (their hardware)"
+	colOffered    = "sender offered, 64 B"
+	colSent       = "sender offered"
 )
 
 // Frame sizes of the drop tests are Ethernet frame lengths (mausezahn's and xdp-bench's): the
@@ -200,8 +202,8 @@ func streamsFor(short bool) int {
 // seed001 measures buffers per page and RX memory per queue on 64K pages, pre-frag vs frag.
 func (w *world) seed001(ctx context.Context, o opts) (table, error) {
 	t := table{seed: "001", title: "page-pool fragments on 64K pages: buffers per page, RX memory per queue, throughput (730ff06d3f5c)",
-		columns: []column{{colPerPage, modelled, ""}, {colBufSize, modelled, "B"}, {colMemQueue, modelled, "MiB"},
-			{colPagesQueue, modelled, "pages"}, {colPagesNow, measured, "pages"}, {colTCP, measured, "Mbit/s"}, {colThread, thread, ""}},
+		columns: []column{{name: colPerPage, kind: modelled, unit: ""}, {name: colBufSize, kind: modelled, unit: "B"}, {name: colMemQueue, kind: modelled, unit: "MiB"},
+			{name: colPagesQueue, kind: modelled, unit: "pages"}, {name: colPagesNow, kind: measured, unit: "pages"}, {name: colTCP, kind: measured, unit: "Mbit/s"}, {name: colThread, kind: thread, unit: ""}},
 		notes: []string{"ring of 1024 buffers, 1 queue; pages pinned is the live page pools' count (PORT_GET), read after traffic",
 			"TCP: 4 streams for the window, A B A B over the rounds; manad's cost is per frame, not per page, so expect no 200%"}}
 	tcp := make([][]float64, len(w.p001))
@@ -223,7 +225,7 @@ func (w *world) seed001(ctx context.Context, o opts) (table, error) {
 		c := modelCells(p.v)
 		r := row{label: p.v.label, cells: map[string]cell{colPerPage: c[colPerPage], colBufSize: c[colBufSize], colMemQueue: c[colMemQueue],
 			colPagesQueue: c[colPagesQueue],
-			colPagesNow:   num(float64(info.PagesPinned) / float64(p.v.queues)), colTCP: over(tcp[i]), colThread: text(threadSays[i])}}
+			colPagesNow:   once(float64(info.PagesPinned) / float64(p.v.queues)), colTCP: over(tcp[i]), colThread: text(threadSays[i])}}
 		t.rows = append(t.rows, r)
 	}
 	return t, nil
@@ -234,8 +236,8 @@ func (w *world) seed001(ctx context.Context, o opts) (table, error) {
 func (w *world) seed000(ctx context.Context, o opts, short bool) (table, error) {
 	n := streamsFor(short)
 	t := table{seed: "000", title: fmt.Sprintf("full-page-rx on 4K pages, pre-headroom rule: %d TCP streams, and one flip under load", n),
-		columns: []column{{colPerPage, modelled, ""}, {colMemQueue, modelled, "MiB"}, {colTCP, measured, "Mbit/s"},
-			{colBlackout, measured, "ms"}, {colFlip, measured, "ms"}, {colThread, thread, ""}},
+		columns: []column{{name: colPerPage, kind: modelled, unit: ""}, {name: colMemQueue, kind: modelled, unit: "MiB"}, {name: colTCP, kind: measured, unit: "Mbit/s"},
+			{name: colBlackout, kind: measured, unit: "ms"}, {name: colFlip, kind: measured, unit: "ms"}, {name: colThread, kind: thread, unit: ""}},
 		notes: []string{"one port flipped between the rows with PRIVFLAGS_SET (as ethtool --set-priv-flags); blackout = the longest gap between datagrams of a UDP probe flow through the port while the flip ran, under the TCP load",
 			"the thread's regression is an ARM64 atomic (napi_pp_put_page 3.93% vs 0.85%); manad's fragment refcount is a Go atomic on whatever CPU this is"}}
 	p := w.p000[0]
@@ -310,12 +312,13 @@ func (w *world) seed000(ctx context.Context, o opts, short bool) (table, error) 
 // after the headroom fix, and counts the frames it would have had to pskb_expand_head.
 func (w *world) seed002(ctx context.Context, o opts) (table, error) {
 	t := table{seed: "002", title: "forwarding appliance, UDP 1400 B, 4 streams, before/after the headroom rule (259c4a519100)",
-		columns: []column{{colHeadroom, modelled, "B"}, {colPerPage, modelled, ""}, {colExpandModel, modelled, ""},
-			{colFwdPPS, measured, "pps"}, {colFwdGbps, measured, "Gbit/s"}, {colShortHR, measured, "frames"}, {colShortShare, measured, "%"},
-			{colThread, thread, ""}},
+		columns: []column{{name: colHeadroom, kind: modelled, unit: "B"}, {name: colPerPage, kind: modelled, unit: ""}, {name: colExpandModel, kind: modelled, unit: ""},
+			{name: colFwdPPS, kind: measured, unit: "pps", offered: colSent}, {name: colSent, kind: measured, unit: "pps", offer: true}, {name: colFwdGbps, kind: measured, unit: "Gbit/s"}, {name: colShortHR, kind: measured, unit: "frames"}, {name: colShortShare, kind: measured, unit: "%"},
+			{name: colThread, kind: thread, unit: ""}},
 		notes: []string{"short-headroom frames: the forwarding node's ingress port's counter (PORT_GET, as show-rxbuf shows it) over the window",
 			"the kernel copies nothing here: a TAP builds its own skb, so only the counter shows the copy a MANA port would cause; pps differ by manad's own cost only"}}
-	pps, gbps, short, share := make([][]float64, len(w.fwd)), make([][]float64, len(w.fwd)), make([][]float64, len(w.fwd)), make([][]float64, len(w.fwd))
+	n := len(w.fwd)
+	pps, gbps, short, share, off := make([][]float64, n), make([][]float64, n), make([][]float64, n), make([][]float64, n), make([][]float64, n)
 	for r := 0; r < o.rounds; r++ {
 		for i, a := range w.fwd {
 			in0, err := w.e.counters(ctx, a.ns, a.r1)
@@ -326,9 +329,11 @@ func (w *world) seed002(ctx context.Context, o opts) (table, error) {
 			if err != nil {
 				return t, err
 			}
-			if _, err := udpFlood(w.nsA, a.ipB+":9100", 1400, 4, o.window); err != nil {
+			sent, err := udpFlood(w.nsA, a.ipB+":9100", 1400, 4, o.window)
+			if err != nil {
 				return t, err
 			}
+			off[i] = append(off[i], float64(sent)/o.window.Seconds())
 			in1, err := w.e.settled(ctx, a.ns, a.r1)
 			if err != nil {
 				return t, err
@@ -351,59 +356,64 @@ func (w *world) seed002(ctx context.Context, o opts) (table, error) {
 	for i, a := range w.fwd {
 		m := modelCells(a.v)
 		t.rows = append(t.rows, row{label: a.v.label, cells: map[string]cell{colHeadroom: m[colHeadroom], colPerPage: m[colPerPage],
-			colExpandModel: m[colExpandModel], colFwdPPS: over(pps[i]), colFwdGbps: over(gbps[i]), colShortHR: over(short[i]),
+			colExpandModel: m[colExpandModel], colFwdPPS: over(pps[i]), colSent: over(off[i]), colFwdGbps: over(gbps[i]), colShortHR: over(short[i]),
 			colShortShare: over(share[i]), colThread: text(threadSays[i])}})
 	}
 	return t, nil
 }
 
-// dropRate floods p's port under test with frame-byte frames for the window and returns the
-// frames per second it delivered (into the kernel, whose generic XDP program drops them) and
-// the pages its pools took from the allocator per 1000 frames.
-func (w *world) dropRate(ctx context.Context, p pair, frame int, window time.Duration) (float64, float64, error) {
+// drop is one drop-rate measurement: frames per second the port under test delivered (into
+// the kernel, whose generic XDP program drops them), what the senders offered, and the pages its
+// pools took from the allocator per 1000 frames (NaN without a page pool).
+type drop struct{ pps, offered, perK float64 }
+
+// dropRate floods p's port under test with frame-byte frames for the window.
+func (w *world) dropRate(ctx context.Context, p pair, frame int, window time.Duration) (drop, error) {
 	c0, err := w.e.counters(ctx, p.nsDst, p.dst)
 	if err != nil {
-		return 0, 0, err
+		return drop{}, err
 	}
-	if _, err := udpFlood(p.nsSrc, p.dstIP+":9200", frame-udpOverhead, 2, window); err != nil {
-		return 0, 0, err
+	sent, err := udpFlood(p.nsSrc, p.dstIP+":9200", frame-udpOverhead, 2, window)
+	if err != nil {
+		return drop{}, err
 	}
 	c1, err := w.e.settled(ctx, p.nsDst, p.dst)
 	if err != nil {
-		return 0, 0, err
+		return drop{}, err
 	}
 	frames := float64(c1.rxPackets - c0.rxPackets)
 	if frames == 0 {
-		return 0, 0, fmt.Errorf("%s: no frame arrived", p.dst)
+		return drop{}, fmt.Errorf("%s: no frame arrived", p.dst)
 	}
-	perK := math.NaN() // no page pool to count (rx_alloc no-pool)
+	d := drop{pps: frames / window.Seconds(), offered: float64(sent) / window.Seconds(), perK: math.NaN()}
 	if c1.pools > 0 {
-		perK = 1000 * float64(c1.allocSlow-c0.allocSlow) / frames
+		d.perK = 1000 * float64(c1.allocSlow-c0.allocSlow) / frames
 	}
-	return frames / window.Seconds(), perK, nil
+	return d, nil
 }
 
 // seed003 is the XDP drop test at 64 and 128 B: no page pool, a page-pool page, two fragments.
 func (w *world) seed003(ctx context.Context, o opts) (table, error) {
 	t := table{seed: "003", title: "XDP drop (generic/skb mode, as xdp-bench in the thread), 1 RX queue, 4K pages: pps",
-		columns: []column{{colPerPage, modelled, ""}, {colMemQueue, modelled, "MiB"}, {colDrop64, measured, "pps"}, {colDrop128, measured, "pps"},
-			{colAllocSlow, measured, ""}, {colThread, thread, "pps at 64 | 128"}},
+		columns: []column{{name: colPerPage, kind: modelled, unit: ""}, {name: colMemQueue, kind: modelled, unit: "MiB"}, {name: colDrop64, kind: measured, unit: "pps", offered: colOffered}, {name: colOffered, kind: measured, unit: "pps", offer: true}, {name: colDrop128, kind: measured, unit: "pps"},
+			{name: colAllocSlow, kind: measured, unit: "pages/1000 frames"}, {name: colThread, kind: thread, unit: "pps at 64 | 128"}},
 		notes: []string{"the receiving TAP runs an XDP_DROP program in skb mode; the rate is the frames manad delivered to it (rx_N_packets), A B C A B C over the rounds"}}
-	d64, d128, alloc := make([][]float64, len(w.p003)), make([][]float64, len(w.p003)), make([][]float64, len(w.p003))
+	n := len(w.p003)
+	d64, d128, alloc, off := make([][]float64, n), make([][]float64, n), make([][]float64, n), make([][]float64, n)
 	for r := 0; r < o.rounds; r++ {
 		for i, p := range w.p003 {
 			for _, fr := range []int{64, 128} {
-				pps, perK, err := w.dropRate(ctx, p, fr, o.window)
+				d, err := w.dropRate(ctx, p, fr, o.window)
 				if err != nil {
 					return t, err
 				}
 				if fr == 64 {
-					d64[i] = append(d64[i], pps)
-					if !math.IsNaN(perK) {
-						alloc[i] = append(alloc[i], perK)
+					d64[i], off[i] = append(d64[i], d.pps), append(off[i], d.offered)
+					if !math.IsNaN(d.perK) {
+						alloc[i] = append(alloc[i], d.perK)
 					}
 				} else {
-					d128[i] = append(d128[i], pps)
+					d128[i] = append(d128[i], d.pps)
 				}
 			}
 		}
@@ -416,7 +426,7 @@ func (w *world) seed003(ctx context.Context, o opts) (table, error) {
 			pages = text("no page pool")
 		}
 		t.rows = append(t.rows, row{label: p.v.label, cells: map[string]cell{colPerPage: m[colPerPage], colMemQueue: m[colMemQueue],
-			colDrop64: over(d64[i]), colDrop128: over(d128[i]), colAllocSlow: pages, colThread: text(threadSays[i])}})
+			colDrop64: over(d64[i]), colOffered: over(off[i]), colDrop128: over(d128[i]), colAllocSlow: pages, colThread: text(threadSays[i])}})
 	}
 	return t, nil
 }
@@ -424,22 +434,23 @@ func (w *world) seed003(ctx context.Context, o opts) (table, error) {
 // seed004 is the 64 B drop-rate test with recycling off and on.
 func (w *world) seed004(ctx context.Context, o opts) (table, error) {
 	t := table{seed: "004", title: "64 B drop-rate test, page recycling off vs on (mvneta \"recycle buffers\")",
-		columns: []column{{colPagesPer1k, modelled, ""}, {colDrop, measured, "pps"}, {colAllocSlow, measured, ""}, {colThread, thread, ""}},
+		columns: []column{{name: colPagesPer1k, kind: modelled, unit: ""}, {name: colDrop, kind: measured, unit: "pps", offered: colOffered}, {name: colOffered, kind: measured, unit: "pps", offer: true}, {name: colAllocSlow, kind: measured, unit: "pages/1000 frames"}, {name: colThread, kind: thread, unit: ""}},
 		notes:   []string{"one page-pool page per buffer, as mvneta; frames dropped by a generic XDP program on the receiving TAP; pages allocated = the pools' alloc_slow (netdev page-pool-stats) per 1000 frames"}}
-	rate, alloc := make([][]float64, len(w.p004)), make([][]float64, len(w.p004))
+	rate, alloc, off := make([][]float64, len(w.p004)), make([][]float64, len(w.p004)), make([][]float64, len(w.p004))
 	for r := 0; r < o.rounds; r++ {
 		for i, p := range w.p004 {
-			pps, perK, err := w.dropRate(ctx, p, 64, o.window)
+			d, err := w.dropRate(ctx, p, 64, o.window)
 			if err != nil {
 				return t, err
 			}
-			rate[i], alloc[i] = append(rate[i], pps), append(alloc[i], perK) // page-pool pages: always a pool
+			// Page-pool pages in both rows: there is always a pool to count.
+			rate[i], alloc[i], off[i] = append(rate[i], d.pps), append(alloc[i], d.perK), append(off[i], d.offered)
 		}
 	}
 	threadSays := []string{"269 kpps", "296 kpps (+10%)"}
 	for i, p := range w.p004 {
 		m := modelCells(p.v)
-		t.rows = append(t.rows, row{label: p.v.label, cells: map[string]cell{colPagesPer1k: m[colPagesPer1k], colDrop: over(rate[i]),
+		t.rows = append(t.rows, row{label: p.v.label, cells: map[string]cell{colPagesPer1k: m[colPagesPer1k], colDrop: over(rate[i]), colOffered: over(off[i]),
 			colAllocSlow: over(alloc[i]), colThread: text(threadSays[i])}})
 	}
 	return t, nil
