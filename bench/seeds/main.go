@@ -25,7 +25,10 @@
 //	go run ./bench/seeds [-rounds 3] [-seconds 1] [-json] [-smoke|-short] [-manad BIN]
 //
 // -smoke (or -short) runs one short round of everything (bench-smoke's convention); -json prints
-// the measured figures as bench/internal/benchrow rows for bench/report. `make seeds` runs it.
+// the measured figures as bench/internal/benchrow rows. `make seeds` runs it in full; bench/report
+// runs it only in its smoke, so that it cannot rot without taking over README's benchmark table:
+//
+// bench: smoke-only
 package main
 
 import (
