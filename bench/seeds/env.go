@@ -169,8 +169,8 @@ func addr(ns, dev, ip string) error {
 
 // portCounters are the counters of one port that the tables use, read over the manad family.
 type portCounters struct {
-	rxPackets, txPackets, xdpDrop, shortHeadroom, allocSlow uint64
-	pools                                                   int // page pools of the port the netdev family lists
+	rxPackets, txPackets, shortHeadroom, allocSlow uint64
+	pools                                          int // page pools of the port the netdev family lists
 }
 
 // counters reads port dev (in ns): STATS_GET for the packet counters, PORT_GET for the
@@ -187,13 +187,9 @@ func (e *env) counters(ctx context.Context, ns, dev string) (portCounters, error
 	}
 	var pc portCounters
 	for _, s := range st {
-		if q, ok := strings.CutPrefix(s.Name, "rx_"); ok && strings.Count(q, "_") >= 1 && q[0] >= '0' && q[0] <= '9' {
-			switch {
-			case strings.HasSuffix(q, "_packets"):
-				pc.rxPackets += s.Value
-			case strings.HasSuffix(q, "_xdp_drop"):
-				pc.xdpDrop += s.Value
-			}
+		// The per-queue counters are rx_N_packets and tx_N_packets (mana_get_strings).
+		if q, ok := strings.CutPrefix(s.Name, "rx_"); ok && len(q) > 0 && q[0] >= '0' && q[0] <= '9' && strings.HasSuffix(q, "_packets") {
+			pc.rxPackets += s.Value
 		}
 		if q, ok := strings.CutPrefix(s.Name, "tx_"); ok && len(q) > 0 && q[0] >= '0' && q[0] <= '9' && strings.HasSuffix(q, "_packets") {
 			pc.txPackets += s.Value
@@ -297,48 +293,60 @@ func tcpStreams(src, dst, addr string, n int, window time.Duration) (float64, er
 		return 0, err
 	}
 	defer l.Close()
-	var got atomic.Int64
-	var rwg sync.WaitGroup
+	accepted := make(chan net.Conn, n)
 	go func() {
-		for {
+		for range n {
 			c, err := l.Accept()
 			if err != nil {
-				return
+				return // the listener closed: a dial failed
 			}
-			rwg.Add(1)
-			go func() {
-				defer rwg.Done()
-				defer c.Close()
-				buf := make([]byte, 256<<10)
-				for {
-					k, err := c.Read(buf)
-					got.Add(int64(k))
-					if err != nil {
-						return
-					}
-				}
-			}()
+			accepted <- c
 		}
 	}()
-	var conns []net.Conn
+	var conns, peers []net.Conn
+	defer func() {
+		for _, c := range append(conns, peers...) {
+			c.Close()
+		}
+	}()
 	for range n {
 		c, err := harness.Dial(src, "tcp", addr)
 		if err != nil {
-			for _, c := range conns {
-				c.Close()
-			}
 			return 0, err
 		}
 		conns = append(conns, c)
 	}
+	for range n {
+		select {
+		case c := <-accepted:
+			peers = append(peers, c)
+		case <-time.After(10 * time.Second):
+			return 0, fmt.Errorf("%d of %d TCP streams to %s accepted after 10s", len(peers), n, addr)
+		}
+	}
+	var got atomic.Int64
 	var wg sync.WaitGroup
-	start := got.Load()
-	t0 := time.Now()
-	end := t0.Add(window)
-	for _, c := range conns {
+	for _, c := range peers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			buf := make([]byte, 256<<10)
+			for {
+				k, err := c.Read(buf)
+				got.Add(int64(k))
+				if err != nil {
+					return // EOF once the sender closes, or the deferred Close
+				}
+			}
+		}()
+	}
+	t0 := time.Now()
+	end := t0.Add(window)
+	var swg sync.WaitGroup
+	for _, c := range conns {
+		swg.Add(1)
+		go func() {
+			defer swg.Done()
 			buf := make([]byte, 64<<10)
 			c.SetWriteDeadline(end)
 			for {
@@ -348,12 +356,12 @@ func tcpStreams(src, dst, addr string, n int, window time.Duration) (float64, er
 			}
 		}()
 	}
-	wg.Wait()
-	bits := float64(got.Load()-start) * 8 / time.Since(t0).Seconds()
+	swg.Wait()
+	bits := float64(got.Load()) * 8 / time.Since(t0).Seconds()
 	for _, c := range conns {
 		c.Close()
 	}
-	rwg.Wait()
+	wg.Wait()
 	if bits == 0 {
 		return 0, fmt.Errorf("%d TCP streams to %s carried nothing", n, addr)
 	}

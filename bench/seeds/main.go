@@ -38,6 +38,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/manad/manad/bench/internal/benchrow"
@@ -59,7 +61,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "seeds:", err)
 		os.Exit(2)
 	}
-	tables, err := measure(context.Background(), *manadBin, o, *smoke || *short)
+	// Ctrl-C or SIGTERM: the next control request fails, and the namespaces and manad are
+	// still torn down.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	tables, err := measure(ctx, *manadBin, o, *smoke || *short)
+	stop()
 	if err == nil {
 		err = output(os.Stdout, tables, *asJSON)
 	}
@@ -69,8 +75,8 @@ func main() {
 	}
 }
 
-// validate checks the options before anything is set up: EINVAL-style messages for bad values,
-// and the root requirement.
+// validate checks the options before anything is set up: a message naming the bad flag, or the
+// root requirement.
 func validate(o opts, euid int) error {
 	switch {
 	case o.rounds < 1:

@@ -86,7 +86,7 @@ const (
 	colPagesQueue  = "pages per queue"
 	colHeadroom    = "headroom"
 	colExpandModel = "would pskb_expand_head"
-	colPagesPer1k  = "pages allocated per 1000 frames"
+	colPagesPer1k  = "pages allocated"
 )
 
 // modelCells are the modelled columns of a variant's row; every table takes the ones its

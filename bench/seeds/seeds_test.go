@@ -134,7 +134,7 @@ func TestTableShape(t *testing.T) {
 	tb.write(&b)
 	out := b.String()
 	for _, want := range []string{"Seed 004: x", "[model]", "[measured]", "thread (their hardware)", "100 [90–110]",
-		"model: " + colPagesPer1k + "; measured: " + colDrop + ", " + colOffered + "; thread: " + colThread} {
+		"model: " + colPagesPer1k + "; measured: " + colDrop + ", " + colOffered + "; thread's own: " + colThread} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -91,8 +91,12 @@ func (t table) kinds(r row) string {
 				names = append(names, c.name)
 			}
 		}
-		if len(names) > 0 {
-			parts = append(parts, strings.SplitN(k, " ", 2)[0]+": "+strings.Join(names, ", "))
+		switch {
+		case len(names) == 0:
+		case k == thread: // its header says whose figures they are
+			parts = append(parts, "thread's own: "+strings.Join(names, ", "))
+		default:
+			parts = append(parts, k+": "+strings.Join(names, ", "))
 		}
 	}
 	return strings.Join(parts, "; ")

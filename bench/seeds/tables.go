@@ -9,6 +9,7 @@ import (
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
+	"github.com/manad/manad/vnic/rxbuf"
 )
 
 // opts are one run's knobs.
@@ -20,11 +21,10 @@ type opts struct {
 // pair is a port under test and the port that feeds it, on a segment of their own, with
 // addresses in a /24 of their own: src in nsA sends to dst in nsB.
 type pair struct {
-	v                  variant
-	src, dst           string // port names
-	nsSrc, nsDst       string
-	srcIP, dstIP       string
-	srcPortCfg, dstCfg string
+	v            variant
+	src, dst     string // port names
+	nsSrc, nsDst string
+	srcIP, dstIP string
 }
 
 // world is every table's ports in one daemon.
@@ -46,7 +46,7 @@ type appliance struct {
 
 // plain is the feeding side's variant: today's driver, so only the port under test differs.
 func plain(v variant) variant {
-	return variant{label: "feeder", rule: 0, pageSize: 4096, mtu: v.mtu, queues: v.queues, ring: 128}
+	return variant{label: "feeder", rule: rxbuf.RuleUpstream, pageSize: 4096, mtu: v.mtu, queues: v.queues, ring: 128}
 }
 
 // build lays out every port, starts manad, and addresses the ports.
@@ -179,12 +179,12 @@ const (
 	colFwdGbps    = "forwarded throughput"
 	colShortHR    = "short-headroom frames"
 	colShortShare = "short-headroom share"
-	colDrop64     = "drop rate, 64 B"
-	colDrop128    = "drop rate, 128 B"
+	colDrop64     = "drop rate 64 B"
+	colDrop128    = "drop rate 128 B"
 	colDrop       = "drop rate"
-	colAllocSlow  = "pages allocated per 1000 frames (measured)"
+	colAllocSlow  = "pages the pools allocated"
 	colThread     = "thread (their hardware)"
-	colOffered    = "sender offered, 64 B"
+	colOffered    = "sender offered 64 B"
 	colSent       = "sender offered"
 )
 
@@ -203,7 +203,8 @@ func streamsFor(short bool) int {
 func (w *world) seed001(ctx context.Context, o opts) (table, error) {
 	t := table{seed: "001", title: "page-pool fragments on 64K pages: buffers per page, RX memory per queue, throughput (730ff06d3f5c)",
 		columns: []column{{name: colPerPage, kind: modelled, unit: ""}, {name: colBufSize, kind: modelled, unit: "B"}, {name: colMemQueue, kind: modelled, unit: "MiB"},
-			{name: colPagesQueue, kind: modelled, unit: "pages"}, {name: colPagesNow, kind: measured, unit: "pages"}, {name: colTCP, kind: measured, unit: "Mbit/s"}, {name: colThread, kind: thread, unit: ""}},
+			{name: colPagesQueue, kind: modelled}, {name: colPagesNow, kind: measured},
+			{name: colTCP, kind: measured, unit: "Mbit/s"}, {name: colThread, kind: thread}},
 		notes: []string{"ring of 1024 buffers, 1 queue; pages pinned is the live page pools' count (PORT_GET), read after traffic",
 			"TCP: 4 streams for the window, A B A B over the rounds; manad's cost is per frame, not per page, so expect no 200%"}}
 	tcp := make([][]float64, len(w.p001))
@@ -396,7 +397,7 @@ func (w *world) dropRate(ctx context.Context, p pair, frame int, window time.Dur
 func (w *world) seed003(ctx context.Context, o opts) (table, error) {
 	t := table{seed: "003", title: "XDP drop (generic/skb mode, as xdp-bench in the thread), 1 RX queue, 4K pages: pps",
 		columns: []column{{name: colPerPage, kind: modelled, unit: ""}, {name: colMemQueue, kind: modelled, unit: "MiB"}, {name: colDrop64, kind: measured, unit: "pps", offered: colOffered}, {name: colOffered, kind: measured, unit: "pps", offer: true}, {name: colDrop128, kind: measured, unit: "pps"},
-			{name: colAllocSlow, kind: measured, unit: "pages/1000 frames"}, {name: colThread, kind: thread, unit: "pps at 64 | 128"}},
+			{name: colAllocSlow, kind: measured, unit: "per 1000 frames"}, {name: colThread, kind: thread, unit: "pps at 64 | 128"}},
 		notes: []string{"the receiving TAP runs an XDP_DROP program in skb mode; the rate is the frames manad delivered to it (rx_N_packets), A B C A B C over the rounds"}}
 	n := len(w.p003)
 	d64, d128, alloc, off := make([][]float64, n), make([][]float64, n), make([][]float64, n), make([][]float64, n)
@@ -434,8 +435,10 @@ func (w *world) seed003(ctx context.Context, o opts) (table, error) {
 // seed004 is the 64 B drop-rate test with recycling off and on.
 func (w *world) seed004(ctx context.Context, o opts) (table, error) {
 	t := table{seed: "004", title: "64 B drop-rate test, page recycling off vs on (mvneta \"recycle buffers\")",
-		columns: []column{{name: colPagesPer1k, kind: modelled, unit: ""}, {name: colDrop, kind: measured, unit: "pps", offered: colOffered}, {name: colOffered, kind: measured, unit: "pps", offer: true}, {name: colAllocSlow, kind: measured, unit: "pages/1000 frames"}, {name: colThread, kind: thread, unit: ""}},
-		notes:   []string{"one page-pool page per buffer, as mvneta; frames dropped by a generic XDP program on the receiving TAP; pages allocated = the pools' alloc_slow (netdev page-pool-stats) per 1000 frames"}}
+		columns: []column{{name: colPagesPer1k, kind: modelled, unit: "per 1000 frames"},
+			{name: colDrop, kind: measured, unit: "pps", offered: colOffered}, {name: colOffered, kind: measured, unit: "pps", offer: true},
+			{name: colAllocSlow, kind: measured, unit: "per 1000 frames"}, {name: colThread, kind: thread}},
+		notes: []string{"one page-pool page per buffer, as mvneta; frames dropped by a generic XDP program on the receiving TAP; pages allocated = the pools' alloc_slow (netdev page-pool-stats) per 1000 frames"}}
 	rate, alloc, off := make([][]float64, len(w.p004)), make([][]float64, len(w.p004)), make([][]float64, len(w.p004))
 	for r := 0; r < o.rounds; r++ {
 		for i, p := range w.p004 {
