@@ -97,7 +97,7 @@ func measure(ctx context.Context, manadBin string, o opts, short bool) (tables [
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, e.close()) }()
-	w, err := build(e)
+	w, err := build(ctx, e)
 	if err != nil {
 		return nil, err
 	}

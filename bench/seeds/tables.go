@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -50,7 +51,7 @@ func plain(v variant) variant {
 }
 
 // build lays out every port, starts manad, and addresses the ports.
-func build(e *env) (*world, error) {
+func build(ctx context.Context, e *env) (*world, error) {
 	w := &world{e: e}
 	var err error
 	if w.nsA, err = e.ns("a"); err != nil {
@@ -65,7 +66,7 @@ func build(e *env) (*world, error) {
 		var ps []pair
 		for i, v := range vs {
 			subnet++
-			p := pair{v: v, src: harness8(tag, i, "a"), dst: harness8(tag, i, "b"), nsSrc: w.nsA, nsDst: w.nsB,
+			p := pair{v: v, src: portName(tag, i, "a"), dst: portName(tag, i, "b"), nsSrc: w.nsA, nsDst: w.nsB,
 				srcIP: fmt.Sprintf("10.219.%d.1", subnet), dstIP: fmt.Sprintf("10.219.%d.2", subnet)}
 			seg := fmt.Sprintf("seeds-%s-%d", tag, i)
 			cfg.WriteString(plain(v).portTOML(p.src, w.nsA, seg))
@@ -84,7 +85,7 @@ func build(e *env) (*world, error) {
 			return nil, err
 		}
 		subnet += 2
-		a := appliance{v: v, ns: ns, a: harness8("2", i, "a"), r1: harness8("2", i, "i"), r2: harness8("2", i, "o"), b: harness8("2", i, "b"),
+		a := appliance{v: v, ns: ns, a: portName("2", i, "a"), r1: portName("2", i, "i"), r2: portName("2", i, "o"), b: portName("2", i, "b"),
 			ipA: fmt.Sprintf("10.219.%d.1", subnet-1), ipR1: fmt.Sprintf("10.219.%d.254", subnet-1),
 			ipR2: fmt.Sprintf("10.219.%d.254", subnet), ipB: fmt.Sprintf("10.219.%d.1", subnet)}
 		in, out := fmt.Sprintf("seeds-2-%d-in", i), fmt.Sprintf("seeds-2-%d-out", i)
@@ -100,7 +101,7 @@ func build(e *env) (*world, error) {
 	}
 	for _, ps := range [][]pair{w.p001, w.p000, w.p003, w.p004} {
 		for _, p := range ps {
-			if err := errAll(addr(w.nsA, p.src, p.srcIP), addr(w.nsB, p.dst, p.dstIP)); err != nil {
+			if err := errors.Join(addr(w.nsA, p.src, p.srcIP), addr(w.nsB, p.dst, p.dstIP)); err != nil {
 				return nil, err
 			}
 		}
@@ -108,7 +109,7 @@ func build(e *env) (*world, error) {
 	for _, a := range w.fwd {
 		dstNet := a.ipB[:strings.LastIndexByte(a.ipB, '.')] + ".0/24"
 		srcNet := a.ipA[:strings.LastIndexByte(a.ipA, '.')] + ".0/24"
-		if err := errAll(addr(w.nsA, a.a, a.ipA), addr(a.ns, a.r1, a.ipR1), addr(a.ns, a.r2, a.ipR2), addr(w.nsB, a.b, a.ipB),
+		if err := errors.Join(addr(w.nsA, a.a, a.ipA), addr(a.ns, a.r1, a.ipR1), addr(a.ns, a.r2, a.ipR2), addr(w.nsB, a.b, a.ipB),
 			run(a.ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"),
 			run(w.nsA, "ip", "route", "add", dstNet, "via", a.ipR1),
 			run(w.nsB, "ip", "route", "add", srcNet, "via", a.ipR2)); err != nil {
@@ -117,7 +118,6 @@ func build(e *env) (*world, error) {
 	}
 	// Static neighbours instead of ARP (ping is not everywhere, and the drop tests' receivers
 	// drop ARP too): each side knows the other's MAC from PORT_GET.
-	ctx := context.Background()
 	mac := func(ns, dev string) (string, error) {
 		info, err := e.port(ctx, ns, dev)
 		if err != nil {
@@ -134,13 +134,13 @@ func build(e *env) (*world, error) {
 	}
 	for _, ps := range [][]pair{w.p001, w.p000, w.p003, w.p004} {
 		for _, p := range ps {
-			if err := errAll(neigh(w.nsA, p.src, p.dstIP, w.nsB, p.dst), neigh(w.nsB, p.dst, p.srcIP, w.nsA, p.src)); err != nil {
+			if err := errors.Join(neigh(w.nsA, p.src, p.dstIP, w.nsB, p.dst), neigh(w.nsB, p.dst, p.srcIP, w.nsA, p.src)); err != nil {
 				return nil, err
 			}
 		}
 	}
 	for _, a := range w.fwd {
-		if err := errAll(neigh(w.nsA, a.a, a.ipR1, a.ns, a.r1), neigh(a.ns, a.r1, a.ipA, w.nsA, a.a),
+		if err := errors.Join(neigh(w.nsA, a.a, a.ipR1, a.ns, a.r1), neigh(a.ns, a.r1, a.ipA, w.nsA, a.a),
 			neigh(a.ns, a.r2, a.ipB, w.nsB, a.b), neigh(w.nsB, a.b, a.ipR2, a.ns, a.r2)); err != nil {
 			return nil, err
 		}
@@ -154,19 +154,10 @@ func build(e *env) (*world, error) {
 	return w, nil
 }
 
-// harness8 is a port name unique to this process: "s" + the PID's last digits + table, index and
+// portName is a port name unique to this process: "s" + the PID's last digits + table, index and
 // side (at most 15 bytes, as an interface name must be).
-func harness8(tag string, i int, side string) string {
+func portName(tag string, i int, side string) string {
 	return harness.Name("s", fmt.Sprintf("%s%d%s", tag, i, side))
-}
-
-func errAll(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Measured column names.
@@ -277,7 +268,7 @@ func (w *world) seed000(ctx context.Context, o opts, short bool) (table, error) 
 			time.Sleep(o.window / 10) // the first frames after the flip
 			gap := probe.mark(false)
 			e1, e2 := <-errc, <-errc
-			if err := errAll(ferr, e1, e2); err != nil {
+			if err := errors.Join(ferr, e1, e2); err != nil {
 				return t, fmt.Errorf("%s: %w", variants000[mode].label, err)
 			}
 			blackout[mode] = append(blackout[mode], float64(gap.Microseconds())/1e3)
