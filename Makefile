@@ -58,6 +58,11 @@ bench-smoke: ## run every benchmark once (-benchtime 1x) and every bench/ progra
 bench-readme: ## run the report (5 rounds) and rewrite README's benchmark section with it (needs root)
 	$(GO) run ./bench/report -readme README.md
 
+.PHONY: seeds
+
+seeds: ## reproduce the seed threads' tables (shared/seeds 000-004): manad's model beside real traffic through manad ports (needs root; SEEDSFLAGS=-short for a quick run)
+	$(GO) run ./bench/seeds $(SEEDSFLAGS)
+
 run: build ## start manad with its embedded default configuration (needs root; Ctrl-C stops it)
 	$(BIN)/manad
 

@@ -64,6 +64,7 @@ func (p *port) info() genl.PortInfo {
 		MemoryPeak: uint64(st.MemoryPeak), MemoryBudget: uint64(st.MemoryBudget),
 		Faults:  wireFaults(st.Faults),
 		Offload: p.offload(), RxAlloc: p.spec.RxAlloc.String(), RxRecycle: !p.spec.RxNoRecycle,
-		Speed: uint32(max(p.spec.Speed, 0)),
+		Speed:           uint32(max(p.spec.Speed, 0)),
+		RxShortHeadroom: st.Netdev.RxShortHeadroom,
 	}
 }

@@ -24,7 +24,8 @@
 //     ratio_max, offered, sender_bound, peer_sender_bound, target; a sender-bound row is
 //     flagged in the table). A program that is only a helper of another
 //     (bench/taprelay, of bench/udppps) has the line "bench: helper" in its package comment and
-//     runs only under -smoke.
+//     runs only under -smoke; so does one with the line "bench: smoke-only", whose full run is a
+//     make target of its own (bench/seeds: `make seeds` prints the seed threads' tables).
 //
 // Needs root for the benchmarks that build namespaces and TAP devices; without root they are
 // skipped and their rows say "not run" (under CI=true they fail).
@@ -349,7 +350,7 @@ func rowOf(prog string, p benchrow.Row) row {
 // program is a package main under bench/.
 type program struct {
 	dir    string // "./bench/x"
-	helper bool   // "bench: helper" in its package comment: -smoke only
+	helper bool   // "bench: helper" or "bench: smoke-only" in its package comment: -smoke only
 }
 
 // programs lists bench/'s programs other than this one.
@@ -377,7 +378,7 @@ func programs() ([]program, error) {
 			if regexp.MustCompile(`(?m)^package main\b`).MatchString(src) {
 				isMain = true
 			}
-			if regexp.MustCompile(`(?m)^// bench: helper\b`).MatchString(src) {
+			if regexp.MustCompile(`(?m)^// bench: (helper|smoke-only)\b`).MatchString(src) {
 				helper = true
 			}
 		}

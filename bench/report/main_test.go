@@ -219,3 +219,22 @@ func TestSenderBound(t *testing.T) {
 		}
 	}
 }
+
+// TestProgramsSmokeOnly: bench/seeds is in the smoke (every program is) but not in the full
+// report (`make seeds` is its full run), and the measuring programs are in both.
+func TestProgramsSmokeOnly(t *testing.T) {
+	t.Chdir("../..") // programs() looks under bench/ of the working directory, the module root
+	progs, err := programs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, p := range progs {
+		got[p.dir] = p.helper
+	}
+	for dir, smokeOnly := range map[string]bool{"./bench/seeds": true, "./bench/taprelay": true, "./bench/udppps": false, "./bench/fabric": false} {
+		if h, ok := got[dir]; !ok || h != smokeOnly {
+			t.Errorf("%s: listed %v, smoke-only %v; want listed, smoke-only %v", dir, ok, h, smokeOnly)
+		}
+	}
+}

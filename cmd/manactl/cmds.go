@@ -581,7 +581,9 @@ func showRxBufCmd(a *app) *cobra.Command {
 		Long: `Show the port's live RX buffer layout, as mana_get_rxbuf_cfg computes it: datasize,
 alloc size, headroom, buffer size, buffers per page, page order, page-pool size, the
 pages and bytes a full ring pins per queue and in total, what is pinned right now,
-and why the port is in fragment or single-buffer mode.`,
+why the port is in fragment or single-buffer mode, and how many frames it delivered
+with less headroom than LL_RESERVED_SPACE (256): those the kernel would copy with
+pskb_expand_head to forward out of a MANA port (rx_short_headroom in stats).`,
 		Example: `  manactl show-rxbuf mana0
   manactl --json show-rxbuf mana0`,
 		Args:              devArgs(0, 0),

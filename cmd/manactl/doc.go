@@ -36,8 +36,9 @@
 //	list [--netns NS]                     ports: name, netns, state, MTU, page size, queues,
 //	                                      rings, flags, XDP; every namespace's for root (or the
 //	                                      admin group) on the host, else the caller's namespace's
-//	show-rxbuf DEV                        live RX buffer layout, memory pinned, and why fragment or
-//	                                      single-buffer mode
+//	show-rxbuf DEV                        live RX buffer layout, memory pinned, why fragment or
+//	                                      single-buffer mode, and the frames delivered with short
+//	                                      headroom
 //	rxbuf-plan --page-size S --mtu N [--xdp] [--full-page-rx] [--rule R]… [--ring-size N] [--queues N] [--rx-alloc M]
 //	                                      layouts for hypothetical parameters, rules side by side
 //	                                      (computed by manactl itself: no daemon needed)
@@ -95,7 +96,8 @@
 //	                 ("" | pass | drop | tx | aborted | ebpf:NAME), pages-pinned, bytes-pinned,
 //	                 buffers-in-flight, memory-in-use, memory-peak, memory-budget,
 //	                 faults: [{point, mode, count, errno}]   (port add --json prints the same)
-//	show-rxbuf       ifname, layout: LAYOUT, pages-pinned, bytes-pinned, buffers-in-flight
+//	show-rxbuf       ifname, layout: LAYOUT, pages-pinned, bytes-pinned, buffers-in-flight,
+//	                 rx-short-headroom
 //	rxbuf-plan       [LAYOUT, …] one per rule
 //	LAYOUT           rule, page-size, mtu, xdp, full-page-rx, mode (single | fragments), reason,
 //	                 datasize, alloc-size, headroom, buf-size, frag-count, order, pool-size,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/vnic/rxbuf"
 )
 
 // The text formats of the ethtool-family commands are ethtool 6.15's, byte for byte (its
@@ -286,6 +287,9 @@ func writeRxBuf(w io.Writer, p genl.PortInfo) {
 	row("Pages pinned now", p.PagesPinned)
 	row("Bytes pinned now", bytesText(p.BytesPinned))
 	row("Buffers in flight", p.BuffersInFlight)
+	// The frames ip_forward would pskb_expand_head out of a MANA port (seed 002): non-zero only
+	// under a rule that reserves less than LL_RESERVED_SPACE.
+	row("Short headroom", fmt.Sprintf("%d frames (headroom < %d, LL_RESERVED_SPACE)", p.RxShortHeadroom, rxbuf.LLReservedSpace))
 	tw.Flush()
 }
 

@@ -279,11 +279,12 @@ type rxBufJSON struct {
 	PagesPinned     uint64     `json:"pages-pinned"`
 	BytesPinned     uint64     `json:"bytes-pinned"`
 	BuffersInFlight uint64     `json:"buffers-in-flight"`
+	RxShortHeadroom uint64     `json:"rx-short-headroom"`
 }
 
 func rxBufToJSON(p genl.PortInfo) rxBufJSON {
 	return rxBufJSON{IfName: p.Device.Name, Layout: layoutToJSON(p.Layout), PagesPinned: p.PagesPinned,
-		BytesPinned: p.BytesPinned, BuffersInFlight: p.BuffersInFlight}
+		BytesPinned: p.BytesPinned, BuffersInFlight: p.BuffersInFlight, RxShortHeadroom: p.RxShortHeadroom}
 }
 
 // eventJSON is one monitor notification (one JSON object per line). Exactly one of the payload

@@ -93,7 +93,8 @@ const (
 	PortAttrNetNSToo        uint16 = 36 // u8: PORT_DEL: delete the port's named netns too (PortDel)
 	PortAttrNetNSDeleted    uint16 = 37 // u8: PORT_DEL reply: the netns was deleted
 	PortAttrNotice          uint16 = 38 // string: PORT_DEL reply: why the netns was kept
-	PortAttrMax                    = PortAttrNotice
+	PortAttrRxShortHeadroom uint16 = 39 // u64: RX frames delivered with less headroom than LL_RESERVED_SPACE
+	PortAttrMax                    = PortAttrRxShortHeadroom
 )
 
 // Attributes inside AttrLayout, PortAttrLayout and AttrLayoutRequest. A
@@ -250,6 +251,9 @@ type PortInfo struct {
 	Offload, RxRecycle                                   bool
 	RxAlloc                                              string
 	Speed                                                uint32 // Mb/s; 0 = unknown
+	// RxShortHeadroom counts the frames delivered with less headroom than LL_RESERVED_SPACE
+	// (256): those the kernel would pskb_expand_head to forward out of a MANA port (seed 002).
+	RxShortHeadroom uint64
 }
 
 // Tables of the manad family's attribute sets. Put writes the attributes in
@@ -380,5 +384,6 @@ var (
 		String(PortAttrRxAlloc, func(p *PortInfo) *string { return &p.RxAlloc }),
 		Bool(PortAttrRxRecycle, func(p *PortInfo) *bool { return &p.RxRecycle }),
 		U32(PortAttrSpeed, func(p *PortInfo) *uint32 { return &p.Speed }),
+		U64(PortAttrRxShortHeadroom, func(p *PortInfo) *uint64 { return &p.RxShortHeadroom }),
 	)
 )

@@ -1,0 +1,97 @@
+package manactl
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manad/manad/tests/harness"
+)
+
+// TestShowRxBufShortHeadroom: after UDP frames cross a port, `manactl show-rxbuf` (text and
+// --json) reports how many it delivered with less headroom than LL_RESERVED_SPACE — every one
+// under the pre-headroom rule (no headroom on 4K pages), none under the upstream rule — and the
+// figure is the one `manactl -S` shows as manad_rx_short_headroom (issue 11 part 5).
+func TestShowRxBufShortHeadroom(t *testing.T) {
+	dir := worldDir(t)
+	nsA, nsB := harness.Name("mcha", ""), harness.Name("mchb", "")
+	type port struct{ name, ns, rule, ip string }
+	ports := []port{
+		{harness.Name("mhs", "0"), nsA, "upstream", "10.223.1.1"},
+		{harness.Name("mhp", "0"), nsB, "pre-headroom", "10.223.1.2"},
+		{harness.Name("mhs", "1"), nsA, "upstream", "10.223.2.1"},
+		{harness.Name("mhu", "0"), nsB, "upstream", "10.223.2.2"},
+	}
+	var cfg strings.Builder
+	for i, p := range ports {
+		fmt.Fprintf(&cfg, "[[port]]\nname = %q\nnetns = %q\nsegment = \"s%d\"\npage_size = \"4K\"\nrule = %q\nqueues = 1\nrx_ring = 128\npersistent = false\n",
+			p.name, p.ns, i/2, p.rule)
+	}
+	d := harness.Start(t, dir, "", cfg.String(), nsA, nsB)
+	bin := manactlIn(t, dir)
+	env := []string{"MANAD_SOCKET=" + d.Socket}
+	for _, p := range ports {
+		harness.Run(t, p.ns, "ip", "addr", "add", p.ip+"/24", "dev", p.name)
+		harness.Run(t, p.ns, "ip", "link", "set", p.name, "up")
+	}
+	const frames = 200
+	for _, pair := range [][2]port{{ports[0], ports[1]}, {ports[2], ports[3]}} {
+		src, dst := pair[0], pair[1]
+		sink, err := harness.ListenPacket(dst.ns, dst.ip+":9400")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sink.Close() })
+		c, err := harness.Dial(src.ns, "udp", dst.ip+":9400")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		buf := make([]byte, 64)
+		sink.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for i := 0; i < frames; i++ {
+			if _, err := c.Write(buf); err != nil {
+				t.Fatal(err)
+			}
+			// One at a time: the first may wait for ARP, and none may be lost on the way.
+			if _, _, err := sink.ReadFrom(make([]byte, 128)); err != nil {
+				t.Fatalf("%s → %s: datagram %d: %v", src.name, dst.name, i, err)
+			}
+		}
+	}
+	for _, dst := range []port{ports[1], ports[3]} {
+		r := run(t, dst.ns, env, bin, "--json", "show-rxbuf", dst.name)
+		out := ok(t, "show-rxbuf --json "+dst.name, r)
+		var got []struct {
+			Layout struct {
+				Headroom uint32 `json:"headroom"`
+			} `json:"layout"`
+			Short *uint64 `json:"rx-short-headroom"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 || got[0].Short == nil {
+			t.Fatalf("show-rxbuf --json %s: %v\n%s", dst.name, err, out)
+		}
+		short := *got[0].Short
+		switch dst.rule {
+		case "pre-headroom":
+			if got[0].Layout.Headroom != 0 || short < frames {
+				t.Errorf("%s (pre-headroom): headroom %d, rx-short-headroom %d; want 0 and at least the %d datagrams",
+					dst.name, got[0].Layout.Headroom, short, frames)
+			}
+		default:
+			if got[0].Layout.Headroom != 256 || short != 0 {
+				t.Errorf("%s (upstream): headroom %d, rx-short-headroom %d; want 256 and 0", dst.name, got[0].Layout.Headroom, short)
+			}
+		}
+		text := ok(t, "show-rxbuf "+dst.name, run(t, dst.ns, env, bin, "show-rxbuf", dst.name))
+		if want := fmt.Sprintf("Short headroom:    %d frames (headroom < 256, LL_RESERVED_SPACE)", short); !strings.Contains(text, want) {
+			t.Errorf("show-rxbuf %s lacks %q:\n%s", dst.name, want, text)
+		}
+		stats := ok(t, "-S "+dst.name, run(t, dst.ns, env, bin, "-S", dst.name))
+		if want := fmt.Sprintf("manad_rx_short_headroom: %d\n", short); !strings.Contains(stats, want) {
+			t.Errorf("-S %s lacks %q:\n%s", dst.name, want, stats)
+		}
+	}
+}
