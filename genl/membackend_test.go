@@ -46,6 +46,7 @@ type MemDev struct {
 	Carrier  bool
 	Features Features // FEATURES_GET/SET (features_membackend_test.go)
 	Coalesce Coalesce
+	RSS      RSSSetting // RSS_GET/SET (rss_membackend_test.go); zero until first asked
 	// SetErr, when set, is returned by every Set*/port action.
 	SetErr error
 	// StringSets are the per-device string sets; ETH_SS_PRIV_FLAGS defaults
