@@ -11,13 +11,13 @@ import (
 // does not have them).
 const (
 	RSSHeader       = 1
-	RSSContext      = 2 // u32
-	RSSHFunc        = 3 // u32, ETH_RSS_HASH_* bits
-	RSSIndir        = 4 // binary: u32 queue numbers, host order
-	RSSHKey         = 5 // binary
-	RSSInputXfrm    = 6 // u32
-	RSSStartContext = 7 // u32, dump filter only
-	RSSFlowHash     = 8 // nested ETHTOOL_A_FLOW_*: RXH_* fields hashed per flow type (6.17+)
+	RSSContext      = 2               // u32
+	RSSHFunc        = 3               // u32, ETH_RSS_HASH_* bits
+	RSSIndir        = 4               // binary: u32 queue numbers, host order
+	RSSHKey         = 5               // binary
+	RSSInputXfrm    = 6               // u32
+	RSSStartContext = 7               // u32, dump filter only
+	RSSFlowHash     = 8               // nested ETHTOOL_A_FLOW_*: RXH_* fields hashed per flow type (6.17+)
 	RSSMax          = RSSStartContext // the RSS_GET policy's maximum
 	RSSSetMax       = RSSFlowHash     // the RSS_SET policy's maximum
 )
