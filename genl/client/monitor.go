@@ -41,6 +41,8 @@ func (k NotificationKind) String() string {
 		return "port-change"
 	case CoalesceChanged:
 		return "coalesce"
+	case RSSChanged:
+		return "rss"
 	}
 	return fmt.Sprintf("NotificationKind(%d)", int(k))
 }
@@ -59,6 +61,7 @@ type Notification struct {
 	Channels     *Channels
 	Port         *wire.PortInfo
 	Coalesce     *Coalesce
+	RSS          *RSS
 }
 
 // Subscription receives notifications of the ethtool "monitor" group and,
@@ -163,6 +166,11 @@ func (s *Subscription) decode(ctx context.Context, famID uint16, m genetlink.Mes
 			n.Kind = CoalesceChanged
 			if n.Coalesce, err = DecodeCoalesce(m.Data); err == nil {
 				n.Interface = n.Coalesce.Interface
+			}
+		case wire.MsgRSSNtf:
+			n.Kind = RSSChanged
+			if n.RSS, err = DecodeRSS(m.Data); err == nil {
+				n.Interface = n.RSS.Interface
 			}
 		default:
 			return n, false, nil

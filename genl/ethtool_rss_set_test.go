@@ -1,0 +1,256 @@
+package genl_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
+)
+
+// TestRSSSetMatchesKernel sends RSS_SET requests about a veth to the kernel and the same
+// requests to manad, and requires the same errno, extack message, offset and policy report. A
+// veth has neither get_rxfh nor set_rxfh: manad's device without RSS (lo0) must answer as it
+// does, a request without a change included (success, nothing to tell the driver). The policy
+// and ethnl_rss_set_validate refuse before any device is asked, so those cases go to mana0: a
+// context (mana has no contexts), an input transformation or per-flow fields (mana supports
+// neither). The header names the device by index, so the offsets compare as they are.
+func TestRSSSetMatchesKernel(t *testing.T) {
+	veth := makeVeth(t)
+	vi, err := net.InterfaceByName(veth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, nil)
+	rc := dialRaw(t, ts.path)
+	kc := dialKernel(t)
+	kid, mid := kc.family("ethtool"), manadFamilyID(t, rc, "ethtool")
+	flows := func(fill func(m *msgBuilder)) func(m *msgBuilder) {
+		return func(m *msgBuilder) { n := m.Nest(wire.RSSFlowHash); fill(m); m.EndNest(n) }
+	}
+	lo0, mana0 := ts.lo0.Dev.Index, ts.mana0.Dev.Index
+	for i, tc := range []struct {
+		name  string
+		manad uint32 // ifindex asked of manad
+		put   func(m *msgBuilder)
+		errno unix.Errno
+	}{
+		{"nothing to change", lo0, func(*msgBuilder) {}, 0},
+		{"hfunc without rss", lo0, func(m *msgBuilder) { m.PutU32(wire.RSSHFunc, 1) }, unix.EOPNOTSUPP},
+		{"hfunc whose first byte is 0", lo0, func(m *msgBuilder) { m.PutU32(wire.RSSHFunc, 0x100) }, 0},
+		{"table without rss", lo0, func(m *msgBuilder) { m.Put(wire.RSSIndir, wire.IndirBytes([]uint32{0, 1})) }, unix.EOPNOTSUPP},
+		{"odd table without rss", lo0, func(m *msgBuilder) { m.Put(wire.RSSIndir, []byte{1, 2, 3}) }, unix.EOPNOTSUPP},
+		{"key without rss", lo0, func(m *msgBuilder) { m.Put(wire.RSSHKey, make([]byte, 40)) }, unix.EINVAL},
+		{"hfunc 0", mana0, func(m *msgBuilder) { m.PutU32(wire.RSSHFunc, 0) }, unix.ERANGE},
+		{"hfunc u16", mana0, func(m *msgBuilder) { m.PutU16(wire.RSSHFunc, 1) }, unix.EINVAL},
+		{"empty key", mana0, func(m *msgBuilder) { m.Put(wire.RSSHKey, nil) }, unix.ERANGE},
+		{"context 1", mana0, func(m *msgBuilder) { m.PutU32(wire.RSSContext, 1) }, unix.EOPNOTSUPP},
+		{"context 1 with a key", mana0, func(m *msgBuilder) { m.Put(wire.RSSHKey, make([]byte, 40)); m.PutU32(wire.RSSContext, 1) }, unix.EOPNOTSUPP},
+		{"context 0", lo0, func(m *msgBuilder) { m.PutU32(wire.RSSContext, 0) }, 0},
+		{"input xfrm", mana0, func(m *msgBuilder) { m.PutU32(wire.RSSInputXfrm, 1) }, unix.EOPNOTSUPP},
+		{"input xfrm 0", lo0, func(m *msgBuilder) { m.PutU32(wire.RSSInputXfrm, 0) }, 0},
+		{"input xfrm above sym-or-xor", mana0, func(m *msgBuilder) { m.PutU32(wire.RSSInputXfrm, 3) }, unix.ERANGE},
+		{"flow hash", mana0, flows(func(m *msgBuilder) { m.PutU32(4, wire.RXHIPSrc|wire.RXHIPDst) }), unix.EOPNOTSUPP},
+		{"flow hash u64", mana0, flows(func(m *msgBuilder) { m.PutU64(3, wire.RXHIP6FL) }), unix.EOPNOTSUPP},
+		{"flow hash reserved bit", mana0, flows(func(m *msgBuilder) { m.PutU32(4, 1) }), unix.EINVAL},
+		{"flow label on ipv4", mana0, flows(func(m *msgBuilder) { m.PutU32(2, wire.RXHIP6FL) }), unix.EINVAL},
+		{"flow hash u16", mana0, flows(func(m *msgBuilder) { m.PutU16(4, 0) }), unix.EINVAL},
+		{"flow type 28", mana0, flows(func(m *msgBuilder) { m.PutU32(28, 0) }), unix.EINVAL},
+		{"flow hash not nested", mana0, func(m *msgBuilder) { m.PutU32(wire.RSSFlowHash, 0) }, unix.EINVAL},
+		{"start context", mana0, func(m *msgBuilder) { m.PutU32(wire.RSSStartContext, 0) }, unix.EINVAL},
+		{"attribute 9", mana0, func(m *msgBuilder) { m.PutU32(9, 0) }, unix.EINVAL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			build := func(id uint16, ifindex uint32) []byte {
+				m := newMsg(id, nlattr.FlagRequest|nlattr.FlagAck, uint32(300+i), wire.MsgRSSSet, 1)
+				header(m, wire.RSSHeader, func(m *msgBuilder) { m.PutU32(unix.ETHTOOL_A_HEADER_DEV_INDEX, ifindex) })
+				tc.put(m)
+				return m.done()
+			}
+			kc.send(build(kid, uint32(vi.Index)))
+			rc.send(build(mid, tc.manad))
+			k, m := decodeAck(t, kc.recv()[0]), decodeAck(t, rc.recv()[0])
+			if m.errno != tc.errno {
+				t.Errorf("manad: %v, want %v", m.errno, tc.errno)
+			}
+			if k.errno != m.errno || k.msg != m.msg || k.off != m.off || k.missType != m.missType || k.policy != m.policy {
+				t.Errorf("kernel %+v\nmanad  %+v", k, m)
+			}
+		})
+	}
+}
+
+// rssTable returns n entries of the spread i % q.
+func rssTable(n int, q uint32) []uint32 {
+	t := make([]uint32, n)
+	for i := range t {
+		t[i] = uint32(i) % q
+	}
+	return t
+}
+
+// TestRSSSet: each rule of RSS_SET on a MANA-like port (64 entries, a 40-byte key, 4 queues,
+// Toeplitz): the ethtool core's (a table of the device's size or one dividing it, repeated; an
+// empty one for the default; entries below the RX ring count; a key of exactly the device's
+// size) with the kernel's messages, and the driver's (Toeplitz only). A refused request
+// changes nothing.
+func TestRSSSet(t *testing.T) {
+	ts := startServer(t, nil)
+	c := dialClient(t, ts.path)
+	ctx := ctxT(t)
+	mana0 := client.Interface{Name: "mana0"}
+	key := make([]byte, 40)
+	for i := range key {
+		key[i] = byte(0xa0 + i)
+	}
+	def := rssTable(64, 4)
+	for _, tc := range []struct {
+		name      string
+		set       wire.RSSSet
+		errno     unix.Errno
+		msg       string
+		wantIndir []uint32 // after the request; nil = unchanged
+		wantKey   []byte
+	}{
+		{name: "full table", set: wire.RSSSet{Indir: rssTable(64, 3)}, wantIndir: rssTable(64, 3)},
+		{name: "equal 2 repeated", set: wire.RSSSet{Indir: []uint32{0, 1}}, wantIndir: rssTable(64, 2)},
+		{name: "one entry", set: wire.RSSSet{Indir: []uint32{3}}, wantIndir: slices.Repeat([]uint32{3}, 64)},
+		{name: "default", set: wire.RSSSet{Indir: []uint32{}}, wantIndir: def},
+		{name: "key", set: wire.RSSSet{HKey: key}, wantKey: key},
+		{name: "toeplitz", set: wire.RSSSet{HFunc: 1}},
+		{name: "xor", set: wire.RSSSet{HFunc: 2}, errno: unix.EOPNOTSUPP},
+		{name: "crc32", set: wire.RSSSet{HFunc: 4, Indir: rssTable(64, 1)}, errno: unix.EOPNOTSUPP},
+		{name: "table of 3", set: wire.RSSSet{Indir: []uint32{0, 1, 2}}, errno: unix.EINVAL,
+			msg: "size (3) mismatch with device indir table (64)"},
+		{name: "table of 128", set: wire.RSSSet{Indir: rssTable(128, 1)}, errno: unix.EINVAL,
+			msg: "size (128) mismatch with device indir table (64)"},
+		{name: "queue 4 of 4", set: wire.RSSSet{Indir: []uint32{0, 1, 2, 4}}, errno: unix.EINVAL,
+			msg: "entry 3: queue out of range (4)"},
+		{name: "queue -1", set: wire.RSSSet{Indir: []uint32{0, 0xffffffff}}, errno: unix.EINVAL,
+			msg: "entry 1: queue out of range (-1)"},
+		{name: "short key", set: wire.RSSSet{HKey: key[:39]}, errno: unix.EINVAL},
+		{name: "long key", set: wire.RSSSet{HKey: append(slices.Clone(key), 0)}, errno: unix.EINVAL},
+		{name: "bad key with a good table", set: wire.RSSSet{Indir: []uint32{1}, HKey: key[:8]}, errno: unix.EINVAL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, err := c.RSS(ctx, mana0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.SetRSS(ctx, mana0, tc.set)
+			var ce *client.Error
+			switch {
+			case tc.errno == 0 && err != nil:
+				t.Fatalf("SetRSS: %v", err)
+			case tc.errno != 0 && !errors.Is(err, tc.errno):
+				t.Fatalf("SetRSS: %v, want %v", err, tc.errno)
+			case tc.errno != 0 && (!errors.As(err, &ce) || ce.Message != tc.msg):
+				t.Errorf("SetRSS: %v (%+v), want message %q", err, ce, tc.msg)
+			}
+			after, err := c.RSS(ctx, mana0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := before.RSS
+			if tc.errno == 0 && tc.wantIndir != nil {
+				want.Indir = tc.wantIndir
+			}
+			if tc.errno == 0 && tc.wantKey != nil {
+				want.HKey = tc.wantKey
+			}
+			if diff := cmp.Diff(want, after.RSS); diff != "" {
+				t.Errorf("RSS after the request (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRSSSetNotify: 32 writers on their own connections set tables, keys and no-op requests on
+// one port at once. The monitor must see exactly one RSS_NTF per real change, in the order of
+// the changes, each with the state that change produced, and none for a no-op or a refusal.
+func TestRSSSetNotify(t *testing.T) {
+	ts := startServer(t, nil)
+	ctx := ctxT(t)
+	sub, err := dialClient(t, ts.path).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ts.be.History()
+
+	const writers, rounds = 32, 8
+	mana0 := client.Interface{Name: "mana0"}
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*rounds)
+	for w := range writers {
+		c := dialClient(t, ts.path)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(2, uint64(w)))
+			for i := range rounds {
+				var u wire.RSSSet
+				refused := false
+				switch rnd.IntN(5) {
+				case 0:
+					u.Indir = rssTable(1<<rnd.IntN(7), 1+rnd.Uint32N(4)) // 1..64 entries
+				case 1:
+					u.Indir = []uint32{}
+				case 2:
+					u.HKey = make([]byte, 40)
+					u.HKey[0] = byte(rnd.IntN(3))
+				case 3:
+					u.HFunc = 1 // always a no-op: the port is Toeplitz
+				case 4:
+					u.Indir, refused = []uint32{0, 9}, true
+				}
+				err := c.SetRSS(ctx, mana0, u)
+				if (err != nil) != refused {
+					errs <- fmt.Errorf("writer %d round %d: %+v: %v", w, i, u, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	want := ts.be.History()
+	// A sentinel change on another port ends the stream to compare.
+	if err := dialClient(t, ts.path).SetRSS(ctx, client.Interface{Name: "mana1"}, wire.RSSSet{Indir: []uint32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for done := false; !done; {
+		ns, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d notifications: %v", len(got), err)
+		}
+		for _, n := range ns {
+			if n.Kind != client.RSSChanged {
+				t.Fatalf("unexpected notification %+v", n)
+			}
+			if n.Interface.Name == "mana1" {
+				done = true
+				break
+			}
+			got = append(got, fmt.Sprintf("rss %s %v %x", n.Interface.Name, n.RSS.Indir, n.RSS.HKey))
+		}
+	}
+	if len(want) < writers {
+		t.Errorf("only %d real changes; the test does not contend", len(want))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("notifications differ from the changes (-changes +notifications):\n%s", diff)
+	}
+}
