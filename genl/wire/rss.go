@@ -105,25 +105,34 @@ func IndirBytes(t []uint32) []byte {
 	return buf
 }
 
-// RSSSet is an RSS_SET request for context 0: a nil field is not sent (left unchanged). An
-// empty, non-nil Indir asks for the default table (user_size 0 in rss_set_prep_indir); a table
-// shorter than the device's is repeated to fill it when its size divides the device's.
+// RSSSet is an RSS_SET request: a nil field is not sent (left unchanged). An empty, non-nil
+// Indir asks for the default table (user_size 0 in rss_set_prep_indir); a table shorter than
+// the device's is repeated to fill it when its size divides the device's.
 type RSSSet struct {
-	HFunc uint32   // ETH_RSS_HASH_* bit; 0 = not sent
-	Indir []uint32 // nil = not sent
-	HKey  []byte   // nil = not sent
+	Context   *uint32  // nil = not sent (context 0)
+	HKey      []byte   // nil = not sent
+	HFunc     uint32   // ETH_RSS_HASH_* bit; 0 = not sent
+	InputXfrm *uint32  // RXH_XFRM_*; nil = not sent
+	Indir     []uint32 // nil = not sent
 }
 
-// PutRSSSet writes the attributes of v after the request header.
+// PutRSSSet writes the attributes of v after the request header, in the order ethtool's nl_srss
+// puts them.
 func PutRSSSet(b *nlattr.Builder, v *RSSSet) {
-	if v.HFunc != 0 {
-		b.PutU32(RSSHFunc, v.HFunc)
-	}
-	if v.Indir != nil {
-		b.Put(RSSIndir, IndirBytes(v.Indir))
+	if v.Context != nil {
+		b.PutU32(RSSContext, *v.Context)
 	}
 	if v.HKey != nil {
 		b.Put(RSSHKey, v.HKey)
+	}
+	if v.HFunc != 0 {
+		b.PutU32(RSSHFunc, v.HFunc)
+	}
+	if v.InputXfrm != nil {
+		b.PutU32(RSSInputXfrm, *v.InputXfrm)
+	}
+	if v.Indir != nil {
+		b.Put(RSSIndir, IndirBytes(v.Indir))
 	}
 }
 
