@@ -3,8 +3,12 @@ package manactl
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/vnic"
@@ -59,4 +63,159 @@ func TestRSSCommands(t *testing.T) {
 	if len(js) != 1 || js[0]["rss-hash-function"] != "toeplitz" || len(js[0]["rss-indirection-table"].([]any)) != vnic.RSSIndirSize {
 		t.Errorf("--json -x: %v", js)
 	}
+}
+
+// rxQueuePackets reads rx_Q_packets of every queue from `manactl -S port`.
+func (e *e2e) rxQueuePackets(t *testing.T, port string) map[int]uint64 {
+	t.Helper()
+	out := ok(t, "-S", e.mctl(t, "-S", port))
+	m := map[int]uint64{}
+	for _, s := range regexp.MustCompile(`(?m)^\s+rx_(\d+)_packets: (\d+)$`).FindAllStringSubmatch(out, -1) {
+		q, _ := strconv.Atoi(s[1])
+		v, _ := strconv.ParseUint(s[2], 10, 64)
+		m[q] = v
+	}
+	if len(m) == 0 {
+		t.Fatalf("no rx_N_packets in -S:\n%s", out)
+	}
+	return m
+}
+
+// indirText is the table part of `ethtool -x DEV` for the table t over rings queues.
+func indirText(dev string, rings int, t []uint32) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "RX flow hash indirection table for %s with %d RX ring(s):\n", dev, rings)
+	for i, q := range t {
+		if i%8 == 0 {
+			fmt.Fprintf(&b, "%5d: ", i)
+		}
+		fmt.Fprintf(&b, " %5d", q)
+		if i%8 == 7 {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// TestRxfhCommands: against the real daemon, `manactl -X` sets the table of a running port as
+// ethtool -X does (equal, weight, start, default, hkey) and `-x` shows it; the traffic that
+// reaches the port is steered by it, queue by queue; each refusal prints ethtool's message with
+// its exit status; a non-admin is refused; a channel change brings back the default table, as
+// mana's detach/attach does, while the key stays.
+func TestRxfhCommands(t *testing.T) {
+	dir := worldDir(t)
+	nsA, nsB := harness.Name("mxa", ""), harness.Name("mxb", "")
+	pa, pb := harness.Name("mxa", "0"), harness.Name("mxb", "0")
+	d := harness.Start(t, dir, "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\npersistent = false\n"+
+		"[[port]]\nname = %q\nnetns = %q\nqueues = 4\npersistent = false\n", pa, nsA, pb, nsB), nsA, nsB)
+	e := &e2e{d: d, dir: dir, bin: manactlIn(t, dir), ns: nsB, socketEnv: []string{"MANAD_SOCKET=" + d.Socket}}
+	harness.Run(t, nsA, "ip", "addr", "add", "10.207.1.1/24", "dev", pa)
+	harness.Run(t, nsB, "ip", "addr", "add", "10.207.1.2/24", "dev", pb)
+	harness.Run(t, nsA, "ip", "link", "set", pa, "up")
+	harness.Run(t, nsB, "ip", "link", "set", pb, "up")
+	harness.Eventually(t, "the port runs", func() bool { return e.mctl(t, "-x", pb).stdout == rssText(pb, 4) })
+	harness.Run(t, nsA, "ping", "-c", "1", "-W", "5", "10.207.1.2")
+
+	sink, err := harness.ListenPacket(nsB, "10.207.1.2:9207")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	// send offers n datagrams from four flows (source ports) and waits until the sink read them
+	// all, so every one has passed the port's RX queues.
+	send := func(n int) {
+		t.Helper()
+		var conns []net.Conn
+		for range 4 {
+			c, err := harness.Dial(nsA, "udp", "10.207.1.2:9207")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			conns = append(conns, c)
+		}
+		buf := make([]byte, 2048)
+		for i := range n {
+			if _, err := conns[i%4].Write([]byte("rxfh")); err != nil {
+				t.Fatal(err)
+			}
+			sink.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, _, err := sink.ReadFrom(buf); err != nil {
+				t.Fatalf("datagram %d: %v", i, err)
+			}
+		}
+	}
+	// steersTo sends n datagrams and checks that each hashed frame went to queue want: the other
+	// queues (but 0, which also takes the frames RSS does not hash, ARP) saw none.
+	steersTo := func(what string, want int, n int) {
+		t.Helper()
+		before := e.rxQueuePackets(t, pb)
+		send(n)
+		after := e.rxQueuePackets(t, pb)
+		for q := range after {
+			delta := after[q] - before[q]
+			switch {
+			case q == want && delta < uint64(n):
+				t.Errorf("%s: queue %d took %d of the %d datagrams", what, q, delta, n)
+			case q != want && q != 0 && delta != 0:
+				t.Errorf("%s: queue %d took %d frames, want all on queue %d", what, q, delta, want)
+			}
+		}
+	}
+
+	ok(t, "-X equal 2", e.mctl(t, "-X", pb, "equal", "2"))
+	if got := ok(t, "-x", e.mctl(t, "-x", pb)); !strings.HasPrefix(got, indirText(pb, 4, rssTableOf(64, func(i int) uint32 { return uint32(i % 2) }))) {
+		t.Errorf("-x after -X equal 2:\n%s", got)
+	}
+	ok(t, "-X equal 1 start 3", e.mctl(t, "-X", pb, "equal", "1", "start", "3"))
+	steersTo("equal 1 start 3", 3, 100)
+	ok(t, "--set-rxfh-indir weight 0 1", e.mctl(t, "--set-rxfh-indir", pb, "weight", "0", "1"))
+	steersTo("weight 0 1", 1, 100)
+	ok(t, "set-rxfh weight 1 1 start 2", e.mctl(t, "set-rxfh", pb, "weight", "1", "1", "start", "2"))
+	weighted := ok(t, "-x", e.mctl(t, "-x", pb))
+	if !strings.HasPrefix(weighted, indirText(pb, 4, rssTableOf(64, func(i int) uint32 { return 2 + uint32(i/32) }))) {
+		t.Errorf("-x after weight 1 1 start 2:\n%s", weighted)
+	}
+
+	failsWith(t, "-X equal 5", e.mctl(t, "-X", pb, "equal", "5"), 1, "netlink error: entry 4: queue out of range (4): Invalid argument")
+	failsWith(t, "-X hkey short", e.mctl(t, "-X", pb, "hkey", "00:01"), 2, "Key is too short for device (2 < 40)")
+	failsWith(t, "-X weight 0 0", e.mctl(t, "-X", pb, "weight", "0", "0"), 2, "At least one weight must be non-zero")
+	failsWith(t, "-X hfunc xor", e.mctl(t, "-X", pb, "hfunc", "xor"), 1, "netlink error: hash function 0x2 not supported, only toeplitz: Operation not supported")
+	failsWith(t, "-X hfunc md5", e.mctl(t, "-X", pb, "hfunc", "md5"), 1, "Unknown hash function: md5")
+	failsWith(t, "-X context 1", e.mctl(t, "-X", pb, "context", "1", "equal", "2"), 1, "netlink error: Operation not supported")
+	failsWith(t, "-X xfrm", e.mctl(t, "-X", pb, "xfrm", "symmetric-xor"), 1, "netlink error: Operation not supported")
+	failsWith(t, "-X as nobody", e.mctlAs(t, "-X", pb, "equal", "2"), 1, "netlink error: Operation not permitted")
+	if r := e.mctl(t, "-X", pb); r.code != 1 || !strings.HasPrefix(r.stderr, "manactl: set-rxfh: parameters missing") {
+		t.Errorf("-X without parameters: %+v", r)
+	}
+	// Nothing of the refused requests reached the port.
+	if got := ok(t, "-x", e.mctl(t, "-x", pb)); got != weighted {
+		t.Errorf("-x after the refusals:\n%s\nwant\n%s", got, weighted)
+	}
+
+	// A channel change rebuilds the queues: the default table over the new count.
+	ok(t, "-L", e.mctl(t, "-L", pb, "combined", "2"))
+	if got, want := ok(t, "-x after -L", e.mctl(t, "-x", pb)), rssText(pb, 2); got != want {
+		t.Errorf("-x after -L combined 2:\n%s\nwant\n%s", got, want)
+	}
+	key := make([]string, vnic.RSSKeySize)
+	for i := range key {
+		key[i] = fmt.Sprintf("%02x", 0x40+i)
+	}
+	ok(t, "-X hkey", e.mctl(t, "-X", pb, "hkey", strings.Join(key, ":"), "hfunc", "toeplitz"))
+	ok(t, "-X default", e.mctl(t, "-X", pb, "default"))
+	ok(t, "-L", e.mctl(t, "-L", pb, "combined", "3"))
+	got := ok(t, "-x", e.mctl(t, "-x", pb))
+	if !strings.HasPrefix(got, indirText(pb, 3, rssTableOf(64, func(i int) uint32 { return uint32(i % 3) }))) ||
+		!strings.Contains(got, "RSS hash key:\n"+strings.Join(key, ":")+"\n") {
+		t.Errorf("-x after hkey and -L combined 3 (the default table, the key kept):\n%s", got)
+	}
+}
+
+func rssTableOf(n int, f func(i int) uint32) []uint32 {
+	t := make([]uint32, n)
+	for i := range t {
+		t[i] = f(i)
+	}
+	return t
 }
