@@ -1,6 +1,11 @@
 package genl
 
 import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+	"testing"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
@@ -55,5 +60,87 @@ func addRSSSeeds(seeds map[string][]byte, msg func(typ, flags uint16, cmd uint8,
 		n := b.Nest(wire.RSSFlowHash)
 		b.PutU64(4, 1)
 		b.EndNest(n)
+	})
+}
+
+// FuzzRSSSet sends RSS_SET requests built from arbitrary attribute payloads (a table, a key, a
+// hash function, a context, each present or not) to a port of 4 queues and checks what the core
+// and the driver promise whatever the input: a well-formed answer; the port's table always of
+// its 64 entries, each naming one of its queues, and its key of 40 bytes; a refused request
+// changes nothing and reaches no driver; a request that changes the state reaches the driver
+// exactly once (one notification).
+func FuzzRSSSet(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 1, 0, 0, 0}, []byte(nil), uint32(0), uint32(0), uint8(1))
+	f.Add([]byte{}, []byte(nil), uint32(0), uint32(0), uint8(1))
+	f.Add([]byte{1, 2, 3}, make([]byte, 40), uint32(1), uint32(0), uint8(7))
+	f.Add([]byte(nil), make([]byte, 40), uint32(0x100), uint32(0), uint8(6))
+	f.Add([]byte{9, 0, 0, 0}, make([]byte, 39), uint32(2), uint32(1), uint8(15))
+	s, _ := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, indir, key []byte, hfunc, context uint32, present uint8) {
+		be := NewMemBackend()
+		s.cfg.Backend = be
+		ns := NetNS{Dev: 1, Ino: 1}
+		m := be.AddPort(ns, "mana0")
+		before := m.rss()
+		c := newConn(s, t.Context(), nil, Caller{UID: 0, Admin: true, NetNS: ns})
+		var out [][]byte
+		c.sink = func(b []byte) error {
+			out = append(out, append([]byte(nil), b...))
+			return nil
+		}
+		var b nlattr.Builder
+		start := b.BeginMsg(ethtoolID, nlattr.FlagRequest|nlattr.FlagAck, 1, 0)
+		b.Genl(wire.MsgRSSSet, 1)
+		n := b.Nest(wire.RSSHeader)
+		b.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "mana0")
+		b.EndNest(n)
+		if present&1 != 0 {
+			b.Put(wire.RSSIndir, indir)
+		}
+		if present&2 != 0 {
+			b.Put(wire.RSSHKey, key)
+		}
+		if present&4 != 0 {
+			b.PutU32(wire.RSSHFunc, hfunc)
+		}
+		if present&8 != 0 {
+			b.PutU32(wire.RSSContext, context)
+		}
+		b.EndMsg(start)
+		if b.Overflow {
+			t.Skip("request does not fit a message")
+		}
+		s.handleDatagram(t.Context(), c, b.B)
+		if len(out) != 1 {
+			t.Fatalf("%d answers", len(out))
+		}
+		checkDatagram(t, out[0])
+		h, _ := nlattr.ReadHeader(out[0])
+		if h.Type != nlattr.MsgError || len(out[0]) < nlattr.MsgHdrLen+4 {
+			t.Fatalf("answer is not an ACK: % x", out[0])
+		}
+		errno := int32(binary.NativeEndian.Uint32(out[0][nlattr.MsgHdrLen:]))
+
+		be.mu.Lock()
+		after := m.rss()
+		be.mu.Unlock()
+		hist := be.History()
+		if len(after.Indir) != 64 || len(after.HKey) != 40 || after.HFunc != 1 {
+			t.Fatalf("state %+v", after)
+		}
+		for i, q := range after.Indir {
+			if q >= after.RxRings {
+				t.Fatalf("entry %d names queue %d of %d", i, q, after.RxRings)
+			}
+		}
+		changed := !slices.Equal(before.Indir, after.Indir) || !bytes.Equal(before.HKey, after.HKey)
+		switch {
+		case errno != 0 && (changed || len(hist) != 0):
+			t.Fatalf("refused (%d) but changed %v, driver calls %v", errno, changed, hist)
+		case len(hist) > 1:
+			t.Fatalf("driver called %d times: %v", len(hist), hist)
+		case changed && len(hist) != 1:
+			t.Fatalf("changed without one driver call: %v", hist)
+		}
 	})
 }
