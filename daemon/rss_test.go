@@ -149,7 +149,7 @@ func TestRSSSetBackend(t *testing.T) {
 		for i := range cur.Indir {
 			cur.Indir[i] = uint32(i % 2)
 		}
-		cur.HKey, cur.HFunc = key, 0
+		cur.HKey, cur.HFunc, cur.Configured = key, 0, true
 		return cur
 	})
 	if err != nil {
@@ -190,6 +190,25 @@ func TestRSSSetBackend(t *testing.T) {
 	r, err = b.RSS(ctx, genl.Caller{}, dev)
 	if err != nil || r.Indir[5] != 1 || r.Indir[6] != 0 || !slices.Equal(r.HKey, key) {
 		t.Fatalf("after the channel change: %+v, %v; want the default over 2 queues and the key kept", r, err)
+	}
+	// IFF_RXFH_CONFIGURED outlives the table mana reset: the default over 2 queues names queue
+	// 1, so one queue is too few (ethtool_check_max_channel), until the default is asked for.
+	to1 := genl.Update[genl.Channels]{
+		Apply: func(cur genl.Channels) (genl.Channels, bool, error) { cur.Combined = 1; return cur, true, nil },
+	}
+	var ge *genl.Error
+	if err := b.SetChannels(ctx, genl.Caller{}, dev, to1); !errors.As(err, &ge) || ge.Errno != unix.EINVAL ||
+		ge.Message != "requested channel counts are too low for existing indirection table (1)" {
+		t.Errorf("channels 1 under the configured table: %v", err)
+	}
+	if err := set(func(cur genl.RSSSetting) genl.RSSSetting { cur.Configured = false; return cur }); err != nil {
+		t.Fatal(err)
+	}
+	if len(changed) != 1 {
+		t.Errorf("clearing IFF_RXFH_CONFIGURED alone notified: %d Changed calls", len(changed))
+	}
+	if err := b.SetChannels(ctx, genl.Caller{}, dev, to1); err != nil {
+		t.Errorf("channels 1 after the default: %v", err)
 	}
 
 	// Down: mana_set_rxfh refuses while the port is not up.

@@ -27,6 +27,9 @@ type RSS = wire.RSS
 type RSSSetting struct {
 	RSS
 	RxRings uint32
+	// Configured is the netdev's IFF_RXFH_CONFIGURED, the ethtool core's: set by a request
+	// with a table, cleared by one asking for the default (an empty table).
+	Configured bool
 }
 
 // RSSBackend is the part of a Backend that answers RSS_GET and RSS_SET. A Backend without it
@@ -38,9 +41,12 @@ type RSSBackend interface {
 	RSS(ctx context.Context, c Caller, d Device) (RSS, error)
 	// SetRSS follows the Set* contract of Backend for context 0 (set_rxfh): Apply gets the
 	// current setting and does the ethtool core's checks; the driver's own (mana_set_rxfh:
-	// port up, Toeplitz only, entries below the queue count) are the backend's. For a device
-	// without RSS the backend calls Apply with the zero RSSSetting and answers EOPNOTSUPP when
-	// it reports a change, as ethnl_rss_set does without get_rxfh and set_rxfh.
+	// port up, Toeplitz only, entries below the queue count) are the backend's. The backend
+	// stores the Configured of a successful Apply also when it reports no change (then
+	// without a driver call or a notification), and after a successful driver call for a
+	// change; a refused change leaves it. For a device without RSS the backend calls Apply
+	// with the zero RSSSetting and answers EOPNOTSUPP when it reports a change, as
+	// ethnl_rss_set does without get_rxfh and set_rxfh.
 	SetRSS(ctx context.Context, c Caller, d Device, u Update[RSSSetting]) error
 }
 
@@ -155,6 +161,7 @@ func applyRSS(r *request, cur RSSSetting) (RSSSetting, bool, error) {
 		}
 		mod = mod || !slices.Equal(t, cur.Indir)
 		next.Indir = t
+		next.Configured = len(a.Data) != 0 // IFF_RXFH_CONFIGURED: indir_mod, or cleared by indir_reset
 	}
 	hf := cur.HFunc & 0xff // rxfh.hfunc is a u8
 	if a := r.attr(wire.RSSHFunc); a.Present() && uint32(a.Data[0]) != hf {
@@ -214,6 +221,22 @@ func rssPrepIndir(a nlattr.Attr, cur RSSSetting) ([]uint32, error) {
 		}
 	}
 	return t, nil
+}
+
+// CheckRSSChannels is the RSS half of ethtool_check_max_channel, which CHANNELS_SET runs after
+// its own checks for a change: while the user's table is in force (IFF_RXFH_CONFIGURED), the
+// new RX channel count (combined + rx) must exceed the highest queue the device's table names.
+// Errors: EINVAL with the kernel's message. A backend calls it under the lock of the channel
+// change, with the RSS state of that moment.
+func CheckRSSChannels(rss RSSSetting, ch Channels) error {
+	if !rss.Configured || len(rss.Indir) == 0 {
+		return nil
+	}
+	maxInUse := slices.Max(rss.Indir)
+	if ch.Combined+ch.Rx <= maxInUse {
+		return Errorf(unix.EINVAL, "requested channel counts are too low for existing indirection table (%d)", maxInUse)
+	}
+	return nil
 }
 
 // NotifyRSS sends ETHTOOL_MSG_RSS_NTF for context 0 to the "monitor" subscribers in d's network

@@ -254,3 +254,62 @@ func TestRSSSetNotify(t *testing.T) {
 		t.Errorf("notifications differ from the changes (-changes +notifications):\n%s", diff)
 	}
 }
+
+// TestRSSSetChannels: while the user's table is in force (IFF_RXFH_CONFIGURED, set by any
+// RSS_SET with a table, even one equal to the current table), CHANNELS_SET refuses a queue
+// count that the table's highest entry would not fit, with the kernel's message; the default
+// table (an empty one) clears the flag.
+func TestRSSSetChannels(t *testing.T) {
+	ts := startServer(t, nil)
+	c := dialClient(t, ts.path)
+	ctx := ctxT(t)
+	mana0 := client.Interface{Name: "mana0"}
+	setCh := func(n uint32) error { return c.SetChannels(ctx, mana0, client.ChannelsUpdate{Combined: &n}) }
+	if err := setCh(2); err != nil {
+		t.Fatalf("channels 2 before any table: %v", err)
+	}
+	if err := setCh(4); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetRSS(ctx, mana0, wire.RSSSet{Indir: []uint32{0, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	var ce *client.Error
+	if err := setCh(3); !errors.Is(err, unix.EINVAL) || !errors.As(err, &ce) ||
+		ce.Message != "requested channel counts are too low for existing indirection table (3)" {
+		t.Errorf("channels 3 under a table naming queue 3: %v", err)
+	}
+	if err := setCh(5); err != nil {
+		t.Errorf("channels 5: %v", err)
+	}
+	if err := c.SetRSS(ctx, mana0, wire.RSSSet{Indir: []uint32{}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := setCh(1); err != nil {
+		t.Errorf("channels 1 after the default table: %v", err)
+	}
+	if err := setCh(4); err != nil {
+		t.Fatal(err)
+	}
+	// The default table asked for again as a table: nothing changes, but the table counts as
+	// the user's from now on.
+	sub, err := c.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := c.SetRSS(ctx, mana0, wire.RSSSet{Indir: rssTable(64, 4)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := setCh(3); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("channels 3 under the default table given as a table: %v, want EINVAL", err)
+	}
+	// The no-op sent no RSS_NTF: the first notification is the marker's.
+	if err := setCh(6); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := sub.Next(ctx)
+	if err != nil || len(ns) == 0 || ns[0].Kind != client.ChannelsChanged {
+		t.Errorf("first notification after a no-op RSS_SET: %v %+v", err, ns)
+	}
+}

@@ -329,6 +329,14 @@ func (b *MemBackend) SetChannels(ctx context.Context, c Caller, d Device, u Upda
 	if err != nil {
 		return err
 	}
+	apply := u.Apply
+	u.Apply = func(ch Channels) (Channels, bool, error) { // ethtool_check_max_channel's RSS half
+		next, mod, err := apply(ch)
+		if err == nil && mod {
+			err = CheckRSSChannels(m.rss(), next)
+		}
+		return next, mod, err
+	}
 	return memUpdate(b, m, &m.Channels, u,
 		func(ch Channels) string { return fmt.Sprintf("SetChannels %s combined=%d", d.Name, ch.Combined) },
 		nil,

@@ -57,8 +57,12 @@ func (b *MemBackend) SetRSS(ctx context.Context, c Caller, d Device, u Update[RS
 	}
 	cur := m.rss()
 	next, mod, err := u.Apply(cur)
-	if err != nil || !mod {
+	if err != nil {
 		return err
+	}
+	if !mod {
+		m.RSS.Configured = next.Configured // the core's flag, without a driver call
+		return nil
 	}
 	if next.HFunc != 0 && next.HFunc != 1 {
 		return unix.EOPNOTSUPP

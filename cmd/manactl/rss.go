@@ -394,7 +394,10 @@ must be up, and an entry may only name one of its queues.
 
 Like the mana driver, the port loses the table you set whenever its queues are rebuilt
 (detach/attach): a channel, ring, MTU, XDP or private-flag change, a reset, or down/up
-brings back the default spread over the queues. The key is kept.`,
+brings back the default spread over the queues. The key is kept. As the kernel's
+ethtool core does, once you set a table set-channels refuses fewer queues than the
+highest one the table names (also after mana restored the default) until you ask
+for the default again with set-rxfh DEV default.`,
 		Example: `  manactl -X mana0 equal 2
   manactl -X mana0 weight 1 1 2 start 1
   manactl set-rxfh mana0 hkey 6d:5a:56:da:25:5b:0e:c2:41:67:25:3d:43:a3:8f:b0:d0:ca:2b:cb:ae:7b:30:b4:77:cb:2d:a3:80:30:f2:0c:6a:42:b7:3b:be:ac:01:fa

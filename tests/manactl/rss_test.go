@@ -100,8 +100,9 @@ func indirText(dev string, rings int, t []uint32) string {
 // TestRxfhCommands: against the real daemon, `manactl -X` sets the table of a running port as
 // ethtool -X does (equal, weight, start, default, hkey) and `-x` shows it; the traffic that
 // reaches the port is steered by it, queue by queue; each refusal prints ethtool's message with
-// its exit status; a non-admin is refused; a channel change brings back the default table, as
-// mana's detach/attach does, while the key stays.
+// its exit status; a non-admin is refused; the ethtool core refuses a queue count the user's
+// table does not fit; a channel change brings back the default table, as mana's detach/attach
+// does, while the key stays.
 func TestRxfhCommands(t *testing.T) {
 	dir := worldDir(t)
 	nsA, nsB := harness.Name("mxa", ""), harness.Name("mxb", "")
@@ -193,17 +194,26 @@ func TestRxfhCommands(t *testing.T) {
 		t.Errorf("-x after the refusals:\n%s\nwant\n%s", got, weighted)
 	}
 
-	// A channel change rebuilds the queues: the default table over the new count.
+	// While the user's table names queue 3, the ethtool core refuses fewer than 4 queues; a
+	// channel change it allows rebuilds the queues: the default table over the new count.
+	failsWith(t, "-L under the table", e.mctl(t, "-L", pb, "combined", "3"), 1,
+		"netlink error: requested channel counts are too low for existing indirection table (3): Invalid argument")
+	ok(t, "-X equal 2", e.mctl(t, "-X", pb, "equal", "2"))
 	ok(t, "-L", e.mctl(t, "-L", pb, "combined", "2"))
 	if got, want := ok(t, "-x after -L", e.mctl(t, "-x", pb)), rssText(pb, 2); got != want {
 		t.Errorf("-x after -L combined 2:\n%s\nwant\n%s", got, want)
 	}
+	// The table mana restored still counts as the user's (IFF_RXFH_CONFIGURED stays) until
+	// the default is asked for.
+	failsWith(t, "-L 1 under the restored table", e.mctl(t, "-L", pb, "combined", "1"), 1,
+		"netlink error: requested channel counts are too low for existing indirection table (1): Invalid argument")
 	key := make([]string, vnic.RSSKeySize)
 	for i := range key {
 		key[i] = fmt.Sprintf("%02x", 0x40+i)
 	}
 	ok(t, "-X hkey", e.mctl(t, "-X", pb, "hkey", strings.Join(key, ":"), "hfunc", "toeplitz"))
 	ok(t, "-X default", e.mctl(t, "-X", pb, "default"))
+	ok(t, "-L", e.mctl(t, "-L", pb, "combined", "1"))
 	ok(t, "-L", e.mctl(t, "-L", pb, "combined", "3"))
 	got := ok(t, "-x", e.mctl(t, "-x", pb))
 	if !strings.HasPrefix(got, indirText(pb, 3, rssTableOf(64, func(i int) uint32 { return uint32(i % 3) }))) ||
