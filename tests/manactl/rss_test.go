@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -228,4 +231,30 @@ func rssTableOf(n int, f func(i int) uint32) []uint32 {
 		t[i] = f(i)
 	}
 	return t
+}
+
+// TestRxfhKernelFallback: for a device that is not a manad port, -X goes to the kernel's ethtool
+// netlink (with --kernel, and when manad answers ENODEV), whose RSS_SET answers for a veth
+// without RSS as the kernel does: a table needs RSS_GET's sizes, which a veth does not have; a
+// hash function is refused by the core without set_rxfh; a request changing nothing succeeds.
+func TestRxfhKernelFallback(t *testing.T) {
+	dir := worldDir(t)
+	bin := manactlIn(t, dir)
+	ns, other := harness.Name("mxk", ""), harness.Name("mxo", "")
+	harness.Run(t, "", "ip", "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	harness.Run(t, ns, "ip", "link", "add", "va", "type", "veth", "peer", "name", "vb")
+	if err := os.Mkdir(filepath.Join(dir, "manad"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := harness.Start(t, filepath.Join(dir, "manad"), "",
+		fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\npersistent = false\n", harness.Name("mxv", "0"), other), other)
+	for _, pre := range [][]string{{"--kernel"}, nil} {
+		mctl := func(args ...string) result {
+			return run(t, ns, []string{"MANAD_SOCKET=" + d.Socket}, append(append([]string{bin}, pre...), args...)...)
+		}
+		failsWith(t, fmt.Sprintf("%v -X vb equal 2", pre), mctl("-X", "vb", "equal", "2"), 1, "netlink error: Operation not supported")
+		failsWith(t, fmt.Sprintf("%v -X vb hfunc toeplitz", pre), mctl("-X", "vb", "hfunc", "toeplitz"), 1, "netlink error: Operation not supported")
+		ok(t, fmt.Sprintf("%v -X vb context 0", pre), mctl("-X", "vb", "context", "0"))
+	}
 }
