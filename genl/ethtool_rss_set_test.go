@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/client"
-	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
 )
 
@@ -23,70 +21,37 @@ import (
 // does, a request without a change included (success, nothing to tell the driver). The policy
 // and ethnl_rss_set_validate refuse before any device is asked, so those cases go to mana0: a
 // context (mana has no contexts), an input transformation or per-flow fields (mana supports
-// neither). The header names the device by index, so the offsets compare as they are.
+// neither).
 func TestRSSSetMatchesKernel(t *testing.T) {
-	veth := makeVeth(t)
-	vi, err := net.InterfaceByName(veth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := startServer(t, nil)
-	rc := dialRaw(t, ts.path)
-	kc := dialKernel(t)
-	kid, mid := kc.family("ethtool"), manadFamilyID(t, rc, "ethtool")
 	flows := func(fill func(m *msgBuilder)) func(m *msgBuilder) {
 		return func(m *msgBuilder) { n := m.Nest(wire.RSSFlowHash); fill(m); m.EndNest(n) }
 	}
-	lo0, mana0 := ts.lo0.Dev.Index, ts.mana0.Dev.Index
-	for i, tc := range []struct {
-		name  string
-		manad uint32 // ifindex asked of manad
-		put   func(m *msgBuilder)
-		errno unix.Errno
-	}{
-		{"nothing to change", lo0, func(*msgBuilder) {}, 0},
-		{"hfunc without rss", lo0, func(m *msgBuilder) { m.PutU32(wire.RSSHFunc, 1) }, unix.EOPNOTSUPP},
-		{"hfunc whose first byte is 0", lo0, func(m *msgBuilder) { m.PutU32(wire.RSSHFunc, 0x100) }, 0},
-		{"table without rss", lo0, func(m *msgBuilder) { m.Put(wire.RSSIndir, wire.IndirBytes([]uint32{0, 1})) }, unix.EOPNOTSUPP},
-		{"odd table without rss", lo0, func(m *msgBuilder) { m.Put(wire.RSSIndir, []byte{1, 2, 3}) }, unix.EOPNOTSUPP},
-		{"key without rss", lo0, func(m *msgBuilder) { m.Put(wire.RSSHKey, make([]byte, 40)) }, unix.EINVAL},
-		{"hfunc 0", mana0, func(m *msgBuilder) { m.PutU32(wire.RSSHFunc, 0) }, unix.ERANGE},
-		{"hfunc u16", mana0, func(m *msgBuilder) { m.PutU16(wire.RSSHFunc, 1) }, unix.EINVAL},
-		{"empty key", mana0, func(m *msgBuilder) { m.Put(wire.RSSHKey, nil) }, unix.ERANGE},
-		{"context 1", mana0, func(m *msgBuilder) { m.PutU32(wire.RSSContext, 1) }, unix.EOPNOTSUPP},
-		{"context 1 with a key", mana0, func(m *msgBuilder) { m.Put(wire.RSSHKey, make([]byte, 40)); m.PutU32(wire.RSSContext, 1) }, unix.EOPNOTSUPP},
-		{"context 0", lo0, func(m *msgBuilder) { m.PutU32(wire.RSSContext, 0) }, 0},
-		{"input xfrm", mana0, func(m *msgBuilder) { m.PutU32(wire.RSSInputXfrm, 1) }, unix.EOPNOTSUPP},
-		{"input xfrm 0", lo0, func(m *msgBuilder) { m.PutU32(wire.RSSInputXfrm, 0) }, 0},
-		{"input xfrm above sym-or-xor", mana0, func(m *msgBuilder) { m.PutU32(wire.RSSInputXfrm, 3) }, unix.ERANGE},
-		{"flow hash", mana0, flows(func(m *msgBuilder) { m.PutU32(4, wire.RXHIPSrc|wire.RXHIPDst) }), unix.EOPNOTSUPP},
-		{"flow hash u64", mana0, flows(func(m *msgBuilder) { m.PutU64(3, wire.RXHIP6FL) }), unix.EOPNOTSUPP},
-		{"flow hash reserved bit", mana0, flows(func(m *msgBuilder) { m.PutU32(4, 1) }), unix.EINVAL},
-		{"flow label on ipv4", mana0, flows(func(m *msgBuilder) { m.PutU32(2, wire.RXHIP6FL) }), unix.EINVAL},
-		{"flow hash u16", mana0, flows(func(m *msgBuilder) { m.PutU16(4, 0) }), unix.EINVAL},
-		{"flow type 28", mana0, flows(func(m *msgBuilder) { m.PutU32(28, 0) }), unix.EINVAL},
-		{"flow hash not nested", mana0, func(m *msgBuilder) { m.PutU32(wire.RSSFlowHash, 0) }, unix.EINVAL},
-		{"start context", mana0, func(m *msgBuilder) { m.PutU32(wire.RSSStartContext, 0) }, unix.EINVAL},
-		{"attribute 9", mana0, func(m *msgBuilder) { m.PutU32(9, 0) }, unix.EINVAL},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			build := func(id uint16, ifindex uint32) []byte {
-				m := newMsg(id, nlattr.FlagRequest|nlattr.FlagAck, uint32(300+i), wire.MsgRSSSet, 1)
-				header(m, wire.RSSHeader, func(m *msgBuilder) { m.PutU32(unix.ETHTOOL_A_HEADER_DEV_INDEX, ifindex) })
-				tc.put(m)
-				return m.done()
-			}
-			kc.send(build(kid, uint32(vi.Index)))
-			rc.send(build(mid, tc.manad))
-			k, m := decodeAck(t, kc.recv()[0]), decodeAck(t, rc.recv()[0])
-			if m.errno != tc.errno {
-				t.Errorf("manad: %v, want %v", m.errno, tc.errno)
-			}
-			if k.errno != m.errno || k.msg != m.msg || k.off != m.off || k.missType != m.missType || k.policy != m.policy {
-				t.Errorf("kernel %+v\nmanad  %+v", k, m)
-			}
-		})
-	}
+	rssMatchesKernel(t, wire.MsgRSSSet, []rssDiffCase{
+		{"nothing to change", rssLo0, func(*msgBuilder) {}, 0},
+		{"hfunc without rss", rssLo0, func(m *msgBuilder) { m.PutU32(wire.RSSHFunc, 1) }, unix.EOPNOTSUPP},
+		{"hfunc whose first byte is 0", rssLo0, func(m *msgBuilder) { m.PutU32(wire.RSSHFunc, 0x100) }, 0},
+		{"table without rss", rssLo0, func(m *msgBuilder) { m.Put(wire.RSSIndir, wire.IndirBytes([]uint32{0, 1})) }, unix.EOPNOTSUPP},
+		{"odd table without rss", rssLo0, func(m *msgBuilder) { m.Put(wire.RSSIndir, []byte{1, 2, 3}) }, unix.EOPNOTSUPP},
+		{"key without rss", rssLo0, func(m *msgBuilder) { m.Put(wire.RSSHKey, make([]byte, 40)) }, unix.EINVAL},
+		{"hfunc 0", rssMana0, func(m *msgBuilder) { m.PutU32(wire.RSSHFunc, 0) }, unix.ERANGE},
+		{"hfunc u16", rssMana0, func(m *msgBuilder) { m.PutU16(wire.RSSHFunc, 1) }, unix.EINVAL},
+		{"empty key", rssMana0, func(m *msgBuilder) { m.Put(wire.RSSHKey, nil) }, unix.ERANGE},
+		{"context 1", rssMana0, func(m *msgBuilder) { m.PutU32(wire.RSSContext, 1) }, unix.EOPNOTSUPP},
+		{"context 1 with a key", rssMana0, func(m *msgBuilder) { m.Put(wire.RSSHKey, make([]byte, 40)); m.PutU32(wire.RSSContext, 1) }, unix.EOPNOTSUPP},
+		{"context 0", rssLo0, func(m *msgBuilder) { m.PutU32(wire.RSSContext, 0) }, 0},
+		{"input xfrm", rssMana0, func(m *msgBuilder) { m.PutU32(wire.RSSInputXfrm, 1) }, unix.EOPNOTSUPP},
+		{"input xfrm 0", rssLo0, func(m *msgBuilder) { m.PutU32(wire.RSSInputXfrm, 0) }, 0},
+		{"input xfrm above sym-or-xor", rssMana0, func(m *msgBuilder) { m.PutU32(wire.RSSInputXfrm, 3) }, unix.ERANGE},
+		{"flow hash", rssMana0, flows(func(m *msgBuilder) { m.PutU32(4, wire.RXHIPSrc|wire.RXHIPDst) }), unix.EOPNOTSUPP},
+		{"flow hash u64", rssMana0, flows(func(m *msgBuilder) { m.PutU64(3, wire.RXHIP6FL) }), unix.EOPNOTSUPP},
+		{"flow hash reserved bit", rssMana0, flows(func(m *msgBuilder) { m.PutU32(4, 1) }), unix.EINVAL},
+		{"flow label on ipv4", rssMana0, flows(func(m *msgBuilder) { m.PutU32(2, wire.RXHIP6FL) }), unix.EINVAL},
+		{"flow hash u16", rssMana0, flows(func(m *msgBuilder) { m.PutU16(4, 0) }), unix.EINVAL},
+		{"flow type 28", rssMana0, flows(func(m *msgBuilder) { m.PutU32(28, 0) }), unix.EINVAL},
+		{"flow hash not nested", rssMana0, func(m *msgBuilder) { m.PutU32(wire.RSSFlowHash, 0) }, unix.EINVAL},
+		{"start context", rssMana0, func(m *msgBuilder) { m.PutU32(wire.RSSStartContext, 0) }, unix.EINVAL},
+		{"attribute 9", rssMana0, func(m *msgBuilder) { m.PutU32(9, 0) }, unix.EINVAL},
+	})
 }
 
 // rssTable returns n entries of the spread i % q.
