@@ -38,6 +38,8 @@ FUZZ_TARGETS := ./genl:FuzzDispatch:30000x ./genl/nlattr:FuzzParse:100000x \
 FUZZ_TARGETS += ./genl:FuzzAtConnLimit:5000x
 FUZZ_TARGETS += ./daemon/uplink:FuzzFrameFixups:50000x
 FUZZ_TARGETS += ./daemon/offload:FuzzSegment:100000x
+# RSS_SET against a port: table, key and driver calls stay consistent (issue 10).
+FUZZ_TARGETS += ./genl:FuzzRSSSet:30000x
 
 fuzz: ## run every fuzz target briefly (FUZZTIME=10m for a longer hunt)
 	@for t in $(FUZZ_TARGETS); do \

@@ -224,7 +224,19 @@ func (b *backend) Channels(ctx context.Context, c genl.Caller, dev genl.Device) 
 
 // SetChannels is mana_set_channels; the TAP gains or loses queues with the port.
 func (b *backend) SetChannels(ctx context.Context, c genl.Caller, dev genl.Device, u genl.Update[genl.Channels]) error {
-	return update(b, c, dev, "channels", u, func(p *port) genl.Channels { return channels(p.vp.Settings(), p.vp.Config().MaxQueues) },
+	var cur *port // the port get last read, for the RSS check of the change under the same lock
+	apply := u.Apply
+	u.Apply = func(ch genl.Channels) (genl.Channels, bool, error) {
+		next, mod, err := apply(ch)
+		if err == nil && mod {
+			err = checkRSSChannels(cur, next)
+		}
+		return next, mod, err
+	}
+	return update(b, c, dev, "channels", u, func(p *port) genl.Channels {
+		cur = p
+		return channels(p.vp.Settings(), p.vp.Config().MaxQueues)
+	},
 		func(ch genl.Channels) any { return int(ch.Combined) },
 		func(p *port, ch genl.Channels) error {
 			n := int(ch.Combined)

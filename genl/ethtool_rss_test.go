@@ -13,12 +13,24 @@ import (
 	"github.com/manad/manad/genl/wire"
 )
 
-// TestRSSGetMatchesKernel sends RSS_GET requests about a veth (no get_rxfh) to the kernel and
-// the same requests about manad's devices to manad, and requires identical error reports: a
-// device without RSS is EOPNOTSUPP, START_CONTEXT outside a dump is EINVAL pointing at it
-// (rss_parse_request runs before the driver is asked), a context other than 0 is EOPNOTSUPP on
-// a driver without contexts.
-func TestRSSGetMatchesKernel(t *testing.T) {
+// rssDiffCase is one RSS request sent to the kernel about a veth and to manad about one of its
+// devices.
+type rssDiffCase struct {
+	name  string
+	manad func(ts *testServer) uint32 // ifindex asked of manad
+	put   func(m *msgBuilder)         // the attributes after the header
+	errno unix.Errno                  // manad's answer (and so the kernel's)
+}
+
+// rssLo0 and rssMana0 pick the test server's device without RSS and its first port.
+func rssLo0(ts *testServer) uint32   { return ts.lo0.Dev.Index }
+func rssMana0(ts *testServer) uint32 { return ts.mana0.Dev.Index }
+
+// rssMatchesKernel sends each case's request (cmd) to the kernel about a veth, which has no RSS
+// ops, and to manad, and requires the same errno, extack message, offset, missing attribute and
+// policy report. The header names the device by index, so the offsets compare as they are.
+func rssMatchesKernel(t *testing.T, cmd uint8, cases []rssDiffCase) {
+	t.Helper()
 	veth := makeVeth(t)
 	vi, err := net.InterfaceByName(veth)
 	if err != nil {
@@ -28,27 +40,16 @@ func TestRSSGetMatchesKernel(t *testing.T) {
 	rc := dialRaw(t, ts.path)
 	kc := dialKernel(t)
 	kid, mid := kc.family("ethtool"), manadFamilyID(t, rc, "ethtool")
-	for i, tc := range []struct {
-		name  string
-		manad uint32 // ifindex asked of manad
-		extra func(m *msgBuilder)
-		errno unix.Errno
-	}{
-		{"device without rss", ts.lo0.Dev.Index, nil, unix.EOPNOTSUPP},
-		{"start context in a do", ts.mana0.Dev.Index, func(m *msgBuilder) { m.PutU32(wire.RSSStartContext, 0) }, unix.EINVAL},
-		{"context 1", ts.mana0.Dev.Index, func(m *msgBuilder) { m.PutU32(wire.RSSContext, 1) }, unix.EOPNOTSUPP},
-	} {
+	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			build := func(id uint16, ifindex uint32) []byte {
-				m := newMsg(id, nlattr.FlagRequest|nlattr.FlagAck, uint32(200+i), unix.ETHTOOL_MSG_RSS_GET, 1)
+				m := newMsg(id, nlattr.FlagRequest|nlattr.FlagAck, uint32(200+i), cmd, 1)
 				header(m, wire.RSSHeader, func(m *msgBuilder) { m.PutU32(unix.ETHTOOL_A_HEADER_DEV_INDEX, ifindex) })
-				if tc.extra != nil {
-					tc.extra(m)
-				}
+				tc.put(m)
 				return m.done()
 			}
 			kc.send(build(kid, uint32(vi.Index)))
-			rc.send(build(mid, tc.manad))
+			rc.send(build(mid, tc.manad(ts)))
 			k, m := decodeAck(t, kc.recv()[0]), decodeAck(t, rc.recv()[0])
 			if m.errno != tc.errno {
 				t.Errorf("manad: %v, want %v", m.errno, tc.errno)
@@ -58,6 +59,19 @@ func TestRSSGetMatchesKernel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRSSGetMatchesKernel sends RSS_GET requests about a veth (no get_rxfh) to the kernel and
+// the same requests about manad's devices to manad, and requires identical error reports: a
+// device without RSS is EOPNOTSUPP, START_CONTEXT outside a dump is EINVAL pointing at it
+// (rss_parse_request runs before the driver is asked), a context other than 0 is EOPNOTSUPP on
+// a driver without contexts.
+func TestRSSGetMatchesKernel(t *testing.T) {
+	rssMatchesKernel(t, unix.ETHTOOL_MSG_RSS_GET, []rssDiffCase{
+		{"device without rss", rssLo0, func(*msgBuilder) {}, unix.EOPNOTSUPP},
+		{"start context in a do", rssMana0, func(m *msgBuilder) { m.PutU32(wire.RSSStartContext, 0) }, unix.EINVAL},
+		{"context 1", rssMana0, func(m *msgBuilder) { m.PutU32(wire.RSSContext, 1) }, unix.EOPNOTSUPP},
+	})
 }
 
 // TestRSSGetReply reads a port's RSS over the client: rss_fill_reply's attributes (hfunc, a u32

@@ -134,8 +134,8 @@ func TestEthtoolFamilyMatchesKernel(t *testing.T) {
 	if diff := cmp.Diff(korder, morder); diff != "" {
 		t.Errorf("attribute order (-kernel +manad):\n%s", diff)
 	}
-	if len(mops) != 19 {
-		t.Errorf("manad serves %d ethtool ops, want 19: %v", len(mops), mops)
+	if len(mops) != 20 {
+		t.Errorf("manad serves %d ethtool ops, want 20: %v", len(mops), mops)
 	}
 	for id, fl := range mops {
 		if kfl, ok := kops[id]; !ok || kfl != fl {

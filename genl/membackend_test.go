@@ -46,6 +46,7 @@ type MemDev struct {
 	Carrier  bool
 	Features Features // FEATURES_GET/SET (features_membackend_test.go)
 	Coalesce Coalesce
+	RSS      RSSSetting // RSS_GET/SET (rss_membackend_test.go); zero until first asked
 	// SetErr, when set, is returned by every Set*/port action.
 	SetErr error
 	// StringSets are the per-device string sets; ETH_SS_PRIV_FLAGS defaults
@@ -327,6 +328,14 @@ func (b *MemBackend) SetChannels(ctx context.Context, c Caller, d Device, u Upda
 	m, err := b.port(c, d)
 	if err != nil {
 		return err
+	}
+	apply := u.Apply
+	u.Apply = func(ch Channels) (Channels, bool, error) { // ethtool_check_max_channel's RSS half
+		next, mod, err := apply(ch)
+		if err == nil && mod {
+			err = CheckRSSChannels(m.rss(), next)
+		}
+		return next, mod, err
 	}
 	return memUpdate(b, m, &m.Channels, u,
 		func(ch Channels) string { return fmt.Sprintf("SetChannels %s combined=%d", d.Name, ch.Combined) },

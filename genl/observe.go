@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // Observer is told about the server's control traffic, for metrics. Its methods are called from
@@ -125,6 +126,8 @@ func cmdName(fam uint16, cmd uint8) string {
 			return "features-get"
 		case unix.ETHTOOL_MSG_FEATURES_SET:
 			return "features-set"
+		case wire.MsgRSSSet:
+			return "rss-set"
 		}
 	case manadID:
 		if n := int(cmd) - 1; n >= 0 && n < len(manadCmdNames) {

@@ -28,10 +28,15 @@ var DefaultRSSKey = [RSSKeySize]byte{
 // RSSHashTop is ETH_RSS_HASH_TOP, the Toeplitz hash function bit: the only one mana supports.
 const RSSHashTop = 1
 
-// RSS is the port's receive-side scaling configuration as mana_get_rxfh reports it.
+// RSS is the port's receive-side scaling configuration as mana_get_rxfh reports it, and the
+// netdev's IFF_RXFH_CONFIGURED.
 type RSS struct {
 	Key   [RSSKeySize]byte
 	Indir [RSSIndirSize]uint32
+	// Configured is IFF_RXFH_CONFIGURED, which the ethtool core keeps on the netdev: set when
+	// the user gives a table, cleared when they ask for the default. The driver's reset of the
+	// table on attach does not clear it, so it can outlive the table it was set for.
+	Configured bool
 }
 
 // RSSUpdate is a set_rxfh request; a zero or nil field leaves that part unchanged.
@@ -104,6 +109,14 @@ func (p *Port) SetRSS(u RSSUpdate) error {
 	p.rssCfg = nw
 	p.rss.Store(newRSSTable(&nw))
 	return nil
+}
+
+// SetRSSConfigured sets IFF_RXFH_CONFIGURED (RSS.Configured), as the ethtool core does after
+// an RSS_SET with a table, also one that changed nothing and reached no driver; it is not a
+// driver call, so it works while the port is down. Caller holds the configuration lock.
+func (p *Port) SetRSSConfigured(on bool) {
+	p.assertLocked()
+	p.rssCfg.Configured = on
 }
 
 // rssTable is the steering state of a running port, built from the port's RSS configuration and

@@ -35,6 +35,10 @@ var ethtoolOptions = map[string]string{
 	"-x":                   "show-rxfh",
 	"--show-rxfh-indir":    "show-rxfh",
 	"--show-rxfh":          "show-rxfh",
+	"-X":                   "set-rxfh",
+	"--set-rxfh-indir":     "set-rxfh",
+	"--rxfh":               "set-rxfh",
+	"--set-rxfh":           "set-rxfh", // manactl's own, the counterpart of --show-rxfh
 }
 
 // rewriteEthtoolArgs turns an ethtool-style invocation into manactl's command form before cobra

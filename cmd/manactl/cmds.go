@@ -82,7 +82,7 @@ stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 		listCmd(a), showRxBufCmd(a), rxBufPlanCmd(a), setMTUCmd(a), xdpCmd(a), portCmd(a),
 		faultCmd(a), monitorCmd(a), genManCmd(a),
 		showLinkCmd(a), showTimeStampingCmd(a),
-		showRxfhCmd(a),
+		showRxfhCmd(a), setRxfhCmd(a),
 		showFeaturesCmd(a), setFeaturesCmd(a),
 		queuesCmd(a), pagePoolsCmd(a), qstatsCmd(a),
 	)

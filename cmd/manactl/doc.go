@@ -24,6 +24,10 @@
 //	show-time-stamping DEV                       [-T, --show-time-stamping]
 //	show-features DEV                            [-k, --show-features, --show-offload]
 //	set-features DEV FEATURE on|off...           [-K, --features, --offload]
+//	show-rxfh DEV                                [-x, --show-rxfh-indir] RSS table, key, hash
+//	set-rxfh DEV [equal N | weight W… | default] [start N] [hkey XX:…] [hfunc toeplitz]
+//	         [context 0]                         [-X, --set-rxfh-indir, --rxfh] the table is lost
+//	                                                                  on detach/attach, as mana's
 //
 // They print what ethtool 6.15 prints, byte for byte. They go to manad, or to the kernel's ethtool
 // netlink (the SIOCETHTOOL ioctl for stats, as ethtool -S) with --kernel, when manad is not

@@ -61,6 +61,8 @@ var exitStatuses = []struct {
 	{"show-link", failRequest, 75, "the link settings cannot be read", `netlink/settings.c nl_gset: "No data available", 75`},
 	{"show-time-stamping", failRequest, 1, "the request fails", "netlink/tsinfo.c nl_tsinfo: nlsock_send_get_request, exit_code ?: 1"},
 	{"show-rxfh", failRequest, 1, "the request fails", "netlink/rss.c nl_grss: nlsock_send_get_request, 1"},
+	{"set-rxfh", failRequest, 1, "the request fails", "netlink/rss.c nl_srss: ret < 0 ? 1 : ret"},
+	{"set-rxfh", failRxfhValue, 2, "the weights or the key do not fit the device", "ethtool.c fill_indir_table, convert_string_to_hashkey: 2"},
 	{"show-features", failRequest, 1, "the request fails", "netlink/features.c nl_gfeatures: nlsock_send_get_request"},
 	{"set-features", failRequest, 92, "the request fails", "netlink/features.c nl_sfeatures: nlctx->exit_code ?: 92"},
 	{"set-features", failNoFeatureChange, 1, "no feature changed as asked", `ethtool.c do_sfeatures: "Could not change any device features", 1`},

@@ -53,6 +53,8 @@ func (k NotificationKind) String() string {
 		return "page-pool-change"
 	case PagePoolRemoved:
 		return "page-pool-del"
+	case RSSChanged:
+		return "rss"
 	}
 	return fmt.Sprintf("NotificationKind(%d)", int(k))
 }
@@ -76,6 +78,7 @@ type Notification struct {
 	// index (none for a pool whose netdev is gone).
 	NetdevDev *wire.NetdevDev
 	PagePool  *wire.NetdevPagePool
+	RSS       *RSS
 }
 
 // Subscription receives notifications of the ethtool "monitor" group and,
@@ -211,6 +214,11 @@ func (s *Subscription) decode(ctx context.Context, famID uint16, m genetlink.Mes
 			n.Kind = CoalesceChanged
 			if n.Coalesce, err = DecodeCoalesce(m.Data); err == nil {
 				n.Interface = n.Coalesce.Interface
+			}
+		case wire.MsgRSSNtf:
+			n.Kind = RSSChanged
+			if n.RSS, err = DecodeRSS(m.Data); err == nil {
+				n.Interface = n.RSS.Interface
 			}
 		default:
 			return n, false, nil

@@ -3,8 +3,10 @@ package client
 import (
 	"context"
 
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
 )
@@ -39,4 +41,28 @@ func DecodeRSS(b []byte) (*RSS, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// RSSChanged is the kind of an ETHTOOL_MSG_RSS_NTF (a value apart from the others', as
+// CoalesceChanged): Notification.RSS holds the device's configuration after the change.
+const RSSChanged NotificationKind = 101
+
+// SetRSS changes ifi's RSS context 0 (RSS_SET) as u asks; see wire.RSSSet for what each field
+// means. A request that changes nothing succeeds without a notification. Errors, errno-backed
+// with the server's or kernel's message: EOPNOTSUPP for a device without RSS, a hash function
+// other than Toeplitz or a port that is down; EINVAL for a key of the wrong size or a table that
+// does not fit the device or names a queue it does not have; EPERM without admin rights.
+func (c *Client) SetRSS(ctx context.Context, ifi Interface, u wire.RSSSet) error {
+	ae := netlink.NewAttributeEncoder()
+	if err := putHeader(ae, wire.RSSHeader, ifi, 0); err != nil {
+		return err
+	}
+	hdr, err := ae.Encode()
+	if err != nil {
+		return err
+	}
+	var b nlattr.Builder
+	wire.PutRSSSet(&b, &u)
+	_, err = c.execute(ctx, c.fams.ethtool.ID, ethtool.Version, wire.MsgRSSSet, netlink.Request|netlink.Acknowledge, append(hdr, b.B...))
+	return err
 }

@@ -24,7 +24,12 @@ const (
 	NulString             // NLA_NUL_STRING
 	Binary                // NLA_BINARY
 	Reject                // NLA_REJECT
+	Uint                  // NLA_UINT: a u32 or a u64 (nla_get_uint)
 )
+
+// nlAttrTypeUint is NL_ATTR_TYPE_UINT (enum netlink_attribute_type; x/sys/unix stops at
+// NL_ATTR_TYPE_BITFIELD32).
+const nlAttrTypeUint = 17
 
 // fixedLen is nla_attr_len: exact sizes, enforced under
 // NL_VALIDATE_STRICT_ATTRS.
@@ -202,6 +207,10 @@ func validateAttr(msg []byte, a Attr, set *Set, mode Mode, depth int) error {
 	switch pt.Kind {
 	case Reject:
 		errno, bad = unix.EINVAL, true
+	case Uint:
+		if attrlen != 4 && attrlen != 8 {
+			return polErr(unix.EINVAL, "invalid attribute length")
+		}
 	case Flag:
 		bad = attrlen > 0
 	case NulString, String:
@@ -286,6 +295,11 @@ func (a Attr) value(k Kind) uint64 {
 		return uint64(a.U32())
 	case U64:
 		return a.U64()
+	case Uint:
+		if len(a.Data) == 4 {
+			return uint64(a.U32())
+		}
+		return a.U64()
 	case Binary:
 		return uint64(len(a.Data))
 	}
@@ -301,7 +315,7 @@ func (p Policy) rangeUnsigned() (lo, hi uint64) {
 		hi = math.MaxUint16
 	case U32:
 		hi = math.MaxUint32
-	case U64:
+	case U64, Uint:
 		hi = math.MaxUint64
 	}
 	switch p.Check {
@@ -333,9 +347,9 @@ func (p Policy) appendDump(b *Builder, nestType uint16, d *PolicyDump) bool {
 			b.PutU32(unix.NL_POLICY_TYPE_ATTR_POLICY_IDX, d.Index(p.Nested))
 			b.PutU32(unix.NL_POLICY_TYPE_ATTR_POLICY_MAXTYPE, uint32(p.Nested.MaxType))
 		}
-	case U8, U16, U32, U64:
+	case U8, U16, U32, U64, Uint:
 		typ = map[Kind]uint32{U8: unix.NL_ATTR_TYPE_U8, U16: unix.NL_ATTR_TYPE_U16,
-			U32: unix.NL_ATTR_TYPE_U32, U64: unix.NL_ATTR_TYPE_U64}[p.Kind]
+			U32: unix.NL_ATTR_TYPE_U32, U64: unix.NL_ATTR_TYPE_U64, Uint: nlAttrTypeUint}[p.Kind]
 		if p.Check == CheckMask {
 			b.PutU64(unix.NL_POLICY_TYPE_ATTR_MASK, p.Mask)
 			break
