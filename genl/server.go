@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -385,6 +386,7 @@ type conn struct {
 	cancel context.CancelFunc
 	// sink writes one datagram; tests replace it.
 	sink func([]byte) error
+	rc   syscall.RawConn // uc's; nil without uc
 
 	groups atomic.Uint64 // bit i: member of multicast group i
 	sendq  chan []byte   // notification datagrams
@@ -412,6 +414,9 @@ func newConn(s *Server, parent context.Context, uc *net.UnixConn, caller Caller)
 		extAck: true,
 	}
 	c.sink = c.writeSocket
+	if uc != nil {
+		c.rc, _ = uc.SyscallConn()
+	}
 	c.maxReply = replyLimit(uc, s.cfg.MaxReply)
 	c.lastDone.Store(time.Now().UnixNano())
 	// Closing on cancellation covers the server stopping, whatever the
@@ -458,6 +463,24 @@ func (c *conn) send(b []byte) error {
 func (c *conn) writeSocket(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	// First without waiting: a datagram that fits in the socket's buffer (every reply to a
+	// client that reads) is sent without arming the write deadline, whose timer would wake
+	// another thread per reply. A SOCK_SEQPACKET send is all or nothing.
+	if c.rc != nil {
+		var werr error
+		sent := false
+		if err := c.rc.Write(func(fd uintptr) bool {
+			_, werr = unix.Write(int(fd), b)
+			sent = werr != unix.EAGAIN && werr != unix.EINTR
+			return true
+		}); err == nil && sent {
+			if werr != nil {
+				c.logDrop("genl: write to client failed, dropping connection", werr)
+				c.close()
+			}
+			return werr
+		}
+	}
 	if err := c.uc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout)); err != nil {
 		c.close()
 		return err
@@ -578,11 +601,17 @@ func (c *conn) readLoop() {
 		} else {
 			c.s.handleDatagram(rctx, c, buf[:n])
 		}
-		if !rctx.end() {
+		watched, ok := rctx.end()
+		if !ok {
 			return // the client went away meanwhile
 		}
 		c.lastDone.Store(time.Now().UnixNano())
-		_ = c.uc.SetReadDeadline(time.Now().Add(idle))
+		// The idle deadline is not moved after every request: when it fires, the loop
+		// above re-arms it from lastDone. Moving it would modify a runtime timer per
+		// request, and that wakes another thread. A watcher used the deadline, though.
+		if watched {
+			_ = c.uc.SetReadDeadline(time.Now().Add(idle))
+		}
 	}
 }
 
@@ -627,8 +656,9 @@ func (r *reqCtx) Done() <-chan struct{} {
 }
 
 // end is called by the request loop once the request is answered: it stops the watcher, if one
-// runs, and reports whether the connection goes on (false: the client went away).
-func (r *reqCtx) end() bool {
+// ran, and reports whether one did (it changed the read deadline) and whether the connection goes
+// on (false: the client went away).
+func (r *reqCtx) end() (watched, ok bool) {
 	r.mu.Lock()
 	prev := r.state.Swap(watchEnded)
 	r.mu.Unlock()
@@ -638,7 +668,7 @@ func (r *reqCtx) end() bool {
 		_ = r.c.uc.SetReadDeadline(time.Unix(1, 0))
 		<-r.exited
 	}
-	return r.Context.Err() == nil
+	return prev == watchRunning, r.Context.Err() == nil
 }
 
 // watchPeer waits, while the request loop is busy with a request and so not reading, for the
