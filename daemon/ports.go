@@ -37,6 +37,10 @@ type port struct {
 	ep    *datapath.Endpoint
 	ebpf  *xdp.Program // the attached eBPF program, closed when replaced
 	watch context.CancelFunc
+
+	// statNames' last answer and the queue count it is for; under the configuration lock.
+	statNamesQueues int
+	statNamesCache  []string
 }
 
 func (p *port) device() genl.Device {

@@ -60,6 +60,7 @@ type Server struct {
 	netdevSeq  atomic.Uint32
 	dumpBudget int
 	global     globalStrings
+	strsets    strsetCache
 
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
