@@ -93,6 +93,7 @@ const peerCheckAfter = 100 * time.Millisecond
 type families struct {
 	ethtool genetlink.Family
 	manad   *genetlink.Family // nil on the kernel
+	netdev  uint16            // the netdev family's id once resolved (netdevExec); 0 before
 }
 
 // Dial connects to manad at path (DefaultPath if empty) and resolves the
