@@ -568,8 +568,8 @@ func (c *conn) serve() {
 }
 
 // readLoop reads request datagrams until the connection ends or is idle for IdleTimeout, and
-// answers each before reading the next. Answers are built synchronously, so the read buffer is
-// reused: nothing of a request outlives its answer.
+// answers each before reading the next. Each datagram is copied out of the read buffer: a
+// backend may keep slices of its request (a SET's values) past the answer.
 func (c *conn) readLoop() {
 	limit := c.s.cfg.MaxMessage
 	buf := make([]byte, limit+1)
@@ -600,7 +600,7 @@ func (c *conn) readLoop() {
 		if n > limit {
 			c.oversize(buf[:nlattr.MsgHdrLen]) // the header is all an answer needs
 		} else {
-			c.s.handleDatagram(rctx, c, buf[:n])
+			c.s.handleDatagram(rctx, c, append([]byte(nil), buf[:n]...))
 		}
 		watched, ok := rctx.end()
 		if !ok {
