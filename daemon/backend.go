@@ -547,7 +547,7 @@ func linkSettings(s config.PortSpec) genl.LinkSettings {
 // carrier (setCarrier).
 func (b *backend) LinkState(ctx context.Context, c genl.Caller, dev genl.Device) (ls genl.LinkState, err error) {
 	err = b.withPort(dev, func(p *port) error {
-		ls.Link = p.vp.State().Running
+		ls.Link = p.vp.Running()
 		return nil
 	})
 	return ls, err

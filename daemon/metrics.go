@@ -35,7 +35,13 @@ func (d *Daemon) metricsPorts() []metrics.Port {
 // own under vnic.ManadStatPrefix, the model's and the data path's. Caller holds the
 // configuration lock.
 func (p *port) statNames() []string {
-	return slices.Concat(vnic.StatNames(p.vp.Settings().Queues), vnic.ExtraStatNames(), datapath.StatNames())
+	// They depend on the queue count only: built once per count, as STRSET_GET asks for them
+	// on every `ethtool -S` (417 names for 16 queues).
+	if q := p.vp.Settings().Queues; q != p.statNamesQueues || p.statNamesCache == nil {
+		p.statNamesQueues = q
+		p.statNamesCache = slices.Concat(vnic.StatNames(q), vnic.ExtraStatNames(), datapath.StatNames())
+	}
+	return p.statNamesCache
 }
 
 // statValues are the values of statNames. Caller holds the configuration lock.

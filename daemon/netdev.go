@@ -9,7 +9,7 @@ import (
 	"github.com/manad/manad/vnic"
 )
 
-var _ genl.NetdevBackend = (*backend)(nil)
+var _ genl.NetdevViewBackend = (*backend)(nil)
 
 // netdevXDPFeatures is what dev-get reports as xdp-features: NETDEV_XDP_ACT_BASIC (XDP_PASS,
 // XDP_DROP, XDP_TX and XDP_ABORTED run in the port's RX path).
@@ -19,11 +19,16 @@ const netdevXDPFeatures = 1
 // model. It fails with ENODEV when the port is gone. The views are read without the
 // configuration lock, so a dump does not wait for a reconfiguration.
 func (b *backend) NetdevPort(ctx context.Context, c genl.Caller, dev genl.Device) (genl.NetdevPort, error) {
+	return b.NetdevViews(ctx, c, dev, genl.NetdevViewAll)
+}
+
+// NetdevViews is NetdevPort building only the views in want: each walks the port's queues.
+func (b *backend) NetdevViews(ctx context.Context, c genl.Caller, dev genl.Device, want genl.NetdevView) (genl.NetdevPort, error) {
 	var vp *vnic.Port
 	if err := b.withPort(dev, func(p *port) error { vp = p.vp; return nil }); err != nil {
 		return genl.NetdevPort{}, err
 	}
-	return netdevPort(dev.Index, vp), nil
+	return netdevPort(dev.Index, vp, want), nil
 }
 
 // netdevDev is the port's netdev as dev-get shows it. mana sets xdp_features once, at probe
@@ -37,15 +42,30 @@ func netdevDev(ifi uint32) wire.NetdevDev {
 	return wire.NetdevDev{Ifindex: ifi, XDPFeatures: netdevXDPFeatures}
 }
 
-// netdevPort converts the views of vp, the port of ifindex ifi, to the netdev family's.
-func netdevPort(ifi uint32, vp *vnic.Port) genl.NetdevPort {
+// netdevPort converts the views in want of vp, the port of ifindex ifi, to the netdev family's.
+func netdevPort(ifi uint32, vp *vnic.Port, want genl.NetdevView) genl.NetdevPort {
 	out := genl.NetdevPort{Dev: netdevDev(ifi)}
-	for _, q := range vp.Queues() {
-		out.Queues = append(out.Queues, wire.NetdevQueue{ID: uint32(q.ID), Type: uint32(q.Type), Ifindex: ifi, NAPIID: q.NAPIID})
+	if want&genl.NetdevViewQueues != 0 {
+		for _, q := range vp.Queues() {
+			out.Queues = append(out.Queues, wire.NetdevQueue{ID: uint32(q.ID), Type: uint32(q.Type), Ifindex: ifi, NAPIID: q.NAPIID})
+		}
 	}
-	for _, n := range vp.NAPIs() {
-		out.NAPIs = append(out.NAPIs, wire.NetdevNAPI{ID: n.ID, Ifindex: ifi})
+	if want&genl.NetdevViewNAPIs != 0 {
+		for _, n := range vp.NAPIs() {
+			out.NAPIs = append(out.NAPIs, wire.NetdevNAPI{ID: n.ID, Ifindex: ifi})
+		}
 	}
+	if want&genl.NetdevViewQStats != 0 {
+		netdevQStats(&out, ifi, vp)
+	}
+	if want&genl.NetdevViewPools != 0 {
+		netdevPools(&out, ifi, vp)
+	}
+	return out
+}
+
+// netdevQStats fills out's qstats views from vp.
+func netdevQStats(out *genl.NetdevPort, ifi uint32, vp *vnic.Port) {
 	qs := vp.QStats()
 	out.Device = qstats(ifi, qs.Total)
 	out.Device.HasRX, out.Device.HasTX = true, true
@@ -55,6 +75,10 @@ func netdevPort(ifi uint32, vp *vnic.Port) genl.NetdevPort {
 		w.HasRX, w.HasTX = q.Type == vnic.QueueRX, q.Type == vnic.QueueTX
 		out.QueueStats = append(out.QueueStats, w)
 	}
+}
+
+// netdevPools fills out's page-pool view from vp.
+func netdevPools(out *genl.NetdevPort, ifi uint32, vp *vnic.Port) {
 	for _, pp := range vp.PagePools() {
 		k := pp.Stats
 		out.Pools = append(out.Pools, genl.NetdevPool{
@@ -66,7 +90,6 @@ func netdevPort(ifi uint32, vp *vnic.Port) genl.NetdevPort {
 				RecycleRingFull: k.RecycleRingFull, RecycleReleasedRefcnt: k.RecycleReleasedRefcnt},
 		})
 	}
-	return out
 }
 
 func qstats(ifi uint32, s vnic.QStats) wire.NetdevQStats {

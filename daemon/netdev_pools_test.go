@@ -65,7 +65,7 @@ func (b onePortBackend) DeviceByIndex(_ context.Context, c genl.Caller, i uint32
 	return b.dev(c), nil
 }
 func (b onePortBackend) NetdevPort(_ context.Context, _ genl.Caller, d genl.Device) (genl.NetdevPort, error) {
-	return netdevPort(d.Index, b.vp), nil
+	return netdevPort(d.Index, b.vp, genl.NetdevViewAll), nil
 }
 
 func frame() []byte {

@@ -40,6 +40,10 @@ type port struct {
 	watch context.CancelFunc
 	// netdevGone: the TAP is being deleted, so page-pool notifications leave its ifindex out.
 	netdevGone atomic.Bool
+
+	// statNames' last answer and the queue count it is for; under the configuration lock.
+	statNamesQueues int
+	statNamesCache  []string
 }
 
 func (p *port) device() genl.Device {

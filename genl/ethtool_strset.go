@@ -1,6 +1,7 @@
 package genl
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ type strsetInfo struct {
 	perDev  bool
 	has     bool // the set has a strings table (global) or was filled (per-dev)
 	strings []string
+	enc     []byte // strings encoded as ETHTOOL_A_STRINGSET_STRINGS (strsetCache); nil: encode
 }
 
 func (s *Server) strsetGet() *ethGet {
@@ -104,6 +106,7 @@ func (s *Server) strsetPrepare(r *request, d *Device, reqAny any) (any, error) {
 				return nil, nlattr.Errorf(unix.EINVAL, "requested per device strings without dev")
 			}
 		}
+		s.encodeSets(nil, data)
 		return data, nil
 	}
 	for id := range sets {
@@ -116,7 +119,88 @@ func (s *Server) strsetPrepare(r *request, d *Device, reqAny any) (any, error) {
 			sets[id].strings, sets[id].has = strs, true
 		}
 	}
+	s.encodeSets(d, data)
 	return data, nil
+}
+
+// encodeSets fetches from the cache the encoding of every set the reply will list with its
+// strings.
+func (s *Server) encodeSets(d *Device, data *strsetData) {
+	if data.req.countsOnly {
+		return
+	}
+	for id := range data.sets {
+		set := &data.sets[id]
+		if len(set.strings) == 0 || !strsetInclude(data.req, data.sets, id, data.dev) {
+			continue
+		}
+		k := strsetKey{id: uint32(id)}
+		if set.perDev {
+			k.ns, k.ifindex = d.NetNS, d.Index
+		}
+		set.enc = s.strsets.encoded(k, set.strings)
+	}
+}
+
+// strsetCacheMax bounds strsetCache: past it, the cache starts over (ports come and go; two
+// sets per port, the statistics and the private flags, are cached).
+const strsetCacheMax = 1024
+
+// strsetCache keeps the encoded ETHTOOL_A_STRINGSET_STRINGS nest of the string sets last
+// answered, per device and set. A device's sets change only with its configuration (its
+// statistics with its queue count) and the global ones never, so a repeated STRSET_GET copies
+// their encoding rather than writing hundreds of nests again — the kernel, too, keeps its
+// tables static and only copies them out. The strings are compared on every use, so a set that
+// changed is encoded anew: nothing needs to invalidate the cache.
+type strsetCache struct {
+	mu sync.Mutex
+	m  map[strsetKey]strsetEnc
+}
+
+type strsetKey struct {
+	ns      NetNS
+	ifindex uint32 // 0 for a global set
+	id      uint32
+}
+
+type strsetEnc struct {
+	strs []string
+	nest []byte
+}
+
+// encoded returns strs encoded as an ETHTOOL_A_STRINGSET_STRINGS nest, or nil when the nest
+// does not fit in an attribute (the reply then fails with EMSGSIZE as it did).
+func (c *strsetCache) encoded(k strsetKey, strs []string) []byte {
+	c.mu.Lock()
+	e, ok := c.m[k]
+	c.mu.Unlock()
+	if ok && slices.Equal(e.strs, strs) {
+		return e.nest
+	}
+	var b nlattr.Builder
+	putStrings(&b, strs)
+	if b.Overflow {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= strsetCacheMax {
+		c.m = make(map[strsetKey]strsetEnc)
+	}
+	c.m[k] = strsetEnc{strs: slices.Clone(strs), nest: b.B}
+	return b.B
+}
+
+// putStrings appends strs as the ETHTOOL_A_STRINGSET_STRINGS nest of strset_fill_set.
+func putStrings(b *nlattr.Builder, strs []string) {
+	n := b.Nest(unix.ETHTOOL_A_STRINGSET_STRINGS)
+	for i, str := range strs {
+		s := b.Nest(unix.ETHTOOL_A_STRINGS_STRING)
+		b.PutU32(unix.ETHTOOL_A_STRING_INDEX, uint32(i))
+		ethtool.PutStrz(b, unix.ETHTOOL_A_STRING_VALUE, str)
+		b.EndNest(s)
+	}
+	b.EndNest(n)
 }
 
 // strsetFill mirrors strset_fill_reply and strset_fill_set.
@@ -136,15 +220,12 @@ func strsetFill(b *nlattr.Builder, _, dataAny any, _ bool) error {
 		ss := b.Nest(unix.ETHTOOL_A_STRINGSETS_STRINGSET)
 		b.PutU32(unix.ETHTOOL_A_STRINGSET_ID, uint32(id))
 		b.PutU32(unix.ETHTOOL_A_STRINGSET_COUNT, uint32(len(set.strings)))
-		if !data.req.countsOnly {
-			strs := b.Nest(unix.ETHTOOL_A_STRINGSET_STRINGS)
-			for i, str := range set.strings {
-				n := b.Nest(unix.ETHTOOL_A_STRINGS_STRING)
-				b.PutU32(unix.ETHTOOL_A_STRING_INDEX, uint32(i))
-				ethtool.PutStrz(b, unix.ETHTOOL_A_STRING_VALUE, str)
-				b.EndNest(n)
-			}
-			b.EndNest(strs)
+		switch {
+		case data.req.countsOnly:
+		case set.enc != nil:
+			b.B = append(b.B, set.enc...)
+		default:
+			putStrings(b, set.strings)
 		}
 		b.EndNest(ss)
 	}

@@ -110,3 +110,27 @@ func TestObserverSubscriberDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestClientResolvesNetdevOnce: the client resolves the netdev family with its first netdev
+// request and keeps the id: later requests are one round trip each.
+func TestClientResolvesNetdevOnce(t *testing.T) {
+	rec := &recorder{requests: map[string]int{}}
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Observer = rec })
+	c := dialClient(t, ts.path)
+	ctx := ctxT(t)
+	dialed := rec.count("nlctrl/getfamily/0") // the ethtool and manad families
+	for range 3 {
+		if _, err := c.NetdevDevs(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Queues(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rec.count("nlctrl/getfamily/0") - dialed; got != 1 {
+		t.Errorf("%d GETFAMILY requests for 6 netdev requests, want 1", got)
+	}
+	if got := rec.count(wire.NetdevFamilyName+"/dev-get/0") + rec.count(wire.NetdevFamilyName+"/queue-get/0"); got != 6 {
+		t.Errorf("%d netdev requests answered, want 6", got)
+	}
+}

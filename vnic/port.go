@@ -275,6 +275,13 @@ func (p *Port) Settings() Settings {
 	return p.set
 }
 
+// Running reports whether the port's queues run (State().Running, without the rest of State's
+// per-queue walk: what LINKSTATE_GET needs). Caller holds the configuration lock.
+func (p *Port) Running() bool {
+	p.assertLocked()
+	return p.running
+}
+
 // maxMTU is ndev->max_mtu: the adapter's limit, lowered to MANA_XDP_MTU_MAX while a program is
 // attached (mana_xdp_set).
 func (p *Port) maxMTU(xdp bool) int {

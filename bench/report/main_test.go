@@ -238,3 +238,34 @@ func TestProgramsSmokeOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestFromSourceFlags: a flag metric reported in any round adds its note to the row; absent or 0
+// in every round, it adds nothing.
+func TestFromSourceFlags(t *testing.T) {
+	s := getRoundTrip("RINGS_GET", "RINGS_GET", "a veth")
+	for _, tc := range []struct {
+		name string
+		runs []result
+		want string
+	}{
+		{"veth answers", []result{{"manad-p50-ns": 20e3, "kernel-p50-ns": 10e3, "p50-ratio": 2}}, ""},
+		{"host device in one round", []result{
+			{"manad-p50-ns": 20e3, "kernel-p50-ns": 10e3, "p50-ratio": 2},
+			{"manad-p50-ns": 20e3, "kernel-p50-ns": 10e3, "p50-ratio": 2, "kernel-host-device": 1}},
+			s.flags["kernel-host-device"]},
+		{"eopnotsupp and empty", []result{{"manad-p50-ns": 20e3, "kernel-p50-ns": 10e3, "p50-ratio": 2,
+			"kernel-eopnotsupp": 1, "kernel-empty-dump": 1}},
+			s.flags["kernel-empty-dump"] + "; " + s.flags["kernel-eopnotsupp"]},
+		{"flag 0", []result{{"manad-p50-ns": 20e3, "kernel-p50-ns": 10e3, "p50-ratio": 2, "kernel-eopnotsupp": 0}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := fromSource(s, tc.runs)
+			if r.note != tc.want {
+				t.Errorf("note %q, want %q", r.note, tc.want)
+			}
+			if r.met != "yes" || r.value.med != 20 || r.baseline.med != 10 {
+				t.Errorf("row %+v", r)
+			}
+		})
+	}
+}

@@ -80,11 +80,20 @@ type Client struct {
 	sock   *unixSocket // conn's socket; nil for the kernel
 	fams   families
 	broken bool // a request was abandoned mid-way: redial before the next
+	// lastAnswer is when manad last answered on conn: within peerCheckAfter of it, the
+	// connection cannot have been closed for idleness, and execute skips peerClosed.
+	lastAnswer time.Time
 }
+
+// peerCheckAfter is how long after manad's last answer execute first checks whether manad closed
+// the connection meanwhile: well below manad's shortest idle_timeout (1s), so that a request made
+// within it finds the connection open, and a request then saves the check's system call.
+const peerCheckAfter = 100 * time.Millisecond
 
 type families struct {
 	ethtool genetlink.Family
 	manad   *genetlink.Family // nil on the kernel
+	netdev  uint16            // the netdev family's id once resolved (netdevExec); 0 before
 }
 
 // Dial connects to manad at path (DefaultPath if empty) and resolves the
@@ -241,7 +250,7 @@ func (c *Client) execute(ctx context.Context, family uint16, version, cmd uint8,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !c.broken && c.sock != nil && c.sock.peerClosed() {
+	if !c.broken && c.sock != nil && time.Since(c.lastAnswer) >= peerCheckAfter && c.sock.peerClosed() {
 		// manad closed the connection while it was idle (its idle_timeout): nothing was
 		// in flight, so a new connection serves this request.
 		c.conn.Close()
@@ -277,6 +286,7 @@ func (c *Client) execute(ctx context.Context, family uint16, version, cmd uint8,
 		}
 		return nil, wrapErr(err)
 	}
+	c.lastAnswer = time.Now()
 	return msgs, nil
 }
 

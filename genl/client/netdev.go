@@ -17,22 +17,44 @@ import (
 // kernel (DialKernel: every netdev of the caller's namespace that the kernel
 // answers for), as both serve the same family.
 
-// netdevExec runs a netdev-family request, resolving the family id first
-// (one nlctrl request: the family is optional on either side).
+// netdevExec runs a netdev-family request. The family id is resolved with the first request
+// on a connection (one nlctrl request: the family is optional on either side) and kept with the
+// connection's other families, so that later requests are one round trip, as ethtool's are.
 func (c *Client) netdevExec(ctx context.Context, cmd uint8, flags netlink.HeaderFlags, ae *netlink.AttributeEncoder) ([]genetlink.Message, error) {
+	c.mu.Lock()
+	id := c.fams.netdev
+	c.mu.Unlock()
+	if id == 0 {
+		var err error
+		if id, err = c.resolveNetdev(ctx); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.fams.netdev = id // a reconnection meanwhile finds the same server's same id
+		c.mu.Unlock()
+	}
+	data, err := ae.Encode()
+	if err != nil {
+		return nil, err
+	}
+	return c.execute(ctx, id, wire.NetdevFamilyVersion, cmd, flags, data)
+}
+
+// resolveNetdev asks nlctrl for the netdev family's id.
+func (c *Client) resolveNetdev(ctx context.Context) (uint16, error) {
 	rq := netlink.NewAttributeEncoder()
 	rq.String(unix.CTRL_ATTR_FAMILY_NAME, wire.NetdevFamilyName)
 	data, err := rq.Encode()
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	msgs, err := c.execute(ctx, unix.GENL_ID_CTRL, 1, unix.CTRL_CMD_GETFAMILY, netlink.Request, data)
 	if err != nil {
-		return nil, fmt.Errorf("client: resolve the %q family: %w", wire.NetdevFamilyName, err)
+		return 0, fmt.Errorf("client: resolve the %q family: %w", wire.NetdevFamilyName, err)
 	}
 	m, err := one(msgs, "CTRL_CMD_GETFAMILY")
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	var id uint16
 	if err := eachAttr(m.Data, func(a nlattr.Attr) error {
@@ -41,15 +63,12 @@ func (c *Client) netdevExec(ctx context.Context, cmd uint8, flags netlink.Header
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if id == 0 {
-		return nil, fmt.Errorf("client: no id for the %q family: %w", wire.NetdevFamilyName, unix.EPROTO)
+		return 0, fmt.Errorf("client: no id for the %q family: %w", wire.NetdevFamilyName, unix.EPROTO)
 	}
-	if data, err = ae.Encode(); err != nil {
-		return nil, err
-	}
-	return c.execute(ctx, id, wire.NetdevFamilyVersion, cmd, flags, data)
+	return id, nil
 }
 
 func netdevDump[T any](ctx context.Context, c *Client, cmd uint8, attrs func(*netlink.AttributeEncoder), dec func([]byte, *T) error) ([]T, error) {

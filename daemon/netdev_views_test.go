@@ -1,0 +1,72 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/vnic"
+)
+
+// TestNetdevViews: netdevPort builds exactly the views asked for, each as the full conversion
+// has it, and leaves the others empty (Dev is always there: it costs nothing).
+func TestNetdevViews(t *testing.T) {
+	var mu sync.Mutex
+	host := &keepHost{}
+	vp, err := vnic.New(vnic.Config{Name: "pv0", Lock: &mu, PageSize: 16384, Host: host, Wire: dropWire{},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PoolReleaseInterval: 5 * time.Millisecond},
+		vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		host.release()
+		mu.Lock()
+		td := vp.Shutdown()
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := td.Wait(ctx); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	})
+	vp.SetIfindex(7)
+	mu.Lock()
+	err = vp.Open()
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := vp.Receive(0, frame()); r != vnic.RxDelivered {
+		t.Fatalf("Receive: %v", r)
+	}
+
+	full := netdevPort(7, vp, genl.NetdevViewAll)
+	if len(full.Queues) != 4 || len(full.NAPIs) != 2 || len(full.QueueStats) != 4 || len(full.Pools) != 2 || full.Device.RxPackets != 1 {
+		t.Fatalf("full views: %+v", full)
+	}
+	for _, tc := range []struct {
+		name string
+		want genl.NetdevView
+		part genl.NetdevPort
+	}{
+		{"dev", genl.NetdevViewDev, genl.NetdevPort{Dev: full.Dev}},
+		{"queues", genl.NetdevViewQueues, genl.NetdevPort{Dev: full.Dev, Queues: full.Queues}},
+		{"napis", genl.NetdevViewNAPIs, genl.NetdevPort{Dev: full.Dev, NAPIs: full.NAPIs}},
+		{"qstats", genl.NetdevViewQStats, genl.NetdevPort{Dev: full.Dev, Device: full.Device, QueueStats: full.QueueStats}},
+		{"pools", genl.NetdevViewPools, genl.NetdevPort{Dev: full.Dev, Pools: full.Pools}},
+		{"queues and pools", genl.NetdevViewQueues | genl.NetdevViewPools, genl.NetdevPort{Dev: full.Dev, Queues: full.Queues, Pools: full.Pools}},
+		{"all", genl.NetdevViewAll, full},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := netdevPort(7, vp, tc.want); !reflect.DeepEqual(got, tc.part) {
+				t.Errorf("views %b:\n got %+v\nwant %+v", tc.want, got, tc.part)
+			}
+		})
+	}
+}

@@ -1,0 +1,63 @@
+package genl
+
+import (
+	"context"
+	"testing"
+
+	"github.com/manad/manad/genl/wire"
+)
+
+// viewsBackend records the views asked of it.
+type viewsBackend struct {
+	Backend
+	asked []NetdevView
+	full  int
+}
+
+func (b *viewsBackend) NetdevPort(context.Context, Caller, Device) (NetdevPort, error) {
+	b.full++
+	return NetdevPort{}, nil
+}
+
+func (b *viewsBackend) NetdevViews(_ context.Context, _ Caller, _ Device, want NetdevView) (NetdevPort, error) {
+	b.asked = append(b.asked, want)
+	return NetdevPort{}, nil
+}
+
+// fullOnlyBackend implements NetdevPort only.
+type fullOnlyBackend struct {
+	Backend
+	full int
+}
+
+func (b *fullOnlyBackend) NetdevPort(context.Context, Caller, Device) (NetdevPort, error) {
+	b.full++
+	return NetdevPort{}, nil
+}
+
+// TestNetdevViewOf: each netdev command asks a NetdevViewBackend for the views its answers come
+// from, and nothing else; a backend without NetdevViews is asked for the whole NetdevPort.
+func TestNetdevViewOf(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  uint8
+		want NetdevView
+	}{
+		{wire.NetdevCmdDevGet, NetdevViewDev},
+		{wire.NetdevCmdQueueGet, NetdevViewQueues},
+		{wire.NetdevCmdNAPIGet, NetdevViewNAPIs},
+		{wire.NetdevCmdQStatsGet, NetdevViewQStats},
+		{wire.NetdevCmdPagePoolGet, NetdevViewPools},
+		{wire.NetdevCmdPagePoolStatsGet, NetdevViewPools},
+		{wire.NetdevCmdBindRX, NetdevViewAll},
+	} {
+		vb := &viewsBackend{}
+		r := &request{ctx: context.Background(), c: &conn{}, cmd: tc.cmd}
+		if _, err := r.netdevViews(vb, Device{}); err != nil || len(vb.asked) != 1 || vb.asked[0] != tc.want || vb.full != 0 {
+			t.Errorf("cmd %d: asked %v (full %d, err %v), want %b", tc.cmd, vb.asked, vb.full, err, tc.want)
+		}
+		fb := &fullOnlyBackend{}
+		if _, err := r.netdevViews(fb, Device{}); err != nil || fb.full != 1 {
+			t.Errorf("cmd %d without NetdevViews: NetdevPort asked %d times, err %v", tc.cmd, fb.full, err)
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package genl_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
+)
+
+// TestRequestWaitsThenConnectionGoesOn: a request that waits on its context (which starts the
+// watcher of the client's connection) and then completes is answered, and the connection serves
+// the next requests and is still closed for idleness afterwards: the watcher gave the read side
+// back to the request loop.
+func TestRequestWaitsThenConnectionGoesOn(t *testing.T) {
+	var waited atomic.Int32
+	logs := &syncBuffer{}
+	ts := startServer(t, func(c *genl.ServerConfig) {
+		c.IdleTimeout = 300 * time.Millisecond
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		c.Backend.(*genl.MemBackend).Hook = func(ctx context.Context, op string) error {
+			if op != "Rings" {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+			waited.Add(1)
+			return nil
+		}
+	})
+	c := dialClient(t, ts.path)
+	for i := range 3 {
+		if _, err := c.Rings(ctxT(t), client.Interface{Name: "mana0"}); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if _, err := c.PrivateFlags(ctxT(t), client.Interface{Name: "mana0"}); err != nil {
+			t.Fatalf("request %d after the wait: %v", i, err)
+		}
+	}
+	if n := waited.Load(); n != 3 {
+		t.Errorf("%d requests waited to the end, want 3", n)
+	}
+	eventually(t, "manad closed the idle connection", func() bool {
+		return strings.Contains(logs.String(), "closed idle connection")
+	})
+}
