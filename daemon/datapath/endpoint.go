@@ -509,6 +509,7 @@ func (e *Endpoint) input(frame []byte, inline bool) {
 	if p == nil {
 		return
 	}
+	e.seg.captures.record(e, CaptureIn, frame)
 	q := p.SteerRx(frame)
 	if q < 0 {
 		// The port is not running. Queue 0 takes the frame, and vnic counts it as finding no
