@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // Observer is told about the server's control traffic, for metrics. Its methods are called from
@@ -127,6 +128,12 @@ func cmdName(fam uint16, cmd uint8) string {
 			return "features-set"
 		}
 	case manadID:
+		switch cmd {
+		case wire.CmdCaptureStart:
+			return "capture-start"
+		case wire.CmdCaptureStop:
+			return "capture-stop"
+		}
 		if n := int(cmd) - 1; n >= 0 && n < len(manadCmdNames) {
 			return manadCmdNames[n]
 		}

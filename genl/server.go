@@ -68,6 +68,8 @@ type Server struct {
 
 	refusals logLimiter
 	drops    logLimiter // clients dropped for not reading
+
+	captures captureAdmission // running captures by uid (manad_capture.go)
 }
 
 // logLimiter lets one log line through per interval and counts the ones it holds back.
@@ -402,6 +404,8 @@ type conn struct {
 	// Owned by the request goroutine.
 	extAck, capAck bool
 	scratch        nlattr.Builder
+
+	cap captureSlot // the connection's capture (manad_capture.go)
 }
 
 func newConn(s *Server, parent context.Context, uc *net.UnixConn, caller Caller) *conn {
@@ -554,6 +558,7 @@ func (c *conn) serve() {
 	}
 	c.close()
 	wg.Wait()
+	c.cap.wait()
 }
 
 // datagram is one request datagram as the reader hands it on: its bytes, or, for one longer
@@ -574,7 +579,7 @@ func (c *conn) reader(in chan<- datagram) {
 			// Idle only when nothing is in progress, no group is joined, and the last
 			// answer is IdleTimeout old; otherwise wait until it would be.
 			wait := time.Until(time.Unix(0, c.lastDone.Load()).Add(idle))
-			if c.busy.Load() > 0 || c.groups.Load() != 0 {
+			if c.busy.Load() > 0 || c.groups.Load() != 0 || c.cap.active() {
 				wait = idle
 			}
 			if wait > 0 {
