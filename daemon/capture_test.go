@@ -32,7 +32,7 @@ type captureRig struct {
 	d         *Daemon
 }
 
-func newCaptureRig(t *testing.T) *captureRig {
+func newCaptureRig(t *testing.T, daemonExtra string) *captureRig {
 	t.Helper()
 	taptest.Require(t)
 	dir, err := os.MkdirTemp("", "mcap")
@@ -49,6 +49,7 @@ func newCaptureRig(t *testing.T) *captureRig {
 [daemon]
 socket = %q
 state_dir = %q
+%s
 
 [[port]]
 name = %q
@@ -63,7 +64,7 @@ netns = %q
 segment = "wire0"
 queues = 1
 persistent = false
-`, r.sock, filepath.Join(dir, "state"), r.portA, r.nsA, r.pB, r.nsB)
+`, r.sock, filepath.Join(dir, "state"), daemonExtra, r.portA, r.nsA, r.pB, r.nsB)
 	r.d = runTest(t, doc, Options{})
 	for i, p := range []struct{ ns, name string }{{r.nsA, r.portA}, {r.nsB, r.pB}} {
 		taptest.IP(t, p.ns, "addr", "add", fmt.Sprintf("10.78.0.%d/24", i+1), "dev", p.name)
@@ -121,7 +122,7 @@ func collect(t *testing.T, cp *client.Capture, want func(f wire.CaptureFrame) (r
 // coming in; a segment capture sees both as they enter the segment, from the port that sent
 // them; STOP's counters account for every frame the client got.
 func TestCapturePortAndSegment(t *testing.T) {
-	r := newCaptureRig(t)
+	r := newCaptureRig(t, "")
 	c := r.dial(t)
 	ctx := context.Background()
 
@@ -176,7 +177,7 @@ func TestCapturePortAndSegment(t *testing.T) {
 // wire (the flood completes) and gets, when it stops, every frame manad kept for it, with the
 // rest counted as dropped.
 func TestCaptureSlowReader(t *testing.T) {
-	r := newCaptureRig(t)
+	r := newCaptureRig(t, "")
 	c := r.dial(t)
 	cp, err := c.StartCapture(context.Background(), wire.CaptureRequest{Target: r.portA})
 	if err != nil {
@@ -208,9 +209,26 @@ func TestCaptureSlowReader(t *testing.T) {
 	}
 }
 
+// TestCaptureNotIdle: a capturing connection sends no requests, yet the idle timeout does not
+// close it: frames still arrive after several idle timeouts without traffic.
+func TestCaptureNotIdle(t *testing.T) {
+	r := newCaptureRig(t, `idle_timeout = "1s"`)
+	c := r.dial(t)
+	cp, err := c.StartCapture(context.Background(), wire.CaptureRequest{Target: "wire0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	time.Sleep(3 * time.Second) // three idle timeouts
+	r.ping(t, "-c", "1")
+	collect(t, cp, func(f wire.CaptureFrame) (bool, bool) {
+		return icmp(f.Data) == 8, icmp(f.Data) == 0
+	})
+}
+
 // TestCaptureRefused: what CAPTURE_START refuses, with its errno and a message.
 func TestCaptureRefused(t *testing.T) {
-	r := newCaptureRig(t)
+	r := newCaptureRig(t, "")
 	c := r.dial(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
