@@ -29,6 +29,9 @@ const (
 	DefaultCaptureQueue = 1024
 	// MaxCaptureQueue bounds CaptureConfig.Queue.
 	MaxCaptureQueue = 1 << 16
+	// CaptureQueueBytes bounds the bytes of frame data a capture holds, whatever its queue
+	// length: 1,024 jumbo frames would otherwise hold 9 MiB.
+	CaptureQueueBytes = 4 << 20
 )
 
 // CaptureConfig selects what a capture records.
@@ -67,6 +70,7 @@ type Capture struct {
 	dirs    CaptureDirection
 	snaplen int
 	q       chan CapturedFrame
+	queued  atomic.Int64 // bytes of frame data in q (CaptureQueueBytes)
 
 	matched, dropped atomic.Uint64
 	stopped          atomic.Bool
@@ -120,24 +124,33 @@ func (cs *captureSet) remove(c *Capture) {
 	cs.list.Store(&l)
 }
 
-// offer copies the frame into the queue, or drops and counts it when the queue is full. The
-// fullness check comes before the copy, so that a reader that is behind costs no allocation.
+// offer copies the frame into the queue, or drops and counts it when the queue is full (in
+// frames or in bytes). The fullness checks come before the copy, so that a reader that is
+// behind costs no allocation.
 func (c *Capture) offer(m member, dir CaptureDirection, frame []byte) {
 	c.matched.Add(1)
-	if len(c.q) == cap(c.q) {
-		c.dropped.Add(1)
-		return
-	}
 	n := len(frame)
 	if c.snaplen > 0 && n > c.snaplen {
 		n = c.snaplen
 	}
+	if len(c.q) == cap(c.q) || c.queued.Load()+int64(n) > CaptureQueueBytes {
+		c.dropped.Add(1)
+		return
+	}
 	f := CapturedFrame{Time: time.Now(), Dir: dir, Member: m.label(), OrigLen: len(frame), Data: slices.Clone(frame[:n])}
+	c.queued.Add(int64(n))
 	select {
 	case c.q <- f:
 	default:
+		c.queued.Add(-int64(n))
 		c.dropped.Add(1) // another sender filled it meanwhile
 	}
+}
+
+// took accounts for a frame the reader took from the queue.
+func (c *Capture) took(f CapturedFrame) CapturedFrame {
+	c.queued.Add(-int64(len(f.Data)))
+	return f
 }
 
 // Capture starts recording every frame that enters the segment, once each, from whichever port
@@ -189,7 +202,7 @@ func (c *Capture) Stop() {
 func (c *Capture) Recv(ctx context.Context) (CapturedFrame, bool) {
 	select {
 	case f := <-c.q:
-		return f, true
+		return c.took(f), true
 	case <-ctx.Done():
 		return CapturedFrame{}, false
 	}
@@ -199,7 +212,7 @@ func (c *Capture) Recv(ctx context.Context) (CapturedFrame, bool) {
 func (c *Capture) Poll() (CapturedFrame, bool) {
 	select {
 	case f := <-c.q:
-		return f, true
+		return c.took(f), true
 	default:
 		return CapturedFrame{}, false
 	}

@@ -111,6 +111,33 @@ func TestCaptureSnaplenAndQueue(t *testing.T) {
 	}
 }
 
+// TestCaptureQueueBytes: the queue holds at most CaptureQueueBytes of frame data, however many
+// frames it may hold; a frame the reader takes makes room again.
+func TestCaptureQueueBytes(t *testing.T) {
+	s, u1, _, _ := capturePlant(t)
+	c, err := s.Capture(CaptureConfig{Queue: MaxCaptureQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	big := make([]byte, 60000)
+	copy(big, frame(broadcast, mac(1), 1))
+	fits := CaptureQueueBytes / len(big)
+	for range fits + 10 {
+		u1.Receive(big)
+	}
+	if st := c.Stats(); st.Matched != uint64(fits+10) || st.Dropped != 10 {
+		t.Fatalf("stats %+v, want %d matched, 10 dropped", st, fits+10)
+	}
+	if _, ok := c.Poll(); !ok {
+		t.Fatal("nothing queued")
+	}
+	u1.Receive(big)
+	if st := c.Stats(); st.Dropped != 10 {
+		t.Errorf("after the reader took a frame, the next was dropped too: %+v", st)
+	}
+}
+
 // TestCaptureStop: a stopped capture records nothing more, and the segment is back to its
 // capture-free path; Recv returns when its context ends.
 func TestCaptureStop(t *testing.T) {
