@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 
 	"golang.org/x/sys/unix"
 
@@ -81,6 +82,13 @@ func (s *captureSource) Poll() (genl.CaptureFrame, bool) {
 }
 
 func (s *captureSource) Stop() { s.c.Stop() }
+
+func (s *captureSource) Ended() string {
+	if !s.c.Ended() {
+		return ""
+	}
+	return fmt.Sprintf("port %s is gone", s.info.Target)
+}
 
 func (s *captureSource) Stats() genl.CaptureStats {
 	st := s.c.Stats()

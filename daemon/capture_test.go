@@ -10,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
@@ -224,6 +226,72 @@ func TestCaptureNotIdle(t *testing.T) {
 	collect(t, cp, func(f wire.CaptureFrame) (bool, bool) {
 		return icmp(f.Data) == 8, icmp(f.Data) == 0
 	})
+}
+
+// TestCaptureEndsWithPort: deleting a port ends its capture: the client gets the frames, then
+// the end notice with the reason and the counters, and may start another capture.
+func TestCaptureEndsWithPort(t *testing.T) {
+	r := newCaptureRig(t, "")
+	c := r.dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cp, err := c.StartCapture(ctx, wire.CaptureRequest{Target: r.portA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ping(t, "-c", "1")
+	var inA *client.Client
+	if err := inNetNS(r.nsA, func() (err error) { inA, err = client.Dial(r.sock); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer inA.Close()
+	if err := inA.DeletePort(ctx, client.Interface{Name: r.portA}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		fs, err := cp.Next(ctx)
+		if errors.Is(err, client.ErrCaptureEnded) {
+			if want := "port " + r.portA + " is gone"; !strings.Contains(err.Error(), want) {
+				t.Errorf("end: %v, want %q", err, want)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(fs)
+	}
+	_, st, err := cp.Stop(ctx)
+	if err != nil || st.Sent != uint64(n) || n < 2 {
+		t.Errorf("Stop after the end: %+v, %v; the client got %d frames (want the ping's 2 at least)", st, err, n)
+	}
+	seg, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"})
+	if err != nil {
+		t.Fatalf("a capture after the end: %v", err)
+	}
+	seg.Close()
+}
+
+// inNetNS runs f on a thread of its own that has entered namespace ns; sockets f creates stay
+// there. The thread is discarded afterwards.
+func inNetNS(ns string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			errc <- err
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
 }
 
 // TestCaptureRefused: what CAPTURE_START refuses, with its errno and a message.

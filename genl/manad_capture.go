@@ -51,6 +51,9 @@ type CaptureSource interface {
 	Stop()
 	// Stats returns the counters: Matched and Dropped (Sent is the server's).
 	Stats() CaptureStats
+	// Ended says why the recording ended by itself (its port is gone), "" while it has not:
+	// Recv then reports false once the queue is empty.
+	Ended() string
 }
 
 // Policies of the capture requests. Both commands are admin only (GENL_UNS_ADMIN_PERM: EPERM
@@ -264,6 +267,10 @@ func (s *Server) captureWriter(ctx context.Context, c *conn, cc *connCapture) {
 	for {
 		f, ok := cc.src.Recv(ctx)
 		if !ok {
+			if ctx.Err() == nil {
+				s.captureEnded(c, cc, &b, flush)
+				return
+			}
 			break
 		}
 		if !add(&f) {
@@ -294,6 +301,25 @@ func (s *Server) captureWriter(ctx context.Context, c *conn, cc *connCapture) {
 		}
 	}
 	flush()
+}
+
+// captureEnded sends the end notice of a capture whose source ended by itself, after the frames
+// still batched: CAPTURE_STOP with sequence number 0, the counters and the reason.
+func (s *Server) captureEnded(c *conn, cc *connCapture, b *nlattr.Builder, flush func() bool) {
+	if !flush() {
+		return
+	}
+	st := cc.src.Stats()
+	st.Sent = cc.sent
+	reason := cc.src.Ended()
+	start := b.BeginMsg(manadID, 0, 0, 0)
+	b.Genl(wire.CmdCaptureStop, wire.FamilyVersion)
+	wire.CaptureStatsTable.PutNest(b, wire.AttrCaptureStats, &st)
+	b.PutString(wire.AttrCaptureEnd, reason)
+	b.EndMsg(start)
+	_ = c.sendFrames(b.B)
+	b.Reset()
+	s.log.Info("capture ended by itself", "target", cc.src.Info().Target, "reason", reason)
 }
 
 // frameMsgLen bounds the length of f's CAPTURE_FRAME message: headers, the nest and its five

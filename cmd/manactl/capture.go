@@ -42,7 +42,8 @@ or uplink ("uplink:DEV") that sent it.
 
 With -w FILE (or -w - for standard output) the frames are written as a pcap file
 (nanosecond timestamps, Ethernet) that tcpdump -r and Wireshark read; the file is
-complete when manactl ends, interrupted or not. Without -w, one line per frame:
+complete when manactl ends, interrupted or not. A port capture ends, with exit
+status 1, when the port is deleted. Without -w, one line per frame:
 time, port, direction, source > destination MAC, ethertype, length.
 
 Admin only (root or manad's admin_group): other users' traffic is a privilege,

@@ -74,6 +74,8 @@ type Capture struct {
 
 	matched, dropped atomic.Uint64
 	stopped          atomic.Bool
+	end              chan struct{} // closed when the member is gone (endMember)
+	endOnce          sync.Once
 }
 
 // captureSet is a segment's captures, an immutable snapshot behind an atomic pointer so that the
@@ -107,6 +109,26 @@ func (cs *captureSet) add(c *Capture) {
 	}
 	l = append(l, c)
 	cs.list.Store(&l)
+}
+
+// endMember ends the captures of member m, which is leaving for good (an endpoint that stops:
+// its port is deleted, or the daemon stops). Their readers get what is queued, then Recv
+// reports false and Ended true.
+func (cs *captureSet) endMember(m member) {
+	cs.mu.Lock()
+	var ended []*Capture
+	if old := cs.list.Load(); old != nil {
+		for _, c := range *old {
+			if c.member == m {
+				ended = append(ended, c)
+			}
+		}
+	}
+	cs.mu.Unlock()
+	for _, c := range ended {
+		c.Stop()
+		c.endOnce.Do(func() { close(c.end) })
+	}
 }
 
 func (cs *captureSet) remove(c *Capture) {
@@ -165,8 +187,8 @@ func (s *Segment) Capture(cfg CaptureConfig) (*Capture, error) {
 
 // Capture starts recording the frames of the endpoint's port: those it sends (CaptureOut) and
 // those the segment delivers to it (CaptureIn), before its RX ring, XDP or TAP see them. The
-// capture follows the endpoint across Stop and Start. Errors: EINVAL for an invalid direction
-// or queue size.
+// capture ends (Ended) when the endpoint stops. Errors: EINVAL for an invalid direction or
+// queue size.
 func (e *Endpoint) Capture(cfg CaptureConfig) (*Capture, error) {
 	if cfg.Dirs&^(CaptureIn|CaptureOut) != 0 {
 		return nil, extack.New(unix.EINVAL, "unknown capture direction %#x", uint8(cfg.Dirs))
@@ -184,7 +206,8 @@ func (s *Segment) startCapture(m member, cfg CaptureConfig) (*Capture, error) {
 	if cfg.Queue == 0 {
 		cfg.Queue = DefaultCaptureQueue
 	}
-	c := &Capture{set: &s.captures, member: m, dirs: cfg.Dirs, snaplen: cfg.Snaplen, q: make(chan CapturedFrame, cfg.Queue)}
+	c := &Capture{set: &s.captures, member: m, dirs: cfg.Dirs, snaplen: cfg.Snaplen, q: make(chan CapturedFrame, cfg.Queue),
+		end: make(chan struct{})}
 	s.captures.add(c)
 	return c, nil
 }
@@ -198,13 +221,27 @@ func (c *Capture) Stop() {
 	c.set.remove(c)
 }
 
-// Recv waits for the next queued frame. It reports false when ctx ends first.
+// Recv waits for the next queued frame. It reports false when ctx ends first, or when the
+// capture has ended (Ended) and nothing is left in its queue.
 func (c *Capture) Recv(ctx context.Context) (CapturedFrame, bool) {
 	select {
 	case f := <-c.q:
 		return c.took(f), true
 	case <-ctx.Done():
 		return CapturedFrame{}, false
+	case <-c.end:
+		return c.Poll()
+	}
+}
+
+// Ended reports whether the capture ended by itself: its port's endpoint stopped (the port was
+// deleted, or the daemon is stopping).
+func (c *Capture) Ended() bool {
+	select {
+	case <-c.end:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -185,7 +185,8 @@ func TestCaptureBadConfig(t *testing.T) {
 }
 
 // TestCaptureEndpoint: a capture of a real port (TAPs in namespaces) sees the ICMP echo request
-// it sends and the reply the wire delivers to it, with its name.
+// it sends and the reply the wire delivers to it, with its name, and ends when the port's
+// endpoint stops.
 func TestCaptureEndpoint(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.addPort(portOpts{queues: 1}), h.addPort(portOpts{queues: 1})
@@ -216,6 +217,19 @@ func TestCaptureEndpoint(t *testing.T) {
 		case f.Data[34] == 0 && f.Dir == CaptureIn:
 			in = true
 		}
+	}
+	// The port goes away: its capture ends, and Recv returns at once.
+	a.ep.Stop()
+	if !c.Ended() {
+		t.Error("the capture did not end with its endpoint")
+	}
+	for {
+		if _, ok := c.Recv(ctx); !ok {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		t.Error("Recv waited for its context after the capture ended")
 	}
 }
 

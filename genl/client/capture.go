@@ -26,7 +26,14 @@ type Capture struct {
 
 	pending []wire.CaptureFrame // frames read while waiting for a reply
 	done    bool
+	ended   error             // the end notice, once read (ErrCaptureEnded)
+	endStat wire.CaptureStats // its counters
 }
+
+// ErrCaptureEnded is what Next returns, wrapped with the reason, after the last frame of a
+// capture that ended by itself (its port was deleted, manad is stopping); Stop then returns the
+// counters manad sent with it.
+var ErrCaptureEnded = errors.New("capture ended")
 
 // StartCapture starts capturing what r.Target, a port or a segment name, carries (CAPTURE_START,
 // admin only). Errors: an *Error wrapping EPERM for a caller that is not an admin, ENOENT when
@@ -67,11 +74,14 @@ func (cp *Capture) Next(ctx context.Context) ([]wire.CaptureFrame, error) {
 		cp.pending = nil
 		return f, nil
 	}
+	if cp.ended != nil {
+		return nil, cp.ended
+	}
 	if cp.done {
 		return nil, fmt.Errorf("client: capture stopped: %w", unix.EBADF)
 	}
 	var out []wire.CaptureFrame
-	for len(out) == 0 {
+	for len(out) == 0 && cp.ended == nil {
 		msgs, err := cp.receive(ctx)
 		if err != nil {
 			return nil, err
@@ -86,6 +96,9 @@ func (cp *Capture) Next(ctx context.Context) ([]wire.CaptureFrame, error) {
 			}
 		}
 	}
+	if len(out) == 0 {
+		return nil, cp.ended
+	}
 	return out, nil
 }
 
@@ -95,6 +108,12 @@ func (cp *Capture) Next(ctx context.Context) ([]wire.CaptureFrame, error) {
 func (cp *Capture) Stop(ctx context.Context) ([]wire.CaptureFrame, wire.CaptureStats, error) {
 	defer cp.Close()
 	var st wire.CaptureStats
+	if cp.ended != nil {
+		// manad ended it and sent its counters; a STOP now would be ENOENT.
+		rest := cp.pending
+		cp.pending = nil
+		return rest, cp.endStat, nil
+	}
 	if cp.done {
 		return nil, st, fmt.Errorf("client: capture stopped: %w", unix.EBADF)
 	}
@@ -106,6 +125,9 @@ func (cp *Capture) Stop(ctx context.Context) ([]wire.CaptureFrame, wire.CaptureS
 			return nil
 		})
 	})
+	if cp.ended != nil && errors.Is(err, unix.ENOENT) {
+		err, st = nil, cp.endStat // it ended by itself before the STOP arrived
+	}
 	rest := cp.pending
 	cp.pending = nil
 	return rest, st, err
@@ -169,7 +191,13 @@ func (cp *Capture) frame(m netlink.Message) (f wire.CaptureFrame, ok bool, err e
 		// Not the ACK of a request of ours: manad answered something it could not parse.
 		return f, false, ackError(m)
 	}
-	if uint16(m.Header.Type) != cp.fam || len(m.Data) < nlattr.GenlHdrLen || m.Data[0] != wire.CmdCaptureFrame {
+	if uint16(m.Header.Type) != cp.fam || len(m.Data) < nlattr.GenlHdrLen {
+		return f, false, nil
+	}
+	if m.Data[0] == wire.CmdCaptureStop && m.Header.Sequence == 0 {
+		return f, false, cp.endNotice(m.Data[nlattr.GenlHdrLen:])
+	}
+	if m.Data[0] != wire.CmdCaptureFrame {
 		return f, false, nil
 	}
 	err = eachAttr(m.Data[nlattr.GenlHdrLen:], func(a nlattr.Attr) error {
@@ -183,6 +211,25 @@ func (cp *Capture) frame(m netlink.Message) (f wire.CaptureFrame, ok bool, err e
 		return f, false, fmt.Errorf("client: capture frame: %w", err)
 	}
 	return f, ok, nil
+}
+
+// endNotice records manad's notice that the capture ended by itself: its counters and reason.
+func (cp *Capture) endNotice(data []byte) error {
+	reason := "ended by manad"
+	err := eachAttr(data, func(a nlattr.Attr) error {
+		switch a.Type() {
+		case wire.AttrCaptureStats:
+			return wire.CaptureStatsTable.Decode(a.Data, &cp.endStat)
+		case wire.AttrCaptureEnd:
+			reason = a.Str()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("client: capture end notice: %w", err)
+	}
+	cp.ended = fmt.Errorf("%s: %w", reason, ErrCaptureEnded)
+	return nil
 }
 
 // receive reads one datagram, within ctx.

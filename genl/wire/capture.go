@@ -10,6 +10,11 @@ package wire
 // sends CAPTURE_STOP or closes the connection. CAPTURE_STOP's reply carries the counters, after
 // the last frame: a client that reads up to that reply has every frame manad queued for it.
 // Frames the client is too slow for are dropped by manad and counted, never waited for.
+//
+// A capture also ends by itself when its port goes away (deleted, or manad stopping): manad then
+// sends, after the last frame, an end notice: CAPTURE_STOP with sequence number 0, the counters
+// and AttrCaptureEnd saying why. The connection may start another capture; a CAPTURE_STOP the
+// client sends meanwhile is answered ENOENT.
 
 // Commands of capture; CmdCaptureFrame is only ever sent by manad.
 const (
@@ -25,8 +30,9 @@ const (
 	AttrCaptureSnaplen   uint16 = 32 // u32: bytes kept of each frame, 0 = MaxSnaplen
 	AttrCaptureKind      uint16 = 33 // string: "port" | "segment" (START reply)
 	AttrCaptureFrame     uint16 = 34 // nest: CaptureFrameAttr* (CAPTURE_FRAME)
-	AttrCaptureStats     uint16 = 35 // nest: CaptureStatsAttr* (STOP reply)
-	AttrCaptureMax              = AttrCaptureStats
+	AttrCaptureStats     uint16 = 35 // nest: CaptureStatsAttr* (STOP reply, end notice)
+	AttrCaptureEnd       uint16 = 36 // string: why the capture ended by itself (end notice)
+	AttrCaptureMax              = AttrCaptureEnd
 )
 
 // Directions of a captured frame, as the port or uplink it passed sees it (tcpdump -Q): In is a
