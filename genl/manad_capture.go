@@ -102,6 +102,15 @@ type connCapture struct {
 	cancel context.CancelFunc // ends the writer; it drains first unless the connection is gone
 	done   chan struct{}      // closed when the writer has returned
 	sent   uint64             // frames sent, read after done
+	unsent uint64             // frames too long for one of the connection's datagrams, counted as dropped
+}
+
+// stats are the source's counters with the writer's.
+func (cc *connCapture) stats() CaptureStats {
+	st := cc.src.Stats()
+	st.Sent = cc.sent
+	st.Dropped += cc.unsent
+	return st
 }
 
 // captureSlot is a connection's capture state: at most one capture. The request goroutine
@@ -192,11 +201,12 @@ func (s *Server) endCapture(c *conn, cc *connCapture) {
 		return
 	}
 	c.cap.cur = nil
+	cc.cancel()
 	cc.src.Stop()
 	s.captures.release(c.caller.UID)
-	st := cc.src.Stats()
+	st := cc.stats()
 	s.log.Info("capture ended", "target", cc.src.Info().Target, "matched", st.Matched, "dropped", st.Dropped,
-		"sent", cc.sent, "uid", c.caller.UID, "pid", c.caller.PID)
+		"sent", st.Sent, "uid", c.caller.UID, "pid", c.caller.PID)
 }
 
 // captureStop ends the connection's capture: the recording stops, the frames still queued are
@@ -216,8 +226,7 @@ func (s *Server) captureStop(r *request) error {
 	case <-c.done:
 		return errConnGone
 	}
-	st := cc.src.Stats()
-	st.Sent = cc.sent
+	st := cc.stats()
 	s.endCapture(c, cc)
 	return r.reply(wire.CmdCaptureStop, func(b *nlattr.Builder) error {
 		wire.CaptureStatsTable.PutNest(b, wire.AttrCaptureStats, &st)
@@ -256,9 +265,11 @@ func (s *Server) captureWriter(ctx context.Context, c *conn, cc *connCapture) {
 		wire.CaptureFrameTable.PutNest(&b, wire.AttrCaptureFrame, f)
 		b.EndMsg(start)
 		if b.Overflow || b.Len()-mark > c.maxReply {
-			// Not within MaxSnaplen and minReply; never send a broken message.
+			// Longer than the connection's reply limit (a tiny SO_SNDBUF): dropped and
+			// counted, never sent broken.
 			b.Truncate(mark)
 			b.Overflow = false
+			cc.unsent++
 			return true
 		}
 		pending++
@@ -309,8 +320,7 @@ func (s *Server) captureEnded(c *conn, cc *connCapture, b *nlattr.Builder, flush
 	if !flush() {
 		return
 	}
-	st := cc.src.Stats()
-	st.Sent = cc.sent
+	st := cc.stats()
 	reason := cc.src.Ended()
 	start := b.BeginMsg(manadID, 0, 0, 0)
 	b.Genl(wire.CmdCaptureStop, wire.FamilyVersion)
