@@ -28,8 +28,14 @@ type captureProc struct {
 func startCapture(t *testing.T, d *harness.Daemon, ns string, args ...string) *captureProc {
 	t.Helper()
 	_, manactl := harness.Binaries(t)
-	p := &captureProc{done: make(chan error, 1)}
-	p.cmd = exec.Command("ip", append([]string{"netns", "exec", ns, manactl, "--socket", d.Socket, "capture"}, args...)...)
+	return startProc(t, exec.Command("ip", append([]string{"netns", "exec", ns, manactl, "--socket", d.Socket, "capture"}, args...)...))
+}
+
+// startProc starts cmd, a capture, and waits for its "listening on" line.
+func startProc(t *testing.T, cmd *exec.Cmd) *captureProc {
+	t.Helper()
+	args := cmd.Args
+	p := &captureProc{done: make(chan error, 1), cmd: cmd}
 	p.cmd.Env = append(p.cmd.Environ(), "GORACE=atexit_sleep_ms=0")
 	p.cmd.Stdout = &p.stdout
 	errPipe, err := p.cmd.StderrPipe()
@@ -145,6 +151,16 @@ func TestCaptureTcpdump(t *testing.T) {
 			if strings.Count(out, want) < 3 {
 				t.Errorf("tcpdump -r: want 3 times %q:\n%s", want, out)
 			}
+		}
+	})
+
+	t.Run("pcap to a pipe", func(t *testing.T) {
+		_, manactl := harness.Binaries(t)
+		cp := startProc(t, exec.Command("ip", "netns", "exec", p.nsA, "sh", "-c",
+			fmt.Sprintf("%s --socket %s capture %s -w - -c 4 --direction out | tcpdump -n -l -r -", manactl, p.d.Socket, p.portA)))
+		cp.wait(t, ping)
+		if want := fmt.Sprintf("IP %s > %s: ICMP echo request", p.ipA, p.ipB); !strings.Contains(cp.stdout.String(), want) {
+			t.Errorf("tcpdump -r - printed:\n%s\nwant %q", cp.stdout.String(), want)
 		}
 	})
 
