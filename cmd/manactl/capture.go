@@ -80,6 +80,14 @@ once, a connection one.`,
 				return err
 			}
 			defer c.Close()
+			ctx := cmd.Context()
+			cp, err := c.StartCapture(ctx, req)
+			if err != nil {
+				return failed(err)
+			}
+			defer cp.Close()
+			// The file is created once manad has accepted the capture: a refused one leaves
+			// whatever FILE was alone (tcpdump -w truncates it only once the capture opens).
 			var out frameWriter
 			var closeFile func() error
 			switch file {
@@ -96,16 +104,6 @@ once, a connection one.`,
 				defer f.Close()
 				out = newPcapWriter(f)
 			}
-			ctx := cmd.Context()
-			cp, err := c.StartCapture(ctx, req)
-			if err != nil {
-				if closeFile != nil {
-					closeFile()
-					os.Remove(file) // nothing was captured: leave no empty file behind
-				}
-				return failed(err)
-			}
-			defer cp.Close()
 			info := cp.Info()
 			if err := out.begin(info.Snaplen); err != nil {
 				return failed(err)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -161,6 +162,21 @@ func TestCaptureTcpdump(t *testing.T) {
 		cp.wait(t, ping)
 		if want := fmt.Sprintf("IP %s > %s: ICMP echo request", p.ipA, p.ipB); !strings.Contains(cp.stdout.String(), want) {
 			t.Errorf("tcpdump -r - printed:\n%s\nwant %q", cp.stdout.String(), want)
+		}
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		_, manactl := harness.Binaries(t)
+		file := filepath.Join(dir, "keep.pcap")
+		if err := os.WriteFile(file, []byte("precious"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := harness.RunErr(p.nsA, manactl, "--socket", p.d.Socket, "capture", "no-such-seg", "-w", file)
+		if err == nil || !strings.Contains(out, `netlink error: no port or segment named "no-such-seg": No such file or directory`) {
+			t.Errorf("capture of an unknown target: %v\n%s", err, out)
+		}
+		if b, _ := os.ReadFile(file); string(b) != "precious" {
+			t.Errorf("a refused capture changed %s: %q", file, b)
 		}
 	})
 
