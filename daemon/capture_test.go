@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/manad/manad/daemon/uplink"
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/nlattr"
@@ -292,6 +293,59 @@ func inNetNS(ns string, f func() error) error {
 		errc <- f()
 	}()
 	return <-errc
+}
+
+// TestCaptureUplink: a segment capture sees what an uplink brings in, from "uplink:NS/DEV": a
+// port pings an address behind the uplink (a veth whose peer the kernel answers on).
+func TestCaptureUplink(t *testing.T) {
+	taptest.Require(t)
+	upNS, portNS := taptest.NetNS(t), taptest.NetNS(t)
+	taptest.IP(t, upNS, "link", "add", "up0", "type", "veth", "peer", "name", "up1")
+	taptest.IP(t, upNS, "addr", "add", "10.79.0.9/24", "dev", "up1")
+	taptest.IP(t, upNS, "link", "set", "up0", "up")
+	taptest.IP(t, upNS, "link", "set", "up1", "up")
+	dir := t.TempDir()
+	sock, port := filepath.Join(dir, "manad.sock"), taptest.Name("cup")
+	d := runTest(t, fmt.Sprintf(`
+[daemon]
+socket = %q
+state_dir = %q
+
+[[segment]]
+name = "wire0"
+uplinks = [{dev = "up0", netns = %q}]
+
+[[port]]
+name = %q
+netns = %q
+segment = "wire0"
+queues = 1
+persistent = false
+`, sock, filepath.Join(dir, "state"), upNS, port, portNS), Options{})
+	taptest.IP(t, portNS, "addr", "add", "10.79.0.1/24", "dev", port)
+	taptest.IP(t, portNS, "link", "set", port, "up")
+	for deadline := time.Now().Add(30 * time.Second); len(d.Uplinks()) != 1 || d.Uplinks()[0].State != uplink.Up; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("uplink never came up: %+v", d.Uplinks())
+		}
+	}
+	c, err := client.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cp, err := c.StartCapture(context.Background(), wire.CaptureRequest{Target: "wire0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	if out, err := exec.Command("ip", "netns", "exec", portNS, "ping", "-c", "1", "-W", "5", "10.79.0.9").CombinedOutput(); err != nil {
+		t.Fatalf("ping through the uplink: %v\n%s", err, out)
+	}
+	from := "uplink:" + upNS + "/up0"
+	collect(t, cp, func(f wire.CaptureFrame) (bool, bool) {
+		return icmp(f.Data) == 8 && f.Member == port, icmp(f.Data) == 0 && f.Member == from
+	})
 }
 
 // TestCaptureRefused: what CAPTURE_START refuses, with its errno and a message.
