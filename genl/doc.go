@@ -98,6 +98,13 @@
 //	13   PORT_NEW_NTF     notification to "events": PORT
 //	14   PORT_DEL_NTF     notification to "events": PORT
 //	15   PORT_CHANGE_NTF  notification to "events": PORT
+//	30   CAPTURE_START    do       admin   CAPTURE_TARGET, _DIRECTION, _SNAPLEN  CAPTURE_START: TARGET, KIND, SNAPLEN
+//	31   CAPTURE_STOP     do       admin   -                                  CAPTURE_STOP: CAPTURE_STATS
+//	32   CAPTURE_FRAME    unsolicited on the capturing connection: CAPTURE_FRAME
+//
+// A connection that sent CAPTURE_START receives its capture's frames, seq 0,
+// several per datagram, until CAPTURE_STOP (whose reply follows the last one)
+// or its end; see genl/wire/capture.go and manad_capture.go.
 //
 // GROUP_JOIN/GROUP_LEAVE replace NETLINK_ADD/DROP_MEMBERSHIP, which a Unix
 // socket does not have; GROUP is a multicast group id as nlctrl reports it

@@ -156,6 +156,7 @@ func seedRequests() map[string][]byte {
 	addRSSSeeds(seeds, msg)
 	addFeaturesSeeds(seeds, msg)
 	addCoalesceSeeds(seeds, msg)
+	addCaptureSeeds(seeds, msg)
 	return seeds
 }
 

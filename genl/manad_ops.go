@@ -105,6 +105,8 @@ func (s *Server) manadFamily() *family {
 			do(wire.CmdGroupJoin, false, groupPolicy, s.groupJoin),
 			do(wire.CmdGroupLeave, false, groupPolicy, s.groupLeave),
 			do(wire.CmdSetOption, false, optionPolicy, s.setOption),
+			do(wire.CmdCaptureStart, true, captureStartPolicy, s.captureStart),
+			do(wire.CmdCaptureStop, true, captureStopPolicy, s.captureStop),
 		},
 		groups: []mcGroup{{id: eventsGroup, name: wire.EventsGroup}},
 	}

@@ -130,6 +130,12 @@ func cmdName(fam uint16, cmd uint8) string {
 			return "rss-set"
 		}
 	case manadID:
+		switch cmd {
+		case wire.CmdCaptureStart:
+			return "capture-start"
+		case wire.CmdCaptureStop:
+			return "capture-stop"
+		}
 		if n := int(cmd) - 1; n >= 0 && n < len(manadCmdNames) {
 			return manadCmdNames[n]
 		}

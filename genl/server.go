@@ -69,6 +69,8 @@ type Server struct {
 
 	refusals logLimiter
 	drops    logLimiter // clients dropped for not reading
+
+	captures captureAdmission // running captures by uid (manad_capture.go)
 }
 
 // logLimiter lets one log line through per interval and counts the ones it holds back.
@@ -403,6 +405,8 @@ type conn struct {
 	// Owned by the request loop.
 	extAck, capAck bool
 	scratch        nlattr.Builder
+
+	cap captureSlot // the connection's capture (manad_capture.go)
 }
 
 func newConn(s *Server, parent context.Context, uc *net.UnixConn, caller Caller) *conn {
@@ -564,6 +568,7 @@ func (c *conn) serve() {
 	c.readLoop()
 	c.close()
 	wg.Wait()
+	c.cap.wait()
 }
 
 // readLoop reads request datagrams until the connection ends or is idle for IdleTimeout, and
@@ -580,7 +585,7 @@ func (c *conn) readLoop() {
 			// Idle only when no group is joined and the last answer is IdleTimeout old;
 			// otherwise wait until it would be.
 			wait := time.Until(time.Unix(0, c.lastDone.Load()).Add(idle))
-			if c.groups.Load() != 0 {
+			if c.groups.Load() != 0 || c.cap.active() {
 				wait = idle
 			}
 			if wait > 0 {

@@ -182,6 +182,9 @@ var sources = []source{
 	{issue: 13, figure: "100 ports on one shared segment: shutdown", pkg: "./bench/scale", bench: "BenchmarkSharedSegment/ports=100",
 		value: "shutdown-ms", scale: 1e-3, unit: "s", baseline: "bridge-teardown-ms", baseName: "deleting the bridge and its 100 TAPs (one group request)",
 		target: "reported"},
+	{issue: 12, figure: "frame through a segment whose capture reader is behind (drops, counted)", pkg: "./daemon/datapath", bench: "BenchmarkForwardCapture",
+		value: "behind-ns/frame", scale: 1, unit: "ns", baseline: "none-ns/frame", baseName: "the same segment without a capture, alternating", ratio: "behind/none",
+		target: "≤ 2× no capture", met: func(_, r float64) bool { return r <= 2 }},
 }
 
 // getRoundTrip is the row of tests/integration's BenchmarkGetRoundTrip/sub: msg's round trip to

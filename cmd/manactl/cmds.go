@@ -85,6 +85,7 @@ stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 		showRxfhCmd(a), setRxfhCmd(a),
 		showFeaturesCmd(a), setFeaturesCmd(a),
 		queuesCmd(a), pagePoolsCmd(a), qstatsCmd(a),
+		captureCmd(a),
 	)
 	return root
 }

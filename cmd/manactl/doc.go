@@ -55,6 +55,9 @@
 //	port del NAME
 //	fault DEV prealloc|detach|attach once|N|always|off [--errno E]
 //	monitor [DEV] [--netdev]              notifications as they arrive, like ethtool --monitor
+//	capture SEG|PORT [-w FILE|-] [-c N] [--direction in|out] [-s N]
+//	                                      what a segment or port carries, as pcap (tcpdump -r,
+//	                                      Wireshark) or one line per frame; admin only
 //	completion bash|zsh|fish|powershell   shell completion script (cobra's)
 //
 // Global options: --json (JSON output of the show commands), --socket PATH (default

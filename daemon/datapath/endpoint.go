@@ -216,9 +216,10 @@ func (e *Endpoint) Start(p *vnic.Port, dev *tap.Device) error {
 	return nil
 }
 
-// Stop detaches the endpoint from its segment (forgetting the addresses learned on it) and stops
-// its goroutines; frames still waiting in the RX inputs are dropped and counted. The TAP and the
-// port are left alone. Stopping an endpoint that is not started is a no-op.
+// Stop detaches the endpoint from its segment (forgetting the addresses learned on it), ends the
+// port's captures and stops its goroutines; frames still waiting in the RX inputs are dropped
+// and counted. The TAP and the port are left alone. Stopping an endpoint that is not started is
+// a no-op.
 func (e *Endpoint) Stop() {
 	e.ctl.Lock()
 	defer e.ctl.Unlock()
@@ -228,6 +229,7 @@ func (e *Endpoint) Stop() {
 	if h := e.handle.Swap(nil); h != nil {
 		e.seg.leave(h)
 	}
+	e.seg.captures.endMember(e) // capture.go
 	p := e.vp.Load()
 	qs := e.qs.Load()
 	stopQueues(p, qs.q)
@@ -509,6 +511,7 @@ func (e *Endpoint) input(frame []byte, inline bool) {
 	if p == nil {
 		return
 	}
+	e.seg.captures.record(e, CaptureIn, frame)
 	q := p.SteerRx(frame)
 	if q < 0 {
 		// The port is not running. Queue 0 takes the frame, and vnic counts it as finding no

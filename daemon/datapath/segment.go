@@ -86,6 +86,8 @@ type Segment struct {
 	mu sync.Mutex // serialises the writers of members and fdb
 
 	gro groPending // RX queues with a coalesced run waiting for its sender's batch to end
+
+	captures captureSet // capture.go
 }
 
 // segmentStats are a segment's counters, atomic so that every forwarding goroutine updates them.
@@ -211,6 +213,7 @@ func (s *Segment) forwardAt(src *port, frame []byte, inline bool, now int64) {
 	if len(frame) < 14 {
 		return
 	}
+	s.captures.record(src.m, CaptureOut, frame)
 	// br_handle_frame_finish: learn unicast, non-zero sources only.
 	if frame[6]&1 == 0 {
 		if sa := mac48(frame[6:12]); sa != 0 {

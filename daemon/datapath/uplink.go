@@ -91,6 +91,7 @@ func (u *Uplink) Receive(frame []byte) {
 
 // input implements member: the frame goes out through the device, or is dropped and counted.
 func (u *Uplink) input(frame []byte, _ bool) {
+	u.seg.captures.record(u, CaptureIn, frame)
 	if !u.up.Load() {
 		u.stats.txDown.Add(1)
 		return

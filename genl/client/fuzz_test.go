@@ -58,6 +58,10 @@ func FuzzDecodeReplies(f *testing.F) {
 	b.Reset()
 	wire.NetdevPagePoolTable.Put(&b, &wire.NetdevPagePool{ID: 3, Ifindex: 4, Inflight: 1, InflightMem: 4096, DetachTime: 1 << 40})
 	f.Add(append([]byte(nil), b.B...))
+	b.Reset()
+	b.Genl(wire.CmdCaptureFrame, wire.FamilyVersion) // a CAPTURE_FRAME payload, genl header first
+	wire.CaptureFrameTable.PutNest(&b, wire.AttrCaptureFrame, &wire.CaptureFrame{Time: 1, Dir: wire.CaptureIn, Member: "p", OrigLen: 60, Data: make([]byte, 14)})
+	f.Add(append([]byte(nil), b.B...))
 	f.Add(nlattr.AppendAck(nil, make([]byte, 24), 1, unix.EINVAL, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "x", Offset: 20}}, nlattr.AckOptions{ExtAck: true}))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -78,5 +82,6 @@ func FuzzDecodeReplies(f *testing.F) {
 			}
 		}
 		_ = ackError(netlink.Message{Header: netlink.Header{Type: netlink.Error, Flags: netlink.AcknowledgeTLVs}, Data: data})
+		_, _, _ = (&Capture{fam: 0x14}).frame(netlink.Message{Header: netlink.Header{Type: 0x14}, Data: data})
 	})
 }

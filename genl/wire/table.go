@@ -58,6 +58,7 @@ const (
 	KindMAC    // 6 bytes
 	KindNest   // Nest
 	KindList   // Strings, NestList
+	KindBinary // Binary: raw bytes
 )
 
 // Table is the attribute set of a T, in the order Put writes it.
@@ -275,6 +276,16 @@ func NestList[T, S any](typ uint16, p func(*T) *[]S, sub *Table[S]) Field[T] {
 			}
 			return nil
 		},
+		zero: func(v *T) bool { return len(*p(v)) == 0 },
+	}
+}
+
+// Binary is an attribute of raw bytes (a captured frame); decoding copies them out of the
+// message.
+func Binary[T any](typ uint16, p func(*T) *[]byte) Field[T] {
+	return Field[T]{typ: typ, kind: KindBinary,
+		put:  func(b *nlattr.Builder, v *T) { b.Put(typ, *p(v)) },
+		get:  func(a nlattr.Attr, v *T) error { *p(v) = slices.Clone(a.Data); return nil },
 		zero: func(v *T) bool { return len(*p(v)) == 0 },
 	}
 }

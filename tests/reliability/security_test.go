@@ -133,6 +133,8 @@ func TestUnprivilegedCLI(t *testing.T) {
 		{"fault", portA, "attach", "once"},
 		{"port", "add", harness.Name("rs", "z"), "--netns", nsA, "--segment", "rs"},
 		{"port", "del", portA},
+		{"capture", portA, "-c", "1"},
+		{"capture", "rs", "-w", "/dev/null"},
 	}
 	for _, args := range changes {
 		res := as(args...)

@@ -1,0 +1,517 @@
+package daemon
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/manad/manad/daemon/uplink"
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
+)
+
+// captureRig is a daemon with two ports on segment wire0, each in a namespace of its own, up and
+// addressed (10.78.0.1 and .2), and its socket in a directory other users can reach.
+type captureRig struct {
+	sock      string
+	nsA, nsB  string
+	portA, pB string
+	d         *Daemon
+}
+
+func newCaptureRig(t *testing.T, daemonExtra string) *captureRig {
+	t.Helper()
+	taptest.Require(t)
+	dir, err := os.MkdirTemp("", "mcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &captureRig{sock: filepath.Join(dir, "manad.sock"), nsA: taptest.NetNS(t), nsB: taptest.NetNS(t),
+		portA: taptest.Name("cpa"), pB: taptest.Name("cpb")}
+	doc := fmt.Sprintf(`
+[daemon]
+socket = %q
+state_dir = %q
+%s
+
+[[port]]
+name = %q
+netns = %q
+segment = "wire0"
+queues = 1
+persistent = false
+
+[[port]]
+name = %q
+netns = %q
+segment = "wire0"
+queues = 1
+persistent = false
+`, r.sock, filepath.Join(dir, "state"), daemonExtra, r.portA, r.nsA, r.pB, r.nsB)
+	r.d = runTest(t, doc, Options{})
+	for i, p := range []struct{ ns, name string }{{r.nsA, r.portA}, {r.nsB, r.pB}} {
+		taptest.IP(t, p.ns, "addr", "add", fmt.Sprintf("10.78.0.%d/24", i+1), "dev", p.name)
+		taptest.IP(t, p.ns, "link", "set", p.name, "up")
+	}
+	return r
+}
+
+// ping pings B from A (count echo requests, -f floods them).
+func (r *captureRig) ping(t *testing.T, args ...string) {
+	t.Helper()
+	args = append([]string{"netns", "exec", r.nsA, "ping", "-q", "-W", "5"}, append(args, "10.78.0.2")...)
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ping %v: %v\n%s", args, err, out)
+	}
+}
+
+func (r *captureRig) dial(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.Dial(r.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// icmp returns the ICMP type of an IPv4 ICMP frame, or -1.
+func icmp(f []byte) int {
+	if len(f) < 35 || binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[23] != 1 {
+		return -1
+	}
+	return int(f[14+int(f[14]&0x0f)*4])
+}
+
+// collect reads frames until the ICMP echo request and reply of want have been seen.
+func collect(t *testing.T, cp *client.Capture, want func(f wire.CaptureFrame) (req, rep bool)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var req, rep bool
+	for !req || !rep {
+		fs, err := cp.Next(ctx)
+		if err != nil {
+			t.Fatalf("capture: %v (echo request seen %v, reply %v)", err, req, rep)
+		}
+		for _, f := range fs {
+			q, p := want(f)
+			req, rep = req || q, rep || p
+		}
+	}
+}
+
+// TestCapturePortAndSegment: a port capture sees the port's echo request going out and the reply
+// coming in; a segment capture sees both as they enter the segment, from the port that sent
+// them; STOP's counters account for every frame the client got.
+func TestCapturePortAndSegment(t *testing.T) {
+	r := newCaptureRig(t, "")
+	c := r.dial(t)
+	ctx := context.Background()
+
+	cp, err := c.StartCapture(ctx, wire.CaptureRequest{Target: r.portA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := cp.Info(); info.Kind != wire.CaptureKindPort || info.Target != r.portA || info.Snaplen != wire.MaxSnaplen {
+		t.Errorf("START reply %+v, want port %s with snaplen %d", info, r.portA, wire.MaxSnaplen)
+	}
+	got := 0
+	r.ping(t, "-c", "2")
+	collect(t, cp, func(f wire.CaptureFrame) (bool, bool) {
+		got++
+		if f.Member != r.portA || int(f.OrigLen) != len(f.Data) || f.Time == 0 {
+			t.Errorf("frame %+v: want member %s, whole, timestamped", f, r.portA)
+		}
+		return icmp(f.Data) == 8 && f.Dir == wire.CaptureOut, icmp(f.Data) == 0 && f.Dir == wire.CaptureIn
+	})
+	rest, st, err := cp.Stop(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got += len(rest)
+	if st.Sent != uint64(got) || st.Matched != st.Sent+st.Dropped {
+		t.Errorf("STOP counters %+v; the client got %d frames", st, got)
+	}
+
+	seg, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0", Snaplen: 34})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	if info := seg.Info(); info.Kind != wire.CaptureKindSegment || info.Snaplen != 34 {
+		t.Errorf("START reply %+v, want segment wire0, snaplen 34", info)
+	}
+	r.ping(t, "-c", "2", "-s", "200")
+	collect(t, seg, func(f wire.CaptureFrame) (bool, bool) {
+		if f.Dir != wire.CaptureOut || len(f.Data) > 34 {
+			t.Errorf("segment frame from %s dir %d, %d bytes: want out, at most 34", f.Member, f.Dir, len(f.Data))
+		}
+		if len(f.Data) < 34 {
+			return false, false
+		}
+		// Cut at 34 bytes: the ICMP type (byte 34) is gone; the IP protocol is in.
+		isICMP := binary.BigEndian.Uint16(f.Data[12:]) == 0x0800 && f.Data[23] == 1 && f.OrigLen == 14+20+8+200
+		return isICMP && f.Member == r.portA, isICMP && f.Member == r.pB
+	})
+}
+
+// TestCaptureSlowReader: a client that reads nothing while a ping flood runs does not slow the
+// wire (the flood completes) and gets, when it stops, every frame manad kept for it, with the
+// rest counted as dropped.
+func TestCaptureSlowReader(t *testing.T) {
+	r := newCaptureRig(t, "")
+	c := r.dial(t)
+	cp, err := c.StartCapture(context.Background(), wire.CaptureRequest{Target: r.portA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10,000 frames: more than the capture's queue and the socket's buffers hold together.
+	r.ping(t, "-f", "-c", "5000")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := 0
+	for {
+		fs, err := cp.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(fs)
+		if len(fs) > 0 {
+			break
+		}
+	}
+	rest, st, err := cp.Stop(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n += len(rest)
+	t.Logf("counters %+v, client got %d", st, n)
+	if st.Matched < 10000 || st.Dropped == 0 || st.Sent != uint64(n) || st.Matched != st.Sent+st.Dropped {
+		t.Errorf("counters %+v, client got %d: want >= 10000 matched, some dropped, the rest sent", st, n)
+	}
+}
+
+// TestCaptureNotIdle: a capturing connection sends no requests, yet the idle timeout does not
+// close it: frames still arrive after several idle timeouts without traffic.
+func TestCaptureNotIdle(t *testing.T) {
+	r := newCaptureRig(t, `idle_timeout = "1s"`)
+	c := r.dial(t)
+	cp, err := c.StartCapture(context.Background(), wire.CaptureRequest{Target: "wire0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	time.Sleep(3 * time.Second) // three idle timeouts
+	r.ping(t, "-c", "1")
+	collect(t, cp, func(f wire.CaptureFrame) (bool, bool) {
+		return icmp(f.Data) == 8, icmp(f.Data) == 0
+	})
+}
+
+// TestCaptureEndsWithPort: deleting a port ends its capture: the client gets the frames, then
+// the end notice with the reason and the counters, and may start another capture.
+func TestCaptureEndsWithPort(t *testing.T) {
+	r := newCaptureRig(t, "")
+	c := r.dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cp, err := c.StartCapture(ctx, wire.CaptureRequest{Target: r.portA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ping(t, "-c", "1")
+	var inA *client.Client
+	if err := inNetNS(r.nsA, func() (err error) { inA, err = client.Dial(r.sock); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer inA.Close()
+	if err := inA.DeletePort(ctx, client.Interface{Name: r.portA}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		fs, err := cp.Next(ctx)
+		if errors.Is(err, client.ErrCaptureEnded) {
+			if want := "port " + r.portA + " is gone"; !strings.Contains(err.Error(), want) {
+				t.Errorf("end: %v, want %q", err, want)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(fs)
+	}
+	_, st, err := cp.Stop(ctx)
+	if err != nil || st.Sent != uint64(n) || n < 2 {
+		t.Errorf("Stop after the end: %+v, %v; the client got %d frames (want the ping's 2 at least)", st, err, n)
+	}
+	seg, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"})
+	if err != nil {
+		t.Fatalf("a capture after the end: %v", err)
+	}
+	seg.Close()
+}
+
+// inNetNS runs f on a thread of its own that has entered namespace ns; sockets f creates stay
+// there. The thread is discarded afterwards.
+func inNetNS(ns string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			errc <- err
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
+
+// TestCaptureUplink: a segment capture sees what an uplink brings in, from "uplink:NS/DEV": a
+// port pings an address behind the uplink (a veth whose peer the kernel answers on).
+func TestCaptureUplink(t *testing.T) {
+	taptest.Require(t)
+	upNS, portNS := taptest.NetNS(t), taptest.NetNS(t)
+	taptest.IP(t, upNS, "link", "add", "up0", "type", "veth", "peer", "name", "up1")
+	taptest.IP(t, upNS, "addr", "add", "10.79.0.9/24", "dev", "up1")
+	taptest.IP(t, upNS, "link", "set", "up0", "up")
+	taptest.IP(t, upNS, "link", "set", "up1", "up")
+	dir := t.TempDir()
+	sock, port := filepath.Join(dir, "manad.sock"), taptest.Name("cup")
+	d := runTest(t, fmt.Sprintf(`
+[daemon]
+socket = %q
+state_dir = %q
+
+[[segment]]
+name = "wire0"
+uplinks = [{dev = "up0", netns = %q}]
+
+[[port]]
+name = %q
+netns = %q
+segment = "wire0"
+queues = 1
+persistent = false
+`, sock, filepath.Join(dir, "state"), upNS, port, portNS), Options{})
+	taptest.IP(t, portNS, "addr", "add", "10.79.0.1/24", "dev", port)
+	taptest.IP(t, portNS, "link", "set", port, "up")
+	for deadline := time.Now().Add(30 * time.Second); len(d.Uplinks()) != 1 || d.Uplinks()[0].State != uplink.Up; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("uplink never came up: %+v", d.Uplinks())
+		}
+	}
+	c, err := client.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cp, err := c.StartCapture(context.Background(), wire.CaptureRequest{Target: "wire0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	if out, err := exec.Command("ip", "netns", "exec", portNS, "ping", "-c", "1", "-W", "5", "10.79.0.9").CombinedOutput(); err != nil {
+		t.Fatalf("ping through the uplink: %v\n%s", err, out)
+	}
+	from := "uplink:" + upNS + "/up0"
+	collect(t, cp, func(f wire.CaptureFrame) (bool, bool) {
+		return icmp(f.Data) == 8 && f.Member == port, icmp(f.Data) == 0 && f.Member == from
+	})
+}
+
+// TestCaptureRefused: what CAPTURE_START refuses, with its errno and a message.
+func TestCaptureRefused(t *testing.T) {
+	r := newCaptureRig(t, "")
+	c := r.dial(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		req   wire.CaptureRequest
+		errno unix.Errno
+	}{
+		{"unknown target", wire.CaptureRequest{Target: "no-such-seg"}, unix.ENOENT},
+		{"direction on a segment", wire.CaptureRequest{Target: "wire0", Direction: wire.CaptureIn}, unix.EINVAL},
+		{"no target", wire.CaptureRequest{}, unix.EINVAL},
+		{"bad direction", wire.CaptureRequest{Target: r.portA, Direction: 3}, unix.ERANGE},
+		{"snaplen too long", wire.CaptureRequest{Target: r.portA, Snaplen: wire.MaxSnaplen + 1}, unix.ERANGE},
+	} {
+		cp, err := c.StartCapture(ctx, tc.req)
+		var ce *client.Error
+		if !errors.As(err, &ce) || !errors.Is(err, tc.errno) || ce.Message == "" {
+			t.Errorf("%s: %v, want %v with a message", tc.name, err, tc.errno)
+		}
+		if cp != nil {
+			cp.Close()
+		}
+	}
+
+	// Not an admin: EPERM, as for every admin command.
+	err := asUID(65534, func() error {
+		uc, err := client.Dial(r.sock)
+		if err != nil {
+			return err
+		}
+		defer uc.Close()
+		_, err = uc.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"})
+		return err
+	})
+	if !errors.Is(err, unix.EPERM) {
+		t.Errorf("capture by uid 65534: %v, want EPERM", err)
+	}
+
+	// At most MaxCapturesPerUID per uid; a stopped capture frees its slot.
+	var caps []*client.Capture
+	for i := range genl.MaxCapturesPerUID {
+		cp, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"})
+		if err != nil {
+			t.Fatalf("capture %d: %v", i, err)
+		}
+		caps = append(caps, cp)
+	}
+	if _, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"}); !errors.Is(err, unix.EUSERS) {
+		t.Errorf("capture past the limit: %v, want EUSERS", err)
+	}
+	if _, _, err := caps[0].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"})
+	if err != nil {
+		t.Fatalf("capture after one stopped: %v", err)
+	}
+	caps = append(caps[1:], cp)
+	for _, cp := range caps {
+		cp.Close()
+	}
+
+	// One capture per connection (EBUSY), and STOP without one is ENOENT.
+	rc := dialRawManad(t, r.sock)
+	if e := rc.do(t, wire.CmdCaptureStop, nil); e != unix.ENOENT {
+		t.Errorf("STOP without a capture: %v, want ENOENT", e)
+	}
+	start := func(b *nlattr.Builder) { b.PutString(wire.AttrCaptureTarget, "wire0") }
+	if e := rc.do(t, wire.CmdCaptureStart, start); e != 0 {
+		t.Fatalf("START: %v", e)
+	}
+	if e := rc.do(t, wire.CmdCaptureStart, start); e != unix.EBUSY {
+		t.Errorf("second START on the connection: %v, want EBUSY", e)
+	}
+	if e := rc.do(t, wire.CmdCaptureStop, nil); e != 0 {
+		t.Errorf("STOP: %v", e)
+	}
+	if e := rc.do(t, wire.CmdCaptureStart, start); e != 0 {
+		t.Errorf("START after STOP: %v", e)
+	}
+}
+
+// asUID runs f on a thread of its own whose credentials are uid's (raw setresuid: only that
+// thread's), so that the sockets it connects carry them. The thread is discarded afterwards.
+func asUID(uid uint32, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		errc <- func() error {
+			var none [1]uint32
+			if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, uintptr(unsafe.Pointer(&none[0])), 0); e != 0 {
+				return fmt.Errorf("setgroups: %w", e)
+			}
+			if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+				return fmt.Errorf("setresgid: %w", e)
+			}
+			if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+				return fmt.Errorf("setresuid: %w", e)
+			}
+			return f()
+		}()
+	}()
+	return <-errc
+}
+
+// rawManad sends manad-family requests on one connection and reads their ACKs, skipping
+// everything else (the frames of a capture).
+type rawManad struct {
+	uc  *net.UnixConn
+	fam uint16
+	seq uint32
+}
+
+func dialRawManad(t *testing.T, sock string) *rawManad {
+	t.Helper()
+	gc, err := client.DialGenetlink(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gc.GetFamily(wire.FamilyName)
+	gc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { uc.Close() })
+	return &rawManad{uc: uc, fam: f.ID}
+}
+
+// do sends command cmd with NLM_F_ACK and returns the ACK's errno.
+func (r *rawManad) do(t *testing.T, cmd uint8, attrs func(*nlattr.Builder)) unix.Errno {
+	t.Helper()
+	r.seq++
+	var b nlattr.Builder
+	start := b.BeginMsg(r.fam, nlattr.FlagRequest|nlattr.FlagAck, r.seq, 0)
+	b.Genl(cmd, wire.FamilyVersion)
+	if attrs != nil {
+		attrs(&b)
+	}
+	b.EndMsg(start)
+	if _, err := r.uc.Write(b.B); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256<<10)
+	_ = r.uc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		n, err := r.uc.Read(buf)
+		if err != nil {
+			t.Fatalf("reading the ACK of command %d: %v", cmd, err)
+		}
+		for d := buf[:n]; len(d) >= nlattr.MsgHdrLen; {
+			h, _ := nlattr.ReadHeader(d)
+			if h.Len < nlattr.MsgHdrLen || int(h.Len) > len(d) {
+				t.Fatalf("malformed message from manad: %x", d)
+			}
+			if h.Type == unix.NLMSG_ERROR && h.Seq == r.seq && h.Len >= nlattr.MsgHdrLen+4 {
+				return unix.Errno(-int32(binary.NativeEndian.Uint32(d[nlattr.MsgHdrLen:])))
+			}
+			d = d[min(nlattr.Align(int(h.Len)), len(d)):]
+		}
+	}
+}
