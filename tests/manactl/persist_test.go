@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,9 +15,8 @@ import (
 
 // TestSettingsSurviveRestart: coalescing set with -C (rx-cqe-frames 8, which cqe_coalesce_8
 // allows) and offloads turned off with -K survive a kill -9 and a restart of the real manad, read
-// back with -c and -k through manactl and on the TAP itself; the state file
-// keeps the RSS hash key, and a key it holds is the one -x shows after the restart (RSS_SET is
-// not in this tree yet, so the test writes the key a set would have saved).
+// back with -c and -k through manactl and on the TAP itself, and the RSS hash key set with -X
+// is in the state file and is the one -x shows after the restart.
 func TestSettingsSurviveRestart(t *testing.T) {
 	dir := worldDir(t)
 	ns := harness.Name("mpn", "")
@@ -62,6 +60,13 @@ func TestSettingsSurviveRestart(t *testing.T) {
 	want := coalesce{RxUsecs: 100, TxFrames: 20, RxCQEFrames: 8}
 	ok(t, "-C", e.mctl(t, "-C", port, "rx-usecs", "100", "tx-frames", "20", "rx-cqe-frames", "8"))
 	ok(t, "-K", e.mctl(t, "-K", port, "tso", "off", "gro", "off", "tx", "off", "sg", "off"))
+	key := make([]byte, vnic.RSSKeySize)
+	parts := make([]string, len(key))
+	for i := range key {
+		key[i] = byte(0x11 * (i%15 + 1))
+		parts[i] = fmt.Sprintf("%02x", key[i])
+	}
+	ok(t, "-X hkey", e.mctl(t, "-X", port, "hkey", strings.Join(parts, ":")))
 	if c, f := getCoalesce("after the changes"), getTSO("after the changes"); c != want || f != "off" {
 		t.Fatalf("after the changes: coalesce %+v, tso %s", c, f)
 	}
@@ -75,20 +80,8 @@ func TestSettingsSurviveRestart(t *testing.T) {
 	}
 	set := st.Ports[port].Settings
 	if set.Coalesce == nil || *set.Coalesce != (config.CoalesceSettings{RxUsecs: 100, TxFrames: 20, RxCQEFrames: 8}) ||
-		set.Offload == nil || *set.Offload || set.RSSKey != hex.EncodeToString(vnic.DefaultRSSKey[:]) {
-		t.Fatalf("state file settings %+v (coalesce %+v offload %v), want the changes and the default key", set, set.Coalesce, set.Offload)
-	}
-	key := make([]byte, vnic.RSSKeySize)
-	for i := range key {
-		key[i] = byte(0x11 * (i%15 + 1))
-	}
-	data, err := os.ReadFile(config.StatePath(stateDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	edited := strings.Replace(string(data), set.RSSKey, hex.EncodeToString(key), 1)
-	if err := os.WriteFile(config.StatePath(stateDir), []byte(edited), 0o600); err != nil {
-		t.Fatal(err)
+		set.Offload == nil || *set.Offload || set.RSSKey != hex.EncodeToString(key) {
+		t.Fatalf("state file settings %+v (coalesce %+v offload %v), want the changes and the key -X set", set, set.Coalesce, set.Offload)
 	}
 
 	d.Restart()
@@ -101,10 +94,6 @@ func TestSettingsSurviveRestart(t *testing.T) {
 	// The TAP itself came back without its virtio header (IFF_VNET_HDR 0x4000 clear).
 	if f := strings.TrimSpace(harness.Run(t, ns, "cat", "/sys/class/net/"+port+"/tun_flags")); f != "0x1902" {
 		t.Errorf("after restart: tun_flags %s, want 0x1902 (no IFF_VNET_HDR)", f)
-	}
-	parts := make([]string, len(key))
-	for i, b := range key {
-		parts[i] = fmt.Sprintf("%02x", b)
 	}
 	if x := ok(t, "-x", e.mctl(t, "-x", port)); !strings.Contains(x, "RSS hash key:\n"+strings.Join(parts, ":")+"\n") {
 		t.Errorf("after restart -x does not show the saved key %s:\n%s", strings.Join(parts, ":"), x)
