@@ -88,7 +88,7 @@ func (s *Server) manadFamily() *family {
 	return &family{
 		id: manadID, name: wire.FamilyName, version: wire.FamilyVersion,
 		resvStartOp: 0, // every command gets genl_header_check
-		ops: []op{
+		ops: append([]op{
 			portGet,
 			do(wire.CmdPortNew, true, portNewPolicy, s.portNew),
 			do(wire.CmdPortDel, true, headerOnlyPolicy, s.portDel),
@@ -101,7 +101,7 @@ func (s *Server) manadFamily() *family {
 			do(wire.CmdGroupJoin, false, groupPolicy, s.groupJoin),
 			do(wire.CmdGroupLeave, false, groupPolicy, s.groupLeave),
 			do(wire.CmdSetOption, false, optionPolicy, s.setOption),
-		},
+		}, s.segmentOps()...),
 		groups: []mcGroup{{id: eventsGroup, name: wire.EventsGroup}},
 	}
 }

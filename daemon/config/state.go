@@ -39,6 +39,8 @@ type State struct {
 	// Deleted lists the configuration-file ports deleted at runtime, sorted: Merge leaves them
 	// out until they are created again.
 	Deleted []string
+	// Segments is what runtime changes to wire segments left (segment_state.go).
+	Segments SegmentsState
 }
 
 // PortState is what the state file remembers about one port.
@@ -293,6 +295,8 @@ type (
 		Version int                      `json:"version"`
 		Ports   map[string]portStateJSON `json:"ports"`
 		Deleted []string                 `json:"deleted"`
+		// Absent when no segment was changed at runtime (and in older files).
+		Segments *segmentsJSON `json:"segments,omitempty"`
 	}
 	portStateJSON struct {
 		Spec     *specJSON    `json:"spec,omitempty"`
@@ -341,6 +345,7 @@ func (s *State) marshal() ([]byte, error) {
 	out.Deleted = append(out.Deleted, s.Deleted...)
 	slices.Sort(out.Deleted)
 	out.Deleted = slices.Compact(out.Deleted)
+	out.Segments = s.Segments.toJSON()
 	data, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return nil, err
@@ -411,6 +416,11 @@ func parseState(path string, data []byte) (*State, error) {
 		}
 	}
 	st.Deleted = slices.Compact(slices.Sorted(slices.Values(in.Deleted)))
+	segs, err := in.Segments.state()
+	if err != nil {
+		return nil, corrupt(0, "segments: %v", err)
+	}
+	st.Segments = segs
 	return st, nil
 }
 

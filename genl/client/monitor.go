@@ -41,6 +41,12 @@ func (k NotificationKind) String() string {
 		return "port-change"
 	case CoalesceChanged:
 		return "coalesce"
+	case SegmentAdded:
+		return "segment-new"
+	case SegmentRemoved:
+		return "segment-del"
+	case SegmentChanged:
+		return "segment-change"
 	}
 	return fmt.Sprintf("NotificationKind(%d)", int(k))
 }
@@ -59,6 +65,7 @@ type Notification struct {
 	Channels     *Channels
 	Port         *wire.PortInfo
 	Coalesce     *Coalesce
+	Segment      *wire.SegmentInfo // SegmentAdded, SegmentRemoved, SegmentChanged
 }
 
 // Subscription receives notifications of the ethtool "monitor" group and,
@@ -175,6 +182,11 @@ func (s *Subscription) decode(ctx context.Context, famID uint16, m genetlink.Mes
 			n.Kind = PortRemoved
 		case wire.CmdPortChangeNtf:
 			n.Kind = PortChanged
+		case wire.CmdSegmentNewNtf, wire.CmdSegmentDelNtf, wire.CmdSegmentChangeNtf:
+			n.Kind = map[uint8]NotificationKind{wire.CmdSegmentNewNtf: SegmentAdded, wire.CmdSegmentDelNtf: SegmentRemoved,
+				wire.CmdSegmentChangeNtf: SegmentChanged}[m.Header.Command]
+			n.Segment, err = DecodeSegment(m.Data)
+			return n, err == nil, err
 		default:
 			return n, false, nil
 		}
