@@ -62,7 +62,7 @@ type Daemon struct {
 	mu       sync.Mutex
 	ports    map[string]*port // by name
 	segments *datapath.Segments
-	segDefs  []*segDef        // the defined segments and their uplinks, in definition order; see segments.go
+	segDefs  []*segDef // the defined segments and their uplinks, in definition order; see segments.go
 	state    *config.State
 	srv      *genl.Server
 	closing  bool
