@@ -82,17 +82,17 @@ func (c *Config) Name() string {
 
 // Status is an uplink's state, for display.
 type Status struct {
-	Name  string
-	State State
-	Index int // the device's ifindex while Up
-	MTU   int // what frames sent out may carry (the device's MTU, capped by Config.MTU)
+	Name    string
+	State   State
+	Index   int    // the device's ifindex while Up
+	MTU     int    // what frames sent out may carry (the device's MTU, capped by Config.MTU)
+	Err     string // why the last attach failed (Failed)
+	Changes uint64 // state changes since Start
 	// MaxPortMTU is the largest port MTU the uplink carries whole: MTU, or less for a VXLAN
 	// device bound to a lower device whose MTU leaves less room after the encapsulation
 	// (see tunnelMTU).
 	MaxPortMTU int
 	Kind       string // the device's rtnetlink kind ("vxlan", "geneve", "veth", "bridge", …)
-	Err        string // why the last attach failed (Failed)
-	Changes    uint64 // state changes since Start
 }
 
 // Stats are an uplink's counters: the segment's view (datapath.UplinkStats) and the device
