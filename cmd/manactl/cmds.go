@@ -85,6 +85,7 @@ stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 		showRxfhCmd(a),
 		showFeaturesCmd(a), setFeaturesCmd(a),
 		queuesCmd(a), pagePoolsCmd(a), qstatsCmd(a),
+		segmentCmd(a),
 	)
 	return root
 }
@@ -988,6 +989,8 @@ func writeNotification(a *app, n client.Notification) error {
 		writeChannels(a.stdout, n.Interface.Name, n.Channels.Channels)
 	case n.Port != nil:
 		writePortEvent(a.stdout, n.Kind, *n.Port)
+	case n.Segment != nil:
+		writeSegmentEvent(a.stdout, n.Kind, *n.Segment)
 	}
 	return nil
 }

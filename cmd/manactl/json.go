@@ -285,6 +285,7 @@ type eventJSON struct {
 	Rings        *ringsJSON     `json:"rings,omitempty"`
 	Channels     *channelsJSON  `json:"channels,omitempty"`
 	Port         *portJSON      `json:"port,omitempty"`
+	Segment      *segmentJSON   `json:"segment,omitempty"`
 }
 
 func eventToJSON(n client.Notification) eventJSON {
@@ -302,6 +303,9 @@ func eventToJSON(n client.Notification) eventJSON {
 	case n.Port != nil:
 		v := portToJSON(*n.Port)
 		e.Port = &v
+	case n.Segment != nil:
+		v := segmentToJSON(*n.Segment)
+		e.Segment = &v
 	}
 	return e
 }
