@@ -142,6 +142,7 @@ func seedRequests() map[string][]byte {
 	addRSSSeeds(seeds, msg)
 	addFeaturesSeeds(seeds, msg)
 	addCoalesceSeeds(seeds, msg)
+	addSegmentSeeds(seeds, msg)
 	return seeds
 }
 

@@ -147,11 +147,11 @@ func putSegment(info *SegmentInfo) func(b *nlattr.Builder) error {
 }
 
 func (s *Server) segmentGet(r *request) error {
-	sb, err := s.segmentBackend()
+	name, err := r.segmentName()
 	if err != nil {
 		return err
 	}
-	name, err := r.segmentName()
+	sb, err := s.segmentBackend()
 	if err != nil {
 		return err
 	}
@@ -181,10 +181,6 @@ func (s *Server) segmentDump(r *request, d *dumper) error {
 }
 
 func (s *Server) segmentNew(r *request) error {
-	sb, err := s.segmentBackend()
-	if err != nil {
-		return err
-	}
 	a, err := r.required(wire.AttrSegment, "segment")
 	if err != nil {
 		return err
@@ -201,6 +197,10 @@ func (s *Server) segmentNew(r *request) error {
 		return err
 	}
 	spec.AgeingSet = tb[wire.SegmentAttrAgeingMs].Present()
+	sb, err := s.segmentBackend()
+	if err != nil {
+		return err
+	}
 	info, err := sb.CreateSegment(r.ctx, r.c.caller, spec)
 	if err != nil {
 		return err
@@ -209,11 +209,11 @@ func (s *Server) segmentNew(r *request) error {
 }
 
 func (s *Server) segmentDel(r *request) error {
-	sb, err := s.segmentBackend()
+	name, err := r.segmentName()
 	if err != nil {
 		return err
 	}
-	name, err := r.segmentName()
+	sb, err := s.segmentBackend()
 	if err != nil {
 		return err
 	}
@@ -221,15 +221,15 @@ func (s *Server) segmentDel(r *request) error {
 }
 
 func (s *Server) uplinkAdd(r *request) error {
-	sb, err := s.segmentBackend()
-	if err != nil {
-		return err
-	}
 	name, err := r.segmentName()
 	if err != nil {
 		return err
 	}
 	u, err := r.uplinkSpec()
+	if err != nil {
+		return err
+	}
+	sb, err := s.segmentBackend()
 	if err != nil {
 		return err
 	}
@@ -241,15 +241,15 @@ func (s *Server) uplinkAdd(r *request) error {
 }
 
 func (s *Server) uplinkDel(r *request) error {
-	sb, err := s.segmentBackend()
-	if err != nil {
-		return err
-	}
 	name, err := r.segmentName()
 	if err != nil {
 		return err
 	}
 	u, err := r.uplinkSpec()
+	if err != nil {
+		return err
+	}
+	sb, err := s.segmentBackend()
 	if err != nil {
 		return err
 	}
