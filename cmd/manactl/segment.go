@@ -65,7 +65,7 @@ func segArgs(what ...string) cobra.PositionalArgs {
 			return usageErrorf("%s needs a segment name", name)
 		}
 		if len(args) != 1+len(what) {
-			return usageErrorf("%s: wrong number of arguments (want SEG %s)", name, strings.Join(what, " "))
+			return usageErrorf("%s: wrong number of arguments (want %s)", name, strings.Join(append([]string{"SEG"}, what...), " "))
 		}
 		for i, w := range what {
 			if args[1+i] == "" {
