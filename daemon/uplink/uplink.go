@@ -88,9 +88,9 @@ type Status struct {
 	MTU     int    // what frames sent out may carry (the device's MTU, capped by Config.MTU)
 	Err     string // why the last attach failed (Failed)
 	Changes uint64 // state changes since Start
-	// MaxPortMTU is the largest port MTU the uplink carries whole: MTU, or less for a VXLAN
-	// device bound to a lower device whose MTU leaves less room after the encapsulation
-	// (see tunnelMTU).
+	// MaxPortMTU is the largest port MTU the uplink carries whole, and what it lets out: MTU,
+	// or less for a VXLAN device bound to a lower device whose MTU leaves less room after the
+	// encapsulation (see tunnelMTU).
 	MaxPortMTU int
 	Kind       string // the device's rtnetlink kind ("vxlan", "geneve", "veth", "bridge", …)
 }
@@ -350,8 +350,11 @@ func (u *Uplink) evaluate() {
 	if u.cfg.MTU > 0 {
 		mtu = min(mtu, u.cfg.MTU)
 	}
-	u.dp.SetMTU(mtu)
+	// A frame beyond what the lower device carries after the encapsulation would be fragmented
+	// outside, or dropped there uncounted: it is dropped and counted here, as a frame beyond the
+	// device's MTU is.
 	maxPort := min(mtu, u.tunnelMTU(l))
+	u.dp.SetMTU(maxPort)
 	u.mu.Lock()
 	u.status.MTU, u.status.MaxPortMTU, u.status.Kind = mtu, maxPort, l.Type()
 	u.mu.Unlock()

@@ -69,6 +69,9 @@ type segmentJSON struct {
 		MaxPortMTU uint32 `json:"max-port-mtu"`
 		RxPackets  uint64 `json:"rx-packets"`
 		TxPackets  uint64 `json:"tx-packets"`
+		TxDrops    struct {
+			MTU uint64 `json:"mtu"`
+		} `json:"tx-drops"`
 	} `json:"uplinks"`
 }
 
@@ -174,6 +177,10 @@ func TestSegmentCommandsEndToEnd(t *testing.T) {
 	if v := uplinkUpMetric(t, d, "wire5", "upl", br); v != "1" {
 		t.Errorf("manad_uplink_up = %q, want 1", v)
 	}
+	// Bash completion offers the segments manad has.
+	if out := manactlOK(t, d, "__complete", "segment", "show", ""); !strings.Contains(out, "wire5\n") {
+		t.Errorf("completion of segment show:\n%s", out)
+	}
 	text := manactlOK(t, d, "segment", "show", "wire5")
 	for _, want := range []string{"Segment wire5:", "Ports:", port, "Uplink " + br + "/upl:", "State:", "attached (veth, ifindex"} {
 		if !strings.Contains(text, want) {
@@ -229,4 +236,78 @@ func TestSegmentCommandsEndToEnd(t *testing.T) {
 	if out := manactlOK(t, d, "segment", "list"); strings.Contains(out, "wire5") {
 		t.Errorf("a deleted segment came back after a restart:\n%s", out)
 	}
+}
+
+// TestVXLANUplinkMTU: a VXLAN uplink reports as the largest port MTU it carries what its lower
+// device leaves after the encapsulation (50 bytes of overhead over IPv4, 70 over IPv6), also once
+// the lower device's MTU shrank below what the VXLAN device was created with (the kernel leaves
+// the VXLAN device's MTU as it was); deleted, it is gone, and recreated, attached.
+func TestVXLANUplinkMTU(t *testing.T) {
+	testenv.RequireRoot(t)
+	host := netns(t, harness.Name("fvh", ""))
+	harness.Run(t, host, "ip", "link", "add", "ul", "type", "veth", "peer", "name", "ulp")
+	harness.Run(t, host, "ip", "addr", "add", "192.168.79.1/24", "dev", "ul")
+	harness.Run(t, host, "ip", "-6", "addr", "add", "fd79::1/64", "dev", "ul", "nodad")
+	for _, dev := range []string{"ul", "ulp"} {
+		harness.Run(t, host, "ip", "link", "set", dev, "up")
+	}
+	vxlan := func(name, local string) {
+		harness.Run(t, host, "ip", "link", "add", name, "type", "vxlan", "id", "7", "dstport", "4789", "local", local, "dev", "ul")
+		harness.Run(t, host, "ip", "link", "set", name, "up")
+	}
+	vxlan("vx4", "192.168.79.1")
+	vxlan("vx6", "fd79::1")
+	d := harness.Start(t, "", "", "")
+	manactlOK(t, d, "segment", "add", "wire7")
+	manactlOK(t, d, "segment", "uplink", "add", "wire7", "vx4", "--netns", host)
+	manactlOK(t, d, "segment", "uplink", "add", "wire7", "vx6", "--netns", host)
+	overhead := map[string]uint32{"vx4": 50, "vx6": 70}
+	check := func(lower uint32) {
+		t.Helper()
+		harness.Eventually(t, fmt.Sprintf("the VXLAN uplinks to report a lower MTU of %d", lower), func() bool {
+			s := showSegment(t, d, "wire7")
+			if len(s.Uplinks) != 2 {
+				return false
+			}
+			for _, u := range s.Uplinks {
+				if u.State != "attached" || u.Kind != "vxlan" || u.MaxPortMTU != min(u.MTU, lower-overhead[u.Dev]) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	check(1500)
+	if s := showSegment(t, d, "wire7"); s.Uplinks[0].MTU != 1450 || s.Uplinks[1].MTU != 1430 {
+		t.Errorf("VXLAN uplink MTUs %d and %d, want the kernel's defaults 1450 and 1430", s.Uplinks[0].MTU, s.Uplinks[1].MTU)
+	}
+	harness.Run(t, host, "ip", "link", "set", "ul", "mtu", "1400")
+	check(1400)
+	t.Logf("after the lower device's MTU shrank: %+v", showSegment(t, d, "wire7").Uplinks)
+	// What the lower device cannot carry is dropped and counted at the uplink, not fragmented:
+	// a port on the segment sends a 1400-byte frame into vx4 (MTU 1450, room for 1350).
+	pns, port := harness.Name("fvp", ""), harness.Name("fv", "0")
+	manactlOK(t, d, "port", "add", port, "--netns", pns, "--segment", "wire7")
+	t.Cleanup(func() { harness.RunErr("", "ip", "netns", "del", pns) })
+	harness.Run(t, pns, "ip", "addr", "add", "10.82.0.1/24", "dev", port)
+	harness.Run(t, pns, "ip", "link", "set", port, "up")
+	harness.Run(t, pns, "ip", "neigh", "add", "10.82.0.2", "lladdr", "02:00:00:00:00:02", "dev", port)
+	harness.RunErr(pns, "ping", "-c", "1", "-W", "1", "-M", "do", "-s", "1372", "10.82.0.2")
+	harness.Eventually(t, "the too-big frame to be counted", func() bool { return showSegment(t, d, "wire7").Uplinks[0].TxDrops.MTU > 0 })
+	// A frame the lower device carries goes out.
+	before := showSegment(t, d, "wire7").Uplinks[0].TxPackets
+	harness.RunErr(pns, "ping", "-c", "1", "-W", "1", "-M", "do", "-s", "1300", "10.82.0.2")
+	harness.Eventually(t, "a frame that fits to go out", func() bool { return showSegment(t, d, "wire7").Uplinks[0].TxPackets > before })
+	_, bin := harness.Binaries(t)
+	harness.Run(t, pns, "env", "GORACE=atexit_sleep_ms=0", bin, "--socket", d.Socket, "port", "del", port)
+
+	harness.Run(t, host, "ip", "link", "del", "vx4")
+	harness.Eventually(t, "the deleted VXLAN device to show gone", func() bool {
+		return showSegment(t, d, "wire7").Uplinks[0].State == "gone"
+	})
+	vxlan("vx4", "192.168.79.1")
+	harness.Eventually(t, "the recreated VXLAN device to show attached", func() bool {
+		return showSegment(t, d, "wire7").Uplinks[0].State == "attached"
+	})
+	manactlOK(t, d, "segment", "del", "wire7")
 }
