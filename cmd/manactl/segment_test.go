@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
 )
 
 func TestParseAgeing(t *testing.T) {
@@ -103,5 +104,33 @@ func TestSegmentJSON(t *testing.T) {
 	j := segmentToJSON(sampleSegment)
 	if u := j.Uplinks[0]; u.MaxPortMTU != 1450 || u.TxDrops.MTU != 2 || u.StateChanges != 1 || j.Uplinks[1].Error == "" {
 		t.Errorf("uplink JSON %+v", j.Uplinks)
+	}
+}
+
+// TestSegmentEvents: monitor prints segment notifications, as text and as JSON lines.
+func TestSegmentEvents(t *testing.T) {
+	var b bytes.Buffer
+	a := &app{stdout: &b}
+	if err := writeNotification(a, client.Notification{Kind: client.SegmentChanged, Sequence: 4, Segment: &sampleSegment}); err != nil {
+		t.Fatal(err)
+	}
+	want := "\nSegment wire0 changed:\norigin config, MTU -, storm limit 500, ageing 5m0s, ports mana0,mana1, uplinks hostA/vx0=attached,upl=reattaching\n"
+	if b.String() != want {
+		t.Errorf("monitor text %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	a.json = true
+	if err := writeNotification(a, client.Notification{Kind: client.SegmentRemoved, Sequence: 5, Segment: &genl.SegmentInfo{Name: "w"}}); err != nil {
+		t.Fatal(err)
+	}
+	var ev struct {
+		Kind    string `json:"kind"`
+		Seq     uint32 `json:"seq"`
+		Segment *struct {
+			Name string `json:"name"`
+		} `json:"segment"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &ev); err != nil || ev.Kind != "segment-del" || ev.Seq != 5 || ev.Segment == nil || ev.Segment.Name != "w" {
+		t.Errorf("monitor JSON %s: %+v, %v", b.String(), ev, err)
 	}
 }
