@@ -202,7 +202,8 @@ func (d *Daemon) segmentInfo(name string, c *genl.Caller) (genl.SegmentInfo, err
 			origin = "config"
 		}
 	}
-	seg := d.segment(name)
+	// The segment as it is: its settings were applied when it was defined (d.segment).
+	seg := d.segments.Get(name)
 	st := seg.Stats()
 	info := genl.SegmentInfo{
 		Name: name, MTU: uint32(spec.MTU), StormPPS: uint64(max(spec.StormPPS, 0)), AgeingMs: uint64(max(spec.AgeingTime.Milliseconds(), 0)),
@@ -307,6 +308,7 @@ func (b *backend) CreateSegment(ctx context.Context, c genl.Caller, s genl.Segme
 	}
 	def := &segDef{spec: spec}
 	d.segDefs = append(d.segDefs, def)
+	d.segment(spec.Name) // the settings apply at once, also to the ports already on it
 	d.recordSegment(def)
 	info, err = d.segmentInfo(spec.Name, nil)
 	if err != nil {
