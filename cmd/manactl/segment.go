@@ -163,8 +163,9 @@ func segmentAddCmd(a *app) *cobra.Command {
 	var s genl.SegmentSpec
 	var ageing string
 	cmd := &cobra.Command{
-		Use:   "add SEG [--mtu N] [--storm-pps N] [--ageing DUR]",
-		Short: "Create a wire segment",
+		Use:                   "add SEG [--mtu N] [--storm-pps N] [--ageing DUR]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Create a wire segment",
 		Long: `Define a wire segment, as a [[segment]] table does (a segment that ports already
 use gets the settings at once). --mtu caps what its uplinks send (68..65535; default:
 each device's MTU); --storm-pps limits the frames it floods per second (default: no
@@ -262,8 +263,9 @@ up. A device is the uplink of one segment at most.`,
 func uplinkChangeCmd(a *app, add bool) *cobra.Command {
 	var u genl.UplinkSpec
 	cmd := &cobra.Command{
-		Use:   "add SEG DEV [--netns NS]",
-		Short: "Plug a segment into a kernel netdev",
+		Use:                   "add SEG DEV [--netns NS]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Plug a segment into a kernel netdev",
 		Long: `Plug segment SEG into netdev DEV of named network namespace NS (default: manad's
 own). SEG may be a segment only ports use so far; it is then defined. With --json
 the segment is printed.`,
