@@ -379,12 +379,17 @@ func (b *backend) AddUplink(ctx context.Context, c genl.Caller, segment string, 
 	if def != nil && len(def.spec.Uplinks) >= config.MaxUplinks {
 		return info, extack.New(unix.ENOSPC, "segment %s has %d uplinks, at most %d", segment, len(def.spec.Uplinks), config.MaxUplinks)
 	}
-	if def == nil {
+	created := def == nil
+	if created {
 		def = &segDef{spec: config.DefaultSegmentSpec(segment)}
 		d.segDefs = append(d.segDefs, def)
 	}
 	if err := d.startUplink(context.Background(), def, us); err != nil {
+		// Nothing changed: not the uplinks, nor whether the segment is defined.
 		def.ups, def.errs = def.ups[:len(def.ups)-1], def.errs[:len(def.errs)-1]
+		if created {
+			d.segDefs = d.segDefs[:len(d.segDefs)-1]
+		}
 		return info, err
 	}
 	def.spec.Uplinks = append(def.spec.Uplinks, us)
