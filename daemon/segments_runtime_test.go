@@ -279,3 +279,43 @@ func execIn(ns string, args ...string) (string, error) {
 	out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
 	return string(out), err
 }
+
+// TestImplicitSegment: a segment only ports name is listed (origin ports) and cannot be deleted
+// while they are on it; SEGMENT_NEW defines it with settings that apply at once, and UPLINK_ADD
+// defines one too; a name nothing uses is ENOENT.
+func TestImplicitSegment(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	d, names := startTest(t, ns, 2, Options{})
+	ctx := context.Background()
+	c, err := client.Dial(d.cfg.Daemon.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Segment(ctx, names[0])
+	if err != nil || s.Origin != "ports" || len(s.Ports) != 1 || s.Ports[0] != names[0] || s.AgeingMs != 300000 || len(s.Uplinks) != 0 {
+		t.Fatalf("implicit segment: %+v, %v", s, err)
+	}
+	wantErrno(t, "delete an implicit segment with a port", c.DeleteSegment(ctx, names[0]), unix.EBUSY, "has ports: "+names[0])
+	_, err = c.AddUplink(ctx, "unused", wire.UplinkSpec{Dev: "x0"})
+	wantErrno(t, "uplink of a segment nothing uses", err, unix.ENOENT, "no segment unused")
+
+	s, err = c.CreateSegment(ctx, wire.SegmentSpec{Name: names[0], StormPPS: 7})
+	if err != nil || s.Origin != "runtime" || s.StormPPS != 7 || len(s.Ports) != 1 {
+		t.Fatalf("defining an implicit segment: %+v, %v", s, err)
+	}
+	if got := d.segments.Get(names[0]).StormLimit(); got != 7 {
+		t.Errorf("storm limit of the ports' segment %d, want 7 at once", got)
+	}
+	s, err = c.AddUplink(ctx, names[1], wire.UplinkSpec{Dev: "x1", NetNS: ns})
+	if err != nil || s.Origin != "runtime" || len(s.Uplinks) != 1 || s.Uplinks[0].State != wire.UplinkGone {
+		t.Fatalf("an uplink for an implicit segment: %+v, %v", s, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if defined := d.state.Segments.Defined; len(defined) != 2 || len(defined[names[1]].Uplinks) != 1 ||
+		defined[names[1]].Uplinks[0] != (config.UplinkSpec{Dev: "x1", NetNS: ns}) {
+		t.Errorf("state: %+v", defined)
+	}
+}
