@@ -24,7 +24,6 @@ import (
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/daemon/metrics"
-	"github.com/manad/manad/daemon/uplink"
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/vnic"
 )
@@ -63,7 +62,7 @@ type Daemon struct {
 	mu       sync.Mutex
 	ports    map[string]*port // by name
 	segments *datapath.Segments
-	uplinks  []*uplink.Uplink // of the [[segment]] tables; see segments.go
+	segDefs  []*segDef // the defined segments and their uplinks, in definition order; see segments.go
 	state    *config.State
 	srv      *genl.Server
 	closing  bool

@@ -52,7 +52,8 @@ func (p *port) statValues() []uint64 {
 // serveMetrics binds the metrics_listen address and serves /metrics there until the returned
 // stop is called. Errors: the address cannot be bound (EADDRINUSE, EADDRNOTAVAIL, EACCES).
 func (d *Daemon) serveMetrics() (stop func(), err error) {
-	reg, err := metrics.NewRegistry(metrics.NewCollector(metrics.SourceFunc(d.metricsPorts), d.control))
+	reg, err := metrics.NewRegistry(metrics.NewCollector(metrics.SourceFunc(d.metricsPorts), d.control),
+		metrics.NewSegmentCollector(metrics.SegmentSourceFunc(d.metricsSegments)))
 	if err != nil {
 		return nil, err
 	}

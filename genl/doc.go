@@ -98,9 +98,18 @@
 //	13   PORT_NEW_NTF     notification to "events": PORT
 //	14   PORT_DEL_NTF     notification to "events": PORT
 //	15   PORT_CHANGE_NTF  notification to "events": PORT
+//	20   SEGMENT_GET      do+dump  open    SEGMENT{NAME} (do)                 SEGMENT_GET: SEGMENT
+//	21   SEGMENT_NEW      do       admin   SEGMENT{NAME, MTU, STORM_PPS, AGEING_MS}  SEGMENT_NEW: SEGMENT
+//	22   SEGMENT_DEL      do       admin   SEGMENT{NAME}                      ACK (EBUSY while ports are on it)
+//	23   UPLINK_ADD       do       admin   SEGMENT{NAME}, UPLINK{DEV, NETNS}  UPLINK_ADD: SEGMENT
+//	24   UPLINK_DEL       do       admin   SEGMENT{NAME}, UPLINK{DEV, NETNS}  ACK
+//	25-27 SEGMENT_{NEW,DEL,CHANGE}_NTF  notification to "events" in manad's namespace: SEGMENT
 //	30   CAPTURE_START    do       admin   CAPTURE_TARGET, _DIRECTION, _SNAPLEN  CAPTURE_START: TARGET, KIND, SNAPLEN
 //	31   CAPTURE_STOP     do       admin   -                                  CAPTURE_STOP: CAPTURE_STATS
 //	32   CAPTURE_FRAME    unsolicited on the capturing connection: CAPTURE_FRAME
+//
+// The segment commands (manad_segment.go, genl/wire/segment.go) need a Backend that is also a
+// SegmentBackend, else they answer EOPNOTSUPP.
 //
 // A connection that sent CAPTURE_START receives its capture's frames, seq 0,
 // several per datagram, until CAPTURE_STOP (whose reply follows the last one)

@@ -157,6 +157,7 @@ func seedRequests() map[string][]byte {
 	addFeaturesSeeds(seeds, msg)
 	addCoalesceSeeds(seeds, msg)
 	addCaptureSeeds(seeds, msg)
+	addSegmentSeeds(seeds, msg)
 	return seeds
 }
 

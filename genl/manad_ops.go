@@ -92,7 +92,7 @@ func (s *Server) manadFamily() *family {
 	return &family{
 		id: manadID, name: wire.FamilyName, version: wire.FamilyVersion,
 		resvStartOp: 0, // every command gets genl_header_check
-		ops: []op{
+		ops: append([]op{
 			portGet,
 			do(wire.CmdPortNew, true, portNewPolicy, s.portNew),
 			do(wire.CmdPortDel, true, portDelPolicy, s.portDel),
@@ -107,7 +107,7 @@ func (s *Server) manadFamily() *family {
 			do(wire.CmdSetOption, false, optionPolicy, s.setOption),
 			do(wire.CmdCaptureStart, true, captureStartPolicy, s.captureStart),
 			do(wire.CmdCaptureStop, true, captureStopPolicy, s.captureStop),
-		},
+		}, s.segmentOps()...),
 		groups: []mcGroup{{id: eventsGroup, name: wire.EventsGroup}},
 	}
 }

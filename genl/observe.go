@@ -139,6 +139,9 @@ func cmdName(fam uint16, cmd uint8) string {
 		if n := int(cmd) - 1; n >= 0 && n < len(manadCmdNames) {
 			return manadCmdNames[n]
 		}
+		if name, ok := segmentCmdNames[cmd]; ok {
+			return name
+		}
 	case netdevID:
 		if name, ok := netdevCmdNames[cmd]; ok {
 			return name

@@ -86,6 +86,7 @@ stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 		showFeaturesCmd(a), setFeaturesCmd(a),
 		queuesCmd(a), pagePoolsCmd(a), qstatsCmd(a),
 		captureCmd(a),
+		segmentCmd(a),
 	)
 	return root
 }
@@ -1090,6 +1091,8 @@ func writeNotification(a *app, n client.Notification) error {
 		writePortEvent(a.stdout, n.Kind, *n.Port)
 	case n.NetdevDev != nil, n.PagePool != nil:
 		writeNetdevEvent(a.stdout, n)
+	case n.Segment != nil:
+		writeSegmentEvent(a.stdout, n.Kind, *n.Segment)
 	}
 	return nil
 }

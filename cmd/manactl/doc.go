@@ -58,6 +58,13 @@
 //	capture SEG|PORT [-w FILE|-] [-c N] [--direction in|out] [-s N]
 //	                                      what a segment or port carries, as pcap (tcpdump -r,
 //	                                      Wireshark) or one line per frame; admin only
+//	segment list                          wire segments: origin, MTU cap, storm limit, ageing,
+//	                                      ports, learnt MACs, uplinks and their state
+//	segment show SEG                      one segment, each uplink's state, MTU, largest port MTU
+//	                                      and counters
+//	segment add SEG [--mtu N] [--storm-pps N] [--ageing DUR]
+//	segment del SEG                       refused (EBUSY) while ports are on it
+//	segment uplink add|del SEG DEV [--netns NS]
 //	completion bash|zsh|fish|powershell   shell completion script (cobra's)
 //
 // Global options: --json (JSON output of the show commands), --socket PATH (default
@@ -110,11 +117,21 @@
 //	                 datasize, alloc-size, headroom, buf-size, frag-count, order, pool-size,
 //	                 ring-size, queues, pages-per-queue, bytes-per-queue, bytes-total
 //	monitor          one object per line: kind (privflags | rings | channels | port-new |
-//	                 port-del | port-change), seq, ifname, ifindex, and one of priv-flags,
-//	                 rings, channels (the show objects) or port (a list object); with
-//	                 --netdev also kind dev-add | dev-del | dev-change with dev (dev, ifindex,
-//	                 xdp_features) and page-pool-add | page-pool-change | page-pool-del with
-//	                 page-pool (a page-pools object)
+//	                 port-del | port-change | segment-new | segment-del | segment-change), seq,
+//	                 ifname, ifindex, and one of priv-flags, rings, channels (the show objects),
+//	                 port (a list object) or segment (a SEGMENT object); with --netdev also kind
+//	                 dev-add | dev-del | dev-change with dev (dev, ifindex, xdp_features) and
+//	                 page-pool-add | page-pool-change | page-pool-del with page-pool (a
+//	                 page-pools object)
+//	segment list     [SEGMENT, …]   (segment show, segment add and segment uplink add --json:
+//	                 the same, one element)
+//	SEGMENT          name, origin (config | runtime | ports), mtu (0: each uplink device's),
+//	                 storm-pps (0: no limit), ageing-ms (0: never), ports: [names], learnt-macs,
+//	                 floods, storm-drops, uplinks: [{dev, netns, state (attached | down | gone |
+//	                 reattaching), error, kind, ifindex, mtu, max-port-mtu, state-changes,
+//	                 rx-packets, rx-bytes, tx-packets, tx-bytes, rx-drops: {runt, oversize,
+//	                 truncated}, tx-drops: {device, down, mtu}, rx-segmented, rx-checksum-filled,
+//	                 attaches}]
 //
 // Sizes are bytes; booleans are JSON booleans. New keys may be added; existing ones keep their
 // name and meaning.

@@ -302,6 +302,7 @@ type eventJSON struct {
 	Port         *portJSON      `json:"port,omitempty"`
 	NetdevDev    *netdevDevJSON `json:"dev,omitempty"`
 	PagePool     *pagePoolJSON  `json:"page-pool,omitempty"`
+	Segment      *segmentJSON   `json:"segment,omitempty"`
 }
 
 func eventToJSON(n client.Notification) eventJSON {
@@ -321,6 +322,9 @@ func eventToJSON(n client.Notification) eventJSON {
 		e.Port = &v
 	case n.NetdevDev != nil, n.PagePool != nil:
 		netdevEventToJSON(n, &e)
+	case n.Segment != nil:
+		v := segmentToJSON(*n.Segment)
+		e.Segment = &v
 	}
 	return e
 }

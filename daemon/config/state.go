@@ -44,6 +44,8 @@ type State struct {
 	// nsfs inode, so that `port del --netns-too` deletes only a namespace manad made, and only
 	// while it is still that one (a name deleted and added again by someone else has another).
 	NetNS map[string]uint64
+	// Segments is what runtime changes to wire segments left (segment_state.go).
+	Segments SegmentsState
 }
 
 // PortState is what the state file remembers about one port.
@@ -376,6 +378,8 @@ type (
 		Deleted []string                 `json:"deleted"`
 		// Absent in files of older manads (and when manad created no namespace).
 		NetNS map[string]uint64 `json:"netns_created,omitempty"`
+		// Absent when no segment was changed at runtime (and in older files).
+		Segments *segmentsJSON `json:"segments,omitempty"`
 	}
 	portStateJSON struct {
 		Spec     *specJSON    `json:"spec,omitempty"`
@@ -431,6 +435,7 @@ func (s *State) marshal() ([]byte, error) {
 	out.Deleted = append(out.Deleted, s.Deleted...)
 	slices.Sort(out.Deleted)
 	out.Deleted = slices.Compact(out.Deleted)
+	out.Segments = s.Segments.toJSON()
 	data, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return nil, err
@@ -510,6 +515,11 @@ func parseState(path string, data []byte) (*State, error) {
 		}
 		st.RecordNetNS(name, ino)
 	}
+	segs, err := in.Segments.state()
+	if err != nil {
+		return nil, corrupt(0, "segments: %v", err)
+	}
+	st.Segments = segs
 	return st, nil
 }
 

@@ -1,7 +1,8 @@
 // Package metrics exports manad's counters to Prometheus: a Collector that reads the live
 // counters of vnic and the data path at every scrape (no second copy of them on the per-frame
 // path), the control-request counts of the netlink server (Control, a genl.Observer), and an
-// HTTP server for /metrics.
+// HTTP server for /metrics. A SegmentCollector does the same for the wire segments and their
+// uplinks (segment, dev, netns labels: names from the configuration or an admin's runtime change).
 //
 // Every family is named manad_*, counters end in _total, sizes are bytes and durations seconds.
 // Labels are bounded: port, netns (the port's namespace name, "" for manad's own), queue (below

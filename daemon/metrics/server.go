@@ -14,13 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// NewRegistry returns a registry (not the global one) holding c and the Go runtime and process
-// collectors.
-func NewRegistry(c *Collector) (*prometheus.Registry, error) {
+// NewRegistry returns a registry (not the global one) holding c, the extra collectors (the
+// segment collector) and the Go runtime and process collectors.
+func NewRegistry(c *Collector, extra ...prometheus.Collector) (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
-	for _, col := range []prometheus.Collector{
+	for _, col := range append([]prometheus.Collector{
 		c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	} {
+	}, extra...) {
 		if err := reg.Register(col); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}

@@ -88,6 +88,11 @@ type Status struct {
 	MTU     int    // what frames sent out may carry (the device's MTU, capped by Config.MTU)
 	Err     string // why the last attach failed (Failed)
 	Changes uint64 // state changes since Start
+	// MaxPortMTU is the largest port MTU the uplink carries whole, and what it lets out: MTU,
+	// or less for a VXLAN device bound to a lower device whose MTU leaves less room after the
+	// encapsulation (see tunnelMTU).
+	MaxPortMTU int
+	Kind       string // the device's rtnetlink kind ("vxlan", "geneve", "veth", "bridge", …)
 }
 
 // Stats are an uplink's counters: the segment's view (datapath.UplinkStats) and the device
@@ -345,9 +350,13 @@ func (u *Uplink) evaluate() {
 	if u.cfg.MTU > 0 {
 		mtu = min(mtu, u.cfg.MTU)
 	}
-	u.dp.SetMTU(mtu)
+	// A frame beyond what the lower device carries after the encapsulation would be fragmented
+	// outside, or dropped there uncounted: it is dropped and counted here, as a frame beyond the
+	// device's MTU is.
+	maxPort := min(mtu, u.tunnelMTU(l))
+	u.dp.SetMTU(maxPort)
 	u.mu.Lock()
-	u.status.MTU = mtu
+	u.status.MTU, u.status.MaxPortMTU, u.status.Kind = mtu, maxPort, l.Type()
 	u.mu.Unlock()
 	const running = unix.IFF_UP | unix.IFF_RUNNING
 	if a.RawFlags&running != running {
@@ -364,6 +373,35 @@ func (u *Uplink) evaluate() {
 		return
 	}
 	u.setState(Up, a.Index, "")
+}
+
+// Encapsulation overheads: outer Ethernet, IP, UDP and VXLAN headers (VXLAN_HEADROOM,
+// VXLAN6_HEADROOM in include/net/vxlan.h).
+const (
+	vxlanOverhead4 = 14 + 20 + 8 + 8
+	vxlanOverhead6 = 14 + 40 + 8 + 8
+)
+
+// tunnelMTU is the largest inner MTU a VXLAN device l can send without fragmenting on its lower
+// device, as vxlan_config_apply computes the default MTU (lowerdev->mtu - VXLAN_HEADROOM): the
+// device's own MTU may have been set higher. Devices without a known lower device: their MTU.
+func (u *Uplink) tunnelMTU(l netlink.Link) int {
+	mtu := l.Attrs().MTU
+	vx, ok := l.(*netlink.Vxlan)
+	if !ok || vx.VtepDevIndex <= 0 {
+		return mtu
+	}
+	lower, err := u.nl.LinkByIndex(vx.VtepDevIndex)
+	if err != nil {
+		return mtu
+	}
+	over := vxlanOverhead4
+	if ip := vx.Group; ip != nil && ip.To4() == nil {
+		over = vxlanOverhead6
+	} else if ip := vx.SrcAddr; ip != nil && ip.To4() == nil {
+		over = vxlanOverhead6
+	}
+	return min(mtu, lower.Attrs().MTU-over)
 }
 
 func (u *Uplink) setState(s State, index int, errText string) {

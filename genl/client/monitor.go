@@ -55,6 +55,12 @@ func (k NotificationKind) String() string {
 		return "page-pool-del"
 	case RSSChanged:
 		return "rss"
+	case SegmentAdded:
+		return "segment-new"
+	case SegmentRemoved:
+		return "segment-del"
+	case SegmentChanged:
+		return "segment-change"
 	}
 	return fmt.Sprintf("NotificationKind(%d)", int(k))
 }
@@ -79,6 +85,7 @@ type Notification struct {
 	NetdevDev *wire.NetdevDev
 	PagePool  *wire.NetdevPagePool
 	RSS       *RSS
+	Segment      *wire.SegmentInfo // SegmentAdded, SegmentRemoved, SegmentChanged
 }
 
 // Subscription receives notifications of the ethtool "monitor" group and,
@@ -231,6 +238,11 @@ func (s *Subscription) decode(ctx context.Context, famID uint16, m genetlink.Mes
 			n.Kind = PortRemoved
 		case wire.CmdPortChangeNtf:
 			n.Kind = PortChanged
+		case wire.CmdSegmentNewNtf, wire.CmdSegmentDelNtf, wire.CmdSegmentChangeNtf:
+			n.Kind = map[uint8]NotificationKind{wire.CmdSegmentNewNtf: SegmentAdded, wire.CmdSegmentDelNtf: SegmentRemoved,
+				wire.CmdSegmentChangeNtf: SegmentChanged}[m.Header.Command]
+			n.Segment, err = DecodeSegment(m.Data)
+			return n, err == nil, err
 		default:
 			return n, false, nil
 		}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
+)
+
+func TestParseAgeing(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"0", 0, true}, {"300", 300 * time.Second, true}, {"90s", 90 * time.Second, true}, {"5m", 5 * time.Minute, true},
+		{"1.5s", 1500 * time.Millisecond, true}, {"-1s", 0, false}, {"-5", 0, false}, {"soon", 0, false}, {"1ns", 0, false}, {"", 0, false},
+	} {
+		got, err := parseAgeing(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseAgeing(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+// TestSegmentUsageErrors: wrong segment command lines fail before anything is sent (nothing
+// listens on the socket: a request would fail with a connect error instead).
+func TestSegmentUsageErrors(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	for _, tt := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"segment"}, "segment needs a subcommand"},
+		{[]string{"segment", "show"}, "segment show needs a segment name"},
+		{[]string{"segment", "show", "a", "b"}, "segment show: wrong number of arguments (want SEG)"},
+		{[]string{"segment", "add", "w", "--ageing", "soon"}, "invalid --ageing 'soon'"},
+		{[]string{"segment", "add", "w", "--mtu", "x"}, `invalid argument "x" for "--mtu"`},
+		{[]string{"segment", "uplink"}, "segment uplink needs a subcommand"},
+		{[]string{"segment", "uplink", "add", "w"}, "segment uplink add: wrong number of arguments (want SEG DEV)"},
+		{[]string{"segment", "uplink", "del", "w", ""}, "segment uplink del needs DEV"},
+		{[]string{"--kernel", "segment", "list"}, "segment list is a manad command: --kernel does not apply"},
+	} {
+		code, out, errs := runCLI(t, sock, tt.args...)
+		if code != exitUsage || out != "" || !strings.Contains(errs, tt.msg) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and %q", tt.args, code, out, errs, exitUsage, tt.msg)
+		}
+	}
+	// A well-formed command gets as far as connecting.
+	if code, _, errs := runCLI(t, sock, "segment", "list"); code != exitFailure || !strings.Contains(errs, "cannot connect to manad") {
+		t.Errorf("segment list without manad: exit %d, stderr %q", code, errs)
+	}
+}
+
+var sampleSegment = genl.SegmentInfo{
+	Name: "wire0", Origin: "config", StormPPS: 500, AgeingMs: 300000, Ports: []string{"mana0", "mana1"}, Learnt: 3,
+	Floods: 12, StormDrops: 1,
+	Uplinks: []genl.UplinkInfo{
+		{Dev: "vx0", NetNS: "hostA", State: "attached", Kind: "vxlan", Ifindex: 7, MTU: 1450, MaxPortMTU: 1450,
+			RxPackets: 10, RxBytes: 1000, TxPackets: 20, TxBytes: 2000, TxMTUDrops: 2, Attaches: 1, Changes: 1},
+		{Dev: "upl", State: "reattaching", Error: "bind: no such device"},
+	},
+}
+
+func TestWriteSegments(t *testing.T) {
+	var b bytes.Buffer
+	writeSegments(&b, []genl.SegmentInfo{sampleSegment, {Name: "default", Origin: "ports", AgeingMs: 0}})
+	want := `NAME     ORIGIN  MTU  STORM  AGEING  PORTS        LEARNT  UPLINKS
+wire0    config  -    500    5m0s    mana0,mana1  3       hostA/vx0=attached,upl=reattaching
+default  ports   -    -      never   -            0       -
+`
+	if b.String() != want {
+		t.Errorf("segment list:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	writeSegment(&b, sampleSegment)
+	for _, line := range []string{
+		"Segment wire0:\n", "Storm limit (pps): 500\n", "Ageing time:       5m0s\n", "Ports:             mana0, mana1\n",
+		"Uplink hostA/vx0:\n", "  State:               attached (vxlan, ifindex 7)\n", "  Max port MTU:        1450\n",
+		"  TX drops:            device 0, down 0, mtu 2\n", "Uplink upl:\n", "  State:               reattaching\n",
+		"  Error:               bind: no such device\n",
+	} {
+		if !strings.Contains(b.String(), line) {
+			t.Errorf("segment show lacks %q:\n%s", line, b.String())
+		}
+	}
+}
+
+// TestSegmentJSON: the documented keys, arrays never null.
+func TestSegmentJSON(t *testing.T) {
+	b, err := json.Marshal(segmentToJSON(genl.SegmentInfo{Name: "w"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"name":"w","origin":"","mtu":0,"storm-pps":0,"ageing-ms":0,"ports":[],"learnt-macs":0,"floods":0,"storm-drops":0,"uplinks":[]}`
+	if string(b) != want {
+		t.Errorf("JSON %s\nwant %s", b, want)
+	}
+	j := segmentToJSON(sampleSegment)
+	if u := j.Uplinks[0]; u.MaxPortMTU != 1450 || u.TxDrops.MTU != 2 || u.StateChanges != 1 || j.Uplinks[1].Error == "" {
+		t.Errorf("uplink JSON %+v", j.Uplinks)
+	}
+}
+
+// TestSegmentEvents: monitor prints segment notifications, as text and as JSON lines.
+func TestSegmentEvents(t *testing.T) {
+	var b bytes.Buffer
+	a := &app{stdout: &b}
+	if err := writeNotification(a, client.Notification{Kind: client.SegmentChanged, Sequence: 4, Segment: &sampleSegment}); err != nil {
+		t.Fatal(err)
+	}
+	want := "\nSegment wire0 changed:\norigin config, MTU -, storm limit 500, ageing 5m0s, ports mana0,mana1, uplinks hostA/vx0=attached,upl=reattaching\n"
+	if b.String() != want {
+		t.Errorf("monitor text %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	a.json = true
+	if err := writeNotification(a, client.Notification{Kind: client.SegmentRemoved, Sequence: 5, Segment: &genl.SegmentInfo{Name: "w"}}); err != nil {
+		t.Fatal(err)
+	}
+	var ev struct {
+		Kind    string `json:"kind"`
+		Seq     uint32 `json:"seq"`
+		Segment *struct {
+			Name string `json:"name"`
+		} `json:"segment"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &ev); err != nil || ev.Kind != "segment-del" || ev.Seq != 5 || ev.Segment == nil || ev.Segment.Name != "w" {
+		t.Errorf("monitor JSON %s: %+v, %v", b.String(), ev, err)
+	}
+}

@@ -1,0 +1,321 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/config"
+	"github.com/manad/manad/daemon/metrics"
+	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/wire"
+)
+
+// eventually polls cond every 20 ms until it holds, failing the test after 15 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func wantErrno(t *testing.T, what string, err error, errno unix.Errno, msg string) {
+	t.Helper()
+	var ce *client.Error
+	if !errors.Is(err, errno) || !errors.As(err, &ce) || !strings.Contains(ce.Message, msg) {
+		t.Errorf("%s: %v, want %v with %q", what, err, errno, msg)
+	}
+}
+
+// uplinkState returns the state of uplink dev of segment seg as SEGMENT_GET reports it.
+func uplinkStateOf(t *testing.T, c *client.Client, seg, dev string) string {
+	t.Helper()
+	s, err := c.Segment(context.Background(), seg)
+	if err != nil {
+		t.Fatalf("Segment %s: %v", seg, err)
+	}
+	for _, u := range s.Uplinks {
+		if u.Dev == dev {
+			return u.State
+		}
+	}
+	t.Fatalf("segment %s has no uplink %s: %+v", seg, dev, s.Uplinks)
+	return ""
+}
+
+// gauge returns the value of metric name with the given label values from the daemon's segment
+// collector, and whether it was there.
+func gauge(t *testing.T, d *Daemon, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewSegmentCollector(metrics.SegmentSourceFunc(d.metricsSegments)))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue next
+				}
+			}
+			if m.Gauge != nil {
+				return m.GetGauge().GetValue(), true
+			}
+			return m.GetCounter().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// TestSegmentCommands runs the segment messages against a real daemon over its socket, with
+// uplinks on real veths: listing, creation, deletion refused while a port is on the segment,
+// uplinks added and removed, errors (ENOENT, EEXIST, EBUSY, EINVAL), an uplink whose device
+// disappears (gone, logged once, metrics) and comes back (re-attached), and a restart that keeps
+// the runtime segments and the deletion of the configuration's.
+func TestSegmentCommands(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	taptest.IP(t, ns, "link", "add", "sa0", "type", "veth", "peer", "name", "sa1")
+	taptest.IP(t, ns, "link", "set", "sa0", "up")
+	taptest.IP(t, ns, "link", "set", "sa1", "up")
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "manad.sock")
+	port := taptest.Name("ds")
+	doc := fmt.Sprintf(`[daemon]
+socket = %q
+state_dir = %q
+
+[[segment]]
+name = "wire0"
+uplinks = [{dev = "sa0", netns = %[3]q}]
+
+[[port]]
+name = %[4]q
+netns = %[3]q
+segment = "wire0"
+queues = 1
+max_queues = 1
+rx_ring = 128
+tx_ring = 128
+`, sock, filepath.Join(dir, "state"), ns, port)
+	logs := &lockedBuffer{}
+	d, stop := runStoppable(t, doc, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
+	ctx := context.Background()
+	c, err := client.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	eventually(t, "wire0's uplink to attach", func() bool { return uplinkStateOf(t, c, "wire0", "sa0") == wire.UplinkAttached })
+	segs, err := c.Segments(ctx)
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("Segments: %+v, %v", segs, err)
+	}
+	w0 := segs[0]
+	if w0.Name != "wire0" || w0.Origin != "config" || w0.AgeingMs != 300000 || len(w0.Ports) != 1 || w0.Ports[0] != port ||
+		len(w0.Uplinks) != 1 || w0.Uplinks[0].NetNS != ns || w0.Uplinks[0].Kind != "veth" || w0.Uplinks[0].MTU != 1500 ||
+		w0.Uplinks[0].MaxPortMTU != 1500 || w0.Uplinks[0].Ifindex == 0 || w0.Uplinks[0].Attaches != 1 {
+		t.Fatalf("wire0: %+v", w0)
+	}
+
+	wantErrno(t, "delete a segment with a port", c.DeleteSegment(ctx, "wire0"), unix.EBUSY, "segment wire0 has ports: "+port)
+	wantErrno(t, "delete an unknown segment", c.DeleteSegment(ctx, "nope"), unix.ENOENT, "no segment nope")
+	_, err = c.Segment(ctx, "nope")
+	wantErrno(t, "show an unknown segment", err, unix.ENOENT, "no segment nope")
+	_, err = c.CreateSegment(ctx, wire.SegmentSpec{Name: "wire0"})
+	wantErrno(t, "create a duplicate", err, unix.EEXIST, "segment wire0 already exists")
+	_, err = c.CreateSegment(ctx, wire.SegmentSpec{Name: "bad name"})
+	wantErrno(t, "create a bad name", err, unix.EINVAL, "may only hold letters")
+
+	w1, err := c.CreateSegment(ctx, wire.SegmentSpec{Name: "wire1", StormPPS: 10, AgeingSet: true})
+	if err != nil || w1.Origin != "runtime" || w1.StormPPS != 10 || w1.AgeingMs != 0 || len(w1.Uplinks) != 0 {
+		t.Fatalf("CreateSegment wire1: %+v, %v", w1, err)
+	}
+	if seg := d.segments.Get("wire1"); seg.StormLimit() != 10 || seg.AgeingTime() != 0 {
+		t.Errorf("wire1's data path: storm %d ageing %v", seg.StormLimit(), seg.AgeingTime())
+	}
+	_, err = c.AddUplink(ctx, "wire1", wire.UplinkSpec{Dev: "sa0", NetNS: ns})
+	wantErrno(t, "an uplink another segment has", err, unix.EEXIST, "already used by segment wire0")
+	_, err = c.AddUplink(ctx, "nope", wire.UplinkSpec{Dev: "sa1", NetNS: ns})
+	wantErrno(t, "an uplink of an unknown segment", err, unix.ENOENT, "no segment nope")
+	_, err = c.AddUplink(ctx, "wire1", wire.UplinkSpec{Dev: "a:b", NetNS: ns})
+	wantErrno(t, "a bad device name", err, unix.EINVAL, "not a valid interface name")
+	if _, err := c.AddUplink(ctx, "wire1", wire.UplinkSpec{Dev: "sa1", NetNS: ns}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddUplink(ctx, "wire1", wire.UplinkSpec{Dev: "later0"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "wire1's uplink to attach", func() bool { return uplinkStateOf(t, c, "wire1", "sa1") == wire.UplinkAttached })
+	if st := uplinkStateOf(t, c, "wire1", "later0"); st != wire.UplinkGone {
+		t.Errorf("uplink to a device that does not exist: %s, want gone", st)
+	}
+	wantErrno(t, "delete an unknown uplink", c.DeleteUplink(ctx, "wire1", wire.UplinkSpec{Dev: "sa1"}), unix.ENOENT, "has no uplink sa1")
+	if err := c.DeleteUplink(ctx, "wire1", wire.UplinkSpec{Dev: "later0"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := gauge(t, d, "manad_uplink_up", map[string]string{"segment": "wire1", "dev": "sa1", "netns": ns}); !ok || v != 1 {
+		t.Errorf("manad_uplink_up for wire1's uplink: %v (present %v), want 1", v, ok)
+	}
+
+	// The device disappears: both uplinks report it (gone, once in the log each, metrics),
+	// and re-attach when it is back.
+	taptest.IP(t, ns, "link", "del", "sa0")
+	eventually(t, "the uplinks to report their device gone", func() bool {
+		return uplinkStateOf(t, c, "wire0", "sa0") == wire.UplinkGone && uplinkStateOf(t, c, "wire1", "sa1") == wire.UplinkGone
+	})
+	if v, ok := gauge(t, d, "manad_uplink_up", map[string]string{"segment": "wire0", "dev": "sa0"}); !ok || v != 0 {
+		t.Errorf("manad_uplink_up of a gone uplink: %v (present %v), want 0", v, ok)
+	}
+	if v, ok := gauge(t, d, "manad_uplink_state", map[string]string{"segment": "wire0", "dev": "sa0", "state": "gone"}); !ok || v != 1 {
+		t.Errorf("manad_uplink_state{state=gone}: %v (present %v), want 1", v, ok)
+	}
+	taptest.IP(t, ns, "link", "add", "sa0", "type", "veth", "peer", "name", "sa1")
+	taptest.IP(t, ns, "link", "set", "sa0", "up")
+	taptest.IP(t, ns, "link", "set", "sa1", "up")
+	eventually(t, "the uplinks to re-attach", func() bool {
+		return uplinkStateOf(t, c, "wire0", "sa0") == wire.UplinkAttached && uplinkStateOf(t, c, "wire1", "sa1") == wire.UplinkAttached
+	})
+	if n := strings.Count(logs.String(), `msg="uplink absent" uplink=`+ns+`/sa0`); n != 1 {
+		t.Errorf("uplink %s/sa0 logged absent %d times, want once:\n%s", ns, n, logs.String())
+	}
+
+	// Frames cross the uplinks: wire0 → sa0 → veth → sa1 → wire1. A broadcast from the port
+	// (an ARP request) must reach wire1's uplink from its device.
+	taptest.IP(t, ns, "addr", "add", "10.79.0.1/24", "dev", port)
+	taptest.IP(t, ns, "link", "set", port, "up")
+	rx := func() uint64 {
+		s, err := c.Segment(ctx, "wire1")
+		if err != nil || len(s.Uplinks) != 1 {
+			t.Fatalf("wire1: %+v, %v", s, err)
+		}
+		return s.Uplinks[0].RxPackets
+	}
+	before := rx()
+	taptest.TryIP(ns, "neigh", "flush", "dev", port)
+	if out, err := execIn(ns, "ping", "-c", "1", "-W", "1", "10.79.0.2"); err == nil {
+		t.Logf("ping answered?\n%s", out)
+	}
+	eventually(t, "wire1's uplink to receive the port's frames", func() bool { return rx() > before })
+
+	// Delete the port, then its segment; a deleted configuration segment stays deleted.
+	d.mu.Lock()
+	p := d.ports[port]
+	d.mu.Unlock()
+	if err := (*backend)(d).DeletePort(ctx, genl.Caller{Admin: true, NetNS: p.ns}, p.device()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSegment(ctx, "wire0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Segment(ctx, "wire0"); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("wire0 after delete: %v", err)
+	}
+	c.Close()
+	stopped = true
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := config.LoadState(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Segments.Defined["wire1"]; got.StormPPS != 10 || got.AgeingTime != 0 || len(got.Uplinks) != 1 ||
+		got.Uplinks[0] != (config.UplinkSpec{Dev: "sa1", NetNS: ns}) || len(st.Segments.Deleted) != 1 || st.Segments.Deleted[0] != "wire0" {
+		t.Fatalf("state: %+v", st.Segments)
+	}
+
+	d2 := runTest(t, doc, Options{})
+	c2, err := client.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	segs, err = c2.Segments(ctx)
+	if err != nil || len(segs) != 1 || segs[0].Name != "wire1" || segs[0].Origin != "runtime" || segs[0].StormPPS != 10 ||
+		segs[0].AgeingMs != 0 || len(segs[0].Uplinks) != 1 {
+		t.Fatalf("after the restart: %+v, %v", segs, err)
+	}
+	eventually(t, "wire1's uplink to attach after the restart", func() bool { return uplinkStateOf(t, c2, "wire1", "sa1") == wire.UplinkAttached })
+	if seg := d2.segments.Get("wire1"); seg.StormLimit() != 10 || seg.AgeingTime() != 0 {
+		t.Errorf("wire1's data path after the restart: storm %d ageing %v", seg.StormLimit(), seg.AgeingTime())
+	}
+}
+
+// execIn runs a command in network namespace ns.
+func execIn(ns string, args ...string) (string, error) {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// TestImplicitSegment: a segment only ports name is listed (origin ports) and cannot be deleted
+// while they are on it; SEGMENT_NEW defines it with settings that apply at once, and UPLINK_ADD
+// defines one too; a name nothing uses is ENOENT.
+func TestImplicitSegment(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	d, names := startTest(t, ns, 2, Options{})
+	ctx := context.Background()
+	c, err := client.Dial(d.cfg.Daemon.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Segment(ctx, names[0])
+	if err != nil || s.Origin != "ports" || len(s.Ports) != 1 || s.Ports[0] != names[0] || s.AgeingMs != 300000 || len(s.Uplinks) != 0 {
+		t.Fatalf("implicit segment: %+v, %v", s, err)
+	}
+	wantErrno(t, "delete an implicit segment with a port", c.DeleteSegment(ctx, names[0]), unix.EBUSY, "has ports: "+names[0])
+	_, err = c.AddUplink(ctx, "unused", wire.UplinkSpec{Dev: "x0"})
+	wantErrno(t, "uplink of a segment nothing uses", err, unix.ENOENT, "no segment unused")
+
+	s, err = c.CreateSegment(ctx, wire.SegmentSpec{Name: names[0], StormPPS: 7})
+	if err != nil || s.Origin != "runtime" || s.StormPPS != 7 || len(s.Ports) != 1 {
+		t.Fatalf("defining an implicit segment: %+v, %v", s, err)
+	}
+	if got := d.segments.Get(names[0]).StormLimit(); got != 7 {
+		t.Errorf("storm limit of the ports' segment %d, want 7 at once", got)
+	}
+	s, err = c.AddUplink(ctx, names[1], wire.UplinkSpec{Dev: "x1", NetNS: ns})
+	if err != nil || s.Origin != "runtime" || len(s.Uplinks) != 1 || s.Uplinks[0].State != wire.UplinkGone {
+		t.Fatalf("an uplink for an implicit segment: %+v, %v", s, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if defined := d.state.Segments.Defined; len(defined) != 2 || len(defined[names[1]].Uplinks) != 1 ||
+		defined[names[1]].Uplinks[0] != (config.UplinkSpec{Dev: "x1", NetNS: ns}) {
+		t.Errorf("state: %+v", defined)
+	}
+}

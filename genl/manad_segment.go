@@ -1,0 +1,277 @@
+package genl
+
+import (
+	"context"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/ethtool"
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
+)
+
+// The manad family's wire segment commands (genl/wire/segment.go has their numbers and tables).
+
+// The segment structs of the wire, under the names the SegmentBackend uses.
+type (
+	SegmentSpec = wire.SegmentSpec
+	SegmentInfo = wire.SegmentInfo
+	UplinkSpec  = wire.UplinkSpec
+	UplinkInfo  = wire.UplinkInfo
+)
+
+// SegmentBackend is the part of a Backend that manages wire segments and their uplinks. A
+// Backend that does not implement it answers the segment commands with EOPNOTSUPP.
+//
+// Errors follow Backend's contract (an errno, and a message through ExtackMessage): ENOENT for
+// an unknown segment or uplink, EEXIST for a segment already defined or an uplink already used
+// (by any segment), EBUSY for deleting a segment ports are on, EINVAL for a bad name or value,
+// ENOSPC for more uplinks than a segment may have. A change that succeeds is announced by the
+// backend (NotifySegment) and persisted; a refused one changes nothing.
+type SegmentBackend interface {
+	Segments(ctx context.Context, c Caller) ([]SegmentInfo, error)
+	Segment(ctx context.Context, c Caller, name string) (SegmentInfo, error)
+	CreateSegment(ctx context.Context, c Caller, s SegmentSpec) (SegmentInfo, error)
+	DeleteSegment(ctx context.Context, c Caller, name string) error
+	AddUplink(ctx context.Context, c Caller, segment string, u UplinkSpec) (SegmentInfo, error)
+	DeleteUplink(ctx context.Context, c Caller, segment string, u UplinkSpec) error
+}
+
+// Segment request policies: only the attributes each command takes.
+var (
+	segmentNameStr   = nlattr.Policy{Kind: nlattr.NulString, Len: 64}
+	segmentNameOnly  = nlattr.NewSet(wire.SegmentAttrMax, map[uint16]nlattr.Policy{wire.SegmentAttrName: segmentNameStr})
+	segmentNewPolicy = tablePolicy(wire.SegmentAttrMax, wire.SegmentSpecTable.Kinds(), map[uint16]nlattr.Policy{
+		wire.SegmentAttrName: segmentNameStr,
+		// The range of [[segment]] mtu (daemon/config).
+		wire.SegmentAttrMTU: {Kind: nlattr.U32, Check: nlattr.CheckRange, Min: 68, Max: 65535},
+	})
+	uplinkSpecPolicy = tablePolicy(wire.UplinkAttrMax, wire.UplinkSpecTable.Kinds(), map[uint16]nlattr.Policy{
+		wire.UplinkAttrDev: {Kind: nlattr.NulString, Len: ethtool.IfNameSize - 1},
+	})
+
+	segmentPolicy = func(p map[uint16]nlattr.Policy) *nlattr.Set { return nlattr.NewSet(wire.AttrSegmentMax, p) }
+	segGetPolicy  = segmentPolicy(map[uint16]nlattr.Policy{wire.AttrSegment: {Kind: nlattr.Nested, Nested: segmentNameOnly}})
+	segNewPolicy  = segmentPolicy(map[uint16]nlattr.Policy{wire.AttrSegment: {Kind: nlattr.Nested, Nested: segmentNewPolicy}})
+	uplinkPolicy  = segmentPolicy(map[uint16]nlattr.Policy{
+		wire.AttrSegment: {Kind: nlattr.Nested, Nested: segmentNameOnly},
+		wire.AttrUplink:  {Kind: nlattr.Nested, Nested: uplinkSpecPolicy},
+	})
+)
+
+// segmentOps are the segment commands of the manad family: GET for anyone, the changes for
+// admins (GENL_UNS_ADMIN_PERM, checked before the handler runs: a non-admin gets EPERM).
+func (s *Server) segmentOps() []op {
+	do := func(cmd uint8, admin bool, pol *nlattr.Set, fn func(*request) error) op {
+		o := op{cmd: cmd, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, doit: fn}
+		if admin {
+			o.perm = unix.GENL_UNS_ADMIN_PERM
+		}
+		return o
+	}
+	get := do(wire.CmdSegmentGet, false, segGetPolicy, s.segmentGet)
+	get.dumpit = s.segmentDump
+	return []op{
+		get,
+		do(wire.CmdSegmentNew, true, segNewPolicy, s.segmentNew),
+		do(wire.CmdSegmentDel, true, segGetPolicy, s.segmentDel),
+		do(wire.CmdUplinkAdd, true, uplinkPolicy, s.uplinkAdd),
+		do(wire.CmdUplinkDel, true, uplinkPolicy, s.uplinkDel),
+	}
+}
+
+// segmentCmdNames name the segment commands for the request metrics (cmdName).
+var segmentCmdNames = map[uint8]string{
+	wire.CmdSegmentGet: "segment-get", wire.CmdSegmentNew: "segment-new", wire.CmdSegmentDel: "segment-del",
+	wire.CmdUplinkAdd: "uplink-add", wire.CmdUplinkDel: "uplink-del",
+}
+
+// segmentBackend returns the configured Backend's SegmentBackend, or EOPNOTSUPP.
+func (s *Server) segmentBackend() (SegmentBackend, error) {
+	if sb, ok := s.cfg.Backend.(SegmentBackend); ok {
+		return sb, nil
+	}
+	return nil, Errorf(unix.EOPNOTSUPP, "wire segments are not supported by this backend")
+}
+
+// segmentName is the required SegmentAttrName inside the required AttrSegment of r, validated
+// by the op's policy.
+func (r *request) segmentName() (string, error) {
+	a, err := r.required(wire.AttrSegment, "segment")
+	if err != nil {
+		return "", err
+	}
+	tb, err := nlattr.ParseNested(r.msg, a, segmentNameOnly)
+	if err != nil {
+		return "", err
+	}
+	return requiredName(a, tb)
+}
+
+// requiredName is the segment name of the parsed AttrSegment nest a, or the MISS_TYPE error
+// pointing into it (an empty name is missing too: it names nothing).
+func requiredName(a nlattr.Attr, tb []nlattr.Attr) (string, error) {
+	n := tb[wire.SegmentAttrName]
+	if !n.Present() {
+		return "", &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing segment name"}, MissType: wire.SegmentAttrName, MissNest: a.Off}
+	}
+	if n.Str() == "" {
+		return "", nlattr.AttrError(unix.EINVAL, n, "empty segment name")
+	}
+	return n.Str(), nil
+}
+
+// uplinkSpec is the required AttrUplink of r, with its required device name.
+func (r *request) uplinkSpec() (UplinkSpec, error) {
+	a, err := r.required(wire.AttrUplink, "uplink")
+	if err != nil {
+		return UplinkSpec{}, err
+	}
+	tb, err := nlattr.ParseNested(r.msg, a, uplinkSpecPolicy)
+	if err != nil {
+		return UplinkSpec{}, err
+	}
+	if d := tb[wire.UplinkAttrDev]; !d.Present() || d.Str() == "" {
+		return UplinkSpec{}, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing uplink device"}, MissType: wire.UplinkAttrDev, MissNest: a.Off}
+	}
+	var u UplinkSpec
+	if err := wire.UplinkSpecTable.Decode(a.Data, &u); err != nil {
+		return UplinkSpec{}, err
+	}
+	return u, nil
+}
+
+func putSegment(info *SegmentInfo) func(b *nlattr.Builder) error {
+	return func(b *nlattr.Builder) error { wire.SegmentTable.PutNest(b, wire.AttrSegment, info); return nil }
+}
+
+func (s *Server) segmentGet(r *request) error {
+	name, err := r.segmentName()
+	if err != nil {
+		return err
+	}
+	sb, err := s.segmentBackend()
+	if err != nil {
+		return err
+	}
+	info, err := sb.Segment(r.ctx, r.c.caller, name)
+	if err != nil {
+		return err
+	}
+	return r.reply(wire.CmdSegmentGet, putSegment(&info))
+}
+
+func (s *Server) segmentDump(r *request, d *dumper) error {
+	sb, err := s.segmentBackend()
+	if err != nil {
+		return err
+	}
+	segs, err := sb.Segments(r.ctx, r.c.caller)
+	if err != nil {
+		return err
+	}
+	sort.SliceStable(segs, func(i, j int) bool { return segs[i].Name < segs[j].Name })
+	for i := range segs {
+		if err := d.add(wire.CmdSegmentGet, putSegment(&segs[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) segmentNew(r *request) error {
+	a, err := r.required(wire.AttrSegment, "segment")
+	if err != nil {
+		return err
+	}
+	tb, err := nlattr.ParseNested(r.msg, a, segmentNewPolicy)
+	if err != nil {
+		return err
+	}
+	if _, err := requiredName(a, tb); err != nil {
+		return err
+	}
+	var spec SegmentSpec
+	if err := wire.SegmentSpecTable.Decode(a.Data, &spec); err != nil {
+		return err
+	}
+	spec.AgeingSet = tb[wire.SegmentAttrAgeingMs].Present()
+	sb, err := s.segmentBackend()
+	if err != nil {
+		return err
+	}
+	info, err := sb.CreateSegment(r.ctx, r.c.caller, spec)
+	if err != nil {
+		return err
+	}
+	return r.reply(wire.CmdSegmentNew, putSegment(&info))
+}
+
+func (s *Server) segmentDel(r *request) error {
+	name, err := r.segmentName()
+	if err != nil {
+		return err
+	}
+	sb, err := s.segmentBackend()
+	if err != nil {
+		return err
+	}
+	return sb.DeleteSegment(r.ctx, r.c.caller, name)
+}
+
+func (s *Server) uplinkAdd(r *request) error {
+	name, err := r.segmentName()
+	if err != nil {
+		return err
+	}
+	u, err := r.uplinkSpec()
+	if err != nil {
+		return err
+	}
+	sb, err := s.segmentBackend()
+	if err != nil {
+		return err
+	}
+	info, err := sb.AddUplink(r.ctx, r.c.caller, name, u)
+	if err != nil {
+		return err
+	}
+	return r.reply(wire.CmdUplinkAdd, putSegment(&info))
+}
+
+func (s *Server) uplinkDel(r *request) error {
+	name, err := r.segmentName()
+	if err != nil {
+		return err
+	}
+	u, err := r.uplinkSpec()
+	if err != nil {
+		return err
+	}
+	sb, err := s.segmentBackend()
+	if err != nil {
+		return err
+	}
+	return sb.DeleteUplink(r.ctx, r.c.caller, name, u)
+}
+
+// NotifySegment sends a manad SEGMENT_{NEW,DEL,CHANGE}_NTF for kind "new", "del" or "change",
+// carrying the segment's full state, to the "events" subscribers in network namespace ns (the
+// daemon's own: segments are the host's). Other kinds are logged and ignored.
+func (s *Server) NotifySegment(kind string, info SegmentInfo, ns NetNS) {
+	var cmd uint8
+	switch kind {
+	case "new":
+		cmd = wire.CmdSegmentNewNtf
+	case "del":
+		cmd = wire.CmdSegmentDelNtf
+	case "change":
+		cmd = wire.CmdSegmentChangeNtf
+	default:
+		s.log.Error("genl: NotifySegment with unknown kind, ignored", "kind", kind, "segment", info.Name)
+		return
+	}
+	s.notify(manadID, wire.FamilyVersion, cmd, &s.manadSeq, eventsGroup, ns,
+		func(b *nlattr.Builder) { wire.SegmentTable.PutNest(b, wire.AttrSegment, &info) })
+}
