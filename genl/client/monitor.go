@@ -85,7 +85,7 @@ type Notification struct {
 	NetdevDev *wire.NetdevDev
 	PagePool  *wire.NetdevPagePool
 	RSS       *RSS
-	Segment      *wire.SegmentInfo // SegmentAdded, SegmentRemoved, SegmentChanged
+	Segment   *wire.SegmentInfo // SegmentAdded, SegmentRemoved, SegmentChanged
 }
 
 // Subscription receives notifications of the ethtool "monitor" group and,
