@@ -36,6 +36,7 @@ type badInputRig struct {
 	fams          families
 	ethtool       familyInfo
 	manad         familyInfo
+	netdev        familyInfo
 }
 
 func startBadInputRig(t *testing.T) *badInputRig {
@@ -67,6 +68,7 @@ func startBadInputRig(t *testing.T) *badInputRig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.netdev = netdev
 	b.fams = families{}
 	for name, f := range map[string]familyInfo{"ethtool": b.ethtool, "manad": b.manad, "nlctrl": ctrl, "netdev": netdev} {
 		b.fams[f.ID] = struct {
@@ -92,7 +94,8 @@ func (b *badInputRig) dial(t testing.TB, ns string, uid uint32) *rawConn {
 	return c
 }
 
-// corpus returns valid requests for every command of the three families, addressed to port
+// corpus returns valid requests for every command of the four families (capture aside: its
+// frames are unsolicited answers the checker does not expect), addressed to port
 // name/index (some by name, some by index, some by both), each with a distinct seq.
 func (b *badInputRig) corpus(name string, index uint32, obj []byte) [][]byte {
 	eth, man := b.ethtool.ID, b.manad.ID
@@ -149,6 +152,30 @@ func (b *badInputRig) corpus(name string, index uint32, obj []byte) [][]byte {
 		req(man, fAck, wire.CmdGroupJoin, u32a(wire.AttrGroup, 3)),
 		req(man, fAck, wire.CmdGroupLeave, u32a(wire.AttrGroup, 3)),
 		req(man, fAck, wire.CmdSetOption, u32a(wire.AttrOption, unix.NETLINK_EXT_ACK), u8a(wire.AttrOptionValue, 1)),
+
+		// The rest of the ethtool surface, the netdev family and the segment commands.
+		req(eth, 0, unix.ETHTOOL_MSG_LINKINFO_GET, byName(unix.ETHTOOL_A_LINKINFO_HEADER)),
+		req(eth, fDump, unix.ETHTOOL_MSG_LINKMODES_GET),
+		req(eth, 0, unix.ETHTOOL_MSG_LINKSTATE_GET, byIndex(unix.ETHTOOL_A_LINKSTATE_HEADER)),
+		req(eth, 0, unix.ETHTOOL_MSG_TSINFO_GET, byName(unix.ETHTOOL_A_TSINFO_HEADER)),
+		req(eth, 0, unix.ETHTOOL_MSG_FEATURES_GET, both(unix.ETHTOOL_A_FEATURES_HEADER)),
+		req(eth, fAck, unix.ETHTOOL_MSG_FEATURES_SET, byName(unix.ETHTOOL_A_FEATURES_HEADER),
+			nest(unix.ETHTOOL_A_FEATURES_WANTED, nest(unix.ETHTOOL_A_BITSET_BITS, nest(unix.ETHTOOL_A_BITSET_BITS_BIT,
+				strA(unix.ETHTOOL_A_BITSET_BIT_NAME, "rx-gro"), flagA(unix.ETHTOOL_A_BITSET_BIT_VALUE))))),
+		req(eth, 0, unix.ETHTOOL_MSG_COALESCE_GET, byName(unix.ETHTOOL_A_COALESCE_HEADER)),
+		req(eth, fAck, unix.ETHTOOL_MSG_COALESCE_SET, byIndex(unix.ETHTOOL_A_COALESCE_HEADER), u32a(unix.ETHTOOL_A_COALESCE_RX_USECS, 0)),
+		req(eth, 0, unix.ETHTOOL_MSG_RSS_GET, byName(wire.RSSHeader)),
+		req(eth, fAck, wire.MsgRSSSet, byName(wire.RSSHeader), attr(wire.RSSHKey, make([]byte, 40))),
+		req(eth, 0, unix.ETHTOOL_MSG_STATS_GET, byName(wire.StatsHeader)),
+		req(b.netdev.ID, 0, wire.NetdevCmdDevGet, u32a(wire.NetdevADevIfindex, index)),
+		req(b.netdev.ID, fDump, wire.NetdevCmdQueueGet, u32a(wire.NetdevAQueueIfindex, index)),
+		req(b.netdev.ID, fDump, wire.NetdevCmdQStatsGet),
+		req(b.netdev.ID, fDump, wire.NetdevCmdPagePoolGet),
+		req(man, fDump, wire.CmdSegmentGet),
+		req(man, 0, wire.CmdSegmentGet, nest(wire.AttrSegment, strA(wire.SegmentAttrName, "rbi"))),
+		req(man, fAck, wire.CmdSegmentNew, nest(wire.AttrSegment, strA(wire.SegmentAttrName, "rbiseg"), u32a(wire.SegmentAttrMTU, 1400))),
+		req(man, fAck, wire.CmdUplinkAdd, nest(wire.AttrSegment, strA(wire.SegmentAttrName, "rbiseg")),
+			nest(wire.AttrUplink, strA(wire.UplinkAttrDev, "lo"), strA(wire.UplinkAttrNetNS, b.nsE))),
 	}
 	return base
 }
@@ -606,13 +633,15 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("flood root in a foreign namespace", func(t *testing.T) {
 		// root in nsE, where no port lives: SET-type commands get past the permission check
-		// into the policies and the device lookup, which must fail (ENODEV). PORT_NEW, the one
-		// command that needs no device, is left out (a mutation could legitimately create a
-		// port).
+		// into the policies and the device lookup, which must fail (ENODEV). PORT_NEW and the
+		// segment changes, the commands that need no device, are left out (a mutation could
+		// legitimately create a port or a segment).
+		noDevice := map[int]bool{int(wire.CmdPortNew): true, int(wire.CmdSegmentNew): true, int(wire.CmdSegmentDel): true,
+			int(wire.CmdUplinkAdd): true, int(wire.CmdUplinkDel): true}
 		keep := func(d []byte) bool {
 			msgs, _ := framing(d, b.fams)
 			for _, m := range msgs {
-				if m.Type == b.manad.ID && m.cmd == int(wire.CmdPortNew) {
+				if m.Type == b.manad.ID && noDevice[m.cmd] {
 					return false
 				}
 			}
