@@ -485,18 +485,19 @@ func (e *Endpoint) send(q int, frame []byte, inline bool) {
 		return
 	}
 	var now int64
+	var stop <-chan struct{}
 	if qs := e.qs.Load(); qs == nil || q >= len(qs.q) {
 		inline = false
 	} else {
-		now = qs.q[q].clock.Load()
+		now, stop = qs.q[q].clock.Load(), qs.q[q].stop
 	}
 	if now != 0 {
-		e.seg.forwardAt(h, frame, inline, now)
+		e.seg.forwardAt(h, frame, inline, now, stop)
 		return // the TX batch's end flushes the coalesced runs it leaves
 	}
 	// Not inside a TX goroutine's batch (a direct Port.Transmit): nothing else would end the
 	// runs this frame may have opened.
-	e.seg.forwardAt(h, frame, inline, e.seg.now())
+	e.seg.forwardAt(h, frame, inline, e.seg.now(), stop)
 	e.seg.gro.flush()
 }
 
@@ -602,10 +603,16 @@ func (qq *queue) rxLoop(p *vnic.Port) {
 			return
 		}
 		for {
+			// One budget per slot: on a segment where every member has a backlog, the
+			// queues take turns (see pollSlots) instead of all being runnable at once.
+			if !qq.e.seg.slots.acquire(qq.stop) {
+				return
+			}
 			qq.busy.Lock()
 			more := qq.poll(p)
 			qq.flushRun() // a poll ends a coalesced run
 			qq.busy.Unlock()
+			qq.e.seg.slots.release()
 			if !more {
 				break
 			}
