@@ -169,6 +169,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	select {
 	case <-ctx.Done():
+		d.log.Info("manad stopping", "reason", context.Cause(ctx))
 	case err = <-served:
 		d.log.Error("netlink server stopped", "err", err)
 	}
@@ -191,6 +192,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 // concurrently outside the lock, the non-persistent ones of each namespace first unregistered in
 // one batch (see deleteGroups).
 func (d *Daemon) shutdown() {
+	start := time.Now()
 	d.mu.Lock()
 	d.closing = true
 	ports := make([]*port, 0, len(d.ports))
@@ -217,6 +219,7 @@ func (d *Daemon) shutdown() {
 		d.stop(p)
 	}
 	d.mu.Unlock()
+	d.log.Info("ports stopped", "ports", len(ports), "took", time.Since(start))
 	d.deleteGroups(ports)
 	d.closeTAPs(ports, false)
 	d.mu.Lock()
@@ -226,7 +229,7 @@ func (d *Daemon) shutdown() {
 	d.mu.Unlock()
 	d.bg.Wait()
 	d.stopUplinks()
-	d.log.Info("manad stopped", "ports", len(ports))
+	d.log.Info("manad stopped", "ports", len(ports), "took", time.Since(start))
 }
 
 // loadState reads the state file for the start. A file it cannot use (corrupt, or unreadable) must
