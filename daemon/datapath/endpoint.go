@@ -238,6 +238,47 @@ func (e *Endpoint) Stop() {
 	e.log.Info("endpoint stopped", "port", p.Name())
 }
 
+// StopAll stops every endpoint of eps as Stop does, all at once: every queue is told to stop
+// before any is waited for, and each segment drops its leaving members (and the addresses
+// learned on them) in one copy of its tables. Stopping a thousand ports of one segment one by
+// one would copy the segment's member list and table a thousand times, and each port would wait
+// for its goroutines while the ports still attached keep flooding it. The caller must not hold
+// the ctl lock of any of them (Stop, SetChannels and SetOffload take it); endpoints not started
+// are skipped.
+func StopAll(eps []*Endpoint) {
+	var run []*Endpoint
+	for _, e := range eps {
+		e.ctl.Lock()
+		if e.started {
+			run = append(run, e)
+		} else {
+			e.ctl.Unlock()
+		}
+	}
+	for _, e := range run {
+		signalQueues(e.qs.Load().q)
+	}
+	leaving := map[*Segment][]*port{}
+	for _, e := range run {
+		if h := e.handle.Swap(nil); h != nil {
+			leaving[e.seg] = append(leaving[e.seg], h)
+		}
+	}
+	for seg, ps := range leaving {
+		seg.leave(ps...)
+	}
+	for _, e := range run {
+		p := e.vp.Load()
+		waitQueues(p, e.qs.Load().q)
+		e.qs.Store(nil)
+		e.vp.Store(nil)
+		e.dev = nil
+		e.started = false
+		e.ctl.Unlock()
+		e.log.Info("endpoint stopped", "port", p.Name())
+	}
+}
+
 // SetChannels changes the number of queues to n around apply, the port's own reconfiguration
 // (typically func() error { return port.SetChannels(n) }, called with the configuration lock
 // held, as SetChannels itself must be). The order keeps every RX queue the port runs backed by a
@@ -385,12 +426,23 @@ func (qq *queue) start(p *vnic.Port) {
 
 // stopQueues stops the goroutines of qs and drops (and counts) what their inputs still hold.
 func stopQueues(p *vnic.Port, qs []*queue) {
+	signalQueues(qs)
+	waitQueues(p, qs)
+}
+
+// signalQueues tells the goroutines of qs to stop, without waiting for them.
+func signalQueues(qs []*queue) {
 	for _, qq := range qs {
 		close(qq.stop)
-		// Wakes a TX goroutine waiting on the netpoller; one inside a batch sees stop after
-		// at most budget frames.
+		// Wakes a TX goroutine waiting on the netpoller; one inside a batch sees stop before
+		// its next frame.
 		qq.file.SetReadDeadline(time.Now())
 	}
+}
+
+// waitQueues waits for the goroutines of qs, told to stop, and drops (and counts) what their
+// inputs still hold.
+func waitQueues(p *vnic.Port, qs []*queue) {
 	for _, qq := range qs {
 		qq.wg.Wait()
 		qq.file.SetReadDeadline(time.Time{}) // fails harmlessly on a file closed meanwhile

@@ -163,14 +163,15 @@ func (s *Segment) join(m member) *port {
 	return p
 }
 
-// leave detaches a port and forgets the addresses learned on it (br_fdb_delete_by_port), so
-// frames to them are flooded to the remaining ports instead of vanishing.
-func (s *Segment) leave(p *port) {
+// leave detaches ports and forgets the addresses learned on them (br_fdb_delete_by_port), so
+// frames to them are flooded to the remaining ports instead of vanishing. The tables are copied
+// once however many ports leave.
+func (s *Segment) leave(ps ...*port) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ms := slices.DeleteFunc(slices.Clone(*s.members.Load()), func(q *port) bool { return q == p })
+	ms := slices.DeleteFunc(slices.Clone(*s.members.Load()), func(q *port) bool { return slices.Contains(ps, q) })
 	s.members.Store(&ms)
-	s.flushLocked(p)
+	s.flushLocked(ps...)
 }
 
 // flush forgets the addresses learned on p, which stays attached: an uplink whose link went
@@ -181,11 +182,15 @@ func (s *Segment) flush(p *port) {
 	s.flushLocked(p)
 }
 
-func (s *Segment) flushLocked(p *port) {
+func (s *Segment) flushLocked(ps ...*port) {
+	gone := make(map[*port]bool, len(ps))
+	for _, p := range ps {
+		gone[p] = true
+	}
 	old := *s.fdb.Load()
 	t := make(fdbTable, len(old))
 	for mac, e := range old {
-		if e.port.Load() != p {
+		if !gone[e.port.Load()] {
 			t[mac] = e
 		}
 	}
