@@ -47,6 +47,13 @@ func TestSIGTERMUnderFlood(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
 	}
+	t.Cleanup(func() { // after the harness's own cleanup, which may have failed to delete it
+		if exec.Command("ip", "netns", "pids", ns).Run() == nil {
+			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+				t.Errorf("ip netns del %s: %v: %s", ns, err, out)
+			}
+		}
+	})
 	names := make([]string, floodPorts)
 	var cfg, batch strings.Builder
 	for i := range names {
