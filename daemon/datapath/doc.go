@@ -17,7 +17,7 @@
 //
 // From the TAP read to the TAP write, a unicast frame stays in the goroutine that read it whenever
 // B's RX queue j is idle; see Endpoint for when and why the queue's own goroutine takes over (a
-// flood, always).
+// flood to more than a handful of ports, always).
 //
 // Typical use by the daemon, under its configuration lock:
 //

@@ -41,7 +41,7 @@ const (
 //   - RX, one per queue: processes frames from the queue's bounded input with Port.Receive
 //     (RSS picked the queue with Port.SteerRx), whose Deliver writes them to the TAP.
 //
-// A unicast frame arriving for an RX queue that is idle is processed inline, to completion, by the
+// A unicast frame (or a small flood) arriving for an RX queue that is idle is processed inline, to completion, by the
 // goroutine that forwarded it (the sender's TX goroutine): wire → RX ring → TAP write without a
 // goroutine hand-off, which is what makes the data path as fast as a bare TAP-to-TAP relay. The
 // queue's goroutine takes over only when the queue is busy (another sender holds it) or has a
@@ -53,8 +53,9 @@ const (
 // ACKs arrive on RX queue N, and deferring the data then would push a whole window through the
 // inputs.
 //
-// Floods are never processed inline: the segment puts a copy in every member's input, and
-// the queues' goroutines deliver them, taking turns in the segment's poll slots (pollSlots).
+// A flood to more than floodInlineMax members is never processed inline: the segment puts a
+// copy in every member's input, and the queues' goroutines deliver them, taking turns in the
+// segment's poll slots (pollSlots).
 //
 // Each RX queue's input holds as many frames as the port posts RX buffers per queue
 // (rx_queue_size): what a NIC's ring holds for a host that is slow to poll. Beyond that a frame

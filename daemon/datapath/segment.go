@@ -23,6 +23,11 @@ const (
 // time, and the entry's cache line stays shared between the cores forwarding to it.
 const refreshEvery = int64(time.Second)
 
+// floodInlineMax is the most destinations a flood may have and still be delivered as unicast
+// frames are (inline in the sender's goroutine where the queue is idle); larger floods go
+// through the members' inputs and the segment's poll slots.
+const floodInlineMax = 4
+
 // member is what a segment forwards frames to: a port's attachment (an *Endpoint), or a
 // recording member in the segment's unit tests.
 type member interface {
@@ -215,9 +220,10 @@ func (s *Segment) forward(src *port, frame []byte, inline bool) {
 // cost more than the table lookups).
 //
 // inline also says the caller is a sender (a TX or uplink goroutine), not an RX queue's
-// processing (XDP_TX): a flood then waits for one of the segment's poll slots, and is dropped
-// if stop closes meanwhile (its port is stopping). Frames from an RX queue's processing flood
-// without a slot: that goroutine may already hold one, and waiting for a second could deadlock.
+// processing (XDP_TX): a flood to more than floodInlineMax members then waits for one of the
+// segment's poll slots, and is dropped if stop closes meanwhile (its port is stopping). Frames
+// from an RX queue's processing flood without a slot: that goroutine may already hold one, and
+// waiting for a second could deadlock.
 func (s *Segment) forwardAt(src *port, frame []byte, inline bool, now int64, stop <-chan struct{}) {
 	if len(frame) < 14 {
 		return
@@ -247,14 +253,26 @@ func (s *Segment) forwardAt(src *port, frame []byte, inline bool, now int64, sto
 	if len(ms) == 0 {
 		return
 	}
-	// A flood is the receivers' work, as a switch's replication is: every other member gets
-	// a copy in its RX queue's bounded input (dropped and counted there when full, as a NIC
-	// drops what its ring cannot take), and the queue's own goroutine delivers it. The sender
-	// never writes n TAPs itself: on a shared segment each of those writes costs the
-	// receiving kernel work that grows with its number of interfaces, and n senders doing
-	// n of them inline kept every P busy for minutes, the signal handler's and the control
-	// plane's goroutines waiting behind them. Each flood starts at the next member, so that
-	// floods many senders make at once do not all reach the first member first.
+	if len(ms) <= floodInlineMax+1 {
+		// A flood to a handful of members costs the sender no more than as many unicast
+		// frames: it is delivered as they are (two ports on a segment, one of which never
+		// transmits, see only such floods).
+		for _, p := range ms {
+			if p != src {
+				p.m.input(frame, inline)
+			}
+		}
+		return
+	}
+	// A larger flood is the receivers' work, as a switch's replication is: every other
+	// member gets a copy in its RX queue's bounded input (dropped and counted there when
+	// full, as a NIC drops what its ring cannot take), and the queue's own goroutine
+	// delivers it. The sender never writes n TAPs itself: on a shared segment each of those
+	// writes costs the receiving kernel work that grows with its number of interfaces, and n
+	// senders doing n of them inline kept every P busy for minutes, the signal handler's and
+	// the control plane's goroutines waiting behind them. Each flood starts at the next
+	// member, so that floods many senders make at once do not all reach the first member
+	// first.
 	if inline {
 		if !s.slots.acquire(stop) {
 			return

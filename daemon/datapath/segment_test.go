@@ -143,35 +143,56 @@ func TestSegmentSwitching(t *testing.T) {
 }
 
 // TestSegmentInline checks which deliveries may be processed in the sender's goroutine: a frame
-// to a learned address as the sender allows, a flood never (its copies wait in the members'
-// inputs, for their own goroutines).
+// to a learned address, and a flood to at most floodInlineMax members, as the sender allows; a
+// larger flood never (its copies wait in the members' inputs, for their own goroutines).
 func TestSegmentInline(t *testing.T) {
-	s, _, recs, ports := testSegment("a", "b", "c")
+	names := []string{"a", "b"}
+	for i := range floodInlineMax {
+		names = append(names, fmt.Sprint("m", i))
+	}
+	s, _, recs, ports := testSegment(names...) // a and floodInlineMax+1 others
 	A, B := mac(0xa), mac(0xb)
 	s.forward(ports["b"], frame(broadcast, B, 0), true) // learn B on b
-	for _, r := range recs {
-		r.take()
+	all := func(v bool) map[string][]bool {
+		m := map[string][]bool{}
+		for _, n := range names[1:] {
+			m[n] = []bool{v}
+		}
+		return m
 	}
 	for _, tc := range []struct {
 		what   string
+		leave  bool // one member leaves first: floodInlineMax destinations
 		dst    net.HardwareAddr
 		inline bool
 		want   map[string][]bool
 	}{
-		{"unicast, sender allows inline", B, true, map[string][]bool{"b": {true}}},
-		{"unicast, sender forbids inline", B, false, map[string][]bool{"b": {false}}},
-		{"broadcast, sender allows inline", broadcast, true, map[string][]bool{"b": {false}, "c": {false}}},
-		{"multicast, sender forbids inline", ipv4mcast, false, map[string][]bool{"b": {false}, "c": {false}}},
-		{"unknown unicast, sender allows inline", mac(0x99), true, map[string][]bool{"b": {false}, "c": {false}}},
+		{"unicast, sender allows inline", false, B, true, map[string][]bool{"b": {true}}},
+		{"unicast, sender forbids inline", false, B, false, map[string][]bool{"b": {false}}},
+		{"large broadcast, sender allows inline", false, broadcast, true, all(false)},
+		{"large multicast, sender forbids inline", false, ipv4mcast, false, all(false)},
+		{"large unknown unicast, sender allows inline", false, mac(0x99), true, all(false)},
+		{"small broadcast, sender allows inline", true, broadcast, true, all(true)},
+		{"small unknown unicast, sender forbids inline", true, mac(0x99), false, all(false)},
 	} {
+		if tc.leave && recs["m0"] != nil {
+			s.leave(ports["m0"])
+			delete(recs, "m0")
+		}
+		for _, r := range recs {
+			r.take()
+		}
+		want := tc.want
+		if tc.leave {
+			delete(want, "m0")
+		}
 		s.forward(ports["a"], frame(tc.dst, A, 1), tc.inline)
 		for n, r := range recs {
 			r.mu.Lock()
 			got := slices.Clone(r.inline)
 			r.mu.Unlock()
-			r.take()
-			if !slices.Equal(got, tc.want[n]) {
-				t.Errorf("%s: %s saw inline %v, want %v", tc.what, n, got, tc.want[n])
+			if !slices.Equal(got, want[n]) {
+				t.Errorf("%s: %s saw inline %v, want %v", tc.what, n, got, want[n])
 			}
 		}
 	}
