@@ -10,6 +10,12 @@ func (d *Daemon) setCarrier(p *port, on bool) {
 	if p.dev == nil {
 		return // the TAP is not open yet: syncCarrier sets it once it is
 	}
+	if !on && d.closing && !p.spec.Persistent {
+		// Shutdown deletes the TAP next: taking its carrier down first would only make the
+		// kernel withdraw the link's routes and addresses twice (with a thousand TAPs in a
+		// namespace, a second of rtnl work), and the link is gone either way.
+		return
+	}
 	if err := p.dev.SetCarrier(on); err != nil {
 		d.log.Warn("setting the TAP's carrier failed", "port", p.spec.Name, "on", on, "err", err)
 		return

@@ -168,6 +168,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	select {
 	case <-ctx.Done():
+		d.log.Info("manad stopping", "reason", context.Cause(ctx))
 	case err = <-served:
 		d.log.Error("netlink server stopped", "err", err)
 	}
@@ -184,12 +185,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 // shutdown stops every port: queues stop, buffers come back (zero in flight, checked and logged),
 // non-persistent TAPs are removed. Under the configuration lock the ports leave the registry,
-// their last settings are written once, every endpoint stops at once (on a segment shared by many
-// ports, the ones still attached keep flooding the ones stopping: one at a time, each would pay
-// for the traffic of all the others, 15 s for 500 ports) and the models stop; then the TAPs close
-// concurrently outside the lock, the non-persistent ones of each namespace first unregistered in
-// one batch (see deleteGroups).
+// their last settings are written once, every endpoint stops at once (datapath.StopAll: on a
+// segment shared by many ports, the ones still attached keep flooding the ones stopping; one at
+// a time, each would pay for the traffic of all the others, 15 s for 500 ports) and the models
+// stop; then the TAPs close concurrently outside the lock, the non-persistent ones of each
+// namespace first unregistered in one batch (see deleteGroups).
 func (d *Daemon) shutdown() {
+	start := time.Now()
 	d.mu.Lock()
 	d.closing = true
 	ports := make([]*port, 0, len(d.ports))
@@ -207,15 +209,18 @@ func (d *Daemon) shutdown() {
 	if changed {
 		d.saveState()
 	}
-	concurrently(ports, func(p *port) {
+	eps := make([]*datapath.Endpoint, 0, len(ports))
+	for _, p := range ports {
 		if p.ep != nil {
-			p.ep.Stop()
+			eps = append(eps, p.ep)
 		}
-	})
+	}
+	datapath.StopAll(eps)
 	for _, p := range ports {
 		d.stop(p)
 	}
 	d.mu.Unlock()
+	d.log.Info("ports stopped", "ports", len(ports), "took", time.Since(start))
 	d.deleteGroups(ports)
 	d.closeTAPs(ports, false)
 	d.mu.Lock()
@@ -225,7 +230,7 @@ func (d *Daemon) shutdown() {
 	d.mu.Unlock()
 	d.bg.Wait()
 	d.stopUplinks()
-	d.log.Info("manad stopped", "ports", len(ports))
+	d.log.Info("manad stopped", "ports", len(ports), "took", time.Since(start))
 }
 
 // loadState reads the state file for the start. A file it cannot use (corrupt, or unreadable) must

@@ -185,6 +185,17 @@ var sources = []source{
 	{issue: 12, figure: "frame through a segment whose capture reader is behind (drops, counted)", pkg: "./daemon/datapath", bench: "BenchmarkForwardCapture",
 		value: "behind-ns/frame", scale: 1, unit: "ns", baseline: "none-ns/frame", baseName: "the same segment without a capture, alternating", ratio: "behind/none",
 		target: "≤ 2× no capture", met: func(_, r float64) bool { return r <= 2 }},
+	{issue: 13, figure: "1,000 ports on one shared segment: manad ready", pkg: "./bench/scale", bench: "BenchmarkSharedSegment/ports=1000",
+		value: "ready-ms", scale: 1e-3, unit: "s", target: "≤ 2 s", met: func(v, _ float64) bool { return v <= 2 }},
+	{issue: 13, figure: "1,000 ports on one shared segment: all up after one ip -batch", pkg: "./bench/scale", bench: "BenchmarkSharedSegment/ports=1000",
+		value: "bringup-ms", scale: 1e-3, unit: "s", baseline: "bridge-bringup-ms", baseName: "same ip -batch, 1,000 TAPs on a Linux bridge",
+		target: "reported"},
+	{issue: 13, figure: "1,000 ports on one shared segment: port list during the flood, slowest", pkg: "./bench/scale", bench: "BenchmarkSharedSegment/ports=1000",
+		value: "control-max-ms", scale: 1e-3, unit: "s", target: "a few seconds (≤ 5 s)", met: func(v, _ float64) bool { return v <= 5 },
+		note: "median in control-p50-ms"},
+	{issue: 13, figure: "1,000 ports on one shared segment: shutdown", pkg: "./bench/scale", bench: "BenchmarkSharedSegment/ports=1000",
+		value: "shutdown-ms", scale: 1e-3, unit: "s", baseline: "bridge-teardown-ms", baseName: "deleting the bridge and its 1,000 TAPs (one group request)",
+		target: "≤ 2 s", met: func(v, _ float64) bool { return v <= 2 }},
 }
 
 // getRoundTrip is the row of tests/integration's BenchmarkGetRoundTrip/sub: msg's round trip to

@@ -4,7 +4,8 @@
 // every port reports admin-up, and until manad has exited, and each of those per port, so a
 // non-linear cost shows as a per-port figure that grows with the size.
 //
-// BenchmarkSharedSegment does the same with every port on one segment, against a Linux bridge.
+// BenchmarkSharedSegment does the same with every port on one segment (100 and 1,000), against a
+// Linux bridge, and reports the latency of control requests during the flood.
 //
 // `go test -short` uses 10 and 25 ports (10 shared); -args -sizes 250,2000 and -shared-sizes 300
 // pick others. Needs root.
@@ -18,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,8 +80,8 @@ func BenchmarkPorts(b *testing.B) {
 			var ready, up, ipTime, kernel, stop time.Duration
 			for range b.N {
 				kernel += kernelBringUp(b, n)
-				r, u, ip, s := run(b, n, false)
-				ready, up, ipTime, stop = ready+r, up+u, ipTime+ip, stop+s
+				r := run(b, n, false)
+				ready, up, ipTime, stop = ready+r.ready, up+r.up, ipTime+r.ipTime, stop+r.stop
 			}
 			per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) / float64(n) }
 			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / float64(b.N) }
@@ -148,17 +150,19 @@ func kernelBringUp(b *testing.B, n int) time.Duration {
 }
 
 // sharedFlag overrides the sizes of BenchmarkSharedSegment.
-var sharedFlag = flag.String("shared-sizes", "", "comma-separated port counts of BenchmarkSharedSegment (default 100; 10 with -short)")
+var sharedFlag = flag.String("shared-sizes", "", "comma-separated port counts of BenchmarkSharedSegment (default 100,1000; 10 with -short)")
 
 // BenchmarkSharedSegment is BenchmarkPorts with every port on ONE segment: the IPv6 start-up
 // multicast of every TAP (router solicitations, MLD reports, DAD) is flooded to every other
-// port, n² frame deliveries, and manad must still stop promptly on SIGTERM while that flood
-// runs. The same-run peer is a Linux bridge with n TAPs of the same kind in a namespace: the
-// same `ip -batch` bring-up (bridge-bringup-ms) and the deletion of the bridge and its TAPs
-// (bridge-teardown-ms).
+// port, n² frame deliveries, and manad must keep answering control requests while that flood
+// runs and stop promptly on SIGTERM. It reports the time until manad is ready, until every port
+// is up, and of the shutdown, and the latency of the port-list requests (GET of every port)
+// the benchmark polls with during the bring-up: median and slowest. The same-run peer is a Linux
+// bridge with n TAPs of the same kind in a namespace: the same `ip -batch` bring-up
+// (bridge-bringup-ms) and the deletion of the bridge and its TAPs (bridge-teardown-ms).
 func BenchmarkSharedSegment(b *testing.B) {
 	testenv.RequireRoot(b)
-	ns := []int{100}
+	ns := []int{100, 1000}
 	if testing.Short() {
 		ns = []int{10}
 	}
@@ -167,17 +171,23 @@ func BenchmarkSharedSegment(b *testing.B) {
 	}
 	for _, n := range ns {
 		b.Run(fmt.Sprintf("ports=%d", n), func(b *testing.B) {
-			var up, stop, bup, bdown time.Duration
+			var ready, up, stop, bup, bdown time.Duration
+			var lat []time.Duration
 			for range b.N {
 				u, d := bridgeRun(b, n)
 				bup, bdown = bup+u, bdown+d
-				_, u, _, s := run(b, n, true)
-				up, stop = up+u, stop+s
+				r := run(b, n, true)
+				ready, up, stop = ready+r.ready, up+r.up, stop+r.stop
+				lat = append(lat, r.control...)
 			}
 			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / float64(b.N) }
+			slices.Sort(lat)
 			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(ms(ready), "ready-ms")
 			b.ReportMetric(ms(up), "bringup-ms")
 			b.ReportMetric(ms(stop), "shutdown-ms")
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1e3, "control-p50-ms")
+			b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1e3, "control-max-ms")
 			b.ReportMetric(ms(bup), "bridge-bringup-ms")
 			b.ReportMetric(ms(bdown), "bridge-teardown-ms")
 		})
@@ -246,10 +256,19 @@ func bridgeRun(b *testing.B, n int) (up, teardown time.Duration) {
 	return up, time.Since(start)
 }
 
+// runResult is one start, bring-up and stop of manad.
+type runResult struct {
+	ready, up, ipTime, stop time.Duration
+	// control holds the latency of each port-list request made while waiting for every port
+	// to come up: control requests during the bring-up (and, on a shared segment, its flood).
+	control []time.Duration
+}
+
 // run does one start, bring-up and stop of manad with n ports and returns the durations: until
 // ready, until every port is up, of the `ip -batch` command alone (the kernel's part of the
-// bring-up, a baseline), and of the shutdown.
-func run(b *testing.B, n int, shared bool) (ready, up, ipTime, stop time.Duration) {
+// bring-up, a baseline), and of the shutdown, and the latency of the control requests that
+// waited for the ports.
+func run(b *testing.B, n int, shared bool) (r runResult) {
 	b.Helper()
 	bin, _ := harness.PlainBinaries(b)
 	ns := harness.Name("msc", "")
@@ -265,48 +284,72 @@ func run(b *testing.B, n int, shared bool) (ready, up, ipTime, stop time.Duratio
 	}
 	start := time.Now()
 	d := harness.StartBinary(b, bin, "", "", cfg.String(), ns)
-	ready = time.Since(start)
+	r.ready = time.Since(start)
 
 	c := d.Client(ns)
 	var batch strings.Builder
 	for _, name := range names {
 		fmt.Fprintf(&batch, "link set %s up\n", name)
 	}
+	// The requests that wait for the ports start with the bring-up, so that they are answered
+	// while the kernel brings TAPs up (and, on a shared segment, the flood runs).
 	start = time.Now()
 	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
 	cmd.Stdin = strings.NewReader(batch.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("ip -batch: %v: %s", err, out)
-	}
-	ipTime = time.Since(start)
+	ipDone := make(chan error, 1)
+	go func() {
+		out, err := cmd.CombinedOutput()
+		r.ipTime = time.Since(start)
+		if err != nil {
+			err = fmt.Errorf("ip -batch: %v: %s", err, out)
+		}
+		ipDone <- err
+	}()
 	deadline := time.Now().Add(settle)
+	ipRunning := true
 	for {
+		if ipRunning {
+			select {
+			case err := <-ipDone:
+				if err != nil {
+					b.Fatal(err)
+				}
+				ipRunning = false
+			default:
+			}
+		}
+		t0 := time.Now()
 		ports, err := c.Ports(context.Background())
 		if err != nil {
 			b.Fatal(err)
 		}
+		r.control = append(r.control, time.Since(t0))
 		nup := 0
 		for _, p := range ports {
 			if p.AdminUp {
 				nup++
 			}
 		}
-		if len(ports) == n && nup == n {
+		if len(ports) == n && nup == n && !ipRunning {
 			break
 		}
 		if time.Now().After(deadline) {
+			if ipRunning {
+				cmd.Process.Kill()
+				<-ipDone
+			}
 			b.Fatalf("after %v, %d of %d ports admin-up (%d listed)", settle, nup, len(ports), len(ports))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	up = time.Since(start)
+	r.up = time.Since(start)
 	c.Close()
 
 	start = time.Now()
 	d.Stop()
-	stop = time.Since(start)
+	r.stop = time.Since(start)
 	if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
 		b.Fatalf("ip netns del %s: %v: %s", ns, err, out)
 	}
-	return ready, up, ipTime, stop
+	return r
 }

@@ -15,8 +15,9 @@
 //	  → Port.Receive(j): copy into the posted buffer, refill, XDP, rx_j_* counters
 //	  → Endpoint.Deliver: write to TAP B queue j → B's kernel receives it
 //
-// From the TAP read to the TAP write, the frame stays in the goroutine that read it whenever B's
-// RX queue j is idle; see Endpoint for when and why the queue's own goroutine takes over.
+// From the TAP read to the TAP write, a unicast frame stays in the goroutine that read it whenever
+// B's RX queue j is idle; see Endpoint for when and why the queue's own goroutine takes over (a
+// flood to more than a handful of ports, always).
 //
 // Typical use by the daemon, under its configuration lock:
 //

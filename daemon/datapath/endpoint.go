@@ -41,7 +41,7 @@ const (
 //   - RX, one per queue: processes frames from the queue's bounded input with Port.Receive
 //     (RSS picked the queue with Port.SteerRx), whose Deliver writes them to the TAP.
 //
-// A frame arriving for an RX queue that is idle is processed inline, to completion, by the
+// A unicast frame (or a small flood) arriving for an RX queue that is idle is processed inline, to completion, by the
 // goroutine that forwarded it (the sender's TX goroutine): wire → RX ring → TAP write without a
 // goroutine hand-off, which is what makes the data path as fast as a bare TAP-to-TAP relay. The
 // queue's goroutine takes over only when the queue is busy (another sender holds it) or has a
@@ -52,6 +52,10 @@ const (
 // is, whatever its own RX queues are doing: a TCP flow's data leaves on TX queue N while its
 // ACKs arrive on RX queue N, and deferring the data then would push a whole window through the
 // inputs.
+//
+// A flood to more than floodInlineMax members is never processed inline: the segment puts a
+// copy in every member's input, and the queues' goroutines deliver them, taking turns in the
+// segment's poll slots (pollSlots).
 //
 // Each RX queue's input holds as many frames as the port posts RX buffers per queue
 // (rx_queue_size): what a NIC's ring holds for a host that is slow to poll. Beyond that a frame
@@ -240,6 +244,47 @@ func (e *Endpoint) Stop() {
 	e.log.Info("endpoint stopped", "port", p.Name())
 }
 
+// StopAll stops every endpoint of eps as Stop does, all at once: every queue is told to stop
+// before any is waited for, and each segment drops its leaving members (and the addresses
+// learned on them) in one copy of its tables. Stopping a thousand ports of one segment one by
+// one would copy the segment's member list and table a thousand times, and each port would wait
+// for its goroutines while the ports still attached keep flooding it. The caller must not hold
+// the ctl lock of any of them (Stop, SetChannels and SetOffload take it); endpoints not started
+// are skipped.
+func StopAll(eps []*Endpoint) {
+	var run []*Endpoint
+	for _, e := range eps {
+		e.ctl.Lock()
+		if e.started {
+			run = append(run, e)
+		} else {
+			e.ctl.Unlock()
+		}
+	}
+	for _, e := range run {
+		signalQueues(e.qs.Load().q)
+	}
+	leaving := map[*Segment][]*port{}
+	for _, e := range run {
+		if h := e.handle.Swap(nil); h != nil {
+			leaving[e.seg] = append(leaving[e.seg], h)
+		}
+	}
+	for seg, ps := range leaving {
+		seg.leave(ps...)
+	}
+	for _, e := range run {
+		p := e.vp.Load()
+		waitQueues(p, e.qs.Load().q)
+		e.qs.Store(nil)
+		e.vp.Store(nil)
+		e.dev = nil
+		e.started = false
+		e.ctl.Unlock()
+		e.log.Info("endpoint stopped", "port", p.Name())
+	}
+}
+
 // SetChannels changes the number of queues to n around apply, the port's own reconfiguration
 // (typically func() error { return port.SetChannels(n) }, called with the configuration lock
 // held, as SetChannels itself must be). The order keeps every RX queue the port runs backed by a
@@ -387,12 +432,23 @@ func (qq *queue) start(p *vnic.Port) {
 
 // stopQueues stops the goroutines of qs and drops (and counts) what their inputs still hold.
 func stopQueues(p *vnic.Port, qs []*queue) {
+	signalQueues(qs)
+	waitQueues(p, qs)
+}
+
+// signalQueues tells the goroutines of qs to stop, without waiting for them.
+func signalQueues(qs []*queue) {
 	for _, qq := range qs {
 		close(qq.stop)
-		// Wakes a TX goroutine waiting on the netpoller; one inside a batch sees stop after
-		// at most budget frames.
+		// Wakes a TX goroutine waiting on the netpoller; one inside a batch sees stop before
+		// its next frame.
 		qq.file.SetReadDeadline(time.Now())
 	}
+}
+
+// waitQueues waits for the goroutines of qs, told to stop, and drops (and counts) what their
+// inputs still hold.
+func waitQueues(p *vnic.Port, qs []*queue) {
 	for _, qq := range qs {
 		qq.wg.Wait()
 		qq.file.SetReadDeadline(time.Time{}) // fails harmlessly on a file closed meanwhile
@@ -487,18 +543,19 @@ func (e *Endpoint) send(q int, frame []byte, inline bool) {
 		return
 	}
 	var now int64
+	var stop <-chan struct{}
 	if qs := e.qs.Load(); qs == nil || q >= len(qs.q) {
 		inline = false
 	} else {
-		now = qs.q[q].clock.Load()
+		now, stop = qs.q[q].clock.Load(), qs.q[q].stop
 	}
 	if now != 0 {
-		e.seg.forwardAt(h, frame, inline, now)
+		e.seg.forwardAt(h, frame, inline, now, stop)
 		return // the TX batch's end flushes the coalesced runs it leaves
 	}
 	// Not inside a TX goroutine's batch (a direct Port.Transmit): nothing else would end the
 	// runs this frame may have opened.
-	e.seg.forwardAt(h, frame, inline, e.seg.now())
+	e.seg.forwardAt(h, frame, inline, e.seg.now(), stop)
 	e.seg.gro.flush()
 }
 
@@ -605,10 +662,16 @@ func (qq *queue) rxLoop(p *vnic.Port) {
 			return
 		}
 		for {
+			// One budget per slot: on a segment where every member has a backlog, the
+			// queues take turns (see pollSlots) instead of all being runnable at once.
+			if !qq.e.seg.slots.acquire(qq.stop) {
+				return
+			}
 			qq.busy.Lock()
 			more := qq.poll(p)
 			qq.flushRun() // a poll ends a coalesced run
 			qq.busy.Unlock()
+			qq.e.seg.slots.release()
 			if !more {
 				break
 			}

@@ -386,3 +386,63 @@ func sumInputDrops(p *testPort) uint64 {
 	}
 	return n
 }
+
+// TestStopAllWhileFlooding stops three of four ports of one segment with one StopAll while the
+// fourth floods broadcasts at them: the three leave the segment with the addresses learned on
+// them, their goroutines are gone (no stats), Stop and StopAll on them again are no-ops, the
+// flooding port still transmits, and every RX buffer of every port comes back (teardown checks).
+func TestStopAllWhileFlooding(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: 2, noIPv6: true})
+	rest := []*testPort{h.addPort(portOpts{queues: 2, noIPv6: true}), h.addPort(portOpts{queues: 1, noIPv6: true}),
+		h.addPort(portOpts{queues: 2, noIPv6: true})}
+	for _, p := range rest {
+		a.pingOK(t, p) // every address learned
+	}
+	if n := len(h.seg.FDB()); n < 4 {
+		t.Fatalf("FDB has %d entries after the pings, want at least 4", n)
+	}
+	stop := make(chan struct{})
+	flooded := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				flooded <- n
+				return
+			default:
+			}
+			if a.port.Transmit(n%2, frame(broadcast, a.mac, byte(n))) {
+				n++
+			}
+		}
+	}()
+	var eps []*Endpoint
+	for _, p := range rest {
+		eps = append(eps, p.ep)
+	}
+	StopAll(eps)
+	if n := h.seg.Ports(); n != 1 {
+		t.Errorf("segment has %d members after StopAll, want 1 (the flooding port)", n)
+	}
+	for _, e := range h.seg.FDB() {
+		if e.Port != a.name {
+			t.Errorf("FDB still has %s on %s after StopAll", e.MAC, e.Port)
+		}
+	}
+	for _, p := range rest {
+		if st := p.ep.Stats(); st != nil {
+			t.Errorf("port %s still has queues after StopAll: %+v", p.name, st)
+		}
+		p.ep.Stop()
+	}
+	StopAll(eps)
+	close(stop)
+	if n := <-flooded; n == 0 {
+		t.Error("the flooding port transmitted nothing")
+	}
+	if !a.port.Transmit(0, frame(broadcast, a.mac, 0)) {
+		t.Error("the remaining port cannot transmit after StopAll")
+	}
+}

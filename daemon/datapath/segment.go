@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"net"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,8 +23,10 @@ const (
 // time, and the entry's cache line stays shared between the cores forwarding to it.
 const refreshEvery = int64(time.Second)
 
-// floodYield is how many members a flood delivers to between yields of the processor.
-const floodYield = budget
+// floodInlineMax is the most destinations a flood may have and still be delivered as unicast
+// frames are (inline in the sender's goroutine where the queue is idle); larger floods go
+// through the members' inputs and the segment's poll slots.
+const floodInlineMax = 4
 
 // member is what a segment forwards frames to: a port's attachment (an *Endpoint), or a
 // recording member in the segment's unit tests.
@@ -85,6 +86,8 @@ type Segment struct {
 
 	mu sync.Mutex // serialises the writers of members and fdb
 
+	slots pollSlots // bound the goroutines replicating floods and draining inputs at once
+
 	gro groPending // RX queues with a coalesced run waiting for its sender's batch to end
 
 	captures captureSet // capture.go
@@ -130,8 +133,11 @@ func (s *Segment) stormAllows(now int64) bool {
 }
 
 // NewSegment returns an empty segment with the default ageing time and table size.
-func NewSegment(name string) *Segment {
-	s := &Segment{name: name, epoch: time.Now(), maxEntries: DefaultMaxEntries}
+func NewSegment(name string) *Segment { return newSegment(name, newPollSlots()) }
+
+// newSegment is NewSegment sharing slots with other segments.
+func newSegment(name string, slots pollSlots) *Segment {
+	s := &Segment{name: name, epoch: time.Now(), maxEntries: DefaultMaxEntries, slots: slots}
 	s.now = func() int64 { return int64(time.Since(s.epoch)) }
 	s.ageing.Store(int64(DefaultAgeingTime))
 	s.members.Store(&[]*port{})
@@ -164,14 +170,15 @@ func (s *Segment) join(m member) *port {
 	return p
 }
 
-// leave detaches a port and forgets the addresses learned on it (br_fdb_delete_by_port), so
-// frames to them are flooded to the remaining ports instead of vanishing.
-func (s *Segment) leave(p *port) {
+// leave detaches ports and forgets the addresses learned on them (br_fdb_delete_by_port), so
+// frames to them are flooded to the remaining ports instead of vanishing. The tables are copied
+// once however many ports leave.
+func (s *Segment) leave(ps ...*port) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ms := slices.DeleteFunc(slices.Clone(*s.members.Load()), func(q *port) bool { return q == p })
+	ms := slices.DeleteFunc(slices.Clone(*s.members.Load()), func(q *port) bool { return slices.Contains(ps, q) })
 	s.members.Store(&ms)
-	s.flushLocked(p)
+	s.flushLocked(ps...)
 }
 
 // flush forgets the addresses learned on p, which stays attached: an uplink whose link went
@@ -182,11 +189,15 @@ func (s *Segment) flush(p *port) {
 	s.flushLocked(p)
 }
 
-func (s *Segment) flushLocked(p *port) {
+func (s *Segment) flushLocked(ps ...*port) {
+	gone := make(map[*port]bool, len(ps))
+	for _, p := range ps {
+		gone[p] = true
+	}
 	old := *s.fdb.Load()
 	t := make(fdbTable, len(old))
 	for mac, e := range old {
-		if e.port.Load() != p {
+		if !gone[e.port.Load()] {
 			t[mac] = e
 		}
 	}
@@ -203,13 +214,19 @@ func mac48(b []byte) uint64 {
 // forward switches one frame that src sent: learn its source, then deliver it to the port that
 // has its destination, or flood it. Frames shorter than an Ethernet header are dropped.
 func (s *Segment) forward(src *port, frame []byte, inline bool) {
-	s.forwardAt(src, frame, inline, s.now())
+	s.forwardAt(src, frame, inline, s.now(), nil)
 }
 
 // forwardAt is forward at time now on the segment clock: a caller forwarding a batch of frames
 // reads the clock once for all of them (ageing works in seconds; a clock read per frame would
 // cost more than the table lookups).
-func (s *Segment) forwardAt(src *port, frame []byte, inline bool, now int64) {
+//
+// inline also says the caller is a sender (a TX or uplink goroutine), not an RX queue's
+// processing (XDP_TX): a flood to more than floodInlineMax members then waits for one of the
+// segment's poll slots, and is dropped if stop closes meanwhile (its port is stopping). Frames
+// from an RX queue's processing flood without a slot: that goroutine may already hold one, and
+// waiting for a second could deadlock.
+func (s *Segment) forwardAt(src *port, frame []byte, inline bool, now int64, stop <-chan struct{}) {
 	if len(frame) < 14 {
 		return
 	}
@@ -239,24 +256,36 @@ func (s *Segment) forwardAt(src *port, frame []byte, inline bool, now int64) {
 	if len(ms) == 0 {
 		return
 	}
-	// Each flood starts at the next member: floods that many senders run at once (every TAP's
-	// IPv6 start-up multicast on a shared segment) then reach a given member at different
-	// times, instead of all queueing on the first member's RX queue, then all on the second's,
-	// a lock convoy that parked most forwarding goroutines.
-	start := int(s.floodNext.Add(1) % uint64(len(ms)))
-	sent := 0
-	for i := range ms {
-		p := ms[(start+i)%len(ms)]
-		if p == src {
-			continue
+	if len(ms) <= floodInlineMax+1 {
+		// A flood to a handful of members costs the sender no more than as many unicast
+		// frames: it is delivered as they are (two ports on a segment, one of which never
+		// transmits, see only such floods).
+		for _, p := range ms {
+			if p != src {
+				p.m.input(frame, inline)
+			}
 		}
-		p.m.input(frame, inline)
-		if sent++; sent%floodYield == 0 {
-			// An inline delivery is a raw TAP write (no scheduler hand-off, no preemption
-			// point) into the destination's stack: a flood to many members could otherwise
-			// keep the P for milliseconds, and enough of them at once starve everything
-			// else, the signal handler's goroutine included.
-			runtime.Gosched()
+		return
+	}
+	// A larger flood is the receivers' work, as a switch's replication is: every other
+	// member gets a copy in its RX queue's bounded input (dropped and counted there when
+	// full, as a NIC drops what its ring cannot take), and the queue's own goroutine
+	// delivers it. The sender never writes n TAPs itself: on a shared segment each of those
+	// writes costs the receiving kernel work that grows with its number of interfaces, and n
+	// senders doing n of them inline kept every P busy for minutes, the signal handler's and
+	// the control plane's goroutines waiting behind them. Each flood starts at the next
+	// member, so that floods many senders make at once do not all reach the first member
+	// first.
+	if inline {
+		if !s.slots.acquire(stop) {
+			return
+		}
+		defer s.slots.release()
+	}
+	start := int(s.floodNext.Add(1) % uint64(len(ms)))
+	for i := range ms {
+		if p := ms[(start+i)%len(ms)]; p != src {
+			p.m.input(frame, false)
 		}
 	}
 }
@@ -345,14 +374,16 @@ func (s *Segment) FDB() []FDBEntry {
 	return out
 }
 
-// Segments is the daemon's set of named wire segments. Safe for concurrent use.
+// Segments is the daemon's set of named wire segments. Safe for concurrent use. Its segments
+// share one set of poll slots: the processors are the daemon's, whichever segment floods.
 type Segments struct {
-	mu sync.Mutex
-	m  map[string]*Segment
+	mu    sync.Mutex
+	m     map[string]*Segment
+	slots pollSlots
 }
 
 // NewSegments returns an empty set.
-func NewSegments() *Segments { return &Segments{m: map[string]*Segment{}} }
+func NewSegments() *Segments { return &Segments{m: map[string]*Segment{}, slots: newPollSlots()} }
 
 // Get returns the segment with the given name, creating it on first use.
 func (ss *Segments) Get(name string) *Segment {
@@ -360,7 +391,7 @@ func (ss *Segments) Get(name string) *Segment {
 	defer ss.mu.Unlock()
 	s, ok := ss.m[name]
 	if !ok {
-		s = NewSegment(name)
+		s = newSegment(name, ss.slots)
 		ss.m[name] = s
 	}
 	return s

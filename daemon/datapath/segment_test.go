@@ -142,15 +142,136 @@ func TestSegmentSwitching(t *testing.T) {
 	}
 }
 
-func TestSegmentInlineFlagPassesThrough(t *testing.T) {
-	s, _, recs, ports := testSegment("a", "b")
-	for _, inline := range []bool{true, false} {
-		s.forward(ports["a"], frame(broadcast, mac(1), 1), inline)
-		r := recs["b"]
-		if len(r.inline) != 1 || r.inline[0] != inline {
-			t.Errorf("forward(inline=%v): member saw %v", inline, r.inline)
+// TestSegmentInline checks which deliveries may be processed in the sender's goroutine: a frame
+// to a learned address, and a flood to at most floodInlineMax members, as the sender allows; a
+// larger flood never (its copies wait in the members' inputs, for their own goroutines).
+func TestSegmentInline(t *testing.T) {
+	names := []string{"a", "b"}
+	for i := range floodInlineMax {
+		names = append(names, fmt.Sprint("m", i))
+	}
+	s, _, recs, ports := testSegment(names...) // a and floodInlineMax+1 others
+	A, B := mac(0xa), mac(0xb)
+	s.forward(ports["b"], frame(broadcast, B, 0), true) // learn B on b
+	all := func(v bool) map[string][]bool {
+		m := map[string][]bool{}
+		for _, n := range names[1:] {
+			m[n] = []bool{v}
 		}
-		r.take()
+		return m
+	}
+	for _, tc := range []struct {
+		what   string
+		leave  bool // one member leaves first: floodInlineMax destinations
+		dst    net.HardwareAddr
+		inline bool
+		want   map[string][]bool
+	}{
+		{"unicast, sender allows inline", false, B, true, map[string][]bool{"b": {true}}},
+		{"unicast, sender forbids inline", false, B, false, map[string][]bool{"b": {false}}},
+		{"large broadcast, sender allows inline", false, broadcast, true, all(false)},
+		{"large multicast, sender forbids inline", false, ipv4mcast, false, all(false)},
+		{"large unknown unicast, sender allows inline", false, mac(0x99), true, all(false)},
+		{"small broadcast, sender allows inline", true, broadcast, true, all(true)},
+		{"small unknown unicast, sender forbids inline", true, mac(0x99), false, all(false)},
+	} {
+		if tc.leave && recs["m0"] != nil {
+			s.leave(ports["m0"])
+			delete(recs, "m0")
+		}
+		for _, r := range recs {
+			r.take()
+		}
+		want := tc.want
+		if tc.leave {
+			delete(want, "m0")
+		}
+		s.forward(ports["a"], frame(tc.dst, A, 1), tc.inline)
+		for n, r := range recs {
+			r.mu.Lock()
+			got := slices.Clone(r.inline)
+			r.mu.Unlock()
+			if !slices.Equal(got, want[n]) {
+				t.Errorf("%s: %s saw inline %v, want %v", tc.what, n, got, want[n])
+			}
+		}
+	}
+}
+
+// slotCounter is a member that records how many of the segment's poll slots are taken while a
+// flood delivers to it.
+type slotCounter struct {
+	s       *Segment
+	maxHeld atomic.Int32
+	n       atomic.Int32
+}
+
+func (c *slotCounter) input([]byte, bool) {
+	c.n.Add(1)
+	held := int32(len(c.s.slots))
+	for {
+		m := c.maxHeld.Load()
+		if held <= m || c.maxHeld.CompareAndSwap(m, held) {
+			return
+		}
+	}
+}
+
+func (c *slotCounter) label() string { return "counter" }
+
+// TestFloodTakesASlot floods from many senders at once: each flood of a sender holds one of the
+// segment's poll slots while it replicates, so no more floods run at once than there are slots,
+// and every flood still reaches every other member. A frame from an RX queue's processing
+// (inline false) floods without taking one. A stopped sender waiting for a slot gives up.
+func TestFloodTakesASlot(t *testing.T) {
+	s := newSegment("slots", make(pollSlots, 2))
+	c := &slotCounter{s: s}
+	s.join(c)
+	const senders, floods = 8, 200
+	var wg sync.WaitGroup
+	for i := range senders {
+		src := s.join(&recorder{name: fmt.Sprint(i)})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range floods {
+				s.forward(src, frame(broadcast, mac(byte(i+1)), 0), true)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := c.n.Load(); n != senders*floods {
+		t.Errorf("counter received %d floods, want %d", n, senders*floods)
+	}
+	if m := c.maxHeld.Load(); m < 1 || m > 2 {
+		t.Errorf("at most %d slots held during a flood, want 1..2", m)
+	}
+
+	// Every slot taken (two RX polls, say): a flood from RX processing still goes out, a
+	// sender's waits, and gives up when its port stops.
+	s.slots <- struct{}{}
+	s.slots <- struct{}{}
+	src := s.join(&recorder{name: "x"})
+	before := c.n.Load()
+	s.forwardAt(src, frame(broadcast, mac(0x33), 0), false, s.now(), nil)
+	if c.n.Load() != before+1 {
+		t.Error("a flood from an RX queue's processing waited for a slot")
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		s.forwardAt(src, frame(broadcast, mac(0x33), 0), true, s.now(), stop)
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("a sender flooded without a slot")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(stop)
+	<-done
+	if c.n.Load() != before+1 {
+		t.Error("a stopped sender's flood was delivered")
 	}
 }
 

@@ -6,6 +6,7 @@ package flood
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,22 +24,48 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// floodPorts is how many ports share the segment: n² frame deliveries per round of start-up
-// multicast.
-const floodPorts = 200
+// floodPorts is how many ports share the segment by default: n² frame deliveries per round of
+// start-up multicast, each of which costs the receiving kernel a route lookup that grows with n.
+// At 750 the test takes about 20 s here and failed before floods became the receivers' work
+// (control requests took 9 s, SIGTERM was not handled within 30 s; at 500 that code passed). At
+// 1,000 it takes about 50 s, most of it the kernel bringing the TAPs up, and starves the packages
+// `go test ./...` runs alongside: run it with -args -flood-ports 1000; bench/scale's
+// BenchmarkSharedSegment measures 1,000.
+const floodPorts = 750
+
+var portsFlag = flag.Int("flood-ports", floodPorts, "ports on the shared segment")
 
 // settle bounds the wait for the flood to reach a port: a correctness limit, not a target.
 const settle = 2 * time.Minute
 
-// TestSIGTERMUnderFlood starts manad with floodPorts ports on one segment, brings every TAP up
-// with one `ip -batch`, waits until the flood reaches a port from most of the others, and then
-// sends SIGTERM while the flood runs: manad must exit 0 within harness.Daemon.Stop's bound (a
-// correctness timeout: a starved signal path took minutes).
+// controlBound bounds how long a control request may take during the flood: a correctness limit
+// (a starved daemon took 5 to 20 s, or never answered); the latency itself is logged, and
+// bench/scale's BenchmarkSharedSegment reports it.
+const controlBound = 20 * time.Second
+
+// TestSIGTERMUnderFlood starts manad with floodPorts (-flood-ports) ports on one segment and brings every TAP
+// up with one `ip -batch`. Once the flood has reached the last port from half the others (frames
+// delivered, or dropped for want of a posted buffer, as a NIC drops what its ring cannot take),
+// and while the bring-up is still under way, manad must answer control requests — the port
+// list, a port's statistics, `manactl list` — each within controlBound, and then exit 0 on
+// SIGTERM within harness.Daemon.Stop's bound (a correctness timeout: a starved signal path
+// took minutes), every RX buffer returned.
 func TestSIGTERMUnderFlood(t *testing.T) {
+	floodPorts := *portsFlag
+	if floodPorts < 2 {
+		t.Fatalf("-flood-ports %d: a flood needs two ports", floodPorts)
+	}
 	ns := harness.Name("mfl", "")
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
 	}
+	t.Cleanup(func() { // after the harness's own cleanup, which may have failed to delete it
+		if exec.Command("ip", "netns", "pids", ns).Run() == nil {
+			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+				t.Errorf("ip netns del %s: %v: %s", ns, err, out)
+			}
+		}
+	})
 	names := make([]string, floodPorts)
 	var cfg, batch strings.Builder
 	for i := range names {
@@ -46,42 +73,111 @@ func TestSIGTERMUnderFlood(t *testing.T) {
 		fmt.Fprintf(&cfg, "[[port]]\nname = %q\nnetns = %q\nsegment = \"flood\"\nqueues = 1\nmax_queues = 1\nrx_ring = 128\ntx_ring = 128\npersistent = false\n\n", names[i], ns)
 		fmt.Fprintf(&batch, "link set %s up\n", names[i])
 	}
-	d := harness.Start(t, "", "", cfg.String(), ns)
+	// The daemon is built without the race detector: at this scale its overhead (several
+	// times the CPU per frame) measures the detector, and the unit tests of the paths a flood
+	// takes (daemon/datapath) run with it.
+	bin, manactl := harness.PlainBinaries(t)
+	d := harness.StartBinary(t, bin, "", "", cfg.String(), ns)
 	c := d.Client(ns)
-	defer c.Close()
 
+	// The bring-up runs in the background: the control requests below go to manad while the
+	// kernel is still bringing TAPs up and every new one floods the segment. Once manad has
+	// stopped and deleted the TAPs, whatever is left of the batch fails; that is expected.
 	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
 	cmd.Stdin = strings.NewReader(batch.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ip -batch: %v: %s", err, out)
+	var ipOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &ipOut, &ipOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	// The flood is under way once the last port has received a frame from at least half the
-	// others (each sends several as it comes up).
+	ipDone := make(chan error, 1)
+	go func() { ipDone <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-ipDone
+	}()
+
+	// Control requests all through the bring-up: the port list, a port's statistics and
+	// `manactl list`, one after the other until the batch is done.
 	last := names[len(names)-1]
+	var rounds int
+	var slowest time.Duration
+	for done := false; !done; {
+		select {
+		case err := <-ipDone:
+			ipDone <- err
+			done = true
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), controlBound)
+		start := time.Now()
+		ports, err := c.Ports(ctx)
+		if err != nil {
+			cancel()
+			t.Fatalf("port list during the flood (after %v): %v", time.Since(start), err)
+		}
+		if len(ports) != floodPorts {
+			t.Errorf("port list during the flood has %d ports, want %d", len(ports), floodPorts)
+		}
+		if _, err := c.Stats(ctx, client.Interface{Name: names[rounds%floodPorts]}); err != nil {
+			cancel()
+			t.Fatalf("stats during the flood (after %v): %v", time.Since(start), err)
+		}
+		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, manactl, "--socket", d.Socket, "list").CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("manactl list during the flood (after %v): %v\n%s", time.Since(start), err, out)
+		}
+		if !strings.Contains(string(out), last) {
+			t.Errorf("manactl list during the flood does not show %s:\n%s", last, out)
+		}
+		slowest = max(slowest, time.Since(start))
+		rounds++
+	}
+	t.Logf("during the bring-up: %d rounds of port list, stats and manactl list, the slowest %v", rounds, slowest)
+
+	// SIGTERM while the flood runs: the last port has been reached from half the others, and
+	// the TAPs' start-up multicast (DAD, solicitations, MLD reports) goes on for seconds.
 	deadline := time.Now().Add(settle)
-	for rxPackets(t, c, last) < floodPorts/2 {
+	for reached(t, c, last) < uint64(floodPorts/2) {
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v, %s has received %d frames of the flood", settle, last, rxPackets(t, c, last))
+			t.Fatalf("after %v, the flood has reached %s %d times", settle, last, reached(t, c, last))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	start := time.Now()
 	d.Stop()
 	t.Logf("manad stopped %v after SIGTERM with %d ports flooding one segment", time.Since(start), floodPorts)
+	if log := d.Log(); strings.Contains(log, "panic") || !strings.Contains(log, "manad stopped") {
+		t.Errorf("manad did not stop cleanly:\n%s", tail(log, 40))
+	}
 }
 
-// rxPackets returns what port has received on its queue 0 (rx_0_packets).
-func rxPackets(t *testing.T, c *client.Client, port string) uint64 {
+// reached returns how many frames of the flood have reached port's queue 0: delivered
+// (rx_0_packets) or dropped because no RX buffer was posted (hc_rx_discards_no_wqe: the input
+// was full, or the port not up yet).
+func reached(t *testing.T, c *client.Client, port string) uint64 {
 	t.Helper()
 	st, err := c.Stats(context.Background(), client.Interface{Name: port})
 	if err != nil {
 		t.Fatalf("stats %s: %v", port, err)
 	}
+	var n uint64
+	found := 0
 	for _, s := range st {
-		if s.Name == "rx_0_packets" {
-			return s.Value
+		if s.Name == "rx_0_packets" || s.Name == "hc_rx_discards_no_wqe" {
+			n += s.Value
+			found++
 		}
 	}
-	t.Fatalf("stats %s have no rx_0_packets", port)
-	return 0
+	if found != 2 {
+		t.Fatalf("stats %s lack rx_0_packets or hc_rx_discards_no_wqe", port)
+	}
+	return n
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
