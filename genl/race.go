@@ -1,0 +1,6 @@
+//go:build race
+
+package genl
+
+// raceEnabled: built with the race detector (see rawIO).
+const raceEnabled = true
