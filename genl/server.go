@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -476,7 +475,7 @@ func (c *conn) writeSocket(b []byte) error {
 		var werr error
 		sent := false
 		if err := c.rc.Write(func(fd uintptr) bool {
-			_, werr = rawIO(unix.SYS_WRITE, fd, b)
+			_, werr = unix.Write(int(fd), b)
 			sent = werr != unix.EAGAIN && werr != unix.EINTR
 			return true
 		}); err == nil && sent {
@@ -582,7 +581,7 @@ func (c *conn) readLoop() {
 	idle := c.s.cfg.IdleTimeout
 	_ = c.uc.SetReadDeadline(time.Now().Add(idle))
 	for {
-		n, err := c.read(buf)
+		n, err := c.uc.Read(buf)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			// Idle only when no group is joined and the last answer is IdleTimeout old;
 			// otherwise wait until it would be.
@@ -618,66 +617,6 @@ func (c *conn) readLoop() {
 		// request, and that wakes another thread. A watcher used the deadline, though.
 		if watched {
 			_ = c.uc.SetReadDeadline(time.Now().Add(idle))
-		}
-	}
-}
-
-// read reads one datagram into buf as uc.Read does (a read of 0 bytes is io.EOF, a passed read
-// deadline os.ErrDeadlineExceeded, other failures the socket's), waiting in the runtime's poller
-// when none is queued, but reads it with a raw system call (rawIO).
-func (c *conn) read(buf []byte) (int, error) {
-	var n int
-	var rerr error
-	if err := c.rc.Read(func(fd uintptr) bool {
-		n, rerr = rawIO(unix.SYS_READ, fd, buf)
-		return rerr != unix.EAGAIN // EAGAIN: wait in the poller, then try again
-	}); err != nil {
-		return 0, err
-	}
-	if rerr == nil && n == 0 {
-		return 0, io.EOF
-	}
-	return n, rerr
-}
-
-// rawIO is read(2) or write(2) (trap) of b on the non-blocking socket fd, retried on EINTR,
-// made without telling the scheduler about it (RawSyscall). A request comes to a manad whose
-// Ps were all idle, and then the scheduler's monitor thread sleeps (sysmonwait): the first
-// entersyscall after that wakes it (entersyscallWakeSysmon), it runs and sleeps again, so that
-// every GET cost one more thread wake-up and switch than its own read and reply on a machine
-// with few CPUs (perf of the manad binary under BenchmarkGetRoundTrip: try_to_wake_up from
-// entersyscallWakeSysmon, 3.3% of its samples). A non-blocking read or write of a Unix socket
-// never sleeps (unix_seqpacket_recvmsg and unix_dgram_sendmsg with MSG_DONTWAIT), so the
-// scheduler has nothing to take over while it runs: the reason Syscall tells it at all.
-//
-// Built with the race detector, it calls syscall.Read and unix.Write, what uc.Read and
-// writeSocket called before: their race annotations make every read and write a
-// synchronization point (ioSync), which tests with the client in the same process rely on.
-func rawIO(trap, fd uintptr, b []byte) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
-	}
-	for raceEnabled {
-		var n int
-		var err error
-		if trap == unix.SYS_READ {
-			n, err = syscall.Read(int(fd), b)
-		} else {
-			n, err = unix.Write(int(fd), b)
-		}
-		if err != unix.EINTR {
-			return max(n, 0), err
-		}
-	}
-	for {
-		r, _, e := unix.RawSyscall(trap, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-		switch e {
-		case 0:
-			return int(r), nil
-		case unix.EINTR:
-			continue
-		default:
-			return 0, e
 		}
 	}
 }
