@@ -95,21 +95,17 @@ func netdevQStats(out *genl.NetdevPort, ifi uint32, vp *vnic.Port) {
 
 // netdevPools fills out's page-pool view from vp.
 func netdevPools(out *genl.NetdevPort, ifi uint32, vp *vnic.Port) {
-	pps := vp.PagePools()
-	if len(pps) > 0 {
-		out.Pools = make([]genl.NetdevPool, 0, len(pps))
-	}
-	for _, pp := range pps {
+	vp.EachPagePool(func(pp *vnic.PagePool) {
 		k := pp.Stats
 		out.Pools = append(out.Pools, genl.NetdevPool{
-			Pool: netdevPool(ifi, pp),
+			Pool: netdevPool(ifi, *pp),
 			Stats: wire.NetdevPagePoolStats{Info: wire.NetdevPagePoolInfo{ID: uint64(pp.ID), Ifindex: ifi},
 				AllocFast: k.AllocFast, AllocSlow: k.AllocSlow, AllocSlowHighOrder: k.AllocSlowHighOrder,
 				AllocEmpty: k.AllocEmpty, AllocRefill: k.AllocRefill, AllocWaive: k.AllocWaive,
 				RecycleCached: k.RecycleCached, RecycleCacheFull: k.RecycleCacheFull, RecycleRing: k.RecycleRing,
 				RecycleRingFull: k.RecycleRingFull, RecycleReleasedRefcnt: k.RecycleReleasedRefcnt},
 		})
-	}
+	})
 }
 
 func qstats(ifi uint32, s vnic.QStats) wire.NetdevQStats {
