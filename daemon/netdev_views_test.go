@@ -59,6 +59,9 @@ func TestNetdevViews(t *testing.T) {
 		{"queues", genl.NetdevViewQueues, genl.NetdevPort{Dev: full.Dev, Queues: full.Queues}},
 		{"napis", genl.NetdevViewNAPIs, genl.NetdevPort{Dev: full.Dev, NAPIs: full.NAPIs}},
 		{"qstats", genl.NetdevViewQStats, genl.NetdevPort{Dev: full.Dev, Device: full.Device, QueueStats: full.QueueStats}},
+		// The device scope: the same totals (QStatsTotal, not the per-queue walk), no queues.
+		{"qstats device", genl.NetdevViewQStats | genl.NetdevViewQStatsDevice, genl.NetdevPort{Dev: full.Dev, Device: full.Device}},
+		{"device hint alone", genl.NetdevViewQStatsDevice, genl.NetdevPort{Dev: full.Dev}},
 		{"pools", genl.NetdevViewPools, genl.NetdevPort{Dev: full.Dev, Pools: full.Pools}},
 		{"queues and pools", genl.NetdevViewQueues | genl.NetdevViewPools, genl.NetdevPort{Dev: full.Dev, Queues: full.Queues, Pools: full.Pools}},
 		{"all", genl.NetdevViewAll, full},

@@ -2,6 +2,7 @@ package genl
 
 import (
 	"context"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -69,6 +70,37 @@ func featureBits(names, set []string) []uint32 {
 	return m
 }
 
+// featureIndex is the bit of each of the kernel's feature names, built once per Server: featureBits compares every name of a set with the names
+// before it (some 30 names against 60-odd: a thousand string comparisons per FEATURES_GET).
+type featureIndex struct {
+	once  sync.Once
+	names []string // what bit was built from
+	bit   map[string]int
+}
+
+// featureBitsOf is featureBits(names, set), by the Server's index of names when names are the
+// kernel's feature names it was built from (always, but for a test's own), else by featureBits.
+func (s *Server) featureBitsOf(names, set []string) []uint32 {
+	fi := &s.featIdx
+	fi.once.Do(func() {
+		fi.names = names
+		fi.bit = make(map[string]int, len(names))
+		for i := len(names) - 1; i >= 0; i-- { // the first of equal names wins, as in featureBits
+			fi.bit[names[i]] = i
+		}
+	})
+	if len(names) == 0 || len(fi.names) != len(names) || &fi.names[0] != &names[0] {
+		return featureBits(names, set)
+	}
+	m := make([]uint32, ethtool.Words(len(names)))
+	for _, n := range set {
+		if i, ok := fi.bit[n]; ok {
+			m[i/32] |= 1 << (i % 32)
+		}
+	}
+	return m
+}
+
 // featureSet is the inverse of featureBits.
 func featureSet(names []string, m []uint32) []string {
 	var out []string
@@ -97,7 +129,7 @@ func (s *Server) featuresGet() *ethGet {
 			if err != nil {
 				return nil, err
 			}
-			return newFeaturesData(names, f), nil
+			return s.newFeaturesData(names, f), nil
 		},
 		fill: func(b *nlattr.Builder, _, data any, compact bool) error {
 			data.(*featuresData).put(b, compact)
@@ -106,9 +138,9 @@ func (s *Server) featuresGet() *ethGet {
 	}
 }
 
-func newFeaturesData(names []string, f Features) *featuresData {
-	return &featuresData{names: names, hw: featureBits(names, f.HW), wanted: featureBits(names, f.Wanted),
-		active: featureBits(names, f.Active), nochange: featureBits(names, neverChange)}
+func (s *Server) newFeaturesData(names []string, f Features) *featuresData {
+	return &featuresData{names: names, hw: s.featureBitsOf(names, f.HW), wanted: s.featureBitsOf(names, f.Wanted),
+		active: s.featureBitsOf(names, f.Active), nochange: s.featureBitsOf(names, neverChange)}
 }
 
 // put mirrors features_fill_reply: HW as value/mask over every bit, the
@@ -134,7 +166,7 @@ func (s *Server) NotifyFeatures(d Device, f Features) {
 	if !ok || len(names) == 0 {
 		return
 	}
-	fd := newFeaturesData(names, f)
+	fd := s.newFeaturesData(names, f)
 	s.notify(ethtoolID, ethtool.Version, unix.ETHTOOL_MSG_FEATURES_NTF, &s.ethtoolSeq, monitorGroup, d.NetNS,
 		func(b *nlattr.Builder) {
 			putDevHeader(b, hdrAttr, &d)

@@ -56,6 +56,10 @@ const (
 	NetdevViewNAPIs                         // NAPIs
 	NetdevViewQStats                        // Device and QueueStats
 	NetdevViewPools                         // Pools
+	// NetdevViewQStatsDevice, with NetdevViewQStats, says that only Device is needed (a
+	// qstats-get of the device scope), so QueueStats may be left empty. A backend may ignore
+	// it and fill QueueStats too.
+	NetdevViewQStatsDevice
 
 	NetdevViewAll = NetdevViewDev | NetdevViewQueues | NetdevViewNAPIs | NetdevViewQStats | NetdevViewPools
 )
@@ -90,7 +94,16 @@ func netdevViewOf(cmd uint8) NetdevView {
 // netdevViews asks nb for the views of d that r's command needs.
 func (r *request) netdevViews(nb NetdevBackend, d Device) (NetdevPort, error) {
 	if vb, ok := nb.(NetdevViewBackend); ok {
-		return vb.NetdevViews(r.ctx, r.c.caller, d, netdevViewOf(r.cmd))
+		want := netdevViewOf(r.cmd)
+		if r.cmd == wire.NetdevCmdQStatsGet {
+			// The device scope (no scope, or 0) answers from the totals alone.
+			if a := r.attr(wire.NetdevAQStatsScope); !a.Present() {
+				want |= NetdevViewQStatsDevice
+			} else if v, err := nlUint(a); err == nil && v == 0 {
+				want |= NetdevViewQStatsDevice
+			}
+		}
+		return vb.NetdevViews(r.ctx, r.c.caller, d, want)
 	}
 	return nb.NetdevPort(r.ctx, r.c.caller, d)
 }

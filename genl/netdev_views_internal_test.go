@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
 )
 
@@ -38,20 +39,30 @@ func (b *fullOnlyBackend) NetdevPort(context.Context, Caller, Device) (NetdevPor
 // TestNetdevViewOf: each netdev command asks a NetdevViewBackend for the views its answers come
 // from, and nothing else; a backend without NetdevViews is asked for the whole NetdevPort.
 func TestNetdevViewOf(t *testing.T) {
+	// scope is a qstats-get's scope attribute of value v (NLA_UINT, 4 bytes).
+	scope := func(v byte) []nlattr.Attr {
+		as := make([]nlattr.Attr, wire.NetdevAQStatsScope+1)
+		as[wire.NetdevAQStatsScope] = nlattr.Attr{Raw: wire.NetdevAQStatsScope, Off: 20, Data: []byte{v, 0, 0, 0}}
+		return as
+	}
 	for _, tc := range []struct {
-		cmd  uint8
-		want NetdevView
+		cmd   uint8
+		attrs []nlattr.Attr
+		want  NetdevView
 	}{
-		{wire.NetdevCmdDevGet, NetdevViewDev},
-		{wire.NetdevCmdQueueGet, NetdevViewQueues},
-		{wire.NetdevCmdNAPIGet, NetdevViewNAPIs},
-		{wire.NetdevCmdQStatsGet, NetdevViewQStats},
-		{wire.NetdevCmdPagePoolGet, NetdevViewPools},
-		{wire.NetdevCmdPagePoolStatsGet, NetdevViewPools},
-		{wire.NetdevCmdBindRX, NetdevViewAll},
+		{wire.NetdevCmdDevGet, nil, NetdevViewDev},
+		{wire.NetdevCmdQueueGet, nil, NetdevViewQueues},
+		{wire.NetdevCmdNAPIGet, nil, NetdevViewNAPIs},
+		// The device scope (no scope, or 0) needs the totals only; the queue scope the queues.
+		{wire.NetdevCmdQStatsGet, nil, NetdevViewQStats | NetdevViewQStatsDevice},
+		{wire.NetdevCmdQStatsGet, scope(0), NetdevViewQStats | NetdevViewQStatsDevice},
+		{wire.NetdevCmdQStatsGet, scope(wire.NetdevQStatsScopeQueue), NetdevViewQStats},
+		{wire.NetdevCmdPagePoolGet, nil, NetdevViewPools},
+		{wire.NetdevCmdPagePoolStatsGet, nil, NetdevViewPools},
+		{wire.NetdevCmdBindRX, nil, NetdevViewAll},
 	} {
 		vb := &viewsBackend{}
-		r := &request{ctx: context.Background(), c: &conn{}, cmd: tc.cmd}
+		r := &request{ctx: context.Background(), c: &conn{}, cmd: tc.cmd, attrs: tc.attrs}
 		if _, err := r.netdevViews(vb, Device{}); err != nil || len(vb.asked) != 1 || vb.asked[0] != tc.want || vb.full != 0 {
 			t.Errorf("cmd %d: asked %v (full %d, err %v), want %b", tc.cmd, vb.asked, vb.full, err, tc.want)
 		}

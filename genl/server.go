@@ -60,6 +60,7 @@ type Server struct {
 	dumpBudget int
 	global     globalStrings
 	strsets    strsetCache
+	featIdx    featureIndex // the kernel's feature names' bits (ethtool_features.go)
 
 	mu        sync.Mutex
 	conns     map[*conn]struct{}

@@ -155,24 +155,32 @@ func (p *Port) Ifindex() int { return int(p.ifindex.Load()) }
 // TX queues none (see NAPI). Safe for concurrent use, without the configuration lock.
 func (p *Port) Queues() []Queue {
 	ifi := p.Ifindex()
-	var rx, tx []Queue
+	var out []Queue // one allocation, at the first running queue: RX in the first half
+	n := 0
 	for q := range p.rx {
 		s := &p.rx[q]
 		s.mu.Lock()
 		if rq := s.q; rq != nil {
-			rx = append(rx, Queue{Type: QueueRX, ID: q, Ifindex: ifi, NAPIID: rq.napiID})
-			tx = append(tx, Queue{Type: QueueTX, ID: q, Ifindex: ifi})
+			if out == nil {
+				out = make([]Queue, 2*len(p.rx))
+			}
+			out[n] = Queue{Type: QueueRX, ID: q, Ifindex: ifi, NAPIID: rq.napiID}
+			out[len(p.rx)+n] = Queue{Type: QueueTX, ID: q, Ifindex: ifi}
+			n++
 		}
 		s.mu.Unlock()
 	}
-	return append(rx, tx...)
+	if out == nil {
+		return nil
+	}
+	return append(out[:n], out[len(p.rx):len(p.rx)+n]...) // in place: n ≤ len(p.rx)
 }
 
 // NAPIs returns the NAPI of every running RX queue (the NAPIs with an id). Safe for concurrent
 // use, without the configuration lock.
 func (p *Port) NAPIs() []NAPI {
 	ifi := p.Ifindex()
-	var out []NAPI
+	out := make([]NAPI, 0, len(p.rx))
 	for q := range p.rx {
 		s := &p.rx[q]
 		s.mu.Lock()
@@ -181,13 +189,18 @@ func (p *Port) NAPIs() []NAPI {
 		}
 		s.mu.Unlock()
 	}
+	if len(out) == 0 {
+		return nil
+	}
 	return out
 }
 
 // QStats returns the port's qstats. Safe for concurrent use, without the configuration lock.
 func (p *Port) QStats() QStatsSnapshot {
 	var snap QStatsSnapshot
-	var rx, tx []QueueQStats
+	// One allocation for both halves; TX entries go to the second half, then move down.
+	all := make([]QueueQStats, 2*len(p.rx))
+	rx, tx := all[:0:len(p.rx)], all[len(p.rx):len(p.rx)]
 	var running QStats
 	for q := range p.rx {
 		s := &p.rx[q]
@@ -211,9 +224,27 @@ func (p *Port) QStats() QStatsSnapshot {
 		t.mu.Unlock()
 		snap.Total.add(all)
 	}
-	snap.Queues = append(rx, tx...)
+	snap.Queues = all[:len(rx)+copy(all[len(rx):], tx)] // tx moves down behind rx
 	snap.Base = snap.Total.sub(running)
 	return snap
+}
+
+// QStatsTotal is QStats().Total, everything the device counted, without building the per-queue
+// views (a device-scope qstats-get needs only this). Safe for concurrent use, without the
+// configuration lock.
+func (p *Port) QStatsTotal() QStats {
+	var total QStats
+	for q := range p.rx {
+		s := &p.rx[q]
+		s.mu.Lock()
+		total.add(s.stats.qstats())
+		s.mu.Unlock()
+		t := &p.tx[q]
+		t.mu.Lock()
+		total.add(t.stats.qstats())
+		t.mu.Unlock()
+	}
+	return total
 }
 
 // poolRegistry lists a port's page pools for the netdev views: the detached ones here, the
@@ -275,23 +306,35 @@ func boottime() time.Duration {
 // still waiting for buffers, oldest first. A detached pool disappears once its last buffer is
 // back. Safe for concurrent use (with the data path too), without the configuration lock.
 func (p *Port) PagePools() []PagePool {
+	var out []PagePool
+	p.EachPagePool(func(pp *PagePool) { out = append(out, *pp) })
+	return out
+}
+
+// EachPagePool calls fn with each of PagePools' pools in its order, without building the list:
+// a PagePool is some 400 bytes, and a page-pool dump of a 16-queue port spent more on
+// allocating and clearing the list than on reading the pools. fn runs with the port's pool list
+// and one queue's lock held: it must not keep pp, block, or call into the port. Safe for
+// concurrent use as PagePools.
+func (p *Port) EachPagePool(fn func(pp *PagePool)) {
 	ifi := p.Ifindex()
 	p.pools.mu.Lock()
 	defer p.pools.mu.Unlock()
-	var out []PagePool
+	var pp PagePool
 	for q := range p.rx {
 		s := &p.rx[q]
 		s.mu.Lock()
 		if rq := s.q; rq != nil && rq.poolID != 0 {
-			out = append(out, rq.poolView(q, ifi))
+			pp = rq.poolView(q, ifi)
+			fn(&pp)
 		}
 		s.mu.Unlock()
 	}
 	p.pools.prune()
-	for _, d := range p.pools.detached {
-		out = append(out, d.view(ifi))
+	for i := range p.pools.detached {
+		pp = p.pools.detached[i].view(ifi)
+		fn(&pp)
 	}
-	return out
 }
 
 // poolView is a running queue's pool as PagePools shows it. Caller holds the queue's slot lock,

@@ -182,6 +182,9 @@ func TestQStatsAcrossRebuild(t *testing.T) {
 	if s.Total != want {
 		t.Errorf("total %+v, want %+v", s.Total, want)
 	}
+	if got := tp.QStatsTotal(); got != want {
+		t.Errorf("QStatsTotal %+v, want %+v", got, want)
+	}
 	wantBase := want
 	wantBase.RxPackets, wantBase.RxBytes = 10, 1000
 	if s.Base != wantBase {

@@ -157,7 +157,7 @@ var sources = []source{
 	getRoundTrip("netdev dev-get", "netdev-dev-get", "a veth"),
 	getRoundTrip("netdev queue-get", "netdev-queue-get", "a veth"),
 	getRoundTrip("netdev qstats-get (dump)", "netdev-qstats-get", "the first device here that has queue statistics"),
-	getRoundTrip("netdev page-pool-get (dump)", "netdev-page-pool-get", "the namespace of a veth"),
+	getRoundTrip("netdev page-pool-get (dump)", "netdev-page-pool-get", "a veth: napi-get, 16 NAPIs as the port's 16 pools"),
 	{issue: 6, figure: "forwarding appliance (seed 002), full-page mode", pkg: "./tests/scenarios", bench: "BenchmarkForwarding",
 		value: "full-fwd-pps", scale: 1, unit: "pps", baseline: "frag-fwd-pps", baseName: "fragment mode, A B B A", ratio: "full/frag",
 		target: "reported", offered: "full-offered-pps"},
@@ -209,6 +209,7 @@ func getRoundTrip(msg, sub, peer string) source {
 			"kernel-eopnotsupp":  "no device here implements it: the kernel answers EOPNOTSUPP, skipping the driver",
 			"kernel-host-device": "veth lacks it: the kernel peer is a device of the host's namespace",
 			"kernel-empty-dump":  "the kernel's dump is empty (no driver here lists page pools)",
+			"kernel-napi-dump":   "no driver here lists page pools: the kernel peer is the veth's napi-get dump, as many messages",
 		}}
 }
 

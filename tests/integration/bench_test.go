@@ -35,9 +35,12 @@ import (
 // (ring parameters, coalescing, RSS, private flags, queue statistics) the first device of the
 // benchmark's own namespace whose kernel driver answers it is the peer (kernel-host-device 1),
 // and when none does, veth's EOPNOTSUPP answer is (kernel-eopnotsupp 1: a round trip that skips
-// the driver). A kernel dump that finds nothing to list (no driver here registers its page pools
-// with the netdev family) is reported as kernel-empty-dump 1. The kernel has no manad family: PORT_GET's peer is rtnetlink's RTM_GETLINK of
-// the veth, the kernel's own "show this port".
+// the driver). No driver here registers its page pools with the netdev family, so the kernel's
+// page-pool dump would be empty: page-pool-get's peer is the veth's napi-get dump instead, 16
+// messages for its 16 RX queues as the port's 16 pools (kernel-napi-dump 1, see benchNAPIDump).
+// Any other kernel dump that finds nothing to list is reported as kernel-empty-dump 1. The
+// kernel has no manad family: PORT_GET's peer is rtnetlink's RTM_GETLINK of the veth, the
+// kernel's own "show this port".
 func BenchmarkGetRoundTrip(b *testing.B) {
 	bin, _ := harness.PlainBinaries(b)
 	ns, vethNS := harness.Name("mbr", ""), harness.Name("mbv", "")
@@ -139,6 +142,8 @@ func BenchmarkGetRoundTrip(b *testing.B) {
 				b.ReportMetric(1, "kernel-eopnotsupp")
 			case peerHost:
 				b.ReportMetric(1, "kernel-host-device")
+			case peerOther:
+				b.ReportMetric(1, "kernel-napi-dump")
 			}
 			if g.dump && kn == 0 && mn > 0 {
 				b.ReportMetric(1, "kernel-empty-dump") // nothing of the kind here for the kernel to list
@@ -157,6 +162,10 @@ type benchGet struct {
 	strset bool // the kernel's peer is the veth sized for the statistics strings
 	// rtnl is the kernel's peer message when the kernel has no such family (PORT_GET).
 	rtnl bool
+	// kernel, when set, is the kernel's peer message instead of the same one: for a dump the
+	// kernel can answer only with nothing here (page-pool-get), a dump of the same device's
+	// objects of another kind, as many messages of about the same size.
+	kernel *benchGet
 }
 
 // benchDev names a device to one server.
@@ -236,12 +245,22 @@ var benchGets = []benchGet{
 			ae.Uint32(wire.NetdevAQueueID, 0)
 		}},
 	// qstats-get and page-pool-get are dumps (qstats-get has no do); the device's totals, and
-	// every pool of the namespace (16 on each side: one per RX queue).
+	// every pool of the namespace (16: one per RX queue; the kernel's peer is benchNAPIDump).
 	{name: "netdev-qstats-get", family: wire.NetdevFamilyName, cmd: wire.NetdevCmdQStatsGet, dump: true,
 		attrs: func(ae *netlink.AttributeEncoder, d benchDev) { ae.Uint32(wire.NetdevAQStatsIfindex, d.index) }},
 	{name: "netdev-page-pool-get", family: wire.NetdevFamilyName, cmd: wire.NetdevCmdPagePoolGet, dump: true,
-		attrs: func(ae *netlink.AttributeEncoder, d benchDev) {}},
+		attrs: func(ae *netlink.AttributeEncoder, d benchDev) {}, kernel: &benchNAPIDump},
 }
+
+// benchNAPIDump is page-pool-get's kernel peer: no driver here lists page pools with the netdev
+// family (veth's have no netdev: page_pool_list skips them), so the kernel's page-pool dump is
+// empty. napi-get of the veth lists the NAPIs of its 16 RX queues, one message each, as the
+// port's page-pool dump lists the pools of its 16: netdev_nl_napi_get_dumpit walks the device's
+// objects and fills a message of a few attributes per object (id, ifindex, and the NAPI's
+// settings), as netdev_nl_page_pool_get_dumpit does its pools (id, ifindex, napi-id, inflight,
+// inflight-mem).
+var benchNAPIDump = benchGet{name: "netdev-napi-get", family: wire.NetdevFamilyName, cmd: wire.NetdevCmdNAPIGet, dump: true,
+	attrs: func(ae *netlink.AttributeEncoder, d benchDev) { ae.Uint32(wire.NetdevANAPIIfindex, d.index) }}
 
 // benchPeer is a generic netlink connection to manad or to the kernel in one namespace, with
 // the families it resolved.
@@ -299,6 +318,7 @@ const (
 	peerVeth       = iota // the veth answers it
 	peerHost              // a device of the benchmark's namespace does, veth does not
 	peerEOPNOTSUPP        // no device here implements it: veth's EOPNOTSUPP is the peer
+	peerOther             // veth answers g.kernel, another message (benchGet.kernel)
 )
 
 // kernelPeer returns the kernel's round trip for g, which peer answers it, and with how many
@@ -307,6 +327,14 @@ func kernelPeer(b *testing.B, g benchGet, veth *benchPeer, vdev, sdev benchDev, 
 	if g.rtnl {
 		rc := dialRTNL(b, veth.ns)
 		return func() error { return getLink(rc, vdev.name) }, peerVeth, 1
+	}
+	if g.kernel != nil {
+		n, err := veth.replies(*g.kernel, vdev)
+		if err != nil || n == 0 {
+			b.Fatalf("kernel %s peer %s on veth: %d messages, %v", g.name, g.kernel.name, n, err)
+		}
+		b.Logf("kernel peer of %s: %s of veth, %d messages", g.name, g.kernel.name, n)
+		return func() error { return veth.get(*g.kernel, vdev) }, peerOther, n
 	}
 	dev := vdev
 	if g.strset {

@@ -207,12 +207,16 @@ type Pool struct {
 	log    *slog.Logger
 
 	// Owner-only state.
-	cache   []*Buffer // LIFO of free descriptors (alloc.cache analogue)
-	ctr     counters
-	pages   []*page
-	dead    bool     // Destroy was called
-	rel     *Release // set by Destroy
-	ovSpare []retEntry
+	cache []*Buffer // LIFO of free descriptors (alloc.cache analogue)
+	ctr   counters
+	// pubCtr and pubPages are what the last publish stored, so that FlushStats can skip a
+	// publish that would store the same (owner only, as ctr).
+	pubCtr   counters
+	pubPages int
+	pages    []*page
+	dead     bool     // Destroy was called
+	rel      *Release // set by Destroy
+	ovSpare  []retEntry
 
 	_ [cacheLine]byte
 
@@ -636,13 +640,17 @@ func (p *Pool) publish() {
 	s.releasedRefcnt.Store(p.ctr.releasedRefcnt)
 	s.pages.Store(int64(len(p.pages)))
 	s.seq.Add(1)
+	p.pubCtr, p.pubPages = p.ctr, len(p.pages)
 }
 
 // FlushStats publishes the owner's counters so that Stats, from any
 // goroutine, is exact until the owner's next operation. Owner only; a no-op
-// after Destroy (the releaser publishes then).
+// after Destroy (the releaser publishes then), and when nothing changed since
+// the last publish: an idle queue's pool costs a comparison, not the 16
+// atomic stores of a publish (a page-pool dump or a port's State flushes
+// every pool of the port).
 func (p *Pool) FlushStats() {
-	if !p.dead {
+	if !p.dead && (p.ctr != p.pubCtr || len(p.pages) != p.pubPages) {
 		p.publish()
 	}
 }
