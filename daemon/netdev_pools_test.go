@@ -80,27 +80,10 @@ func frame() []byte {
 // inflight page — until that buffer returns.
 func TestNetdevDetachedPools(t *testing.T) {
 	var mu sync.Mutex
-	host := &keepHost{}
-	vp, err := vnic.New(vnic.Config{Name: "pp0", Lock: &mu, PageSize: 16384, Host: host, Wire: dropWire{},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PoolReleaseInterval: 5 * time.Millisecond},
-		vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		host.release()
-		mu.Lock()
-		td := vp.Shutdown()
-		mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := td.Wait(ctx); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
+	vp, host := newModelPort(t, &mu, vnic.Config{Name: "pp0", PageSize: 16384}, vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
 	vp.SetIfindex(7)
 	mu.Lock()
-	err = vp.Open()
+	err := vp.Open()
 	mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
@@ -266,32 +249,16 @@ func (n *notifications) take(t *testing.T, what string, count int) []client.Noti
 // through the daemon's own OnPagePool handler (notifyNetdevPool).
 func TestNetdevPagePoolNotifications(t *testing.T) {
 	var mu sync.Mutex
-	host := &keepHost{}
 	ns, err := selfNetNS()
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &Daemon{}
 	p := &port{ns: ns}
-	vp, err := vnic.New(vnic.Config{Name: "pp0", Lock: &mu, PageSize: 16384, Host: host, Wire: dropWire{},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PoolReleaseInterval: 5 * time.Millisecond,
+	vp, host := newModelPort(t, &mu, vnic.Config{Name: "pp0", PageSize: 16384,
 		OnPagePool: func(_ *vnic.Port, ev vnic.PagePoolEvent) { d.notifyNetdevPool(p, ev) }},
 		vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
-	if err != nil {
-		t.Fatal(err)
-	}
 	p.vp = vp
-	t.Cleanup(func() {
-		host.release()
-		mu.Lock()
-		td := vp.Shutdown()
-		mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := td.Wait(ctx); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
 	vp.SetIfindex(7)
 	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}, AdminGroup: -1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -413,4 +380,34 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 	if err := td.Wait(wctx); err != nil {
 		t.Error(err)
 	}
+}
+
+// newModelPort returns a vnic port on a keepHost (its buffers held until the test ends) and a
+// wire that drops what it sends, locked by mu; cfg's Name, PageSize and callbacks are the
+// caller's, the rest is filled in. The port is shut down, and its teardown awaited, when the
+// test ends, after the host let go of its buffers.
+func newModelPort(t *testing.T, mu *sync.Mutex, cfg vnic.Config, set vnic.Settings) (*vnic.Port, *keepHost) {
+	t.Helper()
+	host := &keepHost{}
+	cfg.Lock, cfg.Host, cfg.Wire = mu, host, dropWire{}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.PoolReleaseInterval == 0 {
+		cfg.PoolReleaseInterval = 5 * time.Millisecond
+	}
+	vp, err := vnic.New(cfg, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		host.release()
+		mu.Lock()
+		td := vp.Shutdown()
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := td.Wait(ctx); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	})
+	return vp, host
 }

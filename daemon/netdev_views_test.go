@@ -1,13 +1,9 @@
 package daemon
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"reflect"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/vnic"
@@ -17,27 +13,10 @@ import (
 // has it, and leaves the others empty (Dev is always there: it costs nothing).
 func TestNetdevViews(t *testing.T) {
 	var mu sync.Mutex
-	host := &keepHost{}
-	vp, err := vnic.New(vnic.Config{Name: "pv0", Lock: &mu, PageSize: 16384, Host: host, Wire: dropWire{},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PoolReleaseInterval: 5 * time.Millisecond},
-		vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		host.release()
-		mu.Lock()
-		td := vp.Shutdown()
-		mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := td.Wait(ctx); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
+	vp, _ := newModelPort(t, &mu, vnic.Config{Name: "pv0", PageSize: 16384}, vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
 	vp.SetIfindex(7)
 	mu.Lock()
-	err = vp.Open()
+	err := vp.Open()
 	mu.Unlock()
 	if err != nil {
 		t.Fatal(err)

@@ -1,13 +1,9 @@
 package daemon
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/vnic"
@@ -17,22 +13,7 @@ import (
 // changes, and are always what the port's counters are named for its current count.
 func TestStatNamesFollowQueues(t *testing.T) {
 	var mu sync.Mutex
-	vp, err := vnic.New(vnic.Config{Name: "sn0", Lock: &mu, PageSize: 4096, Host: &keepHost{}, Wire: dropWire{},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		vnic.Settings{MTU: 1500, Queues: 4, RxRing: 128, TxRing: 128})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		mu.Lock()
-		td := vp.Shutdown()
-		mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := td.Wait(ctx); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
+	vp, _ := newModelPort(t, &mu, vnic.Config{Name: "sn0", PageSize: 4096}, vnic.Settings{MTU: 1500, Queues: 4, RxRing: 128, TxRing: 128})
 	p := &port{vp: vp}
 	want := func(q int) []string {
 		return slices.Concat(vnic.StatNames(q), vnic.ExtraStatNames(), datapath.StatNames())
