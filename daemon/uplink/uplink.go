@@ -508,7 +508,7 @@ func (a *attachment) release() {
 func (u *Uplink) openSocket(l *netlink.LinkAttrs) (*attachment, error) {
 	mode := u.cfg.Attach
 	if mode == AttachXDP || mode == AttachAuto {
-		x, err := openXSK(u.ns, l.Index, l.MTU, l.NumRxQueues)
+		x, err := openXSK(u.ns, l.Index, u.cfg.Dev, l.MTU, l.NumRxQueues)
 		if err == nil {
 			m := x.mode + " copy"
 			if x.zeroCopy {

@@ -130,20 +130,23 @@ type xskSocket struct {
 // Errors: EOPNOTSUPP for a multi-queue device, EMSGSIZE for an MTU beyond a chunk, else the
 // failing step's errno (EPERM without CAP_NET_ADMIN/CAP_BPF, ENOMEM over RLIMIT_MEMLOCK…),
 // wrapped with the step.
-func openXSK(ns netns.NsHandle, ifindex, mtu, rxQueues int) (*xskSocket, error) {
-	if rxQueues > 1 {
-		return nil, fmt.Errorf("device has %d RX queues, AF_XDP uplinks take single-queue devices: %w", rxQueues, unix.EOPNOTSUPP)
-	}
+func openXSK(ns netns.NsHandle, ifindex int, dev string, mtu, rxQueues int) (*xskSocket, error) {
 	if mtu+14+4 > xskMaxFrame {
 		return nil, fmt.Errorf("MTU %d exceeds an AF_XDP frame (%d bytes): %w", mtu, xskMaxFrame, unix.EMSGSIZE)
 	}
 	s := &xskSocket{fd: -1, ctl: -1}
 	err := inNetNS(ns, func() (err error) {
-		if s.fd, err = unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0); err != nil {
-			return fmt.Errorf("AF_XDP socket: %w", err)
-		}
 		if s.ctl, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
 			return fmt.Errorf("control socket: %w", err)
+		}
+		if n, err := activeRxQueues(s.ctl, dev); err == nil {
+			rxQueues = n
+		}
+		if rxQueues > 1 {
+			return fmt.Errorf("device has %d RX queues, AF_XDP uplinks take single-queue devices: %w", rxQueues, unix.EOPNOTSUPP)
+		}
+		if s.fd, err = unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("AF_XDP socket: %w", err)
 		}
 		return nil
 	})
@@ -266,6 +269,30 @@ func xskProgram(mapFD int) asm.Instructions {
 		asm.FnRedirectMap.Call(),
 		asm.Return(),
 	}
+}
+
+// ethtoolChannels is struct ethtool_channels (linux/ethtool.h).
+type ethtoolChannels struct {
+	cmd                                         uint32
+	maxRx, maxTx, maxOther, maxCombined         uint32
+	rxCount, txCount, otherCount, combinedCount uint32
+}
+
+// activeRxQueues is how many RX queues device name uses now (ETHTOOL_GCHANNELS through socket
+// fd, as `ethtool -l` shows): a veth allocates a queue per CPU but uses one. Errors: the ioctl's
+// errno (EOPNOTSUPP for devices without channels, such as VXLAN: the caller then takes
+// IFLA_NUM_RX_QUEUES).
+func activeRxQueues(fd int, name string) (int, error) {
+	ch := ethtoolChannels{cmd: unix.ETHTOOL_GCHANNELS}
+	var ifr ifreqData
+	copy(ifr.name[:unix.IFNAMSIZ-1], name)
+	ifr.data = unsafe.Pointer(&ch)
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+	runtime.KeepAlive(&ch)
+	if e != 0 {
+		return 0, e
+	}
+	return max(int(ch.rxCount+ch.combinedCount), 1), nil
 }
 
 func setsockoptPtr(fd, opt int, p unsafe.Pointer, n uintptr) error {

@@ -1,0 +1,145 @@
+package uplink
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/datapath"
+)
+
+// TestXSKRing drives a ring's producer and consumer indexes across the 32-bit wrap, as the
+// kernel's free-running indexes do.
+func TestXSKRing(t *testing.T) {
+	off := unix.XDPRingOffset{Producer: 0, Consumer: 64, Desc: 128}
+	mem := make([]byte, 128+8*8)
+	r, err := newXSKRing(mem, off, 8, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	*r.producer, *r.consumer = ^uint32(0)-2, ^uint32(0)-2
+	tests := []struct {
+		produce, consume uint32
+		free, ready      uint32
+	}{
+		{0, 0, 8, 0},
+		{5, 0, 3, 5}, // across the wrap
+		{3, 0, 0, 8},
+		{0, 8, 8, 0},
+		{7, 2, 3, 5},
+	}
+	next := uint64(0)
+	for i, tt := range tests {
+		for j := range tt.produce {
+			*r.addr(*r.producer + j) = next
+			next++
+		}
+		r.produce(tt.produce)
+		for j := range tt.consume {
+			want := next - uint64(r.ready()) + uint64(j)
+			if got := *r.addr(*r.consumer + j); got != want {
+				t.Fatalf("step %d: descriptor %d holds %d, want %d", i, j, got, want)
+			}
+		}
+		r.consume(tt.consume)
+		if got := r.free(); got != tt.free {
+			t.Fatalf("step %d: free %d, want %d", i, got, tt.free)
+		}
+		if got := r.ready(); got != tt.ready {
+			t.Fatalf("step %d: ready %d, want %d", i, got, tt.ready)
+		}
+	}
+}
+
+func TestXSKRingRejectsBadGeometry(t *testing.T) {
+	tests := []struct {
+		name string
+		off  unix.XDPRingOffset
+		mem  int
+		size uint32
+		desc uintptr
+	}{
+		{"size not a power of two", unix.XDPRingOffset{Consumer: 8, Desc: 16}, 1024, 6, 8},
+		{"size zero", unix.XDPRingOffset{Consumer: 8, Desc: 16}, 1024, 0, 8},
+		{"descriptors beyond the mapping", unix.XDPRingOffset{Consumer: 8, Desc: 16}, 16 + 7*16, 8, 16},
+		{"consumer beyond the mapping", unix.XDPRingOffset{Consumer: 1022, Desc: 16}, 1024, 8, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := newXSKRing(make([]byte, tt.mem), tt.off, tt.size, tt.desc); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+	if unsafe.Sizeof(unix.XDPDesc{}) != 16 {
+		t.Fatal("struct xdp_desc is 16 bytes")
+	}
+}
+
+// TestXSKProbeFallsBack: auto takes AF_XDP where the device allows it and falls back to
+// AF_PACKET, saying why, where it does not (an MTU beyond a UMEM chunk, several RX queues);
+// af_xdp on such a device fails with the reason.
+func TestXSKProbeFallsBack(t *testing.T) {
+	ns := testNS(t)
+	run(t, "ip", "-n", ns, "link", "set", "b0", "mtu", "9000")
+	run(t, "ip", "-n", ns, "link", "add", "m0", "numrxqueues", "2", "numtxqueues", "2", "type", "veth", "peer", "name", "m1")
+	run(t, "ip", "netns", "exec", ns, "ethtool", "-L", "m0", "rx", "2", "tx", "2")
+	run(t, "ip", "-n", ns, "link", "set", "m0", "up")
+	run(t, "ip", "-n", ns, "link", "set", "m1", "up")
+	tests := []struct {
+		dev, mode   string
+		state       State
+		attach      string
+		why         string // in Fallback (Up) or Err (Failed)
+		xdpAttached bool
+	}{
+		{"a0", AttachAuto, Up, AttachXDP, "", true},
+		{"b0", AttachAuto, Up, AttachPacket, "MTU 9000", false},
+		{"m0", AttachAuto, Up, AttachPacket, "2 RX queues", false},
+		{"b0", AttachXDP, Failed, "", "MTU 9000", false},
+		{"a0", AttachPacket, Up, AttachPacket, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dev+"/"+tt.mode, func(t *testing.T) {
+			u, err := Start(context.Background(), Config{Dev: tt.dev, NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet(), Attach: tt.mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := u.Status()
+			if st.State != tt.state || (tt.state == Up && st.Attach != tt.attach) {
+				u.Close()
+				t.Fatalf("status %+v, want %v with %q", st, tt.state, tt.attach)
+			}
+			why := st.Fallback
+			if tt.state == Failed {
+				why = st.Err
+			}
+			if (tt.why == "") != (why == "") || !strings.Contains(why, tt.why) {
+				u.Close()
+				t.Fatalf("status %+v: reason %q, want one containing %q", st, why, tt.why)
+			}
+			if got := hasXDP(t, ns, tt.dev); got != tt.xdpAttached {
+				u.Close()
+				t.Fatalf("XDP program on %s while attached: %v, want %v", tt.dev, got, tt.xdpAttached)
+			}
+			u.Close()
+			if hasXDP(t, ns, tt.dev) {
+				t.Fatalf("an XDP program is left on %s after Close", tt.dev)
+			}
+		})
+	}
+}
+
+// hasXDP reports whether `ip link show` lists an XDP program on dev.
+func hasXDP(t *testing.T, ns, dev string) bool {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", ns, "-d", "link", "show", "dev", dev).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip link show %s: %v\n%s", dev, err, out)
+	}
+	return strings.Contains(string(out), "prog/xdp")
+}
