@@ -32,6 +32,7 @@ import (
 
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/daemon/offload"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic/extack"
 )
 
@@ -78,21 +79,12 @@ type Config struct {
 	Attach string
 }
 
-// Attachment modes (Config.Attach, Status.Attach).
+// Attachment modes (Config.Attach, Status.Attach): the wire's names.
 const (
-	AttachAuto   = "auto"
-	AttachPacket = "af_packet"
-	AttachXDP    = "af_xdp"
+	AttachAuto   = wire.UplinkAttachAuto
+	AttachPacket = wire.UplinkAttachPacket
+	AttachXDP    = wire.UplinkAttachXDP
 )
-
-// ValidAttach reports whether mode is an attachment mode Config.Attach takes ("" included).
-func ValidAttach(mode string) bool {
-	switch mode {
-	case "", AttachAuto, AttachPacket, AttachXDP:
-		return true
-	}
-	return false
-}
 
 // Name names the uplink in logs and FDB listings: "hostA/vx0", or "vx0" in manad's namespace.
 func (c *Config) Name() string {
