@@ -451,7 +451,8 @@ func (u *Uplink) setState(s State, index int, errText string) {
 	}
 	switch s {
 	case Up:
-		u.log.Info("uplink up", "ifindex", index, "mtu", u.dp.MTU())
+		st := u.Status()
+		u.log.Info("uplink up", "ifindex", index, "mtu", u.dp.MTU(), "attach", st.Attach, "xdp_mode", st.XDPMode)
 	case Failed:
 		u.log.Error("uplink failed to attach", "err", errText)
 	default:
