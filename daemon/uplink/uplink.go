@@ -625,12 +625,17 @@ func (u *Uplink) onFrame(frame []byte, wireLen int, status uint32, tci uint32, t
 	u.dp.Receive(frame)
 }
 
-// onXSKFrame handles a frame from the AF_XDP RX ring. XDP sees frames as the wire carried them
-// (a VLAN tag in place, no offload state): frames beyond the device's MTU are dropped.
+// onXSKFrame handles a frame from the AF_XDP RX ring: frames beyond the device's MTU are
+// dropped. XDP does not say which frames a local stack left with a partial checksum (a packet
+// socket's TP_STATUS_CSUMNOTREADY): offload.CompletePartialChecksum recognises them by the
+// pseudo-header sum in the field.
 func (u *Uplink) onXSKFrame(frame []byte) {
 	if datapath.PayloadLen(frame) > int(u.devMTU.Load()) {
 		u.rxOversize.Add(1)
 		return
+	}
+	if offload.CompletePartialChecksum(frame) {
+		u.rxCsum.Add(1)
 	}
 	u.dp.Receive(frame)
 }

@@ -282,10 +282,16 @@ func TestUplinkWaitsForItsDevice(t *testing.T) {
 // TestUplinkKeepsVLANTags: the kernel takes a received frame's 802.1Q tag off into metadata;
 // the uplink puts it back, so a tagged frame crosses the segment tagged.
 func TestUplinkKeepsVLANTags(t *testing.T) {
+	for _, mode := range []string{AttachPacket, AttachXDP} {
+		t.Run(mode, func(t *testing.T) { testKeepsVLANTags(t, mode) })
+	}
+}
+
+func testKeepsVLANTags(t *testing.T, mode string) {
 	ns := testNS(t)
 	seg := datapath.NewSegment("t")
 	for _, dev := range []string{"a0", "b0"} {
-		u, err := Start(context.Background(), Config{Dev: dev, NetNS: ns, Segment: seg, Logger: quiet()})
+		u, err := Start(context.Background(), Config{Dev: dev, NetNS: ns, Segment: seg, Logger: quiet(), Attach: mode})
 		if err != nil {
 			t.Fatal(err)
 		}
