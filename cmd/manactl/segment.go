@@ -272,8 +272,8 @@ own). SEG may be a segment only ports use so far; it is then defined. With --jso
 the segment is printed.
 
 --attach chooses the socket: af_packet (the default; every device), af_xdp (an XDP
-program redirects the device's RX queue to an AF_XDP socket; single-queue devices
-whose MTU fits a 4 KiB frame, else the uplink fails) or auto (af_xdp where the
+program redirects each RX queue of the device to an AF_XDP socket; devices with at
+most 8 RX queues whose MTU fits a 4 KiB frame, else the uplink fails) or auto (af_xdp where the
 device takes it, else af_packet, and manad logs why). segment show says which is in
 use.`,
 		Example: `  manactl segment uplink add wire0 vx0 --netns hostA

@@ -10,9 +10,9 @@
 // re-attaches. Traffic between the segment's local ports is never affected.
 //
 // With Config.Attach = AttachXDP (or AttachAuto, when the probe succeeds) the uplink uses an
-// AF_XDP socket instead (xsk.go): an XDP program redirects the device's RX queue into it. The
-// default is AF_PACKET, which works on every device; AF_XDP takes single-queue devices whose MTU
-// fits a UMEM chunk.
+// AF_XDP socket per RX queue instead (xsk.go): an XDP program redirects each queue into its
+// socket. The default is AF_PACKET, which works on every device; AF_XDP takes devices whose MTU
+// fits a UMEM chunk, with at most xskMaxQueues RX queues.
 package uplink
 
 import (

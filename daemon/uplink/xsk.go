@@ -1,9 +1,9 @@
 package uplink
 
-// The AF_XDP attachment. The module proxy has no maintained Go AF_XDP library (the known ones,
-// asavie/xdp and its forks, are unmaintained and pull in their own netlink stacks), and the
-// socket layer is small: a UMEM, four rings mapped into memory and one XDP program that
-// redirects the device's RX queue into an XSKMAP. It is written here by hand with
+// The AF_XDP attachment. The module proxy this project builds from offers no Go AF_XDP library
+// (its package list has nothing matching xdp or xsk), and the socket layer is small: per RX
+// queue a UMEM and four rings mapped into memory, and one XDP program that redirects every
+// queue into its socket through an XSKMAP. It is written here by hand with
 // golang.org/x/sys/unix, following the kernel's samples and libxdp's xsk.c (xsk_umem__create,
 // xsk_socket__create, xsk_ring_prod__reserve / xsk_ring_cons__peek).
 
@@ -97,24 +97,36 @@ func (r *xskRing) produce(n uint32) { atomic.StoreUint32(r.producer, *r.producer
 // consume gives n read descriptors back (xsk_ring_cons__release).
 func (r *xskRing) consume(n uint32) { atomic.StoreUint32(r.consumer, *r.consumer+n) }
 
-// xskSocket is an AF_XDP socket bound to queue 0 of one device, with its UMEM and the XDP
-// program that redirects the queue's frames to it. The program is attached through a BPF link:
-// it is detached when the link is closed, and by the kernel when manad exits however it exits.
-type xskSocket struct {
-	f    *os.File // the socket, on the netpoller
-	rc   syscall.RawConn
-	ctl  int // a UDP socket in the device's namespace, for ethtool ioctls (AF_XDP has none)
-	umem []byte
-	maps [4][]byte // the mappings of fill, completion, RX and TX rings
+// xskMaxQueues bounds the RX queues an AF_XDP uplink serves (a socket and 16 MiB of UMEM
+// each); a device with more is refused (AttachAuto falls back to AF_PACKET).
+const xskMaxQueues = 8
 
-	fill, comp, rx, tx xskRing
+// xskSocket is the AF_XDP attachment of one device: a socket per RX queue, each with its own
+// UMEM, and the XDP program that redirects each queue's frames to its socket through an
+// XSKMAP. The program is attached through a BPF link: it is detached when the link is closed,
+// and by the kernel when manad exits however it exits.
+type xskSocket struct {
+	queues []*xskQueue
+	ctl    int // a UDP socket in the device's namespace, for ethtool ioctls (AF_XDP has none)
 
 	xsks *ebpf.Map
 	prog *ebpf.Program
 	lnk  link.Link
 
-	zeroCopy bool
+	zeroCopy bool   // every queue's socket is zero-copy
 	mode     string // "native" or "generic": where the program runs
+	closed   atomic.Bool
+}
+
+// xskQueue is the AF_XDP socket of one RX queue, with its UMEM and rings.
+type xskQueue struct {
+	f    *os.File // the socket, on the netpoller
+	rc   syscall.RawConn
+	umem []byte
+	maps [4][]byte // the mappings of fill, completion, RX and TX rings
+
+	fill, comp, rx, tx xskRing
+	zeroCopy           bool
 
 	txMu   sync.Mutex
 	fd     int      // -1 once closed
@@ -122,19 +134,20 @@ type xskSocket struct {
 	closed atomic.Bool
 }
 
-// openXSK opens an AF_XDP socket in namespace ns on queue 0 of the device with index ifindex
-// and attaches the redirecting program (native mode where the driver has it, else generic).
-// mtu and rxQueues are the device's: a frame must fit a chunk, and every RX queue needs a
-// socket, so only single-queue devices are taken.
+// openXSK opens an AF_XDP socket in namespace ns on every RX queue of the device with index
+// ifindex (name dev) and attaches the redirecting program (native mode where the driver has
+// it, else generic). mtu and rxQueues are the device's (IFLA_MTU, IFLA_NUM_RX_QUEUES; the
+// queues in use, ETHTOOL_GCHANNELS, win where the driver reports them): a frame must fit a
+// chunk, and every RX queue in use needs a socket, or its frames would pass the uplink by.
 //
-// Errors: EOPNOTSUPP for a multi-queue device, EMSGSIZE for an MTU beyond a chunk, else the
-// failing step's errno (EPERM without CAP_NET_ADMIN/CAP_BPF, ENOMEM over RLIMIT_MEMLOCK…),
-// wrapped with the step.
+// Errors: EMSGSIZE for an MTU beyond a chunk, EOPNOTSUPP for more than xskMaxQueues queues,
+// else the failing step's errno (EPERM without CAP_NET_ADMIN/CAP_BPF, ENOMEM or ENOBUFS over
+// RLIMIT_MEMLOCK, EBUSY when another XDP program is attached…), wrapped with the step.
 func openXSK(ns netns.NsHandle, ifindex int, dev string, mtu, rxQueues int) (*xskSocket, error) {
 	if mtu+14+4 > xskMaxFrame {
 		return nil, fmt.Errorf("MTU %d exceeds an AF_XDP frame (%d bytes): %w", mtu, xskMaxFrame, unix.EMSGSIZE)
 	}
-	s := &xskSocket{fd: -1, ctl: -1}
+	s := &xskSocket{ctl: -1}
 	err := inNetNS(ns, func() (err error) {
 		if s.ctl, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
 			return fmt.Errorf("control socket: %w", err)
@@ -142,11 +155,16 @@ func openXSK(ns netns.NsHandle, ifindex int, dev string, mtu, rxQueues int) (*xs
 		if n, err := activeRxQueues(s.ctl, dev); err == nil {
 			rxQueues = n
 		}
-		if rxQueues > 1 {
-			return fmt.Errorf("device has %d RX queues, AF_XDP uplinks take single-queue devices: %w", rxQueues, unix.EOPNOTSUPP)
+		rxQueues = max(rxQueues, 1)
+		if rxQueues > xskMaxQueues {
+			return fmt.Errorf("device has %d RX queues, AF_XDP uplinks take at most %d: %w", rxQueues, xskMaxQueues, unix.EOPNOTSUPP)
 		}
-		if s.fd, err = unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0); err != nil {
-			return fmt.Errorf("AF_XDP socket: %w", err)
+		for range rxQueues {
+			q := &xskQueue{fd: -1}
+			s.queues = append(s.queues, q)
+			if q.fd, err = unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0); err != nil {
+				return fmt.Errorf("AF_XDP socket: %w", err)
+			}
 		}
 		return nil
 	})
@@ -154,12 +172,6 @@ func openXSK(ns netns.NsHandle, ifindex int, dev string, mtu, rxQueues int) (*xs
 		err = s.setup(ns, ifindex)
 	}
 	if err != nil {
-		s.closeFDs()
-		s.release()
-		return nil, err
-	}
-	s.f = os.NewFile(uintptr(s.fd), "xsk")
-	if s.rc, err = s.f.SyscallConn(); err != nil {
 		s.close()
 		s.release()
 		return nil, err
@@ -167,7 +179,47 @@ func openXSK(ns netns.NsHandle, ifindex int, dev string, mtu, rxQueues int) (*xs
 	return s, nil
 }
 
+// setup sets every queue's socket up and bound, then loads and attaches the program.
 func (s *xskSocket) setup(ns netns.NsHandle, ifindex int) (err error) {
+	s.zeroCopy = true
+	for i, q := range s.queues {
+		if err := q.setup(ifindex, i); err != nil {
+			return fmt.Errorf("queue %d: %w", i, err)
+		}
+		s.zeroCopy = s.zeroCopy && q.zeroCopy
+	}
+	if s.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Name: "manad_xsks", Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(len(s.queues))}); err != nil {
+		return fmt.Errorf("XSKMAP: %w", err)
+	}
+	for i, q := range s.queues {
+		if err := s.xsks.Put(uint32(i), uint32(q.fd)); err != nil {
+			return fmt.Errorf("XSKMAP entry %d: %w", i, err)
+		}
+	}
+	if s.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: "manad_xsk", Type: ebpf.XDP, License: "Dual MIT/GPL", Instructions: xskProgram(s.xsks.FD())}); err != nil {
+		return fmt.Errorf("XDP program: %w", err)
+	}
+	// The link's ifindex is resolved in the calling thread's namespace.
+	return inNetNS(ns, func() error {
+		var errs []error
+		for _, m := range []struct {
+			flags link.XDPAttachFlags
+			name  string
+		}{{link.XDPDriverMode, "native"}, {link.XDPGenericMode, "generic"}} {
+			l, err := link.AttachXDP(link.XDPOptions{Program: s.prog, Interface: ifindex, Flags: m.flags})
+			if err == nil {
+				s.lnk, s.mode = l, m.name
+				return nil
+			}
+			errs = append(errs, fmt.Errorf("%s XDP: %w", m.name, err))
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// setup registers the queue's UMEM, maps its rings, lends the RX chunks to the kernel and binds
+// the socket to RX queue queue of the device.
+func (s *xskQueue) setup(ifindex, queue int) (err error) {
 	s.umem, err = unix.Mmap(-1, 0, xskChunks*xskChunkSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
 		return fmt.Errorf("UMEM: %w", err)
@@ -223,39 +275,19 @@ func (s *xskSocket) setup(ns netns.NsHandle, ifindex int) (err error) {
 		s.txFree = append(s.txFree, (xskRxChunks+i)*xskChunkSize)
 	}
 	// No bind flag: the kernel takes zero-copy where the driver offers it, else copies.
-	if err := unix.Bind(s.fd, &unix.SockaddrXDP{Ifindex: uint32(ifindex), QueueID: 0}); err != nil {
-		return fmt.Errorf("bind to queue 0: %w", err)
+	if err := unix.Bind(s.fd, &unix.SockaddrXDP{Ifindex: uint32(ifindex), QueueID: uint32(queue)}); err != nil {
+		return fmt.Errorf("bind: %w", err)
 	}
 	var opts uint32
 	n = 4
 	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_XDP, unix.XDP_OPTIONS, uintptr(unsafe.Pointer(&opts)), uintptr(unsafe.Pointer(&n)), 0); e == 0 {
 		s.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	}
-	if s.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Name: "manad_xsks", Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: 1}); err != nil {
-		return fmt.Errorf("XSKMAP: %w", err)
+	s.f = os.NewFile(uintptr(s.fd), "xsk")
+	if s.rc, err = s.f.SyscallConn(); err != nil {
+		return err
 	}
-	if err := s.xsks.Put(uint32(0), uint32(s.fd)); err != nil {
-		return fmt.Errorf("XSKMAP entry: %w", err)
-	}
-	if s.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: "manad_xsk", Type: ebpf.XDP, License: "Dual MIT/GPL", Instructions: xskProgram(s.xsks.FD())}); err != nil {
-		return fmt.Errorf("XDP program: %w", err)
-	}
-	// The link's ifindex is resolved in the calling thread's namespace.
-	return inNetNS(ns, func() error {
-		var errs []error
-		for _, m := range []struct {
-			flags link.XDPAttachFlags
-			name  string
-		}{{link.XDPDriverMode, "native"}, {link.XDPGenericMode, "generic"}} {
-			l, err := link.AttachXDP(link.XDPOptions{Program: s.prog, Interface: ifindex, Flags: m.flags})
-			if err == nil {
-				s.lnk, s.mode = l, m.name
-				return nil
-			}
-			errs = append(errs, fmt.Errorf("%s XDP: %w", m.name, err))
-		}
-		return errors.Join(errs...)
-	})
+	return nil
 }
 
 // xskProgram redirects every frame of the RX queue it runs for into the XSKMAP at mapFD, and
@@ -305,7 +337,7 @@ func setsockoptPtr(fd, opt int, p unsafe.Pointer, n uintptr) error {
 }
 
 // reclaimTX takes the chunks the kernel has sent back to the free list. txMu held.
-func (s *xskSocket) reclaimTX() {
+func (s *xskQueue) reclaimTX() {
 	n := s.comp.ready()
 	for i := range n {
 		s.txFree = append(s.txFree, *s.comp.addr(*s.comp.consumer + i))
@@ -313,10 +345,14 @@ func (s *xskSocket) reclaimTX() {
 	s.comp.consume(n)
 }
 
+// write transmits one frame through the first queue's socket (any queue may send). Errors:
+// xskQueue.write's.
+func (s *xskSocket) write(frame []byte) error { return s.queues[0].write(frame) }
+
 // write transmits one frame: it is copied into a free chunk, queued on the TX ring and the
 // kernel is kicked. It never waits: no free chunk or a full ring is ENOBUFS (the frame is
 // dropped), a frame beyond a chunk EMSGSIZE, a closed socket ENOTCONN.
-func (s *xskSocket) write(frame []byte) error {
+func (s *xskQueue) write(frame []byte) error {
 	if len(frame) == 0 {
 		return unix.EINVAL
 	}
@@ -344,7 +380,7 @@ func (s *xskSocket) write(frame []byte) error {
 
 // kick makes the kernel send what the TX ring holds (in copy mode the send happens in the
 // call). EAGAIN and EBUSY mean it is still busy with earlier frames: they go with the next kick.
-func (s *xskSocket) kick() error {
+func (s *xskQueue) kick() error {
 	for {
 		_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		switch e {
@@ -357,10 +393,27 @@ func (s *xskSocket) kick() error {
 	}
 }
 
+// receive runs an RX loop per queue until the sockets are closed; fn is called from all of
+// them at once. It returns the first loop's error, once every loop has returned.
+func (s *xskSocket) receive(fn func(frame []byte)) error {
+	errs := make([]error, len(s.queues))
+	var wg sync.WaitGroup
+	for i, q := range s.queues[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i+1] = q.receive(fn)
+		}()
+	}
+	errs[0] = s.queues[0].receive(fn)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // receive runs the RX loop until the socket is closed: it waits on the netpoller for frames,
 // passes each to fn (the bytes are valid only during the call) and lends its chunk back to the
 // kernel through the fill ring.
-func (s *xskSocket) receive(fn func(frame []byte)) error {
+func (s *xskQueue) receive(fn func(frame []byte)) error {
 	drain := func(uintptr) bool {
 		n := min(s.rx.ready(), xskBudget)
 		if n == 0 {
@@ -391,26 +444,52 @@ func (s *xskSocket) receive(fn func(frame []byte)) error {
 	}
 }
 
-// stats reads the socket's drop counters (XDP_STATISTICS).
+// stats sums the sockets' drop counters (XDP_STATISTICS).
 func (s *xskSocket) stats() (unix.XDPStatistics, error) {
-	var st unix.XDPStatistics
-	n := uint32(unsafe.Sizeof(st))
-	err := s.rc.Control(func(fd uintptr) {
-		if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_XDP, unix.XDP_STATISTICS, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&n)), 0); e != 0 {
-			st = unix.XDPStatistics{}
+	var sum unix.XDPStatistics
+	for _, q := range s.queues {
+		var st unix.XDPStatistics
+		n := uint32(unsafe.Sizeof(st))
+		var errno unix.Errno
+		if err := q.rc.Control(func(fd uintptr) {
+			_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_XDP, unix.XDP_STATISTICS, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&n)), 0)
+		}); err != nil {
+			return sum, err
 		}
-	})
-	return st, err
+		if errno != 0 {
+			return sum, errno
+		}
+		sum.Rx_dropped += st.Rx_dropped
+		sum.Rx_invalid_descs += st.Rx_invalid_descs
+		sum.Tx_invalid_descs += st.Tx_invalid_descs
+		sum.Rx_ring_full += st.Rx_ring_full
+		sum.Rx_fill_ring_empty_descs += st.Rx_fill_ring_empty_descs
+		sum.Tx_ring_empty_descs += st.Tx_ring_empty_descs
+	}
+	return sum, nil
 }
 
-// close detaches the program and closes the socket: transmitters in flight finish first, the
-// RX loop returns. The memory is unmapped by release, once the RX loop has returned.
+// close detaches the program and closes the sockets: transmitters in flight finish first, the
+// RX loops return. The memory is unmapped by release, once the RX loops have returned.
 func (s *xskSocket) close() {
 	if s.closed.Swap(true) {
 		return
 	}
 	if s.lnk != nil {
 		s.lnk.Close()
+	}
+	for _, q := range s.queues {
+		q.close()
+	}
+	if s.ctl >= 0 {
+		unix.Close(s.ctl)
+		s.ctl = -1
+	}
+}
+
+func (s *xskQueue) close() {
+	if s.closed.Swap(true) {
+		return
 	}
 	s.txMu.Lock()
 	fd := s.fd
@@ -421,30 +500,25 @@ func (s *xskSocket) close() {
 	} else if fd >= 0 {
 		unix.Close(fd)
 	}
-	if s.ctl >= 0 {
-		unix.Close(s.ctl)
-		s.ctl = -1
-	}
 }
 
-// closeFDs closes what a failed openXSK opened.
-func (s *xskSocket) closeFDs() {
-	if s.lnk != nil {
-		s.lnk.Close()
-	}
-	if s.fd >= 0 {
-		unix.Close(s.fd)
-		s.fd = -1
-	}
-	if s.ctl >= 0 {
-		unix.Close(s.ctl)
-		s.ctl = -1
-	}
-}
-
-// release unmaps the rings and the UMEM and frees the program and map. Call it after close,
+// release unmaps the rings and the UMEMs and frees the program and map. Call it after close,
 // once receive has returned.
 func (s *xskSocket) release() {
+	for _, q := range s.queues {
+		q.release()
+	}
+	if s.prog != nil {
+		s.prog.Close()
+		s.prog = nil
+	}
+	if s.xsks != nil {
+		s.xsks.Close()
+		s.xsks = nil
+	}
+}
+
+func (s *xskQueue) release() {
 	for i, m := range s.maps {
 		if m != nil {
 			unix.Munmap(m)
@@ -454,13 +528,5 @@ func (s *xskSocket) release() {
 	if s.umem != nil {
 		unix.Munmap(s.umem)
 		s.umem = nil
-	}
-	if s.prog != nil {
-		s.prog.Close()
-		s.prog = nil
-	}
-	if s.xsks != nil {
-		s.xsks.Close()
-		s.xsks = nil
 	}
 }

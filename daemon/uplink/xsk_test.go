@@ -3,6 +3,7 @@ package uplink
 import (
 	"context"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -80,9 +81,9 @@ func TestXSKRingRejectsBadGeometry(t *testing.T) {
 	}
 }
 
-// TestXSKProbeFallsBack: auto takes AF_XDP where the device allows it and falls back to
-// AF_PACKET, saying why, where it does not (an MTU beyond a UMEM chunk, several RX queues);
-// af_xdp on such a device fails with the reason.
+// TestXSKProbeFallsBack: auto takes AF_XDP where the device allows it (one or several RX
+// queues) and falls back to AF_PACKET, saying why, where it does not (an MTU beyond a UMEM
+// chunk); af_xdp on such a device fails with the reason.
 func TestXSKProbeFallsBack(t *testing.T) {
 	ns := testNS(t)
 	run(t, "ip", "-n", ns, "link", "set", "b0", "mtu", "9000")
@@ -99,7 +100,7 @@ func TestXSKProbeFallsBack(t *testing.T) {
 	}{
 		{"a0", AttachAuto, Up, AttachXDP, "", true},
 		{"b0", AttachAuto, Up, AttachPacket, "MTU 9000", false},
-		{"m0", AttachAuto, Up, AttachPacket, "2 RX queues", false},
+		{"m0", AttachAuto, Up, AttachXDP, "", true}, // a socket per queue
 		{"b0", AttachXDP, Failed, "", "MTU 9000", false},
 		{"a0", AttachPacket, Up, AttachPacket, "", false},
 	}
@@ -142,4 +143,54 @@ func hasXDP(t *testing.T, ns, dev string) bool {
 		t.Fatalf("ip link show %s: %v\n%s", dev, err, out)
 	}
 	return strings.Contains(string(out), "prog/xdp")
+}
+
+// TestXSKEveryQueue: an AF_XDP uplink on a two-queue veth receives what arrives on either
+// queue. A packet socket with PACKET_QDISC_BYPASS sends on the queue of the sending CPU
+// (packet_pick_tx_queue) and a veth delivers on the peer's queue of the same number
+// (veth_xmit), so sending from each CPU in turn reaches each queue; a queue without a socket
+// would pass its frames to the stack, and the uplink would miss them.
+func TestXSKEveryQueue(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs to reach two queues")
+	}
+	ns := testNS(t)
+	for _, dev := range []string{"a0", "a1"} {
+		run(t, "ip", "netns", "exec", ns, "ethtool", "-L", dev, "rx", "2", "tx", "2")
+	}
+	seg := datapath.NewSegment("t")
+	for _, c := range []Config{{Dev: "a0", Attach: AttachXDP}, {Dev: "b0"}} {
+		c.NetNS, c.Segment, c.Logger = ns, seg, quiet()
+		u, err := Start(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		eventually(t, c.Dev+" up", func() bool { return u.Status().State == Up })
+		if c.Dev == "a0" && u.Status().Attach != AttachXDP {
+			t.Fatalf("a0 attached with %+v", u.Status())
+		}
+	}
+	a1, b1 := rawSocket(t, ns, "a1"), rawSocket(t, ns, "b1")
+	if err := unix.SetsockoptInt(a1, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &all)
+	for cpu, tag := 0, byte(20); cpu < 2; cpu, tag = cpu+1, tag+1 {
+		var one unix.CPUSet
+		one.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			t.Fatal(err)
+		}
+		send(t, a1, testFrame(tag, 100))
+		if !sees(t, b1, tag) {
+			t.Fatalf("the frame sent from CPU %d (a0's queue %d) did not cross", cpu, cpu)
+		}
+	}
 }

@@ -102,7 +102,7 @@ type UplinkSpec struct {
 const (
 	UplinkAttachAuto   = "auto"      // AF_XDP where the device takes it, else AF_PACKET
 	UplinkAttachPacket = "af_packet" // AF_PACKET with a TPACKET_V3 ring (the default)
-	UplinkAttachXDP    = "af_xdp"    // AF_XDP on the device's single RX queue, or fail
+	UplinkAttachXDP    = "af_xdp"    // AF_XDP, a socket per RX queue of the device, or fail
 )
 
 // ValidUplinkAttach reports whether mode is an attachment mode ("" included: the default).
