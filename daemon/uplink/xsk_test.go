@@ -8,6 +8,10 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/datapath"
@@ -192,5 +196,48 @@ func TestXSKEveryQueue(t *testing.T) {
 		if !sees(t, b1, tag) {
 			t.Fatalf("the frame sent from CPU %d (a0's queue %d) did not cross", cpu, cpu)
 		}
+	}
+}
+
+// TestXSKLeavesAnotherProgramAlone: a device that already runs an XDP program of someone else's
+// is not taken over: auto falls back to AF_PACKET, and the program stays.
+func TestXSKLeavesAnotherProgramAlone(t *testing.T) {
+	ns := testNS(t)
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "MIT", Instructions: asm.Instructions{
+		asm.Mov.Imm(asm.R0, 2), // XDP_PASS
+		asm.Return(),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var theirs link.Link
+	if err := inNetNS(h, func() (err error) {
+		ifi, err := netIndex("a0")
+		if err != nil {
+			return err
+		}
+		theirs, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifi, Flags: link.XDPGenericMode})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer theirs.Close()
+	u, err := Start(context.Background(), Config{Dev: "a0", NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet(), Attach: AttachAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := u.Status()
+	u.Close()
+	if st.State != Up || st.Attach != AttachPacket || !strings.Contains(st.Fallback, "XDP") {
+		t.Fatalf("status %+v, want up on AF_PACKET with the XDP refusal as the reason", st)
+	}
+	if !hasXDP(t, ns, "a0") {
+		t.Fatal("the other program was detached")
 	}
 }
