@@ -378,19 +378,27 @@ func (s *xskQueue) write(frame []byte) error {
 	return s.kick()
 }
 
+// xskKicks bounds the sendto calls of one kick: in copy mode each sends at most
+// max_tx_budget (32) descriptors and says EAGAIN while more are queued (__xsk_generic_xmit), so
+// a full TX ring takes xskTxRing/32 calls.
+const xskKicks = xskTxRing/32 + 1
+
 // kick makes the kernel send what the TX ring holds (in copy mode the send happens in the
-// call). EAGAIN and EBUSY mean it is still busy with earlier frames: they go with the next kick.
+// call). EAGAIN means descriptors remain beyond the call's budget: kicked again, or they would
+// wait for the next frame. EBUSY and ENOBUFS mean the device's queue is full: what remains goes
+// with the next kick.
 func (s *xskQueue) kick() error {
-	for {
+	for range xskKicks {
 		_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		switch e {
-		case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS:
-			return nil
-		case unix.EINTR:
+		case unix.EAGAIN, unix.EINTR:
 			continue
+		case 0, unix.EBUSY, unix.ENOBUFS:
+			return nil
 		}
 		return e
 	}
+	return nil
 }
 
 // receive runs an RX loop per queue until the sockets are closed; fn is called from all of
