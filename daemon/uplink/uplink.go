@@ -107,7 +107,8 @@ type Status struct {
 	// encapsulation (see tunnelMTU).
 	MaxPortMTU int
 	Kind       string // the device's rtnetlink kind ("vxlan", "geneve", "veth", "bridge", …)
-	// Attach is the socket in use while Up: AttachPacket or AttachXDP.
+	// Attach is the socket in use while Up (the last one used otherwise): AttachPacket or
+	// AttachXDP; "" before the first attach.
 	Attach string
 	// XDPMode says how an AF_XDP attachment runs: "native copy", "native zero-copy" or
 	// "generic copy"; "" for AF_PACKET.
