@@ -74,7 +74,7 @@ func (d *Daemon) startUplinks(ctx context.Context) {
 // all (no rtnetlink socket) is logged and kept as nil, with its error. Caller holds the
 // configuration lock.
 func (d *Daemon) startUplink(ctx context.Context, def *segDef, us config.UplinkSpec) error {
-	u, err := uplink.Start(ctx, uplink.Config{Dev: us.Dev, NetNS: us.NetNS, MTU: def.spec.MTU, Segment: d.segment(def.spec.Name), Logger: d.log})
+	u, err := uplink.Start(ctx, uplink.Config{Dev: us.Dev, NetNS: us.NetNS, MTU: def.spec.MTU, Segment: d.segment(def.spec.Name), Logger: d.log, Attach: us.Attach})
 	def.ups = append(def.ups, u)
 	if err != nil {
 		d.log.Error("uplink not started", "segment", def.spec.Name, "uplink", us.String(), "err", err)
@@ -146,6 +146,7 @@ func (def *segDef) uplinkInfo(i int) genl.UplinkInfo {
 	info.RxRunts, info.RxOversize, info.RxTruncated = s.RxRunts, s.RxOversize, s.RxTruncated
 	info.TxErrors, info.TxDown, info.TxMTUDrops = s.TxErrors, s.TxDown, s.TxMTUDrops
 	info.RxSegmented, info.RxCsumFilled, info.Attaches = s.RxSegmented, s.RxChecksumFilled, s.Attaches
+	info.Attach = st.Attach
 	return info
 }
 
@@ -358,7 +359,7 @@ func (b *backend) AddUplink(ctx context.Context, c genl.Caller, segment string, 
 	d := b.d()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	us := config.UplinkSpec{Dev: u.Dev, NetNS: u.NetNS}
+	us := config.UplinkSpec{Dev: u.Dev, NetNS: u.NetNS, Attach: u.Attach}
 	start := time.Now()
 	defer func() { d.logSegmentOp(c, "uplink-add", segment, start, err, "uplink", us.String()) }()
 	if err := us.Validate(); err != nil {
@@ -372,7 +373,7 @@ func (b *backend) AddUplink(ctx context.Context, c genl.Caller, segment string, 
 		return info, extack.New(unix.ENOENT, "no segment %s", segment)
 	}
 	for _, o := range d.segDefs {
-		if slices.Contains(o.spec.Uplinks, us) {
+		if slices.ContainsFunc(o.spec.Uplinks, func(x config.UplinkSpec) bool { return x.ID() == us.ID() }) {
 			return info, extack.New(unix.EEXIST, "uplink %s already used by segment %s", us, o.spec.Name)
 		}
 	}
@@ -415,7 +416,7 @@ func (b *backend) DeleteUplink(ctx context.Context, c genl.Caller, segment strin
 	if def == nil {
 		return extack.New(unix.ENOENT, "no segment %s", segment)
 	}
-	i := slices.Index(def.spec.Uplinks, us)
+	i := slices.IndexFunc(def.spec.Uplinks, func(x config.UplinkSpec) bool { return x.ID() == us.ID() })
 	if i < 0 {
 		return extack.New(unix.ENOENT, "segment %s has no uplink %s", segment, us)
 	}

@@ -49,6 +49,8 @@ var (
 	})
 	uplinkSpecPolicy = tablePolicy(wire.UplinkAttrMax, wire.UplinkSpecTable.Kinds(), map[uint16]nlattr.Policy{
 		wire.UplinkAttrDev: {Kind: nlattr.NulString, Len: ethtool.IfNameSize - 1},
+		// The mode's value is checked with the rest of the spec (config.UplinkSpec.Validate).
+		wire.UplinkAttrAttach: {Kind: nlattr.NulString, Len: 16},
 	})
 
 	segmentPolicy = func(p map[uint16]nlattr.Policy) *nlattr.Set { return nlattr.NewSet(wire.AttrSegmentMax, p) }

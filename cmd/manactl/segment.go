@@ -12,6 +12,7 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/wire"
 )
 
 // The segment commands: manad's wire segments and their uplinks (issue 12), through the manad
@@ -241,7 +242,7 @@ it is added again.`,
 
 func segmentUplinkCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:                   "uplink add SEG DEV [--netns NS] | uplink del SEG DEV [--netns NS]",
+		Use:                   "uplink add SEG DEV [--netns NS] [--attach MODE] | uplink del SEG DEV [--netns NS]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Plug a wire segment into a kernel netdev, or unplug it",
 		Long: `Plug a segment into an existing kernel netdev (a VXLAN or Geneve device, a veth
@@ -263,18 +264,27 @@ up. A device is the uplink of one segment at most.`,
 func uplinkChangeCmd(a *app, add bool) *cobra.Command {
 	var u genl.UplinkSpec
 	cmd := &cobra.Command{
-		Use:                   "add SEG DEV [--netns NS]",
+		Use:                   "add SEG DEV [--netns NS] [--attach MODE]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Plug a segment into a kernel netdev",
 		Long: `Plug segment SEG into netdev DEV of named network namespace NS (default: manad's
 own). SEG may be a segment only ports use so far; it is then defined. With --json
-the segment is printed.`,
+the segment is printed.
+
+--attach chooses the socket: af_packet (the default; every device), af_xdp (an XDP
+program redirects each RX queue of the device to an AF_XDP socket; devices with at
+most 8 RX queues whose MTU fits a 4 KiB frame, else the uplink fails) or auto (af_xdp where the
+device takes it, else af_packet, and manad logs why). segment show says which is in
+use.`,
 		Example: `  manactl segment uplink add wire0 vx0 --netns hostA
-  manactl segment uplink add wire0 upl`,
+  manactl segment uplink add wire0 upl --attach auto`,
 		Args:              segArgs("DEV"),
 		ValidArgsFunction: completeSegments(a),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u.Dev = args[1]
+			if !wire.ValidUplinkAttach(u.Attach) {
+				return usageErrorf("--attach %q: want af_packet, af_xdp or auto", u.Attach)
+			}
 			return a.withManad(cmd, func(c *client.Client) error {
 				if !add {
 					return c.DeleteUplink(cmd.Context(), args[0], u)
@@ -297,6 +307,9 @@ own). The device stays as it is; the addresses learnt through it are forgotten.`
 		cmd.Example = `  manactl segment uplink del wire0 vx0 --netns hostA`
 	}
 	cmd.Flags().StringVar(&u.NetNS, "netns", "", "named network namespace of the device (default: manad's own)")
+	if add {
+		cmd.Flags().StringVar(&u.Attach, "attach", "", "socket to attach with: af_packet, af_xdp or auto (default af_packet)")
+	}
 	return cmd
 }
 
@@ -373,6 +386,7 @@ func writeSegment(w io.Writer, s genl.SegmentInfo) {
 		}
 		row := func(k string, v any) { fmt.Fprintf(tw, "  %s:\t%v\n", k, v) }
 		row("State", state)
+		row("Attachment", dashIfEmpty(u.Attach))
 		if u.Error != "" {
 			row("Error", u.Error)
 		}
@@ -448,6 +462,7 @@ type uplinkJSON struct {
 	RxSegmented      uint64 `json:"rx-segmented"`
 	RxChecksumFilled uint64 `json:"rx-checksum-filled"`
 	Attaches         uint64 `json:"attaches"`
+	Attach           string `json:"attach"` // "af_packet", "af_xdp"; "" before the first attach
 }
 
 func segmentToJSON(s genl.SegmentInfo) segmentJSON {
@@ -461,7 +476,7 @@ func segmentToJSON(s genl.SegmentInfo) segmentJSON {
 			Dev: u.Dev, NetNS: u.NetNS, State: u.State, Error: u.Error, Kind: u.Kind, IfIndex: u.Ifindex, MTU: u.MTU,
 			MaxPortMTU: u.MaxPortMTU, StateChanges: u.Changes, RxPackets: u.RxPackets, RxBytes: u.RxBytes,
 			TxPackets: u.TxPackets, TxBytes: u.TxBytes, RxSegmented: u.RxSegmented, RxChecksumFilled: u.RxCsumFilled,
-			Attaches: u.Attaches,
+			Attaches: u.Attaches, Attach: u.Attach,
 		}
 		j.RxDrops.Runt, j.RxDrops.Oversize, j.RxDrops.Truncated = u.RxRunts, u.RxOversize, u.RxTruncated
 		j.TxDrops.Device, j.TxDrops.Down, j.TxDrops.MTU = u.TxErrors, u.TxDown, u.TxMTUDrops

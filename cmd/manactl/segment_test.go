@@ -44,6 +44,8 @@ func TestSegmentUsageErrors(t *testing.T) {
 		{[]string{"segment", "uplink"}, "segment uplink needs a subcommand"},
 		{[]string{"segment", "uplink", "add", "w"}, "segment uplink add: wrong number of arguments (want SEG DEV)"},
 		{[]string{"segment", "uplink", "del", "w", ""}, "segment uplink del needs DEV"},
+		{[]string{"segment", "uplink", "add", "w", "vx0", "--attach", "xdp"}, `--attach "xdp": want af_packet, af_xdp or auto`},
+		{[]string{"segment", "uplink", "del", "w", "vx0", "--attach", "auto"}, "unknown flag: --attach"},
 		{[]string{"--kernel", "segment", "list"}, "segment list is a manad command: --kernel does not apply"},
 	} {
 		code, out, errs := runCLI(t, sock, tt.args...)
@@ -62,7 +64,7 @@ var sampleSegment = genl.SegmentInfo{
 	Floods: 12, StormDrops: 1,
 	Uplinks: []genl.UplinkInfo{
 		{Dev: "vx0", NetNS: "hostA", State: "attached", Kind: "vxlan", Ifindex: 7, MTU: 1450, MaxPortMTU: 1450,
-			RxPackets: 10, RxBytes: 1000, TxPackets: 20, TxBytes: 2000, TxMTUDrops: 2, Attaches: 1, Changes: 1},
+			RxPackets: 10, RxBytes: 1000, TxPackets: 20, TxBytes: 2000, TxMTUDrops: 2, Attaches: 1, Changes: 1, Attach: "af_xdp"},
 		{Dev: "upl", State: "reattaching", Error: "bind: no such device"},
 	},
 }
@@ -81,7 +83,7 @@ default  ports   -    -      never   -            0       -
 	writeSegment(&b, sampleSegment)
 	for _, line := range []string{
 		"Segment wire0:\n", "Storm limit (pps): 500\n", "Ageing time:       5m0s\n", "Ports:             mana0, mana1\n",
-		"Uplink hostA/vx0:\n", "  State:               attached (vxlan, ifindex 7)\n", "  Max port MTU:        1450\n",
+		"Uplink hostA/vx0:\n", "  State:               attached (vxlan, ifindex 7)\n", "  Attachment:          af_xdp\n", "  Attachment:          -\n", "  Max port MTU:        1450\n",
 		"  TX drops:            device 0, down 0, mtu 2\n", "Uplink upl:\n", "  State:               reattaching\n",
 		"  Error:               bind: no such device\n",
 	} {
@@ -102,7 +104,7 @@ func TestSegmentJSON(t *testing.T) {
 		t.Errorf("JSON %s\nwant %s", b, want)
 	}
 	j := segmentToJSON(sampleSegment)
-	if u := j.Uplinks[0]; u.MaxPortMTU != 1450 || u.TxDrops.MTU != 2 || u.StateChanges != 1 || j.Uplinks[1].Error == "" {
+	if u := j.Uplinks[0]; u.MaxPortMTU != 1450 || u.TxDrops.MTU != 2 || u.StateChanges != 1 || u.Attach != "af_xdp" || j.Uplinks[1].Error == "" {
 		t.Errorf("uplink JSON %+v", j.Uplinks)
 	}
 }

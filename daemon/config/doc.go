@@ -72,7 +72,9 @@
 //	[[segment]]                  # optional: settings and uplinks of a segment ports name
 //	name        = "wire0"        # required; the segment's name, as in a port's segment key
 //	uplinks     = [{dev = "vx0", netns = "hostA"}]  # existing kernel netdevs (VXLAN, Geneve,
-//	                             # a veth into a bridge, a NIC) joined with AF_PACKET; at most 16
+//	                             # a veth into a bridge, a NIC) joined with AF_PACKET; at most 16;
+//	                             # an entry's attach = "af_packet" (default) | "af_xdp" | "auto"
+//	                             # (AF_XDP where the device takes it, else AF_PACKET)
 //	mtu         = 1450           # 68..65535: larger frames are not sent out of the uplinks
 //	                             # (dropped and counted); default each uplink device's own MTU
 //	ageing_time = 300            # seconds, or a duration string ("5m"); 0 never forgets

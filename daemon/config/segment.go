@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/manad/manad/genl/wire"
 	"math"
 	"time"
 )
@@ -35,7 +36,14 @@ type SegmentSpec struct {
 type UplinkSpec struct {
 	Dev   string // interface name
 	NetNS string // named network namespace (/run/netns/NAME); "" = manad's own
+	// Attach is the attachment mode (wire.UplinkAttach*): "" or "af_packet", "af_xdp", "auto".
+	// It is a setting, not part of the uplink's identity (ID).
+	Attach string
 }
+
+// ID is the uplink's identity: its device and namespace. Two specs naming the same device are
+// the same uplink whatever their attachment mode.
+func (u UplinkSpec) ID() UplinkSpec { return UplinkSpec{Dev: u.Dev, NetNS: u.NetNS} }
 
 // String names the uplink as logs and listings do: "vx0" or "hostA/vx0".
 func (u UplinkSpec) String() string {
@@ -95,12 +103,12 @@ func (d *decoder) segments(v any, at keyPath) []SegmentSpec {
 			continue
 		}
 		for j, u := range spec.Uplinks {
-			if other, dup := devs[u]; dup {
+			if other, dup := devs[u.ID()]; dup {
 				d.errorf(sat.key("uplinks").index(j), "%s: uplink %s already used by segment %q", segmentLabel(spec.Name, i), u, other)
 				ok = false
 				continue
 			}
-			devs[u] = spec.Name
+			devs[u.ID()] = spec.Name
 		}
 		if ok {
 			out = append(out, spec)
@@ -230,8 +238,17 @@ func (d *decoder) uplinks(v any, at keyPath, label string) []UplinkSpec {
 				} else {
 					u.NetNS = s
 				}
+			case "attach":
+				if s, ok := typed[string](d, t[k], kat, label, "uplink attach", "a string"); !ok {
+					good = false
+				} else if !wire.ValidUplinkAttach(s) {
+					d.errorf(kat, "%s: uplink attach %q is not one of \"auto\", \"af_packet\", \"af_xdp\"", label, s)
+					good = false
+				} else {
+					u.Attach = s
+				}
 			default:
-				d.errorf(kat, "%s: uplink #%d: unknown key %q%s", label, i+1, k, suggest(k, []string{"dev", "netns"}))
+				d.errorf(kat, "%s: uplink #%d: unknown key %q%s", label, i+1, k, suggest(k, []string{"dev", "netns", "attach"}))
 				good = false
 			}
 		}
@@ -242,11 +259,11 @@ func (d *decoder) uplinks(v any, at keyPath, label string) []UplinkSpec {
 		if !good {
 			continue
 		}
-		if seen[u] {
+		if seen[u.ID()] {
 			d.errorf(uat, "%s: uplink %s listed twice", label, u)
 			continue
 		}
-		seen[u] = true
+		seen[u.ID()] = true
 		out = append(out, u)
 	}
 	return out

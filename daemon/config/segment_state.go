@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/manad/manad/genl/wire"
 	"maps"
 	"math"
 	"slices"
@@ -70,6 +71,9 @@ func (u UplinkSpec) Validate() error {
 	if msg := checkNetNS(u.NetNS); msg != "" {
 		return extack.New(unix.EINVAL, "uplink netns %q %s", u.NetNS, msg)
 	}
+	if !wire.ValidUplinkAttach(u.Attach) {
+		return extack.New(unix.EINVAL, "uplink attach %q is not one of \"auto\", \"af_packet\", \"af_xdp\"", u.Attach)
+	}
 	return nil
 }
 
@@ -94,10 +98,10 @@ func (s SegmentSpec) Validate() error {
 		if err := u.Validate(); err != nil {
 			return err
 		}
-		if seen[u] {
+		if seen[u.ID()] {
 			return extack.New(unix.EEXIST, "segment %s: uplink %s listed twice", s.Name, u)
 		}
-		seen[u] = true
+		seen[u.ID()] = true
 	}
 	return nil
 }
@@ -120,11 +124,11 @@ func MergeSegments(cfg *Config, st *State) (segs []SegmentSpec, notes []error) {
 	used := map[UplinkSpec]string{}
 	add := func(spec SegmentSpec) {
 		spec.Uplinks = slices.DeleteFunc(slices.Clone(spec.Uplinks), func(u UplinkSpec) bool {
-			if other, dup := used[u]; dup {
+			if other, dup := used[u.ID()]; dup {
 				note("segment %q: uplink %s dropped: segment %q uses it", spec.Name, u, other)
 				return true
 			}
-			used[u] = spec.Name
+			used[u.ID()] = spec.Name
 			return false
 		})
 		segs = append(segs, spec)
@@ -175,8 +179,9 @@ type (
 		Uplinks  []uplinkJSON `json:"uplinks"`
 	}
 	uplinkJSON struct {
-		Dev   string `json:"dev"`
-		NetNS string `json:"netns"`
+		Dev    string `json:"dev"`
+		NetNS  string `json:"netns"`
+		Attach string `json:"attach,omitempty"`
 	}
 )
 

@@ -18,7 +18,7 @@ func TestSegmentsStateRoundTrip(t *testing.T) {
 	st := NewState()
 	cfg := &Config{Segments: []SegmentSpec{{Name: "wire0"}}}
 	st.Segments.RecordSegment(SegmentSpec{Name: "wire1", MTU: 1450, AgeingTime: 90 * time.Second, StormPPS: 100,
-		Uplinks: []UplinkSpec{{Dev: "vx0", NetNS: "hostA"}, {Dev: "upl"}}, Line: 7})
+		Uplinks: []UplinkSpec{{Dev: "vx0", NetNS: "hostA"}, {Dev: "upl", Attach: "af_xdp"}}, Line: 7})
 	st.Segments.RecordSegment(SegmentSpec{Name: "wire0"})
 	st.Segments.RecordSegmentDeleted("wire0", cfg)
 	st.Segments.RecordSegmentDeleted("wire0", cfg) // twice: listed once
@@ -32,7 +32,7 @@ func TestSegmentsStateRoundTrip(t *testing.T) {
 	}
 	want := SegmentsState{
 		Defined: map[string]SegmentSpec{"wire1": {Name: "wire1", MTU: 1450, AgeingTime: 90 * time.Second, StormPPS: 100,
-			Uplinks: []UplinkSpec{{Dev: "vx0", NetNS: "hostA"}, {Dev: "upl"}}}},
+			Uplinks: []UplinkSpec{{Dev: "vx0", NetNS: "hostA"}, {Dev: "upl", Attach: "af_xdp"}}}},
 		Deleted: []string{"wire0"},
 	}
 	if diff := cmp.Diff(want, got.Segments); diff != "" {
@@ -155,6 +155,9 @@ func TestSegmentSpecValidate(t *testing.T) {
 		{"long name", SegmentSpec{Name: strings.Repeat("w", MaxSegmentName+1)}, unix.EINVAL},
 		{"too many uplinks", many, unix.ENOSPC},
 		{"uplink twice", SegmentSpec{Name: "w", Uplinks: []UplinkSpec{{Dev: "a"}, {Dev: "a"}}}, unix.EEXIST},
+		{"uplink twice, other attach", SegmentSpec{Name: "w", Uplinks: []UplinkSpec{{Dev: "a"}, {Dev: "a", Attach: "af_xdp"}}}, unix.EEXIST},
+		{"attach modes", SegmentSpec{Name: "w", Uplinks: []UplinkSpec{{Dev: "a", Attach: "af_xdp"}, {Dev: "b", Attach: "auto"}, {Dev: "c", Attach: "af_packet"}}}, 0},
+		{"bad attach", SegmentSpec{Name: "w", Uplinks: []UplinkSpec{{Dev: "a", Attach: "xdp"}}}, unix.EINVAL},
 		{"bad dev", SegmentSpec{Name: "w", Uplinks: []UplinkSpec{{Dev: "a/b"}}}, unix.EINVAL},
 		{"long dev", SegmentSpec{Name: "w", Uplinks: []UplinkSpec{{Dev: strings.Repeat("d", 16)}}}, unix.EINVAL},
 		{"bad netns", SegmentSpec{Name: "w", Uplinks: []UplinkSpec{{Dev: "a", NetNS: ".."}}}, unix.EINVAL},

@@ -13,7 +13,7 @@ func TestParseSegments(t *testing.T) {
 	doc := `
 [[segment]]
 name = "wire0"
-uplinks = [{dev = "vx0", netns = "hostA"}, {dev = "eth1"}]
+uplinks = [{dev = "vx0", netns = "hostA", attach = "af_xdp"}, {dev = "eth1", attach = "auto"}, {dev = "eth2", attach = "af_packet"}]
 mtu = 1450
 ageing_time = 60
 storm_pps = 1000
@@ -31,7 +31,7 @@ ageing_time = 0
 		t.Fatal(err)
 	}
 	want := []SegmentSpec{
-		{Name: "wire0", Uplinks: []UplinkSpec{{Dev: "vx0", NetNS: "hostA"}, {Dev: "eth1"}}, MTU: 1450, AgeingTime: time.Minute, StormPPS: 1000, Line: 2},
+		{Name: "wire0", Uplinks: []UplinkSpec{{Dev: "vx0", NetNS: "hostA", Attach: "af_xdp"}, {Dev: "eth1", Attach: "auto"}, {Dev: "eth2", Attach: "af_packet"}}, MTU: 1450, AgeingTime: time.Minute, StormPPS: 1000, Line: 2},
 		{Name: "lan1", AgeingTime: 5 * time.Minute, Line: 9},
 		{Name: "never", Line: 13},
 	}
@@ -68,6 +68,9 @@ func TestParseSegmentErrors(t *testing.T) {
 		{"uplink netns bad", seg(`uplinks = [{dev = "vx0", netns = ".."}]`), `t.toml:3: segment "wire0": uplink netns ".." is not a valid network namespace name (a file name in /run/netns)`},
 		{"uplink unknown key", seg(`uplinks = [{dev = "vx0", netn = "a"}]`), `t.toml:3: segment "wire0": uplink #1: unknown key "netn" (did you mean "netns"?)`},
 		{"uplink twice", seg("uplinks = [\n {dev = \"vx0\"},\n {dev = \"vx0\"},\n]"), `t.toml:5: segment "wire0": uplink vx0 listed twice`},
+		{"uplink twice, other attach", seg("uplinks = [\n {dev = \"vx0\"},\n {dev = \"vx0\", attach = \"af_xdp\"},\n]"), `t.toml:5: segment "wire0": uplink vx0 listed twice`},
+		{"uplink attach bad", seg(`uplinks = [{dev = "vx0", attach = "xdp"}]`), `t.toml:3: segment "wire0": uplink attach "xdp" is not one of "auto", "af_packet", "af_xdp"`},
+		{"uplink attach type", seg(`uplinks = [{dev = "vx0", attach = 1}]`), `t.toml:3: segment "wire0": uplink attach must be a string, not the integer 1`},
 		{"uplink in two segments", seg(`uplinks = [{dev = "vx0", netns = "h"}]`) + "[[segment]]\nname = \"b\"\nuplinks = [{dev = \"vx0\", netns = \"h\"}]\n",
 			`t.toml:6: segment "b": uplink h/vx0 already used by segment "wire0"`},
 	} {

@@ -31,7 +31,7 @@ type SegmentCollector struct {
 	up, state, mtu, maxPortMTU, changes       *prometheus.Desc
 	rxPackets, rxBytes, txPackets, txBytes    *prometheus.Desc
 	rxDropped, txDropped, rxSegmented, rxCsum *prometheus.Desc
-	attaches                                  *prometheus.Desc
+	attaches, attachment                      *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*SegmentCollector)(nil)
@@ -66,6 +66,8 @@ func NewSegmentCollector(src SegmentSource) *SegmentCollector {
 		rxSegmented: d("uplink_rx_segmented_total", "TCP aggregates from the uplink's device cut into MTU-sized frames.", up),
 		rxCsum:      d("uplink_rx_checksum_filled_total", "Frames from the uplink's device whose checksum manad filled in.", up),
 		attaches:    d("uplink_attaches_total", "How often the uplink opened its packet socket on the device.", up),
+		attachment: d("uplink_attachment_info", "1, labelled with the socket the uplink is attached with (af_packet, af_xdp); "+
+			"absent before its first attach.", []string{"segment", "dev", "netns", "attach"}),
 	}
 }
 
@@ -73,7 +75,7 @@ func NewSegmentCollector(src SegmentSource) *SegmentCollector {
 func (c *SegmentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.floods, c.stormDrops, c.learnt, c.up, c.state, c.mtu, c.maxPortMTU, c.changes, c.rxPackets, c.rxBytes,
-		c.txPackets, c.txBytes, c.rxDropped, c.txDropped, c.rxSegmented, c.rxCsum, c.attaches,
+		c.txPackets, c.txBytes, c.rxDropped, c.txDropped, c.rxSegmented, c.rxCsum, c.attaches, c.attachment,
 	} {
 		ch <- d
 	}
@@ -122,6 +124,9 @@ func (c *SegmentCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.rxSegmented, u.RxSegmented, l...)
 			counter(c.rxCsum, u.RxCsumFilled, l...)
 			counter(c.attaches, u.Attaches, l...)
+			if u.Attach != "" {
+				gauge(c.attachment, 1, append(l, u.Attach)...)
+			}
 		}
 	}
 }

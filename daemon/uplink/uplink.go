@@ -9,7 +9,10 @@
 // dropped and counted; when it is back (the same name, possibly a new device) the uplink
 // re-attaches. Traffic between the segment's local ports is never affected.
 //
-// AF_XDP is not used yet: AF_PACKET works on every device and is what the uplink always uses.
+// With Config.Attach = AttachXDP (or AttachAuto, when the probe succeeds) the uplink uses an
+// AF_XDP socket per RX queue instead (xsk.go): an XDP program redirects each queue into its
+// socket. The default is AF_PACKET, which works on every device; AF_XDP takes devices whose MTU
+// fits a UMEM chunk, with at most xskMaxQueues RX queues.
 package uplink
 
 import (
@@ -29,6 +32,7 @@ import (
 
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/daemon/offload"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic/extack"
 )
 
@@ -70,7 +74,17 @@ type Config struct {
 	MTU     int
 	Segment *datapath.Segment
 	Logger  *slog.Logger // nil: slog.Default()
+	// Attach chooses the socket: AttachPacket ("" too), AttachXDP, or AttachAuto (AF_XDP
+	// when the device takes it, else AF_PACKET, logged once with the reason).
+	Attach string
 }
+
+// Attachment modes (Config.Attach, Status.Attach): the wire's names.
+const (
+	AttachAuto   = wire.UplinkAttachAuto
+	AttachPacket = wire.UplinkAttachPacket
+	AttachXDP    = wire.UplinkAttachXDP
+)
 
 // Name names the uplink in logs and FDB listings: "hostA/vx0", or "vx0" in manad's namespace.
 func (c *Config) Name() string {
@@ -93,6 +107,14 @@ type Status struct {
 	// encapsulation (see tunnelMTU).
 	MaxPortMTU int
 	Kind       string // the device's rtnetlink kind ("vxlan", "geneve", "veth", "bridge", …)
+	// Attach is the socket in use while Up (the last one used otherwise): AttachPacket or
+	// AttachXDP; "" before the first attach.
+	Attach string
+	// XDPMode says how an AF_XDP attachment runs: "native copy", "native zero-copy" or
+	// "generic copy"; "" for AF_PACKET.
+	XDPMode string
+	// Fallback is why AttachAuto fell back to AF_PACKET (the probe's error), "" otherwise.
+	Fallback string
 }
 
 // Stats are an uplink's counters: the segment's view (datapath.UplinkStats) and the device
@@ -111,6 +133,10 @@ type Stats struct {
 	RxChecksumFilled uint64
 	// Attaches counts how often the socket was opened on the device.
 	Attaches uint64
+	// XSK* are the AF_XDP socket's own drop counters (XDP_STATISTICS) of the current
+	// attachment: frames dropped for want of a chunk or beyond one, RX ring full, fill ring
+	// empty.
+	XSKRxDropped, XSKRxRingFull, XSKFillEmpty uint64
 }
 
 // Uplink is one running uplink. Its methods are safe for concurrent use.
@@ -122,7 +148,7 @@ type Uplink struct {
 	nl   *netlink.Handle
 	conn *mdnl.Conn
 
-	sock   atomic.Pointer[packetSocket]
+	sock   atomic.Pointer[attachment]
 	devMTU atomic.Int64
 
 	// Owned by the supervising goroutine (and Start, before it runs).
@@ -136,6 +162,7 @@ type Uplink struct {
 	status Status
 
 	rxOversize, rxSegmented, rxTruncated, rxCsum, attaches atomic.Uint64
+	fallbackLogged                                         bool // owned like index
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -301,10 +328,16 @@ func (u *Uplink) Status() Status {
 
 // Stats returns the uplink's counters.
 func (u *Uplink) Stats() Stats {
-	return Stats{
+	st := Stats{
 		UplinkStats: u.dp.Stats(), RxOversize: u.rxOversize.Load(), RxSegmented: u.rxSegmented.Load(), RxTruncated: u.rxTruncated.Load(),
 		RxChecksumFilled: u.rxCsum.Load(), Attaches: u.attaches.Load(),
 	}
+	if a := u.sock.Load(); a != nil && a.xsk != nil {
+		if x, err := a.xsk.stats(); err == nil {
+			st.XSKRxDropped, st.XSKRxRingFull, st.XSKFillEmpty = x.Rx_dropped, x.Rx_ring_full, x.Rx_fill_ring_empty_descs
+		}
+	}
+	return st
 }
 
 // follow re-evaluates the device on every link notification of its namespace until the
@@ -368,7 +401,7 @@ func (u *Uplink) evaluate() {
 		return
 	}
 	u.detach() // a new device under the old name
-	if err := u.attach(a.Index); err != nil {
+	if err := u.attach(a); err != nil {
 		u.setState(Failed, 0, err.Error())
 		return
 	}
@@ -419,7 +452,8 @@ func (u *Uplink) setState(s State, index int, errText string) {
 	}
 	switch s {
 	case Up:
-		u.log.Info("uplink up", "ifindex", index, "mtu", u.dp.MTU())
+		st := u.Status()
+		u.log.Info("uplink up", "ifindex", index, "mtu", u.dp.MTU(), "attach", st.Attach, "xdp_mode", st.XDPMode)
 	case Failed:
 		u.log.Error("uplink failed to attach", "err", errText)
 	default:
@@ -427,13 +461,87 @@ func (u *Uplink) setState(s State, index int, errText string) {
 	}
 }
 
-// attach opens the packet socket on the device with index ifindex and starts receiving.
-func (u *Uplink) attach(ifindex int) error {
-	s, err := openPacket(u.ns, ifindex)
+// attachment is the socket an uplink is attached with: exactly one of pkt and xsk is set.
+type attachment struct {
+	pkt *packetSocket
+	xsk *xskSocket
+}
+
+func (a *attachment) write(frame []byte) error {
+	if a.xsk != nil {
+		return a.xsk.write(frame)
+	}
+	return a.pkt.write(frame)
+}
+
+// ctlFD is a socket in the device's namespace for ethtool ioctls.
+func (a *attachment) ctlFD() int {
+	if a.xsk != nil {
+		return a.xsk.ctl
+	}
+	return a.pkt.fd
+}
+
+func (a *attachment) close() {
+	if a.xsk != nil {
+		a.xsk.close()
+		return
+	}
+	a.pkt.close()
+}
+
+func (a *attachment) release() {
+	if a.xsk != nil {
+		a.xsk.release()
+		return
+	}
+	a.pkt.release()
+}
+
+// openSocket opens the socket Config.Attach asks for on device l. Errors: openPacket's and openXSK's.
+func (u *Uplink) openSocket(l *netlink.LinkAttrs) (*attachment, error) {
+	mode := u.cfg.Attach
+	if mode == AttachXDP || mode == AttachAuto {
+		x, err := openXSK(u.ns, l.Index, u.cfg.Dev, l.MTU, l.NumRxQueues)
+		if err == nil {
+			m := x.mode + " copy"
+			if x.zeroCopy {
+				m = x.mode + " zero-copy"
+			}
+			u.mu.Lock()
+			u.status.Attach, u.status.XDPMode, u.status.Fallback = AttachXDP, m, ""
+			u.mu.Unlock()
+			return &attachment{xsk: x}, nil
+		}
+		if mode == AttachXDP {
+			return nil, fmt.Errorf("AF_XDP: %w", err)
+		}
+		if !u.fallbackLogged {
+			u.fallbackLogged = true
+			u.log.Info("uplink falls back to AF_PACKET", "reason", err.Error())
+		}
+		u.mu.Lock()
+		u.status.Fallback = err.Error()
+		u.mu.Unlock()
+	}
+	s, err := openPacket(u.ns, l.Index)
+	if err != nil {
+		return nil, err
+	}
+	u.mu.Lock()
+	u.status.Attach, u.status.XDPMode = AttachPacket, ""
+	u.mu.Unlock()
+	return &attachment{pkt: s}, nil
+}
+
+// attach opens the socket on device l and starts receiving.
+func (u *Uplink) attach(l *netlink.LinkAttrs) error {
+	ifindex := l.Index
+	s, err := u.openSocket(l)
 	if err != nil {
 		return err
 	}
-	if u.gro, err = setGRO(s.fd, u.cfg.Dev, false); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+	if u.gro, err = setGRO(s.ctlFD(), u.cfg.Dev, false); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
 		// Frames the device merges are dropped and counted (RxOversize); say why.
 		u.log.Warn("uplink: cannot switch GRO off; merged frames will be dropped", "err", err)
 	}
@@ -446,7 +554,13 @@ func (u *Uplink) attach(ifindex int) error {
 	u.rxDone = make(chan struct{})
 	go func(done chan struct{}) {
 		defer close(done)
-		if err := s.receive(u.onFrame); err != nil {
+		var err error
+		if s.xsk != nil {
+			err = s.xsk.receive(u.onXSKFrame)
+		} else {
+			err = s.pkt.receive(u.onFrame)
+		}
+		if err != nil {
 			u.log.Error("uplink receive failed", "err", err)
 		}
 	}(u.rxDone)
@@ -455,7 +569,7 @@ func (u *Uplink) attach(ifindex int) error {
 	return nil
 }
 
-// detach closes the packet socket, if any, once the RX goroutine is done with its ring.
+// detach closes the socket, if any, once the RX goroutine is done with its ring.
 func (u *Uplink) detach() {
 	s := u.sock.Swap(nil)
 	if s == nil {
@@ -464,7 +578,7 @@ func (u *Uplink) detach() {
 	u.dp.SetUp(false)
 	if u.gro {
 		// Best effort: the device may be gone.
-		_, _ = setGRO(s.fd, u.cfg.Dev, true)
+		_, _ = setGRO(s.ctlFD(), u.cfg.Dev, true)
 	}
 	s.close()
 	<-u.rxDone
@@ -507,6 +621,21 @@ func (u *Uplink) onFrame(frame []byte, wireLen int, status uint32, tci uint32, t
 		return
 	}
 	if status&unix.TP_STATUS_CSUMNOTREADY != 0 && offload.CompleteChecksum(frame) {
+		u.rxCsum.Add(1)
+	}
+	u.dp.Receive(frame)
+}
+
+// onXSKFrame handles a frame from the AF_XDP RX ring: frames beyond the device's MTU are
+// dropped. XDP does not say which frames a local stack left with a partial checksum (a packet
+// socket's TP_STATUS_CSUMNOTREADY): offload.CompletePartialChecksum recognises them by the
+// pseudo-header sum in the field.
+func (u *Uplink) onXSKFrame(frame []byte) {
+	if datapath.PayloadLen(frame) > int(u.devMTU.Load()) {
+		u.rxOversize.Add(1)
+		return
+	}
+	if offload.CompletePartialChecksum(frame) {
 		u.rxCsum.Add(1)
 	}
 	u.dp.Receive(frame)

@@ -136,21 +136,32 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// TestUplinkForwardsAndFollowsTheDevice runs the same traffic, MTU, carrier and re-creation
+// checks over each attachment.
 func TestUplinkForwardsAndFollowsTheDevice(t *testing.T) {
+	for _, mode := range []string{AttachPacket, AttachXDP} {
+		t.Run(mode, func(t *testing.T) { testForwardsAndFollows(t, mode) })
+	}
+}
+
+func testForwardsAndFollows(t *testing.T, mode string) {
 	ns := testNS(t)
 	seg := datapath.NewSegment("t")
-	ua, err := Start(context.Background(), Config{Dev: "a0", NetNS: ns, Segment: seg, Logger: quiet()})
+	ua, err := Start(context.Background(), Config{Dev: "a0", NetNS: ns, Segment: seg, Logger: quiet(), Attach: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ua.Close()
-	ub, err := Start(context.Background(), Config{Dev: "b0", NetNS: ns, Segment: seg, Logger: quiet()})
+	ub, err := Start(context.Background(), Config{Dev: "b0", NetNS: ns, Segment: seg, Logger: quiet(), Attach: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ub.Close()
 	for _, u := range []*Uplink{ua, ub} {
 		eventually(t, u.cfg.Name()+" up", func() bool { return u.Status().State == Up })
+		if st := u.Status(); st.Attach != mode {
+			t.Fatalf("%s attached with %q (%s), want %q", u.cfg.Name(), st.Attach, st.Err, mode)
+		}
 	}
 	a1, b1 := rawSocket(t, ns, "a1"), rawSocket(t, ns, "b1")
 
@@ -271,10 +282,16 @@ func TestUplinkWaitsForItsDevice(t *testing.T) {
 // TestUplinkKeepsVLANTags: the kernel takes a received frame's 802.1Q tag off into metadata;
 // the uplink puts it back, so a tagged frame crosses the segment tagged.
 func TestUplinkKeepsVLANTags(t *testing.T) {
+	for _, mode := range []string{AttachPacket, AttachXDP} {
+		t.Run(mode, func(t *testing.T) { testKeepsVLANTags(t, mode) })
+	}
+}
+
+func testKeepsVLANTags(t *testing.T, mode string) {
 	ns := testNS(t)
 	seg := datapath.NewSegment("t")
 	for _, dev := range []string{"a0", "b0"} {
-		u, err := Start(context.Background(), Config{Dev: dev, NetNS: ns, Segment: seg, Logger: quiet()})
+		u, err := Start(context.Background(), Config{Dev: dev, NetNS: ns, Segment: seg, Logger: quiet(), Attach: mode})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -67,7 +67,8 @@ const (
 	UplinkAttrRxSegmented  uint16 = 20 // u64: TCP aggregates cut into MTU-sized frames
 	UplinkAttrRxCsumFilled uint16 = 21 // u64: checksums left to offload filled in
 	UplinkAttrAttaches     uint16 = 22 // u64: how often the packet socket was opened
-	UplinkAttrMax                 = UplinkAttrAttaches
+	UplinkAttrAttach       uint16 = 23 // string: UPLINK_ADD: UplinkAttach* mode asked; SEGMENT_GET: in use ("af_packet", "af_xdp")
+	UplinkAttrMax                 = UplinkAttrAttach
 )
 
 // Uplink states as SEGMENT_GET reports them.
@@ -93,6 +94,24 @@ type SegmentSpec struct {
 // UplinkSpec is the AttrUplink of UPLINK_ADD and UPLINK_DEL.
 type UplinkSpec struct {
 	Dev, NetNS string
+	Attach     string // UplinkAttach*; "" = the daemon's default (af_packet)
+}
+
+// Uplink attachment modes: the socket an uplink joins its device with (UplinkAttrAttach, the
+// uplinks entries' attach key).
+const (
+	UplinkAttachAuto   = "auto"      // AF_XDP where the device takes it, else AF_PACKET
+	UplinkAttachPacket = "af_packet" // AF_PACKET with a TPACKET_V3 ring (the default)
+	UplinkAttachXDP    = "af_xdp"    // AF_XDP, a socket per RX queue of the device, or fail
+)
+
+// ValidUplinkAttach reports whether mode is an attachment mode ("" included: the default).
+func ValidUplinkAttach(mode string) bool {
+	switch mode {
+	case "", UplinkAttachAuto, UplinkAttachPacket, UplinkAttachXDP:
+		return true
+	}
+	return false
 }
 
 // UplinkInfo is one uplink's state and counters.
@@ -107,6 +126,7 @@ type UplinkInfo struct {
 	TxDown, TxMTUDrops             uint64
 	RxSegmented, RxCsumFilled      uint64
 	Attaches                       uint64
+	Attach                         string // the attachment in use (or last used): "af_packet", "af_xdp"
 }
 
 // SegmentInfo is a segment's full state.
@@ -135,6 +155,7 @@ var (
 	UplinkSpecTable = NewTable(
 		String(UplinkAttrDev, func(u *UplinkSpec) *string { return &u.Dev }),
 		String(UplinkAttrNetNS, func(u *UplinkSpec) *string { return &u.NetNS }).OmitZero(),
+		String(UplinkAttrAttach, func(u *UplinkSpec) *string { return &u.Attach }).OmitZero(),
 	)
 
 	// UplinkTable is one SegmentAttrUplinks item.
@@ -161,6 +182,7 @@ var (
 		U64(UplinkAttrRxSegmented, func(u *UplinkInfo) *uint64 { return &u.RxSegmented }),
 		U64(UplinkAttrRxCsumFilled, func(u *UplinkInfo) *uint64 { return &u.RxCsumFilled }),
 		U64(UplinkAttrAttaches, func(u *UplinkInfo) *uint64 { return &u.Attaches }),
+		String(UplinkAttrAttach, func(u *UplinkInfo) *string { return &u.Attach }).OmitZero(),
 	)
 
 	// SegmentTable is AttrSegment in replies and notifications.

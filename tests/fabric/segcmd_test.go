@@ -72,6 +72,7 @@ type segmentJSON struct {
 		TxDrops    struct {
 			MTU uint64 `json:"mtu"`
 		} `json:"tx-drops"`
+		Attach string `json:"attach"`
 	} `json:"uplinks"`
 }
 
@@ -310,4 +311,93 @@ func TestVXLANUplinkMTU(t *testing.T) {
 		return showSegment(t, d, "wire7").Uplinks[0].State == "attached"
 	})
 	manactlOK(t, d, "segment", "del", "wire7")
+}
+
+// TestSegmentUplinkAttachModes: `segment uplink add --attach` through the real manactl and
+// manad: af_xdp on a veth into a bridge carries a ping and is what show, --json and the metrics
+// report, also after a restart (the state file keeps the mode); auto on a device AF_XDP cannot
+// take (MTU 9000) falls back to AF_PACKET and logs why once; a bad mode is refused; deleting the
+// uplink and stopping manad leave no XDP program on the devices.
+func TestSegmentUplinkAttachModes(t *testing.T) {
+	testenv.RequireRoot(t)
+	br, plain := netns(t, harness.Name("fxb", "")), netns(t, harness.Name("fxp", ""))
+	pns, port := harness.Name("fxq", ""), harness.Name("fx", "0")
+	const portIP, plainIP = "10.84.0.1", "10.84.0.9"
+	bridgeUplink(t, br, plain, plainIP)
+	harness.Run(t, br, "ip", "link", "add", "big", "mtu", "9000", "type", "veth", "peer", "name", "bigp")
+	harness.Run(t, br, "ip", "link", "set", "bigp", "up")
+	harness.Run(t, br, "ip", "link", "set", "big", "up")
+	d := harness.Start(t, "", `metrics_listen = "127.0.0.1:0"`, "", pns)
+
+	manactlFails(t, d, `--attach "xdp": want af_packet, af_xdp or auto`, "segment", "uplink", "add", "wire8", "upl", "--netns", br, "--attach", "xdp")
+	manactlOK(t, d, "segment", "add", "wire8")
+	manactlOK(t, d, "segment", "uplink", "add", "wire8", "upl", "--netns", br, "--attach", "af_xdp")
+	manactlOK(t, d, "segment", "add", "wire9")
+	manactlOK(t, d, "segment", "uplink", "add", "wire9", "big", "--netns", br, "--attach", "auto")
+	manactlOK(t, d, "port", "add", port, "--netns", pns, "--segment", "wire8")
+	harness.Run(t, pns, "ip", "addr", "add", portIP+"/24", "dev", port)
+	harness.Run(t, pns, "ip", "link", "set", port, "up")
+
+	attached := func(seg, want string) {
+		t.Helper()
+		harness.Eventually(t, seg+"'s uplink to attach", func() bool {
+			s := showSegment(t, d, seg)
+			return len(s.Uplinks) == 1 && s.Uplinks[0].State == "attached"
+		})
+		if got := showSegment(t, d, seg).Uplinks[0].Attach; got != want {
+			t.Fatalf("%s's uplink attached with %q, want %q", seg, got, want)
+		}
+	}
+	attached("wire8", "af_xdp")
+	attached("wire9", "af_packet")
+	harness.Run(t, pns, "ping", "-c", "3", "-i", "0.2", "-W", "2", plainIP)
+	if text := manactlOK(t, d, "segment", "show", "wire8"); !strings.Contains(text, "Attachment:          af_xdp") {
+		t.Errorf("segment show does not say af_xdp:\n%s", text)
+	}
+	if !strings.Contains(d.Log(), `msg="uplink falls back to AF_PACKET"`) || !strings.Contains(d.Log(), "MTU 9000 exceeds an AF_XDP frame") {
+		t.Errorf("auto's fallback not logged with its reason:\n%s", d.Log())
+	}
+	if !strings.Contains(scrape(t, d), `manad_uplink_attachment_info{attach="af_xdp",dev="upl",netns="`+br+`",segment="wire8"} 1`) {
+		t.Error("no manad_uplink_attachment_info for the af_xdp uplink")
+	}
+	if out := harness.Run(t, br, "ip", "-d", "link", "show", "dev", "upl"); !strings.Contains(out, "prog/xdp") {
+		t.Fatalf("no XDP program on upl while attached with af_xdp:\n%s", out)
+	}
+
+	d.Stop()
+	for _, dev := range []string{"upl", "big"} {
+		if out := harness.Run(t, br, "ip", "-d", "link", "show", "dev", dev); strings.Contains(out, "xdp") {
+			t.Fatalf("an XDP program is left on %s after manad stopped:\n%s", dev, out)
+		}
+	}
+	d.Restart()
+	attached("wire8", "af_xdp")
+	if out, _ := harness.RunErr(pns, "ip", "-4", "addr", "show", "dev", port); !strings.Contains(out, portIP) {
+		harness.Run(t, pns, "ip", "addr", "add", portIP+"/24", "dev", port)
+	}
+	harness.Run(t, pns, "ip", "link", "set", port, "up")
+	harness.Run(t, pns, "ping", "-c", "3", "-i", "0.2", "-W", "2", plainIP)
+	manactlOK(t, d, "segment", "uplink", "del", "wire8", "upl", "--netns", br)
+	if out := harness.Run(t, br, "ip", "-d", "link", "show", "dev", "upl"); strings.Contains(out, "xdp") {
+		t.Fatalf("an XDP program is left on upl after uplink del:\n%s", out)
+	}
+}
+
+// scrape returns d's /metrics page.
+func scrape(t *testing.T, d *harness.Daemon) string {
+	t.Helper()
+	m := metricsAddrRE.FindAllStringSubmatch(d.Log(), -1)
+	if m == nil {
+		t.Fatalf("no metrics address in the log:\n%s", d.Log())
+	}
+	resp, err := http.Get("http://" + m[len(m)-1][1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }
