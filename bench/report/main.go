@@ -362,8 +362,19 @@ func rowOf(prog string, p benchrow.Row) row {
 		r.baseline = stat{p.Baseline, p.Baseline, p.Baseline}
 		r.baseName = p.BaselineName
 		r.ratio = stat{p.Ratio, p.RatioMin, p.RatioMax}
+		if p.Ratio == 0 && p.RatioMax == 0 && p.Value != 0 {
+			r.ratio = nan // a peer of 0 in every round: no ratio (omitempty dropped it)
+		}
 	}
 	switch {
+	case p.Target == benchrow.TargetAtMostBaseline:
+		r.target = "≤ " + p.BaselineName + "'s"
+		if p.BaselineName != "" {
+			r.met = "no"
+			if p.Value <= p.Baseline {
+				r.met = "yes"
+			}
+		}
 	case strings.HasPrefix(p.Target, "ratio ≥ "):
 		t, err := strconv.ParseFloat(strings.TrimPrefix(p.Target, "ratio ≥ "), 64)
 		if err == nil {

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/manad/manad/bench/internal/benchrow"
 )
 
 func TestStatOf(t *testing.T) {
@@ -265,6 +267,32 @@ func TestFromSourceFlags(t *testing.T) {
 			}
 			if r.met != "yes" || r.value.med != 20 || r.baseline.med != 10 {
 				t.Errorf("row %+v", r)
+			}
+		})
+	}
+}
+
+// TestRowOfAtMostBaseline: a program row whose figure must not exceed its peer's (retransmits)
+// says whether it did, and shows no ratio where the peer had none in any round.
+func TestRowOfAtMostBaseline(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		in                benchrow.Row
+		met, ratio, label string
+	}{
+		{"fewer", benchrow.Row{Value: 4, Baseline: 7, BaselineName: "veth", Ratio: 0.5, RatioMin: 0.4, RatioMax: 0.6}, "yes", "0.50× [0.40–0.60]", "≤ veth's"},
+		{"more", benchrow.Row{Value: 9674, Baseline: 7834, BaselineName: "veth", Ratio: 1.2, RatioMin: 0.9, RatioMax: 2.5}, "no", "1.20× [0.90–2.50]", "≤ veth's"},
+		{"none where the peer had some", benchrow.Row{Value: 0, Baseline: 355, BaselineName: "veth"}, "yes", "0.00× [0.00–0.00]", "≤ veth's"},
+		{"peer never retransmitted", benchrow.Row{Value: 3, BaselineName: "veth"}, "no", "–", "≤ veth's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.Issue, tc.in.Figure, tc.in.Unit, tc.in.Rounds, tc.in.Target = 14, "retransmits", "segments", 5, benchrow.TargetAtMostBaseline
+			r := rowOf("./bench/udppps", tc.in)
+			if r.met != tc.met || r.target != tc.label {
+				t.Errorf("met %q target %q, want %q %q", r.met, r.target, tc.met, tc.label)
+			}
+			if got := ratio(r); got != tc.ratio {
+				t.Errorf("ratio %q, want %q", got, tc.ratio)
 			}
 		})
 	}

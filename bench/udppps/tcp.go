@@ -230,10 +230,14 @@ func tcpRows(tps []tcpPath, mtus, streams []int, res map[string]map[string][]tcp
 					r := benchrow.StatOf(ratio(pick(ss, mbps), pick(veth, mbps)))
 					x.Baseline, x.BaselineName, x.Ratio, x.RatioMin, x.RatioMax = benchrow.StatOf(pick(veth, mbps)).Median, "veth", r.Median, r.Min, r.Max
 					y.Baseline, y.BaselineName = benchrow.StatOf(pick(veth, retr)).Median, "veth"
+					// Per-round ratios where veth retransmitted at all; none: no ratio.
+					if rr := benchrow.StatOf(ratio(pick(ss, retr), pick(veth, retr))); rr != (benchrow.Stat{}) {
+						y.Ratio, y.RatioMin, y.RatioMax = rr.Median, rr.Min, rr.Max
+					}
 				}
 				if t, ok := tp.target[k]; ok {
 					x.Target = fmt.Sprintf("ratio ≥ %.1f", t)
-					y.Target = "≤ veth's"
+					y.Target = benchrow.TargetAtMostBaseline
 				}
 				out = append(out, x, y)
 				if tp.manad {

@@ -33,6 +33,10 @@ type Row struct {
 	Target          string  `json:"target,omitempty"`
 }
 
+// TargetAtMostBaseline is a Row's Target for a figure that must not exceed its peer's (e.g.
+// retransmits): the report says "≤ <BaselineName>'s" and whether Value ≤ Baseline.
+const TargetAtMostBaseline = "≤ baseline"
+
 // Stat is a figure over rounds.
 type Stat struct{ Median, Min, Max float64 }
 
