@@ -43,10 +43,11 @@ const (
 //
 // A unicast frame (or a small flood) arriving for an RX queue that is idle is processed inline, to completion, by the
 // goroutine that forwarded it (the sender's TX goroutine): wire → RX ring → TAP write without a
-// goroutine hand-off, which is what makes the data path as fast as a bare TAP-to-TAP relay. The
-// queue's goroutine takes over only when the queue is busy (another sender holds it) or has a
-// backlog, which keeps frames in order; a sender that finds the queue free with a backlog
-// drains it first. Only frames produced inside an RX queue's processing (XDP_TX sends them
+// goroutine hand-off, which is what makes the data path as fast as a bare TAP-to-TAP relay. A
+// sender that finds the queue busy (another sender, or the queue's goroutine, holds it) waits
+// for it, as a wire holds a frame back behind the one before; a sender that finds a backlog
+// drains it first, which keeps frames in order, and queues its frame behind what one budget
+// left. Only frames produced inside an RX queue's processing (XDP_TX sends them
 // back out of the port, through SendXDP) are never processed inline: that recursion could
 // otherwise take queue locks of two ports in opposite orders. Everything else a port transmits
 // is, whatever its own RX queues are doing: a TCP flow's data leaves on TX queue N while its
@@ -142,6 +143,7 @@ type queueStats struct {
 	txRunts, txOversize                               atomic.Uint64
 	txSuperframes, txBadVnet                          atomic.Uint64
 	rxCoalesced                                       atomic.Uint64
+	rxWaited                                          atomic.Uint64
 }
 
 // carry adds the counters of s, a queue being replaced, to t, its replacement's.
@@ -150,6 +152,7 @@ func (t *queueStats) carry(s *queueStats) {
 		{&t.rxInline, &s.rxInline}, {&t.rxDeferred, &s.rxDeferred}, {&t.rxInputDrops, &s.rxInputDrops},
 		{&t.rxWriteErrors, &s.rxWriteErrors}, {&t.txRunts, &s.txRunts}, {&t.txOversize, &s.txOversize},
 		{&t.txSuperframes, &s.txSuperframes}, {&t.txBadVnet, &s.txBadVnet}, {&t.rxCoalesced, &s.rxCoalesced},
+		{&t.rxWaited, &s.rxWaited},
 	} {
 		c[0].Add(c[1].Load())
 	}
@@ -581,7 +584,18 @@ func (e *Endpoint) input(frame []byte, inline bool) {
 		return
 	}
 	qq := qs.q[q]
-	if inline && qq.busy.TryLock() {
+	if inline {
+		// A sender waits for a queue another context holds rather than queue behind it:
+		// the holder's work is bounded (one frame inline, one budget for the queue's
+		// goroutine), and the wait is the back-pressure a wire gives, where a push would let
+		// a sender that only copies outrun a queue that writes to the stack and overflow the
+		// input (a TCP window's worth of hc_rx_discards_no_wqe, each one a retransmit). An
+		// inline sender holds no RX queue of its own meanwhile (frames XDP_TX produces inside
+		// an RX queue's processing are never inline), so the wait cannot close a cycle.
+		if !qq.busy.TryLock() {
+			qq.busy.Lock()
+			qq.stats.rxWaited.Add(1)
+		}
 		if !qq.poll(p) {
 			qq.stats.rxInline.Add(1)
 			p.Receive(qq.idx, frame)
@@ -804,7 +818,7 @@ func (qq *queue) emit(frame []byte) {
 // QueueStats are one queue's data-path counters beyond vnic's own.
 type QueueStats struct {
 	RxInline      uint64 // frames the forwarding goroutine processed itself
-	RxDeferred    uint64 // frames queued for the RX goroutine (the queue was busy)
+	RxDeferred    uint64 // frames queued for the RX goroutine (not inline, or behind a backlog)
 	RxInputDrops  uint64 // frames dropped because the input was full (also in hc_rx_discards_no_wqe)
 	RxWriteErrors uint64 // frames the TAP refused (it was down or detached)
 	TxRunts       uint64 // frames shorter than an Ethernet header read from the TAP
@@ -812,6 +826,7 @@ type QueueStats struct {
 	TxSuperframes uint64 // GSO superframes read from a TAP with offloads, each cut into frames
 	TxBadVnetHdr  uint64 // frames dropped because their virtio header did not fit them
 	RxCoalesced   uint64 // frames written to the TAP merged into an earlier one (GRO)
+	RxWaited      uint64 // frames whose sender waited for the queue another context held
 	RxBacklog     int    // frames waiting in the input now
 }
 
@@ -828,6 +843,7 @@ func (e *Endpoint) Stats() []QueueStats {
 			RxInline: s.rxInline.Load(), RxDeferred: s.rxDeferred.Load(), RxInputDrops: s.rxInputDrops.Load(),
 			RxWriteErrors: s.rxWriteErrors.Load(), TxRunts: s.txRunts.Load(), TxOversize: s.txOversize.Load(),
 			TxSuperframes: s.txSuperframes.Load(), TxBadVnetHdr: s.txBadVnet.Load(), RxCoalesced: s.rxCoalesced.Load(),
+			RxWaited:  s.rxWaited.Load(),
 			RxBacklog: int(qq.in.count.Load()),
 		}
 	}

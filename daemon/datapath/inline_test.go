@@ -120,3 +120,65 @@ func TestTCPWithoutDeferral(t *testing.T) {
 		}
 	}
 }
+
+// TestSenderWaitsForBusyQueue holds b's RX queue 0 in its XDP program and has a send more
+// frames to b than b's input holds (its RX ring size) meanwhile: the sender waits for the queue
+// rather than pushing past the input's bound, so once the queue is released every frame
+// reaches b's program and none is dropped as input-full (hc_rx_discards_no_wqe), the loss
+// that made a TCP stream through two ports retransmit.
+func TestSenderWaitsForBusyQueue(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: 1, noIPv6: true, rxRing: 128})
+	b := h.addPort(portOpts{queues: 1, noIPv6: true, rxRing: 128})
+	gb := &gateXDP{entered: make(chan struct{}), release: make(chan struct{})}
+	h.locked(func() {
+		if err := b.port.SetXDP(gb); err != nil {
+			t.Fatal(err)
+		}
+	})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(gb.release)
+		}
+	}
+	defer release()
+
+	const n = 3 * 128
+	before := b.ep.Stats()[0]
+	first := make(chan bool)
+	go func() { first <- a.port.Transmit(0, markerFrame(b.mac, a.mac)) }()
+	select {
+	case <-gb.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b's RX queue never saw a's first marker")
+	}
+	rest := make(chan int)
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		ok := 0
+		for range n {
+			if a.port.Transmit(0, markerFrame(b.mac, a.mac)) {
+				ok++
+			}
+		}
+		rest <- ok
+	}()
+	<-started
+	release()
+	if !<-first {
+		t.Fatal("a refused the first marker")
+	}
+	if ok := <-rest; ok != n {
+		t.Fatalf("a transmitted %d of %d markers", ok, n)
+	}
+	after := b.ep.Stats()[0]
+	if d := after.RxInputDrops - before.RxInputDrops; d != 0 {
+		t.Errorf("b dropped %d frames at its input, want 0 (the sender waits for the queue)", d)
+	}
+	if seen := gb.seen.Load(); seen != n+1 {
+		t.Errorf("b's program saw %d markers, want %d", seen, n+1)
+	}
+}

