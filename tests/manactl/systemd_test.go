@@ -214,7 +214,7 @@ func (d *capDaemon) logText() string { b, _ := os.ReadFile(d.log); return string
 
 // TestCapabilityBoundingSet runs manad with exactly the unit's CapabilityBoundingSet (as systemd
 // would: root, bounding set, no new privileges) and checks what manad needs them for: a port in a
-// pre-created named namespace (setns), its TAP, an uplink (AF_PACKET), a client in that namespace seeing its port
+// pre-created named namespace (setns), its TAP, uplinks (AF_PACKET and AF_XDP), a client in that namespace seeing its port
 // (SIOCGSKNS), a reconfiguration, and an eBPF XDP program. Then it drops CAP_NET_ADMIN and
 // CAP_SYS_ADMIN in turn and checks that the port cannot be made without each.
 func TestCapabilityBoundingSet(t *testing.T) {
@@ -228,13 +228,17 @@ func TestCapabilityBoundingSet(t *testing.T) {
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 	port := harness.Name("mcc", "0")
 	// An uplink (an AF_PACKET socket: CAP_NET_RAW) on a veth in the same namespace.
-	upl := harness.Name("mcu", "0")
-	harness.Run(t, ns, "ip", "link", "add", upl, "type", "veth", "peer", "name", upl+"p")
-	harness.Run(t, ns, "ip", "link", "set", upl, "up")
-	harness.Run(t, ns, "ip", "link", "set", upl+"p", "up")
-	ports := fmt.Sprintf("[[segment]]\nname = \"capseg\"\nuplinks = [{dev = %q, netns = %q}]\n\n"+
+	// Two uplinks on veths in the same namespace: an AF_PACKET socket (CAP_NET_RAW) and an
+	// AF_XDP one (its UMEM is locked memory: CAP_IPC_LOCK past RLIMIT_MEMLOCK).
+	upl, xupl := harness.Name("mcu", "0"), harness.Name("mcx", "0")
+	for _, dev := range []string{upl, xupl} {
+		harness.Run(t, ns, "ip", "link", "add", dev, "type", "veth", "peer", "name", dev+"p")
+		harness.Run(t, ns, "ip", "link", "set", dev, "up")
+		harness.Run(t, ns, "ip", "link", "set", dev+"p", "up")
+	}
+	ports := fmt.Sprintf("[[segment]]\nname = \"capseg\"\nuplinks = [{dev = %q, netns = %q}, {dev = %q, netns = %q, attach = \"af_xdp\"}]\n\n"+
 		"[[port]]\nname = %q\nnetns = %q\nsegment = \"capseg\"\nqueues = 2\nrx_ring = 128\npersistent = false\n",
-		upl, ns, port, ns)
+		upl, ns, xupl, ns, port, ns)
 
 	d := startCapDaemon(t, caps, dir, ports)
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
@@ -246,7 +250,7 @@ func TestCapabilityBoundingSet(t *testing.T) {
 	if eff, _ := strconv.ParseUint(m[1], 16, 64); m == nil || eff != mask {
 		t.Fatalf("manad's CapEff %v, want %x", m, mask)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(d.logText(), "uplink up"); {
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(d.logText(), "uplink up") < 2; {
 		if time.Now().After(deadline) {
 			t.Fatalf("uplink not attached under the unit's capabilities; manad log:\n%s", d.logText())
 		}
