@@ -1093,6 +1093,14 @@ func writeNotification(a *app, n client.Notification) error {
 		writeNetdevEvent(a.stdout, n)
 	case n.Segment != nil:
 		writeSegmentEvent(a.stdout, n.Kind, *n.Segment)
+	case n.Coalesce != nil:
+		fmt.Fprintln(a.stdout)
+		writeCoalesce(a.stdout, n.Interface.Name, n.Coalesce)
+	case n.RSS != nil:
+		// ethtool 6.1's monitor knows no RSS_NTF: -x's layout under a header of its own, as
+		// the notification does not say how many RX rings the device has.
+		fmt.Fprintf(a.stdout, "\nRSS settings for %s:\n", n.Interface.Name)
+		writeRSSTables(a.stdout, n.RSS)
 	}
 	return nil
 }

@@ -116,10 +116,11 @@
 //	LAYOUT           rule, page-size, mtu, xdp, full-page-rx, mode (single | fragments), reason,
 //	                 datasize, alloc-size, headroom, buf-size, frag-count, order, pool-size,
 //	                 ring-size, queues, pages-per-queue, bytes-per-queue, bytes-total
-//	monitor          one object per line: kind (privflags | rings | channels | port-new |
-//	                 port-del | port-change | segment-new | segment-del | segment-change), seq,
-//	                 ifname, ifindex, and one of priv-flags, rings, channels (the show objects),
-//	                 port (a list object) or segment (a SEGMENT object); with --netdev also kind
+//	monitor          one object per line: kind (privflags | rings | channels | coalesce | rss |
+//	                 port-new | port-del | port-change | segment-new | segment-del |
+//	                 segment-change), seq, ifname, ifindex, and one of priv-flags, rings,
+//	                 channels, coalesce, rss (the show objects), port (a list object) or
+//	                 segment (a SEGMENT object); with --netdev also kind
 //	                 dev-add | dev-del | dev-change with dev (dev, ifindex, xdp_features) and
 //	                 page-pool-add | page-pool-change | page-pool-del with page-pool (a
 //	                 page-pools object)

@@ -303,6 +303,8 @@ type eventJSON struct {
 	NetdevDev    *netdevDevJSON `json:"dev,omitempty"`
 	PagePool     *pagePoolJSON  `json:"page-pool,omitempty"`
 	Segment      *segmentJSON   `json:"segment,omitempty"`
+	Coalesce     *coalesceJSON  `json:"coalesce,omitempty"`
+	RSS          *rssJSON       `json:"rss,omitempty"`
 }
 
 func eventToJSON(n client.Notification) eventJSON {
@@ -325,6 +327,11 @@ func eventToJSON(n client.Notification) eventJSON {
 	case n.Segment != nil:
 		v := segmentToJSON(*n.Segment)
 		e.Segment = &v
+	case n.Coalesce != nil:
+		e.Coalesce = &coalesceJSON{dev: n.Interface.Name, co: n.Coalesce}
+	case n.RSS != nil:
+		v := rssToJSON(n.Interface.Name, n.RSS)
+		e.RSS = &v
 	}
 	return e
 }

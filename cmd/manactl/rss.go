@@ -63,6 +63,11 @@ MTU, XDP or private-flag change, a reset, or down/up. The key is kept.`,
 // writeRSS prints RSS in ethtool -x's layout (6.1: print_indir_table, print_rss_hkey).
 func writeRSS(w io.Writer, dev string, rings uint32, r *client.RSS) {
 	fmt.Fprintf(w, "RX flow hash indirection table for %s with %d RX ring(s):\n", dev, rings)
+	writeRSSTables(w, r)
+}
+
+// writeRSSTables is writeRSS after its header line: the table, the key and the hash functions.
+func writeRSSTables(w io.Writer, r *client.RSS) {
 	if len(r.Indir) == 0 {
 		fmt.Fprintln(w, "Operation not supported")
 	}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/wire"
+)
+
+// TestMonitorCoalesceAndRSS: monitor prints COALESCE_NTF and RSS_NTF, in text as -c and -x do
+// (RSS under its own header: the notification has no ring count) and in --json with the same
+// objects as show-coalesce and show-rxfh.
+func TestMonitorCoalesceAndRSS(t *testing.T) {
+	ifi := client.Interface{Index: 7, Name: "mana0"}
+	co := client.Notification{Kind: client.CoalesceChanged, Sequence: 3, Interface: ifi,
+		Coalesce: &client.Coalesce{Attrs: map[uint16]uint32{unix.ETHTOOL_A_COALESCE_RX_USECS: 100}}}
+	rss := client.Notification{Kind: client.RSSChanged, Sequence: 4, Interface: ifi,
+		RSS: &client.RSS{RSS: wire.RSS{HFunc: 1, Indir: []uint32{0, 1, 0, 1}, HKey: []byte{0xab, 0x01}}}}
+	for _, tc := range []struct {
+		name string
+		n    client.Notification
+		text []string // lines the text output must hold
+		key  string   // the --json object's payload key
+	}{
+		{"coalesce", co, []string{"Coalesce parameters for mana0:", "rx-usecs: 100"}, "coalesce"},
+		{"rss", rss, []string{"RSS settings for mana0:", "    0:      0     1     0     1", "RSS hash key:", "ab:01", "    toeplitz: on"}, "rss"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := writeNotification(&app{stdout: &b}, tc.n); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range tc.text {
+				if !strings.Contains(b.String(), l+"\n") {
+					t.Errorf("text output lacks %q:\n%s", l, b.String())
+				}
+			}
+			b.Reset()
+			if err := writeNotification(&app{stdout: &b, json: true}, tc.n); err != nil {
+				t.Fatal(err)
+			}
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(b.Bytes(), &obj); err != nil {
+				t.Fatalf("%v: %s", err, b.String())
+			}
+			var payload map[string]any
+			if err := json.Unmarshal(obj[tc.key], &payload); err != nil || payload["ifname"] != "mana0" {
+				t.Errorf("--json %q payload %s (%v)", tc.key, obj[tc.key], err)
+			}
+		})
+	}
+}
