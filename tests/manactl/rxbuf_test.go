@@ -3,6 +3,8 @@ package manactl
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,13 +87,25 @@ func TestShowRxBufShortHeadroom(t *testing.T) {
 				t.Errorf("%s (upstream): headroom %d, rx-short-headroom %d; want 256 and 0", dst.name, got[0].Layout.Headroom, short)
 			}
 		}
+		// The text and -S show the same counter, read later: a frame the kernel sends meanwhile
+		// (neighbour discovery, MLD) may have added to it, never taken away.
 		text := ok(t, "show-rxbuf "+dst.name, run(t, dst.ns, env, bin, "show-rxbuf", dst.name))
-		if want := fmt.Sprintf("Short headroom:    %d frames (headroom < 256, LL_RESERVED_SPACE)", short); !strings.Contains(text, want) {
-			t.Errorf("show-rxbuf %s lacks %q:\n%s", dst.name, want, text)
+		m := regexp.MustCompile(`Short headroom: +(\d+) frames \(headroom < 256, LL_RESERVED_SPACE\)`).FindStringSubmatch(text)
+		if n, _ := strconv.ParseUint(group1(m), 10, 64); m == nil || n < short || (dst.rule != "pre-headroom" && n != 0) {
+			t.Errorf("show-rxbuf %s: short headroom %v, want at least %d (0 for upstream):\n%s", dst.name, m, short, text)
 		}
 		stats := ok(t, "-S "+dst.name, run(t, dst.ns, env, bin, "-S", dst.name))
-		if want := fmt.Sprintf("manad_rx_short_headroom: %d\n", short); !strings.Contains(stats, want) {
-			t.Errorf("-S %s lacks %q:\n%s", dst.name, want, stats)
+		m = regexp.MustCompile(`manad_rx_short_headroom: (\d+)\n`).FindStringSubmatch(stats)
+		if n, _ := strconv.ParseUint(group1(m), 10, 64); m == nil || n < short || (dst.rule != "pre-headroom" && n != 0) {
+			t.Errorf("-S %s: manad_rx_short_headroom %v, want at least %d (0 for upstream):\n%s", dst.name, m, short, stats)
 		}
 	}
+}
+
+// group1 is a regexp match's first group, "" without a match.
+func group1(m []string) string {
+	if len(m) < 2 {
+		return ""
+	}
+	return m[1]
 }
