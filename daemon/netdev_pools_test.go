@@ -97,25 +97,7 @@ func TestNetdevDetachedPools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "manad.sock")
-	l, err := genl.Listen(path, 0o600, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, l) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	c, err := client.Dial(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	ctx, c := serveOnePort(t, srv)
 
 	before, err := c.PagePools(ctx)
 	if err != nil {
@@ -266,25 +248,7 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.srv = srv
-	path := filepath.Join(t.TempDir(), "manad.sock")
-	l, err := genl.Listen(path, 0o600, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, l) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	c, err := client.Dial(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	ctx, c := serveOnePort(t, srv)
 	sub, err := c.Subscribe(ctx, client.WithNetdev())
 	if err != nil {
 		t.Fatal(err)
@@ -410,4 +374,30 @@ func newModelPort(t *testing.T, mu *sync.Mutex, cfg vnic.Config, set vnic.Settin
 		}
 	})
 	return vp, host
+}
+
+// serveOnePort serves srv on a fresh Unix socket until the test ends and returns a client
+// connected to it, with the context the server runs under.
+func serveOnePort(t *testing.T, srv *genl.Server) (context.Context, *client.Client) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "manad.sock")
+	l, err := genl.Listen(path, 0o600, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	c, err := client.Dial(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ctx, c
 }
