@@ -91,19 +91,7 @@ var metricsAddrRE = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
 // uplinkUpMetric scrapes manad_uplink_up of one uplink from d's /metrics ("" when absent).
 func uplinkUpMetric(t *testing.T, d *harness.Daemon, seg, dev, netns string) string {
 	t.Helper()
-	m := metricsAddrRE.FindAllStringSubmatch(d.Log(), -1)
-	if m == nil {
-		t.Fatalf("no metrics address in the log:\n%s", d.Log())
-	}
-	resp, err := http.Get("http://" + m[len(m)-1][1] + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := []byte(scrape(t, d))
 	line := regexp.MustCompile(fmt.Sprintf(`(?m)^manad_uplink_up\{dev="%s",netns="%s",segment="%s"\} (\S+)$`,
 		regexp.QuoteMeta(dev), regexp.QuoteMeta(netns), regexp.QuoteMeta(seg))).FindSubmatch(body)
 	if line == nil {
