@@ -11,7 +11,7 @@
 //
 // Needs root. Usage:
 //
-//	go run ./bench/fabric [--seconds 2] [--rounds 3] [--smoke] [--json]
+//	go run ./bench/fabric [--seconds 2] [--rounds 3] [--only TCP] [--smoke] [--json]
 package main
 
 import (
@@ -60,7 +60,11 @@ func main() {
 	smoke := flag.Bool("smoke", false, "tiny durations and one round: check that the benchmark runs")
 	asJSON := flag.Bool("json", false, "print JSON lines instead of a table")
 	manadBin := flag.String("manad", "", "manad binary (default: go build ./cmd/manad)")
+	only := flag.String("only", "", "measure only the tests whose name contains this (\"TCP\", \"UDP\")")
 	flag.Parse()
+	if *only != "" {
+		tests = slices.DeleteFunc(tests, func(tc test) bool { return !strings.Contains(tc.name, *only) })
+	}
 	if *smoke {
 		*seconds, *rounds = 0.3, 1
 	}
