@@ -112,12 +112,20 @@ type groPending struct {
 	mu    sync.Mutex
 	q     []*queue
 	spare []*queue
+	ups   []*Uplink // uplinks with a transmit run open (Uplink.coalesce)
+}
+
+func (g *groPending) addUplink(u *Uplink) {
+	g.mu.Lock()
+	g.ups = append(g.ups, u)
+	g.n.Store(int32(len(g.q) + len(g.ups)))
+	g.mu.Unlock()
 }
 
 func (g *groPending) add(qq *queue) {
 	g.mu.Lock()
 	g.q = append(g.q, qq)
-	g.n.Store(int32(len(g.q)))
+	g.n.Store(int32(len(g.q) + len(g.ups)))
 	g.mu.Unlock()
 }
 
@@ -129,14 +137,18 @@ func (g *groPending) flush() {
 		return
 	}
 	g.mu.Lock()
-	if len(g.q) == 0 {
+	if len(g.q) == 0 && len(g.ups) == 0 {
 		g.mu.Unlock()
 		return
 	}
-	qs := g.q
-	g.q, g.spare = g.spare[:0], nil
+	qs, ups := g.q, g.ups
+	g.q, g.spare, g.ups = g.spare[:0], nil, nil
 	g.n.Store(0)
 	g.mu.Unlock()
+	// An uplink's run is written whoever holds it: its holders only add a frame or write.
+	for _, u := range ups {
+		u.flushRun()
+	}
 	for i, qq := range qs {
 		if qq.busy.TryLock() {
 			qq.flushRun()

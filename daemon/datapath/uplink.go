@@ -1,7 +1,10 @@
 package datapath
 
 import (
+	"sync"
 	"sync/atomic"
+
+	"github.com/manad/manad/daemon/offload"
 )
 
 // Uplink attaches a kernel netdev (a VXLAN or Geneve device, a veth into a bridge, a NIC) to a
@@ -26,11 +29,26 @@ type Uplink struct {
 	mtu   atomic.Int64
 	up    atomic.Bool
 	stats uplinkStats
+
+	// Transmit coalescing (SetTxGSO): consecutive TCP segments of one flow that one sender
+	// forwards within its batch go out as one GSO superframe. runMu guards the run: senders
+	// call input concurrently.
+	runMu    sync.Mutex
+	txGSO    func(iov [][]byte) error // nil: every frame goes out alone through tx
+	co       *offload.Coalescer
+	arena    []byte // copies of the run's frames (the senders' are only valid during input)
+	runBytes uint64 // wire bytes of the run's frames
+	listed   bool   // in the segment's pending list
 }
+
+// uplinkArena holds the frames of one run: a superframe's payloads stay below 64 KiB, so the
+// copies of its frames, headers included, fit.
+const uplinkArena = 1 << 17
 
 type uplinkStats struct {
 	rxFrames, rxBytes, rxRunts                 atomic.Uint64
 	txFrames, txBytes, txErrors, txDown, txMTU atomic.Uint64
+	txAggregates                               atomic.Uint64
 }
 
 // UplinkStats are an uplink's counters since it was attached.
@@ -41,6 +59,9 @@ type UplinkStats struct {
 	TxErrors          uint64 // frames the device refused (a full queue, a vanished link)
 	TxDown            uint64 // frames dropped because the uplink was down
 	TxMTUDrops        uint64 // frames dropped because they exceed the uplink's MTU
+	// TxAggregates counts GSO superframes written (SetTxGSO), each standing for two or more
+	// of the frames TxFrames counts.
+	TxAggregates uint64
 }
 
 // AttachUplink attaches an uplink named name (for FDB listings and logs) that transmits frames
@@ -54,7 +75,31 @@ func (s *Segment) AttachUplink(name string, tx func(frame []byte) error) *Uplink
 }
 
 // Detach removes the uplink from its segment, forgetting the addresses learned on it.
-func (u *Uplink) Detach() { u.seg.leave(u.p) }
+func (u *Uplink) Detach() {
+	u.seg.leave(u.p)
+	u.SetTxGSO(nil)
+}
+
+// SetTxGSO makes the uplink coalesce, as tcp_gro_receive would, the TCP segments one sender
+// forwards to it within one batch, and write each run with gso: iov is offload.Coalescer's
+// Flush result (a virtio_net_hdr_v1 and the headers, then the payloads), valid during the
+// call; gso's error counts every frame of the run as refused. Frames that cannot merge end the
+// run and go out alone through tx, in order. nil stops coalescing, writing a pending run
+// first. gso is never called concurrently with itself and must not block.
+func (u *Uplink) SetTxGSO(gso func(iov [][]byte) error) {
+	u.runMu.Lock()
+	defer u.runMu.Unlock()
+	u.flushLocked()
+	u.txGSO = gso
+	if gso != nil && u.co == nil {
+		u.co = offload.NewCoalescer(GROMaxSegs)
+		u.arena = make([]byte, 0, uplinkArena)
+	}
+}
+
+// EndBatch ends the batch of a goroutine that forwards frames it received from the uplink's
+// device: the coalesced runs it left open in RX queues and uplinks of the segment are written.
+func (u *Uplink) EndBatch() { u.seg.gro.flush() }
 
 // Name returns the uplink's name.
 func (u *Uplink) Name() string { return u.name }
@@ -90,7 +135,7 @@ func (u *Uplink) Receive(frame []byte) {
 }
 
 // input implements member: the frame goes out through the device, or is dropped and counted.
-func (u *Uplink) input(frame []byte, _ bool) {
+func (u *Uplink) input(frame []byte, inline bool) {
 	u.seg.captures.record(u, CaptureIn, frame)
 	if !u.up.Load() {
 		u.stats.txDown.Add(1)
@@ -100,12 +145,89 @@ func (u *Uplink) input(frame []byte, _ bool) {
 		u.stats.txMTU.Add(1)
 		return
 	}
+	if u.coalesce(frame, inline) {
+		return
+	}
 	if err := u.tx(frame); err != nil {
 		u.stats.txErrors.Add(1)
 		return
 	}
 	u.stats.txFrames.Add(1)
 	u.stats.txBytes.Add(uint64(len(frame)))
+}
+
+// coalesce offers frame to the uplink's run; true means the run took (a copy of) it. A frame
+// that cannot join ends the run, which is written first, so order is kept; the caller then
+// writes the frame alone. Only an inline sender's frames coalesce: its batch ends with the
+// flush of the segment's pending list (groPending), where the run is written.
+func (u *Uplink) coalesce(frame []byte, inline bool) bool {
+	u.runMu.Lock()
+	defer u.runMu.Unlock()
+	if u.txGSO == nil {
+		return false
+	}
+	if !inline || len(frame) > cap(u.arena)-len(u.arena) {
+		u.flushLocked()
+		if !inline || len(frame) > cap(u.arena) {
+			return false
+		}
+	}
+	if !u.add(frame) {
+		if u.co.Len() == 0 {
+			return false
+		}
+		u.flushLocked()
+		if !u.add(frame) {
+			return false
+		}
+	}
+	u.runBytes += uint64(len(frame))
+	if !u.listed {
+		u.listed = true
+		u.seg.gro.addUplink(u)
+	}
+	return true
+}
+
+// add copies frame into the arena, which has room for it, and offers the copy to the run.
+// Caller holds runMu.
+func (u *Uplink) add(frame []byte) bool {
+	off := len(u.arena)
+	if !u.co.Add(append(u.arena, frame...)[off:]) {
+		return false
+	}
+	u.arena = u.arena[:off+len(frame)]
+	return true
+}
+
+// flushRun writes the uplink's run, if any.
+func (u *Uplink) flushRun() {
+	u.runMu.Lock()
+	u.flushLocked()
+	u.runMu.Unlock()
+}
+
+// flushLocked writes the run, if any, and counts its frames. Caller holds runMu.
+func (u *Uplink) flushLocked() {
+	u.listed = false
+	if u.co == nil {
+		return
+	}
+	iov, n := u.co.Flush()
+	b := u.runBytes
+	u.runBytes, u.arena = 0, u.arena[:0]
+	if n == 0 {
+		return
+	}
+	if err := u.txGSO(iov); err != nil {
+		u.stats.txErrors.Add(uint64(n))
+		return
+	}
+	if n > 1 {
+		u.stats.txAggregates.Add(1)
+	}
+	u.stats.txFrames.Add(uint64(n))
+	u.stats.txBytes.Add(b)
 }
 
 // label implements member.
@@ -127,6 +249,6 @@ func (u *Uplink) Stats() UplinkStats {
 	return UplinkStats{
 		RxFrames: s.rxFrames.Load(), RxBytes: s.rxBytes.Load(), RxRunts: s.rxRunts.Load(),
 		TxFrames: s.txFrames.Load(), TxBytes: s.txBytes.Load(), TxErrors: s.txErrors.Load(),
-		TxDown: s.txDown.Load(), TxMTUDrops: s.txMTU.Load(),
+		TxDown: s.txDown.Load(), TxMTUDrops: s.txMTU.Load(), TxAggregates: s.txAggregates.Load(),
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/offload"
 )
 
 // Ring geometry of the TPACKET_V3 RX ring. A block is handed to manad when it is full or
@@ -47,6 +49,8 @@ type packetSocket struct {
 	txMu   sync.RWMutex
 	fd     int // -1 once closed
 	closed atomic.Bool
+
+	giov []unix.Iovec // writeGSO's; its callers are serialised
 }
 
 // openPacket opens a packet socket in namespace ns on the device with index ifindex.
@@ -167,14 +171,53 @@ func (s *packetSocket) write(frame []byte) error {
 	}
 }
 
+// writeGSO transmits a coalesced run, offload.Coalescer's Flush result: iov[0] is a 12-byte
+// virtio_net_hdr_v1 and the headers, the rest the payloads. The packet socket takes the
+// 10-byte virtio_net_hdr (PACKET_VNET_HDR), which is the v1 header without num_buffers, so
+// the header goes out as two pieces and no PACKET_VNET_HDR_SZ is needed. packet_snd builds
+// one skb from it (virtio_net_hdr_to_skb: gso_type, gso_size, the partial checksum), and the
+// device or validate_xmit_skb segments it. Calls must not overlap. Errors: write's.
+func (s *packetSocket) writeGSO(iov [][]byte) error {
+	if len(iov) < 1 || len(iov[0]) <= offload.HeaderLen {
+		return unix.EINVAL
+	}
+	s.txMu.RLock()
+	defer s.txMu.RUnlock()
+	if s.fd < 0 {
+		return unix.ENOTCONN
+	}
+	v := append(s.giov[:0], unix.Iovec{Base: &iov[0][0]}, unix.Iovec{Base: &iov[0][offload.HeaderLen]})
+	v[0].SetLen(vnetHdrLen)
+	v[1].SetLen(len(iov[0]) - offload.HeaderLen)
+	for _, b := range iov[1:] {
+		if len(b) > 0 {
+			v = append(v, unix.Iovec{Base: &b[0]})
+			v[len(v)-1].SetLen(len(b))
+		}
+	}
+	s.giov = v
+	defer clear(v)
+	for {
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(s.fd), uintptr(unsafe.Pointer(&v[0])), uintptr(len(v)))
+		runtime.KeepAlive(iov)
+		switch errno {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return errno
+	}
+}
+
 // frameFunc receives one frame from the ring: its bytes (writable, valid only during the call),
 // its length on the wire, the ring's status bits (TP_STATUS_*), its VLAN TCI and TPID, and its
 // virtio_net_hdr.
 type frameFunc func(frame []byte, wireLen int, status uint32, vlanTCI uint32, vlanTPID uint16, vh vnetHdr)
 
 // receive runs the RX loop until the socket is closed: it waits on the netpoller for a block to
-// be handed over, then passes every frame in it to fn and gives the block back.
-func (s *packetSocket) receive(fn frameFunc) error {
+// be handed over, then passes every frame in it to fn, calls batchEnd and gives the block back.
+func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
 	next := 0
 	drain := func(uintptr) bool {
 		for range blockBudget {
@@ -199,6 +242,7 @@ func (s *packetSocket) receive(fn frameFunc) error {
 				}
 				off += h.Next_offset
 			}
+			batchEnd()
 			atomic.StoreUint32(status, unix.TP_STATUS_KERNEL)
 			next = (next + 1) % blockCount
 		}

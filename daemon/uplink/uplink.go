@@ -556,15 +556,18 @@ func (u *Uplink) attach(l *netlink.LinkAttrs) error {
 		defer close(done)
 		var err error
 		if s.xsk != nil {
-			err = s.xsk.receive(u.onXSKFrame)
+			err = s.xsk.receive(u.onXSKFrame, u.dp.EndBatch)
 		} else {
-			err = s.pkt.receive(u.onFrame)
+			err = s.pkt.receive(u.onFrame, u.dp.EndBatch)
 		}
 		if err != nil {
 			u.log.Error("uplink receive failed", "err", err)
 		}
 	}(u.rxDone)
 	u.sock.Store(s)
+	if s.pkt != nil {
+		u.dp.SetTxGSO(u.writeGSO)
+	}
 	u.dp.SetUp(true)
 	return nil
 }
@@ -576,6 +579,7 @@ func (u *Uplink) detach() {
 		return
 	}
 	u.dp.SetUp(false)
+	u.dp.SetTxGSO(nil)
 	if u.gro {
 		// Best effort: the device may be gone.
 		_, _ = setGRO(s.ctlFD(), u.cfg.Dev, true)
@@ -592,6 +596,16 @@ func (u *Uplink) write(frame []byte) error {
 		return unix.ENETDOWN
 	}
 	return s.write(frame)
+}
+
+// writeGSO is the segment's transmit function for coalesced runs (datapath.Uplink.SetTxGSO),
+// on a packet socket.
+func (u *Uplink) writeGSO(iov [][]byte) error {
+	s := u.sock.Load()
+	if s == nil || s.pkt == nil {
+		return unix.ENETDOWN
+	}
+	return s.pkt.writeGSO(iov)
 }
 
 // onFrame handles a frame from the ring: the VLAN tag the kernel took off is put back, frames

@@ -401,27 +401,28 @@ func (s *xskQueue) kick() error {
 	return nil
 }
 
-// receive runs an RX loop per queue until the sockets are closed; fn is called from all of
-// them at once. It returns the first loop's error, once every loop has returned.
-func (s *xskSocket) receive(fn func(frame []byte)) error {
+// receive runs an RX loop per queue until the sockets are closed; fn and batchEnd (after each
+// batch of frames) are called from all of them at once. It returns the first loop's error, once
+// every loop has returned.
+func (s *xskSocket) receive(fn func(frame []byte), batchEnd func()) error {
 	errs := make([]error, len(s.queues))
 	var wg sync.WaitGroup
 	for i, q := range s.queues[1:] {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i+1] = q.receive(fn)
+			errs[i+1] = q.receive(fn, batchEnd)
 		}()
 	}
-	errs[0] = s.queues[0].receive(fn)
+	errs[0] = s.queues[0].receive(fn, batchEnd)
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
 // receive runs the RX loop until the socket is closed: it waits on the netpoller for frames,
 // passes each to fn (the bytes are valid only during the call) and lends its chunk back to the
-// kernel through the fill ring.
-func (s *xskQueue) receive(fn func(frame []byte)) error {
+// kernel through the fill ring; batchEnd follows each batch.
+func (s *xskQueue) receive(fn func(frame []byte), batchEnd func()) error {
 	drain := func(uintptr) bool {
 		n := min(s.rx.ready(), xskBudget)
 		if n == 0 {
@@ -435,6 +436,7 @@ func (s *xskQueue) receive(fn func(frame []byte)) error {
 			}
 			*s.fill.addr(*s.fill.producer + i) = d.Addr &^ (xskChunkSize - 1)
 		}
+		batchEnd()
 		s.rx.consume(n)
 		s.fill.produce(n)
 		return n < xskBudget

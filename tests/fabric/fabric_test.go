@@ -208,6 +208,10 @@ func twoDaemons(t *testing.T, kind, attach string) {
 	if n := counter(t, a.d.Log(), "TxMTUDrops"); n < 1 {
 		t.Fatalf("TxMTUDrops %d after a too-big frame, want ≥ 1", n)
 	}
+	// The transfer's segments left A's AF_PACKET uplink coalesced, as GSO superframes.
+	if n := counter(t, a.d.Log(), "TxAggregates"); n == 0 && attach == "af_packet" {
+		t.Fatal("TCP through the AF_PACKET uplink went out frame by frame: no GSO superframe written")
+	}
 	// Nothing stays attached to the device once manad has stopped.
 	if out := harness.Run(t, a.host, "ip", "-d", "link", "show", "dev", "ovl"); strings.Contains(out, "xdp") {
 		t.Fatalf("an XDP program is left on the uplink's device after manad stopped:\n%s", out)
