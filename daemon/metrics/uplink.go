@@ -31,7 +31,7 @@ type SegmentCollector struct {
 	up, state, mtu, maxPortMTU, changes       *prometheus.Desc
 	rxPackets, rxBytes, txPackets, txBytes    *prometheus.Desc
 	rxDropped, txDropped, rxSegmented, rxCsum *prometheus.Desc
-	attaches, attachment                      *prometheus.Desc
+	attaches, attachment, txAggregates        *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*SegmentCollector)(nil)
@@ -59,6 +59,8 @@ func NewSegmentCollector(src SegmentSource) *SegmentCollector {
 		rxBytes:    d("uplink_rx_bytes_total", "Bytes of the frames counted in manad_uplink_rx_packets_total.", up),
 		txPackets:  d("uplink_tx_packets_total", "Frames the uplink's device took.", up),
 		txBytes:    d("uplink_tx_bytes_total", "Bytes of the frames counted in manad_uplink_tx_packets_total.", up),
+		txAggregates: d("uplink_tx_aggregates_total", "GSO superframes the uplink wrote, each standing for several of the "+
+			"frames counted in manad_uplink_tx_packets_total.", up),
 		rxDropped: d("uplink_rx_dropped_total", "Frames from the uplink's device that were dropped, by reason: runt (shorter than "+
 			"an Ethernet header), oversize (beyond the device's MTU and not a TCP aggregate), truncated (longer than a ring block).", reason),
 		txDropped: d("uplink_tx_dropped_total", "Frames for the uplink's device that were dropped, by reason: device (the device "+
@@ -76,6 +78,7 @@ func (c *SegmentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.floods, c.stormDrops, c.learnt, c.up, c.state, c.mtu, c.maxPortMTU, c.changes, c.rxPackets, c.rxBytes,
 		c.txPackets, c.txBytes, c.rxDropped, c.txDropped, c.rxSegmented, c.rxCsum, c.attaches, c.attachment,
+		c.txAggregates,
 	} {
 		ch <- d
 	}
@@ -115,6 +118,7 @@ func (c *SegmentCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.rxBytes, u.RxBytes, l...)
 			counter(c.txPackets, u.TxPackets, l...)
 			counter(c.txBytes, u.TxBytes, l...)
+			counter(c.txAggregates, u.TxAggregates, l...)
 			counter(c.rxDropped, u.RxRunts, append(l, "runt")...)
 			counter(c.rxDropped, u.RxOversize, append(l, "oversize")...)
 			counter(c.rxDropped, u.RxTruncated, append(l, "truncated")...)

@@ -68,7 +68,8 @@ const (
 	UplinkAttrRxCsumFilled uint16 = 21 // u64: checksums left to offload filled in
 	UplinkAttrAttaches     uint16 = 22 // u64: how often the packet socket was opened
 	UplinkAttrAttach       uint16 = 23 // string: UPLINK_ADD: UplinkAttach* mode asked; SEGMENT_GET: in use ("af_packet", "af_xdp")
-	UplinkAttrMax                 = UplinkAttrAttach
+	UplinkAttrTxAggregates uint16 = 24 // u64: GSO superframes written (each several of the frames TX_PACKETS counts)
+	UplinkAttrMax                 = UplinkAttrTxAggregates
 )
 
 // Uplink states as SEGMENT_GET reports them.
@@ -126,6 +127,7 @@ type UplinkInfo struct {
 	TxDown, TxMTUDrops             uint64
 	RxSegmented, RxCsumFilled      uint64
 	Attaches                       uint64
+	TxAggregates                   uint64 // GSO superframes written, each several of TxPackets
 	Attach                         string // the attachment in use (or last used): "af_packet", "af_xdp"
 }
 
@@ -183,6 +185,7 @@ var (
 		U64(UplinkAttrRxCsumFilled, func(u *UplinkInfo) *uint64 { return &u.RxCsumFilled }),
 		U64(UplinkAttrAttaches, func(u *UplinkInfo) *uint64 { return &u.Attaches }),
 		String(UplinkAttrAttach, func(u *UplinkInfo) *string { return &u.Attach }).OmitZero(),
+		U64(UplinkAttrTxAggregates, func(u *UplinkInfo) *uint64 { return &u.TxAggregates }),
 	)
 
 	// SegmentTable is AttrSegment in replies and notifications.
