@@ -111,3 +111,89 @@ func TestCoalescedUDP(t *testing.T) {
 	}
 	t.Logf("%d datagrams coalesced", merged())
 }
+
+// udpDatagramFor returns a UDP datagram with valid checksums from src to dst (10.77.0.x addresses),
+// from port 40000 to port.
+func udpDatagramFor(dst, src *testPort, id uint16, port int, payload []byte) []byte {
+	f := make([]byte, 14+20+8+len(payload))
+	copy(f[0:6], dst.mac)
+	copy(f[6:12], src.mac)
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	ip := f[14:34]
+	ip[0], ip[8], ip[9] = 0x45, 64, 17
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(f)-14))
+	binary.BigEndian.PutUint16(ip[4:], id)
+	copy(ip[12:16], src.ip)
+	copy(ip[16:20], dst.ip)
+	binary.BigEndian.PutUint16(ip[10:], inetChecksum(ip))
+	udp := f[34:]
+	binary.BigEndian.PutUint16(udp[0:], 40000)
+	binary.BigEndian.PutUint16(udp[2:], uint16(port))
+	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
+	copy(udp[8:], payload)
+	ps := make([]byte, 12+len(udp))
+	copy(ps, src.ip)
+	copy(ps[4:], dst.ip)
+	ps[9] = 17
+	binary.BigEndian.PutUint16(ps[10:], uint16(len(udp)))
+	copy(ps[12:], udp)
+	binary.BigEndian.PutUint16(udp[6:], inetChecksum(ps))
+	return f
+}
+
+// TestUSORefused is the fallback for a TAP that refuses USO superframes (a kernel whose tun
+// takes no VIRTIO_NET_HDR_GSO_UDP_L4): the run's datagrams reach the TAP one by one, each whole,
+// and the queue coalesces no UDP afterwards.
+func TestUSORefused(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: 1, noIPv6: true})
+	b := h.addPort(portOpts{queues: 1, offload: true, noIPv6: true})
+	a.pingOK(t, b)
+	var rc *net.UDPConn
+	var err error
+	taptest.InNetNS(t, b.ns, func() { rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: b.ip}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	port := rc.LocalAddr().(*net.UDPAddr).Port
+	qq := b.ep.qs.Load().q[0]
+	qq.busy.Lock()
+	if qq.uco == nil {
+		qq.busy.Unlock()
+		t.Fatal("a TAP with USO offloads, but no UDP coalescing")
+	}
+	var frames [][]byte
+	for i := range 5 {
+		f := udpDatagramFor(b, a, uint16(100+i), port, []byte{byte(i), 1, 2, 3, 4, 5, 6, 7})
+		if !qq.uco.Add(f) {
+			qq.busy.Unlock()
+			t.Fatalf("datagram %d refused", i)
+		}
+		frames = append(frames, f)
+	}
+	if _, n := qq.uco.Flush(); n != len(frames) {
+		qq.busy.Unlock()
+		t.Fatalf("a run of %d", n)
+	}
+	qq.usoRefused(qq.uco.Frames())
+	off := qq.uco == nil
+	qq.busy.Unlock()
+	if !off {
+		t.Error("UDP coalescing still on after the TAP refused a superframe")
+	}
+	buf := make([]byte, 2048)
+	for i := range frames {
+		rc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := rc.Read(buf)
+		if err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
+		}
+		if n != 8 || buf[0] != byte(i) {
+			t.Fatalf("datagram %d: %d bytes %x", i, n, buf[:n])
+		}
+	}
+	if s := b.ep.Stats()[0]; s.RxWriteErrors != 0 {
+		t.Errorf("%d TAP write errors", s.RxWriteErrors)
+	}
+}
