@@ -121,10 +121,6 @@ type queue struct {
 	flushFn func(fd uintptr) bool
 	listed  bool // in the segment's pending list
 
-	// uco is the UDP run, next to co's TCP one: nil without USO on the TAP, or after the TAP
-	// refused a USO superframe (gro.go).
-	uco *offload.UDPCoalescer
-
 	// The TX side of a TAP with virtio headers: superframes the kernel hands over are cut into
 	// wire frames, each transmitted on its own. emitFn is built once, like writeFn.
 	seg      *offload.Segmenter
@@ -209,7 +205,7 @@ func (e *Endpoint) Start(p *vnic.Port, dev *tap.Device) error {
 	}
 	qs := &queueSet{q: make([]*queue, 0, len(files))}
 	for i, f := range files {
-		qq, err := e.newQueue(i, f, dev.VnetHdr(), usoOn(dev))
+		qq, err := e.newQueue(i, f, dev.VnetHdr())
 		if err != nil {
 			return err
 		}
@@ -322,7 +318,7 @@ func (e *Endpoint) SetChannels(n int, apply func() error) error {
 		files := e.dev.Queues()
 		grown := &queueSet{q: append([]*queue(nil), old.q...)}
 		for i := cur; i < n; i++ {
-			qq, err := e.newQueue(i, files[i], e.dev.VnetHdr(), usoOn(e.dev))
+			qq, err := e.newQueue(i, files[i], e.dev.VnetHdr())
 			if err != nil {
 				e.undoGrow(cur)
 				return err
@@ -381,7 +377,7 @@ func (e *Endpoint) SetOffload(on bool) error {
 	err := e.dev.SetOffload(on)
 	qs := &queueSet{}
 	for i, f := range e.dev.Queues() {
-		qq, qerr := e.newQueue(i, f, e.dev.VnetHdr(), usoOn(e.dev))
+		qq, qerr := e.newQueue(i, f, e.dev.VnetHdr())
 		if qerr != nil {
 			err = errors.Join(err, qerr)
 			break
@@ -409,9 +405,8 @@ func (e *Endpoint) undoGrow(cur int) {
 	}
 }
 
-// newQueue prepares queue i on TAP file f; vnet says whether the TAP carries virtio headers, uso
-// whether it took the USO offloads (usoOn), so that UDP runs may be coalesced too.
-func (e *Endpoint) newQueue(i int, f *os.File, vnet, uso bool) (*queue, error) {
+// newQueue prepares queue i on TAP file f; vnet says whether the TAP carries virtio headers.
+func (e *Endpoint) newQueue(i int, f *os.File, vnet bool) (*queue, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, extack.Wrap(err, unix.EBADF, "TAP queue %d", i)
@@ -424,20 +419,12 @@ func (e *Endpoint) newQueue(i int, f *os.File, vnet, uso bool) (*queue, error) {
 		qq.wiov[0].Base = &qq.zeroHdr[0]
 		qq.wiov[0].SetLen(offload.HeaderLen)
 		qq.co = offload.NewCoalescer(GROMaxSegs)
-		if uso {
-			qq.uco = offload.NewUDPCoalescer(GROMaxSegs)
-		}
 		qq.held = make([]*pagepool.Buffer, 0, GROMaxSegs)
 		qq.giov = make([]unix.Iovec, GROMaxSegs+1)
 		qq.flushFn = qq.writeRun
 	}
 	return qq, nil
 }
-
-// usoOn reports whether dev took the USO offloads: a kernel that has them in tun (6.2) also
-// takes VIRTIO_NET_HDR_GSO_UDP_L4 superframes written to it (virtio_net_hdr_to_skb). One that
-// refuses them anyway is handled by the write (queue.usoRefused).
-func usoOn(dev *tap.Device) bool { return dev.Offloads()&(tap.OffloadUSO4|tap.OffloadUSO6) != 0 }
 
 // start runs the queue's goroutines.
 func (qq *queue) start(p *vnic.Port) {
@@ -838,7 +825,7 @@ type QueueStats struct {
 	TxOversize    uint64 // frames longer than the port's largest MTU read from the TAP
 	TxSuperframes uint64 // GSO superframes read from a TAP with offloads, each cut into frames
 	TxBadVnetHdr  uint64 // frames dropped because their virtio header did not fit them
-	RxCoalesced   uint64 // frames written to the TAP merged into an earlier one (GRO: TCP, and UDP as USO)
+	RxCoalesced   uint64 // frames written to the TAP merged into an earlier one (GRO)
 	RxWaited      uint64 // frames whose sender waited for the queue another context held
 	RxBacklog     int    // frames waiting in the input now
 }
