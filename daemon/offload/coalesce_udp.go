@@ -16,6 +16,11 @@ import (
 // segments will (inet_gso_segment), or, with DF set, all be the same (an atomic datagram's ID
 // means nothing, RFC 6864). The datagrams' payloads stay where they are: the frames given to Add
 // must not change until Flush's result was written.
+//
+// The data path does not use it yet: a namespace that forwards the datagrams forwards (and
+// counts) the superframe whole, which Linux's own GRO does for UDP only with
+// rx-udp-gro-forwarding or rx-gro-list on (udp_gro_receive), so writing superframes is invisible
+// only where the datagrams are delivered locally.
 type UDPCoalescer struct {
 	maxSegs int
 	n       int
