@@ -43,6 +43,18 @@ type tcpSample struct {
 // tcpKey names one figure: MTU and streams.
 func tcpKey(mtu, streams int) string { return fmt.Sprintf("%d/%d", mtu, streams) }
 
+// manadPaths returns the manad paths of paths whose UDP figures are compared with veth's, as
+// setupTCP names them, for a run without the TCP figures (--udp).
+func manadPaths(paths []path) []tcpPath {
+	var out []tcpPath
+	for _, p := range paths {
+		if p.name == "manad fragment" || p.name == "manad full-page" {
+			out = append(out, tcpPath{path: p, manad: true})
+		}
+	}
+	return out
+}
+
 // setupTCP adds the bridge path (two veths into a Linux bridge in a namespace of its own) and
 // names the devices of the others.
 func (b *bench) setupTCP(paths []path) ([]tcpPath, error) {
@@ -221,6 +233,9 @@ func tcpRows(tps []tcpPath, mtus, streams []int, res map[string]map[string][]tcp
 			veth := res["veth"][k]
 			for _, tp := range tps {
 				ss := res[tp.name][k]
+				if len(ss) == 0 {
+					continue // --udp
+				}
 				what := fmt.Sprintf("TCP %d stream(s), MTU %d, %s", n, mtu, tp.name)
 				v := benchrow.StatOf(pick(ss, mbps))
 				x := benchrow.Row{Issue: 14, Figure: what, Value: v.Median, Min: v.Min, Max: v.Max, Rounds: len(ss), Unit: "Mbit/s"}

@@ -29,7 +29,7 @@ func FuzzSegment(f *testing.F) {
 		f.Add(append(hb, fr...))
 	}
 	f.Add([]byte{})
-	seg, co := NewSegmenter(), NewCoalescer(64)
+	seg, co, uco := NewSegmenter(), NewCoalescer(64), NewUDPCoalescer(64)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var h Header
 		if err := h.Decode(data); err != nil {
@@ -75,7 +75,62 @@ func FuzzSegment(f *testing.F) {
 		if in > len(segs)*MaxFrameLen {
 			t.Fatalf("coalesced %d bytes", in)
 		}
+		// The UDP datagrams among the segments coalesce into superframes that Segment cuts
+		// into the same datagrams again.
+		uco.Flush()
+		var again [][]byte
+		for _, b := range segs {
+			if !uco.Add(b) {
+				again = resegment(t, seg, uco, again)
+				if !uco.Add(b) {
+					again = append(again, b)
+				}
+			}
+		}
+		again = resegment(t, seg, uco, again)
+		if len(again) != len(segs) {
+			t.Fatalf("%d segments, %d after coalescing and segmenting again", len(segs), len(again))
+		}
+		for i := range segs {
+			if !bytes.Equal(again[i], segs[i]) && !sameUDP(again[i], segs[i]) {
+				t.Fatalf("segment %d changed:\n %x\n %x", i, segs[i], again[i])
+			}
+		}
 	})
+}
+
+// resegment flushes c, cuts its superframe with seg and appends the datagrams to out.
+func resegment(t *testing.T, seg *Segmenter, c *UDPCoalescer, out [][]byte) [][]byte {
+	iov, n := c.Flush()
+	if n == 0 {
+		return out
+	}
+	b := bytes.Join(iov, nil)
+	var h Header
+	if err := h.Decode(b); err != nil {
+		t.Fatal(err)
+	}
+	if n > 1 && (h.GSOType != GSOUDPL4 || h.GSOSize == 0) {
+		t.Fatalf("a UDP superframe of %d datagrams with header %+v", n, h)
+	}
+	before := len(out)
+	if _, err := seg.Segment(&h, b[HeaderLen:], func(s []byte) { out = append(out, bytes.Clone(s)) }); err != nil {
+		t.Fatalf("Segment refuses a coalesced UDP superframe of %d datagrams: %v", n, err)
+	}
+	if len(out)-before != n {
+		t.Fatalf("a run of %d datagrams segmented into %d", n, len(out)-before)
+	}
+	return out
+}
+
+// sameUDP reports whether two IPv4 datagrams differ at most in the IP ID and header checksum
+// (a DF run of equal IDs comes back with IDs counting up).
+func sameUDP(a, b []byte) bool {
+	l, err := parseLayout(a, false)
+	if err != nil || l.v6 || len(a) != len(b) || a[l.l3+6]&0x40 == 0 {
+		return false
+	}
+	return bytes.Equal(a[:l.l3+4], b[:l.l3+4]) && bytes.Equal(a[l.l3+6:l.l3+10], b[l.l3+6:l.l3+10]) && bytes.Equal(a[l.l3+12:], b[l.l3+12:])
 }
 
 // st0 is the header length of a frame Segment accepted as GSO.
