@@ -71,3 +71,11 @@ func BenchmarkSum1500(b *testing.B) {
 		_ = fold(sum(buf, 0))
 	}
 }
+
+func BenchmarkSum9000(b *testing.B) {
+	buf := make([]byte, 9000)
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		_ = fold(sum(buf, 0))
+	}
+}
