@@ -21,9 +21,14 @@ func (c Checked) Valid(f []byte) bool { return c.ok && c.n == len(f) }
 
 // Checked returns what s vouches for about frame, when frame is the segment Segment is emitting
 // right now (the very slice emit was given); the zero Checked for anything else, including a
-// frame without GSO, whose IP header the Segmenter did not write. Call it only from inside emit.
+// frame without GSO, whose IP header the Segmenter did not write. Any goroutine may ask about a
+// frame that is not the Segmenter's (the answer is then the zero Checked, without touching what
+// Segment writes); the Segmenter's own frame only emit has.
 func (s *Segmenter) Checked(frame []byte) Checked {
-	if !s.cur.ok || len(frame) != s.cur.n || len(frame) == 0 || unsafe.SliceData(frame) != unsafe.SliceData(s.buf) {
+	if len(frame) == 0 || unsafe.SliceData(frame) != unsafe.SliceData(s.buf) {
+		return Checked{} // decided on s.buf alone, which Segment never changes
+	}
+	if !s.cur.ok || len(frame) != s.cur.n {
 		return Checked{}
 	}
 	return s.cur
