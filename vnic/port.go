@@ -110,9 +110,10 @@ func DefaultSettings() Settings {
 
 // Port is one software MANA port. See the package documentation for the locking rules.
 type Port struct {
-	cfg Config
-	log *slog.Logger
-	mem *pagepool.Memory
+	cfg       Config
+	untouched UntouchedHost // cfg.Host, when it is one
+	log       *slog.Logger
+	mem       *pagepool.Memory
 
 	// Guarded by cfg.Lock.
 	set          Settings
@@ -159,6 +160,7 @@ func New(cfg Config, s Settings) (*Port, error) {
 		workerDone: make(chan struct{}),
 		reconfigs:  map[string]*opStats{},
 	}
+	p.untouched, _ = cfg.Host.(UntouchedHost)
 	var err error
 	if s, err = p.checkSettings(s); err != nil {
 		return nil, err

@@ -17,6 +17,17 @@ type Host interface {
 	Deliver(q int, frame []byte, buf *pagepool.Buffer) (kept bool)
 }
 
+// UntouchedHost is a Host that wants to know which frames reach it byte for byte as Receive was
+// given them: those of a queue without an XDP program (with one, the program may have written
+// the frame, or moved its bounds, even when it passed it). A host that trusts something about
+// the frames its wire carries (their checksums, say) may then rely on it for those only.
+type UntouchedHost interface {
+	Host
+	// DeliverUntouched is Deliver for a frame no XDP program ran on: it holds exactly the bytes
+	// Receive was given. Same contract as Deliver otherwise.
+	DeliverUntouched(q int, frame []byte, buf *pagepool.Buffer) (kept bool)
+}
+
 // Wire is the network side of a port: where transmitted frames go. In manad it is the port's wire
 // segment (a learning switch).
 type Wire interface {
@@ -184,7 +195,13 @@ func (p *Port) Receive(qi int, frame []byte) RxResult {
 		// skb_cow(LL_RESERVED_SPACE) and be copied by pskb_expand_head (seed 002).
 		st.shortHeadroom++
 	}
-	if !p.cfg.Host.Deliver(qi, mem[data:end], buf) {
+	var kept bool
+	if p.untouched != nil && q.xdp == nil {
+		kept = p.untouched.DeliverUntouched(qi, mem[data:end], buf)
+	} else {
+		kept = p.cfg.Host.Deliver(qi, mem[data:end], buf)
+	}
+	if !kept {
 		q.pool.Recycle(buf)
 	}
 	return RxDelivered

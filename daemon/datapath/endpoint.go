@@ -120,6 +120,9 @@ type queue struct {
 	gframe  [][]byte
 	flushFn func(fd uintptr) bool
 	listed  bool // in the segment's pending list
+	// vin vouches for the frame an inline sender is passing through Port.Receive right now
+	// (the segment its Segmenter built), for DeliverUntouched; guarded by busy.
+	vin offload.Checked
 
 	// The TX side of a TAP with virtio headers: superframes the kernel hands over are cut into
 	// wire frames, each transmitted on its own. emitFn is built once, like writeFn.
@@ -470,12 +473,28 @@ func waitQueues(p *vnic.Port, qs []*queue) {
 // (the kernel drops instead), so a failing write is counted and the frame is gone, as one the
 // host stack dropped.
 func (e *Endpoint) Deliver(q int, frame []byte, buf *pagepool.Buffer) bool {
+	return e.deliver(q, frame, buf, false)
+}
+
+// DeliverUntouched implements vnic.UntouchedHost: it is Deliver for a frame no XDP program ran
+// on, so that a segment the sending port's Segmenter vouched for (queue.vin) joins a coalesced
+// run without its checksums being verified again.
+func (e *Endpoint) DeliverUntouched(q int, frame []byte, buf *pagepool.Buffer) bool {
+	return e.deliver(q, frame, buf, true)
+}
+
+// deliver is Deliver; untouched says frame holds the bytes Receive was given.
+func (e *Endpoint) deliver(q int, frame []byte, buf *pagepool.Buffer, untouched bool) bool {
 	qs := e.qs.Load()
 	if qs == nil || q >= len(qs.q) {
 		return false
 	}
 	qq := qs.q[q]
-	if qq.co != nil && qq.coalesce(frame, buf) {
+	var v offload.Checked
+	if untouched {
+		v = qq.vin
+	}
+	if qq.co != nil && qq.coalesce(frame, buf, v) {
 		return true
 	}
 	qq.wframe = frame
@@ -547,18 +566,25 @@ func (e *Endpoint) send(q int, frame []byte, inline bool) {
 	}
 	var now int64
 	var stop <-chan struct{}
+	var v offload.Checked
 	if qs := e.qs.Load(); qs == nil || q >= len(qs.q) {
 		inline = false
 	} else {
-		now, stop = qs.q[q].clock.Load(), qs.q[q].stop
+		qq := qs.q[q]
+		now, stop = qq.clock.Load(), qq.stop
+		if inline && qq.seg != nil {
+			// Only the TX goroutine inside Segment's emit holds a frame that is the
+			// Segmenter's own buffer; for any other frame this is the zero Checked.
+			v = qq.seg.Checked(frame)
+		}
 	}
 	if now != 0 {
-		e.seg.forwardAt(h, frame, inline, now, stop)
+		e.seg.forwardChecked(h, frame, inline, now, stop, v)
 		return // the TX batch's end flushes the coalesced runs it leaves
 	}
 	// Not inside a TX goroutine's batch (a direct Port.Transmit): nothing else would end the
 	// runs this frame may have opened.
-	e.seg.forwardAt(h, frame, inline, e.seg.now(), stop)
+	e.seg.forwardChecked(h, frame, inline, e.seg.now(), stop, v)
 	e.seg.gro.flush()
 }
 
@@ -566,7 +592,11 @@ func (e *Endpoint) send(q int, frame []byte, inline bool) {
 // the frame is processed inline when allowed and the queue is free (after the backlog, which
 // the sender drains first as far as one budget), else queued for the queue's goroutine (or
 // dropped, and counted, when the queue's input is full).
-func (e *Endpoint) input(frame []byte, inline bool) {
+func (e *Endpoint) input(frame []byte, inline bool) { e.inputChecked(frame, inline, offload.Checked{}) }
+
+// inputChecked is input for a frame v may vouch for (the segment a sending port's Segmenter
+// built); only a frame processed inline can use it, while it is still that segment.
+func (e *Endpoint) inputChecked(frame []byte, inline bool, v offload.Checked) {
 	p := e.vp.Load()
 	if p == nil {
 		return
@@ -598,7 +628,9 @@ func (e *Endpoint) input(frame []byte, inline bool) {
 		}
 		if !qq.poll(p) {
 			qq.stats.rxInline.Add(1)
+			qq.vin = v
 			p.Receive(qq.idx, frame)
+			qq.vin = offload.Checked{}
 			qq.deferFlush()
 			qq.busy.Unlock()
 			return

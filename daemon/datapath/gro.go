@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/offload"
 	"github.com/manad/manad/vnic/pagepool"
 )
 
@@ -26,9 +27,11 @@ const GROMaxSegs = 64
 
 // coalesce offers a frame that passed RX queue qq to the queue's run; true means the run took it
 // and buf with it. A frame that cannot join ends the run (it is written first, keeping order).
-// Caller holds busy (Deliver runs inside Port.Receive).
-func (qq *queue) coalesce(frame []byte, buf *pagepool.Buffer) bool {
-	if qq.co.Add(frame) {
+// v vouches for the frame's checksums when it is the untouched segment a Segmenter built
+// (offload.Coalescer.AddChecked); the zero Checked has them verified. Caller holds busy
+// (Deliver runs inside Port.Receive).
+func (qq *queue) coalesce(frame []byte, buf *pagepool.Buffer, v offload.Checked) bool {
+	if qq.co.AddChecked(frame, v) {
 		qq.held = append(qq.held, buf)
 		return true
 	}
@@ -36,7 +39,7 @@ func (qq *queue) coalesce(frame []byte, buf *pagepool.Buffer) bool {
 		return false
 	}
 	qq.flush()
-	if qq.co.Add(frame) {
+	if qq.co.AddChecked(frame, v) {
 		qq.held = append(qq.held, buf)
 		return true
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/manad/manad/daemon/offload"
 )
 
 // Defaults of a segment's forwarding database, as the Linux bridge has them.
@@ -227,6 +229,12 @@ func (s *Segment) forward(src *port, frame []byte, inline bool) {
 // from an RX queue's processing flood without a slot: that goroutine may already hold one, and
 // waiting for a second could deadlock.
 func (s *Segment) forwardAt(src *port, frame []byte, inline bool, now int64, stop <-chan struct{}) {
+	s.forwardChecked(src, frame, inline, now, stop, offload.Checked{})
+}
+
+// forwardChecked is forwardAt for a frame v may vouch for (offload.Segmenter.Checked): a unicast
+// frame to an endpoint carries v along (Endpoint.inputChecked).
+func (s *Segment) forwardChecked(src *port, frame []byte, inline bool, now int64, stop <-chan struct{}, v offload.Checked) {
 	if len(frame) < 14 {
 		return
 	}
@@ -240,7 +248,11 @@ func (s *Segment) forwardAt(src *port, frame []byte, inline bool, now int64, sto
 	if frame[0]&1 == 0 {
 		if e, ok := (*s.fdb.Load())[mac48(frame[0:6])]; ok && !s.expired(e, now) {
 			if dst := e.port.Load(); dst != src {
-				dst.m.input(frame, inline)
+				if ep, ok := dst.m.(*Endpoint); ok {
+					ep.inputChecked(frame, inline, v)
+				} else {
+					dst.m.input(frame, inline)
+				}
 			}
 			// Else the destination is behind the sending port: the bridge drops such a
 			// frame rather than reflect it.

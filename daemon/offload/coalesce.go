@@ -49,10 +49,7 @@ func (c *Coalescer) Len() int { return c.n }
 // extension headers, no SYN/RST/URG, valid checksums.
 func mergeable(f []byte) (layout, bool) {
 	l, err := parseLayout(f, false)
-	if err != nil || l.proto != protoTCP || l.ipExt || l.payload > maxHeaderLen || l.ipEnd(f) <= l.payload {
-		return l, false
-	}
-	if f[l.l4+13]&(tcpSYN|tcpRST|tcpURG) != 0 {
+	if err != nil || !mergeableShape(f, &l) {
 		return l, false
 	}
 	end := l.ipEnd(f)
@@ -64,6 +61,12 @@ func mergeable(f []byte) (layout, bool) {
 		return l, false // a corrupt segment is delivered as it is, for the stack to drop
 	}
 	return l, true
+}
+
+// mergeableShape reports whether a frame of layout l may start or join a run, checksums aside.
+func mergeableShape(f []byte, l *layout) bool {
+	return l.proto == protoTCP && !l.ipExt && l.payload <= maxHeaderLen && l.ipEnd(f) > l.payload &&
+		f[l.l4+13]&(tcpSYN|tcpRST|tcpURG) == 0
 }
 
 // Add offers the next frame received. It returns true when the frame was taken: it started a
@@ -78,6 +81,13 @@ func (c *Coalescer) Add(f []byte) bool {
 	if !ok {
 		return false
 	}
+	return c.add(f, &l)
+}
+
+// add is Add for a frame whose layout l passed mergeable (or whose checksums are known good and
+// whose shape passed mergeableShape).
+func (c *Coalescer) add(f []byte, lp *layout) bool {
+	l := *lp
 	end := l.ipEnd(f)
 	plen := end - l.payload
 	th := f[l.l4:]

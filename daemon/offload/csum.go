@@ -18,6 +18,28 @@ import (
 func sum(b []byte, acc uint64) uint64 {
 	if len(b) >= 8 {
 		var s, c uint64
+		// 128 bytes per iteration: the carry is materialised (SBB, NEG) once per 16 ADCs
+		// instead of once per 4, which shortens the dependency chain per byte by half.
+		for len(b) >= 128 {
+			w := b[:128]
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[0:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[8:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[16:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[24:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[32:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[40:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[48:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[56:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[64:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[72:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[80:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[88:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[96:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[104:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[112:]), c)
+			s, c = bits.Add64(s, binary.LittleEndian.Uint64(w[120:]), c)
+			b = b[128:]
+		}
 		for len(b) >= 32 {
 			s, c = bits.Add64(s, binary.LittleEndian.Uint64(b), c)
 			s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[8:]), c)

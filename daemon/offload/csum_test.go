@@ -2,6 +2,7 @@ package offload
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"testing"
 )
 
@@ -69,5 +70,35 @@ func BenchmarkSum1500(b *testing.B) {
 	b.SetBytes(int64(len(buf)))
 	for b.Loop() {
 		_ = fold(sum(buf, 0))
+	}
+}
+
+func BenchmarkSum9000(b *testing.B) {
+	buf := make([]byte, 9000)
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		_ = fold(sum(buf, 0))
+	}
+}
+
+// BenchmarkSegment64K cuts a 64 KB TCP superframe into MTU 1500 and MTU 9000 segments, the
+// Segmenter's work per superframe a TAP hands over.
+func BenchmarkSegment64K(b *testing.B) {
+	for _, mss := range []int{1448, 8948} {
+		b.Run(strconv.Itoa(mss), func(b *testing.B) {
+			s := &spec{flags: tcpACK, ttl: 64, payload: make([]byte, 65000)}
+			for i := range s.payload {
+				s.payload[i] = byte(i * 7)
+			}
+			f, l := s.build()
+			h := s.gsoHeader(l, mss)
+			seg := NewSegmenter()
+			b.SetBytes(int64(len(s.payload)))
+			for b.Loop() {
+				if _, err := seg.Segment(&h, f, func([]byte) {}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

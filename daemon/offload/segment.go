@@ -6,6 +6,7 @@ import "encoding/binary"
 // reused, so a Segmenter allocates nothing after NewSegmenter.
 type Segmenter struct {
 	buf []byte
+	cur Checked // the segment being emitted (GSO only), for Checked
 }
 
 // NewSegmenter returns a Segmenter.
@@ -156,8 +157,10 @@ func (s *Segmenter) Segment(h *Header, frame []byte, emit func(frame []byte)) (S
 		at := l.csumField()
 		b[at], b[at+1] = 0, 0
 		binary.BigEndian.PutUint16(b[at:], l.l4Csum(b, end))
+		s.cur = Checked{l: l, n: end, ok: true}
 		emit(b[:end])
 	}
+	s.cur = Checked{}
 	return st, nil
 }
 
