@@ -36,7 +36,7 @@ func (d *Daemon) metricsPorts() []metrics.Port {
 // configuration lock.
 func (p *port) statNames() []string {
 	// They depend on the queue count only: built once per count, as STRSET_GET asks for them
-	// on every `ethtool -S` (417 names for 16 queues).
+	// on every `ethtool -S` (418 names for 16 queues).
 	if q := p.vp.Settings().Queues; q != p.statNamesQueues || p.statNamesCache == nil {
 		p.statNamesQueues = q
 		p.statNamesCache = slices.Concat(vnic.StatNames(q), vnic.ExtraStatNames(), datapath.StatNames())

@@ -887,7 +887,8 @@ func (e *Endpoint) Stats() []QueueStats {
 func StatNames() []string {
 	p := vnic.ManadStatPrefix
 	return []string{p + "rx_inline", p + "rx_deferred", p + "rx_drop_input_full", p + "rx_tap_write_err",
-		p + "tx_drop_runt", p + "tx_drop_oversize", p + "tx_superframes", p + "tx_drop_bad_vnet_hdr", p + "rx_coalesced"}
+		p + "tx_drop_runt", p + "tx_drop_oversize", p + "tx_superframes", p + "tx_drop_bad_vnet_hdr", p + "rx_coalesced",
+		p + "rx_waited"}
 }
 
 // StatTotals returns the values of StatNames: every running queue's counters summed (zeros when
@@ -904,7 +905,8 @@ func (e *Endpoint) StatTotals() []uint64 {
 		t.TxSuperframes += s.TxSuperframes
 		t.TxBadVnetHdr += s.TxBadVnetHdr
 		t.RxCoalesced += s.RxCoalesced
+		t.RxWaited += s.RxWaited
 	}
 	return []uint64{t.RxInline, t.RxDeferred, t.RxInputDrops, t.RxWriteErrors, t.TxRunts, t.TxOversize,
-		t.TxSuperframes, t.TxBadVnetHdr, t.RxCoalesced}
+		t.TxSuperframes, t.TxBadVnetHdr, t.RxCoalesced, t.RxWaited}
 }

@@ -48,7 +48,7 @@ type Collector struct {
 	rxXDPTx, rxInline, rxDeferred          *prometheus.Desc
 	rxShortHeadroom                        *prometheus.Desc
 	ringPosted, ringSize, backlog          *prometheus.Desc
-	txSuperframes, rxCoalesced             *prometheus.Desc
+	txSuperframes, rxCoalesced, rxWaited   *prometheus.Desc
 
 	poolAllocs, poolRecycles, poolPuts, poolOverflows *prometheus.Desc
 	poolPageAllocs, poolPageReleases, poolAllocFails  *prometheus.Desc
@@ -98,6 +98,7 @@ func NewCollector(src Source, ctl *Control) *Collector {
 		txSuperframes: d("tx_superframes_total", "GSO superframes read from a TAP with offloads, each cut into the frames "+
 			"counted in manad_tx_packets_total.", queue),
 		rxCoalesced: d("rx_coalesced_total", "Frames written to a TAP with offloads merged into an earlier one (GRO).", queue),
+		rxWaited:    d("rx_waited_total", "Frames whose sender waited for the RX queue while another context held it.", queue),
 
 		poolAllocs:       d("page_pool_buffer_allocs_total", "Buffers the queue's current page pool handed out (restarts with each rebuild of the queues).", queue),
 		poolRecycles:     d("page_pool_buffer_recycles_total", "Buffers given back to the queue's current page pool directly by its owner.", queue),
@@ -143,6 +144,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- c.txSuperframes
 	ch <- c.rxCoalesced
+	ch <- c.rxWaited
 	if c.ctl != nil {
 		ch <- c.requests
 		ch <- c.subscribersDropped
@@ -231,6 +233,7 @@ func (c *Collector) collectPort(ch chan<- prometheus.Metric, p *Port) {
 		counter(c.txDropped, q.TxBadVnetHdr, append(l, "bad_vnet_hdr")...)
 		counter(c.txSuperframes, q.TxSuperframes, l...)
 		counter(c.rxCoalesced, q.RxCoalesced, l...)
+		counter(c.rxWaited, q.RxWaited, l...)
 		counter(c.rxInline, q.RxInline, l...)
 		counter(c.rxDeferred, q.RxDeferred, l...)
 		gauge(c.backlog, float64(q.RxBacklog), l...)
