@@ -131,8 +131,11 @@ func (p *Port) Receive(qi int, frame []byte) RxResult {
 	st := &s.stats
 	n := uint64(len(frame))
 	q := s.q
-	if q == nil {
-		// The vport is not passing traffic to a queue: the frame finds no posted WQE.
+	if q == nil || p.rss.Load() == nil {
+		// The vport is not passing traffic to a queue: the frame finds no posted WQE. That
+		// includes a queue an attach in progress already started: mana steers RX to the
+		// vport's queues (mana_config_rss) only once mana_alloc_queues created them all, so
+		// an attach that fails half-way (the attach fault point) never passed a frame.
 		st.discardNoWQE++
 		st.dropped++
 		return RxDropNotRunning
@@ -229,7 +232,9 @@ func (p *Port) transmit(qi int, frame []byte, xdp bool) bool {
 	t := &p.tx[qi]
 	t.mu.Lock()
 	st := &t.stats
-	if !t.running {
+	if !t.running || p.rss.Load() == nil {
+		// Stopped, or started by an attach still in progress: mana wakes the TX queues
+		// (netif_device_attach) only when mana_attach has created every queue.
 		st.dropped++
 		t.mu.Unlock()
 		return false
@@ -270,7 +275,7 @@ func (p *Port) Post(qi int, w TxWork) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := &t.stats
-	if !t.running {
+	if !t.running || p.rss.Load() == nil { // as transmit
 		st.dropped++
 		return false
 	}
