@@ -52,15 +52,8 @@ func mergeable(f []byte) (layout, bool) {
 	if err != nil || !mergeableShape(f, &l) {
 		return l, false
 	}
-	end := l.ipEnd(f)
-	if !l.v6 && fold(sum(f[l.l3:l.l4], 0)) != 0xffff {
-		return l, false
-	}
-	src, dst := l.addrs(f)
-	if fold(sum(f[l.l4:end], pseudo(src, dst, protoTCP, end-l.l4))) != 0xffff {
-		return l, false // a corrupt segment is delivered as it is, for the stack to drop
-	}
-	return l, true
+	// A corrupt segment is delivered as it is, for the stack to drop.
+	return l, l.csumsValid(f, l.ipEnd(f))
 }
 
 // mergeableShape reports whether a frame of layout l may start or join a run, checksums aside.

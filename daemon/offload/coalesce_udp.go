@@ -59,14 +59,8 @@ func udpMergeable(f []byte) (layout, bool) {
 		binary.BigEndian.Uint16(f[l.l4+6:]) == 0 {
 		return l, false
 	}
-	if !l.v6 && fold(sum(f[l.l3:l.l4], 0)) != 0xffff {
-		return l, false
-	}
-	src, dst := l.addrs(f)
-	if fold(sum(f[l.l4:end], pseudo(src, dst, protoUDP, end-l.l4))) != 0xffff {
-		return l, false // a corrupt datagram is delivered as it is, for the stack to drop
-	}
-	return l, true
+	// A corrupt datagram is delivered as it is, for the stack to drop.
+	return l, l.csumsValid(f, end)
 }
 
 // Add offers the next frame received. It returns true when the frame was taken: it started a

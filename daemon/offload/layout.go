@@ -152,6 +152,16 @@ func (l *layout) l4Csum(f []byte, end int) uint16 {
 	return c
 }
 
+// csumsValid reports whether f's IPv4 header checksum (none in IPv6) and its TCP or UDP checksum
+// over f[l4:end] verify, as a receiver checks a frame it was not told was verified.
+func (l *layout) csumsValid(f []byte, end int) bool {
+	if !l.v6 && fold(sum(f[l.l3:l.l4], 0)) != 0xffff {
+		return false
+	}
+	src, dst := l.addrs(f)
+	return fold(sum(f[l.l4:end], pseudo(src, dst, l.proto, end-l.l4))) == 0xffff
+}
+
 // csumField is the offset of the L4 checksum.
 func (l *layout) csumField() int {
 	if l.proto == protoTCP {
