@@ -157,10 +157,16 @@ func (s *packetSocket) write(frame []byte) error {
 	iov := [2]unix.Iovec{{Base: &noVnetHdr[0]}, {Base: &frame[0]}}
 	iov[0].SetLen(vnetHdrLen)
 	iov[1].SetLen(len(frame))
+	err := writev(s.fd, iov[:])
+	runtime.KeepAlive(frame)
+	return err
+}
+
+// writev is one raw writev of iov on fd, as the endpoint writes its TAP: non-blocking, done in
+// a few µs, retried on EINTR. The caller keeps what iov points to alive. Errors: the errno.
+func writev(fd int, iov []unix.Iovec) error {
 	for {
-		// A raw writev, as the endpoint writes its TAP: non-blocking, done in a few µs.
-		_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(s.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
-		runtime.KeepAlive(frame)
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
 		switch errno {
 		case 0:
 			return nil
@@ -197,17 +203,9 @@ func (s *packetSocket) writeGSO(iov [][]byte) error {
 	}
 	s.giov = v
 	defer clear(v)
-	for {
-		_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(s.fd), uintptr(unsafe.Pointer(&v[0])), uintptr(len(v)))
-		runtime.KeepAlive(iov)
-		switch errno {
-		case 0:
-			return nil
-		case unix.EINTR:
-			continue
-		}
-		return errno
-	}
+	err := writev(s.fd, v)
+	runtime.KeepAlive(iov)
+	return err
 }
 
 // frameFunc receives one frame from the ring: its bytes (writable, valid only during the call),
