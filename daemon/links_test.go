@@ -164,8 +164,10 @@ func TestNetNSNameReused(t *testing.T) {
 	if _, err := (*backend)(d).CreatePort(context.Background(), genl.Caller{Admin: true}, genl.PortSpec{Name: name, NetNS: ns, Segment: name}); err != nil {
 		t.Fatalf("port in the re-created namespace %s: %v", ns, err)
 	}
-	if _, ok := taptest.ShowLink(t, ns, name); !ok {
+	if l, ok := taptest.ShowLink(t, ns, name); !ok {
 		t.Errorf("TAP %s not in the re-created namespace %s", name, ns)
+	} else if l.TxQLen != etherTxQueueLen {
+		t.Errorf("port %s: txqueuelen %d, want %d (a mana netdev's, from ether_setup)", name, l.TxQLen, etherTxQueueLen)
 	}
 	d.mu.Lock()
 	n := len(d.watchers)

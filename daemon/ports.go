@@ -134,6 +134,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	if p.dev, err = tap.Open(tap.Config{
 		Name: spec.Name, MAC: spec.MAC, MTU: set.MTU, Queues: set.Queues, NetNS: spec.NetNS,
 		Persistent: spec.Persistent, Offload: spec.Offload, Logger: d.log, Watcher: w, Group: d.group,
+		TxQueueLen: etherTxQueueLen,
 	}); err != nil {
 		return nil, err
 	}
@@ -508,3 +509,10 @@ func concurrently(ports []*port, f func(*port)) {
 	close(work)
 	wg.Wait()
 }
+
+// etherTxQueueLen is the tx_queue_len a port's new TAP gets: DEFAULT_TX_QUEUE_LEN, what
+// alloc_etherdev_mq (ether_setup) gives a mana netdev, so `ip link` shows a MANA port's qlen 1000
+// rather than tun's 500. On a TAP it is also how many transmitted frames each queue holds while
+// its TX goroutine waits for the CPU: where mana stops the queue and the qdisc holds the frames,
+// tun_net_xmit drops them.
+const etherTxQueueLen = 1000

@@ -51,8 +51,10 @@ type Config struct {
 	Persistent bool
 	// Alias is the interface alias (IFLA_IFALIAS); "" means AliasPrefix+Name.
 	Alias string
-	// TxQueueLen, when non-zero, is the TAP's tx_queue_len: the length of each queue's ring of
-	// frames the kernel transmitted and manad has not read yet. 0 keeps the current value.
+	// TxQueueLen, when non-zero, is the tx_queue_len a new TAP gets: the length of each queue's
+	// ring of frames the kernel transmitted and manad has not read yet. 0 keeps tun's default
+	// (500); a re-attached TAP keeps the length it has, so that an `ip link set txqueuelen`
+	// survives a restart.
 	TxQueueLen int
 	// Logger receives the device's log lines; nil means slog.Default().
 	Logger *slog.Logger
@@ -305,7 +307,7 @@ func (d *Device) attachQueues(n int) ([]*os.File, error) {
 	return files, nil
 }
 
-// configure applies the configured MAC, MTU, alias and tx queue length where they differ, and
+// configure applies the configured MAC, MTU, alias and (to a new TAP) tx queue length where they differ, and
 // IFF_PERSIST last, so that a failure before it leaves a new TAP deletable by closing it.
 func (d *Device) configure(link netlink.Link) error {
 	a := link.Attrs()
@@ -324,7 +326,7 @@ func (d *Device) configure(link netlink.Link) error {
 			return extack.Wrap(err, unix.EIO, "set alias of %s", d.cfg.Name)
 		}
 	}
-	if d.cfg.TxQueueLen != 0 && a.TxQLen != d.cfg.TxQueueLen {
+	if d.cfg.TxQueueLen != 0 && !d.reattached && a.TxQLen != d.cfg.TxQueueLen {
 		if err := d.nl.LinkSetTxQLen(link, d.cfg.TxQueueLen); err != nil {
 			return extack.Wrap(err, unix.EIO, "set tx queue length of %s", d.cfg.Name)
 		}

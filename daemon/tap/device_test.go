@@ -118,8 +118,9 @@ func TestReattachKeepsAddresses(t *testing.T) {
 	ns := taptest.NetNS(t)
 	name := taptest.Name("mt")
 	mac := net.HardwareAddr{0x02, 0, 0, 0, 0x4d, 0x01}
-	d := openTest(t, Config{Name: name, MAC: mac, Queues: 4, NetNS: ns, Persistent: true})
+	d := openTest(t, Config{Name: name, MAC: mac, Queues: 4, NetNS: ns, Persistent: true, TxQueueLen: 1000})
 	idx := d.Index()
+	taptest.IP(t, ns, "link", "set", name, "txqueuelen", "3000") // the user's, after manad's 1000
 	taptest.IP(t, ns, "addr", "add", "192.0.2.1/24", "dev", name)
 	taptest.IP(t, ns, "link", "set", name, "up")
 	taptest.IP(t, ns, "route", "add", "198.51.100.0/24", "via", "192.0.2.254")
@@ -127,13 +128,14 @@ func TestReattachKeepsAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d2 := openTest(t, Config{Name: name, Queues: 2, NetNS: ns, Persistent: true})
+	d2 := openTest(t, Config{Name: name, Queues: 2, NetNS: ns, Persistent: true, TxQueueLen: 1000})
 	if !d2.Reattached() || d2.Index() != idx {
 		t.Fatalf("second Open: reattached=%v index %d; want true, %d", d2.Reattached(), d2.Index(), idx)
 	}
 	l, _ := taptest.ShowLink(t, ns, name)
-	if l.LinkInfo.Data.NumQueues != 2 || l.Address != mac.String() || !l.Up() {
-		t.Errorf("after re-attach: %d queues, address %s, up %v; want 2, %s, true", l.LinkInfo.Data.NumQueues, l.Address, l.Up(), mac)
+	if l.LinkInfo.Data.NumQueues != 2 || l.Address != mac.String() || !l.Up() || l.TxQLen != 3000 {
+		t.Errorf("after re-attach: %d queues, address %s, up %v, txqueuelen %d; want 2, %s, true, 3000 (the user's)",
+			l.LinkInfo.Data.NumQueues, l.Address, l.Up(), l.TxQLen, mac)
 	}
 	if out := taptest.IP(t, ns, "addr", "show", "dev", name); !strings.Contains(out, "192.0.2.1/24") {
 		t.Errorf("address lost across re-attach:\n%s", out)

@@ -107,11 +107,13 @@ type fwdSample struct {
 	received          uint64 // datagrams B's socket read
 	receivedPerFlow   [fwdFlows]uint64
 	r1RXQ             []uint64
-	egressPPS         float64 // r2TX during the window / window: packets the appliance forwarded onto segment 2
-	forwardedPPS      float64 // ForwDatagrams during the window / window
-	deliveredPPS      float64 // received during the window / window
-	offeredPPS        float64 // sent / window: what the senders offered
-	afterWindowEgress uint64  // r2TX counted at the end of the window (rate), before draining
+	r2TXQ             []uint64 // r2's tx_<q>_packets: the TAP queue each flow's datagrams left on
+	r2KernelDrops     uint64   // r2's tx_dropped in R's kernel: datagrams its TAP queues had no room for
+	egressPPS         float64  // r2TX during the window / window: packets the appliance forwarded onto segment 2
+	forwardedPPS      float64  // ForwDatagrams during the window / window
+	deliveredPPS      float64  // received during the window / window
+	offeredPPS        float64  // sent / window: what the senders offered
+	afterWindowEgress uint64   // r2TX counted at the end of the window (rate), before draining
 }
 
 // measure offers the 4 flows flat out for window and returns the counters' deltas: the rates from
@@ -123,6 +125,7 @@ func (a *appliance) measure(t testing.TB, window time.Duration) fwdSample {
 	r2 := stats(t, a.clientR, a.portR2)
 	b0 := stats(t, a.clientB, a.portB)
 	fwd0 := snmpCounter(t, a.nsR, "Ip", "ForwDatagrams")
+	drop0 := sysfsCounter(t, a.nsR, a.portR2, "tx_dropped")
 	recv0, flows0 := a.recv.counts()
 
 	var stop atomic.Bool
@@ -180,6 +183,8 @@ func (a *appliance) measure(t testing.TB, window time.Duration) fwdSample {
 	s.r1RX = total(r1b, "rx", "packets") - total(r1, "rx", "packets")
 	s.r1RXQ = deltas(perQueue(r1, "rx", "packets"), perQueue(r1b, "rx", "packets"))
 	s.r2TX = total(r2b, "tx", "packets") - total(r2, "tx", "packets")
+	s.r2TXQ = deltas(perQueue(r2, "tx", "packets"), perQueue(r2b, "tx", "packets"))
+	s.r2KernelDrops = sysfsCounter(t, a.nsR, a.portR2, "tx_dropped") - drop0
 	s.bRX = total(b1, "rx", "packets") - total(b0, "rx", "packets")
 	recv1, flows1 := a.recv.counts()
 	s.received = recv1 - recv0
@@ -196,6 +201,41 @@ func (a *appliance) measure(t testing.TB, window time.Duration) fwdSample {
 }
 
 const fwdMagic = 0x6d616e61 // "mana"
+
+// probeFlows sends a few datagrams on each flow, paced, after a measurement window, and fails the
+// test for every flow none of whose datagrams reached B within 10 seconds.
+func (a *appliance) probeFlows(t testing.TB, fullPage bool) {
+	t.Helper()
+	_, before := a.recv.counts()
+	buf := make([]byte, fwdPayload)
+	binary.BigEndian.PutUint32(buf, fwdMagic)
+	for round := 0; round < 20; round++ {
+		for i, c := range a.senders {
+			binary.BigEndian.PutUint32(buf[4:], uint32(i))
+			binary.BigEndian.PutUint64(buf[8:], uint64(round))
+			_, _ = c.Write(buf) // a lost one is what the other rounds are for
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var after [fwdFlows]uint64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, after = a.recv.counts()
+		missing := 0
+		for f := range after {
+			if after[f] == before[f] {
+				missing++
+			}
+		}
+		if missing == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for f := range after {
+		if after[f] == before[f] {
+			t.Errorf("%s mode: none of flow %d's 20 paced probes got through the router", mode(fullPage), f)
+		}
+	}
+}
 
 // udpSink counts the scenario's datagrams arriving on one UDP socket, per flow.
 type udpSink struct {
@@ -292,9 +332,10 @@ func TestForwardingAppliance(t *testing.T) {
 
 		s := a.measure(t, window)
 		t.Logf("%s mode: forwarded %.0f pps (r2 TX), kernel ForwDatagrams %.0f pps, delivered to B %.0f pps; "+
-			"window %v: sent %d, forwarded %d, r1 RX %d (per queue %v), r2 TX %d, B RX %d, received %d (per flow %v)",
+			"window %v: sent %d, forwarded %d, r1 RX %d (per queue %v), r2 TX %d (per queue %v; %d dropped by R's kernel, TAP queues full), "+
+			"B RX %d, received %d (per flow %v)",
 			mode(fullPage), s.egressPPS, s.forwardedPPS, s.deliveredPPS, s.window, s.sent, s.forwarded,
-			s.r1RX, s.r1RXQ, s.r2TX, s.bRX, s.received, s.receivedPerFlow)
+			s.r1RX, s.r1RXQ, s.r2TX, s.r2TXQ, s.r2KernelDrops, s.bRX, s.received, s.receivedPerFlow)
 		pps[fullPage] = s.egressPPS
 
 		switch {
@@ -309,11 +350,12 @@ func TestForwardingAppliance(t *testing.T) {
 		case s.forwarded < s.received:
 			t.Errorf("%s mode: B received %d datagrams, more than R forwarded (%d)", mode(fullPage), s.received, s.forwarded)
 		}
-		for f, n := range s.receivedPerFlow {
-			if n == 0 {
-				t.Errorf("%s mode: flow %d never got through the router", mode(fullPage), f)
-			}
-		}
+		// Every flow must get through in this mode. Not asserted on the flood window itself: on a
+		// loaded machine the flood can keep one of r2's TX goroutines off the CPU long enough
+		// for its TAP queue to overflow (the drops the log shows as R's kernel's), and a
+		// fairness figure is a benchmark's business. After the flood, each flow's probes have
+		// to arrive, so a flow that a mode steers nowhere still fails.
+		a.probeFlows(t, fullPage)
 	}
 	if bad := a.recv.badCount(); bad != 0 {
 		t.Errorf("B received %d malformed datagrams", bad)

@@ -234,3 +234,15 @@ func portTOML(name, ns, segment string, extra ...string) string {
 	}
 	return s
 }
+
+// sysfsCounter reads one of dev's kernel statistics (/sys/class/net/DEV/statistics/NAME) inside
+// ns, where ip netns exec mounts that namespace's sysfs.
+func sysfsCounter(t testing.TB, ns, dev, name string) uint64 {
+	t.Helper()
+	out := strings.TrimSpace(harness.Run(t, ns, "cat", "/sys/class/net/"+dev+"/statistics/"+name))
+	v, err := strconv.ParseUint(out, 10, 64)
+	if err != nil {
+		t.Fatalf("%s statistics/%s in %s: %q", dev, name, ns, out)
+	}
+	return v
+}
