@@ -23,6 +23,10 @@ const (
 	groFullPage = "manad full-page, rx-udp-gro-forwarding"
 )
 
+// groPath reports whether name is one of the paths of setupGRO, which measure UDP only (the
+// features change nothing for TCP).
+func groPath(name string) bool { return name == groVeth || name == groFragment || name == groFullPage }
+
 // groFeatures are what the destination devices of the paths get (ethtool -K).
 var groFeatures = []string{"gro", "on", "rx-udp-gro-forwarding", "on"}
 

@@ -148,7 +148,7 @@ func (b *bench) run(manadBin, relayBin string, rounds int, idleWindow time.Durat
 				}
 				res[p.name][sz] = append(res[p.name][sz], s)
 			}
-			if b.udpOnly {
+			if b.udpOnly || groPath(p.name) {
 				continue
 			}
 			bps, err := b.measureTCP(p)
