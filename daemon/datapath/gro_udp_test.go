@@ -51,7 +51,14 @@ func TestCoalescedUDP(t *testing.T) {
 	msgs := make([]unix.Mmsghdr, burst)
 	next := [flows]uint32{}
 	buf := make([]byte, 65536)
-	merged := func() uint64 { return b.ep.Stats()[0].RxCoalesced }
+	// merged reads the coalescing counter under the queue's busy lock: a run's datagrams can
+	// reach the socket before the flush that wrote them has counted them, never after it let go.
+	merged := func() uint64 {
+		qq := b.ep.qs.Load().q[0]
+		qq.busy.Lock()
+		defer qq.busy.Unlock()
+		return qq.stats.rxCoalesced.Load()
+	}
 	round := func(what string) {
 		t.Helper()
 		for f := range flows {
