@@ -372,8 +372,9 @@ func linkEvent(b []byte) uint32 {
 	return unix.IFLA_EVENT_NONE
 }
 
-// readFeatures fills in the features of the link ev describes. When they cannot be read (the
-// link is gone or renamed meanwhile: its next notification follows) ev keeps the last ones.
+// readFeatures fills in the features of the link ev describes, by its name in the notification.
+// When they cannot be read (the link was deleted or renamed since) ev keeps the last ones: a
+// deletion's notification follows, and a rename does not change them.
 func (w *Watcher) readFeatures(ev *LinkEvent) {
 	f, err := w.nsh.feat.read(ev.Name)
 	if err != nil {
