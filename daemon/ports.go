@@ -228,7 +228,8 @@ func (d *Daemon) releaseWatcher(p *port) {
 
 // followLink applies what `ip link set` does to the TAP: up/down opens and closes the port; an MTU
 // change goes through the port's reconfiguration, and the TAP's MTU is put back when the port
-// refuses it; a rename renames the port. It runs until the port is stopped or its TAP disappears.
+// refuses it; a rename renames the port; `ethtool -K` of rx-udp-gro-forwarding or rx-gro-list
+// turns the port's UDP receive coalescing on or off. It runs until the port is stopped or its TAP disappears.
 // The state file is written shortly after (saveSoon), once for a burst of changes: `ip -batch`
 // bringing a thousand ports up costs a few writes, not a thousand.
 func (d *Daemon) followLink(ctx context.Context, p *port, events <-chan tap.LinkEvent) {
@@ -258,6 +259,8 @@ func (d *Daemon) followLink(ctx context.Context, p *port, events <-chan tap.Link
 			d.mu.Unlock()
 			return
 		}
+		// The TAP's kernel features say whether its NIC may coalesce UDP (datapath.Endpoint.SetUDPGRO).
+		p.ep.SetUDPGRO(ev.Features.UDPGRO())
 		renamed := ev.Name != "" && ev.Name != p.spec.Name && d.renamePort(p, ev.Name, log)
 		if renamed {
 			log = d.log.With("port", p.spec.Name)

@@ -21,7 +21,9 @@
 // Each round also runs one TCP stream (64 KiB writes) along every path for the same time, and
 // reports the Mbit/s its sink read, against the relay's in the same round; and iperf3 with 1 and
 // 8 streams at MTU 1500 and 9000 along veth, a Linux bridge, taprelay and manad (issue 14,
-// tcp.go), against veth's, with retransmits and manad's CPU seconds per GB.
+// tcp.go), against veth's, with retransmits and manad's CPU seconds per GB. The UDP figures are
+// also measured with rx-udp-gro-forwarding on the destination device of manad's fragment and
+// full-page paths and of a second veth pair, against that veth (gro.go).
 //
 // Needs root. Usage:
 //
@@ -146,7 +148,7 @@ func (b *bench) run(manadBin, relayBin string, rounds int, idleWindow time.Durat
 				}
 				res[p.name][sz] = append(res[p.name][sz], s)
 			}
-			if b.udpOnly {
+			if b.udpOnly || groPath(p.name) {
 				continue
 			}
 			bps, err := b.measureTCP(p)
@@ -168,7 +170,7 @@ func (b *bench) run(manadBin, relayBin string, rounds int, idleWindow time.Durat
 			return err
 		}
 	}
-	report(paths, res, tcp, idle, rounds, b.dur, asJSON, tcpRows(tps, tcpMTUs, tcpStreams, tcpRes, res))
+	report(paths, res, tcp, idle, rounds, b.dur, asJSON, append(tcpRows(tps, tcpMTUs, tcpStreams, tcpRes, res), groRows(res)...))
 	return nil
 }
 
@@ -267,7 +269,7 @@ func (b *bench) start(ready string, args ...string) error {
 	}
 }
 
-// setup builds the four paths, each in its own pair of namespaces.
+// setup builds the paths, each in its own pair of namespaces.
 func (b *bench) setup() ([]path, error) {
 	var paths []path
 	pair := func(name string) (string, string, error) {
@@ -334,15 +336,27 @@ func (b *bench) setup() ([]path, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The fragment and full-page pairs again, their destination TAPs with rx-udp-gro-forwarding
+	// on (gro.go).
+	ga, gb, err := pair("fg")
+	if err != nil {
+		return nil, err
+	}
+	qa, qb, err := pair("pg")
+	if err != nil {
+		return nil, err
+	}
 	port := func(name, ns, seg, flags string, ring int) string {
 		return fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = %q\npage_size = \"4K\"\nrule = \"pre-headroom\"\nrx_ring = %d\npersistent = false\npriv_flags = [%s]\n",
 			name, ns, seg, ring, flags)
 	}
-	cfg := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\nlog_level = \"warn\"\n%s%s%s%s%s%s",
+	cfg := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\nlog_level = \"warn\"\n%s%s%s%s%s%s%s%s%s%s",
 		filepath.Join(b.dir, "manad.sock"), filepath.Join(b.dir, "state"),
 		port("eth0", fa, "frag", "", 1024), port("eth1", fb, "frag", "", 1024),
 		port("eth2", pa, "full", `"full-page-rx"`, 1024), port("eth3", pb, "full", `"full-page-rx"`, 1024),
-		port("eth4", sa, "small", `"full-page-rx"`, 256), port("eth5", sb, "small", `"full-page-rx"`, 256))
+		port("eth4", sa, "small", `"full-page-rx"`, 256), port("eth5", sb, "small", `"full-page-rx"`, 256),
+		port("eth6", ga, "fraggro", "", 1024), port("eth7", gb, "fraggro", "", 1024),
+		port("eth8", qa, "fullgro", `"full-page-rx"`, 1024), port("eth9", qb, "fullgro", `"full-page-rx"`, 1024))
 	cfgPath := filepath.Join(b.dir, "manad.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
@@ -352,11 +366,18 @@ func (b *bench) setup() ([]path, error) {
 	}
 	if err := errors.Join(addr(fa, "eth0", "10.243.0.1"), addr(fb, "eth1", "10.243.0.2"),
 		addr(pa, "eth2", "10.244.0.1"), addr(pb, "eth3", "10.244.0.2"),
-		addr(sa, "eth4", "10.245.0.1"), addr(sb, "eth5", "10.245.0.2")); err != nil {
+		addr(sa, "eth4", "10.245.0.1"), addr(sb, "eth5", "10.245.0.2"),
+		addr(ga, "eth6", "10.248.0.1"), addr(gb, "eth7", "10.248.0.2"),
+		addr(qa, "eth8", "10.249.0.1"), addr(qb, "eth9", "10.249.0.2")); err != nil {
 		return nil, err
 	}
 	paths = append(paths, path{"manad fragment", fa, fb, "10.243.0.2", "eth1"}, path{"manad full-page", pa, pb, "10.244.0.2", "eth3"},
 		path{"manad full-page, 256-buffer rings", sa, sb, "10.245.0.2", "eth5"})
+	gro, err := b.setupGRO(path{groFragment, ga, gb, "10.248.0.2", "eth7"}, path{groFullPage, qa, qb, "10.249.0.2", "eth9"})
+	if err != nil {
+		return nil, err
+	}
+	paths = append(paths, gro...)
 
 	// Let ARP and the segments' MAC tables settle on every path.
 	for _, p := range paths {

@@ -65,8 +65,8 @@ const (
 // On a TAP with virtio headers (tap.Config.Offload) the TX goroutine cuts each superframe the
 // kernel hands over into wire frames and finishes partial checksums (package offload), so
 // every frame on the wire is MTU-sized and complete; on receive, consecutive TCP segments of
-// one flow are written to the TAP as one superframe (gro.go), any other frame behind an empty
-// header.
+// one flow are written to the TAP as one superframe (gro.go), and so are UDP datagrams where the
+// TAP's features allow it (SetUDPGRO), any other frame behind an empty header.
 //
 // The per-frame path allocates nothing and takes no lock but the destination queue's (a TryLock
 // inline, the input's mutex otherwise) and vnic's per-queue ones.
@@ -79,6 +79,7 @@ type Endpoint struct {
 	handle atomic.Pointer[port]
 	vp     atomic.Pointer[vnic.Port]
 	qs     atomic.Pointer[queueSet]
+	udpGRO atomic.Bool // SetUDPGRO
 
 	ctl     sync.Mutex // serialises Start, Stop and SetChannels
 	dev     *tap.Device
@@ -120,6 +121,9 @@ type queue struct {
 	gframe  [][]byte
 	flushFn func(fd uintptr) bool
 	listed  bool // in the segment's pending list
+	// uco is the UDP run, next to co's TCP one: nil without USO on the TAP, or after the TAP
+	// refused a USO superframe (gro.go). It is used only while the endpoint's udpGRO is on.
+	uco *offload.UDPCoalescer
 	// vin vouches for the frame an inline sender is passing through Port.Receive right now
 	// (the segment its Segmenter built), for DeliverUntouched; guarded by busy.
 	vin offload.Checked
@@ -208,7 +212,7 @@ func (e *Endpoint) Start(p *vnic.Port, dev *tap.Device) error {
 	}
 	qs := &queueSet{q: make([]*queue, 0, len(files))}
 	for i, f := range files {
-		qq, err := e.newQueue(i, f, dev.VnetHdr())
+		qq, err := e.newQueue(i, f, dev.VnetHdr(), usoOn(dev))
 		if err != nil {
 			return err
 		}
@@ -321,7 +325,7 @@ func (e *Endpoint) SetChannels(n int, apply func() error) error {
 		files := e.dev.Queues()
 		grown := &queueSet{q: append([]*queue(nil), old.q...)}
 		for i := cur; i < n; i++ {
-			qq, err := e.newQueue(i, files[i], e.dev.VnetHdr())
+			qq, err := e.newQueue(i, files[i], e.dev.VnetHdr(), usoOn(e.dev))
 			if err != nil {
 				e.undoGrow(cur)
 				return err
@@ -380,7 +384,7 @@ func (e *Endpoint) SetOffload(on bool) error {
 	err := e.dev.SetOffload(on)
 	qs := &queueSet{}
 	for i, f := range e.dev.Queues() {
-		qq, qerr := e.newQueue(i, f, e.dev.VnetHdr())
+		qq, qerr := e.newQueue(i, f, e.dev.VnetHdr(), usoOn(e.dev))
 		if qerr != nil {
 			err = errors.Join(err, qerr)
 			break
@@ -408,8 +412,9 @@ func (e *Endpoint) undoGrow(cur int) {
 	}
 }
 
-// newQueue prepares queue i on TAP file f; vnet says whether the TAP carries virtio headers.
-func (e *Endpoint) newQueue(i int, f *os.File, vnet bool) (*queue, error) {
+// newQueue prepares queue i on TAP file f; vnet says whether the TAP carries virtio headers, uso
+// whether it took the USO offloads (usoOn), so that UDP runs may be coalesced too.
+func (e *Endpoint) newQueue(i int, f *os.File, vnet, uso bool) (*queue, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, extack.Wrap(err, unix.EBADF, "TAP queue %d", i)
@@ -422,12 +427,36 @@ func (e *Endpoint) newQueue(i int, f *os.File, vnet bool) (*queue, error) {
 		qq.wiov[0].Base = &qq.zeroHdr[0]
 		qq.wiov[0].SetLen(offload.HeaderLen)
 		qq.co = offload.NewCoalescer(GROMaxSegs)
+		if uso {
+			qq.uco = offload.NewUDPCoalescer(GROMaxSegs)
+		}
 		qq.held = make([]*pagepool.Buffer, 0, GROMaxSegs)
 		qq.giov = make([]unix.Iovec, GROMaxSegs+1)
 		qq.flushFn = qq.writeRun
 	}
 	return qq, nil
 }
+
+// usoOn reports whether dev took the USO offloads: a kernel that has them in tun (6.2) also
+// takes VIRTIO_NET_HDR_GSO_UDP_L4 superframes written to it (virtio_net_hdr_to_skb). One that
+// refuses them anyway is handled by the write (queue.usoRefused).
+func usoOn(dev *tap.Device) bool { return dev.Offloads()&(tap.OffloadUSO4|tap.OffloadUSO6) != 0 }
+
+// SetUDPGRO turns receive coalescing of UDP datagrams on or off for the port's RX queues (on a
+// TAP with virtio headers and USO; off after NewEndpoint). Turn it on only where the kernel's own
+// GRO would merge the datagrams for the TAP's netdev, whatever the namespace does with them
+// (tap.Features.UDPGRO: rx-udp-gro-forwarding or rx-gro-list on): a namespace that forwards
+// them then forwards, and counts, the superframes whole, as it would behind a real NIC; without
+// those features it must see every datagram on its own. The change applies from the next frame
+// on; a run open meanwhile ends there. Safe to call at any time, from any goroutine.
+func (e *Endpoint) SetUDPGRO(on bool) {
+	if e.udpGRO.Swap(on) != on {
+		e.log.Info("endpoint UDP receive coalescing", "port", e.label(), "on", on)
+	}
+}
+
+// UDPGRO reports whether SetUDPGRO turned UDP receive coalescing on.
+func (e *Endpoint) UDPGRO() bool { return e.udpGRO.Load() }
 
 // start runs the queue's goroutines.
 func (qq *queue) start(p *vnic.Port) {
@@ -857,7 +886,7 @@ type QueueStats struct {
 	TxOversize    uint64 // frames longer than the port's largest MTU read from the TAP
 	TxSuperframes uint64 // GSO superframes read from a TAP with offloads, each cut into frames
 	TxBadVnetHdr  uint64 // frames dropped because their virtio header did not fit them
-	RxCoalesced   uint64 // frames written to the TAP merged into an earlier one (GRO)
+	RxCoalesced   uint64 // frames written to the TAP merged into an earlier one (GRO: TCP, and UDP as USO while SetUDPGRO is on)
 	RxWaited      uint64 // frames whose sender waited for the queue another context held
 	RxBacklog     int    // frames waiting in the input now
 }

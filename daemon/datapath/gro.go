@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -17,7 +18,11 @@ const GROMaxSegs = 64
 
 // Receive coalescing (GRO) on a TAP with virtio headers: consecutive TCP segments of one flow
 // that pass an RX queue in one poll are written to the TAP as one superframe, gathered with
-// writev straight from their RX buffers, which go back to the pool after the write.
+// writev straight from their RX buffers, which go back to the pool after the write. So are
+// consecutive datagrams of one UDP flow, as a USO superframe (offload.UDPCoalescer), while the
+// endpoint's UDP GRO is on (Endpoint.SetUDPGRO): only where the kernel's own GRO would merge them
+// for the TAP's netdev, so that a namespace forwarding them sees what it would behind a real NIC.
+// A queue has one run open at a time, of either kind.
 //
 // A poll of the queue's goroutine ends with a flush. A sender that processes frames inline
 // hands one frame at a time, so its run stays open after it lets go of the queue, listed in
@@ -31,19 +36,41 @@ const GROMaxSegs = 64
 // (offload.Coalescer.AddChecked); the zero Checked has them verified. Caller holds busy
 // (Deliver runs inside Port.Receive).
 func (qq *queue) coalesce(frame []byte, buf *pagepool.Buffer, v offload.Checked) bool {
-	if qq.co.AddChecked(frame, v) {
+	if qq.runAdd(frame, v) {
 		qq.held = append(qq.held, buf)
 		return true
 	}
-	if qq.co.Len() == 0 {
+	if qq.runLen() == 0 {
 		return false
 	}
 	qq.flush()
-	if qq.co.AddChecked(frame, v) {
+	if qq.runAdd(frame, v) {
 		qq.held = append(qq.held, buf)
 		return true
 	}
 	return false
+}
+
+// runAdd offers frame to the queue's open run, TCP (co) or UDP (uco), or, with neither open, to
+// the TCP and then, while UDP GRO is on, the UDP one; true means a run took it. A UDP run open
+// when UDP GRO went off takes no more datagrams. Caller holds busy.
+func (qq *queue) runAdd(frame []byte, v offload.Checked) bool {
+	u := qq.uco
+	if u != nil && u.Len() > 0 {
+		return qq.e.udpGRO.Load() && u.Add(frame)
+	}
+	if qq.co.AddChecked(frame, v) {
+		return true
+	}
+	return u != nil && qq.co.Len() == 0 && qq.e.udpGRO.Load() && u.Add(frame)
+}
+
+// runLen is the number of frames in the queue's open run. Caller holds busy.
+func (qq *queue) runLen() int {
+	if qq.uco != nil {
+		return qq.co.Len() + qq.uco.Len()
+	}
+	return qq.co.Len()
 }
 
 // flushRun is flush for a queue that may not coalesce at all.
@@ -58,15 +85,26 @@ func (qq *queue) flushRun() {
 func (qq *queue) flush() {
 	qq.listed = false
 	iov, n := qq.co.Flush()
+	u := qq.uco
+	if n == 0 && u != nil {
+		iov, n = u.Flush()
+	} else {
+		u = nil
+	}
 	if n == 0 {
 		return
 	}
 	qq.gframe = iov
-	if err := qq.rc.Write(qq.flushFn); err != nil || qq.werr != nil {
-		qq.stats.rxWriteErrors.Add(uint64(n))
-	}
+	err := qq.rc.Write(qq.flushFn)
 	qq.gframe = nil
-	qq.stats.rxCoalesced.Add(uint64(n - 1))
+	if u != nil && n > 1 && err == nil && errors.Is(qq.werr, unix.EINVAL) {
+		qq.usoRefused(u.Frames())
+	} else {
+		if err != nil || qq.werr != nil {
+			qq.stats.rxWriteErrors.Add(uint64(n))
+		}
+		qq.stats.rxCoalesced.Add(uint64(n - 1))
+	}
 	for i, b := range qq.held {
 		b.Pool().Put(b)
 		qq.held[i] = nil
@@ -77,11 +115,28 @@ func (qq *queue) flush() {
 // deferFlush leaves the run open for the inline sender's next frames and lists the queue for
 // the flush at the end of the sender's batch. Caller holds busy.
 func (qq *queue) deferFlush() {
-	if qq.co == nil || qq.co.Len() == 0 || qq.listed {
+	if qq.co == nil || qq.runLen() == 0 || qq.listed {
 		return
 	}
 	qq.listed = true
 	qq.e.seg.gro.add(qq)
+}
+
+// usoRefused writes the datagrams of a UDP run one by one after the TAP refused their USO
+// superframe (EINVAL from tun_get_user: a kernel whose virtio_net_hdr_to_skb knows no
+// VIRTIO_NET_HDR_GSO_UDP_L4), and turns UDP coalescing off for the queue. Caller holds busy.
+func (qq *queue) usoRefused(frames [][]byte) {
+	if qq.uco != nil {
+		qq.e.log.Warn("TAP refuses USO superframes (EINVAL): UDP receive coalescing off", "queue", qq.idx)
+	}
+	qq.uco = nil
+	for _, f := range frames {
+		qq.wframe = f
+		if err := qq.rc.Write(qq.writeFn); err != nil || qq.werr != nil {
+			qq.stats.rxWriteErrors.Add(1)
+		}
+	}
+	qq.wframe = nil
 }
 
 // writeRun is the RawConn callback of flush: one writev of the run.

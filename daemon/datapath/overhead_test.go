@@ -36,7 +36,7 @@ func BenchmarkForwardOverhead(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				qq, err := ep.newQueue(0, devnull, false)
+				qq, err := ep.newQueue(0, devnull, false, false)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -97,8 +97,9 @@ func NewCollector(src Source, ctl *Control) *Collector {
 		backlog:    d("rx_input_backlog_frames", "Frames waiting in the RX queue's input for its goroutine.", queue),
 		txSuperframes: d("tx_superframes_total", "GSO superframes read from a TAP with offloads, each cut into the frames "+
 			"counted in manad_tx_packets_total.", queue),
-		rxCoalesced: d("rx_coalesced_total", "Frames written to a TAP with offloads merged into an earlier one (GRO).", queue),
-		rxWaited:    d("rx_waited_total", "Frames whose sender waited for the RX queue while another context held it.", queue),
+		rxCoalesced: d("rx_coalesced_total", "Frames written to a TAP with offloads merged into an earlier one (GRO: TCP; UDP while the TAP has "+
+			"rx-udp-gro-forwarding or rx-gro-list on).", queue),
+		rxWaited: d("rx_waited_total", "Frames whose sender waited for the RX queue while another context held it.", queue),
 
 		poolAllocs:       d("page_pool_buffer_allocs_total", "Buffers the queue's current page pool handed out (restarts with each rebuild of the queues).", queue),
 		poolRecycles:     d("page_pool_buffer_recycles_total", "Buffers given back to the queue's current page pool directly by its owner.", queue),

@@ -17,10 +17,10 @@ import (
 // means nothing, RFC 6864). The datagrams' payloads stay where they are: the frames given to Add
 // must not change until Flush's result was written.
 //
-// The data path does not use it yet: a namespace that forwards the datagrams forwards (and
-// counts) the superframe whole, which Linux's own GRO does for UDP only with
-// rx-udp-gro-forwarding or rx-gro-list on (udp_gro_receive), so writing superframes is invisible
-// only where the datagrams are delivered locally.
+// A namespace that forwards the datagrams forwards (and counts) the superframe whole, which
+// Linux's own GRO does for UDP only with rx-udp-gro-forwarding or rx-gro-list on
+// (udp_gro_receive): the data path uses it only for a TAP with those features
+// (datapath.Endpoint.SetUDPGRO).
 type UDPCoalescer struct {
 	maxSegs int
 	n       int

@@ -524,6 +524,17 @@ func (d *Device) State() (LinkState, error) {
 	return linkState(l), nil
 }
 
+// Features returns the TAP's kernel features now, as `ethtool -k` shows them (Watch follows
+// them). Errors: ENODEV after Close, or when the TAP no longer exists; the kernel's errno when
+// the ioctl fails.
+func (d *Device) Features() (Features, error) {
+	if err := d.rlock(); err != nil {
+		return 0, err
+	}
+	defer d.mu.RUnlock()
+	return d.nsh.feat.read(d.Name())
+}
+
 // MTU returns the TAP's current MTU. Errors as State.
 func (d *Device) MTU() (int, error) {
 	st, err := d.State()

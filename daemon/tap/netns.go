@@ -100,8 +100,9 @@ func (n *netNS) isNamed(name string) (bool, error) {
 // and the Devices opened with it (one socket per namespace instead of one per TAP), and closed
 // with its last user. A vishvananda Handle serializes its requests, so sharing is safe.
 type nsHandle struct {
-	ns *netNS
-	nl *netlink.Handle
+	ns   *netNS
+	nl   *netlink.Handle
+	feat *featureReader
 
 	mu   sync.Mutex
 	refs int
@@ -119,7 +120,7 @@ func openNSHandle(name string) (*nsHandle, error) {
 		ns.close()
 		return nil, extack.Wrap(err, unix.EIO, "rtnetlink socket in network namespace %q", name)
 	}
-	return &nsHandle{ns: ns, nl: h, refs: 1}, nil
+	return &nsHandle{ns: ns, nl: h, feat: newFeatureReader(ns), refs: 1}, nil
 }
 
 // acquire takes one more reference; false when the handle is already closed.
@@ -143,6 +144,7 @@ func (h *nsHandle) release() error {
 		return nil
 	}
 	h.nl.Close()
+	h.feat.close()
 	return h.ns.close()
 }
 

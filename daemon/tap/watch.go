@@ -20,15 +20,21 @@ import (
 // LinkEvent is the TAP's link state after a change that rtnetlink reported.
 type LinkEvent struct {
 	LinkState
+	// Features are the TAP's kernel features (Device.Features), read with the first event, after
+	// an overrun, and whenever rtnetlink reports that they changed (an RTM_NEWLINK with
+	// IFLA_EVENT_FEATURES, which netdev_features_change sends: ethtool -K does).
+	Features Features
 	// Deleted is set on the last event, when the TAP was deleted (RTM_DELLINK); the channel is
 	// closed after it.
 	Deleted bool
+	// keepFeatures says Features were not read for this event: they are the last event's.
+	keepFeatures bool
 }
 
 // same reports whether two events carry the same state, so duplicates can be suppressed.
 func (e LinkEvent) same(o LinkEvent) bool {
 	return e.Name == o.Name && e.Index == o.Index && e.Up == o.Up && e.MTU == o.MTU &&
-		bytes.Equal(e.MAC, o.MAC) && e.Alias == o.Alias && e.Deleted == o.Deleted
+		bytes.Equal(e.MAC, o.MAC) && e.Alias == o.Alias && e.Features == o.Features && e.Deleted == o.Deleted
 }
 
 // watchReadBuffer is the receive buffer the link watcher asks for: room for the notifications of
@@ -203,6 +209,9 @@ func (s *watch) deliver(ev LinkEvent) bool {
 	if s.ended {
 		return true
 	}
+	if ev.keepFeatures {
+		ev.Features, ev.keepFeatures = s.last.Features, false
+	}
 	if !ev.same(s.last) {
 		s.last = ev
 		s.onEvent(ev)
@@ -226,7 +235,7 @@ func (s *watch) end() {
 
 // subscribe registers a watch of ifindex index and sends it first state; it returns a function
 // that ends the watch. Errors: ENODEV when the link does not exist (or the watcher is closed).
-func (w *Watcher) subscribe(index int, first func() (LinkState, error), onEvent func(LinkEvent), onEnd func()) (func(), error) {
+func (w *Watcher) subscribe(index int, first func() (LinkEvent, error), onEvent func(LinkEvent), onEnd func()) (func(), error) {
 	s := &watch{index: index, onEvent: onEvent, onEnd: onEnd}
 	w.mu.Lock()
 	if w.closed {
@@ -238,12 +247,12 @@ func (w *Watcher) subscribe(index int, first func() (LinkState, error), onEvent 
 	// The state is read only after subscribing, so no change can fall between the two: a
 	// notification older than this read that is dispatched after it is followed, in order, by
 	// the notification of the latest change, which carries the state read here or a newer one.
-	st, err := first()
+	ev, err := first()
 	if err != nil {
 		w.unsubscribe(s)
 		return nil, err
 	}
-	s.deliver(LinkEvent{LinkState: st})
+	s.deliver(ev)
 	return func() { w.unsubscribe(s) }, nil
 }
 
@@ -332,15 +341,47 @@ func (w *Watcher) handle(m mdnl.Message) {
 	if err != nil || l.Attrs().Index != index {
 		return
 	}
-	ev := LinkEvent{LinkState: linkState(l)}
+	ev := LinkEvent{LinkState: linkState(l), keepFeatures: true}
 	// RTM_DELLINK is also sent when the TAP leaves the namespace (MoveTo, or ip link set … netns
 	// X): either way it is gone from where this watcher looks.
 	ev.Deleted = t == unix.RTM_DELLINK
+	if !ev.Deleted && linkEvent(m.Data[unix.SizeofIfInfomsg:]) == unix.IFLA_EVENT_FEATURES {
+		w.readFeatures(&ev)
+	}
 	for _, s := range subs {
 		if s.deliver(ev) {
 			w.unsubscribe(s)
 		}
 	}
+}
+
+// linkEvent returns the IFLA_EVENT attribute of an RTM_NEWLINK's attributes b: what made the
+// kernel send it (rtnl_get_event), IFLA_EVENT_NONE when absent.
+func linkEvent(b []byte) uint32 {
+	for len(b) >= unix.SizeofRtAttr {
+		n := int(binary.NativeEndian.Uint16(b))
+		typ := binary.NativeEndian.Uint16(b[2:]) &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
+		if n < unix.SizeofRtAttr || n > len(b) {
+			break
+		}
+		if typ == unix.IFLA_EVENT && n >= unix.SizeofRtAttr+4 {
+			return binary.NativeEndian.Uint32(b[unix.SizeofRtAttr:])
+		}
+		b = b[min((n+unix.RTA_ALIGNTO-1)&^(unix.RTA_ALIGNTO-1), len(b)):]
+	}
+	return unix.IFLA_EVENT_NONE
+}
+
+// readFeatures fills in the features of the link ev describes, by its name in the notification.
+// When they cannot be read (the link was deleted or renamed since) ev keeps the last ones: a
+// deletion's notification follows, and a rename does not change them.
+func (w *Watcher) readFeatures(ev *LinkEvent) {
+	f, err := w.nsh.feat.read(ev.Name)
+	if err != nil {
+		w.log.Debug("link watcher: reading features failed", "link", ev.Name, "err", err)
+		return
+	}
+	ev.Features, ev.keepFeatures = f, false
 }
 
 // resync re-reads every link of the namespace (one RTM_GETLINK dump) after an overrun and sends
@@ -382,7 +423,8 @@ func (w *Watcher) resync() {
 	for _, s := range subs {
 		var ev LinkEvent
 		if l, ok := byIndex[s.index]; ok {
-			ev.LinkState = linkState(l)
+			ev = LinkEvent{LinkState: linkState(l), keepFeatures: true}
+			w.readFeatures(&ev)
 		} else {
 			s.mu.Lock()
 			ev = s.last
@@ -423,8 +465,8 @@ func (w *Watcher) drain() error {
 }
 
 // Watch follows the TAP's link state through rtnetlink notifications (RTNLGRP_LINK) in the TAP's
-// namespace: what `ip link set … up|down|mtu N|address …|name NEW` does to it, whoever does it,
-// manad included. The first event is the current state. After that an event is sent whenever the
+// namespace: what `ip link set … up|down|mtu N|address …|name NEW` does to it, and its kernel
+// features (`ethtool -K`, LinkEvent.Features), whoever does it, manad included. The first event is the current state. After that an event is sent whenever the
 // state differs from the last one sent. The TAP is followed by its ifindex, so a rename is an
 // event with the new Name (and Name reports it from then on).
 //
@@ -461,15 +503,17 @@ func (d *Device) Watch(ctx context.Context) (<-chan LinkEvent, error) {
 	ch := make(chan LinkEvent, 1)
 	ended := make(chan struct{})
 	ctx, cancel := context.WithCancel(ctx)
-	first := func() (LinkState, error) {
+	first := func() (LinkEvent, error) {
 		l, err := d.nl.LinkByIndex(d.index)
 		if err != nil {
 			if errors.As(err, &netlink.LinkNotFoundError{}) {
-				return LinkState{}, extack.New(unix.ENODEV, "TAP %s (ifindex %d) no longer exists", d.Name(), d.index)
+				return LinkEvent{}, extack.New(unix.ENODEV, "TAP %s (ifindex %d) no longer exists", d.Name(), d.index)
 			}
-			return LinkState{}, extack.Wrap(err, unix.EIO, "get link %s", d.Name())
+			return LinkEvent{}, extack.Wrap(err, unix.EIO, "get link %s", d.Name())
 		}
-		return linkState(l), nil
+		ev := LinkEvent{LinkState: linkState(l), keepFeatures: true}
+		w.readFeatures(&ev)
+		return ev, nil
 	}
 	onEvent := func(ev LinkEvent) {
 		if !ev.Deleted && ev.Name != "" {

@@ -1,0 +1,230 @@
+package datapath
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/tap/taptest"
+)
+
+// TestCoalescedUDP sends bursts of small datagrams (one sendmmsg each, so that manad's TX
+// goroutine finds many in one read loop) of two flows from a port into one whose TAP took the
+// USO offloads, and checks that the receiving socket, without UDP_GRO, gets every datagram
+// exactly, each flow in order: with UDP GRO off (the default) none is coalesced; turned on, the
+// receiving RX queue merges some into USO superframes (its coalescing counter moves); turned off
+// again, it merges none.
+func TestCoalescedUDP(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: 1, noIPv6: true})
+	b := h.addPort(portOpts{queues: 1, offload: true, noIPv6: true})
+	a.pingOK(t, b)
+	var rc *net.UDPConn
+	var err error
+	taptest.InNetNS(t, b.ns, func() { rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: b.ip}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	rc.SetReadBuffer(4 << 20)
+	const flows, burst, size = 2, 64, 64
+	var fds [flows]int
+	for i := range fds {
+		taptest.InNetNS(t, a.ns, func() { fds[i], err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fds[i])
+		sa := &unix.SockaddrInet4{Port: rc.LocalAddr().(*net.UDPAddr).Port}
+		copy(sa.Addr[:], b.ip)
+		if err := unix.Connect(fds[i], sa); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Datagram k of flow f: size bytes (the last of each burst shorter), f and k first.
+	iovs := make([]unix.Iovec, burst)
+	msgs := make([]unix.Mmsghdr, burst)
+	next := [flows]uint32{}
+	buf := make([]byte, 65536)
+	// merged reads the coalescing counter under the queue's busy lock: a run's datagrams can
+	// reach the socket before the flush that wrote them has counted them, never after it let go.
+	merged := func() uint64 {
+		qq := b.ep.qs.Load().q[0]
+		qq.busy.Lock()
+		defer qq.busy.Unlock()
+		return qq.stats.rxCoalesced.Load()
+	}
+	round := func(what string) {
+		t.Helper()
+		for f := range flows {
+			for k := range burst {
+				n := size
+				if k == burst-1 {
+					n = size / 2
+				}
+				p := make([]byte, n)
+				binary.BigEndian.PutUint32(p, uint32(f))
+				binary.BigEndian.PutUint32(p[4:], next[f]+uint32(k))
+				for i := 8; i < n; i++ {
+					p[i] = byte(int(next[f]) + k + i)
+				}
+				iovs[k].Base = &p[0]
+				iovs[k].SetLen(n)
+				msgs[k].Hdr.Iov = &iovs[k]
+				msgs[k].Hdr.SetIovlen(1)
+			}
+			sent, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fds[f]), uintptr(unsafe.Pointer(&msgs[0])), burst, 0, 0, 0)
+			if e != 0 || sent != burst {
+				t.Fatalf("%s: sendmmsg: %d sent, %v", what, sent, e)
+			}
+		}
+		got := [flows]int{}
+		for range flows * burst {
+			rc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			m, err := rc.Read(buf)
+			if err != nil {
+				t.Fatalf("%s: received %v of %d datagrams per flow: %v", what, got, burst, err)
+			}
+			f := binary.BigEndian.Uint32(buf)
+			if m < 8 || f >= flows {
+				t.Fatalf("%s: a datagram of %d bytes, flow %d", what, m, f)
+			}
+			k := int(binary.BigEndian.Uint32(buf[4:]) - next[f])
+			want := size
+			if k == burst-1 {
+				want = size / 2
+			}
+			if k != got[f] || m != want {
+				t.Fatalf("%s, flow %d: datagram %d of %d bytes, want %d of %d", what, f, k, m, got[f], want)
+			}
+			for i := 8; i < m; i++ {
+				if buf[i] != byte(int(next[f])+k+i) {
+					t.Fatalf("%s, flow %d: datagram %d differs at byte %d", what, f, k, i)
+				}
+			}
+			got[f]++
+		}
+		for f := range next {
+			next[f] += burst
+		}
+	}
+	if b.ep.UDPGRO() {
+		t.Fatal("UDP GRO on by default")
+	}
+	for range 10 {
+		round("UDP GRO off")
+	}
+	if n := merged(); n != 0 {
+		t.Fatalf("UDP GRO off: %d datagrams coalesced", n)
+	}
+	b.ep.SetUDPGRO(true)
+	for r := 0; merged() == 0; r++ {
+		if r == 50 {
+			t.Fatal("no datagram was coalesced in 50 bursts")
+		}
+		round(fmt.Sprintf("UDP GRO on, round %d", r))
+	}
+	on := merged()
+	b.ep.SetUDPGRO(false)
+	for range 10 {
+		round("UDP GRO off again")
+	}
+	if n := merged(); n != on {
+		t.Errorf("UDP GRO off again: %d more datagrams coalesced", n-on)
+	}
+	if s := b.ep.Stats()[0]; s.RxWriteErrors != 0 {
+		t.Errorf("b: %d TAP write errors", s.RxWriteErrors)
+	}
+	t.Logf("%d datagrams coalesced", on)
+}
+
+// udpDatagramFor returns a UDP datagram with valid checksums from src to dst (10.77.0.x addresses),
+// from port 40000 to port.
+func udpDatagramFor(dst, src *testPort, id uint16, port int, payload []byte) []byte {
+	f := make([]byte, 14+20+8+len(payload))
+	copy(f[0:6], dst.mac)
+	copy(f[6:12], src.mac)
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	ip := f[14:34]
+	ip[0], ip[8], ip[9] = 0x45, 64, 17
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(f)-14))
+	binary.BigEndian.PutUint16(ip[4:], id)
+	copy(ip[12:16], src.ip)
+	copy(ip[16:20], dst.ip)
+	binary.BigEndian.PutUint16(ip[10:], inetChecksum(ip))
+	udp := f[34:]
+	binary.BigEndian.PutUint16(udp[0:], 40000)
+	binary.BigEndian.PutUint16(udp[2:], uint16(port))
+	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
+	copy(udp[8:], payload)
+	ps := make([]byte, 12+len(udp))
+	copy(ps, src.ip)
+	copy(ps[4:], dst.ip)
+	ps[9] = 17
+	binary.BigEndian.PutUint16(ps[10:], uint16(len(udp)))
+	copy(ps[12:], udp)
+	binary.BigEndian.PutUint16(udp[6:], inetChecksum(ps))
+	return f
+}
+
+// TestUSORefused is the fallback for a TAP that refuses USO superframes (a kernel whose tun
+// takes no VIRTIO_NET_HDR_GSO_UDP_L4): the run's datagrams reach the TAP one by one, each whole,
+// and the queue coalesces no UDP afterwards.
+func TestUSORefused(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: 1, noIPv6: true})
+	b := h.addPort(portOpts{queues: 1, offload: true, noIPv6: true})
+	a.pingOK(t, b)
+	var rc *net.UDPConn
+	var err error
+	taptest.InNetNS(t, b.ns, func() { rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: b.ip}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	port := rc.LocalAddr().(*net.UDPAddr).Port
+	qq := b.ep.qs.Load().q[0]
+	qq.busy.Lock()
+	if qq.uco == nil {
+		qq.busy.Unlock()
+		t.Fatal("a TAP with USO offloads, but no UDP coalescing")
+	}
+	var frames [][]byte
+	for i := range 5 {
+		f := udpDatagramFor(b, a, uint16(100+i), port, []byte{byte(i), 1, 2, 3, 4, 5, 6, 7})
+		if !qq.uco.Add(f) {
+			qq.busy.Unlock()
+			t.Fatalf("datagram %d refused", i)
+		}
+		frames = append(frames, f)
+	}
+	if _, n := qq.uco.Flush(); n != len(frames) {
+		qq.busy.Unlock()
+		t.Fatalf("a run of %d", n)
+	}
+	qq.usoRefused(qq.uco.Frames())
+	off := qq.uco == nil
+	qq.busy.Unlock()
+	if !off {
+		t.Error("UDP coalescing still on after the TAP refused a superframe")
+	}
+	buf := make([]byte, 2048)
+	for i := range frames {
+		rc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := rc.Read(buf)
+		if err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
+		}
+		if n != 8 || buf[0] != byte(i) {
+			t.Fatalf("datagram %d: %d bytes %x", i, n, buf[:n])
+		}
+	}
+	if s := b.ep.Stats()[0]; s.RxWriteErrors != 0 {
+		t.Errorf("%d TAP write errors", s.RxWriteErrors)
+	}
+}

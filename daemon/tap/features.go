@@ -1,0 +1,177 @@
+package tap
+
+import (
+	"bytes"
+	"encoding/binary"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/extack"
+)
+
+// Features are the kernel netdev features of a TAP that decide what receive coalescing (GRO)
+// the kernel would do for packets arriving on it, which manad, playing the TAP's NIC, does in
+// its stead: the TAP's own receive path (tun_get_user) runs no GRO. They are what `ethtool -k`
+// shows on the TAP and `ethtool -K` changes, not manad's port features.
+type Features uint8
+
+const (
+	FeatureGRO       Features = 1 << iota // rx-gro, "generic-receive-offload" (NETIF_F_GRO)
+	FeatureGROUDPFwd                      // rx-udp-gro-forwarding (NETIF_F_GRO_UDP_FWD)
+	FeatureGROList                        // rx-gro-list (NETIF_F_GRO_FRAGLIST)
+)
+
+// featureNames are the features' names in the kernel's ETH_SS_FEATURES string set
+// (netdev_features_strings): their bit numbers differ between kernels, their names do not.
+var featureNames = [...]struct {
+	f    Features
+	name string
+}{{FeatureGRO, "rx-gro"}, {FeatureGROUDPFwd, "rx-udp-gro-forwarding"}, {FeatureGROList, "rx-gro-list"}}
+
+// UDPGRO reports whether the kernel's GRO would merge consecutive datagrams of a UDP flow arriving
+// on the device whatever becomes of them, forwarded or delivered to a socket without UDP_GRO:
+// GRO runs at all (NETIF_F_GRO, netif_elide_gro) and the device has rx-udp-gro-forwarding or
+// rx-gro-list on (udp_gro_receive, for a datagram no UDP_GRO socket claims). Without either, a
+// forwarding namespace would forward and count every datagram on its own.
+func (f Features) UDPGRO() bool {
+	return f&FeatureGRO != 0 && f&(FeatureGROUDPFwd|FeatureGROList) != 0
+}
+
+// ethSSFeatures is ETH_SS_FEATURES, the string set of netdev feature names.
+const ethSSFeatures = 4
+
+// featureReader reads devices' Features with the SIOCETHTOOL ioctl (ETHTOOL_GFEATURES, as
+// ethtool -k does on a kernel without ethtool netlink) through a socket inside their namespace,
+// opened on first use. The feature names are resolved to bit numbers once (ETHTOOL_GSTRINGS):
+// they belong to the kernel, not to a device.
+type featureReader struct {
+	ns *netNS
+
+	mu     sync.Mutex
+	fd     int                    // -1 until the first read, and after close
+	bits   [len(featureNames)]int // bit number of each featureNames entry; -1: unknown to the kernel
+	blocks int                    // 32-bit blocks of the feature set
+	closed bool
+}
+
+func newFeatureReader(ns *netNS) *featureReader { return &featureReader{ns: ns, fd: -1} }
+
+// close releases the socket; reads fail with ENODEV afterwards.
+func (r *featureReader) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if r.fd >= 0 {
+		unix.Close(r.fd)
+		r.fd = -1
+	}
+}
+
+// read returns the Features active on the device named name. Errors: ENODEV when the reader is
+// closed or no such device exists; the kernel's errno when the socket cannot be opened or an
+// ioctl fails.
+func (r *featureReader) read(name string) (Features, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, extack.New(unix.ENODEV, "network namespace %q closed", r.ns.name)
+	}
+	if r.fd < 0 {
+		if err := r.open(name); err != nil {
+			return 0, err
+		}
+	}
+	// struct ethtool_gfeatures: cmd, size, then per block available, requested, active,
+	// never_changed.
+	buf := make([]byte, 8+16*r.blocks)
+	binary.NativeEndian.PutUint32(buf, unix.ETHTOOL_GFEATURES)
+	binary.NativeEndian.PutUint32(buf[4:], uint32(r.blocks))
+	if err := ethtoolIoctl(r.fd, name, buf); err != nil {
+		return 0, extack.Wrap(err, unix.EIO, "ETHTOOL_GFEATURES on %s", name)
+	}
+	var f Features
+	for i, b := range r.bits {
+		if b < 0 {
+			continue
+		}
+		active := binary.NativeEndian.Uint32(buf[8+16*(b/32)+8:])
+		if active&(1<<(b%32)) != 0 {
+			f |= featureNames[i].f
+		}
+	}
+	return f, nil
+}
+
+// open opens the socket in the namespace and resolves the feature names, asking device name.
+// Caller holds mu.
+func (r *featureReader) open(name string) error {
+	fd := -1
+	if err := r.ns.run(func() (err error) {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		return extack.Wrap(err, unix.EIO, "ioctl socket in network namespace %q", r.ns.name)
+	}
+	// struct ethtool_sset_info: cmd, reserved, sset_mask (u64), data[]: the set's size.
+	info := make([]byte, 16+4)
+	binary.NativeEndian.PutUint32(info, unix.ETHTOOL_GSSET_INFO)
+	binary.NativeEndian.PutUint64(info[8:], 1<<ethSSFeatures)
+	if err := ethtoolIoctl(fd, name, info); err != nil {
+		unix.Close(fd)
+		return extack.Wrap(err, unix.EIO, "ETHTOOL_GSSET_INFO on %s", name)
+	}
+	n := 0
+	if binary.NativeEndian.Uint64(info[8:])&(1<<ethSSFeatures) != 0 {
+		n = int(binary.NativeEndian.Uint32(info[16:]))
+	}
+	// struct ethtool_gstrings: cmd, string_set, len, then len names of ETH_GSTRING_LEN bytes.
+	const strLen = 32
+	strs := make([]byte, 12+n*strLen)
+	binary.NativeEndian.PutUint32(strs, unix.ETHTOOL_GSTRINGS)
+	binary.NativeEndian.PutUint32(strs[4:], ethSSFeatures)
+	binary.NativeEndian.PutUint32(strs[8:], uint32(n))
+	if err := ethtoolIoctl(fd, name, strs); err != nil {
+		unix.Close(fd)
+		return extack.Wrap(err, unix.EIO, "ETHTOOL_GSTRINGS on %s", name)
+	}
+	for i := range r.bits {
+		r.bits[i] = -1
+	}
+	for b := range n {
+		s := strs[12+b*strLen : 12+(b+1)*strLen]
+		if k := bytes.IndexByte(s, 0); k >= 0 {
+			s = s[:k]
+		}
+		for i, fn := range featureNames {
+			if string(s) == fn.name {
+				r.bits[i] = b
+			}
+		}
+	}
+	r.fd, r.blocks = fd, (n+31)/32
+	return nil
+}
+
+// ifreqData is struct ifreq with ifr_data, as SIOCETHTOOL takes it.
+type ifreqData struct {
+	name [unix.IFNAMSIZ]byte
+	data unsafe.Pointer
+	_    [16]byte // the rest of the union
+}
+
+// ethtoolIoctl runs SIOCETHTOOL on the device named name with the command in buf.
+func ethtoolIoctl(fd int, name string, buf []byte) error {
+	var ifr ifreqData
+	if len(name) >= len(ifr.name) {
+		return extack.New(unix.EINVAL, "device name %q too long", name)
+	}
+	copy(ifr.name[:], name)
+	ifr.data = unsafe.Pointer(&buf[0])
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
