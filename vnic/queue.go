@@ -96,8 +96,9 @@ type rxQueue struct {
 	datasize int
 	headroom int
 	xdp      XDPProgram
-	napiID   uint32 // the RX NAPI's id
-	poolID   uint32 // 0 without a page pool (rxbuf.AllocNoPool)
+	napiID   uint32             // the RX NAPI's id
+	poolID   uint32             // 0 without a page pool (rxbuf.AllocNoPool)
+	bulk     []*pagepool.Buffer // ReceiveWhole's refills
 }
 
 // newRxQueue builds a queue around a pool and the buffers to post (a pre-allocation's or a fresh
@@ -210,6 +211,52 @@ func (p *Port) Receive(qi int, frame []byte) RxResult {
 	return RxDelivered
 }
 
+// ReceiveWhole takes on RX queue qi frames wire frames of bytes bytes in all, the longest
+// maxFrame bytes, all addressed as dst, that arrive as one aggregate (a TCP GSO packet the
+// kernel behind an uplink carried whole). Each is accounted as Receive accounts a delivered
+// frame, and takes a posted buffer, refilled from the pool first (mana_refill_rx_oob), but the
+// aggregate's bytes are never copied into them: the caller hands the aggregate to the host as
+// the superframe its coalescer would have made of those frames, and the buffers go straight
+// back to the pool. It reports false, counting nothing, when Receive would not deliver every
+// one of them alike: the queue is not running, an XDP program runs on it (each frame gets its
+// own verdict), a frame exceeds the buffers' datasize, or the pool cannot refill them all (the
+// pool counts that failure; Receive then tries frame by frame). Safe for concurrent use, as
+// Receive.
+func (p *Port) ReceiveWhole(qi int, dst []byte, frames int, bytes uint64, maxFrame int) bool {
+	s := &p.rx[qi]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.q
+	if q == nil || p.rss.Load() == nil || q.xdp != nil || maxFrame > q.datasize || frames <= 0 {
+		return false
+	}
+	if cap(q.bulk) < frames {
+		q.bulk = make([]*pagepool.Buffer, frames)
+	}
+	nbs := q.bulk[:frames]
+	if q.pool.AllocBulk(nbs) != nil {
+		return false
+	}
+	for i, nb := range nbs {
+		q.pool.Recycle(q.ring[q.head])
+		q.ring[q.head] = nb
+		if q.head++; q.head == len(q.ring) {
+			q.head = 0
+		}
+		nbs[i] = nil
+	}
+	st := &s.stats
+	n := uint64(frames)
+	st.hcBytes += bytes
+	classifyN(dst, n, bytes, &st.ucastPkts, &st.ucastBytes, &st.bcastPkts, &st.bcastBytes, &st.mcastPkts, &st.mcastBytes)
+	st.packets += n
+	st.bytes += bytes
+	if q.headroom < rxbuf.LLReservedSpace {
+		st.shortHeadroom += n
+	}
+	return true
+}
+
 // DropRx counts a frame for RX queue qi that never reached the ring (the daemon's input queue for
 // it was full): the hardware's hc_rx_discards_no_wqe.
 func (p *Port) DropRx(qi int) {
@@ -303,6 +350,19 @@ func (p *Port) PutWire(qi int, frame []byte) {
 	classify(frame, n, &st.ucastPkts, &st.ucastBytes, &st.bcastPkts, &st.bcastBytes, &st.mcastPkts, &st.mcastBytes)
 	t.mu.Unlock()
 	p.cfg.Wire.Send(qi, frame)
+}
+
+// PutWireBulk accounts, as frames calls of PutWire would, frames wire frames of bytes bytes in
+// all, every one addressed as dst (the Ethernet header they share), without sending them: the
+// caller hands the work item Post accepted to a wire that carries it whole (a TCP superframe an
+// uplink's device segments, as the NIC's TSO engine would have cut it). Safe for concurrent use.
+func (p *Port) PutWireBulk(qi int, dst []byte, frames int, bytes uint64) {
+	t := &p.tx[qi]
+	t.mu.Lock()
+	st := &t.stats
+	st.hcBytes += bytes
+	classifyN(dst, uint64(frames), bytes, &st.ucastPkts, &st.ucastBytes, &st.bcastPkts, &st.bcastBytes, &st.mcastPkts, &st.mcastBytes)
+	t.mu.Unlock()
 }
 
 // SteerRx returns the RX queue RSS picks for frame (Toeplitz hash of the flow through the

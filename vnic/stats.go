@@ -120,15 +120,20 @@ type txStats struct {
 // classify adds a frame to the unicast, broadcast or multicast counters by its destination MAC,
 // as the vport's hardware counters do.
 func classify(frame []byte, n uint64, ucastPkts, ucastBytes, bcastPkts, bcastBytes, mcastPkts, mcastBytes *uint64) {
+	classifyN(frame, 1, n, ucastPkts, ucastBytes, bcastPkts, bcastBytes, mcastPkts, mcastBytes)
+}
+
+// classifyN is classify for pkts frames of n bytes in all, addressed alike.
+func classifyN(frame []byte, pkts, n uint64, ucastPkts, ucastBytes, bcastPkts, bcastBytes, mcastPkts, mcastBytes *uint64) {
 	switch {
 	case len(frame) >= 6 && frame[0]&frame[1]&frame[2]&frame[3]&frame[4]&frame[5] == 0xff:
-		*bcastPkts++
+		*bcastPkts += pkts
 		*bcastBytes += n
 	case len(frame) >= 1 && frame[0]&1 != 0:
-		*mcastPkts++
+		*mcastPkts += pkts
 		*mcastBytes += n
 	default:
-		*ucastPkts++
+		*ucastPkts += pkts
 		*ucastBytes += n
 	}
 }

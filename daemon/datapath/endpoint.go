@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"net"
@@ -120,7 +121,9 @@ type queue struct {
 	giov    []unix.Iovec
 	gframe  [][]byte
 	flushFn func(fd uintptr) bool
-	listed  bool // in the segment's pending list
+	whole   [2][]byte               // inputWhole's writev: its virtio header, the aggregate
+	wholeH  [offload.HeaderLen]byte // the virtio header
+	listed  bool                    // in the segment's pending list
 	// uco is the UDP run, next to co's TCP one: nil without USO on the TAP, or after the TAP
 	// refused a USO superframe (gro.go). It is used only while the endpoint's udpGRO is on.
 	uco *offload.UDPCoalescer
@@ -677,6 +680,52 @@ func (e *Endpoint) inputChecked(frame []byte, inline bool, v offload.Checked) {
 	qq.kick()
 }
 
+// inputWhole takes a TCP aggregate the segment forwards to this endpoint's port whole (see
+// Uplink.ReceiveWhole): frame with its virtio header h, standing for the frames st says. It
+// reports whether the port took it; if not, nothing was counted, and the caller forwards the
+// frames it stands for one by one. The port takes it when the RX queue RSS picks for it
+// coalesces its writes to the TAP (a TAP with virtio headers and GRO on), could coalesce all
+// of those frames into one superframe (GROMaxSegs), has no backlog (which the frames would
+// queue behind), and accounts them whole (vnic.Port.ReceiveWhole): the TAP then gets the
+// superframe its coalescer would have written, with no frame copied or checksummed on the way.
+func (e *Endpoint) inputWhole(frame []byte, h *offload.Header, st offload.Segments, wire uint64) bool {
+	p := e.vp.Load()
+	if p == nil || st.N > GROMaxSegs {
+		return false
+	}
+	q := p.SteerRx(frame)
+	qs := e.qs.Load()
+	if q < 0 || qs == nil || q >= len(qs.q) || qs.q[q].co == nil {
+		return false
+	}
+	qq := qs.q[q]
+	// The wait of an inline sender, as inputChecked's.
+	if !qq.busy.TryLock() {
+		qq.busy.Lock()
+		qq.stats.rxWaited.Add(1)
+	}
+	defer qq.busy.Unlock()
+	if qq.poll(p) {
+		qq.flushRun() // as inputChecked: the frames queue behind the backlog
+		return false
+	}
+	if !p.ReceiveWhole(qq.idx, frame, st.N, wire, st.HeaderLen+int(h.GSOSize)) {
+		qq.deferFlush() // what poll coalesced, for the end of the batch
+		return false
+	}
+	qq.flush() // the run before it goes first
+	h.Encode(qq.wholeH[:])
+	qq.whole = [2][]byte{qq.wholeH[:], frame}
+	qq.gframe = qq.whole[:]
+	if err := qq.rc.Write(qq.flushFn); err != nil || qq.werr != nil {
+		qq.stats.rxWriteErrors.Add(uint64(st.N))
+	}
+	qq.gframe, qq.whole = nil, [2][]byte{}
+	qq.stats.rxInline.Add(uint64(st.N))
+	qq.stats.rxCoalesced.Add(uint64(st.N - 1))
+	return true
+}
+
 // inputLimit is the bound of an RX queue's input: the port's RX ring size, or one budget while
 // the port is not running (vnic drops those frames anyway).
 func inputLimit(p *vnic.Port) int {
@@ -863,8 +912,58 @@ func (qq *queue) transmitOffload(b []byte) {
 	}
 	if st.GSO {
 		qq.stats.txSuperframes.Add(1)
+		if qq.sendWhole(&h, b, st) {
+			return
+		}
 	}
 	_, _ = qq.seg.Segment(&h, frame, qq.emitFn) // Plan accepted it
+}
+
+// sendWhole hands b, a TCP superframe Plan accepted (st) after its virtio header h, whole to
+// the uplink that has its destination address, and reports whether it did: a NIC's TSO engine
+// cuts a work item into the frames it sends, and the kernel behind an uplink cuts a GSO packet
+// into the same frames (tcp_gso_segment) where it has to, or carries it whole through VXLAN
+// and the underlay, so manad need not cut, checksum and coalesce again what the port sent.
+// Each frame is still accounted as it leaves the port (vnic.Port.PutWireBulk) and the uplink;
+// every other superframe, and one the uplink cannot take as it takes single frames (see
+// Uplink.sendWhole), is cut by the caller.
+func (qq *queue) sendWhole(h *offload.Header, b []byte, st offload.Segments) bool {
+	gt := h.GSOType &^ offload.GSOECN
+	frame := b[offload.HeaderLen:]
+	if gt != offload.GSOTCPv4 && gt != offload.GSOTCPv6 || h.Flags&offload.FlagNeedsCsum == 0 ||
+		st.HeaderLen+int(h.GSOSize) > qq.maxFrame || frame[0]&1 != 0 {
+		return false
+	}
+	e := qq.e
+	src, now := e.handle.Load(), qq.clock.Load()
+	if src == nil || now == 0 {
+		return false
+	}
+	s := e.seg
+	ent, ok := (*s.fdb.Load())[mac48(frame[0:6])]
+	if !ok || s.expired(ent, now) {
+		return false
+	}
+	dst := ent.port.Load()
+	u, ok := dst.m.(*Uplink)
+	if !ok || dst == src {
+		return false
+	}
+	l2 := len(frame) - PayloadLen(frame)
+	wire := uint64(st.PayloadLen + st.N*st.HeaderLen)
+	// The hint the TAP gave is the guest's skb_headlen; the device's linear part is the headers.
+	binary.LittleEndian.PutUint16(b[2:], uint16(st.HeaderLen))
+	if !u.sendWhole(b, st.HeaderLen-l2+int(h.GSOSize), st.N, wire) {
+		return false
+	}
+	// forwardChecked's learning, once for the frames.
+	if frame[6]&1 == 0 {
+		if sa := mac48(frame[6:12]); sa != 0 {
+			s.learn(src, sa, now)
+		}
+	}
+	qq.txPort.PutWireBulk(qq.idx, frame, st.N, wire)
+	return true
 }
 
 // emit puts one frame Segment made on the wire.

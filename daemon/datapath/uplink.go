@@ -46,15 +46,18 @@ type Uplink struct {
 const uplinkArena = 1 << 17
 
 type uplinkStats struct {
-	rxFrames, rxBytes, rxRunts                 atomic.Uint64
+	rxFrames, rxBytes, rxRunts, rxWhole        atomic.Uint64
 	txFrames, txBytes, txErrors, txDown, txMTU atomic.Uint64
-	txAggregates                               atomic.Uint64
+	txAggregates, txWhole                      atomic.Uint64
 }
 
 // UplinkStats are an uplink's counters since it was attached.
 type UplinkStats struct {
 	RxFrames, RxBytes uint64 // frames received from the device and switched on the segment
 	RxRunts           uint64 // frames shorter than an Ethernet header received from the device
+	// RxWhole counts TCP aggregates received from the device that a port took whole
+	// (ReceiveWhole); RxFrames counts the frames each stands for.
+	RxWhole           uint64
 	TxFrames, TxBytes uint64 // frames the device took
 	TxErrors          uint64 // frames the device refused (a full queue, a vanished link)
 	TxDown            uint64 // frames dropped because the uplink was down
@@ -62,6 +65,9 @@ type UplinkStats struct {
 	// TxAggregates counts GSO superframes written (SetTxGSO), each standing for two or more
 	// of the frames TxFrames counts.
 	TxAggregates uint64
+	// TxWhole counts the superframes among TxAggregates that a port's TAP handed over and that
+	// went out as they came, never cut into frames by manad (Uplink.sendWhole).
+	TxWhole uint64
 }
 
 // AttachUplink attaches an uplink named name (for FDB listings and logs) that transmits frames
@@ -132,6 +138,51 @@ func (u *Uplink) Receive(frame []byte) {
 	u.stats.rxFrames.Add(1)
 	u.stats.rxBytes.Add(uint64(len(frame)))
 	u.seg.forward(u.p, frame, true)
+}
+
+// ReceiveWhole switches frame, a TCP aggregate the device received (a GSO packet of gsoType's
+// TCP kind with segments of gsoSize payload bytes), to the port that has its destination as
+// the one superframe it is, when that port takes it so (Endpoint.inputWhole), and reports
+// whether it did. Otherwise the caller cuts the aggregate into the frames it stands for and
+// passes each to Receive; frame's IP length and TCP checksum field may have been rewritten
+// (offload.Aggregate), which cutting ignores (offload.Segmenter.Segment sets both afresh).
+// A segment carrying more than mtu bytes beyond the Ethernet header and VLAN tag is refused.
+// frame is only valid during the call; the caller's goroutine delivers it itself. Floods,
+// captures and anything but a unicast TCP aggregate to a port are left to the frame-by-frame
+// path.
+func (u *Uplink) ReceiveWhole(frame []byte, gsoType uint8, gsoSize uint16, mtu int) bool {
+	s := u.seg
+	if len(frame) < 14 || frame[0]&1 != 0 || s.captures.list.Load() != nil {
+		return false
+	}
+	now := s.now()
+	ent, ok := (*s.fdb.Load())[mac48(frame[0:6])]
+	if !ok || s.expired(ent, now) {
+		return false
+	}
+	dst := ent.port.Load()
+	ep, ok := dst.m.(*Endpoint)
+	if !ok || dst == u.p {
+		return false
+	}
+	h, st, err := offload.Aggregate(frame, gsoType, gsoSize)
+	if err != nil || st.HeaderLen-(len(frame)-PayloadLen(frame))+int(gsoSize) > mtu {
+		return false
+	}
+	wire := uint64(st.PayloadLen + st.N*st.HeaderLen)
+	if !ep.inputWhole(frame, &h, st, wire) {
+		return false
+	}
+	// forwardChecked's learning, once for the frames.
+	if frame[6]&1 == 0 {
+		if sa := mac48(frame[6:12]); sa != 0 {
+			s.learn(u.p, sa, now)
+		}
+	}
+	u.stats.rxFrames.Add(uint64(st.N))
+	u.stats.rxBytes.Add(wire)
+	u.stats.rxWhole.Add(1)
+	return true
 }
 
 // input implements member: the frame goes out through the device, or is dropped and counted.
@@ -230,6 +281,35 @@ func (u *Uplink) flushLocked() {
 	u.stats.txBytes.Add(b)
 }
 
+// sendWhole writes b, a virtio_net_hdr_v1 and the TCP superframe a port's TAP handed over, to
+// the device as one GSO superframe, as a NIC hands a TSO work item to its segmentation engine:
+// the device (or validate_xmit_skb past it) cuts it into the frames the port would have put on
+// the wire one by one. segLen is the largest payload one of its frames carries, frames and
+// wire how many frames it stands for and their bytes. It reports false, writing nothing, when
+// the uplink could not take the frames as it takes them one by one (down, no GSO writes, a
+// frame beyond the MTU): the caller then sends them so, to be counted as those are. A write the
+// device refuses counts every frame as refused, and reports true.
+func (u *Uplink) sendWhole(b []byte, segLen, frames int, wire uint64) bool {
+	if !u.up.Load() || segLen > int(u.mtu.Load()) || u.seg.captures.list.Load() != nil {
+		return false
+	}
+	u.runMu.Lock()
+	defer u.runMu.Unlock()
+	if u.txGSO == nil {
+		return false
+	}
+	u.flushLocked() // the frames before it go first
+	if err := u.txGSO([][]byte{b}); err != nil {
+		u.stats.txErrors.Add(uint64(frames))
+		return true
+	}
+	u.stats.txAggregates.Add(1)
+	u.stats.txWhole.Add(1)
+	u.stats.txFrames.Add(uint64(frames))
+	u.stats.txBytes.Add(wire)
+	return true
+}
+
 // label implements member.
 func (u *Uplink) label() string { return "uplink:" + u.name }
 
@@ -247,8 +327,9 @@ func PayloadLen(frame []byte) int {
 func (u *Uplink) Stats() UplinkStats {
 	s := &u.stats
 	return UplinkStats{
-		RxFrames: s.rxFrames.Load(), RxBytes: s.rxBytes.Load(), RxRunts: s.rxRunts.Load(),
+		RxFrames: s.rxFrames.Load(), RxBytes: s.rxBytes.Load(), RxRunts: s.rxRunts.Load(), RxWhole: s.rxWhole.Load(),
 		TxFrames: s.txFrames.Load(), TxBytes: s.txBytes.Load(), TxErrors: s.txErrors.Load(),
 		TxDown: s.txDown.Load(), TxMTUDrops: s.txMTU.Load(), TxAggregates: s.txAggregates.Load(),
+		TxWhole: s.txWhole.Load(),
 	}
 }

@@ -157,5 +157,12 @@ func FuzzFrameFixups(f *testing.F) {
 				t.Fatalf("segment of %d bytes beyond the MTU", n)
 			}
 		})
+		// What a port takes whole (datapath.Uplink.ReceiveWhole) stays within the frame.
+		agg := append([]byte(nil), frame...)
+		if h, st, err := offload.Aggregate(agg, gsoType, mss); err == nil {
+			if int(h.HdrLen) != st.HeaderLen || st.HeaderLen > len(agg) || int(h.CsumStart)+int(h.CsumOffset)+2 > len(agg) {
+				t.Fatalf("Aggregate: header %+v, %+v for a frame of %d bytes", h, st, len(agg))
+			}
+		}
 	})
 }

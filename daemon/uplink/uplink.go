@@ -624,9 +624,12 @@ func (u *Uplink) onFrame(frame []byte, wireLen int, status uint32, tci uint32, t
 		frame = append(b, frame[12:]...)
 	}
 	if mtu := int(u.devMTU.Load()); datapath.PayloadLen(frame) > mtu {
-		// A GSO aggregate (TSO from a local stack through a veth and a bridge, or GRO):
-		// cut it into the frames it stands for, as the kernel would for a device without
-		// TSO. Anything else beyond the MTU is dropped.
+		// A GSO aggregate (TSO from a local stack through a veth and a bridge, or GRO): to
+		// a port that takes it whole, else cut into the frames it stands for, as the kernel
+		// would for a device without TSO. Anything else beyond the MTU is dropped.
+		if frame[0]&1 == 0 && vh.gsoSize > 0 && vh.gsoSize <= 0xffff && u.dp.ReceiveWhole(frame, vh.gsoType, uint16(vh.gsoSize), mtu) {
+			return
+		}
 		if frame[0]&1 == 0 && segmentAggregate(u.seg, frame, vh, mtu, u.dp.Receive) {
 			u.rxSegmented.Add(1)
 			return

@@ -1,0 +1,193 @@
+package datapath
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/manad/manad/daemon/offload"
+	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/manad/manad/vnic"
+)
+
+// lockedGSOLog is a gsoLog the TX goroutine writes while the test reads it.
+type lockedGSOLog struct {
+	mu sync.Mutex
+	gsoLog
+}
+
+func (l *lockedGSOLog) tx(f []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gsoLog.tx(f)
+}
+
+func (l *lockedGSOLog) gso(iov [][]byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gsoLog.gso(iov)
+}
+
+func (l *lockedGSOLog) take() []gsoWrite {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.writes
+	l.writes = nil
+	return w
+}
+
+// portStat returns the port's ETH_SS_STATS value called name.
+func (tp *testPort) portStat(t *testing.T, name string) uint64 {
+	t.Helper()
+	var names []string
+	var vals []uint64
+	tp.h.locked(func() {
+		names = vnic.StatNames(tp.port.Settings().Queues)
+		vals = tp.port.Stats()
+	})
+	for i, n := range names {
+		if n == name {
+			return vals[i]
+		}
+	}
+	t.Fatalf("no statistic %s", name)
+	return 0
+}
+
+// remoteStation is the station behind the uplink in these tests.
+var remoteStation = &testPort{mac: mac(9), ip: net.IPv4(10, 77, 0, 9).To4()}
+
+// TestSuperframeLeavesUplinkWhole: a TCP superframe a port's TAP hands over, to a station behind
+// an uplink with GSO writes, goes out as it came, one GSO write with the port's segment size;
+// the port's hc_tx_* counters and the uplink's count the wire frames it stands for, as if they
+// had been cut. A superframe whose segments exceed the uplink's MTU is cut, and every frame
+// dropped and counted as one that comes alone.
+func TestSuperframeLeavesUplinkWhole(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{offload: true, queues: 1, noIPv6: true})
+	dev := &lockedGSOLog{}
+	u := h.seg.AttachUplink("vx0", dev.tx)
+	defer u.Detach()
+	u.SetMTU(1500)
+	u.SetUp(true)
+	u.SetTxGSO(dev.gso)
+	u.Receive(frame(a.mac, remoteStation.mac, 1)) // the station is behind the uplink
+	const segs, mss = 10, 1000
+	wire := uint64(segs*54 + segs*mss)
+	txBytes, txUcast := a.portStat(t, "hc_tx_bytes"), a.portStat(t, "hc_tx_ucast_pkts")
+
+	sendSuperframe(t, a, remoteStation, 5000, segs, mss)
+	waitFor(t, "the superframe to leave the uplink", func() bool { return u.Stats().TxFrames >= segs })
+	ws := dev.take()
+	if len(ws) != 1 {
+		t.Fatalf("%d writes, want the superframe as one", len(ws))
+	}
+	w := ws[0]
+	if !w.gso || w.hdr.GSOType != offload.GSOTCPv4 || w.hdr.GSOSize != mss || w.hdr.Flags&offload.FlagNeedsCsum == 0 ||
+		w.hdr.HdrLen != 54 || w.hdr.CsumStart != 34 || w.hdr.CsumOffset != 16 || len(w.frame) != 54+segs*mss {
+		t.Fatalf("write: gso %v, header %+v, %d bytes; want the TCPv4 superframe whole", w.gso, w.hdr, len(w.frame))
+	}
+	if seq := binary.BigEndian.Uint32(w.frame[38:]); seq != 5000 || !bytes.Equal(w.frame[:12], append(append([]byte(nil), remoteStation.mac...), a.mac...)) {
+		t.Fatalf("superframe: seq %d, addresses % x", seq, w.frame[:12])
+	}
+	st := u.Stats()
+	if st.TxWhole != 1 || st.TxAggregates != 1 || st.TxFrames != segs || st.TxBytes != wire || st.TxErrors != 0 {
+		t.Fatalf("uplink stats %+v, want TxWhole 1, TxAggregates 1, TxFrames %d, TxBytes %d", st, segs, wire)
+	}
+	if d := a.portStat(t, "hc_tx_ucast_pkts") - txUcast; d != segs {
+		t.Errorf("hc_tx_ucast_pkts +%d, want +%d", d, segs)
+	}
+	if d := a.portStat(t, "hc_tx_bytes") - txBytes; d != wire {
+		t.Errorf("hc_tx_bytes +%d, want +%d", d, wire)
+	}
+	if n := a.portStat(t, "tx_0_tso_packets"); n != 1 {
+		t.Errorf("tx_0_tso_packets %d, want 1", n)
+	}
+
+	// Segments of 20+20+1000 bytes beyond an MTU of 1000: cut, and each dropped.
+	u.SetMTU(1000)
+	sendSuperframe(t, a, remoteStation, 20000, segs, mss)
+	waitFor(t, "the second superframe's frames to be dropped", func() bool { return u.Stats().TxMTUDrops >= segs })
+	if st := u.Stats(); st.TxWhole != 1 || st.TxMTUDrops != segs || st.TxFrames != segs {
+		t.Fatalf("uplink stats %+v after a superframe beyond the MTU, want TxWhole 1, TxMTUDrops %d", st, segs)
+	}
+	if n := len(dev.take()); n != 0 {
+		t.Fatalf("%d writes of a superframe beyond the MTU", n)
+	}
+}
+
+// TestAggregateReachesPortWhole: a TCP aggregate an uplink's device hands over reaches a port
+// whose TAP takes superframes as one (offload.Aggregate's header: TestAggregateIsTheCoalesced-
+// Superframe): the port's kernel counts one packet and takes it as the segments it stands for
+// (the reset it answers the connection-less segment with acknowledges every byte). The port's
+// RX counters and the uplink's count the wire frames. Aggregates the segment cannot hand over
+// so are refused, nothing counted.
+func TestAggregateReachesPortWhole(t *testing.T) {
+	h := newHarness(t)
+	b := h.addPort(portOpts{offload: true, queues: 1, noIPv6: true})
+	dev := &lockedGSOLog{}
+	u := h.seg.AttachUplink("vx0", dev.tx)
+	defer u.Detach()
+	u.SetMTU(1500)
+	u.SetUp(true)
+	// The port's answer goes straight to the station.
+	taptest.IP(t, b.ns, "neigh", "replace", remoteStation.ip.String(), "lladdr", remoteStation.mac.String(), "dev", "eth0")
+	b.ep.Send(0, frame(remoteStation.mac, b.mac, 1)) // the segment learns the port's address
+	dev.take()
+	const segs, mss, seq = 10, 1000, 7000
+	wire := uint64(segs*54 + segs*mss)
+	rxBytes, rxUcast := b.portStat(t, "hc_rx_bytes"), b.portStat(t, "hc_rx_ucast_pkts")
+	before, _ := taptest.ShowLink(t, b.ns, "eth0")
+
+	f := tcpFrameFor(b, remoteStation, 1, seq, segs*mss)
+	f[47] = 0x08                               // PSH alone: the reset acknowledges what it got (tcp_v4_send_reset)
+	binary.BigEndian.PutUint16(f[50:], 0x1234) // a checksum nobody computed, as for a TSO aggregate
+	if !u.ReceiveWhole(f, offload.GSOTCPv4, mss, 1500) {
+		t.Fatal("the port did not take the aggregate whole")
+	}
+	st := u.Stats()
+	if st.RxWhole != 1 || st.RxFrames != segs || st.RxBytes != wire {
+		t.Fatalf("uplink stats %+v, want RxWhole 1, RxFrames %d, RxBytes %d", st, segs, wire)
+	}
+	if d := b.portStat(t, "hc_rx_ucast_pkts") - rxUcast; d != segs {
+		t.Errorf("hc_rx_ucast_pkts +%d, want +%d", d, segs)
+	}
+	if d := b.portStat(t, "hc_rx_bytes") - rxBytes; d != wire {
+		t.Errorf("hc_rx_bytes +%d, want +%d", d, wire)
+	}
+	if qs := b.ep.Stats(); qs[0].RxCoalesced != segs-1 {
+		t.Errorf("RxCoalesced %d, want %d", qs[0].RxCoalesced, segs-1)
+	}
+	after, _ := taptest.ShowLink(t, b.ns, "eth0")
+	if d := after.Stats64.RX.Packets - before.Stats64.RX.Packets; d != 1 {
+		t.Errorf("the TAP received %d packets, want the aggregate as 1", d)
+	}
+	waitFor(t, "the port's reset", func() bool {
+		for _, w := range dev.take() {
+			r := w.frame
+			if len(r) >= 54 && r[23] == 6 && r[47]&0x04 != 0 {
+				if ack := binary.BigEndian.Uint32(r[42:]); ack != seq+segs*mss {
+					t.Fatalf("the reset acknowledges %d, want %d (every byte of the aggregate)", ack, seq+segs*mss)
+				}
+				return true
+			}
+		}
+		return false
+	})
+
+	// A station the segment does not know, and a segment size beyond the MTU: refused,
+	// nothing counted.
+	f = tcpFrameFor(b, remoteStation, 2, seq, segs*mss)
+	if u.ReceiveWhole(f, offload.GSOTCPv4, 1461, 1500) {
+		t.Error("an aggregate with segments beyond the MTU was taken whole")
+	}
+	copy(f[0:6], mac(77))
+	if u.ReceiveWhole(f, offload.GSOTCPv4, mss, 1500) {
+		t.Error("an aggregate to an unknown station was taken whole")
+	}
+	if st := u.Stats(); st.RxWhole != 1 || st.RxFrames != segs {
+		t.Fatalf("uplink stats %+v after refusals, want them unchanged", st)
+	}
+}

@@ -1,0 +1,31 @@
+package offload
+
+import "encoding/binary"
+
+// Aggregate makes frame, a TCP aggregate the kernel handed over in one piece (a GSO packet
+// with segments of gsoSize payload bytes, gsoType one of the TCP kinds, the ECN bit allowed),
+// the superframe a Coalescer's Flush would have made of the segments it stands for: the IP
+// length and IPv4 header checksum are set for the whole frame, and the TCP checksum field to
+// the pseudo-header sum that the returned header's NEEDS_CSUM asks the receiver to complete
+// (the kernel's tcp_gro_complete leaves it so). Segments says what the frame stands for, as
+// Plan says it. As for Segment, the aggregate's own checksums are not trusted: whoever
+// completes NEEDS_CSUM computes the segments' afresh.
+//
+// Errors: Plan's Reasons, and ErrProtoMismatch for a frame that is not TCP; frame is then
+// unchanged.
+func Aggregate(frame []byte, gsoType uint8, gsoSize uint16) (Header, Segments, error) {
+	h := Header{GSOType: gsoType, GSOSize: gsoSize}
+	if gt := gsoType &^ GSOECN; gt != GSOTCPv4 && gt != GSOTCPv6 {
+		return Header{}, Segments{}, ErrProtoMismatch
+	}
+	l, err := check(&h, frame)
+	if err != nil {
+		return Header{}, Segments{}, err
+	}
+	st := plan(&h, frame, &l)
+	l.setIPLen(frame, len(frame))
+	src, dst := l.addrs(frame)
+	binary.BigEndian.PutUint16(frame[l.l4+16:], fold(pseudo(src, dst, protoTCP, len(frame)-l.l4)))
+	h.Flags, h.HdrLen, h.CsumStart, h.CsumOffset = FlagNeedsCsum, uint16(l.payload), uint16(l.l4), 16
+	return h, st, nil
+}
