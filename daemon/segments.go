@@ -146,7 +146,7 @@ func (def *segDef) uplinkInfo(i int) genl.UplinkInfo {
 	info.RxRunts, info.RxOversize, info.RxTruncated = s.RxRunts, s.RxOversize, s.RxTruncated
 	info.TxErrors, info.TxDown, info.TxMTUDrops = s.TxErrors, s.TxDown, s.TxMTUDrops
 	info.RxSegmented, info.RxCsumFilled, info.Attaches = s.RxSegmented, s.RxChecksumFilled, s.Attaches
-	info.Attach, info.TxAggregates = st.Attach, s.TxAggregates
+	info.Attach, info.TxAggregates, info.TxWhole, info.RxWhole = st.Attach, s.TxAggregates, s.TxWhole, s.RxWhole
 	return info
 }
 

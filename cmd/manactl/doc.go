@@ -130,7 +130,7 @@
 //	                 storm-pps (0: no limit), ageing-ms (0: never), ports: [names], learnt-macs,
 //	                 floods, storm-drops, uplinks: [{dev, netns, state (attached | down | gone |
 //	                 reattaching), error, kind, ifindex, mtu, max-port-mtu, state-changes,
-//	                 rx-packets, rx-bytes, tx-packets, tx-bytes, tx-aggregates, rx-drops: {runt, oversize,
+//	                 rx-packets, rx-bytes, tx-packets, tx-bytes, tx-aggregates, tx-whole, rx-whole, rx-drops: {runt, oversize,
 //	                 truncated}, tx-drops: {device, down, mtu}, rx-segmented, rx-checksum-filled,
 //	                 attaches}]
 //

@@ -397,6 +397,8 @@ func writeSegment(w io.Writer, s genl.SegmentInfo) {
 		row("TX packets", u.TxPackets)
 		row("TX bytes", u.TxBytes)
 		row("TX aggregates", u.TxAggregates)
+		row("TX whole", u.TxWhole)
+		row("RX whole", u.RxWhole)
 		row("RX drops", fmt.Sprintf("runt %d, oversize %d, truncated %d", u.RxRunts, u.RxOversize, u.RxTruncated))
 		row("TX drops", fmt.Sprintf("device %d, down %d, mtu %d", u.TxErrors, u.TxDown, u.TxMTUDrops))
 		row("RX segmented", u.RxSegmented)
@@ -451,6 +453,8 @@ type uplinkJSON struct {
 	TxPackets    uint64 `json:"tx-packets"`
 	TxBytes      uint64 `json:"tx-bytes"`
 	TxAggregates uint64 `json:"tx-aggregates"`
+	TxWhole      uint64 `json:"tx-whole"`
+	RxWhole      uint64 `json:"rx-whole"`
 	RxDrops      struct {
 		Runt      uint64 `json:"runt"`
 		Oversize  uint64 `json:"oversize"`
@@ -478,7 +482,7 @@ func segmentToJSON(s genl.SegmentInfo) segmentJSON {
 			Dev: u.Dev, NetNS: u.NetNS, State: u.State, Error: u.Error, Kind: u.Kind, IfIndex: u.Ifindex, MTU: u.MTU,
 			MaxPortMTU: u.MaxPortMTU, StateChanges: u.Changes, RxPackets: u.RxPackets, RxBytes: u.RxBytes,
 			TxPackets: u.TxPackets, TxBytes: u.TxBytes, RxSegmented: u.RxSegmented, RxChecksumFilled: u.RxCsumFilled,
-			Attaches: u.Attaches, Attach: u.Attach, TxAggregates: u.TxAggregates,
+			Attaches: u.Attaches, Attach: u.Attach, TxAggregates: u.TxAggregates, TxWhole: u.TxWhole, RxWhole: u.RxWhole,
 		}
 		j.RxDrops.Runt, j.RxDrops.Oversize, j.RxDrops.Truncated = u.RxRunts, u.RxOversize, u.RxTruncated
 		j.TxDrops.Device, j.TxDrops.Down, j.TxDrops.MTU = u.TxErrors, u.TxDown, u.TxMTUDrops

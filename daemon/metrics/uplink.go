@@ -32,6 +32,7 @@ type SegmentCollector struct {
 	rxPackets, rxBytes, txPackets, txBytes    *prometheus.Desc
 	rxDropped, txDropped, rxSegmented, rxCsum *prometheus.Desc
 	attaches, attachment, txAggregates        *prometheus.Desc
+	txWhole, rxWhole                          *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*SegmentCollector)(nil)
@@ -61,6 +62,10 @@ func NewSegmentCollector(src SegmentSource) *SegmentCollector {
 		txBytes:    d("uplink_tx_bytes_total", "Bytes of the frames counted in manad_uplink_tx_packets_total.", up),
 		txAggregates: d("uplink_tx_aggregates_total", "GSO superframes the uplink wrote, each standing for several of the "+
 			"frames counted in manad_uplink_tx_packets_total.", up),
+		txWhole: d("uplink_tx_whole_total", "Of manad_uplink_tx_aggregates_total, the superframes a port's TAP handed over that "+
+			"the uplink wrote as they came, never cut into frames.", up),
+		rxWhole: d("uplink_rx_whole_total", "TCP aggregates received from the uplink's device that a port took whole, each "+
+			"several of the frames counted in manad_uplink_rx_packets_total.", up),
 		rxDropped: d("uplink_rx_dropped_total", "Frames from the uplink's device that were dropped, by reason: runt (shorter than "+
 			"an Ethernet header), oversize (beyond the device's MTU and not a TCP aggregate), truncated (longer than a ring block).", reason),
 		txDropped: d("uplink_tx_dropped_total", "Frames for the uplink's device that were dropped, by reason: device (the device "+
@@ -78,7 +83,7 @@ func (c *SegmentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.floods, c.stormDrops, c.learnt, c.up, c.state, c.mtu, c.maxPortMTU, c.changes, c.rxPackets, c.rxBytes,
 		c.txPackets, c.txBytes, c.rxDropped, c.txDropped, c.rxSegmented, c.rxCsum, c.attaches, c.attachment,
-		c.txAggregates,
+		c.txAggregates, c.txWhole, c.rxWhole,
 	} {
 		ch <- d
 	}
@@ -119,6 +124,8 @@ func (c *SegmentCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.txPackets, u.TxPackets, l...)
 			counter(c.txBytes, u.TxBytes, l...)
 			counter(c.txAggregates, u.TxAggregates, l...)
+			counter(c.txWhole, u.TxWhole, l...)
+			counter(c.rxWhole, u.RxWhole, l...)
 			counter(c.rxDropped, u.RxRunts, append(l, "runt")...)
 			counter(c.rxDropped, u.RxOversize, append(l, "oversize")...)
 			counter(c.rxDropped, u.RxTruncated, append(l, "truncated")...)

@@ -16,7 +16,8 @@ func testSegments() []Segment {
 		Uplinks: []wire.UplinkInfo{
 			{Dev: "vx0", NetNS: "hostA", State: wire.UplinkAttached, MTU: 1450, MaxPortMTU: 1400, Changes: 1, RxPackets: 10,
 				RxBytes: 1000, TxPackets: 20, TxBytes: 2000, RxRunts: 1, RxOversize: 2, RxTruncated: 3, TxErrors: 4,
-				TxDown: 5, TxMTUDrops: 6, RxSegmented: 7, RxCsumFilled: 8, Attaches: 9, Attach: wire.UplinkAttachXDP, TxAggregates: 11},
+				TxDown: 5, TxMTUDrops: 6, RxSegmented: 7, RxCsumFilled: 8, Attaches: 9, Attach: wire.UplinkAttachXDP, TxAggregates: 11,
+				TxWhole: 12, RxWhole: 13},
 			{Dev: "upl", State: wire.UplinkGone},
 		},
 	}, {Name: "empty"}}
@@ -78,6 +79,8 @@ func TestSegmentCollector(t *testing.T) {
 		{"manad_uplink_rx_checksum_filled_total", vx, 8},
 		{"manad_uplink_attaches_total", vx, 9},
 		{"manad_uplink_tx_aggregates_total", vx, 11},
+		{"manad_uplink_tx_whole_total", vx, 12},
+		{"manad_uplink_rx_whole_total", vx, 13},
 		{"manad_uplink_attachment_info", with("attach", "af_xdp"), 1},
 	} {
 		got, ok := value(t, fams, tt.name, tt.labels)

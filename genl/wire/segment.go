@@ -69,7 +69,9 @@ const (
 	UplinkAttrAttaches     uint16 = 22 // u64: how often the packet socket was opened
 	UplinkAttrAttach       uint16 = 23 // string: UPLINK_ADD: UplinkAttach* mode asked; SEGMENT_GET: in use ("af_packet", "af_xdp")
 	UplinkAttrTxAggregates uint16 = 24 // u64: GSO superframes written (each several of the frames TX_PACKETS counts)
-	UplinkAttrMax                 = UplinkAttrTxAggregates
+	UplinkAttrTxWhole      uint16 = 25 // u64: of TX_AGGREGATES, the port superframes written as they came, never cut
+	UplinkAttrRxWhole      uint16 = 26 // u64: TCP aggregates received that a port took whole (RX_PACKETS counts their frames)
+	UplinkAttrMax                 = UplinkAttrRxWhole
 )
 
 // Uplink states as SEGMENT_GET reports them.
@@ -128,6 +130,8 @@ type UplinkInfo struct {
 	RxSegmented, RxCsumFilled      uint64
 	Attaches                       uint64
 	TxAggregates                   uint64 // GSO superframes written, each several of TxPackets
+	TxWhole                        uint64 // of TxAggregates, port superframes written as they came
+	RxWhole                        uint64 // TCP aggregates received that a port took whole
 	Attach                         string // the attachment in use (or last used): "af_packet", "af_xdp"
 }
 
@@ -186,6 +190,8 @@ var (
 		U64(UplinkAttrAttaches, func(u *UplinkInfo) *uint64 { return &u.Attaches }),
 		String(UplinkAttrAttach, func(u *UplinkInfo) *string { return &u.Attach }).OmitZero(),
 		U64(UplinkAttrTxAggregates, func(u *UplinkInfo) *uint64 { return &u.TxAggregates }),
+		U64(UplinkAttrTxWhole, func(u *UplinkInfo) *uint64 { return &u.TxWhole }),
+		U64(UplinkAttrRxWhole, func(u *UplinkInfo) *uint64 { return &u.RxWhole }),
 	)
 
 	// SegmentTable is AttrSegment in replies and notifications.

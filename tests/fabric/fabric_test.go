@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
 )
@@ -123,6 +124,19 @@ func counter(t *testing.T, log, name string) uint64 {
 	return n
 }
 
+// uplinkInfo returns SEGMENT_GET's view of the only uplink of segment wire0 on h's manad.
+func uplinkInfo(t *testing.T, h *side) wire.UplinkInfo {
+	t.Helper()
+	seg, err := h.d.Client(h.pns).Segment(context.Background(), "wire0")
+	if err != nil {
+		t.Fatalf("SEGMENT_GET wire0: %v", err)
+	}
+	if len(seg.Uplinks) != 1 {
+		t.Fatalf("segment wire0 has %d uplinks, want 1", len(seg.Uplinks))
+	}
+	return seg.Uplinks[0]
+}
+
 func setFullPage(t *testing.T, c *client.Client, port string, on bool) {
 	t.Helper()
 	if err := c.SetPrivateFlags(context.Background(), client.PrivateFlags{
@@ -185,6 +199,18 @@ func twoDaemons(t *testing.T, kind, attach string) {
 		t.Fatalf("transfer across the flip and the restart: %v", err)
 	}
 	t.Logf("%s: %d bytes transferred intact", kind, tr.Sent)
+	if attach == "af_packet" {
+		// SEGMENT_GET reports the superframes that crossed whole: A's port's left its uplink
+		// as they came, and the aggregates B's uplink received since its restart reached B's
+		// port whole.
+		ua := uplinkInfo(t, a)
+		if ua.TxWhole == 0 || ua.TxWhole > ua.TxAggregates {
+			t.Errorf("A's uplink: TX whole %d, TX aggregates %d; want 0 < whole <= aggregates", ua.TxWhole, ua.TxAggregates)
+		}
+		if ub := uplinkInfo(t, b); ub.RxWhole == 0 || ub.RxWhole > ub.RxPackets {
+			t.Errorf("B's uplink: RX whole %d, RX packets %d; want 0 < whole <= packets", ub.RxWhole, ub.RxPackets)
+		}
+	}
 
 	// The uplink goes down: reported, frames stop; back up: re-attached, frames flow.
 	harness.Run(t, a.host, "ip", "link", "set", "ovl", "down")
