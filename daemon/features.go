@@ -25,26 +25,51 @@ var tapFeatures = []struct {
 // groFeature is the RX coalescer, on with the virtio header.
 const groFeature = "rx-gro"
 
+// kernelFeatures are features a port's netdev has as every netdev does, off until turned on
+// (NETIF_F_SOFT_FEATURES_OFF, which register_netdevice adds to hw_features): the kernel keeps
+// them on the TAP, where -K turns them on and off (tap.Device.SetFeatures) as `ethtool -K` on
+// the TAP would, and they decide whether the RX coalescer merges UDP datagrams too
+// (tap.Features.UDPGRO), as they decide it for the kernel's own GRO.
+var kernelFeatures = []kernelFeature{{tap.FeatureGROUDPFwd, "rx-udp-gro-forwarding"}, {tap.FeatureGROList, "rx-gro-list"}}
+
+// kernelFeature is one of kernelFeatures: its tap bit and its name.
+type kernelFeature struct {
+	f    tap.Features
+	name string
+}
+
 // offloadFeatures lists every feature a port can change.
 func offloadFeatures() []string {
 	out := []string{groFeature}
 	for _, f := range tapFeatures {
 		out = append(out, f.name)
 	}
+	for _, f := range kernelFeatures {
+		out = append(out, f.name)
+	}
 	return out
+}
+
+// isKernelFeature says whether name is one of kernelFeatures.
+func isKernelFeature(name string) bool {
+	return slices.ContainsFunc(kernelFeatures, func(f kernelFeature) bool { return f.name == name })
 }
 
 // features is what the port's TAP does now; wanted is active, as the features are one switch.
 func features(p *port) genl.Features {
 	f := genl.Features{HW: offloadFeatures()}
-	if p.dev == nil || !p.dev.VnetHdr() {
-		return f
+	if p.dev != nil && p.dev.VnetHdr() {
+		bits := p.dev.Offloads()
+		f.Active = append(f.Active, groFeature)
+		for _, tf := range tapFeatures {
+			if bits&tf.bit != 0 {
+				f.Active = append(f.Active, tf.name)
+			}
+		}
 	}
-	bits := p.dev.Offloads()
-	f.Active = append(f.Active, groFeature)
-	for _, tf := range tapFeatures {
-		if bits&tf.bit != 0 {
-			f.Active = append(f.Active, tf.name)
+	for _, kf := range kernelFeatures {
+		if p.tapFeatures&kf.f != 0 {
+			f.Active = append(f.Active, kf.name)
 		}
 	}
 	f.Wanted = f.Active
@@ -62,16 +87,38 @@ func (b *backend) Features(ctx context.Context, c genl.Caller, dev genl.Device) 
 
 // SetFeatures is ethtool -K: a request that turns any offload on turns the TAP's offloads on,
 // one that only turns some off turns them off; the port stays up (the endpoint re-attaches its
-// queues and the carrier is set again).
+// queues and the carrier is set again). The kernelFeatures it changes on the TAP alone, first.
 func (b *backend) SetFeatures(ctx context.Context, c genl.Caller, dev genl.Device, u genl.Update[genl.Features]) error {
 	return update(b, c, dev, "features", u, features,
 		func(f genl.Features) any { return f.Wanted },
 		func(p *port, next genl.Features) error {
 			cur := features(p)
+			var mask, value tap.Features
+			for _, kf := range kernelFeatures {
+				if on := slices.Contains(next.Wanted, kf.name); on != (p.tapFeatures&kf.f != 0) {
+					mask |= kf.f
+					if on {
+						value |= kf.f
+					}
+				}
+			}
+			if mask != 0 {
+				f, err := p.dev.SetFeatures(mask, value)
+				if err != nil {
+					return err
+				}
+				p.tapFeatures = f
+				p.ep.SetUDPGRO(f.UDPGRO())
+			}
+			cur.Wanted = slices.DeleteFunc(cur.Wanted, isKernelFeature)
+			next.Wanted = slices.DeleteFunc(slices.Clone(next.Wanted), isKernelFeature)
 			missing := func(from, in []string) bool {
 				return slices.ContainsFunc(from, func(n string) bool { return !slices.Contains(in, n) })
 			}
-			on := missing(next.Wanted, cur.Wanted) || len(cur.Active) > 0 && !missing(cur.Wanted, next.Wanted)
+			if !missing(next.Wanted, cur.Wanted) && !missing(cur.Wanted, next.Wanted) {
+				return nil // only kernel features changed
+			}
+			on := missing(next.Wanted, cur.Wanted) || len(cur.Wanted) > 0 && !missing(cur.Wanted, next.Wanted)
 			err := p.ep.SetOffload(on)
 			b.d().syncCarrier(p)
 			return err

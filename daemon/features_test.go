@@ -132,4 +132,56 @@ queues = 2
 			t.Errorf("tso %v: FEATURES_GET active %v", on, f.Active)
 		}
 	}
+
+	// rx-udp-gro-forwarding is the TAP's kernel feature: -K changes it there alone, without
+	// touching the offloads, and with it whether the RX coalescer merges UDP.
+	tapShows := func(feature string) string {
+		t.Helper()
+		out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-k", "hf0").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ethtool -k: %v: %s", err, out)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), feature+": "); ok {
+				return strings.Fields(v)[0]
+			}
+		}
+		t.Fatalf("no %s in %s", feature, out)
+		return ""
+	}
+	udpGRO := func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.ports["hf0"].ep.UDPGRO()
+	}
+	for _, on := range []bool{true, false} {
+		ch, err := c.SetFeatures(cctx, hf0, map[string]bool{"rx-udp-gro-forwarding": on})
+		if err != nil {
+			t.Fatalf("SetFeatures rx-udp-gro-forwarding %v: %v", on, err)
+		}
+		if len(ch.Active) != 1 || ch.Active["rx-udp-gro-forwarding"] != on {
+			t.Errorf("rx-udp-gro-forwarding %v: active changes %v, want only it", on, ch.Active)
+		}
+		want := map[bool]string{false: "off", true: "on"}[on]
+		if got := tapShows("rx-udp-gro-forwarding"); got != want {
+			t.Errorf("rx-udp-gro-forwarding %v: the TAP's is %q", on, got)
+		}
+		if got := tapTSO(); got != "on" {
+			t.Errorf("rx-udp-gro-forwarding %v: the TAP's tcp-segmentation-offload is %q", on, got)
+		}
+		if udpGRO() != on {
+			t.Errorf("rx-udp-gro-forwarding %v: UDP receive coalescing %v", on, !on)
+		}
+		if got := ifindex(); got != idx || !running() {
+			t.Errorf("rx-udp-gro-forwarding %v: ifindex %s (was %s), running %v", on, got, idx, running())
+		}
+		f, err := c.Features(cctx, hf0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(f.Active, "rx-udp-gro-forwarding") != on || !slices.Contains(f.HW, "rx-udp-gro-forwarding") ||
+			!slices.Contains(f.HW, "rx-gro-list") || !slices.Contains(f.Active, "tx-tcp-segmentation") {
+			t.Errorf("rx-udp-gro-forwarding %v: FEATURES_GET %+v", on, f)
+		}
+	}
 }

@@ -41,6 +41,10 @@ type port struct {
 	// netdevGone: the TAP is being deleted, so page-pool notifications leave its ifindex out.
 	netdevGone atomic.Bool
 
+	// tapFeatures are the TAP's kernel features as its last link event or SetFeatures left
+	// them; under the configuration lock.
+	tapFeatures tap.Features
+
 	// statNames' last answer and the queue count it is for; under the configuration lock.
 	statNamesQueues int
 	statNamesCache  []string
@@ -260,6 +264,7 @@ func (d *Daemon) followLink(ctx context.Context, p *port, events <-chan tap.Link
 			return
 		}
 		// The TAP's kernel features say whether its NIC may coalesce UDP (datapath.Endpoint.SetUDPGRO).
+		p.tapFeatures = ev.Features
 		p.ep.SetUDPGRO(ev.Features.UDPGRO())
 		renamed := ev.Name != "" && ev.Name != p.spec.Name && d.renamePort(p, ev.Name, log)
 		if renamed {

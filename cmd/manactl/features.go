@@ -172,9 +172,12 @@ tcp-segmentation-offload, gro, ...) stands for every kernel feature it groups,
 any other name is a kernel feature name. What the device did otherwise than asked
 is printed under "Actual changes:". On a manad port the offloads switch together:
 turning tso off turns the TAP's offloads off (the kernel then hands over frames of
-the MTU) without taking the port down.`,
+the MTU) without taking the port down. rx-udp-gro-forwarding and rx-gro-list are
+the TAP's own kernel features, changed there alone; with either on, manad merges
+a UDP flow's datagrams for the TAP too, where Linux's GRO would.`,
 		Example: `  manactl -K mana0 tso off
-  manactl --set-features mana0 gro on`,
+  manactl --set-features mana0 gro on
+  manactl -K mana0 rx-udp-gro-forwarding on`,
 		Args:              devArgs(2, -1),
 		ValidArgsFunction: completeDevs(a),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -535,6 +535,18 @@ func (d *Device) Features() (Features, error) {
 	return d.nsh.feat.read(d.Name())
 }
 
+// SetFeatures turns the TAP's kernel features in mask on (those also in value) or off, as
+// `ethtool -K` on the TAP does, and returns the features active afterwards; the Watcher reports
+// the change like any other. Errors: as Features; EOPNOTSUPP when the kernel lacks a feature or
+// refuses the change.
+func (d *Device) SetFeatures(mask, value Features) (Features, error) {
+	if err := d.rlock(); err != nil {
+		return 0, err
+	}
+	defer d.mu.RUnlock()
+	return d.nsh.feat.set(d.Name(), mask, value)
+}
+
 // MTU returns the TAP's current MTU. Errors as State.
 func (d *Device) MTU() (int, error) {
 	st, err := d.State()

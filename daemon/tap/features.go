@@ -104,6 +104,58 @@ func (r *featureReader) read(name string) (Features, error) {
 	return f, nil
 }
 
+// set turns the features in mask on (those also in value) or off on the device named name, as
+// `ethtool -K` does without ethtool netlink (ETHTOOL_SFEATURES), and returns the features active
+// afterwards. Errors: as read; EOPNOTSUPP when the kernel has no such feature or refuses the
+// change (the device's hw_features lack it: ETHTOOL_F_UNSUPPORTED, or it is wanted but not
+// active: ETHTOOL_F_WISH).
+func (r *featureReader) set(name string, mask, value Features) (Features, error) {
+	if err := r.sfeatures(name, mask, value); err != nil {
+		return 0, err
+	}
+	return r.read(name)
+}
+
+func (r *featureReader) sfeatures(name string, mask, value Features) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return extack.New(unix.ENODEV, "network namespace %q closed", r.ns.name)
+	}
+	if r.fd < 0 {
+		if err := r.open(name); err != nil {
+			return err
+		}
+	}
+	// struct ethtool_sfeatures: cmd, size, then per block valid, requested.
+	buf := make([]byte, 8+8*r.blocks)
+	binary.NativeEndian.PutUint32(buf, unix.ETHTOOL_SFEATURES)
+	binary.NativeEndian.PutUint32(buf[4:], uint32(r.blocks))
+	for i, b := range r.bits {
+		fn := featureNames[i]
+		if mask&fn.f == 0 {
+			continue
+		}
+		if b < 0 {
+			return extack.New(unix.EOPNOTSUPP, "%s: the kernel has no feature %s", name, fn.name)
+		}
+		off := 8 + 8*(b/32)
+		binary.NativeEndian.PutUint32(buf[off:], binary.NativeEndian.Uint32(buf[off:])|1<<(b%32))
+		if value&fn.f != 0 {
+			binary.NativeEndian.PutUint32(buf[off+4:], binary.NativeEndian.Uint32(buf[off+4:])|1<<(b%32))
+		}
+	}
+	ret, err := ethtoolIoctlRet(r.fd, name, buf)
+	if err != nil {
+		return extack.Wrap(err, unix.EIO, "ETHTOOL_SFEATURES on %s", name)
+	}
+	// ethtool_set_features returns ETHTOOL_F_* flags for a change it did not make in full.
+	if ret&(unix.ETHTOOL_F_UNSUPPORTED|unix.ETHTOOL_F_WISH) != 0 {
+		return extack.New(unix.EOPNOTSUPP, "%s: the kernel did not make the feature change (ETHTOOL_SFEATURES flags %#x)", name, ret)
+	}
+	return nil
+}
+
 // open opens the socket in the namespace and resolves the feature names, asking device name.
 // Caller holds mu.
 func (r *featureReader) open(name string) error {
@@ -163,15 +215,21 @@ type ifreqData struct {
 
 // ethtoolIoctl runs SIOCETHTOOL on the device named name with the command in buf.
 func ethtoolIoctl(fd int, name string, buf []byte) error {
+	_, err := ethtoolIoctlRet(fd, name, buf)
+	return err
+}
+
+// ethtoolIoctlRet is ethtoolIoctl returning the ioctl's non-negative result too.
+func ethtoolIoctlRet(fd int, name string, buf []byte) (int, error) {
 	var ifr ifreqData
 	if len(name) >= len(ifr.name) {
-		return extack.New(unix.EINVAL, "device name %q too long", name)
+		return 0, extack.New(unix.EINVAL, "device name %q too long", name)
 	}
 	copy(ifr.name[:], name)
 	ifr.data = unsafe.Pointer(&buf[0])
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+	r, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
 	if errno != 0 {
-		return errno
+		return 0, errno
 	}
-	return nil
+	return int(r), nil
 }

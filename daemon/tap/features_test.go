@@ -2,8 +2,12 @@ package tap
 
 import (
 	"context"
+	"errors"
 	"os/exec"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/tests/testenv"
@@ -56,5 +60,62 @@ func TestFeaturesFollowEthtool(t *testing.T) {
 		if err != nil || f != step.want {
 			t.Errorf("ethtool -K %v: Features() = %03b, %v; want %03b", step.args, f, err, step.want)
 		}
+	}
+}
+
+// TestSetFeatures turns the TAP's UDP GRO features on and off with Device.SetFeatures and checks
+// them against what ethtool -k reads from the kernel, and that Watch reports each change.
+func TestSetFeatures(t *testing.T) {
+	taptest.Require(t)
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		testenv.SkipOrFail(t, "needs ethtool: %v", err)
+	}
+	ns := taptest.NetNS(t)
+	name := taptest.Name("mt")
+	d := openTest(t, Config{Name: name, Queues: 1, NetNS: ns})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := d.Watch(ctx)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	next(t, ch)
+	ethtoolShows := func(feature string) string {
+		t.Helper()
+		out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-k", name).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ethtool -k: %v: %s", err, out)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), feature+": "); ok {
+				return strings.Fields(v)[0]
+			}
+		}
+		t.Fatalf("ethtool -k shows no %s:\n%s", feature, out)
+		return ""
+	}
+	for _, step := range []struct {
+		mask, value, want Features
+		fwd, list         string
+	}{
+		{FeatureGROUDPFwd, FeatureGROUDPFwd, FeatureGRO | FeatureGROUDPFwd, "on", "off"},
+		{FeatureGROUDPFwd | FeatureGROList, FeatureGROList, FeatureGRO | FeatureGROList, "off", "on"},
+		{FeatureGROList, 0, FeatureGRO, "off", "off"},
+	} {
+		got, err := d.SetFeatures(step.mask, step.value)
+		if err != nil || got != step.want {
+			t.Fatalf("SetFeatures(%03b, %03b) = %03b, %v; want %03b", step.mask, step.value, got, err, step.want)
+		}
+		if fwd, list := ethtoolShows("rx-udp-gro-forwarding"), ethtoolShows("rx-gro-list"); fwd != step.fwd || list != step.list {
+			t.Errorf("after SetFeatures(%03b, %03b): ethtool -k shows rx-udp-gro-forwarding %s, rx-gro-list %s; want %s, %s",
+				step.mask, step.value, fwd, list, step.fwd, step.list)
+		}
+		waitState(t, ch, "the change's link event", func(e LinkEvent) bool { return e.Features == step.want })
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.SetFeatures(FeatureGROList, FeatureGROList); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("SetFeatures after Close: %v, want ENODEV", err)
 	}
 }
