@@ -418,6 +418,7 @@ func (e *Endpoint) newQueue(i int, f *os.File, vnet bool) (*queue, error) {
 	qq.writeFn = qq.write
 	if vnet {
 		qq.vnet, qq.seg = true, offload.NewSegmenter()
+		qq.seg.Buffer() // allocated before the queue is shared (Segmenter.Buffer)
 		qq.emitFn = qq.emit
 		qq.wiov[0].Base = &qq.zeroHdr[0]
 		qq.wiov[0].SetLen(offload.HeaderLen)
@@ -741,7 +742,12 @@ func (qq *queue) txLoop(p *vnic.Port) {
 	if qq.vnet {
 		hdr, size = offload.HeaderLen, offload.MaxFrameLen
 	}
-	buf := make([]byte, hdr+size+1) // +1 tells a truncated frame apart
+	var buf []byte
+	if qq.vnet {
+		buf = qq.seg.Buffer() // SegmentInPlace cuts superframes where they were read
+	} else {
+		buf = make([]byte, hdr+size+1) // +1 tells a truncated frame apart
+	}
 	var rerr error
 	read := func(fd uintptr) bool {
 		qq.clock.Store(qq.e.seg.now())
@@ -835,7 +841,7 @@ func (qq *queue) transmitOffload(b []byte) {
 	if st.GSO {
 		qq.stats.txSuperframes.Add(1)
 	}
-	_, _ = qq.seg.Segment(&h, frame, qq.emitFn) // Plan accepted it
+	_, _ = qq.seg.SegmentInPlace(&h, frame, qq.emitFn) // Plan accepted it
 }
 
 // emit puts one frame Segment made on the wire.
