@@ -27,9 +27,10 @@
 //
 // Needs root. Usage:
 //
-//	go run ./bench/udppps [--seconds 2] [--rounds 5] [--json] [--smoke] [--udp]
+//	go run ./bench/udppps [--seconds 2] [--rounds 5] [--json] [--smoke] [--udp | --iperf [--mtu N]]
 //
 // --udp measures only the UDP datagram figures (and manad's against veth), no TCP or idle CPU.
+// --iperf measures only the iperf3 figures (--mtu 9000: only that MTU's), for profiling a change.
 // --smoke runs one short round of everything (bench-smoke's convention for bench/ programs).
 package main
 
@@ -70,6 +71,8 @@ func main() {
 	manadBin := flag.String("manad", "", "manad binary (default: go build ./cmd/manad)")
 	relayBin := flag.String("relay", "", "taprelay binary (default: go build ./bench/taprelay)")
 	udpOnly := flag.Bool("udp", false, "only the UDP datagram figures: no TCP stream, iperf3 or idle CPU")
+	iperfOnly := flag.Bool("iperf", false, "only the iperf3 figures (issue 14): no UDP, single TCP stream or idle CPU")
+	iperfMTU := flag.Int("mtu", 0, "with --iperf: only this MTU (1500 or 9000; 0 both)")
 	flag.Parse()
 	idleWindow := 5 * time.Second
 	if *smoke {
@@ -96,7 +99,16 @@ func main() {
 	if *rounds < 1 {
 		fatal(errors.New("--rounds must be at least 1"))
 	}
-	b := &bench{id: strconv.Itoa(os.Getpid() % 100000), dur: dur, udpOnly: *udpOnly}
+	b := &bench{id: strconv.Itoa(os.Getpid() % 100000), dur: dur, udpOnly: *udpOnly, iperfOnly: *iperfOnly}
+	if *iperfOnly && *udpOnly {
+		fatal(errors.New("--iperf and --udp exclude each other"))
+	}
+	if *iperfMTU != 0 {
+		if !*iperfOnly || !slices.Contains(tcpMTUs, *iperfMTU) {
+			fatal(fmt.Errorf("--mtu takes one of %v, with --iperf", tcpMTUs))
+		}
+		tcpMTUs = []int{*iperfMTU}
+	}
 	if *smoke {
 		tcpMTUs, tcpStreams = tcpMTUs[:1], tcpStreams[:1]
 	}
@@ -134,6 +146,9 @@ func (b *bench) run(manadBin, relayBin string, rounds int, idleWindow time.Durat
 	tcp := map[string][]float64{} // bits per second of one TCP stream
 	for r := 0; r < rounds; r++ {
 		for i := range paths {
+			if b.iperfOnly {
+				break
+			}
 			p := paths[(i+r)%len(paths)] // rotate the order so no path always goes first
 			for _, sz := range sizes {
 				s, err := b.measure(p, sz)
@@ -165,7 +180,7 @@ func (b *bench) run(manadBin, relayBin string, rounds int, idleWindow time.Durat
 		}
 	}
 	idle := -1.0 // not measured
-	if !b.udpOnly {
+	if !b.udpOnly && !b.iperfOnly {
 		if idle, err = b.idleCPU(16, idleWindow); err != nil {
 			return err
 		}
@@ -209,6 +224,7 @@ type bench struct {
 	netns        []string
 	taps         []string
 	udpOnly      bool // --udp
+	iperfOnly    bool // --iperf
 }
 
 func run(args ...string) error {
@@ -725,6 +741,9 @@ func report(paths []path, res map[string]map[int][]sample, tcp map[string][]floa
 	for _, p := range paths {
 		for _, sz := range sizes {
 			ss, relay := res[p.name][sz], res["taprelay"][sz]
+			if len(ss) == 0 {
+				continue // --iperf
+			}
 			var del, off, ratios, bound, relayBound []float64
 			for i, s := range ss {
 				relayBound = append(relayBound, relay[i].delivered/relay[i].offered)

@@ -268,6 +268,9 @@ func tcpRows(tps []tcpPath, mtus, streams []int, res map[string]map[string][]tcp
 			continue
 		}
 		for _, sz := range sizes {
+			if len(udp[tp.name][sz]) == 0 {
+				continue // --iperf
+			}
 			var del, veth []float64
 			for _, s := range udp[tp.name][sz] {
 				del = append(del, s.delivered)

@@ -426,6 +426,7 @@ func (e *Endpoint) newQueue(i int, f *os.File, vnet, uso bool) (*queue, error) {
 	qq.writeFn = qq.write
 	if vnet {
 		qq.vnet, qq.seg = true, offload.NewSegmenter()
+		qq.seg.Buffer() // allocated before the queue is shared (Segmenter.Buffer)
 		qq.emitFn = qq.emit
 		qq.wiov[0].Base = &qq.zeroHdr[0]
 		qq.wiov[0].SetLen(offload.HeaderLen)
@@ -819,7 +820,12 @@ func (qq *queue) txLoop(p *vnic.Port) {
 	if qq.vnet {
 		hdr, size = offload.HeaderLen, offload.MaxFrameLen
 	}
-	buf := make([]byte, hdr+size+1) // +1 tells a truncated frame apart
+	var buf []byte
+	if qq.vnet {
+		buf = qq.seg.Buffer() // SegmentInPlace cuts superframes where they were read
+	} else {
+		buf = make([]byte, hdr+size+1) // +1 tells a truncated frame apart
+	}
 	var rerr error
 	read := func(fd uintptr) bool {
 		qq.clock.Store(qq.e.seg.now())
@@ -916,7 +922,7 @@ func (qq *queue) transmitOffload(b []byte) {
 			return
 		}
 	}
-	_, _ = qq.seg.Segment(&h, frame, qq.emitFn) // Plan accepted it
+	_, _ = qq.seg.SegmentInPlace(&h, frame, qq.emitFn) // Plan accepted it
 }
 
 // sendWhole hands b, a TCP superframe Plan accepted (st) after its virtio header h, whole to

@@ -19,16 +19,24 @@ type Checked struct {
 // c was made for, or was truncated or grown since, is not vouched for).
 func (c Checked) Valid(f []byte) bool { return c.ok && c.n == len(f) }
 
-// Checked returns what s vouches for about frame, when frame is the segment Segment is emitting
-// right now (the very slice emit was given); the zero Checked for anything else, including a
-// frame without GSO, whose IP header the Segmenter did not write. Any goroutine may ask about a
-// frame that is not the Segmenter's (the answer is then the zero Checked, without touching what
-// Segment writes); the Segmenter's own frame only emit has.
+// Checked returns what s vouches for about frame, when frame is the segment Segment (or
+// SegmentInPlace, on a frame inside Buffer) is emitting right now (the very slice emit was
+// given); the zero Checked for anything else, including a frame without GSO, whose IP header
+// the Segmenter did not write. Any goroutine may ask about a frame that lies outside the
+// Segmenter's buffers (the answer is then the zero Checked, without touching what Segment
+// writes); a frame inside them only emit has.
 func (s *Segmenter) Checked(frame []byte) Checked {
-	if len(frame) == 0 || unsafe.SliceData(frame) != unsafe.SliceData(s.buf) {
-		return Checked{} // decided on s.buf alone, which Segment never changes
+	if len(frame) == 0 {
+		return Checked{}
 	}
-	if !s.cur.ok || len(frame) != s.cur.n {
+	// Decided on s.buf and s.rd alone, which Segment never changes, before looking at what it
+	// does change.
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(frame)))
+	if p != uintptr(unsafe.Pointer(unsafe.SliceData(s.buf))) &&
+		(len(s.rd) == 0 || p < uintptr(unsafe.Pointer(&s.rd[0])) || p >= uintptr(unsafe.Pointer(&s.rd[0]))+uintptr(len(s.rd))) {
+		return Checked{}
+	}
+	if !s.cur.ok || len(frame) != s.cur.n || unsafe.Pointer(unsafe.SliceData(frame)) != s.curAt {
 		return Checked{}
 	}
 	return s.cur

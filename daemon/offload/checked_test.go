@@ -82,3 +82,43 @@ func TestAddCheckedLikeAdd(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSegmentInPlaceLikeSegment segments TCP superframes read into the Segmenter's Buffer with
+// SegmentInPlace and copies of them with Segment: both emit the same segments, and the Segmenter
+// vouches for each in-place segment while emitting it (for a copy of it, not).
+func TestSegmentInPlaceLikeSegment(t *testing.T) {
+	seg, ref := NewSegmenter(), NewSegmenter()
+	rd := seg.Buffer()
+	rapid.Check(t, func(t *rapid.T) {
+		s := drawSpec(t, 0, false, maxTestPayload)
+		if len(s.payload) == 0 {
+			s.payload = []byte{1}
+		}
+		f, l := s.build()
+		mss := rapid.IntRange(max(1, (len(s.payload)+63)/64), 9000).Draw(t, "mss")
+		h := s.gsoHeader(l, mss)
+		var want [][]byte
+		if _, err := ref.Segment(&h, bytes.Clone(f), func(o []byte) { want = append(want, bytes.Clone(o)) }); err != nil {
+			t.Fatalf("Segment: %v", err)
+		}
+		in := rd[HeaderLen : HeaderLen+copy(rd[HeaderLen:], f)]
+		i := 0
+		if _, err := seg.SegmentInPlace(&h, in, func(o []byte) {
+			if i >= len(want) || !bytes.Equal(o, want[i]) {
+				t.Fatalf("in-place segment %d differs from Segment's (%d segments)", i, len(want))
+			}
+			if !seg.Checked(o).Valid(o) {
+				t.Fatalf("the Segmenter did not vouch for in-place segment %d", i)
+			}
+			if c := bytes.Clone(o); seg.Checked(c).Valid(c) {
+				t.Fatal("the Segmenter vouched for a copy of an in-place segment")
+			}
+			i++
+		}); err != nil {
+			t.Fatalf("SegmentInPlace: %v", err)
+		}
+		if i != len(want) {
+			t.Fatalf("SegmentInPlace emitted %d segments, Segment %d", i, len(want))
+		}
+	})
+}

@@ -13,11 +13,19 @@ import (
 // byte order it is computed in, as long as the result is swapped back (RFC 1071 §2(B)), and
 // 64-bit words with carries are what the kernel's csum_partial does on x86-64 (there in
 // assembly). It is four to eight times faster than 16- or 32-bit big-endian words, and a TCP
-// stream through two ports with offloads runs every payload byte through it twice (the
-// segmenter computes each segment's checksum, the coalescer verifies it).
+// stream through two ports with offloads runs every payload byte through it once (the segmenter
+// computes each segment's checksum; the coalescer verifies only what it was not vouched for).
+// Where the CPU has AVX2, a long b's bulk is summed 64 bytes at a time in 16-bit lanes
+// (sumVector), three times faster again at MTU 9000 (BenchmarkSum9000): the ADC chain above
+// adds at most 8 bytes per cycle.
 func sum(b []byte, acc uint64) uint64 {
 	if len(b) >= 8 {
 		var s, c uint64
+		// A sum of 16-bit words is congruent to the one of 64-bit words modulo 0xffff (2^16
+		// and 2^64 are both 1 there), so the vector part joins the same carry chain.
+		if v, n := sumVector(b); n > 0 {
+			s, b = v, b[n:]
+		}
 		// 128 bytes per iteration: the carry is materialised (SBB, NEG) once per 16 ADCs
 		// instead of once per 4, which shortens the dependency chain per byte by half.
 		for len(b) >= 128 {

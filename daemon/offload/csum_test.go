@@ -32,6 +32,10 @@ func TestSumMatchesRFC1071(t *testing.T) {
 	for i := range ones {
 		ones[i] = 0xff
 	}
+	big := make([]byte, 3<<20+6)
+	for i := range big {
+		big[i] = 0xff
+	}
 	tests := []struct {
 		name string
 		b    []byte
@@ -47,6 +51,9 @@ func TestSumMatchesRFC1071(t *testing.T) {
 		{"jumbo", buf[:9001], 0},
 		{"all ones (every add carries)", ones, 0},
 		{"all ones, odd", ones[:4095], 0xffffffff},
+		// Past the vector part's chunk (sumVector), where a lane that kept 32 bits too few
+		// would wrap.
+		{"3 MiB of ones, odd length and offset", big[1:], 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,7 +10,8 @@ import (
 // FuzzSegment feeds arbitrary virtio header + frame bytes, as a local user can write them to a
 // TAP, to the header parser and the segmenter, and what comes out to the coalescer. Nothing may
 // panic; a refusal is a Reason; every emitted frame is at most headers+gso_size long, and a GSO
-// superframe's segments parse with valid checksums and coalesce into no more than came in.
+// superframe's segments parse with valid checksums and coalesce into no more than came in; and
+// SegmentInPlace emits the same segments as Segment, or refuses the same frames.
 func FuzzSegment(f *testing.F) {
 	s := &spec{flags: tcpACK | tcpPSH, ttl: 64, payload: bytes.Repeat([]byte("manad"), 700)}
 	copy(s.src[:], []byte{10, 0, 0, 1})
@@ -30,6 +31,8 @@ func FuzzSegment(f *testing.F) {
 	}
 	f.Add([]byte{})
 	seg, co, uco := NewSegmenter(), NewCoalescer(64), NewUDPCoalescer(64)
+	inPlace := NewSegmenter()
+	rd := inPlace.Buffer()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var h Header
 		if err := h.Decode(data); err != nil {
@@ -39,6 +42,13 @@ func FuzzSegment(f *testing.F) {
 			return
 		}
 		frame := data[HeaderLen:]
+		// SegmentInPlace, on a copy read into its Buffer, emits what Segment does (or refuses
+		// alike).
+		var inSegs [][]byte
+		var inErr error
+		if len(frame) < len(rd) {
+			_, inErr = inPlace.SegmentInPlace(&h, rd[:copy(rd, frame)], func(b []byte) { inSegs = append(inSegs, bytes.Clone(b)) })
+		}
 		var segs [][]byte
 		st, err := seg.Segment(&h, frame, func(b []byte) {
 			if h.GSOType != GSONone && len(b) > st0(frame)+int(h.GSOSize) {
@@ -46,6 +56,16 @@ func FuzzSegment(f *testing.F) {
 			}
 			segs = append(segs, bytes.Clone(b))
 		})
+		if len(frame) < len(rd) {
+			if (inErr == nil) != (err == nil) || len(inSegs) != len(segs) {
+				t.Fatalf("SegmentInPlace: %v and %d segments, Segment: %v and %d", inErr, len(inSegs), err, len(segs))
+			}
+			for i := range inSegs {
+				if !bytes.Equal(inSegs[i], segs[i]) {
+					t.Fatalf("segment %d of SegmentInPlace differs from Segment's", i)
+				}
+			}
+		}
 		if err != nil {
 			var r Reason
 			if !errors.As(err, &r) || len(segs) != 0 {

@@ -1,17 +1,34 @@
 package offload
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // Segmenter cuts superframes into wire frames. Its buffer holds one segment at a time; it is
 // reused, so a Segmenter allocates nothing after NewSegmenter.
 type Segmenter struct {
-	buf []byte
-	cur Checked // the segment being emitted (GSO only), for Checked
+	buf   []byte
+	rd    []byte         // Buffer's, nil until asked for
+	cur   Checked        // the segment being emitted (GSO only), for Checked
+	curAt unsafe.Pointer // where that segment starts
 }
 
 // NewSegmenter returns a Segmenter.
 func NewSegmenter() *Segmenter {
 	return &Segmenter{buf: make([]byte, MaxFrameLen)}
+}
+
+// Buffer returns a buffer of HeaderLen+MaxFrameLen+1 bytes (room for any frame a TAP hands over
+// behind its virtio header, and one byte more to tell a truncated read apart) for the caller to
+// read superframes into and give to SegmentInPlace, whose segments Checked then vouches for. It
+// is allocated at the first call, which must come before the Segmenter is shared with another
+// goroutine; later calls return the same buffer.
+func (s *Segmenter) Buffer() []byte {
+	if s.rd == nil {
+		s.rd = make([]byte, HeaderLen+MaxFrameLen+1)
+	}
+	return s.rd
 }
 
 // Segments describes what Segment did, for the driver's TX counters.
@@ -105,6 +122,20 @@ func plan(h *Header, frame []byte, l *layout) Segments {
 // Errors: a Reason (see Reason) when the header and the frame disagree; nothing is emitted
 // then. emit is never called with a frame longer than hdr+gso_size.
 func (s *Segmenter) Segment(h *Header, frame []byte, emit func(frame []byte)) (Segments, error) {
+	return s.segment(h, frame, emit, false)
+}
+
+// SegmentInPlace is Segment without copying a GSO superframe's payload: each segment is built
+// where its payload already lies in frame, its headers written over the tail of the segment
+// before it (already emitted), so frame holds none of its original bytes afterwards. That saves
+// one copy of every payload byte, the one tcp_gso_segment avoids by building the segments' skbs
+// around the superframe's page fragments (skb_segment). Checked vouches for the segments of a
+// frame inside Buffer only. Errors as Segment; frame is unchanged then.
+func (s *Segmenter) SegmentInPlace(h *Header, frame []byte, emit func(frame []byte)) (Segments, error) {
+	return s.segment(h, frame, emit, true)
+}
+
+func (s *Segmenter) segment(h *Header, frame []byte, emit func(frame []byte), inPlace bool) (Segments, error) {
 	l, err := check(h, frame)
 	if err != nil {
 		return Segments{}, err
@@ -122,8 +153,9 @@ func (s *Segmenter) Segment(h *Header, frame []byte, emit func(frame []byte)) (S
 	payload := frame[hl:]
 	mss := int(h.GSOSize)
 	n := st.N
-	b := s.buf
-	copy(b, frame[:hl])
+	// tmpl holds the superframe's headers, which every segment starts from.
+	tmpl := s.buf[:hl]
+	copy(tmpl, frame[:hl])
 	var seq uint32
 	var id uint16
 	var flags byte
@@ -135,8 +167,18 @@ func (s *Segmenter) Segment(h *Header, frame []byte, emit func(frame []byte)) (S
 		id = binary.BigEndian.Uint16(frame[l.l3+4:])
 	}
 	for i := range n {
-		chunk := payload[min(i*mss, len(payload)):min((i+1)*mss, len(payload))]
-		end := hl + copy(b[hl:], chunk)
+		chunk := min((i+1)*mss, len(payload)) - min(i*mss, len(payload))
+		var b []byte
+		if inPlace {
+			// Segment i's payload starts at hl+i*mss: its headers go right before it.
+			b = frame[i*mss : i*mss+hl+chunk]
+			if i > 0 {
+				copy(b, tmpl)
+			}
+		} else {
+			b = s.buf[:hl+copy(s.buf[hl:], payload[i*mss:i*mss+chunk])]
+		}
+		end := hl + chunk
 		if !l.v6 {
 			binary.BigEndian.PutUint16(b[l.l3+4:], id+uint16(i))
 		}
@@ -157,10 +199,10 @@ func (s *Segmenter) Segment(h *Header, frame []byte, emit func(frame []byte)) (S
 		at := l.csumField()
 		b[at], b[at+1] = 0, 0
 		binary.BigEndian.PutUint16(b[at:], l.l4Csum(b, end))
-		s.cur = Checked{l: l, n: end, ok: true}
-		emit(b[:end])
+		s.cur, s.curAt = Checked{l: l, n: end, ok: true}, unsafe.Pointer(unsafe.SliceData(b))
+		emit(b)
 	}
-	s.cur = Checked{}
+	s.cur, s.curAt = Checked{}, nil
 	return st, nil
 }
 
