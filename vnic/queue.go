@@ -217,8 +217,8 @@ func (p *Port) Receive(qi int, frame []byte) RxResult {
 // ReceiveWhole takes on RX queue qi frames wire frames of bytes bytes in all, the longest
 // maxFrame bytes, all addressed as dst, that arrive as one aggregate (a TCP GSO packet the
 // kernel behind an uplink carried whole). Each is accounted as Receive accounts a delivered
-// frame, and takes a posted buffer, refilled from the pool first (mana_refill_rx_oob), but the
-// aggregate's bytes are never copied into them: the caller hands the aggregate to the host as
+// frame, and takes a buffer from the pool, as the refill of its slot (mana_refill_rx_oob), but
+// the aggregate's bytes are never copied into them: the caller hands the aggregate to the host as
 // the superframe its coalescer would have made of those frames, and the buffers go straight
 // back to the pool. It reports false, counting nothing, when Receive would not deliver every
 // one of them alike: the queue is not running, an XDP program runs on it (each frame gets its
@@ -240,12 +240,10 @@ func (p *Port) ReceiveWhole(qi int, dst []byte, frames int, bytes uint64, maxFra
 	if q.pool.AllocBulk(nbs) != nil {
 		return false
 	}
+	// As Receive: each frame's refill is the buffer it would have been copied into (the slot
+	// keeps its own), and the host is done with it at once.
 	for i, nb := range nbs {
-		q.pool.Recycle(q.ring[q.head])
-		q.ring[q.head] = nb
-		if q.head++; q.head == len(q.ring) {
-			q.head = 0
-		}
+		q.pool.Recycle(nb)
 		nbs[i] = nil
 	}
 	st := &s.stats
