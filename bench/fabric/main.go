@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/manad/manad/bench/internal/benchrow"
+	"github.com/manad/manad/bench/internal/teardown"
 )
 
 // target is issue 12's: manad's path carries at least half the kernel-only path's rate.
@@ -87,12 +88,14 @@ func main() {
 		fatal(errors.New("needs root (namespaces, VXLAN, TAP devices)"))
 	}
 	b := &bench{id: strconv.Itoa(os.Getpid() % 100000), dur: dur}
-	atExit = b.cleanup
-	defer b.cleanup()
+	atExit = b.td.Run
+	defer b.td.Run()
+	defer b.td.OnSignal()()
 	var err error
 	if b.dir, err = os.MkdirTemp("", "fabric-"); err != nil {
 		fatal(err)
 	}
+	b.td.Dir(b.dir)
 	if b.manad = *manadBin; b.manad == "" {
 		b.manad = filepath.Join(b.dir, "manad")
 		if out, err := exec.Command("go", "build", "-o", b.manad, "./cmd/manad").CombinedOutput(); err != nil {
@@ -144,8 +147,7 @@ type bench struct {
 	dir   string
 	dur   time.Duration
 	manad string
-	procs []*exec.Cmd
-	netns []string
+	td    teardown.List // the processes, namespaces and directory set up
 }
 
 func run(args ...string) error {
@@ -157,7 +159,7 @@ func run(args ...string) error {
 
 func (b *bench) ns(name string) (string, error) {
 	n := "fab" + b.id + name
-	b.netns = append(b.netns, n)
+	b.td.NetNS(n)
 	return n, run("ip", "netns", "add", n)
 }
 
@@ -299,7 +301,7 @@ func (b *bench) startManad(cfg string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	b.procs = append(b.procs, cmd)
+	b.td.Proc(cmd)
 	sock := filepath.Join(filepath.Dir(cfg), "manad.sock")
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("unixpacket", sock); err == nil {
@@ -451,25 +453,6 @@ func tcpRecv(addr string) {
 		}
 	}
 	fmt.Println(n, time.Since(first).Seconds())
-}
-
-func (b *bench) cleanup() {
-	for _, p := range slices.Backward(b.procs) {
-		p.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			p.Process.Kill()
-		}
-	}
-	for _, n := range b.netns {
-		exec.Command("ip", "netns", "del", n).Run()
-	}
-	if b.dir != "" {
-		os.RemoveAll(b.dir)
-	}
 }
 
 func report(res map[string]map[string][]float64, rounds int, dur time.Duration, asJSON bool) {

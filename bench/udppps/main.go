@@ -53,6 +53,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/bench/internal/benchrow"
+	"github.com/manad/manad/bench/internal/teardown"
 )
 
 // target is issue 4's: manad forwards at least 0.9× the minimal relay's packets per second.
@@ -100,6 +101,7 @@ func main() {
 		fatal(errors.New("--rounds must be at least 1"))
 	}
 	b := &bench{id: strconv.Itoa(os.Getpid() % 100000), dur: dur, udpOnly: *udpOnly, iperfOnly: *iperfOnly}
+	defer b.td.OnSignal()()
 	if *iperfOnly && *udpOnly {
 		fatal(errors.New("--iperf and --udp exclude each other"))
 	}
@@ -113,7 +115,7 @@ func main() {
 		tcpMTUs, tcpStreams = tcpMTUs[:1], tcpStreams[:1]
 	}
 	err := b.run(*manadBin, *relayBin, *rounds, idleWindow, *asJSON)
-	b.cleanup()
+	b.td.Run()
 	if err != nil {
 		fatal(err)
 	}
@@ -124,6 +126,7 @@ func (b *bench) run(manadBin, relayBin string, rounds int, idleWindow time.Durat
 	if b.dir, err = os.MkdirTemp("", "udppps-"); err != nil {
 		return err
 	}
+	b.td.Dir(b.dir)
 	if b.manad, err = binary(manadBin, b.dir, "./cmd/manad"); err != nil {
 		return err
 	}
@@ -134,7 +137,7 @@ func (b *bench) run(manadBin, relayBin string, rounds int, idleWindow time.Durat
 	if err != nil {
 		return err
 	}
-	manadPID := b.procs[len(b.procs)-1].Process.Pid // setup starts manad last
+	manadPID := b.td.LastProc().Process.Pid // setup starts manad last
 	var tps []tcpPath
 	if b.udpOnly {
 		tps = manadPaths(paths)
@@ -220,11 +223,9 @@ type bench struct {
 	dir          string
 	dur          time.Duration
 	manad, relay string
-	procs        []*exec.Cmd
-	netns        []string
-	taps         []string
-	udpOnly      bool // --udp
-	iperfOnly    bool // --iperf
+	td           teardown.List // the processes, namespaces, TAPs and directory set up
+	udpOnly      bool          // --udp
+	iperfOnly    bool          // --iperf
 }
 
 func run(args ...string) error {
@@ -236,7 +237,7 @@ func run(args ...string) error {
 
 func (b *bench) ns(name string) (string, error) {
 	n := "pps" + b.id + name
-	b.netns = append(b.netns, n)
+	b.td.NetNS(n)
 	return n, run("ip", "netns", "add", n)
 }
 
@@ -259,7 +260,7 @@ func (b *bench) start(ready string, args ...string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	b.procs = append(b.procs, cmd)
+	b.td.Proc(cmd)
 	sc := bufio.NewScanner(out)
 	found := make(chan bool, 1)
 	go func() {
@@ -320,7 +321,7 @@ func (b *bench) setup() ([]path, error) {
 		if err := run("ip", "tuntap", "add", "mode", "tap", "name", t); err != nil {
 			return nil, err
 		}
-		b.taps = append(b.taps, t)
+		b.td.Link(t)
 	}
 	if err := b.start("ready", b.relay, ta, tb); err != nil {
 		return nil, err
@@ -416,7 +417,7 @@ func (b *bench) startManad(cfg string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	b.procs = append(b.procs, cmd)
+	b.td.Proc(cmd)
 	sock := filepath.Join(filepath.Dir(cfg), "manad.sock")
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("unixpacket", sock); err == nil {
@@ -682,7 +683,7 @@ func (b *bench) idleCPU(ports int, window time.Duration) (float64, error) {
 	if err := b.startManad(path); err != nil {
 		return 0, err
 	}
-	pid := b.procs[len(b.procs)-1].Process.Pid
+	pid := b.td.LastProc().Process.Pid
 	for i := 0; i < ports; i++ {
 		if err := run("ip", "-n", ns, "link", "set", fmt.Sprintf("idle%d", i), "up"); err != nil {
 			return 0, err
@@ -712,28 +713,6 @@ func cpuTicks(pid int) (int64, error) {
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	s, _ := strconv.ParseInt(f[12], 10, 64)
 	return u + s, nil
-}
-
-func (b *bench) cleanup() {
-	for _, p := range slices.Backward(b.procs) {
-		p.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			p.Process.Kill()
-		}
-	}
-	for _, t := range b.taps {
-		exec.Command("ip", "link", "del", t).Run()
-	}
-	for _, n := range b.netns {
-		exec.Command("ip", "netns", "del", n).Run()
-	}
-	if b.dir != "" {
-		os.RemoveAll(b.dir)
-	}
 }
 
 func report(paths []path, res map[string]map[int][]sample, tcp map[string][]float64, idle float64, rounds int, dur time.Duration, asJSON bool, extra []benchrow.Row) {
