@@ -62,17 +62,7 @@ queues = 2
 	}
 	tapTSO := func() string { // what the kernel's TAP says, as ethtool -k shows it
 		t.Helper()
-		out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-k", "hf0").CombinedOutput()
-		if err != nil {
-			t.Fatalf("ethtool -k: %v: %s", err, out)
-		}
-		for _, l := range strings.Split(string(out), "\n") {
-			if strings.HasPrefix(strings.TrimSpace(l), "tcp-segmentation-offload:") {
-				return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "tcp-segmentation-offload:"))
-			}
-		}
-		t.Fatalf("no tcp-segmentation-offload in %s", out)
-		return ""
+		return taptest.EthtoolFeature(t, ns, "hf0", "tcp-segmentation-offload")
 	}
 	// The port is resolved in the caller's namespace: connect from inside ns.
 	var c *client.Client
@@ -135,20 +125,6 @@ queues = 2
 
 	// rx-udp-gro-forwarding is the TAP's kernel feature: -K changes it there alone, without
 	// touching the offloads, and with it whether the RX coalescer merges UDP.
-	tapShows := func(feature string) string {
-		t.Helper()
-		out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-k", "hf0").CombinedOutput()
-		if err != nil {
-			t.Fatalf("ethtool -k: %v: %s", err, out)
-		}
-		for _, l := range strings.Split(string(out), "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(l), feature+": "); ok {
-				return strings.Fields(v)[0]
-			}
-		}
-		t.Fatalf("no %s in %s", feature, out)
-		return ""
-	}
 	udpGRO := func() bool {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -163,7 +139,7 @@ queues = 2
 			t.Errorf("rx-udp-gro-forwarding %v: active changes %v, want only it", on, ch.Active)
 		}
 		want := map[bool]string{false: "off", true: "on"}[on]
-		if got := tapShows("rx-udp-gro-forwarding"); got != want {
+		if got := taptest.EthtoolFeature(t, ns, "hf0", "rx-udp-gro-forwarding"); got != want {
 			t.Errorf("rx-udp-gro-forwarding %v: the TAP's is %q", on, got)
 		}
 		if got := tapTSO(); got != "on" {

@@ -85,6 +85,9 @@ func groRows(udp map[string]map[int][]sample) []benchrow.Row {
 	}
 	for _, name := range []string{groFragment, groFullPage} {
 		for _, sz := range sizes {
+			if len(udp[name][sz]) == 0 {
+				continue // --iperf
+			}
 			x := row(name, groVeth, fmt.Sprintf("UDP %d B delivered, %s on both, vs veth", sz, name), sz)
 			if sz == 64 {
 				x.Target = "ratio ≥ 0.8"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os/exec"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -13,23 +12,31 @@ import (
 	"github.com/manad/manad/tests/testenv"
 )
 
-// TestFeaturesFollowEthtool turns the TAP's rx-udp-gro-forwarding and rx-gro-list on and off with
-// ethtool -K, as an administrator would, and checks that Device.Features reads what the kernel
-// has and that Watch reports each change (and nothing else changed) as a link event.
-func TestFeaturesFollowEthtool(t *testing.T) {
+// watchedTAP opens a one-queue TAP in a namespace of its own and watches it, for the tests that
+// need ethtool (skipped, or failed in CI, without it); the watch ends with the test.
+func watchedTAP(t *testing.T) (ns, name string, d *Device, ch <-chan LinkEvent) {
+	t.Helper()
 	taptest.Require(t)
 	if _, err := exec.LookPath("ethtool"); err != nil {
 		testenv.SkipOrFail(t, "needs ethtool: %v", err)
 	}
-	ns := taptest.NetNS(t)
-	name := taptest.Name("mt")
-	d := openTest(t, Config{Name: name, Queues: 1, NetNS: ns})
+	ns = taptest.NetNS(t)
+	name = taptest.Name("mt")
+	d = openTest(t, Config{Name: name, Queues: 1, NetNS: ns})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	ch, err := d.Watch(ctx)
 	if err != nil {
 		t.Fatalf("Watch: %v", err)
 	}
+	return ns, name, d, ch
+}
+
+// TestFeaturesFollowEthtool turns the TAP's rx-udp-gro-forwarding and rx-gro-list on and off with
+// ethtool -K, as an administrator would, and checks that Device.Features reads what the kernel
+// has and that Watch reports each change (and nothing else changed) as a link event.
+func TestFeaturesFollowEthtool(t *testing.T) {
+	ns, name, d, ch := watchedTAP(t)
 	// A TAP comes with GRO on and the UDP GRO features off (NETIF_F_SOFT_FEATURES_OFF).
 	if ev := next(t, ch); ev.Features != FeatureGRO || ev.Features.UDPGRO() {
 		t.Fatalf("first event's features %03b, want only rx-gro", ev.Features)
@@ -66,34 +73,8 @@ func TestFeaturesFollowEthtool(t *testing.T) {
 // TestSetFeatures turns the TAP's UDP GRO features on and off with Device.SetFeatures and checks
 // them against what ethtool -k reads from the kernel, and that Watch reports each change.
 func TestSetFeatures(t *testing.T) {
-	taptest.Require(t)
-	if _, err := exec.LookPath("ethtool"); err != nil {
-		testenv.SkipOrFail(t, "needs ethtool: %v", err)
-	}
-	ns := taptest.NetNS(t)
-	name := taptest.Name("mt")
-	d := openTest(t, Config{Name: name, Queues: 1, NetNS: ns})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ch, err := d.Watch(ctx)
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
+	ns, name, d, ch := watchedTAP(t)
 	next(t, ch)
-	ethtoolShows := func(feature string) string {
-		t.Helper()
-		out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-k", name).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ethtool -k: %v: %s", err, out)
-		}
-		for _, l := range strings.Split(string(out), "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(l), feature+": "); ok {
-				return strings.Fields(v)[0]
-			}
-		}
-		t.Fatalf("ethtool -k shows no %s:\n%s", feature, out)
-		return ""
-	}
 	for _, step := range []struct {
 		mask, value, want Features
 		fwd, list         string
@@ -106,7 +87,7 @@ func TestSetFeatures(t *testing.T) {
 		if err != nil || got != step.want {
 			t.Fatalf("SetFeatures(%03b, %03b) = %03b, %v; want %03b", step.mask, step.value, got, err, step.want)
 		}
-		if fwd, list := ethtoolShows("rx-udp-gro-forwarding"), ethtoolShows("rx-gro-list"); fwd != step.fwd || list != step.list {
+		if fwd, list := taptest.EthtoolFeature(t, ns, name, "rx-udp-gro-forwarding"), taptest.EthtoolFeature(t, ns, name, "rx-gro-list"); fwd != step.fwd || list != step.list {
 			t.Errorf("after SetFeatures(%03b, %03b): ethtool -k shows rx-udp-gro-forwarding %s, rx-gro-list %s; want %s, %s",
 				step.mask, step.value, fwd, list, step.fwd, step.list)
 		}

@@ -138,6 +138,24 @@ func ShowLink(t testing.TB, ns, name string) (Link, bool) {
 	return links[0], true
 }
 
+// EthtoolFeature returns what `ethtool -k` inside ns shows for the feature named feature of dev
+// ("on", "off"; a "[fixed]" after it is left out), failing the test when ethtool fails or does
+// not show the feature.
+func EthtoolFeature(t testing.TB, ns, dev, feature string) string {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-k", dev).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ethtool -k %s: %v: %s", dev, err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), feature+":"); ok && len(strings.Fields(v)) > 0 {
+			return strings.Fields(v)[0]
+		}
+	}
+	t.Fatalf("ethtool -k %s shows no %s:\n%s", dev, feature, out)
+	return ""
+}
+
 // InNetNS runs f on an OS thread inside the named namespace, so the sockets f creates (net.Dial,
 // net.Listen, unix.Socket) belong to it; they can be used from any goroutine afterwards. The
 // thread is discarded when f returns. A failure to enter the namespace fails the test.
