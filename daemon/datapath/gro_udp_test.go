@@ -146,29 +146,13 @@ func TestCoalescedUDP(t *testing.T) {
 // udpDatagramFor returns a UDP datagram with valid checksums from src to dst (10.77.0.x addresses),
 // from port 40000 to port.
 func udpDatagramFor(dst, src *testPort, id uint16, port int, payload []byte) []byte {
-	f := make([]byte, 14+20+8+len(payload))
-	copy(f[0:6], dst.mac)
-	copy(f[6:12], src.mac)
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ip := f[14:34]
-	ip[0], ip[8], ip[9] = 0x45, 64, 17
-	binary.BigEndian.PutUint16(ip[2:], uint16(len(f)-14))
-	binary.BigEndian.PutUint16(ip[4:], id)
-	copy(ip[12:16], src.ip)
-	copy(ip[16:20], dst.ip)
-	binary.BigEndian.PutUint16(ip[10:], inetChecksum(ip))
+	f := ipv4FrameFor(dst, src, id, 17, 8+len(payload))
 	udp := f[34:]
 	binary.BigEndian.PutUint16(udp[0:], 40000)
 	binary.BigEndian.PutUint16(udp[2:], uint16(port))
 	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
 	copy(udp[8:], payload)
-	ps := make([]byte, 12+len(udp))
-	copy(ps, src.ip)
-	copy(ps[4:], dst.ip)
-	ps[9] = 17
-	binary.BigEndian.PutUint16(ps[10:], uint16(len(udp)))
-	copy(ps[12:], udp)
-	binary.BigEndian.PutUint16(udp[6:], inetChecksum(ps))
+	binary.BigEndian.PutUint16(udp[6:], l4Checksum(src, dst, 17, udp))
 	return f
 }
 

@@ -66,31 +66,44 @@ func TestOffloadTCP(t *testing.T) {
 
 // tcpFrameFor returns a TCP segment with valid checksums from src to dst (10.77.0.x addresses).
 func tcpFrameFor(dst, src *testPort, id uint16, seq uint32, payload int) []byte {
-	f := make([]byte, 14+20+20+payload)
-	copy(f[0:6], dst.mac)
-	copy(f[6:12], src.mac)
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ip := f[14:34]
-	ip[0], ip[8], ip[9] = 0x45, 64, 6
-	binary.BigEndian.PutUint16(ip[2:], uint16(len(f)-14))
-	binary.BigEndian.PutUint16(ip[4:], id)
-	copy(ip[12:16], src.ip)
-	copy(ip[16:20], dst.ip)
-	binary.BigEndian.PutUint16(ip[10:], inetChecksum(ip))
+	f := ipv4FrameFor(dst, src, id, 6, 20+payload)
 	tcp := f[34:]
 	binary.BigEndian.PutUint16(tcp[0:], 40000)
 	binary.BigEndian.PutUint16(tcp[2:], 9)
 	binary.BigEndian.PutUint32(tcp[4:], seq)
 	tcp[12], tcp[13] = 5<<4, 0x10 // ACK
 	binary.BigEndian.PutUint16(tcp[14:], 1000)
-	ps := make([]byte, 12+len(tcp))
+	binary.BigEndian.PutUint16(tcp[16:], l4Checksum(src, dst, 6, tcp))
+	return f
+}
+
+// ipv4FrameFor returns an Ethernet frame from src to dst with an IPv4 header (protocol proto,
+// ID id, TTL 64, its checksum set) and l4 zero bytes after it, for the caller to fill.
+func ipv4FrameFor(dst, src *testPort, id uint16, proto byte, l4 int) []byte {
+	f := make([]byte, 14+20+l4)
+	copy(f[0:6], dst.mac)
+	copy(f[6:12], src.mac)
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	ip := f[14:34]
+	ip[0], ip[8], ip[9] = 0x45, 64, proto
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(f)-14))
+	binary.BigEndian.PutUint16(ip[4:], id)
+	copy(ip[12:16], src.ip)
+	copy(ip[16:20], dst.ip)
+	binary.BigEndian.PutUint16(ip[10:], inetChecksum(ip))
+	return f
+}
+
+// l4Checksum returns the TCP or UDP checksum (protocol proto) of segment l4, whose checksum field
+// is zero, from src to dst: over the IPv4 pseudo-header and the segment.
+func l4Checksum(src, dst *testPort, proto byte, l4 []byte) uint16 {
+	ps := make([]byte, 12+len(l4))
 	copy(ps, src.ip)
 	copy(ps[4:], dst.ip)
-	ps[9] = 6
-	binary.BigEndian.PutUint16(ps[10:], uint16(len(tcp)))
-	copy(ps[12:], tcp)
-	binary.BigEndian.PutUint16(tcp[16:], inetChecksum(ps))
-	return f
+	ps[9] = proto
+	binary.BigEndian.PutUint16(ps[10:], uint16(len(l4)))
+	copy(ps[12:], l4)
+	return inetChecksum(ps)
 }
 
 // TestCoalescedRunOutsideTXBatch transmits TCP segments into a port with offloads from outside
