@@ -4,8 +4,11 @@ import (
 	"context"
 	"slices"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/vnic/extack"
 )
 
 // The port's netdev features (ethtool -k/-K), by the kernel's names. They are the offloads of
@@ -103,6 +106,9 @@ func (b *backend) SetFeatures(ctx context.Context, c genl.Caller, dev genl.Devic
 				}
 			}
 			if mask != 0 {
+				if p.dev == nil {
+					return extack.New(unix.ENODEV, "port %s has no TAP", p.spec.Name)
+				}
 				f, err := p.dev.SetFeatures(mask, value)
 				if err != nil {
 					return err
@@ -110,15 +116,15 @@ func (b *backend) SetFeatures(ctx context.Context, c genl.Caller, dev genl.Devic
 				p.tapFeatures = f
 				p.ep.SetUDPGRO(f.UDPGRO())
 			}
-			cur.Wanted = slices.DeleteFunc(cur.Wanted, isKernelFeature)
-			next.Wanted = slices.DeleteFunc(slices.Clone(next.Wanted), isKernelFeature)
+			curOff := slices.DeleteFunc(slices.Clone(cur.Wanted), isKernelFeature)
+			nextOff := slices.DeleteFunc(slices.Clone(next.Wanted), isKernelFeature)
 			missing := func(from, in []string) bool {
 				return slices.ContainsFunc(from, func(n string) bool { return !slices.Contains(in, n) })
 			}
-			if !missing(next.Wanted, cur.Wanted) && !missing(cur.Wanted, next.Wanted) {
+			on := missing(nextOff, curOff) // one turned on: all on; else one turned off: all off
+			if !on && !missing(curOff, nextOff) {
 				return nil // only kernel features changed
 			}
-			on := missing(next.Wanted, cur.Wanted) || len(cur.Wanted) > 0 && !missing(cur.Wanted, next.Wanted)
 			err := p.ep.SetOffload(on)
 			b.d().syncCarrier(p)
 			return err

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,8 +15,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/manad/manad/vnic"
 )
 
 // TestUDPGROFollowsTAPFeatures runs a sender A, a router R (ip_forward on, two ports) and a
@@ -79,7 +82,11 @@ func TestUDPGROFollowsTAPFeatures(t *testing.T) {
 		defer d.mu.Unlock()
 		return d.ports[name].ep
 	}
-	coalesced := func(name string) uint64 { return ep(name).StatTotals()[8] } // StatNames: rx_coalesced
+	rxCoalesced := slices.Index(datapath.StatNames(), vnic.ManadStatPrefix+"rx_coalesced")
+	if rxCoalesced < 0 {
+		t.Fatal("no rx_coalesced in datapath.StatNames")
+	}
+	coalesced := func(name string) uint64 { return ep(name).StatTotals()[rxCoalesced] }
 	forwarded := func() uint64 {
 		t.Helper()
 		var names []string

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/internal/siocethtool"
 	"github.com/manad/manad/vnic/extack"
 )
 
@@ -41,6 +42,10 @@ func (f Features) UDPGRO() bool {
 
 // ethSSFeatures is ETH_SS_FEATURES, the string set of netdev feature names.
 const ethSSFeatures = 4
+
+// maxFeatures bounds the feature names open takes from the kernel (6.12 has 66; netdev_features_t
+// is 64 bits wide, so far more means a reply open cannot trust).
+const maxFeatures = 1024
 
 // featureReader reads devices' Features with the SIOCETHTOOL ioctl (ETHTOOL_GFEATURES, as
 // ethtool -k does on a kernel without ethtool netlink) through a socket inside their namespace,
@@ -90,6 +95,11 @@ func (r *featureReader) read(name string) (Features, error) {
 	binary.NativeEndian.PutUint32(buf[4:], uint32(r.blocks))
 	if err := ethtoolIoctl(r.fd, name, buf); err != nil {
 		return 0, extack.Wrap(err, unix.EIO, "ETHTOOL_GFEATURES on %s", name)
+	}
+	if got := binary.NativeEndian.Uint32(buf[4:]); got != uint32(r.blocks) {
+		// The kernel writes back its own block count; another means the feature set changed
+		// size under us, and the bits below would be read from the wrong places.
+		return 0, extack.New(unix.EIO, "ETHTOOL_GFEATURES on %s: %d feature blocks, want %d", name, got, r.blocks)
 	}
 	var f Features
 	for i, b := range r.bits {
@@ -145,7 +155,7 @@ func (r *featureReader) sfeatures(name string, mask, value Features) error {
 			binary.NativeEndian.PutUint32(buf[off+4:], binary.NativeEndian.Uint32(buf[off+4:])|1<<(b%32))
 		}
 	}
-	ret, err := ethtoolIoctlRet(r.fd, name, buf)
+	ret, err := siocethtool.Do(r.fd, name, unsafe.Pointer(&buf[0]))
 	if err != nil {
 		return extack.Wrap(err, unix.EIO, "ETHTOOL_SFEATURES on %s", name)
 	}
@@ -178,6 +188,10 @@ func (r *featureReader) open(name string) error {
 	if binary.NativeEndian.Uint64(info[8:])&(1<<ethSSFeatures) != 0 {
 		n = int(binary.NativeEndian.Uint32(info[16:]))
 	}
+	if n <= 0 || n > maxFeatures {
+		unix.Close(fd)
+		return extack.New(unix.EOPNOTSUPP, "ETHTOOL_GSSET_INFO on %s: %d netdev features (want 1..%d)", name, n, maxFeatures)
+	}
 	// struct ethtool_gstrings: cmd, string_set, len, then len names of ETH_GSTRING_LEN bytes.
 	const strLen = 32
 	strs := make([]byte, 12+n*strLen)
@@ -187,6 +201,10 @@ func (r *featureReader) open(name string) error {
 	if err := ethtoolIoctl(fd, name, strs); err != nil {
 		unix.Close(fd)
 		return extack.Wrap(err, unix.EIO, "ETHTOOL_GSTRINGS on %s", name)
+	}
+	if got := int(binary.NativeEndian.Uint32(strs[8:])); got != n {
+		unix.Close(fd)
+		return extack.New(unix.EIO, "ETHTOOL_GSTRINGS on %s: %d feature names, want %d", name, got, n)
 	}
 	for i := range r.bits {
 		r.bits[i] = -1
@@ -206,30 +224,8 @@ func (r *featureReader) open(name string) error {
 	return nil
 }
 
-// ifreqData is struct ifreq with ifr_data, as SIOCETHTOOL takes it.
-type ifreqData struct {
-	name [unix.IFNAMSIZ]byte
-	data unsafe.Pointer
-	_    [16]byte // the rest of the union
-}
-
 // ethtoolIoctl runs SIOCETHTOOL on the device named name with the command in buf.
 func ethtoolIoctl(fd int, name string, buf []byte) error {
-	_, err := ethtoolIoctlRet(fd, name, buf)
+	_, err := siocethtool.Do(fd, name, unsafe.Pointer(&buf[0]))
 	return err
-}
-
-// ethtoolIoctlRet is ethtoolIoctl returning the ioctl's non-negative result too.
-func ethtoolIoctlRet(fd int, name string, buf []byte) (int, error) {
-	var ifr ifreqData
-	if len(name) >= len(ifr.name) {
-		return 0, extack.New(unix.EINVAL, "device name %q too long", name)
-	}
-	copy(ifr.name[:], name)
-	ifr.data = unsafe.Pointer(&buf[0])
-	r, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(r), nil
 }

@@ -1,22 +1,16 @@
 package uplink
 
 import (
-	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/internal/siocethtool"
 )
 
 // ethtoolValue is struct ethtool_value (linux/ethtool.h).
 type ethtoolValue struct {
 	cmd, data uint32
-}
-
-// ifreqData is struct ifreq with ifr_data set.
-type ifreqData struct {
-	name [unix.IFNAMSIZ]byte
-	data unsafe.Pointer
-	_    [16]byte // the rest of the union
 }
 
 // setGRO switches generic receive offload of the device named name on or off through socket fd
@@ -25,10 +19,8 @@ type ifreqData struct {
 // decapsulated burst); a packet socket would then see frames far beyond the MTU, which no port
 // could take. Errors: the ioctl's errno (EOPNOTSUPP where the device has no such feature).
 func setGRO(fd int, name string, on bool) (was bool, err error) {
-	var ifr ifreqData
-	copy(ifr.name[:unix.IFNAMSIZ-1], name)
 	get := ethtoolValue{cmd: unix.ETHTOOL_GGRO}
-	if err := ethtoolIoctl(fd, &ifr, &get); err != nil {
+	if _, err := siocethtool.Do(fd, name, unsafe.Pointer(&get)); err != nil {
 		return false, err
 	}
 	was = get.data != 0
@@ -39,15 +31,6 @@ func setGRO(fd int, name string, on bool) (was bool, err error) {
 	if on {
 		set.data = 1
 	}
-	return was, ethtoolIoctl(fd, &ifr, &set)
-}
-
-func ethtoolIoctl(fd int, ifr *ifreqData, v *ethtoolValue) error {
-	ifr.data = unsafe.Pointer(v)
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(ifr)))
-	runtime.KeepAlive(v)
-	if errno != 0 {
-		return errno
-	}
-	return nil
+	_, err = siocethtool.Do(fd, name, unsafe.Pointer(&set))
+	return was, err
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/internal/siocethtool"
 )
 
 // UMEM geometry. Chunks are page-sized (aligned mode needs a power of two between 2 KiB and a
@@ -316,13 +318,8 @@ type ethtoolChannels struct {
 // IFLA_NUM_RX_QUEUES).
 func activeRxQueues(fd int, name string) (int, error) {
 	ch := ethtoolChannels{cmd: unix.ETHTOOL_GCHANNELS}
-	var ifr ifreqData
-	copy(ifr.name[:unix.IFNAMSIZ-1], name)
-	ifr.data = unsafe.Pointer(&ch)
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
-	runtime.KeepAlive(&ch)
-	if e != 0 {
-		return 0, e
+	if _, err := siocethtool.Do(fd, name, unsafe.Pointer(&ch)); err != nil {
+		return 0, err
 	}
 	return max(int(ch.rxCount+ch.combinedCount), 1), nil
 }
