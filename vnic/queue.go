@@ -161,11 +161,12 @@ func (p *Port) Receive(qi int, frame []byte) RxResult {
 	// The frame goes into the replacement and the slot keeps its buffer: the two are the same
 	// pool's, of one layout, so no counter, layout or XDP view tells them apart, and it is the
 	// NIC filling the slot's buffer and the driver posting nb in its place, but for which of
-	// the two is called which. What
-	// differs is the cache: a slot's buffer was last touched a ring's worth of frames ago (16
-	// MiB at MTU 9000 with 1024 buffers), and copying a frame into it misses the cache on every
-	// line, where the NIC's DMA costs the CPU nothing; nb usually is a buffer the pool's LIFO
-	// cache got back a few frames ago, still in the cache.
+	// the two is called which. The ring's buffers are therefore a reservation (what the
+	// posted ring holds of the pool's memory) that never carries a frame. What differs is the
+	// cache: a slot's buffer was last touched a ring's worth of frames ago (16 MiB at MTU 9000
+	// with 1024 buffers), and copying a frame into it misses the cache on every line, where the
+	// NIC's DMA costs the CPU nothing; nb usually is a buffer the pool's LIFO cache got back a
+	// few frames ago, still in the cache.
 	buf := nb
 	mem := buf.Bytes()
 	data, end := q.headroom, q.headroom+copy(mem[q.headroom:], frame)

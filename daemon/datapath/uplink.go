@@ -36,9 +36,10 @@ type Uplink struct {
 	runMu    sync.Mutex
 	txGSO    func(iov [][]byte) error // nil: every frame goes out alone through tx
 	co       *offload.Coalescer
-	arena    []byte // copies of the run's frames (the senders' are only valid during input)
-	runBytes uint64 // wire bytes of the run's frames
-	listed   bool   // in the segment's pending list
+	arena    []byte    // copies of the run's frames (the senders' are only valid during input)
+	runBytes uint64    // wire bytes of the run's frames
+	listed   bool      // in the segment's pending list
+	whole    [1][]byte // sendWhole's iovec, kept so that a superframe written whole allocates none
 }
 
 // uplinkArena holds the frames of one run: a superframe's payloads stay below 64 KiB, so the
@@ -299,7 +300,10 @@ func (u *Uplink) sendWhole(b []byte, segLen, frames int, wire uint64) bool {
 		return false
 	}
 	u.flushLocked() // the frames before it go first
-	if err := u.txGSO([][]byte{b}); err != nil {
+	u.whole[0] = b
+	err := u.txGSO(u.whole[:])
+	u.whole[0] = nil // b is the sender's
+	if err != nil {
 		u.stats.txErrors.Add(uint64(frames))
 		return true
 	}

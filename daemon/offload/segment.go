@@ -171,7 +171,8 @@ func (s *Segmenter) segment(h *Header, frame []byte, emit func(frame []byte), in
 		var b []byte
 		if inPlace {
 			// Segment i's payload starts at hl+i*mss: its headers go right before it.
-			b = frame[i*mss : i*mss+hl+chunk]
+			// Capped at its end: the payload after it is the next segments', not yet sent.
+			b = frame[i*mss : i*mss+hl+chunk : i*mss+hl+chunk]
 			if i > 0 {
 				copy(b, tmpl)
 			}

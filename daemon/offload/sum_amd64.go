@@ -6,7 +6,8 @@ import "golang.org/x/sys/cpu"
 var hasAVX2 = cpu.X86.HasAVX2
 
 // sumAVX2 returns the sum of the little-endian 16-bit words of b[:len(b)&^63] (sum_amd64.s).
-// len(b) must not exceed 2 MiB.
+// len(b) must not exceed 2 MiB, where a 32-bit lane would wrap; sumVector hands it 1 MiB at a
+// time.
 //
 //go:noescape
 func sumAVX2(b []byte) uint64
