@@ -946,11 +946,10 @@ func (qq *queue) sendWhole(h *offload.Header, b []byte, st offload.Segments) boo
 		return false
 	}
 	s := e.seg
-	ent, ok := (*s.fdb.Load())[mac48(frame[0:6])]
-	if !ok || s.expired(ent, now) {
+	dst, ok := s.unicastDst(frame, now)
+	if !ok {
 		return false
 	}
-	dst := ent.port.Load()
 	u, ok := dst.m.(*Uplink)
 	if !ok || dst == src {
 		return false
@@ -962,12 +961,7 @@ func (qq *queue) sendWhole(h *offload.Header, b []byte, st offload.Segments) boo
 	if !u.sendWhole(b, st.HeaderLen-l2+int(h.GSOSize), st.N, wire) {
 		return false
 	}
-	// forwardChecked's learning, once for the frames.
-	if frame[6]&1 == 0 {
-		if sa := mac48(frame[6:12]); sa != 0 {
-			s.learn(src, sa, now)
-		}
-	}
+	s.learnSource(src, frame, now) // once for the frames
 	qq.txPort.PutWireBulk(qq.idx, frame, st.N, wire)
 	return true
 }

@@ -232,6 +232,26 @@ func (s *Segment) forwardAt(src *port, frame []byte, inline bool, now int64, sto
 	s.forwardChecked(src, frame, inline, now, stop, offload.Checked{})
 }
 
+// learnSource learns the source of frame (at least 14 bytes) behind src, as
+// br_handle_frame_finish does: unicast, non-zero sources only.
+func (s *Segment) learnSource(src *port, frame []byte, now int64) {
+	if frame[6]&1 == 0 {
+		if sa := mac48(frame[6:12]); sa != 0 {
+			s.learn(src, sa, now)
+		}
+	}
+}
+
+// unicastDst returns the member that frame's destination (a unicast address; frame has at least
+// 14 bytes) was learnt behind, and false when it is unknown or aged out: a frame to flood.
+func (s *Segment) unicastDst(frame []byte, now int64) (*port, bool) {
+	e, ok := (*s.fdb.Load())[mac48(frame[0:6])]
+	if !ok || s.expired(e, now) {
+		return nil, false
+	}
+	return e.port.Load(), true
+}
+
 // forwardChecked is forwardAt for a frame v may vouch for (offload.Segmenter.Checked): a unicast
 // frame to an endpoint carries v along (Endpoint.inputChecked).
 func (s *Segment) forwardChecked(src *port, frame []byte, inline bool, now int64, stop <-chan struct{}, v offload.Checked) {
@@ -239,15 +259,10 @@ func (s *Segment) forwardChecked(src *port, frame []byte, inline bool, now int64
 		return
 	}
 	s.captures.record(src.m, CaptureOut, frame)
-	// br_handle_frame_finish: learn unicast, non-zero sources only.
-	if frame[6]&1 == 0 {
-		if sa := mac48(frame[6:12]); sa != 0 {
-			s.learn(src, sa, now)
-		}
-	}
+	s.learnSource(src, frame, now)
 	if frame[0]&1 == 0 {
-		if e, ok := (*s.fdb.Load())[mac48(frame[0:6])]; ok && !s.expired(e, now) {
-			if dst := e.port.Load(); dst != src {
+		if dst, ok := s.unicastDst(frame, now); ok {
+			if dst != src {
 				if ep, ok := dst.m.(*Endpoint); ok {
 					ep.inputChecked(frame, inline, v)
 				} else {

@@ -157,11 +157,10 @@ func (u *Uplink) ReceiveWhole(frame []byte, gsoType uint8, gsoSize uint16, mtu i
 		return false
 	}
 	now := s.now()
-	ent, ok := (*s.fdb.Load())[mac48(frame[0:6])]
-	if !ok || s.expired(ent, now) {
+	dst, ok := s.unicastDst(frame, now)
+	if !ok {
 		return false
 	}
-	dst := ent.port.Load()
 	ep, ok := dst.m.(*Endpoint)
 	if !ok || dst == u.p {
 		return false
@@ -174,12 +173,7 @@ func (u *Uplink) ReceiveWhole(frame []byte, gsoType uint8, gsoSize uint16, mtu i
 	if !ep.inputWhole(frame, &h, st, wire) {
 		return false
 	}
-	// forwardChecked's learning, once for the frames.
-	if frame[6]&1 == 0 {
-		if sa := mac48(frame[6:12]); sa != 0 {
-			s.learn(u.p, sa, now)
-		}
-	}
+	s.learnSource(u.p, frame, now) // once for the frames
 	u.stats.rxFrames.Add(uint64(st.N))
 	u.stats.rxBytes.Add(wire)
 	u.stats.rxWhole.Add(1)
