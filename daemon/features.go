@@ -33,13 +33,7 @@ const groFeature = "rx-gro"
 // them on the TAP, where -K turns them on and off (tap.Device.SetFeatures) as `ethtool -K` on
 // the TAP would, and they decide whether the RX coalescer merges UDP datagrams too
 // (tap.Features.UDPGRO), as they decide it for the kernel's own GRO.
-var kernelFeatures = []kernelFeature{{tap.FeatureGROUDPFwd, "rx-udp-gro-forwarding"}, {tap.FeatureGROList, "rx-gro-list"}}
-
-// kernelFeature is one of kernelFeatures: its tap bit and its name.
-type kernelFeature struct {
-	f    tap.Features
-	name string
-}
+var kernelFeatures = []tap.Features{tap.FeatureGROUDPFwd, tap.FeatureGROList}
 
 // offloadFeatures lists every feature a port can change.
 func offloadFeatures() []string {
@@ -48,14 +42,14 @@ func offloadFeatures() []string {
 		out = append(out, f.name)
 	}
 	for _, f := range kernelFeatures {
-		out = append(out, f.name)
+		out = append(out, f.Name())
 	}
 	return out
 }
 
 // isKernelFeature says whether name is one of kernelFeatures.
 func isKernelFeature(name string) bool {
-	return slices.ContainsFunc(kernelFeatures, func(f kernelFeature) bool { return f.name == name })
+	return slices.ContainsFunc(kernelFeatures, func(f tap.Features) bool { return f.Name() == name })
 }
 
 // features is what the port's TAP does now; wanted is active, as the features are one switch.
@@ -71,8 +65,8 @@ func features(p *port) genl.Features {
 		}
 	}
 	for _, kf := range kernelFeatures {
-		if p.tapFeatures&kf.f != 0 {
-			f.Active = append(f.Active, kf.name)
+		if p.tapFeatures&kf != 0 {
+			f.Active = append(f.Active, kf.Name())
 		}
 	}
 	f.Wanted = f.Active
@@ -98,10 +92,10 @@ func (b *backend) SetFeatures(ctx context.Context, c genl.Caller, dev genl.Devic
 			cur := features(p)
 			var mask, value tap.Features
 			for _, kf := range kernelFeatures {
-				if on := slices.Contains(next.Wanted, kf.name); on != (p.tapFeatures&kf.f != 0) {
-					mask |= kf.f
+				if on := slices.Contains(next.Wanted, kf.Name()); on != (p.tapFeatures&kf != 0) {
+					mask |= kf
 					if on {
-						value |= kf.f
+						value |= kf
 					}
 				}
 			}

@@ -31,6 +31,17 @@ var featureNames = [...]struct {
 	name string
 }{{FeatureGRO, "rx-gro"}, {FeatureGROUDPFwd, "rx-udp-gro-forwarding"}, {FeatureGROList, "rx-gro-list"}}
 
+// Name returns the kernel's name of a single feature f ("rx-udp-gro-forwarding"), "" for a set of
+// several or none.
+func (f Features) Name() string {
+	for _, fn := range featureNames {
+		if fn.f == f {
+			return fn.name
+		}
+	}
+	return ""
+}
+
 // UDPGRO reports whether the kernel's GRO would merge consecutive datagrams of a UDP flow arriving
 // on the device whatever becomes of them, forwarded or delivered to a socket without UDP_GRO:
 // GRO runs at all (NETIF_F_GRO, netif_elide_gro) and the device has rx-udp-gro-forwarding or

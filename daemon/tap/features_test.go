@@ -100,3 +100,17 @@ func TestSetFeatures(t *testing.T) {
 		t.Errorf("SetFeatures after Close: %v, want ENODEV", err)
 	}
 }
+
+func TestFeatureName(t *testing.T) {
+	for _, tt := range []struct {
+		f    Features
+		want string
+	}{
+		{FeatureGRO, "rx-gro"}, {FeatureGROUDPFwd, "rx-udp-gro-forwarding"}, {FeatureGROList, "rx-gro-list"},
+		{FeatureGRO | FeatureGROList, ""}, {0, ""},
+	} {
+		if got := tt.f.Name(); got != tt.want {
+			t.Errorf("Features(%03b).Name() = %q, want %q", tt.f, got, tt.want)
+		}
+	}
+}
