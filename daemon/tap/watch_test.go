@@ -28,6 +28,23 @@ func next(t *testing.T, ch <-chan LinkEvent) LinkEvent {
 	panic("unreachable")
 }
 
+// waitClosed reads events until ch closes, failing the test if it stays open past a generous
+// deadline.
+func waitClosed(t *testing.T, ch <-chan LinkEvent, what string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("%s stays open", what)
+		}
+	}
+}
+
 // waitState reads events until one satisfies cond (events are coalesced snapshots, so
 // intermediate states may or may not be seen).
 func waitState(t *testing.T, ch <-chan LinkEvent, what string, cond func(LinkEvent) bool) LinkEvent {
