@@ -1,0 +1,126 @@
+package busypoll_test
+
+import (
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/busypoll"
+)
+
+// pair returns the two ends of a SOCK_SEQPACKET socketpair as net.UnixConns (non-blocking,
+// on the runtime's poller, as manad's and genl/client's connections are).
+func pair(t *testing.T) (a, b *net.UnixConn) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) *net.UnixConn {
+		f := os.NewFile(uintptr(fd), "seqpacket")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c.(*net.UnixConn)
+	}
+	return conn(fds[0]), conn(fds[1])
+}
+
+func rawConn(t *testing.T, c *net.UnixConn) syscall.RawConn {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// reader is a try that reads one datagram into buf, recording its length.
+func reader(buf []byte, n *int) func(fd int) bool {
+	return func(fd int) bool {
+		k, err := unix.Read(fd, buf)
+		if err == unix.EAGAIN || err == unix.EINTR {
+			return false
+		}
+		*n = k
+		return true
+	}
+}
+
+func TestPoll(t *testing.T) {
+	tests := []struct {
+		name string
+		d    time.Duration
+		// send, when set, runs before the poll starts (sent) or from another goroutine
+		// while it polls (late).
+		sent, late string
+		want       bool
+		wantMin    time.Duration // the poll lasts at least this long (it gave up at d)
+	}{
+		{name: "datagram waiting", d: time.Second, sent: "ready", want: true},
+		{name: "datagram arrives while polling", d: 10 * time.Second, late: "late", want: true},
+		{name: "nothing within d", d: 2 * time.Millisecond, want: false, wantMin: 2 * time.Millisecond},
+		{name: "zero duration", d: 0, sent: "unread", want: false},
+		{name: "negative duration", d: -time.Second, sent: "unread", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := pair(t)
+			if tt.sent != "" {
+				if _, err := a.Write([]byte(tt.sent)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.late != "" {
+				go func() {
+					time.Sleep(5 * time.Millisecond)
+					a.Write([]byte(tt.late))
+				}()
+			}
+			buf, n := make([]byte, 64), -1
+			t0 := time.Now()
+			got := busypoll.Poll(rawConn(t, b), tt.d, busypoll.Threads, reader(buf, &n))
+			took := time.Since(t0)
+			if got != tt.want {
+				t.Fatalf("Poll = %v, want %v", got, tt.want)
+			}
+			if want := tt.sent + tt.late; got && string(buf[:n]) != want {
+				t.Errorf("read %q, want %q", buf[:n], want)
+			}
+			if !got && n != -1 {
+				t.Errorf("try reported a datagram of %d bytes, yet Poll = false", n)
+			}
+			if took < tt.wantMin {
+				t.Errorf("Poll gave up after %v, before its %v", took, tt.wantMin)
+			}
+		})
+	}
+}
+
+// TestPollPeerGone: an end of file is a result (try sees a zero-length read), not a wait.
+func TestPollPeerGone(t *testing.T) {
+	a, b := pair(t)
+	a.Close()
+	buf, n := make([]byte, 64), -1
+	if !busypoll.Poll(rawConn(t, b), 10*time.Second, busypoll.Goroutines, reader(buf, &n)) || n != 0 {
+		t.Fatalf("Poll after the peer closed: read %d bytes, want the end of file (0)", n)
+	}
+}
+
+// TestPollClosed: a connection closed on this side ends the poll without calling try.
+func TestPollClosed(t *testing.T) {
+	_, b := pair(t)
+	rc := rawConn(t, b)
+	b.Close()
+	called := false
+	if busypoll.Poll(rc, 10*time.Second, busypoll.Threads, func(int) bool { called = true; return true }) || called {
+		t.Fatalf("Poll on a closed connection: called try %v, want false and no call", called)
+	}
+}
