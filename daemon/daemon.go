@@ -101,7 +101,7 @@ func New(opts Options) (*Daemon, error) {
 		Backend: (*backend)(d), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,
 		MaxMessage: maxRequest,
 		MaxConns:   opts.Config.Daemon.MaxConnections, MaxConnsPerUID: opts.Config.Daemon.MaxConnectionsPerUID,
-		IdleTimeout: opts.Config.Daemon.IdleTimeout,
+		IdleTimeout: opts.Config.Daemon.IdleTimeout, BusyPoll: opts.Config.Daemon.BusyPoll,
 	}
 	if opts.Config.Daemon.MetricsListen != "" {
 		d.control = metrics.NewControl()

@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +24,7 @@ import (
 	"github.com/coreos/go-systemd/v22/activation"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/busypoll"
 	"github.com/manad/manad/genl/nlattr"
 )
 
@@ -30,11 +33,16 @@ const (
 	DefaultMaxConns       = 256
 	DefaultMaxConnsPerUID = 32
 	DefaultIdleTimeout    = 5 * time.Minute
-	defaultMaxMessage     = 64 << 10
-	defaultWriteTimeout   = 2 * time.Second
-	defaultSendQueue      = 64
-	defaultDumpBudget     = 16 << 10 // bytes of dump messages per datagram
-	rejectReadTimeout     = time.Second
+	// DefaultBusyPoll is the busy-poll window manad's configuration gives the server
+	// (ServerConfig.BusyPoll): a little longer than a client's turn between two requests of
+	// a loop on a loaded 2-core machine (about 30-60 µs), as the kernel's busy_read is sized
+	// to the device's latency.
+	DefaultBusyPoll     = 200 * time.Microsecond
+	defaultMaxMessage   = 64 << 10
+	defaultWriteTimeout = 2 * time.Second
+	defaultSendQueue    = 64
+	defaultDumpBudget   = 16 << 10 // bytes of dump messages per datagram
+	rejectReadTimeout   = time.Second
 	// minRejecting is how many refusals may be answered at once at least (MaxConns if more).
 	minRejecting = 16
 	// sndbufReserve is what unix_dgram_sendmsg keeps back from SO_SNDBUF: a datagram longer
@@ -72,6 +80,48 @@ type Server struct {
 	drops    logLimiter // clients dropped for not reading
 
 	captures captureAdmission // running captures by uid (manad_capture.go)
+
+	busy busyPollers
+}
+
+// busyPollers bounds the connections that busy-poll at once and counts what polling found.
+type busyPollers struct {
+	limit                 int32
+	active, peak          atomic.Int32
+	hits, misses, skipped atomic.Uint64
+}
+
+// acquire takes a polling slot, if one is free.
+func (b *busyPollers) acquire() bool {
+	for {
+		n := b.active.Load()
+		if n >= b.limit {
+			b.skipped.Add(1)
+			return false
+		}
+		if b.active.CompareAndSwap(n, n+1) {
+			for p := b.peak.Load(); n+1 > p && !b.peak.CompareAndSwap(p, n+1); p = b.peak.Load() {
+			}
+			return true
+		}
+	}
+}
+
+func (b *busyPollers) release() { b.active.Add(-1) }
+
+// BusyPollStats counts the request loops' busy polls (ServerConfig.BusyPoll).
+type BusyPollStats struct {
+	Hits    uint64 // polls that found the next request
+	Misses  uint64 // polls that found nothing within the window, after which the loop parked
+	Skipped uint64 // polls not started because every polling slot was taken
+	Peak    int    // the most connections that polled at once
+	Limit   int    // how many may poll at once
+}
+
+// BusyPolls returns the counts of the request loops' busy polls since the server started.
+func (s *Server) BusyPolls() BusyPollStats {
+	return BusyPollStats{Hits: s.busy.hits.Load(), Misses: s.busy.misses.Load(), Skipped: s.busy.skipped.Load(),
+		Peak: int(s.busy.peak.Load()), Limit: int(s.busy.limit)}
 }
 
 // logLimiter lets one log line through per interval and counts the ones it holds back.
@@ -101,7 +151,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("genl: ServerConfig.Backend is nil: %w", unix.EINVAL)
 	}
 	if cfg.MaxConns < 0 || cfg.MaxConnsPerUID < 0 || cfg.IdleTimeout < 0 || cfg.MaxMessage < 0 ||
-		cfg.MaxReply < 0 || cfg.SendQueue < 0 || cfg.WriteTimeout < 0 {
+		cfg.MaxReply < 0 || cfg.SendQueue < 0 || cfg.WriteTimeout < 0 || cfg.BusyPoll < 0 {
 		return nil, fmt.Errorf("genl: negative limit in ServerConfig: %w", unix.EINVAL)
 	}
 	if cfg.MaxConns == 0 {
@@ -140,6 +190,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		refusals:   logLimiter{every: refusalLogEvery},
 		drops:      logLimiter{every: refusalLogEvery},
 	}
+	// Half the processors poll at most (one on 2 cores): the rest stay for the data path and
+	// for the clients, whatever any number of clients in request loops do.
+	s.busy.limit = int32(max(1, runtime.GOMAXPROCS(0)/2))
 	s.families = map[uint16]*family{}
 	for _, f := range []*family{s.nlctrlFamily(), s.ethtoolFamily(), s.manadFamily(), s.netdevFamily()} {
 		s.families[f.id] = f
@@ -580,8 +633,17 @@ func (c *conn) readLoop() {
 	buf := make([]byte, limit+1)
 	idle := c.s.cfg.IdleTimeout
 	_ = c.uc.SetReadDeadline(time.Now().Add(idle))
+	answered := 0
+	hot := false // busy-poll before parking for the next request
 	for {
-		n, err := c.uc.Read(buf)
+		n, polled, err := 0, false, error(nil)
+		if hot {
+			n, polled, err = c.busyPoll(buf)
+		}
+		if !polled {
+			n, err = c.uc.Read(buf)
+		}
+		arrived := time.Now()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			// Idle only when no group is joined and the last answer is IdleTimeout old;
 			// otherwise wait until it would be.
@@ -611,7 +673,12 @@ func (c *conn) readLoop() {
 		if !ok {
 			return // the client went away meanwhile
 		}
-		c.lastDone.Store(time.Now().UnixNano())
+		prev := c.lastDone.Swap(time.Now().UnixNano())
+		// Poll after the first answer (a client resolves the family, then asks) and after a
+		// request that came within the window of the answer before it (the client is in a
+		// loop); a connection used now and then parks at once.
+		answered++
+		hot = c.s.cfg.BusyPoll > 0 && (answered == 1 || arrived.Sub(time.Unix(0, prev)) <= c.s.cfg.BusyPoll)
 		// The idle deadline is not moved after every request: when it fires, the loop
 		// above re-arms it from lastDone. Moving it would modify a runtime timer per
 		// request, and that wakes another thread. A watcher used the deadline, though.
@@ -619,6 +686,33 @@ func (c *conn) readLoop() {
 			_ = c.uc.SetReadDeadline(time.Now().Add(idle))
 		}
 	}
+}
+
+// busyPoll reads the next request datagram into buf without parking for up to BusyPoll, if a
+// polling slot is free: the client in a request loop then finds this loop awake, and its round
+// trip costs one wake-up (its own) instead of two. polled is false when nothing came (or no
+// slot was free): the caller then reads as usual. An end of file is io.EOF, as from Read.
+func (c *conn) busyPoll(buf []byte) (n int, polled bool, err error) {
+	if c.rc == nil || !c.s.busy.acquire() {
+		return 0, false, nil
+	}
+	defer c.s.busy.release()
+	polled = busypoll.Poll(c.rc, c.s.cfg.BusyPoll, busypoll.Goroutines, func(fd int) bool {
+		n, err = unix.Read(fd, buf)
+		return err != unix.EAGAIN && err != unix.EINTR
+	})
+	if !polled {
+		c.s.busy.misses.Add(1)
+		return 0, false, nil
+	}
+	c.s.busy.hits.Add(1)
+	if err == nil && n == 0 {
+		err = io.EOF
+	}
+	if err != nil {
+		n = 0
+	}
+	return n, true, err
 }
 
 // States of a reqCtx's watcher.

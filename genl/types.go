@@ -131,7 +131,14 @@ type ServerConfig struct {
 	// IdleTimeout closes a connection that has sent no request for that long and belongs to
 	// no multicast group (0 → DefaultIdleTimeout). A request in progress is not idle.
 	IdleTimeout time.Duration
-	MaxMessage  int // max request datagram; 0 → 64 KiB
+	// BusyPoll is how long a connection's request loop polls its socket for the next request
+	// after answering one, before it parks on the runtime's poller (0: it parks at once), as
+	// the kernel's busy_read polls a device queue (genl/busypoll). A loop polls after its
+	// first answer and after a request that came within BusyPoll of the answer before it;
+	// half the processors' worth of connections (at least one) poll at once, the others
+	// park. manad's configuration gives DefaultBusyPoll.
+	BusyPoll   time.Duration
+	MaxMessage int // max request datagram; 0 → 64 KiB
 	// MaxReply bounds one reply datagram (0, or more than the socket can carry: the
 	// connection's SO_SNDBUF less the kernel's 32-byte reserve). A dump is split into
 	// NLM_F_MULTI datagrams within it; a do reply that does not fit is EMSGSIZE (LAYOUT_PLAN

@@ -24,7 +24,10 @@
 // request loop waiting so for 50 ms after each answer: 0.73–1.29× → 0.95–2.97×; genl/client
 // waiting so for its reply: 2–60 % worse. Likely because in a runtime with other threads the
 // thread back from a blocking syscall has to get a P again (sysmon retakes it after 20 µs),
-// where this program's runtime is otherwise idle.
+// where this program's runtime is otherwise idle. What did carry over is polling without
+// parking (genl/busypoll): manad's loop polling for the next request and genl/client for its
+// reply brought BenchmarkGetRoundTrip's ratios from 1.5-2.6× to 0.6-1.8× in the same runs;
+// either side alone did not help.
 //
 // bench: smoke-only (a model, not a row of the report)
 package main

@@ -57,7 +57,10 @@ DESCRIPTION
     max_connections (256; root is never refused and the last eighth is kept for
     root and admin_group), max_connections_per_uid (32 per non-root user) and
     idle_timeout ("5m": a connection that sends nothing and joined no group is
-    closed). A refused connection gets EUSERS with a message.
+    closed). A refused connection gets EUSERS with a message. busy_poll ("200us",
+    "0" for none) is how long a connection's request loop keeps polling for the
+    next request after an answer, as the kernel's busy_read: a client in a request
+    loop is answered without a wake-up, for up to that much CPU per request.
 
 OPTIONS
     --config FILE           read the configuration from FILE (TOML) instead of the

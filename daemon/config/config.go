@@ -62,6 +62,9 @@ type DaemonConfig struct {
 	MaxConnections       int
 	MaxConnectionsPerUID int
 	IdleTimeout          time.Duration
+	// BusyPoll is how long a connection's request loop polls for the next request after an
+	// answer (genl.ServerConfig.BusyPoll): busy_poll, 0 (off) to maxBusyPoll.
+	BusyPoll time.Duration
 }
 
 // Bounds of the connection limits.
@@ -69,6 +72,9 @@ const (
 	maxConnectionsLimit = 65536
 	minIdleTimeout      = time.Second
 	maxIdleTimeout      = 24 * time.Hour
+	// maxBusyPoll bounds busy_poll: a poll longer than a scheduler tick (1-4 ms) spins
+	// through the time a client would have been woken anyway.
+	maxBusyPoll = time.Millisecond
 )
 
 // DefaultDaemonConfig returns the [daemon] table's defaults.
@@ -77,7 +83,7 @@ func DefaultDaemonConfig() DaemonConfig {
 		Socket: DefaultSocket, SocketMode: DefaultSocketMode, AdminGID: NoAdminGroup,
 		StateDir: DefaultStateDir, LogLevel: DefaultLogLevel, LogFormat: DefaultLogFormat,
 		MaxConnections: genl.DefaultMaxConns, MaxConnectionsPerUID: genl.DefaultMaxConnsPerUID,
-		IdleTimeout: genl.DefaultIdleTimeout,
+		IdleTimeout: genl.DefaultIdleTimeout, BusyPoll: genl.DefaultBusyPoll,
 	}
 }
 
@@ -97,7 +103,7 @@ func (dc *DaemonConfig) Validate() error {
 		msg = fmt.Sprintf("log_format %q unknown (want text or json)", dc.LogFormat)
 	default:
 		msg = cmp.Or(checkConnections("max_connections", dc.MaxConnections),
-			checkConnections("max_connections_per_uid", dc.MaxConnectionsPerUID), checkIdleTimeout(dc.IdleTimeout))
+			checkConnections("max_connections_per_uid", dc.MaxConnectionsPerUID), checkIdleTimeout(dc.IdleTimeout), checkBusyPoll(dc.BusyPoll))
 	}
 	if msg != "" {
 		return invalid("daemon: %s", msg)
@@ -200,6 +206,14 @@ func ParseLogLevel(s string) (slog.Level, error) {
 func checkConnections(key string, n int) string {
 	if n < 1 || n > maxConnectionsLimit {
 		return fmt.Sprintf("%s %d out of range (1..%d)", key, n, maxConnectionsLimit)
+	}
+	return ""
+}
+
+// checkBusyPoll returns what is wrong with busy_poll d, or "".
+func checkBusyPoll(d time.Duration) string {
+	if d < 0 || d > maxBusyPoll {
+		return fmt.Sprintf("busy_poll %v out of range (0..%v)", d, maxBusyPoll)
 	}
 	return ""
 }

@@ -142,6 +142,7 @@ log_format = "json"
 max_connections = 100
 max_connections_per_uid = 10
 idle_timeout = "1m30s"
+busy_poll = "0"
 
 [[port]]
 name = "eth0"
@@ -184,20 +185,20 @@ memory_budget = 1048576
 		Daemon: DaemonConfig{
 			Socket: "/tmp/m/manad.sock", SocketMode: 0o660, AdminGroup: root.Name, AdminGID: 0,
 			StateDir: "/tmp/state", LogLevel: slog.LevelDebug, LogFormat: "json",
-			MaxConnections: 100, MaxConnectionsPerUID: 10, IdleTimeout: 90 * time.Second,
+			MaxConnections: 100, MaxConnectionsPerUID: 10, IdleTimeout: 90 * time.Second, BusyPoll: 0,
 		},
 		Ports: []PortSpec{{
 			Name: "eth0", MAC: mustMAC("02:00:00:00:00:01"), NetNS: "blue", Segment: "lab.1",
 			PageSize: 16384, Rule: rxbuf.RulePreHeadroom, MaxMTU: 4000, MaxQueues: 32,
 			MemoryBudget: 512 << 20, MTU: 3000, Queues: 8, RxRing: 1024, TxRing: 256,
-			PrivFlags: vnic.PrivFlagFullPageRx, XDP: "drop", Line: 13,
+			PrivFlags: vnic.PrivFlagFullPageRx, XDP: "drop", Line: 14,
 			RxAlloc: rxbuf.AllocNoPool, RxNoRecycle: true,
 			CQECoalesce8: true, Coalesce: vnic.Coalesce{RxCQEFrames: 8, RxCQENsecs: vnic.DefaultRxCQENsecs},
 		}, {
 			// Defaults capped by the port's own limits, as mana_probe_port caps num_queues.
 			Name: "eth1", MAC: DeriveMAC("eth1"), Segment: DefaultSegment, Persistent: true,
 			PageSize: 65536, MaxMTU: 1000, MaxQueues: 4, MemoryBudget: 1 << 20, MTU: 1000,
-			Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Offload: true, Line: 36,
+			Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Offload: true, Line: 37,
 			RxAlloc: rxbuf.AllocPagePoolPage, Coalesce: vnic.DefaultCoalesce(),
 		}},
 	}
@@ -229,6 +230,9 @@ func TestParseDaemonValueForms(t *testing.T) {
 		{`max_connections_per_uid = 1`, func(d *DaemonConfig) { d.MaxConnectionsPerUID = 1 }},
 		{`idle_timeout = "90s"`, func(d *DaemonConfig) { d.IdleTimeout = 90 * time.Second }},
 		{`idle_timeout = "24h"`, func(d *DaemonConfig) { d.IdleTimeout = 24 * time.Hour }},
+		{`busy_poll = "50us"`, func(d *DaemonConfig) { d.BusyPoll = 50 * time.Microsecond }},
+		{`busy_poll = "1ms"`, func(d *DaemonConfig) { d.BusyPoll = time.Millisecond }},
+		{`busy_poll = "0s"`, func(d *DaemonConfig) { d.BusyPoll = 0 }},
 	} {
 		c, err := Parse("d.toml", []byte("[daemon]\n"+tc.doc+"\n"))
 		if err != nil {
@@ -301,6 +305,10 @@ func TestParseErrors(t *testing.T) {
 		{"idle_timeout syntax", "[daemon]\nidle_timeout = \"5 minutes\"\n", `t.toml:2: daemon: idle_timeout "5 minutes" is not a duration (want e.g. "30s" or "5m")`},
 		{"idle_timeout short", "[daemon]\nidle_timeout = \"10ms\"\n", `t.toml:2: daemon: idle_timeout 10ms out of range (1s..24h0m0s)`},
 		{"idle_timeout type", "[daemon]\nidle_timeout = 300\n", `t.toml:2: daemon: idle_timeout must be a duration string such as "5m", not the integer 300`},
+		{"busy_poll syntax", "[daemon]\nbusy_poll = \"fast\"\n", `t.toml:2: daemon: busy_poll "fast" is not a duration (want e.g. "200us", or "0" for none)`},
+		{"busy_poll long", "[daemon]\nbusy_poll = \"2ms\"\n", `t.toml:2: daemon: busy_poll 2ms out of range (0..1ms)`},
+		{"busy_poll negative", "[daemon]\nbusy_poll = \"-1us\"\n", `t.toml:2: daemon: busy_poll -1µs out of range (0..1ms)`},
+		{"busy_poll type", "[daemon]\nbusy_poll = 200\n", `t.toml:2: daemon: busy_poll must be a duration string such as "200us", not the integer 200`},
 
 		// [[port]]: names.
 		{"name missing", "[[port]]\nmtu = 1500\n", `t.toml:1: port #1: name missing`},
@@ -574,6 +582,7 @@ func TestDaemonValidate(t *testing.T) {
 		{func(d *DaemonConfig) { d.MaxConnections = 0 }, `daemon: max_connections 0 out of range (1..65536): invalid argument`},
 		{func(d *DaemonConfig) { d.MaxConnectionsPerUID = 65537 }, `daemon: max_connections_per_uid 65537 out of range (1..65536): invalid argument`},
 		{func(d *DaemonConfig) { d.IdleTimeout = time.Millisecond }, `daemon: idle_timeout 1ms out of range (1s..24h0m0s): invalid argument`},
+		{func(d *DaemonConfig) { d.BusyPoll = time.Second }, `daemon: busy_poll 1s out of range (0..1ms): invalid argument`},
 	} {
 		d := DefaultDaemonConfig()
 		tc.change(&d)

@@ -25,6 +25,8 @@
 //	max_connections_per_uid = 32          # connections of one non-root uid, 1..65536
 //	idle_timeout = "5m"                   # close a connection with no request for this long and
 //	                                      # no multicast group joined; 1s..24h
+//	busy_poll = "200us"                   # after answering, poll for the next request this long
+//	                                      # before parking (as busy_read); "0" (none)..1ms
 //
 //	[[port]]
 //	name          = "mana0"      # required; the TAP netdev's name: 1-15 bytes, no '/', ':' or

@@ -200,17 +200,9 @@ func (d *decoder) daemon(v any, at keyPath, dc *DaemonConfig) {
 				}
 			}
 		case "idle_timeout":
-			if s, ok := typed[string](d, v, kat, daemonLabel, k, `a duration string such as "5m"`); ok {
-				t, err := time.ParseDuration(s)
-				switch {
-				case err != nil:
-					d.errorf(kat, "daemon: idle_timeout %q is not a duration (want e.g. \"30s\" or \"5m\")", s)
-				case checkIdleTimeout(t) != "":
-					d.errorf(kat, "daemon: %s", checkIdleTimeout(t))
-				default:
-					dc.IdleTimeout = t
-				}
-			}
+			d.duration(v, kat, k, `"5m"`, `"30s" or "5m"`, checkIdleTimeout, &dc.IdleTimeout)
+		case "busy_poll":
+			d.duration(v, kat, k, `"200us"`, `"200us", or "0" for none`, checkBusyPoll, &dc.BusyPoll)
 		default:
 			d.errorf(kat, "daemon: unknown key %q%s", k, suggest(k, daemonKeys))
 		}
@@ -218,7 +210,25 @@ func (d *decoder) daemon(v any, at keyPath, dc *DaemonConfig) {
 }
 
 var daemonKeys = []string{"socket", "socket_mode", "admin_group", "state_dir", "log_level", "log_format", "metrics_listen",
-	"max_connections", "max_connections_per_uid", "idle_timeout"}
+	"max_connections", "max_connections_per_uid", "idle_timeout", "busy_poll"}
+
+// duration sets *into from [daemon] key k, a Go duration string, when check finds nothing
+// wrong with it; example is what a wrong type's message shows, want what a bad string's does.
+func (d *decoder) duration(v any, at keyPath, k, example, want string, check func(time.Duration) string, into *time.Duration) {
+	s, ok := typed[string](d, v, at, daemonLabel, k, "a duration string such as "+example)
+	if !ok {
+		return
+	}
+	t, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		d.errorf(at, "daemon: %s %q is not a duration (want e.g. %s)", k, s, want)
+	case check(t) != "":
+		d.errorf(at, "daemon: %s", check(t))
+	default:
+		*into = t
+	}
+}
 
 // socketMode accepts permission bits as a TOML integer (write it in octal: 0o660) or an octal
 // string ("0660").

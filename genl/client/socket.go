@@ -17,6 +17,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/busypoll"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
 )
@@ -112,15 +113,25 @@ func (s *unixSocket) next() ([]netlink.Message, error) {
 	return s.read()
 }
 
+// busyPoll is how long read polls for a datagram before it parks on the runtime's poller. A
+// reply to a request manad's request loop was polling for (genl.ServerConfig.BusyPoll) comes
+// within about this long, and is then read without a wake-up; manad's loop not polling, the
+// wake-up it needs is not held back (busypoll yields the CPU between tries).
+const busyPoll = 50 * time.Microsecond
+
 // read receives one datagram, sized with MSG_PEEK|MSG_TRUNC first (as
-// mdlayher/netlink does on AF_NETLINK), honouring the read deadline.
+// mdlayher/netlink does on AF_NETLINK), honouring the read deadline once it parks.
 func (s *unixSocket) read() ([]netlink.Message, error) {
 	var n int
 	var rerr error
-	err := s.rc.Read(func(fd uintptr) bool {
-		n, _, rerr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+	peek := func(fd int, flags int) bool {
+		n, _, rerr = unix.Recvfrom(fd, nil, unix.MSG_PEEK|unix.MSG_TRUNC|flags)
 		return rerr != unix.EAGAIN && rerr != unix.EINTR
-	})
+	}
+	var err error
+	if !busypoll.Poll(s.rc, busyPoll, busypoll.Threads, func(fd int) bool { return peek(fd, unix.MSG_DONTWAIT) }) {
+		err = s.rc.Read(func(fd uintptr) bool { return peek(int(fd), 0) })
+	}
 	if err == nil {
 		err = rerr
 	}

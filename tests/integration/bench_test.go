@@ -27,7 +27,10 @@ import (
 // but for the device — to the kernel, through the same client code (mdlayher/genetlink, over
 // genl/client's Unix transport for manad). Each iteration sends one of each, the order
 // alternating every iteration, so both see the same machine. Reported: manad-p50-ns,
-// kernel-p50-ns and p50-ratio (manad over kernel).
+// kernel-p50-ns and p50-ratio (manad over kernel). manad runs with its default busy_poll and
+// genl/client polls for its reply (genl/busypoll), as for any client in a request loop: the
+// kernel's GET answers inside the sending system call, where two processes that both park
+// pay two wake-ups per round trip.
 //
 // The kernel's peer device is a veth with manad's port's 16 queues, up, with GRO on (so that
 // it has page pools); for STRSET_GET (statistics) a second veth whose queue counts give exactly

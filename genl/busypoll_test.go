@@ -1,0 +1,165 @@
+package genl_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/nlattr"
+)
+
+// waitBusyPolls polls the server's busy-poll counts until cond holds, failing after 10 s.
+func waitBusyPolls(t *testing.T, ts *testServer, what string, cond func(genl.BusyPollStats) bool) genl.BusyPollStats {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := ts.srv.BusyPolls()
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: busy polls %+v", what, st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// getRings sends a RINGS_GET of mana0 and checks the reply.
+func getRings(t *testing.T, rc *rawConn, eth uint16, seq uint32) {
+	t.Helper()
+	rc.send(ringsGetByName(eth, seq, 0, "mana0"))
+	if msgs := rc.recv(); len(msgs) != 1 || msgs[0].h.Type != eth || msgs[0].h.Seq != seq {
+		t.Fatalf("request %d: reply %+v", seq, msgs)
+	}
+}
+
+// TestBusyPollRequestLoop: a client in a request loop finds the request loop polling. The
+// window is long (1 s) so that a loaded machine still sends each request within it: every
+// request after the first is then found by a poll, and all are answered in order.
+func TestBusyPollRequestLoop(t *testing.T) {
+	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Second })
+	rc := dialRaw(t, ts.path)
+	eth := manadFamilyID(t, rc, "ethtool") // the connection's first request
+	const n = 50
+	for i := range n {
+		getRings(t, rc, eth, uint32(100+i))
+	}
+	st := ts.srv.BusyPolls()
+	if st.Hits < n {
+		t.Errorf("busy polls %+v: want a hit for each of the %d requests after the first", st, n)
+	}
+	if st.Peak != 1 || st.Limit < 1 {
+		t.Errorf("busy polls %+v: want a peak of 1 connection and a limit of at least 1", st)
+	}
+}
+
+// TestBusyPollSparseRequests: a connection used now and then parks at once after its second
+// answer: its first answer is followed by one poll (which finds nothing within 1 ms), and no
+// request after that came within the window of the answer before it.
+func TestBusyPollSparseRequests(t *testing.T) {
+	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Millisecond })
+	rc := dialRaw(t, ts.path)
+	eth := manadFamilyID(t, rc, "ethtool")
+	waitBusyPolls(t, ts, "the poll after the first answer", func(s genl.BusyPollStats) bool { return s.Misses == 1 })
+	for i := range 3 {
+		time.Sleep(20 * time.Millisecond)
+		getRings(t, rc, eth, uint32(10+i))
+	}
+	time.Sleep(20 * time.Millisecond)
+	if st := ts.srv.BusyPolls(); st.Hits != 0 || st.Misses != 1 || st.Skipped != 0 {
+		t.Errorf("busy polls %+v: want the one miss after the first answer, nothing since", st)
+	}
+}
+
+// TestBusyPollOff: BusyPoll 0 never polls.
+func TestBusyPollOff(t *testing.T) {
+	ts := startServer(t, nil)
+	rc := dialRaw(t, ts.path)
+	eth := manadFamilyID(t, rc, "ethtool")
+	for i := range 20 {
+		getRings(t, rc, eth, uint32(i))
+	}
+	if st := ts.srv.BusyPolls(); st != (genl.BusyPollStats{Limit: st.Limit}) {
+		t.Errorf("busy polls with BusyPoll 0: %+v", st)
+	}
+}
+
+// TestBusyPollBound: however many clients are in request loops, no more connections poll at
+// once than the limit; the others park and are answered all the same.
+func TestBusyPollBound(t *testing.T) {
+	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Second })
+	limit := ts.srv.BusyPolls().Limit
+	clients := limit + 3
+	var wg sync.WaitGroup
+	for c := range clients {
+		rc := dialRaw(t, ts.path)
+		eth := manadFamilyID(t, rc, "ethtool")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				seq := uint32(c*1000 + i)
+				rc.send(ringsGetByName(eth, seq, 0, "mana0"))
+				if msgs := rc.recv(); len(msgs) != 1 || msgs[0].h.Type != eth || msgs[0].h.Seq != seq {
+					t.Errorf("client %d request %d: reply %+v", c, i, msgs)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := ts.srv.BusyPolls()
+	if st.Peak != limit || st.Skipped == 0 {
+		t.Errorf("busy polls %+v with %d clients in loops: want a peak of the limit %d and polls skipped", st, clients, limit)
+	}
+}
+
+// TestBusyPollHangUp: a client that hangs up while the loop polls for its next request ends
+// the poll at once (the end of file is what it finds), not after the window; the connection
+// is closed and released.
+func TestBusyPollHangUp(t *testing.T) {
+	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Minute; c.MaxConns = 1 })
+	rc := dialRaw(t, ts.path)
+	manadFamilyID(t, rc, "ethtool")
+	waitBusyPolls(t, ts, "the poll after the first answer", func(s genl.BusyPollStats) bool { return s.Peak == 1 })
+	rc.c.Close()
+	waitBusyPolls(t, ts, "the hang-up found by the poll", func(s genl.BusyPollStats) bool { return s.Hits == 1 })
+	// The one connection slot is free again: a second client is served, not refused.
+	// (Root is never refused: the check is with another uid.)
+	requireRoot(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		other := dialUnprivileged(t, ts.path)
+		other.send(ringsGetByName(0x10, 5, 0, "mana0")) // to nlctrl (0x10): any answer but EUSERS
+		msgs := other.recv()
+		if a := decodeAck(t, msgs[0]); a.errno != unix.EUSERS {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hung-up connection's slot is still taken")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestBusyPollOversize: a datagram larger than MaxMessage found by a poll is refused with
+// EMSGSIZE as one read after parking is, and the connection goes on.
+func TestBusyPollOversize(t *testing.T) {
+	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Second; c.MaxMessage = 512 })
+	rc := dialRaw(t, ts.path)
+	eth := manadFamilyID(t, rc, "ethtool")
+	m := newMsg(eth, nlattr.FlagRequest, 12, unix.ETHTOOL_MSG_RINGS_GET, 1)
+	m.Put(99, make([]byte, 1000))
+	rc.send(m.done())
+	msgs := rc.recv()
+	if a := decodeAck(t, msgs[0]); a.errno != unix.EMSGSIZE || msgs[0].h.Seq != 12 {
+		t.Errorf("oversize request found by a poll: %+v", a)
+	}
+	getRings(t, rc, eth, 13)
+	if st := ts.srv.BusyPolls(); st.Hits < 2 {
+		t.Errorf("busy polls %+v: want both requests found by polls", st)
+	}
+}
