@@ -112,6 +112,12 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.srv = srv
+	if d.control != nil {
+		d.control.SetBusyPolls(func() metrics.BusyPolls {
+			b := srv.BusyPolls()
+			return metrics.BusyPolls{Hits: b.Hits, Misses: b.Misses, Skipped: b.Skipped}
+		})
+	}
 	return d, nil
 }
 

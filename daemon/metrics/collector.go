@@ -58,8 +58,8 @@ type Collector struct {
 	memPinned, memPages, memInUse, memPeak, memBudget *prometheus.Desc
 	buffersInFlight                                   *prometheus.Desc
 
-	reconfigs, reconfigDuration, resets *prometheus.Desc
-	requests, subscribersDropped        *prometheus.Desc
+	reconfigs, reconfigDuration, resets     *prometheus.Desc
+	requests, subscribersDropped, busyPolls *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -129,6 +129,9 @@ func NewCollector(src Source, ctl *Control) *Collector {
 		requests: d("control_requests_total", "Netlink control requests by family, command and the errno they were answered with (0: success).",
 			[]string{"family", "command", "errno"}),
 		subscribersDropped: d("subscribers_dropped_total", "Notification subscribers dropped because they did not read.", nil),
+		busyPolls: d("control_busy_polls_total", "Busy polls of the control socket's request loops (busy_poll) by outcome: hit (found the "+
+			"next request), miss (nothing within the window: up to busy_poll of CPU spent), skipped (every polling slot taken).",
+			[]string{"outcome"}),
 	}
 }
 
@@ -149,6 +152,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.ctl != nil {
 		ch <- c.requests
 		ch <- c.subscribersDropped
+		ch <- c.busyPolls
 	}
 }
 
@@ -165,6 +169,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(v), k.family, k.cmd, errnoLabel(k.errno))
 	}
 	ch <- prometheus.MustNewConstMetric(c.subscribersDropped, prometheus.CounterValue, float64(c.ctl.dropped.Load()))
+	if f := c.ctl.busyPolls.Load(); f != nil {
+		b := (*f)()
+		for _, o := range []struct {
+			outcome string
+			n       uint64
+		}{{"hit", b.Hits}, {"miss", b.Misses}, {"skipped", b.Skipped}} {
+			ch <- prometheus.MustNewConstMetric(c.busyPolls, prometheus.CounterValue, float64(o.n), o.outcome)
+		}
+	}
 }
 
 func (c *Collector) collectPort(ch chan<- prometheus.Metric, p *Port) {

@@ -11,10 +11,20 @@ import (
 // Control counts the netlink server's control traffic. It is a genl.Observer; the zero value is
 // not usable, use NewControl. Safe for concurrent use.
 type Control struct {
-	mu       sync.Mutex
-	requests map[requestKey]uint64
-	dropped  atomic.Uint64
+	mu        sync.Mutex
+	requests  map[requestKey]uint64
+	dropped   atomic.Uint64
+	busyPolls atomic.Pointer[func() BusyPolls]
 }
+
+// BusyPolls are the server's busy-poll counts (genl.Server.BusyPolls): polls that found the
+// next request, polls that found nothing within the window, polls not started for want of a
+// slot.
+type BusyPolls struct{ Hits, Misses, Skipped uint64 }
+
+// SetBusyPolls makes f the source of the busy-poll counts; the server keeps them, so they are
+// read at each scrape rather than counted twice.
+func (c *Control) SetBusyPolls(f func() BusyPolls) { c.busyPolls.Store(&f) }
 
 // requestKey is the label set of one request counter. The server names only the families and
 // commands it serves (anything else is "unknown"), and errnos are the server's own, so the set

@@ -216,11 +216,16 @@ rx_ring = 256
 		"manad_page_pool_buffers_in_flight", "manad_port_running", "manad_port_admin_up", "manad_memory_pinned_bytes",
 		"manad_memory_pinned_pages", "manad_memory_in_use_bytes", "manad_memory_peak_bytes", "manad_memory_budget_bytes",
 		"manad_rx_buffers_in_flight", "manad_resets_total", "manad_control_requests_total",
-		"manad_subscribers_dropped_total",
+		"manad_subscribers_dropped_total", "manad_control_busy_polls_total",
 	} {
 		if fams[name] == nil {
 			t.Errorf("family %s missing", name)
 		}
+	}
+	// A connection's first answer is followed by a poll (busy_poll's default): it found the
+	// next request or nothing.
+	if v, n := total(fams, "manad_control_busy_polls_total", map[string]string{}); n != 3 || v < 1 {
+		t.Errorf("busy polls: %v over %d outcomes; want hit, miss and skipped, at least one poll", v, n)
 	}
 	b := map[string]string{"port": portB, "netns": nsB}
 	if v, n := total(fams, "manad_rx_packets_total", b); n != 2 || v == 0 {
