@@ -111,7 +111,7 @@ func (b *busyPollers) release() { b.active.Add(-1) }
 
 // BusyPollStats counts the request loops' busy polls (ServerConfig.BusyPoll).
 type BusyPollStats struct {
-	Hits    uint64 // polls that found the next request
+	Hits    uint64 // polls that found the next request datagram, or the client's hang-up
 	Misses  uint64 // polls that found nothing within the window, after which the loop parked
 	Skipped uint64 // polls not started because every polling slot was taken
 	Peak    int    // the most connections that polled at once

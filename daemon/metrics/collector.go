@@ -130,7 +130,7 @@ func NewCollector(src Source, ctl *Control) *Collector {
 			[]string{"family", "command", "errno"}),
 		subscribersDropped: d("subscribers_dropped_total", "Notification subscribers dropped because they did not read.", nil),
 		busyPolls: d("control_busy_polls_total", "Busy polls of the control socket's request loops (busy_poll) by outcome: hit (found the "+
-			"next request), miss (nothing within the window: up to busy_poll of CPU spent), skipped (every polling slot taken).",
+			"next request or the hang-up), miss (nothing within the window: up to busy_poll of CPU spent), skipped (every polling slot taken).",
 			[]string{"outcome"}),
 	}
 }
