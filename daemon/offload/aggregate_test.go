@@ -2,7 +2,10 @@ package offload
 
 import (
 	"bytes"
+	"errors"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"pgregory.net/rapid"
 )
@@ -55,4 +58,48 @@ func TestAggregateIsTheCoalescedSuperframe(t *testing.T) {
 	if _, _, err := Aggregate(make([]byte, 100), GSOUDPL4, 1000); err == nil {
 		t.Error("a UDP GSO type accepted")
 	}
+}
+
+// TestAggregateRefusesWhatCoalescingWouldNot: an aggregate with IPv4 options, or SYN, RST or
+// URG set, is refused with ErrUnmergeable (an EINVAL) and left unchanged, exactly when a
+// Coalescer refuses the segments cutting it makes: whoever passes an aggregate on whole (a
+// port's TSO superframe to another port) then cuts it instead.
+func TestAggregateRefusesWhatCoalescingWouldNot(t *testing.T) {
+	seg := NewSegmenter()
+	co := NewCoalescer(64)
+	rapid.Check(t, func(t *rapid.T) {
+		co.Flush()
+		s := drawSpec(t, 0, true, maxTestPayload)
+		if len(s.payload) < 2 {
+			s.payload = []byte{1, 2}
+		}
+		s.flags |= rapid.SampledFrom([]byte{0, tcpSYN, tcpRST, tcpURG}).Draw(t, "bad_flag")
+		f, l := s.build()
+		mss := (len(s.payload) + 1) / 2
+		h := s.gsoHeader(l, mss)
+		out, _, err := segmentAll(seg, h, f)
+		if err != nil {
+			t.Fatalf("Segment: %v", err)
+		}
+		merges := true
+		for i, o := range out {
+			if !co.Add(o) {
+				if i > 0 {
+					t.Fatalf("segment %d of %d refused, the first taken", i, len(out))
+				}
+				merges = false
+				break
+			}
+		}
+		agg := bytes.Clone(f)
+		_, _, err = Aggregate(agg, h.GSOType, uint16(mss))
+		switch {
+		case merges && err != nil:
+			t.Fatalf("Aggregate: %v for segments a Coalescer merges", err)
+		case !merges && (!errors.Is(err, ErrUnmergeable) || !errors.Is(err, unix.EINVAL)):
+			t.Fatalf("Aggregate: %v for segments a Coalescer refuses, want ErrUnmergeable", err)
+		case !merges && !bytes.Equal(agg, f):
+			t.Fatal("a refused aggregate was changed")
+		}
+	})
 }
