@@ -392,10 +392,11 @@ headroom than the 256 bytes forwarding out of a MANA port needs), manad_rx_inlin
 goroutine took because the queue was busy), manad_rx_drop_input_full,
 manad_rx_tap_write_err (the TAP refused the frame), manad_tx_drop_runt and
 manad_tx_drop_oversize (frames read from the TAP), and on a TAP with offloads
-manad_tx_superframes (GSO superframes cut into frames), manad_tx_drop_bad_vnet_hdr
-(a virtio header that did not fit its frame), manad_rx_coalesced (frames merged
-into an earlier one written to the TAP) and manad_rx_waited (frames whose sender
-waited for the RX queue while another context held it); for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
+manad_tx_superframes (GSO superframes read, cut into frames or passed on whole),
+manad_tx_drop_bad_vnet_hdr (a virtio header that did not fit its frame),
+manad_rx_coalesced (frames merged into an earlier one written to the TAP),
+manad_rx_waited (frames whose sender waited for the RX queue while another context
+held it) and manad_rx_whole (superframes written to the TAP as they came, never cut); for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
 does (the kernel's ethtool netlink has no request for them).
 
 --all-groups and --groups (eth-phy, eth-mac, eth-ctrl, rmon, phydev; several

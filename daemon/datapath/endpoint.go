@@ -154,6 +154,7 @@ type queueStats struct {
 	txSuperframes, txBadVnet                          atomic.Uint64
 	rxCoalesced                                       atomic.Uint64
 	rxWaited                                          atomic.Uint64
+	rxWhole                                           atomic.Uint64
 }
 
 // carry adds the counters of s, a queue being replaced, to t, its replacement's.
@@ -162,7 +163,7 @@ func (t *queueStats) carry(s *queueStats) {
 		{&t.rxInline, &s.rxInline}, {&t.rxDeferred, &s.rxDeferred}, {&t.rxInputDrops, &s.rxInputDrops},
 		{&t.rxWriteErrors, &s.rxWriteErrors}, {&t.txRunts, &s.txRunts}, {&t.txOversize, &s.txOversize},
 		{&t.txSuperframes, &s.txSuperframes}, {&t.txBadVnet, &s.txBadVnet}, {&t.rxCoalesced, &s.rxCoalesced},
-		{&t.rxWaited, &s.rxWaited},
+		{&t.rxWaited, &s.rxWaited}, {&t.rxWhole, &s.rxWhole},
 	} {
 		c[0].Add(c[1].Load())
 	}
@@ -724,6 +725,7 @@ func (e *Endpoint) inputWhole(frame []byte, h *offload.Header, st offload.Segmen
 	qq.gframe, qq.whole = nil, [2][]byte{}
 	qq.stats.rxInline.Add(uint64(st.N))
 	qq.stats.rxCoalesced.Add(uint64(st.N - 1))
+	qq.stats.rxWhole.Add(1)
 	return true
 }
 
@@ -926,13 +928,15 @@ func (qq *queue) transmitOffload(b []byte) {
 }
 
 // sendWhole hands b, a TCP superframe Plan accepted (st) after its virtio header h, whole to
-// the uplink that has its destination address, and reports whether it did: a NIC's TSO engine
-// cuts a work item into the frames it sends, and the kernel behind an uplink cuts a GSO packet
-// into the same frames (tcp_gso_segment) where it has to, or carries it whole through VXLAN
-// and the underlay, so manad need not cut, checksum and coalesce again what the port sent.
-// Each frame is still accounted as it leaves the port (vnic.Port.PutWireBulk) and the uplink;
-// every other superframe, and one the uplink cannot take as it takes single frames (see
-// Uplink.sendWhole), is cut by the caller.
+// the member that has its destination address, and reports whether it did: a NIC's TSO engine
+// cuts a work item into the frames it sends, and what the receiving side does with them (the
+// kernel behind an uplink cuts a GSO packet into the same frames where it has to, or carries it
+// whole through VXLAN and the underlay; a port's RX queue coalesces them back into this
+// superframe) needs them cut by manad no more than it needs them checksummed and coalesced
+// again. Each frame is still accounted as it leaves the port (vnic.Port.PutWireBulk) and as it
+// arrives (the uplink's counters; vnic.Port.ReceiveWhole, one posted buffer per frame); every
+// other superframe, and one the destination cannot take whole (see Uplink.sendWhole and
+// Endpoint.inputWhole), is cut by the caller.
 func (qq *queue) sendWhole(h *offload.Header, b []byte, st offload.Segments) bool {
 	gt := h.GSOType &^ offload.GSOECN
 	frame := b[offload.HeaderLen:]
@@ -947,18 +951,29 @@ func (qq *queue) sendWhole(h *offload.Header, b []byte, st offload.Segments) boo
 	}
 	s := e.seg
 	dst, ok := s.unicastDst(frame, now)
-	if !ok {
-		return false
-	}
-	u, ok := dst.m.(*Uplink)
 	if !ok || dst == src {
 		return false
 	}
-	l2 := len(frame) - PayloadLen(frame)
 	wire := uint64(st.PayloadLen + st.N*st.HeaderLen)
-	// The hint the TAP gave is the guest's skb_headlen; the device's linear part is the headers.
-	binary.LittleEndian.PutUint16(b[2:], uint16(st.HeaderLen))
-	if !u.sendWhole(b, st.HeaderLen-l2+int(h.GSOSize), st.N, wire) {
+	switch m := dst.m.(type) {
+	case *Uplink:
+		l2 := len(frame) - PayloadLen(frame)
+		// The hint the TAP gave is the guest's skb_headlen; the device's linear part is the headers.
+		binary.LittleEndian.PutUint16(b[2:], uint16(st.HeaderLen))
+		if !m.sendWhole(b, st.HeaderLen-l2+int(h.GSOSize), st.N, wire) {
+			return false
+		}
+	case *Endpoint:
+		// Frame by frame, each segment is processed inline (or queued) and captured: a
+		// capture sees the frames the wire carries, so it gets them cut.
+		if !e.inline || s.captures.list.Load() != nil {
+			return false
+		}
+		ah, ast, err := offload.Aggregate(frame, h.GSOType, h.GSOSize)
+		if err != nil || ast.N != st.N || !m.inputWhole(frame, &ah, ast, wire) {
+			return false // frame's IP length and TCP checksum field may be rewritten: cutting sets both afresh
+		}
+	default:
 		return false
 	}
 	s.learnSource(src, frame, now) // once for the frames
@@ -983,10 +998,11 @@ type QueueStats struct {
 	RxWriteErrors uint64 // frames the TAP refused (it was down or detached)
 	TxRunts       uint64 // frames shorter than an Ethernet header read from the TAP
 	TxOversize    uint64 // frames longer than the port's largest MTU read from the TAP
-	TxSuperframes uint64 // GSO superframes read from a TAP with offloads, each cut into frames
+	TxSuperframes uint64 // GSO superframes read from a TAP with offloads, each cut into frames or passed on whole (RxWhole, Uplink's TxWhole)
 	TxBadVnetHdr  uint64 // frames dropped because their virtio header did not fit them
 	RxCoalesced   uint64 // frames written to the TAP merged into an earlier one (GRO: TCP, and UDP as USO while SetUDPGRO is on)
 	RxWaited      uint64 // frames whose sender waited for the queue another context held
+	RxWhole       uint64 // superframes written to the TAP as they came (a port's TSO, an uplink's GRO), never cut; their frames are in RxInline and, but one each, RxCoalesced
 	RxBacklog     int    // frames waiting in the input now
 }
 
@@ -1003,7 +1019,7 @@ func (e *Endpoint) Stats() []QueueStats {
 			RxInline: s.rxInline.Load(), RxDeferred: s.rxDeferred.Load(), RxInputDrops: s.rxInputDrops.Load(),
 			RxWriteErrors: s.rxWriteErrors.Load(), TxRunts: s.txRunts.Load(), TxOversize: s.txOversize.Load(),
 			TxSuperframes: s.txSuperframes.Load(), TxBadVnetHdr: s.txBadVnet.Load(), RxCoalesced: s.rxCoalesced.Load(),
-			RxWaited:  s.rxWaited.Load(),
+			RxWaited: s.rxWaited.Load(), RxWhole: s.rxWhole.Load(),
 			RxBacklog: int(qq.in.count.Load()),
 		}
 	}
@@ -1016,7 +1032,7 @@ func StatNames() []string {
 	p := vnic.ManadStatPrefix
 	return []string{p + "rx_inline", p + "rx_deferred", p + "rx_drop_input_full", p + "rx_tap_write_err",
 		p + "tx_drop_runt", p + "tx_drop_oversize", p + "tx_superframes", p + "tx_drop_bad_vnet_hdr", p + "rx_coalesced",
-		p + "rx_waited"}
+		p + "rx_waited", p + "rx_whole"}
 }
 
 // StatTotals returns the values of StatNames: every running queue's counters summed (zeros when
@@ -1034,7 +1050,8 @@ func (e *Endpoint) StatTotals() []uint64 {
 		t.TxBadVnetHdr += s.TxBadVnetHdr
 		t.RxCoalesced += s.RxCoalesced
 		t.RxWaited += s.RxWaited
+		t.RxWhole += s.RxWhole
 	}
 	return []uint64{t.RxInline, t.RxDeferred, t.RxInputDrops, t.RxWriteErrors, t.TxRunts, t.TxOversize,
-		t.TxSuperframes, t.TxBadVnetHdr, t.RxCoalesced, t.RxWaited}
+		t.TxSuperframes, t.TxBadVnetHdr, t.RxCoalesced, t.RxWaited, t.RxWhole}
 }

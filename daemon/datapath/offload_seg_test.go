@@ -61,8 +61,15 @@ func (x *segXDP) seen() ([]uint32, []int) {
 // skb (the TAP has TSO), and manad reads it as one superframe with its virtio header.
 func sendSuperframe(t *testing.T, src, dst *testPort, seq uint32, segs, mss int) {
 	t.Helper()
+	sendSuperframeFlags(t, src, dst, seq, segs, mss, 0x10)
+}
+
+// sendSuperframeFlags is sendSuperframe with the given TCP flags (sendSuperframe's are ACK).
+func sendSuperframeFlags(t *testing.T, src, dst *testPort, seq uint32, segs, mss int, flags byte) {
+	t.Helper()
 	f := tcpFrameFor(dst, src, 1, seq, segs*mss)
 	binary.BigEndian.PutUint16(f[36:], segPort)
+	f[47] = flags
 	// A partial checksum, as the stack leaves it for TSO: the pseudo-header sum, not inverted.
 	var ps uint32
 	for i := 26; i < 34; i += 2 {

@@ -6,6 +6,9 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/offload"
 	"github.com/manad/manad/daemon/tap/taptest"
@@ -190,4 +193,118 @@ func TestAggregateReachesPortWhole(t *testing.T) {
 	if st := u.Stats(); st.RxWhole != 1 || st.RxFrames != segs {
 		t.Fatalf("uplink stats %+v after refusals, want them unchanged", st)
 	}
+}
+
+// resetWatcher reads the frames p's TAP receives (an AF_PACKET socket in p's namespace) and
+// reports the acknowledgement numbers of the TCP resets among them.
+type resetWatcher struct{ fd int }
+
+func watchResets(t *testing.T, p *testPort) *resetWatcher {
+	t.Helper()
+	var fd int
+	var err error
+	taptest.InNetNS(t, p.ns, func() {
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IP)))
+	})
+	if err != nil {
+		t.Fatalf("AF_PACKET socket: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: p.dev.Index()}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	tv := unix.Timeval{Usec: 100_000}
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	return &resetWatcher{fd: fd}
+}
+
+// waitAck waits up to 10 s for a reset that acknowledges ack.
+func (w *resetWatcher) waitAck(t *testing.T, ack uint32) {
+	t.Helper()
+	buf := make([]byte, 2048)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		n, _, err := unix.Recvfrom(w.fd, buf, 0)
+		if err != nil {
+			continue // the receive timeout
+		}
+		r := buf[:n]
+		if n >= 54 && r[23] == 6 && r[47]&0x04 != 0 && binary.BigEndian.Uint32(r[42:]) == ack {
+			return
+		}
+	}
+	t.Fatalf("no reset acknowledging %d", ack)
+}
+
+// TestSuperframeReachesPortWhole: a TCP superframe a port's TAP hands over, to a port whose TAP
+// takes superframes, reaches that TAP as one packet without being cut: the sender's hc_tx_* and
+// the receiver's hc_rx_* and rx_0_packets count the wire frames it stands for, the receiver's
+// kernel takes every byte (its reset acknowledges them all), and RxWhole counts it. It is cut,
+// and the receiving queue merges the segments again, while a capture runs on the segment (which
+// sees every wire frame); and cut and not merged when GRO would not merge its segments (URG).
+func TestSuperframeReachesPortWhole(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{offload: true, queues: 1, noIPv6: true})
+	b := h.addPort(portOpts{offload: true, queues: 1, noIPv6: true})
+	a.pingOK(t, b) // the segment and both neighbour tables learn the addresses
+	resets := watchResets(t, a)
+	const segs, mss = 10, 1000
+	wire := uint64(segs*54 + segs*mss)
+	type counts struct{ txUcast, rxUcast, rxBytes, rxPackets, tapPackets, whole, coalesced uint64 }
+	read := func() counts {
+		link, _ := taptest.ShowLink(t, b.ns, "eth0")
+		qs := b.ep.Stats()
+		return counts{a.portStat(t, "hc_tx_ucast_pkts"), b.portStat(t, "hc_rx_ucast_pkts"), b.portStat(t, "hc_rx_bytes"),
+			b.portStat(t, "rx_0_packets"), link.Stats64.RX.Packets, qs[0].RxWhole, qs[0].RxCoalesced}
+	}
+	check := func(what string, before counts, whole, coalesced, tapPackets uint64) {
+		t.Helper()
+		after := read()
+		want := counts{before.txUcast + segs, before.rxUcast + segs, before.rxBytes + wire, before.rxPackets + segs,
+			before.tapPackets + tapPackets, before.whole + whole, before.coalesced + coalesced}
+		if after != want {
+			t.Errorf("%s: counters %+v, want %+v (from %+v)", what, after, want, before)
+		}
+	}
+
+	// PSH alone, no ACK: the reset acknowledges what the kernel got (tcp_v4_send_reset).
+	const psh, urg = 0x08, 0x20
+	before := read()
+	sendSuperframeFlags(t, a, b, 7000, segs, mss, psh)
+	waitFor(t, "the superframe to reach the port whole", func() bool { return b.ep.Stats()[0].RxWhole > before.whole })
+	resets.waitAck(t, 7000+segs*mss)
+	check("whole", before, 1, segs-1, 1)
+
+	// A capture on the segment: the superframe is cut, the capture sees its frames, the port
+	// merges them again.
+	c, err := h.seg.Capture(CaptureConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = read()
+	sendSuperframeFlags(t, a, b, 20000, segs, mss, psh)
+	resets.waitAck(t, 20000+segs*mss)
+	c.Stop()
+	check("with a capture", before, 0, segs-1, 1)
+	captured := 0
+	for {
+		f, ok := c.Poll()
+		if !ok {
+			break
+		}
+		if len(f.Data) >= 54 && f.Data[23] == 6 && binary.BigEndian.Uint16(f.Data[36:]) == segPort {
+			captured++
+		}
+	}
+	if captured != segs {
+		t.Errorf("the capture saw %d frames of the superframe, want %d", captured, segs)
+	}
+
+	// URG: GRO does not merge such segments, so neither does the port: cut, each written alone.
+	before = read()
+	sendSuperframeFlags(t, a, b, 40000, segs, mss, urg|psh)
+	resets.waitAck(t, 40000+mss) // each segment gets its own reset; the first one's comes first
+	waitFor(t, "every URG segment to reach the TAP", func() bool { return read().tapPackets >= before.tapPackets+segs })
+	check("URG", before, 0, 0, segs)
 }

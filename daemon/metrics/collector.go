@@ -49,6 +49,7 @@ type Collector struct {
 	rxShortHeadroom                        *prometheus.Desc
 	ringPosted, ringSize, backlog          *prometheus.Desc
 	txSuperframes, rxCoalesced, rxWaited   *prometheus.Desc
+	rxWhole                                *prometheus.Desc
 
 	poolAllocs, poolRecycles, poolPuts, poolOverflows *prometheus.Desc
 	poolPageAllocs, poolPageReleases, poolAllocFails  *prometheus.Desc
@@ -95,11 +96,13 @@ func NewCollector(src Source, ctl *Control) *Collector {
 		ringPosted: d("rx_ring_posted_buffers", "RX buffers posted in the queue's ring (0 while it is not running).", queue),
 		ringSize:   d("rx_ring_size_buffers", "Size of the queue's RX ring (0 while it is not running).", queue),
 		backlog:    d("rx_input_backlog_frames", "Frames waiting in the RX queue's input for its goroutine.", queue),
-		txSuperframes: d("tx_superframes_total", "GSO superframes read from a TAP with offloads, each cut into the frames "+
-			"counted in manad_tx_packets_total.", queue),
+		txSuperframes: d("tx_superframes_total", "GSO superframes read from a TAP with offloads, each standing for frames counted in "+
+			"manad_tx_packets_total: cut into them, or passed on whole (manad_rx_whole_total, manad_uplink_tx_whole_total).", queue),
 		rxCoalesced: d("rx_coalesced_total", "Frames written to a TAP with offloads merged into an earlier one (GRO: TCP; UDP while the TAP has "+
 			"rx-udp-gro-forwarding or rx-gro-list on).", queue),
 		rxWaited: d("rx_waited_total", "Frames whose sender waited for the RX queue while another context held it.", queue),
+		rxWhole: d("rx_whole_total", "Superframes written to a TAP with offloads as they came (a port's TSO superframe, an uplink's GRO "+
+			"aggregate), never cut into frames; their frames count in manad_rx_inline_total and, but one each, manad_rx_coalesced_total.", queue),
 
 		poolAllocs:       d("page_pool_buffer_allocs_total", "Buffers the queue's current page pool handed out (restarts with each rebuild of the queues).", queue),
 		poolRecycles:     d("page_pool_buffer_recycles_total", "Buffers given back to the queue's current page pool directly by its owner.", queue),
@@ -149,6 +152,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.txSuperframes
 	ch <- c.rxCoalesced
 	ch <- c.rxWaited
+	ch <- c.rxWhole
 	if c.ctl != nil {
 		ch <- c.requests
 		ch <- c.subscribersDropped
@@ -248,6 +252,7 @@ func (c *Collector) collectPort(ch chan<- prometheus.Metric, p *Port) {
 		counter(c.txSuperframes, q.TxSuperframes, l...)
 		counter(c.rxCoalesced, q.RxCoalesced, l...)
 		counter(c.rxWaited, q.RxWaited, l...)
+		counter(c.rxWhole, q.RxWhole, l...)
 		counter(c.rxInline, q.RxInline, l...)
 		counter(c.rxDeferred, q.RxDeferred, l...)
 		gauge(c.backlog, float64(q.RxBacklog), l...)

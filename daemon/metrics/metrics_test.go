@@ -38,7 +38,7 @@ func testPorts() []Port {
 			{RxPackets: 11},
 		},
 		Datapath: []datapath.QueueStats{{RxWriteErrors: 9, TxRunts: 10, TxOversize: 11, RxDeferred: 12, RxBacklog: 3,
-			TxSuperframes: 13, TxBadVnetHdr: 14, RxCoalesced: 15, RxWaited: 16}, {}},
+			TxSuperframes: 13, TxBadVnetHdr: 14, RxCoalesced: 15, RxWaited: 16, RxWhole: 17}, {}},
 		Reconfigs: []vnic.ReconfigStats{{Op: "mtu", Outcomes: outcomes, Count: 4, Sum: 0.5, Buckets: map[float64]uint64{0.1: 2, 1: 4}}},
 		ResetsOK:  1,
 	}, {
@@ -130,6 +130,7 @@ func TestCollector(t *testing.T) {
 		{"manad_tx_superframes_total", q0, 13},
 		{"manad_rx_coalesced_total", q0, 15},
 		{"manad_rx_waited_total", q0, 16},
+		{"manad_rx_whole_total", q0, 17},
 		{"manad_rx_deferred_total", q0, 12},
 		{"manad_rx_short_headroom_total", q0, 13},
 		{"manad_rx_input_backlog_frames", q0, 3},
