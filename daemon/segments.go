@@ -291,7 +291,8 @@ func segmentSpec(s genl.SegmentSpec) (config.SegmentSpec, error) {
 
 // CreateSegment defines a segment at runtime (SEGMENT_NEW); the state file remembers it. A
 // segment ports already use without a definition gets one (its settings apply at once). Errors:
-// EINVAL, EEXIST for a defined segment, ESHUTDOWN.
+// EINVAL, EEXIST for a defined segment, ENOSPC past config.MaxSegments defined segments,
+// ESHUTDOWN.
 func (b *backend) CreateSegment(ctx context.Context, c genl.Caller, s genl.SegmentSpec) (info genl.SegmentInfo, err error) {
 	d := b.d()
 	d.mu.Lock()
@@ -306,6 +307,8 @@ func (b *backend) CreateSegment(ctx context.Context, c genl.Caller, s genl.Segme
 		return info, extack.New(unix.ESHUTDOWN, "manad is shutting down")
 	case d.segDef(spec.Name) != nil:
 		return info, extack.New(unix.EEXIST, "segment %s already exists", spec.Name)
+	case len(d.segDefs) >= config.MaxSegments:
+		return info, extack.New(unix.ENOSPC, "%d segments defined, at most %d", len(d.segDefs), config.MaxSegments)
 	}
 	def := &segDef{spec: spec}
 	d.segDefs = append(d.segDefs, def)
@@ -354,7 +357,8 @@ func (b *backend) DeleteSegment(ctx context.Context, c genl.Caller, name string)
 // AddUplink plugs a segment into a kernel netdev (UPLINK_ADD); the state file remembers it. A
 // segment ports use without a definition gets one. The device and its namespace need not exist
 // yet. Errors: EINVAL, ENOENT for no such segment, EEXIST for an uplink any segment uses, ENOSPC
-// past config.MaxUplinks, the errno of a namespace that cannot be opened.
+// past config.MaxUplinks uplinks or (defining the segment) config.MaxSegments segments, the errno
+// of a namespace that cannot be opened.
 func (b *backend) AddUplink(ctx context.Context, c genl.Caller, segment string, u genl.UplinkSpec) (info genl.SegmentInfo, err error) {
 	d := b.d()
 	d.mu.Lock()
@@ -381,6 +385,9 @@ func (b *backend) AddUplink(ctx context.Context, c genl.Caller, segment string, 
 		return info, extack.New(unix.ENOSPC, "segment %s has %d uplinks, at most %d", segment, len(def.spec.Uplinks), config.MaxUplinks)
 	}
 	created := def == nil
+	if created && len(d.segDefs) >= config.MaxSegments {
+		return info, extack.New(unix.ENOSPC, "%d segments defined, at most %d: segment %s cannot be defined for the uplink", len(d.segDefs), config.MaxSegments, segment)
+	}
 	if created {
 		def = &segDef{spec: config.DefaultSegmentSpec(segment)}
 		d.segDefs = append(d.segDefs, def)

@@ -319,3 +319,53 @@ func TestImplicitSegment(t *testing.T) {
 		t.Errorf("state: %+v", defined)
 	}
 }
+
+// TestSegmentLimit: the segments the configuration and SEGMENT_NEW define together stop at
+// config.MaxSegments. Past it SEGMENT_NEW, and UPLINK_ADD for a segment only a port names (which
+// would define it), fail with ENOSPC and say so, defining nothing; deleting one makes room.
+func TestSegmentLimit(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "manad.sock")
+	port := taptest.Name("dl")
+	var doc strings.Builder
+	fmt.Fprintf(&doc, "[daemon]\nsocket = %q\nstate_dir = %q\n\n", sock, filepath.Join(dir, "state"))
+	for i := range config.MaxSegments - 1 {
+		fmt.Fprintf(&doc, "[[segment]]\nname = \"s%d\"\n", i)
+	}
+	fmt.Fprintf(&doc, "\n[[port]]\nname = %q\nnetns = %q\nsegment = \"ports-only\"\nqueues = 1\nmax_queues = 1\nrx_ring = 128\ntx_ring = 128\n", port, ns)
+	_, stop := runStoppable(t, doc.String(), Options{})
+	defer stop()
+	ctx := context.Background()
+	c, err := client.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	if _, err := c.CreateSegment(ctx, wire.SegmentSpec{Name: "last"}); err != nil {
+		t.Fatalf("segment %d of %d: %v", config.MaxSegments, config.MaxSegments, err)
+	}
+	full := fmt.Sprintf("%d segments defined, at most %d", config.MaxSegments, config.MaxSegments)
+	_, err = c.CreateSegment(ctx, wire.SegmentSpec{Name: "over"})
+	wantErrno(t, "a segment past the limit", err, unix.ENOSPC, full)
+	_, err = c.AddUplink(ctx, "ports-only", wire.UplinkSpec{Dev: "x0", NetNS: ns})
+	wantErrno(t, "an uplink defining a segment past the limit", err, unix.ENOSPC, full)
+	segs, err := c.Segments(ctx)
+	if err != nil || len(segs) != config.MaxSegments+1 { // the defined ones and ports-only
+		t.Fatalf("Segments after the refusals: %d, %v; want %d", len(segs), err, config.MaxSegments+1)
+	}
+	if s, err := c.Segment(ctx, "ports-only"); err != nil || s.Origin != "ports" || len(s.Uplinks) != 0 {
+		t.Errorf("ports-only after the refused uplink: %+v, %v", s, err)
+	}
+
+	if err := c.DeleteSegment(ctx, "last"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddUplink(ctx, "ports-only", wire.UplinkSpec{Dev: "x0", NetNS: ns}); err != nil {
+		t.Fatalf("an uplink once there is room: %v", err)
+	}
+	_, err = c.CreateSegment(ctx, wire.SegmentSpec{Name: "over"})
+	wantErrno(t, "a segment past the limit again", err, unix.ENOSPC, full)
+}

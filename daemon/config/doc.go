@@ -71,7 +71,8 @@
 //	                             # (no CQE coalescing) or 4, or 8 with cqe_coalesce_8
 //	cqe_coalesce_8 = false       # the vport has MANA_CQE_COAL_PKTS_8: rx-cqe-frames may be 8
 //
-//	[[segment]]                  # optional: settings and uplinks of a segment ports name
+//	[[segment]]                  # optional: settings and uplinks of a segment ports name;
+//	                             # at most 1024 tables (and segments defined at runtime with them)
 //	name        = "wire0"        # required; the segment's name, as in a port's segment key
 //	uplinks     = [{dev = "vx0", netns = "hostA"}]  # existing kernel netdevs (VXLAN, Geneve,
 //	                             # a veth into a bridge, a NIC) joined with AF_PACKET; at most 16;

@@ -14,6 +14,10 @@ const (
 	DefaultAgeingTime = 300 * time.Second
 	// MaxUplinks bounds a segment's uplinks.
 	MaxUplinks = 16
+	// MaxSegments bounds the segments defined by [[segment]] tables and SEGMENT_NEW together
+	// (each is a switch with its own address table, state-file entry and notifications); ports
+	// may still name segments no table defines.
+	MaxSegments = 1024
 )
 
 // SegmentSpec is a [[segment]] table: settings of a wire segment and the kernel netdevs it is
@@ -84,6 +88,10 @@ func (d *decoder) segments(v any, at keyPath) []SegmentSpec {
 	tables, ok := v.([]map[string]any)
 	if !ok {
 		d.errorf(at, "segment must be an array of tables ([[segment]]), not %s", describe(v))
+		return nil
+	}
+	if len(tables) > MaxSegments {
+		d.errorf(at.index(MaxSegments), "segment #%d: %d [[segment]] tables, at most %d", MaxSegments+1, len(tables), MaxSegments)
 		return nil
 	}
 	var out []SegmentSpec

@@ -113,7 +113,7 @@ func (s SegmentSpec) Validate() error {
 //
 // MergeSegments never fails: what in the state cannot be used is left out and explained in the
 // notes, which the daemon logs: a runtime segment whose spec is invalid, an uplink another
-// segment already uses (the first keeps it). cfg and st are not modified; a nil st is an empty
+// segment already uses (the first keeps it), runtime segments past MaxSegments. cfg and st are not modified; a nil st is an empty
 // state.
 func MergeSegments(cfg *Config, st *State) (segs []SegmentSpec, notes []error) {
 	if st == nil {
@@ -158,6 +158,12 @@ func MergeSegments(cfg *Config, st *State) (segs []SegmentSpec, notes []error) {
 		r := ss.Defined[name]
 		if err := r.Validate(); err != nil {
 			note("segment %q created at runtime dropped: %v", name, err)
+			continue
+		}
+		if len(segs) >= MaxSegments {
+			// The state file was edited, or the configuration gained tables since: the
+			// configuration's segments come first.
+			note("segment %q created at runtime dropped: %d segments defined, at most %d", name, len(segs), MaxSegments)
 			continue
 		}
 		add(r)

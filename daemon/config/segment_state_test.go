@@ -2,7 +2,9 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +116,26 @@ func TestMergeSegments(t *testing.T) {
 			`state: segment "stolen": uplink hostA/vx0 dropped: segment "b" uses it`,
 		}},
 	}
+	// A state holding as many runtime segments as MaxSegments allows, beside the
+	// configuration's three: the first by name fill the bound, the last three are dropped.
+	full := SegmentsState{Defined: map[string]SegmentSpec{}}
+	wantFull := slices.Clone(cfg.Segments)
+	var fullNotes []string
+	for i := range MaxSegments {
+		name := fmt.Sprintf("r%04d", i)
+		full.Defined[name] = SegmentSpec{Name: name}
+		if i < MaxSegments-len(cfg.Segments) {
+			wantFull = append(wantFull, SegmentSpec{Name: name})
+		} else {
+			fullNotes = append(fullNotes, fmt.Sprintf("state: segment %q created at runtime dropped: %d segments defined, at most %d", name, MaxSegments, MaxSegments))
+		}
+	}
+	tests = append(tests, struct {
+		name  string
+		state SegmentsState
+		want  []SegmentSpec
+		notes []string
+	}{"more than MaxSegments", full, wantFull, fullNotes})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := NewState()

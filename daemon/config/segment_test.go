@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,10 +50,21 @@ ageing_time = 0
 
 func TestParseSegmentErrors(t *testing.T) {
 	seg := func(body string) string { return "[[segment]]\nname = \"wire0\"\n" + body + "\n" }
+	many := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "[[segment]]\nname = \"s%d\"\n", i)
+		}
+		return b.String()
+	}
+	if c, err := Parse("t.toml", []byte(many(MaxSegments))); err != nil || len(c.Segments) != MaxSegments {
+		t.Fatalf("%d [[segment]] tables: %d parsed, %v", MaxSegments, len(c.Segments), err)
+	}
 	for _, tc := range []struct {
 		name, doc, want string
 	}{
 		{"not an array", "[segment]\nname = \"a\"\n", `t.toml:1: segment must be an array of tables ([[segment]]), not a table`},
+		{"too many", many(MaxSegments + 1), fmt.Sprintf(`t.toml:%d: segment #%d: %d [[segment]] tables, at most %d`, 2*MaxSegments+1, MaxSegments+1, MaxSegments+1, MaxSegments)},
 		{"name missing", "[[segment]]\nmtu = 1500\n", `t.toml:1: segment #1: name missing`},
 		{"bad name", "[[segment]]\nname = \"a b\"\n", `t.toml:2: segment #1: name "a b" may only hold letters, digits, '.', '_' and '-'`},
 		{"duplicate", seg("") + seg(""), `t.toml:5: segment "wire0": duplicate name (first defined at line 2)`},
