@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -464,5 +466,109 @@ func TestPostAndPutWire(t *testing.T) {
 	}
 	if tp.wire.count() != 4 {
 		t.Errorf("%d frames on the wire, want 4", tp.wire.count())
+	}
+}
+
+// statVector returns every ETH_SS_STATS value of the port, by name.
+func (tp *testPort) statVector() map[string]uint64 {
+	tp.t.Helper()
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	names := StatNames(tp.Settings().Queues)
+	vals := tp.Stats()
+	out := make(map[string]uint64, len(names))
+	for i, n := range names {
+		out[n] = vals[i]
+	}
+	return out
+}
+
+// statDiff lists the statistics whose values differ between a and b.
+func statDiff(a, b map[string]uint64) []string {
+	var out []string
+	for n, v := range a {
+		if b[n] != v {
+			out = append(out, fmt.Sprintf("%s %d≠%d", n, v, b[n]))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestReceiveWhole: a superframe accounted whole leaves every statistic of the port as the
+// frames it stands for would, received one by one, on the same queue (unicast, broadcast and
+// multicast alike; 4K pages, whose short headroom is counted too); the ring stays as it was. A
+// superframe ReceiveWhole refuses (the port not running, an XDP program, frames beyond the RX
+// buffers, no frames, no memory for the buffers) changes no statistic, and its caller passes
+// the frames one by one.
+func TestReceiveWhole(t *testing.T) {
+	const n, l = 10, 1000
+	for _, dst := range []struct {
+		name string
+		mac  []byte
+	}{{"unicast", []byte{2, 0, 0, 0, 0, 2}}, {"broadcast", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}, {"multicast", []byte{1, 0, 0x5e, 0, 0, 1}}} {
+		for _, page := range []int{4096, 16384} {
+			t.Run(fmt.Sprintf("%s/%d", dst.name, page), func(t *testing.T) {
+				mod := func(c *Config, _ *Settings) { c.PageSize = page }
+				byFrame, whole := newTestPort(t, mod), newTestPort(t, mod)
+				byFrame.open()
+				whole.open()
+				f := udpFrame(l, 1, 2)
+				copy(f, dst.mac)
+				for range n {
+					if r := byFrame.Receive(2, f); r != RxDelivered {
+						t.Fatalf("Receive: %v", r)
+					}
+				}
+				before := whole.state()
+				if !whole.ReceiveWhole(2, f, n, n*l, l) {
+					t.Fatal("ReceiveWhole refused")
+				}
+				if d := statDiff(byFrame.statVector(), whole.statVector()); len(d) != 0 {
+					t.Errorf("statistics frame by frame ≠ whole: %v", d)
+				}
+				if after := whole.state(); after.BuffersPosted != before.BuffersPosted || after.BuffersInFlight != 0 {
+					t.Errorf("ring: %d posted (was %d), %d in flight", after.BuffersPosted, before.BuffersPosted, after.BuffersInFlight)
+				}
+			})
+		}
+	}
+
+	f := udpFrame(l, 1, 2)
+	for _, tc := range []struct {
+		name          string
+		mod           func(*Config, *Settings)
+		open          bool
+		prep          func(tp *testPort)
+		frames, frame int
+		thenOK        int // frames ReceiveWhole takes after the refusal (0: none tried)
+	}{
+		{"not running", nil, false, nil, n, l, 0},
+		{"XDP program", func(_ *Config, s *Settings) { s.XDP = XDPProgPass }, true, nil, n, l, 0},
+		{"frames beyond the buffers", nil, true, nil, n, 1515, n},
+		{"no frames", nil, true, nil, 0, l, n},
+		{"no memory", nil, true, func(tp *testPort) {
+			tp.locked(func() { tp.SetMemoryBudget(tp.Memory().InUse()) })
+		}, 200, l, 5}, // more buffers than queue 2's pool has spare; 5 it has
+	} {
+		t.Run("refused/"+tc.name, func(t *testing.T) {
+			tp := newTestPort(t, tc.mod)
+			if tc.open {
+				tp.open()
+			}
+			if tc.prep != nil {
+				tc.prep(tp)
+			}
+			before := tp.statVector()
+			if tp.ReceiveWhole(2, f, tc.frames, uint64(tc.frames*l), tc.frame) {
+				t.Fatal("taken whole")
+			}
+			if d := statDiff(before, tp.statVector()); len(d) != 0 {
+				t.Errorf("a refusal changed statistics: %v", d)
+			}
+			if tc.thenOK > 0 && !tp.ReceiveWhole(2, f, tc.thenOK, uint64(tc.thenOK*l), l) {
+				t.Errorf("%d frames refused after the refusal", tc.thenOK)
+			}
+		})
 	}
 }
