@@ -648,31 +648,16 @@ func (e *Endpoint) inputChecked(frame []byte, inline bool, v offload.Checked) {
 		return
 	}
 	qq := qs.q[q]
-	if inline {
-		// A sender waits for a queue another context holds rather than queue behind it:
-		// the holder's work is bounded (one frame inline, one budget for the queue's
-		// goroutine), and the wait is the back-pressure a wire gives, where a push would let
-		// a sender that only copies outrun a queue that writes to the stack and overflow the
-		// input (a TCP window's worth of hc_rx_discards_no_wqe, each one a retransmit). An
-		// inline sender holds no RX queue of its own meanwhile (frames XDP_TX produces inside
-		// an RX queue's processing are never inline), so the wait cannot close a cycle.
-		if !qq.busy.TryLock() {
-			qq.busy.Lock()
-			qq.stats.rxWaited.Add(1)
-		}
-		if !qq.poll(p) {
-			qq.stats.rxInline.Add(1)
-			qq.vin = v
-			p.Receive(qq.idx, frame)
-			qq.vin = offload.Checked{}
-			qq.deferFlush()
-			qq.busy.Unlock()
-			return
-		}
-		// Still a backlog after one budget: the frame queues behind it, in order.
-		qq.flushRun()
+	if inline && qq.lockIdle(p) {
+		qq.stats.rxInline.Add(1)
+		qq.vin = v
+		p.Receive(qq.idx, frame)
+		qq.vin = offload.Checked{}
+		qq.deferFlush()
 		qq.busy.Unlock()
+		return
 	}
+	// Not inline, or still a backlog after one budget: the frame queues behind it, in order.
 	if qq.in.push(frame, inputLimit(p)) {
 		qq.stats.rxDeferred.Add(1)
 	} else {
@@ -701,16 +686,10 @@ func (e *Endpoint) inputWhole(frame []byte, h *offload.Header, st offload.Segmen
 		return false
 	}
 	qq := qs.q[q]
-	// The wait of an inline sender, as inputChecked's.
-	if !qq.busy.TryLock() {
-		qq.busy.Lock()
-		qq.stats.rxWaited.Add(1)
+	if !qq.lockIdle(p) {
+		return false // the frames queue behind the backlog, one by one
 	}
 	defer qq.busy.Unlock()
-	if qq.poll(p) {
-		qq.flushRun() // as inputChecked: the frames queue behind the backlog
-		return false
-	}
 	if !p.ReceiveWhole(qq.idx, frame, st.N, wire, st.HeaderLen+int(h.GSOSize)) {
 		qq.deferFlush() // what poll coalesced, for the end of the batch
 		return false
@@ -726,6 +705,31 @@ func (e *Endpoint) inputWhole(frame []byte, h *offload.Header, st offload.Segmen
 	qq.stats.rxInline.Add(uint64(st.N))
 	qq.stats.rxCoalesced.Add(uint64(st.N - 1))
 	qq.stats.rxWhole.Add(1)
+	return true
+}
+
+// lockIdle takes RX queue qq for an inline sender and drains up to one budget of its backlog
+// first. It reports whether the queue is idle now, still held by the caller, who processes its
+// frame and unlocks. Otherwise it ends the run the poll coalesced and unlocks: the sender's frame
+// must queue behind the backlog.
+//
+// A sender waits for a queue another context holds rather than queue behind it: the holder's
+// work is bounded (one frame or superframe inline, one budget for the queue's goroutine), and
+// the wait is the back-pressure a wire gives, where a push would let a sender that only copies
+// outrun a queue that writes to the stack and overflow the input (a TCP window's worth of
+// hc_rx_discards_no_wqe, each one a retransmit). An inline sender holds no RX queue of its own
+// meanwhile (frames XDP_TX produces inside an RX queue's processing are never inline), so the
+// wait cannot close a cycle.
+func (qq *queue) lockIdle(p *vnic.Port) bool {
+	if !qq.busy.TryLock() {
+		qq.busy.Lock()
+		qq.stats.rxWaited.Add(1)
+	}
+	if qq.poll(p) {
+		qq.flushRun()
+		qq.busy.Unlock()
+		return false
+	}
 	return true
 }
 
