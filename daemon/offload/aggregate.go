@@ -1,7 +1,6 @@
 package offload
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -40,9 +39,5 @@ func Aggregate(frame []byte, gsoType uint8, gsoSize uint16) (Header, Segments, e
 		return Header{}, Segments{}, ErrUnmergeable
 	}
 	st := plan(&h, frame, &l)
-	l.setIPLen(frame, len(frame))
-	src, dst := l.addrs(frame)
-	binary.BigEndian.PutUint16(frame[l.l4+16:], fold(pseudo(src, dst, protoTCP, len(frame)-l.l4)))
-	h.Flags, h.HdrLen, h.CsumStart, h.CsumOffset = FlagNeedsCsum, uint16(l.payload), uint16(l.l4), 16
-	return h, st, nil
+	return l.tcpSuperframe(frame, len(frame), gsoType, gsoSize), st, nil
 }

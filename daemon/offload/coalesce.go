@@ -129,6 +129,19 @@ func (c *Coalescer) add(f []byte, lp *layout) bool {
 	return true
 }
 
+// tcpSuperframe makes h, the headers of a TCP superframe of end bytes (h may be the whole
+// frame or only its headers), what the kernel's tcp_gro_complete leaves: the IP length (and the
+// IPv4 header checksum) for the whole, the TCP checksum field the pseudo-header sum; and returns
+// the virtio header that asks the receiver to complete the checksums (NEEDS_CSUM) and says how
+// to cut it (gsoType, gsoSize).
+func (l *layout) tcpSuperframe(h []byte, end int, gsoType uint8, gsoSize uint16) Header {
+	l.setIPLen(h, end)
+	src, dst := l.addrs(h)
+	binary.BigEndian.PutUint16(h[l.l4+16:], fold(pseudo(src, dst, protoTCP, end-l.l4)))
+	return Header{Flags: FlagNeedsCsum, GSOType: gsoType, HdrLen: uint16(l.payload), GSOSize: gsoSize,
+		CsumStart: uint16(l.l4), CsumOffset: 16}
+}
+
 // Flush ends the current run and returns it as one frame to write to a TAP: iov[0] is the
 // virtio header followed by the run's headers, the other elements the segments' payloads in
 // order. A run of one segment is that frame unchanged, with a header that asks for nothing;
@@ -146,19 +159,15 @@ func (c *Coalescer) Flush() (iov [][]byte, n int) {
 	copy(h, p[:l.payload])
 	var vh Header
 	if n > 1 {
-		end := l.payload + c.total
-		l.setIPLen(h, end)
 		h[l.l4+13] = h[l.l4+13]&^(tcpPSH|tcpFIN) | c.flags&(tcpPSH|tcpFIN)
-		src, dst := l.addrs(h)
-		binary.BigEndian.PutUint16(h[l.l4+16:], fold(pseudo(src, dst, protoTCP, end-l.l4)))
-		vh = Header{Flags: FlagNeedsCsum, GSOType: GSOTCPv4, HdrLen: uint16(l.payload), GSOSize: uint16(c.gso),
-			CsumStart: uint16(l.l4), CsumOffset: 16}
+		gt := uint8(GSOTCPv4)
 		if l.v6 {
-			vh.GSOType = GSOTCPv6
+			gt = GSOTCPv6
 		}
 		if h[l.l4+13]&tcpCWR != 0 {
-			vh.GSOType |= GSOECN
+			gt |= GSOECN
 		}
+		vh = l.tcpSuperframe(h, l.payload+c.total, gt, uint16(c.gso))
 	}
 	vh.Encode(c.hdr[:HeaderLen])
 	c.iov[0] = c.hdr[:HeaderLen+l.payload]
