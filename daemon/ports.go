@@ -78,7 +78,8 @@ func (p *port) isReady() bool {
 // re-attached TAP keeps its administrative state) or adminUp asks for it. The port is registered
 // before its TAP exists, so that a request naming it (a udev rule reacting to the TAP's add
 // event) waits for it instead of failing. Caller holds the configuration lock. Errors: EEXIST
-// for a name or MAC in use; EINVAL for an invalid spec; the TAP's or the model's errors.
+// for a name or MAC in use; ENOSPC for a segment with config.MaxSegmentPorts ports; EINVAL for an
+// invalid spec; the TAP's or the model's errors.
 func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port, error) {
 	if d.closing {
 		return nil, extack.New(unix.ESHUTDOWN, "manad is shutting down")
@@ -89,10 +90,17 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	if _, dup := d.ports[spec.Name]; dup {
 		return nil, extack.New(unix.EEXIST, "port %s already exists", spec.Name)
 	}
+	onSegment := 0
 	for _, o := range d.ports {
 		if string(o.spec.MAC) == string(spec.MAC) {
 			return nil, extack.New(unix.EEXIST, "MAC %s is already port %s's", spec.MAC, o.spec.Name)
 		}
+		if o.spec.Segment == spec.Segment {
+			onSegment++
+		}
+	}
+	if onSegment >= config.MaxSegmentPorts {
+		return nil, extack.New(unix.ENOSPC, "segment %s has %d ports, at most %d (as a Linux bridge)", spec.Segment, onSegment, config.MaxSegmentPorts)
 	}
 	ns, created, err := openNamedNetNS(spec.NetNS)
 	if err != nil {

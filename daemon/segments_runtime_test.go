@@ -369,3 +369,54 @@ func TestSegmentLimit(t *testing.T) {
 	_, err = c.CreateSegment(ctx, wire.SegmentSpec{Name: "over"})
 	wantErrno(t, "a segment past the limit again", err, unix.ENOSPC, full)
 }
+
+// TestSegmentPortLimit: a segment holds at most config.MaxSegmentPorts ports, as a Linux bridge
+// holds BR_MAX_PORTS: with a full segment from the file, PORT_NEW on it fails with ENOSPC and
+// says so, while other segments take ports; once a port leaves, the segment takes one again. A
+// full segment's SEGMENT_GET reply (every port's name) still fits.
+func TestSegmentPortLimit(t *testing.T) {
+	taptest.Require(t)
+	ns := taptest.NetNS(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "manad.sock")
+	prefix := taptest.Name("pl")
+	var doc strings.Builder
+	fmt.Fprintf(&doc, "[daemon]\nsocket = %q\nstate_dir = %q\n\n", sock, filepath.Join(dir, "state"))
+	for i := range config.MaxSegmentPorts {
+		fmt.Fprintf(&doc, "[[port]]\nname = \"%s%d\"\nnetns = %q\nsegment = \"full\"\nqueues = 1\nmax_queues = 1\nrx_ring = 128\ntx_ring = 128\npersistent = false\n", prefix, i, ns)
+	}
+	_, stop := runStoppable(t, doc.String(), Options{})
+	defer stop()
+	ctx := context.Background()
+	c, err := client.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Segment(ctx, "full")
+	if err != nil || len(s.Ports) != config.MaxSegmentPorts {
+		t.Fatalf("the full segment: %d ports, %v", len(s.Ports), err)
+	}
+	spec := func(name, seg string) wire.PortSpec {
+		return wire.PortSpec{Name: name, NetNS: ns, Segment: seg, Queues: 1, MaxQueues: 1, RxRing: 128, TxRing: 128}
+	}
+	_, err = c.CreatePort(ctx, spec(prefix+"x", "full"))
+	wantErrno(t, "a port on a full segment", err, unix.ENOSPC,
+		fmt.Sprintf("segment full has %d ports, at most %d", config.MaxSegmentPorts, config.MaxSegmentPorts))
+	if _, err := c.CreatePort(ctx, spec(prefix+"y", "other")); err != nil {
+		t.Fatalf("a port on another segment: %v", err)
+	}
+	// A client in the ports' namespace names them there.
+	var inNS *client.Client
+	taptest.InNetNS(t, ns, func() { inNS, err = client.Dial(sock) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inNS.Close()
+	if err := inNS.DeletePort(ctx, client.Interface{Name: prefix + "0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreatePort(ctx, spec(prefix+"x", "full")); err != nil {
+		t.Fatalf("a port on the segment once one left: %v", err)
+	}
+}

@@ -72,7 +72,8 @@
 //	cqe_coalesce_8 = false       # the vport has MANA_CQE_COAL_PKTS_8: rx-cqe-frames may be 8
 //
 //	[[segment]]                  # optional: settings and uplinks of a segment ports name;
-//	                             # at most 1024 tables (and segments defined at runtime with them)
+//	                             # at most 1024 tables (and segments defined at runtime with
+//	                             # them); at most 1024 ports on a segment, as a Linux bridge
 //	name        = "wire0"        # required; the segment's name, as in a port's segment key
 //	uplinks     = [{dev = "vx0", netns = "hostA"}]  # existing kernel netdevs (VXLAN, Geneve,
 //	                             # a veth into a bridge, a NIC) joined with AF_PACKET; at most 16;

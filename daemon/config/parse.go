@@ -309,6 +309,7 @@ func (d *decoder) ports(v any, at keyPath) []PortSpec {
 	specs := make([]PortSpec, 0, len(tables))
 	names := map[string]int{} // name → line of its name key
 	macs := map[string]string{}
+	perSegment := map[string]int{}
 	for i, t := range tables {
 		pat := at.index(i)
 		spec, ok := d.port(t, pat, i)
@@ -330,6 +331,10 @@ func (d *decoder) ports(v any, at keyPath) []PortSpec {
 			continue
 		}
 		macs[string(spec.MAC)] = spec.Name
+		if perSegment[spec.Segment]++; perSegment[spec.Segment] > MaxSegmentPorts {
+			d.errorf(pat, "%s: segment %q has %d ports already, at most %d (as a Linux bridge)", label, spec.Segment, MaxSegmentPorts, MaxSegmentPorts)
+			continue
+		}
 		specs = append(specs, spec)
 	}
 	return specs

@@ -18,6 +18,10 @@ const (
 	// (each is a switch with its own address table, state-file entry and notifications); ports
 	// may still name segments no table defines.
 	MaxSegments = 1024
+	// MaxSegmentPorts bounds the ports on one segment, as BR_MAX_PORTS bounds a Linux bridge's:
+	// every SEGMENT_GET reply and segment notification names them all, in one attribute nest
+	// that holds at most 64 KiB.
+	MaxSegmentPorts = 1024
 )
 
 // SegmentSpec is a [[segment]] table: settings of a wire segment and the kernel netdevs it is

@@ -101,3 +101,26 @@ func TestParseSegmentErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestParseSegmentPortLimit: a segment takes MaxSegmentPorts [[port]] tables, and the next one
+// on it is an error at its table, as a Linux bridge refuses a port past BR_MAX_PORTS; ports of
+// other segments are not counted.
+func TestParseSegmentPortLimit(t *testing.T) {
+	doc := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "[[port]]\nname = \"p%d\"\nsegment = \"full\"\n", i)
+		}
+		b.WriteString("[[port]]\nname = \"q\"\nsegment = \"other\"\n")
+		return b.String()
+	}
+	if c, err := Parse("t.toml", []byte(doc(MaxSegmentPorts))); err != nil || len(c.Ports) != MaxSegmentPorts+1 {
+		t.Fatalf("%d ports on a segment: %v", MaxSegmentPorts, err)
+	}
+	_, err := Parse("t.toml", []byte(doc(MaxSegmentPorts+1)))
+	want := fmt.Sprintf(`t.toml:%d: port "p%d": segment "full" has %d ports already, at most %d (as a Linux bridge)`,
+		3*MaxSegmentPorts+1, MaxSegmentPorts, MaxSegmentPorts, MaxSegmentPorts)
+	if err == nil || err.Error() != want || !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("error\n  %v\nwant\n  %s", err, want)
+	}
+}
