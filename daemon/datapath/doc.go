@@ -15,6 +15,10 @@
 //	  → Port.Receive(j): copy into the posted buffer, refill, XDP, rx_j_* counters
 //	  → Endpoint.Deliver: write to TAP B queue j → B's kernel receives it
 //
+// A TCP superframe (TSO) from A that B's RX queue would coalesce back takes a short cut from
+// Endpoint.Send's place: Port.ReceiveWhole accounts every frame it stands for, and B's TAP gets
+// it in one write (Endpoint.inputWhole).
+//
 // From the TAP read to the TAP write, a unicast frame stays in the goroutine that read it whenever
 // B's RX queue j is idle; see Endpoint for when and why the queue's own goroutine takes over (a
 // flood to more than a handful of ports, always).

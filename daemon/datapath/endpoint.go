@@ -67,7 +67,9 @@ const (
 // kernel hands over into wire frames and finishes partial checksums (package offload), so
 // every frame on the wire is MTU-sized and complete; on receive, consecutive TCP segments of
 // one flow are written to the TAP as one superframe (gro.go), and so are UDP datagrams where the
-// TAP's features allow it (SetUDPGRO), any other frame behind an empty header.
+// TAP's features allow it (SetUDPGRO), any other frame behind an empty header. A TCP superframe
+// whose segments the destination would merge back into it is not cut at all: it crosses whole,
+// each frame it stands for still accounted on both sides (sendWhole, inputWhole).
 //
 // The per-frame path allocates nothing and takes no lock but the destination queue's (a TryLock
 // inline, the input's mutex otherwise) and vnic's per-queue ones.
