@@ -289,6 +289,15 @@ func segmentSpec(s genl.SegmentSpec) (config.SegmentSpec, error) {
 	return spec, spec.Validate()
 }
 
+// segmentRoom reports ENOSPC, with an extack message, when config.MaxSegments segments are
+// defined already. Caller holds the configuration lock.
+func (d *Daemon) segmentRoom() error {
+	if n := len(d.segDefs); n >= config.MaxSegments {
+		return extack.New(unix.ENOSPC, "%d segments defined, at most %d", n, config.MaxSegments)
+	}
+	return nil
+}
+
 // CreateSegment defines a segment at runtime (SEGMENT_NEW); the state file remembers it. A
 // segment ports already use without a definition gets one (its settings apply at once). Errors:
 // EINVAL, EEXIST for a defined segment, ENOSPC past config.MaxSegments defined segments,
@@ -307,8 +316,9 @@ func (b *backend) CreateSegment(ctx context.Context, c genl.Caller, s genl.Segme
 		return info, extack.New(unix.ESHUTDOWN, "manad is shutting down")
 	case d.segDef(spec.Name) != nil:
 		return info, extack.New(unix.EEXIST, "segment %s already exists", spec.Name)
-	case len(d.segDefs) >= config.MaxSegments:
-		return info, extack.New(unix.ENOSPC, "%d segments defined, at most %d", len(d.segDefs), config.MaxSegments)
+	}
+	if err := d.segmentRoom(); err != nil {
+		return info, err
 	}
 	def := &segDef{spec: spec}
 	d.segDefs = append(d.segDefs, def)
@@ -385,10 +395,10 @@ func (b *backend) AddUplink(ctx context.Context, c genl.Caller, segment string, 
 		return info, extack.New(unix.ENOSPC, "segment %s has %d uplinks, at most %d", segment, len(def.spec.Uplinks), config.MaxUplinks)
 	}
 	created := def == nil
-	if created && len(d.segDefs) >= config.MaxSegments {
-		return info, extack.New(unix.ENOSPC, "%d segments defined, at most %d: segment %s cannot be defined for the uplink", len(d.segDefs), config.MaxSegments, segment)
-	}
 	if created {
+		if err := d.segmentRoom(); err != nil {
+			return info, err
+		}
 		def = &segDef{spec: config.DefaultSegmentSpec(segment)}
 		d.segDefs = append(d.segDefs, def)
 	}
