@@ -320,29 +320,41 @@ func TestImplicitSegment(t *testing.T) {
 	}
 }
 
-// TestSegmentLimit: the segments the configuration and SEGMENT_NEW define together stop at
-// config.MaxSegments. Past it SEGMENT_NEW, and UPLINK_ADD for a segment only a port names (which
-// would define it), fail with ENOSPC and say so, defining nothing; deleting one makes room.
-func TestSegmentLimit(t *testing.T) {
+// startWith runs a daemon (as root) whose configuration is a [daemon] table with a fresh socket
+// and state directory followed by what body writes, given a new namespace ns for its ports; it
+// returns a client of the daemon, its socket and ns. The daemon stops when the test ends.
+func startWith(t *testing.T, body func(doc *strings.Builder, ns string)) (*client.Client, string, string) {
+	t.Helper()
 	taptest.Require(t)
 	ns := taptest.NetNS(t)
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "manad.sock")
-	port := taptest.Name("dl")
 	var doc strings.Builder
 	fmt.Fprintf(&doc, "[daemon]\nsocket = %q\nstate_dir = %q\n\n", sock, filepath.Join(dir, "state"))
-	for i := range config.MaxSegments - 1 {
-		fmt.Fprintf(&doc, "[[segment]]\nname = \"s%d\"\n", i)
-	}
-	fmt.Fprintf(&doc, "\n[[port]]\nname = %q\nnetns = %q\nsegment = \"ports-only\"\nqueues = 1\nmax_queues = 1\nrx_ring = 128\ntx_ring = 128\n", port, ns)
+	body(&doc, ns)
 	_, stop := runStoppable(t, doc.String(), Options{})
-	defer stop()
-	ctx := context.Background()
+	t.Cleanup(func() { stop() })
 	c, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c, sock, ns
+}
+
+// TestSegmentLimit: the segments the configuration and SEGMENT_NEW define together stop at
+// config.MaxSegments. Past it SEGMENT_NEW, and UPLINK_ADD for a segment only a port names (which
+// would define it), fail with ENOSPC and say so, defining nothing; deleting one makes room.
+func TestSegmentLimit(t *testing.T) {
+	port := taptest.Name("dl")
+	c, _, ns := startWith(t, func(doc *strings.Builder, ns string) {
+		for i := range config.MaxSegments - 1 {
+			fmt.Fprintf(doc, "[[segment]]\nname = \"s%d\"\n", i)
+		}
+		fmt.Fprintf(doc, "\n[[port]]\nname = %q\nnetns = %q\nsegment = \"ports-only\"\nqueues = 1\nmax_queues = 1\nrx_ring = 128\ntx_ring = 128\n", port, ns)
+	})
+	ctx := context.Background()
+	var err error
 
 	if _, err := c.CreateSegment(ctx, wire.SegmentSpec{Name: "last"}); err != nil {
 		t.Fatalf("segment %d of %d: %v", config.MaxSegments, config.MaxSegments, err)
@@ -375,24 +387,13 @@ func TestSegmentLimit(t *testing.T) {
 // says so, while other segments take ports; once a port leaves, the segment takes one again. A
 // full segment's SEGMENT_GET reply (every port's name) still fits.
 func TestSegmentPortLimit(t *testing.T) {
-	taptest.Require(t)
-	ns := taptest.NetNS(t)
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "manad.sock")
 	prefix := taptest.Name("pl")
-	var doc strings.Builder
-	fmt.Fprintf(&doc, "[daemon]\nsocket = %q\nstate_dir = %q\n\n", sock, filepath.Join(dir, "state"))
-	for i := range config.MaxSegmentPorts {
-		fmt.Fprintf(&doc, "[[port]]\nname = \"%s%d\"\nnetns = %q\nsegment = \"full\"\nqueues = 1\nmax_queues = 1\nrx_ring = 128\ntx_ring = 128\npersistent = false\n", prefix, i, ns)
-	}
-	_, stop := runStoppable(t, doc.String(), Options{})
-	defer stop()
+	c, sock, ns := startWith(t, func(doc *strings.Builder, ns string) {
+		for i := range config.MaxSegmentPorts {
+			fmt.Fprintf(doc, "[[port]]\nname = \"%s%d\"\nnetns = %q\nsegment = \"full\"\nqueues = 1\nmax_queues = 1\nrx_ring = 128\ntx_ring = 128\npersistent = false\n", prefix, i, ns)
+		}
+	})
 	ctx := context.Background()
-	c, err := client.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	s, err := c.Segment(ctx, "full")
 	if err != nil || len(s.Ports) != config.MaxSegmentPorts {
 		t.Fatalf("the full segment: %d ports, %v", len(s.Ports), err)
