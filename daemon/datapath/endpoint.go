@@ -976,7 +976,7 @@ func (qq *queue) sendWhole(h *offload.Header, b []byte, st offload.Segments) boo
 			return false
 		}
 		ah, ast, err := offload.Aggregate(frame, h.GSOType, h.GSOSize)
-		if err != nil || ast.N != st.N || !m.inputWhole(frame, &ah, ast, wire) {
+		if err != nil || !m.inputWhole(frame, &ah, ast, wire) {
 			return false // frame's IP length and TCP checksum field may be rewritten: cutting sets both afresh
 		}
 	default:
