@@ -3,7 +3,9 @@
 // on host B — with manad's ports and segments (two manad processes, one per host), once with the
 // uplinks on AF_PACKET and once on AF_XDP, and with the kernel alone (veths into a Linux bridge that holds the VXLAN device). It prints UDP packets
 // per second (64 and 1400 bytes) and TCP throughput for both, and the ratio manad / kernel against
-// issue 12's target (≥ 0.5×). No figure is a pass/fail threshold.
+// issue 12's target (≥ 0.5×); and UDP request/response transactions per second, one in flight
+// (netperf's UDP_RR: the inverse of the round-trip time), for which the issue sets no target.
+// No figure is a pass/fail threshold.
 //
 // Each path has its own namespaces, set up once; the paths are measured in turns, round after
 // round (the order rotating), and the median of the rounds is reported. Senders and receivers
@@ -41,7 +43,7 @@ const mtu = 1450
 
 type test struct {
 	name  string
-	proto string // "udp" or "tcp"
+	proto string // "udp", "tcp" or "rr" (UDP request/response)
 	size  int    // UDP payload bytes
 	unit  string
 }
@@ -50,10 +52,11 @@ var tests = []test{
 	{"UDP 64 B", "udp", 64, "pps"},
 	{"UDP 1400 B", "udp", 1400, "pps"},
 	{"TCP", "tcp", 0, "Mbit/s"},
+	{"UDP RR 64 B", "rr", 64, "trans/s"},
 }
 
 func main() {
-	role := flag.String("role", "", "internal: udpsend, udprecv, tcpsend or tcprecv")
+	role := flag.String("role", "", "internal: udpsend, udprecv, tcpsend, tcprecv, rrsend or rrrecv")
 	addr := flag.String("addr", "", "internal: address")
 	size := flag.Int("size", 64, "internal: UDP payload bytes")
 	seconds := flag.Float64("seconds", 2, "length of one measurement")
@@ -82,6 +85,12 @@ func main() {
 		return
 	case "tcprecv":
 		tcpRecv(*addr)
+		return
+	case "rrsend":
+		rrSend(*addr, *size, dur)
+		return
+	case "rrrecv":
+		rrRecv(*addr, dur)
 		return
 	}
 	if os.Geteuid() != 0 {
@@ -408,6 +417,53 @@ func udpRecv(addr string, dur time.Duration) {
 	fmt.Println(n, last.Sub(first).Seconds())
 }
 
+// rrSend sends a size-byte request to addr and waits for its answer, one at a time, for dur. A
+// request lost on the way is given up after 100 ms.
+func rrSend(addr string, size int, dur time.Duration) {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		fatal(err)
+	}
+	buf, ans := make([]byte, size), make([]byte, 2048)
+	for end := time.Now().Add(dur); time.Now().Before(end); {
+		c.Write(buf)
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		c.Read(ans)
+	}
+}
+
+// rrRecv answers every datagram on addr with itself and prints "count seconds" (answers, from
+// the first request to the last), ending as udpRecv does.
+func rrRecv(addr string, dur time.Duration) {
+	c, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		fatal(err)
+	}
+	fmt.Println("listening")
+	buf := make([]byte, 2048)
+	var n int64
+	var first, last time.Time
+	c.SetReadDeadline(time.Now().Add(dur + 10*time.Second))
+	for {
+		k, from, err := c.ReadFrom(buf)
+		if err != nil {
+			break
+		}
+		if _, err := c.WriteTo(buf[:k], from); err != nil {
+			continue
+		}
+		last = time.Now()
+		if n == 0 {
+			first = last
+			c.SetReadDeadline(first.Add(dur + 500*time.Millisecond))
+		} else {
+			c.SetReadDeadline(last.Add(300 * time.Millisecond))
+		}
+		n++
+	}
+	fmt.Println(n, last.Sub(first).Seconds())
+}
+
 // tcpSend streams to addr for dur.
 func tcpSend(addr string, dur time.Duration) {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -473,9 +529,13 @@ func report(res map[string]map[string][]float64, rounds int, dur time.Duration, 
 				}
 			}
 			m, r := benchrow.StatOf(ms), benchrow.StatOf(ratios)
+			goal := fmt.Sprintf("ratio ≥ %.1f", target)
+			if tc.proto == "rr" {
+				goal = "" // the issue sets no latency target
+			}
 			out = append(out, benchrow.Row{Issue: 12, Figure: tc.name + ", " + manad, Value: m.Median, Min: m.Min, Max: m.Max,
 				Rounds: len(ms), Unit: tc.unit, Baseline: k.Median, BaselineName: "kernel-only path",
-				Ratio: r.Median, RatioMin: r.Min, RatioMax: r.Max, Target: fmt.Sprintf("ratio ≥ %.1f", target)})
+				Ratio: r.Median, RatioMin: r.Min, RatioMax: r.Max, Target: goal})
 		}
 	}
 	if asJSON {

@@ -67,7 +67,7 @@ func NewSegmentCollector(src SegmentSource) *SegmentCollector {
 		rxWhole: d("uplink_rx_whole_total", "TCP aggregates received from the uplink's device that a port took whole, each "+
 			"several of the frames counted in manad_uplink_rx_packets_total.", up),
 		rxDropped: d("uplink_rx_dropped_total", "Frames from the uplink's device that were dropped, by reason: runt (shorter than "+
-			"an Ethernet header), oversize (beyond the device's MTU and not a TCP aggregate), truncated (longer than a ring block).", reason),
+			"an Ethernet header), oversize (beyond the device's MTU and not a TCP aggregate), truncated (the kernel could not hand the frame over whole: beyond 64 KiB, or its socket queue full).", reason),
 		txDropped: d("uplink_tx_dropped_total", "Frames for the uplink's device that were dropped, by reason: device (the device "+
 			"refused it), down (the uplink was not attached), mtu (beyond the uplink's MTU; never fragmented).", reason),
 		rxSegmented: d("uplink_rx_segmented_total", "TCP aggregates from the uplink's device cut into MTU-sized frames.", up),

@@ -1,7 +1,6 @@
 package uplink
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -17,27 +16,27 @@ import (
 	"github.com/manad/manad/daemon/offload"
 )
 
-// Ring geometry of the TPACKET_V3 RX ring. A block is handed to manad when it is full or
-// retireTimeout after its first frame, whichever comes first: big enough blocks batch frames at
-// high rates, and the timeout bounds the latency a lone frame (a ping) sees.
+// Geometry of the TPACKET_V2 RX ring. Each frame has a slot of its own that the kernel hands
+// over as soon as the frame is in it (TPACKET_V3 hands over whole blocks, when full or after a
+// retire timeout of at least 1 ms: a lone frame, a ping, waited up to that long at every
+// uplink). A slot holds a frame of a 1500-byte MTU with its VLAN tags; a larger one (a GSO
+// aggregate, a jumbo frame) leaves its first bytes in the slot marked TP_STATUS_COPY and comes
+// whole through the socket's queue (PACKET_COPY_THRESH), in ring order.
 const (
-	blockSize    = 1 << 18 // 256 KiB: holds 9K jumbo frames, and ~150 full-size ones
-	blockCount   = 16
-	frameSize    = 1 << 11 // only a unit of accounting for TPACKET_V3 (frames are packed)
-	retireTimeMS = 1
-	// blockBudget is how many blocks one pass of the RX goroutine processes before it lets
-	// other goroutines run.
-	blockBudget = 4
+	slotSize  = 1 << 11 // 2 KiB
+	ringBytes = 4 << 20 // 2048 slots
+	// rxQueueBytes is the socket queue (SO_RCVBUF) the frames too large for a slot wait in: a
+	// hundred 64 KiB aggregates.
+	rxQueueBytes = 8 << 20
+	// maxFrame is the largest frame taken from the queue, its virtio_net_hdr included: a
+	// 64 KiB aggregate with its Ethernet header and two VLAN tags. A larger one is truncated.
+	maxFrame = 1<<16 + 256
+	// frameBudget is how many slots one pass of the RX goroutine processes before it ends the
+	// batch and lets other goroutines run (a NAPI poll's weight).
+	frameBudget = 64
 )
 
-// tpacketBlockDesc's offsets (struct tpacket_block_desc, linux/if_packet.h).
-const (
-	bdBlockStatus = 8  // hdr.bh1.block_status
-	bdNumPkts     = 12 // hdr.bh1.num_pkts
-	bdFirstPkt    = 16 // hdr.bh1.offset_to_first_pkt
-)
-
-// packetSocket is an AF_PACKET socket bound to one device, with a TPACKET_V3 RX ring mapped into
+// packetSocket is an AF_PACKET socket bound to one device, with a TPACKET_V2 RX ring mapped into
 // memory. Transmission is a plain write of the frame (PACKET_QDISC_BYPASS hands it straight to
 // the driver); frames the socket sends itself are never received back (PACKET_IGNORE_OUTGOING).
 type packetSocket struct {
@@ -51,6 +50,7 @@ type packetSocket struct {
 	closed atomic.Bool
 
 	giov []unix.Iovec // writeGSO's; its callers are serialised
+	big  []byte       // the RX loop's buffer for frames too large for a slot
 }
 
 // openPacket opens a packet socket in namespace ns on the device with index ifindex.
@@ -91,8 +91,8 @@ func (s *packetSocket) setup(ifindex int) error {
 		what string
 		do   func() error
 	}{
-		{"PACKET_VERSION TPACKET_V3", func() error {
-			return unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3)
+		{"PACKET_VERSION TPACKET_V2", func() error {
+			return unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V2)
 		}},
 		{"PACKET_VNET_HDR", func() error {
 			// Before the ring: a virtio_net_hdr precedes each frame in it, saying whether the
@@ -100,10 +100,22 @@ func (s *packetSocket) setup(ifindex int) error {
 			return unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1)
 		}},
 		{"PACKET_RX_RING", func() error {
-			return unix.SetsockoptTpacketReq3(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &unix.TpacketReq3{
-				Block_size: blockSize, Block_nr: blockCount, Frame_size: frameSize,
-				Frame_nr: blockSize / frameSize * blockCount, Retire_blk_tov: retireTimeMS,
+			// One page per block: order-0 allocations, which a fragmented host still has.
+			page := os.Getpagesize()
+			return unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &unix.TpacketReq{
+				Block_size: uint32(page), Block_nr: uint32(ringBytes / page),
+				Frame_size: slotSize, Frame_nr: ringBytes / slotSize,
 			})
+		}},
+		{"PACKET_COPY_THRESH", func() error {
+			return unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_COPY_THRESH, 1)
+		}},
+		{"SO_RCVBUF", func() error {
+			// FORCE passes net.core.rmem_max (CAP_NET_ADMIN, which attaching took anyway).
+			if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rxQueueBytes) == nil {
+				return nil
+			}
+			return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rxQueueBytes)
 		}},
 		{"PACKET_QDISC_BYPASS", func() error {
 			return unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1)
@@ -112,10 +124,10 @@ func (s *packetSocket) setup(ifindex int) error {
 			return unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
 		}},
 		{"mmap of the RX ring", func() (err error) {
-			s.ring, err = unix.Mmap(fd, 0, blockSize*blockCount, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_LOCKED)
+			s.ring, err = unix.Mmap(fd, 0, ringBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_LOCKED)
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EPERM) {
 				// Over RLIMIT_MEMLOCK: an unlocked ring works as well, it may just be paged.
-				s.ring, err = unix.Mmap(fd, 0, blockSize*blockCount, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+				s.ring, err = unix.Mmap(fd, 0, ringBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 			}
 			return err
 		}},
@@ -213,38 +225,37 @@ func (s *packetSocket) writeGSO(iov [][]byte) error {
 // virtio_net_hdr.
 type frameFunc func(frame []byte, wireLen int, status uint32, vlanTCI uint32, vlanTPID uint16, vh vnetHdr)
 
-// receive runs the RX loop until the socket is closed: it waits on the netpoller for a block to
-// be handed over, then passes every frame in it to fn, calls batchEnd and gives the block back.
+// receive runs the RX loop until the socket is closed: it waits on the netpoller for a slot to
+// be handed over, passes every frame handed over to fn, up to frameBudget of them, calls
+// batchEnd and gives their slots back.
 func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
+	if s.big == nil {
+		s.big = make([]byte, maxFrame)
+	}
+	slots := len(s.ring) / slotSize
 	next := 0
 	drain := func(uintptr) bool {
-		for range blockBudget {
-			blk := s.ring[next*blockSize : (next+1)*blockSize]
-			status := (*uint32)(unsafe.Pointer(&blk[bdBlockStatus]))
-			if atomic.LoadUint32(status)&unix.TP_STATUS_USER == 0 {
-				return false // wait for the next block
+		first, n := next, 0
+		for n < frameBudget {
+			slot := s.ring[next*slotSize : (next+1)*slotSize]
+			h := (*unix.Tpacket2Hdr)(unsafe.Pointer(&slot[0]))
+			status := atomic.LoadUint32(&h.Status)
+			if status&unix.TP_STATUS_USER == 0 {
+				break
 			}
-			n := binary.NativeEndian.Uint32(blk[bdNumPkts:])
-			off := binary.NativeEndian.Uint32(blk[bdFirstPkt:])
-			for range n {
-				if int(off)+int(unsafe.Sizeof(unix.Tpacket3Hdr{})) > len(blk) {
-					break // the kernel never writes such a block; do not trust it further
-				}
-				h := (*unix.Tpacket3Hdr)(unsafe.Pointer(&blk[off]))
-				start, end := int(off)+int(h.Mac), int(off)+int(h.Mac)+int(h.Snaplen)
-				if end <= len(blk) && start <= end && start-vnetHdrLen >= int(off) {
-					fn(blk[start:end], int(h.Len), h.Status, h.Hv1.Vlan_tci, h.Hv1.Vlan_tpid, parseVnetHdr(blk[start-vnetHdrLen:start]))
-				}
-				if h.Next_offset == 0 {
-					break
-				}
-				off += h.Next_offset
-			}
-			batchEnd()
-			atomic.StoreUint32(status, unix.TP_STATUS_KERNEL)
-			next = (next + 1) % blockCount
+			s.frame(slot, h, status, fn)
+			n++
+			next = (next + 1) % slots
 		}
-		return true
+		if n == 0 {
+			return false // wait for the next frame
+		}
+		batchEnd()
+		for i := range n {
+			h := (*unix.Tpacket2Hdr)(unsafe.Pointer(&s.ring[(first+i)%slots*slotSize]))
+			atomic.StoreUint32(&h.Status, unix.TP_STATUS_KERNEL)
+		}
+		return n < frameBudget
 	}
 	for {
 		err := s.rc.Read(drain)
@@ -253,10 +264,48 @@ func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
 			// close ran: the poller reports "use of closed file", not os.ErrClosed.
 			return nil
 		case err == nil:
-			runtime.Gosched() // a full budget: let the others run, then go on
+			runtime.Gosched() // a pass is done: let the others run, then go on
 		default:
 			return err
 		}
+	}
+}
+
+// frame passes the frame in slot (header h) to fn: from the slot, or from the socket's queue
+// when the kernel put it there whole (TP_STATUS_COPY). A frame the kernel could not keep whole
+// is passed truncated, its wire length saying so.
+func (s *packetSocket) frame(slot []byte, h *unix.Tpacket2Hdr, status uint32, fn frameFunc) {
+	tci, tpid := uint32(h.Vlan_tci), h.Vlan_tpid
+	if status&unix.TP_STATUS_COPY != 0 {
+		// The queued copy starts with its own virtio_net_hdr (PACKET_VNET_HDR).
+		n, err := recvTrunc(s.fd, s.big)
+		if err == nil && n >= vnetHdrLen {
+			end := min(n, len(s.big))
+			fn(s.big[vnetHdrLen:end], n-vnetHdrLen, status, tci, tpid, parseVnetHdr(s.big[:vnetHdrLen]))
+			return
+		}
+		// Not there after all (the kernel queues it before handing the slot over): the slot's
+		// truncated copy stands for it and is counted as such.
+	}
+	start, end := int(h.Mac), int(h.Mac)+int(h.Snaplen)
+	if end <= len(slot) && start <= end && start-vnetHdrLen >= int(unsafe.Sizeof(*h)) {
+		fn(slot[start:end], int(h.Len), status, tci, tpid, parseVnetHdr(slot[start-vnetHdrLen:start]))
+	}
+}
+
+// recvTrunc takes the next datagram of the socket's queue into b, without waiting, and returns
+// its whole length (MSG_TRUNC), which may exceed len(b). Errors: the errno (EAGAIN when empty).
+func recvTrunc(fd int, b []byte) (int, error) {
+	for {
+		n, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
+			unix.MSG_TRUNC|unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		}
+		return 0, errno
 	}
 }
 

@@ -2,7 +2,7 @@
 // bridge, a physical NIC — to a wire segment, so that a segment can span hosts: the kernel does
 // the overlay, the bridging and the wire, manad only plugs its segment into it (issue 12).
 //
-// An Uplink opens an AF_PACKET socket on the device in its network namespace, with a TPACKET_V3
+// An Uplink opens an AF_PACKET socket on the device in its network namespace, with a TPACKET_V2
 // RX ring mapped into memory, PACKET_QDISC_BYPASS for transmission and PACKET_IGNORE_OUTGOING so
 // that what it sends never comes back to it. It follows the device through rtnetlink: when the
 // device goes down or disappears the uplink is reported down (logs, Status) and frames to it are
@@ -126,7 +126,8 @@ type Stats struct {
 	RxOversize uint64
 	// RxSegmented counts received TCP aggregates (GSO/GRO) cut into MTU-sized frames.
 	RxSegmented uint64
-	// RxTruncated counts frames longer than a ring block, dropped.
+	// RxTruncated counts frames the kernel could not hand over whole (beyond maxFrame, or with
+	// the socket queue full), dropped.
 	RxTruncated uint64
 	// RxChecksumFilled counts frames whose TCP/UDP checksum was left to offload by a local
 	// stack and filled in by manad.
@@ -548,7 +549,7 @@ func (u *Uplink) attach(l *netlink.LinkAttrs) error {
 	u.index = ifindex
 	u.attaches.Add(1)
 	if cap(u.scratch) == 0 {
-		u.scratch = make([]byte, 0, blockSize)
+		u.scratch = make([]byte, 0, maxFrame+8)
 		u.seg = offload.NewSegmenter()
 	}
 	u.rxDone = make(chan struct{})

@@ -329,3 +329,76 @@ func testKeepsVLANTags(t *testing.T, mode string) {
 	}
 	t.Fatal("tagged frame did not arrive")
 }
+
+// TestUplinkTakesFramesBeyondASlot: frames too large for a ring slot (jumbo frames on a
+// 9000-byte MTU) come through the socket's queue whole, interleaved with small ones in the
+// order they were sent, byte for byte; a VLAN tag the kernel took off a large frame is put back.
+func TestUplinkTakesFramesBeyondASlot(t *testing.T) {
+	ns := testNS(t)
+	for _, dev := range []string{"a0", "a1", "b0", "b1"} {
+		run(t, "ip", "-n", ns, "link", "set", dev, "mtu", "9000")
+	}
+	seg := datapath.NewSegment("t")
+	var ups []*Uplink
+	for _, dev := range []string{"a0", "b0"} {
+		u, err := Start(context.Background(), Config{Dev: dev, NetNS: ns, Segment: seg, Logger: quiet(), Attach: AttachPacket})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		eventually(t, dev+" up at MTU 9000", func() bool { return u.Status().State == Up && u.Status().MTU == 9000 })
+		ups = append(ups, u)
+	}
+	a1, b1 := rawSocket(t, ns, "a1"), rawSocket(t, ns, "b1")
+	if err := unix.SetsockoptInt(b1, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
+		t.Fatal(err)
+	}
+	type sent struct {
+		frame []byte
+		vlan  bool
+	}
+	var want []sent
+	for i, size := range []int{100, 1900, 2100, 8986, 60, 5000, 1400, 8986, 3000, 100} {
+		f := testFrame(byte(20+i), size)
+		for j := 15; j < len(f); j++ {
+			f[j] = byte(j*7 + i)
+		}
+		s := sent{frame: f}
+		if i%3 == 2 {
+			s.vlan = true
+			f = append(append(append([]byte(nil), f[:12]...), 0x81, 0x00, 0x00, 0x2a), f[12:]...) // VLAN 42
+		}
+		send(t, a1, f)
+		want = append(want, s)
+	}
+	buf, oob := make([]byte, 16<<10), make([]byte, 256)
+	deadline := time.Now().Add(2 * time.Second)
+	for len(want) > 0 && time.Now().Before(deadline) {
+		n, oobn, _, _, err := unix.Recvmsg(b1, buf, oob, 0)
+		if err != nil || n < 15 || buf[12] != 0x88 || buf[13] != 0xb5 {
+			continue
+		}
+		w := want[0]
+		want = want[1:]
+		if buf[14] != w.frame[14] || string(buf[:n]) != string(w.frame) {
+			t.Fatalf("frame %d: got tag %d, %d bytes; want tag %d, %d bytes, the same bytes", w.frame[14]-20, buf[14], n, w.frame[14], len(w.frame))
+		}
+		tagged := false
+		cms, _ := unix.ParseSocketControlMessage(oob[:oobn])
+		for _, cm := range cms {
+			if cm.Header.Level == unix.SOL_PACKET && cm.Header.Type == unix.PACKET_AUXDATA && len(cm.Data) >= int(unsafe.Sizeof(unix.TpacketAuxdata{})) {
+				aux := (*unix.TpacketAuxdata)(unsafe.Pointer(&cm.Data[0]))
+				tagged = aux.Status&unix.TP_STATUS_VLAN_VALID != 0 && aux.Vlan_tci&0xfff == 42
+			}
+		}
+		if tagged != w.vlan {
+			t.Fatalf("frame %d (%d bytes): tagged %v, want %v", w.frame[14]-20, n, tagged, w.vlan)
+		}
+	}
+	if len(want) > 0 {
+		t.Fatalf("%d frames did not arrive, the first tag %d", len(want), want[0].frame[14])
+	}
+	if st := ups[0].Stats(); st.RxTruncated != 0 || st.RxOversize != 0 || st.RxFrames != 10 {
+		t.Fatalf("a0 stats %+v, want 10 frames received, none truncated or oversize", st)
+	}
+}

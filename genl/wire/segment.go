@@ -60,7 +60,7 @@ const (
 	UplinkAttrTxBytes      uint16 = 13 // u64
 	UplinkAttrRxRunts      uint16 = 14 // u64: drops: shorter than an Ethernet header
 	UplinkAttrRxOversize   uint16 = 15 // u64: drops: beyond the device's MTU, not a TCP aggregate
-	UplinkAttrRxTruncated  uint16 = 16 // u64: drops: longer than a ring block
+	UplinkAttrRxTruncated  uint16 = 16 // u64: drops: not handed over whole (beyond 64 KiB, or the socket queue full)
 	UplinkAttrTxErrors     uint16 = 17 // u64: drops: the device refused the frame
 	UplinkAttrTxDown       uint16 = 18 // u64: drops: the uplink was not attached
 	UplinkAttrTxMTUDrops   uint16 = 19 // u64: drops: beyond the uplink's MTU
@@ -104,7 +104,7 @@ type UplinkSpec struct {
 // uplinks entries' attach key).
 const (
 	UplinkAttachAuto   = "auto"      // AF_XDP where the device takes it, else AF_PACKET
-	UplinkAttachPacket = "af_packet" // AF_PACKET with a TPACKET_V3 ring (the default)
+	UplinkAttachPacket = "af_packet" // AF_PACKET with a TPACKET_V2 ring (the default)
 	UplinkAttachXDP    = "af_xdp"    // AF_XDP, a socket per RX queue of the device, or fail
 )
 
