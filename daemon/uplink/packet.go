@@ -50,7 +50,11 @@ type packetSocket struct {
 	closed atomic.Bool
 
 	giov []unix.Iovec // writeGSO's; its callers are serialised
-	big  []byte       // the RX loop's buffer for frames too large for a slot
+
+	// rxFD is the descriptor for the RX loop, which reads it only inside the poller's Read:
+	// the poller keeps it open until that returns, however close races with it.
+	rxFD int
+	big  []byte // the RX loop's buffer for frames too large for a slot
 }
 
 // openPacket opens a packet socket in namespace ns on the device with index ifindex.
@@ -68,7 +72,7 @@ func openPacket(ns netns.NsHandle, ifindex int) (*packetSocket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("packet socket: %w", err)
 	}
-	s := &packetSocket{fd: fd}
+	s := &packetSocket{fd: fd, rxFD: fd}
 	if err := s.setup(ifindex); err != nil {
 		if s.ring != nil {
 			unix.Munmap(s.ring)
@@ -278,7 +282,7 @@ func (s *packetSocket) frame(slot []byte, h *unix.Tpacket2Hdr, status uint32, fn
 	tci, tpid := uint32(h.Vlan_tci), h.Vlan_tpid
 	if status&unix.TP_STATUS_COPY != 0 {
 		// The queued copy starts with its own virtio_net_hdr (PACKET_VNET_HDR).
-		n, err := recvTrunc(s.fd, s.big)
+		n, err := recvTrunc(s.rxFD, s.big)
 		if err == nil && n >= vnetHdrLen {
 			end := min(n, len(s.big))
 			fn(s.big[vnetHdrLen:end], n-vnetHdrLen, status, tci, tpid, parseVnetHdr(s.big[:vnetHdrLen]))
