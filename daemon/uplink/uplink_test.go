@@ -398,7 +398,9 @@ func TestUplinkTakesFramesBeyondASlot(t *testing.T) {
 	if len(want) > 0 {
 		t.Fatalf("%d frames did not arrive, the first tag %d", len(want), want[0].frame[14])
 	}
-	if st := ups[0].Stats(); st.RxTruncated != 0 || st.RxOversize != 0 || st.RxFrames != 10 {
-		t.Fatalf("a0 stats %+v, want 10 frames received, none truncated or oversize", st)
+	// At least: the namespace's own stack may send a1 a frame of its own (IPv6 neighbour
+	// discovery) besides the test's.
+	if st := ups[0].Stats(); st.RxTruncated != 0 || st.RxOversize != 0 || st.RxFrames < 10 {
+		t.Fatalf("a0 stats %+v, want 10 frames received at least, none truncated or oversize", st)
 	}
 }
