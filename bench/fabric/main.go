@@ -78,7 +78,7 @@ func main() {
 		udpSend(*addr, *size, dur)
 		return
 	case "udprecv":
-		udpRecv(*addr, dur)
+		udpRecv(*addr, dur, false)
 		return
 	case "tcpsend":
 		tcpSend(*addr, dur)
@@ -90,7 +90,7 @@ func main() {
 		rrSend(*addr, *size, dur)
 		return
 	case "rrrecv":
-		rrRecv(*addr, dur)
+		udpRecv(*addr, dur, true)
 		return
 	}
 	if os.Geteuid() != 0 {
@@ -389,8 +389,8 @@ func udpSend(addr string, size int, dur time.Duration) {
 }
 
 // udpRecv counts datagrams on addr and prints "count seconds", from the first datagram to the
-// last.
-func udpRecv(addr string, dur time.Duration) {
+// last. With answer it sends each back to its sender (rrSend's echo) and counts the answers.
+func udpRecv(addr string, dur time.Duration, answer bool) {
 	c, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		fatal(err)
@@ -402,8 +402,14 @@ func udpRecv(addr string, dur time.Duration) {
 	var first, last time.Time
 	c.SetReadDeadline(time.Now().Add(dur + 10*time.Second))
 	for {
-		if _, _, err := c.ReadFrom(buf); err != nil {
+		k, from, err := c.ReadFrom(buf)
+		if err != nil {
 			break
+		}
+		if answer {
+			if _, err := c.WriteTo(buf[:k], from); err != nil {
+				continue
+			}
 		}
 		last = time.Now()
 		if n == 0 {
@@ -430,38 +436,6 @@ func rrSend(addr string, size int, dur time.Duration) {
 		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 		c.Read(ans)
 	}
-}
-
-// rrRecv answers every datagram on addr with itself and prints "count seconds" (answers, from
-// the first request to the last), ending as udpRecv does.
-func rrRecv(addr string, dur time.Duration) {
-	c, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		fatal(err)
-	}
-	fmt.Println("listening")
-	buf := make([]byte, 2048)
-	var n int64
-	var first, last time.Time
-	c.SetReadDeadline(time.Now().Add(dur + 10*time.Second))
-	for {
-		k, from, err := c.ReadFrom(buf)
-		if err != nil {
-			break
-		}
-		if _, err := c.WriteTo(buf[:k], from); err != nil {
-			continue
-		}
-		last = time.Now()
-		if n == 0 {
-			first = last
-			c.SetReadDeadline(first.Add(dur + 500*time.Millisecond))
-		} else {
-			c.SetReadDeadline(last.Add(300 * time.Millisecond))
-		}
-		n++
-	}
-	fmt.Println(n, last.Sub(first).Seconds())
 }
 
 // tcpSend streams to addr for dur.
