@@ -259,7 +259,9 @@ func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
 			h := (*unix.Tpacket2Hdr)(unsafe.Pointer(&s.ring[(first+i)%slots*slotSize]))
 			atomic.StoreUint32(&h.Status, unix.TP_STATUS_KERNEL)
 		}
-		return n < frameBudget
+		// A full budget: come back after the others ran, without waiting, as frames may be
+		// left that no new wake-up will announce. Fewer: the ring was empty, so wait.
+		return n == frameBudget
 	}
 	for {
 		err := s.rc.Read(drain)
