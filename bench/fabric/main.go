@@ -18,6 +18,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -424,17 +425,24 @@ func udpRecv(addr string, dur time.Duration, answer bool) {
 }
 
 // rrSend sends a size-byte request to addr and waits for its answer, one at a time, for dur. A
-// request lost on the way is given up after 100 ms.
+// request lost on the way is given up after 100 ms. Each request carries its sequence number,
+// so a late answer to one given up is skipped, not taken for the answer to the next.
 func rrSend(addr string, size int, dur time.Duration) {
 	c, err := net.Dial("udp", addr)
 	if err != nil {
 		fatal(err)
 	}
-	buf, ans := make([]byte, size), make([]byte, 2048)
-	for end := time.Now().Add(dur); time.Now().Before(end); {
+	buf, ans := make([]byte, max(size, 8)), make([]byte, 2048)
+	for seq, end := uint64(0), time.Now().Add(dur); time.Now().Before(end); seq++ {
+		binary.BigEndian.PutUint64(buf, seq)
 		c.Write(buf)
 		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		c.Read(ans)
+		for {
+			k, err := c.Read(ans)
+			if err != nil || k >= 8 && binary.BigEndian.Uint64(ans) == seq {
+				break
+			}
+		}
 	}
 }
 
