@@ -238,8 +238,8 @@ func (p *Port) ReceiveWhole(qi int, dst []byte, frames int, bytes uint64, maxFra
 		q.bulk = make([]*pagepool.Buffer, frames)
 	}
 	nbs := q.bulk[:frames]
-	if q.pool.AllocBulk(nbs) != nil {
-		return false
+	if q.pool.TryAllocBulk(nbs) != nil {
+		return false // the caller's frame-by-frame fallback counts the failure where it occurs
 	}
 	// As Receive: each frame's refill is the buffer it would have been copied into (the slot
 	// keeps its own), and the host is done with it at once.

@@ -483,6 +483,17 @@ func (tp *testPort) statVector() map[string]uint64 {
 	return out
 }
 
+// poolAllocFails is the AllocFails of RX queue qi's page pool, 0 without one.
+func (tp *testPort) poolAllocFails(qi int) (n uint64) {
+	tp.t.Helper()
+	tp.locked(func() {
+		if ps := tp.QueueCounters()[qi].Pool; ps != nil {
+			n = ps.AllocFails
+		}
+	})
+	return n
+}
+
 // statDiff lists the statistics whose values differ between a and b.
 func statDiff(a, b map[string]uint64) []string {
 	var out []string
@@ -559,12 +570,16 @@ func TestReceiveWhole(t *testing.T) {
 			if tc.prep != nil {
 				tc.prep(tp)
 			}
-			before := tp.statVector()
+			before, fails := tp.statVector(), tp.poolAllocFails(2)
 			if tp.ReceiveWhole(2, f, tc.frames, uint64(tc.frames*l), tc.frame) {
 				t.Fatal("taken whole")
 			}
 			if d := statDiff(before, tp.statVector()); len(d) != 0 {
 				t.Errorf("a refusal changed statistics: %v", d)
+			}
+			// The caller's frame-by-frame fallback counts the allocation that fails.
+			if got := tp.poolAllocFails(2); got != fails {
+				t.Errorf("page pool alloc failures %d after the refusal, were %d", got, fails)
 			}
 			if tc.thenOK > 0 && !tp.ReceiveWhole(2, f, tc.thenOK, uint64(tc.thenOK*l), l) {
 				t.Errorf("%d frames refused after the refusal", tc.thenOK)

@@ -329,14 +329,24 @@ func (p *Pool) countFill(k fillKind, n uint64) {
 // recycled), dst is cleared and the error (wrapping unix.ENOMEM) is returned.
 // Pages taken from Memory before the failure stay in the pool. Owner only;
 // used to pre-allocate a whole RX ring.
-func (p *Pool) AllocBulk(dst []*Buffer) error {
+func (p *Pool) AllocBulk(dst []*Buffer) error { return p.allocBulk(dst, true) }
+
+// TryAllocBulk is AllocBulk for a caller that, when it fails, allocates the buffers one by
+// one instead (Port.ReceiveWhole falls back to receiving a superframe's segments frame by
+// frame): the failure is not counted in AllocFails, as the Alloc that then fails counts it, and
+// counting both would count one event twice. Owner only.
+func (p *Pool) TryAllocBulk(dst []*Buffer) error { return p.allocBulk(dst, false) }
+
+func (p *Pool) allocBulk(dst []*Buffer, countFail bool) error {
 	var fills [numFillKinds]uint64
 	for i := range dst {
 		if len(p.cache) == 0 {
 			k, err := p.fill()
 			if err != nil {
 				p.unwind(dst[:i])
-				p.ctr.allocFails++
+				if countFail {
+					p.ctr.allocFails++
+				}
 				p.publish()
 				return fmt.Errorf("%s: bulk allocation of %d buffers failed after %d: %w", p.prefix, len(dst), i, err)
 			}

@@ -144,10 +144,16 @@ func (m *poolMachine) AllocBulk(t *rapid.T) {
 		t.Skip("destroyed")
 	}
 	n := rapid.IntRange(0, 3*m.cfg.FragCount+2).Draw(t, "n")
+	try := rapid.Bool().Draw(t, "try") // TryAllocBulk: the same, a failure not counted
 	dst := make([]*Buffer, n)
 	m.peakOut = max(m.peakOut, len(m.out)+m.pendN+n) // a failed bulk holds them briefly
+	m.pool.FlushStats()
 	before := m.pool.Stats()
-	if err := m.pool.AllocBulk(dst); err != nil {
+	alloc, fails := m.pool.AllocBulk, uint64(1)
+	if try {
+		alloc, fails = m.pool.TryAllocBulk, 0
+	}
+	if err := alloc(dst); err != nil {
 		m.checkENOMEM(t, err, n)
 		for i, b := range dst {
 			if b != nil {
@@ -157,6 +163,8 @@ func (m *poolMachine) AllocBulk(t *rapid.T) {
 		m.pool.FlushStats()
 		if after := m.pool.Stats(); after.Allocs != before.Allocs || after.Recycles != before.Recycles {
 			t.Fatalf("failed AllocBulk counted buffers: %+v -> %+v", before, after)
+		} else if after.AllocFails != before.AllocFails+fails {
+			t.Fatalf("failed AllocBulk (try %v) counted %d alloc failures, want %d", try, after.AllocFails-before.AllocFails, fails)
 		}
 		return
 	}
