@@ -336,23 +336,6 @@ type netdevDevJSON struct {
 	XDPFeatures []string `json:"xdp_features"`
 }
 
-// xdpFeatureNames names the set bits of xdp-features (netdev.yaml's xdp-act), unknown ones as
-// "bit N".
-func xdpFeatureNames(v uint64) []string {
-	out := []string{}
-	for i := range 64 {
-		if v&(1<<i) == 0 {
-			continue
-		}
-		if i < len(wire.NetdevXDPActNames) {
-			out = append(out, wire.NetdevXDPActNames[i])
-		} else {
-			out = append(out, fmt.Sprintf("bit %d", i))
-		}
-	}
-	return out
-}
-
 // netdevIfaceName names a netdev-family ifindex for monitor: "-" for none (a pool whose netdev
 // is gone).
 func netdevIfaceName(i uint32) string {
@@ -367,7 +350,7 @@ func netdevEventToJSON(n client.Notification, e *eventJSON) {
 	switch {
 	case n.NetdevDev != nil:
 		e.NetdevDev = &netdevDevJSON{Dev: netdevIfaceName(n.NetdevDev.Ifindex), Ifindex: n.NetdevDev.Ifindex,
-			XDPFeatures: xdpFeatureNames(n.NetdevDev.XDPFeatures)}
+			XDPFeatures: wire.NetdevXDPActList(n.NetdevDev.XDPFeatures)}
 	case n.PagePool != nil:
 		p := n.PagePool
 		e.PagePool = &pagePoolJSON{ID: p.ID, Dev: netdevIfaceName(p.Ifindex), Ifindex: p.Ifindex, NAPIID: p.NAPIID,
@@ -387,7 +370,7 @@ func writeNetdevEvent(w io.Writer, n client.Notification) {
 	case n.NetdevDev != nil:
 		d := n.NetdevDev
 		fmt.Fprintf(w, "\nNetdev %s %s:\n", netdevIfaceName(d.Ifindex), what)
-		fmt.Fprintf(w, "ifindex %d, xdp-features %s\n", d.Ifindex, dashIfEmpty(strings.Join(xdpFeatureNames(d.XDPFeatures), ",")))
+		fmt.Fprintf(w, "ifindex %d, xdp-features %s\n", d.Ifindex, dashIfEmpty(strings.Join(wire.NetdevXDPActList(d.XDPFeatures), ",")))
 	case n.PagePool != nil:
 		p := n.PagePool
 		fmt.Fprintf(w, "\nPage pool %d %s:\n", p.ID, what)

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"fmt"
+
 	"github.com/manad/manad/genl/nlattr"
 )
 
@@ -18,6 +20,27 @@ const (
 // NetdevXDPActNames names the bits of xdp-features (enum netdev_xdp_act), by
 // netdev.yaml's names.
 var NetdevXDPActNames = [...]string{"basic", "redirect", "ndo-xmit", "xsk-zerocopy", "hw-offload", "rx-sg", "ndo-xmit-sg"}
+
+// NetdevXDPActXSKZeroCopy is xdp-features' bit for AF_XDP zero-copy (NETDEV_XDP_ACT_XSK_ZEROCOPY):
+// the driver runs an XSK socket on its own RX buffers, without copying frames into the UMEM.
+const NetdevXDPActXSKZeroCopy = 1 << 3
+
+// NetdevXDPActList names the set bits of xdp-features (netdev.yaml's xdp-act), unknown ones as
+// "bit N", in bit order; none is an empty list.
+func NetdevXDPActList(v uint64) []string {
+	out := []string{}
+	for i := range 64 {
+		if v&(1<<i) == 0 {
+			continue
+		}
+		if i < len(NetdevXDPActNames) {
+			out = append(out, NetdevXDPActNames[i])
+		} else {
+			out = append(out, fmt.Sprintf("bit %d", i))
+		}
+	}
+	return out
+}
 
 // enum netdev_queue_type and netdev_qstats_scope.
 const (
