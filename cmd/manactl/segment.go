@@ -274,8 +274,9 @@ the segment is printed.
 --attach chooses the socket: af_packet (the default; every device), af_xdp (an XDP
 program redirects each RX queue of the device to an AF_XDP socket; devices with at
 most 8 RX queues whose MTU fits a 4 KiB frame, else the uplink fails) or auto (af_xdp where the
-device takes it, else af_packet, and manad logs why). segment show says which is in
-use.`,
+device's driver offers AF_XDP zero-copy and takes the sockets, else af_packet, and manad
+logs why: a copying AF_XDP socket, as on VXLAN, Geneve and veth devices, carries no GSO
+and is slower than af_packet). segment show says which is in use.`,
 		Example: `  manactl segment uplink add wire0 vx0 --netns hostA
   manactl segment uplink add wire0 upl --attach auto`,
 		Args:              segArgs("DEV"),

@@ -78,7 +78,8 @@
 //	uplinks     = [{dev = "vx0", netns = "hostA"}]  # existing kernel netdevs (VXLAN, Geneve,
 //	                             # a veth into a bridge, a NIC) joined with AF_PACKET; at most 16;
 //	                             # an entry's attach = "af_packet" (default) | "af_xdp" | "auto"
-//	                             # (AF_XDP where the device takes it, else AF_PACKET)
+//	                             # (AF_XDP where the device offers AF_XDP zero-copy, else
+//	                             # AF_PACKET)
 //	mtu         = 1450           # 68..65535: larger frames are not sent out of the uplinks
 //	                             # (dropped and counted); default each uplink device's own MTU
 //	ageing_time = 300            # seconds, or a duration string ("5m"); 0 never forgets

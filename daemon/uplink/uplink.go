@@ -9,7 +9,7 @@
 // dropped and counted; when it is back (the same name, possibly a new device) the uplink
 // re-attaches. Traffic between the segment's local ports is never affected.
 //
-// With Config.Attach = AttachXDP (or AttachAuto, when the probe succeeds) the uplink uses an
+// With Config.Attach = AttachXDP (or AttachAuto, on a device with AF_XDP zero-copy) the uplink uses an
 // AF_XDP socket per RX queue instead (xsk.go): an XDP program redirects each queue into its
 // socket. The default is AF_PACKET, which works on every device; AF_XDP takes devices whose MTU
 // fits a UMEM chunk, with at most xskMaxQueues RX queues.
@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,7 +76,8 @@ type Config struct {
 	Segment *datapath.Segment
 	Logger  *slog.Logger // nil: slog.Default()
 	// Attach chooses the socket: AttachPacket ("" too), AttachXDP, or AttachAuto (AF_XDP
-	// when the device takes it, else AF_PACKET, logged once with the reason).
+	// when the device offers AF_XDP zero-copy and takes the sockets, else AF_PACKET, logged
+	// once with the reason).
 	Attach string
 }
 
@@ -502,20 +504,17 @@ func (a *attachment) release() {
 // openSocket opens the socket Config.Attach asks for on device l. Errors: openPacket's and openXSK's.
 func (u *Uplink) openSocket(l *netlink.LinkAttrs) (*attachment, error) {
 	mode := u.cfg.Attach
-	if mode == AttachXDP || mode == AttachAuto {
+	if mode == AttachXDP {
 		x, err := openXSK(u.ns, l.Index, u.cfg.Dev, l.MTU, l.NumRxQueues)
-		if err == nil {
-			m := x.mode + " copy"
-			if x.zeroCopy {
-				m = x.mode + " zero-copy"
-			}
-			u.mu.Lock()
-			u.status.Attach, u.status.XDPMode, u.status.Fallback = AttachXDP, m, ""
-			u.mu.Unlock()
-			return &attachment{xsk: x}, nil
-		}
-		if mode == AttachXDP {
+		if err != nil {
 			return nil, fmt.Errorf("AF_XDP: %w", err)
+		}
+		return u.attachedXSK(x), nil
+	}
+	if mode == AttachAuto {
+		x, err := u.openAutoXSK(l)
+		if err == nil {
+			return u.attachedXSK(x), nil
 		}
 		if !u.fallbackLogged {
 			u.fallbackLogged = true
@@ -533,6 +532,48 @@ func (u *Uplink) openSocket(l *netlink.LinkAttrs) (*attachment, error) {
 	u.status.Attach, u.status.XDPMode = AttachPacket, ""
 	u.mu.Unlock()
 	return &attachment{pkt: s}, nil
+}
+
+// attachedXSK records AF_XDP socket x as the uplink's attachment.
+func (u *Uplink) attachedXSK(x *xskSocket) *attachment {
+	m := x.mode + " copy"
+	if x.zeroCopy {
+		m = x.mode + " zero-copy"
+	}
+	u.mu.Lock()
+	u.status.Attach, u.status.XDPMode, u.status.Fallback = AttachXDP, m, ""
+	u.mu.Unlock()
+	return &attachment{xsk: x}
+}
+
+// openAutoXSK is AttachAuto's AF_XDP socket on device l: only where the driver offers
+// zero-copy. A copying AF_XDP socket (generic XDP, or a driver without XSK support: VXLAN,
+// Geneve, veth) carries no GSO, so a TCP stream crosses it frame by frame at about a tenth of
+// AF_PACKET's throughput, and it is no faster for small frames (bench/fabric measures both).
+// The kernel says beforehand (xdp-features), so nothing is attached to a device that lacks it.
+// Errors: why AF_PACKET serves instead, for the log and Status.Fallback.
+func (u *Uplink) openAutoXSK(l *netlink.LinkAttrs) (*xskSocket, error) {
+	zc, feats, err := xskZeroCopy(u.ctx, u.ns, l.Index)
+	if err != nil {
+		return nil, fmt.Errorf("AF_XDP zero-copy unknown (%w): AF_PACKET is at least as fast as a copying AF_XDP socket", err)
+	}
+	if !zc {
+		f := strings.Join(feats, ",")
+		if f == "" {
+			f = "none"
+		}
+		return nil, fmt.Errorf("%s offers no AF_XDP zero-copy (xdp-features %s): a copying AF_XDP socket carries no GSO and is slower than AF_PACKET", u.cfg.Dev, f)
+	}
+	x, err := openXSK(u.ns, l.Index, u.cfg.Dev, l.MTU, l.NumRxQueues)
+	if err != nil {
+		return nil, err
+	}
+	if !x.zeroCopy {
+		x.close()
+		x.release()
+		return nil, fmt.Errorf("%s offers AF_XDP zero-copy, but its sockets were bound copying (%s XDP): AF_PACKET is faster", u.cfg.Dev, x.mode)
+	}
+	return x, nil
 }
 
 // attach opens the socket on device l and starts receiving.

@@ -8,6 +8,7 @@ package uplink
 // xsk_socket__create, xsk_ring_prod__reserve / xsk_ring_cons__peek).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -24,6 +26,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/internal/siocethtool"
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/wire"
 )
 
 // UMEM geometry. Chunks are page-sized (aligned mode needs a power of two between 2 KiB and a
@@ -134,6 +138,34 @@ type xskQueue struct {
 	fd     int      // -1 once closed
 	txFree []uint64 // UMEM addresses of chunks free for transmission
 	closed atomic.Bool
+}
+
+// xskZeroCopy reports whether the device with index ifindex in namespace ns offers AF_XDP
+// zero-copy (NETDEV_XDP_ACT_XSK_ZEROCOPY in the xdp-features the kernel's netdev family
+// reports), and those features by name. It asks the kernel only: nothing is attached to the
+// device. Errors: the netdev family's (a kernel before 6.3 has none), ENODEV when it does not
+// list the device.
+func xskZeroCopy(ctx context.Context, ns netns.NsHandle, ifindex int) (bool, []string, error) {
+	var c *client.Client
+	if err := inNetNS(ns, func() (err error) {
+		c, err = client.DialKernel() // its socket stays in ns
+		return err
+	}); err != nil {
+		return false, nil, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	devs, err := c.NetdevDevs(ctx)
+	if err != nil {
+		return false, nil, err
+	}
+	for _, d := range devs {
+		if int(d.Ifindex) == ifindex {
+			return d.XDPFeatures&wire.NetdevXDPActXSKZeroCopy != 0, wire.NetdevXDPActList(d.XDPFeatures), nil
+		}
+	}
+	return false, nil, fmt.Errorf("netdev dev-get lists no ifindex %d: %w", ifindex, unix.ENODEV)
 }
 
 // openXSK opens an AF_XDP socket in namespace ns on every RX queue of the device with index

@@ -85,9 +85,10 @@ func TestXSKRingRejectsBadGeometry(t *testing.T) {
 	}
 }
 
-// TestXSKProbeFallsBack: auto takes AF_XDP where the device allows it (one or several RX
-// queues) and falls back to AF_PACKET, saying why, where it does not (an MTU beyond a UMEM
-// chunk); af_xdp on such a device fails with the reason.
+// TestXSKProbeFallsBack: af_xdp takes a device with one or several RX queues; auto takes
+// AF_PACKET on every device here, saying why (a veth offers no AF_XDP zero-copy, so AF_XDP
+// would copy) and attaching nothing to try; af_xdp on a device whose MTU exceeds a UMEM chunk
+// fails with the reason.
 func TestXSKProbeFallsBack(t *testing.T) {
 	ns := testNS(t)
 	run(t, "ip", "-n", ns, "link", "set", "b0", "mtu", "9000")
@@ -102,9 +103,11 @@ func TestXSKProbeFallsBack(t *testing.T) {
 		why         string // in Fallback (Up) or Err (Failed)
 		xdpAttached bool
 	}{
-		{"a0", AttachAuto, Up, AttachXDP, "", true},
-		{"b0", AttachAuto, Up, AttachPacket, "MTU 9000", false},
-		{"m0", AttachAuto, Up, AttachXDP, "", true}, // a socket per queue
+		{"a0", AttachXDP, Up, AttachXDP, "", true},
+		{"m0", AttachXDP, Up, AttachXDP, "", true}, // a socket per queue
+		{"a0", AttachAuto, Up, AttachPacket, "a0 offers no AF_XDP zero-copy (xdp-features basic,redirect", false},
+		{"b0", AttachAuto, Up, AttachPacket, "no AF_XDP zero-copy", false},
+		{"m0", AttachAuto, Up, AttachPacket, "no AF_XDP zero-copy", false},
 		{"b0", AttachXDP, Failed, "", "MTU 9000", false},
 		{"a0", AttachPacket, Up, AttachPacket, "", false},
 	}
@@ -200,7 +203,7 @@ func TestXSKEveryQueue(t *testing.T) {
 }
 
 // TestXSKLeavesAnotherProgramAlone: a device that already runs an XDP program of someone else's
-// is not taken over: auto falls back to AF_PACKET, and the program stays.
+// is not taken over: af_xdp fails, saying so, and the program stays.
 func TestXSKLeavesAnotherProgramAlone(t *testing.T) {
 	ns := testNS(t)
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "MIT", Instructions: asm.Instructions{
@@ -228,14 +231,14 @@ func TestXSKLeavesAnotherProgramAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer theirs.Close()
-	u, err := Start(context.Background(), Config{Dev: "a0", NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet(), Attach: AttachAuto})
+	u, err := Start(context.Background(), Config{Dev: "a0", NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet(), Attach: AttachXDP})
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := u.Status()
 	u.Close()
-	if st.State != Up || st.Attach != AttachPacket || !strings.Contains(st.Fallback, "XDP") {
-		t.Fatalf("status %+v, want up on AF_PACKET with the XDP refusal as the reason", st)
+	if st.State != Failed || !strings.Contains(st.Err, "native XDP") || !strings.Contains(st.Err, "generic XDP") {
+		t.Fatalf("status %+v, want failed with both modes' refusals as the reason", st)
 	}
 	if !hasXDP(t, ns, "a0") {
 		t.Fatal("the other program was detached")

@@ -103,7 +103,7 @@ type UplinkSpec struct {
 // Uplink attachment modes: the socket an uplink joins its device with (UplinkAttrAttach, the
 // uplinks entries' attach key).
 const (
-	UplinkAttachAuto   = "auto"      // AF_XDP where the device takes it, else AF_PACKET
+	UplinkAttachAuto   = "auto"      // AF_XDP where the device offers AF_XDP zero-copy, else AF_PACKET
 	UplinkAttachPacket = "af_packet" // AF_PACKET with a TPACKET_V2 ring (the default)
 	UplinkAttachXDP    = "af_xdp"    // AF_XDP, a socket per RX queue of the device, or fail
 )

@@ -303,8 +303,8 @@ func TestVXLANUplinkMTU(t *testing.T) {
 
 // TestSegmentUplinkAttachModes: `segment uplink add --attach` through the real manactl and
 // manad: af_xdp on a veth into a bridge carries a ping and is what show, --json and the metrics
-// report, also after a restart (the state file keeps the mode); auto on a device AF_XDP cannot
-// take (MTU 9000) falls back to AF_PACKET and logs why once; a bad mode is refused; deleting the
+// report, also after a restart (the state file keeps the mode); auto on a veth, which offers no
+// AF_XDP zero-copy, takes AF_PACKET and logs why once; a bad mode is refused; deleting the
 // uplink and stopping manad leave no XDP program on the devices.
 func TestSegmentUplinkAttachModes(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -342,7 +342,7 @@ func TestSegmentUplinkAttachModes(t *testing.T) {
 	if text := manactlOK(t, d, "segment", "show", "wire8"); !strings.Contains(text, "Attachment:          af_xdp") {
 		t.Errorf("segment show does not say af_xdp:\n%s", text)
 	}
-	if !strings.Contains(d.Log(), `msg="uplink falls back to AF_PACKET"`) || !strings.Contains(d.Log(), "MTU 9000 exceeds an AF_XDP frame") {
+	if !strings.Contains(d.Log(), `msg="uplink falls back to AF_PACKET"`) || !strings.Contains(d.Log(), "big offers no AF_XDP zero-copy (xdp-features basic,redirect") {
 		t.Errorf("auto's fallback not logged with its reason:\n%s", d.Log())
 	}
 	if !strings.Contains(scrape(t, d), `manad_uplink_attachment_info{attach="af_xdp",dev="upl",netns="`+br+`",segment="wire8"} 1`) {
