@@ -9,9 +9,9 @@
 // dropped and counted; when it is back (the same name, possibly a new device) the uplink
 // re-attaches. Traffic between the segment's local ports is never affected.
 //
-// With Config.Attach = AttachXDP (or AttachAuto, on a device with AF_XDP zero-copy) the uplink uses an
-// AF_XDP socket per RX queue instead (xsk.go): an XDP program redirects each queue into its
-// socket. The default is AF_PACKET, which works on every device; AF_XDP takes devices whose MTU
+// With Config.Attach = AttachXDP (or AttachAuto, on a device with AF_XDP zero-copy) the uplink
+// uses an AF_XDP socket per RX queue instead (xsk.go): an XDP program redirects each queue into
+// its socket. The default is AF_PACKET, which works on every device; AF_XDP takes devices whose MTU
 // fits a UMEM chunk, with at most xskMaxQueues RX queues.
 package uplink
 
