@@ -147,6 +147,7 @@ func (def *segDef) uplinkInfo(i int) genl.UplinkInfo {
 	info.TxErrors, info.TxDown, info.TxMTUDrops = s.TxErrors, s.TxDown, s.TxMTUDrops
 	info.RxSegmented, info.RxCsumFilled, info.Attaches = s.RxSegmented, s.RxChecksumFilled, s.Attaches
 	info.Attach, info.TxAggregates, info.TxWhole, info.RxWhole = st.Attach, s.TxAggregates, s.TxWhole, s.RxWhole
+	info.XDPMode, info.Fallback = st.XDPMode, st.Fallback
 	return info
 }
 

@@ -130,9 +130,11 @@
 //	                 storm-pps (0: no limit), ageing-ms (0: never), ports: [names], learnt-macs,
 //	                 floods, storm-drops, uplinks: [{dev, netns, state (attached | down | gone |
 //	                 reattaching), error, kind, ifindex, mtu, max-port-mtu, state-changes,
-//	                 rx-packets, rx-bytes, tx-packets, tx-bytes, tx-aggregates, tx-whole, rx-whole, rx-drops: {runt, oversize,
-//	                 truncated}, tx-drops: {device, down, mtu}, rx-segmented, rx-checksum-filled,
-//	                 attaches}]
+//	                 rx-packets, rx-bytes, tx-packets, tx-bytes, tx-aggregates, tx-whole, rx-whole,
+//	                 rx-drops: {runt, oversize, truncated}, tx-drops: {device, down, mtu},
+//	                 rx-segmented, rx-checksum-filled, attaches, attach (af_packet | af_xdp),
+//	                 xdp-mode (af_xdp: native | generic, copy | zero-copy), fallback (why auto
+//	                 took af_packet)}]
 //
 // Sizes are bytes; booleans are JSON booleans. New keys may be added; existing ones keep their
 // name and meaning.

@@ -135,7 +135,9 @@ func segmentShowCmd(a *app) *cobra.Command {
 		Short: "Show a wire segment, its uplinks and their counters",
 		Long: `Show a segment's settings, ports, learnt addresses and counters (frames flooded,
 frames the storm limit dropped), then each uplink: its state and why (the error of
-the last attach, or what it waits for), the device's kind and ifindex, the MTU it
+the last attach, or what it waits for), the socket it is attached with (af_xdp with
+where its program runs and whether it copies; af_packet chosen by auto with the
+reason), the device's kind and ifindex, the MTU it
 sends (the device's, capped by the segment's mtu), the largest port MTU it carries
 whole (for a VXLAN device on a lower device: that MTU less the 50-byte
 encapsulation, 70 over IPv6), and its counters: frames and bytes each way, drops by
@@ -387,7 +389,14 @@ func writeSegment(w io.Writer, s genl.SegmentInfo) {
 		}
 		row := func(k string, v any) { fmt.Fprintf(tw, "  %s:\t%v\n", k, v) }
 		row("State", state)
-		row("Attachment", dashIfEmpty(u.Attach))
+		switch {
+		case u.XDPMode != "":
+			row("Attachment", u.Attach+" ("+u.XDPMode+")")
+		case u.Fallback != "":
+			row("Attachment", u.Attach+" (auto: "+u.Fallback+")")
+		default:
+			row("Attachment", dashIfEmpty(u.Attach))
+		}
 		if u.Error != "" {
 			row("Error", u.Error)
 		}
@@ -469,7 +478,9 @@ type uplinkJSON struct {
 	RxSegmented      uint64 `json:"rx-segmented"`
 	RxChecksumFilled uint64 `json:"rx-checksum-filled"`
 	Attaches         uint64 `json:"attaches"`
-	Attach           string `json:"attach"` // "af_packet", "af_xdp"; "" before the first attach
+	Attach           string `json:"attach"`   // "af_packet", "af_xdp"; "" before the first attach
+	XDPMode          string `json:"xdp-mode"` // af_xdp: "native copy", "generic copy", "native zero-copy"…
+	Fallback         string `json:"fallback"` // why auto took af_packet
 }
 
 func segmentToJSON(s genl.SegmentInfo) segmentJSON {
@@ -483,7 +494,8 @@ func segmentToJSON(s genl.SegmentInfo) segmentJSON {
 			Dev: u.Dev, NetNS: u.NetNS, State: u.State, Error: u.Error, Kind: u.Kind, IfIndex: u.Ifindex, MTU: u.MTU,
 			MaxPortMTU: u.MaxPortMTU, StateChanges: u.Changes, RxPackets: u.RxPackets, RxBytes: u.RxBytes,
 			TxPackets: u.TxPackets, TxBytes: u.TxBytes, RxSegmented: u.RxSegmented, RxChecksumFilled: u.RxCsumFilled,
-			Attaches: u.Attaches, Attach: u.Attach, TxAggregates: u.TxAggregates, TxWhole: u.TxWhole, RxWhole: u.RxWhole,
+			Attaches: u.Attaches, Attach: u.Attach, XDPMode: u.XDPMode, Fallback: u.Fallback,
+			TxAggregates: u.TxAggregates, TxWhole: u.TxWhole, RxWhole: u.RxWhole,
 		}
 		j.RxDrops.Runt, j.RxDrops.Oversize, j.RxDrops.Truncated = u.RxRunts, u.RxOversize, u.RxTruncated
 		j.TxDrops.Device, j.TxDrops.Down, j.TxDrops.MTU = u.TxErrors, u.TxDown, u.TxMTUDrops

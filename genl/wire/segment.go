@@ -71,7 +71,9 @@ const (
 	UplinkAttrTxAggregates uint16 = 24 // u64: GSO superframes written (each several of the frames TX_PACKETS counts)
 	UplinkAttrTxWhole      uint16 = 25 // u64: of TX_AGGREGATES, the port superframes written as they came, never cut
 	UplinkAttrRxWhole      uint16 = 26 // u64: TCP aggregates received that a port took whole (RX_PACKETS counts their frames)
-	UplinkAttrMax                 = UplinkAttrRxWhole
+	UplinkAttrXDPMode      uint16 = 27 // string: an af_xdp attachment's mode: "native copy", "generic copy", "native zero-copy"…
+	UplinkAttrFallback     uint16 = 28 // string: why auto took af_packet rather than af_xdp
+	UplinkAttrMax                 = UplinkAttrFallback
 )
 
 // Uplink states as SEGMENT_GET reports them.
@@ -133,6 +135,8 @@ type UplinkInfo struct {
 	TxWhole                        uint64 // of TxAggregates, port superframes written as they came
 	RxWhole                        uint64 // TCP aggregates received that a port took whole
 	Attach                         string // the attachment in use (or last used): "af_packet", "af_xdp"
+	XDPMode                        string // with Attach "af_xdp": where the program runs, and copy or zero-copy
+	Fallback                       string // why auto took af_packet; "" otherwise
 }
 
 // SegmentInfo is a segment's full state.
@@ -192,6 +196,8 @@ var (
 		U64(UplinkAttrTxAggregates, func(u *UplinkInfo) *uint64 { return &u.TxAggregates }),
 		U64(UplinkAttrTxWhole, func(u *UplinkInfo) *uint64 { return &u.TxWhole }),
 		U64(UplinkAttrRxWhole, func(u *UplinkInfo) *uint64 { return &u.RxWhole }),
+		String(UplinkAttrXDPMode, func(u *UplinkInfo) *string { return &u.XDPMode }).OmitZero(),
+		String(UplinkAttrFallback, func(u *UplinkInfo) *string { return &u.Fallback }).OmitZero(),
 	)
 
 	// SegmentTable is AttrSegment in replies and notifications.

@@ -72,7 +72,9 @@ type segmentJSON struct {
 		TxDrops    struct {
 			MTU uint64 `json:"mtu"`
 		} `json:"tx-drops"`
-		Attach string `json:"attach"`
+		Attach   string `json:"attach"`
+		XDPMode  string `json:"xdp-mode"`
+		Fallback string `json:"fallback"`
 	} `json:"uplinks"`
 }
 
@@ -339,8 +341,18 @@ func TestSegmentUplinkAttachModes(t *testing.T) {
 	attached("wire8", "af_xdp")
 	attached("wire9", "af_packet")
 	harness.Run(t, pns, "ping", "-c", "3", "-i", "0.2", "-W", "2", plainIP)
-	if text := manactlOK(t, d, "segment", "show", "wire8"); !strings.Contains(text, "Attachment:          af_xdp") {
-		t.Errorf("segment show does not say af_xdp:\n%s", text)
+	// A veth runs XDP natively, copying (it has no AF_XDP zero-copy).
+	if text := manactlOK(t, d, "segment", "show", "wire8"); !strings.Contains(text, "Attachment:          af_xdp (native copy)") {
+		t.Errorf("segment show does not say af_xdp (native copy):\n%s", text)
+	}
+	if text := manactlOK(t, d, "segment", "show", "wire9"); !strings.Contains(text, "Attachment:          af_packet (auto: big offers no AF_XDP zero-copy") {
+		t.Errorf("segment show does not say why auto took af_packet:\n%s", text)
+	}
+	if u := showSegment(t, d, "wire8").Uplinks[0]; u.XDPMode != "native copy" || u.Fallback != "" {
+		t.Errorf("--json of the af_xdp uplink: xdp-mode %q, fallback %q", u.XDPMode, u.Fallback)
+	}
+	if u := showSegment(t, d, "wire9").Uplinks[0]; u.XDPMode != "" || !strings.Contains(u.Fallback, "no AF_XDP zero-copy") {
+		t.Errorf("--json of the auto uplink: xdp-mode %q, fallback %q", u.XDPMode, u.Fallback)
 	}
 	if !strings.Contains(d.Log(), `msg="uplink falls back to AF_PACKET"`) || !strings.Contains(d.Log(), "big offers no AF_XDP zero-copy (xdp-features basic,redirect") {
 		t.Errorf("auto's fallback not logged with its reason:\n%s", d.Log())
