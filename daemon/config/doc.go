@@ -123,8 +123,9 @@
 // the same directory, fsync, rename, fsync of the directory), so a kill -9 at any moment leaves
 // the old or the new state. LoadState treats a missing file as an empty state and a corrupt one
 // as an error (EBADMSG) naming the file; the daemon then keeps it as state.json.bad-<time>
-// (SetAsideState) and starts from the configuration. A file of a newer version is an error of
-// its own (ErrStateNewer): the daemon refuses to start and leaves it be. Merge combines the
+// (SetAsideState) and starts from the configuration. A file of a newer version, or one with a
+// key this manad does not know (a newer manad's field), is an error of its own (ErrStateNewer):
+// the daemon refuses to start and leaves it be. Merge combines the
 // configuration with the state into the ports to create: the state's settings win, ports deleted
 // at runtime stay deleted, ports created at runtime come back.
 package config

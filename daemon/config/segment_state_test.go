@@ -57,7 +57,6 @@ func TestSegmentsStateCorrupt(t *testing.T) {
 		"empty name":     `"segments": {"defined": {"": {"mtu": 0, "ageing_ms": 0, "storm_pps": 0, "uplinks": []}}, "deleted": []}`,
 		"ageing":         `"segments": {"defined": {"w": {"mtu": 0, "ageing_ms": -1, "storm_pps": 0, "uplinks": []}}, "deleted": []}`,
 		"deleted empty":  `"segments": {"defined": {}, "deleted": [""]}`,
-		"unknown field":  `"segments": {"defined": {}, "deleted": [], "extra": 1}`,
 		"uplink type":    `"segments": {"defined": {"w": {"mtu": 0, "ageing_ms": 0, "storm_pps": 0, "uplinks": [1]}}, "deleted": []}`,
 		"segments array": `"segments": []`,
 	} {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -220,7 +221,8 @@ var ErrStateNewer = fmt.Errorf("state file written by a newer manad: %w", unix.E
 //
 // Errors: the os error when the file cannot be read (errors.Is with unix.EACCES, …); an *Error
 // that names the file when its contents are unusable: matching ErrStateNewer when a newer manad
-// wrote it (the file is then to be left alone), else unix.EBADMSG when they are corrupt or
+// wrote it (a newer version, or a key this manad does not know; the file is then to be left
+// alone), else unix.EBADMSG when they are corrupt or
 // unparsable (with the line, for a JSON error). The daemon sets an unusable file aside
 // (SetAsideState) and starts from the configuration alone; it refuses to start on a newer one.
 func LoadState(dir string) (*State, error) {
@@ -479,6 +481,14 @@ func parseState(path string, data []byte) (*State, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil { // data after the object was refused by Unmarshal above
+		if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			// A key this manad does not know, in a file of its version: a newer manad's field
+			// (fields are added without a new version when older files stay readable), or a
+			// hand edit. Setting the file aside would start without what the newer manad
+			// saved, so it is left alone, as a file of a newer version is. encoding/json has
+			// no error type for it: its message is the interface.
+			return nil, &Error{File: path, Msg: fmt.Sprintf("field %s is unknown to this manad (state version %d): written by a newer manad? The file is left as it is", field, StateVersion), Err: ErrStateNewer}
+		}
 		return nil, jsonErr(err)
 	}
 	st := NewState()

@@ -85,11 +85,25 @@ func TestUnusableStateFile(t *testing.T) {
 	}
 }
 
-// TestNewerStateFile (issue 13): a state file of a newer format is refused with a clear message:
-// manad exits with status 2 (which systemd does not restart) before it creates anything, and the
-// file stays exactly as it was, so that the newer manad finds it again.
+// TestNewerStateFile (issue 13): a state file of a newer format (a newer version, or a field this
+// manad does not know in a file of its version: a newer manad adds fields without a new version)
+// is refused with a clear message: manad exits with status 2 (which systemd does not restart)
+// before it creates anything, and the file stays exactly as it was, so that the newer manad finds
+// it again.
 func TestNewerStateFile(t *testing.T) {
 	bin, _ := harness.Binaries(t)
+	for _, tc := range []struct {
+		name, data string
+		says       []string // in the log, whose text form escapes quotes
+	}{
+		{"version", `{"version": 2, "ports": {"x": {"settings": {"mtu": "a string, in version 2"}}}, "tunnels": []}`, []string{"version 2 was written by a newer manad"}},
+		{"field", `{"version": 1, "ports": {"x": {"settings": {"mtu": 1500, "wake_on_lan": true}}}, "deleted": []}`, []string{"wake_on_lan", "is unknown to this manad (state version 1): written by a newer manad?"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { newerStateFile(t, bin, []byte(tc.data), tc.says) })
+	}
+}
+
+func newerStateFile(t *testing.T, bin string, data []byte, says []string) {
 	name, ns := harness.Name("msn", "0"), harness.Name("msn", "")
 	dir := t.TempDir()
 	stateDir := filepath.Join(dir, "state")
@@ -97,7 +111,6 @@ func TestNewerStateFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	statePath := config.StatePath(stateDir)
-	data := []byte(`{"version": 2, "ports": {"x": {"settings": {"mtu": "a string, in version 2"}}}, "tunnels": []}`)
 	if err := os.WriteFile(statePath, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +137,7 @@ func TestNewerStateFile(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("manad with a newer state file: %v, want exit status 2\n%s", err, out.String())
 	}
-	for _, want := range []string{statePath, "version 2 was written by a newer manad", "move the file away"} {
+	for _, want := range append([]string{statePath, "move the file away"}, says...) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("message does not say %q:\n%s", want, out.String())
 		}
