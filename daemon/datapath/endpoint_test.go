@@ -112,15 +112,24 @@ func TestFullPageRxFlipDuringTCP(t *testing.T) {
 			}
 		}
 	}()
+	// The transfers go on, both ways, until flips have happened during them: a flip takes
+	// longer than a transfer on a loaded machine (the race detector, two CPUs), so a fixed
+	// amount of data would prove nothing there. A minute without two flips is a failure.
 	start := time.Now()
-	tcpTransfer(t, a, b, 4, 4<<20)
-	t.Logf("a→b took %v, %d flips so far, %v flipping", time.Since(start), flips.Load(), time.Duration(flipTime.Load()))
-	tcpTransfer(t, b, a, 4, 4<<20)
-	t.Logf("b→a done after %v", time.Since(start))
+	var during int64
+	for round := 1; ; round++ {
+		tcpTransfer(t, a, b, 4, 4<<20)
+		tcpTransfer(t, b, a, 4, 4<<20)
+		during = flips.Load()
+		t.Logf("round %d done after %v, %d flips so far, %v flipping", round, time.Since(start), during, time.Duration(flipTime.Load()))
+		if during >= 2 || time.Since(start) > time.Minute || t.Failed() {
+			break
+		}
+	}
 	close(stop)
 	wg.Wait()
-	if flips.Load() < 2 {
-		t.Fatalf("only %d flips happened during the transfers", flips.Load())
+	if during < 2 {
+		t.Fatalf("only %d flips happened during %v of transfers", during, time.Since(start))
 	}
 	for _, p := range []*testPort{a, b} {
 		st := p.waitQuiet(t)
@@ -128,7 +137,7 @@ func TestFullPageRxFlipDuringTCP(t *testing.T) {
 			t.Errorf("port %s after %d flips: %d buffers in flight, %d pools draining", p.name, flips.Load(), st.BuffersInFlight, st.ReleasesPending)
 		}
 	}
-	t.Logf("%d flips per port during the transfers", flips.Load())
+	t.Logf("%d flips per port during the transfers", during)
 	a.pingOK(t, b)
 }
 
