@@ -53,6 +53,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/bench/internal/benchrow"
+	"github.com/manad/manad/bench/internal/helperproc"
 	"github.com/manad/manad/bench/internal/teardown"
 )
 
@@ -127,10 +128,10 @@ func (b *bench) run(manadBin, relayBin string, rounds int, idleWindow time.Durat
 		return err
 	}
 	b.td.Dir(b.dir)
-	if b.manad, err = binary(manadBin, b.dir, "./cmd/manad"); err != nil {
+	if b.manad, err = helperproc.Binary(manadBin, b.dir, "./cmd/manad"); err != nil {
 		return err
 	}
-	if b.relay, err = binary(relayBin, b.dir, "./bench/taprelay"); err != nil {
+	if b.relay, err = helperproc.Binary(relayBin, b.dir, "./bench/taprelay"); err != nil {
 		return err
 	}
 	paths, err := b.setup()
@@ -197,19 +198,6 @@ func fatal(err error) {
 	os.Exit(1)
 }
 
-// binary returns path, or builds pkg (relative to the module root, the working directory of
-// `go run ./bench/udppps`) into dir without the race detector.
-func binary(path, dir, pkg string) (string, error) {
-	if path != "" {
-		return path, nil
-	}
-	out := filepath.Join(dir, filepath.Base(pkg))
-	if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return out, nil
-}
-
 // path is one way from namespace src to dst.
 type path struct {
 	name     string
@@ -249,43 +237,6 @@ func addr(ns, dev, ip string) error {
 	return run("ip", "-n", ns, "link", "set", dev, "up")
 }
 
-// start runs a long-lived helper and waits until it prints a line containing ready.
-func (b *bench) start(ready string, args ...string) error {
-	cmd := exec.Command(args[0], args[1:]...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	b.td.Proc(cmd)
-	sc := bufio.NewScanner(out)
-	found := make(chan bool, 1)
-	go func() {
-		ok := false
-		for sc.Scan() {
-			if !ok && strings.Contains(sc.Text(), ready) {
-				ok = true
-				found <- true
-			}
-		}
-		if !ok {
-			found <- false
-		}
-	}()
-	select {
-	case ok := <-found:
-		if !ok {
-			return fmt.Errorf("%s exited before it was ready", args[0])
-		}
-		return nil
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("%s not ready after 30s", args[0])
-	}
-}
-
 // setup builds the paths, each in its own pair of namespaces.
 func (b *bench) setup() ([]path, error) {
 	var paths []path
@@ -323,7 +274,7 @@ func (b *bench) setup() ([]path, error) {
 		}
 		b.td.Link(t)
 	}
-	if err := b.start("ready", b.relay, ta, tb); err != nil {
+	if err := helperproc.Start(&b.td, "ready", b.relay, ta, tb); err != nil {
 		return nil, err
 	}
 	if err := errors.Join(run("ip", "link", "set", ta, "netns", ra), run("ip", "link", "set", tb, "netns", rb)); err != nil {
