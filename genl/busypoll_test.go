@@ -1,6 +1,7 @@
 package genl_test
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,14 @@ func waitBusyPolls(t *testing.T, ts *testServer, what string, cond func(genl.Bus
 	}
 }
 
+// withProcs runs the rest of the test with GOMAXPROCS n, which the server reads when it is made
+// (its polling limit is half of it): the busy-poll tests hold on a machine of any size.
+func withProcs(t *testing.T, n int) {
+	t.Helper()
+	old := runtime.GOMAXPROCS(n)
+	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+}
+
 // getRings sends a RINGS_GET of mana0 and checks the reply.
 func getRings(t *testing.T, rc *rawConn, eth uint16, seq uint32) {
 	t.Helper()
@@ -40,6 +49,7 @@ func getRings(t *testing.T, rc *rawConn, eth uint16, seq uint32) {
 // window is long (1 s) so that a loaded machine still sends each request within it: every
 // request after the first is then found by a poll, and all are answered in order.
 func TestBusyPollRequestLoop(t *testing.T) {
+	withProcs(t, 2)
 	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Second })
 	rc := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, rc, "ethtool") // the connection's first request
@@ -60,6 +70,7 @@ func TestBusyPollRequestLoop(t *testing.T) {
 // answer: its first answer is followed by one poll (which finds nothing within 1 ms), and no
 // request after that came within the window of the answer before it.
 func TestBusyPollSparseRequests(t *testing.T) {
+	withProcs(t, 2)
 	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Millisecond })
 	rc := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, rc, "ethtool")
@@ -87,9 +98,27 @@ func TestBusyPollOff(t *testing.T) {
 	}
 }
 
+// TestBusyPollOneProcessor: with one processor the server never polls, whatever its window: a
+// poll would hold off the client it waits for, which needs that CPU to read the answer and send
+// the next request. Every request of a loop is answered, and no poll is started, missed or
+// skipped.
+func TestBusyPollOneProcessor(t *testing.T) {
+	withProcs(t, 1)
+	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Second })
+	rc := dialRaw(t, ts.path)
+	eth := manadFamilyID(t, rc, "ethtool")
+	for i := range 50 {
+		getRings(t, rc, eth, uint32(100+i))
+	}
+	if st := ts.srv.BusyPolls(); st != (genl.BusyPollStats{}) {
+		t.Errorf("busy polls on one processor: %+v, want none and a limit of 0", st)
+	}
+}
+
 // TestBusyPollBound: however many clients are in request loops, no more connections poll at
 // once than the limit; the others park and are answered all the same.
 func TestBusyPollBound(t *testing.T) {
+	withProcs(t, 2)
 	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Second })
 	limit := ts.srv.BusyPolls().Limit
 	clients := limit + 3
@@ -121,6 +150,7 @@ func TestBusyPollBound(t *testing.T) {
 // the poll at once (the end of file is what it finds), not after the window; the connection
 // is closed and released.
 func TestBusyPollHangUp(t *testing.T) {
+	withProcs(t, 2)
 	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Minute; c.MaxConns = 1 })
 	rc := dialRaw(t, ts.path)
 	manadFamilyID(t, rc, "ethtool")

@@ -191,8 +191,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		drops:      logLimiter{every: refusalLogEvery},
 	}
 	// Half the processors poll at most (one on 2 cores): the rest stay for the data path and
-	// for the clients, whatever any number of clients in request loops do.
-	s.busy.limit = int32(max(1, runtime.GOMAXPROCS(0)/2))
+	// for the clients, whatever any number of clients in request loops do. On one processor
+	// none does: a poll there holds off the very client it waits for, which needs the CPU to
+	// read the answer and send its next request (a loop of CHANNELS_GET ran 6× slower with
+	// the poll than without, both processes pinned to one CPU).
+	s.busy.limit = int32(runtime.GOMAXPROCS(0) / 2)
 	s.families = map[uint16]*family{}
 	for _, f := range []*family{s.nlctrlFamily(), s.ethtoolFamily(), s.manadFamily(), s.netdevFamily()} {
 		s.families[f.id] = f
@@ -678,7 +681,8 @@ func (c *conn) readLoop() {
 		// request that came within the window of the answer before it (the client is in a
 		// loop); a connection used now and then parks at once.
 		answered++
-		hot = c.s.cfg.BusyPoll > 0 && (answered == 1 || arrived.Sub(time.Unix(0, prev)) <= c.s.cfg.BusyPoll)
+		hot = c.s.cfg.BusyPoll > 0 && c.s.busy.limit > 0 &&
+			(answered == 1 || arrived.Sub(time.Unix(0, prev)) <= c.s.cfg.BusyPoll)
 		// The idle deadline is not moved after every request: when it fires, the loop
 		// above re-arms it from lastDone. Moving it would modify a runtime timer per
 		// request, and that wakes another thread. A watcher used the deadline, though.

@@ -135,8 +135,8 @@ type ServerConfig struct {
 	// after answering one, before it parks on the runtime's poller (0: it parks at once), as
 	// the kernel's busy_read polls a device queue (genl/busypoll). A loop polls after its
 	// first answer and after a request that came within BusyPoll of the answer before it;
-	// half the processors' worth of connections (at least one) poll at once, the others
-	// park. manad's configuration gives DefaultBusyPoll.
+	// half the processors' worth of connections (GOMAXPROCS/2, none on one processor) poll
+	// at once, the others park. manad's configuration gives DefaultBusyPoll.
 	BusyPoll   time.Duration
 	MaxMessage int // max request datagram; 0 → 64 KiB
 	// MaxReply bounds one reply datagram (0, or more than the socket can carry: the

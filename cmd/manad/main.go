@@ -60,7 +60,8 @@ DESCRIPTION
     closed). A refused connection gets EUSERS with a message. busy_poll ("200us",
     "0" for none) is how long a connection's request loop keeps polling for the
     next request after an answer, as the kernel's busy_read: a client in a request
-    loop is answered without a wake-up, for up to that much CPU per request.
+    loop is answered without a wake-up, for up to that much CPU per request (never
+    on one CPU, where the poll would hold off the client it waits for).
 
 OPTIONS
     --config FILE           read the configuration from FILE (TOML) instead of the

@@ -8,6 +8,7 @@ import (
 	"iter"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -48,6 +49,8 @@ type unixSocket struct {
 
 	rmu     sync.Mutex
 	backlog [][]netlink.Message // datagrams read by control requests
+
+	poll time.Duration // how long read polls before it parks: busyPoll, or 0 on one CPU
 }
 
 //lint:ignore SA1019 netlink.Socket is the only way to run netlink.Conn over a Unix socket; see the type comment.
@@ -58,7 +61,11 @@ func newUnixSocket(c *net.UnixConn, pid uint32) (*unixSocket, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &unixSocket{c: c, rc: rc, pid: pid}
+	s := &unixSocket{c: c, rc: rc, pid: pid, poll: busyPoll}
+	if runtime.GOMAXPROCS(0) < 2 {
+		// On one CPU the reply cannot come while this polls: manad needs that CPU to send it.
+		s.poll = 0
+	}
 	s.seq.Store(rand.Uint32())
 	return s, nil
 }
@@ -116,7 +123,8 @@ func (s *unixSocket) next() ([]netlink.Message, error) {
 // busyPoll is how long read polls for a datagram before it parks on the runtime's poller. A
 // reply to a request manad's request loop was polling for (genl.ServerConfig.BusyPoll) comes
 // within about this long, and is then read without a wake-up; manad's loop not polling, the
-// wake-up it needs is not held back (busypoll yields the CPU between tries).
+// wake-up it needs is not held back (busypoll yields the CPU between tries). A process with one
+// processor does not poll (unixSocket.poll is 0).
 const busyPoll = 50 * time.Microsecond
 
 // read receives one datagram, sized with MSG_PEEK|MSG_TRUNC first (as
@@ -129,7 +137,7 @@ func (s *unixSocket) read() ([]netlink.Message, error) {
 		return rerr != unix.EAGAIN && rerr != unix.EINTR
 	}
 	var err error
-	if !busypoll.Poll(s.rc, busyPoll, busypoll.Threads, func(fd int) bool { return peek(fd, unix.MSG_DONTWAIT) }) {
+	if !busypoll.Poll(s.rc, s.poll, busypoll.Threads, func(fd int) bool { return peek(fd, unix.MSG_DONTWAIT) }) {
 		err = s.rc.Read(func(fd uintptr) bool { return peek(int(fd), 0) })
 	}
 	if err == nil {
