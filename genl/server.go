@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -190,12 +189,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		refusals:   logLimiter{every: refusalLogEvery},
 		drops:      logLimiter{every: refusalLogEvery},
 	}
-	// Half the processors poll at most (one on 2 cores): the rest stay for the data path and
-	// for the clients, whatever any number of clients in request loops do. On one processor
-	// none does: a poll there holds off the very client it waits for, which needs the CPU to
-	// read the answer and send its next request (a loop of CHANNELS_GET ran 6× slower with
-	// the poll than without, both processes pinned to one CPU).
-	s.busy.limit = int32(runtime.GOMAXPROCS(0) / 2)
+	// Half the processors poll at most (one on 2 cores, none on one): the rest stay for the
+	// data path and for the clients, whatever any number of clients in request loops do.
+	s.busy.limit = int32(busypoll.Pollers())
 	s.families = map[uint16]*family{}
 	for _, f := range []*family{s.nlctrlFamily(), s.ethtoolFamily(), s.manadFamily(), s.netdevFamily()} {
 		s.families[f.id] = f

@@ -18,6 +18,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Pollers is how many pollers a process may keep spinning at once: half its processors
+// (GOMAXPROCS), so that the rest stay for the peers they wait for, and none on one processor,
+// where a poll holds off the very peer it waits for, which needs that CPU to answer (a loop of
+// CHANNELS_GET, manad and the client both pinned to one CPU, ran 6× slower with the polls than
+// without). GOMAXPROCS(0) takes a runtime lock: call Pollers when a poller is set up, not per
+// poll.
+func Pollers() int { return runtime.GOMAXPROCS(0) / 2 }
+
 // Yield is what a poller gives way to between two attempts.
 type Yield int
 

@@ -3,6 +3,7 @@ package busypoll_test
 import (
 	"net"
 	"os"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -122,5 +123,17 @@ func TestPollClosed(t *testing.T) {
 	called := false
 	if busypoll.Poll(rc, 10*time.Second, busypoll.Threads, func(int) bool { called = true; return true }) || called {
 		t.Fatalf("Poll on a closed connection: called try %v, want false and no call", called)
+	}
+}
+
+// TestPollers: half the processors may poll, none on one.
+func TestPollers(t *testing.T) {
+	for _, tc := range []struct{ procs, want int }{{1, 0}, {2, 1}, {3, 1}, {4, 2}, {16, 8}} {
+		old := runtime.GOMAXPROCS(tc.procs)
+		got := busypoll.Pollers()
+		runtime.GOMAXPROCS(old)
+		if got != tc.want {
+			t.Errorf("GOMAXPROCS %d: Pollers() = %d, want %d", tc.procs, got, tc.want)
+		}
 	}
 }

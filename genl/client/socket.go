@@ -8,7 +8,6 @@ import (
 	"iter"
 	"math/rand/v2"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -62,8 +61,8 @@ func newUnixSocket(c *net.UnixConn, pid uint32) (*unixSocket, error) {
 		return nil, err
 	}
 	s := &unixSocket{c: c, rc: rc, pid: pid, poll: busyPoll}
-	if runtime.GOMAXPROCS(0) < 2 {
-		// On one CPU the reply cannot come while this polls: manad needs that CPU to send it.
+	if busypoll.Pollers() == 0 {
+		// One CPU: the reply cannot come while this polls, as manad needs that CPU to send it.
 		s.poll = 0
 	}
 	s.seq.Store(rand.Uint32())
