@@ -593,7 +593,7 @@ func report(res map[string]map[string][]float64, rounds int, dur time.Duration, 
 		}
 		return
 	}
-	fmt.Printf("Port → uplink → VXLAN → uplink → port across two simulated hosts: median of %d rounds of %v; baseline = the kernel-only path\n\n", rounds, dur)
+	fmt.Printf("Port → uplink → VXLAN → uplink → port across two simulated hosts: median of %d rounds of %v; baseline = the kernel-only path, or taprelay where the row says so\n\n", rounds, dur)
 	fmt.Printf("%-62s %16s %12s %8s  %s\n", "figure", "value", "baseline", "ratio", "target")
 	for _, r := range out {
 		base, ratio := "", ""
