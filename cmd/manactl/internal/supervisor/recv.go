@@ -1,0 +1,240 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The 64-bit layouts of struct msghdr and struct iovec.
+const (
+	sizeofMsghdr  = 56
+	sizeofIovec   = 16
+	offMsgName    = 0
+	offMsgNamelen = 8
+	offMsgIov     = 16
+	offMsgIovlen  = 24
+	offMsgControl = 32
+	offMsgCtrllen = 40
+	offMsgFlags   = 48
+	maxIov        = 1024    // UIO_MAXIOV
+	maxDatagram   = 1 << 20 // a bridged datagram is a netlink message batch: well below this
+)
+
+// errInterrupted says the program's call ended (a signal, or the task died) while the
+// supervisor waited for a datagram: the call has nobody to answer.
+var errInterrupted = errors.New("the trapped call was interrupted")
+
+var _ [sizeofMsghdr]byte = [unsafe.Sizeof(unix.Msghdr{})]byte{}
+
+// iov is one of the program's receive buffers.
+type iov struct{ base, len uint64 }
+
+// recvmsg serves recvmsg(fd, msg, flags) on a bridged socket, as netlink_recvmsg answers it.
+func (s *supervisor) recvmsg(ctx context.Context, n *notif, b *bridged, m Memory) error {
+	msgAddr, flags := n.Data.Args[1], int(int32(n.Data.Args[2]))
+	var hdr [sizeofMsghdr]byte
+	if err := m.ReadAt(hdr[:], msgAddr); err != nil {
+		return s.answer(n, 0, err)
+	}
+	le := binary.NativeEndian
+	nameAddr, nameLen := le.Uint64(hdr[offMsgName:]), le.Uint32(hdr[offMsgNamelen:])
+	iovAddr, iovLen := le.Uint64(hdr[offMsgIov:]), le.Uint64(hdr[offMsgIovlen:])
+	if iovLen > maxIov {
+		return s.answer(n, 0, unix.EMSGSIZE) // import_iovec
+	}
+	raw := make([]byte, iovLen*sizeofIovec)
+	if err := m.ReadAt(raw, iovAddr); err != nil {
+		return s.answer(n, 0, err)
+	}
+	iovs := make([]iov, iovLen)
+	var total uint64
+	for i := range iovs {
+		iovs[i] = iov{le.Uint64(raw[i*sizeofIovec:]), le.Uint64(raw[i*sizeofIovec+8:])}
+		if iovs[i].len > maxDatagram {
+			iovs[i].len = maxDatagram
+		}
+		total += iovs[i].len
+	}
+	data, full, err := s.receive(ctx, n, b, flags, total)
+	if err != nil {
+		return s.answerRecv(n, err)
+	}
+	if err := scatter(m, iovs, data); err != nil {
+		return s.answer(n, 0, err)
+	}
+	if nameAddr != 0 {
+		name := encodeSockaddrNL(&unix.SockaddrNetlink{})
+		if int(nameLen) < len(name) {
+			name = name[:nameLen]
+		}
+		if err := m.WriteAt(name, nameAddr); err != nil {
+			return s.answer(n, 0, err)
+		}
+	}
+	var out [4]byte
+	if nameAddr != 0 { // ____sys_recvmsg writes msg_namelen only with a msg_name
+		le.PutUint32(out[:], sizeofSockaddrNL)
+		if err := m.WriteAt(out[:], msgAddr+offMsgNamelen); err != nil {
+			return s.answer(n, 0, err)
+		}
+	}
+	var zero [8]byte
+	if err := m.WriteAt(zero[:], msgAddr+offMsgCtrllen); err != nil {
+		return s.answer(n, 0, err)
+	}
+	mflags := uint32(0)
+	if full > len(data) {
+		mflags |= unix.MSG_TRUNC
+	}
+	le.PutUint32(out[:], mflags)
+	if err := m.WriteAt(out[:], msgAddr+offMsgFlags); err != nil {
+		return s.answer(n, 0, err)
+	}
+	return s.finish(n, b, flags, len(data), full)
+}
+
+// recvfrom serves recvfrom(fd, buf, len, flags, addr, addrlen).
+func (s *supervisor) recvfrom(ctx context.Context, n *notif, b *bridged, m Memory) error {
+	a := n.Data.Args
+	buf, size, flags := a[1], a[2], int(int32(a[3]))
+	if size > maxDatagram {
+		size = maxDatagram
+	}
+	data, full, err := s.receive(ctx, n, b, flags, size)
+	if err != nil {
+		return s.answerRecv(n, err)
+	}
+	if err := m.WriteAt(data, buf); err != nil {
+		return s.answer(n, 0, err)
+	}
+	if a[4] != 0 && a[5] != 0 {
+		if err := writeSockaddrNL(m, a[4], a[5], &unix.SockaddrNetlink{}); err != nil {
+			return s.answer(n, 0, err)
+		}
+	}
+	return s.finish(n, b, flags, len(data), full)
+}
+
+// answerRecv answers a receive that failed, or nothing when its call was interrupted.
+func (s *supervisor) answerRecv(n *notif, err error) error {
+	if errors.Is(err, errInterrupted) {
+		return nil
+	}
+	return s.answer(n, 0, err)
+}
+
+// finish consumes the datagram the program received (unless it peeked) and answers its
+// length: the full length with MSG_TRUNC, as netlink_recvmsg.
+func (s *supervisor) finish(n *notif, b *bridged, flags, got, full int) error {
+	if flags&unix.MSG_PEEK == 0 {
+		if !s.l.valid(n.ID) {
+			return unix.ENOENT // interrupted: the datagram stays for the next receive
+		}
+		if err := s.consume(int(n.PID), int(int32(n.Data.Args[0]))); err != nil {
+			return s.answer(n, 0, err)
+		}
+	}
+	if flags&unix.MSG_TRUNC != 0 {
+		return s.l.respond(n.ID, int64(full), 0)
+	}
+	return s.l.respond(n.ID, int64(got), 0)
+}
+
+// consume drops the datagram at the head of the program's receive queue.
+func (s *supervisor) consume(tid, fd int) error {
+	cfd, err := s.programFD(tid, fd)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(cfd)
+	var one [1]byte
+	_, _, err = unix.Recvfrom(cfd, one[:], unix.MSG_DONTWAIT|unix.MSG_TRUNC)
+	return err
+}
+
+// receive peeks at the next datagram of the program's end of bridged socket b, waiting for
+// one as the program's receive would (unless MSG_DONTWAIT or O_NONBLOCK, or until
+// SO_RCVTIMEO), and returns at most max of its bytes and its full length. It answers nil
+// errInterrupted when the program's call was interrupted meanwhile (nobody to answer).
+// A pending socket error (ENOBUFS) is returned first, as sock_error does.
+func (s *supervisor) receive(ctx context.Context, n *notif, b *bridged, flags int, max uint64) ([]byte, int, error) {
+	if err := b.sock.PendingError(); err != nil {
+		return nil, 0, err
+	}
+	tid, fd := int(n.PID), int(int32(n.Data.Args[0]))
+	cfd, err := s.programFD(tid, fd)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer unix.Close(cfd)
+	fl, err := unix.FcntlInt(uintptr(cfd), unix.F_GETFL, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	nonblock := flags&unix.MSG_DONTWAIT != 0 || fl&unix.O_NONBLOCK != 0
+	var deadline time.Time
+	if tv, err := unix.GetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO); err == nil && (tv.Sec != 0 || tv.Usec != 0) {
+		deadline = time.Now().Add(time.Duration(tv.Sec)*time.Second + time.Duration(tv.Usec)*time.Microsecond)
+	}
+	buf := make([]byte, min(max, maxDatagram))
+	for {
+		got, _, err := unix.Recvfrom(cfd, buf, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
+		switch {
+		case err == nil:
+			if got == 0 && len(buf) > 0 {
+				// EOF cannot happen on the program's end while the bridge holds the other;
+				// a zero-length datagram is a datagram.
+				return []byte{}, 0, nil
+			}
+			return buf[:min(got, len(buf))], got, nil
+		case err == unix.EINTR:
+			continue
+		case err != unix.EAGAIN:
+			return nil, 0, err
+		}
+		if nonblock {
+			return nil, 0, unix.EAGAIN
+		}
+		wait := recvPoll
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil, 0, unix.EAGAIN
+			}
+			wait = min(wait, left)
+		}
+		pfd := []unix.PollFd{{Fd: int32(cfd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, int(wait.Milliseconds())+1); err != nil && err != unix.EINTR {
+			return nil, 0, err
+		}
+		if ctx.Err() != nil || !s.l.valid(n.ID) {
+			return nil, 0, errInterrupted
+		}
+		if err := b.sock.PendingError(); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+// scatter writes data into the program's buffers in order.
+func scatter(m Memory, iovs []iov, data []byte) error {
+	for _, v := range iovs {
+		if len(data) == 0 {
+			return nil
+		}
+		k := min(uint64(len(data)), v.len)
+		if k == 0 {
+			continue
+		}
+		if err := m.WriteAt(data[:k], v.base); err != nil {
+			return err
+		}
+		data = data[k:]
+	}
+	return nil
+}

@@ -1,0 +1,659 @@
+// Package supervisor runs a program under a seccomp user-notification filter so that its
+// generic-netlink sockets and its SIOCETHTOOL ioctls reach a bridge instead of the kernel,
+// whatever the program is written in and however it is linked: it works at the syscall
+// boundary, the technique rootless-container tools use for their network sockets.
+//
+// The filter (see Filter) traps only socket(AF_NETLINK, *, NETLINK_GENERIC),
+// ioctl(*, SIOCETHTOOL, *) and, for descriptors in [FDRangeLo, FDRangeHi), the socket calls a
+// netlink socket answers differently from a Unix one. Every other syscall runs at full speed.
+//
+//   - socket: the supervisor makes socketpair(AF_UNIX, SOCK_SEQPACKET), opens a NetlinkSocket
+//     (Config.OpenNetlink) that serves one end, and installs the other in the program at a free
+//     descriptor of the range (SECCOMP_IOCTL_NOTIF_ADDFD with SETFD|SEND, honouring
+//     SOCK_NONBLOCK and SOCK_CLOEXEC). The program's sends go straight into the pair.
+//   - bind, connect, getsockname, getpeername, setsockopt, getsockopt: answered by the
+//     NetlinkSocket (SOL_SOCKET options go on to the Unix socket itself).
+//   - recvmsg, recvfrom: the supervisor reads the datagram from the program's own end (a copy
+//     taken with pidfd_getfd for the call), copies it into the program's buffers and fills
+//     msg_name with the kernel's sockaddr_nl, as libmnl checks; MSG_PEEK, MSG_TRUNC,
+//     MSG_DONTWAIT, O_NONBLOCK and SO_RCVTIMEO behave as on a netlink socket.
+//   - ioctl SIOCETHTOOL: Config.Ethtool answers it, or lets the kernel run it.
+//
+// A descriptor of the range that is not a bridged socket (the program dup2'd something there)
+// is recognised by its inode and its call let through (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
+// The supervisor authorises nothing: the bridge connects to manad as the caller's user, and
+// no_new_privs, which seccomp requires, keeps setuid programs from gaining privileges.
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// NetlinkSocket is one bridged netlink socket: it serves the supervisor's end of the program's
+// socketpair and answers the socket calls the filter traps for it.
+type NetlinkSocket interface {
+	// Serve moves messages until the program's end is closed in every process or ctx ends,
+	// and closes peer and everything else it opened before it returns.
+	Serve(ctx context.Context, peer *os.File) error
+	Bind(sa *unix.SockaddrNetlink) error
+	Connect(sa *unix.SockaddrNetlink) error
+	LocalAddr() *unix.SockaddrNetlink
+	PeerAddr() *unix.SockaddrNetlink
+	// SetOption and Option answer handled=false for an option of the Unix socket itself.
+	SetOption(level, name int, val []byte) (handled bool, err error)
+	Option(level, name, size int) (val []byte, handled bool, err error)
+	// PendingError is the socket error a receive reports once (ENOBUFS after an overrun).
+	PendingError() error
+}
+
+// Target is the task that made a trapped call.
+type Target struct {
+	TID int    // the calling thread
+	Mem Memory // its address space
+	// NetNS identifies the thread's network namespace (the inode of /proc/TID/ns/net);
+	// InNetNS runs f on an OS thread in it, where sockets are created in that namespace.
+	NetNS   uint64
+	InNetNS func(f func() error) error
+}
+
+// Config is what Run runs and how calls are answered.
+type Config struct {
+	Path string   // the program, as found in PATH
+	Args []string // its argv (Args[0] included)
+	Env  []string // its environment
+	// Stdin, Stdout, Stderr are the program's; nil means /dev/null as with os/exec.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// OpenNetlink opens the bridge for a new generic-netlink socket of t. Its error fails the
+	// program's socket() with the errno it wraps (ECONNREFUSED when none).
+	OpenNetlink func(ctx context.Context, t Target) (NetlinkSocket, error)
+	// Ethtool answers ioctl(fd, SIOCETHTOOL, ifr); handled=false lets the kernel run it.
+	Ethtool func(ctx context.Context, t Target, ifr uint64) (handled bool, ret int, err error)
+	Logger  *slog.Logger
+}
+
+// Exit is the program's end: its exit status, or the signal that killed it.
+type Exit struct {
+	Code   int
+	Signal syscall.Signal // non-zero when killed by a signal
+}
+
+// Run runs the program under the filter and serves its trapped calls until it exits; it
+// forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to it. Errors: ErrUnsupported (wrapped) when the
+// kernel cannot do this, or why the program could not be started, in one line; the program's
+// own failure is its Exit, not an error.
+func Run(ctx context.Context, cfg Config) (Exit, error) {
+	if err := CheckKernel(); err != nil {
+		return Exit{}, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return Exit{}, fmt.Errorf("socketpair: %w", err)
+	}
+	ours := os.NewFile(uintptr(pair[0]), "handover")
+	theirs := os.NewFile(uintptr(pair[1]), "handover-child")
+	defer ours.Close()
+
+	self, err := os.Executable()
+	if err != nil {
+		theirs.Close()
+		return Exit{}, fmt.Errorf("find manactl's own binary: %w", err)
+	}
+	cmd := exec.Command(self, append([]string{cfg.Path}, cfg.Args...)...)
+	cmd.Args[0] = "manactl"
+	cmd.Env = append(append([]string(nil), cfg.Env...), ChildEnv+"=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = cfg.Stdin, cfg.Stdout, cfg.Stderr
+	cmd.ExtraFiles = []*os.File{theirs}
+	// The program must not outlive its supervisor: its trapped calls would fail with ENOSYS.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		theirs.Close()
+		return Exit{}, fmt.Errorf("start %s: %w", cfg.Path, err)
+	}
+	theirs.Close()
+
+	// Forward the signals a terminal or a service manager sends; a terminal sends SIGINT to
+	// the whole foreground group, so the program may see it twice, as under sudo.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	waited := make(chan error, 1)
+
+	l, err := receiveListener(ours)
+	if err != nil {
+		// The child failed before execve (it said why) or died: reap it.
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return Exit{}, err
+	}
+	s := &supervisor{cfg: cfg, l: l, socks: make(map[uint64]*bridged), pidfds: make(map[int]int)}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	loopDone := make(chan struct{})
+	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		cancel()
+		l.close()
+		return Exit{}, fmt.Errorf("eventfd: %w", err)
+	}
+	go func() {
+		defer close(loopDone)
+		s.loop(sctx, stop)
+	}()
+	// The go-ahead: the program starts now, with its calls served.
+	if _, err := ours.Write([]byte{'G'}); err != nil {
+		cfg.Logger.Debug("go-ahead", "err", err)
+	}
+	execErr := make(chan string, 1)
+	go func() {
+		// EOF: execve closed the child's end and the program runs; 'E': execve failed.
+		b := make([]byte, 4096)
+		n, _ := ours.Read(b)
+		if n > 1 && b[0] == 'E' {
+			execErr <- string(b[1:n])
+		}
+		close(execErr)
+	}()
+	go func() { waited <- cmd.Wait() }()
+
+	var werr error
+wait:
+	for {
+		select {
+		case sig := <-sigs:
+			_ = cmd.Process.Signal(sig)
+		case werr = <-waited:
+			break wait
+		}
+	}
+	// The program is gone; what it started may still run with the filter, and loses the
+	// bridge now (its trapped calls fail with ENOSYS once the listener is closed).
+	_, _ = unix.Write(stop, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	<-loopDone
+	cancel()
+	s.wg.Wait()
+	unix.Close(stop)
+	s.closeAll()
+	if msg, ok := <-execErr; ok && msg != "" {
+		return Exit{}, errors.New(msg)
+	}
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) {
+		return Exit{}, werr
+	}
+	st := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if st.Signaled() {
+		return Exit{Code: 128 + int(st.Signal()), Signal: st.Signal()}, nil
+	}
+	return Exit{Code: st.ExitStatus()}, nil
+}
+
+// receiveListener reads the listener the child sends, or the child's error.
+func receiveListener(f *os.File) (listener, error) {
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(int(f.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return listener{}, fmt.Errorf("receive the seccomp listener: %w", err)
+		}
+		if n == 0 {
+			return listener{}, errors.New("manactl exec: the program's process ended before it started")
+		}
+		if buf[0] == 'E' {
+			return listener{}, errors.New(string(buf[1:n]))
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil || len(msgs) != 1 {
+			return listener{}, fmt.Errorf("receive the seccomp listener: no descriptor")
+		}
+		fds, err := unix.ParseUnixRights(&msgs[0])
+		if err != nil || len(fds) != 1 {
+			return listener{}, fmt.Errorf("receive the seccomp listener: no descriptor")
+		}
+		return listener{fd: fds[0]}, nil
+	}
+}
+
+// bridged is one socket the supervisor installed in the program.
+type bridged struct {
+	sock NetlinkSocket
+	ino  uint64 // inode of the program's end
+}
+
+type supervisor struct {
+	cfg Config
+	l   listener
+	wg  sync.WaitGroup
+
+	mu     sync.Mutex
+	socks  map[uint64]*bridged // by the inode of the program's end
+	pidfds map[int]int         // thread group id → pidfd, for pidfd_getfd
+}
+
+// loop receives notifications until stop is written or no task uses the filter any more
+// (POLLHUP), and serves each in its own goroutine: a receive may block.
+func (s *supervisor) loop(ctx context.Context, stop int) {
+	defer s.l.close()
+	fds := []unix.PollFd{{Fd: int32(s.l.fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
+	for {
+		fds[0].Revents, fds[1].Revents = 0, 0
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			s.cfg.Logger.Error("poll the seccomp listener", "err", err)
+			return
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		if fds[0].Revents&unix.POLLIN == 0 {
+			if fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0 {
+				return // no task uses the filter
+			}
+			continue
+		}
+		var n notif
+		if err := s.l.recv(&n); err != nil {
+			if err == unix.ENOENT {
+				continue // the caller died or was interrupted
+			}
+			s.cfg.Logger.Error("receive a seccomp notification", "err", err)
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serve(ctx, &n)
+		}()
+	}
+}
+
+// serve answers one notification.
+func (s *supervisor) serve(ctx context.Context, n *notif) {
+	var err error
+	switch int(n.Data.Nr) {
+	case unix.SYS_SOCKET:
+		err = s.socket(ctx, n)
+	case unix.SYS_IOCTL:
+		err = s.ioctl(ctx, n)
+	default:
+		err = s.socketCall(ctx, n)
+	}
+	if err != nil && err != unix.ENOENT {
+		s.cfg.Logger.Debug("answer a trapped call", "nr", n.Data.Nr, "pid", n.PID, "err", err)
+	}
+}
+
+func (s *supervisor) target(n *notif) Target {
+	tid := int(n.PID)
+	t := Target{TID: tid, Mem: procMemory{pid: tid}}
+	path := fmt.Sprintf("/proc/%d/ns/net", tid)
+	var st unix.Stat_t
+	if unix.Stat(path, &st) == nil {
+		t.NetNS = st.Ino
+	}
+	t.InNetNS = func(f func() error) error { return inNetNS(path, t.NetNS, f) }
+	return t
+}
+
+// answer sends errno for a failed call, or val.
+func (s *supervisor) answer(n *notif, val int64, err error) error {
+	if err == nil {
+		return s.l.respond(n.ID, val, 0)
+	}
+	return s.l.respond(n.ID, 0, errnoOf(err))
+}
+
+// errnoOf is the errno a handler's error carries, EIO when it carries none.
+func errnoOf(err error) unix.Errno {
+	var e unix.Errno
+	if errors.As(err, &e) && e != 0 {
+		return e
+	}
+	return unix.EIO
+}
+
+// socket serves socket(AF_NETLINK, type, NETLINK_GENERIC).
+func (s *supervisor) socket(ctx context.Context, n *notif) error {
+	typ := int(n.Data.Args[1])
+	switch typ &^ (unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC) {
+	case unix.SOCK_RAW, unix.SOCK_DGRAM:
+	default:
+		return s.l.respond(n.ID, 0, unix.ESOCKTNOSUPPORT) // netlink_create
+	}
+	t := s.target(n)
+	sock, err := s.cfg.OpenNetlink(ctx, t)
+	if err != nil {
+		s.cfg.Logger.Warn("bridge a netlink socket", "pid", t.TID, "err", err)
+		var e unix.Errno
+		if !errors.As(err, &e) || e == 0 {
+			e = unix.ECONNREFUSED
+		}
+		return s.l.respond(n.ID, 0, e)
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return s.l.respond(n.ID, 0, errnoOf(err))
+	}
+	prog, peer := pair[0], os.NewFile(uintptr(pair[1]), "netlink-bridge")
+	defer unix.Close(prog)
+	var st unix.Stat_t
+	if err := unix.Fstat(prog, &st); err != nil {
+		peer.Close()
+		return s.l.respond(n.ID, 0, errnoOf(err))
+	}
+	if typ&unix.SOCK_NONBLOCK != 0 {
+		if err := unix.SetNonblock(prog, true); err != nil {
+			peer.Close()
+			return s.l.respond(n.ID, 0, errnoOf(err))
+		}
+	}
+	newfd, err := freeFD(t.TID)
+	if err != nil {
+		peer.Close()
+		return s.l.respond(n.ID, 0, unix.EMFILE)
+	}
+	b := &bridged{sock: sock, ino: st.Ino}
+	s.mu.Lock()
+	s.socks[st.Ino] = b
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := sock.Serve(ctx, peer); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Debug("bridged socket ended", "err", err)
+		}
+		s.mu.Lock()
+		delete(s.socks, b.ino)
+		s.mu.Unlock()
+	}()
+	if _, err := s.l.addFD(n.ID, prog, newfd, typ&unix.SOCK_CLOEXEC != 0); err != nil {
+		if err == unix.EBADF || err == unix.EMFILE {
+			// The program's RLIMIT_NOFILE is below the range.
+			return s.l.respond(n.ID, 0, unix.EMFILE)
+		}
+		return err // interrupted: closing prog ends the bridge (peer reads EOF)
+	}
+	return nil
+}
+
+// freeFD is the lowest descriptor of the range that tid's process does not use.
+func freeFD(tid int) (int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", tid))
+	if err != nil {
+		return -1, err
+	}
+	used := make(map[int]bool, len(ents))
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil {
+			used[fd] = true
+		}
+	}
+	for fd := FDRangeLo; fd < FDRangeHi; fd++ {
+		if !used[fd] {
+			return fd, nil
+		}
+	}
+	return -1, unix.EMFILE
+}
+
+// lookup is the bridged socket at descriptor fd of task tid, nil when fd is something else.
+func (s *supervisor) lookup(tid, fd int) *bridged {
+	link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", tid, fd))
+	if err != nil {
+		return nil
+	}
+	rest, ok := strings.CutPrefix(link, "socket:[")
+	if !ok {
+		return nil
+	}
+	ino, err := strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 64)
+	if err != nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.socks[ino]
+}
+
+// ioctl serves ioctl(fd, SIOCETHTOOL, ifr).
+func (s *supervisor) ioctl(ctx context.Context, n *notif) error {
+	if s.cfg.Ethtool == nil {
+		return s.l.continueSyscall(n.ID)
+	}
+	handled, ret, err := s.cfg.Ethtool(ctx, s.target(n), n.Data.Args[2])
+	if !handled {
+		return s.l.continueSyscall(n.ID)
+	}
+	return s.answer(n, int64(ret), err)
+}
+
+// socketCall serves the calls trapped for descriptors in the range.
+func (s *supervisor) socketCall(ctx context.Context, n *notif) error {
+	tid, fd := int(n.PID), int(int32(n.Data.Args[0]))
+	b := s.lookup(tid, fd)
+	if b == nil {
+		return s.l.continueSyscall(n.ID)
+	}
+	m := procMemory{pid: tid}
+	a := n.Data.Args
+	switch int(n.Data.Nr) {
+	case unix.SYS_BIND, unix.SYS_CONNECT:
+		sa, err := readSockaddrNL(m, a[1], uint32(a[2]))
+		if err == nil {
+			if int(n.Data.Nr) == unix.SYS_BIND {
+				err = b.sock.Bind(sa)
+			} else {
+				err = b.sock.Connect(sa)
+			}
+		}
+		return s.answer(n, 0, err)
+	case unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME:
+		sa := b.sock.LocalAddr()
+		if int(n.Data.Nr) == unix.SYS_GETPEERNAME {
+			sa = b.sock.PeerAddr()
+		}
+		return s.answer(n, 0, writeSockaddrNL(m, a[1], a[2], sa))
+	case unix.SYS_SETSOCKOPT:
+		level, name, optlen := int(int32(a[1])), int(int32(a[2])), int(int32(a[4]))
+		if optlen < 0 || optlen > maxOptLen {
+			return s.answer(n, 0, unix.EINVAL)
+		}
+		val := make([]byte, optlen)
+		if err := m.ReadAt(val, a[3]); err != nil {
+			return s.answer(n, 0, err)
+		}
+		handled, err := b.sock.SetOption(level, name, val)
+		if !handled {
+			return s.l.continueSyscall(n.ID)
+		}
+		return s.answer(n, 0, err)
+	case unix.SYS_GETSOCKOPT:
+		level, name := int(int32(a[1])), int(int32(a[2]))
+		size, err := readU32(m, a[4])
+		if err != nil {
+			return s.answer(n, 0, err)
+		}
+		if int32(size) < 0 {
+			return s.answer(n, 0, unix.EINVAL)
+		}
+		val, handled, err := b.sock.Option(level, name, int(min(size, maxOptLen)))
+		if !handled {
+			return s.l.continueSyscall(n.ID)
+		}
+		if err != nil {
+			return s.answer(n, 0, err)
+		}
+		if len(val) > int(size) {
+			val = val[:size]
+		}
+		if err := m.WriteAt(val, a[3]); err != nil {
+			return s.answer(n, 0, err)
+		}
+		return s.answer(n, 0, writeU32(m, a[4], uint32(len(val))))
+	case unix.SYS_RECVMSG:
+		return s.recvmsg(ctx, n, b, m)
+	case unix.SYS_RECVFROM:
+		return s.recvfrom(ctx, n, b, m)
+	}
+	return s.l.continueSyscall(n.ID)
+}
+
+// maxOptLen bounds a socket option's value: netlink's are ints; the program's length is
+// hostile input.
+const maxOptLen = 4096
+
+const sizeofSockaddrNL = 12
+
+func readSockaddrNL(m Memory, addr uint64, n uint32) (*unix.SockaddrNetlink, error) {
+	if n < sizeofSockaddrNL {
+		return nil, unix.EINVAL // netlink_bind
+	}
+	var b [sizeofSockaddrNL]byte
+	if err := m.ReadAt(b[:], addr); err != nil {
+		return nil, err
+	}
+	sa := &unix.SockaddrNetlink{
+		Family: uint16(b[0]) | uint16(b[1])<<8,
+		Pid:    uint32(b[4]) | uint32(b[5])<<8 | uint32(b[6])<<16 | uint32(b[7])<<24,
+		Groups: uint32(b[8]) | uint32(b[9])<<8 | uint32(b[10])<<16 | uint32(b[11])<<24,
+	}
+	if sa.Family != unix.AF_NETLINK && sa.Family != unix.AF_UNSPEC {
+		return nil, unix.EINVAL
+	}
+	return sa, nil
+}
+
+// encodeSockaddrNL is struct sockaddr_nl.
+func encodeSockaddrNL(sa *unix.SockaddrNetlink) []byte {
+	b := make([]byte, sizeofSockaddrNL)
+	b[0], b[1] = byte(unix.AF_NETLINK), byte(unix.AF_NETLINK>>8)
+	putU32(b[4:], sa.Pid)
+	putU32(b[8:], sa.Groups)
+	return b
+}
+
+func putU32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// writeSockaddrNL writes sa at addr, truncated to *lenp as the kernel's move_addr_to_user,
+// and the full length at lenp.
+func writeSockaddrNL(m Memory, addr, lenp uint64, sa *unix.SockaddrNetlink) error {
+	l, err := readU32(m, lenp)
+	if err != nil {
+		return err
+	}
+	if int32(l) < 0 {
+		return unix.EINVAL
+	}
+	b := encodeSockaddrNL(sa)
+	if int(l) < len(b) {
+		b = b[:l]
+	}
+	if err := m.WriteAt(b, addr); err != nil {
+		return err
+	}
+	return writeU32(m, lenp, sizeofSockaddrNL)
+}
+
+// closeAll closes the cached pidfds.
+func (s *supervisor) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, fd := range s.pidfds {
+		unix.Close(fd)
+	}
+	clear(s.pidfds)
+}
+
+// programFD returns a copy of descriptor fd of task tid (pidfd_getfd), to be closed by the
+// caller. It holds no reference beyond the call, so the bridge still sees the program's close.
+func (s *supervisor) programFD(tid, fd int) (int, error) {
+	tgid, err := threadGroup(tid)
+	if err != nil {
+		return -1, err
+	}
+	for range 2 {
+		s.mu.Lock()
+		pfd, ok := s.pidfds[tgid]
+		s.mu.Unlock()
+		if !ok {
+			if pfd, err = unix.PidfdOpen(tgid, 0); err != nil {
+				return -1, err
+			}
+			s.mu.Lock()
+			if len(s.pidfds) >= maxPidfds {
+				for _, f := range s.pidfds {
+					unix.Close(f)
+				}
+				clear(s.pidfds)
+			}
+			if old, ok := s.pidfds[tgid]; ok {
+				unix.Close(pfd)
+				pfd = old
+			} else {
+				s.pidfds[tgid] = pfd
+			}
+			s.mu.Unlock()
+		}
+		cfd, err := unix.PidfdGetfd(pfd, fd, 0)
+		if err == nil {
+			return cfd, nil
+		}
+		if err != unix.ESRCH && err != unix.EBADF {
+			return -1, err
+		}
+		// A stale pidfd of a process whose id was reused: open it again.
+		s.mu.Lock()
+		if s.pidfds[tgid] == pfd {
+			delete(s.pidfds, tgid)
+			unix.Close(pfd)
+		}
+		s.mu.Unlock()
+	}
+	return -1, unix.ESRCH
+}
+
+const maxPidfds = 256
+
+// threadGroup is the process id (Tgid) of thread tid.
+func threadGroup(tid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return 0, err
+	}
+	_, rest, ok := bytes.Cut(b, []byte("\nTgid:"))
+	if !ok {
+		return 0, unix.ESRCH
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	return strconv.Atoi(strings.TrimSpace(string(line)))
+}
+
+// recvPoll is how often a blocked receive checks that the program still waits for it.
+const recvPoll = 100 * time.Millisecond

@@ -1,0 +1,409 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// progEnv names the scenario the re-executed test binary runs as the supervised program.
+const progEnv = "SUPERVISOR_TEST_PROGRAM"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(ChildEnv) != "" {
+		ChildMain()
+	}
+	if sc := os.Getenv(progEnv); sc != "" {
+		if err := programs[sc](); err != nil {
+			fmt.Fprintln(os.Stderr, "program:", err)
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// seccompData encodes d as the filter sees it. x/net/bpf's VM loads words big-endian (packet
+// order), the kernel's seccomp loads them in the machine's order: encode each word big-endian
+// so both see the same values.
+func (d seccompData) vmBytes() []byte {
+	b := make([]byte, 64)
+	binary.BigEndian.PutUint32(b[0:], uint32(d.Nr))
+	binary.BigEndian.PutUint32(b[4:], d.Arch)
+	for i, a := range d.Args {
+		binary.BigEndian.PutUint32(b[16+8*i:], uint32(a))
+		binary.BigEndian.PutUint32(b[20+8*i:], uint32(a>>32))
+	}
+	return b
+}
+
+func TestFilter(t *testing.T) {
+	f, err := Filter()
+	require.NoError(t, err)
+	ins := make([]bpf.RawInstruction, len(f))
+	for i, s := range f {
+		ins[i] = bpf.RawInstruction{Op: s.Code, Jt: s.Jt, Jf: s.Jf, K: s.K}
+	}
+	dis, ok := bpf.Disassemble(ins)
+	require.True(t, ok)
+	vm, err := bpf.NewVM(dis)
+	require.NoError(t, err)
+	arch, err := auditArch()
+	require.NoError(t, err)
+	const notify, allow = unix.SECCOMP_RET_USER_NOTIF, unix.SECCOMP_RET_ALLOW
+	cases := []struct {
+		name string
+		nr   int
+		args [6]uint64
+		arch uint32
+		want uint32
+	}{
+		{"genl socket", unix.SYS_SOCKET, [6]uint64{unix.AF_NETLINK, unix.SOCK_RAW | unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC}, arch, notify},
+		{"rtnetlink socket", unix.SYS_SOCKET, [6]uint64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE}, arch, allow},
+		{"inet socket", unix.SYS_SOCKET, [6]uint64{unix.AF_INET, unix.SOCK_DGRAM, unix.NETLINK_GENERIC}, arch, allow},
+		{"other arch", unix.SYS_SOCKET, [6]uint64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_GENERIC}, arch ^ 1, allow},
+		{"SIOCETHTOOL", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCETHTOOL, 0x1000}, arch, notify},
+		{"other ioctl", unix.SYS_IOCTL, [6]uint64{3, unix.SIOCGIFINDEX, 0x1000}, arch, allow},
+		{"recvmsg below range", unix.SYS_RECVMSG, [6]uint64{FDRangeLo - 1}, arch, allow},
+		{"recvmsg range start", unix.SYS_RECVMSG, [6]uint64{FDRangeLo}, arch, notify},
+		{"recvmsg range end", unix.SYS_RECVMSG, [6]uint64{FDRangeHi - 1}, arch, notify},
+		{"recvmsg above range", unix.SYS_RECVMSG, [6]uint64{FDRangeHi}, arch, allow},
+		{"bind in range", unix.SYS_BIND, [6]uint64{FDRangeLo + 5}, arch, notify},
+		{"getsockopt in range", unix.SYS_GETSOCKOPT, [6]uint64{FDRangeLo + 5}, arch, notify},
+		{"sendmsg in range", unix.SYS_SENDMSG, [6]uint64{FDRangeLo + 5}, arch, allow},
+		{"read in range", unix.SYS_READ, [6]uint64{FDRangeLo + 5}, arch, allow},
+		{"close in range", unix.SYS_CLOSE, [6]uint64{FDRangeLo + 5}, arch, allow},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := vm.Run(seccompData{Nr: int32(c.nr), Arch: c.arch, Args: c.args}.vmBytes())
+			require.NoError(t, err)
+			assert.Equal(t, c.want, uint32(got))
+		})
+	}
+}
+
+// echoSocket stands in for the netlink bridge (another package): it answers each datagram the
+// program sends with the same bytes, so the test sees what the supervisor does with them.
+type echoSocket struct {
+	mu      sync.Mutex
+	bound   *unix.SockaddrNetlink
+	opts    map[int][]byte
+	pending error
+}
+
+func (e *echoSocket) Serve(ctx context.Context, peer *os.File) error {
+	defer peer.Close()
+	b := make([]byte, 65536)
+	for {
+		n, err := unix.Read(int(peer.Fd()), b)
+		if err != nil || n == 0 {
+			return err
+		}
+		if bytes.Equal(b[:n], []byte("overrun")) {
+			e.mu.Lock()
+			e.pending = unix.ENOBUFS
+			e.mu.Unlock()
+			continue
+		}
+		if _, err := unix.Write(int(peer.Fd()), b[:n]); err != nil {
+			return err
+		}
+	}
+}
+func (e *echoSocket) Bind(sa *unix.SockaddrNetlink) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.bound = sa
+	return nil
+}
+func (e *echoSocket) Connect(*unix.SockaddrNetlink) error { return nil }
+func (e *echoSocket) LocalAddr() *unix.SockaddrNetlink {
+	return &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: 4242, Groups: 5}
+}
+func (e *echoSocket) PeerAddr() *unix.SockaddrNetlink {
+	return &unix.SockaddrNetlink{Family: unix.AF_NETLINK}
+}
+func (e *echoSocket) SetOption(level, name int, val []byte) (bool, error) {
+	if level != unix.SOL_NETLINK {
+		return false, nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.opts[name] = val
+	return true, nil
+}
+func (e *echoSocket) Option(level, name, size int) ([]byte, bool, error) {
+	if level != unix.SOL_NETLINK {
+		return nil, false, nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v, ok := e.opts[name]
+	if !ok {
+		return nil, true, unix.ENOPROTOOPT
+	}
+	return v, true, nil
+}
+func (e *echoSocket) PendingError() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err := e.pending
+	e.pending = nil
+	return err
+}
+
+// ethtoolFake answers SIOCETHTOOL for the device "fake0" (ETHTOOL_GLINK: link 1, ret 7) and
+// lets the kernel answer every other device.
+func ethtoolFake(_ context.Context, t Target, ifr uint64) (bool, int, error) {
+	var b [40]byte
+	if err := t.Mem.ReadAt(b[:], ifr); err != nil {
+		return true, 0, err
+	}
+	if unix.ByteSliceToString(b[:16]) != "fake0" {
+		return false, 0, nil
+	}
+	data := binary.NativeEndian.Uint64(b[16:])
+	var v [8]byte
+	binary.NativeEndian.PutUint32(v[:], unix.ETHTOOL_GLINK)
+	binary.NativeEndian.PutUint32(v[4:], 1)
+	return true, 7, t.Mem.WriteAt(v[:], data)
+}
+
+func runProgram(t *testing.T, scenario string, extraEnv ...string) (Exit, string, error) {
+	t.Helper()
+	if err := CheckKernel(); err != nil {
+		t.Skipf("this kernel cannot supervise: %v", err)
+	}
+	self, err := os.Executable()
+	require.NoError(t, err)
+	var out bytes.Buffer
+	env := append(append(os.Environ(), progEnv+"="+scenario), extraEnv...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ex, err := Run(ctx, Config{
+		Path: self, Args: []string{"prog"}, Env: env, Stdout: &out, Stderr: &out,
+		OpenNetlink: func(context.Context, Target) (NetlinkSocket, error) {
+			return &echoSocket{opts: map[int][]byte{}}, nil
+		},
+		Ethtool: ethtoolFake,
+	})
+	return ex, out.String(), err
+}
+
+func TestNetlinkSocketCalls(t *testing.T) {
+	ex, out, err := runProgram(t, "netlink")
+	require.NoError(t, err)
+	require.Equal(t, 0, ex.Code, out)
+}
+
+func TestSIOCETHTOOL(t *testing.T) {
+	ex, out, err := runProgram(t, "ioctl")
+	require.NoError(t, err)
+	require.Equal(t, 0, ex.Code, out)
+}
+
+func TestExitStatusAndSignal(t *testing.T) {
+	ex, _, err := runProgram(t, "exit7")
+	require.NoError(t, err)
+	assert.Equal(t, Exit{Code: 7}, ex)
+	ex, _, err = runProgram(t, "killself")
+	require.NoError(t, err)
+	assert.Equal(t, Exit{Code: 128 + int(syscall.SIGTERM), Signal: syscall.SIGTERM}, ex)
+}
+
+func TestMissingProgram(t *testing.T) {
+	if err := CheckKernel(); err != nil {
+		t.Skipf("this kernel cannot supervise: %v", err)
+	}
+	_, err := Run(context.Background(), Config{Path: "/nonexistent/prog", Args: []string{"prog"},
+		OpenNetlink: func(context.Context, Target) (NetlinkSocket, error) { return nil, errors.New("unused") }})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/nonexistent/prog")
+	assert.NotContains(t, err.Error(), "\n")
+}
+
+// programs are the scenarios the supervised test binary runs.
+var programs = map[string]func() error{
+	"netlink": netlinkProgram,
+	"ioctl":   ioctlProgram,
+	"exit7":   func() error { os.Exit(7); return nil },
+	"killself": func() error {
+		return unix.Kill(os.Getpid(), unix.SIGTERM)
+	},
+}
+
+func check(ok bool, format string, args ...any) error {
+	if ok {
+		return nil
+	}
+	return fmt.Errorf(format, args...)
+}
+
+func netlinkProgram() error {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	if err := check(fd >= FDRangeLo && fd < FDRangeHi, "fd %d outside the range", fd); err != nil {
+		return err
+	}
+	fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	if err := check(fl&unix.FD_CLOEXEC != 0, "SOCK_CLOEXEC not honoured"); err != nil {
+		return err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("bind: %w", err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return fmt.Errorf("getsockname: %w", err)
+	}
+	nl, ok := sa.(*unix.SockaddrNetlink)
+	if err := check(ok && nl.Pid == 4242 && nl.Groups == 5, "getsockname = %#v", sa); err != nil {
+		return err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1); err != nil {
+		return fmt.Errorf("setsockopt: %w", err)
+	}
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK); err != nil || v != 1 {
+		return fmt.Errorf("getsockopt = %d, %v", v, err)
+	}
+	// SOL_SOCKET options are the Unix socket's.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<16); err != nil {
+		return fmt.Errorf("SO_RCVBUF: %w", err)
+	}
+	msg := []byte("0123456789abcdef")
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("sendto: %w", err)
+	}
+	// MSG_PEEK|MSG_TRUNC with a small buffer gives the datagram's length, as libnl sizes it.
+	small := make([]byte, 4)
+	n, _, err := unix.Recvfrom(fd, small, unix.MSG_PEEK|unix.MSG_TRUNC)
+	if err := check(err == nil && n == len(msg) && string(small) == "0123", "peek = %d %q %v", n, small, err); err != nil {
+		return err
+	}
+	buf := make([]byte, 64)
+	n, oobn, flags, from, err := unix.Recvmsg(fd, buf, nil, 0)
+	if err != nil {
+		return fmt.Errorf("recvmsg: %w", err)
+	}
+	nl, ok = from.(*unix.SockaddrNetlink)
+	if err := check(ok && nl.Pid == 0 && string(buf[:n]) == string(msg) && oobn == 0 && flags == 0,
+		"recvmsg = %q from %#v flags %#x", buf[:n], from, flags); err != nil {
+		return err
+	}
+	// Truncation: MSG_TRUNC in msg_flags.
+	if err := unix.Sendto(fd, msg, 0, nil); err != nil {
+		return err
+	}
+	n, _, flags, _, err = unix.Recvmsg(fd, small, nil, 0)
+	if err := check(err == nil && n == 4 && flags&unix.MSG_TRUNC != 0, "truncated recvmsg = %d flags %#x %v", n, flags, err); err != nil {
+		return err
+	}
+	// Nothing left: a non-blocking receive says EAGAIN; a blocking one waits for the echo.
+	if _, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT); err != unix.EAGAIN {
+		return fmt.Errorf("empty non-blocking recv = %v", err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_ = unix.Sendto(fd, msg, 0, nil)
+	}()
+	if n, _, err := unix.Recvfrom(fd, buf, 0); err != nil || n != len(msg) {
+		return fmt.Errorf("blocking recv = %d %v", n, err)
+	}
+	// An overrun is reported once, as sk_err.
+	if err := unix.Sendto(fd, []byte("overrun"), 0, nil); err != nil {
+		return err
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT); err != unix.ENOBUFS {
+		return fmt.Errorf("recv after overrun = %v, want ENOBUFS", err)
+	}
+	// A descriptor dup2'd into the range that is not a bridged socket runs as usual.
+	p, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		return err
+	}
+	if err := unix.Dup2(p, FDRangeHi-1); err != nil {
+		return err
+	}
+	if _, err := unix.Getsockname(FDRangeHi - 1); err != nil {
+		return fmt.Errorf("getsockname of a plain socket in the range: %w", err)
+	}
+	if _, _, err := unix.Recvfrom(FDRangeHi-1, buf, unix.MSG_DONTWAIT); err != unix.EAGAIN {
+		return fmt.Errorf("recv of a plain socket in the range = %v", err)
+	}
+	// Non-blocking sockets, and a second one.
+	fd2, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, unix.NETLINK_GENERIC)
+	if err != nil {
+		return fmt.Errorf("second socket: %w", err)
+	}
+	if err := check(fd2 != fd && fd2 >= FDRangeLo, "second fd %d", fd2); err != nil {
+		return err
+	}
+	if _, _, err := unix.Recvfrom(fd2, buf, 0); err != unix.EAGAIN {
+		return fmt.Errorf("SOCK_NONBLOCK recv = %v", err)
+	}
+	// Other netlink protocols are the kernel's.
+	rt, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE)
+	if err != nil {
+		return err
+	}
+	if err := check(rt < FDRangeLo, "rtnetlink socket at %d", rt); err != nil {
+		return err
+	}
+	// Children inherit the bridge.
+	if os.Getenv("SUPERVISOR_TEST_NOFORK") == "" {
+		c := exec.Command("/proc/self/exe")
+		c.Env = append(os.Environ(), "SUPERVISOR_TEST_NOFORK=1")
+		if out, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("child: %v: %s", err, out)
+		}
+	}
+	unix.Close(fd)
+	unix.Close(fd2)
+	return nil
+}
+
+func ioctlProgram() error {
+	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		dev     string
+		wantRet uintptr
+	}{{"fake0", 7}, {"lo", 0}} {
+		v := struct{ Cmd, Data uint32 }{Cmd: unix.ETHTOOL_GLINK} // struct ethtool_value
+		var ifr [40]byte
+		copy(ifr[:], c.dev)
+		binary.NativeEndian.PutUint64(ifr[16:], uint64(uintptr(unsafe.Pointer(&v))))
+		r, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(s), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+		if e != 0 {
+			return fmt.Errorf("%s: %v", c.dev, e)
+		}
+		if r != c.wantRet || v.Data != 1 {
+			return fmt.Errorf("%s: ret %d link %d", c.dev, r, v.Data)
+		}
+	}
+	if !strings.HasPrefix(os.Args[0], "prog") {
+		return fmt.Errorf("argv[0] = %q", os.Args[0])
+	}
+	return nil
+}
