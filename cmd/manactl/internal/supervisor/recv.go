@@ -60,10 +60,11 @@ func (s *supervisor) recvmsg(ctx context.Context, n *notif, b *bridged, m Memory
 		}
 		total += iovs[i].len
 	}
-	data, full, err := s.receive(ctx, n, b, flags, total)
+	data, full, cfd, err := s.receive(ctx, n, b, flags, total)
 	if err != nil {
 		return s.answerRecv(n, err)
 	}
+	defer unix.Close(cfd)
 	if err := scatter(m, iovs, data); err != nil {
 		return s.answer(n, 0, err)
 	}
@@ -95,7 +96,7 @@ func (s *supervisor) recvmsg(ctx context.Context, n *notif, b *bridged, m Memory
 	if err := m.WriteAt(out[:], msgAddr+offMsgFlags); err != nil {
 		return s.answer(n, 0, err)
 	}
-	return s.finish(n, b, flags, len(data), full)
+	return s.finish(n, cfd, flags, len(data), full)
 }
 
 // recvfrom serves recvfrom(fd, buf, len, flags, addr, addrlen).
@@ -105,10 +106,11 @@ func (s *supervisor) recvfrom(ctx context.Context, n *notif, b *bridged, m Memor
 	if size > maxDatagram {
 		size = maxDatagram
 	}
-	data, full, err := s.receive(ctx, n, b, flags, size)
+	data, full, cfd, err := s.receive(ctx, n, b, flags, size)
 	if err != nil {
 		return s.answerRecv(n, err)
 	}
+	defer unix.Close(cfd)
 	if err := m.WriteAt(data, buf); err != nil {
 		return s.answer(n, 0, err)
 	}
@@ -117,7 +119,7 @@ func (s *supervisor) recvfrom(ctx context.Context, n *notif, b *bridged, m Memor
 			return s.answer(n, 0, err)
 		}
 	}
-	return s.finish(n, b, flags, len(data), full)
+	return s.finish(n, cfd, flags, len(data), full)
 }
 
 // answerRecv answers a receive that failed, or nothing when its call was interrupted.
@@ -130,12 +132,13 @@ func (s *supervisor) answerRecv(n *notif, err error) error {
 
 // finish consumes the datagram the program received (unless it peeked) and answers its
 // length: the full length with MSG_TRUNC, as netlink_recvmsg.
-func (s *supervisor) finish(n *notif, b *bridged, flags, got, full int) error {
+func (s *supervisor) finish(n *notif, cfd, flags, got, full int) error {
 	if flags&unix.MSG_PEEK == 0 {
 		if !s.l.valid(n.ID) {
 			return unix.ENOENT // interrupted: the datagram stays for the next receive
 		}
-		if err := s.consume(int(n.PID), int(int32(n.Data.Args[0]))); err != nil {
+		var one [1]byte
+		if _, _, err := unix.Recvfrom(cfd, one[:], unix.MSG_DONTWAIT|unix.MSG_TRUNC); err != nil {
 			return s.answer(n, 0, err)
 		}
 	}
@@ -145,36 +148,31 @@ func (s *supervisor) finish(n *notif, b *bridged, flags, got, full int) error {
 	return s.l.respond(n.ID, int64(got), 0)
 }
 
-// consume drops the datagram at the head of the program's receive queue.
-func (s *supervisor) consume(tid, fd int) error {
-	cfd, err := s.programFD(tid, fd)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(cfd)
-	var one [1]byte
-	_, _, err = unix.Recvfrom(cfd, one[:], unix.MSG_DONTWAIT|unix.MSG_TRUNC)
-	return err
-}
-
 // receive peeks at the next datagram of the program's end of bridged socket b, waiting for
 // one as the program's receive would (unless MSG_DONTWAIT or O_NONBLOCK, or until
 // SO_RCVTIMEO), and returns at most max of its bytes and its full length. It answers nil
 // errInterrupted when the program's call was interrupted meanwhile (nobody to answer).
-// A pending socket error (ENOBUFS) is returned first, as sock_error does.
-func (s *supervisor) receive(ctx context.Context, n *notif, b *bridged, flags int, max uint64) ([]byte, int, error) {
+// A pending socket error (ENOBUFS) is returned first, as sock_error does. On success it also
+// returns the copy of the program's descriptor it read from, for the caller to consume the
+// datagram with and close.
+func (s *supervisor) receive(ctx context.Context, n *notif, b *bridged, flags int, max uint64) (data []byte, full, cfd int, err error) {
 	if err := b.sock.PendingError(); err != nil {
-		return nil, 0, err
+		return nil, 0, -1, err
 	}
 	tid, fd := int(n.PID), int(int32(n.Data.Args[0]))
-	cfd, err := s.programFD(tid, fd)
+	pfd, err := s.programFD(tid, fd, b.ino)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, -1, err
 	}
-	defer unix.Close(cfd)
+	defer func() {
+		if err != nil { // the return statement set cfd to -1: close the copy by its own name
+			unix.Close(pfd)
+		}
+	}()
+	cfd = pfd
 	fl, err := unix.FcntlInt(uintptr(cfd), unix.F_GETFL, 0)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, -1, err
 	}
 	nonblock := flags&unix.MSG_DONTWAIT != 0 || fl&unix.O_NONBLOCK != 0
 	var deadline time.Time
@@ -189,34 +187,34 @@ func (s *supervisor) receive(ctx context.Context, n *notif, b *bridged, flags in
 			if got == 0 && len(buf) > 0 {
 				// EOF cannot happen on the program's end while the bridge holds the other;
 				// a zero-length datagram is a datagram.
-				return []byte{}, 0, nil
+				return []byte{}, 0, cfd, nil
 			}
-			return buf[:min(got, len(buf))], got, nil
+			return buf[:min(got, len(buf))], got, cfd, nil
 		case err == unix.EINTR:
 			continue
 		case err != unix.EAGAIN:
-			return nil, 0, err
+			return nil, 0, -1, err
 		}
 		if nonblock {
-			return nil, 0, unix.EAGAIN
+			return nil, 0, -1, unix.EAGAIN
 		}
 		wait := recvPoll
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return nil, 0, unix.EAGAIN
+				return nil, 0, -1, unix.EAGAIN
 			}
 			wait = min(wait, left)
 		}
 		pfd := []unix.PollFd{{Fd: int32(cfd), Events: unix.POLLIN}}
 		if _, err := unix.Poll(pfd, int(wait.Milliseconds())+1); err != nil && err != unix.EINTR {
-			return nil, 0, err
+			return nil, 0, -1, err
 		}
 		if ctx.Err() != nil || !s.l.valid(n.ID) {
-			return nil, 0, errInterrupted
+			return nil, 0, -1, errInterrupted
 		}
 		if err := b.sock.PendingError(); err != nil {
-			return nil, 0, err
+			return nil, 0, -1, err
 		}
 	}
 }

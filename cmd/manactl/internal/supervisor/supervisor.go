@@ -591,9 +591,10 @@ func (s *supervisor) closeAll() {
 	clear(s.pidfds)
 }
 
-// programFD returns a copy of descriptor fd of task tid (pidfd_getfd), to be closed by the
-// caller. It holds no reference beyond the call, so the bridge still sees the program's close.
-func (s *supervisor) programFD(tid, fd int) (int, error) {
+// programFD returns a copy of descriptor fd of task tid (pidfd_getfd), which must be the
+// socket of inode ino, to be closed by the caller. It holds no reference beyond the call, so the
+// bridge still sees the program's close.
+func (s *supervisor) programFD(tid, fd int, ino uint64) (int, error) {
 	tgid, err := threadGroup(tid)
 	if err != nil {
 		return -1, err
@@ -623,9 +624,12 @@ func (s *supervisor) programFD(tid, fd int) (int, error) {
 		}
 		cfd, err := unix.PidfdGetfd(pfd, fd, 0)
 		if err == nil {
-			return cfd, nil
-		}
-		if err != unix.ESRCH && err != unix.EBADF {
+			var st unix.Stat_t
+			if unix.Fstat(cfd, &st) == nil && st.Ino == ino {
+				return cfd, nil
+			}
+			unix.Close(cfd) // a stale pidfd: another process has that id now
+		} else if err != unix.ESRCH && err != unix.EBADF {
 			return -1, err
 		}
 		// A stale pidfd of a process whose id was reused: open it again.
