@@ -53,14 +53,10 @@ func namedNetNS(name string) (genl.NetNS, error) {
 	return nsIDOf(filepath.Join(netnsDir, name))
 }
 
-// errNotNetNS is the error (EINVAL) of a /run/netns/NAME that exists but is no namespace: a
-// plain file that a crashed `ip netns add`, or a manad killed while creating the namespace, left
-// before mounting the namespace over it.
-var errNotNetNS = errors.New("not a network namespace")
-
 // lookupNamedNetNS returns the identity of an existing named namespace. Errors: unix.ENOENT
-// (unwrapped) when there is none; EINVAL wrapping errNotNetNS when the file is not a namespace
-// (nothing mounted on it); another errno for a file that cannot be looked at.
+// (unwrapped) when there is none; EINVAL when the file is not a namespace (nothing mounted on it:
+// a plain file that a crashed `ip netns add`, or a manad killed while creating the namespace,
+// left); another errno for a file that cannot be looked at.
 func lookupNamedNetNS(name string) (genl.NetNS, error) {
 	path := filepath.Join(netnsDir, name)
 	id, mounted, err := inspectNetNSFile(path)
@@ -70,7 +66,7 @@ func lookupNamedNetNS(name string) (genl.NetNS, error) {
 	case err != nil:
 		return genl.NetNS{}, extack.Wrap(err, unix.EIO, "network namespace %q", name)
 	case !mounted:
-		return genl.NetNS{}, extack.Wrap(errNotNetNS, unix.EINVAL,
+		return genl.NetNS{}, extack.New(unix.EINVAL,
 			"%s exists but is not a network namespace (left by an interrupted ip netns add?): remove it with ip netns del %s", path, name)
 	}
 	return id, nil
@@ -261,8 +257,8 @@ const staleNetNSFile = 5 * time.Second
 // recorded once the namespace is mounted, and saved with the port. An empty file a crash left at
 // /run/netns/NAME is replaced (repairNetNSFile). Caller holds the configuration lock.
 //
-// Errors: EIO when the intent cannot be saved (nothing is created then) or the namespace cannot
-// be created; EINVAL for a file there that is not a namespace and not a crash's leftover; the
+// Errors: the state file's errno (EROFS, ENOSPC, …; EIO without one) when the intent cannot be
+// saved, and nothing is created then; the creation's (EIO without one); EINVAL for a file there that is not a namespace and not a crash's leftover; the
 // errno of a file that cannot be looked at.
 func (d *Daemon) portNetNS(name string) (id genl.NetNS, created bool, err error) {
 	if name == "" {
@@ -270,7 +266,7 @@ func (d *Daemon) portNetNS(name string) (id genl.NetNS, created bool, err error)
 		return id, false, err
 	}
 	id, err = lookupNamedNetNS(name)
-	if errors.Is(err, errNotNetNS) {
+	if errors.Is(err, unix.EINVAL) { // a file with nothing mounted on it
 		if rerr := d.repairNetNSFile(name); rerr != nil {
 			d.log.Warn("network namespace file left alone", "netns", name, "why", rerr)
 			return genl.NetNS{}, false, err
@@ -284,7 +280,7 @@ func (d *Daemon) portNetNS(name string) (id genl.NetNS, created bool, err error)
 	if err := d.state.Save(d.cfg.Daemon.StateDir); err != nil {
 		d.state.ForgetNetNS(name)
 		return genl.NetNS{}, false, extack.Wrap(err, unix.EIO,
-			"network namespace %q not created: recording it in the state file failed (%v); check state_dir %s", name, err, d.cfg.Daemon.StateDir)
+			"network namespace %q not created: recording it in state_dir %s failed: %v", name, d.cfg.Daemon.StateDir, err)
 	}
 	crashPoint(crashNetNSIntent)
 	if err := createNamedNetNS(name); err != nil {
