@@ -387,9 +387,9 @@ func (u *Uplink) Stats() Stats {
 }
 
 // follow re-evaluates the device on every link notification of its namespace, and checks every
-// netnsRetry that a named namespace is still there, until the uplink is closed or the
-// notification socket fails (""), or the namespace is gone (why). The rtnetlink socket is closed
-// when it returns.
+// netnsRetry that a named namespace is still there, until the uplink is closed (""), or the
+// namespace is gone or the notification socket failed (why: run then lets go of the namespace
+// and opens it afresh). The rtnetlink socket is closed when it returns.
 func (u *Uplink) follow() (gone string) {
 	changed := make(chan struct{}, 1)
 	stopped := make(chan error, 1)
@@ -416,10 +416,13 @@ func (u *Uplink) follow() (gone string) {
 			u.evaluate()
 		case err := <-stopped:
 			stopped = nil
-			if u.ctx.Err() == nil {
-				u.log.Error("uplink stops following its device", "err", err)
+			if u.ctx.Err() != nil {
+				return ""
 			}
-			return ""
+			// Start over, as for a namespace that went: the uplink must not stay attached
+			// to a device it no longer follows.
+			u.log.Error("uplink lost its link notifications", "err", err)
+			return fmt.Sprintf("link notifications failed (%v); opening the namespace again", err)
 		case <-tick:
 			if why := u.netnsGone(); why != "" {
 				return why
