@@ -30,7 +30,7 @@ func nsIdentityOf(ns netns.NsHandle) (nsIdentity, error) {
 // only once nothing holds the namespace, and the uplink's own sockets hold it. So the name is
 // looked at instead: it is gone when /run/netns/NAME is gone, and it names another namespace when
 // it was deleted and added again between two looks (or is being added: a file with nothing
-// mounted yet). A look is one stat a netnsRetry; an inotify watch on /run/netns would cost an
+// mounted yet). A look is one stat a netnsCheck; an inotify watch on /run/netns would cost an
 // inotify instance per uplink (128 a user by default) and still miss the mount that completes an
 // `ip netns add`.
 func (u *Uplink) netnsGone() string {

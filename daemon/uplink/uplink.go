@@ -182,10 +182,14 @@ type Uplink struct {
 }
 
 // netnsRetry is how often an uplink whose network namespace does not exist yet looks again, and
-// how often one in a named namespace checks that the namespace is still there (netnsGone): a
-// namespace gives no notice of its creation that could be waited for (`ip netns add` creates the
-// file, then mounts the namespace over it), nor of its deletion while manad's sockets hold it.
-const netnsRetry = time.Second
+// netnsCheck how often one in a named namespace checks that the namespace is still there
+// (netnsGone): a namespace gives no notice of its creation that could be waited for (`ip netns
+// add` creates the file, then mounts the namespace over it), nor of its deletion while manad's
+// sockets hold it.
+const (
+	netnsRetry = 2 * time.Second
+	netnsCheck = time.Second
+)
 
 // Start attaches the uplink to cfg.Segment and follows its device until ctx ends or Close. The
 // device need not exist or be up yet, nor its network namespace: the uplink attaches when they
@@ -387,7 +391,7 @@ func (u *Uplink) Stats() Stats {
 }
 
 // follow re-evaluates the device on every link notification of its namespace, and checks every
-// netnsRetry that a named namespace is still there, until the uplink is closed (""), or the
+// netnsCheck that a named namespace is still there, until the uplink is closed (""), or the
 // namespace is gone or the notification socket failed (why: run then lets go of the namespace
 // and opens it afresh). The rtnetlink socket is closed when it returns.
 func (u *Uplink) follow() (gone string) {
@@ -404,7 +408,7 @@ func (u *Uplink) follow() (gone string) {
 	}()
 	var tick <-chan time.Time
 	if u.cfg.NetNS != "" {
-		t := time.NewTicker(netnsRetry)
+		t := time.NewTicker(netnsCheck)
 		defer t.Stop()
 		tick = t.C
 	}
