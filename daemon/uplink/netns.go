@@ -39,11 +39,17 @@ func (u *Uplink) netnsGone() string {
 	}
 	var st unix.Stat_t
 	err := unix.Stat(filepath.Join("/run/netns", u.cfg.NetNS), &st)
+	if err == nil {
+		u.nsCheckFailed = false
+	}
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return fmt.Sprintf("network namespace %q was deleted; waiting for it to be added again with device %s", u.cfg.NetNS, u.cfg.Dev)
 	case err != nil:
-		u.log.Warn("uplink cannot check its network namespace", "netns", u.cfg.NetNS, "err", err)
+		if !u.nsCheckFailed {
+			u.nsCheckFailed = true // said once, not every netnsCheck
+			u.log.Warn("uplink cannot check its network namespace", "netns", u.cfg.NetNS, "err", err)
+		}
 		return ""
 	case (nsIdentity{dev: st.Dev, ino: st.Ino}) != u.nsID:
 		return fmt.Sprintf("network namespace %q was deleted and added again; attaching to device %s there", u.cfg.NetNS, u.cfg.Dev)

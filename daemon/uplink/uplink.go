@@ -174,6 +174,7 @@ type Uplink struct {
 
 	rxOversize, rxSegmented, rxTruncated, rxCsum, attaches atomic.Uint64
 	fallbackLogged                                         bool // owned like index
+	nsCheckFailed                                          bool // owned like index: netnsGone said it cannot look
 
 	ctx       context.Context
 	cancel    context.CancelFunc
