@@ -80,11 +80,11 @@ func inspectNetNSFile(path string) (id genl.NetNS, mounted bool, err error) {
 	if err := unix.Stat(path, &st); err != nil {
 		return genl.NetNS{}, false, err
 	}
-	var fs unix.Statfs_t
-	if err := unix.Statfs(path, &fs); err != nil {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(path, &sfs); err != nil {
 		return genl.NetNS{}, false, err
 	}
-	return genl.NetNS{Dev: st.Dev, Ino: st.Ino}, fs.Type == unix.NSFS_MAGIC, nil
+	return genl.NetNS{Dev: st.Dev, Ino: st.Ino}, sfs.Type == unix.NSFS_MAGIC, nil
 }
 
 // deleteNamedNetNS deletes a named namespace exactly as `ip netns del` does (iproute2
