@@ -102,14 +102,11 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	if onSegment >= config.MaxSegmentPorts {
 		return nil, extack.New(unix.ENOSPC, "segment %s has %d ports, at most %d (as a Linux bridge)", spec.Segment, onSegment, config.MaxSegmentPorts)
 	}
-	ns, created, err := openNamedNetNS(spec.NetNS)
+	// A namespace created here is recorded before it is made and saved with the port, so that
+	// `port del --netns-too` may delete it and a crash in between leaves nothing behind.
+	ns, created, err := d.portNetNS(spec.NetNS)
 	if err != nil {
 		return nil, err
-	}
-	if created {
-		// Remembered (and saved with the port) so that `port del --netns-too` may delete it.
-		d.state.RecordNetNS(spec.NetNS, ns.Ino)
-		d.log.Info("network namespace created", "netns", spec.NetNS)
 	}
 	log := d.log.With("port", spec.Name)
 	p := &port{spec: spec, runtime: runtime, confName: spec.Name, ns: ns, ready: make(chan struct{})}
@@ -122,6 +119,9 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 			if announced {
 				d.unregisterNetdevPools(p)
 				d.notifyNetdevDev("del", p.device())
+			}
+			if created {
+				d.undoNetNS(spec.NetNS) // nothing half-made: the namespace was made for this port
 			}
 		}
 		close(p.ready)
@@ -187,6 +187,9 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	p.watch = cancel
 	d.bg.Add(1)
 	go d.followLink(wctx, p, events)
+	if created {
+		crashPoint(crashNetNSPort)
+	}
 	ok = true
 	if spec.NetNS == "" {
 		announce(spec.Name, log)

@@ -53,8 +53,12 @@ func (d *Daemon) segDef(name string) *segDef {
 }
 
 // startUplinks defines the segments of the configuration and the state file
-// (config.MergeSegments) and starts their uplinks. Caller holds the configuration lock.
+// (config.MergeSegments) and starts their uplinks. It runs once, at start, before the ports are
+// created: the named namespaces manad created are reconciled with /run/netns first
+// (reconcileNetNS), so that neither the uplinks nor the ports open what a crash left half-made.
+// Caller holds the configuration lock.
 func (d *Daemon) startUplinks(ctx context.Context) {
+	d.reconcileNetNS()
 	specs, notes := config.MergeSegments(d.cfg, d.state)
 	for _, n := range notes {
 		d.log.Warn(n.Error())

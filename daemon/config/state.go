@@ -44,6 +44,8 @@ type State struct {
 	// NetNS maps the named network namespaces manad created (as `ip netns add` does) to their
 	// nsfs inode, so that `port del --netns-too` deletes only a namespace manad made, and only
 	// while it is still that one (a name deleted and added again by someone else has another).
+	// Inode 0 is a creation under way (saved before the namespace is made), which a start finds
+	// only when a crash interrupted it.
 	NetNS map[string]uint64
 	// Segments is what runtime changes to wire segments left (segment_state.go).
 	Segments SegmentsState

@@ -335,17 +335,35 @@ func (s *packetSocket) release() {
 	}
 }
 
-// inNetNS runs f on an OS thread that entered namespace ns; the thread is thrown away afterwards,
-// so no other goroutine runs in ns. Sockets f creates stay in ns.
+// inNetNS runs f on an OS thread that entered namespace ns, then puts the thread back in its
+// namespace before handing it back to the scheduler; sockets f creates stay in ns.
+//
+// Throwing the thread away instead (exiting the goroutine while locked) is not enough: the
+// runtime never ends the process's main thread, it parks it for good, and a main thread parked
+// in ns holds the namespace alive after `ip netns del`, so that the devices in it never go (an
+// uplink could not let go of its namespace). Only when the way back fails does the thread stay
+// locked and go with the goroutine.
 func inNetNS(ns netns.NsHandle, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("the thread's own network namespace: %w", err)
+			return
+		}
+		defer orig.Close()
 		if err := netns.Set(ns); err != nil {
+			runtime.UnlockOSThread() // still in its own namespace
 			errc <- fmt.Errorf("setns: %w", err)
 			return
 		}
-		errc <- f()
+		err = f()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

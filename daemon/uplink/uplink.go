@@ -7,7 +7,10 @@
 // that what it sends never comes back to it. It follows the device through rtnetlink: when the
 // device goes down or disappears the uplink is reported down (logs, Status) and frames to it are
 // dropped and counted; when it is back (the same name, possibly a new device) the uplink
-// re-attaches. Traffic between the segment's local ports is never affected.
+// re-attaches. Traffic between the segment's local ports is never affected. An uplink in a named
+// namespace also follows the namespace: when it is deleted (`ip netns del`) the uplink releases
+// every socket it holds there, so that the namespace and the device can go, and attaches again
+// once a namespace of that name is added back with the device (netns.go).
 //
 // With Config.Attach = AttachXDP (or AttachAuto, on a device with AF_XDP zero-copy) the uplink
 // uses an AF_XDP socket per RX queue instead (xsk.go): an XDP program redirects each queue into
@@ -144,12 +147,17 @@ type Stats struct {
 
 // Uplink is one running uplink. Its methods are safe for concurrent use.
 type Uplink struct {
-	cfg  Config
-	log  *slog.Logger
-	dp   *datapath.Uplink
+	cfg Config
+	log *slog.Logger
+	dp  *datapath.Uplink
+
+	// The namespace and the rtnetlink sockets in it, owned by the supervising goroutine (and
+	// Start, before it runs; Close, after): none while the namespace is missing. nsID is the
+	// namespace's identity, to tell when /run/netns/NAME no longer names it.
 	ns   netns.NsHandle
 	nl   *netlink.Handle
 	conn *mdnl.Conn
+	nsID nsIdentity
 
 	sock   atomic.Pointer[attachment]
 	devMTU atomic.Int64
@@ -166,6 +174,7 @@ type Uplink struct {
 
 	rxOversize, rxSegmented, rxTruncated, rxCsum, attaches atomic.Uint64
 	fallbackLogged                                         bool // owned like index
+	nsCheckFailed                                          bool // owned like index: netnsGone said it cannot look
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -173,10 +182,15 @@ type Uplink struct {
 	closeOnce sync.Once
 }
 
-// netnsRetry is how often an uplink whose network namespace does not exist yet looks again: a
-// namespace gives no notice of its creation that could be waited for (`ip netns add` creates the
-// file, then mounts the namespace over it).
-const netnsRetry = 2 * time.Second
+// netnsRetry is how often an uplink whose network namespace does not exist yet looks again, and
+// netnsCheck how often one in a named namespace checks that the namespace is still there
+// (netnsGone): a namespace gives no notice of its creation that could be waited for (`ip netns
+// add` creates the file, then mounts the namespace over it), nor of its deletion while manad's
+// sockets hold it.
+const (
+	netnsRetry = 2 * time.Second
+	netnsCheck = time.Second
+)
 
 // Start attaches the uplink to cfg.Segment and follows its device until ctx ends or Close. The
 // device need not exist or be up yet, nor its network namespace: the uplink attaches when they
@@ -191,7 +205,7 @@ func Start(ctx context.Context, cfg Config) (*Uplink, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	u := &Uplink{cfg: cfg, log: cfg.Logger.With("uplink", cfg.Name(), "segment", cfg.Segment.Name()), done: make(chan struct{})}
+	u := &Uplink{cfg: cfg, log: cfg.Logger.With("uplink", cfg.Name(), "segment", cfg.Segment.Name()), ns: -1, done: make(chan struct{})}
 	u.status = Status{Name: cfg.Name(), State: Absent}
 	err := u.open()
 	if err != nil && !errors.Is(err, unix.ENOENT) {
@@ -199,27 +213,24 @@ func Start(ctx context.Context, cfg Config) (*Uplink, error) {
 	}
 	u.dp = cfg.Segment.AttachUplink(cfg.Name(), u.write)
 	u.ctx, u.cancel = context.WithCancel(ctx)
-	if err != nil {
+	opened := err == nil
+	if opened {
+		u.evaluate()
+		if st := u.Status(); st.State == Absent || st.State == Down {
+			// setState only logs changes: say why the uplink does not carry frames yet.
+			u.log.Warn("uplink waiting for its device", "state", st.State.String())
+		}
+	} else {
 		u.mu.Lock()
 		u.status.Err = err.Error()
 		u.mu.Unlock()
 		u.log.Warn("uplink waiting for its network namespace", "netns", cfg.NetNS, "retry", netnsRetry)
-		go func() {
-			defer close(u.done)
-			if u.waitNetNS() {
-				u.run()
-			}
-		}()
-		return u, nil
-	}
-	u.evaluate()
-	if st := u.Status(); st.State == Absent || st.State == Down {
-		// setState only logs changes: say why the uplink does not carry frames yet.
-		u.log.Warn("uplink waiting for its device", "state", st.State.String())
 	}
 	go func() {
 		defer close(u.done)
-		u.run()
+		if opened || u.waitNetNS() {
+			u.run()
+		}
 	}()
 	return u, nil
 }
@@ -250,8 +261,31 @@ func (u *Uplink) open() error {
 		ns.Close()
 		return extack.Wrap(err, unix.EIO, "uplink %s: rtnetlink", cfg.Name())
 	}
-	u.ns, u.conn, u.nl = ns, conn, nl
+	id, err := nsIdentityOf(ns)
+	if err != nil {
+		nl.Close()
+		conn.Close()
+		ns.Close()
+		return extack.Wrap(err, unix.EIO, "uplink %s: network namespace %q", cfg.Name(), cfg.NetNS)
+	}
+	u.ns, u.conn, u.nl, u.nsID = ns, conn, nl, id
 	return nil
+}
+
+// closeNS closes what open opened: nothing of the namespace is held afterwards.
+func (u *Uplink) closeNS() {
+	if u.nl != nil {
+		u.nl.Close()
+		u.nl = nil
+	}
+	if u.conn != nil {
+		u.conn.Close()
+		u.conn = nil
+	}
+	if u.ns.IsOpen() {
+		u.ns.Close()
+		u.ns = -1
+	}
 }
 
 // openNetNS opens the namespace file at path, refusing a file that is not (yet) a namespace:
@@ -298,11 +332,29 @@ func (u *Uplink) waitNetNS() bool {
 	}
 }
 
-// run follows the device until the uplink is closed.
+// run follows the device until the uplink is closed; when its namespace goes, it releases it and
+// waits for the namespace to come back, then follows the device there.
 func (u *Uplink) run() {
-	stop := context.AfterFunc(u.ctx, func() { u.conn.Close() })
-	defer stop()
-	u.follow()
+	for {
+		reason := u.follow()
+		if reason == "" {
+			return
+		}
+		u.releaseNS(reason)
+		if !u.waitNetNS() {
+			return
+		}
+	}
+}
+
+// releaseNS lets go of a namespace that was deleted: the socket on the device, the rtnetlink
+// sockets and the namespace's file descriptor are closed, each of which would keep the namespace
+// (and with it the device) alive. The uplink is Absent, with reason as its error.
+func (u *Uplink) releaseNS(reason string) {
+	u.detach()
+	u.closeNS()
+	u.log.Warn("uplink released its network namespace", "netns", u.cfg.NetNS, "reason", reason)
+	u.setState(Absent, 0, reason)
 }
 
 // Close stops following the device, detaches from it and from the segment (the device's GRO
@@ -313,11 +365,7 @@ func (u *Uplink) Close() {
 		<-u.done
 		u.detach()
 		u.dp.Detach()
-		if u.nl != nil {
-			u.nl.Close()
-			u.conn.Close()
-			u.ns.Close()
-		}
+		u.closeNS()
 		u.log.Info("uplink closed", "stats", fmt.Sprintf("%+v", u.Stats()))
 	})
 }
@@ -343,25 +391,74 @@ func (u *Uplink) Stats() Stats {
 	return st
 }
 
-// follow re-evaluates the device on every link notification of its namespace until the
-// notification socket is closed.
-func (u *Uplink) follow() {
+// follow re-evaluates the device on every link notification of its namespace, and checks every
+// netnsCheck that a named namespace is still there, until the uplink is closed (""), or the
+// namespace is gone or the notification socket failed (why: run then lets go of the namespace
+// and opens it afresh). The rtnetlink socket is closed when it returns.
+func (u *Uplink) follow() (gone string) {
+	changed := make(chan struct{}, 1)
+	stopped := make(chan error, 1)
+	conn := u.conn
+	go func() { stopped <- u.receive(conn, changed) }()
+	defer func() {
+		conn.Close()
+		u.conn = nil
+		if stopped != nil {
+			<-stopped
+		}
+	}()
+	var tick <-chan time.Time
+	if u.cfg.NetNS != "" {
+		t := time.NewTicker(netnsCheck)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
-		msgs, err := u.conn.Receive()
+		select {
+		case <-u.ctx.Done():
+			return ""
+		case <-changed:
+			u.evaluate()
+		case err := <-stopped:
+			stopped = nil
+			if u.ctx.Err() != nil {
+				return ""
+			}
+			// Start over, as for a namespace that went: the uplink must not stay attached
+			// to a device it no longer follows.
+			u.log.Error("uplink lost its link notifications", "err", err)
+			return fmt.Sprintf("link notifications failed (%v); opening the namespace again", err)
+		case <-tick:
+			if why := u.netnsGone(); why != "" {
+				return why
+			}
+		}
+	}
+}
+
+// receive reads link notifications from conn and reports each batch that concerns links (or
+// was lost) on changed, coalesced: the device is looked at afresh anyway. It returns the
+// socket's error once it fails or is closed.
+func (u *Uplink) receive(conn *mdnl.Conn, changed chan<- struct{}) error {
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	for {
+		msgs, err := conn.Receive()
 		if err != nil {
 			var oe *mdnl.OpError
 			if errors.As(err, &oe) && errors.Is(oe.Err, unix.ENOBUFS) {
-				u.evaluate() // notifications were lost: look again
+				signal() // notifications were lost: look again
 				continue
 			}
-			if u.ctx.Err() == nil { // else Close closed the socket
-				u.log.Error("uplink stops following its device", "err", err)
-			}
-			return
+			return err
 		}
 		for _, m := range msgs {
 			if t := m.Header.Type; t == unix.RTM_NEWLINK || t == unix.RTM_DELLINK {
-				u.evaluate()
+				signal()
 				break
 			}
 		}

@@ -1,0 +1,173 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/config"
+	"github.com/manad/manad/tests/testenv"
+)
+
+// netnsStateDaemon is a Daemon with only what the namespace bookkeeping uses: a configuration
+// whose state directory is stateDir, a logger and an empty state.
+func netnsStateDaemon(t *testing.T, stateDir string) *Daemon {
+	cfg := config.Default()
+	cfg.Daemon.StateDir = stateDir
+	return &Daemon{cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), state: config.NewState()}
+}
+
+// ipNetNSAdd adds namespace name with ip and deletes it (if still there) when the test ends; it
+// returns its inode.
+func ipNetNSAdd(t *testing.T, name string) uint64 {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	id, err := nsIDOf(filepath.Join(netnsDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.Ino
+}
+
+// emptyNetNSFile makes /run/netns/name an empty file with nothing mounted on it, as a crash
+// between creating and mounting leaves it, modified age ago; it is removed when the test ends.
+func emptyNetNSFile(t *testing.T, name string, age time.Duration) {
+	t.Helper()
+	path := filepath.Join(netnsDir, name)
+	if err := os.WriteFile(path, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	then := time.Now().Add(-age)
+	if err := os.Chtimes(path, then, then); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func exists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Lstat(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestReconcileNetNS: at start, each namespace the state says manad created is kept only while
+// /run/netns names that very namespace; an interrupted creation (inode 0) is undone whatever step
+// it reached; an empty file is removed; what is dropped is saved.
+func TestReconcileNetNS(t *testing.T) {
+	testenv.RequireRoot(t)
+	if err := shareNetNSDir(netnsDir); err != nil {
+		t.Fatal(err)
+	}
+	pid := os.Getpid() % 100000
+	tests := []struct {
+		name     string
+		setup    func(t *testing.T, ns string) uint64 // makes /run/netns/ns; returns the inode to record
+		kept     bool                                 // the entry stays
+		fileLeft bool                                 // /run/netns/ns is still there
+	}{
+		{name: "gone", setup: func(*testing.T, string) uint64 { return 4026530000 }},
+		{name: "intent-missing", setup: func(*testing.T, string) uint64 { return 0 }},
+		{name: "same", kept: true, fileLeft: true, setup: ipNetNSAdd},
+		{name: "re-added", fileLeft: true, setup: func(t *testing.T, ns string) uint64 { return ipNetNSAdd(t, ns) + 1 }},
+		{name: "intent-mounted", setup: func(t *testing.T, ns string) uint64 { ipNetNSAdd(t, ns); return 0 }},
+		{name: "intent-empty", setup: func(t *testing.T, ns string) uint64 { emptyNetNSFile(t, ns, 0); return 0 }},
+		{name: "recorded-empty", setup: func(t *testing.T, ns string) uint64 { emptyNetNSFile(t, ns, 0); return 4026530001 }},
+	}
+	dir := t.TempDir()
+	d := netnsStateDaemon(t, dir)
+	names := map[string]string{}
+	for i, tt := range tests {
+		ns := fmt.Sprintf("mrc%d%c", pid, 'a'+i)
+		names[tt.name] = ns
+		d.state.RecordNetNS(ns, tt.setup(t, ns))
+	}
+	d.reconcileNetNS()
+	saved, err := config.LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		ns := names[tt.name]
+		_, kept := d.state.NetNS[ns]
+		_, keptOnDisk := saved.NetNS[ns]
+		if kept != tt.kept || keptOnDisk != tt.kept {
+			t.Errorf("%s: entry kept %v (saved: %v), want %v", tt.name, kept, keptOnDisk, tt.kept)
+		}
+		if left := exists(t, filepath.Join(netnsDir, ns)); left != tt.fileLeft {
+			t.Errorf("%s: /run/netns/%s there: %v, want %v", tt.name, ns, left, tt.fileLeft)
+		}
+	}
+}
+
+// TestPortNetNS: a port's namespace is created with its intent saved first; an empty file a
+// crash left is replaced once it is older than an `ip netns add` under way could make it, and
+// refused (EINVAL, saying how to remove it) before; with a state directory that cannot be written
+// nothing is created (the state file's errno).
+func TestPortNetNS(t *testing.T) {
+	testenv.RequireRoot(t)
+	pid := os.Getpid() % 100000
+	dir := t.TempDir()
+	d := netnsStateDaemon(t, dir)
+
+	ns := fmt.Sprintf("mpn%da", pid)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	id, created, err := d.portNetNS(ns)
+	if err != nil || !created {
+		t.Fatalf("portNetNS(%s) = %v, %v, %v; want it created", ns, id, created, err)
+	}
+	if ino := d.state.NetNS[ns]; ino != id.Ino || ino == 0 {
+		t.Errorf("recorded inode %d, want %d", ino, id.Ino)
+	}
+	if saved, err := config.LoadState(dir); err != nil || saved.NetNS[ns] != 0 {
+		t.Errorf("saved state %+v, %v: want the intent (inode 0) saved before the creation", saved, err)
+	} else if _, ok := saved.NetNS[ns]; !ok {
+		t.Errorf("the intent was not saved")
+	}
+	if again, created, err := d.portNetNS(ns); err != nil || created || again != id {
+		t.Errorf("portNetNS(%s) again = %v, %v, %v; want the same namespace, not created", ns, again, created, err)
+	}
+
+	leftover := fmt.Sprintf("mpn%db", pid)
+	emptyNetNSFile(t, leftover, 0)
+	_, _, err = d.portNetNS(leftover)
+	if !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "ip netns del "+leftover) {
+		t.Errorf("a fresh empty file: %v, want EINVAL saying how to remove it", err)
+	}
+	emptyNetNSFile(t, leftover, time.Minute)
+	id, created, err = d.portNetNS(leftover)
+	if err != nil || !created {
+		t.Fatalf("an old empty file: %v, %v, %v; want it replaced by a namespace", id, created, err)
+	}
+	if _, mounted, err := inspectNetNSFile(filepath.Join(netnsDir, leftover)); err != nil || !mounted {
+		t.Errorf("%s after the repair: mounted %v, %v", leftover, mounted, err)
+	}
+
+	unsaved := fmt.Sprintf("mpn%dc", pid)
+	bad := netnsStateDaemon(t, "/dev/null/state")
+	_, _, err = bad.portNetNS(unsaved)
+	if !errors.Is(err, unix.ENOTDIR) || !strings.Contains(err.Error(), "not created") {
+		t.Errorf("unsaveable intent: %v, want ENOTDIR (the state file's), not created", err)
+	}
+	if exists(t, filepath.Join(netnsDir, unsaved)) {
+		_ = exec.Command("ip", "netns", "del", unsaved).Run()
+		t.Errorf("namespace %s created although its intent could not be saved", unsaved)
+	}
+	if _, ok := bad.state.NetNS[unsaved]; ok {
+		t.Errorf("intent of %s kept in memory although it could not be saved", unsaved)
+	}
+}
