@@ -54,7 +54,9 @@ func fromKernel(err error) bool {
 
 // withHints replaces a runtime error of cmd by one that says how to fix it, when manactl can
 // tell: a device that is a manad port in another network namespace (ENODEV), a change manad
-// refused for want of privilege (EPERM). Other errors are returned as they are.
+// refused to a caller that is not root (EPERM without an extack message: the admin check; root
+// can only get an EPERM manad itself met, which says nothing of root or the group). Other errors
+// are returned as they are.
 func (a *app) withHints(ctx context.Context, cmd *cobra.Command, err error) error {
 	switch {
 	case errors.Is(err, unix.ENODEV):
@@ -63,7 +65,7 @@ func (a *app) withHints(ctx context.Context, cmd *cobra.Command, err error) erro
 				return h
 			}
 		}
-	case errors.Is(err, unix.EPERM) && !fromKernel(err):
+	case errors.Is(err, unix.EPERM) && !fromKernel(err) && os.Geteuid() != 0:
 		var ce *client.Error
 		if errors.As(err, &ce) && ce.Message == "" {
 			what := "changes need"

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/client"
@@ -164,4 +167,37 @@ func TestAdminGroupHint(t *testing.T) {
 	a.socket = filepath.Join(dir, "none.sock")
 	check("no listener", a.adminGroupHint(), "admin_group in the [daemon] table of manad's configuration file")
 	check("gid 0", groupName(0), "root")
+}
+
+// TestEPERMHint: manad's bare EPERM (the admin check) becomes the root-or-admin_group hint for a
+// caller that is not root, and only then: root's EPERM is something else (manad itself refused),
+// an EPERM with manad's own message keeps it, and the kernel's EPERM is not manad's to explain.
+func TestEPERMHint(t *testing.T) {
+	a := &app{socket: filepath.Join(t.TempDir(), "none.sock")}
+	cmd := &cobra.Command{Use: "set-ring"}
+	bare := &client.Error{Err: unix.EPERM}
+	want := "netlink error: changes need root or the admin_group (admin_group in the [daemon] table of manad's configuration file): Operation not permitted"
+	if os.Geteuid() == 0 {
+		want = "netlink error: Operation not permitted"
+	}
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"manad's bare EPERM", failed(bare), want},
+		{"manad's EPERM with a message", failed(&client.Error{Message: "netns busy", Err: unix.EPERM}), "netlink error: netns busy: Operation not permitted"},
+		{"the kernel's EPERM", failed(&kernelError{bare, ""}), "netlink error: Operation not permitted"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := a.withHints(context.Background(), cmd, tc.err)
+			if line := errorLine(got); line != tc.want {
+				t.Errorf("errorLine = %q, want %q", line, tc.want)
+			}
+			if !errors.Is(got, unix.EPERM) || exitStatus("set-ring", got) != 81 {
+				t.Errorf("the hint lost the error it explains: %v, exit %d", got, exitStatus("set-ring", got))
+			}
+		})
+	}
 }
