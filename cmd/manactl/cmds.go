@@ -548,7 +548,8 @@ on, and XDP program.
 Run by root (or a member of manad's admin group) in manad's own network namespace
 (the host's), list shows every port in every namespace; anyone else sees the ports
 of the namespace manactl runs in. --netns NS keeps the ports of namespace NS ("-"
-for manad's own).`,
+for manad's own); a namespace that does not exist (ip netns list) is an error, not
+an empty table.`,
 		Example: `  manactl list                       # as root on the host: every port
   manactl list --netns manaA
   ip netns exec manaA manactl list   # the ports in manaA
