@@ -12,10 +12,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/BurntSushi/toml"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/ethtool"
@@ -148,14 +148,42 @@ func (a *app) adminGroupHint() string {
 	if path == "" {
 		return "none: manad runs its embedded default configuration; set admin_group in the [daemon] table of a --config file"
 	}
-	cfg, err := config.Load(path)
-	if err != nil {
+	group, err := configAdminGroup(path)
+	switch {
+	case err != nil:
 		return "admin_group in the [daemon] table of " + path
-	}
-	if cfg.Daemon.AdminGID == config.NoAdminGroup {
+	case group == "":
 		return "none is configured: set admin_group in the [daemon] table of " + path
 	}
-	return groupName(cfg.Daemon.AdminGID)
+	return group
+}
+
+// configAdminGroup reads admin_group from the [daemon] table of the configuration file at path:
+// the group's name ("" when none is set; a gid, as a number or a string of digits, is named when
+// the group has a name). manactl reads the key itself rather than with manad's configuration
+// package: it talks to manad only through genl, and needs nothing else of the file.
+func configAdminGroup(path string) (string, error) {
+	var f struct {
+		Daemon struct {
+			AdminGroup any `toml:"admin_group"`
+		} `toml:"daemon"`
+	}
+	if _, err := toml.DecodeFile(path, &f); err != nil {
+		return "", err
+	}
+	switch g := f.Daemon.AdminGroup.(type) {
+	case nil:
+		return "", nil
+	case int64:
+		return groupName(int(g)), nil
+	case string:
+		if gid, err := strconv.Atoi(g); err == nil {
+			return groupName(gid), nil
+		}
+		return g, nil
+	default:
+		return "", fmt.Errorf("%s: admin_group is neither a group name nor a gid", path)
+	}
 }
 
 // groupName is the name of group gid, or its number when it has none.

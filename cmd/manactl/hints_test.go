@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -199,5 +200,36 @@ func TestEPERMHint(t *testing.T) {
 				t.Errorf("the hint lost the error it explains: %v, exit %d", got, exitStatus("set-ring", got))
 			}
 		})
+	}
+}
+
+func TestConfigAdminGroup(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		toml string
+		want string
+		err  bool
+	}{
+		{"[daemon]\nsocket = \"/x\"\n", "", false},
+		{"", "", false},
+		{"[daemon]\nadmin_group = \"netdev\"\n", "netdev", false},
+		{"[daemon]\nadmin_group = 0\n", "root", false},
+		{"[daemon]\nadmin_group = \"0\"\n", "root", false},
+		{"[daemon]\nadmin_group = 4242\n[[port]]\nname = \"mana0\"\n", groupName(4242), false},
+		{"[daemon]\nadmin_group = true\n", "", true},
+		{"[daemon\n", "", true},
+	}
+	for i, tc := range tests {
+		path := filepath.Join(dir, fmt.Sprintf("%d.toml", i))
+		if err := os.WriteFile(path, []byte(tc.toml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := configAdminGroup(path)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("%q: %q, %v; want %q, error %v", tc.toml, got, err, tc.want, tc.err)
+		}
+	}
+	if _, err := configAdminGroup(filepath.Join(dir, "missing.toml")); err == nil {
+		t.Error("a missing file: no error")
 	}
 }
