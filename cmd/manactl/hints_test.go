@@ -233,3 +233,25 @@ func TestConfigAdminGroup(t *testing.T) {
 		t.Error("a missing file: no error")
 	}
 }
+
+// TestNetNSExists: list --netns accepts manad's own namespace and any that ip netns knows; a name
+// that is not one, or cannot be one, is an error that says how to list them.
+func TestNetNSExists(t *testing.T) {
+	for _, ns := range []string{"-", ""} {
+		if err := netnsExists(ns); err != nil {
+			t.Errorf("netnsExists(%q): %v", ns, err)
+		}
+	}
+	for _, ns := range []string{"mctl-no-such-netns", "a/b", "..", "."} {
+		err := netnsExists(ns)
+		want := "network namespace " + ns + " does not exist (ip netns list shows those that do)"
+		if err == nil || errorLine(err) != want || !errors.Is(err, unix.ENOENT) {
+			t.Errorf("netnsExists(%q) = %v; want %q wrapping ENOENT", ns, err, want)
+		}
+	}
+	if ents, err := os.ReadDir(netnsDir); err == nil && len(ents) > 0 {
+		if err := netnsExists(ents[0].Name()); err != nil {
+			t.Errorf("netnsExists(%q), listed in %s: %v", ents[0].Name(), netnsDir, err)
+		}
+	}
+}
