@@ -62,11 +62,28 @@ bench-readme: ## run the report (5 rounds) and rewrite README's benchmark sectio
 
 .PHONY: seeds
 
-seeds: ## reproduce the seed threads' tables (shared/seeds 000-004): manad's model beside real traffic through manad ports (needs root; SEEDSFLAGS=-short for a quick run)
+seeds: ## reproduce the tables of the mana seed threads 000-004 (go doc ./bench/seeds lists them): manad's model beside real traffic through manad ports (needs root; SEEDSFLAGS=-short for a quick run)
 	$(GO) run ./bench/seeds $(SEEDSFLAGS)
 
 run: build ## start manad with its embedded default configuration (needs root; Ctrl-C stops it)
 	$(BIN)/manad
+
+# demo-reset starts the user guide over: what `make run` made and saved goes, so that the next
+# `make run` creates the ports afresh (persistent TAPs keep their addresses, and state.json the
+# MTU and flags the guide changed). Deleting a namespace destroys the TAPs in it, as ip netns del
+# does. It refuses while a manad answers on the socket: manad would re-save what it holds.
+STATE_DIR    ?= /var/lib/manad
+MANAD_SOCKET ?= /run/manad/manad.sock
+
+.PHONY: demo-reset
+
+demo-reset: build ## start the guide over: delete the default ports, their namespaces and manad's saved state (manad stopped; needs root)
+	@if $(BIN)/manactl --socket $(MANAD_SOCKET) list >/dev/null 2>&1; then \
+		echo "demo-reset: manad is running at $(MANAD_SOCKET): stop it first (Ctrl-C in its terminal)" >&2; exit 1; fi
+	@for ns in $$($(BIN)/manad --print-default-config | sed -n 's/^netns *= *"\([^"]*\)".*/\1/p'); do \
+		if [ -e "/run/netns/$$ns" ]; then echo "ip netns del $$ns"; ip netns del "$$ns" || exit 1; fi; \
+	done
+	rm -f $(STATE_DIR)/state.json $(STATE_DIR)/.state.json.*.tmp
 
 clean: ## remove build output
 	rm -rf $(BIN)

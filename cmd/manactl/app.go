@@ -17,9 +17,10 @@ import (
 // app is one manactl invocation: its output streams and global options.
 type app struct {
 	stdout, stderr io.Writer
-	json           bool   // --json
-	kernel         bool   // --kernel
-	socket         string // --socket, MANAD_SOCKET, client.DefaultPath
+	json           bool     // --json
+	kernel         bool     // --kernel
+	socket         string   // --socket, MANAD_SOCKET, client.DefaultPath
+	argv           []string // the arguments manactl was run with, for hints that repeat the command
 }
 
 // runtimeError is a failure of what was asked (exit status exitStatus), as opposed to a usage
@@ -48,8 +49,18 @@ func usageErrorf(format string, args ...any) error { return fmt.Errorf(format, a
 //	netlink error: requested ring size exceeds maximum: Invalid argument
 //	netlink error: Operation not permitted
 //
-// Other errors (connecting to manad, reading a file, ioctl) print as they are.
+// An error with a hint (hintError) prints the hint; the kernel's error for a request that went
+// to the kernel because manad was not running is followed by a second line, "manad is not
+// running at PATH". Other errors (connecting to manad, reading a file, ioctl) print as they are.
 func errorLine(err error) string {
+	var he *hintError
+	if errors.As(err, &he) {
+		return he.line
+	}
+	var ke *kernelError
+	if errors.As(err, &ke) && ke.manadDown != "" {
+		return errorLine(ke.err) + "\nmanad is not running at " + ke.manadDown
+	}
 	var ce *client.Error
 	if errors.As(err, &ce) {
 		var errno unix.Errno
@@ -103,30 +114,34 @@ func (a *app) dialManad(cmd string) (*client.Client, error) {
 // netlink when --kernel is given, when manad is not running, or when manad answers ENODEV ("no
 // device matches name": manad does not own the device in the caller's network namespace). One
 // udev rule and one habit thereby serve software ports and real NICs alike. op must not write
-// output: it may run twice.
+// output: it may run twice. The kernel's errors are kernelError; when manad was not running, they
+// print with a second line that says so.
 func (a *app) ethtoolDo(ctx context.Context, op func(c *client.Client) error) error {
-	onKernel := func() error {
+	onKernel := func(manadDown string) error {
 		kc, err := client.DialKernel()
 		if err != nil {
-			return failed(&connectError{err})
+			return failed(&kernelError{&connectError{err}, manadDown})
 		}
 		defer kc.Close()
-		return failed(op(kc))
+		if err := op(kc); err != nil {
+			return failed(&kernelError{err, manadDown})
+		}
+		return nil
 	}
 	if a.kernel {
-		return onKernel()
+		return onKernel("")
 	}
 	c, err := client.Dial(a.socket)
 	if err != nil {
 		if manadNotRunning(err) {
-			return onKernel()
+			return onKernel(a.socket)
 		}
 		return failed(&connectError{err})
 	}
 	err = op(c)
 	c.Close()
 	if errors.Is(err, unix.ENODEV) && ctx.Err() == nil {
-		return onKernel()
+		return onKernel("")
 	}
 	return failed(err)
 }

@@ -137,7 +137,8 @@ func TestNotRunning(t *testing.T) {
 
 // TestKernelFallback: with manad not running, the ethtool-family commands ask the kernel, whose
 // answer for a device that does not exist reads as ethtool's, with ethtool's exit status (an
-// empty want: a change, which the kernel may refuse with EPERM first when not run as root).
+// empty want: a change, which the kernel may refuse with EPERM first when not run as root), and
+// a second line says that manad is not running (not with --kernel: the kernel was asked for).
 func TestKernelFallback(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "manad.sock")
 	const dev = "mctlnodev0"
@@ -162,8 +163,14 @@ func TestKernelFallback(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errs := runCLI(t, sock, tc.args...)
-			if code != tc.code || out != "" || (tc.want != "" && errs != tc.want) || strings.Count(errs, "\n") != 1 {
-				t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing, %q", code, out, errs, tc.code, tc.want)
+			kernelLine, manadLine, _ := strings.Cut(errs, "\n")
+			wantManad := "manad is not running at " + sock + "\n"
+			if tc.args[0] == "--kernel" {
+				wantManad = ""
+			}
+			if code != tc.code || out != "" || (tc.want != "" && kernelLine+"\n" != tc.want) ||
+				strings.Contains(kernelLine, "manad") || manadLine != wantManad {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing, %q then %q", code, out, errs, tc.code, tc.want, wantManad)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,9 +44,12 @@ Devices are looked up in the caller's network namespace: run manactl inside the
 port's namespace (ip netns exec NS manactl ...). list, run by root on the host,
 shows the ports of every namespace.
 
-Errors are one line on stderr ("netlink error: <message>: <errno text>"); the exit
-status is ethtool's for the same failure (81 for set-ring; 70, 94, 96 or 97 for
-stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
+Errors are one line on stderr ("netlink error: <message>: <errno text>"), which
+says how to fix the failure where manactl can tell (a port in another namespace,
+a change that needs root or the admin_group, an unknown private flag); when manad
+is not running, the kernel's error is followed by "manad is not running at PATH".
+The exit status is ethtool's for the same failure (81 for set-ring; 70, 94, 96 or
+97 for stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 		Example: `  manactl -g mana0
   manactl --set-priv-flags mana0 full-page-rx on
   ip netns exec manaA manactl show-rxbuf mana0
@@ -64,7 +68,12 @@ stats; otherwise 1). Usage errors exit with status 1, as ethtool's.`,
 				}
 			}
 			if len(args) > 0 {
-				return usageErrorf("unknown command %q", args[0])
+				// A manad port in another namespace reads as an unknown command here: say where
+				// it is.
+				if h := a.netnsHint(cmd.Context(), args[0], unix.ENODEV); h != nil {
+					return failed(h)
+				}
+				return unknownCommand(cmd, args[0])
 			}
 			return usageErrorf("no command given")
 		},
@@ -204,7 +213,8 @@ pre-allocate, detach, attach semantics.`,
 				req.Flags = append(req.Flags, client.Flag{Name: rest[i], On: on})
 			}
 			return a.ethtoolDo(cmd.Context(), func(c *client.Client) error {
-				return c.SetPrivateFlags(cmd.Context(), req)
+				err := c.SetPrivateFlags(cmd.Context(), req)
+				return privFlagHint(cmd.Context(), c, dev, req.Flags, err)
 			})
 		},
 	}
@@ -538,7 +548,8 @@ on, and XDP program.
 Run by root (or a member of manad's admin group) in manad's own network namespace
 (the host's), list shows every port in every namespace; anyone else sees the ports
 of the namespace manactl runs in. --netns NS keeps the ports of namespace NS ("-"
-for manad's own).`,
+for manad's own); a namespace that does not exist (ip netns list) is an error, not
+an empty table.`,
 		Example: `  manactl list                       # as root on the host: every port
   manactl list --netns manaA
   ip netns exec manaA manactl list   # the ports in manaA
@@ -552,6 +563,11 @@ for manad's own).`,
 				}
 				if cmd.Flags().Changed("netns") {
 					ports = portsInNetNS(ports, netns)
+					if len(ports) == 0 {
+						if err := netnsExists(netns); err != nil {
+							return err
+						}
+					}
 				}
 				if a.json {
 					out := make([]portJSON, 0, len(ports))
@@ -568,6 +584,26 @@ for manad's own).`,
 	cmd.Flags().StringVar(&netns, "netns", "", `only the ports in this named network namespace ("-": manad's own)`)
 	return cmd
 }
+
+// netnsExists returns nil when ns names an existing network namespace (or manad's own, "-" or
+// ""), as ip netns does (a file in /run/netns), else an error wrapping ENOENT that says how to
+// list them (or the error of looking): list --netns with a misspelt name must not print an empty table and succeed.
+func netnsExists(ns string) error {
+	if ns == "-" || ns == "" {
+		return nil
+	}
+	_, err := os.Stat(filepath.Join(netnsDir, ns))
+	if strings.Contains(ns, "/") || ns == "." || ns == ".." || errors.Is(err, os.ErrNotExist) {
+		return &hintError{"network namespace " + ns + " does not exist (ip netns list shows those that do)", unix.ENOENT}
+	}
+	if err != nil {
+		return fmt.Errorf("network namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+// netnsDir is where ip netns keeps the named network namespaces.
+const netnsDir = "/run/netns"
 
 // portsInNetNS keeps the ports in the named namespace; "-" (and "") name manad's own, as list
 // prints it.
@@ -818,8 +854,11 @@ default; unset options take the daemon's defaults), or delete one and its TAP,
 persistent or not. manad remembers both across restarts.`,
 		Example: `  manactl port add mana2 --netns manaC --segment wire0 --queues 4
   manactl port del mana2`,
-		Args: cobra.NoArgs,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
 			return usageErrorf("port needs a subcommand: add or del")
 		},
 	}

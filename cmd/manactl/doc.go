@@ -76,11 +76,18 @@
 //
 // 0 on success. A failed command prints one line on stderr: a netlink error as ethtool prints it,
 // the extack message and then the errno text ("netlink error: requested ring size exceeds
-// maximum: Invalid argument", "netlink error: Operation not permitted"), or "cannot connect to
-// manad at PATH: …" for a manad command when manad cannot be reached, or ethtool's ioctl messages
-// for kernel statistics ("Cannot get stats strings information: No such device"); it exits with
-// ethtool's status for the same failure (exitStatuses: 81 for set-ring; 70, 94, 96, 97 for
-// stats), 1 otherwise. 2 for a usage error: "manactl: <problem>" and "Try 'manactl CMD --help'.".
+// maximum: Invalid argument"), or "cannot connect to manad at PATH: …" for a manad command when
+// manad cannot be reached, or ethtool's ioctl messages for kernel statistics ("Cannot get stats
+// strings information: No such device"). Where manactl can tell how to fix the failure, the line
+// says so (hints.go): "DEV is a manad port in netns NS: run ip netns exec NS manactl …" for a
+// device the caller's namespace lacks; "netlink error: changes need root or the admin_group
+// (GROUP): Operation not permitted" for manad's EPERM; the device's valid names for an unknown
+// private flag; "network namespace NS does not exist" for list --netns. The kernel's error for a
+// request that went there because manad is not running is followed by a second line, "manad is
+// not running at PATH". The exit status is ethtool's for the same failure (exitStatuses: 81 for
+// set-ring; 70, 94, 96, 97 for stats), 1 otherwise. 1 for a usage error: "manactl: <problem>"
+// (for a misspelt command, the closest ones: "Did you mean this?") and "Try 'manactl CMD
+// --help'.".
 //
 // # JSON (--json)
 //

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 )
 
@@ -21,10 +20,10 @@ func main() {
 
 // run is manactl: it parses args (after the ethtool-style rewrite), runs the command and returns
 // the exit status. Runtime errors print one line on stderr and give ethtool's status for the
-// same failure (exitStatus: 1 unless ethtool says otherwise); usage errors print the problem and
-// a hint and give 2.
+// same failure (exitStatus: 1 unless ethtool says otherwise), with a hint of the fix where
+// manactl can tell (withHints); usage errors print the problem and a hint and give 1.
 func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr}
+	a := &app{stdout: stdout, stderr: stderr, argv: args}
 	root := newRoot(a, env)
 	root.SetArgs(rewriteEthtoolArgs(args))
 	root.SetOut(stdout)
@@ -35,8 +34,9 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 	}
 	var rerr *runtimeError
 	if errors.As(err, &rerr) {
-		fmt.Fprintln(stderr, errorLine(rerr.err))
-		return exitStatus(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), rerr.err)
+		e := a.withHints(ctx, cmd, rerr.err)
+		fmt.Fprintln(stderr, errorLine(e))
+		return exitStatus(commandName(cmd), e)
 	}
 	fmt.Fprintf(stderr, "manactl: %v\nTry '%s --help'.\n", err, cmd.CommandPath())
 	return exitUsage

@@ -49,8 +49,11 @@ allowed (EPERM), a bad name or value (EINVAL).`,
   manactl segment show wire1
   manactl segment uplink del wire1 vx0 --netns hostA
   manactl segment del wire1`,
-		Args: cobra.NoArgs,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
 			return usageErrorf("segment needs a subcommand: list, show, add, del or uplink")
 		},
 	}
@@ -253,8 +256,11 @@ unplug it. The device need not exist yet: the uplink attaches when it appears an
 up. A device is the uplink of one segment at most.`,
 		Example: `  manactl segment uplink add wire0 vx0 --netns hostA
   manactl segment uplink del wire0 vx0 --netns hostA`,
-		Args: cobra.NoArgs,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
 			return usageErrorf("segment uplink needs a subcommand: add or del")
 		},
 	}

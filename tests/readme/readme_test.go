@@ -2,11 +2,13 @@
 // commands of every block marked <!-- guide:… --> run as a newcomer would run them (manad in one
 // terminal, the monitor in another, the steps in a third), as root, inside a private mount
 // namespace whose /run/manad, /run/netns and /var/lib/manad are fresh, so the run neither sees
-// nor disturbs a manad already running on the machine.
+// nor disturbs a manad already running on the machine; and then, after the guide's own reset,
+// a second time.
 package readme
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,7 +113,14 @@ func TestGuideMatchesCI(t *testing.T) {
 	}
 }
 
-// TestGuide runs the guide.
+// passes is how many times TestGuide runs the guide in a row: the guide must hold when run again
+// after its own reset (issue 28), not only on a fresh machine.
+const passes = 2
+
+// TestGuide runs the guide twice in a row, as a reader starting over would: manad in one
+// terminal, the monitor in another, the steps in a third; at the reset block, manad and the
+// monitor are stopped with Ctrl-C (the reset must refuse while manad runs) and the reset runs;
+// then everything again, which must print what the first run printed.
 func TestGuide(t *testing.T) {
 	testenv.RequireRoot(t)
 	for _, tool := range []string{"unshare", "make", "ping", "ip"} {
@@ -120,6 +129,8 @@ func TestGuide(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
+	daemonLog := func(pass int) string { return filepath.Join(dir, fmt.Sprintf("daemon-%d.log", pass)) }
+	monitorLog := func(pass int) string { return filepath.Join(dir, fmt.Sprintf("monitor-%d.log", pass)) }
 	var s strings.Builder
 	// Job control puts each "terminal" in its own process group, so that the test can press
 	// Ctrl-C (SIGINT to the group) in it as the reader would.
@@ -130,27 +141,50 @@ mount --make-private /run/netns
 ctrlc() { kill -INT -- "-$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 cleanup() { if [ -n "$M" ]; then ctrlc "$M"; fi; if [ -n "$D" ]; then ctrlc "$D"; fi; }
 trap cleanup EXIT
+M= D=
 `)
-	for _, b := range guideBlocks(t) {
-		cmds := strings.Join(b.cmds, "\n")
-		switch b.kind {
-		case "daemon":
-			s.WriteString("(\n" + cmds + "\n) >" + filepath.Join(dir, "daemon.log") + " 2>&1 &\nD=$!\n")
-			s.WriteString(`for i in $(seq 600); do [ -S /run/manad/manad.sock ] && grep -q "manad ready" ` + filepath.Join(dir, "daemon.log") + ` && break; kill -0 $D || exit 1; sleep 0.1; done
-grep -q "manad ready" ` + filepath.Join(dir, "daemon.log") + "\n")
-		case "monitor":
-			s.WriteString("(\n" + cmds + "\n) >" + filepath.Join(dir, "monitor.log") + " 2>&1 &\nM=$!\nsleep 0.5\n")
-		case "step":
-			for _, c := range b.cmds {
-				s.WriteString("echo '$ " + strings.ReplaceAll(c, "'", `'\''`) + "'\n" + c + "\n")
+	// stop presses Ctrl-C in the monitor's and manad's terminals and waits for manad to say so.
+	stop := func(pass int) string {
+		return `ctrlc $M; M=
+ctrlc $D; D=
+for i in $(seq 300); do grep -q "manad stopped" ` + daemonLog(pass) + ` && break; sleep 0.1; done
+`
+	}
+	blocks := guideBlocks(t)
+	if !slices.ContainsFunc(blocks, func(b block) bool { return b.kind == "reset" }) {
+		t.Fatal("the guide has no reset block (<!-- guide:reset -->): it cannot be run twice")
+	}
+	for pass := 1; pass <= passes; pass++ {
+		fmt.Fprintf(&s, "echo '== pass %d'\n", pass)
+		reset := false
+		for _, b := range blocks {
+			cmds := strings.Join(b.cmds, "\n")
+			switch b.kind {
+			case "daemon":
+				s.WriteString("(\n" + cmds + "\n) >" + daemonLog(pass) + " 2>&1 &\nD=$!\n")
+				s.WriteString(`for i in $(seq 600); do [ -S /run/manad/manad.sock ] && grep -q "manad ready" ` + daemonLog(pass) + ` && break; kill -0 $D || exit 1; sleep 0.1; done
+grep -q "manad ready" ` + daemonLog(pass) + "\n")
+			case "monitor":
+				s.WriteString("(\n" + cmds + "\n) >" + monitorLog(pass) + " 2>&1 &\nM=$!\nsleep 0.5\n")
+			case "step":
+				for _, c := range b.cmds {
+					s.WriteString("echo '$ " + strings.ReplaceAll(c, "'", `'\''`) + "'\n" + c + "\n")
+				}
+			case "reset":
+				reset = true
+				s.WriteString(`if (
+` + cmds + `
+) >` + filepath.Join(dir, "early-reset.log") + ` 2>&1; then echo "the reset ran while manad was running"; exit 1; fi
+grep -q "manad is running" ` + filepath.Join(dir, "early-reset.log") + "\nsleep 0.5\n" + stop(pass))
+				for _, c := range b.cmds {
+					s.WriteString("echo '$ " + strings.ReplaceAll(c, "'", `'\''`) + "'\n" + c + "\n")
+				}
 			}
 		}
+		if !reset {
+			s.WriteString("sleep 0.5\n" + stop(pass))
+		}
 	}
-	s.WriteString(`sleep 0.5
-ctrlc $M; M=
-ctrlc $D; D=
-for i in $(seq 300); do grep -q "manad stopped" ` + filepath.Join(dir, "daemon.log") + ` && break; sleep 0.1; done
-`)
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "bash", "-c", s.String())
 	cmd.Dir = moduleRoot()
 	done := make(chan struct{})
@@ -159,38 +193,80 @@ for i in $(seq 300); do grep -q "manad stopped" ` + filepath.Join(dir, "daemon.l
 	go func() { out, err = cmd.CombinedOutput(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Minute):
+	case <-time.After(5 * time.Minute * passes):
 		cmd.Process.Kill()
 		<-done
-		t.Fatal("the guide did not finish in 5 minutes")
+		t.Fatalf("the guide did not finish in %d minutes", 5*passes)
 	}
-	daemonLog, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
-	monitorLog, _ := os.ReadFile(filepath.Join(dir, "monitor.log"))
+	logs := func(pass int) string {
+		d, _ := os.ReadFile(daemonLog(pass))
+		m, _ := os.ReadFile(monitorLog(pass))
+		return fmt.Sprintf("--- manad (run %d):\n%s\n--- monitor (run %d):\n%s", pass, d, pass, m)
+	}
 	if err != nil {
-		t.Fatalf("the guide failed: %v\n%s\n--- manad:\n%s\n--- monitor:\n%s", err, out, daemonLog, monitorLog)
+		t.Fatalf("the guide failed: %v\n%s\n%s\n%s", err, out, logs(1), logs(2))
 	}
-	// What a reader of the guide is told to expect.
-	for _, want := range []string{
-		"0% packet loss",
-		"$ ./bin/manactl --version\nmanactl ", // the guide's version step
-		"mana0  manaA  up     1500  4K",
-		"mana1  manaB  up     1500  4K", // list on the host shows every namespace's ports
-		"Private flags for mana0:\nfull-page-rx: off",
-		"Ring parameters for mana0:",
-		"Mode:              page-pool fragments, 2 per page",
-		"Pages per queue:   512",
-		"Why:               full-page-rx private flag is on",
-		"Buffers per page  31         35            1",
-		"NIC statistics:",
-	} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("guide output lacks %q\n%s", want, out)
+	for pass := 1; pass <= passes; pass++ {
+		// This run's output: from its marker to the next one.
+		_, o, _ := strings.Cut(string(out), fmt.Sprintf("== pass %d\n", pass))
+		o, _, _ = strings.Cut(o, fmt.Sprintf("== pass %d\n", pass+1))
+		// What a reader of the guide is told to expect.
+		for _, want := range []string{
+			"0% packet loss",
+			"$ ./bin/manactl --version\nmanactl ", // the guide's version step
+			"mana0  manaA  up     1500  4K",
+			"mana1  manaB  up     1500  4K", // list on the host shows every namespace's ports
+			"Private flags for mana0:\nfull-page-rx: off",
+			"Ring parameters for mana0:",
+			"Mode:              page-pool fragments, 2 per page",
+			"Pages per queue:   512",
+			"Why:               full-page-rx private flag is on",
+			"Buffers per page  31         35            1",
+			"NIC statistics:",
+		} {
+			if !strings.Contains(o, want) {
+				t.Errorf("run %d of the guide: output lacks %q\n%s", pass, want, o)
+			}
+		}
+		if pass > 1 && !strings.Contains(o, "$ sudo make demo-reset\n") {
+			t.Errorf("run %d of the guide: no reset ran\n%s", pass, o)
+		}
+		monitor, _ := os.ReadFile(monitorLog(pass))
+		if !strings.Contains(string(monitor), "Private flags for mana0:\nfull-page-rx: on") {
+			t.Errorf("run %d: monitor did not show the flag change:\n%s", pass, monitor)
+		}
+		daemon, _ := os.ReadFile(daemonLog(pass))
+		if !strings.Contains(string(daemon), "every RX buffer returned") || strings.Contains(string(daemon), "still in flight") {
+			t.Errorf("run %d: manad did not stop cleanly:\n%s", pass, daemon)
 		}
 	}
-	if !strings.Contains(string(monitorLog), "Private flags for mana0:\nfull-page-rx: on") {
-		t.Errorf("monitor did not show the flag change:\n%s", monitorLog)
+}
+
+// TestMakeHelp: `make help` lists the targets a newcomer needs, the guide's reset among them, and
+// names no file or folder that a clone does not have (build output under bin/ aside): it once
+// sent readers to a seeds folder that only existed where the project was written.
+func TestMakeHelp(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		testenv.SkipOrFail(t, "make help needs make: %v", err)
 	}
-	if !strings.Contains(string(daemonLog), "every RX buffer returned") || strings.Contains(string(daemonLog), "still in flight") {
-		t.Errorf("manad did not stop cleanly:\n%s", daemonLog)
+	cmd := exec.Command("make", "-s", "help")
+	cmd.Dir = moduleRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("make help: %v\n%s", err, out)
+	}
+	for _, target := range []string{"build", "run", "test", "demo-reset", "install", "help"} {
+		if !regexp.MustCompile(`(?m)^` + target + ` `).Match(out) {
+			t.Errorf("make help does not list %s:\n%s", target, out)
+		}
+	}
+	for _, p := range regexp.MustCompile(`[\w.-]+(?:/[\w.-]+)+`).FindAllString(string(out), -1) {
+		p = strings.TrimPrefix(p, "./")
+		if strings.HasPrefix(p, "bin/") {
+			continue // what make build writes
+		}
+		if _, err := os.Stat(filepath.Join(moduleRoot(), p)); err != nil {
+			t.Errorf("make help names %s, which a clone does not have: %v", p, err)
+		}
 	}
 }
