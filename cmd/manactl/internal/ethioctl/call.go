@@ -99,16 +99,34 @@ func (c *call) writeStruct(off uint64, v any) error { return c.write(off, encode
 // is; a lost connection is the NIC gone (ENODEV); an ended context EINTR. The error keeps
 // manad's message for the debug log.
 func (c *call) manadErr(op string, err error) error {
-	var ce *client.Error
-	var errno unix.Errno
 	switch {
-	case errors.As(err, &ce) && errors.As(ce.Err, &errno):
-		return fmt.Errorf("%s: %w", op, ce)
 	case c.ctx.Err() != nil:
 		return fmt.Errorf("%s: %v: %w", op, err, unix.EINTR)
-	default:
+	case isTransport(err):
 		return fmt.Errorf("%s: manad went away: %v: %w", op, err, unix.ENODEV)
+	default:
+		return fmt.Errorf("%s: %w", op, err)
 	}
+}
+
+// isTransport reports whether err is the connection to manad failing rather than manad's
+// answer: anything but a *client.Error, and a *client.Error whose errno is the socket's (the
+// client reports a send on a connection manad closed as EPIPE, for instance).
+func isTransport(err error) bool {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return true
+	}
+	var errno unix.Errno
+	if !errors.As(ce.Err, &errno) {
+		return true
+	}
+	switch errno {
+	case unix.EPIPE, unix.ECONNRESET, unix.ECONNREFUSED, unix.ECONNABORTED, unix.ENOTCONN,
+		unix.ESHUTDOWN, unix.EBADF:
+		return ce.Message == ""
+	}
+	return false
 }
 
 // run reads the command number and runs it, as dev_ethtool and __dev_ethtool do.

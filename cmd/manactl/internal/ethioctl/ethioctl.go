@@ -147,11 +147,10 @@ func (h *Handler) lookup(ctx context.Context, name string) (*client.Client, *por
 	}
 	p, err := c.Port(ctx, client.Interface{Name: name})
 	if err != nil {
-		var ce *client.Error
-		if !errors.As(err, &ce) {
+		if isTransport(err) {
 			return unreachable(err)
 		}
-		if errors.Is(ce, unix.ENODEV) {
+		if errors.Is(err, unix.ENODEV) {
 			h.forget(name)
 			return nil, nil, nil
 		}

@@ -1,0 +1,712 @@
+package ethioctl
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/ethtool"
+	"github.com/manad/manad/tests/harness"
+	"github.com/manad/manad/tests/testenv"
+)
+
+// selfMem is this test process's own address space through process_vm_readv/writev, the calls
+// the supervisor makes on the supervised process: an unmapped or inaccessible page fails as it
+// would there.
+type selfMem struct{}
+
+func (selfMem) ReadAt(p []byte, addr uint64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	n, err := unix.ProcessVMReadv(os.Getpid(), []unix.Iovec{{Base: &p[0], Len: uint64(len(p))}},
+		[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}}, 0)
+	if err != nil {
+		return err
+	}
+	if n != len(p) {
+		return unix.EFAULT
+	}
+	return nil
+}
+
+func (selfMem) WriteAt(p []byte, addr uint64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	n, err := unix.ProcessVMWritev(os.Getpid(), []unix.Iovec{{Base: &p[0], Len: uint64(len(p))}},
+		[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}}, 0)
+	if err != nil {
+		return err
+	}
+	if n != len(p) {
+		return unix.EFAULT
+	}
+	return nil
+}
+
+func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
+
+// env is a real manad with one port (4 queues) in a fresh namespace that also holds a veth, a
+// client dialled in that namespace, and a Handler over it.
+type env struct {
+	d              *harness.Daemon
+	ns, port, veth string
+	c              *client.Client
+	h              *Handler
+	ctx            context.Context
+}
+
+func newEnv(t *testing.T) *env {
+	testenv.RequireRoot(t)
+	dir, err := os.MkdirTemp("", "ethioctl-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755)) // a non-root client reaches the socket
+	e := &env{ns: harness.Name("eio", ""), port: harness.Name("eip", "0"), veth: harness.Name("eiv", "0")}
+	e.d = harness.Start(t, dir, "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nqueues = 4\npersistent = false\n", e.port, e.ns), e.ns)
+	e.c = e.d.Client(e.ns)
+	harness.Run(t, e.ns, "ip", "link", "add", e.veth, "type", "veth", "peer", "name", e.veth+"p")
+	harness.Run(t, e.ns, "ip", "link", "set", e.port, "up")
+	e.h = New(Options{Client: func(context.Context) (*client.Client, error) { return e.c, nil }, Logger: testLogger(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	e.ctx = ctx
+	return e
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// result is one emulated ioctl.
+type result struct {
+	handled bool
+	ret     int
+	err     error
+	out     []byte // the command structure as the call left it
+}
+
+// ioctlWith runs h.Handle for dev with req as the command structure, placed in this process's
+// memory right after the struct ifreq that points to it.
+func (e *env) ioctlWith(h *Handler, dev string, req []byte) result {
+	arena := make([]byte, ifreqSize+len(req)+1) // +1: a command structure of 0 bytes still has an address
+	copy(arena[:ifNameSize-1], dev)
+	binary.NativeEndian.PutUint64(arena[ifrDataOff:], addrOf(arena[ifreqSize:]))
+	copy(arena[ifreqSize:], req)
+	handled, ret, err := h.Handle(e.ctx, selfMem{}, addrOf(arena))
+	runtime.KeepAlive(arena)
+	return result{handled, ret, err, arena[ifreqSize : ifreqSize+len(req)]}
+}
+
+func (e *env) ioctl(dev string, req []byte) result { return e.ioctlWith(e.h, dev, req) }
+
+// port runs an ioctl on the port that must be handled and succeed.
+func (e *env) ok(t *testing.T, req []byte) []byte {
+	t.Helper()
+	r := e.ioctl(e.port, req)
+	require.True(t, r.handled)
+	require.NoError(t, r.err)
+	return r.out
+}
+
+// fails runs an ioctl on the port that must be handled and fail with errno.
+func (e *env) fails(t *testing.T, req []byte, errno unix.Errno) result {
+	t.Helper()
+	r := e.ioctl(e.port, req)
+	require.True(t, r.handled)
+	require.ErrorIs(t, r.err, errno)
+	return r
+}
+
+func cmdOnly(cmd uint32, size int) []byte {
+	b := make([]byte, size)
+	binary.NativeEndian.PutUint32(b, cmd)
+	return b
+}
+
+func dec[T any](b []byte) T {
+	var v T
+	decode(b, &v)
+	return v
+}
+
+func (e *env) strings(t *testing.T, id uint32) []string {
+	t.Helper()
+	s, err := e.c.StringSet(e.ctx, client.Interface{Name: e.port}, id)
+	require.NoError(t, err)
+	return s
+}
+
+// TestHandlerAgainstManad runs every command the handler serves against the real manad's port,
+// comparing with what manad's ethtool netlink reports to the same client, and every SET with a
+// GET after it.
+func TestHandlerAgainstManad(t *testing.T) {
+	e := newEnv(t)
+	ifi := client.Interface{Name: e.port}
+
+	t.Run("which devices", func(t *testing.T) {
+		for _, dev := range []string{e.veth, "lo", harness.Name("eix", "9"), ""} {
+			r := e.ioctl(dev, cmdOnly(unix.ETHTOOL_GDRVINFO, 196))
+			assert.False(t, r.handled, dev)
+			assert.Equal(t, make([]byte, 196)[4:], r.out[4:], "%s: nothing written", dev)
+		}
+		assert.True(t, e.ioctl(e.port+":1", cmdOnly(unix.ETHTOOL_GLINK, 8)).handled, "an alias label names its device")
+	})
+
+	t.Run("GDRVINFO", func(t *testing.T) {
+		st, err := e.c.Stats(e.ctx, ifi)
+		require.NoError(t, err)
+		pf, err := e.c.PrivateFlags(e.ctx, ifi)
+		require.NoError(t, err)
+		var u unix.Utsname
+		require.NoError(t, unix.Uname(&u))
+		d := dec[drvinfo](e.ok(t, cmdOnly(unix.ETHTOOL_GDRVINFO, 196)))
+		assert.Equal(t, uint32(unix.ETHTOOL_GDRVINFO), d.Cmd)
+		assert.Equal(t, "mana", goString(d.Driver[:]))
+		assert.Equal(t, goString(u.Release[:]), goString(d.Version[:]))
+		assert.Empty(t, goString(d.FwVersion[:]))
+		assert.Equal(t, uint32(len(st)), d.NStats)
+		assert.Greater(t, d.NStats, uint32(83), "6+27+50 and the queues'")
+		assert.Equal(t, uint32(len(pf.Flags)), d.NPrivFlags)
+		assert.Equal(t, uint32(1), d.NPrivFlags)
+		assert.Zero(t, d.TestinfoLen+d.EedumpLen+d.RegdumpLen)
+	})
+
+	t.Run("GSSET_INFO", func(t *testing.T) {
+		mask := uint64(1<<ethtool.SSTest | 1<<ethtool.SSStats | 1<<ethtool.SSPrivFlags | 1<<ethtool.SSFeatures |
+			1<<ethtool.SSLinkModes | 1<<ethtool.SSWolModes | 1<<63)
+		req := append(encode(&ssetInfo{Cmd: ethtoolGSSetInfo, SsetMask: mask}), make([]byte, 7*4)...)
+		out := e.ok(t, req)
+		h := dec[ssetInfo](out)
+		assert.Equal(t, uint64(1<<ethtool.SSStats|1<<ethtool.SSPrivFlags|1<<ethtool.SSFeatures|1<<ethtool.SSLinkModes), h.SsetMask)
+		var got []uint32
+		for i := range 4 {
+			got = append(got, binary.NativeEndian.Uint32(out[16+4*i:]))
+		}
+		want := []uint32{uint32(len(e.strings(t, ethtool.SSStats))), 1,
+			uint32(len(e.strings(t, ethtool.SSFeatures))), uint32(len(e.strings(t, ethtool.SSLinkModes)))}
+		assert.Equal(t, want, got)
+		assert.Equal(t, make([]byte, 12), out[32:], "no more counts than sets")
+
+		// An empty mask is answered with nothing written, as the kernel does.
+		req = append(encode(&ssetInfo{Cmd: ethtoolGSSetInfo}), 0xaa, 0xaa, 0xaa, 0xaa)
+		out = e.ok(t, req)
+		assert.Equal(t, req, out)
+	})
+
+	t.Run("GSTRINGS", func(t *testing.T) {
+		for _, id := range []uint32{ethtool.SSStats, ethtool.SSPrivFlags, ethtool.SSFeatures, ethtool.SSRSSHashFuncs, ethtool.SSLinkModes} {
+			want := e.strings(t, id)
+			require.NotEmpty(t, want, "set %d", id)
+			// The caller's len is not read: a hostile one changes nothing.
+			req := append(encode(&gstrings{Cmd: unix.ETHTOOL_GSTRINGS, StringSet: id, Len: 0xffffffff}), make([]byte, 32*len(want))...)
+			out := e.ok(t, req)
+			h := dec[gstrings](out)
+			assert.Equal(t, uint32(len(want)), h.Len, "set %d", id)
+			var got []string
+			for i := range len(want) {
+				got = append(got, goString(out[12+32*i:12+32*(i+1)]))
+			}
+			assert.Equal(t, want, got, "set %d", id)
+		}
+		assert.Equal(t, "full-page-rx", e.strings(t, ethtool.SSPrivFlags)[0])
+		for _, id := range []uint32{ethtool.SSTest, ethtool.SSWolModes, ethtool.SSSofTimestamping, 200} {
+			e.fails(t, encode(&gstrings{Cmd: unix.ETHTOOL_GSTRINGS, StringSet: id}), unix.EINVAL)
+		}
+	})
+
+	t.Run("GSTATS", func(t *testing.T) {
+		before, err := e.c.Stats(e.ctx, ifi)
+		require.NoError(t, err)
+		out := e.ok(t, append(cmdOnly(unix.ETHTOOL_GSTATS, 8), make([]byte, 8*len(before))...))
+		after, err := e.c.Stats(e.ctx, ifi)
+		require.NoError(t, err)
+		require.Equal(t, uint32(len(before)), dec[statsHead](out).NStats)
+		names := e.strings(t, ethtool.SSStats)
+		require.Len(t, names, len(before))
+		for i := range before {
+			assert.Equal(t, names[i], before[i].Name, "GSTRINGS order is STATS_GET order")
+			v := binary.NativeEndian.Uint64(out[8+8*i:])
+			assert.True(t, before[i].Value <= v && v <= after[i].Value, "%s: %d not within [%d, %d]", before[i].Name, v, before[i].Value, after[i].Value)
+		}
+	})
+
+	t.Run("GPFLAGS/SPFLAGS", func(t *testing.T) {
+		assert.Equal(t, uint32(0), dec[value](e.ok(t, cmdOnly(unix.ETHTOOL_GPFLAGS, 8))).Data)
+		e.ok(t, encode(&value{Cmd: unix.ETHTOOL_SPFLAGS, Data: 1}))
+		pf, err := e.c.PrivateFlags(e.ctx, ifi)
+		require.NoError(t, err)
+		assert.Equal(t, uint32(1), pf.Bits())
+		assert.Equal(t, uint32(1), dec[value](e.ok(t, cmdOnly(unix.ETHTOOL_GPFLAGS, 8))).Data)
+		e.fails(t, encode(&value{Cmd: unix.ETHTOOL_SPFLAGS, Data: 3}), unix.EINVAL)
+		e.ok(t, encode(&value{Cmd: unix.ETHTOOL_SPFLAGS, Data: 0}))
+		pf, err = e.c.PrivateFlags(e.ctx, ifi)
+		require.NoError(t, err)
+		assert.Equal(t, uint32(0), pf.Bits())
+	})
+
+	t.Run("GRINGPARAM/SRINGPARAM", func(t *testing.T) {
+		r, err := e.c.Rings(e.ctx, ifi)
+		require.NoError(t, err)
+		got := dec[ringparam](e.ok(t, cmdOnly(unix.ETHTOOL_GRINGPARAM, 36)))
+		assert.Equal(t, ringparam{Cmd: unix.ETHTOOL_GRINGPARAM, RxMaxPending: r.RxMax, TxMaxPending: r.TxMax, RxPending: r.Rx, TxPending: r.Tx}, got)
+		set := got
+		set.Cmd, set.RxPending = unix.ETHTOOL_SRINGPARAM, 512
+		e.ok(t, encode(&set))
+		r2, err := e.c.Rings(e.ctx, ifi)
+		require.NoError(t, err)
+		assert.Equal(t, uint32(512), r2.Rx)
+		assert.Equal(t, r.Tx, r2.Tx)
+		set.RxPending = r.RxMax + 1
+		e.fails(t, encode(&set), unix.EINVAL)
+		set.RxPending, set.RxMiniPending = 512, 1
+		e.fails(t, encode(&set), unix.EINVAL)
+		set.RxPending, set.RxMiniPending = 64, 0 // below mana's minimum: manad's EINVAL
+		e.fails(t, encode(&set), unix.EINVAL)
+		set.RxPending = r.Rx
+		e.ok(t, encode(&set))
+	})
+
+	t.Run("GCHANNELS/SCHANNELS/GRXRINGS", func(t *testing.T) {
+		ch, err := e.c.Channels(e.ctx, ifi)
+		require.NoError(t, err)
+		got := dec[channelsC](e.ok(t, cmdOnly(unix.ETHTOOL_GCHANNELS, 36)))
+		assert.Equal(t, channelsC{Cmd: unix.ETHTOOL_GCHANNELS, MaxRx: ch.RxMax, MaxTx: ch.TxMax, MaxOther: ch.OtherMax,
+			MaxCombined: ch.CombinedMax, Rx: ch.Rx, Tx: ch.Tx, Other: ch.Other, Combined: ch.Combined}, got)
+		assert.Equal(t, uint32(4), got.Combined)
+		set := got
+		set.Cmd, set.Combined = unix.ETHTOOL_SCHANNELS, 2
+		e.ok(t, encode(&set))
+		ch2, err := e.c.Channels(e.ctx, ifi)
+		require.NoError(t, err)
+		assert.Equal(t, uint32(2), ch2.Combined)
+		out := e.ok(t, cmdOnly(unix.ETHTOOL_GRXRINGS, rxnfcSize))
+		assert.Equal(t, uint64(2), binary.NativeEndian.Uint64(out[8:]))
+		set.Combined = got.MaxCombined + 1
+		e.fails(t, encode(&set), unix.EINVAL)
+		set.Combined = 0
+		e.fails(t, encode(&set), unix.EINVAL)
+		set.Combined = 4
+		e.ok(t, encode(&set))
+		// A short struct ethtool_rxnfc in a rxnfc command is EFAULT-free only when whole.
+		e.fails(t, cmdOnly(unix.ETHTOOL_GRXCLSRLCNT, rxnfcSize), unix.EOPNOTSUPP)
+		e.fails(t, cmdOnly(unix.ETHTOOL_GRXFH, rxnfcLegacySize), unix.EOPNOTSUPP)
+	})
+
+	t.Run("GCOALESCE/SCOALESCE", func(t *testing.T) {
+		co, err := e.c.Coalesce(e.ctx, ifi)
+		require.NoError(t, err)
+		got := dec[coalesceC](e.ok(t, cmdOnly(unix.ETHTOOL_GCOALESCE, 92)))
+		for i, v := range got.F {
+			assert.Equal(t, co.Attrs[uint16(i+coalesceFirstAttr)], v, "attribute %d", i+coalesceFirstAttr)
+		}
+		set := got
+		set.Cmd, set.F[0] = unix.ETHTOOL_SCOALESCE, 100 // rx-usecs
+		e.ok(t, encode(&set))
+		co2, err := e.c.Coalesce(e.ctx, ifi)
+		require.NoError(t, err)
+		assert.Equal(t, uint32(100), co2.RxUsecs)
+		bad := set
+		bad.F[21] = 7 // rate_sample_interval: mana does not support it
+		e.fails(t, encode(&bad), unix.EOPNOTSUPP)
+		set.F[0] = 2000 // above mana's 1023
+		e.fails(t, encode(&set), unix.EINVAL)
+		set.F[0] = co.RxUsecs
+		e.ok(t, encode(&set))
+	})
+
+	t.Run("GLINKSETTINGS/GSET/GLINK", func(t *testing.T) {
+		ls, err := e.c.LinkSettings(e.ctx, ifi)
+		require.NoError(t, err)
+		nwords := (len(e.strings(t, ethtool.SSLinkModes)) + 31) / 32
+		// The handshake: a wrong nwords, hostile or not, gets -nwords and success.
+		for _, n := range []int8{0, 127, -128, int8(nwords + 1)} {
+			req := encode(&linkSettings{Cmd: unix.ETHTOOL_GLINKSETTINGS, LinkModeMasksNwords: n, Speed: 5})
+			got := dec[linkSettings](e.ok(t, req))
+			assert.Equal(t, linkSettings{Cmd: unix.ETHTOOL_GLINKSETTINGS, LinkModeMasksNwords: int8(-nwords)}, got, "nwords %d", n)
+		}
+		req := append(encode(&linkSettings{Cmd: unix.ETHTOOL_GLINKSETTINGS, LinkModeMasksNwords: int8(nwords)}), make([]byte, 12*nwords)...)
+		out := e.ok(t, req)
+		got := dec[linkSettings](out)
+		assert.Equal(t, linkSettings{Cmd: unix.ETHTOOL_GLINKSETTINGS, Speed: ls.Speed, Duplex: ls.Duplex, Port: ls.Port,
+			Autoneg: ls.Autoneg, PhyAddress: ls.PhyAddr, EthTpMdix: ls.MDIX, EthTpMdixCtrl: ls.MDIXCtrl,
+			LinkModeMasksNwords: int8(nwords), Transceiver: ls.Transceiver}, got)
+		assert.Equal(t, uint8(1), got.Duplex, "full, as mana")
+		assert.Equal(t, uint8(0xff), got.Port, "PORT_OTHER, as mana")
+		legacy := dec[legacyCmd](e.ok(t, cmdOnly(unix.ETHTOOL_GSET, legacyCmdSize)))
+		assert.Equal(t, ls.Speed, uint32(legacy.Speed)|uint32(legacy.SpeedHi)<<16)
+		assert.Equal(t, got.Port, legacy.Port)
+		st, err := e.c.LinkState(e.ctx, ifi)
+		require.NoError(t, err)
+		assert.Equal(t, st.Link, dec[value](e.ok(t, cmdOnly(unix.ETHTOOL_GLINK, 8))).Data == 1)
+	})
+
+	t.Run("GRSSH/SRSSH/GRXFHINDIR/SRXFHINDIR", func(t *testing.T) {
+		rss, err := e.c.RSS(e.ctx, ifi)
+		require.NoError(t, err)
+		n, k := len(rss.Indir), len(rss.HKey)
+		require.Equal(t, 40, k)
+		// Sizes query.
+		got := dec[rxfh](e.ok(t, cmdOnly(unix.ETHTOOL_GRSSH, 24)))
+		assert.Equal(t, rxfh{Cmd: unix.ETHTOOL_GRSSH, IndirSize: uint32(n), KeySize: uint32(k), HFunc: 1}, got)
+		// Everything.
+		out := e.ok(t, append(encode(&rxfh{Cmd: unix.ETHTOOL_GRSSH, IndirSize: uint32(n), KeySize: uint32(k)}), make([]byte, 4*n+k)...))
+		for i := range n {
+			assert.Equal(t, rss.Indir[i], binary.NativeEndian.Uint32(out[24+4*i:]))
+		}
+		assert.Equal(t, rss.HKey, out[24+4*n:])
+		// A hostile size: the sizes go back, then EINVAL; nothing past the header is written.
+		r := e.fails(t, append(encode(&rxfh{Cmd: unix.ETHTOOL_GRSSH, IndirSize: 0x7fffffff}), 0xaa), unix.EINVAL)
+		assert.Equal(t, uint32(n), dec[rxfh](r.out).IndirSize)
+		assert.Equal(t, byte(0xaa), r.out[24])
+		e.fails(t, encode(&rxfh{Cmd: unix.ETHTOOL_GRSSH, Rsvd32: 1}), unix.EINVAL)
+		e.fails(t, encode(&rxfh{Cmd: unix.ETHTOOL_GRSSH, RSSContext: 1}), unix.EOPNOTSUPP)
+
+		// Set a table on queue 1 only and a new key.
+		table := make([]byte, 4*n)
+		for i := range n {
+			binary.NativeEndian.PutUint32(table[4*i:], 1)
+		}
+		key := make([]byte, k)
+		for i := range key {
+			key[i] = byte(i + 1)
+		}
+		set := append(append(encode(&rxfh{Cmd: unix.ETHTOOL_SRSSH, IndirSize: uint32(n), KeySize: uint32(k), InputXfrm: rxhXfrmNoChange}), table...), key...)
+		e.ok(t, set)
+		rss2, err := e.c.RSS(e.ctx, ifi)
+		require.NoError(t, err)
+		assert.Equal(t, slices.Repeat([]uint32{1}, n), rss2.Indir)
+		assert.Equal(t, key, rss2.HKey)
+		// GRXFHINDIR: size query, short size, the table.
+		out = e.ok(t, cmdOnly(unix.ETHTOOL_GRXFHINDIR, 8))
+		assert.Equal(t, uint32(n), binary.NativeEndian.Uint32(out[4:]))
+		short := cmdOnly(unix.ETHTOOL_GRXFHINDIR, 8)
+		binary.NativeEndian.PutUint32(short[4:], 3)
+		e.fails(t, short, unix.EINVAL)
+		full := append(cmdOnly(unix.ETHTOOL_GRXFHINDIR, 8), make([]byte, 4*n)...)
+		binary.NativeEndian.PutUint32(full[4:], uint32(n))
+		assert.Equal(t, table, e.ok(t, full)[8:])
+		// A queue that does not exist, a wrong size, no change at all: EINVAL.
+		binary.NativeEndian.PutUint32(table[0:], 4)
+		e.fails(t, append(encode(&rxfh{Cmd: unix.ETHTOOL_SRSSH, IndirSize: uint32(n), InputXfrm: rxhXfrmNoChange}), table...), unix.EINVAL)
+		e.fails(t, encode(&rxfh{Cmd: unix.ETHTOOL_SRSSH, IndirSize: 7, InputXfrm: rxhXfrmNoChange}), unix.EINVAL)
+		e.fails(t, encode(&rxfh{Cmd: unix.ETHTOOL_SRSSH, IndirSize: indirNoChange, InputXfrm: rxhXfrmNoChange}), unix.EINVAL)
+		e.fails(t, encode(&rxfh{Cmd: unix.ETHTOOL_SRSSH, IndirSize: indirNoChange, InputXfrm: rxhXfrmSymXor}), unix.EOPNOTSUPP)
+		// SRXFHINDIR with size 0, then SRSSH with indir_size 0: the default table again.
+		e.ok(t, cmdOnly(unix.ETHTOOL_SRXFHINDIR, 8))
+		rss3, err := e.c.RSS(e.ctx, ifi)
+		require.NoError(t, err)
+		assert.Equal(t, rss.Indir, rss3.Indir)
+		e.ok(t, append(encode(&rxfh{Cmd: unix.ETHTOOL_SRSSH, KeySize: uint32(k), InputXfrm: rxhXfrmNoChange}), rss.HKey...))
+		rss4, err := e.c.RSS(e.ctx, ifi)
+		require.NoError(t, err)
+		assert.Equal(t, rss.Indir, rss4.Indir)
+		assert.Equal(t, rss.HKey, rss4.HKey)
+	})
+
+	t.Run("GFEATURES/SFEATURES/legacy", func(t *testing.T) {
+		names := e.strings(t, ethtool.SSFeatures)
+		words := (len(names) + 31) / 32
+		bit := func(name string) int { i := slices.Index(names, name); require.GreaterOrEqual(t, i, 0, name); return i }
+		f, err := e.c.Features(e.ctx, ifi)
+		require.NoError(t, err)
+		out := e.ok(t, append(encode(&featuresHead{Cmd: unix.ETHTOOL_GFEATURES, Size: 0xffff}), make([]byte, 16*words)...))
+		assert.Equal(t, uint32(words), dec[featuresHead](out).Size)
+		blocks := make([]getFeaturesBlock, words)
+		decode(out[8:], blocks)
+		isSet := func(field func(getFeaturesBlock) uint32, i int) bool { return field(blocks[i/32])&(1<<(i%32)) != 0 }
+		for _, tc := range []struct {
+			list  []string
+			field func(getFeaturesBlock) uint32
+		}{
+			{f.HW, func(b getFeaturesBlock) uint32 { return b.Available }},
+			{f.Wanted, func(b getFeaturesBlock) uint32 { return b.Requested }},
+			{f.Active, func(b getFeaturesBlock) uint32 { return b.Active }},
+			{f.NoChange, func(b getFeaturesBlock) uint32 { return b.NeverChanged }},
+		} {
+			for i, n := range names {
+				assert.Equal(t, slices.Contains(tc.list, n), isSet(tc.field, i), n)
+			}
+		}
+		// A caller's size of 0 gets the header only.
+		out = e.ok(t, append(encode(&featuresHead{Cmd: unix.ETHTOOL_GFEATURES}), 0xaa))
+		assert.Equal(t, byte(0xaa), out[8])
+
+		require.True(t, slices.Contains(f.HW, "rx-gro") && slices.Contains(f.Active, "rx-gro"))
+		assert.Equal(t, uint32(1), dec[value](e.ok(t, cmdOnly(unix.ETHTOOL_GGRO, 8))).Data)
+		// SFEATURES rx-gro off.
+		sb := make([]setFeaturesBlock, words)
+		sb[bit("rx-gro")/32].Valid = 1 << (bit("rx-gro") % 32)
+		req := append(encode(&featuresHead{Cmd: unix.ETHTOOL_SFEATURES, Size: uint32(words)}), encode(sb)...)
+		r := e.ioctl(e.port, req)
+		require.True(t, r.handled)
+		require.NoError(t, r.err)
+		assert.Equal(t, 0, r.ret)
+		f2, err := e.c.Features(e.ctx, ifi)
+		require.NoError(t, err)
+		assert.NotContains(t, f2.Active, "rx-gro")
+		assert.Equal(t, uint32(0), dec[value](e.ok(t, cmdOnly(unix.ETHTOOL_GGRO, 8))).Data)
+		// Legacy SGRO on again.
+		e.ok(t, encode(&value{Cmd: unix.ETHTOOL_SGRO, Data: 1}))
+		f3, err := e.c.Features(e.ctx, ifi)
+		require.NoError(t, err)
+		assert.Contains(t, f3.Active, "rx-gro")
+		// A feature the port cannot change: ETHTOOL_F_UNSUPPORTED, nothing changes.
+		var fixed string
+		for _, n := range names {
+			if !slices.Contains(f.HW, n) && !slices.Contains(f.NoChange, n) {
+				fixed = n
+				break
+			}
+		}
+		require.NotEmpty(t, fixed)
+		sb = make([]setFeaturesBlock, words)
+		sb[bit(fixed)/32].Valid = 1 << (bit(fixed) % 32)
+		sb[bit(fixed)/32].Requested = 1 << (bit(fixed) % 32)
+		r = e.ioctl(e.port, append(encode(&featuresHead{Cmd: unix.ETHTOOL_SFEATURES, Size: uint32(words)}), encode(sb)...))
+		require.NoError(t, r.err)
+		assert.Equal(t, unix.ETHTOOL_F_UNSUPPORTED, r.ret)
+		f4, err := e.c.Features(e.ctx, ifi)
+		require.NoError(t, err)
+		assert.Equal(t, f3.Active, f4.Active)
+		// Wrong size; a bit past the features.
+		e.fails(t, append(encode(&featuresHead{Cmd: unix.ETHTOOL_SFEATURES, Size: uint32(words + 1)}), make([]byte, 8*(words+1))...), unix.EINVAL)
+		if len(names)%32 != 0 {
+			sb = make([]setFeaturesBlock, words)
+			sb[words-1].Valid = 1 << 31
+			e.fails(t, append(encode(&featuresHead{Cmd: unix.ETHTOOL_SFEATURES, Size: uint32(words)}), encode(sb)...), unix.EINVAL)
+		}
+		// GFLAGS agrees with the active features; SFLAGS with an unknown flag is EINVAL.
+		var flags uint32
+		for _, lf := range legacyFlags {
+			if slices.Contains(f4.Active, lf.name) {
+				flags |= lf.flag
+			}
+		}
+		assert.Equal(t, flags, dec[value](e.ok(t, cmdOnly(unix.ETHTOOL_GFLAGS, 8))).Data)
+		e.fails(t, encode(&value{Cmd: unix.ETHTOOL_SFLAGS, Data: 1}), unix.EINVAL)
+		e.ok(t, encode(&value{Cmd: unix.ETHTOOL_SFLAGS, Data: flags}))
+		for _, g := range []uint32{unix.ETHTOOL_GTXCSUM, unix.ETHTOOL_GRXCSUM, unix.ETHTOOL_GSG, unix.ETHTOOL_GTSO, unix.ETHTOOL_GGSO} {
+			want := uint32(0)
+			for _, n := range featureMasks[g] {
+				if slices.Contains(f4.Active, n) {
+					want = 1
+				}
+			}
+			assert.Equal(t, want, dec[value](e.ok(t, cmdOnly(g, 8))).Data, "cmd %#x", g)
+		}
+	})
+
+	t.Run("GPERMADDR/GET_TS_INFO", func(t *testing.T) {
+		p, err := e.c.Port(e.ctx, ifi)
+		require.NoError(t, err)
+		out := e.ok(t, append(encode(&permAddr{Cmd: unix.ETHTOOL_GPERMADDR, Size: 32}), make([]byte, 32)...))
+		assert.Equal(t, permAddr{Cmd: unix.ETHTOOL_GPERMADDR, Size: 6}, dec[permAddr](out))
+		assert.Equal(t, []byte(p.MAC), out[8:14])
+		e.fails(t, encode(&permAddr{Cmd: unix.ETHTOOL_GPERMADDR, Size: 5}), eTooSmall)
+
+		ts, err := e.c.TSInfo(e.ctx, ifi)
+		require.NoError(t, err)
+		got := dec[tsInfo](e.ok(t, cmdOnly(ethtoolGetTSInfo, 44)))
+		assert.Equal(t, int32(-1), got.PhcIndex)
+		assert.Equal(t, modeMask(e.strings(t, ethtool.SSSofTimestamping), ts.Timestamping, 1)[0], got.SoTimestamping)
+		assert.NotZero(t, got.SoTimestamping)
+	})
+
+	t.Run("what mana lacks", func(t *testing.T) {
+		for _, c := range []uint32{unix.ETHTOOL_GWOL, unix.ETHTOOL_SWOL, unix.ETHTOOL_GREGS, unix.ETHTOOL_GEEPROM,
+			unix.ETHTOOL_GMODULEINFO, unix.ETHTOOL_GPAUSEPARAM, unix.ETHTOOL_GMSGLVL, unix.ETHTOOL_GEEE,
+			unix.ETHTOOL_GFECPARAM, unix.ETHTOOL_SSET, unix.ETHTOOL_SLINKSETTINGS, 0x1a, 0x1c, 0x9999} {
+			e.fails(t, cmdOnly(c, perQueueOpSize), unix.EOPNOTSUPP)
+		}
+	})
+
+	t.Run("EFAULT", func(t *testing.T) {
+		// ifr_data unmapped: every command reads EFAULT; ifr itself unmapped: the kernel's.
+		arena := make([]byte, ifreqSize)
+		copy(arena, e.port)
+		binary.NativeEndian.PutUint64(arena[ifrDataOff:], 8)
+		handled, _, err := e.h.Handle(e.ctx, selfMem{}, addrOf(arena))
+		runtime.KeepAlive(arena)
+		assert.True(t, handled)
+		assert.ErrorIs(t, err, unix.EFAULT)
+		handled, _, err = e.h.Handle(e.ctx, selfMem{}, 8)
+		assert.False(t, handled)
+		assert.NoError(t, err)
+
+		// A buffer that ends where an inaccessible page begins: the header fits, the data does
+		// not.
+		rss, err := e.c.RSS(e.ctx, client.Interface{Name: e.port})
+		require.NoError(t, err)
+		page := os.Getpagesize()
+		m, err := unix.Mmap(-1, 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		require.NoError(t, err)
+		t.Cleanup(func() { unix.Munmap(m) })
+		require.NoError(t, unix.Mprotect(m[page:], unix.PROT_NONE))
+		for _, req := range [][]byte{
+			cmdOnly(unix.ETHTOOL_GSTATS, 8),
+			encode(&gstrings{Cmd: unix.ETHTOOL_GSTRINGS, StringSet: ethtool.SSStats}),
+			encode(&rxfh{Cmd: unix.ETHTOOL_GRSSH, IndirSize: uint32(len(rss.Indir)), KeySize: uint32(len(rss.HKey))}),
+			encode(&featuresHead{Cmd: unix.ETHTOOL_GFEATURES, Size: 2}),
+		} {
+			data := m[page-len(req) : page]
+			copy(data, req)
+			ifr := make([]byte, ifreqSize)
+			copy(ifr, e.port)
+			binary.NativeEndian.PutUint64(ifr[ifrDataOff:], addrOf(data))
+			handled, _, err := e.h.Handle(e.ctx, selfMem{}, addrOf(ifr))
+			runtime.KeepAlive(ifr)
+			assert.True(t, handled)
+			assert.ErrorIs(t, err, unix.EFAULT, "cmd %#x", binary.NativeEndian.Uint32(req))
+		}
+	})
+}
+
+// asUser runs f on a fresh OS thread that entered network namespace ns and dropped to uid/gid
+// (the thread dies with it), as tests/reliability does.
+func asUser(ns string, uid, gid uint32, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		errc <- func() error {
+			h, err := netns.GetFromName(ns)
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			if err := netns.Set(h); err != nil {
+				return err
+			}
+			if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+				return e
+			}
+			if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
+				return e
+			}
+			if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+				return e
+			}
+			return f()
+		}()
+	}()
+	return <-errc
+}
+
+// TestHandlerNonAdmin: a caller without admin rights reads everything and changes nothing:
+// every SET is manad's EPERM, and the port keeps its settings.
+func TestHandlerNonAdmin(t *testing.T) {
+	e := newEnv(t)
+	const nobody = 65534
+	var nc *client.Client
+	require.NoError(t, asUser(e.ns, nobody, nobody, func() (err error) {
+		nc, err = client.Dial(e.d.Socket)
+		return err
+	}))
+	t.Cleanup(func() { nc.Close() })
+	h := New(Options{Client: func(context.Context) (*client.Client, error) { return nc, nil }, Logger: testLogger(t)})
+	ifi := client.Interface{Name: e.port}
+
+	r := e.ioctlWith(h, e.port, cmdOnly(unix.ETHTOOL_GRINGPARAM, 36))
+	require.True(t, r.handled)
+	require.NoError(t, r.err)
+	rp := dec[ringparam](r.out)
+	before, err := e.c.Rings(e.ctx, ifi)
+	require.NoError(t, err)
+	pfBefore, err := e.c.PrivateFlags(e.ctx, ifi)
+	require.NoError(t, err)
+	chBefore, err := e.c.Channels(e.ctx, ifi)
+	require.NoError(t, err)
+
+	rp.Cmd, rp.RxPending = unix.ETHTOOL_SRINGPARAM, 256
+	for _, req := range [][]byte{
+		encode(&rp),
+		encode(&value{Cmd: unix.ETHTOOL_SPFLAGS, Data: 1}),
+		encode(&channelsC{Cmd: unix.ETHTOOL_SCHANNELS, Combined: 1}),
+		encode(&value{Cmd: unix.ETHTOOL_SGRO, Data: 0}),
+	} {
+		r := e.ioctlWith(h, e.port, req)
+		require.True(t, r.handled)
+		assert.ErrorIs(t, r.err, unix.EPERM, "cmd %#x", binary.NativeEndian.Uint32(req))
+	}
+	after, err := e.c.Rings(e.ctx, ifi)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+	pfAfter, err := e.c.PrivateFlags(e.ctx, ifi)
+	require.NoError(t, err)
+	assert.Equal(t, pfBefore.Bits(), pfAfter.Bits())
+	chAfter, err := e.c.Channels(e.ctx, ifi)
+	require.NoError(t, err)
+	assert.Equal(t, chBefore.Combined, chAfter.Combined)
+	f, err := e.c.Features(e.ctx, ifi)
+	require.NoError(t, err)
+	assert.Contains(t, f.Active, "rx-gro")
+}
+
+// TestHandlerManadGoneAndRename: with manad unreachable, a name seen as a port answers ENODEV and
+// any other is left to the kernel; a renamed port answers under its new name only.
+func TestHandlerManadGoneAndRename(t *testing.T) {
+	e := newEnv(t)
+	var gone atomic.Bool
+	h := New(Options{Client: func(context.Context) (*client.Client, error) {
+		if gone.Load() {
+			return nil, errors.New("cannot connect to manad: connection refused")
+		}
+		return e.c, nil
+	}, Logger: testLogger(t)})
+
+	r := e.ioctlWith(h, e.port, cmdOnly(unix.ETHTOOL_GDRVINFO, 196))
+	require.True(t, r.handled)
+	require.NoError(t, r.err)
+
+	// Rename: the port is its TAP's ifindex.
+	renamed := harness.Name("eir", "0")
+	harness.Run(t, e.ns, "ip", "link", "set", e.port, "down")
+	harness.Run(t, e.ns, "ip", "link", "set", e.port, "name", renamed)
+	harness.Eventually(t, "manad follows the rename", func() bool {
+		_, err := e.c.Port(e.ctx, client.Interface{Name: renamed})
+		return err == nil
+	})
+	r = e.ioctlWith(h, e.port, cmdOnly(unix.ETHTOOL_GDRVINFO, 196))
+	assert.False(t, r.handled, "the old name is no port's: %+v", r)
+	r = e.ioctlWith(h, renamed, cmdOnly(unix.ETHTOOL_GDRVINFO, 196))
+	require.True(t, r.handled)
+	require.NoError(t, r.err)
+	d := dec[drvinfo](r.out)
+	assert.Equal(t, "mana", goString(d.Driver[:]))
+
+	gone.Store(true)
+	r = e.ioctlWith(h, renamed, cmdOnly(unix.ETHTOOL_GDRVINFO, 196))
+	assert.True(t, r.handled)
+	assert.ErrorIs(t, r.err, unix.ENODEV)
+	r = e.ioctlWith(h, e.veth, cmdOnly(unix.ETHTOOL_GDRVINFO, 196))
+	assert.False(t, r.handled)
+	r = e.ioctlWith(h, e.port, cmdOnly(unix.ETHTOOL_GDRVINFO, 196))
+	assert.False(t, r.handled, "a name that stopped being a port is forgotten")
+
+	// manad stops mid-run: a known port's next command fails with ENODEV, not a hang.
+	gone.Store(false)
+	e.d.Stop()
+	r = e.ioctlWith(h, renamed, cmdOnly(unix.ETHTOOL_GRINGPARAM, 36))
+	assert.True(t, r.handled)
+	assert.ErrorIs(t, r.err, unix.ENODEV)
+}
