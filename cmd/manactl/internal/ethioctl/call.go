@@ -142,6 +142,15 @@ func (c *call) run() (int, error) {
 			return 0, err
 		}
 	}
+	sub := c.cmd
+	if c.cmd == ethtoolPerQueue {
+		sub = binary.NativeEndian.Uint32(b[:])
+	}
+	if !anyone[sub] {
+		if err := c.requireAdmin(); err != nil {
+			return 0, err
+		}
+	}
 	if f, ok := commands[c.cmd]; ok {
 		return 0, f(c)
 	}
@@ -152,6 +161,44 @@ func (c *call) run() (int, error) {
 		return c.setFeatures()
 	}
 	return 0, unix.EOPNOTSUPP // __dev_ethtool's default
+}
+
+// anyone are the commands __dev_ethtool lets any user run; every other needs CAP_NET_ADMIN,
+// which it checks before anything else, even before it knows the command.
+var anyone = map[uint32]bool{
+	unix.ETHTOOL_GSET: true, unix.ETHTOOL_GDRVINFO: true, unix.ETHTOOL_GMSGLVL: true,
+	unix.ETHTOOL_GLINK: true, unix.ETHTOOL_GCOALESCE: true, unix.ETHTOOL_GRINGPARAM: true,
+	unix.ETHTOOL_GPAUSEPARAM: true, unix.ETHTOOL_GRXCSUM: true, unix.ETHTOOL_GTXCSUM: true,
+	unix.ETHTOOL_GSG: true, ethtoolGSSetInfo: true, unix.ETHTOOL_GSTRINGS: true,
+	unix.ETHTOOL_GSTATS: true, unix.ETHTOOL_GPHYSTATS: true, unix.ETHTOOL_GTSO: true,
+	unix.ETHTOOL_GPERMADDR: true, unix.ETHTOOL_GUFO: true, unix.ETHTOOL_GGSO: true,
+	unix.ETHTOOL_GGRO: true, unix.ETHTOOL_GFLAGS: true, unix.ETHTOOL_GPFLAGS: true,
+	unix.ETHTOOL_GRXFH: true, unix.ETHTOOL_GRXRINGS: true, unix.ETHTOOL_GRXCLSRLCNT: true,
+	unix.ETHTOOL_GRXCLSRULE: true, unix.ETHTOOL_GRXCLSRLALL: true, unix.ETHTOOL_GRXFHINDIR: true,
+	unix.ETHTOOL_GRSSH: true, unix.ETHTOOL_GFEATURES: true, unix.ETHTOOL_GCHANNELS: true,
+	ethtoolGetTSInfo: true, unix.ETHTOOL_GEEE: true, unix.ETHTOOL_GTUNABLE: true,
+	0x4e /* ETHTOOL_PHY_GTUNABLE */ : true, unix.ETHTOOL_GLINKSETTINGS: true, unix.ETHTOOL_GFECPARAM: true,
+}
+
+// probeName can name no device (it is longer than IFNAMSIZ).
+const probeName = "manad-ethioctl-admin-probe"
+
+// requireAdmin is __dev_ethtool's ns_capable(CAP_NET_ADMIN) with manad's notion of an admin,
+// the one its SETs are authorised by: a CHANNELS_SET naming no device, which manad's genl core
+// refuses with EPERM before it parses anything when the caller is no admin, and which can change
+// nothing when it is (the lookup fails). So a command that needs admin rights answers EPERM
+// before any copy, check or EOPNOTSUPP, as the kernel's does.
+func (c *call) requireAdmin() error {
+	err := c.c.SetChannels(c.ctx, client.Interface{Name: probeName}, client.ChannelsUpdate{})
+	switch {
+	case err == nil:
+		return nil
+	case c.ctx.Err() != nil || isTransport(err):
+		return c.manadErr("admin probe", err)
+	case errors.Is(err, unix.EPERM):
+		return unix.EPERM
+	}
+	return nil
 }
 
 // Command numbers x/sys/unix does not name.
