@@ -715,3 +715,131 @@ func TestHandlerManadGoneAndRename(t *testing.T) {
 	assert.True(t, r.handled)
 	assert.ErrorIs(t, r.err, unix.ENODEV)
 }
+
+// kernelIoctl runs the kernel's own SIOCETHTOOL on dev with req as the command structure and
+// returns the structure as the kernel left it.
+func kernelIoctl(fd int, dev string, req []byte) ([]byte, error) {
+	arena := make([]byte, ifreqSize+len(req))
+	copy(arena[:ifNameSize-1], dev)
+	binary.NativeEndian.PutUint64(arena[ifrDataOff:], addrOf(arena[ifreqSize:]))
+	copy(arena[ifreqSize:], req)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&arena[0])))
+	runtime.KeepAlive(arena)
+	if errno != 0 {
+		return nil, errno
+	}
+	return arena[ifreqSize:], nil
+}
+
+// TestLayoutsAgainstKernel: the structures, and the name-to-bit mappings the handler builds
+// from string sets, read the running kernel's own SIOCETHTOOL answers for a veth as its ethtool
+// netlink reports the same device (so the layouts are checked against a real dev_ethtool, not
+// only against constants).
+func TestLayoutsAgainstKernel(t *testing.T) {
+	testenv.RequireRoot(t)
+	ns, veth := harness.Name("eik", ""), harness.Name("eik", "0")
+	harness.Run(t, "", "ip", "netns", "add", ns)
+	t.Cleanup(func() { harness.RunErr("", "ip", "netns", "del", ns) })
+	harness.Run(t, ns, "ip", "link", "add", veth, "numrxqueues", "4", "numtxqueues", "4", "type", "veth", "peer", "name", veth+"p")
+	harness.Run(t, ns, "ip", "link", "set", veth, "up")
+	var fd int
+	var kc *client.Client
+	require.NoError(t, harness.InNetNS(ns, func() (err error) {
+		if fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			return err
+		}
+		kc, err = client.DialKernel()
+		return err
+	}))
+	t.Cleanup(func() { unix.Close(fd); kc.Close() })
+	ctx := context.Background()
+	ifi := client.Interface{Name: veth}
+	kstrings := func(id uint32) []string {
+		s, err := kc.StringSet(ctx, client.Interface{}, id)
+		require.NoError(t, err)
+		return s
+	}
+
+	out, err := kernelIoctl(fd, veth, cmdOnly(unix.ETHTOOL_GDRVINFO, 196))
+	require.NoError(t, err)
+	d := dec[drvinfo](out)
+	assert.Equal(t, "veth", goString(d.Driver[:]))
+	out, err = kernelIoctl(fd, veth, append(encode(&ssetInfo{Cmd: ethtoolGSSetInfo, SsetMask: 1 << ethtool.SSStats}), 0, 0, 0, 0))
+	require.NoError(t, err)
+	assert.Equal(t, d.NStats, binary.NativeEndian.Uint32(out[ssetInfoDataOff:]))
+
+	ch, err := kc.Channels(ctx, ifi)
+	require.NoError(t, err)
+	out, err = kernelIoctl(fd, veth, cmdOnly(unix.ETHTOOL_GCHANNELS, 36))
+	require.NoError(t, err)
+	assert.Equal(t, channelsC{Cmd: unix.ETHTOOL_GCHANNELS, MaxRx: ch.RxMax, MaxTx: ch.TxMax, MaxOther: ch.OtherMax,
+		MaxCombined: ch.CombinedMax, Rx: ch.Rx, Tx: ch.Tx, Other: ch.Other, Combined: ch.Combined}, dec[channelsC](out))
+	assert.Equal(t, uint32(4), ch.RxMax)
+
+	// The link-settings handshake, then the settings.
+	nwords := (len(kstrings(ethtool.SSLinkModes)) + 31) / 32
+	out, err = kernelIoctl(fd, veth, encode(&linkSettings{Cmd: unix.ETHTOOL_GLINKSETTINGS}))
+	require.NoError(t, err)
+	assert.Equal(t, linkSettings{Cmd: unix.ETHTOOL_GLINKSETTINGS, LinkModeMasksNwords: int8(-nwords)}, dec[linkSettings](out))
+	ls, err := kc.LinkSettings(ctx, ifi)
+	require.NoError(t, err)
+	out, err = kernelIoctl(fd, veth, append(encode(&linkSettings{Cmd: unix.ETHTOOL_GLINKSETTINGS, LinkModeMasksNwords: int8(nwords)}), make([]byte, 12*nwords)...))
+	require.NoError(t, err)
+	got := dec[linkSettings](out)
+	assert.Equal(t, ls.Speed, got.Speed)
+	assert.Equal(t, ls.Duplex, got.Duplex)
+	assert.Equal(t, ls.Port, got.Port)
+	assert.Equal(t, ls.Autoneg, got.Autoneg)
+	masks := make([]uint32, 3*nwords)
+	decode(out[linkModeMasksOff:], masks)
+	assert.Equal(t, modeMask(kstrings(ethtool.SSLinkModes), ls.Supported, nwords), masks[:nwords])
+	out, err = kernelIoctl(fd, veth, cmdOnly(unix.ETHTOOL_GSET, legacyCmdSize))
+	require.NoError(t, err)
+	legacy := dec[legacyCmd](out)
+	assert.Equal(t, ls.Speed, uint32(legacy.Speed)|uint32(legacy.SpeedHi)<<16)
+	assert.Equal(t, ls.Duplex, legacy.Duplex)
+
+	// Features: the ioctl's bits are netdev_features_strings' indices.
+	names := kstrings(ethtool.SSFeatures)
+	words := (len(names) + 31) / 32
+	f, err := kc.Features(ctx, ifi)
+	require.NoError(t, err)
+	out, err = kernelIoctl(fd, veth, append(encode(&featuresHead{Cmd: unix.ETHTOOL_GFEATURES, Size: uint32(words)}), make([]byte, 16*words)...))
+	require.NoError(t, err)
+	assert.Equal(t, uint32(words), dec[featuresHead](out).Size)
+	blocks := make([]getFeaturesBlock, words)
+	decode(out[8:], blocks)
+	hw, active := featureWords(names, setOf(f.HW)), featureWords(names, setOf(f.Active))
+	for i := range blocks {
+		assert.Equal(t, hw[i], blocks[i].Available, "word %d", i)
+		assert.Equal(t, active[i], blocks[i].Active, "word %d", i)
+	}
+	for g, mask := range featureMasks {
+		out, err = kernelIoctl(fd, veth, cmdOnly(g, 8))
+		require.NoError(t, err)
+		want := uint32(0)
+		for _, n := range mask {
+			if slices.Contains(f.Active, n) {
+				want = 1
+			}
+		}
+		assert.Equal(t, want, dec[value](out).Data, "legacy get %#x", g)
+	}
+
+	// Time stamping: the ioctl's bits are the string sets' indices.
+	ts, err := kc.TSInfo(ctx, ifi)
+	require.NoError(t, err)
+	out, err = kernelIoctl(fd, veth, cmdOnly(ethtoolGetTSInfo, 44))
+	require.NoError(t, err)
+	ti := dec[tsInfo](out)
+	assert.Equal(t, ts.PHCIndex, ti.PhcIndex)
+	assert.Equal(t, modeMask(kstrings(ethtool.SSSofTimestamping), ts.Timestamping, 1)[0], ti.SoTimestamping)
+
+	// GSTRINGS: the layout of the names.
+	out, err = kernelIoctl(fd, veth, append(encode(&gstrings{Cmd: unix.ETHTOOL_GSTRINGS, StringSet: ethtool.SSFeatures}), make([]byte, gstringLen*len(names))...))
+	require.NoError(t, err)
+	require.Equal(t, uint32(len(names)), dec[gstrings](out).Len)
+	for i, n := range names {
+		assert.Equal(t, n, goString(out[12+gstringLen*i:12+gstringLen*(i+1)]))
+	}
+}
