@@ -142,6 +142,9 @@ func (h *Handler) lookup(ctx context.Context, name string) (*client.Client, *por
 		return nil, nil, nil
 	}
 	c, err := h.opts.Client(ctx)
+	if err == nil && c == nil {
+		err = errors.New("no client")
+	}
 	if err != nil {
 		return unreachable(err)
 	}
