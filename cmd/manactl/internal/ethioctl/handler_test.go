@@ -572,7 +572,7 @@ func TestHandlerAgainstManad(t *testing.T) {
 			encode(&gstrings{Cmd: unix.ETHTOOL_GSTRINGS, StringSet: ethtool.SSStats}),
 			encode(&rxfh{Cmd: unix.ETHTOOL_GRSSH, IndirSize: uint32(len(rss.Indir)), KeySize: uint32(len(rss.HKey))}),
 			encode(&featuresHead{Cmd: unix.ETHTOOL_GFEATURES, Size: 2}),
-			cmdOnly(unix.ETHTOOL_GRXRINGS, rxnfcSize-1), // a struct ethtool_rxnfc cut short
+			cmdOnly(unix.ETHTOOL_GRXRINGS, rxnfcSize-1),                                               // a struct ethtool_rxnfc cut short
 			encode(&linkSettings{Cmd: unix.ETHTOOL_GLINKSETTINGS, LinkModeMasksNwords: int8(nwords)}), // no room for the masks
 		} {
 			data := m[page-len(req) : page]
