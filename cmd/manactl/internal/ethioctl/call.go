@@ -136,14 +136,13 @@ func (c *call) run() (int, error) {
 		return 0, err
 	}
 	c.cmd = binary.NativeEndian.Uint32(b[:])
+	sub := c.cmd
 	if c.cmd == ethtoolPerQueue {
-		// __dev_ethtool reads the sub-command before anything else.
+		// __dev_ethtool reads the sub-command before anything else: it decides the
+		// permission.
 		if err := c.read(perQueueSubCmdOff, b[:]); err != nil {
 			return 0, err
 		}
-	}
-	sub := c.cmd
-	if c.cmd == ethtoolPerQueue {
 		sub = binary.NativeEndian.Uint32(b[:])
 	}
 	if !anyone[sub] {

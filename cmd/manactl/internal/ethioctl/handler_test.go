@@ -215,7 +215,8 @@ func TestHandlerAgainstManad(t *testing.T) {
 	})
 
 	t.Run("GSTRINGS", func(t *testing.T) {
-		for _, id := range []uint32{ethtool.SSStats, ethtool.SSPrivFlags, ethtool.SSFeatures, ethtool.SSRSSHashFuncs, ethtool.SSLinkModes} {
+		for _, id := range []uint32{ethtool.SSStats, ethtool.SSPrivFlags, ethtool.SSFeatures, ethtool.SSRSSHashFuncs,
+			ethtool.SSTunables, ethtool.SSPhyTunables, ethtool.SSLinkModes} {
 			want := e.strings(t, id)
 			require.NotEmpty(t, want, "set %d", id)
 			// The caller's len is not read: a hostile one changes nothing.
