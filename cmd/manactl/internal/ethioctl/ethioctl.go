@@ -80,8 +80,9 @@ func New(opts Options) *Handler {
 // kernel's own EFAULT answers). handled=true: ret is the ioctl's return value (>= 0,
 // ETHTOOL_SFEATURES returns flags) when err is nil, else err is the unix.Errno CMD gets: the
 // errno manad answered with, EFAULT for memory CMD cannot access, EINVAL/EOPNOTSUPP/ETOOSMALL
-// where dev_ethtool gives them, ENODEV when manad went away during the call, EINTR when ctx
-// ended first.
+// where dev_ethtool gives them, EPERM for a command that needs admin rights manad does not grant
+// the caller, ENODEV when manad went away during the call (or is unreachable and the name was a
+// port's), EINTR when ctx ended first.
 func (h *Handler) Handle(ctx context.Context, mem Memory, ifr uint64) (handled bool, ret int, err error) {
 	var req [ifreqSize]byte
 	if mem.ReadAt(req[:], ifr) != nil {
@@ -134,6 +135,11 @@ func ifrName(ifr []byte) string {
 // fail (a name seen as a port while manad is unreachable: ENODEV).
 func (h *Handler) lookup(ctx context.Context, name string) (*client.Client, *portInfo, error) {
 	unreachable := func(err error) (*client.Client, *portInfo, error) {
+		if ctx.Err() != nil {
+			// The supervisor gave up on the call: no answer is wanted, and the kernel's
+			// would be the TAP's.
+			return nil, nil, unix.EINTR
+		}
 		if h.wasPort(name) {
 			h.log.Debug("SIOCETHTOOL: manad unreachable for a known port", "dev", name, "err", err)
 			return nil, nil, unix.ENODEV

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -586,6 +587,45 @@ func TestHandlerAgainstManad(t *testing.T) {
 			assert.True(t, handled)
 			assert.ErrorIs(t, err, unix.EFAULT, "cmd %#x", binary.NativeEndian.Uint32(req))
 		}
+	})
+
+	t.Run("concurrent", func(t *testing.T) {
+		// The supervisor serves the program's threads at once.
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for i := range 8 {
+			wg.Go(func() {
+				for range 20 {
+					cmd := []uint32{unix.ETHTOOL_GDRVINFO, unix.ETHTOOL_GRINGPARAM, unix.ETHTOOL_GLINK, ethtoolGetTSInfo}[i%4]
+					if r := e.ioctl(e.port, cmdOnly(cmd, 196)); !r.handled || r.err != nil {
+						errs <- fmt.Errorf("cmd %#x: handled %v, %v", cmd, r.handled, r.err)
+						return
+					}
+					if r := e.ioctl(e.veth, cmdOnly(cmd, 196)); r.handled {
+						errs <- fmt.Errorf("cmd %#x on the veth handled", cmd)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
+
+	t.Run("cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(e.ctx)
+		cancel()
+		arena := make([]byte, ifreqSize+8)
+		copy(arena, e.port)
+		binary.NativeEndian.PutUint64(arena[ifrDataOff:], addrOf(arena[ifreqSize:]))
+		copy(arena[ifreqSize:], cmdOnly(unix.ETHTOOL_GLINK, 8))
+		handled, _, err := e.h.Handle(ctx, selfMem{}, addrOf(arena))
+		runtime.KeepAlive(arena)
+		assert.True(t, handled, "a cancelled call is not the kernel's to answer")
+		assert.ErrorIs(t, err, unix.EINTR)
 	})
 
 	t.Run("any command, any content", func(t *testing.T) {
