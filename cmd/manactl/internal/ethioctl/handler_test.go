@@ -73,14 +73,21 @@ type env struct {
 	ctx            context.Context
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
+	testenv.RequireRoot(t)
+	bin, _ := harness.Binaries(t)
+	return newEnvWith(t, bin)
+}
+
+// newEnvWith is newEnv running the manad binary bin.
+func newEnvWith(t testing.TB, bin string) *env {
 	testenv.RequireRoot(t)
 	dir, err := os.MkdirTemp("", "ethioctl-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	require.NoError(t, os.Chmod(dir, 0o755)) // a non-root client reaches the socket
 	e := &env{ns: harness.Name("eio", ""), port: harness.Name("eip", "0"), veth: harness.Name("eiv", "0")}
-	e.d = harness.Start(t, dir, "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nqueues = 4\npersistent = false\n", e.port, e.ns), e.ns)
+	e.d = harness.StartBinary(t, bin, dir, "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nqueues = 4\npersistent = false\n", e.port, e.ns), e.ns)
 	e.c = e.d.Client(e.ns)
 	harness.Run(t, e.ns, "ip", "link", "add", e.veth, "type", "veth", "peer", "name", e.veth+"p")
 	harness.Run(t, e.ns, "ip", "link", "set", e.port, "up")
@@ -91,11 +98,11 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
@@ -912,5 +919,42 @@ func TestLayoutsAgainstKernel(t *testing.T) {
 	require.Equal(t, uint32(len(names)), dec[gstrings](out).Len)
 	for i, n := range names {
 		assert.Equal(t, n, goString(out[12+gstringLen*i:12+gstringLen*(i+1)]))
+	}
+}
+
+// BenchmarkHandle: one emulated SIOCETHTOOL on the port (PORT_GET and the command's requests to
+// manad, through this process's memory) against the kernel's own ioctl on the veth in the same
+// namespace, same run. (The race detector slows this test binary's side; run it without -race
+// for figures.)
+func BenchmarkHandle(b *testing.B) {
+	testenv.RequireRoot(b)
+	bin, _ := harness.PlainBinaries(b) // rates of a race-instrumented manad say little
+	e := newEnvWith(b, bin)
+	e.h = New(Options{Client: func(context.Context) (*client.Client, error) { return e.c, nil }})
+	var fd int
+	require.NoError(b, harness.InNetNS(e.ns, func() (err error) {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		return err
+	}))
+	b.Cleanup(func() { unix.Close(fd) })
+	for _, cmd := range []struct {
+		name string
+		cmd  uint32
+		size int
+	}{{"GCHANNELS", unix.ETHTOOL_GCHANNELS, 36}, {"GDRVINFO", unix.ETHTOOL_GDRVINFO, 196}} {
+		b.Run(cmd.name+"/manad-port", func(b *testing.B) {
+			for b.Loop() {
+				if r := e.ioctl(e.port, cmdOnly(cmd.cmd, cmd.size)); !r.handled || r.err != nil {
+					b.Fatal(r.err)
+				}
+			}
+		})
+		b.Run(cmd.name+"/kernel-veth", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := kernelIoctl(fd, e.veth, cmdOnly(cmd.cmd, cmd.size)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
