@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
+	"os"
 
 	"golang.org/x/sys/unix"
 
@@ -110,23 +113,26 @@ func (c *call) manadErr(op string, err error) error {
 }
 
 // isTransport reports whether err is the connection to manad failing rather than manad's
-// answer: anything but a *client.Error, and a *client.Error whose errno is the socket's (the
-// client reports a send on a connection manad closed as EPIPE, for instance).
+// answer: a socket error or timeout (the client reports a send on a connection manad closed as
+// a *client.Error with EPIPE and no message, for instance). A reply that does not decode is
+// neither.
 func isTransport(err error) bool {
 	var ce *client.Error
-	if !errors.As(err, &ce) {
-		return true
-	}
 	var errno unix.Errno
-	if !errors.As(ce.Err, &errno) {
-		return true
+	if errors.As(err, &ce) {
+		if !errors.As(ce.Err, &errno) {
+			return true
+		}
+		switch errno {
+		case unix.EPIPE, unix.ECONNRESET, unix.ECONNREFUSED, unix.ECONNABORTED, unix.ENOTCONN,
+			unix.ESHUTDOWN, unix.EBADF:
+			return ce.Message == ""
+		}
+		return false
 	}
-	switch errno {
-	case unix.EPIPE, unix.ECONNRESET, unix.ECONNREFUSED, unix.ECONNABORTED, unix.ENOTCONN,
-		unix.ESHUTDOWN, unix.EBADF:
-		return ce.Message == ""
-	}
-	return false
+	var ne net.Error
+	return errors.As(err, &errno) || errors.As(err, &ne) || errors.Is(err, io.EOF) ||
+		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed)
 }
 
 // run reads the command number and runs it, as dev_ethtool and __dev_ethtool do.

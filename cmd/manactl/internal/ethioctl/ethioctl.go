@@ -82,7 +82,7 @@ func New(opts Options) *Handler {
 // errno manad answered with, EFAULT for memory CMD cannot access, EINVAL/EOPNOTSUPP/ETOOSMALL
 // where dev_ethtool gives them, EPERM for a command that needs admin rights manad does not grant
 // the caller, ENODEV when manad went away during the call (or is unreachable and the name was a
-// port's), EINTR when ctx ended first.
+// port's), EINTR when ctx ended first, EIO when manad's reply does not decode.
 func (h *Handler) Handle(ctx context.Context, mem Memory, ifr uint64) (handled bool, ret int, err error) {
 	var req [ifreqSize]byte
 	if mem.ReadAt(req[:], ifr) != nil {
@@ -109,7 +109,10 @@ func (h *Handler) Handle(ctx context.Context, mem Memory, ifr uint64) (handled b
 	if err != nil {
 		var errno unix.Errno
 		if !errors.As(err, &errno) {
-			errno = unix.EINVAL
+			// Not an answer but a failure of ours or manad's (a reply that does not
+			// decode): EIO, and said louder.
+			h.log.Warn("SIOCETHTOOL failed", "dev", name, "cmd", cl.cmd, "err", err)
+			return true, 0, unix.EIO
 		}
 		h.log.Debug("SIOCETHTOOL", "dev", name, "cmd", cl.cmd, "errno", errno.Error(), "err", err)
 		return true, 0, errno
@@ -156,7 +159,7 @@ func (h *Handler) lookup(ctx context.Context, name string) (*client.Client, *por
 	}
 	p, err := c.Port(ctx, client.Interface{Name: name})
 	if err != nil {
-		if isTransport(err) {
+		if isTransport(err) || ctx.Err() != nil {
 			return unreachable(err)
 		}
 		if errors.Is(err, unix.ENODEV) {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
+	"net"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -241,8 +244,12 @@ func TestManadErr(t *testing.T) {
 	var errno unix.Errno
 	require.ErrorAs(t, c.manadErr("X", &client.Error{Message: "needs admin", Err: unix.EPERM}), &errno)
 	assert.Equal(t, unix.EPERM, errno)
-	require.ErrorAs(t, c.manadErr("X", errors.New("cannot connect to manad")), &errno)
+	refused := fmt.Errorf("cannot connect to manad at /run/manad/manad.sock: %w",
+		&net.OpError{Op: "dial", Net: "unixpacket", Err: os.NewSyscallError("connect", unix.ECONNREFUSED)})
+	require.ErrorAs(t, c.manadErr("X", refused), &errno)
 	assert.Equal(t, unix.ENODEV, errno)
+	assert.False(t, errors.As(c.manadErr("X", errors.New("client: STRSET_GET: expected 1 reply, got 0")), &errno),
+		"a reply that does not decode is no errno (Handle answers EIO)")
 	require.ErrorAs(t, c.manadErr("X", &client.Error{Err: unix.EPIPE}), &errno)
 	assert.Equal(t, unix.ENODEV, errno, "a send on a connection manad closed")
 	cancel()
