@@ -38,7 +38,7 @@ const (
 	maxStrings  = 1 << 16 // strings in one set
 	maxIndir    = 1 << 16 // RSS indirection table entries
 	maxKey      = 1 << 10 // RSS key bytes
-	maxLinkMode = 8 * 127 // link mode bits: nwords is an s8
+	maxLinkMode = 32 * 127 // link mode bits: nwords is an s8
 )
 
 // fault is what a failed access to CMD's memory returns.
