@@ -35,9 +35,9 @@ type call struct {
 // Bounds on what manad reports, so that a confused or hostile peer cannot make the supervisor
 // allocate without limit either (the kernel's own are far below these).
 const (
-	maxStrings  = 1 << 16 // strings in one set
-	maxIndir    = 1 << 16 // RSS indirection table entries
-	maxKey      = 1 << 10 // RSS key bytes
+	maxStrings  = 1 << 16  // strings in one set
+	maxIndir    = 1 << 16  // RSS indirection table entries
+	maxKey      = 1 << 10  // RSS key bytes
 	maxLinkMode = 32 * 127 // link mode bits: nwords is an s8
 )
 
