@@ -61,7 +61,17 @@ func (selfMem) WriteAt(p []byte, addr uint64) error {
 	return nil
 }
 
+// addrOf is b's address, for memory the test hands to Handle or the kernel as a raw address:
+// b must come from pinnedBytes or mmap.
 func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
+
+// pinnedBytes returns n zero bytes on the heap, whose address stays valid while they are
+// reachable (Go's collector does not move heap objects). A buffer the compiler may place on a
+// goroutine's stack would not do: the stack moves when it grows, during the very call that is
+// given the address, and the write through the stale address lands in freed stack.
+//
+//go:noinline
+func pinnedBytes(n int) []byte { return make([]byte, n) }
 
 // env is a real manad with one port (4 queues) in a fresh namespace that also holds a veth, a
 // client dialled in that namespace, and a Handler over it.
@@ -117,7 +127,7 @@ type result struct {
 // ioctlWith runs h.Handle for dev with req as the command structure, placed in this process's
 // memory right after the struct ifreq that points to it.
 func (e *env) ioctlWith(h *Handler, dev string, req []byte) result {
-	arena := make([]byte, ifreqSize+len(req)+1) // +1: a command structure of 0 bytes still has an address
+	arena := pinnedBytes(ifreqSize + len(req) + 1) // +1: a command structure of 0 bytes still has an address
 	copy(arena[:ifNameSize-1], dev)
 	binary.NativeEndian.PutUint64(arena[ifrDataOff:], addrOf(arena[ifreqSize:]))
 	copy(arena[ifreqSize:], req)
@@ -555,7 +565,7 @@ func TestHandlerAgainstManad(t *testing.T) {
 
 	t.Run("EFAULT", func(t *testing.T) {
 		// ifr_data unmapped: every command reads EFAULT; ifr itself unmapped: the kernel's.
-		arena := make([]byte, ifreqSize)
+		arena := pinnedBytes(ifreqSize)
 		copy(arena, e.port)
 		binary.NativeEndian.PutUint64(arena[ifrDataOff:], 8)
 		handled, _, err := e.h.Handle(e.ctx, selfMem{}, addrOf(arena))
@@ -586,7 +596,7 @@ func TestHandlerAgainstManad(t *testing.T) {
 		} {
 			data := m[page-len(req) : page]
 			copy(data, req)
-			ifr := make([]byte, ifreqSize)
+			ifr := pinnedBytes(ifreqSize)
 			copy(ifr, e.port)
 			binary.NativeEndian.PutUint64(ifr[ifrDataOff:], addrOf(data))
 			handled, _, err := e.h.Handle(e.ctx, selfMem{}, addrOf(ifr))
@@ -625,7 +635,7 @@ func TestHandlerAgainstManad(t *testing.T) {
 	t.Run("cancelled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(e.ctx)
 		cancel()
-		arena := make([]byte, ifreqSize+8)
+		arena := pinnedBytes(ifreqSize + 8)
 		copy(arena, e.port)
 		binary.NativeEndian.PutUint64(arena[ifrDataOff:], addrOf(arena[ifreqSize:]))
 		copy(arena[ifreqSize:], cmdOnly(unix.ETHTOOL_GLINK, 8))
@@ -797,7 +807,7 @@ func TestHandlerManadGoneAndRename(t *testing.T) {
 // kernelIoctl runs the kernel's own SIOCETHTOOL on dev with req as the command structure and
 // returns the structure as the kernel left it.
 func kernelIoctl(fd int, dev string, req []byte) ([]byte, error) {
-	arena := make([]byte, ifreqSize+len(req))
+	arena := pinnedBytes(ifreqSize + len(req))
 	copy(arena[:ifNameSize-1], dev)
 	binary.NativeEndian.PutUint64(arena[ifrDataOff:], addrOf(arena[ifreqSize:]))
 	copy(arena[ifreqSize:], req)
