@@ -245,8 +245,9 @@ func (d *Daemon) shutdown() {
 //
 // Errors (the daemon then refuses to start, touching nothing): config.ErrStateNewer when a newer
 // manad wrote the file — running from the configuration would overwrite it at the first save,
-// and a downgraded manad must not destroy what the newer one saved; the error of SetAsideState
-// when the unusable file cannot be moved (saving would replace it).
+// and a downgraded manad must not destroy what the newer one saved; config.ErrStateFile when it
+// is not a regular file of bounded size (a FIFO, a link, a directory: not a file manad wrote);
+// the error of SetAsideState when the unusable file cannot be moved (saving would replace it).
 func (d *Daemon) loadState() (*config.State, error) {
 	dir := d.cfg.Daemon.StateDir
 	st, err := config.LoadState(dir)
@@ -255,6 +256,9 @@ func (d *Daemon) loadState() (*config.State, error) {
 		return st, nil
 	case errors.Is(err, config.ErrStateNewer):
 		return nil, fmt.Errorf("%w; run the newer manad, or move the file away to start from the configuration", err)
+	case errors.Is(err, config.ErrStateFile):
+		// Not a file manad wrote (a FIFO, a link to /dev/zero, …): not manad's to move.
+		return nil, err
 	}
 	kept, serr := config.SetAsideState(dir, time.Now())
 	if kept == "" {

@@ -88,7 +88,9 @@ SIGNALS
 
 EXIT STATUS
     0 on a clean stop, 1 on a runtime error, 2 on a usage or configuration error,
-    or a state file written by a newer manad (left untouched).
+    a state file written by a newer manad, or a state file that is not a regular
+    file of at most 64 MiB (a FIFO, a symbolic link, a directory; all left
+    untouched).
 
 EXAMPLES
     sudo manad
@@ -210,7 +212,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if err := d.Run(ctx); err != nil {
 		log.Error("manad failed", "err", err)
-		if errors.Is(err, config.ErrStateNewer) {
+		if errors.Is(err, config.ErrStateNewer) || errors.Is(err, config.ErrStateFile) {
 			return 2 // restarting cannot fix it (RestartPreventExitStatus=2)
 		}
 		return 1
