@@ -69,6 +69,15 @@ type Daemon struct {
 	control  *metrics.Control          // nil unless metrics are served
 	watchers map[genl.NetNS]*nsWatcher // the link watcher of each namespace that has ports (by identity: a name can be reused)
 	saving   bool                      // a deferred state-file write is pending (saveSoon)
+	// Persistence (persist.go): the state-file write reserved for the request being applied,
+	// why its commit failed, the file's size at the last save, whether the state in
+	// memory is newer than the file, and the retry of a failed save.
+	saveRes   *config.Reservation
+	saveErr   error
+	stateSize int64
+	unsaved   bool
+	saveRetry *time.Timer
+	saveDelay time.Duration
 	ids      vnic.IDs                  // page-pool and NAPI ids, unique among the daemon's ports
 	group    uint32                    // the netdev group of the daemon's non-persistent TAPs (see tapGroup)
 
@@ -212,7 +221,8 @@ func (d *Daemon) shutdown() {
 			p.watch()
 		}
 	}
-	if changed {
+	d.stopSaveRetry()
+	if changed || d.unsaved {
 		d.saveState()
 	}
 	eps := make([]*datapath.Endpoint, 0, len(ports))
@@ -269,14 +279,6 @@ func (d *Daemon) loadState() (*config.State, error) {
 		d.log.Warn("setting the state file aside may not survive a crash", "err", serr)
 	}
 	return config.NewState(), nil
-}
-
-// saveState writes the state file; a failure is logged (the change itself stands). Caller holds
-// the configuration lock.
-func (d *Daemon) saveState() {
-	if err := d.state.Save(d.cfg.Daemon.StateDir); err != nil {
-		d.log.Error("saving state failed", "dir", d.cfg.Daemon.StateDir, "err", err)
-	}
 }
 
 // recordSettings remembers a port's runtime settings, writing the state file only when they

@@ -1,0 +1,172 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/config"
+	"github.com/manad/manad/vnic/extack"
+)
+
+// Persistence: no acknowledgement without it.
+//
+// A change a client asks for (a SET, port add/del, segment and uplink add/del) is refused before
+// it is applied when its state cannot be saved: reserveSave creates and allocates the state
+// file's next version (config.Reserve) first, so a read-only or full state directory answers
+// with the file system's errno and an extack saying what failed and how to fix it, and the port,
+// segment and state file keep what they had. The change is then applied and its state written
+// into the reserved blocks (config.Reservation.Commit). Should that write still fail (an I/O
+// error), the reply says that the change was applied but not saved; a port just added is removed
+// again. Changes made from outside (`ip link set`, a TAP deleted) cannot be refused: a save that
+// fails is logged, counted (manad_state_save_failures_total, manad_state_unsaved) and retried
+// with backoff until it succeeds, and once more at shutdown.
+
+// Bounds of the backoff between retries of a failed save.
+const (
+	saveRetryFirst = time.Second
+	saveRetryMax   = 30 * time.Second
+)
+
+// reserveSave reserves the state file's next write before a change is applied. It returns done,
+// which the caller defers with a pointer to its error result: done gives an unused reservation
+// up and, when the save of the change failed after it was applied (saveErr holds the cause),
+// sets *errp (when still nil) to the error saying so. Nested calls (a reservation is already held) reserve nothing and get a
+// done that does nothing. Caller holds the configuration lock.
+//
+// Errors: an *extack.Error with the file system's errno (EROFS, ENOSPC, EDQUOT, EACCES, EPERM,
+// else EIO) and a message naming the state file and the fix; the change must then not be made.
+func (d *Daemon) reserveSave() (done func(errp *error), err error) {
+	if d.saveRes != nil {
+		return func(*error) {}, nil
+	}
+	r, err := config.Reserve(d.cfg.Daemon.StateDir, d.stateSize+config.ReserveSlack)
+	if err != nil {
+		d.countSaveFailure()
+		d.log.Error("change refused: its state cannot be saved", "path", d.statePath(), "err", err)
+		return nil, d.saveError(err, "the change was not applied")
+	}
+	d.saveRes = r
+	return func(errp *error) {
+		d.saveRes.Abort() // unless the change committed it
+		d.saveRes = nil
+		if d.saveErr != nil && *errp == nil {
+			*errp = d.saveError(d.saveErr, "the change was applied but not saved; manad retries saving it, "+
+				"and it is lost if manad stops before a retry succeeds")
+		}
+		d.saveErr = nil
+	}, nil
+}
+
+// saveState writes the state file: into the request's reservation when there is one (see
+// reserveSave), else on its own. A failure is logged and counted, and the save is retried later
+// (retrySave); in a request it is also the request's error (reserveSave's done). Caller holds the
+// configuration lock.
+func (d *Daemon) saveState() {
+	r := d.saveRes
+	request := r != nil
+	d.saveRes = nil
+	var err error
+	if r == nil {
+		r, err = config.Reserve(d.cfg.Daemon.StateDir, d.stateSize+config.ReserveSlack)
+	}
+	var n int64
+	if err == nil {
+		n, err = r.Commit(d.state)
+	}
+	if err != nil {
+		d.saveFailed(err, request)
+		return
+	}
+	d.stateSize = n
+	if d.unsaved {
+		d.unsaved = false
+		d.saveDelay = 0
+		if d.saveRetry != nil {
+			d.saveRetry.Stop()
+			d.saveRetry = nil
+		}
+		if d.control != nil {
+			d.control.SetStateUnsaved(false)
+		}
+		d.log.Info("state saved again", "path", d.statePath())
+	}
+}
+
+// saveFailed records a save that failed with err: the state in memory is newer than the file
+// until a retry succeeds. For a request's save, the error is the request's too. Caller holds the
+// configuration lock.
+func (d *Daemon) saveFailed(err error, request bool) {
+	d.countSaveFailure()
+	d.unsaved = true
+	if d.control != nil {
+		d.control.SetStateUnsaved(true)
+	}
+	if request {
+		d.saveErr = err
+	}
+	if d.closing {
+		d.log.Error("saving state failed; the last changes are lost", "path", d.statePath(), "err", err)
+		return
+	}
+	if d.saveRetry == nil {
+		d.saveDelay = min(max(2*d.saveDelay, saveRetryFirst), saveRetryMax)
+		d.saveRetry = time.AfterFunc(d.saveDelay, d.retrySave)
+	}
+	d.log.Error("saving state failed; retrying", "path", d.statePath(), "err", err, "retry_in", d.saveDelay)
+}
+
+// retrySave is the timer of a failed save: it saves again, or schedules the next try.
+func (d *Daemon) retrySave() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.saveRetry = nil
+	if d.closing || !d.unsaved {
+		return
+	}
+	d.saveState()
+}
+
+// stopSaveRetry stops the retry timer (shutdown saves one last time itself). Caller holds the
+// configuration lock.
+func (d *Daemon) stopSaveRetry() {
+	if d.saveRetry != nil {
+		d.saveRetry.Stop()
+		d.saveRetry = nil
+	}
+}
+
+// countSaveFailure counts a failed save in the metrics.
+func (d *Daemon) countSaveFailure() {
+	if d.control != nil {
+		d.control.StateSaveFailed()
+	}
+}
+
+func (d *Daemon) statePath() string { return config.StatePath(d.cfg.Daemon.StateDir) }
+
+// saveError is the reply to a request whose state could not be saved: the file system's errno,
+// and a message that names the state file, says what happened to the change (outcome) and how
+// to fix the cause.
+func (d *Daemon) saveError(err error, outcome string) error {
+	errno := unix.EIO
+	var en unix.Errno
+	if errors.As(err, &en) {
+		errno = en
+	}
+	dir := d.cfg.Daemon.StateDir
+	var fix string
+	switch errno {
+	case unix.EROFS:
+		fix = fmt.Sprintf("remount the file system of %s read-write, or set state_dir to a writable directory, and retry", dir)
+	case unix.ENOSPC, unix.EDQUOT:
+		fix = fmt.Sprintf("free space on the file system of %s and retry", dir)
+	case unix.EACCES, unix.EPERM:
+		fix = fmt.Sprintf("make %s writable by manad (its mode, owner, attributes: lsattr -d) and retry", dir)
+	default:
+		fix = fmt.Sprintf("check %s and its file system (dmesg) and retry", dir)
+	}
+	return extack.New(errno, "cannot save state to %s: %s; %s: %s", d.statePath(), errno.Error(), outcome, fix)
+}

@@ -1,0 +1,208 @@
+package manactl
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/config"
+	"github.com/manad/manad/tests/harness"
+)
+
+// TestUnsavableChangeRefused (issue 28): with the state directory full or read-only, a change
+// asked for with manactl is refused before it is applied — a non-zero exit, the file system's
+// errno and a message naming the state file, saying the change was not applied and how to fix
+// it — and the port keeps what is saved. The next change, once the directory is fixed, is saved;
+// after a restart the state on disk and in manad agree. The state directory is a real, small
+// tmpfs: filled up by a file, remounted read-only.
+func TestUnsavableChangeRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		break_ func(t *testing.T, stateDir string) (fix func())
+		says   string // the errno's text in the message
+		fix    string // the hint in the message
+	}{
+		{"full", func(t *testing.T, stateDir string) func() {
+			fill := filepath.Join(stateDir, "fill")
+			f, err := os.Create(fill)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 16<<10)
+			for {
+				if _, err := f.Write(buf); err != nil {
+					break
+				}
+			}
+			f.Close()
+			return func() {
+				if err := os.Remove(fill); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, "no space left on device", "free space on the file system of"},
+		{"read-only", func(t *testing.T, stateDir string) func() {
+			if err := unix.Mount("", stateDir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+				t.Fatal(err)
+			}
+			return func() {
+				if err := unix.Mount("", stateDir, "", unix.MS_REMOUNT, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, "read-only file system", "read-write"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { unsavableChange(t, tc.break_, tc.says, tc.fix) })
+	}
+}
+
+func unsavableChange(t *testing.T, breakDir func(*testing.T, string) func(), says, hint string) {
+	dir := worldDir(t)
+	stateDir := filepath.Join(dir, "state")
+	if err := os.Mkdir(stateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", stateDir, "tmpfs", 0, "size=512k,mode=0755"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(stateDir, unix.MNT_DETACH) })
+
+	ns := harness.Name("mun", "")
+	port := harness.Name("mup", "0")
+	d := harness.Start(t, dir, "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\nqueues = 2\nrx_ring = 256\npersistent = false\n", port, ns), ns)
+	e := &e2e{d: d, dir: dir, bin: manactlIn(t, dir), ns: ns, socketEnv: []string{"MANAD_SOCKET=" + d.Socket}}
+	harness.Run(t, ns, "ip", "link", "set", port, "up")
+	statePath := config.StatePath(stateDir)
+	harness.Eventually(t, "the port's admin state saved", func() bool { // saved shortly after (saveSoon)
+		st, err := config.LoadState(stateDir)
+		return err == nil && st.Ports[port].Settings.AdminUp
+	})
+	saved, err := os.ReadFile(statePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.portJSON(t, port)
+
+	fix := breakDir(t, stateDir)
+	extra := harness.Name("mux", "1")
+	for _, argv := range [][]string{
+		{"set-ring", port, "rx", "512"},
+		{"set-mtu", port, "3000"},
+		{"set-priv-flags", port, "full-page-rx", "on"},
+		{"set-channels", port, "combined", "1"},
+		{"set-coalesce", port, "rx-usecs", "100"},
+		{"set-features", port, "tso", "off"},
+		{"xdp", port, "attach", "drop"},
+		{"port", "add", extra, "--segment", "s"},
+		{"port", "del", port},
+		{"segment", "add", harness.Name("mus", "")},
+	} {
+		r := e.mctl(t, argv...)
+		what := strings.Join(argv, " ")
+		if r.code == 0 {
+			t.Errorf("manactl %s with the state directory broken: exit 0 (stdout %q)", what, r.stdout)
+			continue
+		}
+		for _, want := range []string{"cannot save state to " + statePath, says, "the change was not applied", hint} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("manactl %s: stderr %q does not say %q", what, r.stderr, want)
+			}
+		}
+	}
+	// A request the policy refuses gets its own error, and one that changes nothing succeeds.
+	if r := e.mctl(t, "set-ring", port, "rx", "99999"); r.code == 0 || strings.Contains(r.stderr, "cannot save state") {
+		t.Errorf("set-ring rx 99999: exit %d, stderr %q; want the ring-size error", r.code, r.stderr)
+	}
+	ok(t, "set-ring to the current size", e.mctl(t, "set-ring", port, "rx", "256"))
+	// Nothing changed: not the port, not the file.
+	if after := e.portJSON(t, port); !equalJSON(before, after) {
+		t.Errorf("port changed by refused requests:\nbefore %v\nafter  %v", before, after)
+	}
+	if r := e.mctl(t, "list"); strings.Contains(r.stdout, extra) {
+		t.Errorf("refused port add left port %s:\n%s", extra, r.stdout)
+	}
+	if now, err := os.ReadFile(statePath); err != nil || string(now) != string(saved) {
+		t.Errorf("state file changed by refused requests: %v\n%s", err, now)
+	}
+	if !strings.Contains(d.Log(), "change refused: its state cannot be saved") {
+		t.Errorf("the log does not say why the change was refused:\n%s", d.Log())
+	}
+
+	// Fixed: the change goes through and is saved at once; a crash loses nothing.
+	fix()
+	ok(t, "set-ring after the fix", e.mctl(t, "set-ring", port, "rx", "512"))
+	d.Kill9()
+	st, err := config.LoadState(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Ports[port].Settings.RxRing; got != 512 {
+		t.Errorf("state file has rx_ring %d, want 512", got)
+	}
+	d.Restart()
+	after := e.portJSON(t, port)
+	if after["rx-ring"] != float64(512) || after["mtu"] != before["mtu"] || after["queues"] != before["queues"] {
+		t.Errorf("after the restart: %v; want rx-ring 512 and the rest as before (%v)", after, before)
+	}
+}
+
+// TestLinkChangeSaveRetried (issue 28): a change made with ip link, which manad cannot refuse,
+// is logged and counted when its save fails, and saved by a retry once the state directory is
+// writable again.
+func TestLinkChangeSaveRetried(t *testing.T) {
+	dir := worldDir(t)
+	stateDir := filepath.Join(dir, "state")
+	if err := os.Mkdir(stateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", stateDir, "tmpfs", 0, "size=512k,mode=0755"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(stateDir, unix.MNT_DETACH) })
+	ns := harness.Name("mrn", "")
+	port := harness.Name("mrp", "0")
+	d := harness.Start(t, dir, "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\npersistent = false\n", port, ns), ns)
+
+	if err := unix.Mount("", stateDir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	harness.Run(t, ns, "ip", "link", "set", port, "mtu", "2200")
+	harness.Eventually(t, "the failed save in the log", func() bool {
+		return strings.Contains(d.Log(), "saving state failed; retrying")
+	})
+	if err := unix.Mount("", stateDir, "", unix.MS_REMOUNT, ""); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second) // the first retries come after 1, 2, 4 s
+	for {
+		st, err := config.LoadState(stateDir)
+		if err == nil && st.Ports[port].Settings.MTU == 2200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("MTU 2200 not saved after the state directory became writable: %+v, %v\n%s", st, err, d.Log())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(d.Log(), "state saved again") {
+		t.Errorf("the log does not say the state was saved again:\n%s", d.Log())
+	}
+}
+
+// equalJSON compares the settings of two ports of --json list (not their live counters).
+func equalJSON(a, b map[string]any) bool {
+	for _, k := range []string{"ifname", "admin-up", "mtu", "queues", "rx-ring", "tx-ring", "priv-flags", "xdp", "offload"} {
+		x, _ := json.Marshal(a[k])
+		y, _ := json.Marshal(b[k])
+		if string(x) != string(y) {
+			return false
+		}
+	}
+	return true
+}
