@@ -69,6 +69,9 @@ type Daemon struct {
 	control  *metrics.Control          // nil unless metrics are served
 	watchers map[genl.NetNS]*nsWatcher // the link watcher of each namespace that has ports (by identity: a name can be reused)
 	saving   bool                      // a deferred state-file write is pending (saveSoon)
+	ids      vnic.IDs                  // page-pool and NAPI ids, unique among the daemon's ports
+	group    uint32                    // the netdev group of the daemon's non-persistent TAPs (see tapGroup)
+
 	// Persistence (persist.go): the state-file write reserved for the request being applied,
 	// why its commit failed, the file's size at the last save, whether the state in
 	// memory is newer than the file, and the retry of a failed save.
@@ -78,8 +81,6 @@ type Daemon struct {
 	unsaved   bool
 	saveRetry *time.Timer
 	saveDelay time.Duration
-	ids      vnic.IDs                  // page-pool and NAPI ids, unique among the daemon's ports
-	group    uint32                    // the netdev group of the daemon's non-persistent TAPs (see tapGroup)
 
 	bg sync.WaitGroup // link watchers
 }
