@@ -47,7 +47,12 @@ DESCRIPTION
     Without --config, manad uses its embedded default configuration: two ports,
     mana0 (netns manaA) and mana1 (netns manaB), on one segment. Runtime changes
     are saved in STATE_DIR/state.json and restored at the next start; persistent
-    TAPs keep their addresses across a restart.
+    TAPs keep their addresses across a restart. A change asked for over the socket
+    is refused before it is applied when its state cannot be saved (a read-only or
+    full state directory: the reply carries EROFS, ENOSPC, ... and says what to
+    fix); a change made with ip link is applied, and its failed save logged,
+    counted (manad_state_save_failures_total) and retried until it succeeds.
+    state.json must be a regular file of at most 64 MiB.
 
     manad must run as root (it creates TAP devices and network namespaces and
     loads eBPF programs). It supports systemd socket activation (a SOCK_SEQPACKET
