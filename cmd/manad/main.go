@@ -79,7 +79,9 @@ OPTIONS
     --metrics-listen ADDR   serve Prometheus metrics at http://ADDR/metrics
                             (host:port; port 0 picks a free port, logged as
                             "metrics listening"); default from the configuration
-                            (metrics_listen), none
+                            (metrics_listen), none. Without authentication: an
+                            address beyond loopback (":PORT", 0.0.0.0) is warned
+                            about at start
     --check-config          validate the configuration, print the ports and exit
     --print-default-config  print the embedded default configuration and exit
     --version               print the version (module version, VCS revision and
