@@ -3,8 +3,12 @@ package manactl
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +79,7 @@ func unsavableChange(t *testing.T, breakDir func(*testing.T, string) func(), say
 
 	ns := harness.Name("mun", "")
 	port := harness.Name("mup", "0")
-	d := harness.Start(t, dir, "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\nqueues = 2\nrx_ring = 256\npersistent = false\n", port, ns), ns)
+	d := harness.Start(t, dir, `metrics_listen = "127.0.0.1:0"`, fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\nqueues = 2\nrx_ring = 256\npersistent = false\n", port, ns), ns)
 	e := &e2e{d: d, dir: dir, bin: manactlIn(t, dir), ns: ns, socketEnv: []string{"MANAD_SOCKET=" + d.Socket}}
 	harness.Run(t, ns, "ip", "link", "set", port, "up")
 	statePath := config.StatePath(stateDir)
@@ -91,6 +95,7 @@ func unsavableChange(t *testing.T, breakDir func(*testing.T, string) func(), say
 
 	fix := breakDir(t, stateDir)
 	extra := harness.Name("mux", "1")
+	refused := 0
 	for _, argv := range [][]string{
 		{"set-ring", port, "rx", "512"},
 		{"set-mtu", port, "3000"},
@@ -104,6 +109,7 @@ func unsavableChange(t *testing.T, breakDir func(*testing.T, string) func(), say
 		{"segment", "add", harness.Name("mus", "")},
 	} {
 		r := e.mctl(t, argv...)
+		refused++
 		what := strings.Join(argv, " ")
 		if r.code == 0 {
 			t.Errorf("manactl %s with the state directory broken: exit 0 (stdout %q)", what, r.stdout)
@@ -132,6 +138,12 @@ func unsavableChange(t *testing.T, breakDir func(*testing.T, string) func(), say
 	}
 	if !strings.Contains(d.Log(), "change refused: its state cannot be saved") {
 		t.Errorf("the log does not say why the change was refused:\n%s", d.Log())
+	}
+	if n := metric(t, d, "manad_state_save_failures_total"); n != float64(refused) {
+		t.Errorf("manad_state_save_failures_total = %v, want %d (every refused change)", n, refused)
+	}
+	if n := metric(t, d, "manad_state_unsaved"); n != 0 {
+		t.Errorf("manad_state_unsaved = %v, want 0: nothing was changed", n)
 	}
 
 	// Fixed: the change goes through and is saved at once; a crash loses nothing.
@@ -167,7 +179,7 @@ func TestLinkChangeSaveRetried(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(stateDir, unix.MNT_DETACH) })
 	ns := harness.Name("mrn", "")
 	port := harness.Name("mrp", "0")
-	d := harness.Start(t, dir, "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\npersistent = false\n", port, ns), ns)
+	d := harness.Start(t, dir, `metrics_listen = "127.0.0.1:0"`, fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\npersistent = false\n", port, ns), ns)
 
 	if err := unix.Mount("", stateDir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
 		t.Fatal(err)
@@ -176,6 +188,12 @@ func TestLinkChangeSaveRetried(t *testing.T) {
 	harness.Eventually(t, "the failed save in the log", func() bool {
 		return strings.Contains(d.Log(), "saving state failed; retrying")
 	})
+	if n := metric(t, d, "manad_state_unsaved"); n != 1 {
+		t.Errorf("manad_state_unsaved = %v while the save fails, want 1", n)
+	}
+	if n := metric(t, d, "manad_state_save_failures_total"); n < 1 {
+		t.Errorf("manad_state_save_failures_total = %v, want the failed save counted", n)
+	}
 	if err := unix.Mount("", stateDir, "", unix.MS_REMOUNT, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +211,41 @@ func TestLinkChangeSaveRetried(t *testing.T) {
 	if !strings.Contains(d.Log(), "state saved again") {
 		t.Errorf("the log does not say the state was saved again:\n%s", d.Log())
 	}
+	if n := metric(t, d, "manad_state_unsaved"); n != 0 {
+		t.Errorf("manad_state_unsaved = %v once saved, want 0", n)
+	}
+}
+
+var metricsAddrRE = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
+
+// metric scrapes manad's /metrics (metrics_listen = "127.0.0.1:0": the address is in its log)
+// and returns the value of the unlabelled sample name.
+func metric(t *testing.T, d *harness.Daemon, name string) float64 {
+	t.Helper()
+	m := metricsAddrRE.FindStringSubmatch(d.Log())
+	if m == nil {
+		t.Fatalf("no metrics address in the log:\n%s", d.Log())
+	}
+	resp, err := http.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no sample %s in /metrics:\n%s", name, body)
+	return 0
 }
 
 // equalJSON compares the settings of two ports of --json list (not their live counters).
