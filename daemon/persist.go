@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -167,6 +168,9 @@ func (d *Daemon) saveError(err error, outcome string) error {
 		fix = fmt.Sprintf("make %s writable by manad (its mode, owner, attributes: lsattr -d) and retry", dir)
 	default:
 		fix = fmt.Sprintf("check %s and its file system (dmesg) and retry", dir)
+	}
+	if fi, err := os.Lstat(d.statePath()); err == nil && fi.IsDir() { // rename: EISDIR, or EEXIST on some file systems
+		fix = fmt.Sprintf("%s is a directory: remove it, and retry", d.statePath())
 	}
 	return extack.New(errno, "cannot save state to %s: %s; %s: %s", d.statePath(), errno.Error(), outcome, fix)
 }

@@ -259,3 +259,69 @@ func equalJSON(a, b map[string]any) bool {
 	}
 	return true
 }
+
+// TestChangeSavedAfterApplyFails (issue 28): when the state cannot be written although the
+// reservation succeeded (here state.json was replaced by a directory while manad ran, so the
+// rename fails), a port add is undone and says so, a SET says it was applied but not saved, and
+// manad saves it by itself once the cause is gone: the state on disk and in manad agree after a
+// restart.
+func TestChangeSavedAfterApplyFails(t *testing.T) {
+	dir := worldDir(t)
+	ns := harness.Name("mcf", "")
+	port := harness.Name("mcp", "0")
+	d := harness.Start(t, dir, `metrics_listen = "127.0.0.1:0"`, fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\nrx_ring = 256\npersistent = false\n", port, ns), ns)
+	e := &e2e{d: d, dir: dir, bin: manactlIn(t, dir), ns: ns, socketEnv: []string{"MANAD_SOCKET=" + d.Socket}}
+	stateDir := filepath.Join(dir, "state")
+	statePath := config.StatePath(stateDir)
+	if err := os.Remove(statePath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(statePath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	extra := harness.Name("mcx", "1")
+	r := e.mctl(t, "port", "add", extra, "--netns", ns, "--segment", "s")
+	if r.code == 0 || !strings.Contains(r.stderr, "cannot save state to "+statePath+": ") ||
+		!strings.Contains(r.stderr, "; port "+extra+" was not added: "+statePath+" is a directory: remove it, and retry") {
+		t.Errorf("port add: exit %d, stderr %q; want it undone, saying why", r.code, r.stderr)
+	}
+	if r := e.mctl(t, "list"); strings.Contains(r.stdout, extra) {
+		t.Errorf("port %s still there after its save failed:\n%s", extra, r.stdout)
+	}
+	r = e.mctl(t, "set-ring", port, "rx", "512")
+	if r.code == 0 || !strings.Contains(r.stderr, "the change was applied but not saved; manad retries saving it") ||
+		!strings.Contains(r.stderr, "remove it, and retry") {
+		t.Errorf("set-ring: exit %d, stderr %q; want applied but not saved", r.code, r.stderr)
+	}
+	if n := metric(t, d, "manad_state_unsaved"); n != 1 {
+		t.Errorf("manad_state_unsaved = %v, want 1", n)
+	}
+
+	// The cause gone, a retry saves what manad runs.
+	if err := os.Remove(statePath); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := config.LoadState(stateDir)
+		if err == nil && st.Ports[port].Settings.RxRing == 512 {
+			if _, added := st.Ports[extra]; added {
+				t.Errorf("state file has port %s, which was undone", extra)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rx_ring 512 not saved once state.json could be written: %+v, %v\n%s", st, err, d.Log())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.Kill9()
+	d.Restart()
+	if p := e.portJSON(t, port); p["rx-ring"] != float64(512) {
+		t.Errorf("after the restart: %v, want rx-ring 512", p)
+	}
+	if p := e.portJSON(t, extra); p != nil {
+		t.Errorf("port %s back after the restart: %v", extra, p)
+	}
+}
