@@ -126,7 +126,8 @@ func (b *backend) change(c genl.Caller, dev genl.Device, op string, value any, f
 }
 
 // changeLocked is change on a port already looked up, the lock held. The change is refused
-// before it is applied when its state could not be saved (reserveSave).
+// before it is applied when its state could not be saved (reserveSave), and undone (revert)
+// when saving it failed all the same.
 func (b *backend) changeLocked(c genl.Caller, p *port, op string, value any, f func() error) (err error) {
 	d := b.d()
 	done, err := d.reserveSave()
@@ -136,7 +137,21 @@ func (b *backend) changeLocked(c genl.Caller, p *port, op string, value any, f f
 		return err
 	}
 	defer done(&err)
-	return b.apply(c, p, op, value, f)
+	before := p.view()
+	err = b.apply(c, p, op, value, f)
+	if cause := d.saveErr; cause != nil {
+		d.saveErr = nil
+		outcome := "the change was undone"
+		if rerr := d.revert(p, before); rerr != nil {
+			outcome = fmt.Sprintf("the change was applied but not saved, and undoing it failed (%v); "+
+				"manad retries saving it, and it is lost if manad stops before a retry succeeds", rerr)
+		}
+		d.log.Warn("reconfigure undone: its state could not be saved", "port", p.spec.Name, "op", op, "outcome", outcome)
+		d.noteSettings(p) // what the port runs now, for the retry to save
+		d.srv.NotifyPort("change", p.info())
+		err = d.saveError(cause, outcome)
+	}
+	return err
 }
 
 // apply is changeLocked without the reservation: for a change the state file does not keep

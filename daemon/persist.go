@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/config"
+	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/extack"
 )
 
@@ -20,8 +21,10 @@ import (
 // with the file system's errno and an extack saying what failed and how to fix it, and the port,
 // segment and state file keep what they had. The change is then applied and its state written
 // into the reserved blocks (config.Reservation.Commit). Should that write still fail (an I/O
-// error), the reply says that the change was applied but not saved; a port just added is removed
-// again. Changes made from outside (`ip link set`, a TAP deleted) cannot be refused: a save that
+// error, state.json replaced by a directory), the change is undone where it can be (a port just
+// added is removed, a port's settings go back: revert) and the reply says so; otherwise (a
+// deletion, a segment or uplink change, or undoing failed) the reply says that the change was
+// applied but not saved, and the save is retried. Changes made from outside (`ip link set`, a TAP deleted) cannot be refused: a save that
 // fails is logged, counted (manad_state_save_failures_total, manad_state_unsaved) and retried
 // with backoff until it succeeds, and once more at shutdown.
 
@@ -173,4 +176,61 @@ func (d *Daemon) saveError(err error, outcome string) error {
 		fix = fmt.Sprintf("%s is a directory: remove it, and retry", d.statePath())
 	}
 	return extack.New(errno, "cannot save state to %s: %s; %s: %s", d.statePath(), errno.Error(), outcome, fix)
+}
+
+// revert puts back on p the settings of before, a view taken before a change whose state could
+// not be saved, so that the port runs what the state file holds: each setting that differs goes
+// back through the driver operation that changed it (a request changes one kind). An eBPF program
+// replaced by the change cannot come back (it was closed): the port is left without a program
+// then. Caller holds the configuration lock.
+//
+// Errors: the first operation that failed, after trying every one; the port then keeps some of
+// the change (and a failed attach is the reset work's, as for any reconfiguration).
+func (d *Daemon) revert(p *port, before portView) error {
+	var errs []error
+	try := func(what string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+		}
+	}
+	old, cur := before.set, p.vp.Settings()
+	if cur.MTU != old.MTU {
+		err := p.vp.SetMTU(old.MTU)
+		if err == nil && p.dev != nil {
+			err = p.dev.SetMTU(old.MTU)
+		}
+		try("mtu", err)
+	}
+	if cur.RxRing != old.RxRing || cur.TxRing != old.TxRing {
+		try("rings", p.vp.SetRings(old.RxRing, old.TxRing))
+	}
+	if cur.Queues != old.Queues {
+		try("channels", p.ep.SetChannels(old.Queues, func() error { return p.vp.SetChannels(old.Queues) }))
+	}
+	if cur.PrivFlags != old.PrivFlags {
+		try("priv-flags", p.vp.SetPrivFlags(old.PrivFlags))
+	}
+	if cur.Coalesce != old.Coalesce {
+		try("coalesce", p.vp.SetCoalesce(old.Coalesce))
+	}
+	if cur.XDP != old.XDP {
+		prog := old.XDP
+		if prog != nil && (p.ebpf == nil || prog != vnic.XDPProgram(p.ebpf)) && vnic.BuiltinXDPByName(prog.Name()) == nil {
+			prog = nil // the eBPF program the change replaced is closed
+		}
+		err := p.vp.SetXDP(prog)
+		if err == nil && p.ebpf != nil && vnic.XDPProgram(p.ebpf) != prog {
+			p.ebpf.Close()
+			p.ebpf = nil
+		}
+		try("xdp", err)
+	}
+	if p.offload() != before.offload {
+		try("features", p.ep.SetOffload(before.offload))
+		d.syncCarrier(p)
+	}
+	if p.vp.RSS().Key != before.rssKey {
+		try("rss key", p.vp.SetRSS(vnic.RSSUpdate{Key: before.rssKey[:]}))
+	}
+	return errors.Join(errs...)
 }
