@@ -15,18 +15,18 @@ import (
 
 // Persistence: no acknowledgement without it.
 //
-// A change a client asks for (a SET, port add/del, segment and uplink add/del) is refused before
-// it is applied when its state cannot be saved: reserveSave creates and allocates the state
-// file's next version (config.Reserve) first, so a read-only or full state directory answers
-// with the file system's errno and an extack saying what failed and how to fix it, and the port,
-// segment and state file keep what they had. The change is then applied and its state written
-// into the reserved blocks (config.Reservation.Commit). Should that write still fail (an I/O
-// error, state.json replaced by a directory), the change is undone where it can be (a port just
-// added is removed, a port's settings go back: revert) and the reply says so; otherwise (a
-// deletion, a segment or uplink change, or undoing failed) the reply says that the change was
-// applied but not saved, and the save is retried. Changes made from outside (`ip link set`, a TAP deleted) cannot be refused: a save that
-// fails is logged, counted (manad_state_save_failures_total, manad_state_unsaved) and retried
-// with backoff until it succeeds, and once more at shutdown.
+// A change a client asks for (a SET, port add/del, segment and uplink add/del) is refused before it
+// is applied when its state cannot be saved: reserveSave creates and allocates the state file's
+// next version (config.Reserve) first, so a read-only or full state directory answers with the file
+// system's errno and an extack saying what failed and how to fix it, and the port, segment and
+// state file keep what they had. The change is then applied and its state written into the reserved
+// blocks (config.Reservation.Commit). Should that write still fail (an I/O error, state.json
+// replaced by a directory), the change is undone where it can be (a port just added is removed, a
+// port's settings go back: revert) and the reply says so; otherwise (a deletion, a segment or
+// uplink change, or undoing failed) the reply says that the change was applied but not saved, and
+// the save is retried. Changes made from outside (`ip link set`, a TAP deleted) cannot be refused:
+// a save that fails is logged, counted (manad_state_save_failures_total, manad_state_unsaved) and
+// retried with backoff until it succeeds, and once more at shutdown.
 
 // Bounds of the backoff between retries of a failed save.
 const (
@@ -35,10 +35,10 @@ const (
 )
 
 // reserveSave reserves the state file's next write before a change is applied. It returns done,
-// which the caller defers with a pointer to its error result: done gives an unused reservation
-// up and, when the save of the change failed after it was applied (saveErr holds the cause),
-// sets *errp (when still nil) to the error saying so. Nested calls (a reservation is already held) reserve nothing and get a
-// done that does nothing. Caller holds the configuration lock.
+// which the caller defers with a pointer to its error result: done gives an unused reservation up
+// and, when the save of the change failed after it was applied (saveErr holds the cause), sets
+// *errp (when still nil) to the error saying so. Nested calls (a reservation is already held)
+// reserve nothing and get a done that does nothing. Caller holds the configuration lock.
 //
 // Errors: an *extack.Error with the file system's errno (EROFS, ENOSPC, EDQUOT, EACCES, EPERM,
 // else EIO) and a message naming the state file and the fix; the change must then not be made.
