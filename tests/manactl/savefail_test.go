@@ -197,7 +197,7 @@ func TestLinkChangeSaveRetried(t *testing.T) {
 	if err := unix.Mount("", stateDir, "", unix.MS_REMOUNT, ""); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second) // the first retries come after 1, 2, 4 s
+	deadline := time.Now().Add(45 * time.Second) // the retries back off: 1, 2, 4 s, … up to 30 s
 	for {
 		st, err := config.LoadState(stateDir)
 		if err == nil && st.Ports[port].Settings.MTU == 2200 {
@@ -325,10 +325,15 @@ func TestChangeUndoneWhenSaveFails(t *testing.T) {
 	if err := os.Remove(statePath); err != nil {
 		t.Fatal(err)
 	}
-	harness.Eventually(t, "the state saved again", func() bool {
-		_, err := os.Stat(statePath)
-		return err == nil && metric(t, d, "manad_state_unsaved") == 0
-	})
+	// The retries back off (1 s, 2 s, 4 s, … up to 30 s): the next may be a while.
+	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(statePath); err == nil && metric(t, d, "manad_state_unsaved") == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the state was not saved again once state.json could be written\n%s", d.Log())
+		}
+	}
 	d.Kill9()
 	st, err := config.LoadState(stateDir)
 	if err != nil {
