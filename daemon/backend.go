@@ -125,8 +125,38 @@ func (b *backend) change(c genl.Caller, dev genl.Device, op string, value any, f
 	return b.withPort(dev, func(p *port) error { return b.changeLocked(c, p, op, value, func() error { return f(p) }) })
 }
 
-// changeLocked is change on a port already looked up, the lock held.
-func (b *backend) changeLocked(c genl.Caller, p *port, op string, value any, f func() error) error {
+// changeLocked is change on a port already looked up, the lock held. The change is refused
+// before it is applied when its state could not be saved (reserveSave), and undone (revert)
+// when saving it failed all the same.
+func (b *backend) changeLocked(c genl.Caller, p *port, op string, value any, f func() error) (err error) {
+	d := b.d()
+	done, err := d.reserveSave()
+	if err != nil {
+		d.log.Warn("reconfigure", "port", p.spec.Name, "op", op, "value", value, "uid", c.UID, "pid", c.PID,
+			"result", "refused", "err", err)
+		return err
+	}
+	defer done(&err)
+	before := p.view()
+	err = b.apply(c, p, op, value, f)
+	if cause := d.saveErr; cause != nil {
+		d.saveErr = nil
+		outcome := "the change was undone"
+		if rerr := d.revert(p, before); rerr != nil {
+			outcome = fmt.Sprintf("the change was applied but not saved, and undoing it failed (%v); "+
+				"manad retries saving it, and it is lost if manad stops before a retry succeeds", rerr)
+		}
+		d.log.Warn("reconfigure undone: its state could not be saved", "port", p.spec.Name, "op", op, "outcome", outcome)
+		d.noteSettings(p) // what the port runs now, for the retry to save
+		d.srv.NotifyPort("change", p.info())
+		err = d.saveError(cause, outcome)
+	}
+	return err
+}
+
+// apply is changeLocked without the reservation: for a change the state file does not keep
+// (fault injection), or within a reservation.
+func (b *backend) apply(c genl.Caller, p *port, op string, value any, f func() error) error {
 	d := b.d()
 	before := p.view()
 	start := time.Now()
@@ -320,8 +350,9 @@ func portSpec(s genl.PortSpec) (config.PortSpec, error) {
 	return spec, err
 }
 
-// CreatePort creates a port at runtime; the state file remembers it.
-func (b *backend) CreatePort(ctx context.Context, c genl.Caller, s genl.PortSpec) (genl.PortInfo, error) {
+// CreatePort creates a port at runtime; the state file remembers it. It is refused when its
+// state cannot be saved (reserveSave), and removed again when saving fails after it was made.
+func (b *backend) CreatePort(ctx context.Context, c genl.Caller, s genl.PortSpec) (_ genl.PortInfo, err error) {
 	d := b.d()
 	spec, err := portSpec(s)
 	if err != nil {
@@ -330,22 +361,44 @@ func (b *backend) CreatePort(ctx context.Context, c genl.Caller, s genl.PortSpec
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	start := time.Now()
+	attrs := []any{"port", spec.Name, "op", "port-add", "uid", c.UID, "pid", c.PID}
+	done, err := d.reserveSave()
+	if err != nil {
+		d.log.Warn("reconfigure", append(attrs, "result", "refused", "err", err)...)
+		return genl.PortInfo{}, err
+	}
+	defer done(&err)
 	p, err := d.createPort(spec, true, true)
-	attrs := []any{"port", spec.Name, "op", "port-add", "uid", c.UID, "pid", c.PID, "took", time.Since(start)}
+	attrs = append(attrs, "took", time.Since(start))
 	if err != nil {
 		d.log.Warn("reconfigure", append(attrs, "result", "error", "err", err)...)
 		return genl.PortInfo{}, err
 	}
 	d.log.Info("reconfigure", append(attrs, "result", "ok")...)
 	d.recordSettings(p)
+	if d.saveErr != nil {
+		// Not saved: the port goes, so that what manad runs is what a restart brings back.
+		d.log.Warn("port removed: its state could not be saved", "port", spec.Name)
+		d.removePort(p)
+		err, d.saveErr = d.saveError(d.saveErr, fmt.Sprintf("port %s was not added", spec.Name)), nil
+		return genl.PortInfo{}, err
+	}
 	return p.info(), nil
 }
 
-// DeletePort removes a port and its TAP, even a persistent one.
+// DeletePort removes a port and its TAP, even a persistent one; it is refused when its state
+// cannot be saved (reserveSave).
 func (b *backend) DeletePort(ctx context.Context, c genl.Caller, dev genl.Device) error {
 	d := b.d()
-	return b.withPort(dev, func(p *port) error {
+	return b.withPort(dev, func(p *port) (err error) {
+		done, err := d.reserveSave()
+		if err != nil {
+			d.log.Warn("reconfigure", "port", p.spec.Name, "op", "port-del", "uid", c.UID, "pid", c.PID, "result", "refused", "err", err)
+			return err
+		}
+		defer done(&err)
 		d.removePort(p)
+		d.saveState()
 		d.log.Info("reconfigure", "port", p.spec.Name, "op", "port-del", "uid", c.UID, "pid", c.PID, "result", "ok")
 		return nil
 	})
@@ -359,7 +412,14 @@ var _ genl.PortNetNSDeleter = (*backend)(nil)
 // fails, the namespace stays and the result's Notice says why; the port is deleted either way.
 func (b *backend) DeletePortNetNS(ctx context.Context, c genl.Caller, dev genl.Device) (res wire.PortDel, err error) {
 	d := b.d()
-	err = b.withPort(dev, func(p *port) error {
+	err = b.withPort(dev, func(p *port) (err error) {
+		done, err := d.reserveSave()
+		if err != nil {
+			d.log.Warn("reconfigure", "port", p.spec.Name, "op", "port-del", "uid", c.UID, "pid", c.PID, "result", "refused", "err", err)
+			return err
+		}
+		defer done(&err)
+		defer d.saveState() // the port's deletion and, below, the namespace's: one write
 		res = wire.PortDel{Name: p.spec.Name, NetNS: p.spec.NetNS}
 		d.removePort(p)
 		d.log.Info("reconfigure", "port", p.spec.Name, "op", "port-del", "uid", c.UID, "pid", c.PID, "result", "ok")
@@ -374,7 +434,6 @@ func (b *backend) DeletePortNetNS(ctx context.Context, c genl.Caller, dev genl.D
 		}
 		res.NetNSDeleted = true
 		d.state.ForgetNetNS(res.NetNS)
-		d.saveState()
 		d.log.Info("network namespace deleted", "netns", res.NetNS, "uid", c.UID, "pid", c.PID)
 		return nil
 	})
@@ -518,8 +577,11 @@ func (b *backend) SetFault(ctx context.Context, c genl.Caller, dev genl.Device, 
 	if err != nil {
 		return err
 	}
-	return b.change(c, dev, "fault", f, func(p *port) error {
-		return p.vp.SetFault(vnic.Fault{Point: point, Mode: mode, Count: int(f.Count), Errno: unix.Errno(f.Errno)})
+	// Faults are not saved: injecting one needs no writable state directory.
+	return b.withPort(dev, func(p *port) error {
+		return b.apply(c, p, "fault", f, func() error {
+			return p.vp.SetFault(vnic.Fault{Point: point, Mode: mode, Count: int(f.Count), Errno: unix.Errno(f.Errno)})
+		})
 	})
 }
 

@@ -72,6 +72,16 @@ type Daemon struct {
 	ids      vnic.IDs                  // page-pool and NAPI ids, unique among the daemon's ports
 	group    uint32                    // the netdev group of the daemon's non-persistent TAPs (see tapGroup)
 
+	// Persistence (persist.go): the state-file write reserved for the request being applied,
+	// why its commit failed, the file's size at the last save, whether the state in
+	// memory is newer than the file, and the retry of a failed save.
+	saveRes   *config.Reservation
+	saveErr   error
+	stateSize int64
+	unsaved   bool
+	saveRetry *time.Timer
+	saveDelay time.Duration
+
 	bg sync.WaitGroup // link watchers
 }
 
@@ -212,7 +222,8 @@ func (d *Daemon) shutdown() {
 			p.watch()
 		}
 	}
-	if changed {
+	d.stopSaveRetry()
+	if changed || d.unsaved {
 		d.saveState()
 	}
 	eps := make([]*datapath.Endpoint, 0, len(ports))
@@ -245,8 +256,9 @@ func (d *Daemon) shutdown() {
 //
 // Errors (the daemon then refuses to start, touching nothing): config.ErrStateNewer when a newer
 // manad wrote the file — running from the configuration would overwrite it at the first save,
-// and a downgraded manad must not destroy what the newer one saved; the error of SetAsideState
-// when the unusable file cannot be moved (saving would replace it).
+// and a downgraded manad must not destroy what the newer one saved; config.ErrStateFile when it
+// is not a regular file of bounded size (a FIFO, a link, a directory: not a file manad wrote);
+// the error of SetAsideState when the unusable file cannot be moved (saving would replace it).
 func (d *Daemon) loadState() (*config.State, error) {
 	dir := d.cfg.Daemon.StateDir
 	st, err := config.LoadState(dir)
@@ -255,6 +267,9 @@ func (d *Daemon) loadState() (*config.State, error) {
 		return st, nil
 	case errors.Is(err, config.ErrStateNewer):
 		return nil, fmt.Errorf("%w; run the newer manad, or move the file away to start from the configuration", err)
+	case errors.Is(err, config.ErrStateFile):
+		// Not a file manad wrote (a FIFO, a link to /dev/zero, …): not manad's to move.
+		return nil, err
 	}
 	kept, serr := config.SetAsideState(dir, time.Now())
 	if kept == "" {
@@ -265,14 +280,6 @@ func (d *Daemon) loadState() (*config.State, error) {
 		d.log.Warn("setting the state file aside may not survive a crash", "err", serr)
 	}
 	return config.NewState(), nil
-}
-
-// saveState writes the state file; a failure is logged (the change itself stands). Caller holds
-// the configuration lock.
-func (d *Daemon) saveState() {
-	if err := d.state.Save(d.cfg.Daemon.StateDir); err != nil {
-		d.log.Error("saving state failed", "dir", d.cfg.Daemon.StateDir, "err", err)
-	}
 }
 
 // recordSettings remembers a port's runtime settings, writing the state file only when they

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"net"
 	"slices"
 	"strings"
 
@@ -63,6 +64,11 @@ func (d *Daemon) serveMetrics() (stop func(), err error) {
 	}
 	// The bound address, not the configured one: with port 0 this is how to find it.
 	d.log.Info("metrics listening", "addr", l.Addr().String(), "path", "/metrics")
+	if from := metricsExposure(l.Addr()); from != "" {
+		d.log.Warn("metrics served beyond loopback", "addr", l.Addr().String(), "reachable_from", from,
+			"exposes", "port names, namespaces, segments, uplinks and their counters, without authentication",
+			"restrict", `metrics_listen = "127.0.0.1:PORT" (or "[::1]:PORT"), or a firewall rule for the port`)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -72,4 +78,18 @@ func (d *Daemon) serveMetrics() (stop func(), err error) {
 		}
 	}()
 	return func() { cancel(); <-done }, nil
+}
+
+// metricsExposure says from where beyond the host the metrics server bound to addr can be
+// reached: "" for a loopback address (the host alone), else every interface (an unspecified
+// address: ":PORT", "0.0.0.0:PORT", "[::]:PORT") or the one address it is bound to.
+func metricsExposure(addr net.Addr) string {
+	ta, ok := addr.(*net.TCPAddr)
+	switch {
+	case !ok || ta.IP.IsLoopback():
+		return ""
+	case ta.IP.IsUnspecified():
+		return "every network the host is on (all interfaces)"
+	}
+	return "the networks of address " + ta.IP.String()
 }

@@ -271,6 +271,7 @@ func (d *Daemon) followLink(ctx context.Context, p *port, events <-chan tap.Link
 		if ev.Deleted {
 			log.Warn("TAP deleted from outside manad; removing the port")
 			d.removePort(p)
+			d.saveSoon()
 			d.mu.Unlock()
 			return
 		}
@@ -386,14 +387,13 @@ func (d *Daemon) onReset(p *port, err error) {
 	}
 }
 
-// removePort takes a port out of the registry and stops it, deleting its TAP. Caller holds the
-// configuration lock.
+// removePort takes a port out of the registry and stops it, deleting its TAP; the state in
+// memory forgets it, and the caller saves it. Caller holds the configuration lock.
 func (d *Daemon) removePort(p *port) {
 	delete(d.ports, p.spec.Name)
 	info := p.info()
 	d.teardown(p, true)
 	d.state.RecordDeleted(p.stateKey(), d.cfg)
-	d.saveState()
 	d.srv.NotifyPort("del", info)
 	d.unregisterNetdevPools(p)
 	d.notifyNetdevDev("del", info.Device)

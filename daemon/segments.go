@@ -325,6 +325,11 @@ func (b *backend) CreateSegment(ctx context.Context, c genl.Caller, s genl.Segme
 	if err := d.segmentRoom(); err != nil {
 		return info, err
 	}
+	done, err := d.reserveSave()
+	if err != nil {
+		return info, err
+	}
+	defer done(&err)
 	def := &segDef{spec: spec}
 	d.segDefs = append(d.segDefs, def)
 	d.segment(spec.Name) // the settings apply at once, also to the ports already on it
@@ -356,6 +361,11 @@ func (b *backend) DeleteSegment(ctx context.Context, c genl.Caller, name string)
 	if err != nil {
 		return err
 	}
+	done, err := d.reserveSave()
+	if err != nil {
+		return err
+	}
+	defer done(&err)
 	for _, u := range def.ups {
 		if u != nil {
 			u.Close()
@@ -399,6 +409,11 @@ func (b *backend) AddUplink(ctx context.Context, c genl.Caller, segment string, 
 	if def != nil && len(def.spec.Uplinks) >= config.MaxUplinks {
 		return info, extack.New(unix.ENOSPC, "segment %s has %d uplinks, at most %d", segment, len(def.spec.Uplinks), config.MaxUplinks)
 	}
+	done, err := d.reserveSave()
+	if err != nil {
+		return info, err
+	}
+	defer done(&err)
 	created := def == nil
 	if created {
 		if err := d.segmentRoom(); err != nil {
@@ -442,6 +457,11 @@ func (b *backend) DeleteUplink(ctx context.Context, c genl.Caller, segment strin
 	if i < 0 {
 		return extack.New(unix.ENOENT, "segment %s has no uplink %s", segment, us)
 	}
+	done, err := d.reserveSave()
+	if err != nil {
+		return err
+	}
+	defer done(&err)
 	if def.ups[i] != nil {
 		def.ups[i].Close()
 	}

@@ -203,8 +203,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 // created 0755 if missing, a stale socket is replaced, the socket gets mode
 // (documented default 0666: anyone may connect and GET; rights come from
 // credentials) and, when gid >= 0, group gid. It fails with EADDRINUSE when
-// a server already answers on path, and with EEXIST when path is not a
-// socket.
+// a server already answers on path (see checkLiveness: a server being killed
+// is waited for), and with EEXIST when path is not a socket.
 func Listen(path string, mode os.FileMode, gid int) (*net.UnixListener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("genl: create socket directory: %w", err)
@@ -213,9 +213,8 @@ func Listen(path string, mode os.FileMode, gid int) (*net.UnixListener, error) {
 		if fi.Mode().Type() != os.ModeSocket {
 			return nil, fmt.Errorf("genl: %s exists and is not a socket: %w", path, unix.EEXIST)
 		}
-		if c, err := net.DialTimeout("unixpacket", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("genl: a server is already listening on %s: %w", path, unix.EADDRINUSE)
+		if err := checkLiveness(path); err != nil {
+			return nil, err
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, fmt.Errorf("genl: remove stale socket: %w", err)

@@ -47,7 +47,12 @@ DESCRIPTION
     Without --config, manad uses its embedded default configuration: two ports,
     mana0 (netns manaA) and mana1 (netns manaB), on one segment. Runtime changes
     are saved in STATE_DIR/state.json and restored at the next start; persistent
-    TAPs keep their addresses across a restart.
+    TAPs keep their addresses across a restart. A change asked for over the socket
+    is refused before it is applied when its state cannot be saved (a read-only or
+    full state directory: the reply carries EROFS, ENOSPC, ... and says what to
+    fix); a change made with ip link is applied, and its failed save logged,
+    counted (manad_state_save_failures_total) and retried until it succeeds.
+    state.json must be a regular file of at most 64 MiB.
 
     manad must run as root (it creates TAP devices and network namespaces and
     loads eBPF programs). It supports systemd socket activation (a SOCK_SEQPACKET
@@ -74,7 +79,9 @@ OPTIONS
     --metrics-listen ADDR   serve Prometheus metrics at http://ADDR/metrics
                             (host:port; port 0 picks a free port, logged as
                             "metrics listening"); default from the configuration
-                            (metrics_listen), none
+                            (metrics_listen), none. Without authentication: an
+                            address beyond loopback (":PORT", 0.0.0.0) is warned
+                            about at start
     --check-config          validate the configuration, print the ports and exit
     --print-default-config  print the embedded default configuration and exit
     --version               print the version (module version, VCS revision and
@@ -88,7 +95,9 @@ SIGNALS
 
 EXIT STATUS
     0 on a clean stop, 1 on a runtime error, 2 on a usage or configuration error,
-    or a state file written by a newer manad (left untouched).
+    a state file written by a newer manad, or a state file that is not a regular
+    file of at most 64 MiB (a FIFO, a symbolic link, a directory; all left
+    untouched).
 
 EXAMPLES
     sudo manad
@@ -210,7 +219,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if err := d.Run(ctx); err != nil {
 		log.Error("manad failed", "err", err)
-		if errors.Is(err, config.ErrStateNewer) {
+		if errors.Is(err, config.ErrStateNewer) || errors.Is(err, config.ErrStateFile) {
 			return 2 // restarting cannot fix it (RestartPreventExitStatus=2)
 		}
 		return 1

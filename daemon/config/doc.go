@@ -125,7 +125,11 @@
 // as an error (EBADMSG) naming the file; the daemon then keeps it as state.json.bad-<time>
 // (SetAsideState) and starts from the configuration. A file of a newer version, or one with a
 // key this manad does not know (a newer manad's field), is an error of its own (ErrStateNewer):
-// the daemon refuses to start and leaves it be. Merge combines the
+// the daemon refuses to start and leaves it be; so it does for a file that is not a regular
+// file of at most MaxStateSize bytes (ErrStateFile: a FIFO, a symbolic link, a directory, a
+// huge file), which LoadState neither blocks on nor reads without bound. Reserve and
+// Reservation.Commit split a save in two, so that the daemon refuses a change whose state a
+// read-only or full directory could not take before it applies it. Merge combines the
 // configuration with the state into the ports to create: the state's settings win, ports deleted
 // at runtime stay deleted, ports created at runtime come back.
 package config

@@ -221,15 +221,20 @@ var ErrStateNewer = fmt.Errorf("state file written by a newer manad: %w", unix.E
 // LoadState reads dir's state file. A missing file (or directory) is an empty state, not an
 // error: the first start, or a daemon that never changed anything.
 //
-// Errors: the os error when the file cannot be read (errors.Is with unix.EACCES, …); an *Error
-// that names the file when its contents are unusable: matching ErrStateNewer when a newer manad
+// The file must be a regular file (not a symbolic link, FIFO, device or directory) of at most
+// MaxStateSize bytes; it is read without blocking and without following links.
+//
+// Errors: an *Error that names the file and matches ErrStateFile (and EINVAL, EISDIR, ELOOP or
+// EFBIG) when it is not such a file: the daemon refuses to start on it; the os error when the
+// file cannot be read (errors.Is with unix.EACCES, …); an *Error that names the file when its
+// contents are unusable: matching ErrStateNewer when a newer manad
 // wrote it (a newer version, or a key this manad does not know; the file is then to be left
 // alone), else unix.EBADMSG when they are corrupt or
 // unparsable (with the line, for a JSON error). The daemon sets an unusable file aside
 // (SetAsideState) and starts from the configuration alone; it refuses to start on a newer one.
 func LoadState(dir string) (*State, error) {
 	path := StatePath(dir)
-	data, err := os.ReadFile(path)
+	data, err := readStateFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return NewState(), nil
 	}
@@ -239,10 +244,11 @@ func LoadState(dir string) (*State, error) {
 	return parseState(path, data)
 }
 
-// Save writes the state to dir's state file atomically: it writes a temporary file in dir, fsyncs
-// it, renames it over the state file and fsyncs dir, so after a crash at any point the file holds
-// either the previous state or this one, never a mix. It creates dir (0755) when missing and
-// removes temporary files an earlier crash left behind.
+// Save writes the state to dir's state file atomically: it writes a temporary file in dir (its
+// blocks allocated first, as Reserve does), fsyncs it, renames it over the state file and fsyncs
+// dir, so after a crash at any point the file holds either the previous state or this one, never
+// a mix. It creates dir (0755) when missing and removes temporary files an earlier crash left
+// behind.
 //
 // Errors: the os error of the step that failed (errors.Is with unix.ENOSPC, unix.EACCES, …); the
 // previous state file is then untouched.
@@ -251,35 +257,13 @@ func (s *State) Save(dir string) error {
 	if err != nil {
 		return fmt.Errorf("state: %w", err)
 	}
-	_, statErr := os.Stat(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("state: %w", err)
-	}
-	removeStaleTemps(dir)
-	f, err := os.CreateTemp(dir, stateTempPattern)
+	r, err := Reserve(dir, int64(len(data)))
 	if err != nil {
-		return fmt.Errorf("state: %w", err)
+		return err
 	}
-	tmp := f.Name()
-	if err := writeSync(f, data); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("state: writing %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, StatePath(dir)); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("state: %w", err)
-	}
-	// The rename is durable only once the directory entry is (and, for a directory created
-	// just now, the directory's own entry in its parent).
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("state: %w", err)
-	}
-	if errors.Is(statErr, fs.ErrNotExist) {
-		if err := syncDir(filepath.Dir(dir)); err != nil {
-			return fmt.Errorf("state: %w", err)
-		}
-	}
-	return nil
+	f := r.f
+	r.f = nil
+	return r.write(f, data)
 }
 
 // badStateTime formats the time in a set-aside state file's name: UTC, sortable, no colons.
@@ -348,18 +332,6 @@ func removeStaleTemps(dir string) {
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
-}
-
-// writeSync writes data to f, fsyncs and closes it.
-func writeSync(f *os.File, data []byte) error {
-	_, err := f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 func syncDir(dir string) error {

@@ -61,6 +61,7 @@ type Collector struct {
 
 	reconfigs, reconfigDuration, resets     *prometheus.Desc
 	requests, subscribersDropped, busyPolls *prometheus.Desc
+	stateSaveFailures, stateUnsaved         *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -135,6 +136,10 @@ func NewCollector(src Source, ctl *Control) *Collector {
 		busyPolls: d("control_busy_polls_total", "Busy polls of the control socket's request loops (busy_poll) by outcome: hit (found the "+
 			"next request or the hang-up), miss (nothing within the window: up to busy_poll of CPU spent), skipped (every polling slot taken).",
 			[]string{"outcome"}),
+		stateSaveFailures: d("state_save_failures_total", "Writes of the state file that failed (read-only or full state directory, I/O "+
+			"error): each a change refused, or a change made from outside (ip link) whose save is retried.", nil),
+		stateUnsaved: d("state_unsaved", "1 while manad holds changes its state file does not (a failed save being retried): "+
+			"they are lost if manad stops before the retry succeeds.", nil),
 	}
 }
 
@@ -157,6 +162,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.requests
 		ch <- c.subscribersDropped
 		ch <- c.busyPolls
+		ch <- c.stateSaveFailures
+		ch <- c.stateUnsaved
 	}
 }
 
@@ -173,6 +180,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(v), k.family, k.cmd, errnoLabel(k.errno))
 	}
 	ch <- prometheus.MustNewConstMetric(c.subscribersDropped, prometheus.CounterValue, float64(c.ctl.dropped.Load()))
+	ch <- prometheus.MustNewConstMetric(c.stateSaveFailures, prometheus.CounterValue, float64(c.ctl.saveFailures.Load()))
+	unsaved := 0.0
+	if c.ctl.unsaved.Load() {
+		unsaved = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.stateUnsaved, prometheus.GaugeValue, unsaved)
 	if f := c.ctl.busyPolls.Load(); f != nil {
 		b := (*f)()
 		for _, o := range []struct {

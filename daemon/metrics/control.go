@@ -15,6 +15,9 @@ type Control struct {
 	requests  map[requestKey]uint64
 	dropped   atomic.Uint64
 	busyPolls atomic.Pointer[func() BusyPolls]
+
+	saveFailures atomic.Uint64 // state-file writes that failed, refused changes included
+	unsaved      atomic.Bool   // the daemon's state is newer than its state file
 }
 
 // BusyPolls are the server's busy-poll counts (genl.Server.BusyPolls): polls that found the
@@ -46,6 +49,14 @@ func (c *Control) Request(family, cmd string, errno unix.Errno) {
 
 // SubscriberDropped counts one subscriber dropped for not reading its notifications.
 func (c *Control) SubscriberDropped() { c.dropped.Add(1) }
+
+// StateSaveFailed counts one state-file write that failed: a change refused because its state
+// could not be saved, or a save of a change already made (then retried).
+func (c *Control) StateSaveFailed() { c.saveFailures.Add(1) }
+
+// SetStateUnsaved says whether the daemon holds changes its state file does not (a save failed
+// and is being retried).
+func (c *Control) SetStateUnsaved(on bool) { c.unsaved.Store(on) }
 
 // snapshot copies the request counts.
 func (c *Control) snapshot() map[requestKey]uint64 {

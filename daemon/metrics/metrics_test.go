@@ -97,6 +97,9 @@ func TestCollector(t *testing.T) {
 	ctl.Request("ethtool", "rings-get", 0)
 	ctl.Request("ethtool", "rings-set", unix.EINVAL)
 	ctl.SubscriberDropped()
+	ctl.StateSaveFailed()
+	ctl.StateSaveFailed()
+	ctl.SetStateUnsaved(true)
 	ctl.SetBusyPolls(func() BusyPolls { return BusyPolls{Hits: 7, Misses: 2} })
 	fams := gather(t, NewCollector(SourceFunc(testPorts), ctl))
 	q0 := map[string]string{"port": "mana0", "netns": "nsA", "queue": "0"}
@@ -153,6 +156,8 @@ func TestCollector(t *testing.T) {
 		{"manad_control_requests_total", map[string]string{"family": "ethtool", "command": "rings-get", "errno": "0"}, 2},
 		{"manad_control_requests_total", map[string]string{"family": "ethtool", "command": "rings-set", "errno": "EINVAL"}, 1},
 		{"manad_subscribers_dropped_total", nil, 1},
+		{"manad_state_save_failures_total", nil, 2},
+		{"manad_state_unsaved", nil, 1},
 		{"manad_control_busy_polls_total", map[string]string{"outcome": "hit"}, 7},
 		{"manad_control_busy_polls_total", map[string]string{"outcome": "miss"}, 2},
 		{"manad_control_busy_polls_total", map[string]string{"outcome": "skipped"}, 0},
