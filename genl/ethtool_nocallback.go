@@ -1,6 +1,8 @@
 package genl
 
 import (
+	"errors"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/ethtool"
@@ -73,10 +75,6 @@ const (
 	msgRSSCreateAct = 0x31 // ETHTOOL_MSG_RSS_CREATE_ACT
 	msgRSSDeleteAct = 0x32 // ETHTOOL_MSG_RSS_DELETE_ACT
 
-	// Reply messages (enum ethtool_msg_kernel_type) of the GETs answered with a header only.
-	msgPHCVclocksGetReply = unix.ETHTOOL_MSG_PHC_VCLOCKS_GET_REPLY
-	msgModuleGetReply     = unix.ETHTOOL_MSG_MODULE_GET_REPLY
-
 	// maxCableLengthCM is MAX_CABLE_LENGTH_CM (include/linux/ethtool_netlink.h).
 	maxCableLengthCM = 150 * 100
 	// cablePairD is ETHTOOL_A_CABLE_PAIR_D, the last pair a TDR test may name.
@@ -119,36 +117,34 @@ var (
 	statsHdr = nested(statsHeader())
 	phyHdr   = nested(phyHeader())
 
-	policyOf = func(max uint16, p map[uint16]nlattr.Policy) *nlattr.Set { return nlattr.NewSet(max, p) }
-
 	debugGetPolicy = headerOnly()
-	debugSetPolicy = policyOf(unix.ETHTOOL_A_DEBUG_MSGMASK, map[uint16]nlattr.Policy{
+	debugSetPolicy = nlattr.NewSet(unix.ETHTOOL_A_DEBUG_MSGMASK, map[uint16]nlattr.Policy{
 		1: basicHdr, unix.ETHTOOL_A_DEBUG_MSGMASK: bitsetPol})
 	wolGetPolicy = headerOnly()
-	wolSetPolicy = policyOf(unix.ETHTOOL_A_WOL_SOPASS, map[uint16]nlattr.Policy{
+	wolSetPolicy = nlattr.NewSet(unix.ETHTOOL_A_WOL_SOPASS, map[uint16]nlattr.Policy{
 		1: basicHdr, unix.ETHTOOL_A_WOL_MODES: bitsetPol,
 		unix.ETHTOOL_A_WOL_SOPASS: {Kind: nlattr.Binary, Len: 6}}) // SOPASS_MAX
 	// pauseStatsSrc is ETHTOOL_A_PAUSE_STATS_SRC (x/sys/unix stops at STATS).
 	pauseStatsSrc  = uint16(unix.ETHTOOL_A_PAUSE_STATS + 1)
-	pauseGetPolicy = policyOf(pauseStatsSrc, map[uint16]nlattr.Policy{
+	pauseGetPolicy = nlattr.NewSet(pauseStatsSrc, map[uint16]nlattr.Policy{
 		1: statsHdr, pauseStatsSrc: {Kind: nlattr.U32, Check: nlattr.CheckMax, Max: 2}}) // ETHTOOL_MAC_STATS_SRC_PMAC
-	pauseSetPolicy = policyOf(unix.ETHTOOL_A_PAUSE_TX, map[uint16]nlattr.Policy{
+	pauseSetPolicy = nlattr.NewSet(unix.ETHTOOL_A_PAUSE_TX, map[uint16]nlattr.Policy{
 		1: basicHdr, unix.ETHTOOL_A_PAUSE_AUTONEG: u8Pol, unix.ETHTOOL_A_PAUSE_RX: u8Pol, unix.ETHTOOL_A_PAUSE_TX: u8Pol})
 	eeeGetPolicy = headerOnly()
-	eeeSetPolicy = policyOf(unix.ETHTOOL_A_EEE_TX_LPI_TIMER, map[uint16]nlattr.Policy{
+	eeeSetPolicy = nlattr.NewSet(unix.ETHTOOL_A_EEE_TX_LPI_TIMER, map[uint16]nlattr.Policy{
 		1: basicHdr, unix.ETHTOOL_A_EEE_MODES_OURS: bitsetPol, unix.ETHTOOL_A_EEE_ENABLED: u8Pol,
 		unix.ETHTOOL_A_EEE_TX_LPI_ENABLED: u8Pol, unix.ETHTOOL_A_EEE_TX_LPI_TIMER: u32Pol})
-	cableTestPolicy    = policyOf(unix.ETHTOOL_A_CABLE_TEST_HEADER, map[uint16]nlattr.Policy{1: phyHdr})
-	cableTestTDRPolicy = policyOf(unix.ETHTOOL_A_CABLE_TEST_TDR_CFG, map[uint16]nlattr.Policy{
+	cableTestPolicy    = nlattr.NewSet(unix.ETHTOOL_A_CABLE_TEST_HEADER, map[uint16]nlattr.Policy{1: phyHdr})
+	cableTestTDRPolicy = nlattr.NewSet(unix.ETHTOOL_A_CABLE_TEST_TDR_CFG, map[uint16]nlattr.Policy{
 		1: phyHdr, unix.ETHTOOL_A_CABLE_TEST_TDR_CFG: {Kind: nlattr.Nested}})
 	// cableTestTDRCfgPolicy is cable_test_tdr_act_cfg_policy, applied by the handler.
-	cableTestTDRCfgPolicy = policyOf(unix.ETHTOOL_A_CABLE_TEST_TDR_CFG_PAIR, map[uint16]nlattr.Policy{
+	cableTestTDRCfgPolicy = nlattr.NewSet(unix.ETHTOOL_A_CABLE_TEST_TDR_CFG_PAIR, map[uint16]nlattr.Policy{
 		unix.ETHTOOL_A_CABLE_TEST_TDR_CFG_FIRST: u32Pol, unix.ETHTOOL_A_CABLE_TEST_TDR_CFG_LAST: u32Pol,
 		unix.ETHTOOL_A_CABLE_TEST_TDR_CFG_STEP: u32Pol, unix.ETHTOOL_A_CABLE_TEST_TDR_CFG_PAIR: u8Pol})
 	tunnelInfoPolicy = headerOnly()
-	fecGetPolicy     = policyOf(1, map[uint16]nlattr.Policy{1: statsHdr})
-	fecSetPolicy     = policyOf(fecAAuto, map[uint16]nlattr.Policy{1: basicHdr, 2: bitsetPol, fecAAuto: u8Max(1)})
-	eepromGetPolicy  = policyOf(moduleEEPROMAI2CAddress, map[uint16]nlattr.Policy{
+	fecGetPolicy     = nlattr.NewSet(1, map[uint16]nlattr.Policy{1: statsHdr})
+	fecSetPolicy     = nlattr.NewSet(fecAAuto, map[uint16]nlattr.Policy{1: basicHdr, 2: bitsetPol, fecAAuto: u8Max(1)})
+	eepromGetPolicy  = nlattr.NewSet(moduleEEPROMAI2CAddress, map[uint16]nlattr.Policy{
 		1:                       basicHdr,
 		moduleEEPROMAOffset:     {Kind: nlattr.U32, Check: nlattr.CheckMax, Max: 2*moduleEEPROMPageLen - 1},
 		moduleEEPROMALength:     u32Range(1, moduleEEPROMPageLen),
@@ -158,38 +154,38 @@ var (
 	})
 	phcVclocksPolicy = headerOnly()
 	moduleGetPolicy  = headerOnly()
-	moduleSetPolicy  = policyOf(moduleAPowerModePolicy, map[uint16]nlattr.Policy{
+	moduleSetPolicy  = nlattr.NewSet(moduleAPowerModePolicy, map[uint16]nlattr.Policy{
 		1: basicHdr, moduleAPowerModePolicy: {Kind: nlattr.U8, Check: nlattr.CheckRange, Min: 1, Max: 2}}) // HIGH..AUTO
-	pseGetPolicy = policyOf(1, map[uint16]nlattr.Policy{1: phyHdr})
-	pseSetPolicy = policyOf(psePrio, map[uint16]nlattr.Policy{
+	pseGetPolicy = nlattr.NewSet(1, map[uint16]nlattr.Policy{1: phyHdr})
+	pseSetPolicy = nlattr.NewSet(psePrio, map[uint16]nlattr.Policy{
 		1:                   phyHdr,
 		psePodlAdminControl: u32Range(2, pseAdminStateEnabled), // DISABLED..ENABLED
 		pseC33AdminControl:  u32Range(2, pseAdminStateEnabled),
 		pseC33AvailPwLimit:  u32Pol,
 		psePrio:             u32Pol,
 	})
-	plcaGetPolicy = policyOf(1, map[uint16]nlattr.Policy{1: phyHdr})
-	plcaSetPolicy = policyOf(plcaABurstTmr, map[uint16]nlattr.Policy{
+	plcaGetPolicy = nlattr.NewSet(1, map[uint16]nlattr.Policy{1: phyHdr})
+	plcaSetPolicy = nlattr.NewSet(plcaABurstTmr, map[uint16]nlattr.Policy{
 		1: phyHdr, plcaAEnabled: u8Max(1), plcaANodeCnt: u32Range(1, 255),
 		plcaANodeID: u32Range(0, 255), plcaAToTmr: u32Range(0, 255),
 		plcaABurstCnt: u32Range(0, 255), plcaABurstTmr: u32Range(0, 255),
 	})
-	mmGetPolicy = policyOf(1, map[uint16]nlattr.Policy{1: statsHdr})
-	mmSetPolicy = policyOf(mmAVerifyTime, map[uint16]nlattr.Policy{
+	mmGetPolicy = nlattr.NewSet(1, map[uint16]nlattr.Policy{1: statsHdr})
+	mmSetPolicy = nlattr.NewSet(mmAVerifyTime, map[uint16]nlattr.Policy{
 		1: basicHdr, mmAPmacEnabled: u8Max(1), mmATxEnabled: u8Max(1),
 		mmATxMinFrag: u32Range(60, 252), mmAVerifyOn: u8Max(1), mmAVerifyTime: u32Range(1, 128),
 	})
-	fwFlashPolicy = policyOf(fwFlashAPassword, map[uint16]nlattr.Policy{
+	fwFlashPolicy = nlattr.NewSet(fwFlashAPassword, map[uint16]nlattr.Policy{
 		1: basicHdr, fwFlashAFileName: {Kind: nlattr.NulString}, fwFlashAPassword: u32Pol})
 	phyGetPolicy       = headerOnly()
 	tsconfigGetPolicy  = headerOnly()
-	hwtstampProvPolicy = policyOf(2, map[uint16]nlattr.Policy{
+	hwtstampProvPolicy = nlattr.NewSet(2, map[uint16]nlattr.Policy{
 		1: u32Pol, 2: u32Range(0, 1)}) // ETHTOOL_A_TS_HWTSTAMP_PROVIDER_INDEX, _QUALIFIER (≤ HWTSTAMP_PROVIDER_QUALIFIER_APPROX)
-	tsconfigSetPolicy = policyOf(tsconfigAHwtstampFlags, map[uint16]nlattr.Policy{
+	tsconfigSetPolicy = nlattr.NewSet(tsconfigAHwtstampFlags, map[uint16]nlattr.Policy{
 		1: basicHdr, tsconfigAHwtstampProvider: nested(hwtstampProvPolicy),
 		tsconfigATxTypes: bitsetPol, tsconfigARxFilters: bitsetPol, tsconfigAHwtstampFlags: bitsetPol,
 	})
-	rssCreatePolicy = policyOf(rssAInputXfrm, map[uint16]nlattr.Policy{
+	rssCreatePolicy = nlattr.NewSet(rssAInputXfrm, map[uint16]nlattr.Policy{
 		1:             basicHdr,
 		rssAContext:   {Kind: nlattr.U32, Check: nlattr.CheckMin, Min: 1},
 		rssAHFunc:     {Kind: nlattr.U32, Check: nlattr.CheckMin, Min: 1},
@@ -197,7 +193,7 @@ var (
 		rssAHKey:      {Kind: nlattr.Binary, Check: nlattr.CheckMin, Min: 1},
 		rssAInputXfrm: {Kind: nlattr.U32, Check: nlattr.CheckMax, Max: 2}, // RXH_XFRM_SYM_OR_XOR
 	})
-	rssDeletePolicy = policyOf(rssAContext, map[uint16]nlattr.Policy{
+	rssDeletePolicy = nlattr.NewSet(rssAContext, map[uint16]nlattr.Policy{
 		1: basicHdr, rssAContext: {Kind: nlattr.U32, Check: nlattr.CheckMin, Min: 1}})
 )
 
@@ -238,8 +234,8 @@ func (s *Server) noCallbackOps() []op {
 		get(unix.ETHTOOL_MSG_FEC_GET, fecGetPolicy, noCallback(unix.ETHTOOL_MSG_FEC_GET_REPLY, nil)),
 		set(unix.ETHTOOL_MSG_FEC_SET, fecSetPolicy),
 		adminGet(unix.ETHTOOL_MSG_MODULE_EEPROM_GET, eepromGetPolicy, noCallback(unix.ETHTOOL_MSG_MODULE_EEPROM_GET_REPLY, eepromParse)),
-		get(unix.ETHTOOL_MSG_PHC_VCLOCKS_GET, phcVclocksPolicy, headerOnlyGet(msgPHCVclocksGetReply)),
-		get(unix.ETHTOOL_MSG_MODULE_GET, moduleGetPolicy, headerOnlyGet(msgModuleGetReply)),
+		get(unix.ETHTOOL_MSG_PHC_VCLOCKS_GET, phcVclocksPolicy, headerOnlyGet(unix.ETHTOOL_MSG_PHC_VCLOCKS_GET_REPLY)),
+		get(unix.ETHTOOL_MSG_MODULE_GET, moduleGetPolicy, headerOnlyGet(unix.ETHTOOL_MSG_MODULE_GET_REPLY)),
 		act(unix.ETHTOOL_MSG_MODULE_SET, moduleSetPolicy, s.ethSetDoit(nil, moduleSetApply)),
 		get(unix.ETHTOOL_MSG_PSE_GET, pseGetPolicy, pseGet()),
 		act(unix.ETHTOOL_MSG_PSE_SET, pseSetPolicy, s.ethSetDoit(nil, pseSetApply)),
@@ -330,6 +326,11 @@ func phyIndex(r *request) nlattr.Attr {
 // a PHY index in the header, ENODEV "no phy matching phyindex" blaming the
 // header (no PHY link topology); without one, nil: the device's PHY, none.
 func noPhy(r *request) error {
+	if r.hdr.Flags&nlattr.FlagDump == nlattr.FlagDump {
+		// A dump's request info has no device (ethnl_default_start drops it), so
+		// ethnl_req_get_phydev finds no PHY whatever the index.
+		return nil
+	}
 	if hdr := phyIndex(r); hdr.Present() {
 		return nlattr.AttrError(unix.ENODEV, hdr, "no phy matching phyindex")
 	}
@@ -340,7 +341,7 @@ func noPhy(r *request) error {
 // treats IS_ERR_OR_NULL(phydev) as "not supported", keeping the extack
 // message and offset ethnl_req_get_phydev set (cable tests, PLCA).
 func asNoPhy(err error, msg string) error {
-	if ne, ok := err.(*nlattr.Error); ok {
+	if ne := (*nlattr.Error)(nil); errors.As(err, &ne) {
 		e := *ne
 		e.Errno = unix.EOPNOTSUPP
 		if msg != "" {

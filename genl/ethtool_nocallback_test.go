@@ -117,6 +117,7 @@ func TestNoCallbackOpsMatchKernel(t *testing.T) {
 		{"dump", nlattr.FlagDump, nil},
 		{"dump naming the device", nlattr.FlagDump, dev},
 		{"dump naming no device", nlattr.FlagDump, nodev},
+		{"dump naming the device and a PHY index", nlattr.FlagDump, phyIdx},
 	}
 	ops := []uint8{7, 8, 9, 10, 21, 22, 23, 24, 26, 27, 28, 29, 30, 31, 33, 34, 35, 36, 37, 39, 40, 41, 42, 43, 44, 45, 46, 47, 49, 50}
 	special := map[uint8][]variant{
