@@ -97,25 +97,13 @@ func u32Range(lo, hi uint64) nlattr.Policy {
 	return nlattr.Policy{Kind: nlattr.U32, Check: nlattr.CheckRange, Min: lo, Max: hi}
 }
 
-// phyHeader is ethnl_header_policy_phy: the basic header plus
-// ETHTOOL_A_HEADER_PHY_INDEX (NLA_POLICY_MIN(NLA_U32, 1)).
-func phyHeader() *nlattr.Set {
-	h := ethtool.Policy().Header
-	return nlattr.NewSet(ethtool.HeaderPhyIndex, map[uint16]nlattr.Policy{
-		unix.ETHTOOL_A_HEADER_DEV_INDEX: h.Policy(unix.ETHTOOL_A_HEADER_DEV_INDEX),
-		unix.ETHTOOL_A_HEADER_DEV_NAME:  h.Policy(unix.ETHTOOL_A_HEADER_DEV_NAME),
-		unix.ETHTOOL_A_HEADER_FLAGS:     h.Policy(unix.ETHTOOL_A_HEADER_FLAGS),
-		ethtool.HeaderPhyIndex:          {Kind: nlattr.U32, Check: nlattr.CheckMin, Min: 1},
-	})
-}
-
 // The request policies, each the kernel's ethnl_*_policy of the op
 // (checked against the running kernel's CTRL_CMD_GETPOLICY by
 // TestGetPolicyMatchesKernel).
 var (
 	basicHdr = nested(ethtool.Policy().Header)
 	statsHdr = nested(statsHeader())
-	phyHdr   = nested(phyHeader())
+	phyHdr   = nested(ethtool.Policy().HeaderPhy)
 
 	debugGetPolicy = headerOnly()
 	debugSetPolicy = nlattr.NewSet(unix.ETHTOOL_A_DEBUG_MSGMASK, map[uint16]nlattr.Policy{
