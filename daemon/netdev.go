@@ -11,9 +11,11 @@ import (
 
 var _ genl.NetdevViewBackend = (*backend)(nil)
 
-// netdevXDPFeatures is what dev-get reports as xdp-features: NETDEV_XDP_ACT_BASIC (XDP_PASS,
-// XDP_DROP, XDP_TX and XDP_ABORTED run in the port's RX path).
-const netdevXDPFeatures = 1
+// netdevXDPFeatures is what dev-get reports as xdp-features: mana's, as mana_probe_port sets
+// them with xdp_set_features_flag (NETDEV_XDP_ACT_BASIC | _REDIRECT | _NDO_XMIT). mana sets no
+// xdp_metadata_ops and no XSK TX metadata ops, so xdp-rx-metadata-features and xsk-features are
+// 0, as here.
+const netdevXDPFeatures = wire.NetdevXDPActBasic | wire.NetdevXDPActRedirect | wire.NetdevXDPActNDOXmit
 
 // NetdevPort returns a port's netdev views (queues, NAPIs, qstats, page pools) from its vnic
 // model. It fails with ENODEV when the port is gone. The views are read without the

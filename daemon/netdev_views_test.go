@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic"
 )
 
@@ -28,6 +29,19 @@ func TestNetdevViews(t *testing.T) {
 	full := netdevPort(7, vp, genl.NetdevViewAll)
 	if len(full.Queues) != 4 || len(full.NAPIs) != 2 || len(full.QueueStats) != 4 || len(full.Pools) != 2 || full.Device.RxPackets != 1 {
 		t.Fatalf("full views: %+v", full)
+	}
+	// dev-get is mana's (mana_probe_port's xdp_features, no RX metadata, no XSK features), and a
+	// NAPI has the kernel's defaults: not threaded, no deferral, no timeouts.
+	if want := (wire.NetdevDev{Ifindex: 7, XDPFeatures: 7}); full.Dev != want {
+		t.Errorf("dev-get %+v, want %+v", full.Dev, want)
+	}
+	if got := wire.NetdevXDPActList(full.Dev.XDPFeatures); !reflect.DeepEqual(got, []string{"basic", "redirect", "ndo-xmit"}) {
+		t.Errorf("xdp-features %v, want mana's basic, redirect, ndo-xmit", got)
+	}
+	for _, n := range full.NAPIs {
+		if want := (wire.NetdevNAPI{ID: n.ID, Ifindex: 7}); n != want || n.ID == 0 {
+			t.Errorf("NAPI %+v, want %+v", n, want)
+		}
 	}
 	for _, tc := range []struct {
 		name string

@@ -49,11 +49,16 @@
 //     genetlink.Conn.GetFamily and the ethtool CLI's probe work unmodified;
 //     CTRL_CMD_GETPOLICY for every family, whole or by op, in the kernel's
 //     policy dump format (net/netlink/policy.c), so YNL can introspect.
-//   - "ethtool" (version 1, group "monitor"): STRSET_GET, PRIVFLAGS_GET/SET,
-//     RINGS_GET/SET and CHANNELS_GET/SET with the kernel's message and
-//     attribute numbers, strict policies, extack texts, bitset forms and
-//     notifications (net/ethtool/*.c). Other ethtool commands are
-//     EOPNOTSUPP. Kernel-wide string sets (ETH_SS_FEATURES,
+//   - "ethtool" (version 1, group "monitor"): the kernel's whole op list
+//     (6.18: STRSET_GET to RSS_DELETE_ACT, with the kernel's op flags and
+//     policies), with the kernel's message and attribute numbers, strict
+//     policies, extack texts, bitset forms and notifications
+//     (net/ethtool/*.c). The messages mana has no callback for (WoL, debug,
+//     pause, EEE, FEC, module, PHY, PSE, PLCA, MAC merge, cable tests,
+//     timestamping configuration, RSS contexts) answer as the kernel does
+//     for mana: EOPNOTSUPP after the request, header and device checks, an
+//     empty dump. A command the kernel does not know is EOPNOTSUPP.
+//     Kernel-wide string sets (ETH_SS_FEATURES,
 //     ETH_SS_LINK_MODES, …) are read once from the running kernel's own
 //     ethtool family, so they match it exactly.
 //   - "manad" (version 1, group "events"), described below.

@@ -12,10 +12,11 @@ import (
 	"github.com/manad/manad/genl/wire"
 )
 
-// The ethtool family, mirroring net/ethtool/netlink.c for the messages manad
-// implements. Every other ethtool command is EOPNOTSUPP, as an unknown
-// command in the kernel (and the ethtool CLI, reading the op list from
-// nlctrl, does not try them).
+// The ethtool family, mirroring net/ethtool/netlink.c: the kernel's whole op
+// list (ethtool_genl_ops of 6.18, in command order, with its flags and
+// policies), each op answering as the kernel does for a mana netdev. The
+// messages mana has no callback for are in ethtool_nocallback.go. A command
+// the kernel does not know is EOPNOTSUPP.
 
 // hdrAttr is the header attribute of every ethtool request (ETHTOOL_A_*_HEADER).
 const hdrAttr = 1
@@ -29,32 +30,36 @@ func (s *Server) ethtoolFamily() *family {
 		return op{cmd: cmd, perm: unix.GENL_UNS_ADMIN_PERM, policy: pol, mode: nlattr.Strict,
 			doit: s.ethSetDoit(validate, apply)}
 	}
+	ops := []op{
+		get(unix.ETHTOOL_MSG_STRSET_GET, ethtool.Policy().StrsetGet, s.strsetGet()),
+		get(unix.ETHTOOL_MSG_PRIVFLAGS_GET, ethtool.Policy().PrivFlagsGet, s.privFlagsGet()),
+		set(unix.ETHTOOL_MSG_PRIVFLAGS_SET, ethtool.Policy().PrivFlagsSet, s.privFlagsValidate, s.privFlagsSet),
+		get(unix.ETHTOOL_MSG_RINGS_GET, ethtool.Policy().RingsGet, s.ringsGet()),
+		set(unix.ETHTOOL_MSG_RINGS_SET, ethtool.Policy().RingsSet, s.ringsValidate, s.ringsSet),
+		get(unix.ETHTOOL_MSG_CHANNELS_GET, ethtool.Policy().ChannelsGet, s.channelsGet()),
+		set(unix.ETHTOOL_MSG_CHANNELS_SET, ethtool.Policy().ChannelsSet, nil, s.channelsSet),
+		get(unix.ETHTOOL_MSG_LINKINFO_GET, linkInfoGetPolicy, s.linkInfoGet()),
+		set(unix.ETHTOOL_MSG_LINKINFO_SET, linkInfoSetPolicy, noLinkSettingsSet, nil),
+		get(unix.ETHTOOL_MSG_LINKMODES_GET, linkModesGetPolicy, s.linkModesGet()),
+		set(unix.ETHTOOL_MSG_LINKMODES_SET, linkModesSetPolicy, noLinkSettingsSet, nil),
+		get(unix.ETHTOOL_MSG_LINKSTATE_GET, linkStateGetPolicy, s.linkStateGet()),
+		get(unix.ETHTOOL_MSG_TSINFO_GET, tsInfoGetPolicy, s.tsInfoGet()),
+		get(unix.ETHTOOL_MSG_STATS_GET, statsGetPolicy, s.ethStatsGet()),
+		get(unix.ETHTOOL_MSG_RSS_GET, rssGetPolicy, s.rssGet()),
+		get(unix.ETHTOOL_MSG_FEATURES_GET, featuresGetPolicy, s.featuresGet()),
+		{cmd: unix.ETHTOOL_MSG_FEATURES_SET, perm: unix.GENL_UNS_ADMIN_PERM, policy: featuresSetPolicy, mode: nlattr.Strict, doit: s.featuresSet},
+		get(unix.ETHTOOL_MSG_COALESCE_GET, coalesceGetPolicy, s.coalesceGet()),
+		set(unix.ETHTOOL_MSG_COALESCE_SET, coalesceSetPolicy, s.coalesceValidate, s.coalesceSet),
+		set(wire.MsgRSSSet, rssSetPolicy, s.rssSetValidate, s.rssSet),
+	}
+	ops = append(ops, s.noCallbackOps()...)
+	// ctrl_fill_info lists the ops in the order of ethtool_genl_ops, which is command order.
+	sort.Slice(ops, func(i, j int) bool { return ops[i].cmd < ops[j].cmd })
 	return &family{
 		id: ethtoolID, name: ethtool.FamilyName, version: ethtool.Version,
 		resvStartOp: unix.ETHTOOL_MSG_MODULE_GET + 1,
-		ops: []op{
-			get(unix.ETHTOOL_MSG_STRSET_GET, ethtool.Policy().StrsetGet, s.strsetGet()),
-			get(unix.ETHTOOL_MSG_PRIVFLAGS_GET, ethtool.Policy().PrivFlagsGet, s.privFlagsGet()),
-			set(unix.ETHTOOL_MSG_PRIVFLAGS_SET, ethtool.Policy().PrivFlagsSet, s.privFlagsValidate, s.privFlagsSet),
-			get(unix.ETHTOOL_MSG_RINGS_GET, ethtool.Policy().RingsGet, s.ringsGet()),
-			set(unix.ETHTOOL_MSG_RINGS_SET, ethtool.Policy().RingsSet, s.ringsValidate, s.ringsSet),
-			get(unix.ETHTOOL_MSG_CHANNELS_GET, ethtool.Policy().ChannelsGet, s.channelsGet()),
-			set(unix.ETHTOOL_MSG_CHANNELS_SET, ethtool.Policy().ChannelsSet, nil, s.channelsSet),
-			get(unix.ETHTOOL_MSG_LINKINFO_GET, linkInfoGetPolicy, s.linkInfoGet()),
-			set(unix.ETHTOOL_MSG_LINKINFO_SET, linkInfoSetPolicy, noLinkSettingsSet, nil),
-			get(unix.ETHTOOL_MSG_LINKMODES_GET, linkModesGetPolicy, s.linkModesGet()),
-			set(unix.ETHTOOL_MSG_LINKMODES_SET, linkModesSetPolicy, noLinkSettingsSet, nil),
-			get(unix.ETHTOOL_MSG_LINKSTATE_GET, linkStateGetPolicy, s.linkStateGet()),
-			get(unix.ETHTOOL_MSG_TSINFO_GET, tsInfoGetPolicy, s.tsInfoGet()),
-			get(unix.ETHTOOL_MSG_STATS_GET, statsGetPolicy, s.ethStatsGet()),
-			get(unix.ETHTOOL_MSG_RSS_GET, rssGetPolicy, s.rssGet()),
-			get(unix.ETHTOOL_MSG_FEATURES_GET, featuresGetPolicy, s.featuresGet()),
-			{cmd: unix.ETHTOOL_MSG_FEATURES_SET, perm: unix.GENL_UNS_ADMIN_PERM, policy: featuresSetPolicy, mode: nlattr.Strict, doit: s.featuresSet},
-			get(unix.ETHTOOL_MSG_COALESCE_GET, coalesceGetPolicy, s.coalesceGet()),
-			set(unix.ETHTOOL_MSG_COALESCE_SET, coalesceSetPolicy, s.coalesceValidate, s.coalesceSet),
-			set(wire.MsgRSSSet, rssSetPolicy, s.rssSetValidate, s.rssSet),
-		},
-		groups: []mcGroup{{id: monitorGroup, name: ethtool.MonitorGroup}},
+		ops:         ops,
+		groups:      []mcGroup{{id: monitorGroup, name: ethtool.MonitorGroup}},
 	}
 }
 
@@ -102,6 +107,10 @@ func (r *request) parseHeader(hdr nlattr.Attr, requireDev bool) (*Device, uint32
 		return &d, flags, nil
 	case requireDev:
 		return nil, 0, nlattr.AttrError(unix.EINVAL, hdr, "neither ifindex nor name specified")
+	}
+	// Only ethnl_header_policy_phy admits a PHY index, and it needs a device.
+	if int(ethtool.HeaderPhyIndex) < len(tb) && tb[ethtool.HeaderPhyIndex].Present() {
+		return nil, 0, nlattr.AttrError(unix.EINVAL, hdr, "phy_index set without a netdev")
 	}
 	return nil, flags, nil
 }

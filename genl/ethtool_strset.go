@@ -109,6 +109,10 @@ func (s *Server) strsetPrepare(r *request, d *Device, reqAny any) (any, error) {
 		s.encodeSets(nil, data)
 		return data, nil
 	}
+	// strset_prepare_data: the PHY the header names (mana has none; a dump has no PHY index).
+	if err := noPhy(r); err != nil {
+		return nil, err
+	}
 	for id := range sets {
 		if !strsetInclude(req, sets, id, true) || !sets[id].perDev {
 			continue

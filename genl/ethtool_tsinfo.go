@@ -10,12 +10,40 @@ import (
 
 // TSINFO messages, as net/ethtool/tsinfo.c.
 
-// tsInfoGetPolicy is the header of ethnl_tsinfo_get_policy (with
-// ETHTOOL_FLAG_STATS). The HWTSTAMP_PROVIDER nest (a PHC choice; manad's
-// ports have none) has no entry, so strict validation refuses it.
+// tsInfoGetPolicy is ethnl_tsinfo_get_policy: the header with
+// ETHTOOL_FLAG_STATS and the hardware timestamp provider to ask about
+// (ethnl_ts_hwtst_prov_policy).
 var tsInfoGetPolicy = nlattr.NewSet(unix.ETHTOOL_A_TSINFO_HWTSTAMP_PROVIDER, map[uint16]nlattr.Policy{
-	unix.ETHTOOL_A_TSINFO_HEADER: {Kind: nlattr.Nested, Nested: statsHeader()},
+	unix.ETHTOOL_A_TSINFO_HEADER:            {Kind: nlattr.Nested, Nested: statsHeader()},
+	unix.ETHTOOL_A_TSINFO_HWTSTAMP_PROVIDER: nested(hwtstampProvPolicy),
 })
+
+// tsInfoReq is struct tsinfo_req_info as manad needs it.
+type tsInfoReq struct {
+	stats    bool // ETHTOOL_FLAG_STATS
+	provider bool // a HWTSTAMP_PROVIDER was named
+}
+
+// tsInfoParse mirrors tsinfo_parse_request and ts_parse_hwtst_provider: a
+// provider needs both its index and its qualifier.
+func tsInfoParse(r *request) (any, error) {
+	req := &tsInfoReq{stats: wantStats(r)}
+	nest := r.attr(unix.ETHTOOL_A_TSINFO_HWTSTAMP_PROVIDER)
+	if !nest.Present() {
+		return req, nil
+	}
+	tb, err := nlattr.ParseNested(r.msg, nest, hwtstampProvPolicy)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range []uint16{1, 2} { // ETHTOOL_A_TS_HWTSTAMP_PROVIDER_INDEX, _QUALIFIER
+		if !tb[t].Present() {
+			return nil, nlattr.Missing(nest, t)
+		}
+	}
+	req.provider = true
+	return req, nil
+}
 
 // coreTimestamping is what __ethtool_get_ts_info adds to every driver's
 // answer: software receive timestamps and the software clock.
@@ -28,8 +56,13 @@ const coreTimestamping = unix.SOF_TIMESTAMPING_RX_SOFTWARE | unix.SOF_TIMESTAMPI
 func (s *Server) tsInfoGet() *ethGet {
 	return &ethGet{
 		replyCmd: unix.ETHTOOL_MSG_TSINFO_GET_REPLY,
-		parse:    func(r *request) (any, error) { return wantStats(r), nil },
-		prepare: func(r *request, d *Device, _ any) (any, error) {
+		parse:    tsInfoParse,
+		prepare: func(r *request, d *Device, req any) (any, error) {
+			// ethtool_get_ts_info_by_phc: no PHC of the device's has the index asked
+			// for, as mana has none. A dump does not ask (ethnl_tsinfo_dumpit).
+			if req.(*tsInfoReq).provider && r.hdr.Flags&nlattr.FlagDump != nlattr.FlagDump {
+				return nil, unix.ENODEV
+			}
 			ts, err := s.cfg.Backend.TSInfo(r.ctx, r.c.caller, *d)
 			ts.Timestamping |= coreTimestamping
 			return &ts, err
@@ -55,7 +88,7 @@ func (s *Server) tsInfoGet() *ethGet {
 			if ts.PHCIndex >= 0 {
 				b.PutU32(unix.ETHTOOL_A_TSINFO_PHC_INDEX, uint32(ts.PHCIndex))
 			}
-			if req.(bool) {
+			if req.(*tsInfoReq).stats {
 				b.EndNest(b.Nest(unix.ETHTOOL_A_TSINFO_STATS))
 			}
 			return nil

@@ -99,7 +99,7 @@ func familyOps(t *testing.T, b []byte) (ops map[uint32]uint32, order []uint16) {
 
 // TestEthtoolFamilyMatchesKernel compares manad's CTRL_CMD_GETFAMILY answer
 // for "ethtool" with the running kernel's: same attribute order, version,
-// group name, and the same CTRL_ATTR_OP_FLAGS for every op manad serves.
+// group name, and the same CTRL_ATTR_OP_FLAGS for every op both serve.
 func TestEthtoolFamilyMatchesKernel(t *testing.T) {
 	ts := startServer(t, nil)
 	get := func(conn *genetlink.Conn) genetlink.Message {
@@ -134,12 +134,12 @@ func TestEthtoolFamilyMatchesKernel(t *testing.T) {
 	if diff := cmp.Diff(korder, morder); diff != "" {
 		t.Errorf("attribute order (-kernel +manad):\n%s", diff)
 	}
-	if len(mops) != 20 {
-		t.Errorf("manad serves %d ethtool ops, want 20: %v", len(mops), mops)
-	}
+	// The whole list is TestEthtoolOpList's; an older kernel lacks the newer ops.
 	for id, fl := range mops {
-		if kfl, ok := kops[id]; !ok || kfl != fl {
-			t.Errorf("op %d: manad flags %#x, kernel %#x (present %v)", id, fl, kfl, ok)
+		if kfl, ok := kops[id]; !ok {
+			t.Logf("op %d: not in this kernel", id)
+		} else if kfl != fl {
+			t.Errorf("op %d: manad flags %#x, kernel %#x", id, fl, kfl)
 		}
 	}
 	kf, _ := kconn.GetFamily("ethtool")

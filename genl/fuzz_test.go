@@ -158,6 +158,7 @@ func seedRequests() map[string][]byte {
 	addCoalesceSeeds(seeds, msg)
 	addCaptureSeeds(seeds, msg)
 	addSegmentSeeds(seeds, msg)
+	addNoCallbackSeeds(seeds, msg)
 	return seeds
 }
 

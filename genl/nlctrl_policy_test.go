@@ -158,8 +158,6 @@ func TestGetPolicyMatchesKernel(t *testing.T) {
 	// Ops whose manad policy is knowingly not the kernel's, and why.
 	differ := map[string]map[uint16]string{
 		ethtool.FamilyName: {
-			unix.ETHTOOL_MSG_STRSET_GET:   "the kernel's header takes ETHTOOL_A_HEADER_PHY_INDEX (ethnl_header_policy_phy); mana has no PHY",
-			unix.ETHTOOL_MSG_TSINFO_GET:   "manad has no ETHTOOL_A_TSINFO_HWTSTAMP_PROVIDER (kernel 6.13+)",
 			unix.ETHTOOL_MSG_COALESCE_SET: "manad has ETHTOOL_A_COALESCE_RX_CQE_FRAMES/_NSECS (31, 32: the seed threads' mana CQE coalescing), newer than this kernel",
 		},
 		"netdev": {

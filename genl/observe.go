@@ -87,47 +87,8 @@ func cmdName(fam uint16, cmd uint8) string {
 			return "getpolicy"
 		}
 	case ethtoolID:
-		switch cmd {
-		case unix.ETHTOOL_MSG_STRSET_GET:
-			return "strset-get"
-		case unix.ETHTOOL_MSG_PRIVFLAGS_GET:
-			return "privflags-get"
-		case unix.ETHTOOL_MSG_PRIVFLAGS_SET:
-			return "privflags-set"
-		case unix.ETHTOOL_MSG_RINGS_GET:
-			return "rings-get"
-		case unix.ETHTOOL_MSG_RINGS_SET:
-			return "rings-set"
-		case unix.ETHTOOL_MSG_CHANNELS_GET:
-			return "channels-get"
-		case unix.ETHTOOL_MSG_CHANNELS_SET:
-			return "channels-set"
-		case unix.ETHTOOL_MSG_COALESCE_GET:
-			return "coalesce-get"
-		case unix.ETHTOOL_MSG_COALESCE_SET:
-			return "coalesce-set"
-		case unix.ETHTOOL_MSG_LINKINFO_GET:
-			return "linkinfo-get"
-		case unix.ETHTOOL_MSG_LINKINFO_SET:
-			return "linkinfo-set"
-		case unix.ETHTOOL_MSG_LINKMODES_GET:
-			return "linkmodes-get"
-		case unix.ETHTOOL_MSG_LINKMODES_SET:
-			return "linkmodes-set"
-		case unix.ETHTOOL_MSG_LINKSTATE_GET:
-			return "linkstate-get"
-		case unix.ETHTOOL_MSG_TSINFO_GET:
-			return "tsinfo-get"
-		case unix.ETHTOOL_MSG_STATS_GET:
-			return "stats-get"
-		case unix.ETHTOOL_MSG_RSS_GET:
-			return "rss-get"
-		case unix.ETHTOOL_MSG_FEATURES_GET:
-			return "features-get"
-		case unix.ETHTOOL_MSG_FEATURES_SET:
-			return "features-set"
-		case wire.MsgRSSSet:
-			return "rss-set"
+		if int(cmd) < len(ethtoolCmdNames) && ethtoolCmdNames[cmd] != "" {
+			return ethtoolCmdNames[cmd]
 		}
 	case manadID:
 		switch cmd {
@@ -149,6 +110,17 @@ func cmdName(fam uint16, cmd uint8) string {
 	}
 	return "unknown"
 }
+
+// ethtoolCmdNames are the ethtool family's request commands by number, as ethtool.yaml names
+// them (ETHTOOL_MSG_STRSET_GET, 1, to ETHTOOL_MSG_RSS_DELETE_ACT, 50).
+var ethtoolCmdNames = [...]string{1: "strset-get", "linkinfo-get", "linkinfo-set", "linkmodes-get", "linkmodes-set",
+	"linkstate-get", "debug-get", "debug-set", "wol-get", "wol-set", "features-get", "features-set",
+	"privflags-get", "privflags-set", "rings-get", "rings-set", "channels-get", "channels-set",
+	"coalesce-get", "coalesce-set", "pause-get", "pause-set", "eee-get", "eee-set", "tsinfo-get",
+	"cable-test-act", "cable-test-tdr-act", "tunnel-info-get", "fec-get", "fec-set", "module-eeprom-get",
+	"stats-get", "phc-vclocks-get", "module-get", "module-set", "pse-get", "pse-set", "rss-get",
+	"plca-get-cfg", "plca-set-cfg", "plca-get-status", "mm-get", "mm-set", "module-fw-flash-act", "phy-get",
+	"tsconfig-get", "tsconfig-set", "rss-set", "rss-create-act", "rss-delete-act"}
 
 // manadCmdNames are the manad family's request commands, wire.CmdPortGet (1) to wire.CmdSetOption.
 var manadCmdNames = [...]string{"port-get", "port-new", "port-del", "port-set-mtu", "xdp-attach",

@@ -80,11 +80,21 @@ var headerPolicy = nlattr.NewSet(unix.ETHTOOL_A_HEADER_FLAGS, map[uint16]nlattr.
 // headerNest is NLA_POLICY_NESTED(ethnl_header_policy).
 var headerNest = nlattr.Policy{Kind: nlattr.Nested, Nested: headerPolicy}
 
+// headerPhyPolicy is ethnl_header_policy_phy: the basic header and a PHY
+// index (NLA_POLICY_MIN(NLA_U32, 1)), for the messages that can be about one
+// of a device's PHYs (STRSET_GET, cable tests, PSE, PLCA).
+var headerPhyPolicy = nlattr.NewSet(HeaderPhyIndex, map[uint16]nlattr.Policy{
+	unix.ETHTOOL_A_HEADER_DEV_INDEX: headerPolicy.Policy(unix.ETHTOOL_A_HEADER_DEV_INDEX),
+	unix.ETHTOOL_A_HEADER_DEV_NAME:  headerPolicy.Policy(unix.ETHTOOL_A_HEADER_DEV_NAME),
+	unix.ETHTOOL_A_HEADER_FLAGS:     headerPolicy.Policy(unix.ETHTOOL_A_HEADER_FLAGS),
+	HeaderPhyIndex:                  {Kind: nlattr.U32, Check: nlattr.CheckMin, Min: 1},
+})
+
 // Request policies of the supported messages (ethnl_*_get/set_policy),
 // exposed read-only through Policies.
 var (
 	strsetGetPolicy = nlattr.NewSet(unix.ETHTOOL_A_STRSET_COUNTS_ONLY, map[uint16]nlattr.Policy{
-		unix.ETHTOOL_A_STRSET_HEADER:      headerNest,
+		unix.ETHTOOL_A_STRSET_HEADER:      {Kind: nlattr.Nested, Nested: headerPhyPolicy},
 		unix.ETHTOOL_A_STRSET_STRINGSETS:  {Kind: nlattr.Nested},
 		unix.ETHTOOL_A_STRSET_COUNTS_ONLY: {Kind: nlattr.Flag},
 	})
@@ -137,7 +147,8 @@ var (
 // Policies are the kernel's request policies of the supported ethtool
 // messages. A *nlattr.Set cannot be modified through its methods.
 type Policies struct {
-	Header, StrsetGet, StringSets, StringSet     *nlattr.Set
+	Header, HeaderPhy, StrsetGet, StringSets     *nlattr.Set
+	StringSet                                    *nlattr.Set
 	PrivFlagsGet, PrivFlagsSet                   *nlattr.Set
 	RingsGet, RingsSet, ChannelsGet, ChannelsSet *nlattr.Set
 }
@@ -145,7 +156,7 @@ type Policies struct {
 // Policy returns the request policies.
 func Policy() Policies {
 	return Policies{
-		Header: headerPolicy, StrsetGet: strsetGetPolicy, StringSets: stringSetsPolicy, StringSet: stringSetPolicy,
+		Header: headerPolicy, HeaderPhy: headerPhyPolicy, StrsetGet: strsetGetPolicy, StringSets: stringSetsPolicy, StringSet: stringSetPolicy,
 		PrivFlagsGet: privFlagsGetPolicy, PrivFlagsSet: privFlagsSetPolicy,
 		RingsGet: ringsGetPolicy, RingsSet: ringsSetPolicy, ChannelsGet: channelsGetPolicy, ChannelsSet: channelsSetPolicy,
 	}

@@ -21,6 +21,15 @@ const (
 // netdev.yaml's names.
 var NetdevXDPActNames = [...]string{"basic", "redirect", "ndo-xmit", "xsk-zerocopy", "hw-offload", "rx-sg", "ndo-xmit-sg"}
 
+// xdp-features' bits for the XDP actions a driver runs (NETDEV_XDP_ACT_BASIC: XDP_PASS, XDP_DROP,
+// XDP_TX and XDP_ABORTED; _REDIRECT: XDP_REDIRECT; _NDO_XMIT: it is a redirect target,
+// ndo_xdp_xmit).
+const (
+	NetdevXDPActBasic    = 1 << 0
+	NetdevXDPActRedirect = 1 << 1
+	NetdevXDPActNDOXmit  = 1 << 2
+)
+
 // NetdevXDPActXSKZeroCopy is xdp-features' bit for AF_XDP zero-copy (NETDEV_XDP_ACT_XSK_ZEROCOPY):
 // the driver runs an XSK socket on its own RX buffers, without copying frames into the UMEM.
 const NetdevXDPActXSKZeroCopy = 1 << 3
@@ -112,7 +121,19 @@ const (
 	NetdevANAPIID      = 2
 	NetdevANAPIIRQ     = 3
 	NetdevANAPIPID     = 4
-	NetdevANAPIMax     = 4
+	// Since 6.13 (defer-hard-irqs, gro-flush-timeout), 6.14 (irq-suspend-timeout) and 6.17
+	// (threaded).
+	NetdevANAPIDeferHardIRQs     = 5
+	NetdevANAPIGROFlushTimeout   = 6
+	NetdevANAPIIRQSuspendTimeout = 7
+	NetdevANAPIThreaded          = 8
+	NetdevANAPIMax               = 8
+)
+
+// NETDEV_NAPI_THREADED_* (enum netdev_napi_threaded).
+const (
+	NetdevNAPIThreadedDisabled = 0
+	NetdevNAPIThreadedEnabled  = 1
 )
 
 // NETDEV_A_QUEUE_*.
@@ -199,16 +220,30 @@ var NetdevQueueTable = NewTable(
 	U32(NetdevAQueueNAPIID, func(v *NetdevQueue) *uint32 { return &v.NAPIID }).OmitZero(),
 )
 
-// NetdevNAPI is a napi-get reply (netdev_nl_napi_fill_one); manad's NAPIs
-// have no IRQ and no thread, so neither is sent.
+// NetdevNAPI is a napi-get reply (netdev_nl_napi_fill_one of 6.18); manad's
+// NAPIs have no IRQ and no thread, so neither is sent. The per-NAPI
+// settings are sent always, as the kernel's: a NAPI nobody configured has
+// them all 0 (threading disabled, no deferral, no timeouts).
 type NetdevNAPI struct {
 	ID, Ifindex uint32
+	// Threaded is NETDEV_NAPI_THREADED_* (napi_get_threaded).
+	Threaded uint64
+	// DeferHardIRQs is napi_defer_hard_irqs (an s32 on the wire, 0..S32_MAX).
+	DeferHardIRQs uint32
+	// IRQSuspendTimeout and GROFlushTimeout are in nanoseconds.
+	IRQSuspendTimeout, GROFlushTimeout uint64
 }
 
-// NetdevNAPITable writes a NetdevNAPI in the kernel's order.
+// NetdevNAPITable writes a NetdevNAPI in the kernel's order (ID, ifindex,
+// [IRQ], threaded, [PID], defer-hard-irqs, irq-suspend-timeout,
+// gro-flush-timeout), the unsigned settings as nla_put_uint.
 var NetdevNAPITable = NewTable(
 	U32(NetdevANAPIID, func(v *NetdevNAPI) *uint32 { return &v.ID }),
 	U32(NetdevANAPIIfindex, func(v *NetdevNAPI) *uint32 { return &v.Ifindex }),
+	Uint(NetdevANAPIThreaded, func(v *NetdevNAPI) *uint64 { return &v.Threaded }),
+	U32(NetdevANAPIDeferHardIRQs, func(v *NetdevNAPI) *uint32 { return &v.DeferHardIRQs }),
+	Uint(NetdevANAPIIRQSuspendTimeout, func(v *NetdevNAPI) *uint64 { return &v.IRQSuspendTimeout }),
+	Uint(NetdevANAPIGROFlushTimeout, func(v *NetdevNAPI) *uint64 { return &v.GROFlushTimeout }),
 )
 
 // NetdevPagePool is a page-pool-get reply (page_pool_nl_fill).

@@ -3,6 +3,8 @@ package wire
 import (
 	"slices"
 	"testing"
+
+	"github.com/manad/manad/genl/nlattr"
 )
 
 func TestNetdevXDPActList(t *testing.T) {
@@ -18,6 +20,22 @@ func TestNetdevXDPActList(t *testing.T) {
 	} {
 		if got := NetdevXDPActList(tt.v); !slices.Equal(got, tt.want) {
 			t.Errorf("NetdevXDPActList(%#x) = %q, want %q", tt.v, got, tt.want)
+		}
+	}
+}
+
+// TestNetdevNAPIRoundTrip: every napi-get attribute reads back as written, a timeout beyond
+// 32 bits as nla_put_uint's 8 bytes.
+func TestNetdevNAPIRoundTrip(t *testing.T) {
+	for _, want := range []NetdevNAPI{
+		{ID: 8193, Ifindex: 7},
+		{ID: 8194, Ifindex: 7, Threaded: NetdevNAPIThreadedEnabled, DeferHardIRQs: 2, IRQSuspendTimeout: 20_000_000, GROFlushTimeout: 1 << 40},
+	} {
+		var b nlattr.Builder
+		NetdevNAPITable.Put(&b, &want)
+		var got NetdevNAPI
+		if err := NetdevNAPITable.Decode(b.B, &got); err != nil || got != want {
+			t.Errorf("round trip of %+v: %+v, %v", want, got, err)
 		}
 	}
 }
