@@ -1,0 +1,441 @@
+package nlbridge
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/tests/harness"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	harness.Cleanup()
+	os.Exit(code)
+}
+
+// world is one manad with one port in its own namespace, and a veth pair in that namespace.
+type world struct {
+	d          *harness.Daemon
+	ns         string
+	port, veth string
+	rxRing     uint32
+}
+
+func startWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{ns: harness.Name("nlb", ""), port: harness.Name("nbp", "0"), veth: harness.Name("nbv", "0"), rxRing: 256}
+	ports := fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\nqueues = 2\nrx_ring = %d\npersistent = false\n",
+		w.port, w.ns, w.rxRing)
+	w.d = harness.Start(t, "", "", ports, w.ns)
+	harness.Run(t, "", "ip", "-n", w.ns, "link", "add", w.veth, "type", "veth", "peer", "name", harness.Name("nbw", "0"))
+	return w
+}
+
+func (w *world) inNS(f func() error) error { return harness.InNetNS(w.ns, f) }
+
+// ifindex resolves a device of the world's namespace.
+func (w *world) ifindex(t *testing.T, name string) uint32 {
+	t.Helper()
+	var idx uint32
+	require.NoError(t, w.inNS(func() error {
+		k, err := openKernel()
+		if err != nil {
+			return err
+		}
+		defer k.Close()
+		idx = k.ifindex(name)
+		return nil
+	}))
+	require.NotZero(t, idx, name)
+	return idx
+}
+
+// prog is the program's end of a bridged socket.
+type prog struct {
+	t    *testing.T
+	fd   int
+	s    *Socket
+	errc chan error
+	seq  uint32
+}
+
+// openProg opens a bridged socket for the world's namespace and serves it over a socketpair.
+func openProg(t *testing.T, w *world) *prog {
+	t.Helper()
+	s, err := Open(context.Background(), Options{ManadPath: w.d.Socket, InNetNS: w.inNS})
+	require.NoError(t, err)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	p := &prog{t: t, fd: fds[1], s: s, errc: make(chan error, 1), seq: 100}
+	go func() { p.errc <- s.Serve(context.Background(), os.NewFile(uintptr(fds[0]), "peer")) }()
+	t.Cleanup(func() { p.close() })
+	return p
+}
+
+// close closes the program's end and waits for Serve to end.
+func (p *prog) close() {
+	if p.fd < 0 {
+		return
+	}
+	unix.Close(p.fd)
+	p.fd = -1
+	select {
+	case err := <-p.errc:
+		assert.NoError(p.t, err)
+	case <-time.After(10 * time.Second):
+		p.t.Error("Serve did not return after the program closed its socket")
+	}
+}
+
+func (p *prog) send(m []byte) {
+	p.t.Helper()
+	_, err := unix.Write(p.fd, m)
+	require.NoError(p.t, err)
+}
+
+// recv reads one datagram within timeout; nil when none came.
+func (p *prog) recv(timeout time.Duration) []byte {
+	p.t.Helper()
+	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, int(timeout/time.Millisecond))
+	if err != nil || n == 0 {
+		return nil
+	}
+	buf := make([]byte, 1<<16)
+	got, err := unix.Read(p.fd, buf)
+	require.NoError(p.t, err)
+	return buf[:got]
+}
+
+// answer collects the messages answering a request: until its NLMSG_ERROR, NLMSG_DONE, or (for a
+// do without ACK) the first reply.
+func (p *prog) answer(stopAtReply bool) [][]byte {
+	p.t.Helper()
+	var out [][]byte
+	for {
+		d := p.recv(5 * time.Second)
+		require.NotNil(p.t, d, "no answer within 5s")
+		msgs, rest := splitMsgs(d)
+		require.Empty(p.t, rest)
+		for _, m := range msgs {
+			out = append(out, m)
+			switch msgType(m) {
+			case nlattr.MsgError, nlattr.MsgDone:
+				return out
+			}
+			if stopAtReply {
+				return out
+			}
+		}
+	}
+}
+
+// req builds a request of family typ.
+func (p *prog) req(typ uint16, flags uint16, cmd, version uint8, attrs func(b *nlattr.Builder)) []byte {
+	p.seq++
+	return buildReq(typ, flags, p.seq, 0, cmd, version, attrs)
+}
+
+func devHeader(idx uint32, name string) func(b *nlattr.Builder) {
+	return func(b *nlattr.Builder) {
+		n := b.Nest(unix.ETHTOOL_A_HEADER_DEV_INDEX)
+		if idx != 0 {
+			b.PutU32(unix.ETHTOOL_A_HEADER_DEV_INDEX, idx)
+		}
+		if name != "" {
+			b.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, name)
+		}
+		b.EndNest(n)
+	}
+}
+
+// kernelAnswer sends m on a plain kernel socket of the world's namespace and returns its answer,
+// as the reference for what the program must see.
+func kernelAnswer(t *testing.T, w *world, m []byte, stopAtReply bool) (msgs [][]byte, portid uint32) {
+	t.Helper()
+	var k *ksock
+	require.NoError(t, w.inNS(func() (err error) { k, err = openKernel(); return err }))
+	defer k.Close()
+	require.NoError(t, k.send(m))
+	nl, err := k.sockname()
+	require.NoError(t, err)
+	_ = k.f.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		d, _, err := k.recv()
+		require.NoError(t, err)
+		ms, _ := splitMsgs(d)
+		for _, x := range ms {
+			msgs = append(msgs, x)
+			if t := msgType(x); t == nlattr.MsgError || t == nlattr.MsgDone || stopAtReply {
+				return msgs, nl.Pid
+			}
+		}
+	}
+}
+
+func genlPayload(m []byte) []byte { return m[nlattr.MsgHdrLen:] }
+
+func TestBridgeComponent(t *testing.T) {
+	w := startWorld(t)
+	before := goleak.IgnoreCurrent()
+	p := openProg(t, w)
+	s := p.s
+	portIdx, vethIdx := w.ifindex(t, w.port), w.ifindex(t, w.veth)
+
+	t.Run("GetFamilyEthtoolIsTheKernels", func(t *testing.T) {
+		m := p.req(unix.GENL_ID_CTRL, nlattr.FlagAck, unix.CTRL_CMD_GETFAMILY, 1, func(b *nlattr.Builder) {
+			b.PutString(unix.CTRL_ATTR_FAMILY_NAME, "ethtool")
+		})
+		p.send(m)
+		got := p.answer(false)
+		require.Len(t, got, 2) // NEWFAMILY + ACK
+		want, kpid := kernelAnswer(t, w, m, false)
+		require.Len(t, want, 2)
+		f, ok := parseFamily(got[0])
+		require.True(t, ok)
+		assert.Equal(t, s.kEthtool, f.id)
+		assert.Equal(t, genlPayload(want[0]), genlPayload(got[0]), "the kernel's NEWFAMILY, ops and groups")
+		assert.Equal(t, s.PortID(), binary.NativeEndian.Uint32(got[0][12:]))
+		assert.NotZero(t, kpid)
+	})
+
+	t.Run("GetFamilyManadIsTranslated", func(t *testing.T) {
+		p.send(p.req(unix.GENL_ID_CTRL, 0, unix.CTRL_CMD_GETFAMILY, 1, func(b *nlattr.Builder) {
+			b.PutString(unix.CTRL_ATTR_FAMILY_NAME, "manad")
+		}))
+		got := p.answer(true)
+		require.Len(t, got, 1)
+		f, ok := parseFamily(got[0])
+		require.True(t, ok)
+		assert.Equal(t, s.rManad, f.id)
+		assert.NotEqual(t, s.mManad, f.id)
+		require.Contains(t, f.groups, "events")
+		assert.Equal(t, s.manadGroupIDs[s.mEvents], f.groups["events"])
+		// The id the program got resolves back to manad.
+		p.send(p.req(unix.GENL_ID_CTRL, 0, unix.CTRL_CMD_GETFAMILY, 1, func(b *nlattr.Builder) {
+			b.PutU16(unix.CTRL_ATTR_FAMILY_ID, f.id)
+		}))
+		got = p.answer(true)
+		f2, ok := parseFamily(got[0])
+		require.True(t, ok)
+		assert.Equal(t, "manad", f2.name)
+	})
+
+	t.Run("FamilyDumpIsKernelsPlusManad", func(t *testing.T) {
+		p.send(p.req(unix.GENL_ID_CTRL, nlattr.FlagDump, unix.CTRL_CMD_GETFAMILY, 1, nil))
+		got := p.answer(false)
+		names := map[string]uint16{}
+		dones := 0
+		for _, m := range got {
+			if msgType(m) == nlattr.MsgDone {
+				dones++
+				continue
+			}
+			f, ok := parseFamily(m)
+			require.True(t, ok)
+			_, dup := names[f.name]
+			assert.False(t, dup, "family %s twice", f.name)
+			names[f.name] = f.id
+		}
+		assert.Equal(t, 1, dones)
+		assert.Equal(t, s.kEthtool, names["ethtool"])
+		assert.Equal(t, s.rManad, names["manad"])
+		assert.Contains(t, names, "nlctrl")
+	})
+
+	t.Run("PrivFlagsOfThePortAreManads", func(t *testing.T) {
+		p.send(p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_PRIVFLAGS_GET, 1, devHeader(0, w.port)))
+		got := p.answer(true)
+		require.Len(t, got, 1)
+		assert.Equal(t, s.kEthtool, msgType(got[0]))
+		assert.Equal(t, uint8(unix.ETHTOOL_MSG_PRIVFLAGS_GET_REPLY), got[0][nlattr.MsgHdrLen])
+		assert.Contains(t, string(got[0]), "full-page-rx")
+		assert.Equal(t, p.seq, binary.NativeEndian.Uint32(got[0][8:]))
+		assert.Equal(t, s.PortID(), binary.NativeEndian.Uint32(got[0][12:]))
+	})
+
+	t.Run("RingsOfThePortAreManads", func(t *testing.T) {
+		p.send(p.req(s.kEthtool, nlattr.FlagAck, unix.ETHTOOL_MSG_RINGS_GET, 1, devHeader(portIdx, "")))
+		got := p.answer(false)
+		require.Len(t, got, 2)
+		rx, ok := u32Of(genlAttr(got[0], unix.ETHTOOL_A_RINGS_RX))
+		require.True(t, ok)
+		assert.Equal(t, w.rxRing, rx)
+		errno, _ := errnoOf(got[1])
+		assert.Zero(t, errno)
+	})
+
+	t.Run("ChannelsOfTheVethAreTheKernelsBytes", func(t *testing.T) {
+		m := p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(0, w.veth))
+		p.send(m)
+		got := p.answer(true)
+		want, kpid := kernelAnswer(t, w, m, true)
+		require.Len(t, got, 1)
+		require.Len(t, want, 1)
+		require.Equal(t, s.kEthtool, msgType(want[0]), "veth has channels")
+		g := append([]byte(nil), got[0]...)
+		putPID(g, kpid)
+		assert.Equal(t, want[0], g)
+	})
+
+	t.Run("DumpMergesWithOneDone", func(t *testing.T) {
+		p.send(p.req(s.kEthtool, nlattr.FlagDump, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(0, "")))
+		got := p.answer(false)
+		seen := map[uint32]int{}
+		dones := 0
+		for _, m := range got {
+			switch msgType(m) {
+			case nlattr.MsgDone:
+				dones++
+				errno, _ := errnoOf(m)
+				assert.Zero(t, errno)
+			case s.kEthtool:
+				idx, _ := ethtoolDev(m)
+				seen[idx]++
+			default:
+				t.Errorf("unexpected message type %d", msgType(m))
+			}
+		}
+		assert.Equal(t, 1, dones)
+		assert.Equal(t, 1, seen[portIdx], "the port once, from manad")
+		assert.Equal(t, 1, seen[vethIdx], "the veth, from the kernel")
+	})
+
+	t.Run("RingsSetBadValueExtack", func(t *testing.T) {
+		_, err := s.SetOption(unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, []byte{1, 0, 0, 0})
+		require.NoError(t, err)
+		defer s.SetOption(unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, []byte{0, 0, 0, 0})
+		rxOff := 0
+		m := p.req(s.kEthtool, nlattr.FlagAck, unix.ETHTOOL_MSG_RINGS_SET, 1, func(b *nlattr.Builder) {
+			devHeader(0, w.port)(b)
+			rxOff = b.Len()
+			b.PutU32(unix.ETHTOOL_A_RINGS_RX, 1<<30)
+		})
+		p.send(m)
+		got := p.answer(false)
+		require.Len(t, got, 1)
+		e := got[0]
+		h, _ := nlattr.ReadHeader(e)
+		errno, _ := errnoOf(e)
+		assert.Equal(t, unix.EINVAL, errno)
+		assert.NotZero(t, h.Flags&nlattr.FlagAckTLVs, "extack TLVs")
+		assert.Equal(t, m, e[errOff:errOff+len(m)], "the program's request echoed as sent")
+		assert.Equal(t, "requested ring size exceeds maximum", extackMsg(e), "rings_set's message")
+		assert.Equal(t, uint32(rxOff), extackOffs(e), "NLMSGERR_ATTR_OFFS blames ETHTOOL_A_RINGS_RX")
+		// The kernel's own answer to the same kind of error, for a veth: the same shape.
+		k := p.req(s.kEthtool, nlattr.FlagAck, unix.ETHTOOL_MSG_CHANNELS_SET, 1, func(b *nlattr.Builder) {
+			devHeader(0, w.veth)(b)
+			b.PutU32(unix.ETHTOOL_A_CHANNELS_RX_COUNT, 1000)
+		})
+		p.send(k)
+		kg := p.answer(false)
+		require.Len(t, kg, 1)
+		kh, _ := nlattr.ReadHeader(kg[0])
+		kerr, _ := errnoOf(kg[0])
+		require.Equal(t, unix.EINVAL, kerr)
+		assert.NotEmpty(t, extackMsg(kg[0]))
+		assert.Equal(t, kh.Flags, h.Flags, "same NLM_F_CAPPED/ACK_TLVS shape as the kernel")
+		assert.Equal(t, k, kg[0][errOff:errOff+len(k)])
+		// Without NETLINK_EXT_ACK, no TLVs; with NETLINK_CAP_ACK, no echoed payload: as the kernel.
+		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, []byte{0, 0, 0, 0})
+		require.NoError(t, err)
+		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, []byte{1, 0, 0, 0})
+		require.NoError(t, err)
+		defer s.SetOption(unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, []byte{0, 0, 0, 0})
+		p.seq++
+		binary.NativeEndian.PutUint32(m[8:], p.seq)
+		p.send(m)
+		got = p.answer(false)
+		require.Len(t, got, 1)
+		h, _ = nlattr.ReadHeader(got[0])
+		assert.Equal(t, nlattr.FlagCapped, h.Flags)
+		assert.Len(t, got[0], errOff+nlattr.MsgHdrLen)
+		assert.Equal(t, m[:nlattr.MsgHdrLen], got[0][errOff:])
+	})
+
+	t.Run("MonitorSeesManadNotification", func(t *testing.T) {
+		mon := s.fromManadGroup[s.mMonitor]
+		require.NotZero(t, mon)
+		v := make([]byte, 4)
+		binary.NativeEndian.PutUint32(v, mon)
+		_, err := s.SetOption(unix.SOL_NETLINK, unix.NETLINK_ADD_MEMBERSHIP, v)
+		require.NoError(t, err)
+		c := w.d.Client(w.ns)
+		require.NoError(t, c.SetPrivateFlags(context.Background(), client.PrivateFlags{
+			Interface: client.Interface{Name: w.port}, Flags: []client.Flag{{Name: "full-page-rx", On: true}}}))
+		var ntf []byte
+		deadline := time.Now().Add(5 * time.Second)
+		for ntf == nil && time.Now().Before(deadline) {
+			d := p.recv(time.Until(deadline))
+			msgs, _ := splitMsgs(d)
+			for _, m := range msgs {
+				if msgType(m) == s.kEthtool && m[nlattr.MsgHdrLen] == unix.ETHTOOL_MSG_PRIVFLAGS_NTF {
+					ntf = m
+				}
+			}
+		}
+		require.NotNil(t, ntf, "PRIVFLAGS_NTF with the kernel's ethtool id")
+		idx, _ := ethtoolDev(ntf)
+		assert.Equal(t, portIdx, idx)
+		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_DROP_MEMBERSHIP, v)
+		require.NoError(t, err)
+	})
+
+	t.Run("ManadGoneIsAnErrorNotAHang", func(t *testing.T) {
+		// Kernel requests keep working after this; the port is manad's, requests for it fail.
+		w.d.Kill9()
+		_, err := s.SetOption(unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, []byte{1, 0, 0, 0})
+		require.NoError(t, err)
+		harness.Eventually(t, "the bridge to see manad gone", s.manadDead.Load)
+		p.send(p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_RINGS_GET, 1, devHeader(portIdx, "")))
+		got := p.answer(true)
+		require.Len(t, got, 1)
+		errno, _ := errnoOf(got[0])
+		assert.Equal(t, unix.ECONNREFUSED, errno)
+		assert.True(t, strings.Contains(extackMsg(got[0]), "manad is not running at "+w.d.Socket), extackMsg(got[0]))
+		// Kernel requests still work.
+		p.send(p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(vethIdx, "")))
+		got = p.answer(true)
+		require.Len(t, got, 1)
+		assert.Equal(t, s.kEthtool, msgType(got[0]))
+	})
+
+	p.close()
+	goleak.VerifyNone(t, before)
+}
+
+func TestOpenManadUnreachable(t *testing.T) {
+	_, err := Open(context.Background(), Options{ManadPath: "/nonexistent/manad.sock"})
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, unix.ENOENT), "%v", err)
+	assert.Contains(t, err.Error(), "cannot connect to manad at /nonexistent/manad.sock")
+}
+
+// extackOffs returns NLMSGERR_ATTR_OFFS of an NLMSG_ERROR (0 when absent).
+func extackOffs(m []byte) uint32 {
+	h, _ := nlattr.ReadHeader(m)
+	off := errOff + nlattr.MsgHdrLen
+	if h.Flags&nlattr.FlagCapped == 0 {
+		eh, _ := nlattr.ReadHeader(m[errOff:])
+		off = errOff + nlattr.Align(int(eh.Len))
+	}
+	for it := nlattr.NewIter(m, off, len(m)-off); it.Next(); {
+		if it.Attr().Type() == nlattr.ErrAttrOffs {
+			return it.Attr().U32()
+		}
+	}
+	return 0
+}
