@@ -73,12 +73,18 @@ type prog struct {
 }
 
 // openProg opens a bridged socket for the world's namespace and serves it over a socketpair.
-func openProg(t *testing.T, w *world) *prog {
+func openProg(t *testing.T, w *world) *prog { return openProgWith(t, w, nil) }
+
+// openProgWith is openProg with setup applied to the bridge's end of the pair first.
+func openProgWith(t *testing.T, w *world, setup func(fd int)) *prog {
 	t.Helper()
 	s, err := Open(context.Background(), Options{ManadPath: w.d.Socket, InNetNS: w.inNS})
 	require.NoError(t, err)
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
+	if setup != nil {
+		setup(fds[0])
+	}
 	p := &prog{t: t, fd: fds[1], s: s, errc: make(chan error, 1), seq: 100}
 	go func() { p.errc <- s.Serve(context.Background(), os.NewFile(uintptr(fds[0]), "peer")) }()
 	t.Cleanup(func() { p.close() })
@@ -376,22 +382,133 @@ func TestBridgeComponent(t *testing.T) {
 		c := w.d.Client(w.ns)
 		require.NoError(t, c.SetPrivateFlags(context.Background(), client.PrivateFlags{
 			Interface: client.Interface{Name: w.port}, Flags: []client.Flag{{Name: "full-page-rx", On: true}}}))
-		var ntf []byte
-		deadline := time.Now().Add(5 * time.Second)
-		for ntf == nil && time.Now().Before(deadline) {
-			d := p.recv(time.Until(deadline))
-			msgs, _ := splitMsgs(d)
-			for _, m := range msgs {
-				if msgType(m) == s.kEthtool && m[nlattr.MsgHdrLen] == unix.ETHTOOL_MSG_PRIVFLAGS_NTF {
-					ntf = m
-				}
-			}
-		}
+		ntf := waitNtf(p, s.kEthtool, unix.ETHTOOL_MSG_PRIVFLAGS_NTF)
 		require.NotNil(t, ntf, "PRIVFLAGS_NTF with the kernel's ethtool id")
 		idx, _ := ethtoolDev(ntf)
 		assert.Equal(t, portIdx, idx)
 		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_DROP_MEMBERSHIP, v)
 		require.NoError(t, err)
+	})
+
+	t.Run("NetdevDumpHasThePortOnce", func(t *testing.T) {
+		require.NotZero(t, s.kNetdev, "the kernel's netdev family")
+		p.send(p.req(s.kNetdev, nlattr.FlagDump, 1, 1, nil)) // dev-get
+		got := p.answer(false)
+		seen := map[uint32]int{}
+		dones := 0
+		for _, m := range got {
+			switch msgType(m) {
+			case nlattr.MsgDone:
+				dones++
+			case s.kNetdev:
+				idx, _ := u32Of(genlAttr(m, 1))
+				seen[idx]++
+			default:
+				t.Errorf("unexpected message type %d", msgType(m))
+			}
+		}
+		assert.Equal(t, 1, dones)
+		assert.Equal(t, 1, seen[portIdx], "the port once, from manad (the kernel's tun entry dropped)")
+		assert.Equal(t, 1, seen[vethIdx])
+	})
+
+	t.Run("ManadFamilyUnderItsTranslatedID", func(t *testing.T) {
+		p.send(p.req(s.rManad, nlattr.FlagDump, 1, 1, nil)) // PORT_GET dump
+		got := p.answer(false)
+		require.Len(t, got, 2, "one port and DONE")
+		assert.Equal(t, s.rManad, msgType(got[0]))
+		assert.Equal(t, nlattr.MsgDone, msgType(got[1]))
+	})
+
+	t.Run("TwoMessagesInOneDatagram", func(t *testing.T) {
+		a := p.req(s.kEthtool, nlattr.FlagAck, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(vethIdx, ""))
+		b := p.req(s.kEthtool, nlattr.FlagAck, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(portIdx, ""))
+		p.send(appendMsg(appendMsg(nil, a), b))
+		first := p.answer(false)
+		second := p.answer(false)
+		require.Len(t, first, 2)
+		require.Len(t, second, 2)
+		i1, _ := ethtoolDev(first[0])
+		i2, _ := ethtoolDev(second[0])
+		assert.Equal(t, vethIdx, i1, "answers in the order of the requests")
+		assert.Equal(t, portIdx, i2)
+	})
+
+	t.Run("MalformedDatagramsAreTheKernels", func(t *testing.T) {
+		p.send([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
+		bad := p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(portIdx, ""))
+		binary.NativeEndian.PutUint32(bad, 4096) // nlmsg_len past the datagram
+		p.send(bad)
+		assert.Nil(t, p.recv(200*time.Millisecond), "the kernel ignores a truncated datagram")
+		// A genl request too short for its genlmsghdr, on the kernel's ethtool id: the kernel's EINVAL.
+		short := p.req(s.kEthtool, nlattr.FlagAck, 0, 1, nil)[:nlattr.MsgHdrLen]
+		binary.NativeEndian.PutUint32(short, nlattr.MsgHdrLen)
+		p.send(short)
+		got := p.answer(false)
+		require.Len(t, got, 1)
+		errno, _ := errnoOf(got[0])
+		assert.Equal(t, unix.EINVAL, errno)
+		// The socket still works.
+		p.send(p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(portIdx, "")))
+		assert.Equal(t, s.kEthtool, msgType(p.answer(true)[0]))
+	})
+
+	t.Run("BindGroupsAndPortID", func(t *testing.T) {
+		mon := s.fromManadGroup[s.mMonitor]
+		if mon > 32 {
+			t.Skipf("the kernel's ethtool monitor group is %d, beyond bind's mask", mon)
+		}
+		pid := s.PortID()
+		require.NotZero(t, pid)
+		assert.ErrorIs(t, s.Bind(&unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: pid + 1}), unix.EINVAL, "bound: another pid is the kernel's EINVAL")
+		require.NoError(t, s.Bind(&unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: pid, Groups: 1 << (mon - 1)}))
+		la := s.LocalAddr()
+		assert.Equal(t, pid, la.Pid)
+		assert.Equal(t, uint32(1<<(mon-1)), la.Groups)
+		c := w.d.Client(w.ns)
+		require.NoError(t, c.SetPrivateFlags(context.Background(), client.PrivateFlags{
+			Interface: client.Interface{Name: w.port}, Flags: []client.Flag{{Name: "full-page-rx", On: false}}}))
+		assert.NotNil(t, waitNtf(p, s.kEthtool, unix.ETHTOOL_MSG_PRIVFLAGS_NTF), "PRIVFLAGS_NTF after bind's nl_groups")
+		require.NoError(t, s.Bind(&unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: pid}))
+		assert.Zero(t, s.LocalAddr().Groups)
+	})
+
+	t.Run("RenamedPortIsStillManads", func(t *testing.T) {
+		renamed := harness.Name("nbr", "0")
+		harness.Run(t, w.ns, "ip", "link", "set", w.port, "down")
+		harness.Run(t, w.ns, "ip", "link", "set", w.port, "name", renamed)
+		t.Cleanup(func() { harness.RunErr(w.ns, "ip", "link", "set", renamed, "name", w.port) })
+		p.send(p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_PRIVFLAGS_GET, 1, devHeader(0, renamed)))
+		got := p.answer(true)
+		require.Len(t, got, 1)
+		require.Equal(t, s.kEthtool, msgType(got[0]), "manad's answer, not the kernel's EOPNOTSUPP for a tun")
+		idx, name := ethtoolDev(got[0])
+		assert.Equal(t, portIdx, idx)
+		assert.Equal(t, renamed, name)
+		harness.Run(t, w.ns, "ip", "link", "set", renamed, "name", w.port)
+	})
+
+	t.Run("FullProgramSocketIsENOBUFS", func(t *testing.T) {
+		q := openProgWith(t, w, func(fd int) {
+			// The bridge's end can hold only a few datagrams.
+			require.NoError(t, unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 1))
+		})
+		mon := q.s.fromManadGroup[q.s.mMonitor]
+		v := make([]byte, 4)
+		binary.NativeEndian.PutUint32(v, mon)
+		_, err := q.s.SetOption(unix.SOL_NETLINK, unix.NETLINK_ADD_MEMBERSHIP, v)
+		require.NoError(t, err)
+		c := w.d.Client(w.ns)
+		for i := range 40 {
+			require.NoError(t, c.SetPrivateFlags(context.Background(), client.PrivateFlags{
+				Interface: client.Interface{Name: w.port}, Flags: []client.Flag{{Name: "full-page-rx", On: i%2 == 0}}}))
+		}
+		harness.Eventually(t, "ENOBUFS pending", func() bool { return q.s.pending.Load() })
+		assert.ErrorIs(t, q.s.PendingError(), unix.ENOBUFS)
+		assert.NoError(t, q.s.PendingError(), "reported once")
+		for q.recv(50*time.Millisecond) != nil {
+		}
+		q.close()
 	})
 
 	t.Run("ManadGoneIsAnErrorNotAHang", func(t *testing.T) {
@@ -438,4 +555,19 @@ func extackOffs(m []byte) uint32 {
 		}
 	}
 	return 0
+}
+
+// waitNtf waits up to 5 s for a notification of family typ and command cmd.
+func waitNtf(p *prog, typ uint16, cmd uint8) []byte {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		d := p.recv(time.Until(deadline))
+		msgs, _ := splitMsgs(d)
+		for _, m := range msgs {
+			if msgType(m) == typ && len(m) > nlattr.MsgHdrLen && m[nlattr.MsgHdrLen] == cmd {
+				return m
+			}
+		}
+	}
+	return nil
 }
