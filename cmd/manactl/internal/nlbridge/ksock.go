@@ -64,34 +64,61 @@ func (k *ksock) send(b []byte) error {
 	return serr
 }
 
-// recv reads one datagram, sized first with MSG_PEEK|MSG_TRUNC so that the buffer is exactly as
-// long as the datagram: the kernel sizes later dump datagrams by the longest read it has seen
-// (max_recvmsg_len), and the program, which reads what the bridge passes on, may read with a
-// small buffer. group is the multicast group the datagram was sent to, 0 for a unicast one.
-// ENOBUFS is the socket's overrun (sk_err), reported once by the kernel.
+// recv reads one datagram, waiting for one (see recvNow).
 func (k *ksock) recv() (b []byte, group uint32, err error) {
-	var n int
-	var rerr error
-	err = k.rc.Read(func(fd uintptr) bool {
-		n, _, rerr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
-		return rerr != unix.EAGAIN && rerr != unix.EINTR
-	})
-	if err == nil {
-		err = rerr
+	for {
+		b, group, err = k.recvNow()
+		if err != unix.EAGAIN {
+			return b, group, err
+		}
+		if err = k.wait(); err != nil {
+			return nil, 0, err
+		}
 	}
+}
+
+// wait parks until a datagram (or a socket error) is waiting, consuming nothing but the error:
+// ENOBUFS is the socket's overrun (sk_err), which the kernel reports once.
+func (k *ksock) wait() error {
+	var werr error
+	err := k.rc.Read(func(fd uintptr) bool {
+		_, _, werr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		return werr != unix.EAGAIN && werr != unix.EINTR
+	})
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
-	buf := make([]byte, max(n, 1))
-	oob := make([]byte, unix.CmsgSpace(8))
-	var got, oobn int
-	err = k.rc.Read(func(fd uintptr) bool {
-		got, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
-		return rerr != unix.EAGAIN && rerr != unix.EINTR
+	return werr
+}
+
+// recvNow reads one datagram without waiting (EAGAIN when none is queued), sized first with
+// MSG_PEEK|MSG_TRUNC so that the buffer is exactly as long as the datagram: the kernel sizes
+// later dump datagrams by the longest read it has seen (max_recvmsg_len), and the program, which
+// reads what the bridge passes on, may read with a small buffer. group is the multicast group
+// the datagram was sent to, 0 for a unicast one. ENOBUFS is the socket's overrun.
+func (k *ksock) recvNow() (b []byte, group uint32, err error) {
+	var n, got, oobn int
+	var buf, oob []byte
+	err = k.control(func(fd int) error {
+		var err error
+		for {
+			n, _, err = unix.Recvfrom(fd, nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		if err != nil {
+			return err
+		}
+		buf = make([]byte, max(n, 1))
+		oob = make([]byte, unix.CmsgSpace(4))
+		for {
+			got, oobn, _, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_DONTWAIT)
+			if err != unix.EINTR {
+				return err
+			}
+		}
 	})
-	if err == nil {
-		err = rerr
-	}
 	if err != nil {
 		return nil, 0, err
 	}

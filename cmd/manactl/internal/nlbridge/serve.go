@@ -66,7 +66,15 @@ type request struct {
 	once   sync.Once
 }
 
-func (r *request) finish() { r.once.Do(func() { close(r.doneCh) }) }
+// finish ends r: it is no longer the request in flight, and the next may go.
+func (s *Socket) finish(r *request) {
+	s.mu.Lock()
+	if s.cur == r {
+		s.cur = nil
+	}
+	s.mu.Unlock()
+	r.once.Do(func() { close(r.doneCh) })
+}
 
 // Serve moves messages between peer (the supervisor's end of the program's socketpair) and the
 // kernel and manad until peer reads end of file (the program closed its socket in every
@@ -175,9 +183,18 @@ func (s *Socket) readPeer() ([]byte, error) {
 	return buf[:got], nil
 }
 
-// handle serves one message of the program and waits until it is answered; false when the
-// socket closed meanwhile.
+// handle serves one message of the program once the previous one is answered (the kernel
+// answers a message before it reads the next); false when the socket closed meanwhile. It does
+// not wait for this message's answer: the program reads it, and the next message waits for it
+// here, so that a program that sends only after reading costs no extra wake-up.
 func (s *Socket) handle(m []byte) bool {
+	if prev := s.last; prev != nil {
+		select {
+		case <-prev.doneCh:
+		case <-s.done:
+			return false
+		}
+	}
 	if err := s.ensureBound(); err != nil {
 		s.log.Warn("nlbridge: cannot bind the kernel socket", "err", err)
 		return true
@@ -190,16 +207,9 @@ func (s *Socket) handle(m []byte) bool {
 	}
 	s.cur = r
 	s.mu.Unlock()
+	s.last = r
 	s.dispatch(r)
-	select {
-	case <-r.doneCh:
-	case <-s.done:
-	}
-	s.mu.Lock()
-	s.cur = nil
-	closed := s.closed
-	s.mu.Unlock()
-	return !closed
+	return true
 }
 
 // markerMsg is the NLMSG_NOOP with NLM_F_ACK sent after a request to the kernel: the kernel
@@ -232,18 +242,13 @@ func (s *Socket) dispatch(r *request) {
 		r.marker = s.seq.Add(1)
 		b := appendMsg(make([]byte, 0, len(r.orig)+4+nlattr.MsgHdrLen), r.orig)
 		b = append(b, markerMsg(r.marker)...)
-		if err := s.k.send(b); err != nil {
-			s.sendFailed(r, err)
-		}
+		s.sendKernel(r, b)
 	case modeKernelDump:
-		if err := s.k.send(r.orig); err != nil {
-			s.sendFailed(r, err)
-		}
+		s.sendKernel(r, r.orig)
 	case modeManad:
 		s.sendManad(r)
 	case modeMerged:
-		if err := s.k.send(r.orig); err != nil {
-			s.sendFailed(r, err)
+		if !s.sendKernel(r, r.orig) {
 			return
 		}
 		var v verdict
@@ -265,6 +270,24 @@ func (s *Socket) dispatch(r *request) {
 	}
 }
 
+// sendKernel sends b for r to the kernel and handles what the kernel queued meanwhile on this
+// goroutine: the kernel answers a do request (and starts a dump) within sendmsg, so its answer,
+// and the marker's ACK, are queued when send returns, and are passed on without waking the
+// kernel reader. It reports whether the send succeeded (else r is answered with its errno).
+func (s *Socket) sendKernel(r *request, b []byte) bool {
+	s.kmu.Lock()
+	err := s.k.send(b)
+	if err == nil {
+		s.drainKernel()
+	}
+	s.kmu.Unlock()
+	if err != nil {
+		s.sendFailed(r, err)
+		return false
+	}
+	return true
+}
+
 // sendFailed answers a message the kernel socket would not take with the errno sendmsg gave.
 func (s *Socket) sendFailed(r *request, err error) {
 	var errno unix.Errno
@@ -272,7 +295,7 @@ func (s *Socket) sendFailed(r *request, err error) {
 		errno = unix.EIO
 	}
 	s.writeUnicast(s.synthAck(r, &nlattr.Error{Extack: nlattr.Extack{Errno: errno}}))
-	r.finish()
+	s.finish(r)
 }
 
 // sendManad sends r's translated message to manad, or answers as manad's absence requires.
@@ -306,7 +329,7 @@ func (s *Socket) manadFailed(r *request) {
 		} else {
 			s.writeUnicast(s.synthAck(r, s.deadError()))
 		}
-		r.finish()
+		s.finish(r)
 	case modeMerged:
 		s.manadFinished(r, s.deadError())
 	}
@@ -331,7 +354,7 @@ func (s *Socket) kernelFinished(r *request, done []byte) {
 	s.mu.Unlock()
 	if last {
 		s.writeUnicast(s.mergedDone(r))
-		r.finish()
+		s.finish(r)
 	}
 }
 
@@ -348,7 +371,7 @@ func (s *Socket) manadFinished(r *request, e *nlattr.Error) {
 	s.mu.Unlock()
 	if last {
 		s.writeUnicast(s.mergedDone(r))
-		r.finish()
+		s.finish(r)
 	}
 }
 
@@ -375,10 +398,12 @@ func (s *Socket) kernelReader() {
 		return nil
 	})
 	for {
-		b, group, err := s.k.recv()
+		err := s.k.wait()
 		switch {
 		case errors.Is(err, unix.ENOBUFS):
+			s.kmu.Lock()
 			s.kernelOverrun()
+			s.kmu.Unlock()
 			continue
 		case err != nil:
 			select {
@@ -387,6 +412,24 @@ func (s *Socket) kernelReader() {
 				s.log.Warn("nlbridge: kernel socket read failed", "err", err)
 			}
 			return
+		}
+		s.kmu.Lock()
+		s.drainKernel()
+		s.kmu.Unlock()
+	}
+}
+
+// drainKernel handles every datagram queued on the kernel socket; s.kmu is held, so that
+// datagrams are passed on in the order the kernel queued them.
+func (s *Socket) drainKernel() {
+	for {
+		b, group, err := s.k.recvNow()
+		switch {
+		case errors.Is(err, unix.ENOBUFS):
+			s.kernelOverrun()
+			continue
+		case err != nil:
+			return // EAGAIN: all done; anything else, kernelReader's wait reports
 		}
 		if group != 0 {
 			s.kernelNotification(b)
@@ -412,7 +455,7 @@ func (s *Socket) kernelOverrun() {
 	s.mu.Unlock()
 	if marker != 0 {
 		if err := s.k.send(markerMsg(marker)); err != nil {
-			r.finish()
+			s.finish(r)
 		}
 	}
 }
@@ -507,7 +550,7 @@ func (s *Socket) kernelUnicast(b []byte) {
 	}
 	s.writeUnicast(out)
 	if finish {
-		r.finish()
+		s.finish(r)
 	}
 }
 
@@ -635,7 +678,7 @@ func (s *Socket) manadDatagram(b []byte) {
 	s.writeMulticast(ntf)
 	s.writeUnicast(out)
 	if finish {
-		r.finish()
+		s.finish(r)
 	}
 }
 

@@ -87,7 +87,10 @@ type Socket struct {
 	cmdGroups   map[uint32]bool // groups the program joined (program-visible ids)
 	manadJoined map[uint32]bool // manad groups joined on the manad connection
 	cur         *request        // the program's request in flight
+	last        *request        // the last request dispatched (Serve's goroutine only)
 	closed      bool
+
+	kmu sync.Mutex // held while reading and passing on the kernel socket's datagrams
 
 	noENOBUFS atomic.Bool
 	pending   atomic.Bool
@@ -216,7 +219,7 @@ func (s *Socket) Close() error {
 			peer.Close()
 		}
 		if r != nil {
-			r.finish()
+			s.finish(r)
 		}
 		s.failCalls(net.ErrClosed)
 	})
