@@ -511,6 +511,35 @@ func TestBridgeComponent(t *testing.T) {
 		q.close()
 	})
 
+	t.Run("ServeEndsWithItsContext", func(t *testing.T) {
+		q, err := Open(context.Background(), Options{ManadPath: w.d.Socket, InNetNS: w.inNS})
+		require.NoError(t, err)
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		require.NoError(t, err)
+		defer unix.Close(fds[1])
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- q.Serve(ctx, os.NewFile(uintptr(fds[0]), "peer")) }()
+		_, err = unix.Write(fds[1], buildReq(q.kEthtool, 0, 1, 0, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(portIdx, "")))
+		require.NoError(t, err)
+		cancel()
+		select {
+		case err := <-errc:
+			assert.ErrorIs(t, err, context.Canceled)
+		case <-time.After(5 * time.Second):
+			t.Fatal("Serve did not end with its context")
+		}
+		// The bridge's end is closed: the program reads end of file after any answer.
+		for {
+			b := make([]byte, 4096)
+			n, err := unix.Read(fds[1], b)
+			require.NoError(t, err)
+			if n == 0 {
+				break
+			}
+		}
+	})
+
 	t.Run("ManadGoneIsAnErrorNotAHang", func(t *testing.T) {
 		// Kernel requests keep working after this; the port is manad's, requests for it fail.
 		w.d.Kill9()

@@ -18,6 +18,11 @@ func (s *Socket) route(m []byte) *request {
 	h, _ := nlattr.ReadHeader(m)
 	r := &request{orig: m, hdr: h, doneCh: make(chan struct{})}
 	r.mode = modeKernel
+	defer func() {
+		if r.mode == modeKernel {
+			r.marker = s.seq.Add(1)
+		}
+	}()
 	if !isGenlReq(h) {
 		return r
 	}

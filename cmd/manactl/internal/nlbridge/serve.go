@@ -101,7 +101,7 @@ func (s *Socket) Serve(ctx context.Context, peer *os.File) error {
 	s.peer, s.peerRC = pc, rc
 	s.mu.Unlock()
 	s.readyOnce.Do(func() { close(s.peerReady) })
-	stop := context.AfterFunc(ctx, func() { pc.Close() })
+	stop := context.AfterFunc(ctx, func() { s.Close() })
 	err = s.peerLoop()
 	stop()
 	s.Close()
@@ -239,7 +239,6 @@ func markerAck(m []byte) (seq uint32, ok bool) {
 func (s *Socket) dispatch(r *request) {
 	switch r.mode {
 	case modeKernel:
-		r.marker = s.seq.Add(1)
 		b := appendMsg(make([]byte, 0, len(r.orig)+4+nlattr.MsgHdrLen), r.orig)
 		b = append(b, markerMsg(r.marker)...)
 		s.sendKernel(r, b)
@@ -262,9 +261,16 @@ func (s *Socket) dispatch(r *request) {
 			s.sendManad(r)
 		case verdictFallback:
 			s.mu.Lock()
+			gone := r.mFinished // manad went away meanwhile: the kernel's error is the answer
 			r.fallback = true
 			r.mode = modeManad
+			r.mFinished = false
 			s.mu.Unlock()
+			if gone {
+				s.writeUnicast(r.kErrHeld)
+				s.finish(r)
+				return
+			}
 			s.sendManad(r)
 		}
 	}
