@@ -43,8 +43,11 @@
 // # Messages, ACKs, order
 //
 // The program's messages are served one at a time, as the kernel answers each message within
-// sendmsg: the next is read only when the previous one is answered. A request to the kernel is
-// followed by an NLMSG_NOOP with NLM_F_ACK whose ACK (swallowed) marks the end of the answers. A
+// sendmsg: the next goes out only when the previous one is answered (answers never interleave).
+// A request to the kernel is followed, in the same datagram, by an NLMSG_NOOP with NLM_F_ACK
+// whose ACK (swallowed) marks the end of the answers; the kernel queues them within sendmsg, so
+// the goroutine that sent the request passes them on at once, without waking the kernel reader
+// (which passes on notifications and the rest of dumps). A
 // request to manad carries NLM_F_ACK (the success ACK is swallowed unless the program asked for
 // it) and the kernel socket's port id; manad's answers get the program's family ids, that port id,
 // and in NLMSG_ERROR the program's request as it sent it. NETLINK_EXT_ACK, NETLINK_CAP_ACK and
