@@ -557,6 +557,21 @@ func TestBridgeComponent(t *testing.T) {
 		got = p.answer(true)
 		require.Len(t, got, 1)
 		assert.Equal(t, s.kEthtool, msgType(got[0]))
+		// A dump: the kernel's devices, no tun entry for the port, and manad's absence in DONE.
+		p.send(p.req(s.kEthtool, nlattr.FlagDump, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(0, "")))
+		got = p.answer(false)
+		seen := map[uint32]bool{}
+		for _, m := range got[:len(got)-1] {
+			idx, _ := ethtoolDev(m)
+			seen[idx] = true
+		}
+		assert.True(t, seen[vethIdx])
+		assert.False(t, seen[portIdx], "the kernel's tun entry for the port is dropped")
+		done := got[len(got)-1]
+		require.Equal(t, nlattr.MsgDone, msgType(done))
+		errno, _ = errnoOf(done)
+		assert.Equal(t, unix.ECONNREFUSED, errno)
+		assert.Contains(t, extackMsg(done), "manad is not running")
 	})
 
 	p.close()
