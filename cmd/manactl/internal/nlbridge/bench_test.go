@@ -118,3 +118,49 @@ func BenchmarkBridgeRoundTrip(b *testing.B) {
 	b.ReportMetric(mcb/mk, "kernel-path-via-bridge-x")
 	b.ReportMetric(mb/mm, "bridge-vs-manad-direct-x")
 }
+
+// BenchmarkOpen measures what a program's socket(2) costs under the bridge (Open: the kernel's
+// and manad's family lists, manad's options and group, its ports; then Close), against a plain
+// NETLINK_GENERIC socket's creation and one GETFAMILY round trip (what a program does first),
+// in alternation in the same run.
+func BenchmarkOpen(b *testing.B) {
+	manad, _ := harness.PlainBinaries(b)
+	w := &world{ns: harness.Name("nbo", ""), port: harness.Name("nbo", "0")}
+	ports := fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\npersistent = false\n", w.port, w.ns)
+	w.d = harness.StartBinary(b, manad, "", "", ports, w.ns)
+	getFamily := buildReq(unix.GENL_ID_CTRL, 0, 1, 0, unix.CTRL_CMD_GETFAMILY, 1, func(b *nlattr.Builder) {
+		b.PutString(unix.CTRL_ATTR_FAMILY_NAME, "ethtool")
+	})
+	var bo, ko []time.Duration
+	for range b.N {
+		t0 := time.Now()
+		s, err := Open(context.Background(), Options{ManadPath: w.d.Socket, InNetNS: w.inNS})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+		bo = append(bo, time.Since(t0))
+		t0 = time.Now()
+		if err := w.inNS(func() error {
+			k, err := openKernel()
+			if err != nil {
+				return err
+			}
+			defer k.Close()
+			if err := k.send(getFamily); err != nil {
+				return err
+			}
+			_, _, err = k.recv()
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		ko = append(ko, time.Since(t0))
+	}
+	p50 := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Nanoseconds())
+	}
+	b.ReportMetric(p50(bo), "open-p50-ns")
+	b.ReportMetric(p50(ko), "kernel-socket-getfamily-p50-ns")
+}
