@@ -572,10 +572,28 @@ func TestBridgeComponent(t *testing.T) {
 		errno, _ = errnoOf(done)
 		assert.Equal(t, unix.ECONNREFUSED, errno)
 		assert.Contains(t, extackMsg(done), "manad is not running")
+
+		// manad restarted: the next request that needs it, a second or more after the last try,
+		// connects again, with the program's options and groups.
+		w.d.Restart()
+		deadline := time.Now().Add(10 * time.Second)
+		var last []byte
+		for time.Now().Before(deadline) {
+			p.send(p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_PRIVFLAGS_GET, 1, devHeader(0, w.port)))
+			last = p.answer(true)[0]
+			if msgType(last) == s.kEthtool {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		require.Equal(t, s.kEthtool, msgType(last), "manad's answer once it is back")
+		assert.Contains(t, string(last), "full-page-rx")
+		assert.False(t, s.manadDead.Load())
 	})
 
 	p.close()
-	goleak.VerifyNone(t, before)
+	// The restarted manad's waiter is the harness's, not the bridge's.
+	goleak.VerifyNone(t, before, goleak.IgnoreAnyFunction("github.com/manad/manad/tests/harness.(*Daemon).start.func1"))
 }
 
 func TestOpenManadUnreachable(t *testing.T) {

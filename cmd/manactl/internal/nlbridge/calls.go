@@ -153,11 +153,11 @@ func parseFamily(m []byte) (famInfo, bool) {
 }
 
 // syncCall makes a manad request and waits for its answer by reading the connection itself: for
-// Open only, before the manad reader runs.
-func (s *Socket) syncCall(dl time.Time, typ uint16, cmd uint8, flags uint16, attrs func(b *nlattr.Builder)) ([][]byte, error) {
+// Open and redial, before the connection's reader runs.
+func (s *Socket) syncCall(mc *manadConn, dl time.Time, typ uint16, cmd uint8, flags uint16, attrs func(b *nlattr.Builder)) ([][]byte, error) {
 	seq := s.seq.Add(1)
 	req := buildReq(typ, flags, seq, bridgePID, cmd, wire.FamilyVersion, attrs)
-	return exchange(&manadDgram{c: s.m}, req, seq, dl)
+	return exchange(&manadDgram{c: mc.c}, req, seq, dl)
 }
 
 // manadCall makes a request to manad on the bridge's behalf and waits (at most callTimeout) for
@@ -180,7 +180,7 @@ func (s *Socket) manadCall(typ uint16, cmd uint8, flags uint16, attrs func(b *nl
 		delete(s.calls, seq)
 		s.callMu.Unlock()
 	}()
-	if _, err := s.m.Write(buildReq(typ, flags, seq, bridgePID, cmd, version, attrs)); err != nil {
+	if _, err := s.manad().c.Write(buildReq(typ, flags, seq, bridgePID, cmd, version, attrs)); err != nil {
 		return nil, err
 	}
 	t := time.NewTimer(callTimeout)

@@ -68,8 +68,12 @@
 // # Failures
 //
 // manad unreachable at Open: Open fails with the dial error. manad gone later: requests routed to
-// it are answered with ECONNREFUSED and the extack "manad is not running at PATH"; kernel requests
-// keep working. Every length of the program's messages is checked before use; what does not parse
+// it are answered with ECONNREFUSED and the extack "manad is not running at PATH" (a merged dump
+// ends with that error in NLMSG_DONE after the kernel's entries); kernel requests keep working.
+// When a request needs manad again, at least a second after the last try, the bridge reconnects
+// (from the program's namespace, with the program's socket options and groups, and a fresh port
+// cache), so that a long-running program survives a restart of manad; a manad whose family or
+// group ids changed meanwhile is not used. Every length of the program's messages is checked before use; what does not parse
 // goes to the kernel, whose answer (or silence, for a truncated datagram) is the answer.
 //
 // Not bridged: NETLINK_PKTINFO's control message (recorded for the supervisor, which builds the

@@ -199,6 +199,9 @@ func (s *Socket) handle(m []byte) bool {
 		s.log.Warn("nlbridge: cannot bind the kernel socket", "err", err)
 		return true
 	}
+	if s.manadDead.Load() {
+		s.redial()
+	}
 	r := s.route(m)
 	s.mu.Lock()
 	if s.closed {
@@ -310,8 +313,9 @@ func (s *Socket) sendManad(r *request) {
 		s.manadFailed(r)
 		return
 	}
-	if _, err := s.m.Write(r.fwd); err != nil {
-		s.manadGone(err)
+	mc := s.manad()
+	if _, err := mc.c.Write(r.fwd); err != nil {
+		s.manadGone(mc, err)
 		s.manadFailed(r)
 	}
 }
@@ -560,12 +564,12 @@ func (s *Socket) kernelUnicast(b []byte) {
 	}
 }
 
-// manadReader reads the manad connection until it ends.
-func (s *Socket) manadReader() {
+// manadReader reads manad connection mc until it ends.
+func (s *Socket) manadReader(mc *manadConn) {
 	for {
-		b, err := s.readManad()
+		b, err := readManad(mc)
 		if err != nil {
-			s.manadGone(err)
+			s.manadGone(mc, err)
 			return
 		}
 		s.manadDatagram(b)
@@ -573,10 +577,10 @@ func (s *Socket) manadReader() {
 }
 
 // readManad reads one datagram from manad, sized with MSG_PEEK|MSG_TRUNC; end of file is io.EOF.
-func (s *Socket) readManad() ([]byte, error) {
+func readManad(mc *manadConn) ([]byte, error) {
 	var n int
 	var rerr error
-	err := s.mrc.Read(func(fd uintptr) bool {
+	err := mc.rc.Read(func(fd uintptr) bool {
 		n, _, rerr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
 		return rerr != unix.EAGAIN && rerr != unix.EINTR
 	})
@@ -590,7 +594,7 @@ func (s *Socket) readManad() ([]byte, error) {
 		return nil, io.EOF // manad never sends an empty datagram
 	}
 	buf := make([]byte, n)
-	got, err := s.m.Read(buf)
+	got, err := mc.c.Read(buf)
 	if err != nil {
 		return nil, err
 	}

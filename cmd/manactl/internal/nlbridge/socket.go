@@ -60,12 +60,12 @@ type famInfo struct {
 // network namespace and a connection to manad made from that namespace, behind the program's end
 // of a socketpair. Its methods are safe for concurrent use.
 type Socket struct {
-	log  *slog.Logger
-	path string
-	k    *ksock
-	m    *net.UnixConn
-	mrc  syscall.RawConn
-	ns   nsID // the program's network namespace
+	log     *slog.Logger
+	path    string
+	k       *ksock
+	mconn   atomic.Pointer[manadConn] // the current manad connection
+	inNetNS func(f func() error) error
+	ns      nsID // the program's network namespace
 
 	// Family and group numbers, fixed at Open.
 	kEthtool, kNetdev          uint16 // the kernel's ids (0: the kernel lacks the family)
@@ -89,6 +89,7 @@ type Socket struct {
 	cur         *request        // the program's request in flight
 	last        *request        // the last request dispatched (Serve's goroutine only)
 	closed      bool
+	lastDial    time.Time // of the last attempt to reach manad again
 
 	kmu sync.Mutex // held while reading and passing on the kernel socket's datagrams
 
@@ -110,6 +111,23 @@ type Socket struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 }
+
+// manadConn is one connection to manad.
+type manadConn struct {
+	c  *net.UnixConn
+	rc syscall.RawConn
+}
+
+func newManadConn(c *net.UnixConn) (*manadConn, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &manadConn{c: c, rc: rc}, nil
+}
+
+// manad returns the current manad connection.
+func (s *Socket) manad() *manadConn { return s.mconn.Load() }
 
 // nsID identifies a network namespace as manad reports it (st_dev, st_ino of its nsfs file).
 type nsID struct{ dev, ino uint64 }
@@ -138,7 +156,7 @@ func Open(ctx context.Context, opts Options) (*Socket, error) {
 		defer cancel()
 	}
 	s := &Socket{
-		log: log, path: opts.ManadPath,
+		log: log, path: opts.ManadPath, inNetNS: opts.InNetNS,
 		cmdGroups: map[uint32]bool{}, manadJoined: map[uint32]bool{},
 		calls: map[uint32]*call{}, peerReady: make(chan struct{}), done: make(chan struct{}),
 		toManadGroup: map[uint32]uint32{}, fromManadGroup: map[uint32]uint32{}, manadGroupIDs: map[uint32]uint32{},
@@ -157,18 +175,15 @@ func Open(ctx context.Context, opts Options) (*Socket, error) {
 		if err := unix.Stat("/proc/thread-self/ns/net", &st); err == nil {
 			s.ns = nsID{dev: uint64(st.Dev), ino: st.Ino}
 		}
-		uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: s.path, Net: "unixpacket"})
+		mc, err := s.dial()
 		if err != nil {
-			return fmt.Errorf("cannot connect to manad at %s: %w", s.path, err)
+			return err
 		}
-		s.m = uc
+		s.mconn.Store(mc)
 		return nil
 	})
 	if probe != nil {
 		defer probe.Close()
-	}
-	if err == nil {
-		s.mrc, err = s.m.SyscallConn()
 	}
 	if err == nil {
 		err = s.resolve(ctx, probe)
@@ -179,16 +194,121 @@ func Open(ctx context.Context, opts Options) (*Socket, error) {
 	}
 	s.cache = newCache(s)
 	dl, _ := ctx.Deadline()
+	mc := s.manad()
 	if err := s.cache.load(func() ([][]byte, error) {
-		return s.syncCall(dl, s.mManad, wire.CmdPortGet, nlattr.FlagDump, nil)
+		return s.syncCall(mc, dl, s.mManad, wire.CmdPortGet, nlattr.FlagDump, nil)
 	}); err != nil {
 		s.closeConns()
 		return nil, fmt.Errorf("nlbridge: list manad's ports: %w", err)
 	}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.kernelReader() }()
-	go func() { defer s.wg.Done(); s.manadReader() }()
+	go func() { defer s.wg.Done(); s.manadReader(mc) }()
 	return s, nil
+}
+
+// dial connects to manad from the calling thread's network namespace.
+func (s *Socket) dial() (*manadConn, error) {
+	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: s.path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to manad at %s: %w", s.path, err)
+	}
+	mc, err := newManadConn(uc)
+	if err != nil {
+		uc.Close()
+		return nil, err
+	}
+	return mc, nil
+}
+
+// redialEvery is the least time between two attempts to reach manad again after it went away.
+const redialEvery = time.Second
+
+// redial connects to manad again after it went away (a restart), at most every redialEvery,
+// when a request of the program needs it: the new connection gets the program's socket options
+// and groups, and the port cache is reloaded. A manad whose family or group ids changed is not
+// taken (the program resolved the old ones); the socket then stays without manad.
+func (s *Socket) redial() {
+	s.mu.Lock()
+	if s.closed || !s.manadDead.Load() || time.Since(s.lastDial) < redialEvery {
+		s.mu.Unlock()
+		return
+	}
+	s.lastDial = time.Now()
+	extAck, capAck := s.extAck, s.capAck
+	var groups []uint32
+	for g := range s.manadJoined {
+		groups = append(groups, g)
+	}
+	s.mu.Unlock()
+	var mc *manadConn
+	if err := s.inNetNS(func() (err error) { mc, err = s.dial(); return err }); err != nil {
+		s.log.Debug("nlbridge: manad still unreachable", "err", err)
+		return
+	}
+	if err := s.resume(mc, extAck, capAck, groups); err != nil {
+		s.log.Warn("nlbridge: manad is back but cannot be used", "path", s.path, "err", err)
+		mc.c.Close()
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		mc.c.Close()
+		return
+	}
+	old := s.mconn.Swap(mc)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	old.c.Close()
+	s.manadDead.Store(false)
+	s.log.Info("nlbridge: manad is back", "path", s.path)
+	go func() { defer s.wg.Done(); s.manadReader(mc) }()
+}
+
+// resume prepares a new manad connection as Open did, before its reader runs.
+func (s *Socket) resume(mc *manadConn, extAck, capAck bool, groups []uint32) error {
+	dl := time.Now().Add(callTimeout)
+	fams, err := dumpFamilies(&manadDgram{c: mc.c}, dl)
+	if err != nil {
+		return err
+	}
+	by := map[string]famInfo{}
+	for _, f := range fams {
+		by[f.name] = f
+	}
+	me := by[wire.FamilyName]
+	if me.id != s.mManad || by[ethtool.FamilyName].id != s.mEthtool || by[wire.NetdevFamilyName].id != s.mNetdev ||
+		me.groups[wire.EventsGroup] != s.mEvents || by[ethtool.FamilyName].groups[ethtool.MonitorGroup] != s.mMonitor {
+		return fmt.Errorf("nlbridge: manad's family or group ids changed: %w", unix.ESTALE)
+	}
+	set := func(opt uint32, on bool) error {
+		v := uint8(0)
+		if on {
+			v = 1
+		}
+		_, err := s.syncCall(mc, dl, s.mManad, wire.CmdSetOption, nlattr.FlagAck, func(b *nlattr.Builder) {
+			b.PutU32(wire.AttrOption, opt)
+			b.PutU8(wire.AttrOptionValue, v)
+		})
+		return err
+	}
+	if err := set(unix.NETLINK_EXT_ACK, extAck); err != nil {
+		return err
+	}
+	if err := set(unix.NETLINK_CAP_ACK, capAck); err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if _, err := s.syncCall(mc, dl, s.mManad, wire.CmdGroupJoin, nlattr.FlagAck, func(b *nlattr.Builder) {
+			b.PutU32(wire.AttrGroup, g)
+		}); err != nil {
+			return err
+		}
+	}
+	return s.cache.load(func() ([][]byte, error) {
+		return s.syncCall(mc, dl, s.mManad, wire.CmdPortGet, nlattr.FlagDump, nil)
+	})
 }
 
 // closeConns closes the sockets Open made.
@@ -196,8 +316,8 @@ func (s *Socket) closeConns() {
 	if s.k != nil {
 		s.k.Close()
 	}
-	if s.m != nil {
-		s.m.Close()
+	if mc := s.manad(); mc != nil {
+		mc.c.Close()
 	}
 }
 
@@ -236,11 +356,12 @@ func (s *Socket) resolve(ctx context.Context, probe *ksock) error {
 	if err != nil {
 		return fmt.Errorf("nlbridge: list the kernel's generic netlink families: %w", err)
 	}
-	mfams, err := dumpFamilies(&manadDgram{c: s.m}, dl)
+	mc := s.manad()
+	mfams, err := dumpFamilies(&manadDgram{c: mc.c}, dl)
 	if err != nil {
 		return fmt.Errorf("nlbridge: list manad's generic netlink families at %s: %w", s.path, err)
 	}
-	_ = s.m.SetDeadline(time.Time{})
+	_ = mc.c.SetDeadline(time.Time{})
 	kUsed, kGroups := map[uint16]bool{}, map[uint32]bool{}
 	var kByName = map[string]famInfo{}
 	for _, f := range kfams {
@@ -310,7 +431,7 @@ func (s *Socket) resolve(ctx context.Context, probe *ksock) error {
 		next--
 	}
 	// The kernel's default is no extended ACK; manad's is on.
-	if _, err := s.syncCall(dl, s.mManad, wire.CmdSetOption, nlattr.FlagAck, func(b *nlattr.Builder) {
+	if _, err := s.syncCall(mc, dl, s.mManad, wire.CmdSetOption, nlattr.FlagAck, func(b *nlattr.Builder) {
 		b.PutU32(wire.AttrOption, unix.NETLINK_EXT_ACK)
 		b.PutU8(wire.AttrOptionValue, 0)
 	}); err != nil {
@@ -318,7 +439,7 @@ func (s *Socket) resolve(ctx context.Context, probe *ksock) error {
 	}
 	if s.mEvents != 0 {
 		// The port cache follows manad's port events.
-		if _, err := s.syncCall(dl, s.mManad, wire.CmdGroupJoin, nlattr.FlagAck, func(b *nlattr.Builder) {
+		if _, err := s.syncCall(mc, dl, s.mManad, wire.CmdGroupJoin, nlattr.FlagAck, func(b *nlattr.Builder) {
 			b.PutU32(wire.AttrGroup, s.mEvents)
 		}); err != nil {
 			return fmt.Errorf("nlbridge: join manad's events: %w", err)
@@ -629,9 +750,9 @@ func (s *Socket) PortID() uint32 {
 	return s.portid
 }
 
-// manadGone records that manad's connection ended and fails everything waiting on it.
-func (s *Socket) manadGone(err error) {
-	if s.manadDead.Swap(true) {
+// manadGone records that manad's connection mc ended and fails everything waiting on it.
+func (s *Socket) manadGone(mc *manadConn, err error) {
+	if s.manad() != mc || s.manadDead.Swap(true) {
 		return
 	}
 	select {
