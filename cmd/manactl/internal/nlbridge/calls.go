@@ -76,11 +76,29 @@ func buildReq(typ uint16, flags uint16, seq, pid uint32, cmd, version uint8, att
 // exchange sends req and collects the messages answering it (by seq) until its NLMSG_ERROR or
 // NLMSG_DONE; an error answer is a *client.Error.
 func exchange(c dgram, req []byte, seq uint32, dl time.Time) ([][]byte, error) {
-	if err := c.send(req); err != nil {
+	out, err := exchangeBatch(c, [][]byte{req}, dl)
+	return out[seq], err
+}
+
+// exchangeBatch sends reqs in one datagram (answered in order, as netlink_rcv_skb serves a
+// datagram) and collects the answers of each, by seq, until every one has ended; the error is the
+// first request's that failed (a *client.Error).
+func exchangeBatch(c dgram, reqs [][]byte, dl time.Time) (map[uint32][][]byte, error) {
+	var d []byte
+	pending := map[uint32]bool{}
+	var order []uint32
+	for _, r := range reqs {
+		h, _ := nlattr.ReadHeader(r)
+		pending[h.Seq] = true
+		order = append(order, h.Seq)
+		d = appendMsg(d, r)
+	}
+	if err := c.send(d); err != nil {
 		return nil, err
 	}
-	var out [][]byte
-	for {
+	out := map[uint32][][]byte{}
+	errs := map[uint32]error{}
+	for len(pending) > 0 {
 		d, err := c.recv(dl)
 		if err != nil {
 			return nil, err
@@ -88,17 +106,61 @@ func exchange(c dgram, req []byte, seq uint32, dl time.Time) ([][]byte, error) {
 		msgs, _ := splitMsgs(d)
 		for _, m := range msgs {
 			h, _ := nlattr.ReadHeader(m)
-			if h.Seq != seq {
+			if !pending[h.Seq] {
 				continue
 			}
 			switch h.Type {
 			case nlattr.MsgError, nlattr.MsgDone:
-				return out, answerErr(m)
+				errs[h.Seq] = answerErr(m)
+				delete(pending, h.Seq)
 			default:
-				out = append(out, append([]byte(nil), m...))
+				out[h.Seq] = append(out[h.Seq], append([]byte(nil), m...))
 			}
 		}
 	}
+	for _, seq := range order {
+		if errs[seq] != nil {
+			return out, errs[seq]
+		}
+	}
+	return out, nil
+}
+
+// manadReq builds a request of the bridge's own to manad, with a fresh seq.
+func (s *Socket) manadReq(typ uint16, cmd uint8, flags uint16, attrs func(b *nlattr.Builder)) (req []byte, seq uint32) {
+	seq = s.seq.Add(1)
+	return buildReq(typ, flags, seq, bridgePID, cmd, wire.FamilyVersion, attrs), seq
+}
+
+// setOptionReq is manad's SET_OPTION request for a NETLINK_* option.
+func (s *Socket) setOptionReq(opt uint32, on bool) []byte {
+	v := uint8(0)
+	if on {
+		v = 1
+	}
+	req, _ := s.manadReq(s.mManad, wire.CmdSetOption, nlattr.FlagAck, func(b *nlattr.Builder) {
+		b.PutU32(wire.AttrOption, opt)
+		b.PutU8(wire.AttrOptionValue, v)
+	})
+	return req
+}
+
+// prepareManad sets a new manad connection up for the program before its reader runs, in one
+// round trip: the program's NETLINK_EXT_ACK and NETLINK_CAP_ACK (the kernel's defaults at Open:
+// manad's own default is extended ACKs on), the groups to join, and the port cache.
+func (s *Socket) prepareManad(mc *manadConn, dl time.Time, extAck, capAck bool, groups []uint32) error {
+	reqs := [][]byte{s.setOptionReq(unix.NETLINK_EXT_ACK, extAck), s.setOptionReq(unix.NETLINK_CAP_ACK, capAck)}
+	for _, g := range groups {
+		req, _ := s.manadReq(s.mManad, wire.CmdGroupJoin, nlattr.FlagAck, func(b *nlattr.Builder) { b.PutU32(wire.AttrGroup, g) })
+		reqs = append(reqs, req)
+	}
+	ports, seq := s.manadReq(s.mManad, wire.CmdPortGet, nlattr.FlagDump, nil)
+	reqs = append(reqs, ports)
+	out, err := exchangeBatch(&manadDgram{c: mc.c}, reqs, dl)
+	if err != nil {
+		return fmt.Errorf("nlbridge: prepare the manad connection: %w", err)
+	}
+	return s.cache.load(func() ([][]byte, error) { return out[seq], nil })
 }
 
 // answerErr turns a terminal NLMSG_ERROR or NLMSG_DONE into nil or a *client.Error.
@@ -150,14 +212,6 @@ func parseFamily(m []byte) (famInfo, bool) {
 		}
 	}
 	return f, true
-}
-
-// syncCall makes a manad request and waits for its answer by reading the connection itself: for
-// Open and redial, before the connection's reader runs.
-func (s *Socket) syncCall(mc *manadConn, dl time.Time, typ uint16, cmd uint8, flags uint16, attrs func(b *nlattr.Builder)) ([][]byte, error) {
-	seq := s.seq.Add(1)
-	req := buildReq(typ, flags, seq, bridgePID, cmd, wire.FamilyVersion, attrs)
-	return exchange(&manadDgram{c: mc.c}, req, seq, dl)
 }
 
 // manadCall makes a request to manad on the bridge's behalf and waits (at most callTimeout) for

@@ -195,11 +195,15 @@ func Open(ctx context.Context, opts Options) (*Socket, error) {
 	s.cache = newCache(s)
 	dl, _ := ctx.Deadline()
 	mc := s.manad()
-	if err := s.cache.load(func() ([][]byte, error) {
-		return s.syncCall(mc, dl, s.mManad, wire.CmdPortGet, nlattr.FlagDump, nil)
-	}); err != nil {
+	var groups []uint32
+	if s.mEvents != 0 {
+		// The port cache follows manad's port events.
+		groups = append(groups, s.mEvents)
+		s.manadJoined[s.mEvents] = true
+	}
+	if err := s.prepareManad(mc, dl, false, false, groups); err != nil {
 		s.closeConns()
-		return nil, fmt.Errorf("nlbridge: list manad's ports: %w", err)
+		return nil, err
 	}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.kernelReader() }()
@@ -282,33 +286,7 @@ func (s *Socket) resume(mc *manadConn, extAck, capAck bool, groups []uint32) err
 		me.groups[wire.EventsGroup] != s.mEvents || by[ethtool.FamilyName].groups[ethtool.MonitorGroup] != s.mMonitor {
 		return fmt.Errorf("nlbridge: manad's family or group ids changed: %w", unix.ESTALE)
 	}
-	set := func(opt uint32, on bool) error {
-		v := uint8(0)
-		if on {
-			v = 1
-		}
-		_, err := s.syncCall(mc, dl, s.mManad, wire.CmdSetOption, nlattr.FlagAck, func(b *nlattr.Builder) {
-			b.PutU32(wire.AttrOption, opt)
-			b.PutU8(wire.AttrOptionValue, v)
-		})
-		return err
-	}
-	if err := set(unix.NETLINK_EXT_ACK, extAck); err != nil {
-		return err
-	}
-	if err := set(unix.NETLINK_CAP_ACK, capAck); err != nil {
-		return err
-	}
-	for _, g := range groups {
-		if _, err := s.syncCall(mc, dl, s.mManad, wire.CmdGroupJoin, nlattr.FlagAck, func(b *nlattr.Builder) {
-			b.PutU32(wire.AttrGroup, g)
-		}); err != nil {
-			return err
-		}
-	}
-	return s.cache.load(func() ([][]byte, error) {
-		return s.syncCall(mc, dl, s.mManad, wire.CmdPortGet, nlattr.FlagDump, nil)
-	})
+	return s.prepareManad(mc, dl, extAck, capAck, groups)
 }
 
 // closeConns closes the sockets Open made.
@@ -348,16 +326,23 @@ func (s *Socket) Close() error {
 }
 
 // resolve learns the families of the kernel (through probe, a socket of its own so that the
-// bridged one stays unbound) and of manad, picks the ids under which the program sees manad's
-// own family and groups, and sets manad's connection to the kernel's defaults (no extended ACK).
+// bridged one stays unbound) and of manad, and picks the ids under which the program sees
+// manad's own family and groups.
 func (s *Socket) resolve(ctx context.Context, probe *ksock) error {
 	dl, _ := ctx.Deadline()
-	kfams, err := dumpFamilies(&kernelDgram{k: probe}, dl)
-	if err != nil {
-		return fmt.Errorf("nlbridge: list the kernel's generic netlink families: %w", err)
-	}
+	// Both lists at once: a socket(2) of the program waits for them.
+	var kfams []famInfo
+	kerr := make(chan error, 1)
+	go func() {
+		var err error
+		kfams, err = dumpFamilies(&kernelDgram{k: probe}, dl)
+		kerr <- err
+	}()
 	mc := s.manad()
 	mfams, err := dumpFamilies(&manadDgram{c: mc.c}, dl)
+	if kerr := <-kerr; kerr != nil {
+		return fmt.Errorf("nlbridge: list the kernel's generic netlink families: %w", kerr)
+	}
 	if err != nil {
 		return fmt.Errorf("nlbridge: list manad's generic netlink families at %s: %w", s.path, err)
 	}
@@ -429,22 +414,6 @@ func (s *Socket) resolve(ctx context.Context, probe *ksock) error {
 		s.toManadGroup[next] = g
 		s.fromManadGroup[g] = next
 		next--
-	}
-	// The kernel's default is no extended ACK; manad's is on.
-	if _, err := s.syncCall(mc, dl, s.mManad, wire.CmdSetOption, nlattr.FlagAck, func(b *nlattr.Builder) {
-		b.PutU32(wire.AttrOption, unix.NETLINK_EXT_ACK)
-		b.PutU8(wire.AttrOptionValue, 0)
-	}); err != nil {
-		return fmt.Errorf("nlbridge: manad socket option: %w", err)
-	}
-	if s.mEvents != 0 {
-		// The port cache follows manad's port events.
-		if _, err := s.syncCall(mc, dl, s.mManad, wire.CmdGroupJoin, nlattr.FlagAck, func(b *nlattr.Builder) {
-			b.PutU32(wire.AttrGroup, s.mEvents)
-		}); err != nil {
-			return fmt.Errorf("nlbridge: join manad's events: %w", err)
-		}
-		s.manadJoined[s.mEvents] = true
 	}
 	return nil
 }
