@@ -667,9 +667,10 @@ func (s *Socket) syncManadGroups() {
 
 // Option is getsockopt(2): SOL_NETLINK options are read from the kernel socket, which holds
 // every option the program set (NETLINK_LIST_MEMBERSHIPS included, manad's groups being joined
-// there too), except NETLINK_PKTINFO, the program's own. The value is at most size bytes; for
-// NETLINK_LIST_MEMBERSHIPS a longer need is reported by len(val) < the need, as the kernel's
-// optlen does — the supervisor learns it from OptionLen. handled is false for other levels.
+// there too), except NETLINK_PKTINFO, the program's own. val holds what the kernel wrote into a
+// buffer of size bytes, and is as long as the optlen the kernel reports: longer than size (zero
+// bytes past it) when NETLINK_LIST_MEMBERSHIPS needs more room, so that the supervisor can tell
+// the program how much, as the kernel does. handled is false for other levels.
 func (s *Socket) Option(level, name int, size int) (val []byte, handled bool, err error) {
 	if level != unix.SOL_NETLINK {
 		return nil, false, nil
@@ -687,18 +688,11 @@ func (s *Socket) Option(level, name int, size int) (val []byte, handled bool, er
 		}
 		return v, true, nil
 	}
-	val, _, err = s.k.getsockopt(level, name, size)
-	return val, true, err
-}
-
-// OptionLen is the optlen getsockopt(2) reports for a SOL_NETLINK option read with a buffer of
-// size bytes (NETLINK_LIST_MEMBERSHIPS says how many it needs, whatever size was).
-func (s *Socket) OptionLen(name, size int) (int, error) {
-	if name == unix.NETLINK_PKTINFO {
-		return 4, nil
+	val, need, err := s.k.getsockopt(level, name, size)
+	if err == nil && need > len(val) {
+		val = append(val, make([]byte, need-len(val))...)
 	}
-	_, need, err := s.k.getsockopt(unix.SOL_NETLINK, name, size)
-	return need, err
+	return val, true, err
 }
 
 // PendingError returns ENOBUFS once after notifications were dropped because the program's

@@ -342,6 +342,10 @@ func TestGroupsAndOptionsWithoutManad(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, handled)
 	require.GreaterOrEqual(t, len(val), 8)
+	short, _, err := s.Option(unix.SOL_NETLINK, unix.NETLINK_LIST_MEMBERSHIPS, 4)
+	require.NoError(t, err)
+	assert.Equal(t, len(val), len(short), "the length the kernel needs, whatever the buffer")
+	assert.Equal(t, []byte{0, 0, 0, 0}, short[4:8], "nothing past the buffer")
 	assert.NotZero(t, binary.NativeEndian.Uint32(val[4:])&(1<<(trEvents-1-32)), "group g is bit g-1")
 	// Options of other levels are the Unix socket's.
 	handled, err = s.SetOption(unix.SOL_SOCKET, unix.SO_RCVBUF, []byte{0, 0, 1, 0})
