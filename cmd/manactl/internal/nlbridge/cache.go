@@ -32,9 +32,9 @@ func newCache(s *Socket) *cache {
 	return &cache{s: s, ports: map[uint32]bool{}, pools: map[uint64]bool{}, napis: map[uint64]bool{}}
 }
 
-// load fills the port set from a PORT_GET dump fetched by fetch.
-func (c *cache) load(fetch func() ([][]byte, error)) error {
-	msgs, err := fetch()
+// load fills the port set from the PORT_GET dump that list returns.
+func (c *cache) load(list func() ([][]byte, error)) error {
+	msgs, err := list()
 	if err != nil {
 		return err
 	}
