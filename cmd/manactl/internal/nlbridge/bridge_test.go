@@ -17,6 +17,7 @@ import (
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/harness"
 )
 
@@ -410,6 +411,34 @@ func TestBridgeComponent(t *testing.T) {
 		assert.Equal(t, 1, dones)
 		assert.Equal(t, 1, seen[portIdx], "the port once, from manad (the kernel's tun entry dropped)")
 		assert.Equal(t, 1, seen[vethIdx])
+	})
+
+	t.Run("PagePoolByIDIsManads", func(t *testing.T) {
+		harness.Run(t, w.ns, "ip", "link", "set", w.port, "up")
+		t.Cleanup(func() { harness.RunErr(w.ns, "ip", "link", "set", w.port, "down") })
+		// A fresh socket has learned no ids: its first by-id request asks manad's dumps.
+		q := openProg(t, w)
+		var pool uint64
+		harness.Eventually(t, "the port's page pools", func() bool {
+			q.send(q.req(q.s.kNetdev, nlattr.FlagDump, wire.NetdevCmdPagePoolGet, 1, nil))
+			for _, m := range q.answer(false) {
+				if idx, _ := u32Of(genlAttr(m, wire.NetdevAPagePoolIfindex)); msgType(m) == q.s.kNetdev && idx == portIdx {
+					pool, _ = uintOf(genlAttr(m, wire.NetdevAPagePoolID))
+				}
+			}
+			return pool != 0
+		})
+		fresh := openProg(t, w)
+		fresh.send(fresh.req(fresh.s.kNetdev, 0, wire.NetdevCmdPagePoolGet, 1, func(b *nlattr.Builder) {
+			b.PutU32(wire.NetdevAPagePoolID, uint32(pool))
+		}))
+		got := fresh.answer(true)
+		require.Len(t, got, 1)
+		require.Equal(t, fresh.s.kNetdev, msgType(got[0]), "manad's page pool, not the kernel's ENOENT")
+		idx, _ := u32Of(genlAttr(got[0], wire.NetdevAPagePoolIfindex))
+		assert.Equal(t, portIdx, idx)
+		fresh.close()
+		q.close()
 	})
 
 	t.Run("ManadFamilyUnderItsTranslatedID", func(t *testing.T) {
