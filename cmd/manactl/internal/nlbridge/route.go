@@ -1,0 +1,260 @@
+package nlbridge
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
+)
+
+// netdev commands of netdev.yaml that the bridge routes (beyond wire's).
+const (
+	netdevCmdNAPISet     = 14 // NETDEV_CMD_NAPI_SET (Linux 6.13)
+	netdevADMABufIfindex = 1  // NETDEV_A_DMABUF_IFINDEX of bind-rx
+)
+
+// route decides where the program's message m goes.
+func (s *Socket) route(m []byte) *request {
+	h, _ := nlattr.ReadHeader(m)
+	r := &request{orig: m, hdr: h, doneCh: make(chan struct{})}
+	r.mode = modeKernel
+	defer func() {
+		if r.mode == modeKernel {
+			r.marker = s.seq.Add(1)
+		}
+	}()
+	if !isGenlReq(h) {
+		return r
+	}
+	if isDump(h) {
+		r.mode = modeKernelDump
+	}
+	cmd, ok := genlCmd(m)
+	if !ok {
+		return r // too short for a genlmsghdr: the kernel says EINVAL
+	}
+	switch {
+	case h.Type == unix.GENL_ID_CTRL:
+		s.routeCtrl(r, cmd)
+	case h.Type == s.kEthtool && s.kEthtool != 0 && s.mEthtool != 0:
+		s.routeEthtool(r)
+	case h.Type == s.kNetdev && s.kNetdev != 0 && s.mNetdev != 0:
+		s.routeNetdev(r, cmd)
+	case h.Type == s.rManad:
+		s.toManad(r, s.mManad)
+	}
+	return r
+}
+
+// toManad sends r to manad alone, as manad's family typ.
+func (s *Socket) toManad(r *request, typ uint16) {
+	r.mode = modeManad
+	r.fwd = s.forward(r, typ)
+}
+
+// merge sends the dump r to both, manad's half as its family typ. Kernel entries for manad's
+// ports are dropped (the kernel knows them as tun devices).
+func (s *Socket) merge(r *request, typ uint16, ethtoolFam bool) {
+	r.mode = modeMerged
+	r.fwd = s.forward(r, typ)
+	r.kstart = make(chan verdict, 1)
+	if typ != unix.GENL_ID_CTRL {
+		s.cache.fresh()
+		r.kernelDrop = func(m []byte) bool {
+			idx, ok := s.devOf(m, ethtoolFam, !ethtoolFam)
+			return ok && s.cache.hasPort(idx)
+		}
+	}
+}
+
+// forward is r's message as manad gets it: manad's family id, NLM_F_ACK so that every request
+// ends with an answer the bridge can see, and the kernel socket's port id as nlmsg_pid, which
+// manad echoes in its answers.
+func (s *Socket) forward(r *request, typ uint16) []byte {
+	f := append([]byte(nil), r.orig...)
+	putType(f, typ)
+	putFlags(f, r.hdr.Flags|nlattr.FlagAck)
+	putPID(f, s.PortID())
+	return f
+}
+
+// routeCtrl routes nlctrl: the kernel answers for its families (ethtool and netdev included:
+// the program sees the kernel's ids, ops and groups), manad for its own family, whose id the
+// program knows as rManad; a family dump is the kernel's plus manad's family.
+func (s *Socket) routeCtrl(r *request, cmd uint8) {
+	switch cmd {
+	case unix.CTRL_CMD_GETFAMILY, unix.CTRL_CMD_GETPOLICY:
+	default:
+		return
+	}
+	name := genlAttr(r.orig, unix.CTRL_ATTR_FAMILY_NAME)
+	id := genlAttr(r.orig, unix.CTRL_ATTR_FAMILY_ID)
+	mine := (name.Present() && name.Str() == wire.FamilyName) || (len(id.Data) >= 2 && id.U16() == s.rManad)
+	switch {
+	case mine:
+		s.toManad(r, unix.GENL_ID_CTRL)
+		if len(id.Data) >= 2 && id.U16() == s.rManad {
+			putU16At(r.fwd, id, s.mManad)
+		}
+	case cmd == unix.CTRL_CMD_GETFAMILY && isDump(r.hdr) && !name.Present() && !id.Present():
+		s.merge(r, unix.GENL_ID_CTRL, false)
+		r.manadKeep = func(m []byte) bool {
+			f, ok := parseFamily(m)
+			return ok && f.id == s.mManad
+		}
+	}
+}
+
+// routeEthtool routes the kernel's ethtool family by the device its header names: manad's ports
+// to manad, anything else (or no device) to the kernel. Dumps go to both (the kernel's ethtool
+// dumps ignore the header's device).
+func (s *Socket) routeEthtool(r *request) {
+	if isDump(r.hdr) {
+		s.merge(r, s.mEthtool, true)
+		return
+	}
+	idx, name := ethtoolDev(r.orig)
+	if idx == 0 && name != "" {
+		idx = s.k.ifindex(name)
+	}
+	if s.cache.isPort(idx) {
+		s.toManad(r, s.mEthtool)
+	}
+}
+
+// routeNetdev routes the kernel's netdev family: by ifindex (dev-get, queue-get, the filtered
+// dumps of queue-get, napi-get and qstats-get, bind-rx), by page-pool id or NAPI id when manad
+// owns it; unfiltered dumps go to both.
+func (s *Socket) routeNetdev(r *request, cmd uint8) {
+	var (
+		ifindex uint32
+		byIdx   bool
+		ownID   bool
+	)
+	dump := isDump(r.hdr)
+	switch cmd {
+	case wire.NetdevCmdDevGet:
+		ifindex, byIdx = u32Of(genlAttr(r.orig, wire.NetdevADevIfindex))
+	case wire.NetdevCmdPagePoolGet:
+		if !dump {
+			if id, ok := uintOf(genlAttr(r.orig, wire.NetdevAPagePoolID)); ok {
+				ownID = s.cache.isPool(id)
+			}
+		}
+	case wire.NetdevCmdPagePoolStatsGet:
+		info := genlAttr(r.orig, wire.NetdevAPagePoolStatsInfo)
+		if id, ok := uintOf(nestedAttr(r.orig, info, wire.NetdevAPagePoolID)); ok {
+			ownID = s.cache.isPool(id)
+		} else {
+			ifindex, byIdx = u32Of(nestedAttr(r.orig, info, wire.NetdevAPagePoolIfindex))
+		}
+	case wire.NetdevCmdQueueGet:
+		ifindex, byIdx = u32Of(genlAttr(r.orig, wire.NetdevAQueueIfindex))
+	case wire.NetdevCmdNAPIGet, netdevCmdNAPISet:
+		if dump {
+			ifindex, byIdx = u32Of(genlAttr(r.orig, wire.NetdevANAPIIfindex))
+		} else if id, ok := uintOf(genlAttr(r.orig, wire.NetdevANAPIID)); ok {
+			ownID = s.cache.isNAPI(id)
+		}
+	case wire.NetdevCmdQStatsGet:
+		ifindex, byIdx = u32Of(genlAttr(r.orig, wire.NetdevAQStatsIfindex))
+	case wire.NetdevCmdBindRX:
+		ifindex, byIdx = u32Of(genlAttr(r.orig, netdevADMABufIfindex))
+	default:
+		return
+	}
+	switch {
+	case ownID || (byIdx && s.cache.isPort(ifindex)):
+		s.toManad(r, s.mNetdev)
+	case dump && !byIdx && cmd != wire.NetdevCmdBindRX:
+		s.merge(r, s.mNetdev, false)
+	}
+}
+
+// devOf returns the ifindex an ethtool or netdev message (a reply, a dump entry or a
+// notification) is about; ok is false when it names none or is of another family.
+func (s *Socket) devOf(m []byte, ethtoolFam, netdevFam bool) (uint32, bool) {
+	switch {
+	case ethtoolFam:
+		idx, _ := ethtoolDev(m)
+		return idx, idx != 0
+	case netdevFam:
+		cmd, ok := genlCmd(m)
+		if !ok {
+			return 0, false
+		}
+		switch cmd {
+		case wire.NetdevCmdDevGet, wire.NetdevCmdDevAddNtf, wire.NetdevCmdDevDelNtf, wire.NetdevCmdDevChangeNtf:
+			return u32Of(genlAttr(m, wire.NetdevADevIfindex))
+		case wire.NetdevCmdPagePoolGet, wire.NetdevCmdPagePoolAddNtf, wire.NetdevCmdPagePoolDelNtf, wire.NetdevCmdPagePoolChangeNtf:
+			return u32Of(genlAttr(m, wire.NetdevAPagePoolIfindex))
+		case wire.NetdevCmdPagePoolStatsGet:
+			return u32Of(nestedAttr(m, genlAttr(m, wire.NetdevAPagePoolStatsInfo), wire.NetdevAPagePoolIfindex))
+		case wire.NetdevCmdQueueGet:
+			return u32Of(genlAttr(m, wire.NetdevAQueueIfindex))
+		case wire.NetdevCmdNAPIGet:
+			return u32Of(genlAttr(m, wire.NetdevANAPIIfindex))
+		case wire.NetdevCmdQStatsGet:
+			return u32Of(genlAttr(m, wire.NetdevAQStatsIfindex))
+		}
+	}
+	return 0, false
+}
+
+// translate turns one of manad's messages into what the program sees: the kernel's family ids
+// (ethtool, netdev) or rManad for manad's family, manad's family id and group ids inside nlctrl
+// answers, nlmsg_pid = pid (the port id for answers, 0 for notifications).
+func (s *Socket) translate(m []byte, pid uint32) {
+	putPID(m, pid)
+	switch t := msgType(m); {
+	case t < nlattr.MsgMinType:
+	case t == unix.GENL_ID_CTRL:
+		s.translateCtrl(m)
+	case t == s.mEthtool:
+		putType(m, s.kEthtool)
+	case t == s.mNetdev:
+		s.cache.learn(m)
+		putType(m, s.kNetdev)
+	case t == s.mManad:
+		putType(m, s.rManad)
+	}
+}
+
+// translateCtrl rewrites manad's family id and its group ids in an nlctrl answer (NEWFAMILY, a
+// policy dump entry) to the ids the program knows.
+func (s *Socket) translateCtrl(m []byte) {
+	id := genlAttr(m, unix.CTRL_ATTR_FAMILY_ID)
+	if len(id.Data) < 2 || id.U16() != s.mManad {
+		return
+	}
+	putU16At(m, id, s.rManad)
+	for it := nlattr.NestedIter(m, genlAttr(m, unix.CTRL_ATTR_MCAST_GROUPS)); it.Next(); {
+		a := nestedAttr(m, it.Attr(), unix.CTRL_ATTR_MCAST_GRP_ID)
+		if g, ok := u32Of(a); ok {
+			if r, ok := s.manadGroupIDs[g]; ok {
+				putU32At(m, a, r)
+			}
+		}
+	}
+}
+
+// portEvent keeps the port cache current from manad's PORT_NEW_NTF and PORT_DEL_NTF (sent only
+// for the program's namespace).
+func (c *cache) portEvent(m []byte, cmd uint8) {
+	switch cmd {
+	case wire.CmdPortNewNtf, wire.CmdPortDelNtf:
+	default:
+		return
+	}
+	idx, ok := c.portOf(m)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case !ok:
+		c.dirty = true
+	case cmd == wire.CmdPortNewNtf:
+		c.ports[idx] = true
+	default:
+		delete(c.ports, idx)
+	}
+}
