@@ -320,17 +320,27 @@ func renameNoReplace(old, new string) error {
 	return unix.Rename(old, new)
 }
 
-// removeStaleTemps removes the temporary files of Saves a crash interrupted. It is best effort:
-// a leftover only costs space and never shadows the state file.
+// removeStaleTemps removes the temporary files of Saves a crash interrupted, and leaves those of
+// live reservations (locked: see Reserve) alone. It is best effort: a leftover only costs space
+// and never shadows the state file.
 func removeStaleTemps(dir string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		if ok, _ := filepath.Match(stateTempPattern, e.Name()); ok && e.Type().IsRegular() {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
+		if ok, _ := filepath.Match(stateTempPattern, e.Name()); !ok || !e.Type().IsRegular() {
+			continue
 		}
+		path := filepath.Join(dir, e.Name())
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			_ = os.Remove(path)
+		}
+		unix.Close(fd)
 	}
 }
 

@@ -132,6 +132,14 @@ func Reserve(dir string, size int64) (*Reservation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
+	// The lock marks the file as a live reservation: removeStaleTemps (another Reserve or Save
+	// while this one is held, as when a port add records its new namespace) leaves it alone.
+	// A crashed process's lock is gone with it.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		_ = os.Remove(f.Name())
+		return nil, fmt.Errorf("state: lock %s: %w", f.Name(), err)
+	}
 	if err := allocate(f, size); err != nil {
 		f.Close()
 		_ = os.Remove(f.Name())

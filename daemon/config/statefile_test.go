@@ -229,3 +229,29 @@ func assertOnlyState(t *testing.T, dir string, want []byte) {
 		t.Errorf("temporary files left: %v", left)
 	}
 }
+
+// TestSaveDuringReservation: a Save made while a reservation is held (a port add records the
+// namespace it is about to create) leaves the reservation's file alone, so its Commit works.
+func TestSaveDuringReservation(t *testing.T) {
+	dir := t.TempDir()
+	st := NewState()
+	r, err := Reserve(dir, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.RecordSettings("mana0", PortSettings{MTU: 1400})
+	if err := st.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	st.RecordSettings("mana0", PortSettings{MTU: 1500})
+	if _, err := r.Commit(st); err != nil {
+		t.Fatalf("Commit after a Save during the reservation: %v", err)
+	}
+	got, err := LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mtu := got.Ports["mana0"].Settings.MTU; mtu != 1500 {
+		t.Errorf("MTU = %d, want the committed 1500", mtu)
+	}
+}
