@@ -95,6 +95,7 @@ The exit status is ethtool's for the same failure (81 for set-ring; 70, 94, 96 o
 		showFeaturesCmd(a), setFeaturesCmd(a),
 		queuesCmd(a), pagePoolsCmd(a), qstatsCmd(a),
 		captureCmd(a),
+		execCmd(a),
 		segmentCmd(a),
 	)
 	return root

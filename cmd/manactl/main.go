@@ -9,9 +9,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/manad/manad/cmd/manactl/internal/supervisor"
 )
 
 func main() {
+	if os.Getenv(supervisor.ChildEnv) != "" {
+		supervisor.ChildMain() // manactl exec's re-executed self: becomes the program
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
@@ -31,6 +36,10 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
+	}
+	var ee *execExit
+	if errors.As(err, &ee) {
+		return ee.code // the program's own status, as it ended (manactl exec)
 	}
 	var rerr *runtimeError
 	if errors.As(err, &rerr) {

@@ -348,8 +348,12 @@ func (s *supervisor) socket(ctx context.Context, n *notif) error {
 	t := s.target(n)
 	sock, err := s.cfg.OpenNetlink(ctx, t)
 	if err != nil {
-		s.cfg.Logger.Warn("bridge a netlink socket", "pid", t.TID, "err", err)
 		var e unix.Errno
+		if errors.Is(err, unix.EPROTONOSUPPORT) {
+			s.cfg.Logger.Debug("netlink socket refused", "pid", t.TID, "err", err)
+		} else {
+			s.cfg.Logger.Warn("bridge a netlink socket", "pid", t.TID, "err", err)
+		}
 		if !errors.As(err, &e) || e == 0 {
 			e = unix.ECONNREFUSED
 		}
@@ -508,13 +512,14 @@ func (s *supervisor) socketCall(ctx context.Context, n *notif) error {
 		if err != nil {
 			return s.answer(n, 0, err)
 		}
+		full := len(val) // netlink_getsockopt reports the length it has (NETLINK_LIST_MEMBERSHIPS: the one it needs)
 		if len(val) > int(size) {
 			val = val[:size]
 		}
 		if err := m.WriteAt(val, a[3]); err != nil {
 			return s.answer(n, 0, err)
 		}
-		return s.answer(n, 0, writeU32(m, a[4], uint32(len(val))))
+		return s.answer(n, 0, writeU32(m, a[4], uint32(full)))
 	case unix.SYS_RECVMSG:
 		return s.recvmsg(ctx, n, b, m)
 	case unix.SYS_RECVFROM:
