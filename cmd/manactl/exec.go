@@ -30,8 +30,8 @@ func execCmd(a *app) *cobra.Command {
 		Short: "Run a program that sees manad's ports as MANA NICs (ethtool, YNL, NetworkManager, Go programs)",
 		Long: `exec runs CMD, and every process it starts, so that its generic-netlink sockets and its
 SIOCETHTOOL ioctls see manad's ports as MANA NICs, and everything else as the kernel shows
-it. Any program works unmodified, dynamically or statically linked: ethtool (netlink and
---disable-netlink), the kernel's YNL client, NetworkManager, Go programs on
+it. Any program works unmodified, dynamically or statically linked: ethtool (its netlink
+and its ioctl paths), the kernel's YNL client, NetworkManager, Go programs on
 mdlayher/ethtool or vishvananda/netlink.
 
 How: a seccomp user-notification filter traps the program's socket(AF_NETLINK, *,
@@ -52,8 +52,8 @@ SIGTERM, SIGHUP and SIGQUIT are forwarded to it. A program killed by signal N gi
 128+N. Needs Linux 5.14 or later (SECCOMP_ADDFD_FLAG_SEND) and a running manad; without
 either, exec prints one line and exits with status 1 before starting CMD. CMD not found:
 127; not executable: 126.`,
-		Example: `  ip netns exec manaA manactl exec -- ethtool -i mana0
-  manactl exec -- ethtool --set-priv-flags mana0 full-page-rx on
+		Example: `  manactl exec -- ethtool --set-priv-flags mana0 full-page-rx on
+  ip netns exec manaA manactl exec -- ethtool -i mana0
   manactl exec --no-netlink -- ethtool -g mana0        # ethtool's ioctl path
   manactl exec -- ethtool --monitor
   manactl exec -- ynl --family ethtool --do rings-get --json '{"header": {"dev-name": "mana0"}}'
