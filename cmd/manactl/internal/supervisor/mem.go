@@ -74,3 +74,39 @@ func writeU32(m Memory, addr uint64, v uint32) error {
 	binary.NativeEndian.PutUint32(b[:], v)
 	return m.WriteAt(b[:], addr)
 }
+
+// writes is a batch of writes into a task's memory.
+type writes struct {
+	local  []unix.Iovec
+	remote []unix.RemoteIovec
+	total  int
+}
+
+func (w *writes) add(p []byte, addr uint64) {
+	if len(p) == 0 {
+		return
+	}
+	w.local = append(w.local, unix.Iovec{Base: &p[0], Len: uint64(len(p))})
+	w.remote = append(w.remote, unix.RemoteIovec{Base: uintptr(addr), Len: len(p)})
+	w.total += len(p)
+}
+
+// writeAll makes the writes of w with one process_vm_writev (the kernel takes up to
+// UIO_MAXIOV of each; a larger batch is split).
+func (m procMemory) writeAll(w *writes) error {
+	for i := 0; i < len(w.local); i += maxIov {
+		j := min(i+maxIov, len(w.local))
+		want := 0
+		for _, r := range w.remote[i:j] {
+			want += r.Len
+		}
+		n, err := unix.ProcessVMWritev(m.pid, w.local[i:j], w.remote[i:j], 0)
+		if err != nil {
+			return fmt.Errorf("write %d bytes of task %d: %w", want, m.pid, efault(err))
+		}
+		if n != want {
+			return fmt.Errorf("wrote %d of %d bytes of task %d: %w", n, want, m.pid, unix.EFAULT)
+		}
+	}
+	return nil
+}

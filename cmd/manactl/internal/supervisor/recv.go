@@ -25,6 +25,10 @@ const (
 	maxDatagram   = 1 << 20 // a bridged datagram is a netlink message batch: well below this
 )
 
+// errWouldBlock says a receive served inline, in the notification loop, would wait: it is served
+// again in a goroutine of its own.
+var errWouldBlock = errors.New("the trapped call would block")
+
 // errInterrupted says the program's call ended (a signal, or the task died) while the
 // supervisor waited for a datagram: the call has nobody to answer.
 var errInterrupted = errors.New("the trapped call was interrupted")
@@ -35,7 +39,7 @@ var _ [sizeofMsghdr]byte = [unsafe.Sizeof(unix.Msghdr{})]byte{}
 type iov struct{ base, len uint64 }
 
 // recvmsg serves recvmsg(fd, msg, flags) on a bridged socket, as netlink_recvmsg answers it.
-func (s *supervisor) recvmsg(ctx context.Context, n *notif, b *bridged, m Memory) error {
+func (s *supervisor) recvmsg(ctx context.Context, n *notif, b *bridged, m procMemory, cfd int, mayBlock bool) error {
 	msgAddr, flags := n.Data.Args[1], int(int32(n.Data.Args[2]))
 	var hdr [sizeofMsghdr]byte
 	if err := m.ReadAt(hdr[:], msgAddr); err != nil {
@@ -60,57 +64,44 @@ func (s *supervisor) recvmsg(ctx context.Context, n *notif, b *bridged, m Memory
 		}
 		total += iovs[i].len
 	}
-	data, full, cfd, err := s.receive(ctx, n, b, flags, total)
+	data, full, err := s.receive(ctx, n, b, cfd, flags, total, mayBlock)
 	if err != nil {
 		return s.answerRecv(n, err)
 	}
-	defer unix.Close(cfd)
-	if err := scatter(m, iovs, data); err != nil {
-		return s.answer(n, 0, err)
-	}
-	if nameAddr != 0 {
+	// One process_vm_writev for the data and the header fields the kernel writes back.
+	var w writes
+	scatter(&w, iovs, data)
+	if nameAddr != 0 { // ____sys_recvmsg writes msg_name and msg_namelen only with a msg_name
 		name := encodeSockaddrNL(&unix.SockaddrNetlink{})
 		if int(nameLen) < len(name) {
 			name = name[:nameLen]
 		}
-		if err := m.WriteAt(name, nameAddr); err != nil {
-			return s.answer(n, 0, err)
-		}
+		w.add(name, nameAddr)
+		w.add(le.AppendUint32(nil, sizeofSockaddrNL), msgAddr+offMsgNamelen)
 	}
-	var out [4]byte
-	if nameAddr != 0 { // ____sys_recvmsg writes msg_namelen only with a msg_name
-		le.PutUint32(out[:], sizeofSockaddrNL)
-		if err := m.WriteAt(out[:], msgAddr+offMsgNamelen); err != nil {
-			return s.answer(n, 0, err)
-		}
-	}
-	var zero [8]byte
-	if err := m.WriteAt(zero[:], msgAddr+offMsgCtrllen); err != nil {
-		return s.answer(n, 0, err)
-	}
+	w.add(make([]byte, 8), msgAddr+offMsgCtrllen)
 	mflags := uint32(0)
 	if full > len(data) {
 		mflags |= unix.MSG_TRUNC
 	}
-	le.PutUint32(out[:], mflags)
-	if err := m.WriteAt(out[:], msgAddr+offMsgFlags); err != nil {
+	w.add(le.AppendUint32(nil, mflags), msgAddr+offMsgFlags)
+	if err := m.writeAll(&w); err != nil {
 		return s.answer(n, 0, err)
 	}
 	return s.finish(n, cfd, flags, len(data), full)
 }
 
 // recvfrom serves recvfrom(fd, buf, len, flags, addr, addrlen).
-func (s *supervisor) recvfrom(ctx context.Context, n *notif, b *bridged, m Memory) error {
+func (s *supervisor) recvfrom(ctx context.Context, n *notif, b *bridged, m procMemory, cfd int, mayBlock bool) error {
 	a := n.Data.Args
 	buf, size, flags := a[1], a[2], int(int32(a[3]))
 	if size > maxDatagram {
 		size = maxDatagram
 	}
-	data, full, cfd, err := s.receive(ctx, n, b, flags, size)
+	data, full, err := s.receive(ctx, n, b, cfd, flags, size, mayBlock)
 	if err != nil {
 		return s.answerRecv(n, err)
 	}
-	defer unix.Close(cfd)
 	if err := m.WriteAt(data, buf); err != nil {
 		return s.answer(n, 0, err)
 	}
@@ -122,10 +113,14 @@ func (s *supervisor) recvfrom(ctx context.Context, n *notif, b *bridged, m Memor
 	return s.finish(n, cfd, flags, len(data), full)
 }
 
-// answerRecv answers a receive that failed, or nothing when its call was interrupted.
+// answerRecv answers a receive that failed, or nothing when its call was interrupted or is to
+// be served where it may block.
 func (s *supervisor) answerRecv(n *notif, err error) error {
 	if errors.Is(err, errInterrupted) {
 		return nil
+	}
+	if errors.Is(err, errWouldBlock) {
+		return err
 	}
 	return s.answer(n, 0, err)
 }
@@ -148,91 +143,77 @@ func (s *supervisor) finish(n *notif, cfd, flags, got, full int) error {
 	return s.l.respond(n.ID, int64(got), 0)
 }
 
-// receive peeks at the next datagram of the program's end of bridged socket b, waiting for
-// one as the program's receive would (unless MSG_DONTWAIT or O_NONBLOCK, or until
-// SO_RCVTIMEO), and returns at most max of its bytes and its full length. It answers nil
-// errInterrupted when the program's call was interrupted meanwhile (nobody to answer).
-// A pending socket error (ENOBUFS) is returned first, as sock_error does. On success it also
-// returns the copy of the program's descriptor it read from, for the caller to consume the
-// datagram with and close.
-func (s *supervisor) receive(ctx context.Context, n *notif, b *bridged, flags int, max uint64) (data []byte, full, cfd int, err error) {
+// receive peeks at the next datagram of cfd, the program's end of bridged socket b, waiting for
+// one as the program's receive would (unless MSG_DONTWAIT or O_NONBLOCK, or until SO_RCVTIMEO),
+// and returns at most max of its bytes and its full length. A pending socket error (ENOBUFS) is
+// returned first, as sock_error does. It returns errInterrupted when the program's call was
+// interrupted meanwhile (nobody to answer), and errWouldBlock, without waiting, when it would
+// wait and mayBlock is false (the caller then serves the call where it may block).
+func (s *supervisor) receive(ctx context.Context, n *notif, b *bridged, cfd, flags int, max uint64, mayBlock bool) (data []byte, full int, err error) {
 	if err := b.sock.PendingError(); err != nil {
-		return nil, 0, -1, err
-	}
-	tid, fd := int(n.PID), int(int32(n.Data.Args[0]))
-	pfd, err := s.programFD(tid, fd, b.ino)
-	if err != nil {
-		return nil, 0, -1, err
-	}
-	defer func() {
-		if err != nil { // the return statement set cfd to -1: close the copy by its own name
-			unix.Close(pfd)
-		}
-	}()
-	cfd = pfd
-	fl, err := unix.FcntlInt(uintptr(cfd), unix.F_GETFL, 0)
-	if err != nil {
-		return nil, 0, -1, err
-	}
-	nonblock := flags&unix.MSG_DONTWAIT != 0 || fl&unix.O_NONBLOCK != 0
-	var deadline time.Time
-	if tv, err := unix.GetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO); err == nil && (tv.Sec != 0 || tv.Usec != 0) {
-		deadline = time.Now().Add(time.Duration(tv.Sec)*time.Second + time.Duration(tv.Usec)*time.Microsecond)
+		return nil, 0, err
 	}
 	buf := make([]byte, min(max, maxDatagram))
+	var deadline time.Time
+	checked := false
 	for {
 		got, _, err := unix.Recvfrom(cfd, buf, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
 		switch {
 		case err == nil:
-			if got == 0 && len(buf) > 0 {
-				// EOF cannot happen on the program's end while the bridge holds the other;
-				// a zero-length datagram is a datagram.
-				return []byte{}, 0, cfd, nil
-			}
-			return buf[:min(got, len(buf))], got, cfd, nil
+			return buf[:min(got, len(buf))], got, nil
 		case err == unix.EINTR:
 			continue
 		case err != unix.EAGAIN:
-			return nil, 0, -1, err
+			return nil, 0, err
 		}
-		if nonblock {
-			return nil, 0, -1, unix.EAGAIN
+		if !checked { // only a receive that finds nothing needs the socket's blocking mode
+			fl, err := unix.FcntlInt(uintptr(cfd), unix.F_GETFL, 0)
+			if err != nil {
+				return nil, 0, err
+			}
+			if flags&unix.MSG_DONTWAIT != 0 || fl&unix.O_NONBLOCK != 0 {
+				return nil, 0, unix.EAGAIN
+			}
+			if !mayBlock {
+				return nil, 0, errWouldBlock
+			}
+			if tv, err := unix.GetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO); err == nil && (tv.Sec != 0 || tv.Usec != 0) {
+				deadline = time.Now().Add(time.Duration(tv.Sec)*time.Second + time.Duration(tv.Usec)*time.Microsecond)
+			}
+			checked = true
 		}
 		wait := recvPoll
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return nil, 0, -1, unix.EAGAIN
+				return nil, 0, unix.EAGAIN
 			}
 			wait = min(wait, left)
 		}
 		pfd := []unix.PollFd{{Fd: int32(cfd), Events: unix.POLLIN}}
 		if _, err := unix.Poll(pfd, int(wait.Milliseconds())+1); err != nil && err != unix.EINTR {
-			return nil, 0, -1, err
+			return nil, 0, err
 		}
 		if ctx.Err() != nil || !s.l.valid(n.ID) {
-			return nil, 0, -1, errInterrupted
+			return nil, 0, errInterrupted
 		}
 		if err := b.sock.PendingError(); err != nil {
-			return nil, 0, -1, err
+			return nil, 0, err
 		}
 	}
 }
 
-// scatter writes data into the program's buffers in order.
-func scatter(m Memory, iovs []iov, data []byte) error {
+// scatter adds the writes of data into the program's buffers, in order, to w.
+func scatter(w *writes, iovs []iov, data []byte) {
 	for _, v := range iovs {
 		if len(data) == 0 {
-			return nil
+			return
 		}
 		k := min(uint64(len(data)), v.len)
 		if k == 0 {
 			continue
 		}
-		if err := m.WriteAt(data[:k], v.base); err != nil {
-			return err
-		}
+		w.add(data[:k], v.base)
 		data = data[k:]
 	}
-	return nil
 }

@@ -146,18 +146,22 @@ func Run(ctx context.Context, cfg Config) (Exit, error) {
 	}
 	s := &supervisor{cfg: cfg, l: l, socks: make(map[uint64]*bridged), pidfds: make(map[int]int)}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	loopDone := make(chan struct{})
-	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
+	if err := unix.SetNonblock(l.fd, true); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		cancel()
 		l.close()
-		return Exit{}, fmt.Errorf("eventfd: %w", err)
+		return Exit{}, fmt.Errorf("seccomp listener: %w", err)
 	}
+	// The program's thread and the answering one swap CPUs at an answer rather than the
+	// program's waiting for a wake-up (Linux 6.6; older kernels answer EINVAL, and the
+	// hand-over is the scheduler's).
+	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(l.fd), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
+	lf := os.NewFile(uintptr(l.fd), "seccomp-listener")
+	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
-		s.loop(sctx, stop)
+		s.loop(sctx, lf)
 	}()
 	// The go-ahead: the program starts now, with its calls served.
 	if _, err := ours.Write([]byte{'G'}); err != nil {
@@ -187,11 +191,11 @@ wait:
 	}
 	// The program is gone; what it started may still run with the filter, and loses the
 	// bridge now (its trapped calls fail with ENOSYS once the listener is closed).
-	_, _ = unix.Write(stop, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	_ = lf.SetReadDeadline(time.Unix(1, 0))
 	<-loopDone
 	cancel()
 	s.wg.Wait()
-	unix.Close(stop)
+	lf.Close() // the listener: what still runs under the filter gets ENOSYS from now on
 	s.closeAll()
 	if msg, ok := <-execErr; ok && msg != "" {
 		return Exit{}, errors.New(msg)
@@ -250,39 +254,58 @@ type supervisor struct {
 
 	mu     sync.Mutex
 	socks  map[uint64]*bridged // by the inode of the program's end
-	pidfds map[int]int         // thread group id → pidfd, for pidfd_getfd
+	pidfds map[int]int         // thread id → pidfd, for pidfd_getfd
 }
 
-// loop receives notifications until stop is written or no task uses the filter any more
-// (POLLHUP), and serves each in its own goroutine: a receive may block.
-func (s *supervisor) loop(ctx context.Context, stop int) {
-	defer s.l.close()
-	fds := []unix.PollFd{{Fd: int32(s.l.fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
+// loop receives notifications until f's read deadline passes (Run sets it when the program has
+// ended) or no task uses the filter any more (POLLHUP), and answers each. f is the listener in
+// Go's netpoller: waiting for a notification parks the goroutine, not a thread holding one of
+// the runtime's processors, which a blocking poll(2) or SECCOMP_IOCTL_NOTIF_RECV would (the
+// thread returning from it must win a processor back, a delay on a busy machine that every
+// trapped call of the program would pay).
+func (s *supervisor) loop(ctx context.Context, f *os.File) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		s.cfg.Logger.Error("seccomp listener", "err", err)
+		return
+	}
 	for {
-		fds[0].Revents, fds[1].Revents = 0, 0
-		if _, err := unix.Poll(fds, -1); err != nil {
-			if err == unix.EINTR {
+		var n notif
+		var got, hup bool
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			if _, err := unix.Poll(pfd, 0); err != nil {
+				return err != unix.EINTR
+			}
+			if pfd[0].Revents&unix.POLLIN == 0 {
+				hup = pfd[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0
+				return hup // not ready: wait in the netpoller
+			}
+			// Ready: RECV does not block (a notification withdrawn meanwhile gives ENOENT).
+			if err := s.l.recv(&n); err != nil && err != unix.ENOENT {
+				rerr = err
+			} else {
+				got = err == nil
+			}
+			return true
+		})
+		switch {
+		case err != nil || hup:
+			return // the program ended (deadline), or no task uses the filter
+		case rerr != nil:
+			s.cfg.Logger.Error("receive a seccomp notification", "err", rerr)
+			return
+		case !got:
+			continue // the caller died or was interrupted
+		}
+		// A receive that finds its datagram, and getsockname, are answered here: a goroutine
+		// hand-off would cost the round trip a wake-up. The rest may wait (a blocking receive,
+		// the bridge asking manad) and get a goroutine each.
+		if nr := int(n.Data.Nr); nr != unix.SYS_SOCKET && nr != unix.SYS_IOCTL {
+			if err := s.socketCall(ctx, &n, false); !errors.Is(err, errWouldBlock) {
 				continue
 			}
-			s.cfg.Logger.Error("poll the seccomp listener", "err", err)
-			return
-		}
-		if fds[1].Revents != 0 {
-			return
-		}
-		if fds[0].Revents&unix.POLLIN == 0 {
-			if fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0 {
-				return // no task uses the filter
-			}
-			continue
-		}
-		var n notif
-		if err := s.l.recv(&n); err != nil {
-			if err == unix.ENOENT {
-				continue // the caller died or was interrupted
-			}
-			s.cfg.Logger.Error("receive a seccomp notification", "err", err)
-			return
 		}
 		s.wg.Add(1)
 		go func() {
@@ -301,7 +324,7 @@ func (s *supervisor) serve(ctx context.Context, n *notif) {
 	case unix.SYS_IOCTL:
 		err = s.ioctl(ctx, n)
 	default:
-		err = s.socketCall(ctx, n)
+		err = s.socketCall(ctx, n, true)
 	}
 	if err != nil && err != unix.ENOENT {
 		s.cfg.Logger.Debug("answer a trapped call", "nr", n.Data.Nr, "pid", n.PID, "err", err)
@@ -456,9 +479,39 @@ func (s *supervisor) ioctl(ctx context.Context, n *notif) error {
 	return s.answer(n, int64(ret), err)
 }
 
-// socketCall serves the calls trapped for descriptors in the range.
-func (s *supervisor) socketCall(ctx context.Context, n *notif) error {
+// socketCall serves the calls trapped for descriptors in the range. With mayBlock false (the
+// notification loop itself), it serves only what cannot wait and returns errWouldBlock, having
+// answered nothing, for the rest.
+func (s *supervisor) socketCall(ctx context.Context, n *notif, mayBlock bool) error {
 	tid, fd := int(n.PID), int(int32(n.Data.Args[0]))
+	switch int(n.Data.Nr) {
+	case unix.SYS_RECVMSG, unix.SYS_RECVFROM:
+		// The copy a receive reads through also tells which socket it is.
+		cfd, err := s.threadFD(tid, fd)
+		if err != nil {
+			return s.l.continueSyscall(n.ID) // the kernel answers EBADF, or nobody
+		}
+		defer unix.Close(cfd)
+		var st unix.Stat_t
+		if err := unix.Fstat(cfd, &st); err != nil {
+			return s.l.continueSyscall(n.ID)
+		}
+		s.mu.Lock()
+		b := s.socks[st.Ino]
+		s.mu.Unlock()
+		if b == nil {
+			return s.l.continueSyscall(n.ID)
+		}
+		if int(n.Data.Nr) == unix.SYS_RECVMSG {
+			return s.recvmsg(ctx, n, b, procMemory{pid: tid}, cfd, mayBlock)
+		}
+		return s.recvfrom(ctx, n, b, procMemory{pid: tid}, cfd, mayBlock)
+	case unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME:
+	default:
+		if !mayBlock {
+			return errWouldBlock // the bridge may ask manad
+		}
+	}
 	b := s.lookup(tid, fd)
 	if b == nil {
 		return s.l.continueSyscall(n.ID)
@@ -520,10 +573,6 @@ func (s *supervisor) socketCall(ctx context.Context, n *notif) error {
 			return s.answer(n, 0, err)
 		}
 		return s.answer(n, 0, writeU32(m, a[4], uint32(full)))
-	case unix.SYS_RECVMSG:
-		return s.recvmsg(ctx, n, b, m)
-	case unix.SYS_RECVFROM:
-		return s.recvfrom(ctx, n, b, m)
 	}
 	return s.l.continueSyscall(n.ID)
 }
@@ -596,20 +645,21 @@ func (s *supervisor) closeAll() {
 	clear(s.pidfds)
 }
 
-// programFD returns a copy of descriptor fd of task tid (pidfd_getfd), which must be the
-// socket of inode ino, to be closed by the caller. It holds no reference beyond the call, so the
-// bridge still sees the program's close.
-func (s *supervisor) programFD(tid, fd int, ino uint64) (int, error) {
-	tgid, err := threadGroup(tid)
-	if err != nil {
-		return -1, err
-	}
+// pidfdThread is PIDFD_THREAD (Linux 6.9): a pidfd of the thread itself, not its process.
+const pidfdThread = unix.O_EXCL
+
+// threadFD returns a copy of descriptor fd of thread tid (pidfd_getfd), to be closed by the
+// caller. It holds no reference beyond the call, so the bridge still sees the program's close.
+// The thread's pidfd is cached; a stale one (the thread died, its id was reused) fails with
+// ESRCH and is opened again.
+func (s *supervisor) threadFD(tid, fd int) (int, error) {
 	for range 2 {
 		s.mu.Lock()
-		pfd, ok := s.pidfds[tgid]
+		pfd, ok := s.pidfds[tid]
 		s.mu.Unlock()
 		if !ok {
-			if pfd, err = unix.PidfdOpen(tgid, 0); err != nil {
+			var err error
+			if pfd, err = openThreadPidfd(tid); err != nil {
 				return -1, err
 			}
 			s.mu.Lock()
@@ -619,33 +669,40 @@ func (s *supervisor) programFD(tid, fd int, ino uint64) (int, error) {
 				}
 				clear(s.pidfds)
 			}
-			if old, ok := s.pidfds[tgid]; ok {
+			if old, ok := s.pidfds[tid]; ok {
 				unix.Close(pfd)
 				pfd = old
 			} else {
-				s.pidfds[tgid] = pfd
+				s.pidfds[tid] = pfd
 			}
 			s.mu.Unlock()
 		}
 		cfd, err := unix.PidfdGetfd(pfd, fd, 0)
-		if err == nil {
-			var st unix.Stat_t
-			if unix.Fstat(cfd, &st) == nil && st.Ino == ino {
-				return cfd, nil
-			}
-			unix.Close(cfd) // a stale pidfd: another process has that id now
-		} else if err != unix.ESRCH && err != unix.EBADF {
-			return -1, err
+		if err != unix.ESRCH {
+			return cfd, err
 		}
-		// A stale pidfd of a process whose id was reused: open it again.
 		s.mu.Lock()
-		if s.pidfds[tgid] == pfd {
-			delete(s.pidfds, tgid)
+		if s.pidfds[tid] == pfd {
+			delete(s.pidfds, tid)
 			unix.Close(pfd)
 		}
 		s.mu.Unlock()
 	}
 	return -1, unix.ESRCH
+}
+
+// openThreadPidfd opens a pidfd of thread tid: PIDFD_THREAD where the kernel has it, else one of
+// its process (whose descriptor table the thread shares).
+func openThreadPidfd(tid int) (int, error) {
+	pfd, err := unix.PidfdOpen(tid, pidfdThread)
+	if err != unix.EINVAL && err != unix.ENOENT {
+		return pfd, err
+	}
+	tgid, err := threadGroup(tid)
+	if err != nil {
+		return -1, err
+	}
+	return unix.PidfdOpen(tgid, 0)
 }
 
 const maxPidfds = 256
