@@ -268,18 +268,33 @@ func InNetNS(ns string, f func() error) error {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		// The thread goes back to its namespace and is unlocked after f. A thread that exits
+		// with its locked goroutine is usually discarded, but the runtime parks the main
+		// thread instead, which would hold the namespace alive after ip netns del.
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- fmt.Errorf("current netns: %w", err)
+			return
+		}
+		defer orig.Close()
 		h, err := netns.GetFromName(ns)
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("netns %s: %w", ns, err)
 			return
 		}
 		defer h.Close()
 		if err := netns.Set(h); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("setns %s: %w", ns, err)
 			return
 		}
-		errc <- f()
+		ferr := f()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- ferr
 	}()
 	return <-errc
 }
