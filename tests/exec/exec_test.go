@@ -430,6 +430,22 @@ func TestFailurePaths(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(strings.TrimSpace(string(out)), "\n")+1, "one line: %s", out)
 		assert.Contains(t, string(out), "/nonexistent/manad.sock")
 	})
+	t.Run("manad restarts mid-run", func(t *testing.T) {
+		// One manactl exec, two ethtool runs with a manad restart between them: the ioctl
+		// path (ethtool -i's GDRVINFO) reaches the new manad.
+		argv := []string{"ip", "netns", "exec", e.ns, e.manactl, "exec", "--", "sh", "-c",
+			fmt.Sprintf("ethtool -i %s && sleep 6 && ethtool -i %[1]s", e.port)}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), e.sockEnv...)
+		var out safeBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		require.NoError(t, cmd.Start())
+		harness.Eventually(t, "the first ethtool -i", func() bool { return strings.Contains(out.String(), "driver: mana") })
+		e.d.Stop()
+		e.d.Restart()
+		require.NoError(t, cmd.Wait(), out.String())
+		assert.Equal(t, 2, strings.Count(out.String(), "driver: mana\n"), out.String())
+	})
 	t.Run("manad stops mid-run", func(t *testing.T) {
 		argv := []string{"ip", "netns", "exec", e.ns, e.manactl, "exec", "--", e.probe, "loop", e.port, "60"}
 		cmd := exec.Command(argv[0], argv[1:]...)
