@@ -115,6 +115,9 @@ func (s *Socket) Serve(ctx context.Context, peer *os.File) error {
 func (s *Socket) peerLoop() error {
 	for {
 		d, err := s.readPeer()
+		if err != nil || d == nil {
+			s.reading.Store(false)
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
 				return nil
@@ -127,9 +130,11 @@ func (s *Socket) peerLoop() error {
 		msgs, rest := splitMsgs(d)
 		for _, m := range msgs {
 			if !s.handle(m) {
+				s.reading.Store(false)
 				return nil
 			}
 		}
+		s.reading.Store(false) // each message is in flight (s.cur) or answered by now
 		if len(rest) > 0 {
 			// The kernel ignores what does not parse as a message; it still gets the bytes, so
 			// that whatever it does with them is the kernel's answer.
@@ -169,6 +174,7 @@ func (s *Socket) readPeer() ([]byte, error) {
 		}
 	}
 	buf := make([]byte, min(max(n, 1), maxDatagram))
+	s.reading.Store(true) // before the datagram leaves the queue: see Busy
 	got, err := s.peer.Read(buf)
 	if err != nil {
 		return nil, err

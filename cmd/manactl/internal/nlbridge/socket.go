@@ -96,6 +96,7 @@ type Socket struct {
 	noENOBUFS atomic.Bool
 	pending   atomic.Bool
 	manadDead atomic.Bool
+	reading   atomic.Bool // a datagram of the program's is being read and dispatched (see Busy)
 
 	cache *cache
 
@@ -797,4 +798,35 @@ func fileConn(f *os.File) (*net.UnixConn, error) {
 		return nil, fmt.Errorf("nlbridge: program socket is not a Unix socket: %w", unix.ENOTSOCK)
 	}
 	return uc, nil
+}
+
+// Busy reports whether an answer of the program's is on its way: a request of the program's is
+// in flight, or one is still unread on the bridge's end of the pair. The kernel answers a
+// netlink request inside the sender's sendmsg, so a program may read its answer right after
+// sending, even without waiting (MSG_DONTWAIT); the supervisor waits for a busy socket's answer
+// before it says EAGAIN, as the kernel's socket would already hold it.
+//
+// A request moves from the pair's queue to reading (readPeer) to in flight (handle), each
+// stage set before the previous is cleared; Busy looks at them in that order, so it never
+// misses one between two stages.
+func (s *Socket) Busy() bool {
+	s.mu.Lock()
+	peerRC := s.peerRC
+	s.mu.Unlock()
+	if peerRC != nil {
+		queued := false
+		_ = peerRC.Control(func(fd uintptr) {
+			n, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+			queued = err == nil && n > 0
+		})
+		if queued {
+			return true
+		}
+	}
+	if s.reading.Load() {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur != nil
 }

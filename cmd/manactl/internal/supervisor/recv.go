@@ -155,7 +155,7 @@ func (s *supervisor) receive(ctx context.Context, n *notif, b *bridged, cfd, fla
 	}
 	buf := make([]byte, min(max, maxDatagram))
 	var deadline time.Time
-	checked := false
+	checked, nonblockWait := false, false
 	for {
 		got, _, err := unix.Recvfrom(cfd, buf, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
 		switch {
@@ -172,12 +172,19 @@ func (s *supervisor) receive(ctx context.Context, n *notif, b *bridged, cfd, fla
 				return nil, 0, err
 			}
 			if flags&unix.MSG_DONTWAIT != 0 || fl&unix.O_NONBLOCK != 0 {
-				return nil, 0, unix.EAGAIN
-			}
-			if !mayBlock {
+				if !b.sock.Busy() {
+					return nil, 0, unix.EAGAIN
+				}
+				// The kernel would hold the answer already: wait for the bridge's, briefly.
+				if !mayBlock {
+					return nil, 0, errWouldBlock
+				}
+				deadline = time.Now().Add(answerWait)
+				nonblockWait = true
+			} else if !mayBlock {
 				return nil, 0, errWouldBlock
 			}
-			if tv, err := unix.GetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO); err == nil && (tv.Sec != 0 || tv.Usec != 0) {
+			if tv, err := unix.GetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO); !nonblockWait && err == nil && (tv.Sec != 0 || tv.Usec != 0) {
 				deadline = time.Now().Add(time.Duration(tv.Sec)*time.Second + time.Duration(tv.Usec)*time.Microsecond)
 			}
 			checked = true
@@ -200,8 +207,16 @@ func (s *supervisor) receive(ctx context.Context, n *notif, b *bridged, cfd, fla
 		if err := b.sock.PendingError(); err != nil {
 			return nil, 0, err
 		}
+		if nonblockWait && !b.sock.Busy() {
+			nonblockWait = false
+			deadline = time.Now() // one more look, then EAGAIN
+		}
 	}
 }
+
+// answerWait bounds how long a non-blocking receive on a busy bridged socket waits for the
+// answer (a request manad takes long over, a SET without an answer ends sooner).
+const answerWait = 100 * time.Millisecond
 
 // scatter adds the writes of data into the program's buffers, in order, to w.
 func scatter(w *writes, iovs []iov, data []byte) {

@@ -59,6 +59,10 @@ type NetlinkSocket interface {
 	Option(level, name, size int) (val []byte, handled bool, err error)
 	// PendingError is the socket error a receive reports once (ENOBUFS after an overrun).
 	PendingError() error
+	// Busy reports whether an answer to the program is on its way (a request of its in
+	// flight): a non-blocking receive then waits for it, as on a kernel socket, which answers
+	// inside the sender's sendmsg.
+	Busy() bool
 }
 
 // Target is the task that made a trapped call.

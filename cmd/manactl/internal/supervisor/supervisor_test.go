@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -101,6 +102,8 @@ func TestFilter(t *testing.T) {
 // echoSocket stands in for the netlink bridge (another package): it answers each datagram the
 // program sends with the same bytes, so the test sees what the supervisor does with them.
 type echoSocket struct {
+	busy    atomic.Bool // a "slow" datagram is being answered
+	peerFD  atomic.Int32
 	mu      sync.Mutex
 	bound   *unix.SockaddrNetlink
 	opts    map[int][]byte
@@ -109,19 +112,31 @@ type echoSocket struct {
 
 func (e *echoSocket) Serve(ctx context.Context, peer *os.File) error {
 	defer peer.Close()
+	e.peerFD.Store(int32(peer.Fd()))
 	b := make([]byte, 65536)
 	for {
+		// As the bridge: busy from before a request leaves the queue until it is answered.
+		if _, _, err := unix.Recvfrom(int(peer.Fd()), nil, unix.MSG_PEEK); err != nil {
+			return err
+		}
+		e.busy.Store(true)
 		n, err := unix.Read(int(peer.Fd()), b)
 		if err != nil || n == 0 {
 			return err
+		}
+		if bytes.Equal(b[:n], []byte("slow")) {
+			time.Sleep(30 * time.Millisecond) // an answer that takes a while, as manad's
 		}
 		if bytes.Equal(b[:n], []byte("overrun")) {
 			e.mu.Lock()
 			e.pending = unix.ENOBUFS
 			e.mu.Unlock()
+			e.busy.Store(false)
 			continue
 		}
-		if _, err := unix.Write(int(peer.Fd()), b[:n]); err != nil {
+		_, err = unix.Write(int(peer.Fd()), b[:n])
+		e.busy.Store(false)
+		if err != nil {
 			return err
 		}
 	}
@@ -159,6 +174,10 @@ func (e *echoSocket) Option(level, name, size int) ([]byte, bool, error) {
 		return nil, true, unix.ENOPROTOOPT
 	}
 	return v, true, nil
+}
+func (e *echoSocket) Busy() bool {
+	n, err := unix.IoctlGetInt(int(e.peerFD.Load()), unix.SIOCINQ) // a request not read yet
+	return err == nil && n > 0 || e.busy.Load()
 }
 func (e *echoSocket) PendingError() error {
 	e.mu.Lock()
@@ -326,6 +345,14 @@ func netlinkProgram() error {
 	}()
 	if n, _, err := unix.Recvfrom(fd, buf, 0); err != nil || n != len(msg) {
 		return fmt.Errorf("blocking recv = %d %v", n, err)
+	}
+	// A non-blocking receive right after a request finds its answer, as on a kernel socket
+	// (which answers inside sendmsg), even when the bridge takes a while.
+	if err := unix.Sendto(fd, []byte("slow"), 0, nil); err != nil {
+		return err
+	}
+	if n, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT); err != nil || string(buf[:n]) != "slow" {
+		return fmt.Errorf("non-blocking recv after a request = %q, %v", buf[:max(n, 0)], err)
 	}
 	// An overrun is reported once, as sk_err.
 	if err := unix.Sendto(fd, []byte("overrun"), 0, nil); err != nil {
