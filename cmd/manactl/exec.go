@@ -58,7 +58,12 @@ either, exec prints one line and exits with status 1 before starting CMD. CMD no
   manactl exec -- ethtool --monitor
   manactl exec -- ynl --family ethtool --do rings-get --json '{"header": {"dev-name": "mana0"}}'
   manactl --socket /tmp/manad.sock exec -- go test ./...`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErrorf("exec needs a program to run: manactl exec [--] CMD [ARG...]")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.exec(cmd.Context(), args, verbose, noNetlink)
 		},

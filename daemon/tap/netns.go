@@ -153,19 +153,33 @@ func (n *netNS) fd() int { return int(n.f.Fd()) }
 
 func (n *netNS) close() error { return n.f.Close() }
 
-// run calls f on an OS thread that has entered the namespace. The thread is never handed back to
-// the scheduler: the goroutine exits while still locked, so the runtime discards the thread and
-// no other goroutine can ever run in the wrong namespace, whatever f did.
+// run calls f on an OS thread that has entered the namespace. The thread goes back to its own
+// namespace after f and is handed back to the scheduler only when that worked; otherwise the
+// goroutine exits still locked, so no other goroutine can ever run in the wrong namespace. It
+// is not simply left locked: a locked goroutine that exits on the process's main thread does not
+// end that thread (the runtime parks it for good), and a thread parked inside the namespace would
+// keep the namespace alive after `ip netns del`.
 func (n *netNS) run(f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		// No UnlockOSThread, on purpose: see above.
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- extack.Wrap(err, unix.EIO, "open this thread's network namespace")
+			return
+		}
+		defer unix.Close(orig)
 		if err := unix.Setns(n.fd(), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread() // still in its own namespace
 			errc <- extack.Wrap(err, unix.EIO, "enter network namespace %q", n.name)
 			return
 		}
-		errc <- f()
+		err = f()
+		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

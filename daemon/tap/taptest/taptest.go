@@ -158,7 +158,7 @@ func EthtoolFeature(t testing.TB, ns, dev, feature string) string {
 
 // InNetNS runs f on an OS thread inside the named namespace, so the sockets f creates (net.Dial,
 // net.Listen, unix.Socket) belong to it; they can be used from any goroutine afterwards. The
-// thread is discarded when f returns. A failure to enter the namespace fails the test.
+// thread goes back to the test's namespace when f returns. A failure to enter the namespace fails the test.
 func InNetNS(t testing.TB, ns string, f func()) {
 	t.Helper()
 	nsf, err := os.Open("/run/netns/" + ns)
@@ -168,12 +168,28 @@ func InNetNS(t testing.TB, ns string, f func()) {
 	defer nsf.Close()
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		// The thread goes back to its namespace after f and is unlocked then; a locked
+		// goroutine that exits on the main thread would park that thread inside the
+		// namespace for good, keeping it alive after ip netns del.
+		runtime.LockOSThread()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("this thread's netns: %w", err)
+			return
+		}
+		defer orig.Close()
 		if err := unix.Setns(int(nsf.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("setns %s: %w", ns, err)
 			return
 		}
-		defer func() { errc <- nil }()
+		defer func() {
+			if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
+				runtime.UnlockOSThread()
+			}
+			errc <- nil
+		}()
 		f()
 	}()
 	if err := <-errc; err != nil {
