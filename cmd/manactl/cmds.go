@@ -14,9 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/cmd/internal/buildinfo"
-	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/layout"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic/extack"
 	"github.com/manad/manad/vnic/rxbuf"
 )
@@ -130,7 +130,7 @@ func completeDevs(a *app) cobra.CompletionFunc {
 			var self unix.Stat_t
 			if ports, err := c.Ports(cmd.Context()); err == nil && unix.Stat("/proc/thread-self/ns/net", &self) == nil {
 				for _, p := range ports {
-					if p.Device.NetNS == (genl.NetNS{Dev: self.Dev, Ino: self.Ino}) {
+					if p.Device.NetNS == (wire.NetNS{Dev: self.Dev, Ino: self.Ino}) {
 						names = append(names, p.Device.Name)
 					}
 				}
@@ -449,7 +449,7 @@ device's groups come from the kernel.`,
 				v.write(a.stdout)
 				return nil
 			}
-			var stats []genl.Stat
+			var stats []wire.Stat
 			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
 				if c.Kernel() {
 					stats, err = kernelStats(args[0])
@@ -608,11 +608,11 @@ const netnsDir = "/run/netns"
 
 // portsInNetNS keeps the ports in the named namespace; "-" (and "") name manad's own, as list
 // prints it.
-func portsInNetNS(ports []genl.PortInfo, ns string) []genl.PortInfo {
+func portsInNetNS(ports []wire.PortInfo, ns string) []wire.PortInfo {
 	if ns == "-" {
 		ns = ""
 	}
-	return slices.DeleteFunc(ports, func(p genl.PortInfo) bool { return p.NetNSName != ns })
+	return slices.DeleteFunc(ports, func(p wire.PortInfo) bool { return p.NetNSName != ns })
 }
 
 func showRxBufCmd(a *app) *cobra.Command {
@@ -689,7 +689,7 @@ not run.`,
 			if err != nil {
 				return usageErrorf("unknown rx-alloc mode '%s' (want page-pool-frag, page-pool-page or no-pool)", rxAlloc)
 			}
-			req := genl.LayoutRequest{PageSize: ps, MTU: mtu, RingSize: ring, Queues: queues, XDP: xdp, FullPageRx: fullPage, Rules: rs}
+			req := wire.LayoutRequest{PageSize: ps, MTU: mtu, RingSize: ring, Queues: queues, XDP: xdp, FullPageRx: fullPage, Rules: rs}
 			// Computed here, with the model manad uses (genl/layout): no daemon needed.
 			ls, err := layout.PlanAlloc(req, alloc)
 			if err != nil {
@@ -792,7 +792,7 @@ a file named like a built-in, give a path: ./pass.`,
 				}
 				return a.withManad(cmd, func(c *client.Client) error { return c.DetachXDP(cmd.Context(), dev) })
 			}
-			var prog genl.XDPProgram
+			var prog wire.XDPProgram
 			if slices.Contains(builtinXDP, args[2]) {
 				if section != "" || name != "" {
 					return usageErrorf("--section and --name apply to an object file, not to built-in %q", args[2])
@@ -803,7 +803,7 @@ a file named like a built-in, give a path: ./pass.`,
 				if err != nil {
 					return err
 				}
-				prog = genl.XDPProgram{Object: obj, Section: section, Name: name}
+				prog = wire.XDPProgram{Object: obj, Section: section, Name: name}
 			}
 			return a.withManad(cmd, func(c *client.Client) error {
 				err := c.AttachXDP(cmd.Context(), dev, prog)
@@ -868,7 +868,7 @@ persistent or not. manad remembers both across restarts.`,
 }
 
 func portAddCmd(a *app) *cobra.Command {
-	var s genl.PortSpec
+	var s wire.PortSpec
 	var mac, pageSize, privFlags, budget string
 	var offload, recycle bool
 	cmd := &cobra.Command{
@@ -1008,7 +1008,7 @@ logic.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// The point is the daemon's to check (vnic.ParseFaultPoint): its error comes back
 			// as any other netlink error.
-			f := genl.Fault{Point: args[1]}
+			f := wire.Fault{Point: args[1]}
 			switch m := args[2]; m {
 			case "once", "always", "off":
 				f.Mode = m

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -72,7 +72,7 @@ func pairShown(maxV, cur uint32) (*uint32, *uint32) {
 }
 
 // writeRings is `ethtool -g` (netlink/rings.c: rings_reply_cb, ethtool 6.15).
-func writeRings(w io.Writer, dev string, r genl.Rings) {
+func writeRings(w io.Writer, dev string, r wire.Rings) {
 	rxMax, rx := pairShown(r.RxMax, r.Rx)
 	miniMax, mini := pairShown(r.RxMiniMax, r.RxMini)
 	jumboMax, jumbo := pairShown(r.RxJumboMax, r.RxJumbo)
@@ -116,7 +116,7 @@ func tcpDataSplitText(v uint8) string {
 }
 
 // writeChannels is `ethtool -l` (netlink/channels.c: channels_reply_cb).
-func writeChannels(w io.Writer, dev string, ch genl.Channels) {
+func writeChannels(w io.Writer, dev string, ch wire.Channels) {
 	rxMax, rx := pairShown(ch.RxMax, ch.Rx)
 	txMax, tx := pairShown(ch.TxMax, ch.Tx)
 	otherMax, other := pairShown(ch.OtherMax, ch.Other)
@@ -136,7 +136,7 @@ func writeChannels(w io.Writer, dev string, ch genl.Channels) {
 
 // writeStats is `ethtool -S` (ethtool.c: do_gstats): "NIC statistics:" then
 // "     %.*s: %llu\n" per statistic, the name cut at ETH_GSTRING_LEN (32) bytes.
-func writeStats(w io.Writer, stats []genl.Stat) {
+func writeStats(w io.Writer, stats []wire.Stat) {
 	fmt.Fprintf(w, "NIC statistics:\n")
 	for _, s := range stats {
 		name := s.Name
@@ -199,7 +199,7 @@ func pageSizeText(b uint32) string {
 
 // portState is a port's state word for list: "up" or "down", plus ",detached" while its queues
 // are torn down and ",reset-pending" while its reset work is scheduled.
-func portState(p genl.PortInfo) string {
+func portState(p wire.PortInfo) string {
 	s := "down"
 	if p.AdminUp {
 		s = "up"
@@ -221,7 +221,7 @@ func dashIfEmpty(s string) string {
 }
 
 // writePorts is list: one line per port under a header.
-func writePorts(w io.Writer, ports []genl.PortInfo) {
+func writePorts(w io.Writer, ports []wire.PortInfo) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tNETNS\tSTATE\tMTU\tPAGE\tQUEUES\tRINGS\tFLAGS\tXDP")
 	for _, p := range ports {
@@ -251,7 +251,7 @@ func bytesText(n uint64) string {
 }
 
 // layoutMode is "single buffer per page" or "page-pool fragments, N per page".
-func layoutMode(l genl.RxBufLayout) string {
+func layoutMode(l wire.RxBufLayout) string {
 	if l.Single {
 		return "single buffer per page"
 	}
@@ -260,7 +260,7 @@ func layoutMode(l genl.RxBufLayout) string {
 
 // writeRxBuf is show-rxbuf: the port's live RX buffer layout, why it is in that mode, and the
 // memory its rings pin.
-func writeRxBuf(w io.Writer, p genl.PortInfo) {
+func writeRxBuf(w io.Writer, p wire.PortInfo) {
 	l := p.Layout
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprintf(w, "RX buffer layout for %s:\n", p.Device.Name)
@@ -295,7 +295,7 @@ func writeRxBuf(w io.Writer, p genl.PortInfo) {
 
 // writePlan is rxbuf-plan: the layouts of one set of parameters under several rules, side by
 // side, then why each rule chose its mode.
-func writePlan(w io.Writer, r genl.LayoutRequest, ls []genl.RxBufLayout) {
+func writePlan(w io.Writer, r wire.LayoutRequest, ls []wire.RxBufLayout) {
 	ring, queues := r.RingSize, r.Queues
 	if len(ls) > 0 {
 		ring, queues = ls[0].RingSize, ls[0].Queues
@@ -304,30 +304,30 @@ func writePlan(w io.Writer, r genl.LayoutRequest, ls []genl.RxBufLayout) {
 		r.PageSize, r.MTU, onOff(r.XDP), onOff(r.FullPageRx),
 		plural(int(ring), "buffer", "buffers"), plural(int(queues), "queue", "queues"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k string, f func(l genl.RxBufLayout) any) {
+	row := func(k string, f func(l wire.RxBufLayout) any) {
 		fmt.Fprint(tw, k)
 		for _, l := range ls {
 			fmt.Fprintf(tw, "\t%v", f(l))
 		}
 		fmt.Fprintln(tw)
 	}
-	row("", func(l genl.RxBufLayout) any { return l.Rule })
-	row("Mode", func(l genl.RxBufLayout) any {
+	row("", func(l wire.RxBufLayout) any { return l.Rule })
+	row("Mode", func(l wire.RxBufLayout) any {
 		if l.Single {
 			return "single"
 		}
 		return "fragments"
 	})
-	row("Datasize", func(l genl.RxBufLayout) any { return l.DataSize })
-	row("Alloc size", func(l genl.RxBufLayout) any { return l.AllocSize })
-	row("Headroom", func(l genl.RxBufLayout) any { return l.Headroom })
-	row("Buffer size", func(l genl.RxBufLayout) any { return l.BufSize })
-	row("Buffers per page", func(l genl.RxBufLayout) any { return l.FragCount })
-	row("Page order", func(l genl.RxBufLayout) any { return l.Order })
-	row("Page pool size", func(l genl.RxBufLayout) any { return l.PoolSize })
-	row("Pages per queue", func(l genl.RxBufLayout) any { return l.PagesPerQueue })
-	row("Bytes per queue", func(l genl.RxBufLayout) any { return l.BytesPerQueue })
-	row("Bytes total", func(l genl.RxBufLayout) any { return l.BytesTotal })
+	row("Datasize", func(l wire.RxBufLayout) any { return l.DataSize })
+	row("Alloc size", func(l wire.RxBufLayout) any { return l.AllocSize })
+	row("Headroom", func(l wire.RxBufLayout) any { return l.Headroom })
+	row("Buffer size", func(l wire.RxBufLayout) any { return l.BufSize })
+	row("Buffers per page", func(l wire.RxBufLayout) any { return l.FragCount })
+	row("Page order", func(l wire.RxBufLayout) any { return l.Order })
+	row("Page pool size", func(l wire.RxBufLayout) any { return l.PoolSize })
+	row("Pages per queue", func(l wire.RxBufLayout) any { return l.PagesPerQueue })
+	row("Bytes per queue", func(l wire.RxBufLayout) any { return l.BytesPerQueue })
+	row("Bytes total", func(l wire.RxBufLayout) any { return l.BytesTotal })
 	tw.Flush()
 	fmt.Fprintln(w, "Why:")
 	tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
@@ -339,7 +339,7 @@ func writePlan(w io.Writer, r genl.LayoutRequest, ls []genl.RxBufLayout) {
 
 // writePortEvent is how monitor prints a manad port notification (ethtool has none): a blank
 // line, then "Port DEV added|removed|changed:" and the port's list line.
-func writePortEvent(w io.Writer, kind client.NotificationKind, p genl.PortInfo) {
+func writePortEvent(w io.Writer, kind client.NotificationKind, p wire.PortInfo) {
 	what := map[client.NotificationKind]string{
 		client.PortAdded: "added", client.PortRemoved: "removed", client.PortChanged: "changed",
 	}[kind]

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/wire"
 )
 
 // Kernel driver statistics for `stats --kernel`. The kernel's ethtool netlink has no request for
@@ -76,7 +76,7 @@ func (errNoStats) failurePart() failure { return failNoStats }
 // kernelStats returns dev's driver statistics from the kernel, in driver order. Errors are
 // *errnoError, reading as ethtool's ("Cannot get stats strings information: No such device") and
 // wrapping the errno, or errNoStats (ENODATA) for a driver that has none.
-func kernelStats(dev string) ([]genl.Stat, error) {
+func kernelStats(dev string) ([]wire.Stat, error) {
 	if len(dev) >= unix.IFNAMSIZ {
 		return nil, &errnoError{"Cannot get stats strings information", unix.ENODEV, failStatsStrings}
 	}
@@ -124,13 +124,13 @@ func kernelStats(dev string) ([]genl.Stat, error) {
 	}
 	n = min(n, binary.NativeEndian.Uint32(u64Bytes(vals)[4:]))
 
-	out := make([]genl.Stat, n)
+	out := make([]wire.Stat, n)
 	for i := range out {
 		name := sb[12+i*ethGStringLen : 12+(i+1)*ethGStringLen]
 		if j := bytes.IndexByte(name, 0); j >= 0 {
 			name = name[:j]
 		}
-		out[i] = genl.Stat{Name: string(name), Value: vals[1+i]}
+		out[i] = wire.Stat{Name: string(name), Value: vals[1+i]}
 	}
 	return out, nil
 }

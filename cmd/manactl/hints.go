@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/ethtool"
+	"github.com/manad/manad/genl/wire"
 )
 
 // Errors that point at the fix (issue 28): where a bare errno leaves a newcomer guessing, manactl
@@ -103,7 +103,7 @@ func (a *app) netnsHint(ctx context.Context, dev string, err error) error {
 	if unix.Stat("/proc/thread-self/ns/net", &self) != nil {
 		return nil
 	}
-	here := genl.NetNS{Dev: self.Dev, Ino: self.Ino}
+	here := wire.NetNS{Dev: self.Dev, Ino: self.Ino}
 	for _, p := range ports {
 		if p.Device.Name == dev && p.Device.NetNS != here && p.NetNSName != "" {
 			return &hintError{fmt.Sprintf("%s is a manad port in netns %s: run ip netns exec %s manactl %s",

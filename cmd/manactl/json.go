@@ -6,8 +6,8 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/wire"
 )
 
 // JSON output (--json). Field names are stable and documented in doc.go. As ethtool --json does,
@@ -69,7 +69,7 @@ type ringsJSON struct {
 	HDSThreshMax    *uint32 `json:"hds-thresh-max,omitempty"`
 }
 
-func ringsToJSON(dev string, r genl.Rings) ringsJSON {
+func ringsToJSON(dev string, r wire.Rings) ringsJSON {
 	out := ringsJSON{IfName: dev, TxPush: r.TxPush, RxPush: r.RxPush,
 		RxBufLen: u32Shown(r.RxBufLen), CQESize: u32Shown(r.CQESize)}
 	out.RxMax, out.Rx = pairShown(r.RxMax, r.Rx)
@@ -101,7 +101,7 @@ type channelsJSON struct {
 	Combined    *uint32 `json:"combined,omitempty"`
 }
 
-func channelsToJSON(dev string, ch genl.Channels) channelsJSON {
+func channelsToJSON(dev string, ch wire.Channels) channelsJSON {
 	out := channelsJSON{IfName: dev}
 	out.RxMax, out.Rx = pairShown(ch.RxMax, ch.Rx)
 	out.TxMax, out.Tx = pairShown(ch.TxMax, ch.Tx)
@@ -112,7 +112,7 @@ func channelsToJSON(dev string, ch genl.Channels) channelsJSON {
 
 // orderedStats is a JSON object whose keys are the statistics in driver order (encoding/json
 // would sort a map's keys).
-type orderedStats []genl.Stat
+type orderedStats []wire.Stat
 
 // MarshalJSON writes {"name": value, …} in slice order.
 func (s orderedStats) MarshalJSON() ([]byte, error) {
@@ -209,7 +209,7 @@ type portJSON struct {
 	Speed           uint32      `json:"speed"`
 }
 
-func portToJSON(p genl.PortInfo) portJSON {
+func portToJSON(p wire.PortInfo) portJSON {
 	out := portJSON{
 		IfName: p.Device.Name, IfIndex: p.Device.Index, NetNS: p.NetNSName, Segment: p.Segment,
 		MAC: p.MAC.String(), AdminUp: p.AdminUp, Running: p.Running, Detached: p.Detached,
@@ -258,7 +258,7 @@ type layoutJSON struct {
 	BytesTotal    uint64 `json:"bytes-total"`
 }
 
-func layoutToJSON(l genl.RxBufLayout) layoutJSON {
+func layoutToJSON(l wire.RxBufLayout) layoutJSON {
 	mode := "fragments"
 	if l.Single {
 		mode = "single"
@@ -282,7 +282,7 @@ type rxBufJSON struct {
 	RxShortHeadroom uint64     `json:"rx-short-headroom"`
 }
 
-func rxBufToJSON(p genl.PortInfo) rxBufJSON {
+func rxBufToJSON(p wire.PortInfo) rxBufJSON {
 	return rxBufJSON{IfName: p.Device.Name, Layout: layoutToJSON(p.Layout), PagesPinned: p.PagesPinned,
 		BytesPinned: p.BytesPinned, BuffersInFlight: p.BuffersInFlight, RxShortHeadroom: p.RxShortHeadroom}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
 )
@@ -166,7 +165,7 @@ reason, TCP aggregates segmented, checksums filled in, attaches and state change
 }
 
 func segmentAddCmd(a *app) *cobra.Command {
-	var s genl.SegmentSpec
+	var s wire.SegmentSpec
 	var ageing string
 	cmd := &cobra.Command{
 		Use:                   "add SEG [--mtu N] [--storm-pps N] [--ageing DUR]",
@@ -270,7 +269,7 @@ up. A device is the uplink of one segment at most.`,
 
 // uplinkChangeCmd is segment uplink add (add) or del.
 func uplinkChangeCmd(a *app, add bool) *cobra.Command {
-	var u genl.UplinkSpec
+	var u wire.UplinkSpec
 	cmd := &cobra.Command{
 		Use:                   "add SEG DEV [--netns NS] [--attach MODE]",
 		DisableFlagsInUseLine: true,
@@ -347,7 +346,7 @@ func ageingText(ms uint64) string {
 }
 
 // uplinkName is "NETNS/DEV", or "DEV" in manad's namespace, as manad's logs name uplinks.
-func uplinkName(u genl.UplinkInfo) string {
+func uplinkName(u wire.UplinkInfo) string {
 	if u.NetNS == "" {
 		return u.Dev
 	}
@@ -355,7 +354,7 @@ func uplinkName(u genl.UplinkInfo) string {
 }
 
 // writeSegments is segment list: one line per segment under a header.
-func writeSegments(w io.Writer, segs []genl.SegmentInfo) {
+func writeSegments(w io.Writer, segs []wire.SegmentInfo) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tORIGIN\tMTU\tSTORM\tAGEING\tPORTS\tLEARNT\tUPLINKS")
 	for _, s := range segs {
@@ -370,7 +369,7 @@ func writeSegments(w io.Writer, segs []genl.SegmentInfo) {
 }
 
 // writeSegment is segment show.
-func writeSegment(w io.Writer, s genl.SegmentInfo) {
+func writeSegment(w io.Writer, s wire.SegmentInfo) {
 	fmt.Fprintf(w, "Segment %s:\n", s.Name)
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	row := func(indent, k string, v any) { fmt.Fprintf(tw, "%s%s:\t%v\n", indent, k, v) }
@@ -427,7 +426,7 @@ func writeSegment(w io.Writer, s genl.SegmentInfo) {
 
 // writeSegmentEvent is how monitor prints a segment notification: a blank line, then "Segment
 // SEG added|removed|changed:" and its list line without the header.
-func writeSegmentEvent(w io.Writer, kind client.NotificationKind, s genl.SegmentInfo) {
+func writeSegmentEvent(w io.Writer, kind client.NotificationKind, s wire.SegmentInfo) {
 	what := map[client.NotificationKind]string{
 		client.SegmentAdded: "added", client.SegmentRemoved: "removed", client.SegmentChanged: "changed",
 	}[kind]
@@ -489,7 +488,7 @@ type uplinkJSON struct {
 	Fallback         string `json:"fallback"` // why auto took af_packet
 }
 
-func segmentToJSON(s genl.SegmentInfo) segmentJSON {
+func segmentToJSON(s wire.SegmentInfo) segmentJSON {
 	out := segmentJSON{
 		Name: s.Name, Origin: s.Origin, MTU: s.MTU, StormPPS: s.StormPPS, AgeingMs: s.AgeingMs,
 		Ports: append([]string{}, s.Ports...), LearntMACs: s.Learnt, Floods: s.Floods, StormDrops: s.StormDrops,

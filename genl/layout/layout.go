@@ -1,16 +1,16 @@
 // Package layout turns the RX buffer model (vnic/rxbuf) into the manad family's layout form
-// (genl.RxBufLayout): the live layout a port reports, and the plans of LAYOUT_PLAN, which manad
+// (wire.RxBufLayout): the live layout a port reports, and the plans of LAYOUT_PLAN, which manad
 // answers and manactl rxbuf-plan computes by itself. One conversion, so both print the same.
 package layout
 
 import (
-	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
 // Wire converts a layout to its wire form.
-func Wire(l rxbuf.Layout) genl.RxBufLayout {
-	return genl.RxBufLayout{
+func Wire(l rxbuf.Layout) wire.RxBufLayout {
+	return wire.RxBufLayout{
 		Rule: l.Rule.String(), PageSize: uint32(l.PageSize), MTU: uint32(l.MTU), XDP: l.XDP,
 		FullPageRx: l.FullPageRx, DataSize: uint32(l.DataSize), AllocSize: uint32(l.AllocSize),
 		Headroom: uint32(l.Headroom), BufSize: uint32(l.BufSize), FragCount: uint32(l.FragCount),
@@ -23,14 +23,14 @@ func Wire(l rxbuf.Layout) genl.RxBufLayout {
 // Plan computes the layouts for hypothetical parameters under the requested rules (all three,
 // newest first, when none is named). Errors are rxbuf's *extack.Error: EINVAL for an unknown
 // rule or parameters out of range, EOPNOTSUPP for an MTU too large for XDP.
-func Plan(r genl.LayoutRequest) ([]genl.RxBufLayout, error) {
+func Plan(r wire.LayoutRequest) ([]wire.RxBufLayout, error) {
 	return PlanAlloc(r, rxbuf.AllocPagePoolFrag)
 }
 
 // PlanAlloc is Plan with RX buffers allocated as alloc says (the rx_alloc what-if knob, which
 // the manad family's request does not carry); the layouts' Reason names a mode other than the
 // default.
-func PlanAlloc(r genl.LayoutRequest, alloc rxbuf.Alloc) ([]genl.RxBufLayout, error) {
+func PlanAlloc(r wire.LayoutRequest, alloc rxbuf.Alloc) ([]wire.RxBufLayout, error) {
 	rules := rxbuf.Rules[:]
 	if len(r.Rules) > 0 {
 		rules = nil
@@ -42,7 +42,7 @@ func PlanAlloc(r genl.LayoutRequest, alloc rxbuf.Alloc) ([]genl.RxBufLayout, err
 			rules = append(rules, rule)
 		}
 	}
-	out := make([]genl.RxBufLayout, 0, len(rules))
+	out := make([]wire.RxBufLayout, 0, len(rules))
 	for _, rule := range rules {
 		l, err := rxbuf.Compute(rxbuf.Params{
 			Rule: rule, PageSize: int(r.PageSize), MTU: int(r.MTU), XDP: r.XDP, FullPageRx: r.FullPageRx,
