@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/rxbuf"
 )
 
 // Parsers for command arguments. Each returns a usage error (exit status 1) naming the argument.
@@ -58,19 +60,14 @@ func parseParams(what string, args []string, known []string) ([][2]string, error
 	return out, nil
 }
 
-// parsePageSize accepts 4096, 16384, 65536 or 4K, 16K, 64K (as the configuration file does); the
-// daemon judges which sizes it supports.
+// parsePageSize reads a page size with the configuration file's parser (rxbuf.ParsePageSize:
+// 4096, 4K, 4KiB, …); the daemon, or rxbuf-plan's model, judges which sizes it supports.
 func parsePageSize(s string) (uint32, error) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	mult := uint64(1)
-	if strings.HasSuffix(t, "K") {
-		t, mult = strings.TrimSuffix(t, "K"), 1024
-	}
-	v, err := strconv.ParseUint(t, 10, 32)
-	if err != nil || v == 0 || v*mult > 1<<31 {
+	n, ok := rxbuf.ParsePageSize(s)
+	if !ok {
 		return 0, usageErrorf("invalid page size '%s' (want 4K, 16K or 64K, or 4096, 16384, 65536)", s)
 	}
-	return uint32(v * mult), nil
+	return uint32(n), nil
 }
 
 // parseBytes parses a byte count with an optional binary unit: K/KiB, M/MiB, G/GiB, T/TiB.

@@ -315,7 +315,8 @@ func TestParseErrors(t *testing.T) {
 		{"name type", "[[port]]\nname = 0\n", `t.toml:2: port #1: name must be a string, not the integer 0`},
 		{"name empty", "[[port]]\nname = \"\"\n", `t.toml:2: port #1: name "" is empty`},
 		{"name too long", "[[port]]\nname = \"abcdefghijklmnop\"\n", `t.toml:2: port "abcdefghijklmnop": name "abcdefghijklmnop" is longer than 15 bytes`},
-		{"name slash", "[[port]]\nname = \"a/b\"\n", `t.toml:2: port "a/b": name "a/b" is not a valid interface name (no '/', ':' or whitespace)`},
+		{"name slash", "[[port]]\nname = \"a/b\"\n", `t.toml:2: port "a/b": name "a/b" is not a valid interface name (no '/', ':', '%' or whitespace)`},
+		{"name template", "[[port]]\nname = \"eth%d\"\n", `t.toml:2: port "eth%d": name "eth%d" is not a valid interface name (no '/', ':', '%' or whitespace)`},
 		{"name dot", "[[port]]\nname = \"..\"\n", `t.toml:2: port "..": name ".." is not a valid interface name`},
 		{"duplicate name", "[[port]]\nname = \"a\"\n\n[[port]]\nname = \"b\"\n[[port]]\n\nname = \"a\"\n", `t.toml:8: port "a": duplicate name (first defined at line 2)`},
 
@@ -522,8 +523,8 @@ func TestDeriveMAC(t *testing.T) {
 
 func TestValueForms(t *testing.T) {
 	for in, want := range map[string]int{"4K": 4096, "16k": 16384, "64KiB": 65536, "4096": 4096, " 16 K ": 16384} {
-		if got, ok := parsePageSize(in); !ok || got != want {
-			t.Errorf("parsePageSize(%q) = %d, %v; want %d", in, got, ok, want)
+		if got, ok := rxbuf.ParsePageSize(in); !ok || got != want {
+			t.Errorf("ParsePageSize(%q) = %d, %v; want %d", in, got, ok, want)
 		}
 	}
 	for in, want := range map[string]int64{

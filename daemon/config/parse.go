@@ -484,7 +484,7 @@ func (d *decoder) pageSize(v any, at keyPath, label string) (int, bool) {
 			n = int(v)
 		}
 	case string:
-		n, _ = parsePageSize(v)
+		n, _ = rxbuf.ParsePageSize(v)
 	default:
 		d.errorf(at, "%s: page_size must be an integer or a string like \"4K\", not %s", label, describe(v))
 		return 0, false

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/extack"
 	"github.com/manad/manad/vnic/rxbuf"
@@ -146,8 +147,10 @@ func (s *PortSpec) problems() []problem {
 	add := func(field, format string, args ...any) {
 		ps = append(ps, problem{field, fmt.Sprintf(format, args...)})
 	}
-	if err := checkIfName(s.Name); err != "" {
-		add("name", "name %q %s", s.Name, err)
+	if err := tap.CheckName(s.Name); err != nil {
+		// The TAP's own rule (no '%' templates, which checkIfName lets through for the
+		// kernel's devices), so that what passes here also passes tap.Open.
+		add("name", "%s", extackText(err))
 	}
 	if err := checkMAC(s.MAC); err != "" {
 		add("mac", "mac %s %s", s.MAC, err)
@@ -346,24 +349,6 @@ func orList(names []string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// parsePageSize accepts 4096 / 16384 / 65536 as a number or string, and "4K", "16K", "64K"
-// (also "4KiB"…, any case).
-func parsePageSize(s string) (int, bool) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	mult := 1
-	for _, suffix := range []string{"KIB", "KB", "K"} {
-		if rest, ok := strings.CutSuffix(t, suffix); ok {
-			t, mult = strings.TrimSpace(rest), 1024
-			break
-		}
-	}
-	n, err := strconv.Atoi(t)
-	if err != nil || n <= 0 || n > math.MaxInt32/mult {
-		return 0, false
-	}
-	return n * mult, true
-}
-
 // memoryUnits are the suffixes a memory_budget string may carry: binary multiples, with or
 // without "iB" ("2G" = "2GiB" = 2·2³⁰ bytes, like page_size's "4K").
 var memoryUnits = []struct {
@@ -461,4 +446,14 @@ func PrivFlagNames(f uint32) []string {
 		}
 	}
 	return names
+}
+
+// extackText is err's message without the errno text: the configuration's messages say what
+// is wrong in words, and file:line says where.
+func extackText(err error) string {
+	var e *extack.Error
+	if errors.As(err, &e) && e.Message != "" {
+		return e.Message
+	}
+	return err.Error()
 }

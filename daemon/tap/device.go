@@ -78,7 +78,7 @@ type Config struct {
 
 // check validates c and fills in the defaults.
 func (c *Config) check() error {
-	if err := checkName(c.Name); err != nil {
+	if err := CheckName(c.Name); err != nil {
 		return err
 	}
 	if c.Queues < 1 || c.Queues > MaxQueues {
@@ -109,17 +109,20 @@ func (c *Config) check() error {
 	return nil
 }
 
-// checkName is dev_valid_name, minus the '%' templates.
-func checkName(name string) error {
+// CheckName is the rule a port's TAP name follows: dev_valid_name, minus the '%' templates
+// (a daemon re-attaches by a fixed name). The configuration checks port names with it, so a
+// name it accepts is one Open accepts. Errors: an *extack.Error with EINVAL saying what is
+// wrong.
+func CheckName(name string) error {
 	switch {
 	case name == "":
-		return extack.New(unix.EINVAL, "TAP needs a name")
+		return extack.New(unix.EINVAL, "name %q is empty", name)
 	case len(name) >= unix.IFNAMSIZ:
-		return extack.New(unix.EINVAL, "TAP name %q longer than %d bytes", name, unix.IFNAMSIZ-1)
+		return extack.New(unix.EINVAL, "name %q is longer than %d bytes", name, unix.IFNAMSIZ-1)
 	case name == "." || name == "..":
-		return extack.New(unix.EINVAL, "invalid TAP name %q", name)
+		return extack.New(unix.EINVAL, "name %q is not a valid interface name", name)
 	case strings.ContainsAny(name, "/:% \t\n\v\f\r\x00"):
-		return extack.New(unix.EINVAL, "invalid TAP name %q: no '/', ':', '%%' or white space", name)
+		return extack.New(unix.EINVAL, "name %q is not a valid interface name (no '/', ':', '%%' or whitespace)", name)
 	}
 	return nil
 }
@@ -592,7 +595,7 @@ func (d *Device) SetUp(up bool) error {
 // seen the rename. Errors: EINVAL for an invalid name; the kernel's errno otherwise (EBUSY while
 // the TAP is up, EEXIST when the name is taken).
 func (d *Device) SetName(name string) error {
-	if err := checkName(name); err != nil {
+	if err := CheckName(name); err != nil {
 		return err
 	}
 	if err := d.rlock(); err != nil {

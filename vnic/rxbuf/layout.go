@@ -17,7 +17,10 @@ package rxbuf
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -130,6 +133,26 @@ func ParseAlloc(s string) (Alloc, error) {
 // ValidPageSize reports whether n is a page size the model supports: 4K (x86), 16K and 64K
 // (ARM64 kernels).
 func ValidPageSize(n int) bool { return n == 4096 || n == 16384 || n == 65536 }
+
+// ParsePageSize reads a page size as people write it: 4096, 16384, 65536, or 4K, 16K, 64K
+// (also "4KB", "4KiB", any case). It is the one parser the configuration file and manactl
+// share; ok is false when s is not a positive size, and ValidPageSize says whether a parsed
+// size is one the model supports.
+func ParsePageSize(s string) (n int, ok bool) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	mult := 1
+	for _, suffix := range []string{"KIB", "KB", "K"} {
+		if rest, found := strings.CutSuffix(t, suffix); found {
+			t, mult = strings.TrimSpace(rest), 1024
+			break
+		}
+	}
+	v, err := strconv.Atoi(t)
+	if err != nil || v <= 0 || v > math.MaxInt32/mult {
+		return 0, false
+	}
+	return v * mult, true
+}
 
 // XDPMTUMax is MANA_XDP_MTU_MAX: the largest MTU with which an XDP program may be attached,
 // PAGE_SIZE - MANA_RXBUF_PAD - XDP_PACKET_HEADROOM (3506 / 15794 / 64946 for 4K / 16K / 64K
