@@ -96,7 +96,7 @@ func copyExecutable(t testing.TB, src, dst string) string {
 func setup(t *testing.T) *env {
 	t.Helper()
 	testenv.RequireRoot(t)
-	needTool(t, "ethtool")
+	testenv.NeedTool(t, "ethtool")
 	dir, err := os.MkdirTemp("", "manad-exec-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
@@ -112,15 +112,6 @@ func setup(t *testing.T) *env {
 	harness.Run(t, "", "ip", "-n", e.ns, "link", "set", e.veth, "up")
 	harness.Run(t, "", "ip", "-n", e.ns, "link", "set", e.port, "up")
 	return e
-}
-
-func needTool(t testing.TB, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		testenv.SkipOrFail(t, "%s is not installed: %v", name, err)
-	}
-	return p
 }
 
 // run runs argv in the namespace, under `manactl exec` when bridged.
@@ -351,7 +342,7 @@ func TestGoProgram(t *testing.T) {
 func TestYNL(t *testing.T) {
 	e := setup(t)
 	ynl := ynlDir(t)
-	py := needTool(t, "/usr/bin/python3")
+	py := testenv.NeedTool(t, "/usr/bin/python3")
 	cli := filepath.Join(ynl, "tools/net/ynl/cli.py")
 	spec := func(n string) string { return filepath.Join(ynl, "Documentation/netlink/specs", n+".yaml") }
 	r := e.run(t, true, py, cli, "--spec", spec("ethtool"), "--do", "rings-get",

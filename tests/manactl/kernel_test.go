@@ -20,7 +20,7 @@ import (
 // device matches name" because the veth is not its port.
 func TestKernelVeth(t *testing.T) {
 	testenv.RequireRoot(t)
-	needTool(t, "ethtool")
+	testenv.NeedTool(t, "ethtool")
 	dir := worldDir(t)
 	bin := manactlIn(t, dir)
 	ns, other := harness.Name("mck", ""), harness.Name("mco", "")
@@ -91,8 +91,8 @@ func TestKernelVeth(t *testing.T) {
 // channels change: both must print the same text.
 func TestKernelMonitor(t *testing.T) {
 	testenv.RequireRoot(t)
-	needTool(t, "ethtool")
-	needTool(t, "stdbuf")
+	testenv.NeedTool(t, "ethtool")
+	testenv.NeedTool(t, "stdbuf")
 	dir := worldDir(t)
 	bin := manactlIn(t, dir)
 	ns := harness.Name("mcm", "")
@@ -124,7 +124,7 @@ func TestKernelMonitor(t *testing.T) {
 // one line where ethtool uses two, then that manad is not running.
 func TestKernelExitStatus(t *testing.T) {
 	testenv.RequireRoot(t)
-	needTool(t, "ethtool")
+	testenv.NeedTool(t, "ethtool")
 	dir := worldDir(t)
 	bin := manactlIn(t, dir)
 	ns := harness.Name("mce", "")

@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	"github.com/manad/manad/tests/harness"
-	"github.com/manad/manad/tests/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -95,14 +94,4 @@ func manactlIn(t testing.TB, dir string) string {
 		t.Fatal(err)
 	}
 	return dst
-}
-
-// needTool skips (or, in CI, fails) the test unless the program is installed.
-func needTool(t testing.TB, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		testenv.SkipOrFail(t, "%s is not installed: %v", name, err)
-	}
-	return p
 }

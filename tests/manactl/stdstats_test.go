@@ -52,7 +52,7 @@ func jsonKeys(t *testing.T, out string) []string {
 // with its name, and in --json the same groups in the same order, each empty.
 func TestStdStats(t *testing.T) {
 	testenv.RequireRoot(t)
-	needTool(t, "ethtool")
+	testenv.NeedTool(t, "ethtool")
 	dir := worldDir(t)
 	bin := manactlIn(t, dir)
 	ns, other := harness.Name("mss", ""), harness.Name("mso", "")

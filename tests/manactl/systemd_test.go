@@ -42,7 +42,7 @@ type installed struct {
 // DESTDIR, so that the paths written into the unit and the rule exist and can be run).
 func makeInstall(t *testing.T) *installed {
 	t.Helper()
-	needTool(t, "make")
+	testenv.NeedTool(t, "make")
 	dir := worldDir(t)
 	in := &installed{prefix: filepath.Join(dir, "prefix"), sysconf: filepath.Join(dir, "etc")}
 	in.bin = filepath.Join(in.prefix, "bin")
@@ -116,7 +116,7 @@ func TestMakeInstall(t *testing.T) {
 // nothing (it only warns, exit 0, about unknown keys).
 func TestSystemdVerify(t *testing.T) {
 	testenv.RequireRoot(t)
-	analyze := needTool(t, "systemd-analyze")
+	analyze := testenv.NeedTool(t, "systemd-analyze")
 	in := makeInstall(t)
 	r := run(t, "", nil, analyze, "verify", filepath.Join(in.unitDir, "manad.service"), filepath.Join(in.unitDir, "manad.socket"))
 	if r.code != 0 || r.stdout != "" || r.stderr != "" {
@@ -219,7 +219,7 @@ func (d *capDaemon) logText() string { b, _ := os.ReadFile(d.log); return string
 // CAP_SYS_ADMIN in turn and checks that the port cannot be made without each.
 func TestCapabilityBoundingSet(t *testing.T) {
 	testenv.RequireRoot(t)
-	needTool(t, "setpriv")
+	testenv.NeedTool(t, "setpriv")
 	caps, mask := unitCaps(t)
 	dir := worldDir(t)
 	bin := manactlIn(t, dir)
@@ -337,7 +337,7 @@ exec udevadm test --action=add "/sys/class/net/$3" 2>&1`
 // command must succeed and turn full-page-rx on.
 func TestUdevRule(t *testing.T) {
 	testenv.RequireRoot(t)
-	needTool(t, "udevadm")
+	testenv.NeedTool(t, "udevadm")
 	if st, err := os.Stat("/etc/udev/rules.d"); err != nil || !st.IsDir() {
 		testenv.SkipOrFail(t, "no /etc/udev/rules.d to cover with the rule under test: %v", err)
 	}

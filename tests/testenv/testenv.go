@@ -6,6 +6,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -30,4 +31,15 @@ func RequireRoot(t testing.TB) {
 	if os.Geteuid() != 0 {
 		SkipOrFail(t, "needs root (uid 0): run the suite with sudo, as CI does")
 	}
+}
+
+// NeedTool returns the path of the program name, and skips (or, in CI, fails) the test when it
+// is not installed.
+func NeedTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		SkipOrFail(t, "%s is not installed: %v", name, err)
+	}
+	return p
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -148,15 +149,7 @@ func (s *Socket) peerLoop() error {
 // readPeer reads one datagram of the program; nil, nil for an empty one. End of file (the program
 // closed its end everywhere) is io.EOF.
 func (s *Socket) readPeer() ([]byte, error) {
-	var n int
-	var rerr error
-	err := s.peerRC.Read(func(fd uintptr) bool {
-		n, _, rerr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
-		return rerr != unix.EAGAIN && rerr != unix.EINTR
-	})
-	if err == nil {
-		err = rerr
-	}
+	n, err := peekSize(s.peerRC)
 	if err != nil {
 		return nil, err
 	}
@@ -584,15 +577,7 @@ func (s *Socket) manadReader(mc *manadConn) {
 
 // readManad reads one datagram from manad, sized with MSG_PEEK|MSG_TRUNC; end of file is io.EOF.
 func readManad(mc *manadConn) ([]byte, error) {
-	var n int
-	var rerr error
-	err := mc.rc.Read(func(fd uintptr) bool {
-		n, _, rerr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
-		return rerr != unix.EAGAIN && rerr != unix.EINTR
-	})
-	if err == nil {
-		err = rerr
-	}
+	n, err := peekSize(mc.rc)
 	if err != nil {
 		return nil, err
 	}
@@ -750,4 +735,19 @@ func (s *Socket) manadNotification(m []byte) bool {
 	}
 	s.translate(m, 0)
 	return true
+}
+
+// peekSize waits in the netpoller for the next datagram of rc and returns its length
+// (MSG_PEEK|MSG_TRUNC), leaving it queued; 0 is an empty datagram or the end of file.
+func peekSize(rc syscall.RawConn) (int, error) {
+	var n int
+	var rerr error
+	err := rc.Read(func(fd uintptr) bool {
+		n, _, rerr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
+		return rerr != unix.EAGAIN && rerr != unix.EINTR
+	})
+	if err == nil {
+		err = rerr
+	}
+	return n, err
 }

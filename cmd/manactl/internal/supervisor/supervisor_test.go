@@ -20,6 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/tests/testenv"
 )
 
 // progEnv names the scenario the re-executed test binary runs as the supervised program.
@@ -207,7 +209,7 @@ func ethtoolFake(_ context.Context, t Target, ifr uint64) (bool, int, error) {
 func runProgram(t *testing.T, scenario string, extraEnv ...string) (Exit, string, error) {
 	t.Helper()
 	if err := CheckKernel(); err != nil {
-		t.Skipf("this kernel cannot supervise: %v", err)
+		testenv.SkipOrFail(t, "this kernel cannot supervise: %v", err)
 	}
 	self, err := os.Executable()
 	require.NoError(t, err)
@@ -248,7 +250,7 @@ func TestExitStatusAndSignal(t *testing.T) {
 
 func TestMissingProgram(t *testing.T) {
 	if err := CheckKernel(); err != nil {
-		t.Skipf("this kernel cannot supervise: %v", err)
+		testenv.SkipOrFail(t, "this kernel cannot supervise: %v", err)
 	}
 	_, err := Run(context.Background(), Config{Path: "/nonexistent/prog", Args: []string{"prog"},
 		OpenNetlink: func(context.Context, Target) (NetlinkSocket, error) { return nil, errors.New("unused") }})
