@@ -22,14 +22,10 @@ import (
 func TestListenLiveness(t *testing.T) {
 	t.Run("answering", func(t *testing.T) {
 		ts := startServer(t, nil)
-		start := time.Now()
 		_, err := genl.Listen(ts.path, 0o666, -1)
 		if !errors.Is(err, unix.EADDRINUSE) || !strings.Contains(err.Error(), "already listening") ||
 			!strings.Contains(err.Error(), "(pid "+strconv.Itoa(os.Getpid())+")") {
 			t.Errorf("Listen on a live server's socket = %v; want EADDRINUSE naming pid %d", err, os.Getpid())
-		}
-		if took := time.Since(start); took > 2*time.Second {
-			t.Errorf("refusing took %v: a server that answers needs no waiting", took)
 		}
 	})
 
