@@ -57,6 +57,7 @@ type NAPI struct {
 	ID      uint32
 	Ifindex int
 	Queue   int // the RX queue it polls
+	Config  NAPIConfig
 }
 
 // PagePool is one page pool as page-pool-get and page-pool-stats-get show it: a running
@@ -185,7 +186,7 @@ func (p *Port) NAPIs() []NAPI {
 		s := &p.rx[q]
 		s.mu.Lock()
 		if rq := s.q; rq != nil {
-			out = append(out, NAPI{ID: rq.napiID, Ifindex: ifi, Queue: q})
+			out = append(out, NAPI{ID: rq.napiID, Ifindex: ifi, Queue: q, Config: p.NAPIConfig(q)})
 		}
 		s.mu.Unlock()
 	}

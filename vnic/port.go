@@ -131,7 +131,8 @@ type Port struct {
 
 	rx            []rxSlot
 	tx            []txSlot
-	rssCfg        RSS // guarded by cfg.Lock; the steering copy is rss
+	napi          napiConfigs // per queue index, as the kernel's dev->napi_config
+	rssCfg        RSS         // guarded by cfg.Lock; the steering copy is rss
 	rss           atomic.Pointer[rssTable]
 	runningQueues atomic.Int32
 	rxRingSize    atomic.Int32 // posted buffers per running RX queue, 0 when not running
@@ -156,6 +157,7 @@ func New(cfg Config, s Settings) (*Port, error) {
 		mem:        pagepool.NewMemory(max(cfg.MemoryBudget, 0)),
 		rx:         make([]rxSlot, cfg.MaxQueues),
 		tx:         make([]txSlot, cfg.MaxQueues),
+		napi:       make(napiConfigs, cfg.MaxQueues),
 		resetKick:  make(chan struct{}, 1),
 		workerDone: make(chan struct{}),
 		reconfigs:  map[string]*opStats{},

@@ -404,13 +404,19 @@ func (s *Segment) FDB() []FDBEntry {
 // Segments is the daemon's set of named wire segments. Safe for concurrent use. Its segments
 // share one set of poll slots: the processors are the daemon's, whichever segment floods.
 type Segments struct {
-	mu    sync.Mutex
-	m     map[string]*Segment
-	slots pollSlots
+	mu      sync.Mutex
+	m       map[string]*Segment
+	slots   pollSlots
+	pollers *Pollers
 }
 
 // NewSegments returns an empty set.
-func NewSegments() *Segments { return &Segments{m: map[string]*Segment{}, slots: newPollSlots()} }
+func NewSegments() *Segments {
+	return &Segments{m: map[string]*Segment{}, slots: newPollSlots(), pollers: newPollers()}
+}
+
+// Pollers returns the bound on busy-polling readers that the segments' endpoints share.
+func (ss *Segments) Pollers() *Pollers { return ss.pollers }
 
 // Get returns the segment with the given name, creating it on first use.
 func (ss *Segments) Get(name string) *Segment {

@@ -1,0 +1,74 @@
+package vnic
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/extack"
+)
+
+// NAPIConfig is one NAPI's settings, as the netdev family's napi-set writes them and napi-get
+// reports them (struct napi_config of 6.18). The kernel keeps them per queue index in the
+// netdev, not in the NAPI (netif_napi_add_config): a channel change that destroys queue 3's NAPI
+// and creates it again finds them where they were, and so does a Port here. The zero value is
+// the kernel's default for a device nobody configured: no deferral, no timeouts.
+//
+// manad's data path reads them to decide how long a queue's reader keeps polling after it found
+// work before it parks (package daemon/datapath, Endpoint); what each field means there is
+// documented with it.
+type NAPIConfig struct {
+	// DeferHardIRQs is napi_defer_hard_irqs: 0..math.MaxInt32 (an s32 on the wire).
+	DeferHardIRQs uint32
+	// GROFlushTimeout is gro_flush_timeout, ≥ 0.
+	GROFlushTimeout time.Duration
+	// IRQSuspendTimeout is irq_suspend_timeout, ≥ 0.
+	IRQSuspendTimeout time.Duration
+}
+
+// Check validates c. Errors: EINVAL with a message naming the field and its range.
+func (c NAPIConfig) Check() error {
+	switch {
+	case c.DeferHardIRQs > math.MaxInt32:
+		return extack.New(unix.EINVAL, "defer-hard-irqs %d out of range 0..%d", c.DeferHardIRQs, math.MaxInt32)
+	case c.GROFlushTimeout < 0:
+		return extack.New(unix.EINVAL, "gro-flush-timeout %d out of range: must not be negative", c.GROFlushTimeout)
+	case c.IRQSuspendTimeout < 0:
+		return extack.New(unix.EINVAL, "irq-suspend-timeout %d out of range: must not be negative", c.IRQSuspendTimeout)
+	}
+	return nil
+}
+
+// napiConfigs is a port's NAPIConfig per queue index, read lock-free by the data path.
+type napiConfigs []atomic.Pointer[NAPIConfig]
+
+// NAPIConfig returns queue q's NAPI settings; the zero value for a q beyond the port's maximum
+// queue count. Safe for concurrent use, without the configuration lock: the data path calls it
+// on its hot path (one atomic load).
+func (p *Port) NAPIConfig(q int) NAPIConfig {
+	if q < 0 || q >= len(p.napi) {
+		return NAPIConfig{}
+	}
+	if c := p.napi[q].Load(); c != nil {
+		return *c
+	}
+	return NAPIConfig{}
+}
+
+// SetNAPIConfig sets queue q's NAPI settings, whether or not the queue runs now (as napi-set's
+// config outlives the NAPI). Errors: EINVAL with a message for a q outside the port's maximum
+// queue count or a value out of range (NAPIConfig.Check); nothing changes then. Safe for
+// concurrent use; the daemon calls it under its configuration lock, so that what it saves is
+// what the port has.
+func (p *Port) SetNAPIConfig(q int, c NAPIConfig) error {
+	if q < 0 || q >= len(p.napi) {
+		return extack.New(unix.EINVAL, "queue %d out of range 0..%d", q, len(p.napi)-1)
+	}
+	if err := c.Check(); err != nil {
+		return err
+	}
+	p.napi[q].Store(&c)
+	return nil
+}
