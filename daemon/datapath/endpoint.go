@@ -157,6 +157,7 @@ type queueStats struct {
 	rxCoalesced                                       atomic.Uint64
 	rxWaited                                          atomic.Uint64
 	rxWhole                                           atomic.Uint64
+	polls, pollHits, pollNanos                        atomic.Uint64 // PollStats
 }
 
 // carry adds the counters of s, a queue being replaced, to t, its replacement's.
@@ -166,6 +167,7 @@ func (t *queueStats) carry(s *queueStats) {
 		{&t.rxWriteErrors, &s.rxWriteErrors}, {&t.txRunts, &s.txRunts}, {&t.txOversize, &s.txOversize},
 		{&t.txSuperframes, &s.txSuperframes}, {&t.txBadVnet, &s.txBadVnet}, {&t.rxCoalesced, &s.rxCoalesced},
 		{&t.rxWaited, &s.rxWaited}, {&t.rxWhole, &s.rxWhole},
+		{&t.polls, &s.polls}, {&t.pollHits, &s.pollHits}, {&t.pollNanos, &s.pollNanos},
 	} {
 		c[0].Add(c[1].Load())
 	}

@@ -51,3 +51,18 @@ type PollStats struct {
 	Polls, Hits uint64
 	CPUTime     time.Duration
 }
+
+// PollStats returns each running queue's polling counters, by queue index, carried across
+// SetChannels as the other queue counters are (nil when not started).
+func (e *Endpoint) PollStats() []PollStats {
+	qs := e.qs.Load()
+	if qs == nil {
+		return nil
+	}
+	out := make([]PollStats, len(qs.q))
+	for i, qq := range qs.q {
+		s := &qq.stats
+		out[i] = PollStats{Polls: s.polls.Load(), Hits: s.pollHits.Load(), CPUTime: time.Duration(s.pollNanos.Load())}
+	}
+	return out
+}
