@@ -15,7 +15,8 @@ import (
 // every poller taken parks as it would without polling. Never more than the processors but one,
 // so that polling never takes the only CPU the kernel side of a round trip has.
 type Pollers struct {
-	max atomic.Int32
+	max   atomic.Int32
+	inUse atomic.Int32
 }
 
 // DefaultMaxPollers is the bound a new Segments starts with: one poller where there are at least
@@ -44,6 +45,26 @@ func (p *Pollers) SetMax(n int) error {
 
 // Max returns the bound.
 func (p *Pollers) Max() int { return int(p.max.Load()) }
+
+// TryAcquire takes a poller slot if one is free, without waiting: a reader that gets none parks
+// as it would with polling off. A lowered bound (SetMax) takes effect as slots are released.
+func (p *Pollers) TryAcquire() bool {
+	for {
+		n := p.inUse.Load()
+		if n >= p.max.Load() {
+			return false
+		}
+		if p.inUse.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Release gives back a slot TryAcquire took.
+func (p *Pollers) Release() { p.inUse.Add(-1) }
+
+// InUse returns how many slots are taken now.
+func (p *Pollers) InUse() int { return int(p.inUse.Load()) }
 
 // PollStats is what one queue's reader did while busy-polling: the polls it made, the polls that
 // found work, and the CPU time it spent polling.
