@@ -26,6 +26,11 @@ type NAPIConfig struct {
 	GROFlushTimeout time.Duration
 	// IRQSuspendTimeout is irq_suspend_timeout, ≥ 0.
 	IRQSuspendTimeout time.Duration
+	// Threaded is napi-set's threaded (NETDEV_NAPI_THREADED_ENABLED), which napi-get reports
+	// back. A manad queue always has a reader of its own (a goroutine), as a threaded NAPI has
+	// its kthread, so the data path does not read it; it is kept and saved as the kernel keeps
+	// napi_config.threaded.
+	Threaded bool
 }
 
 // Check validates c. Errors: EINVAL with a message naming the field and its range.
@@ -70,5 +75,29 @@ func (p *Port) SetNAPIConfig(q int, c NAPIConfig) error {
 		return err
 	}
 	p.napi[q].Store(&c)
+	return nil
+}
+
+// NAPIConfigs returns every queue index's NAPI settings, running or not (the port's maximum
+// queue count of them), as the state file keeps them. Safe for concurrent use.
+func (p *Port) NAPIConfigs() []NAPIConfig {
+	out := make([]NAPIConfig, len(p.napi))
+	for q := range out {
+		out[q] = p.NAPIConfig(q)
+	}
+	return out
+}
+
+// SetNAPIConfigAll sets every queue index's NAPI settings to c, as the kernel's per-device
+// sysfs knobs (napi_defer_hard_irqs, gro_flush_timeout: netdev_set_defer_hard_irqs,
+// netdev_set_gro_flush_timeout) set every NAPI's and every napi_config's. Errors: as
+// SetNAPIConfig's for a value out of range; nothing changes then.
+func (p *Port) SetNAPIConfigAll(c NAPIConfig) error {
+	if err := c.Check(); err != nil {
+		return err
+	}
+	for q := range p.napi {
+		p.napi[q].Store(&c)
+	}
 	return nil
 }
