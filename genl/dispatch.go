@@ -45,7 +45,7 @@ type mcGroup struct {
 // op is one command (struct genl_split_ops for do and dump together).
 type op struct {
 	cmd    uint8
-	perm   uint32      // GENL_UNS_ADMIN_PERM for SET-type commands
+	perm   uint32      // GENL_UNS_ADMIN_PERM for SET-type commands, GENL_ADMIN_PERM for netdev's napi-set
 	policy *nlattr.Set // nil: attributes are not parsed (maxattr 0)
 	mode   nlattr.Mode // validation of do requests
 	// dumpMode is the validation of dump requests.
@@ -364,8 +364,10 @@ func (s *Server) genlRcv(ctx context.Context, c *conn, msg []byte, h nlattr.Head
 	if o == nil || (dump && o.dumpit == nil) || (!dump && o.doit == nil) {
 		return false, unix.EOPNOTSUPP
 	}
-	// The permission check comes before any parsing, and carries no extack.
-	if o.perm&unix.GENL_UNS_ADMIN_PERM != 0 && !c.caller.Admin {
+	// The permission check comes before any parsing, and carries no extack. GENL_ADMIN_PERM
+	// (CAP_NET_ADMIN in the initial namespace) and GENL_UNS_ADMIN_PERM (in the netns's owner)
+	// are the same check for manad: an admin peer (root or the admin group).
+	if o.perm&(unix.GENL_ADMIN_PERM|unix.GENL_UNS_ADMIN_PERM) != 0 && !c.caller.Admin {
 		return false, unix.EPERM
 	}
 	r := &request{ctx: ctx, s: s, c: c, fam: fam, msg: msg, hdr: h, cmd: cmd}

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"slices"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -14,8 +16,9 @@ import (
 
 // The kernel's netdev family (net/core/netdev-genl.c, page_pool_user.c) for
 // manad's ports: dev-get, page-pool-get, page-pool-stats-get, queue-get,
-// napi-get and qstats-get, with the kernel's policies, errors and reply
-// shapes. bind-rx (dmabuf) is EOPNOTSUPP, as an unknown command.
+// napi-get, napi-set and qstats-get, with the kernel's policies, errors and
+// reply shapes. bind-rx and bind-tx (dmabuf) are EOPNOTSUPP, as an unknown
+// command.
 
 // netdevID is the family id manad gives netdev (after ethtool and manad).
 const netdevID = 0x15
@@ -125,7 +128,15 @@ var (
 	netdevQueueDumpPolicy = nlattr.NewSet(wire.NetdevAQueueIfindex, map[uint16]nlattr.Policy{wire.NetdevAQueueIfindex: netdevIfindex})
 	netdevNAPIGetPolicy   = nlattr.NewSet(wire.NetdevANAPIID, map[uint16]nlattr.Policy{wire.NetdevANAPIID: {Kind: nlattr.U32}})
 	netdevNAPIDumpPolicy  = nlattr.NewSet(wire.NetdevANAPIIfindex, map[uint16]nlattr.Policy{wire.NetdevANAPIIfindex: netdevIfindex})
-	netdevQStatsPolicy    = nlattr.NewSet(wire.NetdevAQStatsScope, map[uint16]nlattr.Policy{
+	// netdev_napi_set_nl_policy of 6.18 (netdev-genl-gen.c): maxattr threaded.
+	netdevNAPISetPolicy = nlattr.NewSet(wire.NetdevANAPIThreaded, map[uint16]nlattr.Policy{
+		wire.NetdevANAPIID:                {Kind: nlattr.U32},
+		wire.NetdevANAPIDeferHardIRQs:     {Kind: nlattr.U32, Check: nlattr.CheckRange, Min: 0, Max: math.MaxInt32},
+		wire.NetdevANAPIGROFlushTimeout:   {Kind: nlattr.Uint},
+		wire.NetdevANAPIIRQSuspendTimeout: {Kind: nlattr.Uint},
+		wire.NetdevANAPIThreaded:          {Kind: nlattr.U32, Check: nlattr.CheckMax, Max: 1},
+	})
+	netdevQStatsPolicy = nlattr.NewSet(wire.NetdevAQStatsScope, map[uint16]nlattr.Policy{
 		wire.NetdevAQStatsIfindex: netdevIfindex, wire.NetdevAQStatsScope: netdevUint})
 )
 
@@ -156,6 +167,8 @@ func (s *Server) netdevFamily() *family {
 			split(get(wire.NetdevCmdQueueGet, netdevQueueGetPolicy, s.netdevQueueGet, s.netdevQueueDump), netdevQueueDumpPolicy),
 			split(get(wire.NetdevCmdNAPIGet, netdevNAPIGetPolicy, s.netdevNAPIGet, s.netdevNAPIDump), netdevNAPIDumpPolicy),
 			get(wire.NetdevCmdQStatsGet, netdevQStatsPolicy, nil, s.netdevQStatsDump),
+			// GENL_ADMIN_PERM | GENL_CMD_CAP_DO, as netdev.yaml's napi-set (flags: admin-perm).
+			{cmd: wire.NetdevCmdNAPISet, perm: unix.GENL_ADMIN_PERM, policy: netdevNAPISetPolicy, mode: nlattr.Strict, doit: s.netdevNAPISet},
 		},
 		groups: []mcGroup{{id: netdevMgmtGroup, name: wire.NetdevGroupMgmt}, {id: netdevPagePoolGroup, name: wire.NetdevGroupPagePool}},
 	}
@@ -164,7 +177,7 @@ func (s *Server) netdevFamily() *family {
 // netdevCmdNames are the netdev family's request commands, by netdev.yaml's names.
 var netdevCmdNames = map[uint8]string{wire.NetdevCmdDevGet: "dev-get", wire.NetdevCmdPagePoolGet: "page-pool-get",
 	wire.NetdevCmdPagePoolStatsGet: "page-pool-stats-get", wire.NetdevCmdQueueGet: "queue-get",
-	wire.NetdevCmdNAPIGet: "napi-get", wire.NetdevCmdQStatsGet: "qstats-get"}
+	wire.NetdevCmdNAPIGet: "napi-get", wire.NetdevCmdQStatsGet: "qstats-get", wire.NetdevCmdNAPISet: "napi-set"}
 
 func (s *Server) netdevBackend() (NetdevBackend, error) {
 	nb, ok := s.cfg.Backend.(NetdevBackend)
@@ -471,4 +484,108 @@ func (s *Server) netdevQStatsDump(r *request, d *dumper) error {
 		}
 	}
 	return err
+}
+
+// NAPISet is what a napi-set request changes on one NAPI (wire.NetdevNAPISet).
+type NAPISet = wire.NetdevNAPISet
+
+// NetdevNAPISetter is a NetdevBackend that takes napi-set. SetNAPI changes the settings of the
+// NAPI with id on device d (the server found it in d's napi-get view) and fails with an error
+// wrapping ENOENT when d has no such NAPI any more (the server then answers as for an unknown
+// id), ENODEV when d is gone, or the backend's error (an out-of-range value, a state file that
+// cannot be written) with its extack; nothing changes then.
+type NetdevNAPISetter interface {
+	SetNAPI(ctx context.Context, c Caller, d Device, id uint32, set NAPISet) error
+}
+
+// nlDuration reads an NLA_UINT of nanoseconds as a Duration. The kernel keeps the timeouts as
+// unsigned nanoseconds; a Duration holds up to 292 years, beyond which the value is capped.
+func nlDuration(a nlattr.Attr) (time.Duration, error) {
+	v, err := nlUint(a)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(min(v, math.MaxInt64)), nil
+}
+
+// netdevNAPISet mirrors netdev_nl_napi_set_doit: the id is required (GENL_REQ_ATTR_CHECK), a
+// NAPI of another namespace or none is ENOENT with the id as the bad attribute, and the settings
+// present are applied (threaded, defer-hard-irqs, irq-suspend-timeout, gro-flush-timeout).
+// The admin check (GENL_ADMIN_PERM) is the dispatcher's, before the policy.
+func (s *Server) netdevNAPISet(r *request) error {
+	idA, err := r.requiredAttr(wire.NetdevANAPIID)
+	if err != nil {
+		return err
+	}
+	var set NAPISet
+	if a := r.attr(wire.NetdevANAPIThreaded); a.Present() {
+		v := a.U32() != 0
+		set.Threaded = &v
+	}
+	if a := r.attr(wire.NetdevANAPIDeferHardIRQs); a.Present() {
+		v := a.U32()
+		set.DeferHardIRQs = &v
+	}
+	for _, f := range []struct {
+		t   uint16
+		dst **time.Duration
+	}{{wire.NetdevANAPIIRQSuspendTimeout, &set.IRQSuspendTimeout}, {wire.NetdevANAPIGROFlushTimeout, &set.GROFlushTimeout}} {
+		if a := r.attr(f.t); a.Present() {
+			v, err := nlDuration(a)
+			if err != nil {
+				return err
+			}
+			*f.dst = &v
+		}
+	}
+	unknown := nlattr.AttrError(unix.ENOENT, idA, "")
+	setter, ok := s.cfg.Backend.(NetdevNAPISetter)
+	if !ok {
+		return unknown // no NAPI the server could change
+	}
+	d, found, err := r.napiDevice(idA.U32())
+	if err != nil {
+		return err
+	}
+	if !found {
+		return unknown
+	}
+	if err := setter.SetNAPI(r.ctx, r.c.caller, d, idA.U32(), set); err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
+			return unknown // gone meanwhile: as if it had never been there
+		}
+		return err
+	}
+	return nil
+}
+
+// napiDevice finds the device of the caller's netns that has the NAPI with id (napi-get's view).
+func (r *request) napiDevice(id uint32) (Device, bool, error) {
+	nb, err := r.s.netdevBackend()
+	if err != nil {
+		return Device{}, false, err
+	}
+	devs, err := r.s.cfg.Backend.Devices(r.ctx, r.c.caller)
+	if err != nil {
+		return Device{}, false, err
+	}
+	for _, d := range devs {
+		var p NetdevPort
+		if vb, ok := nb.(NetdevViewBackend); ok {
+			p, err = vb.NetdevViews(r.ctx, r.c.caller, d, NetdevViewNAPIs)
+		} else {
+			p, err = nb.NetdevPort(r.ctx, r.c.caller, d)
+		}
+		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EOPNOTSUPP) {
+			continue
+		} else if err != nil {
+			return Device{}, false, err
+		}
+		for _, n := range p.NAPIs {
+			if n.ID == id {
+				return d, true, nil
+			}
+		}
+	}
+	return Device{}, false, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
@@ -98,6 +99,38 @@ func (c *Client) Queues(ctx context.Context, ifindex uint32) ([]wire.NetdevQueue
 // NAPIs returns the NAPI instances of the netdev with ifindex (all when 0), napi-get dump.
 func (c *Client) NAPIs(ctx context.Context, ifindex uint32) ([]wire.NetdevNAPI, error) {
 	return netdevDump(ctx, c, wire.NetdevCmdNAPIGet, ifindexAttr(wire.NetdevANAPIIfindex, ifindex), wire.NetdevNAPITable.Decode)
+}
+
+// NAPISet changes the settings of the NAPI with id (napi-set; Linux 6.13): those set in s, the
+// others stay. It needs an admin (EPERM); an id the namespace has no NAPI of is ENOENT.
+func (c *Client) NAPISet(ctx context.Context, id uint32, s wire.NetdevNAPISet) error {
+	ae := netlink.NewAttributeEncoder()
+	ae.Uint32(wire.NetdevANAPIID, id)
+	if s.DeferHardIRQs != nil {
+		ae.Uint32(wire.NetdevANAPIDeferHardIRQs, *s.DeferHardIRQs)
+	}
+	for _, t := range []struct {
+		typ uint16
+		d   *time.Duration
+	}{{wire.NetdevANAPIGROFlushTimeout, s.GROFlushTimeout}, {wire.NetdevANAPIIRQSuspendTimeout, s.IRQSuspendTimeout}} {
+		if t.d == nil {
+			continue
+		}
+		if v := uint64(max(*t.d, 0)); v <= 0xffffffff { // nla_put_uint
+			ae.Uint32(t.typ, uint32(v))
+		} else {
+			ae.Uint64(t.typ, v)
+		}
+	}
+	if s.Threaded != nil {
+		v := uint32(wire.NetdevNAPIThreadedDisabled)
+		if *s.Threaded {
+			v = wire.NetdevNAPIThreadedEnabled
+		}
+		ae.Uint32(wire.NetdevANAPIThreaded, v)
+	}
+	_, err := c.netdevExec(ctx, wire.NetdevCmdNAPISet, netlink.Request|netlink.Acknowledge, ae)
+	return err
 }
 
 // NetdevDevs returns the netdev family's devices (dev-get dump).

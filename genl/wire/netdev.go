@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/manad/manad/genl/nlattr"
 )
@@ -73,6 +74,8 @@ const (
 	NetdevCmdNAPIGet           = 11
 	NetdevCmdQStatsGet         = 12
 	NetdevCmdBindRX            = 13
+	NetdevCmdNAPISet           = 14 // Linux 6.13
+	NetdevCmdBindTX            = 15 // Linux 6.15
 )
 
 // NETDEV_A_DEV_*.
@@ -245,6 +248,15 @@ var NetdevNAPITable = NewTable(
 	Uint(NetdevANAPIIRQSuspendTimeout, func(v *NetdevNAPI) *uint64 { return &v.IRQSuspendTimeout }),
 	Uint(NetdevANAPIGROFlushTimeout, func(v *NetdevNAPI) *uint64 { return &v.GROFlushTimeout }),
 )
+
+// NetdevNAPISet is what a napi-set request (netdev_nl_napi_set_config) changes on one NAPI:
+// each non-nil field is a setting the request carries; the others stay as they are. The
+// timeouts are nanoseconds on the wire (NLA_UINT).
+type NetdevNAPISet struct {
+	DeferHardIRQs                      *uint32
+	GROFlushTimeout, IRQSuspendTimeout *time.Duration
+	Threaded                           *bool
+}
 
 // NetdevPagePool is a page-pool-get reply (page_pool_nl_fill).
 type NetdevPagePool struct {
