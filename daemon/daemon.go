@@ -107,6 +107,11 @@ func New(opts Options) (*Daemon, error) {
 		ports: map[string]*port{}, segments: datapath.NewSegments(), watchers: map[genl.NetNS]*nsWatcher{},
 		group: tapGroup(),
 	}
+	if n := opts.Config.Daemon.MaxPollers; n != config.DefaultMaxPollers {
+		if err := d.segments.Pollers().SetMax(n); err != nil { // Validate checked the range
+			return nil, err
+		}
+	}
 	scfg := genl.ServerConfig{
 		Backend: (*backend)(d), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,
 		MaxMessage: maxRequest,
@@ -298,6 +303,7 @@ func (d *Daemon) noteSettings(p *port) bool {
 	ps := config.NewPortSettings(s, p.vp.State().AdminUp)
 	key := p.vp.RSS().Key
 	ps.SetDevice(p.offload(), key[:])
+	ps.SetNAPI(p.vp.NAPIConfigs(), p.spec.NAPI)
 	name := p.stateKey()
 	if old, ok := d.state.Ports[name]; ok && reflect.DeepEqual(old.Settings, ps) && (old.Spec != nil) == p.runtime {
 		return false

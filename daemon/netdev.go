@@ -61,7 +61,7 @@ func netdevPort(ifi uint32, vp *vnic.Port, want genl.NetdevView) genl.NetdevPort
 		if ns := vp.NAPIs(); len(ns) > 0 {
 			out.NAPIs = make([]wire.NetdevNAPI, len(ns))
 			for i, n := range ns {
-				out.NAPIs[i] = wire.NetdevNAPI{ID: n.ID, Ifindex: ifi}
+				out.NAPIs[i] = netdevNAPI(ifi, n)
 			}
 		}
 	}

@@ -139,6 +139,13 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	if p.vp, err = vnic.New(vcfg, set); err != nil {
 		return nil, err
 	}
+	// Each queue index's NAPI settings before any queue runs, as the kernel's napi_config
+	// outlives the NAPIs: the file's napi_* keys, or what the state file kept.
+	for q, c := range spec.NAPIConfigs(spec.MaxQueues) {
+		if err := p.vp.SetNAPIConfig(q, c); err != nil {
+			return nil, err
+		}
+	}
 	w, err := d.acquireWatcher(p)
 	if err != nil {
 		return nil, err

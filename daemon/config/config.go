@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,6 +66,30 @@ type DaemonConfig struct {
 	// BusyPoll is how long a connection's request loop polls for the next request after an
 	// answer (genl.ServerConfig.BusyPoll): busy_poll, 0 (off) to maxBusyPoll.
 	BusyPoll time.Duration
+	// MaxPollers bounds how many port queues may busy-poll at once (datapath.Pollers.SetMax,
+	// the CPU the ports' NAPI settings may take): max_pollers, 0 to the CPUs manad may use but
+	// one. DefaultMaxPollers (-1) leaves datapath's default (datapath.DefaultMaxPollers: one
+	// where there are two CPUs or more, none on one).
+	MaxPollers int
+}
+
+// DefaultMaxPollers is MaxPollers when the file sets none: the data path's own default.
+const DefaultMaxPollers = -1
+
+// maxPollersAllowed is the most pollers the processors allow, as datapath.Pollers.SetMax
+// bounds them: the CPUs manad may use but one (none on a single CPU).
+func maxPollersAllowed() int { return max(0, min(runtime.NumCPU(), runtime.GOMAXPROCS(0))-1) }
+
+// checkMaxPollers returns what is wrong with max_pollers n, or "".
+func checkMaxPollers(n int) string {
+	if n == DefaultMaxPollers {
+		return ""
+	}
+	if n < 0 || n > maxPollersAllowed() {
+		return fmt.Sprintf("max_pollers %d out of range 0..%d (the CPUs manad may use, %d, but one)",
+			n, maxPollersAllowed(), min(runtime.NumCPU(), runtime.GOMAXPROCS(0)))
+	}
+	return ""
 }
 
 // Bounds of the connection limits.
@@ -83,7 +108,7 @@ func DefaultDaemonConfig() DaemonConfig {
 		Socket: DefaultSocket, SocketMode: DefaultSocketMode, AdminGID: NoAdminGroup,
 		StateDir: DefaultStateDir, LogLevel: DefaultLogLevel, LogFormat: DefaultLogFormat,
 		MaxConnections: genl.DefaultMaxConns, MaxConnectionsPerUID: genl.DefaultMaxConnsPerUID,
-		IdleTimeout: genl.DefaultIdleTimeout, BusyPoll: genl.DefaultBusyPoll,
+		IdleTimeout: genl.DefaultIdleTimeout, BusyPoll: genl.DefaultBusyPoll, MaxPollers: DefaultMaxPollers,
 	}
 }
 
@@ -103,7 +128,8 @@ func (dc *DaemonConfig) Validate() error {
 		msg = fmt.Sprintf("log_format %q unknown (want text or json)", dc.LogFormat)
 	default:
 		msg = cmp.Or(checkConnections("max_connections", dc.MaxConnections),
-			checkConnections("max_connections_per_uid", dc.MaxConnectionsPerUID), checkIdleTimeout(dc.IdleTimeout), checkBusyPoll(dc.BusyPoll))
+			checkConnections("max_connections_per_uid", dc.MaxConnectionsPerUID), checkIdleTimeout(dc.IdleTimeout), checkBusyPoll(dc.BusyPoll),
+			checkMaxPollers(dc.MaxPollers))
 	}
 	if msg != "" {
 		return invalid("daemon: %s", msg)

@@ -186,6 +186,7 @@ memory_budget = 1048576
 			Socket: "/tmp/m/manad.sock", SocketMode: 0o660, AdminGroup: root.Name, AdminGID: 0,
 			StateDir: "/tmp/state", LogLevel: slog.LevelDebug, LogFormat: "json",
 			MaxConnections: 100, MaxConnectionsPerUID: 10, IdleTimeout: 90 * time.Second, BusyPoll: 0,
+			MaxPollers: DefaultMaxPollers,
 		},
 		Ports: []PortSpec{{
 			Name: "eth0", MAC: mustMAC("02:00:00:00:00:01"), NetNS: "blue", Segment: "lab.1",

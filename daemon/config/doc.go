@@ -27,6 +27,9 @@
 //	                                      # no multicast group joined; 1s..24h
 //	busy_poll = "200us"                   # after answering, poll for the next request this long
 //	                                      # before parking (as busy_read); "0" (none)..1ms
+//	max_pollers = 1                       # port queues that may busy-poll at once (their NAPI
+//	                                      # settings), 0..the CPUs manad may use but one;
+//	                                      # default 1 with two CPUs or more, 0 on one
 //
 //	[[port]]
 //	name          = "mana0"      # required; the TAP netdev's name: 1-15 bytes, no '/', ':' or
@@ -70,6 +73,11 @@
 //	rx_cqe_frames = 1            # packets one RX CQE may carry (ethtool -C rx-cqe-frames): 1
 //	                             # (no CQE coalescing) or 4, or 8 with cqe_coalesce_8
 //	cqe_coalesce_8 = false       # the vport has MANA_CQE_COAL_PKTS_8: rx-cqe-frames may be 8
+//	napi_defer_hard_irqs = 0     # every queue's NAPI defer-hard-irqs, as the kernel's sysfs
+//	                             # knob of that name: 0..2147483647 (napi-set per NAPI at runtime)
+//	gro_flush_timeout = "0"      # every queue's NAPI gro-flush-timeout: a duration ("20us") or
+//	                             # nanoseconds (an integer, as sysfs); not negative
+//	irq_suspend_timeout = "0"    # every queue's NAPI irq-suspend-timeout, likewise
 //
 //	[[segment]]                  # optional: settings and uplinks of a segment ports name;
 //	                             # at most 1024 tables (and segments defined at runtime with

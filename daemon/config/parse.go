@@ -203,6 +203,14 @@ func (d *decoder) daemon(v any, at keyPath, dc *DaemonConfig) {
 			d.duration(v, kat, k, `"5m"`, `"30s" or "5m"`, checkIdleTimeout, &dc.IdleTimeout)
 		case "busy_poll":
 			d.duration(v, kat, k, `"200us"`, `"200us", or "0" for none`, checkBusyPoll, &dc.BusyPoll)
+		case "max_pollers":
+			if n, ok := d.integer(v, kat, daemonLabel, k); ok {
+				if msg := checkMaxPollers(n); msg != "" || n < 0 {
+					d.errorf(kat, "daemon: %s", cmp.Or(msg, fmt.Sprintf("max_pollers %d out of range 0..%d", n, maxPollersAllowed())))
+				} else {
+					dc.MaxPollers = n
+				}
+			}
 		default:
 			d.errorf(kat, "daemon: unknown key %q%s", k, suggest(k, daemonKeys))
 		}
@@ -210,7 +218,7 @@ func (d *decoder) daemon(v any, at keyPath, dc *DaemonConfig) {
 }
 
 var daemonKeys = []string{"socket", "socket_mode", "admin_group", "state_dir", "log_level", "log_format", "metrics_listen",
-	"max_connections", "max_connections_per_uid", "idle_timeout", "busy_poll"}
+	"max_connections", "max_connections_per_uid", "idle_timeout", "busy_poll", "max_pollers"}
 
 // duration sets *into from [daemon] key k, a Go duration string, when check finds nothing
 // wrong with it; example is what a wrong type's message shows, want what a bad string's does.
@@ -346,6 +354,7 @@ var portKeys = []string{
 	"priv_flags", "xdp", "rule", "memory_budget", "segment", "netns", "persistent",
 	"rx_alloc", "rx_recycle", "offload", "speed",
 	"rx_cqe_frames", "cqe_coalesce_8",
+	"napi_defer_hard_irqs", "gro_flush_timeout", "irq_suspend_timeout",
 }
 
 // port reads one [[port]] table, the index-th, and validates it as a whole.
@@ -444,6 +453,18 @@ func (d *decoder) port(t map[string]any, at keyPath, index int) (PortSpec, bool)
 			}
 		case "cqe_coalesce_8":
 			spec.CQECoalesce8, ok = typed[bool](d, v, kat, label, k, "a boolean")
+		case "napi_defer_hard_irqs":
+			var n int
+			if n, ok = d.integer(v, kat, label, k); ok && n < 0 {
+				d.errorf(kat, "%s: napi_defer_hard_irqs %d out of range 0..%d", label, n, math.MaxInt32)
+				ok = false
+			} else if ok {
+				spec.NAPI.DeferHardIRQs = uint32(n)
+			}
+		case "gro_flush_timeout":
+			spec.NAPI.GROFlushTimeout, ok = d.napiTimeout(v, kat, label, k)
+		case "irq_suspend_timeout":
+			spec.NAPI.IRQSuspendTimeout, ok = d.napiTimeout(v, kat, label, k)
 		default:
 			d.errorf(kat, "%s: unknown key %q%s", label, k, suggest(k, portKeys))
 			continue
@@ -473,6 +494,30 @@ func (d *decoder) port(t map[string]any, at keyPath, index int) (PortSpec, bool)
 	}
 	spec.normalize()
 	return spec, true
+}
+
+// napiTimeout reads gro_flush_timeout or irq_suspend_timeout: a duration string ("20us"), or
+// an integer of nanoseconds as the kernel's sysfs gro_flush_timeout takes it; not negative.
+func (d *decoder) napiTimeout(v any, at keyPath, label, key string) (time.Duration, bool) {
+	var t time.Duration
+	switch v := v.(type) {
+	case int64:
+		t = time.Duration(v)
+	case string:
+		var err error
+		if t, err = time.ParseDuration(v); err != nil {
+			d.errorf(at, "%s: %s %q is not a duration (want e.g. \"20us\", or nanoseconds as an integer)", label, key, v)
+			return 0, false
+		}
+	default:
+		d.errorf(at, "%s: %s must be a duration string such as \"20us\" or an integer of nanoseconds, not %s", label, key, describe(v))
+		return 0, false
+	}
+	if t < 0 {
+		d.errorf(at, "%s: %s %s out of range: must not be negative", label, key, tomlText(v))
+		return 0, false
+	}
+	return t, true
 }
 
 // pageSize reads page_size: 4096, 16384, 65536 or "4K", "16K", "64K".

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -63,6 +64,14 @@ type PortSpec struct {
 	// RSSKey is the Toeplitz key the port starts with (vnic.Config.RSSKey): nil for the
 	// default; the state file's, when a restart must keep a key set at runtime.
 	RSSKey []byte
+	// NAPI is every queue's NAPI settings to start with (napi_defer_hard_irqs,
+	// gro_flush_timeout, irq_suspend_timeout: the kernel's per-device sysfs knobs, which set
+	// every NAPI of the device).
+	NAPI vnic.NAPIConfig
+	// NAPIQueues, when not nil, replaces NAPI: queue index q starts with NAPIQueues[q] (the zero
+	// value beyond its length). The state file's, when a restart must keep what napi-set
+	// changed per queue.
+	NAPIQueues []vnic.NAPIConfig
 
 	// Line is where the port's [[port]] header is in the configuration file; 0 for a port that
 	// was not defined there.
@@ -121,7 +130,24 @@ func (s PortSpec) clone() PortSpec {
 	if s.RSSKey != nil {
 		s.RSSKey = append([]byte(nil), s.RSSKey...)
 	}
+	if s.NAPIQueues != nil {
+		s.NAPIQueues = slices.Clone(s.NAPIQueues)
+	}
 	return s
+}
+
+// NAPIConfigs returns queue index q's NAPI settings to start with, for q below maxQueues.
+func (s *PortSpec) NAPIConfigs(maxQueues int) []vnic.NAPIConfig {
+	out := make([]vnic.NAPIConfig, maxQueues)
+	for q := range out {
+		switch {
+		case s.NAPIQueues == nil:
+			out[q] = s.NAPI
+		case q < len(s.NAPIQueues):
+			out[q] = s.NAPIQueues[q]
+		}
+	}
+	return out
 }
 
 // Validate checks the spec the way Parse checks a [[port]] table: names, MAC, every range the
@@ -217,6 +243,14 @@ func (s *PortSpec) problems() []problem {
 			add("coalesce", "coalesce: %s", e.Message)
 		} else {
 			add("coalesce", "coalesce: %v", err)
+		}
+	}
+	if err := s.NAPI.Check(); err != nil {
+		add(napiField(err), "%s", napiKeyText(err))
+	}
+	for q, c := range s.NAPIQueues {
+		if err := c.Check(); err != nil {
+			add("napi", "napi of queue %d: %s", q, extackText(err))
 		}
 	}
 	if s.RSSKey != nil && len(s.RSSKey) != vnic.RSSKeySize {
@@ -456,4 +490,28 @@ func extackText(err error) string {
 		return e.Message
 	}
 	return err.Error()
+}
+
+// napiField names the file's key of a NAPIConfig.Check error.
+func napiField(err error) string {
+	msg := extackText(err)
+	switch {
+	case strings.HasPrefix(msg, "gro-flush-timeout"):
+		return "gro_flush_timeout"
+	case strings.HasPrefix(msg, "irq-suspend-timeout"):
+		return "irq_suspend_timeout"
+	}
+	return "napi_defer_hard_irqs"
+}
+
+// napiKeyText is a NAPIConfig.Check error in the file's words: its key names, not napi-set's.
+func napiKeyText(err error) string {
+	msg := extackText(err)
+	for _, r := range [][2]string{{"defer-hard-irqs", "napi_defer_hard_irqs"}, {"gro-flush-timeout", "gro_flush_timeout"},
+		{"irq-suspend-timeout", "irq_suspend_timeout"}} {
+		if rest, ok := strings.CutPrefix(msg, r[0]); ok {
+			return r[1] + rest
+		}
+	}
+	return msg
 }

@@ -82,7 +82,91 @@ type PortSettings struct {
 	// detach/attach, so a restart keeps it too. The indirection table is not kept: mana
 	// rewrites it on every attach (mana_rss_table_init). "" in older files: the default key.
 	RSSKey string `json:"rss_key,omitempty"`
+	// NAPI is every queue index's NAPI settings (napi-set, the napi_* keys), kept as the kernel
+	// keeps napi_config per queue index. nil when every queue has the zero value and the file
+	// gives none (and in older files): the spec's keys decide.
+	NAPI *NAPISettings `json:"napi,omitempty"`
 }
+
+// NAPISettings are a port's per-queue NAPI settings as the state file keeps them: the value
+// most queues have, and the queues that differ from it.
+type NAPISettings struct {
+	All    NAPIValues        `json:"all"`
+	Queues []NAPIQueueValues `json:"queues,omitempty"` // sorted by queue, each differing from All
+}
+
+// NAPIValues is one vnic.NAPIConfig, the timeouts in nanoseconds.
+type NAPIValues struct {
+	DeferHardIRQs       uint32 `json:"defer_hard_irqs"`
+	GROFlushTimeoutNs   int64  `json:"gro_flush_timeout_ns"`
+	IRQSuspendTimeoutNs int64  `json:"irq_suspend_timeout_ns"`
+	Threaded            bool   `json:"threaded,omitempty"`
+}
+
+// NAPIQueueValues is one queue index's NAPIValues.
+type NAPIQueueValues struct {
+	Queue int `json:"queue"`
+	NAPIValues
+}
+
+func newNAPIValues(c vnic.NAPIConfig) NAPIValues {
+	return NAPIValues{DeferHardIRQs: c.DeferHardIRQs, GROFlushTimeoutNs: int64(c.GROFlushTimeout),
+		IRQSuspendTimeoutNs: int64(c.IRQSuspendTimeout), Threaded: c.Threaded}
+}
+
+func (v NAPIValues) config() vnic.NAPIConfig {
+	return vnic.NAPIConfig{DeferHardIRQs: v.DeferHardIRQs, GROFlushTimeout: time.Duration(v.GROFlushTimeoutNs),
+		IRQSuspendTimeout: time.Duration(v.IRQSuspendTimeoutNs), Threaded: v.Threaded}
+}
+
+// SetNAPI records a port's NAPI settings, one per queue index (vnic.Port.NAPIConfigs); fileNAPI
+// is what its spec's napi_* keys give every queue. Nothing is recorded when every queue has the
+// zero value and so does fileNAPI: an older manad's file says the same.
+func (ps *PortSettings) SetNAPI(queues []vnic.NAPIConfig, fileNAPI vnic.NAPIConfig) {
+	ps.NAPI = nil
+	count := map[vnic.NAPIConfig]int{}
+	for _, c := range queues {
+		count[c]++
+	}
+	if len(count) == 0 || len(count) == 1 && count[vnic.NAPIConfig{}] > 0 && fileNAPI == (vnic.NAPIConfig{}) {
+		return
+	}
+	var all vnic.NAPIConfig
+	best := -1
+	for _, c := range queues { // the most frequent value, the first queue's on a tie
+		if count[c] > best {
+			all, best = c, count[c]
+		}
+	}
+	n := &NAPISettings{All: newNAPIValues(all)}
+	for q, c := range queues {
+		if c != all {
+			n.Queues = append(n.Queues, NAPIQueueValues{Queue: q, NAPIValues: newNAPIValues(c)})
+		}
+	}
+	ps.NAPI = n
+}
+
+// queues returns the per-queue settings as PortSpec.NAPIQueues holds them.
+func (n *NAPISettings) queues() ([]vnic.NAPIConfig, error) {
+	for _, q := range n.Queues {
+		if q.Queue < 0 || q.Queue >= maxNAPIQueues {
+			return nil, fmt.Errorf("napi: queue %d out of range 0..%d", q.Queue, maxNAPIQueues-1)
+		}
+	}
+	out := make([]vnic.NAPIConfig, maxNAPIQueues)
+	for q := range out {
+		out[q] = n.All.config()
+	}
+	for _, q := range n.Queues {
+		out[q.Queue] = q.config()
+	}
+	return out, nil
+}
+
+// maxNAPIQueues is the most queues a port may have (max_queues' range), so the most NAPI
+// settings a state file keeps per port.
+const maxNAPIQueues = 256
 
 // CoalesceSettings is vnic.Coalesce as the state file keeps it.
 type CoalesceSettings struct {
@@ -155,6 +239,11 @@ func (ps PortSettings) clone() PortSettings {
 	if ps.Offload != nil {
 		o := *ps.Offload
 		ps.Offload = &o
+	}
+	if ps.NAPI != nil {
+		n := *ps.NAPI
+		n.Queues = slices.Clone(n.Queues)
+		ps.NAPI = &n
 	}
 	return ps
 }
@@ -485,6 +574,11 @@ func parseState(path string, data []byte) (*State, error) {
 		if _, err := parseRSSKey(ps.Settings.RSSKey); err != nil {
 			return nil, corrupt(0, "port %q: settings: %v", name, err)
 		}
+		if n := ps.Settings.NAPI; n != nil {
+			if _, err := n.queues(); err != nil {
+				return nil, corrupt(0, "port %q: settings: %v", name, err)
+			}
+		}
 		if p.Spec != nil {
 			spec, err := p.Spec.spec()
 			if err != nil {
@@ -666,6 +760,11 @@ func withSettings(spec PortSpec, set PortSettings) (out PortSpec, dropped string
 	}
 	if set.RSSKey != "" {
 		if out.RSSKey, err = parseRSSKey(set.RSSKey); err != nil {
+			return spec, "", err
+		}
+	}
+	if set.NAPI != nil {
+		if out.NAPIQueues, err = set.NAPI.queues(); err != nil {
 			return spec, "", err
 		}
 	}
