@@ -93,7 +93,7 @@ The exit status is ethtool's for the same failure (81 for set-ring; 70, 94, 96 o
 		showLinkCmd(a), showTimeStampingCmd(a),
 		showRxfhCmd(a), setRxfhCmd(a),
 		showFeaturesCmd(a), setFeaturesCmd(a),
-		queuesCmd(a), pagePoolsCmd(a), qstatsCmd(a),
+		queuesCmd(a), pagePoolsCmd(a), qstatsCmd(a), napiCmd(a),
 		captureCmd(a),
 		execCmd(a),
 		segmentCmd(a),
