@@ -24,7 +24,7 @@ func (d *Daemon) metricsPorts() []metrics.Port {
 		ok, failed := p.vp.Resets()
 		out = append(out, metrics.Port{
 			Name: p.spec.Name, NetNS: p.spec.NetNS, State: p.vp.State(),
-			Queues: p.vp.QueueCounters(), Datapath: p.ep.Stats(),
+			Queues: p.vp.QueueCounters(), Datapath: p.ep.Stats(), Polls: p.ep.PollStats(),
 			Reconfigs: p.vp.ReconfigStats(), ResetsOK: ok, ResetsFailed: failed,
 		})
 	}

@@ -19,6 +19,8 @@ type Port struct {
 	// Queues are vnic's counters of queues 0..n-1; Datapath the data path's, by TAP queue.
 	Queues   []vnic.QueueCounters
 	Datapath []datapath.QueueStats
+	// Polls are the data path's busy-polling counters, by TAP queue (Endpoint.PollStats).
+	Polls []datapath.PollStats
 	// Reconfigs are the port's reconfigurations by kind; ResetsOK and ResetsFailed count the
 	// reset work's attempts.
 	Reconfigs              []vnic.ReconfigStats
@@ -50,6 +52,7 @@ type Collector struct {
 	ringPosted, ringSize, backlog          *prometheus.Desc
 	txSuperframes, rxCoalesced, rxWaited   *prometheus.Desc
 	rxWhole                                *prometheus.Desc
+	napiPolls, napiPollHits, napiPollCPU   *prometheus.Desc
 
 	poolAllocs, poolRecycles, poolPuts, poolOverflows *prometheus.Desc
 	poolPageAllocs, poolPageReleases, poolAllocFails  *prometheus.Desc
@@ -105,6 +108,12 @@ func NewCollector(src Source, ctl *Control) *Collector {
 		rxWhole: d("rx_whole_total", "Superframes written to a TAP with offloads as they came (a port's TSO superframe, an uplink's GRO "+
 			"aggregate), never cut into frames; their frames count in manad_rx_inline_total and, but one each, manad_rx_coalesced_total.", queue),
 
+		napiPolls: d("napi_polls_total", "Polls the queue's reader made while busy-polling after it found work, as its NAPI settings "+
+			"(defer-hard-irqs, gro-flush-timeout) ask and the daemon's max_pollers allows.", queue),
+		napiPollHits: d("napi_poll_hits_total", "Polls counted in manad_napi_polls_total that found work.", queue),
+		napiPollCPU: d("napi_poll_cpu_seconds_total", "CPU time the queue's reader spent busy-polling (the cost of "+
+			"manad_napi_polls_total).", queue),
+
 		poolAllocs:       d("page_pool_buffer_allocs_total", "Buffers the queue's current page pool handed out (restarts with each rebuild of the queues).", queue),
 		poolRecycles:     d("page_pool_buffer_recycles_total", "Buffers given back to the queue's current page pool directly by its owner.", queue),
 		poolPuts:         d("page_pool_buffer_puts_total", "Buffers given back to the queue's current page pool from other goroutines.", queue),
@@ -158,6 +167,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.rxCoalesced
 	ch <- c.rxWaited
 	ch <- c.rxWhole
+	ch <- c.napiPolls
+	ch <- c.napiPollHits
+	ch <- c.napiPollCPU
 	if c.ctl != nil {
 		ch <- c.requests
 		ch <- c.subscribersDropped
@@ -269,6 +281,12 @@ func (c *Collector) collectPort(ch chan<- prometheus.Metric, p *Port) {
 		counter(c.rxInline, q.RxInline, l...)
 		counter(c.rxDeferred, q.RxDeferred, l...)
 		gauge(c.backlog, float64(q.RxBacklog), l...)
+	}
+	for qi, ps := range p.Polls {
+		l := []string{p.Name, p.NetNS, strconv.Itoa(qi)}
+		counter(c.napiPolls, ps.Polls, l...)
+		counter(c.napiPollHits, ps.Hits, l...)
+		ch <- prometheus.MustNewConstMetric(c.napiPollCPU, prometheus.CounterValue, ps.CPUTime.Seconds(), l...)
 	}
 
 	for _, r := range p.Reconfigs {
