@@ -1,15 +1,23 @@
 package integration
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/harness"
 )
 
@@ -99,4 +107,94 @@ func TestNAPISettingsPersist(t *testing.T) {
 	text := harness.Run(t, ns, ctl, "--socket", d.Socket, "napi", "show", name)
 	assert.True(t, strings.HasPrefix(text, "NAPIs of "+name+":\nID"), "%s", text)
 	assert.Contains(t, text, "7                20µs               1ms                  on")
+}
+
+// TestNAPISetMatchesVeth: the same napi-set requests sent to the kernel for a veth's NAPI and
+// to the real manad for a port's NAPI, in one namespace, are answered alike (success, or the
+// same errno: an unknown id, a defer-hard-irqs beyond S32_MAX), and napi-get then reports the
+// same settings on both.
+func TestNAPISetMatchesVeth(t *testing.T) {
+	name, ns := harness.Name("mnv", "0"), harness.Name("mnv", "")
+	ports := fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\nqueues = 2\nrx_ring = 128\ntx_ring = 128\npersistent = false\n", name, ns)
+	d := harness.Start(t, "", "", ports, ns)
+	harness.Run(t, ns, "ip", "link", "set", name, "up")
+	harness.Run(t, ns, "ip", "link", "add", "nv0", "numrxqueues", "2", "numtxqueues", "2", "type", "veth",
+		"peer", "name", "nv1", "numrxqueues", "2", "numtxqueues", "2")
+	harness.Run(t, ns, "ip", "link", "set", "nv0", "up")
+	harness.Run(t, ns, "ip", "link", "set", "nv1", "up")
+	harness.Run(t, ns, "ethtool", "-K", "nv0", "gro", "on") // a veth has NAPIs with GRO (or XDP)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var kc *client.Client
+	require.NoError(t, harness.InNetNS(ns, func() (err error) { kc, err = client.DialKernel(); return err }))
+	defer kc.Close()
+	mc := d.Client(ns)
+	ifindex := func(dev string) uint32 {
+		var i uint32
+		out := harness.Run(t, ns, "ip", "-o", "link", "show", dev)
+		_, err := fmt.Sscanf(out, "%d:", &i)
+		require.NoError(t, err, "%s", out)
+		return i
+	}
+	type side struct {
+		name string
+		c    *client.Client
+		ifi  uint32
+		id   uint32
+	}
+	sides := []*side{{name: "kernel", c: kc, ifi: ifindex("nv0")}, {name: "manad", c: mc, ifi: ifindex(name)}}
+	harness.Eventually(t, "NAPIs on the veth and the port", func() bool {
+		for _, s := range sides {
+			list, err := s.c.NAPIs(ctx, s.ifi)
+			if err != nil || len(list) == 0 {
+				return false
+			}
+			s.id = slices.MinFunc(list, func(a, b wire.NetdevNAPI) int { return cmp.Compare(a.ID, b.ID) }).ID
+		}
+		return true
+	})
+	settings := func(s *side) wire.NetdevNAPI {
+		t.Helper()
+		list, err := s.c.NAPIs(ctx, s.ifi)
+		require.NoError(t, err, s.name)
+		for _, n := range list {
+			if n.ID == s.id {
+				n.ID, n.Ifindex = 0, 0
+				return n
+			}
+		}
+		t.Fatalf("%s: NAPI %d gone", s.name, s.id)
+		return wire.NetdevNAPI{}
+	}
+	u32 := func(v uint32) *uint32 { return &v }
+	dur := func(v time.Duration) *time.Duration { return &v }
+	for _, tc := range []struct {
+		name string
+		set  wire.NetdevNAPISet
+		id   uint32 // 0: the side's NAPI
+		want syscall.Errno
+	}{
+		{"defer and gro", wire.NetdevNAPISet{DeferHardIRQs: u32(2), GROFlushTimeout: dur(200 * time.Microsecond)}, 0, 0},
+		{"irq-suspend beyond 32 bits of ns", wire.NetdevNAPISet{IRQSuspendTimeout: dur(10 * time.Second)}, 0, 0},
+		{"defer max", wire.NetdevNAPISet{DeferHardIRQs: u32(math.MaxInt32)}, 0, 0},
+		{"defer beyond S32_MAX", wire.NetdevNAPISet{DeferHardIRQs: u32(math.MaxInt32 + 1)}, 0, syscall.ERANGE},
+		{"unknown id", wire.NetdevNAPISet{DeferHardIRQs: u32(1)}, math.MaxUint32 - 1, syscall.ENOENT},
+		{"back to 0", wire.NetdevNAPISet{DeferHardIRQs: u32(0), GROFlushTimeout: dur(0), IRQSuspendTimeout: dur(0)}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []wire.NetdevNAPI
+			for _, s := range sides {
+				id := cmp.Or(tc.id, s.id)
+				err := s.c.NAPISet(ctx, id, tc.set)
+				if tc.want == 0 {
+					require.NoError(t, err, s.name)
+				} else {
+					require.ErrorIs(t, err, tc.want, s.name)
+				}
+				got = append(got, settings(s))
+			}
+			assert.Equal(t, got[0], got[1], "napi-get after napi-set (kernel, manad)")
+		})
+	}
 }
