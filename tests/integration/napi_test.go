@@ -112,7 +112,8 @@ func TestNAPISettingsPersist(t *testing.T) {
 // TestNAPISetMatchesVeth: the same napi-set requests sent to the kernel for a veth's NAPI and
 // to the real manad for a port's NAPI, in one namespace, are answered alike (success, or the
 // same errno: an unknown id, a defer-hard-irqs beyond S32_MAX), and napi-get then reports the
-// same settings on both.
+// same settings on both, threaded included (the kernel's NAPI then has a thread, whose pid
+// napi-get adds; a manad queue's reader is a goroutine, so manad's has none).
 func TestNAPISetMatchesVeth(t *testing.T) {
 	name, ns := harness.Name("mnv", "0"), harness.Name("mnv", "")
 	ports := fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\nqueues = 2\nrx_ring = 128\ntx_ring = 128\npersistent = false\n", name, ns)
@@ -169,6 +170,7 @@ func TestNAPISetMatchesVeth(t *testing.T) {
 	}
 	u32 := func(v uint32) *uint32 { return &v }
 	dur := func(v time.Duration) *time.Duration { return &v }
+	on, off := true, false
 	for _, tc := range []struct {
 		name string
 		set  wire.NetdevNAPISet
@@ -180,6 +182,8 @@ func TestNAPISetMatchesVeth(t *testing.T) {
 		{"defer max", wire.NetdevNAPISet{DeferHardIRQs: u32(math.MaxInt32)}, 0, 0},
 		{"defer beyond S32_MAX", wire.NetdevNAPISet{DeferHardIRQs: u32(math.MaxInt32 + 1)}, 0, syscall.ERANGE},
 		{"unknown id", wire.NetdevNAPISet{DeferHardIRQs: u32(1)}, math.MaxUint32 - 1, syscall.ENOENT},
+		{"threaded on", wire.NetdevNAPISet{Threaded: &on}, 0, 0},
+		{"threaded off", wire.NetdevNAPISet{Threaded: &off}, 0, 0},
 		{"back to 0", wire.NetdevNAPISet{DeferHardIRQs: u32(0), GROFlushTimeout: dur(0), IRQSuspendTimeout: dur(0)}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
