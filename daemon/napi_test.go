@@ -38,7 +38,8 @@ func napiRunning(t *testing.T, d *Daemon, ns, name string) []vnic.NAPI {
 // napi-set through the backend changes one NAPI's queue index only, napi-get's view shows it,
 // and a restart of the daemon (same file, same state directory) brings every queue index's
 // settings back, the ones of queues that do not run included. A change whose state cannot be
-// saved is refused and leaves the settings; an id the port has no NAPI of is ENOENT. The
+// saved is refused and leaves the settings, one whose save fails afterwards is undone; an id the
+// port has no NAPI of is ENOENT. The
 // [daemon] max_pollers key bounds the data path's pollers.
 func TestNAPISetPersists(t *testing.T) {
 	taptest.Require(t)
@@ -104,6 +105,20 @@ gro_flush_timeout = "20us"
 	d.mu.Lock()
 	d.cfg.Daemon.StateDir = stateDir
 	assert.Equal(t, q1, d.ports["np0"].vp.NAPIConfig(1), "a refused napi-set changes nothing")
+	d.mu.Unlock()
+
+	// state.json replaced by a directory: the reservation succeeds, the write fails after the
+	// change was applied, and the change is undone.
+	statePath := config.StatePath(stateDir)
+	require.NoError(t, os.Remove(statePath))
+	require.NoError(t, os.Mkdir(statePath, 0o755))
+	err = b.SetNAPI(ctx, admin, dev, napis[1].ID, genl.NAPISet{DeferHardIRQs: &zero})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the change was undone")
+	require.NoError(t, os.Remove(statePath))
+	d.mu.Lock()
+	assert.Equal(t, q1, d.ports["np0"].vp.NAPIConfig(1), "an undone napi-set")
+	d.saveState() // the retry, now that the cause is gone
 	d.mu.Unlock()
 
 	st, err := config.LoadState(stateDir)
