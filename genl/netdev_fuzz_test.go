@@ -19,6 +19,13 @@ func addNetdevSeeds(seeds map[string][]byte, msg func(typ, flags uint16, cmd uin
 	seeds["netdev_queue_dump"] = msg(netdevID, nlattr.FlagDump, wire.NetdevCmdQueueGet, u32(wire.NetdevAQueueIfindex, 101))
 	seeds["netdev_napi_get"] = msg(netdevID, 0, wire.NetdevCmdNAPIGet, u32(wire.NetdevANAPIID, 20100))
 	seeds["netdev_napi_dump"] = msg(netdevID, nlattr.FlagDump, wire.NetdevCmdNAPIGet, nil)
+	seeds["netdev_napi_set"] = msg(netdevID, 0, wire.NetdevCmdNAPISet, func(b *nlattr.Builder) {
+		b.PutU32(wire.NetdevANAPIID, 20100)
+		b.PutU32(wire.NetdevANAPIDeferHardIRQs, 2)
+		b.PutU32(wire.NetdevANAPIGROFlushTimeout, 20000)
+		b.PutU64(wire.NetdevANAPIIRQSuspendTimeout, 1<<40)
+		b.PutU32(wire.NetdevANAPIThreaded, 1)
+	})
 	seeds["netdev_pool_get"] = msg(netdevID, 0, wire.NetdevCmdPagePoolGet, func(b *nlattr.Builder) { b.PutU64(wire.NetdevAPagePoolID, 10101) })
 	seeds["netdev_pool_dump"] = msg(netdevID, nlattr.FlagDump, wire.NetdevCmdPagePoolGet, nil)
 	seeds["netdev_pool_stats_get"] = msg(netdevID, 0, wire.NetdevCmdPagePoolStatsGet, func(b *nlattr.Builder) {
