@@ -302,3 +302,12 @@ func TestNetdevOpList(t *testing.T) {
 	}
 	assert.Equal(t, kern.groups, got.groups, "multicast groups")
 }
+
+// TestNetdevNAPISetNegativeTimeout: the client refuses a negative timeout before sending.
+func TestNetdevNAPISetNegativeTimeout(t *testing.T) {
+	ts, nb := startNAPIServer(t)
+	c := dialClient(t, ts.path)
+	neg := -time.Microsecond
+	require.ErrorIs(t, c.NAPISet(ctxT(t), 10000, wire.NetdevNAPISet{GROFlushTimeout: &neg}), unix.EINVAL)
+	assert.Zero(t, nb.setCount())
+}

@@ -102,7 +102,8 @@ func (c *Client) NAPIs(ctx context.Context, ifindex uint32) ([]wire.NetdevNAPI, 
 }
 
 // NAPISet changes the settings of the NAPI with id (napi-set; Linux 6.13): those set in s, the
-// others stay. It needs an admin (EPERM); an id the namespace has no NAPI of is ENOENT.
+// others stay. It needs an admin (EPERM); an id the namespace has no NAPI of is ENOENT; a
+// negative timeout is EINVAL, before anything is sent.
 func (c *Client) NAPISet(ctx context.Context, id uint32, s wire.NetdevNAPISet) error {
 	ae := netlink.NewAttributeEncoder()
 	ae.Uint32(wire.NetdevANAPIID, id)
@@ -116,7 +117,10 @@ func (c *Client) NAPISet(ctx context.Context, id uint32, s wire.NetdevNAPISet) e
 		if t.d == nil {
 			continue
 		}
-		if v := uint64(max(*t.d, 0)); v <= 0xffffffff { // nla_put_uint
+		if *t.d < 0 {
+			return fmt.Errorf("client: napi-set: negative timeout %v: %w", *t.d, unix.EINVAL)
+		}
+		if v := uint64(*t.d); v <= 0xffffffff { // nla_put_uint
 			ae.Uint32(t.typ, uint32(v))
 		} else {
 			ae.Uint64(t.typ, v)
