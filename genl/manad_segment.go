@@ -116,7 +116,7 @@ func (r *request) segmentName() (string, error) {
 func requiredName(a nlattr.Attr, tb []nlattr.Attr) (string, error) {
 	n := tb[wire.SegmentAttrName]
 	if !n.Present() {
-		return "", &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing segment name"}, MissType: wire.SegmentAttrName, MissNest: a.Off}
+		return "", &nlattr.Error{Errno: unix.EINVAL, Message: "missing segment name", MissType: wire.SegmentAttrName, MissNest: a.Off}
 	}
 	if n.Str() == "" {
 		return "", nlattr.AttrError(unix.EINVAL, n, "empty segment name")
@@ -135,7 +135,7 @@ func (r *request) uplinkSpec() (UplinkSpec, error) {
 		return UplinkSpec{}, err
 	}
 	if d := tb[wire.UplinkAttrDev]; !d.Present() || d.Str() == "" {
-		return UplinkSpec{}, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing uplink device"}, MissType: wire.UplinkAttrDev, MissNest: a.Off}
+		return UplinkSpec{}, &nlattr.Error{Errno: unix.EINVAL, Message: "missing uplink device", MissType: wire.UplinkAttrDev, MissNest: a.Off}
 	}
 	var u UplinkSpec
 	if err := wire.UplinkSpecTable.Decode(a.Data, &u); err != nil {
