@@ -14,6 +14,7 @@ import (
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/daemon/xdp"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/layout"
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic"
@@ -201,9 +202,9 @@ func update[T any](b *backend, c genl.Caller, dev genl.Device, op string, u genl
 func (b *backend) StringSet(ctx context.Context, c genl.Caller, dev genl.Device, set uint32) (names []string, err error) {
 	err = b.withPort(dev, func(p *port) error {
 		switch set {
-		case ethSSStats:
+		case ethtool.SSStats:
 			names = p.statNames()
-		case ethSSPrivFlags:
+		case ethtool.SSPrivFlags:
 			names = vnic.PrivFlagNames[:]
 		}
 		return nil

@@ -7,12 +7,6 @@ import (
 	"github.com/manad/manad/vnic"
 )
 
-// Ethernet string-set ids (ETH_SS_*) the port answers.
-const (
-	ethSSStats     = 1
-	ethSSPrivFlags = 2
-)
-
 // rings is mana_get_ringparam.
 func rings(s vnic.Settings) genl.Rings {
 	return genl.Rings{RxMax: vnic.MaxRxRing, TxMax: vnic.MaxTxRing, Rx: uint32(s.RxRing), Tx: uint32(s.TxRing)}
