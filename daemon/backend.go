@@ -149,7 +149,7 @@ func (b *backend) changeLocked(c genl.Caller, p *port, op string, value any, f f
 		}
 		d.log.Warn("reconfigure undone: its state could not be saved", "port", p.spec.Name, "op", op, "outcome", outcome)
 		d.noteSettings(p) // what the port runs now, for the retry to save
-		d.srv.NotifyPort("change", p.info())
+		d.srv.NotifyPort(genl.EventChange, p.info())
 		err = d.saveError(cause, outcome)
 	}
 	return err
@@ -171,7 +171,7 @@ func (b *backend) apply(c genl.Caller, p *port, op string, value any, f func() e
 	}
 	if p.view() != before {
 		d.recordSettings(p)
-		d.srv.NotifyPort("change", p.info())
+		d.srv.NotifyPort(genl.EventChange, p.info())
 	}
 	return err
 }

@@ -62,3 +62,17 @@ func (p *port) info() genl.PortInfo {
 		RxShortHeadroom: st.Netdev.RxShortHeadroom,
 	}
 }
+
+// poolEvent is the netdev family's event for a page-pool event: page_pool_list's ADD,
+// page_pool_detached's CHANGE, page_pool_unlist's DEL.
+func poolEvent(k vnic.PagePoolEventKind) genl.Event {
+	switch k {
+	case vnic.PagePoolAdded:
+		return genl.EventNew
+	case vnic.PagePoolDetached:
+		return genl.EventChange
+	case vnic.PagePoolRemoved:
+		return genl.EventDel
+	}
+	return 0 // no Event: NotifyNetdevPagePool logs it
+}
