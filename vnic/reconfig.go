@@ -20,7 +20,8 @@ type reconfig struct {
 	preallocMsg, detachMsg, attachMsg string
 }
 
-// reconfigure moves the port from its current settings to nw, following design.md §4:
+// reconfigure moves the port from its current settings to nw, following the state machine README
+// describes (The port model, Reconfiguration):
 //
 //	no change                → nil, nothing happens
 //	port down or detached    → nw is stored and applied when the port comes up (or by the reset work)
