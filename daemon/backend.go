@@ -16,9 +16,9 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/layout"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // backend is the Daemon as the netlink server sees it (genl.Backend).
@@ -488,7 +488,7 @@ func (b *backend) SetMTU(ctx context.Context, c genl.Caller, dev genl.Device, mt
 		if err := p.dev.SetMTU(int(mtu)); err != nil {
 			// The port runs at the new MTU; the TAP refusing it is reported, and the link
 			// watcher brings the port back in line with the TAP.
-			return extack.Wrap(err, unix.EIO, "the port took MTU %d but its TAP did not", mtu)
+			return nlerr.Wrap(err, unix.EIO, "the port took MTU %d but its TAP did not", mtu)
 		}
 		return nil
 	})
@@ -505,11 +505,11 @@ func (b *backend) AttachXDP(ctx context.Context, c genl.Caller, dev genl.Device,
 		var loaded *xdp.Program
 		switch {
 		case prog.Builtin != "" && len(prog.Object) != 0:
-			return extack.New(unix.EINVAL, "give either a built-in program or an eBPF object, not both")
+			return nlerr.New(unix.EINVAL, "give either a built-in program or an eBPF object, not both")
 		case prog.Builtin != "":
 			bi := vnic.BuiltinXDPByName(prog.Builtin)
 			if bi == nil {
-				return extack.New(unix.EINVAL, "unknown built-in XDP program %q (want pass, drop, tx or aborted)", prog.Builtin)
+				return nlerr.New(unix.EINVAL, "unknown built-in XDP program %q (want pass, drop, tx or aborted)", prog.Builtin)
 			}
 			vp = bi
 		case len(prog.Object) != 0:
@@ -519,7 +519,7 @@ func (b *backend) AttachXDP(ctx context.Context, c genl.Caller, dev genl.Device,
 			}
 			vp = loaded
 		default:
-			return extack.New(unix.EINVAL, "no XDP program given")
+			return nlerr.New(unix.EINVAL, "no XDP program given")
 		}
 		if err := p.vp.SetXDP(vp); err != nil {
 			if loaded != nil {

@@ -7,8 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/internal/siocethtool"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // Features are the kernel netdev features of a TAP that decide what receive coalescing (GRO)
@@ -88,7 +88,7 @@ func (r *featureReader) read(name string) (Features, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return 0, extack.New(unix.ENODEV, "network namespace %q closed", r.ns.name)
+		return 0, nlerr.New(unix.ENODEV, "network namespace %q closed", r.ns.name)
 	}
 	if r.fd < 0 {
 		if err := r.open(name); err != nil {
@@ -101,12 +101,12 @@ func (r *featureReader) read(name string) (Features, error) {
 	binary.NativeEndian.PutUint32(buf, unix.ETHTOOL_GFEATURES)
 	binary.NativeEndian.PutUint32(buf[4:], uint32(r.blocks))
 	if _, err := siocethtool.Do(r.fd, name, unsafe.Pointer(&buf[0])); err != nil {
-		return 0, extack.Wrap(err, unix.EIO, "ETHTOOL_GFEATURES on %s", name)
+		return 0, nlerr.Wrap(err, unix.EIO, "ETHTOOL_GFEATURES on %s", name)
 	}
 	if got := binary.NativeEndian.Uint32(buf[4:]); got != uint32(r.blocks) {
 		// The kernel writes back its own block count; another means the feature set changed
 		// size under us, and the bits below would be read from the wrong places.
-		return 0, extack.New(unix.EIO, "ETHTOOL_GFEATURES on %s: %d feature blocks, want %d", name, got, r.blocks)
+		return 0, nlerr.New(unix.EIO, "ETHTOOL_GFEATURES on %s: %d feature blocks, want %d", name, got, r.blocks)
 	}
 	var f Features
 	for i, b := range r.bits {
@@ -137,7 +137,7 @@ func (r *featureReader) sfeatures(name string, mask, value Features) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return extack.New(unix.ENODEV, "network namespace %q closed", r.ns.name)
+		return nlerr.New(unix.ENODEV, "network namespace %q closed", r.ns.name)
 	}
 	if r.fd < 0 {
 		if err := r.open(name); err != nil {
@@ -154,7 +154,7 @@ func (r *featureReader) sfeatures(name string, mask, value Features) error {
 			continue
 		}
 		if b < 0 {
-			return extack.New(unix.EOPNOTSUPP, "%s: the kernel has no feature %s", name, fn.name)
+			return nlerr.New(unix.EOPNOTSUPP, "%s: the kernel has no feature %s", name, fn.name)
 		}
 		off := 8 + 8*(b/32)
 		binary.NativeEndian.PutUint32(buf[off:], binary.NativeEndian.Uint32(buf[off:])|1<<(b%32))
@@ -164,11 +164,11 @@ func (r *featureReader) sfeatures(name string, mask, value Features) error {
 	}
 	ret, err := siocethtool.Do(r.fd, name, unsafe.Pointer(&buf[0]))
 	if err != nil {
-		return extack.Wrap(err, unix.EIO, "ETHTOOL_SFEATURES on %s", name)
+		return nlerr.Wrap(err, unix.EIO, "ETHTOOL_SFEATURES on %s", name)
 	}
 	// ethtool_set_features returns ETHTOOL_F_* flags for a change it did not make in full.
 	if ret&(unix.ETHTOOL_F_UNSUPPORTED|unix.ETHTOOL_F_WISH) != 0 {
-		return extack.New(unix.EOPNOTSUPP, "%s: the kernel did not make the feature change (ETHTOOL_SFEATURES flags %#x)", name, ret)
+		return nlerr.New(unix.EOPNOTSUPP, "%s: the kernel did not make the feature change (ETHTOOL_SFEATURES flags %#x)", name, ret)
 	}
 	return nil
 }
@@ -181,25 +181,25 @@ func (r *featureReader) open(name string) error {
 		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		return err
 	}); err != nil {
-		return extack.Wrap(err, unix.EIO, "ioctl socket in network namespace %q", r.ns.name)
+		return nlerr.Wrap(err, unix.EIO, "ioctl socket in network namespace %q", r.ns.name)
 	}
 	n, err := siocethtool.SetLen(fd, name, siocethtool.SSFeatures)
 	if err != nil {
 		unix.Close(fd)
-		return extack.Wrap(err, unix.EIO, "ETHTOOL_GSSET_INFO on %s", name)
+		return nlerr.Wrap(err, unix.EIO, "ETHTOOL_GSSET_INFO on %s", name)
 	}
 	if n <= 0 || n > maxFeatures {
 		unix.Close(fd)
-		return extack.New(unix.EOPNOTSUPP, "ETHTOOL_GSSET_INFO on %s: %d netdev features (want 1..%d)", name, n, maxFeatures)
+		return nlerr.New(unix.EOPNOTSUPP, "ETHTOOL_GSSET_INFO on %s: %d netdev features (want 1..%d)", name, n, maxFeatures)
 	}
 	names, err := siocethtool.Strings(fd, name, siocethtool.SSFeatures, n)
 	if err != nil {
 		unix.Close(fd)
-		return extack.Wrap(err, unix.EIO, "ETHTOOL_GSTRINGS on %s", name)
+		return nlerr.Wrap(err, unix.EIO, "ETHTOOL_GSTRINGS on %s", name)
 	}
 	if len(names) != n {
 		unix.Close(fd)
-		return extack.New(unix.EIO, "ETHTOOL_GSTRINGS on %s: %d feature names, want %d", name, len(names), n)
+		return nlerr.New(unix.EIO, "ETHTOOL_GSTRINGS on %s: %d feature names, want %d", name, len(names), n)
 	}
 	for i := range r.bits {
 		r.bits[i] = -1
