@@ -135,7 +135,7 @@ func Load(obj []byte, section, name string) (*Program, error) {
 	return newProgram(prog, coll, name), nil
 }
 
-// pickProgram finds the program Load should load. Errors are EINVAL *extack.Errors.
+// pickProgram finds the program Load should load. Errors are EINVAL *nlerr.Error values.
 func pickProgram(spec *ebpf.CollectionSpec, section string) (*ebpf.ProgramSpec, error) {
 	all := make([]*ebpf.ProgramSpec, 0, len(spec.Programs))
 	for _, ps := range spec.Programs {
