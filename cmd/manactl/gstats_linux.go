@@ -16,7 +16,10 @@ import (
 // (ethtool.c: do_gstats, get_stringset).
 
 // errnoError is an error printed perror-style, "what: Errno text" (as ethtool prints a failed
-// ioctl: "Cannot get stats strings information: No such device"); it unwraps to the errno.
+// ioctl: "Cannot get stats strings information: No such device"); it unwraps to the errno. It is
+// how manactl prints a failure of its own (and which part of the command failed, for the exit
+// status), not an error passed between layers: those are genl/nlerr's, which errorLine prints as
+// ethtool prints a netlink error.
 type errnoError struct {
 	what  string
 	errno unix.Errno
