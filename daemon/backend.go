@@ -14,10 +14,11 @@ import (
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/daemon/xdp"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/layout"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // backend is the Daemon as the netlink server sees it (genl.Backend).
@@ -148,7 +149,7 @@ func (b *backend) changeLocked(c genl.Caller, p *port, op string, value any, f f
 		}
 		d.log.Warn("reconfigure undone: its state could not be saved", "port", p.spec.Name, "op", op, "outcome", outcome)
 		d.noteSettings(p) // what the port runs now, for the retry to save
-		d.srv.NotifyPort("change", p.info())
+		d.srv.NotifyPort(genl.EventChange, p.info())
 		err = d.saveError(cause, outcome)
 	}
 	return err
@@ -170,7 +171,7 @@ func (b *backend) apply(c genl.Caller, p *port, op string, value any, f func() e
 	}
 	if p.view() != before {
 		d.recordSettings(p)
-		d.srv.NotifyPort("change", p.info())
+		d.srv.NotifyPort(genl.EventChange, p.info())
 	}
 	return err
 }
@@ -201,9 +202,9 @@ func update[T any](b *backend, c genl.Caller, dev genl.Device, op string, u genl
 func (b *backend) StringSet(ctx context.Context, c genl.Caller, dev genl.Device, set uint32) (names []string, err error) {
 	err = b.withPort(dev, func(p *port) error {
 		switch set {
-		case ethSSStats:
+		case ethtool.SSStats:
 			names = p.statNames()
-		case ethSSPrivFlags:
+		case ethtool.SSPrivFlags:
 			names = vnic.PrivFlagNames[:]
 		}
 		return nil
@@ -487,7 +488,7 @@ func (b *backend) SetMTU(ctx context.Context, c genl.Caller, dev genl.Device, mt
 		if err := p.dev.SetMTU(int(mtu)); err != nil {
 			// The port runs at the new MTU; the TAP refusing it is reported, and the link
 			// watcher brings the port back in line with the TAP.
-			return extack.Wrap(err, unix.EIO, "the port took MTU %d but its TAP did not", mtu)
+			return nlerr.Wrap(err, unix.EIO, "the port took MTU %d but its TAP did not", mtu)
 		}
 		return nil
 	})
@@ -504,11 +505,11 @@ func (b *backend) AttachXDP(ctx context.Context, c genl.Caller, dev genl.Device,
 		var loaded *xdp.Program
 		switch {
 		case prog.Builtin != "" && len(prog.Object) != 0:
-			return extack.New(unix.EINVAL, "give either a built-in program or an eBPF object, not both")
+			return nlerr.New(unix.EINVAL, "give either a built-in program or an eBPF object, not both")
 		case prog.Builtin != "":
 			bi := vnic.BuiltinXDPByName(prog.Builtin)
 			if bi == nil {
-				return extack.New(unix.EINVAL, "unknown built-in XDP program %q (want pass, drop, tx or aborted)", prog.Builtin)
+				return nlerr.New(unix.EINVAL, "unknown built-in XDP program %q (want pass, drop, tx or aborted)", prog.Builtin)
 			}
 			vp = bi
 		case len(prog.Object) != 0:
@@ -518,7 +519,7 @@ func (b *backend) AttachXDP(ctx context.Context, c genl.Caller, dev genl.Device,
 			}
 			vp = loaded
 		default:
-			return extack.New(unix.EINVAL, "no XDP program given")
+			return nlerr.New(unix.EINVAL, "no XDP program given")
 		}
 		if err := p.vp.SetXDP(vp); err != nil {
 			if loaded != nil {

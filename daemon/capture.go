@@ -8,8 +8,8 @@ import (
 
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/genl/wire"
-	"github.com/manad/manad/vnic/extack"
 )
 
 var _ genl.Capturer = (*backend)(nil)
@@ -52,7 +52,7 @@ func (b *backend) StartCapture(ctx context.Context, c genl.Caller, r genl.Captur
 			}
 		}
 		if seg == nil {
-			return nil, extack.New(unix.ENOENT, "no port or segment named %q", r.Target)
+			return nil, nlerr.New(unix.ENOENT, "no port or segment named %q", r.Target)
 		}
 		info.Kind = wire.CaptureKindSegment
 		capt, err = seg.Capture(cfg)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // TestCoalesceBackend runs COALESCE through the daemon's backend onto a real port: the request
@@ -45,7 +45,7 @@ func TestCoalesceBackend(t *testing.T) {
 	if err := set(func(c *genl.Coalesce) { c.RxCQEFrames, c.TxUsecs = 4, 100 }); err != nil {
 		t.Fatal(err)
 	}
-	var e *extack.Error
+	var e *nlerr.Error
 	if err := set(func(c *genl.Coalesce) { c.RxMaxFrames = 256 }); !errors.Is(err, unix.EINVAL) || !errors.As(err, &e) ||
 		e.Message != "rx-frames must be at most 255, got 256" {
 		t.Errorf("rx-frames 256: %v", err)

@@ -7,12 +7,6 @@ import (
 	"github.com/manad/manad/vnic"
 )
 
-// Ethernet string-set ids (ETH_SS_*) the port answers.
-const (
-	ethSSStats     = 1
-	ethSSPrivFlags = 2
-)
-
 // rings is mana_get_ringparam.
 func rings(s vnic.Settings) genl.Rings {
 	return genl.Rings{RxMax: vnic.MaxRxRing, TxMax: vnic.MaxTxRing, Rx: uint32(s.RxRing), Tx: uint32(s.TxRing)}
@@ -67,4 +61,18 @@ func (p *port) info() genl.PortInfo {
 		Speed:           uint32(max(p.spec.Speed, 0)),
 		RxShortHeadroom: st.Netdev.RxShortHeadroom,
 	}
+}
+
+// poolEvent is the netdev family's event for a page-pool event: page_pool_list's ADD,
+// page_pool_detached's CHANGE, page_pool_unlist's DEL.
+func poolEvent(k vnic.PagePoolEventKind) genl.Event {
+	switch k {
+	case vnic.PagePoolAdded:
+		return genl.EventNew
+	case vnic.PagePoolDetached:
+		return genl.EventChange
+	case vnic.PagePoolRemoved:
+		return genl.EventDel
+	}
+	return 0 // no Event: NotifyNetdevPagePool logs it
 }

@@ -1,7 +1,7 @@
 // Package daemon is manad: it owns the software MANA ports — each a vnic.Port on a real TAP device,
 // plugged into a wire segment — and serves them over the genl netlink families.
 //
-// The daemon adapts the layers to each other (design.md §2): it keeps the port registry, the
+// The daemon adapts the layers to each other (README: Architecture): it keeps the port registry, the
 // configuration lock every reconfiguration runs under (the analogue of rtnl), the link watchers
 // that follow `ip link set … up|down|mtu`, persistence of runtime changes, and the genl.Backend
 // the netlink server calls. It resolves devices in the caller's network namespace, as the kernel

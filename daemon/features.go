@@ -8,7 +8,7 @@ import (
 
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/genl"
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // The port's netdev features (ethtool -k/-K), by the kernel's names, as a mana netdev has them:
@@ -140,7 +140,7 @@ func (b *backend) SetFeatures(ctx context.Context, c genl.Caller, dev genl.Devic
 			}
 			if mask != 0 {
 				if p.dev == nil {
-					return extack.New(unix.ENODEV, "port %s has no TAP", p.spec.Name)
+					return nlerr.New(unix.ENODEV, "port %s has no TAP", p.spec.Name)
 				}
 				f, err := p.dev.SetFeatures(mask, value)
 				if err != nil {

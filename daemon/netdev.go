@@ -115,10 +115,10 @@ func qstats(ifi uint32, s vnic.QStats) wire.NetdevQStats {
 		RxHwDrops: s.RxHwDrops, RxHwDropOverruns: s.RxHwDropOverruns, TxPackets: s.TxPackets, TxBytes: s.TxBytes}
 }
 
-// notifyNetdevDev announces a port's netdev to the netdev family's "mgmt" subscribers (kind
-// "new" or "del"), as the kernel's NETDEV_REGISTER/UNREGISTER notifier does.
-func (d *Daemon) notifyNetdevDev(kind string, dev genl.Device) {
-	d.srv.NotifyNetdevDev(kind, dev, netdevDev(dev.Index))
+// notifyNetdevDev announces a port's netdev to the netdev family's "mgmt" subscribers
+// (genl.EventNew or EventDel), as the kernel's NETDEV_REGISTER/UNREGISTER notifier does.
+func (d *Daemon) notifyNetdevDev(ev genl.Event, dev genl.Device) {
+	d.srv.NotifyNetdevDev(ev, dev, netdevDev(dev.Index))
 }
 
 // notifyNetdevPool announces a page-pool event of port p to the netdev family's "page-pool"
@@ -127,7 +127,7 @@ func (d *Daemon) notifyNetdevDev(kind string, dev genl.Device) {
 // the port's netdev is unregistered its pools carry no ifindex, as the kernel's, moved to
 // loopback by page_pool_unreg_netdev.
 func (d *Daemon) notifyNetdevPool(p *port, ev vnic.PagePoolEvent) {
-	d.srv.NotifyNetdevPagePool(ev.Kind.String(), p.ns, netdevPoolNotification(ev.Pool, p.netdevGone.Load()))
+	d.srv.NotifyNetdevPagePool(poolEvent(ev.Kind), p.ns, netdevPoolNotification(ev.Pool, p.netdevGone.Load()))
 }
 
 // netdevPoolNotification is a page-pool event's pool as its notification carries it: as

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // netnsDir is where `ip netns add` bind-mounts named namespaces.
@@ -48,7 +48,7 @@ func namedNetNS(name string) (genl.NetNS, error) {
 		return id, err
 	}
 	if err := createNamedNetNS(name); err != nil {
-		return genl.NetNS{}, extack.Wrap(err, unix.EIO, "create network namespace %q", name)
+		return genl.NetNS{}, nlerr.Wrap(err, unix.EIO, "create network namespace %q", name)
 	}
 	return nsIDOf(filepath.Join(netnsDir, name))
 }
@@ -64,9 +64,9 @@ func lookupNamedNetNS(name string) (genl.NetNS, error) {
 	case errors.Is(err, unix.ENOENT):
 		return genl.NetNS{}, unix.ENOENT
 	case err != nil:
-		return genl.NetNS{}, extack.Wrap(err, unix.EIO, "network namespace %q", name)
+		return genl.NetNS{}, nlerr.Wrap(err, unix.EIO, "network namespace %q", name)
 	case !mounted:
-		return genl.NetNS{}, extack.New(unix.EINVAL,
+		return genl.NetNS{}, nlerr.New(unix.EINVAL,
 			"%s exists but is not a network namespace (left by an interrupted ip netns add?): remove it with ip netns del %s", path, name)
 	}
 	return id, nil
@@ -279,19 +279,19 @@ func (d *Daemon) portNetNS(name string) (id genl.NetNS, created bool, err error)
 	d.state.RecordNetNS(name, 0)
 	if err := d.state.Save(d.cfg.Daemon.StateDir); err != nil {
 		d.state.ForgetNetNS(name)
-		return genl.NetNS{}, false, extack.Wrap(err, unix.EIO,
+		return genl.NetNS{}, false, nlerr.Wrap(err, unix.EIO,
 			"network namespace %q not created: recording it in state_dir %s failed: %v", name, d.cfg.Daemon.StateDir, err)
 	}
 	crashPoint(crashNetNSIntent)
 	if err := createNamedNetNS(name); err != nil {
 		d.state.ForgetNetNS(name)
 		d.saveState() // best effort: an intent left on disk is dropped at the next start
-		return genl.NetNS{}, false, extack.Wrap(err, unix.EIO, "create network namespace %q", name)
+		return genl.NetNS{}, false, nlerr.Wrap(err, unix.EIO, "create network namespace %q", name)
 	}
 	crashPoint(crashNetNSMount)
 	if id, err = nsIDOf(filepath.Join(netnsDir, name)); err != nil {
 		d.undoNetNS(name)
-		return genl.NetNS{}, false, extack.Wrap(err, unix.EIO, "network namespace %q just created", name)
+		return genl.NetNS{}, false, nlerr.Wrap(err, unix.EIO, "network namespace %q just created", name)
 	}
 	d.state.RecordNetNS(name, id.Ino)
 	d.log.Info("network namespace created", "netns", name)

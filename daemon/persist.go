@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/config"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // Persistence: no acknowledgement without it.
@@ -40,7 +40,7 @@ const (
 // *errp (when still nil) to the error saying so. Nested calls (a reservation is already held)
 // reserve nothing and get a done that does nothing. Caller holds the configuration lock.
 //
-// Errors: an *extack.Error with the file system's errno (EROFS, ENOSPC, EDQUOT, EACCES, EPERM,
+// Errors: an *nlerr.Error with the file system's errno (EROFS, ENOSPC, EDQUOT, EACCES, EPERM,
 // else EIO) and a message naming the state file and the fix; the change must then not be made.
 func (d *Daemon) reserveSave() (done func(errp *error), err error) {
 	if d.saveRes != nil {
@@ -175,7 +175,7 @@ func (d *Daemon) saveError(err error, outcome string) error {
 	if fi, err := os.Lstat(d.statePath()); err == nil && fi.IsDir() { // rename: EISDIR, or EEXIST on some file systems
 		fix = fmt.Sprintf("%s is a directory: remove it, and retry", d.statePath())
 	}
-	return extack.New(errno, "cannot save state to %s: %s; %s: %s", d.statePath(), errno.Error(), outcome, fix)
+	return nlerr.New(errno, "cannot save state to %s: %s; %s: %s", d.statePath(), errno.Error(), outcome, fix)
 }
 
 // revert puts back on p the settings of before, a view taken before a change whose state could

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/config"
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // TestSaveRefusedAndRetried: with a state directory that cannot be made (its parent is a file:
@@ -38,9 +38,9 @@ func TestSaveRefusedAndRetried(t *testing.T) {
 	d.mu.Lock()
 	done, err := d.reserveSave()
 	d.mu.Unlock()
-	var xe *extack.Error
+	var xe *nlerr.Error
 	if done != nil || !errors.Is(err, unix.ENOTDIR) || !errors.As(err, &xe) {
-		t.Fatalf("reserveSave = %v; want an ENOTDIR *extack.Error", err)
+		t.Fatalf("reserveSave = %v; want an ENOTDIR *nlerr.Error", err)
 	}
 	for _, want := range []string{"cannot save state to " + config.StatePath(cfg.Daemon.StateDir), "not a directory",
 		"the change was not applied", "check " + cfg.Daemon.StateDir} {

@@ -118,7 +118,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 			d.teardown(p, true)
 			if announced {
 				d.unregisterNetdevPools(p)
-				d.notifyNetdevDev("del", p.device())
+				d.notifyNetdevDev(genl.EventDel, p.device())
 			}
 			if created {
 				d.undoNetNS(spec.NetNS) // nothing half-made: the namespace was made for this port
@@ -172,7 +172,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	// The netdev exists from here (register_netdevice: its dev add goes out before the page
 	// pools an open creates announce theirs). A request it prompts waits for the configuration
 	// lock, so it finds the port ready, or gone with its dev del.
-	d.notifyNetdevDev("new", p.device())
+	d.notifyNetdevDev(genl.EventNew, p.device())
 	announced = true
 	if adminUp {
 		if err := p.dev.SetUp(true); err != nil {
@@ -204,7 +204,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	log.Info("port created", "netns", spec.NetNS, "segment", spec.Segment, "ifindex", p.index,
 		"reattached", p.dev.Reattached(), "up", p.vp.State().Running,
 		"offloads", tap.OffloadString(p.dev.Offloads()))
-	d.srv.NotifyPort("new", p.info())
+	d.srv.NotifyPort(genl.EventNew, p.info())
 	return p, nil
 }
 
@@ -294,7 +294,7 @@ func (d *Daemon) followLink(ctx context.Context, p *port, events <-chan tap.Link
 			if d.noteSettings(p) {
 				d.saveSoon()
 			}
-			d.srv.NotifyPort("change", p.info())
+			d.srv.NotifyPort(genl.EventChange, p.info())
 		}
 		d.mu.Unlock()
 	}
@@ -390,7 +390,7 @@ func (d *Daemon) onReset(p *port, err error) {
 	}
 	d.log.Info("reset restored service", "port", p.spec.Name)
 	if p.isReady() {
-		d.srv.NotifyPort("change", p.info())
+		d.srv.NotifyPort(genl.EventChange, p.info())
 	}
 }
 
@@ -401,9 +401,9 @@ func (d *Daemon) removePort(p *port) {
 	info := p.info()
 	d.teardown(p, true)
 	d.state.RecordDeleted(p.stateKey(), d.cfg)
-	d.srv.NotifyPort("del", info)
+	d.srv.NotifyPort(genl.EventDel, info)
 	d.unregisterNetdevPools(p)
-	d.notifyNetdevDev("del", info.Device)
+	d.notifyNetdevDev(genl.EventDel, info.Device)
 }
 
 // teardown stops whatever parts of a port exist: the link watcher, the wire attachment, the model,

@@ -227,15 +227,15 @@ func (d *Daemon) segmentInfo(name string, c *genl.Caller) (genl.SegmentInfo, err
 	return info, nil
 }
 
-// notifySegment announces a change of segment name ("new", "change") or its deletion ("del",
-// with the state it had). Caller holds the configuration lock.
-func (d *Daemon) notifySegment(kind string, info genl.SegmentInfo) {
+// notifySegment announces a new or changed segment (genl.EventNew, EventChange) or its
+// deletion (EventDel, with the state it had). Caller holds the configuration lock.
+func (d *Daemon) notifySegment(ev genl.Event, info genl.SegmentInfo) {
 	self, err := selfNetNS()
 	if err != nil {
 		d.log.Error("segment notification not sent: manad's network namespace is unknown", "segment", info.Name, "err", err)
 		return
 	}
-	d.srv.NotifySegment(kind, info, self)
+	d.srv.NotifySegment(ev, info, self)
 }
 
 // recordSegment remembers def's spec in the state file. Caller holds the configuration lock.
@@ -338,7 +338,7 @@ func (b *backend) CreateSegment(ctx context.Context, c genl.Caller, s genl.Segme
 	if err != nil {
 		return info, err
 	}
-	d.notifySegment("new", info)
+	d.notifySegment(genl.EventNew, info)
 	return d.segmentInfo(spec.Name, &c)
 }
 
@@ -375,7 +375,7 @@ func (b *backend) DeleteSegment(ctx context.Context, c genl.Caller, name string)
 	d.segments.Prune()
 	d.state.Segments.RecordSegmentDeleted(name, d.cfg)
 	d.saveState()
-	d.notifySegment("del", info)
+	d.notifySegment(genl.EventDel, info)
 	return nil
 }
 
@@ -436,7 +436,7 @@ func (b *backend) AddUplink(ctx context.Context, c genl.Caller, segment string, 
 	if err != nil {
 		return info, err
 	}
-	d.notifySegment("change", info)
+	d.notifySegment(genl.EventChange, info)
 	return d.segmentInfo(segment, &c)
 }
 
@@ -473,7 +473,7 @@ func (b *backend) DeleteUplink(ctx context.Context, c genl.Caller, segment strin
 	if err != nil {
 		return err
 	}
-	d.notifySegment("change", info)
+	d.notifySegment(genl.EventChange, info)
 	return nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // Family and multicast group ids. nlctrl's are fixed by the uAPI; the others
@@ -111,7 +110,7 @@ var errConnGone = errors.New("genl: connection closed")
 
 // errMsgSize is what a reply that does not fit gets (the kernel's -EMSGSIZE
 // from nla_put*).
-var errMsgSize = &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EMSGSIZE, Message: "reply does not fit in a netlink message"}}
+var errMsgSize = &nlattr.Error{Errno: unix.EMSGSIZE, Message: "reply does not fit in a netlink message"}
 
 // tooBig is the EMSGSIZE of a reply datagram longer than the connection can send.
 func tooBig(what string, n, limit int) *nlattr.Error {
@@ -246,12 +245,8 @@ func (d *dumper) finish(err error) error {
 
 // toNLError turns any error into the errno and extack the client gets.
 func (s *Server) toNLError(err error) (unix.Errno, *nlattr.Error) {
-	var ne *nlattr.Error
-	if errors.As(err, &ne) {
+	if ne := (*nlattr.Error)(nil); errors.As(err, &ne) && ne.Errno != 0 {
 		return ne.Errno, ne
-	}
-	if xe := (*extack.Error)(nil); errors.As(err, &xe) && xe.Errno != 0 {
-		return xe.Errno, &nlattr.Error{Extack: *xe}
 	}
 	msg := ""
 	var em interface{ ExtackMessage() string }
@@ -272,7 +267,7 @@ func (s *Server) toNLError(err error) (unix.Errno, *nlattr.Error) {
 			msg = err.Error()
 		}
 	}
-	return errno, &nlattr.Error{Extack: nlattr.Extack{Errno: errno, Message: msg}}
+	return errno, &nlattr.Error{Errno: errno, Message: msg}
 }
 
 // handleDatagram serves every netlink message of one request datagram, in

@@ -1,13 +1,11 @@
 package genl_test
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/ethtool"
+	"github.com/manad/manad/internal/siocethtool"
 )
 
 // makeVeth creates a veth pair with 4 queues each and removes it at the end.
@@ -45,49 +44,26 @@ func ethtoolIoctl(dev string, buf []byte) error {
 		return err
 	}
 	defer unix.Close(fd)
-	var ifr struct {
-		name [unix.IFNAMSIZ]byte
-		data uintptr
-		_    [16]byte
-	}
-	copy(ifr.name[:], dev)
-	ifr.data = uintptr(unsafe.Pointer(&buf[0]))
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
-	runtime.KeepAlive(buf)
-	if e != 0 {
-		return e
-	}
-	return nil
+	_, err = siocethtool.Do(fd, dev, unsafe.Pointer(&buf[0]))
+	return err
 }
 
 // ioctlStrings reads a string set with ETHTOOL_GSSET_INFO and
 // ETHTOOL_GSTRINGS: an independent path to the same driver data.
 func ioctlStrings(t *testing.T, dev string, set uint32) []string {
 	t.Helper()
-	info := make([]byte, 20)
-	binary.NativeEndian.PutUint32(info, 0x37) // ETHTOOL_GSSET_INFO
-	binary.NativeEndian.PutUint64(info[8:], 1<<set)
-	if err := ethtoolIoctl(dev, info); err != nil {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	n, err := siocethtool.SetLen(fd, dev, set)
+	if err != nil {
 		t.Fatalf("GSSET_INFO: %v", err)
 	}
-	if binary.NativeEndian.Uint64(info[8:]) == 0 {
-		return nil
-	}
-	n := binary.NativeEndian.Uint32(info[16:])
-	gs := make([]byte, 12+int(n)*ethtool.GStringLen)
-	binary.NativeEndian.PutUint32(gs, 0x1b) // ETHTOOL_GSTRINGS
-	binary.NativeEndian.PutUint32(gs[4:], set)
-	binary.NativeEndian.PutUint32(gs[8:], n)
-	if err := ethtoolIoctl(dev, gs); err != nil {
+	out, err := siocethtool.Strings(fd, dev, set, n)
+	if err != nil {
 		t.Fatalf("GSTRINGS: %v", err)
-	}
-	var out []string
-	for i := range int(n) {
-		s := gs[12+i*ethtool.GStringLen : 12+(i+1)*ethtool.GStringLen]
-		if j := bytes.IndexByte(s, 0); j >= 0 {
-			s = s[:j]
-		}
-		out = append(out, string(s))
 	}
 	return out
 }
@@ -126,7 +102,7 @@ func TestKernelDecoders(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := make([]byte, 36)
-	binary.NativeEndian.PutUint32(raw, 0x3c) // ETHTOOL_GCHANNELS
+	binary.NativeEndian.PutUint32(raw, unix.ETHTOOL_GCHANNELS)
 	if err := ethtoolIoctl(veth, raw); err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ func (s *Server) manadFamily() *family {
 func (r *request) device() (Device, error) {
 	hdr := r.attr(wire.AttrHeader)
 	if !hdr.Present() {
-		return Device{}, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing device header"}, MissType: wire.AttrHeader}
+		return Device{}, &nlattr.Error{Errno: unix.EINVAL, Message: "missing device header", MissType: wire.AttrHeader}
 	}
 	d, _, err := r.parseHeader(hdr, true)
 	if err != nil {
@@ -129,7 +129,7 @@ func (r *request) device() (Device, error) {
 func (r *request) required(t uint16, what string) (nlattr.Attr, error) {
 	a := r.attr(t)
 	if !a.Present() {
-		return a, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing " + what}, MissType: t}
+		return a, &nlattr.Error{Errno: unix.EINVAL, Message: "missing " + what, MissType: t}
 	}
 	return a, nil
 }
@@ -265,7 +265,7 @@ func (s *Server) xdpAttach(r *request) error {
 	case builtin.Present():
 		// Which built-ins exist is the port model's to say (vnic.BuiltinXDPByName).
 	case len(p.Object) == 0:
-		return &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "XDP program needs a builtin or a non-empty object"},
+		return &nlattr.Error{Errno: unix.EINVAL, Message: "XDP program needs a builtin or a non-empty object",
 			MissType: wire.AttrXDPObject}
 	}
 	return s.cfg.Backend.AttachXDP(r.ctx, r.c.caller, d, p)
@@ -361,10 +361,10 @@ func (s *Server) faultSet(r *request) error {
 	}
 	point, mode := tb[wire.FaultAttrPoint], tb[wire.FaultAttrMode]
 	if !point.Present() {
-		return &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing fault point"}, MissType: wire.FaultAttrPoint, MissNest: a.Off}
+		return &nlattr.Error{Errno: unix.EINVAL, Message: "missing fault point", MissType: wire.FaultAttrPoint, MissNest: a.Off}
 	}
 	if !mode.Present() {
-		return &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing fault mode"}, MissType: wire.FaultAttrMode, MissNest: a.Off}
+		return &nlattr.Error{Errno: unix.EINVAL, Message: "missing fault mode", MissType: wire.FaultAttrMode, MissNest: a.Off}
 	}
 	var f Fault
 	if err := wire.FaultTable.Decode(a.Data, &f); err != nil {

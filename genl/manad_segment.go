@@ -116,7 +116,7 @@ func (r *request) segmentName() (string, error) {
 func requiredName(a nlattr.Attr, tb []nlattr.Attr) (string, error) {
 	n := tb[wire.SegmentAttrName]
 	if !n.Present() {
-		return "", &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing segment name"}, MissType: wire.SegmentAttrName, MissNest: a.Off}
+		return "", &nlattr.Error{Errno: unix.EINVAL, Message: "missing segment name", MissType: wire.SegmentAttrName, MissNest: a.Off}
 	}
 	if n.Str() == "" {
 		return "", nlattr.AttrError(unix.EINVAL, n, "empty segment name")
@@ -135,7 +135,7 @@ func (r *request) uplinkSpec() (UplinkSpec, error) {
 		return UplinkSpec{}, err
 	}
 	if d := tb[wire.UplinkAttrDev]; !d.Present() || d.Str() == "" {
-		return UplinkSpec{}, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "missing uplink device"}, MissType: wire.UplinkAttrDev, MissNest: a.Off}
+		return UplinkSpec{}, &nlattr.Error{Errno: unix.EINVAL, Message: "missing uplink device", MissType: wire.UplinkAttrDev, MissNest: a.Off}
 	}
 	var u UplinkSpec
 	if err := wire.UplinkSpecTable.Decode(a.Data, &u); err != nil {
@@ -258,20 +258,13 @@ func (s *Server) uplinkDel(r *request) error {
 	return sb.DeleteUplink(r.ctx, r.c.caller, name, u)
 }
 
-// NotifySegment sends a manad SEGMENT_{NEW,DEL,CHANGE}_NTF for kind "new", "del" or "change",
-// carrying the segment's full state, to the "events" subscribers in network namespace ns (the
-// daemon's own: segments are the host's). Other kinds are logged and ignored.
-func (s *Server) NotifySegment(kind string, info SegmentInfo, ns NetNS) {
-	var cmd uint8
-	switch kind {
-	case "new":
-		cmd = wire.CmdSegmentNewNtf
-	case "del":
-		cmd = wire.CmdSegmentDelNtf
-	case "change":
-		cmd = wire.CmdSegmentChangeNtf
-	default:
-		s.log.Error("genl: NotifySegment with unknown kind, ignored", "kind", kind, "segment", info.Name)
+// NotifySegment sends a manad SEGMENT_{NEW,CHANGE,DEL}_NTF for ev, carrying the segment's full
+// state, to the "events" subscribers in network namespace ns (the daemon's own: segments are the
+// host's). A value that is no Event is logged and ignored.
+func (s *Server) NotifySegment(ev Event, info SegmentInfo, ns NetNS) {
+	cmd, ok := segmentNtf.cmd(ev)
+	if !ok {
+		s.log.Error("genl: NotifySegment with unknown event, ignored", "event", ev, "segment", info.Name)
 		return
 	}
 	s.notify(manadID, wire.FamilyVersion, cmd, &s.manadSeq, eventsGroup, ns,

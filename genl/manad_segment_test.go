@@ -88,7 +88,7 @@ func (b *segBackend) CreateSegment(ctx context.Context, c genl.Caller, s genl.Se
 		Ports: []string{}, Uplinks: []genl.UplinkInfo{}}
 	b.segs[s.Name] = info
 	b.calls = append(b.calls, fmt.Sprintf("CreateSegment %s mtu=%d storm=%d ageing=%d", s.Name, s.MTU, s.StormPPS, ageing))
-	b.srv.NotifySegment("new", *info, b.ns)
+	b.srv.NotifySegment(genl.EventNew, *info, b.ns)
 	return *info, nil
 }
 
@@ -104,7 +104,7 @@ func (b *segBackend) DeleteSegment(ctx context.Context, c genl.Caller, name stri
 	}
 	delete(b.segs, name)
 	b.calls = append(b.calls, "DeleteSegment "+name)
-	b.srv.NotifySegment("del", *s, b.ns)
+	b.srv.NotifySegment(genl.EventDel, *s, b.ns)
 	return nil
 }
 
@@ -122,7 +122,7 @@ func (b *segBackend) AddUplink(ctx context.Context, c genl.Caller, seg string, u
 	}
 	s.Uplinks = append(s.Uplinks, genl.UplinkInfo{Dev: u.Dev, NetNS: u.NetNS, State: wire.UplinkGone, MTU: 1450, MaxPortMTU: 1450, TxMTUDrops: 3})
 	b.calls = append(b.calls, fmt.Sprintf("AddUplink %s %s/%s", seg, u.NetNS, u.Dev))
-	b.srv.NotifySegment("change", *s, b.ns)
+	b.srv.NotifySegment(genl.EventChange, *s, b.ns)
 	return *s, nil
 }
 
@@ -139,7 +139,7 @@ func (b *segBackend) DeleteUplink(ctx context.Context, c genl.Caller, seg string
 	}
 	s.Uplinks = slices.Delete(s.Uplinks, i, i+1)
 	b.calls = append(b.calls, fmt.Sprintf("DeleteUplink %s %s/%s", seg, u.NetNS, u.Dev))
-	b.srv.NotifySegment("change", *s, b.ns)
+	b.srv.NotifySegment(genl.EventChange, *s, b.ns)
 	return nil
 }
 

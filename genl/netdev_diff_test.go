@@ -12,6 +12,7 @@ import (
 	"github.com/mdlayher/genetlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
 )
@@ -323,13 +324,13 @@ func TestNetdevNotificationsMatchKernel(t *testing.T) {
 
 	ip("link", "add", "nn0", "type", "veth", "peer", "name", "nn1")
 	k := kernelNext(wire.NetdevCmdDevAddNtf)
-	ts.srv.NotifyNetdevDev("new", ts.mana0.Dev, dev)
+	ts.srv.NotifyNetdevDev(genl.EventNew, ts.mana0.Dev, dev)
 	if ks, ms := ntfShape(k), ntfShape(rc.recv()[0]); ks != ms {
 		t.Errorf("dev-add-ntf: kernel %s\nmanad %s", ks, ms)
 	}
 	ip("link", "del", "nn0")
 	k = kernelNext(wire.NetdevCmdDevDelNtf)
-	ts.srv.NotifyNetdevDev("del", ts.mana0.Dev, dev)
+	ts.srv.NotifyNetdevDev(genl.EventDel, ts.mana0.Dev, dev)
 	if ks, ms := ntfShape(k), ntfShape(rc.recv()[0]); ks != ms {
 		t.Errorf("dev-del-ntf: kernel %s\nmanad %s", ks, ms)
 	}

@@ -227,9 +227,9 @@ func TestNetdevDevNotifications(t *testing.T) {
 	var want nlattr.Builder
 	wire.NetdevDevTable.Put(&want, &dev)
 	for _, tc := range []struct {
-		kind string
+		kind genl.Event
 		cmd  uint8
-	}{{"new", wire.NetdevCmdDevAddNtf}, {"del", wire.NetdevCmdDevDelNtf}, {"change", wire.NetdevCmdDevChangeNtf}} {
+	}{{genl.EventNew, wire.NetdevCmdDevAddNtf}, {genl.EventDel, wire.NetdevCmdDevDelNtf}, {genl.EventChange, wire.NetdevCmdDevChangeNtf}} {
 		ts.srv.NotifyNetdevDev(tc.kind, ts.mana0.Dev, dev)
 		msgs := rc.recv()
 		m := msgs[0]
@@ -267,18 +267,18 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 	ns := ts.mana0.Dev.NetNS
 	ifi := ts.mana0.Dev.Index
 	for _, tc := range []struct {
-		kind string
+		kind genl.Event
 		cmd  uint8
 		pool wire.NetdevPagePool
 		want func(b *nlattr.Builder)
 	}{
-		{"add", wire.NetdevCmdPagePoolAddNtf, wire.NetdevPagePool{ID: 3, Ifindex: ifi}, func(b *nlattr.Builder) {
+		{genl.EventNew, wire.NetdevCmdPagePoolAddNtf, wire.NetdevPagePool{ID: 3, Ifindex: ifi}, func(b *nlattr.Builder) {
 			b.PutU32(wire.NetdevAPagePoolID, 3)
 			b.PutU32(wire.NetdevAPagePoolIfindex, ifi)
 			b.PutU32(wire.NetdevAPagePoolInflight, 0)
 			b.PutU32(wire.NetdevAPagePoolInflightMem, 0)
 		}},
-		{"change", wire.NetdevCmdPagePoolChangeNtf, wire.NetdevPagePool{ID: 3, Ifindex: ifi, Inflight: 2, InflightMem: 8192, DetachTime: 1 << 33},
+		{genl.EventChange, wire.NetdevCmdPagePoolChangeNtf, wire.NetdevPagePool{ID: 3, Ifindex: ifi, Inflight: 2, InflightMem: 8192, DetachTime: 1 << 33},
 			func(b *nlattr.Builder) {
 				b.PutU32(wire.NetdevAPagePoolID, 3)
 				b.PutU32(wire.NetdevAPagePoolIfindex, ifi)
@@ -286,14 +286,14 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 				b.PutU32(wire.NetdevAPagePoolInflightMem, 8192)
 				b.PutU64(wire.NetdevAPagePoolDetachTime, 1<<33) // nla_put_uint: 8 bytes past u32
 			}},
-		{"change", wire.NetdevCmdPagePoolChangeNtf, wire.NetdevPagePool{ID: 3, Inflight: 2, InflightMem: 8192, DetachTime: 40},
+		{genl.EventChange, wire.NetdevCmdPagePoolChangeNtf, wire.NetdevPagePool{ID: 3, Inflight: 2, InflightMem: 8192, DetachTime: 40},
 			func(b *nlattr.Builder) {
 				b.PutU32(wire.NetdevAPagePoolID, 3)
 				b.PutU32(wire.NetdevAPagePoolInflight, 2)
 				b.PutU32(wire.NetdevAPagePoolInflightMem, 8192)
 				b.PutU32(wire.NetdevAPagePoolDetachTime, 40)
 			}},
-		{"del", wire.NetdevCmdPagePoolDelNtf, wire.NetdevPagePool{ID: 3, DetachTime: 40}, func(b *nlattr.Builder) {
+		{genl.EventDel, wire.NetdevCmdPagePoolDelNtf, wire.NetdevPagePool{ID: 3, DetachTime: 40}, func(b *nlattr.Builder) {
 			b.PutU32(wire.NetdevAPagePoolID, 3)
 			b.PutU32(wire.NetdevAPagePoolInflight, 0)
 			b.PutU32(wire.NetdevAPagePoolInflightMem, 0)
@@ -317,7 +317,7 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 			t.Errorf("%s: decoded %+v (%v), want %+v", tc.kind, back, err, tc.pool)
 		}
 	}
-	ts.srv.NotifyNetdevPagePool("bogus", ns, wire.NetdevPagePool{ID: 1})
+	ts.srv.NotifyNetdevPagePool(genl.Event(99), ns, wire.NetdevPagePool{ID: 1})
 	// Neither the bogus kind nor the other namespace reached rc, and the mgmt subscriber got
 	// nothing: the next datagram of each is the reply to a request.
 	for _, c := range []*rawConn{rc, mgmtOnly} {

@@ -43,20 +43,13 @@ func (s *Server) NotifyChannels(d Device, ch Channels) {
 		})
 }
 
-// NotifyPort sends a manad PORT_{NEW,DEL,CHANGE}_NTF for kind "new", "del"
-// or "change" to the "events" subscribers in the port's network namespace.
-// Other kinds are logged and ignored.
-func (s *Server) NotifyPort(kind string, p PortInfo) {
-	var cmd uint8
-	switch kind {
-	case "new":
-		cmd = wire.CmdPortNewNtf
-	case "del":
-		cmd = wire.CmdPortDelNtf
-	case "change":
-		cmd = wire.CmdPortChangeNtf
-	default:
-		s.log.Error("genl: NotifyPort with unknown kind, ignored", "kind", kind, "port", p.Device.Name)
+// NotifyPort sends a manad PORT_{NEW,CHANGE,DEL}_NTF for ev to the "events"
+// subscribers in the port's network namespace. A value that is no Event is
+// logged and ignored.
+func (s *Server) NotifyPort(ev Event, p PortInfo) {
+	cmd, ok := portNtf.cmd(ev)
+	if !ok {
+		s.log.Error("genl: NotifyPort with unknown event, ignored", "event", ev, "port", p.Device.Name)
 		return
 	}
 	s.notify(manadID, wire.FamilyVersion, cmd, &s.manadSeq, eventsGroup, p.Device.NetNS,

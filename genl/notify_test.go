@@ -110,7 +110,7 @@ func TestNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts.srv.NotifyPort("new", *info)
+	ts.srv.NotifyPort(genl.EventNew, *info)
 	n = next()
 	if n.Kind != client.PortAdded || n.Sequence != 1 || n.Interface != wantIfi {
 		t.Fatalf("port NTF: %+v", n)
@@ -118,13 +118,13 @@ func TestNotifications(t *testing.T) {
 	if diff := cmp.Diff(info, n.Port); diff != "" {
 		t.Errorf("port NTF payload (-want +got):\n%s", diff)
 	}
-	ts.srv.NotifyPort("bogus", *info)
-	ts.srv.NotifyPort("del", *info)
+	ts.srv.NotifyPort(genl.Event(99), *info)
+	ts.srv.NotifyPort(genl.EventDel, *info)
 	if n = next(); n.Kind != client.PortRemoved || n.Sequence != 2 {
 		t.Errorf("del NTF: %+v", n)
 	}
-	if !strings.Contains(ts.logs.String(), "NotifyPort with unknown kind") {
-		t.Errorf("unknown kind not logged")
+	if !strings.Contains(ts.logs.String(), "NotifyPort with unknown event") {
+		t.Errorf("unknown event not logged")
 	}
 }
 
@@ -174,7 +174,7 @@ func TestNotificationWireFormat(t *testing.T) {
 		t.Fatalf("join events: %+v", a)
 	}
 	ts.srv.NotifyRings(ts.mana0.Dev, genl.Rings{})
-	ts.srv.NotifyPort("change", genl.PortInfo{Device: ts.mana0.Dev})
+	ts.srv.NotifyPort(genl.EventChange, genl.PortInfo{Device: ts.mana0.Dev})
 	m = rc.recv()[0]
 	if m.h.Type != mf || m.data[0] != wire.CmdPortChangeNtf || m.h.PID != 0 {
 		t.Errorf("after leave: %+v % x", m.h, m.data[:4])
@@ -283,7 +283,7 @@ func TestMonitor(t *testing.T) {
 	// Monitor joins asynchronously: repeat the notification until it lands.
 	var n client.Notification
 	for n.Kind == 0 {
-		ts.srv.NotifyPort("new", genl.PortInfo{Device: ts.mana1.Dev})
+		ts.srv.NotifyPort(genl.EventNew, genl.PortInfo{Device: ts.mana1.Dev})
 		select {
 		case n = <-got:
 		case <-time.After(50 * time.Millisecond):

@@ -557,7 +557,7 @@ func (c *conn) sendMalformed(d []byte, msg string) {
 	h, _ := nlattr.ReadHeader(hdr)
 	// Echo only what was understood: a 16-byte header.
 	hdr[0], hdr[1], hdr[2], hdr[3] = nlattr.MsgHdrLen, 0, 0, 0
-	e := &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: msg}}
+	e := &nlattr.Error{Errno: unix.EINVAL, Message: msg}
 	_ = c.send(nlattr.AppendAck(nil, hdr, h.PID, e.Errno, e, c.ackOptions()))
 }
 

@@ -7,8 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/genl/wire"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // Caller is the peer of a request, from its socket credentials at connect
@@ -157,13 +157,13 @@ type ServerConfig struct {
 	Observer Observer
 }
 
-// Error is manad's one errno-plus-message error (vnic/extack), for Backend
+// Error is manad's one errno-plus-message error (genl/nlerr), for Backend
 // implementations. The server sends Errno in NLMSG_ERROR, Message as
 // NLMSGERR_ATTR_MSG and a non-zero Offset as NLMSGERR_ATTR_OFFS.
-type Error = extack.Error
+type Error = nlerr.Error
 
 // Errorf returns an *Error with errno and a formatted message. The result
 // satisfies errors.Is(err, errno).
 func Errorf(errno unix.Errno, format string, args ...any) error {
-	return extack.New(errno, format, args...)
+	return nlerr.New(errno, format, args...)
 }

@@ -3,7 +3,7 @@ package vnic
 import (
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // Coalesce is a port's coalescing configuration, the fields of struct ethtool_coalesce and
@@ -49,16 +49,16 @@ func CheckCoalesce(c Coalesce, cqe8 bool) error {
 		fallthrough
 	default:
 		if cqe8 {
-			return extack.New(unix.EINVAL, "rx-frames must be 1 or 4 or 8, got %d", c.RxCQEFrames)
+			return nlerr.New(unix.EINVAL, "rx-frames must be 1 or 4 or 8, got %d", c.RxCQEFrames)
 		}
-		return extack.New(unix.EINVAL, "rx-frames must be 1 or 4, got %d", c.RxCQEFrames)
+		return nlerr.New(unix.EINVAL, "rx-frames must be 1 or 4, got %d", c.RxCQEFrames)
 	}
 	for _, u := range []struct {
 		name string
 		v    uint32
 	}{{"rx-usecs", c.RxUsecs}, {"tx-usecs", c.TxUsecs}} {
 		if u.v > MaxCoalesceUsecs {
-			return extack.New(unix.EINVAL, "%s must be at most %d, got %d", u.name, MaxCoalesceUsecs, u.v)
+			return nlerr.New(unix.EINVAL, "%s must be at most %d, got %d", u.name, MaxCoalesceUsecs, u.v)
 		}
 	}
 	for _, f := range []struct {
@@ -66,7 +66,7 @@ func CheckCoalesce(c Coalesce, cqe8 bool) error {
 		v    uint32
 	}{{"rx-frames", c.RxMaxFrames}, {"tx-frames", c.TxMaxFrames}} {
 		if f.v > MaxCoalesceFrames {
-			return extack.New(unix.EINVAL, "%s must be at most %d, got %d", f.name, MaxCoalesceFrames, f.v)
+			return nlerr.New(unix.EINVAL, "%s must be at most %d, got %d", f.name, MaxCoalesceFrames, f.v)
 		}
 	}
 	return nil

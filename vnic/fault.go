@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // FaultPoint is a step of the reconfiguration state machine that fault injection can make fail.
@@ -46,7 +46,7 @@ func ParseFaultPoint(s string) (FaultPoint, error) {
 			return p, nil
 		}
 	}
-	return 0, extack.New(unix.EINVAL, "unknown fault point %q (want prealloc, detach or attach)", s)
+	return 0, nlerr.New(unix.EINVAL, "unknown fault point %q (want prealloc, detach or attach)", s)
 }
 
 // defaultErrno is what an injected fault returns unless told otherwise: pre-allocation runs out of
@@ -95,7 +95,7 @@ func ParseFaultMode(s string) (FaultMode, error) {
 			return m, nil
 		}
 	}
-	return 0, extack.New(unix.EINVAL, "unknown fault mode %q (want off, once, count or always)", s)
+	return 0, nlerr.New(unix.EINVAL, "unknown fault mode %q (want off, once, count or always)", s)
 }
 
 // Fault is the injection armed at one point.
@@ -111,13 +111,13 @@ type Fault struct {
 func (f Fault) validate() error {
 	switch {
 	case f.Point >= numFaultPoints:
-		return extack.New(unix.EINVAL, "unknown fault point %d", f.Point)
+		return nlerr.New(unix.EINVAL, "unknown fault point %d", f.Point)
 	case f.Mode > FaultAlways:
-		return extack.New(unix.EINVAL, "unknown fault mode %d", f.Mode)
+		return nlerr.New(unix.EINVAL, "unknown fault mode %d", f.Mode)
 	case f.Mode == FaultCount && f.Count <= 0:
-		return extack.New(unix.EINVAL, "fault mode count needs a count of at least 1")
+		return nlerr.New(unix.EINVAL, "fault mode count needs a count of at least 1")
 	case f.Errno > 4095:
-		return extack.New(unix.EINVAL, "errno %d out of range", f.Errno)
+		return nlerr.New(unix.EINVAL, "errno %d out of range", f.Errno)
 	}
 	return nil
 }
@@ -143,7 +143,7 @@ func (p *Port) fire(point FaultPoint, what string) error {
 		errno = point.defaultErrno()
 	}
 	p.log.Warn("fault injected", "point", point.String(), "during", what, "errno", errno.Error())
-	return extack.New(errno, "injected %s fault", point)
+	return nlerr.New(errno, "injected %s fault", point)
 }
 
 // SetFault arms (or with FaultOff disarms) fault injection at f.Point. Errors: EINVAL for an

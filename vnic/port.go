@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic/pagepool"
 	"github.com/manad/manad/vnic/rxbuf"
 )
@@ -208,23 +208,23 @@ func (c *Config) fill() error {
 	}
 	switch {
 	case c.Name == "":
-		return extack.New(unix.EINVAL, "port needs a name")
+		return nlerr.New(unix.EINVAL, "port needs a name")
 	case c.Lock == nil:
-		return extack.New(unix.EINVAL, "port %s needs a configuration lock", c.Name)
+		return nlerr.New(unix.EINVAL, "port %s needs a configuration lock", c.Name)
 	case c.Host == nil || c.Wire == nil:
-		return extack.New(unix.EINVAL, "port %s needs a host and a wire", c.Name)
+		return nlerr.New(unix.EINVAL, "port %s needs a host and a wire", c.Name)
 	case !rxbuf.ValidPageSize(c.PageSize):
-		return extack.New(unix.EINVAL, "page size %d not supported (want 4096, 16384 or 65536)", c.PageSize)
+		return nlerr.New(unix.EINVAL, "page size %d not supported (want 4096, 16384 or 65536)", c.PageSize)
 	case c.MaxMTU < MinMTU || c.MaxMTU > rxbuf.MaxMTU:
-		return extack.New(unix.EINVAL, "max MTU %d out of range %d..%d", c.MaxMTU, MinMTU, rxbuf.MaxMTU)
+		return nlerr.New(unix.EINVAL, "max MTU %d out of range %d..%d", c.MaxMTU, MinMTU, rxbuf.MaxMTU)
 	case c.MaxQueues < 1 || c.MaxQueues > 256:
-		return extack.New(unix.EINVAL, "max queues %d out of range 1..256", c.MaxQueues)
+		return nlerr.New(unix.EINVAL, "max queues %d out of range 1..256", c.MaxQueues)
 	case c.Rule > rxbuf.RulePreFrag:
-		return extack.New(unix.EINVAL, "unknown RX buffer rule %d", c.Rule)
+		return nlerr.New(unix.EINVAL, "unknown RX buffer rule %d", c.Rule)
 	case c.RxAlloc > rxbuf.AllocNoPool:
-		return extack.New(unix.EINVAL, "unknown RX allocation mode %d", c.RxAlloc)
+		return nlerr.New(unix.EINVAL, "unknown RX allocation mode %d", c.RxAlloc)
 	case c.RSSKey != nil && len(c.RSSKey) != RSSKeySize:
-		return extack.New(unix.EINVAL, "hash key must be %d bytes, got %d", RSSKeySize, len(c.RSSKey))
+		return nlerr.New(unix.EINVAL, "hash key must be %d bytes, got %d", RSSKeySize, len(c.RSSKey))
 	}
 	return nil
 }
@@ -311,7 +311,7 @@ func (p *Port) layoutFor(s Settings) (rxbuf.Layout, error) {
 func (p *Port) Open() error {
 	p.assertLocked()
 	if p.closed {
-		return extack.New(unix.ENODEV, "port %s is being removed", p.cfg.Name)
+		return nlerr.New(unix.ENODEV, "port %s is being removed", p.cfg.Name)
 	}
 	if p.running {
 		p.adminUp = true
@@ -321,7 +321,7 @@ func (p *Port) Open() error {
 	if err := p.attach(p.set, nil, false); err != nil {
 		p.adminUp = false
 		p.log.Warn("open failed", "err", err)
-		return extack.Wrap(err, unix.ENOMEM, "mana_alloc_queues failed")
+		return nlerr.Wrap(err, unix.ENOMEM, "mana_alloc_queues failed")
 	}
 	p.adminUp = true
 	p.resetPending = false
@@ -443,7 +443,7 @@ func (p *Port) attach(s Settings, a *allocation, inject bool) error {
 		defer p.free(a)
 	} else if !a.layout.SameBuffers(l) || len(a.pools) != s.Queues {
 		// mana_get_rxbuf_pre: "RX buffer ... mismatch" makes queue creation fail.
-		return extack.New(unix.ENOMEM, "pre-allocated RX buffers do not match the new layout")
+		return nlerr.New(unix.ENOMEM, "pre-allocated RX buffers do not match the new layout")
 	}
 	for q := 0; q < s.Queues; q++ {
 		if inject && q == s.Queues/2 {
@@ -551,7 +551,7 @@ func (t *Teardown) Wait(ctx context.Context) error {
 	select {
 	case <-t.worker:
 	case <-ctx.Done():
-		return extack.New(unix.EBUSY, "port %s: reset worker still running", t.port)
+		return nlerr.New(unix.EBUSY, "port %s: reset worker still running", t.port)
 	}
 	leaked := 0
 	for _, r := range t.releases {
@@ -560,7 +560,7 @@ func (t *Teardown) Wait(ctx context.Context) error {
 		}
 	}
 	if leaked > 0 {
-		return extack.New(unix.EBUSY, "port %s: %d RX buffers still in flight", t.port, leaked)
+		return nlerr.New(unix.EBUSY, "port %s: %d RX buffers still in flight", t.port, leaked)
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -20,7 +20,8 @@ type reconfig struct {
 	preallocMsg, detachMsg, attachMsg string
 }
 
-// reconfigure moves the port from its current settings to nw, following design.md §4:
+// reconfigure moves the port from its current settings to nw, following the state machine README
+// describes (The port model, Reconfiguration):
 //
 //	no change                → nil, nothing happens
 //	port down or detached    → nw is stored and applied when the port comes up (or by the reset work)
@@ -35,7 +36,7 @@ func (p *Port) reconfigure(rc reconfig, nw Settings) error {
 	p.assertLocked()
 	if p.closed {
 		p.observe(rc.op, ReconfigRefused, -1)
-		return extack.New(unix.ENODEV, "port %s is being removed", p.cfg.Name)
+		return nlerr.New(unix.ENODEV, "port %s is being removed", p.cfg.Name)
 	}
 	old := p.set
 	if nw == old {
@@ -65,14 +66,14 @@ func (p *Port) reconfigure(rc reconfig, nw Settings) error {
 		p.set = old
 		p.observe(rc.op, ReconfigPreallocFailed, time.Since(start))
 		p.log.Warn("reconfiguration failed at pre-allocation; port untouched", "op", rc.op, "err", err)
-		return extack.Wrap(err, unix.ENOMEM, "%s", rc.preallocMsg)
+		return nlerr.Wrap(err, unix.ENOMEM, "%s", rc.preallocMsg)
 	}
 	if err := p.detach(); err != nil {
 		p.set = old
 		p.free(pre)
 		p.observe(rc.op, ReconfigDetachFailed, time.Since(start))
 		p.log.Warn("reconfiguration failed at detach; port still running", "op", rc.op, "err", err)
-		return extack.Wrap(err, unix.EIO, "%s", rc.detachMsg)
+		return nlerr.Wrap(err, unix.EIO, "%s", rc.detachMsg)
 	}
 	if err := p.attach(nw, pre, true); err != nil {
 		p.set = old
@@ -80,7 +81,7 @@ func (p *Port) reconfigure(rc reconfig, nw Settings) error {
 		p.scheduleReset()
 		p.observe(rc.op, ReconfigAttachFailed, time.Since(start))
 		p.log.Warn("reconfiguration failed at attach; port detached, reset scheduled", "op", rc.op, "err", err)
-		return extack.Wrap(err, unix.ENOMEM, "%s", rc.attachMsg)
+		return nlerr.Wrap(err, unix.ENOMEM, "%s", rc.attachMsg)
 	}
 	p.free(pre)
 	took := time.Since(start)
@@ -92,7 +93,7 @@ func (p *Port) reconfigure(rc reconfig, nw Settings) error {
 // checkPrivFlags rejects bits past MANA_PRIV_FLAG_MAX.
 func checkPrivFlags(f uint32) error {
 	if f&^privFlagsMask != 0 {
-		return extack.New(unix.EINVAL, "unknown private flag bits 0x%x", f&^privFlagsMask)
+		return nlerr.New(unix.EINVAL, "unknown private flag bits 0x%x", f&^privFlagsMask)
 	}
 	return nil
 }
@@ -131,12 +132,12 @@ func (p *Port) SetPrivFlags(flags uint32) error {
 func (p *Port) checkMTU(mtu int, xdp bool) error {
 	switch {
 	case mtu < MinMTU:
-		return extack.New(unix.EINVAL, "mtu less than device minimum")
+		return nlerr.New(unix.EINVAL, "mtu less than device minimum")
 	case mtu > p.maxMTU(xdp):
 		if xdp && mtu <= p.cfg.MaxMTU {
-			return extack.New(unix.EINVAL, "mtu greater than device maximum (%d while an XDP program is attached)", p.maxMTU(xdp))
+			return nlerr.New(unix.EINVAL, "mtu greater than device maximum (%d while an XDP program is attached)", p.maxMTU(xdp))
 		}
-		return extack.New(unix.EINVAL, "mtu greater than device maximum")
+		return nlerr.New(unix.EINVAL, "mtu greater than device maximum")
 	}
 	return nil
 }
@@ -168,7 +169,7 @@ func (p *Port) SetXDP(prog XDPProgram) error {
 	p.assertLocked()
 	if prog != nil && p.set.MTU > rxbuf.XDPMTUMax(p.cfg.PageSize) {
 		p.log.Warn("XDP: mtu too large", "mtu", p.set.MTU, "mtu_max", rxbuf.XDPMTUMax(p.cfg.PageSize))
-		return extack.New(unix.EOPNOTSUPP, "XDP: mtu too large")
+		return nlerr.New(unix.EOPNOTSUPP, "XDP: mtu too large")
 	}
 	nw := p.set
 	nw.XDP = prog
@@ -185,11 +186,11 @@ func (p *Port) SetXDP(prog XDPProgram) error {
 func (p *Port) checkRings(rx, tx int) (int, int, error) {
 	switch {
 	case rx < MinRxRing:
-		return 0, 0, extack.New(unix.EINVAL, "rx:%d less than the min:%d", rx, MinRxRing)
+		return 0, 0, nlerr.New(unix.EINVAL, "rx:%d less than the min:%d", rx, MinRxRing)
 	case tx < MinTxRing:
-		return 0, 0, extack.New(unix.EINVAL, "tx:%d less than the min:%d", tx, MinTxRing)
+		return 0, 0, nlerr.New(unix.EINVAL, "tx:%d less than the min:%d", tx, MinTxRing)
 	case rx > MaxRxRing || tx > MaxTxRing:
-		return 0, 0, extack.New(unix.EINVAL, "requested ring size exceeds maximum")
+		return 0, 0, nlerr.New(unix.EINVAL, "requested ring size exceeds maximum")
 	}
 	return roundUpPow2(rx), roundUpPow2(tx), nil
 }
@@ -221,9 +222,9 @@ func (p *Port) SetRings(rx, tx int) error {
 func (p *Port) checkChannels(n int) error {
 	switch {
 	case n < 1:
-		return extack.New(unix.EINVAL, "requested channel counts would result in no RX or TX channel being configured")
+		return nlerr.New(unix.EINVAL, "requested channel counts would result in no RX or TX channel being configured")
 	case n > p.cfg.MaxQueues:
-		return extack.New(unix.EINVAL, "requested channel count exceeds maximum")
+		return nlerr.New(unix.EINVAL, "requested channel count exceeds maximum")
 	}
 	return nil
 }

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // RSS constants of the port (mana.h).
@@ -60,18 +60,18 @@ func defaultIndir(queues int) (t [RSSIndirSize]uint32) {
 // naming a queue that does not exist.
 func checkRSS(u RSSUpdate, queues int) error {
 	if u.HFunc != 0 && u.HFunc != RSSHashTop {
-		return extack.New(unix.EOPNOTSUPP, "hash function 0x%x not supported, only toeplitz", u.HFunc)
+		return nlerr.New(unix.EOPNOTSUPP, "hash function 0x%x not supported, only toeplitz", u.HFunc)
 	}
 	if u.Key != nil && len(u.Key) != RSSKeySize {
-		return extack.New(unix.EINVAL, "hash key must be %d bytes, got %d", RSSKeySize, len(u.Key))
+		return nlerr.New(unix.EINVAL, "hash key must be %d bytes, got %d", RSSKeySize, len(u.Key))
 	}
 	if u.Indir != nil {
 		if len(u.Indir) != RSSIndirSize {
-			return extack.New(unix.EINVAL, "indirection table must have %d entries, got %d", RSSIndirSize, len(u.Indir))
+			return nlerr.New(unix.EINVAL, "indirection table must have %d entries, got %d", RSSIndirSize, len(u.Indir))
 		}
 		for i, q := range u.Indir {
 			if q >= uint32(queues) {
-				return extack.New(unix.EINVAL, "indirection table entry %d is queue %d, port has %d queues", i, q, queues)
+				return nlerr.New(unix.EINVAL, "indirection table entry %d is queue %d, port has %d queues", i, q, queues)
 			}
 		}
 	}
@@ -94,7 +94,7 @@ func (p *Port) RSS() RSS {
 func (p *Port) SetRSS(u RSSUpdate) error {
 	p.assertLocked()
 	if !p.running {
-		return extack.New(unix.EOPNOTSUPP, "port is not up")
+		return nlerr.New(unix.EOPNOTSUPP, "port is not up")
 	}
 	if err := checkRSS(u, p.set.Queues); err != nil {
 		return err

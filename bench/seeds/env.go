@@ -20,13 +20,13 @@ import (
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
-	"github.com/manad/manad/tests/harness"
+	"github.com/manad/manad/internal/nsrun"
 )
 
 // env is one run's world: a manad process with every table's ports, the namespaces they live
 // in, and a control client per namespace. The namespace plumbing (entering a namespace, sockets
-// and commands inside one) is tests/harness's; this program has no testing.TB, so it starts the
-// daemon itself.
+// and commands inside one) is internal/nsrun's, which tests/harness uses too; this program has
+// no testing.TB, so it starts the daemon itself.
 type env struct {
 	dir     string
 	manad   string // binary
@@ -57,8 +57,8 @@ func newEnv(manadBin string) (*env, error) {
 
 // ns creates a uniquely named network namespace (deleted by close).
 func (e *env) ns(suffix string) (string, error) {
-	n := harness.Name("sd", suffix)
-	if _, err := harness.RunErr("", "ip", "netns", "add", n); err != nil {
+	n := nsrun.Name("sd", suffix)
+	if _, err := nsrun.Output("", "ip", "netns", "add", n); err != nil {
 		return "", err
 	}
 	e.netns = append(e.netns, n)
@@ -67,7 +67,7 @@ func (e *env) ns(suffix string) (string, error) {
 
 // run runs a command inside ns ("" = here), its output in the error.
 func run(ns string, args ...string) error {
-	if out, err := harness.RunErr(ns, args...); err != nil {
+	if out, err := nsrun.Output(ns, args...); err != nil {
 		return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out))
 	}
 	return nil
@@ -119,7 +119,7 @@ func (e *env) client(ns string) (*client.Client, error) {
 		return c, nil
 	}
 	var c *client.Client
-	err := harness.InNetNS(ns, func() (err error) {
+	err := nsrun.In(ns, func() (err error) {
 		c, err = client.Dial(filepath.Join(e.dir, "manad.sock"))
 		return err
 	})
@@ -255,7 +255,7 @@ func udpFlood(ns, dst string, payload, flows int, window time.Duration) (uint64,
 		}
 	}()
 	for range flows {
-		c, err := harness.Dial(ns, "udp", dst)
+		c, err := nsrun.Dial(ns, "udp", dst)
 		if err != nil {
 			return 0, err
 		}
@@ -288,7 +288,7 @@ func udpFlood(ns, dst string, payload, flows int, window time.Duration) (uint64,
 // tcpStreams runs n TCP streams from src to addr (a listener in dst) for window and returns the
 // bits per second the receivers read, over the window.
 func tcpStreams(src, dst, addr string, n int, window time.Duration) (float64, error) {
-	l, err := harness.Listen(dst, "tcp", addr)
+	l, err := nsrun.Listen(dst, "tcp", addr)
 	if err != nil {
 		return 0, err
 	}
@@ -310,7 +310,7 @@ func tcpStreams(src, dst, addr string, n int, window time.Duration) (float64, er
 		}
 	}()
 	for range n {
-		c, err := harness.Dial(src, "tcp", addr)
+		c, err := nsrun.Dial(src, "tcp", addr)
 		if err != nil {
 			return 0, err
 		}
@@ -381,7 +381,7 @@ func (e *env) attachGenericDrop(ns, dev string) error {
 		return fmt.Errorf("load XDP drop program: %w", err)
 	}
 	var l link.Link
-	err = harness.InNetNS(ns, func() error {
+	err = nsrun.In(ns, func() error {
 		ifi, err := net.InterfaceByName(dev)
 		if err != nil {
 			return err
@@ -410,7 +410,7 @@ type arrivals struct {
 }
 
 func newArrivals(ns, addr string) (*arrivals, error) {
-	c, err := harness.ListenPacket(ns, addr)
+	c, err := nsrun.ListenPacket(ns, addr)
 	if err != nil {
 		return nil, err
 	}

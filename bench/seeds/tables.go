@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/manad/manad/genl/client"
-	"github.com/manad/manad/tests/harness"
+	"github.com/manad/manad/internal/nsrun"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -157,7 +157,7 @@ func build(ctx context.Context, e *env) (*world, error) {
 // portName is a port name unique to this process: "s" + the PID's last digits + table, index and
 // side (at most 15 bytes, as an interface name must be).
 func portName(tag string, i int, side string) string {
-	return harness.Name("s", fmt.Sprintf("%s%d%s", tag, i, side))
+	return nsrun.Name("s", fmt.Sprintf("%s%d%s", tag, i, side))
 }
 
 // Measured column names.

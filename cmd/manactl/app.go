@@ -52,6 +52,8 @@ func usageErrorf(format string, args ...any) error { return fmt.Errorf(format, a
 // An error with a hint (hintError) prints the hint; the kernel's error for a request that went
 // to the kernel because manad was not running is followed by a second line, "manad is not
 // running at PATH". Other errors (connecting to manad, reading a file, ioctl) print as they are.
+// A *client.Error (genl/nlerr's type) found here is a server's answer: manactl's own checks
+// return usage errors or an errnoError, never that type.
 func errorLine(err error) string {
 	var he *hintError
 	if errors.As(err, &he) {
@@ -63,15 +65,10 @@ func errorLine(err error) string {
 	}
 	var ce *client.Error
 	if errors.As(err, &ce) {
-		var errno unix.Errno
-		text := ce.Err.Error()
-		if errors.As(ce.Err, &errno) {
-			text = strerror(errno)
-		}
 		if ce.Message != "" {
-			return "netlink error: " + ce.Message + ": " + text
+			return "netlink error: " + ce.Message + ": " + strerror(ce.Errno)
 		}
-		return "netlink error: " + text
+		return "netlink error: " + strerror(ce.Errno)
 	}
 	var errno unix.Errno
 	if errors.As(err, &errno) && err.Error() == errno.Error() {

@@ -178,7 +178,7 @@ func TestKernelFallback(t *testing.T) {
 
 // TestExitStatus: each failure gives ethtool's exit status for it (exitStatuses), 1 otherwise.
 func TestExitStatus(t *testing.T) {
-	nlErr := func(e unix.Errno) error { return &client.Error{Message: "x", Err: e} }
+	nlErr := func(e unix.Errno) error { return &client.Error{Errno: e, Message: "x"} }
 	connect := &connectError{fmt.Errorf("cannot connect to manad at /x: %w", unix.ECONNREFUSED)}
 	tests := []struct {
 		cmd  string

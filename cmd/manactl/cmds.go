@@ -16,8 +16,8 @@ import (
 	"github.com/manad/manad/cmd/internal/buildinfo"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/layout"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/genl/wire"
-	"github.com/manad/manad/vnic/extack"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -693,7 +693,7 @@ not run.`,
 			// Computed here, with the model manad uses (genl/layout): no daemon needed.
 			ls, err := layout.PlanAlloc(req, alloc)
 			if err != nil {
-				var xe *extack.Error
+				var xe *nlerr.Error
 				if errors.As(err, &xe) {
 					err = &errnoError{xe.Message, xe.Errno, failRequest}
 				}

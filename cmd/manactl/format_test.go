@@ -216,8 +216,8 @@ func TestErrorLines(t *testing.T) {
 		capture string
 		err     error
 	}{
-		{"ethtool-6.1/veth-set-channels-rx5.stderr", &client.Error{Message: "requested channel count exceeds maximum", Offset: 32, Err: unix.EINVAL}},
-		{"ethtool-6.1/veth-rings.stderr", &client.Error{Err: unix.EOPNOTSUPP}},
+		{"ethtool-6.1/veth-set-channels-rx5.stderr", &client.Error{Errno: unix.EINVAL, Message: "requested channel count exceeds maximum", Offset: 32}},
+		{"ethtool-6.1/veth-rings.stderr", &client.Error{Errno: unix.EOPNOTSUPP}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.capture, func(t *testing.T) {
@@ -245,7 +245,7 @@ func TestErrorLines(t *testing.T) {
 		{&errnoError{"Cannot get stats strings information", unix.ENODEV, failStatsStrings}, "Cannot get stats strings information: No such device"},
 		{errNoStats{}, "no stats available"},
 		{unix.EPERM, "Operation not permitted"},
-		{&client.Error{Message: "bit name not found", Err: unix.EOPNOTSUPP}, "netlink error: bit name not found: Operation not supported"},
+		{&client.Error{Errno: unix.EOPNOTSUPP, Message: "bit name not found"}, "netlink error: bit name not found: Operation not supported"},
 	} {
 		if got := errorLine(tc.err); got != tc.want {
 			t.Errorf("errorLine(%#v) = %q, want %q", tc.err, got, tc.want)

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
-	"runtime"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/internal/siocethtool"
 )
 
 // Kernel driver statistics for `stats --kernel`. The kernel's ethtool netlink has no request for
@@ -18,36 +15,11 @@ import (
 // ETHTOOL_GSSET_INFO for the count, ETHTOOL_GSTRINGS for the names, ETHTOOL_GSTATS for the values
 // (ethtool.c: do_gstats, get_stringset).
 
-const (
-	ethtoolGStrings  = 0x1b // ETHTOOL_GSTRINGS
-	ethtoolGStats    = 0x1d // ETHTOOL_GSTATS
-	ethtoolGSSetInfo = 0x37 // ETHTOOL_GSSET_INFO
-	ethSSStats       = 1    // ETH_SS_STATS
-	ethGStringLen    = 32   // ETH_GSTRING_LEN
-)
-
-// ifreqData is struct ifreq with the ifr_data member of the union (40 bytes on 64-bit).
-type ifreqData struct {
-	name [unix.IFNAMSIZ]byte
-	data unsafe.Pointer
-	_    [24 - unsafe.Sizeof(uintptr(0))]byte
-}
-
-// ethtoolIoctl runs SIOCETHTOOL on dev with buf as the command structure.
-func ethtoolIoctl(fd int, dev string, buf unsafe.Pointer) error {
-	var ifr ifreqData
-	copy(ifr.name[:unix.IFNAMSIZ-1], dev)
-	ifr.data = buf
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
-	runtime.KeepAlive(&ifr)
-	if errno != 0 {
-		return errno
-	}
-	return nil
-}
-
 // errnoError is an error printed perror-style, "what: Errno text" (as ethtool prints a failed
-// ioctl: "Cannot get stats strings information: No such device"); it unwraps to the errno.
+// ioctl: "Cannot get stats strings information: No such device"); it unwraps to the errno. It is
+// how manactl prints a failure of its own (and which part of the command failed, for the exit
+// status), not an error passed between layers: those are genl/nlerr's, which errorLine prints as
+// ethtool prints a netlink error.
 type errnoError struct {
 	what  string
 	errno unix.Errno
@@ -89,48 +61,24 @@ func kernelStats(dev string) ([]wire.Stat, error) {
 	}
 	defer unix.Close(fd)
 
-	// struct ethtool_sset_info { u32 cmd, reserved; u64 sset_mask; u32 data[]; }
-	info := make([]uint64, 3)
-	binary.NativeEndian.PutUint32(u64Bytes(info)[0:], ethtoolGSSetInfo)
-	info[1] = 1 << ethSSStats
-	if err := ethtoolIoctl(fd, dev, unsafe.Pointer(&info[0])); err != nil {
+	n, err := siocethtool.SetLen(fd, dev, siocethtool.SSStats)
+	if err != nil {
 		return nil, &errnoError{"Cannot get stats strings information", errnoOf(err), failStatsStrings}
-	}
-	var n uint32
-	if info[1]&(1<<ethSSStats) != 0 {
-		n = binary.NativeEndian.Uint32(u64Bytes(info)[16:])
 	}
 	if n < 1 {
 		return nil, errNoStats{}
 	}
-
-	// struct ethtool_gstrings { u32 cmd, string_set, len; u8 data[]; }
-	strs := make([]uint64, (12+int(n)*ethGStringLen+7)/8)
-	sb := u64Bytes(strs)
-	binary.NativeEndian.PutUint32(sb[0:], ethtoolGStrings)
-	binary.NativeEndian.PutUint32(sb[4:], ethSSStats)
-	binary.NativeEndian.PutUint32(sb[8:], n)
-	if err := ethtoolIoctl(fd, dev, unsafe.Pointer(&strs[0])); err != nil {
+	names, err := siocethtool.Strings(fd, dev, siocethtool.SSStats, n)
+	if err != nil {
 		return nil, &errnoError{"Cannot get stats strings information", errnoOf(err), failStatsStrings}
 	}
-	n = min(n, binary.NativeEndian.Uint32(sb[8:]))
-
-	// struct ethtool_stats { u32 cmd, n_stats; u64 data[]; }
-	vals := make([]uint64, 1+n)
-	binary.NativeEndian.PutUint32(u64Bytes(vals)[0:], ethtoolGStats)
-	binary.NativeEndian.PutUint32(u64Bytes(vals)[4:], n)
-	if err := ethtoolIoctl(fd, dev, unsafe.Pointer(&vals[0])); err != nil {
+	vals, err := siocethtool.Stats(fd, dev, n)
+	if err != nil {
 		return nil, &errnoError{"Cannot get stats information", errnoOf(err), failStatsValues}
 	}
-	n = min(n, binary.NativeEndian.Uint32(u64Bytes(vals)[4:]))
-
-	out := make([]wire.Stat, n)
+	out := make([]wire.Stat, min(len(names), len(vals)))
 	for i := range out {
-		name := sb[12+i*ethGStringLen : 12+(i+1)*ethGStringLen]
-		if j := bytes.IndexByte(name, 0); j >= 0 {
-			name = name[:j]
-		}
-		out[i] = wire.Stat{Name: string(name), Value: vals[1+i]}
+		out[i] = wire.Stat{Name: names[i], Value: vals[i]}
 	}
 	return out, nil
 }
@@ -142,9 +90,4 @@ func errnoOf(err error) unix.Errno {
 		return e
 	}
 	return unix.EIO
-}
-
-// u64Bytes views a []uint64 (8-byte aligned, as the ioctl structures need) as bytes.
-func u64Bytes(s []uint64) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*8)
 }

@@ -260,7 +260,7 @@ func privFlagHint(ctx context.Context, c *client.Client, dev string, asked []cli
 		if len(valid) > 0 {
 			msg = fmt.Sprintf("unknown private flag '%s' (%s has: %s)", f.Name, dev, strings.Join(valid, ", "))
 		}
-		return &client.Error{Message: msg, Offset: ce.Offset, Err: ce.Err}
+		return &client.Error{Errno: ce.Errno, Message: msg, Offset: ce.Offset}
 	}
 	return err
 }

@@ -54,7 +54,7 @@ func TestUnknownCommandSuggests(t *testing.T) {
 // TestErrorLineHints: how the hint errors print, and that they keep the exit status of the error
 // they explain.
 func TestErrorLineHints(t *testing.T) {
-	enodev := &client.Error{Message: "no device matches name", Err: unix.ENODEV}
+	enodev := &client.Error{Errno: unix.ENODEV, Message: "no device matches name"}
 	tests := []struct {
 		name string
 		cmd  string
@@ -62,7 +62,7 @@ func TestErrorLineHints(t *testing.T) {
 		line string
 		code int
 	}{
-		{"kernel error, manad down", "show-ring", &kernelError{&client.Error{Err: unix.EOPNOTSUPP}, "/run/x.sock"},
+		{"kernel error, manad down", "show-ring", &kernelError{&client.Error{Errno: unix.EOPNOTSUPP}, "/run/x.sock"},
 			"netlink error: Operation not supported\nmanad is not running at /run/x.sock", 1},
 		{"kernel error, manad up", "show-ring", &kernelError{enodev, ""},
 			"netlink error: no device matches name: No such device", 1},
@@ -176,7 +176,7 @@ func TestAdminGroupHint(t *testing.T) {
 func TestEPERMHint(t *testing.T) {
 	a := &app{socket: filepath.Join(t.TempDir(), "none.sock")}
 	cmd := &cobra.Command{Use: "set-ring"}
-	bare := &client.Error{Err: unix.EPERM}
+	bare := &client.Error{Errno: unix.EPERM}
 	want := "netlink error: changes need root or the admin_group (admin_group in the [daemon] table of manad's configuration file): Operation not permitted"
 	if os.Geteuid() == 0 {
 		want = "netlink error: Operation not permitted"
@@ -187,7 +187,7 @@ func TestEPERMHint(t *testing.T) {
 		want string
 	}{
 		{"manad's bare EPERM", failed(bare), want},
-		{"manad's EPERM with a message", failed(&client.Error{Message: "netns busy", Err: unix.EPERM}), "netlink error: netns busy: Operation not permitted"},
+		{"manad's EPERM with a message", failed(&client.Error{Errno: unix.EPERM, Message: "netns busy"}), "netlink error: netns busy: Operation not permitted"},
 		{"the kernel's EPERM", failed(&kernelError{bare, ""}), "netlink error: Operation not permitted"},
 	}
 	for _, tc := range tests {

@@ -9,15 +9,16 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // Error is one problem in a configuration file (a syntax error found by the TOML parser, or a
-// semantic one: a value out of range, an unknown key, a duplicate port) or in the state file.
-// It matches errors.Is(err, unix.EINVAL) for the configuration, unix.EBADMSG for a corrupt state
-// file. It carries manad's one "errno plus message" type: errors.As(err, &xe) with xe an
-// *extack.Error finds the errno and Msg (the text without the file and line), so a problem
-// that reaches a netlink reply reads as the file would say it.
+// semantic one: a value out of range, an unknown key, a duplicate port) or in the state file: a
+// position (File, Line) wrapped around manad's one "errno plus message" type, genl/nlerr.Error,
+// which Unwrap returns. It is not a second error type: errors.As(err, &xe) with xe an
+// *nlerr.Error finds the errno and Msg (the text without the file and line), so a problem that
+// reaches a netlink reply reads as the file would say it. It matches errors.Is(err, unix.EINVAL)
+// for the configuration, unix.EBADMSG for a corrupt state file. Errors is a list of them.
 type Error struct {
 	File string // the file name as given to Load or Parse, or the state file's path
 	Line int    // 1-based; 0 when the problem has no line
@@ -38,11 +39,11 @@ func (e *Error) Error() string {
 	return e.File + ": " + e.Msg
 }
 
-// Unwrap returns the problem as an *extack.Error (its errno: unix.EINVAL for a bad
+// Unwrap returns the problem as an *nlerr.Error (its errno: unix.EINVAL for a bad
 // configuration, which is invalid input, unless Err says otherwise; its message: Msg), and Err
 // itself when that is more than an errno (ErrStateNewer), so errors.Is finds it too.
 func (e *Error) Unwrap() []error {
-	xe := &extack.Error{Errno: unix.EINVAL, Message: e.Msg}
+	xe := &nlerr.Error{Errno: unix.EINVAL, Message: e.Msg}
 	if e.Err == nil {
 		return []error{xe}
 	}

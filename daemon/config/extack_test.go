@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // TestErrorIsExtack: every kind of config error carries the one "errno plus message" type, so a
@@ -49,9 +49,9 @@ func TestErrorIsExtack(t *testing.T) {
 		{"newer state", newer, unix.ENOTSUP, "version 9 was written by a newer manad (this one reads version 1)", "", 0, ErrStateNewer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var xe *extack.Error
+			var xe *nlerr.Error
 			if !errors.As(tc.err, &xe) || xe.Errno != tc.errno || !errors.Is(tc.err, tc.errno) {
-				t.Fatalf("%v: errors.As(*extack.Error) = %+v; want errno %v", tc.err, xe, tc.errno)
+				t.Fatalf("%v: errors.As(*nlerr.Error) = %+v; want errno %v", tc.err, xe, tc.errno)
 			}
 			if tc.msg != "" && xe.Message != tc.msg {
 				t.Errorf("extack message %q, want %q", xe.Message, tc.msg)

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // SegmentsState is what the state file remembers of runtime changes to wire segments (manactl
@@ -57,7 +57,7 @@ func (s *SegmentsState) empty() bool { return len(s.Defined) == 0 && len(s.Delet
 // reason.
 func ValidateSegmentName(name string) error {
 	if msg := checkSegment(name); msg != "" {
-		return extack.New(unix.EINVAL, "segment name %q %s", name, msg)
+		return nlerr.New(unix.EINVAL, "segment name %q %s", name, msg)
 	}
 	return nil
 }
@@ -66,13 +66,13 @@ func ValidateSegmentName(name string) error {
 // reason.
 func (u UplinkSpec) Validate() error {
 	if msg := checkIfName(u.Dev); msg != "" {
-		return extack.New(unix.EINVAL, "uplink dev %q %s", u.Dev, msg)
+		return nlerr.New(unix.EINVAL, "uplink dev %q %s", u.Dev, msg)
 	}
 	if msg := checkNetNS(u.NetNS); msg != "" {
-		return extack.New(unix.EINVAL, "uplink netns %q %s", u.NetNS, msg)
+		return nlerr.New(unix.EINVAL, "uplink netns %q %s", u.NetNS, msg)
 	}
 	if !wire.ValidUplinkAttach(u.Attach) {
-		return extack.New(unix.EINVAL, "uplink attach %q is not one of \"auto\", \"af_packet\", \"af_xdp\"", u.Attach)
+		return nlerr.New(unix.EINVAL, "uplink attach %q is not one of \"auto\", \"af_packet\", \"af_xdp\"", u.Attach)
 	}
 	return nil
 }
@@ -85,13 +85,13 @@ func (s SegmentSpec) Validate() error {
 	}
 	switch {
 	case s.MTU != 0 && (s.MTU < 68 || s.MTU > 65535):
-		return extack.New(unix.EINVAL, "segment %s: mtu %d out of range 68..65535", s.Name, s.MTU)
+		return nlerr.New(unix.EINVAL, "segment %s: mtu %d out of range 68..65535", s.Name, s.MTU)
 	case s.AgeingTime < 0:
-		return extack.New(unix.EINVAL, "segment %s: ageing time %v negative (0 means never)", s.Name, s.AgeingTime)
+		return nlerr.New(unix.EINVAL, "segment %s: ageing time %v negative (0 means never)", s.Name, s.AgeingTime)
 	case s.StormPPS < 0:
-		return extack.New(unix.EINVAL, "segment %s: storm_pps %d negative (0 means no limit)", s.Name, s.StormPPS)
+		return nlerr.New(unix.EINVAL, "segment %s: storm_pps %d negative (0 means no limit)", s.Name, s.StormPPS)
 	case len(s.Uplinks) > MaxUplinks:
-		return extack.New(unix.ENOSPC, "segment %s: %d uplinks, at most %d", s.Name, len(s.Uplinks), MaxUplinks)
+		return nlerr.New(unix.ENOSPC, "segment %s: %d uplinks, at most %d", s.Name, len(s.Uplinks), MaxUplinks)
 	}
 	seen := map[UplinkSpec]bool{}
 	for _, u := range s.Uplinks {
@@ -99,7 +99,7 @@ func (s SegmentSpec) Validate() error {
 			return err
 		}
 		if seen[u.ID()] {
-			return extack.New(unix.EEXIST, "segment %s: uplink %s listed twice", s.Name, u)
+			return nlerr.New(unix.EEXIST, "segment %s: uplink %s listed twice", s.Name, u)
 		}
 		seen[u.ID()] = true
 	}

@@ -1,5 +1,5 @@
 // Package datapath is manad's wire: it moves frames between the ports' TAPs through the vnic port
-// model (design.md §1).
+// model (README: Architecture, The port model).
 //
 // A Segment is a named wire segment, a learning L2 switch shared by the ports attached to it. An
 // Endpoint attaches one port to a segment and to its TAP: it is the port's vnic.Host and

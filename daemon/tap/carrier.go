@@ -3,7 +3,7 @@ package tap
 import (
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // SetCarrier sets the TAP's carrier (TUNSETCARRIER): off makes the kernel see the link as down
@@ -17,7 +17,7 @@ func (d *Device) SetCarrier(on bool) error {
 	}
 	defer d.mu.RUnlock()
 	if len(d.queues) == 0 {
-		return extack.New(unix.ENODEV, "TAP %s has no queues", d.cfg.Name)
+		return nlerr.New(unix.ENODEV, "TAP %s has no queues", d.cfg.Name)
 	}
 	v := 0
 	if on {
@@ -25,7 +25,7 @@ func (d *Device) SetCarrier(on bool) error {
 	}
 	// The argument is a pointer to an int, unlike TUNSETPERSIST's value.
 	if ierr := queueIoctl(d.queues[0], unix.TUNSETCARRIER, v); ierr != nil {
-		return extack.Wrap(ierr, unix.EIO, "set carrier of %s", d.cfg.Name)
+		return nlerr.Wrap(ierr, unix.EIO, "set carrier of %s", d.cfg.Name)
 	}
 	return nil
 }

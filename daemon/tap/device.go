@@ -14,7 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // MTU limits of a TAP (tun_net_init: min_mtu ETH_MIN_MTU, max_mtu MAX_MTU - hard_header_len).
@@ -82,7 +82,7 @@ func (c *Config) check() error {
 		return err
 	}
 	if c.Queues < 1 || c.Queues > MaxQueues {
-		return extack.New(unix.EINVAL, "TAP %s: queue count %d out of range 1..%d", c.Name, c.Queues, MaxQueues)
+		return nlerr.New(unix.EINVAL, "TAP %s: queue count %d out of range 1..%d", c.Name, c.Queues, MaxQueues)
 	}
 	if c.MTU != 0 {
 		if err := checkMTU(c.MTU); err != nil {
@@ -95,13 +95,13 @@ func (c *Config) check() error {
 		}
 	}
 	if c.TxQueueLen < 0 {
-		return extack.New(unix.EINVAL, "TAP %s: negative tx queue length %d", c.Name, c.TxQueueLen)
+		return nlerr.New(unix.EINVAL, "TAP %s: negative tx queue length %d", c.Name, c.TxQueueLen)
 	}
 	if c.Alias == "" {
 		c.Alias = AliasPrefix + c.Name
 	}
 	if len(c.Alias) >= ifAliasSize {
-		return extack.New(unix.EINVAL, "TAP %s: alias longer than %d bytes", c.Name, ifAliasSize-1)
+		return nlerr.New(unix.EINVAL, "TAP %s: alias longer than %d bytes", c.Name, ifAliasSize-1)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -111,25 +111,25 @@ func (c *Config) check() error {
 
 // CheckName is the rule a port's TAP name follows: dev_valid_name, minus the '%' templates
 // (a daemon re-attaches by a fixed name). The configuration checks port names with it, so a
-// name it accepts is one Open accepts. Errors: an *extack.Error with EINVAL saying what is
+// name it accepts is one Open accepts. Errors: an *nlerr.Error with EINVAL saying what is
 // wrong.
 func CheckName(name string) error {
 	switch {
 	case name == "":
-		return extack.New(unix.EINVAL, "name %q is empty", name)
+		return nlerr.New(unix.EINVAL, "name %q is empty", name)
 	case len(name) >= unix.IFNAMSIZ:
-		return extack.New(unix.EINVAL, "name %q is longer than %d bytes", name, unix.IFNAMSIZ-1)
+		return nlerr.New(unix.EINVAL, "name %q is longer than %d bytes", name, unix.IFNAMSIZ-1)
 	case name == "." || name == "..":
-		return extack.New(unix.EINVAL, "name %q is not a valid interface name", name)
+		return nlerr.New(unix.EINVAL, "name %q is not a valid interface name", name)
 	case strings.ContainsAny(name, "/:% \t\n\v\f\r\x00"):
-		return extack.New(unix.EINVAL, "name %q is not a valid interface name (no '/', ':', '%%' or whitespace)", name)
+		return nlerr.New(unix.EINVAL, "name %q is not a valid interface name (no '/', ':', '%%' or whitespace)", name)
 	}
 	return nil
 }
 
 func checkMTU(mtu int) error {
 	if mtu < MinMTU || mtu > MaxMTU {
-		return extack.New(unix.EINVAL, "MTU %d out of range %d..%d", mtu, MinMTU, MaxMTU)
+		return nlerr.New(unix.EINVAL, "MTU %d out of range %d..%d", mtu, MinMTU, MaxMTU)
 	}
 	return nil
 }
@@ -138,11 +138,11 @@ func checkMTU(mtu int) error {
 func checkMAC(mac net.HardwareAddr) error {
 	switch {
 	case len(mac) != 6:
-		return extack.New(unix.EINVAL, "MAC address %v is not an Ethernet address", mac)
+		return nlerr.New(unix.EINVAL, "MAC address %v is not an Ethernet address", mac)
 	case mac[0]&1 != 0:
-		return extack.New(unix.EADDRNOTAVAIL, "MAC address %v is a multicast address", mac)
+		return nlerr.New(unix.EADDRNOTAVAIL, "MAC address %v is a multicast address", mac)
 	case bytes.Equal(mac, make([]byte, 6)):
-		return extack.New(unix.EADDRNOTAVAIL, "MAC address is all zeros")
+		return nlerr.New(unix.EADDRNOTAVAIL, "MAC address is all zeros")
 	}
 	return nil
 }
@@ -199,7 +199,7 @@ func Open(cfg Config) (*Device, error) {
 	}
 	nsh, err := cfg.Watcher.share(cfg.NetNS)
 	if err != nil {
-		return nil, extack.Wrap(err, unix.EINVAL, "TAP %s", cfg.Name)
+		return nil, nlerr.Wrap(err, unix.EINVAL, "TAP %s", cfg.Name)
 	}
 	if nsh == nil {
 		if nsh, err = openNSHandle(cfg.NetNS); err != nil {
@@ -234,7 +234,7 @@ func (d *Device) open() error {
 			err = d.setOffload()
 		}
 	} else {
-		err = extack.Wrap(err, unix.EIO, "TAP %s vanished while being opened", d.cfg.Name)
+		err = nlerr.Wrap(err, unix.EIO, "TAP %s vanished while being opened", d.cfg.Name)
 	}
 	if err != nil {
 		// A TAP created here is not yet persistent, so closing its queues deletes it; a
@@ -259,18 +259,18 @@ func (d *Device) lookupExisting() (bool, error) {
 		if errors.As(err, &netlink.LinkNotFoundError{}) {
 			return false, nil
 		}
-		return false, extack.Wrap(err, unix.EIO, "look up %s", d.cfg.Name)
+		return false, nlerr.Wrap(err, unix.EIO, "look up %s", d.cfg.Name)
 	}
 	tt, ok := link.(*netlink.Tuntap)
 	switch {
 	case !ok:
-		return false, extack.New(unix.EEXIST, "%s already exists and is a %s device, not a TAP", d.cfg.Name, link.Type())
+		return false, nlerr.New(unix.EEXIST, "%s already exists and is a %s device, not a TAP", d.cfg.Name, link.Type())
 	case tt.Mode != netlink.TUNTAP_MODE_TAP:
-		return false, extack.New(unix.EEXIST, "%s already exists and is a TUN device, not a TAP", d.cfg.Name)
+		return false, nlerr.New(unix.EEXIST, "%s already exists and is a TUN device, not a TAP", d.cfg.Name)
 	case tt.Flags&netlink.TUNTAP_MULTI_QUEUE == 0:
-		return false, extack.New(unix.EINVAL, "%s already exists as a single-queue TAP; manad needs a multi-queue TAP (delete it or choose another name)", d.cfg.Name)
+		return false, nlerr.New(unix.EINVAL, "%s already exists as a single-queue TAP; manad needs a multi-queue TAP (delete it or choose another name)", d.cfg.Name)
 	case tt.Queues+tt.DisabledQueues > 0:
-		return false, extack.New(unix.EBUSY, "%s is in use: %d queues already attached by another process", d.cfg.Name, tt.Queues+tt.DisabledQueues)
+		return false, nlerr.New(unix.EBUSY, "%s is in use: %d queues already attached by another process", d.cfg.Name, tt.Queues+tt.DisabledQueues)
 	}
 	return true, nil
 }
@@ -279,13 +279,13 @@ func (d *Device) lookupExisting() (bool, error) {
 func (d *Device) wrapAttach(err error) error {
 	switch {
 	case errors.Is(err, unix.EINVAL):
-		return extack.Wrap(err, unix.EINVAL, "attach to %s: the name belongs to a device that is not a multi-queue TAP", d.cfg.Name)
+		return nlerr.Wrap(err, unix.EINVAL, "attach to %s: the name belongs to a device that is not a multi-queue TAP", d.cfg.Name)
 	case errors.Is(err, unix.EBUSY):
-		return extack.Wrap(err, unix.EBUSY, "attach to %s: TAP in use", d.cfg.Name)
+		return nlerr.Wrap(err, unix.EBUSY, "attach to %s: TAP in use", d.cfg.Name)
 	case errors.Is(err, unix.E2BIG):
-		return extack.Wrap(err, unix.E2BIG, "attach to %s: more than %d queues", d.cfg.Name, MaxQueues)
+		return nlerr.Wrap(err, unix.E2BIG, "attach to %s: more than %d queues", d.cfg.Name, MaxQueues)
 	}
-	return extack.Wrap(err, unix.EIO, "attach to %s", d.cfg.Name)
+	return nlerr.Wrap(err, unix.EIO, "attach to %s", d.cfg.Name)
 }
 
 // attachQueues opens n queues of the TAP inside its namespace. On error the ones opened are
@@ -316,29 +316,29 @@ func (d *Device) configure(link netlink.Link) error {
 	a := link.Attrs()
 	if d.cfg.MAC != nil && !bytes.Equal(a.HardwareAddr, d.cfg.MAC) {
 		if err := d.nl.LinkSetHardwareAddr(link, d.cfg.MAC); err != nil {
-			return extack.Wrap(err, unix.EIO, "set MAC address of %s to %v", d.cfg.Name, d.cfg.MAC)
+			return nlerr.Wrap(err, unix.EIO, "set MAC address of %s to %v", d.cfg.Name, d.cfg.MAC)
 		}
 	}
 	if d.cfg.MTU != 0 && a.MTU != d.cfg.MTU {
 		if err := d.nl.LinkSetMTU(link, d.cfg.MTU); err != nil {
-			return extack.Wrap(err, unix.EIO, "set MTU of %s to %d", d.cfg.Name, d.cfg.MTU)
+			return nlerr.Wrap(err, unix.EIO, "set MTU of %s to %d", d.cfg.Name, d.cfg.MTU)
 		}
 	}
 	if a.Alias != d.cfg.Alias {
 		if err := d.nl.LinkSetAlias(link, d.cfg.Alias); err != nil {
-			return extack.Wrap(err, unix.EIO, "set alias of %s", d.cfg.Name)
+			return nlerr.Wrap(err, unix.EIO, "set alias of %s", d.cfg.Name)
 		}
 	}
 	if d.cfg.TxQueueLen != 0 && !d.reattached && a.TxQLen != d.cfg.TxQueueLen {
 		if err := d.nl.LinkSetTxQLen(link, d.cfg.TxQueueLen); err != nil {
-			return extack.Wrap(err, unix.EIO, "set tx queue length of %s", d.cfg.Name)
+			return nlerr.Wrap(err, unix.EIO, "set tx queue length of %s", d.cfg.Name)
 		}
 	}
 	if err := d.configureGroup(a.Group); err != nil {
 		return err
 	}
 	if err := setPersist(d.queues[0], d.cfg.Persistent); err != nil {
-		return extack.Wrap(err, unix.EIO, "set IFF_PERSIST of %s", d.cfg.Name)
+		return nlerr.Wrap(err, unix.EIO, "set IFF_PERSIST of %s", d.cfg.Name)
 	}
 	return nil
 }
@@ -359,7 +359,7 @@ func (d *Device) configureGroup(cur uint32) error {
 		return nil
 	}
 	if err := d.nl.LinkSetGroup(d.link(), int(want)); err != nil {
-		return extack.Wrap(err, unix.EIO, "set netdev group of %s to %d", d.cfg.Name, want)
+		return nlerr.Wrap(err, unix.EIO, "set netdev group of %s to %d", d.cfg.Name, want)
 	}
 	return nil
 }
@@ -369,7 +369,7 @@ func (d *Device) rlock() error {
 	d.mu.RLock()
 	if d.closed {
 		d.mu.RUnlock()
-		return extack.New(unix.ENODEV, "TAP %s is closed", d.Name())
+		return nlerr.New(unix.ENODEV, "TAP %s is closed", d.Name())
 	}
 	return nil
 }
@@ -467,12 +467,12 @@ func (d *Device) Queues() []*os.File {
 // Close; the kernel's errno when attaching fails, in which case the queue count is unchanged.
 func (d *Device) SetQueues(n int) error {
 	if n < 1 || n > MaxQueues {
-		return extack.New(unix.EINVAL, "TAP %s: queue count %d out of range 1..%d", d.Name(), n, MaxQueues)
+		return nlerr.New(unix.EINVAL, "TAP %s: queue count %d out of range 1..%d", d.Name(), n, MaxQueues)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return extack.New(unix.ENODEV, "TAP %s is closed", d.Name())
+		return nlerr.New(unix.ENODEV, "TAP %s is closed", d.Name())
 	}
 	cur := len(d.queues)
 	switch {
@@ -520,9 +520,9 @@ func (d *Device) State() (LinkState, error) {
 	l, err := d.nl.LinkByIndex(d.index)
 	if err != nil {
 		if errors.As(err, &netlink.LinkNotFoundError{}) {
-			return LinkState{}, extack.New(unix.ENODEV, "TAP %s (ifindex %d) no longer exists", d.Name(), d.index)
+			return LinkState{}, nlerr.New(unix.ENODEV, "TAP %s (ifindex %d) no longer exists", d.Name(), d.index)
 		}
-		return LinkState{}, extack.Wrap(err, unix.EIO, "get link %s", d.Name())
+		return LinkState{}, nlerr.Wrap(err, unix.EIO, "get link %s", d.Name())
 	}
 	return linkState(l), nil
 }
@@ -568,7 +568,7 @@ func (d *Device) SetMTU(mtu int) error {
 	}
 	defer d.mu.RUnlock()
 	if err := d.nl.LinkSetMTU(d.link(), mtu); err != nil {
-		return extack.Wrap(err, unix.EIO, "set MTU of %s to %d", d.Name(), mtu)
+		return nlerr.Wrap(err, unix.EIO, "set MTU of %s to %d", d.Name(), mtu)
 	}
 	return nil
 }
@@ -586,7 +586,7 @@ func (d *Device) SetUp(up bool) error {
 		err = d.nl.LinkSetDown(d.link())
 	}
 	if err != nil {
-		return extack.Wrap(err, unix.EIO, "set %s %s", d.Name(), map[bool]string{true: "up", false: "down"}[up])
+		return nlerr.Wrap(err, unix.EIO, "set %s %s", d.Name(), map[bool]string{true: "up", false: "down"}[up])
 	}
 	return nil
 }
@@ -603,7 +603,7 @@ func (d *Device) SetName(name string) error {
 	}
 	defer d.mu.RUnlock()
 	if err := d.nl.LinkSetName(d.link(), name); err != nil {
-		return extack.Wrap(err, unix.EIO, "rename %s to %s", d.Name(), name)
+		return nlerr.Wrap(err, unix.EIO, "rename %s to %s", d.Name(), name)
 	}
 	return nil
 }
@@ -619,7 +619,7 @@ func (d *Device) SetMAC(mac net.HardwareAddr) error {
 	}
 	defer d.mu.RUnlock()
 	if err := d.nl.LinkSetHardwareAddr(d.link(), mac); err != nil {
-		return extack.Wrap(err, unix.EIO, "set MAC address of %s to %v", d.Name(), mac)
+		return nlerr.Wrap(err, unix.EIO, "set MAC address of %s to %v", d.Name(), mac)
 	}
 	return nil
 }
@@ -628,14 +628,14 @@ func (d *Device) SetMAC(mac net.HardwareAddr) error {
 // read by manad). Errors: EINVAL for a negative length; the kernel's errno otherwise.
 func (d *Device) SetTxQueueLen(n int) error {
 	if n < 0 {
-		return extack.New(unix.EINVAL, "negative tx queue length %d", n)
+		return nlerr.New(unix.EINVAL, "negative tx queue length %d", n)
 	}
 	if err := d.rlock(); err != nil {
 		return err
 	}
 	defer d.mu.RUnlock()
 	if err := d.nl.LinkSetTxQLen(d.link(), n); err != nil {
-		return extack.Wrap(err, unix.EIO, "set tx queue length of %s to %d", d.Name(), n)
+		return nlerr.Wrap(err, unix.EIO, "set tx queue length of %s to %d", d.Name(), n)
 	}
 	return nil
 }
@@ -659,7 +659,7 @@ func (d *Device) MoveTo(netnsName string) error {
 	defer d.mu.Unlock()
 	if d.closed {
 		nsh.release()
-		return extack.New(unix.ENODEV, "TAP %s is closed", d.Name())
+		return nlerr.New(unix.ENODEV, "TAP %s is closed", d.Name())
 	}
 	if ns.dev == d.ns.dev && ns.ino == d.ns.ino {
 		nsh.release()
@@ -670,14 +670,14 @@ func (d *Device) MoveTo(netnsName string) error {
 		return err
 	}
 	if _, err := h.LinkByName(d.Name()); err == nil {
-		return fail(extack.New(unix.EEXIST, "network namespace %q already has a device named %s", netnsName, d.Name()))
+		return fail(nlerr.New(unix.EEXIST, "network namespace %q already has a device named %s", netnsName, d.Name()))
 	}
 	if err := d.nl.LinkSetNsFd(d.link(), ns.fd()); err != nil {
-		return fail(extack.Wrap(err, unix.EIO, "move %s to network namespace %q", d.Name(), netnsName))
+		return fail(nlerr.Wrap(err, unix.EIO, "move %s to network namespace %q", d.Name(), netnsName))
 	}
 	l, err := h.LinkByName(d.Name())
 	if err != nil {
-		return fail(extack.Wrap(err, unix.EIO, "%s vanished while moving to network namespace %q", d.Name(), netnsName))
+		return fail(nlerr.Wrap(err, unix.EIO, "%s vanished while moving to network namespace %q", d.Name(), netnsName))
 	}
 	d.nsh.release()
 	from := d.cfg.NetNS
@@ -743,13 +743,13 @@ func (d *Device) deleteIfPresent() error {
 		if errors.As(err, &netlink.LinkNotFoundError{}) {
 			return nil
 		}
-		return extack.Wrap(err, unix.EIO, "look up %s for deletion", d.Name())
+		return nlerr.Wrap(err, unix.EIO, "look up %s for deletion", d.Name())
 	}
 	if l.Attrs().Name != d.Name() {
 		return nil // the index was reused by another device: ours is gone
 	}
 	if err := d.nl.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
-		return extack.Wrap(err, unix.EIO, "delete %s", d.Name())
+		return nlerr.Wrap(err, unix.EIO, "delete %s", d.Name())
 	}
 	return nil
 }

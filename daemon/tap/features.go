@@ -1,15 +1,14 @@
 package tap
 
 import (
-	"bytes"
 	"encoding/binary"
 	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/daemon/internal/siocethtool"
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
+	"github.com/manad/manad/internal/siocethtool"
 )
 
 // Features are the kernel netdev features of a TAP that decide what receive coalescing (GRO)
@@ -51,9 +50,6 @@ func (f Features) UDPGRO() bool {
 	return f&FeatureGRO != 0 && f&(FeatureGROUDPFwd|FeatureGROList) != 0
 }
 
-// ethSSFeatures is ETH_SS_FEATURES, the string set of netdev feature names.
-const ethSSFeatures = 4
-
 // maxFeatures bounds the feature names open takes from the kernel (6.12 has 66; netdev_features_t
 // is 64 bits wide, so far more means a reply open cannot trust).
 const maxFeatures = 1024
@@ -92,7 +88,7 @@ func (r *featureReader) read(name string) (Features, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return 0, extack.New(unix.ENODEV, "network namespace %q closed", r.ns.name)
+		return 0, nlerr.New(unix.ENODEV, "network namespace %q closed", r.ns.name)
 	}
 	if r.fd < 0 {
 		if err := r.open(name); err != nil {
@@ -104,13 +100,13 @@ func (r *featureReader) read(name string) (Features, error) {
 	buf := make([]byte, 8+16*r.blocks)
 	binary.NativeEndian.PutUint32(buf, unix.ETHTOOL_GFEATURES)
 	binary.NativeEndian.PutUint32(buf[4:], uint32(r.blocks))
-	if err := ethtoolIoctl(r.fd, name, buf); err != nil {
-		return 0, extack.Wrap(err, unix.EIO, "ETHTOOL_GFEATURES on %s", name)
+	if _, err := siocethtool.Do(r.fd, name, unsafe.Pointer(&buf[0])); err != nil {
+		return 0, nlerr.Wrap(err, unix.EIO, "ETHTOOL_GFEATURES on %s", name)
 	}
 	if got := binary.NativeEndian.Uint32(buf[4:]); got != uint32(r.blocks) {
 		// The kernel writes back its own block count; another means the feature set changed
 		// size under us, and the bits below would be read from the wrong places.
-		return 0, extack.New(unix.EIO, "ETHTOOL_GFEATURES on %s: %d feature blocks, want %d", name, got, r.blocks)
+		return 0, nlerr.New(unix.EIO, "ETHTOOL_GFEATURES on %s: %d feature blocks, want %d", name, got, r.blocks)
 	}
 	var f Features
 	for i, b := range r.bits {
@@ -141,7 +137,7 @@ func (r *featureReader) sfeatures(name string, mask, value Features) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return extack.New(unix.ENODEV, "network namespace %q closed", r.ns.name)
+		return nlerr.New(unix.ENODEV, "network namespace %q closed", r.ns.name)
 	}
 	if r.fd < 0 {
 		if err := r.open(name); err != nil {
@@ -158,7 +154,7 @@ func (r *featureReader) sfeatures(name string, mask, value Features) error {
 			continue
 		}
 		if b < 0 {
-			return extack.New(unix.EOPNOTSUPP, "%s: the kernel has no feature %s", name, fn.name)
+			return nlerr.New(unix.EOPNOTSUPP, "%s: the kernel has no feature %s", name, fn.name)
 		}
 		off := 8 + 8*(b/32)
 		binary.NativeEndian.PutUint32(buf[off:], binary.NativeEndian.Uint32(buf[off:])|1<<(b%32))
@@ -168,11 +164,11 @@ func (r *featureReader) sfeatures(name string, mask, value Features) error {
 	}
 	ret, err := siocethtool.Do(r.fd, name, unsafe.Pointer(&buf[0]))
 	if err != nil {
-		return extack.Wrap(err, unix.EIO, "ETHTOOL_SFEATURES on %s", name)
+		return nlerr.Wrap(err, unix.EIO, "ETHTOOL_SFEATURES on %s", name)
 	}
 	// ethtool_set_features returns ETHTOOL_F_* flags for a change it did not make in full.
 	if ret&(unix.ETHTOOL_F_UNSUPPORTED|unix.ETHTOOL_F_WISH) != 0 {
-		return extack.New(unix.EOPNOTSUPP, "%s: the kernel did not make the feature change (ETHTOOL_SFEATURES flags %#x)", name, ret)
+		return nlerr.New(unix.EOPNOTSUPP, "%s: the kernel did not make the feature change (ETHTOOL_SFEATURES flags %#x)", name, ret)
 	}
 	return nil
 }
@@ -185,58 +181,36 @@ func (r *featureReader) open(name string) error {
 		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		return err
 	}); err != nil {
-		return extack.Wrap(err, unix.EIO, "ioctl socket in network namespace %q", r.ns.name)
+		return nlerr.Wrap(err, unix.EIO, "ioctl socket in network namespace %q", r.ns.name)
 	}
-	// struct ethtool_sset_info: cmd, reserved, sset_mask (u64), data[]: the set's size.
-	info := make([]byte, 16+4)
-	binary.NativeEndian.PutUint32(info, unix.ETHTOOL_GSSET_INFO)
-	binary.NativeEndian.PutUint64(info[8:], 1<<ethSSFeatures)
-	if err := ethtoolIoctl(fd, name, info); err != nil {
+	n, err := siocethtool.SetLen(fd, name, siocethtool.SSFeatures)
+	if err != nil {
 		unix.Close(fd)
-		return extack.Wrap(err, unix.EIO, "ETHTOOL_GSSET_INFO on %s", name)
-	}
-	n := 0
-	if binary.NativeEndian.Uint64(info[8:])&(1<<ethSSFeatures) != 0 {
-		n = int(binary.NativeEndian.Uint32(info[16:]))
+		return nlerr.Wrap(err, unix.EIO, "ETHTOOL_GSSET_INFO on %s", name)
 	}
 	if n <= 0 || n > maxFeatures {
 		unix.Close(fd)
-		return extack.New(unix.EOPNOTSUPP, "ETHTOOL_GSSET_INFO on %s: %d netdev features (want 1..%d)", name, n, maxFeatures)
+		return nlerr.New(unix.EOPNOTSUPP, "ETHTOOL_GSSET_INFO on %s: %d netdev features (want 1..%d)", name, n, maxFeatures)
 	}
-	// struct ethtool_gstrings: cmd, string_set, len, then len names of ETH_GSTRING_LEN bytes.
-	const strLen = 32
-	strs := make([]byte, 12+n*strLen)
-	binary.NativeEndian.PutUint32(strs, unix.ETHTOOL_GSTRINGS)
-	binary.NativeEndian.PutUint32(strs[4:], ethSSFeatures)
-	binary.NativeEndian.PutUint32(strs[8:], uint32(n))
-	if err := ethtoolIoctl(fd, name, strs); err != nil {
+	names, err := siocethtool.Strings(fd, name, siocethtool.SSFeatures, n)
+	if err != nil {
 		unix.Close(fd)
-		return extack.Wrap(err, unix.EIO, "ETHTOOL_GSTRINGS on %s", name)
+		return nlerr.Wrap(err, unix.EIO, "ETHTOOL_GSTRINGS on %s", name)
 	}
-	if got := int(binary.NativeEndian.Uint32(strs[8:])); got != n {
+	if len(names) != n {
 		unix.Close(fd)
-		return extack.New(unix.EIO, "ETHTOOL_GSTRINGS on %s: %d feature names, want %d", name, got, n)
+		return nlerr.New(unix.EIO, "ETHTOOL_GSTRINGS on %s: %d feature names, want %d", name, len(names), n)
 	}
 	for i := range r.bits {
 		r.bits[i] = -1
 	}
-	for b := range n {
-		s := strs[12+b*strLen : 12+(b+1)*strLen]
-		if k := bytes.IndexByte(s, 0); k >= 0 {
-			s = s[:k]
-		}
+	for b, s := range names {
 		for i, fn := range featureNames {
-			if string(s) == fn.name {
+			if s == fn.name {
 				r.bits[i] = b
 			}
 		}
 	}
 	r.fd, r.blocks = fd, (n+31)/32
 	return nil
-}
-
-// ethtoolIoctl runs SIOCETHTOOL on the device named name with the command in buf.
-func ethtoolIoctl(fd int, name string, buf []byte) error {
-	_, err := siocethtool.Do(fd, name, unsafe.Pointer(&buf[0]))
-	return err
 }

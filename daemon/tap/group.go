@@ -4,7 +4,7 @@ import (
 	mdnl "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // DeleteGroup unregisters the netdevs of devs — non-persistent TAPs of one namespace, all opened
@@ -26,14 +26,14 @@ import (
 // kernel deletes all of the group or nothing).
 func DeleteGroup(group uint32, devs []*Device) error {
 	if group == 0 || len(devs) == 0 {
-		return extack.New(unix.EINVAL, "delete by netdev group: need a group other than 0 and at least one TAP")
+		return nlerr.New(unix.EINVAL, "delete by netdev group: need a group other than 0 and at least one TAP")
 	}
 	// Lock every device for the whole deletion, so none closes, moves or changes its queues
 	// meanwhile. Devices are only ever locked one at a time elsewhere, so no order can deadlock.
 	seen := make(map[*Device]bool, len(devs))
 	for _, d := range devs {
 		if seen[d] {
-			return extack.New(unix.EINVAL, "delete by netdev group: TAP %s listed twice", d.Name())
+			return nlerr.New(unix.EINVAL, "delete by netdev group: TAP %s listed twice", d.Name())
 		}
 		seen[d] = true
 	}
@@ -51,7 +51,7 @@ func DeleteGroup(group uint32, devs []*Device) error {
 	}
 	links, err := first.nl.LinkList()
 	if err != nil {
-		return extack.Wrap(err, unix.EIO, "list links of network namespace %q", first.cfg.NetNS)
+		return nlerr.Wrap(err, unix.EIO, "list links of network namespace %q", first.cfg.NetNS)
 	}
 	found := 0
 	for _, l := range links {
@@ -60,12 +60,12 @@ func DeleteGroup(group uint32, devs []*Device) error {
 			continue
 		}
 		if d := ours[a.Index]; d == nil || a.Name != d.Name() {
-			return extack.New(unix.EEXIST, "netdev group %d of network namespace %q also holds %s, which is not a manad TAP being deleted", group, first.cfg.NetNS, a.Name)
+			return nlerr.New(unix.EEXIST, "netdev group %d of network namespace %q also holds %s, which is not a manad TAP being deleted", group, first.cfg.NetNS, a.Name)
 		}
 		found++
 	}
 	if found != len(devs) {
-		return extack.New(unix.ENOENT, "netdev group %d of network namespace %q holds %d of the %d TAPs to delete", group, first.cfg.NetNS, found, len(devs))
+		return nlerr.New(unix.ENOENT, "netdev group %d of network namespace %q holds %d of the %d TAPs to delete", group, first.cfg.NetNS, found, len(devs))
 	}
 	if err := deleteLinkGroup(first.ns, group); err != nil {
 		return err
@@ -81,13 +81,13 @@ func DeleteGroup(group uint32, devs []*Device) error {
 func (d *Device) checkGroupMember(group uint32, first *Device) error {
 	switch {
 	case d.closed:
-		return extack.New(unix.ENODEV, "TAP %s is closed", d.Name())
+		return nlerr.New(unix.ENODEV, "TAP %s is closed", d.Name())
 	case d.cfg.Persistent:
-		return extack.New(unix.EINVAL, "TAP %s is persistent: it is not deleted by group", d.Name())
+		return nlerr.New(unix.EINVAL, "TAP %s is persistent: it is not deleted by group", d.Name())
 	case d.cfg.Group != group:
-		return extack.New(unix.EINVAL, "TAP %s is in netdev group %d, not %d", d.Name(), d.cfg.Group, group)
+		return nlerr.New(unix.EINVAL, "TAP %s is in netdev group %d, not %d", d.Name(), d.cfg.Group, group)
 	case d.ns.dev != first.ns.dev || d.ns.ino != first.ns.ino:
-		return extack.New(unix.EINVAL, "TAP %s is in another network namespace than %s", d.Name(), first.Name())
+		return nlerr.New(unix.EINVAL, "TAP %s is in another network namespace than %s", d.Name(), first.Name())
 	}
 	return nil
 }
@@ -98,14 +98,14 @@ func (d *Device) checkGroupMember(group uint32, first *Device) error {
 func deleteLinkGroup(ns *netNS, group uint32) error {
 	conn, err := mdnl.Dial(unix.NETLINK_ROUTE, &mdnl.Config{NetNS: ns.fd()})
 	if err != nil {
-		return extack.Wrap(err, unix.EIO, "rtnetlink socket in network namespace %q", ns.name)
+		return nlerr.Wrap(err, unix.EIO, "rtnetlink socket in network namespace %q", ns.name)
 	}
 	defer conn.Close()
 	ae := mdnl.NewAttributeEncoder()
 	ae.Uint32(unix.IFLA_GROUP, group)
 	attrs, err := ae.Encode()
 	if err != nil {
-		return extack.Wrap(err, unix.EINVAL, "encode IFLA_GROUP")
+		return nlerr.Wrap(err, unix.EINVAL, "encode IFLA_GROUP")
 	}
 	ifi := make([]byte, unix.SizeofIfInfomsg) // AF_UNSPEC, ifindex 0: select by group
 	req := mdnl.Message{
@@ -113,7 +113,7 @@ func deleteLinkGroup(ns *netNS, group uint32) error {
 		Data:   append(ifi, attrs...),
 	}
 	if _, err := conn.Execute(req); err != nil {
-		return extack.Wrap(err, unix.EIO, "delete netdev group %d in network namespace %q", group, ns.name)
+		return nlerr.Wrap(err, unix.EIO, "delete netdev group %d in network namespace %q", group, ns.name)
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // netnsDir is where `ip netns add NAME` bind-mounts named network namespaces.
@@ -33,7 +33,7 @@ func netnsPath(name string) (string, error) {
 		return "/proc/self/ns/net", nil // the thread group leader's: the daemon's own namespace
 	}
 	if name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
-		return "", extack.New(unix.EINVAL, "invalid network namespace name %q", name)
+		return "", nlerr.New(unix.EINVAL, "invalid network namespace name %q", name)
 	}
 	return netnsDir + name, nil
 }
@@ -48,20 +48,20 @@ func openNetNS(name string) (*netNS, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, extack.New(unix.ENOENT, "network namespace %q does not exist (create it with: ip netns add %s)", name, name)
+			return nil, nlerr.New(unix.ENOENT, "network namespace %q does not exist (create it with: ip netns add %s)", name, name)
 		}
-		return nil, extack.Wrap(err, unix.EIO, "open network namespace %q", name)
+		return nil, nlerr.Wrap(err, unix.EIO, "open network namespace %q", name)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		f.Close()
-		return nil, extack.Wrap(err, unix.EIO, "stat network namespace %q", name)
+		return nil, nlerr.Wrap(err, unix.EIO, "stat network namespace %q", name)
 	}
 	// A path under /run/netns that is not a bind mount of a namespace is an ordinary file;
 	// setns on it would fail later with a less helpful EINVAL.
 	if err := checkNetNSFile(f); err != nil {
 		f.Close()
-		return nil, extack.Wrap(err, unix.EINVAL, "%s is not a network namespace", path)
+		return nil, nlerr.Wrap(err, unix.EINVAL, "%s is not a network namespace", path)
 	}
 	return &netNS{name: name, f: f, dev: st.Dev, ino: st.Ino}, nil
 }
@@ -89,9 +89,9 @@ func (n *netNS) isNamed(name string) (bool, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return false, extack.New(unix.ENOENT, "network namespace %q does not exist (create it with: ip netns add %s)", name, name)
+			return false, nlerr.New(unix.ENOENT, "network namespace %q does not exist (create it with: ip netns add %s)", name, name)
 		}
-		return false, extack.Wrap(err, unix.EIO, "stat network namespace %q", name)
+		return false, nlerr.Wrap(err, unix.EIO, "stat network namespace %q", name)
 	}
 	return st.Dev == n.dev && st.Ino == n.ino, nil
 }
@@ -118,7 +118,7 @@ func openNSHandle(name string) (*nsHandle, error) {
 	h, err := netlink.NewHandleAt(netns.NsHandle(ns.fd()), unix.NETLINK_ROUTE)
 	if err != nil {
 		ns.close()
-		return nil, extack.Wrap(err, unix.EIO, "rtnetlink socket in network namespace %q", name)
+		return nil, nlerr.Wrap(err, unix.EIO, "rtnetlink socket in network namespace %q", name)
 	}
 	return &nsHandle{ns: ns, nl: h, feat: newFeatureReader(ns), refs: 1}, nil
 }
@@ -166,13 +166,13 @@ func (n *netNS) run(f func() error) error {
 		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			runtime.UnlockOSThread()
-			errc <- extack.Wrap(err, unix.EIO, "open this thread's network namespace")
+			errc <- nlerr.Wrap(err, unix.EIO, "open this thread's network namespace")
 			return
 		}
 		defer unix.Close(orig)
 		if err := unix.Setns(n.fd(), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread() // still in its own namespace
-			errc <- extack.Wrap(err, unix.EIO, "enter network namespace %q", n.name)
+			errc <- nlerr.Wrap(err, unix.EIO, "enter network namespace %q", n.name)
 			return
 		}
 		err = f()

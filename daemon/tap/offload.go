@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // VnetHdrLen is the virtio header a TAP with Config.Offload puts before every frame
@@ -62,17 +62,17 @@ func (d *Device) tunFlags() uint16 {
 // reader that expects no virtio header would be read as oversized frames. Caller owns d.
 func (d *Device) setOffload() error {
 	if len(d.queues) == 0 {
-		return extack.New(unix.ENODEV, "TAP %s has no queues", d.cfg.Name)
+		return nlerr.New(unix.ENODEV, "TAP %s has no queues", d.cfg.Name)
 	}
 	q := d.queues[0]
 	if !d.cfg.Offload {
 		if err := fileIoctl(q, unix.TUNSETOFFLOAD, 0); err != nil {
-			return extack.Wrap(err, unix.EIO, "clear the offloads of %s", d.cfg.Name)
+			return nlerr.Wrap(err, unix.EIO, "clear the offloads of %s", d.cfg.Name)
 		}
 		return nil
 	}
 	if err := queueIoctl(q, unix.TUNSETVNETHDRSZ, VnetHdrLen); err != nil {
-		return extack.Wrap(err, unix.EIO, "set the virtio header size of %s", d.cfg.Name)
+		return nlerr.Wrap(err, unix.EIO, "set the virtio header size of %s", d.cfg.Name)
 	}
 	want := uint(0)
 	for _, o := range offloadNames {
@@ -90,7 +90,7 @@ func (d *Device) setOffload() error {
 		}
 		want &^= offloadNames[i-1].bit
 	}
-	return extack.Wrap(err, unix.EIO, "set the offloads of %s", d.cfg.Name)
+	return nlerr.Wrap(err, unix.EIO, "set the offloads of %s", d.cfg.Name)
 }
 
 // queueIoctl is fileIoctl for a request whose argument is a pointer to an int.
@@ -133,18 +133,18 @@ func (d *Device) SetOffload(on bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return extack.New(unix.ENODEV, "TAP %s is closed", d.Name())
+		return nlerr.New(unix.ENODEV, "TAP %s is closed", d.Name())
 	}
 	if d.cfg.Offload == on {
 		return nil
 	}
 	n := len(d.queues)
 	if n == 0 {
-		return extack.New(unix.ENODEV, "TAP %s has no queues", d.cfg.Name)
+		return nlerr.New(unix.ENODEV, "TAP %s has no queues", d.cfg.Name)
 	}
 	if !d.cfg.Persistent {
 		if err := setPersist(d.queues[0], true); err != nil {
-			return extack.Wrap(err, unix.EIO, "hold %s with IFF_PERSIST", d.cfg.Name)
+			return nlerr.Wrap(err, unix.EIO, "hold %s with IFF_PERSIST", d.cfg.Name)
 		}
 	}
 	closeFiles(d.queues)

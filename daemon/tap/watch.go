@@ -14,7 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // LinkEvent is the TAP's link state after a change that rtnetlink reported.
@@ -108,11 +108,11 @@ func newWatcher(nsh *nsHandle, opts WatcherOptions) (*Watcher, error) {
 		NetNS:  ns.fd(),
 	})
 	if err != nil {
-		return nil, extack.Wrap(err, unix.EIO, "rtnetlink notifications in network namespace %q", ns.name)
+		return nil, nlerr.Wrap(err, unix.EIO, "rtnetlink notifications in network namespace %q", ns.name)
 	}
 	if err := setReadBuffer(conn, opts.ReadBuffer); err != nil {
 		conn.Close()
-		return nil, extack.Wrap(err, unix.EIO, "receive buffer of the link watcher in network namespace %q", ns.name)
+		return nil, nlerr.Wrap(err, unix.EIO, "receive buffer of the link watcher in network namespace %q", ns.name)
 	}
 	w := &Watcher{nsh: nsh, ns: ns, nl: nsh.nl, conn: conn, log: opts.Logger.With("netns", ns.name), done: make(chan struct{}),
 		subs: map[int][]*watch{}}
@@ -157,13 +157,13 @@ func (w *Watcher) share(name string) (*nsHandle, error) {
 		return nil, err
 	}
 	if !same {
-		return nil, extack.New(unix.EINVAL, "the link watcher given watches another network namespace than %q", name)
+		return nil, nlerr.New(unix.EINVAL, "the link watcher given watches another network namespace than %q", name)
 	}
 	w.mu.Lock()
 	closed := w.closed
 	w.mu.Unlock()
 	if closed || !w.nsh.acquire() {
-		return nil, extack.New(unix.ENODEV, "the link watcher of network namespace %q is closed", name)
+		return nil, nlerr.New(unix.ENODEV, "the link watcher of network namespace %q is closed", name)
 	}
 	return w.nsh, nil
 }
@@ -240,7 +240,7 @@ func (w *Watcher) subscribe(index int, first func() (LinkEvent, error), onEvent 
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return nil, extack.New(unix.ENODEV, "link watcher of network namespace %q is closed", w.ns.name)
+		return nil, nlerr.New(unix.ENODEV, "link watcher of network namespace %q is closed", w.ns.name)
 	}
 	w.subs[index] = append(w.subs[index], s)
 	w.mu.Unlock()
@@ -491,7 +491,7 @@ func (d *Device) Watch(ctx context.Context) (<-chan LinkEvent, error) {
 	if w == nil || !w.sameNS(d.ns) {
 		// A watcher of this watch's own, sharing the device's namespace handle.
 		if !d.nsh.acquire() {
-			return nil, extack.New(unix.ENODEV, "TAP %s is closed", d.Name())
+			return nil, nlerr.New(unix.ENODEV, "TAP %s is closed", d.Name())
 		}
 		var err error
 		if w, err = newWatcher(d.nsh, WatcherOptions{Logger: d.cfg.Logger}); err != nil {
@@ -507,9 +507,9 @@ func (d *Device) Watch(ctx context.Context) (<-chan LinkEvent, error) {
 		l, err := d.nl.LinkByIndex(d.index)
 		if err != nil {
 			if errors.As(err, &netlink.LinkNotFoundError{}) {
-				return LinkEvent{}, extack.New(unix.ENODEV, "TAP %s (ifindex %d) no longer exists", d.Name(), d.index)
+				return LinkEvent{}, nlerr.New(unix.ENODEV, "TAP %s (ifindex %d) no longer exists", d.Name(), d.index)
 			}
-			return LinkEvent{}, extack.Wrap(err, unix.EIO, "get link %s", d.Name())
+			return LinkEvent{}, nlerr.Wrap(err, unix.EIO, "get link %s", d.Name())
 		}
 		ev := LinkEvent{LinkState: linkState(l), keepFeatures: true}
 		w.readFeatures(&ev)

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/daemon/internal/siocethtool"
+	"github.com/manad/manad/internal/siocethtool"
 )
 
 // ethtoolValue is struct ethtool_value (linux/ethtool.h).

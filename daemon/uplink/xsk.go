@@ -25,9 +25,9 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/daemon/internal/siocethtool"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/internal/siocethtool"
 )
 
 // UMEM geometry. Chunks are page-sized (aligned mode needs a power of two between 2 KiB and a

@@ -12,8 +12,8 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // Limits of the package.
@@ -54,22 +54,22 @@ type queueRunner struct {
 	_    [64]byte // keep neighbouring queues off each other's cache lines
 }
 
-// LoadError is a verifier's rejection of a program: the one error (vnic/extack: errno and
+// LoadError is a verifier's rejection of a program: the one error (genl/nlerr: errno and
 // extack message, which it unwraps to) and the verifier's whole log. Load and FromProgram return
-// every other refusal as a plain *extack.Error.
+// every other refusal as a plain *nlerr.Error.
 type LoadError struct {
-	Err         *extack.Error
+	Err         *nlerr.Error
 	VerifierLog []string
 }
 
 // Error returns "message: errno text", as ethtool prints a failed request.
 func (e *LoadError) Error() string { return e.Err.Error() }
 
-// Unwrap returns the *extack.Error, so errors.Is matches its errno.
+// Unwrap returns the *nlerr.Error, so errors.Is matches its errno.
 func (e *LoadError) Unwrap() error { return e.Err }
 
 func loadErr(errno unix.Errno, format string, args ...any) error {
-	return extack.New(errno, format, args...)
+	return nlerr.New(errno, format, args...)
 }
 
 // Load verifies and loads an XDP program from the bytes of an ELF object (as clang -target bpf
@@ -77,7 +77,7 @@ func loadErr(errno unix.Errno, format string, args ...any) error {
 // when section is "". name is what Name reports after "ebpf:"; "" means the program's function
 // name. The object's maps are created with it and live until Close.
 //
-// Errors are *extack.Error values (errno plus extack message; a verifier rejection is a
+// Errors are *nlerr.Error values (errno plus extack message; a verifier rejection is a
 // *LoadError wrapping one): E2BIG for an object larger than MaxObjectSize; EINVAL for an empty or malformed object, an object without the program asked
 // for (no XDP program, several and no section named, section not found or holding several
 // programs), a program that is not an XDP program ("program in section X is not an XDP program
@@ -135,7 +135,7 @@ func Load(obj []byte, section, name string) (*Program, error) {
 	return newProgram(prog, coll, name), nil
 }
 
-// pickProgram finds the program Load should load. Errors are EINVAL *extack.Errors.
+// pickProgram finds the program Load should load. Errors are EINVAL *nlerr.Error values.
 func pickProgram(spec *ebpf.CollectionSpec, section string) (*ebpf.ProgramSpec, error) {
 	all := make([]*ebpf.ProgramSpec, 0, len(spec.Programs))
 	for _, ps := range spec.Programs {
@@ -205,7 +205,7 @@ func programList(ps []*ebpf.ProgramSpec) string {
 	return strings.Join(names, ", ")
 }
 
-// classifyLoadError turns an error of ebpf.NewCollection into an *extack.Error (a *LoadError
+// classifyLoadError turns an error of ebpf.NewCollection into an *nlerr.Error (a *LoadError
 // for a verifier rejection).
 func classifyLoadError(prog string, err error) error {
 	var ve *ebpf.VerifierError
@@ -217,7 +217,7 @@ func classifyLoadError(prog string, err error) error {
 		return loadErr(unix.EPERM, "loading XDP program %q: not permitted (needs CAP_BPF and CAP_NET_ADMIN)", prog)
 	case isVerifier:
 		return &LoadError{
-			Err:         &extack.Error{Errno: unix.EINVAL, Message: fmt.Sprintf("BPF verifier rejected program %q: %s", prog, verifierVerdict(ve.Log))},
+			Err:         &nlerr.Error{Errno: unix.EINVAL, Message: fmt.Sprintf("BPF verifier rejected program %q: %s", prog, verifierVerdict(ve.Log))},
 			VerifierLog: ve.Log,
 		}
 	case errors.Is(err, ebpf.ErrNotSupported):
@@ -253,7 +253,7 @@ func verifierVerdict(log []string) string {
 // FromProgram wraps an already loaded program (one built with cilium/ebpf's asm package, or
 // loaded elsewhere). It duplicates p's file descriptor: the caller still owns p and may close
 // it. name is what Name reports after "ebpf:"; "" means the program's kernel name.
-// Errors (*extack.Error): EINVAL for a nil program or one that is not of type XDP; the errno of
+// Errors (*nlerr.Error): EINVAL for a nil program or one that is not of type XDP; the errno of
 // the failed dup otherwise.
 func FromProgram(p *ebpf.Program, name string) (*Program, error) {
 	if p == nil {
@@ -302,7 +302,7 @@ func (p *Program) Name() string { return p.name }
 // concurrent use with Run.
 func (p *Program) SetIngress(ifindex int) error {
 	if ifindex < 0 || ifindex > 1<<31-1 {
-		return extack.New(unix.EINVAL, "ifindex %d out of range", ifindex)
+		return nlerr.New(unix.EINVAL, "ifindex %d out of range", ifindex)
 	}
 	p.ingress.Store(uint32(ifindex))
 	return nil
@@ -318,13 +318,13 @@ func (p *Program) IngressFallbacks() uint64 { return p.fallbacks.Load() }
 // Errors Run returns for a frame it could not run. They are fixed values so that a stream of
 // failing frames allocates nothing; vnic treats any error as XDP_ABORTED.
 var (
-	errBadQueue    error = &extack.Error{Errno: unix.EINVAL, Message: "XDP: RX queue index out of range"}
-	errBadBounds   error = &extack.Error{Errno: unix.EINVAL, Message: "XDP: frame bounds outside the RX buffer"}
-	errShortFrame  error = &extack.Error{Errno: unix.EINVAL, Message: "XDP: frame shorter than an Ethernet header"}
-	errClosed      error = &extack.Error{Errno: unix.EBADF, Message: "XDP: program is closed"}
-	errNoRoom      error = &extack.Error{Errno: unix.ENOSPC, Message: "XDP: program output does not fit the RX buffer"}
-	errBadOutput   error = &extack.Error{Errno: unix.EIO, Message: "XDP: BPF_PROG_TEST_RUN returned an inconsistent context"}
-	errInterrupted error = &extack.Error{Errno: unix.EINTR, Message: "XDP: test run interrupted before its output was copied"}
+	errBadQueue    error = &nlerr.Error{Errno: unix.EINVAL, Message: "XDP: RX queue index out of range"}
+	errBadBounds   error = &nlerr.Error{Errno: unix.EINVAL, Message: "XDP: frame bounds outside the RX buffer"}
+	errShortFrame  error = &nlerr.Error{Errno: unix.EINVAL, Message: "XDP: frame shorter than an Ethernet header"}
+	errClosed      error = &nlerr.Error{Errno: unix.EBADF, Message: "XDP: program is closed"}
+	errNoRoom      error = &nlerr.Error{Errno: unix.ENOSPC, Message: "XDP: program output does not fit the RX buffer"}
+	errBadOutput   error = &nlerr.Error{Errno: unix.EIO, Message: "XDP: BPF_PROG_TEST_RUN returned an inconsistent context"}
+	errInterrupted error = &nlerr.Error{Errno: unix.EINTR, Message: "XDP: test run interrupted before its output was copied"}
 )
 
 // Run runs the program on the frame buf[data:end] received on RX queue q, as mana_run_xdp does

@@ -28,6 +28,7 @@ import (
 
 	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/genl/wire"
 )
 
@@ -44,32 +45,11 @@ type Interface struct {
 	Name  string
 }
 
-// Error is a request that the server (manad or the kernel) answered with an
-// error. It unwraps to the errno.
-type Error struct {
-	// Message is the extack message (NLMSGERR_ATTR_MSG), if any.
-	Message string
-	// Offset is the offset of the offending attribute in the request
-	// (NLMSGERR_ATTR_OFFS), 0 if none.
-	Offset int
-	// Err is the unix.Errno.
-	Err error
-}
-
-func (e *Error) Error() string {
-	s := ""
-	if e.Message != "" {
-		s = e.Message
-		if e.Offset != 0 {
-			s += fmt.Sprintf(" (offset %d)", e.Offset)
-		}
-		s += ": "
-	}
-	return s + e.Err.Error()
-}
-
-// Unwrap returns the errno.
-func (e *Error) Unwrap() error { return e.Err }
+// Error is a request that the server (manad or the kernel) answered with an error: manad's one
+// error type (genl/nlerr), with the errno, the extack message (NLMSGERR_ATTR_MSG) and the offset
+// of the offending attribute in the request (NLMSGERR_ATTR_OFFS) when the server sent them. It
+// unwraps to the errno.
+type Error = nlerr.Error
 
 // Client is a connection to manad or to the kernel's ethtool family. It is
 // safe for concurrent use; requests are serialized.
@@ -229,7 +209,7 @@ func wrapErr(err error) error {
 	if errors.As(err, &oe) {
 		var errno unix.Errno
 		if errors.As(oe.Err, &errno) {
-			return &Error{Message: oe.Message, Offset: oe.Offset, Err: errno}
+			return &Error{Errno: errno, Message: oe.Message, Offset: oe.Offset}
 		}
 	}
 	return err

@@ -62,7 +62,7 @@ func FuzzDecodeReplies(f *testing.F) {
 	b.Genl(wire.CmdCaptureFrame, wire.FamilyVersion) // a CAPTURE_FRAME payload, genl header first
 	wire.CaptureFrameTable.PutNest(&b, wire.AttrCaptureFrame, &wire.CaptureFrame{Time: 1, Dir: wire.CaptureIn, Member: "p", OrigLen: 60, Data: make([]byte, 14)})
 	f.Add(append([]byte(nil), b.B...))
-	f.Add(nlattr.AppendAck(nil, make([]byte, 24), 1, unix.EINVAL, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL, Message: "x", Offset: 20}}, nlattr.AckOptions{ExtAck: true}))
+	f.Add(nlattr.AppendAck(nil, make([]byte, 24), 1, unix.EINVAL, &nlattr.Error{Errno: unix.EINVAL, Message: "x", Offset: 20}, nlattr.AckOptions{ExtAck: true}))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = DecodePrivateFlags(data, []string{"a"})

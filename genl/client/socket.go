@@ -288,11 +288,16 @@ func ackError(m netlink.Message) error {
 	if code == 0 {
 		return nil
 	}
-	e := &Error{Err: unix.Errno(-code)}
+	e := &Error{Errno: unix.Errno(-code)}
 	if m.Header.Flags&netlink.AcknowledgeTLVs == 0 || len(m.Data) < 4+nlattr.MsgHdrLen {
 		return e
 	}
-	off := 4 + int(binary.NativeEndian.Uint32(m.Data[4:]))
+	// The TLVs follow the echoed request: its header alone when the ACK is capped (the echoed
+	// nlmsg_len still gives the whole request's length), else the whole request (netlink_ack).
+	off := 4 + nlattr.MsgHdrLen
+	if m.Header.Flags&netlink.Capped == 0 {
+		off = 4 + int(binary.NativeEndian.Uint32(m.Data[4:]))
+	}
 	if off > len(m.Data) {
 		return e
 	}
@@ -303,6 +308,12 @@ func ackError(m netlink.Message) error {
 			e.Message = it.Attr().Str()
 		case nlattr.ErrAttrOffs:
 			e.Offset = int(it.Attr().U32())
+		case nlattr.ErrAttrPolicy:
+			e.Policy = append([]byte(nil), it.Attr().Data...)
+		case nlattr.ErrAttrMissType:
+			e.MissType = uint16(it.Attr().U32())
+		case nlattr.ErrAttrMissNest:
+			e.MissNest = int(it.Attr().U32())
 		}
 	}
 	return e

@@ -99,7 +99,7 @@ func putWords(b *nlattr.Builder, t uint16, words []uint32, nbits int) {
 func stripExtack(err error) error {
 	var e *nlattr.Error
 	if errors.As(err, &e) {
-		return &nlattr.Error{Extack: nlattr.Extack{Errno: e.Errno}}
+		return &nlattr.Error{Errno: e.Errno}
 	}
 	return err
 }
@@ -114,12 +114,12 @@ func IsCompact(msg []byte, bitset nlattr.Attr) (bool, error) {
 	}
 	if tb[unix.ETHTOOL_A_BITSET_BITS].Present() {
 		if tb[unix.ETHTOOL_A_BITSET_VALUE].Present() || tb[unix.ETHTOOL_A_BITSET_MASK].Present() {
-			return false, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL}}
+			return false, &nlattr.Error{Errno: unix.EINVAL}
 		}
 		return false, nil
 	}
 	if !tb[unix.ETHTOOL_A_BITSET_SIZE].Present() || !tb[unix.ETHTOOL_A_BITSET_VALUE].Present() {
-		return false, &nlattr.Error{Extack: nlattr.Extack{Errno: unix.EINVAL}}
+		return false, &nlattr.Error{Errno: unix.EINVAL}
 	}
 	return true, nil
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/internal/siocethtool"
 )
 
 // Family identity (ETHTOOL_GENL_NAME, ETHTOOL_GENL_VERSION,
@@ -22,40 +23,44 @@ const (
 	MonitorGroup = unix.ETHTOOL_MCGRP_MONITOR_NAME
 )
 
-// String set IDs (enum ethtool_stringset in include/uapi/linux/ethtool.h;
-// x/sys/unix does not define them).
+// String set IDs (enum ethtool_stringset) and ETH_GSTRING_LEN, which x/sys/unix does not define:
+// internal/siocethtool holds them once, for the ioctl and netlink alike.
 const (
-	SSTest            = 0
-	SSStats           = 1
-	SSPrivFlags       = 2
-	SSNtupleFilters   = 3
-	SSFeatures        = 4
-	SSRSSHashFuncs    = 5
-	SSTunables        = 6
-	SSPhyStats        = 7
-	SSPhyTunables     = 8
-	SSLinkModes       = 9
-	SSMsgClasses      = 10
-	SSWolModes        = 11
-	SSSofTimestamping = 12
-	SSTsTxTypes       = 13
-	SSTsRxFilters     = 14
-	SSUDPTunnelTypes  = 15
-	SSStatsStd        = 16
-	SSStatsEthPhy     = 17
-	SSStatsEthMAC     = 18
-	SSStatsEthCtrl    = 19
-	SSStatsRMON       = 20
-	SSStatsPhy        = 21
-	SSTsFlags         = 22
-	SSCount           = 23 // ETH_SS_COUNT
-	GStringLen        = 32 // ETH_GSTRING_LEN
-	MaxPrivFlags      = 32 // ethnl_get_priv_flags_info caps the count here
-	MaxBitsetSize     = 32767
-	HeaderPhyIndex    = 4   // ETHTOOL_A_HEADER_PHY_INDEX (not in x/sys v0.50.0)
-	FlagsBasic        = 0x3 // ETHTOOL_FLAGS_BASIC: COMPACT_BITSETS|OMIT_REPLY
-	altIfNameSize     = 128 // ALTIFNAMSIZ
-	IfNameSize        = 16  // IFNAMSIZ
+	SSTest            = siocethtool.SSTest
+	SSStats           = siocethtool.SSStats
+	SSPrivFlags       = siocethtool.SSPrivFlags
+	SSNtupleFilters   = siocethtool.SSNtupleFilters
+	SSFeatures        = siocethtool.SSFeatures
+	SSRSSHashFuncs    = siocethtool.SSRSSHashFuncs
+	SSTunables        = siocethtool.SSTunables
+	SSPhyStats        = siocethtool.SSPhyStats
+	SSPhyTunables     = siocethtool.SSPhyTunables
+	SSLinkModes       = siocethtool.SSLinkModes
+	SSMsgClasses      = siocethtool.SSMsgClasses
+	SSWolModes        = siocethtool.SSWolModes
+	SSSofTimestamping = siocethtool.SSSofTimestamping
+	SSTsTxTypes       = siocethtool.SSTsTxTypes
+	SSTsRxFilters     = siocethtool.SSTsRxFilters
+	SSUDPTunnelTypes  = siocethtool.SSUDPTunnelTypes
+	SSStatsStd        = siocethtool.SSStatsStd
+	SSStatsEthPhy     = siocethtool.SSStatsEthPhy
+	SSStatsEthMAC     = siocethtool.SSStatsEthMAC
+	SSStatsEthCtrl    = siocethtool.SSStatsEthCtrl
+	SSStatsRMON       = siocethtool.SSStatsRMON
+	SSStatsPhy        = siocethtool.SSStatsPhy
+	SSTsFlags         = siocethtool.SSTsFlags
+	SSCount           = siocethtool.SSCount    // ETH_SS_COUNT
+	GStringLen        = siocethtool.GStringLen // ETH_GSTRING_LEN
+)
+
+// Limits and numbers of the netlink family.
+const (
+	MaxPrivFlags   = 32 // ethnl_get_priv_flags_info caps the count here
+	MaxBitsetSize  = 32767
+	HeaderPhyIndex = 4   // ETHTOOL_A_HEADER_PHY_INDEX (not in x/sys v0.50.0)
+	FlagsBasic     = 0x3 // ETHTOOL_FLAGS_BASIC: COMPACT_BITSETS|OMIT_REPLY
+	altIfNameSize  = 128 // ALTIFNAMSIZ
+	IfNameSize     = unix.IFNAMSIZ
 )
 
 // PerDevStringSet reports whether string set id is filled by the driver

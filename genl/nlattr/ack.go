@@ -2,11 +2,10 @@ package nlattr
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // Netlink message types and flags used in replies (include/uapi/linux/netlink.h).
@@ -60,55 +59,26 @@ func ReadHeader(b []byte) (h Header, ok bool) {
 	}, true
 }
 
-// Extack is the one error type of vnic/extack, embedded in Error.
-type Extack = extack.Error
-
-// Error is a netlink error as netlink_ack() reports it: manad's one error
-// type (errno, NLMSGERR_ATTR_MSG and NLMSGERR_ATTR_OFFS, see vnic/extack)
-// plus the extended ACK fields only the netlink layer knows. It unwraps to
-// the errno.
-type Error struct {
-	Extack
-	// Policy is the policy the attribute failed, NLMSGERR_ATTR_POLICY.
-	Policy *Policy
-	// MissType is the type of a missing required attribute,
-	// NLMSGERR_ATTR_MISS_TYPE (0 = none).
-	MissType uint16
-	// MissNest is the offset of the nest lacking it, NLMSGERR_ATTR_MISS_NEST
-	// (0 = top level).
-	MissNest int
-}
+// Error is manad's one error type (genl/nlerr): the errno and every extended ACK field
+// netlink_ack() sends (message, offset, policy, missing attribute). It unwraps to the errno.
+type Error = nlerr.Error
 
 // Errorf returns an *Error with a formatted extack message and no offset.
 func Errorf(errno unix.Errno, format string, args ...any) *Error {
-	return &Error{Extack: Extack{Errno: errno, Message: fmt.Sprintf(format, args...)}}
+	return nlerr.Errorf(errno, format, args...)
 }
 
 // AttrError returns an *Error blaming attribute a (NL_SET_ERR_MSG_ATTR).
 // An absent attribute gives no offset, as in the kernel.
 func AttrError(errno unix.Errno, a Attr, msg string) *Error {
-	return &Error{Extack: Extack{Errno: errno, Message: msg, Offset: a.Off}}
+	return &Error{Errno: errno, Message: msg, Offset: a.Off}
 }
 
 // Missing returns the error of NL_REQ_ATTR_CHECK: EINVAL, no message,
 // MISS_TYPE = t and MISS_NEST = the nest's offset (absent nest = top level).
 func Missing(nest Attr, t uint16) *Error {
-	return &Error{Extack: Extack{Errno: unix.EINVAL}, MissType: t, MissNest: nest.Off}
+	return &Error{Errno: unix.EINVAL, MissType: t, MissNest: nest.Off}
 }
-
-func (e *Error) Error() string {
-	s := e.Extack.Error()
-	if e.MissType != 0 {
-		s += fmt.Sprintf(" (missing attribute %d)", e.MissType)
-	}
-	return s
-}
-
-// Unwrap returns the errno.
-func (e *Error) Unwrap() error { return e.Errno }
-
-// ExtackMessage returns the NLMSGERR_ATTR_MSG text.
-func (e *Error) ExtackMessage() string { return e.Message }
 
 // AckOptions are the per-socket options that shape an ACK.
 type AckOptions struct {
@@ -132,7 +102,7 @@ func AppendAck(dst []byte, req []byte, pid uint32, errno unix.Errno, e *Error, o
 	}
 	var tlv Builder
 	if opt.ExtAck {
-		e.appendTLVs(&tlv, errno, len(req))
+		appendTLVs(&tlv, e, errno, len(req))
 	}
 	if tlv.Len() > 0 {
 		flags |= FlagAckTLVs
@@ -153,7 +123,7 @@ func AppendAck(dst []byte, req []byte, pid uint32, errno unix.Errno, e *Error, o
 
 // appendTLVs appends e's extack TLVs (netlink_ack_tlv_fill) for a request of reqLen bytes;
 // nothing when e is nil. Only the message is sent with errno 0.
-func (e *Error) appendTLVs(tlv *Builder, errno unix.Errno, reqLen int) {
+func appendTLVs(tlv *Builder, e *Error, errno unix.Errno, reqLen int) {
 	if e == nil {
 		return
 	}
@@ -167,7 +137,9 @@ func (e *Error) appendTLVs(tlv *Builder, errno unix.Errno, reqLen int) {
 		tlv.PutU32(ErrAttrOffs, uint32(e.Offset))
 	}
 	if e.Policy != nil {
-		e.Policy.appendDump(tlv, ErrAttrPolicy, nil)
+		n := tlv.Nest(ErrAttrPolicy)
+		tlv.B = append(tlv.B, e.Policy...)
+		tlv.EndNest(n)
 	}
 	if e.MissType != 0 {
 		tlv.PutU32(ErrAttrMissType, uint32(e.MissType))
@@ -183,7 +155,7 @@ func (e *Error) appendTLVs(tlv *Builder, errno unix.Errno, reqLen int) {
 func AppendDone(dst []byte, seq, pid uint32, errno unix.Errno, msg string, extAck bool) []byte {
 	var e *Error
 	if msg != "" {
-		e = &Error{Extack: Extack{Errno: errno, Message: msg}}
+		e = &Error{Errno: errno, Message: msg}
 	}
 	return AppendDoneError(dst, 0, seq, pid, errno, e, extAck)
 }
@@ -194,7 +166,7 @@ func AppendDone(dst []byte, seq, pid uint32, errno unix.Errno, msg string, extAc
 func AppendDoneError(dst []byte, reqLen int, seq, pid uint32, errno unix.Errno, e *Error, extAck bool) []byte {
 	var tlv Builder
 	if extAck {
-		e.appendTLVs(&tlv, errno, reqLen)
+		appendTLVs(&tlv, e, errno, reqLen)
 	}
 	flags := FlagMulti
 	if tlv.Len() > 0 {

@@ -55,7 +55,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown type, liberal", func(b *Builder) { b.PutU32(10, 1) }, Liberal, 0, "", false, false},
 		{"type 0", func(b *Builder) { b.PutU32(0, 1) }, Strict, unix.EINVAL, "Unknown attribute type", true, false},
 		{"unspec", func(b *Builder) { b.PutU32(9, 1) }, Strict, unix.EINVAL, "Unsupported attribute", true, false},
-		{"reject", func(b *Builder) { b.PutU32(8, 1) }, Strict, unix.EINVAL, "Attribute failed policy validation", true, true},
+		{"reject", func(b *Builder) { b.PutU32(8, 1) }, Strict, unix.EINVAL, "Attribute failed policy validation", true, false}, // NLA_REJECT: no policy to describe (netlink_policy_dump_write_attr)
 		{"length", func(b *Builder) { b.PutU32(3, 1) }, Strict, unix.EINVAL, "invalid attribute length", true, true},
 		{"length, liberal, longer", func(b *Builder) { b.PutU32(3, 1) }, Liberal, 0, "", false, false},
 		{"length, liberal, shorter", func(b *Builder) { b.PutU8(4, 1) }, Liberal, unix.ERANGE, "Attribute failed policy validation", true, true},
@@ -120,7 +120,7 @@ func TestParseRecursionLimit(t *testing.T) {
 
 func TestAppendAck(t *testing.T) {
 	req := msgWith(func(b *Builder) { b.PutU8(2, 1) })
-	e := &Error{Extack: Extack{Errno: unix.EINVAL, Message: "boom", Offset: 20}, MissType: 3, MissNest: 20, Policy: &Policy{Kind: U8, Check: CheckMax, Max: 2}}
+	e := &Error{Errno: unix.EINVAL, Message: "boom", Offset: 20, MissType: 3, MissNest: 20, Policy: Policy{Kind: U8, Check: CheckMax, Max: 2}.extackDump()}
 	for _, tc := range []struct {
 		name   string
 		errno  unix.Errno

@@ -138,7 +138,7 @@ func Parse(msg []byte, off, n int, set *Set, mode Mode) ([]Attr, error) {
 // nla_parse_nested: the nest must carry NLA_F_NESTED.
 func ParseNested(msg []byte, nest Attr, set *Set) ([]Attr, error) {
 	if !nest.IsNested() {
-		return nil, &Error{Extack: Extack{Errno: unix.EINVAL, Message: "NLA_F_NESTED is missing", Offset: nest.Off}}
+		return nil, &Error{Errno: unix.EINVAL, Message: "NLA_F_NESTED is missing", Offset: nest.Off}
 	}
 	return parse(msg, nest.PayloadOff(), len(nest.Data), set, Strict, true, 0)
 }
@@ -152,7 +152,7 @@ func ValidateNestedAttr(msg []byte, nest Attr, set *Set) error {
 
 func parse(msg []byte, off, n int, set *Set, mode Mode, wantTable bool, depth int) ([]Attr, error) {
 	if depth >= maxPolicyDepth {
-		return nil, &Error{Extack: Extack{Errno: unix.EINVAL, Message: "allowed policy recursion depth exceeded"}}
+		return nil, &Error{Errno: unix.EINVAL, Message: "allowed policy recursion depth exceeded"}
 	}
 	var tb []Attr
 	if wantTable {
@@ -164,7 +164,7 @@ func parse(msg []byte, off, n int, set *Set, mode Mode, wantTable bool, depth in
 		t := a.Type()
 		if t == 0 || t > set.MaxType {
 			if mode&ValidateMaxType != 0 {
-				return nil, &Error{Extack: Extack{Errno: unix.EINVAL, Message: "Unknown attribute type", Offset: a.Off}}
+				return nil, &Error{Errno: unix.EINVAL, Message: "Unknown attribute type", Offset: a.Off}
 			}
 			continue
 		}
@@ -176,7 +176,7 @@ func parse(msg []byte, off, n int, set *Set, mode Mode, wantTable bool, depth in
 		}
 	}
 	if it.Rem() > 0 && mode&ValidateTrailing != 0 {
-		return nil, &Error{Extack: Extack{Errno: unix.EINVAL, Message: "bytes leftover after parsing attributes"}}
+		return nil, &Error{Errno: unix.EINVAL, Message: "bytes leftover after parsing attributes"}
 	}
 	return tb, nil
 }
@@ -187,8 +187,7 @@ func validateAttr(msg []byte, a Attr, set *Set, mode Mode, depth int) error {
 	attrlen := len(a.Data)
 	errno := unix.ERANGE
 	polErr := func(e unix.Errno, msg string) error {
-		p := pt
-		return &Error{Extack: Extack{Errno: e, Message: msg, Offset: a.Off}, Policy: &p}
+		return &Error{Errno: e, Message: msg, Offset: a.Off, Policy: pt.extackDump()}
 	}
 
 	if fl := pt.Kind.fixedLen(); fl != 0 && attrlen != fl && mode&ValidateStrictAttrs != 0 {
@@ -252,7 +251,7 @@ func validateAttr(msg []byte, a Attr, set *Set, mode Mode, depth int) error {
 		}
 	case Unspec:
 		if mode&ValidateUnspec != 0 {
-			return &Error{Extack: Extack{Errno: unix.EINVAL, Message: "Unsupported attribute", Offset: a.Off}}
+			return &Error{Errno: unix.EINVAL, Message: "Unsupported attribute", Offset: a.Off}
 		}
 		bad = attrlen < pt.Len
 	default:
@@ -278,7 +277,7 @@ func validateAttr(msg []byte, a Attr, set *Set, mode Mode, depth int) error {
 		}
 	case CheckMask:
 		if a.value(pt.Kind)&^pt.Mask != 0 {
-			return &Error{Extack: Extack{Errno: unix.EINVAL, Message: "reserved bit set", Offset: a.Off}}
+			return &Error{Errno: unix.EINVAL, Message: "reserved bit set", Offset: a.Off}
 		}
 	}
 	return nil
@@ -327,6 +326,16 @@ func (p Policy) rangeUnsigned() (lo, hi uint64) {
 		hi = p.Max
 	}
 	return lo, hi
+}
+
+// extackDump returns p as NLMSGERR_ATTR_POLICY's payload (netlink_policy_dump_write_attr): the
+// NL_POLICY_TYPE_ATTR_* attributes, or nil for a kind the kernel does not describe.
+func (p Policy) extackDump() []byte {
+	var b Builder
+	if !p.appendDump(&b, ErrAttrPolicy, nil) {
+		return nil
+	}
+	return b.B[AttrHdrLen:]
 }
 
 // appendDump writes the policy description the kernel puts in

@@ -8,7 +8,6 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,9 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/internal/nsrun"
 	"github.com/manad/manad/tests/testenv"
 )
 
@@ -91,14 +89,8 @@ func Cleanup() {
 }
 
 // Name returns a name unique to this test process, short enough for an interface (≤ 15 bytes):
-// prefix + the PID's last digits + suffix.
-func Name(prefix, suffix string) string {
-	n := fmt.Sprintf("%s%d%s", prefix, os.Getpid()%100000, suffix)
-	if len(n) > 15 {
-		n = n[len(n)-15:]
-	}
-	return n
-}
+// prefix + the PID's last digits + suffix (nsrun.Name).
+func Name(prefix, suffix string) string { return nsrun.Name(prefix, suffix) }
 
 // Daemon is a manad process started by a test.
 type Daemon struct {
@@ -260,44 +252,8 @@ func (d *Daemon) Client(ns string) *client.Client {
 }
 
 // InNetNS runs f on an OS thread that has entered network namespace ns (a name under
-// /run/netns; "" runs f as is). Sockets f creates stay in ns after it returns. The thread is
-// thrown away afterwards, so no other goroutine ever runs in ns by accident.
-func InNetNS(ns string, f func() error) error {
-	if ns == "" {
-		return f()
-	}
-	errc := make(chan error, 1)
-	go func() {
-		// The thread goes back to its namespace and is unlocked after f. A thread that exits
-		// with its locked goroutine is usually discarded, but the runtime parks the main
-		// thread instead, which would hold the namespace alive after ip netns del.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- fmt.Errorf("current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("netns %s: %w", ns, err)
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		ferr := f()
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- ferr
-	}()
-	return <-errc
-}
+// /run/netns; "" runs f as is). Sockets f creates stay in ns after it returns (nsrun.In).
+func InNetNS(ns string, f func() error) error { return nsrun.In(ns, f) }
 
 // Run runs a command (inside ns when ns is not "") and returns its combined output; it fails the
 // test when the command fails.
@@ -310,17 +266,8 @@ func Run(t testing.TB, ns string, args ...string) string {
 	return out
 }
 
-// RunErr is Run returning the error instead of failing.
-func RunErr(ns string, args ...string) (string, error) {
-	if ns != "" {
-		args = append([]string{"ip", "netns", "exec", ns}, args...)
-	}
-	cmd := exec.Command(args[0], args[1:]...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
-}
+// RunErr is Run returning the error instead of failing (nsrun.Output).
+func RunErr(ns string, args ...string) (string, error) { return nsrun.Output(ns, args...) }
 
 // Eventually polls cond every 10ms until it is true or 10 seconds pass.
 func Eventually(t testing.TB, what string, cond func() bool) {

@@ -9,37 +9,18 @@ import (
 	"math/rand/v2"
 	"net"
 	"time"
+
+	"github.com/manad/manad/internal/nsrun"
 )
 
-// Listen opens a listener on addr ("tcp", "10.0.0.2:5201") inside namespace ns.
-func Listen(ns, network, addr string) (net.Listener, error) {
-	var l net.Listener
-	err := InNetNS(ns, func() (err error) {
-		l, err = net.Listen(network, addr)
-		return err
-	})
-	return l, err
-}
+// Listen opens a listener on addr ("tcp", "10.0.0.2:5201") inside namespace ns (nsrun.Listen).
+func Listen(ns, network, addr string) (net.Listener, error) { return nsrun.Listen(ns, network, addr) }
 
-// ListenPacket opens a UDP socket on addr inside namespace ns.
-func ListenPacket(ns, addr string) (net.PacketConn, error) {
-	var c net.PacketConn
-	err := InNetNS(ns, func() (err error) {
-		c, err = net.ListenPacket("udp", addr)
-		return err
-	})
-	return c, err
-}
+// ListenPacket opens a UDP socket on addr inside namespace ns (nsrun.ListenPacket).
+func ListenPacket(ns, addr string) (net.PacketConn, error) { return nsrun.ListenPacket(ns, addr) }
 
-// Dial connects from inside namespace ns.
-func Dial(ns, network, addr string) (net.Conn, error) {
-	var c net.Conn
-	err := InNetNS(ns, func() (err error) {
-		c, err = net.DialTimeout(network, addr, 5*time.Second)
-		return err
-	})
-	return c, err
-}
+// Dial connects from inside namespace ns (nsrun.Dial).
+func Dial(ns, network, addr string) (net.Conn, error) { return nsrun.Dial(ns, network, addr) }
 
 // Transfer is one TCP stream: the sender writes pseudo-random bytes until Stop (or Size bytes),
 // the receiver hashes what arrives. Sum compares the two digests.

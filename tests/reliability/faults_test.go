@@ -115,7 +115,7 @@ func checkTAP(t *testing.T, ns string, i *genl.PortInfo, when string) {
 
 // TestFaults arms every fault point (prealloc, detach, attach) in every mode (once, count 3,
 // always) on the receiving port of a running TCP stream, runs a reconfiguration into it and
-// checks the outcome design.md §4 names:
+// checks the outcome README names (The port model, Reconfiguration):
 //   - prealloc, detach: the request fails with the point's errno and the driver's message; the
 //     value is the old one; the port is untouched (running, same layout, no reset, its TAP
 //     unchanged) and keeps receiving; after the fault is spent (or turned off) the same request

@@ -1,45 +1,33 @@
-// Package testenv holds the small helpers every manad test package shares: how a test that needs
-// root (or another capability of the machine) gets out of the way on a developer's laptop but can
-// never be skipped silently in CI.
+// Package testenv is internal/testenv under the name the tests have long imported: how a test
+// that needs root (or another capability of the machine) gets out of the way on a developer's
+// laptop but can never be skipped silently in CI. The helpers live in internal/testenv so that
+// non-test packages (test fakes such as daemon/tap/taptest) can use them without importing
+// tests/.
 package testenv
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
 	"testing"
+
+	"github.com/manad/manad/internal/testenv"
 )
 
-// InCI reports whether the tests run in CI (environment CI=true). In CI every test must run: a
-// test that would skip for lack of root or of a tool fails instead.
-func InCI() bool { return os.Getenv("CI") == "true" }
+// InCI is testenv.InCI: whether the tests run in CI (CI=true).
+func InCI() bool { return testenv.InCI() }
 
-// SkipOrFail skips t with the formatted reason, or fails it when InCI, because CI runs as root on
-// a machine that has everything the suite needs and a skip there would hide a broken test.
+// SkipOrFail is testenv.SkipOrFail: skip t, or fail it in CI.
 func SkipOrFail(t testing.TB, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if InCI() {
-		t.Fatalf("CI=true, refusing to skip: %s", msg)
-	}
-	t.Skip(msg)
+	testenv.SkipOrFail(t, format, args...)
 }
 
-// RequireRoot skips (or, in CI, fails) t unless the test process runs as uid 0.
+// RequireRoot is testenv.RequireRoot: skip (in CI, fail) t unless it runs as uid 0.
 func RequireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		SkipOrFail(t, "needs root (uid 0): run the suite with sudo, as CI does")
-	}
+	testenv.RequireRoot(t)
 }
 
-// NeedTool returns the path of the program name, and skips (or, in CI, fails) the test when it
-// is not installed.
+// NeedTool is testenv.NeedTool: the path of program name; skip (in CI, fail) when it is absent.
 func NeedTool(t testing.TB, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		SkipOrFail(t, "%s is not installed: %v", name, err)
-	}
-	return p
+	return testenv.NeedTool(t, name)
 }

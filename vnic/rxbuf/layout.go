@@ -24,7 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // Constants of the model, named after the kernel macros they stand for.
@@ -84,7 +84,7 @@ func ParseRule(s string) (Rule, error) {
 			return r, nil
 		}
 	}
-	return 0, extack.New(unix.EINVAL, "unknown RX buffer rule %q (want upstream, pre-headroom or pre-frag)", s)
+	return 0, nlerr.New(unix.EINVAL, "unknown RX buffer rule %q (want upstream, pre-headroom or pre-frag)", s)
 }
 
 // Alloc is how RX buffers are allocated: a what-if knob beside the rule, to compare the page
@@ -127,7 +127,7 @@ func ParseAlloc(s string) (Alloc, error) {
 			return a, nil
 		}
 	}
-	return 0, extack.New(unix.EINVAL, "unknown RX allocation mode %q (want page-pool-frag, page-pool-page or no-pool)", s)
+	return 0, nlerr.New(unix.EINVAL, "unknown RX allocation mode %q (want page-pool-frag, page-pool-page or no-pool)", s)
 }
 
 // ValidPageSize reports whether n is a page size the model supports: 4K (x86), 16K and 64K
@@ -232,22 +232,22 @@ func getOrder(size, pageSize int) int {
 func (p Params) Validate() error {
 	switch {
 	case !ValidPageSize(p.PageSize):
-		return extack.New(unix.EINVAL, "page size %d not supported (want 4096, 16384 or 65536)", p.PageSize)
+		return nlerr.New(unix.EINVAL, "page size %d not supported (want 4096, 16384 or 65536)", p.PageSize)
 	case p.MTU < MinMTU:
-		return extack.New(unix.EINVAL, "MTU %d less than device minimum %d", p.MTU, MinMTU)
+		return nlerr.New(unix.EINVAL, "MTU %d less than device minimum %d", p.MTU, MinMTU)
 	case p.MTU > MaxMTU:
-		return extack.New(unix.EINVAL, "MTU %d greater than device maximum %d", p.MTU, MaxMTU)
+		return nlerr.New(unix.EINVAL, "MTU %d greater than device maximum %d", p.MTU, MaxMTU)
 	case p.RingSize < 0:
-		return extack.New(unix.EINVAL, "ring size %d is negative", p.RingSize)
+		return nlerr.New(unix.EINVAL, "ring size %d is negative", p.RingSize)
 	case p.Queues < 0:
-		return extack.New(unix.EINVAL, "queue count %d is negative", p.Queues)
+		return nlerr.New(unix.EINVAL, "queue count %d is negative", p.Queues)
 	case p.Rule > RulePreFrag:
-		return extack.New(unix.EINVAL, "unknown RX buffer rule %d", p.Rule)
+		return nlerr.New(unix.EINVAL, "unknown RX buffer rule %d", p.Rule)
 	case p.Alloc > AllocNoPool:
-		return extack.New(unix.EINVAL, "unknown RX allocation mode %d", p.Alloc)
+		return nlerr.New(unix.EINVAL, "unknown RX allocation mode %d", p.Alloc)
 	case p.XDP && p.MTU > XDPMTUMax(p.PageSize):
 		// mana_xdp_set: netdev_err "XDP: mtu:%u too large, mtu_max:%lu", extack "XDP: mtu too large".
-		return extack.New(unix.EOPNOTSUPP, "XDP: mtu too large")
+		return nlerr.New(unix.EOPNOTSUPP, "XDP: mtu too large")
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/tests/testenv"
+	"github.com/manad/manad/internal/testenv"
 )
 
 var seq atomic.Int64

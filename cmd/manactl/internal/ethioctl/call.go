@@ -120,7 +120,7 @@ func isTransport(err error) bool {
 	var ce *client.Error
 	var errno unix.Errno
 	if errors.As(err, &ce) {
-		if !errors.As(ce.Err, &errno) {
+		if errno = ce.Errno; errno == 0 {
 			return true
 		}
 		switch errno {

@@ -242,7 +242,7 @@ func TestManadErr(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &call{ctx: ctx}
 	var errno unix.Errno
-	require.ErrorAs(t, c.manadErr("X", &client.Error{Message: "needs admin", Err: unix.EPERM}), &errno)
+	require.ErrorAs(t, c.manadErr("X", &client.Error{Errno: unix.EPERM, Message: "needs admin"}), &errno)
 	assert.Equal(t, unix.EPERM, errno)
 	refused := fmt.Errorf("cannot connect to manad at /run/manad/manad.sock: %w",
 		&net.OpError{Op: "dial", Net: "unixpacket", Err: os.NewSyscallError("connect", unix.ECONNREFUSED)})
@@ -250,7 +250,7 @@ func TestManadErr(t *testing.T) {
 	assert.Equal(t, unix.ENODEV, errno)
 	assert.False(t, errors.As(c.manadErr("X", errors.New("client: STRSET_GET: expected 1 reply, got 0")), &errno),
 		"a reply that does not decode is no errno (Handle answers EIO)")
-	require.ErrorAs(t, c.manadErr("X", &client.Error{Err: unix.EPIPE}), &errno)
+	require.ErrorAs(t, c.manadErr("X", &client.Error{Errno: unix.EPIPE}), &errno)
 	assert.Equal(t, unix.ENODEV, errno, "a send on a connection manad closed")
 	cancel()
 	require.ErrorAs(t, c.manadErr("X", errors.New("read: deadline")), &errno)

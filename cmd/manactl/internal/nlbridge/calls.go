@@ -172,7 +172,7 @@ func answerErr(m []byte) error {
 	if errno == 0 {
 		return nil
 	}
-	return &client.Error{Err: errno, Message: extackMsg(m)}
+	return &client.Error{Errno: errno, Message: extackMsg(m)}
 }
 
 // dumpFamilies lists the families nlctrl reports (CTRL_CMD_GETFAMILY dump).

@@ -302,7 +302,7 @@ func (s *Socket) sendFailed(r *request, err error) {
 	if !errors.As(err, &errno) {
 		errno = unix.EIO
 	}
-	s.writeUnicast(s.synthAck(r, &nlattr.Error{Extack: nlattr.Extack{Errno: errno}}))
+	s.writeUnicast(s.synthAck(r, &nlattr.Error{Errno: errno}))
 	s.finish(r)
 }
 
@@ -631,7 +631,7 @@ func (s *Socket) manadDatagram(b []byte) {
 				out = nil
 				var e *nlattr.Error
 				if errno != 0 && errno != unix.EOPNOTSUPP {
-					e = &nlattr.Error{Extack: nlattr.Extack{Errno: errno, Message: extackMsg(m)}}
+					e = &nlattr.Error{Errno: errno, Message: extackMsg(m)}
 				}
 				s.manadFinished(r, e)
 				continue
@@ -657,7 +657,7 @@ func (s *Socket) manadDatagram(b []byte) {
 				errno, _ := errnoOf(m)
 				var e *nlattr.Error
 				if errno != 0 && errno != unix.EOPNOTSUPP {
-					e = &nlattr.Error{Extack: nlattr.Extack{Errno: errno, Message: extackMsg(m)}}
+					e = &nlattr.Error{Errno: errno, Message: extackMsg(m)}
 				}
 				s.manadFinished(r, e)
 				continue

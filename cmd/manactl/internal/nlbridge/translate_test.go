@@ -213,7 +213,7 @@ func TestFixError(t *testing.T) {
 	orig := msg(trManad, nlattr.FlagRequest, 77, 0, wire.CmdPortGet, func(b *nlattr.Builder) { b.PutU32(9, 1) })
 	r := s.route(orig)
 	require.Equal(t, modeManad, r.mode)
-	e := &nlattr.Error{Extack: nlattr.Extack{Errno: unix.ENODEV, Message: "no device"}}
+	e := &nlattr.Error{Errno: unix.ENODEV, Message: "no device"}
 	for _, tc := range []struct {
 		name string
 		opt  nlattr.AckOptions
@@ -294,7 +294,7 @@ func TestMergedDone(t *testing.T) {
 	orig := msg(tkEthtool, nlattr.FlagRequest|nlattr.FlagDump, 8, 0, unix.ETHTOOL_MSG_RINGS_GET, nil)
 	kOK := nlattr.AppendDone(nil, 8, tPortID, 0, "", false)
 	kErr := nlattr.AppendDone(nil, 8, tPortID, unix.EIO, "", false)
-	mErr := &nlattr.Error{Extack: nlattr.Extack{Errno: unix.ENOMEM, Message: "manad: no memory"}}
+	mErr := &nlattr.Error{Errno: unix.ENOMEM, Message: "manad: no memory"}
 	for _, tc := range []struct {
 		name    string
 		kDone   []byte
