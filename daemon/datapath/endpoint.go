@@ -871,7 +871,7 @@ func (qq *queue) txLoop(p *vnic.Port) {
 			switch errno {
 			case 0:
 			case unix.EAGAIN:
-				if i > 0 && pollers.Max() > 0 && pollWindow(p.NAPIConfig(qq.idx)) > 0 {
+				if i > 0 && pollers.Max() > 0 && pollWindow(p.NAPIConfig(qq.idx)) > 0 && p.NumRxQueues() > 0 {
 					qq.handoff = true // poll for the next frames rather than park
 					return true
 				}
