@@ -125,6 +125,7 @@ func (pl *poller) run() {
 			pl.ps.mu.Unlock()
 		}
 		now := nanotime()
+		found := false
 		for i := 0; i < len(qs); i++ {
 			q := &qs[i]
 			qq := q.qq
@@ -140,12 +141,18 @@ func (pl *poller) run() {
 			hit, ok := qq.pollOnce(p)
 			qq.stats.polls.Add(1)
 			if hit {
+				found = true
 				qq.stats.pollHits.Add(1)
 				q.lastHit = nanotime()
 			}
 			if !ok {
 				q.lastHit = math.MinInt64 / 2 // an error or a detached queue: give it back next pass
 			}
+		}
+		if !found {
+			// Nothing this pass: let a task waiting for this CPU run first (a round trip's
+			// other end, often), as the kernel's napi_busy_loop stops on need_resched.
+			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 		if now-lastTick >= int64(cpuTick) {
 			charge(now)
