@@ -73,6 +73,15 @@ const (
 //
 // The per-frame path allocates nothing and takes no lock but the destination queue's (a TryLock
 // inline, the input's mutex otherwise) and vnic's per-queue ones.
+//
+// Polling (see the package documentation) is per queue, by the port's NAPI settings
+// (vnic.Port.NAPIConfig, read lock-free at the end of each batch that found work): with
+// defer-hard-irqs and gro-flush-timeout set, queue i's TAP reads and RX input are served by a
+// poller of the segment's Pollers for defer-hard-irqs × gro-flush-timeout (or irq-suspend-timeout,
+// when longer) after the last frame, instead of parking; with either unset, or with no poller
+// slot free, the queue's goroutines park as described above. Stop, SetChannels and SetOffload end
+// the polling of the queues they stop before they return; the port going down, or the setting
+// going off, ends it at the poller's next pass.
 type Endpoint struct {
 	seg    *Segment
 	mac    net.HardwareAddr
