@@ -213,6 +213,21 @@ func TestPollingStops(t *testing.T) {
 		stopSoon(t, b.ep)
 		waitPollersGone(t, h, time.Second)
 	})
+	t.Run("window", func(t *testing.T) {
+		// 10 × 1 ms: the poller gives the queues back and ends 10 ms after the last frame.
+		h := newHarness(t)
+		a := h.addPort(portOpts{queues: 1, noIPv6: true})
+		b := h.addPort(portOpts{queues: 1, noIPv6: true})
+		short := vnic.NAPIConfig{DeferHardIRQs: 10, GROFlushTimeout: time.Millisecond}
+		setNAPI(t, a, short)
+		setNAPI(t, b, short)
+		a.pingOK(t, b)
+		udpBurst(t, a, b, 200, 64, 1)
+		require.NotZero(t, pollTotals(a.ep).Hits, "never polled")
+		waitPollersGone(t, h, 2*time.Second)
+		assert.False(t, polled(a.ep, 0) || polled(b.ep, 0), "a queue still polled after its window")
+		a.pingOK(t, b) // parked readers take the traffic again
+	})
 	t.Run("setting off", func(t *testing.T) {
 		h := newHarness(t)
 		a := h.addPort(portOpts{queues: 1, noIPv6: true})
