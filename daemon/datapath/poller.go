@@ -131,6 +131,7 @@ func (pl *poller) run() {
 			qq := q.qq
 			p := qq.txPort
 			if qq.stopping() || p.NumRxQueues() == 0 || now-q.lastHit > int64(pollWindow(p.NAPIConfig(qq.idx))) {
+				charge(now) // its share of the time since the last tick, while it is still served
 				pl.giveBack(qq)
 				qs[i] = qs[len(qs)-1]
 				qs[len(qs)-1] = polledQueue{}
