@@ -328,7 +328,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		ns string
 		ip net.IP
 	}{{ra, relayA}, {rb, relayB}} {
-		d, err := tap.Open(tap.Config{Name: "eth0", MAC: relayMAC(i + 1), MTU: 1500, Queues: 1, NetNS: l.ns})
+		d, err := tap.Open(tap.Config{Name: "eth0", MAC: relayMAC(i + 1), MTU: 1500, Queues: 1, NetNS: l.ns, Logger: offH.log})
 		if err != nil {
 			b.Fatal(err)
 		}
