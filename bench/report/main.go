@@ -210,6 +210,57 @@ var sources = []source{
 	{issue: 13, figure: "1,000 ports on one shared segment: shutdown", pkg: "./bench/scale", bench: "BenchmarkSharedSegment/ports=1000",
 		value: "shutdown-ms", scale: 1e-3, unit: "s", baseline: "bridge-teardown-ms", baseName: "deleting the bridge and its 1,000 TAPs (one group request)",
 		target: "≤ 2 s", met: func(v, _ float64) bool { return v <= 2 }},
+	roundTrip("udp", "manad-on", "p50", "≤ 3× veth", 3),
+	roundTrip("udp", "manad-on", "p99", "≤ 5× veth", 5),
+	roundTrip("udp", "manad-off", "p50", "reported (no worse than before polling)", 0),
+	roundTrip("udp", "manad-off", "p99", "reported (no worse than before polling)", 0),
+	roundTrip("udp", "relay", "p50", "reported", 0),
+	roundTrip("udp", "relay", "p99", "reported", 0),
+	roundTrip("icmp", "manad-on", "p50", "≤ 3× veth", 3),
+	roundTrip("icmp", "manad-on", "p99", "≤ 5× veth", 5),
+	roundTrip("icmp", "manad-off", "p50", "reported (no worse than before polling)", 0),
+	roundTrip("icmp", "manad-off", "p99", "reported (no worse than before polling)", 0),
+	roundTrip("icmp", "relay", "p50", "reported", 0),
+	roundTrip("icmp", "relay", "p99", "reported", 0),
+	roundTripCPU("udp", "manad-on"), roundTripCPU("udp", "manad-off"), roundTripCPU("udp", "veth"),
+	roundTripCPU("icmp", "manad-on"), roundTripCPU("icmp", "manad-off"), roundTripCPU("icmp", "veth"),
+	{issue: 29, figure: "16 idle ports × 8 queues: CPU (polling off)", pkg: "./daemon/datapath", bench: "BenchmarkIdle16Ports",
+		value: "cpu-%", scale: 1, unit: "% of a CPU", target: "< 0.5 %", met: func(v, _ float64) bool { return v < 0.5 }},
+}
+
+// rrPaths names BenchmarkRoundTrip's paths in the report.
+var rrPaths = map[string]string{
+	"manad-on": "manad ports, polling on", "manad-off": "manad ports, polling off", "relay": "TAP relay", "veth": "veth pair",
+}
+
+// rrKinds names BenchmarkRoundTrip's round trips in the report.
+var rrKinds = map[string]string{"udp": "UDP RR 64 B", "icmp": "ping 64 B"}
+
+// roundTrip is a latency row of daemon/datapath's BenchmarkRoundTrip (issue 29): kind's pct
+// round-trip time along path against a veth pair's in the same run; limit > 0 makes the target
+// a ratio to veth.
+func roundTrip(kind, path, pct, target string, limit float64) source {
+	src := source{issue: 29, figure: fmt.Sprintf("%s round trip %s, %s (in-process data path)", rrKinds[kind], pct, rrPaths[path]),
+		pkg: "./daemon/datapath", bench: "BenchmarkRoundTrip",
+		value: path + "-" + kind + "-" + pct + "-ns", scale: 1e-3, unit: "µs", baseline: "veth-" + kind + "-" + pct + "-ns",
+		baseName: "veth pair, interleaved", ratio: path + "-" + kind + "-" + pct + "-ratio", target: target}
+	if limit > 0 {
+		src.met = func(_, r float64) bool { return r <= limit }
+	}
+	if kind == "icmp" {
+		src.note = "veth's ping never sleeps (the reply is made inside the sender's sendmsg): UDP RR is the fairer figure"
+	}
+	return src
+}
+
+// roundTripCPU is the CPU row of BenchmarkRoundTrip for path: the forwarder's CPU seconds per
+// million round trips of kind (manad's data path or the relay; veth has none in user space),
+// against the TAP relay's.
+func roundTripCPU(kind, path string) source {
+	return source{issue: 29, figure: fmt.Sprintf("%s: CPU per million round trips, %s", rrKinds[kind], rrPaths[path]),
+		pkg: "./daemon/datapath", bench: "BenchmarkRoundTrip",
+		value: path + "-" + kind + "-cpu-s/Mrt", scale: 1, unit: "s", baseline: "relay-" + kind + "-cpu-s/Mrt",
+		baseName: "TAP relay's, interleaved", target: "reported"}
 }
 
 // getRoundTrip is the row of tests/integration's BenchmarkGetRoundTrip/sub: msg's round trip to

@@ -23,6 +23,45 @@
 // B's RX queue j is idle; see Endpoint for when and why the queue's own goroutine takes over (a
 // flood to more than a handful of ports, always).
 //
+// # Polling
+//
+// A queue whose NAPI settings ask for deferral (vnic.NAPIConfig: defer-hard-irqs and
+// gro-flush-timeout both set) is polled rather than parked while it is busy. When its TX
+// goroutine's batch found work and then nothing more, it hands the queue to a poller instead of
+// parking on the netpoller; the poller reads the TAP queue (non-blocking reads) and drains the RX
+// input, pass after pass, until the queue's window passes without work, then gives it back and
+// the goroutine parks as before. The window mirrors the kernel's napi_complete_done, which keeps
+// a NAPI's interrupts off, re-polling from the gro-flush-timeout timer, until defer-hard-irqs
+// polls in a row found nothing: it is defer-hard-irqs × gro-flush-timeout after the last poll
+// that found work, or irq-suspend-timeout when that is longer (pollWindow). So
+// `defer-hard-irqs 100, gro-flush-timeout 20000` (ns) polls for 2 ms after the last frame.
+//
+// A poller is a goroutine locked to its thread that holds one slot of the segment's Pollers
+// (shared by the segments of one Segments; DefaultMaxPollers: one with two CPUs or more, none on
+// one CPU, where a queue always parks). One poller serves several queues (up to pollerQueues
+// before a second slot is taken; all of them when no slot is free), as a DPDK lcore or a
+// busy-poll thread polls several rings: a round trip between ports A and B on one segment
+// crosses A's TAP queue one way and B's the other, and a poller that served only A's would leave
+// the reply to wake B's parked goroutine, the very wake-up polling is meant to save. A pass that
+// found nothing yields the thread's CPU (sched_yield) to any task waiting for it, as
+// napi_busy_loop stops on need_resched: on a loaded machine the round trip's other end is often
+// that task. A queue leaves its poller at once when its endpoint stops, a channel change removes
+// it, its port goes down, or its setting goes off; a poller with no queue left ends and gives
+// its slot back. Endpoint.PollStats counts each queue's polls, the polls that found work and its
+// share of its poller's thread CPU time (getrusage RUSAGE_THREAD, read every millisecond).
+//
+// What a round trip waits on without polling (issue 29, measured with perf stat and strace -c on
+// BenchmarkRoundTrip's UDP RR through two ports, 5,000 round trips): per direction, one wake-up
+// of the runtime's thread sleeping in epoll_pwait (about 3 per round trip counted, the TAP's
+// edge-triggered readiness), one read that returns the frame, one write to the other TAP (the
+// frame is processed inline, so no goroutine hand-off: about 180 futex calls in all, not per
+// frame) and one read that finds EAGAIN (the edge-triggered netpoller needs it before parking).
+// Nothing else (no timer, no Gosched, no hand-off) is on that path, so nothing was removed: the
+// netpoller's wake-up is what polling saves. It does not save it entirely: a polled TAP queue
+// stays registered with the runtime's netpoller (package tap opens it so), whose idle thread is
+// still woken for every frame, in vain, about as often as without polling; that thread's CPU,
+// on a 2-CPU machine, is taken from the round trip's other end.
+//
 // Typical use by the daemon, under its configuration lock:
 //
 //	seg := segments.Get("lan0")

@@ -73,6 +73,15 @@ const (
 //
 // The per-frame path allocates nothing and takes no lock but the destination queue's (a TryLock
 // inline, the input's mutex otherwise) and vnic's per-queue ones.
+//
+// Polling (see the package documentation) is per queue, by the port's NAPI settings
+// (vnic.Port.NAPIConfig, read lock-free at the end of each batch that found work): with
+// defer-hard-irqs and gro-flush-timeout set, queue i's TAP reads and RX input are served by a
+// poller of the segment's Pollers for defer-hard-irqs × gro-flush-timeout (or irq-suspend-timeout,
+// when longer) after the last frame, instead of parking; with either unset, or with no poller
+// slot free, the queue's goroutines park as described above. Stop, SetChannels and SetOffload end
+// the polling of the queues they stop before they return; the port going down, or the setting
+// going off, ends it at the poller's next pass.
 type Endpoint struct {
 	seg    *Segment
 	mac    net.HardwareAddr
@@ -143,6 +152,22 @@ type queue struct {
 	// clock is the segment clock read when the TX goroutine's current batch began, 0 between
 	// batches: Send uses it instead of reading the clock for every frame.
 	clock atomic.Int64
+
+	// The TAP read: readFn reads one batch (the RawConn callback, built once by txLoop), and
+	// leaves how many frames it read in nread and a read error in rerr; pollFn is readFn for
+	// a poller (RawConn.Control). Whoever reads the queue owns these: its TX goroutine, or
+	// the poller it handed the queue over to (poller.go), never both.
+	readFn func(fd uintptr) bool
+	pollFn func(fd uintptr)
+	nread  int
+	rerr   error
+	// handoff is set by readFn when a batch found work and then nothing more, and the
+	// queue's NAPI settings make it poll: txLoop then hands the queue to a poller.
+	handoff bool
+	// polled is set while a poller reads the queue and drains its input: senders do not
+	// kick its RX goroutine then. back is where the poller gives the queue back.
+	polled atomic.Bool
+	back   chan struct{}
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -427,7 +452,8 @@ func (e *Endpoint) newQueue(i int, f *os.File, vnet, uso bool) (*queue, error) {
 	if err != nil {
 		return nil, extack.Wrap(err, unix.EBADF, "TAP queue %d", i)
 	}
-	qq := &queue{e: e, idx: i, file: f, rc: rc, in: newInputRing(), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	qq := &queue{e: e, idx: i, file: f, rc: rc, in: newInputRing(), wake: make(chan struct{}, 1), stop: make(chan struct{}),
+		back: make(chan struct{}, 1)}
 	qq.writeFn = qq.write
 	if vnet {
 		qq.vnet, qq.seg = true, offload.NewSegmenter()
@@ -668,7 +694,9 @@ func (e *Endpoint) inputChecked(frame []byte, inline bool, v offload.Checked) {
 		qq.stats.rxInputDrops.Add(1)
 		qq.drops.Add(1)
 	}
-	qq.kick()
+	if !qq.polled.Load() { // a poller drains it (and kicks when it gives the queue back)
+		qq.kick()
+	}
 }
 
 // inputWhole takes a TCP aggregate the segment forwards to this endpoint's port whole (see
@@ -836,8 +864,9 @@ func (qq *queue) txLoop(p *vnic.Port) {
 	} else {
 		buf = make([]byte, hdr+size+1) // +1 tells a truncated frame apart
 	}
-	var rerr error
-	read := func(fd uintptr) bool {
+	pollers := qq.e.seg.pollers
+	qq.readFn = func(fd uintptr) bool {
+		qq.nread = 0
 		qq.clock.Store(qq.e.seg.now())
 		defer qq.clock.Store(0)
 		defer qq.e.seg.gro.flush() // the runs this batch left in the destinations' RX queues
@@ -851,14 +880,19 @@ func (qq *queue) txLoop(p *vnic.Port) {
 			switch errno {
 			case 0:
 			case unix.EAGAIN:
+				if i > 0 && pollers.Max() > 0 && pollWindow(p.NAPIConfig(qq.idx)) > 0 && p.NumRxQueues() > 0 {
+					qq.handoff = true // poll for the next frames rather than park
+					return true
+				}
 				return false // wait on the netpoller
 			case unix.EINTR:
 				i--
 				continue
 			default:
-				rerr = errno
+				qq.rerr = errno
 				return true
 			}
+			qq.nread++
 			switch {
 			case n < hdr+14:
 				qq.stats.txRunts.Add(1)
@@ -874,15 +908,32 @@ func (qq *queue) txLoop(p *vnic.Port) {
 		}
 		return true
 	}
+	qq.pollFn = func(fd uintptr) {
+		qq.handoff = false // the poller has it already
+		qq.readFn(fd)
+		qq.handoff = false
+	}
 	for {
-		err := qq.rc.Read(read)
+		err := qq.rc.Read(qq.readFn)
 		select {
 		case <-qq.stop:
 			return
 		default:
 		}
 		switch {
-		case err == nil && rerr == nil:
+		case err == nil && qq.rerr == nil && qq.handoff:
+			// The batch found work and then none: a poller reads the queue (and drains its
+			// RX input) until its window passes without work, then gives it back.
+			qq.handoff = false
+			if !pollers.handOver(qq) {
+				continue // no poller slot: read again, parking as with polling off
+			}
+			select {
+			case <-qq.back:
+			case <-qq.stop:
+				return
+			}
+		case err == nil && qq.rerr == nil:
 			// A full batch and more waiting: let the other queues' goroutines have the CPU.
 			// The reads are raw system calls that never hand the P over, so without this a
 			// busy ingress queue starves the egress queue of a port the kernel forwards to
@@ -894,11 +945,11 @@ func (qq *queue) txLoop(p *vnic.Port) {
 			continue
 		case errors.Is(err, os.ErrClosed):
 			return // the queue was detached
-		case rerr != nil:
-			if errors.Is(rerr, unix.EBADFD) {
+		case qq.rerr != nil:
+			if errors.Is(qq.rerr, unix.EBADFD) {
 				qq.e.log.Info("TAP queue detached; TX goroutine exits", "port", p.Name(), "queue", qq.idx)
 			} else {
-				qq.e.log.Error("TAP read failed; TX goroutine exits", "port", p.Name(), "queue", qq.idx, "err", rerr)
+				qq.e.log.Error("TAP read failed; TX goroutine exits", "port", p.Name(), "queue", qq.idx, "err", qq.rerr)
 			}
 			return
 		default:

@@ -13,5 +13,8 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(blasterEnv); spec != "" {
 		runBlaster(spec) // a benchmark's traffic generator; never returns
 	}
+	if spec := os.Getenv(rrEnv); spec != "" {
+		runRR(spec) // BenchmarkRoundTrip's client or echo server; never returns
+	}
 	goleak.VerifyTestMain(m)
 }

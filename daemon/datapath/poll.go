@@ -17,6 +17,7 @@ import (
 type Pollers struct {
 	max   atomic.Int32
 	inUse atomic.Int32
+	pollersState
 }
 
 // DefaultMaxPollers is the bound a new Segments starts with: one poller where there are at least

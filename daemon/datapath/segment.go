@@ -89,6 +89,8 @@ type Segment struct {
 	mu sync.Mutex // serialises the writers of members and fdb
 
 	slots pollSlots // bound the goroutines replicating floods and draining inputs at once
+	// pollers bounds the busy-polling readers of the segment's ports (Segments share theirs).
+	pollers *Pollers
 
 	gro groPending // RX queues with a coalesced run waiting for its sender's batch to end
 
@@ -135,11 +137,13 @@ func (s *Segment) stormAllows(now int64) bool {
 }
 
 // NewSegment returns an empty segment with the default ageing time and table size.
-func NewSegment(name string) *Segment { return newSegment(name, newPollSlots()) }
+// A segment made so has poll slots and Pollers (DefaultMaxPollers) of its own, as if it were the
+// only one of a Segments.
+func NewSegment(name string) *Segment { return newSegment(name, newPollSlots(), newPollers()) }
 
-// newSegment is NewSegment sharing slots with other segments.
-func newSegment(name string, slots pollSlots) *Segment {
-	s := &Segment{name: name, epoch: time.Now(), maxEntries: DefaultMaxEntries, slots: slots}
+// newSegment is NewSegment sharing slots and pollers with other segments.
+func newSegment(name string, slots pollSlots, pollers *Pollers) *Segment {
+	s := &Segment{name: name, epoch: time.Now(), maxEntries: DefaultMaxEntries, slots: slots, pollers: pollers}
 	s.now = func() int64 { return int64(time.Since(s.epoch)) }
 	s.ageing.Store(int64(DefaultAgeingTime))
 	s.members.Store(&[]*port{})
@@ -424,7 +428,7 @@ func (ss *Segments) Get(name string) *Segment {
 	defer ss.mu.Unlock()
 	s, ok := ss.m[name]
 	if !ok {
-		s = newSegment(name, ss.slots)
+		s = newSegment(name, ss.slots, ss.pollers)
 		ss.m[name] = s
 	}
 	return s

@@ -224,7 +224,7 @@ func (c *slotCounter) label() string { return "counter" }
 // and every flood still reaches every other member. A frame from an RX queue's processing
 // (inline false) floods without taking one. A stopped sender waiting for a slot gives up.
 func TestFloodTakesASlot(t *testing.T) {
-	s := newSegment("slots", make(pollSlots, 2))
+	s := newSegment("slots", make(pollSlots, 2), newPollers())
 	c := &slotCounter{s: s}
 	s.join(c)
 	const senders, floods = 8, 200

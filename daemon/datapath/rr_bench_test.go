@@ -1,0 +1,387 @@
+package datapath
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/tap"
+	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/manad/manad/vnic"
+)
+
+// rrEnv puts the test binary in round-trip mode (TestMain): "client,KIND,SRC,DST" (KIND udp or
+// icmp) or "echo,ADDR" (a UDP echo server).
+const rrEnv = "MANAD_TEST_RR"
+
+// rrPort is the UDP echo server's port.
+const rrPort = 7777
+
+// rrPayload is the payload of one request and of its reply: 64 bytes (a UDP RR 64 B, and the
+// ICMP echo of ping -s 56).
+const rrPayload = 64
+
+// rrPollConfig is the NAPI setting of the "polling on" ports: defer-hard-irqs 100 ×
+// gro-flush-timeout 20 µs, a 2 ms window (what a user sets for busy polling: the kernel's
+// documentation suggests gro-flush-timeout in the tens of microseconds).
+var rrPollConfig = vnic.NAPIConfig{DeferHardIRQs: 100, GROFlushTimeout: 20 * time.Microsecond}
+
+// runRR is the round-trip helper process; it never returns.
+func runRR(spec string) {
+	parts := strings.Split(spec, ",")
+	var err error
+	switch {
+	case len(parts) == 4 && parts[0] == "client":
+		err = rrClient(parts[1], net.ParseIP(parts[2]).To4(), net.ParseIP(parts[3]).To4())
+	case len(parts) == 2 && parts[0] == "echo":
+		err = rrEcho(net.ParseIP(parts[1]).To4())
+	default:
+		err = fmt.Errorf("bad spec %q", spec)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rr:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// rrEcho answers every UDP datagram to ADDR:rrPort with its payload, blocking in recvfrom as
+// netperf's server does.
+func rrEcho(addr net.IP) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	sa := &unix.SockaddrInet4{Port: rrPort}
+	copy(sa.Addr[:], addr)
+	if err := unix.Bind(fd, sa); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	buf := make([]byte, 2048)
+	for {
+		n, from, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return err
+		}
+		_ = unix.Sendto(fd, buf[:n], 0, from)
+	}
+}
+
+// rrClient reads a count N from each line of stdin, makes N round trips of kind (udp: to the
+// echo server; icmp: an echo request the destination's kernel answers) one after the other, and
+// prints their latencies in nanoseconds on one line. It blocks in recvfrom between request and
+// reply, as netperf's TCP_RR and ping do; a reply that does not come within a second fails it.
+func rrClient(kind string, src, dst net.IP) error {
+	var fd int
+	var err error
+	var to unix.SockaddrInet4
+	copy(to.Addr[:], dst)
+	switch kind {
+	case "udp":
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		to.Port = rrPort
+	case "icmp":
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
+	default:
+		return fmt.Errorf("kind %q", kind)
+	}
+	if err != nil {
+		return err
+	}
+	sa := &unix.SockaddrInet4{}
+	copy(sa.Addr[:], src)
+	if err := unix.Bind(fd, sa); err != nil {
+		return err
+	}
+	if err := unix.Connect(fd, &to); err != nil {
+		return err
+	}
+	tv := unix.NsecToTimeval(int64(time.Second))
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return err
+	}
+	req := make([]byte, rrPayload)
+	if kind == "icmp" {
+		req[0] = 8 // an echo request: its 8-byte header and 56 bytes, ping's default
+		binary.BigEndian.PutUint16(req[4:], uint16(os.Getpid()))
+	}
+	buf := make([]byte, 2048)
+	in := bufio.NewScanner(os.Stdin)
+	out := bufio.NewWriter(os.Stdout)
+	var seq uint16
+	for in.Scan() {
+		n, err := strconv.Atoi(in.Text())
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			seq++
+			if kind == "icmp" {
+				binary.BigEndian.PutUint16(req[6:], seq)
+				req[2], req[3] = 0, 0
+				binary.BigEndian.PutUint16(req[2:], inetChecksum(req))
+			} else {
+				binary.BigEndian.PutUint16(req, seq)
+			}
+			t0 := time.Now()
+			if err := unix.Send(fd, req, 0); err != nil {
+				return err
+			}
+			for {
+				m, err := unix.Read(fd, buf)
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("round trip %d: %w", i, err)
+				}
+				if kind == "udp" && m == len(req) && binary.BigEndian.Uint16(buf) == seq {
+					break
+				}
+				if kind == "icmp" && m >= 28 {
+					icmp := buf[int(buf[0]&0x0f)*4 : m]
+					if len(icmp) >= 8 && icmp[0] == 0 && binary.BigEndian.Uint16(icmp[6:]) == seq &&
+						binary.BigEndian.Uint16(icmp[4:]) == uint16(os.Getpid()) {
+						break
+					}
+				}
+			}
+			if i > 0 {
+				out.WriteByte(' ')
+			}
+			out.WriteString(strconv.FormatInt(int64(time.Since(t0)), 10))
+		}
+		out.WriteByte('\n')
+		if err := out.Flush(); err != nil {
+			return err
+		}
+	}
+	return in.Err()
+}
+
+// rrHelper is a running round-trip helper process.
+type rrHelper struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func startRR(b testing.TB, ns, spec string) *rrHelper {
+	b.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", ns, exe)
+	cmd.Env = append(os.Environ(), rrEnv+"="+spec)
+	cmd.Stderr = os.Stderr
+	h := &rrHelper{cmd: cmd}
+	if h.in, err = cmd.StdinPipe(); err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	h.out = bufio.NewReaderSize(out, 1<<20)
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start %s: %v", spec, err)
+	}
+	b.Cleanup(func() {
+		h.in.Close()
+		if strings.HasPrefix(spec, "echo,") {
+			cmd.Process.Kill()
+		}
+		cmd.Wait()
+	})
+	return h
+}
+
+// roundTrips has the client make n round trips and returns their latencies.
+func (h *rrHelper) roundTrips(n int) ([]time.Duration, error) {
+	if _, err := fmt.Fprintln(h.in, n); err != nil {
+		return nil, err
+	}
+	line, err := h.out.ReadString('\n')
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	f := strings.Fields(line)
+	if len(f) != n {
+		return nil, fmt.Errorf("client printed %d latencies, not %d", len(f), n)
+	}
+	out := make([]time.Duration, n)
+	for i, s := range f {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = time.Duration(v)
+	}
+	return out, nil
+}
+
+// rrPath is one way between two namespaces, with its clients and what they measured.
+type rrPath struct {
+	name    string
+	clients map[string]*rrHelper       // by kind
+	lat     map[string][]time.Duration // by kind, over every round
+	cpu     map[string]time.Duration   // this process's CPU time during the kind's round trips
+	n       map[string]int
+}
+
+func newRRPath(b testing.TB, name, srcNS, dstNS string, src, dst net.IP) *rrPath {
+	echo := startRR(b, dstNS, "echo,"+dst.String())
+	if line, err := echo.out.ReadString('\n'); err != nil || line != "ready\n" {
+		b.Fatalf("%s: echo server did not start: %q %v", name, line, err)
+	}
+	p := &rrPath{name: name, clients: map[string]*rrHelper{}, lat: map[string][]time.Duration{},
+		cpu: map[string]time.Duration{}, n: map[string]int{}}
+	for _, k := range rrKinds {
+		p.clients[k] = startRR(b, srcNS, fmt.Sprintf("client,%s,%s,%s", k, src, dst))
+		if _, err := p.clients[k].roundTrips(50); err != nil { // ARP, the segment's table, warm caches
+			b.Fatalf("%s %s: %v", name, k, err)
+		}
+	}
+	return p
+}
+
+var rrKinds = []string{"icmp", "udp"}
+
+// measure makes n round trips of kind and records them with the CPU time this process (the
+// forwarder: manad's data path or the relay; nothing for veth) spent meanwhile.
+func (p *rrPath) measure(b testing.TB, kind string, n int) {
+	var r0, r1 unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &r0)
+	lat, err := p.clients[kind].roundTrips(n)
+	unix.Getrusage(unix.RUSAGE_SELF, &r1)
+	if err != nil {
+		b.Fatalf("%s %s: %v", p.name, kind, err)
+	}
+	p.lat[kind] = append(p.lat[kind], lat...)
+	p.cpu[kind] += time.Duration(r1.Utime.Nano()-r0.Utime.Nano()) + time.Duration(r1.Stime.Nano()-r0.Stime.Nano())
+	p.n[kind] += n
+}
+
+// pct returns the q-quantile of v (sorted in place).
+func pct(v []time.Duration, q float64) time.Duration {
+	slices.Sort(v)
+	return v[min(len(v)-1, int(q*float64(len(v))))]
+}
+
+// BenchmarkRoundTrip measures request-response latency between two namespaces (issue 29): ping
+// (an ICMP echo of 64 bytes, which the destination's kernel answers) and UDP RR 64 B (an echo
+// server blocking in recvfrom, as netperf's), each client a process of its own making one round
+// trip after the other, through four paths built side by side: a veth pair (the kernel's own;
+// its ping reply is made inside the sender's sendmsg, so it never sleeps), a TAP relay (the
+// minimal user-space forwarder, as bench/taprelay), and two manad ports on one segment with
+// polling off and on (both queues' NAPI settings rrPollConfig; Pollers' default bound). Each
+// iteration makes rrChunk round trips of each kind along every path, the order rotating; p50 and
+// p99 are over every round trip of the run, and each path's CPU (this process's: the forwarder's,
+// 0 for veth) is reported in seconds per million round trips.
+func BenchmarkRoundTrip(b *testing.B) {
+	offH, onH := newHarness(b), newHarness(b)
+	offA, offB := offH.addPort(portOpts{queues: 1, noIPv6: true}), offH.addPort(portOpts{queues: 1, noIPv6: true})
+	onA, onB := onH.addPort(portOpts{queues: 1, noIPv6: true}), onH.addPort(portOpts{queues: 1, noIPv6: true})
+	for _, tp := range []*testPort{onA, onB} {
+		if err := tp.port.SetNAPIConfig(0, rrPollConfig); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	// veth
+	va, vb := taptest.NetNS(b), taptest.NetNS(b)
+	disableIPv6(b, va)
+	disableIPv6(b, vb)
+	taptest.IP(b, "", "link", "add", "rrva", "netns", va, "type", "veth", "peer", "name", "rrvb", "netns", vb)
+	vethA, vethB := net.IPv4(10, 78, 0, 1).To4(), net.IPv4(10, 78, 0, 2).To4()
+	for _, l := range []struct {
+		ns, dev string
+		ip      net.IP
+	}{{va, "rrva", vethA}, {vb, "rrvb", vethB}} {
+		taptest.IP(b, l.ns, "addr", "add", l.ip.String()+"/24", "dev", l.dev)
+		taptest.IP(b, l.ns, "link", "set", l.dev, "up")
+	}
+
+	// TAP relay
+	ra, rb := taptest.NetNS(b), taptest.NetNS(b)
+	disableIPv6(b, ra)
+	disableIPv6(b, rb)
+	relayA, relayB := net.IPv4(10, 79, 0, 1).To4(), net.IPv4(10, 79, 0, 2).To4()
+	var taps []*tap.Device
+	for i, l := range []struct {
+		ns string
+		ip net.IP
+	}{{ra, relayA}, {rb, relayB}} {
+		d, err := tap.Open(tap.Config{Name: "eth0", MAC: relayMAC(i + 1), MTU: 1500, Queues: 1, NetNS: l.ns, Logger: offH.log})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { d.Close() })
+		taps = append(taps, d)
+		taptest.IP(b, l.ns, "addr", "add", l.ip.String()+"/24", "dev", "eth0")
+		taptest.IP(b, l.ns, "link", "set", "eth0", "up")
+	}
+	rel := startRelay(taps[0], taps[1])
+	b.Cleanup(rel.stop)
+
+	paths := []*rrPath{
+		newRRPath(b, "veth", va, vb, vethA, vethB),
+		newRRPath(b, "relay", ra, rb, relayA, relayB),
+		newRRPath(b, "manad-off", offA.ns, offB.ns, offA.ip, offB.ip),
+		newRRPath(b, "manad-on", onA.ns, onB.ns, onA.ip, onB.ip),
+	}
+	const rrChunk = 1000
+	r := 0
+	for b.Loop() {
+		for _, kind := range rrKinds {
+			for i := range paths {
+				paths[(i+r)%len(paths)].measure(b, kind, rrChunk)
+			}
+		}
+		r++
+	}
+	b.StopTimer()
+	p50 := map[string]float64{}
+	for _, p := range paths {
+		for _, kind := range rrKinds {
+			lat := p.lat[kind]
+			k := p.name + "-" + kind
+			p50[k] = float64(pct(lat, 0.5))
+			b.ReportMetric(p50[k], k+"-p50-ns")
+			b.ReportMetric(float64(pct(lat, 0.99)), k+"-p99-ns")
+			// CPU seconds per million round trips: ns per round trip / 1000.
+			b.ReportMetric(float64(p.cpu[kind])/float64(p.n[kind])/1e3, k+"-cpu-s/Mrt")
+		}
+	}
+	for _, kind := range rrKinds {
+		veth := paths[0]
+		for _, p := range paths[1:] {
+			b.ReportMetric(p50[p.name+"-"+kind]/p50["veth-"+kind], p.name+"-"+kind+"-p50-ratio")
+			b.ReportMetric(float64(pct(p.lat[kind], 0.99))/float64(pct(veth.lat[kind], 0.99)), p.name+"-"+kind+"-p99-ratio")
+		}
+	}
+	var ps PollStats
+	for _, s := range onA.ep.PollStats() {
+		ps.Polls, ps.Hits, ps.CPUTime = ps.Polls+s.Polls, ps.Hits+s.Hits, ps.CPUTime+s.CPUTime
+	}
+	for _, s := range onB.ep.PollStats() {
+		ps.Polls, ps.Hits, ps.CPUTime = ps.Polls+s.Polls, ps.Hits+s.Hits, ps.CPUTime+s.CPUTime
+	}
+	b.Logf("polling on: %d polls, %d hits, %v CPU polling; %d round trips per path and kind", ps.Polls, ps.Hits, ps.CPUTime, paths[0].n["udp"])
+}
