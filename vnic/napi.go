@@ -20,11 +20,18 @@ import (
 // work before it parks (package daemon/datapath, Endpoint); what each field means there is
 // documented with it.
 type NAPIConfig struct {
-	// DeferHardIRQs is napi_defer_hard_irqs: 0..math.MaxInt32 (an s32 on the wire).
+	// DeferHardIRQs is napi_defer_hard_irqs: 0..math.MaxInt32 (an s32 on the wire). With
+	// GROFlushTimeout also set, the queue's reader polls instead of parking (a poller of the
+	// segment's datapath.Pollers reads its TAP and drains its RX input) until DeferHardIRQs ×
+	// GROFlushTimeout has passed since the last poll that found work, as the kernel re-polls
+	// that many times, a gro_flush_timeout apart, before it re-arms the IRQ
+	// (napi_complete_done); 0 turns polling off.
 	DeferHardIRQs uint32
-	// GROFlushTimeout is gro_flush_timeout, ≥ 0.
+	// GROFlushTimeout is gro_flush_timeout, ≥ 0: see DeferHardIRQs; 0 turns polling off.
 	GROFlushTimeout time.Duration
-	// IRQSuspendTimeout is irq_suspend_timeout, ≥ 0.
+	// IRQSuspendTimeout is irq_suspend_timeout, ≥ 0: while the other two are set, the polling
+	// window is this long instead when it is longer (as the kernel suspends the IRQ for it while
+	// an application busy-polls).
 	IRQSuspendTimeout time.Duration
 	// Threaded is napi-set's threaded (NETDEV_NAPI_THREADED_ENABLED), which napi-get reports
 	// back. A manad queue always has a reader of its own (a goroutine), as a threaded NAPI has
