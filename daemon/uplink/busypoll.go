@@ -65,9 +65,8 @@ func newBusyPoller(window time.Duration, pollers *datapath.Pollers, closed *atom
 // call is one poll (counted) and a hit when it found work; the time it spins, spent on a CPU
 // (the goroutine does not block), is its CPU time.
 //
-// Between looks the goroutine yields (runtime.Gosched), so that the goroutines a frame wakes
-// (a port's reader, the transmitters) run at once on the same processor when the others are
-// busy.
+// Between looks the goroutine yields to the other goroutines (runtime.Gosched: a port's reader,
+// the transmitters) and to the CPU's other threads (sched_yield).
 func (b *busyPoller) poll(ready func() bool, kick func()) bool {
 	if b == nil || b.closed.Load() || !b.pollers.TryAcquire() {
 		return false
@@ -88,6 +87,10 @@ func (b *busyPoller) poll(ready func() bool, kick func()) bool {
 			kick()
 		}
 		runtime.Gosched()
+		// The frame polled for comes from a peer (a local stack's softirq, the other
+		// side's process) that may have been woken onto this CPU: let it run now rather
+		// than after the window (busypoll.Threads, what genl/client does for its reply).
+		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	}
 	b.c.nanos.Add(uint64(time.Since(start)))
 	if hit {

@@ -73,6 +73,11 @@ func testBusyPolls(t *testing.T, mode string, slots int) {
 		return u
 	}
 	ua, ub := start("a0"), start("b0")
+	if a := ua.sock.Load(); mode == AttachXDP && a != nil {
+		for i, q := range a.xsk.queues {
+			assert.True(t, q.kernelPoll, "queue %d: the kernel refused SO_BUSY_POLL", i)
+		}
+	}
 	a1, b1 := rawSocket(t, ns, "a1"), rawSocket(t, ns, "b1")
 	for i := range 20 {
 		tag := byte(10 + i)
