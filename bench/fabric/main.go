@@ -190,10 +190,10 @@ type bench struct {
 	dir   string
 	dur   time.Duration
 	manad string
-	relay string        // bench/taprelay
+	relay string // bench/taprelay
 	// busyPoll is the busy-polling paths' uplink busy_poll.
 	busyPoll time.Duration
-	td    teardown.List // the processes, namespaces and directory set up
+	td       teardown.List // the processes, namespaces and directory set up
 }
 
 func run(args ...string) error {
