@@ -570,7 +570,7 @@ func (u *Uplink) setState(s State, index int, errText string) {
 	switch s {
 	case Up:
 		st := u.Status()
-		u.log.Info("uplink up", "ifindex", index, "mtu", u.dp.MTU(), "attach", st.Attach, "xdp_mode", st.XDPMode)
+		u.log.Info("uplink up", "ifindex", index, "mtu", u.dp.MTU(), "attach", st.Attach, "xdp_mode", st.XDPMode, "busy_poll", u.cfg.BusyPoll)
 	case Failed:
 		u.log.Error("uplink failed to attach", "err", errText)
 	default:
