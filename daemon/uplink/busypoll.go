@@ -1,7 +1,9 @@
 package uplink
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -34,11 +36,18 @@ func CheckBusyPoll(d time.Duration) error {
 // parks on the netpoller: the uplink's side of the kernel's busy polling (sk_busy_loop; a
 // socket's SO_BUSY_POLL, net.core.busy_poll). The loop polls only while it holds a slot of the
 // daemon's Pollers, and stops as soon as its socket is closed. A nil *busyPoller never polls.
+//
+// A transmission arms it too (arm): a frame sent out of the uplink is most often a request
+// whose answer comes back through it, so the loop, parked, is woken through its read deadline
+// to poll for that answer. Its wake-up then happens while the request travels, off the round
+// trip, instead of when the answer is there.
 type busyPoller struct {
 	window  time.Duration
 	pollers *datapath.Pollers
 	closed  *atomic.Bool // the socket's: set before it is closed
 	c       *pollCounters
+	f       *os.File // the socket, whose read deadline arm sets
+	parked  atomic.Bool
 }
 
 // pollCounters are an uplink's polling counters, shared by its RX loops (datapath.PollStats).
@@ -52,11 +61,45 @@ func (c *pollCounters) stats() datapath.PollStats {
 
 // newBusyPoller returns the poller of an RX loop whose socket sets closed when it closes; nil
 // when the window is 0 or there is no Pollers to take a slot of (polling off).
-func newBusyPoller(window time.Duration, pollers *datapath.Pollers, closed *atomic.Bool, c *pollCounters) *busyPoller {
+func newBusyPoller(window time.Duration, pollers *datapath.Pollers, f *os.File, closed *atomic.Bool, c *pollCounters) *busyPoller {
 	if window <= 0 || pollers == nil || c == nil {
 		return nil
 	}
-	return &busyPoller{window: window, pollers: pollers, closed: closed, c: c}
+	return &busyPoller{window: window, pollers: pollers, f: f, closed: closed, c: c}
+}
+
+// parking says the RX loop is about to wait on the netpoller; woke that it runs. Nil-safe.
+func (b *busyPoller) parking() {
+	if b != nil {
+		b.parked.Store(true)
+	}
+}
+
+func (b *busyPoller) woke() {
+	if b != nil {
+		b.parked.Store(false)
+	}
+}
+
+// arm wakes the parked RX loop to poll (a frame was just sent): its read deadline is set to
+// now, which ends its wait with os.ErrDeadlineExceeded (rearmed reports it, and the loop
+// polls). Only the first transmission after the loop parked does so; a loop that is not
+// parked, or a closed socket, is left alone. Nil-safe.
+func (b *busyPoller) arm() {
+	if b == nil || !b.parked.CompareAndSwap(true, false) || b.closed.Load() {
+		return
+	}
+	_ = b.f.SetReadDeadline(time.Now()) // fails only once closed
+}
+
+// rearmed reports whether err, the RX loop's wait's, is arm's doing; the deadline is cleared
+// for the next wait.
+func (b *busyPoller) rearmed(err error) bool {
+	if b == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	_ = b.f.SetReadDeadline(time.Time{})
+	return true
 }
 
 // poll spins on ready for the window, calling kick (when not nil) between looks to let the

@@ -177,6 +177,9 @@ func (s *packetSocket) write(frame []byte) error {
 	iov[1].SetLen(len(frame))
 	err := writev(s.fd, iov[:])
 	runtime.KeepAlive(frame)
+	if err == nil {
+		s.bp.arm()
+	}
 	return err
 }
 
@@ -223,6 +226,9 @@ func (s *packetSocket) writeGSO(iov [][]byte) error {
 	defer clear(v)
 	err := writev(s.fd, v)
 	runtime.KeepAlive(iov)
+	if err == nil {
+		s.bp.arm()
+	}
 	return err
 }
 
@@ -269,6 +275,7 @@ func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
 		return n
 	}
 	drain := func(uintptr) bool {
+		s.bp.woke()
 		for {
 			n := pass()
 			// A full budget: come back after the others ran, without waiting, as frames
@@ -280,6 +287,7 @@ func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
 				return true
 			}
 			if n == 0 || !s.bp.poll(ready, nil) {
+				s.bp.parking()
 				return false
 			}
 		}
@@ -292,6 +300,8 @@ func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
 			return nil
 		case err == nil:
 			runtime.Gosched() // a pass is done: let the others run, then go on
+		case s.bp.rearmed(err):
+			s.bp.poll(ready, nil) // a frame went out: poll for its answer
 		default:
 			return err
 		}

@@ -381,7 +381,16 @@ func (s *xskQueue) reclaimTX() {
 
 // write transmits one frame through the first queue's socket (any queue may send). Errors:
 // xskQueue.write's.
-func (s *xskSocket) write(frame []byte) error { return s.queues[0].write(frame) }
+// A frame sent arms every queue's busy poller: its answer may come back on any of them.
+func (s *xskSocket) write(frame []byte) error {
+	err := s.queues[0].write(frame)
+	if err == nil {
+		for _, q := range s.queues {
+			q.bp.arm()
+		}
+	}
+	return err
+}
 
 // write transmits one frame: it is copied into a free chunk, queued on the TX ring and the
 // kernel is kicked. It never waits: no free chunk or a full ring is ENOBUFS (the frame is
@@ -484,6 +493,7 @@ func (s *xskQueue) receive(fn func(frame []byte), batchEnd func()) error {
 	}
 	drain := func(fd uintptr) bool {
 		rxFD = fd
+		s.bp.woke()
 		for {
 			// As packetSocket.receive: a full budget comes back without waiting; after
 			// fewer, busy polling (s.bp) looks at the ring for the window before waiting.
@@ -492,6 +502,7 @@ func (s *xskQueue) receive(fn func(frame []byte), batchEnd func()) error {
 				return true
 			}
 			if n == 0 || !s.bp.poll(ready, kick) {
+				s.bp.parking()
 				return false
 			}
 		}
@@ -503,6 +514,10 @@ func (s *xskQueue) receive(fn func(frame []byte), batchEnd func()) error {
 			return nil
 		case err == nil:
 			runtime.Gosched()
+		case s.bp.rearmed(err):
+			// A frame went out: poll for its answer (without the kernel's busy poll,
+			// which needs the descriptor the poller's Read lends).
+			s.bp.poll(ready, nil)
 		default:
 			return err
 		}
