@@ -182,8 +182,9 @@ type path struct {
 }
 
 // cpuCost is the CPU time of one measurement, in seconds per million transactions (RR) or
-// datagrams: the path's daemons' and the sender's and receiver's.
-type cpuCost struct{ daemons, procs float64 }
+// datagrams: the path's daemons' and the sender's and receiver's; and the daemons' threads'
+// voluntary context switches (each a sleep, and so a wake-up) per transaction or datagram.
+type cpuCost struct{ daemons, procs, wakes float64 }
 
 type bench struct {
 	id    string
@@ -458,6 +459,32 @@ func cpuTicks(pid int) (int64, error) {
 	return u + k, errors.Join(err1, err2)
 }
 
+// daemonsWakes is how often the threads of pids have slept so far: the sum of each thread's
+// voluntary_ctxt_switches (/proc/PID/task/TID/status; the process's own status has only its
+// first thread's). A thread that ended meanwhile takes its count with it.
+func daemonsWakes(pids []int) (int64, error) {
+	var n int64
+	for _, pid := range pids {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return 0, err
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+			if err != nil {
+				continue // the thread ended
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+					k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+					n += k
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
 // daemonsCPU is the CPU time of pids so far, in seconds.
 func daemonsCPU(pids []int) (float64, error) {
 	var t int64
@@ -492,6 +519,10 @@ func (b *bench) measure(p path, tc test) (float64, cpuCost, error) {
 	if err != nil {
 		return 0, cpuCost{}, err
 	}
+	w0, err := daemonsWakes(p.pids)
+	if err != nil {
+		return 0, cpuCost{}, err
+	}
 	if err := rcv.Start(); err != nil {
 		return 0, cpuCost{}, err
 	}
@@ -520,6 +551,10 @@ func (b *bench) measure(p path, tc test) (float64, cpuCost, error) {
 	if err != nil {
 		return 0, cpuCost{}, err
 	}
+	w1, err := daemonsWakes(p.pids)
+	if err != nil {
+		return 0, cpuCost{}, err
+	}
 	var n int64
 	var span float64
 	if _, err := fmt.Sscan(line, &n, &span); err != nil || span <= 0 || n <= 0 {
@@ -527,7 +562,7 @@ func (b *bench) measure(p path, tc test) (float64, cpuCost, error) {
 	}
 	procs := (snd.ProcessState.UserTime() + snd.ProcessState.SystemTime() + rcv.ProcessState.UserTime() + rcv.ProcessState.SystemTime()).Seconds()
 	perM := 1e6 / float64(n)
-	c := cpuCost{daemons: (d1 - d0) * perM, procs: procs * perM}
+	c := cpuCost{daemons: (d1 - d0) * perM, procs: procs * perM, wakes: float64(w1-w0) / float64(n)}
 	if tc.proto == "tcp" {
 		return float64(n) * 8 / span / 1e6, c, nil
 	}
@@ -719,6 +754,13 @@ func cpuRows(cpu map[string]map[string][]cpuCost, tc test) []benchrow.Row {
 			d := benchrow.StatOf(daemons)
 			out = append(out, benchrow.Row{Issue: 29, Figure: tc.name + ", CPU per 1M trans, its daemons, " + path, Value: d.Median, Min: d.Min, Max: d.Max,
 				Rounds: len(daemons), Unit: "CPU s"})
+			var wakes []float64
+			for _, c := range cpu[path][tc.name] {
+				wakes = append(wakes, c.wakes)
+			}
+			w := benchrow.StatOf(wakes)
+			out = append(out, benchrow.Row{Issue: 29, Figure: tc.name + ", its daemons' sleeps per trans, " + path, Value: w.Median, Min: w.Min, Max: w.Max,
+				Rounds: len(wakes), Unit: "sleeps"})
 		}
 	}
 	return out
@@ -767,7 +809,7 @@ func report(res map[string]map[string][]float64, cpu map[string]map[string][]cpu
 	fmt.Printf("%-90s %16s %12s %8s  %s\n", "figure", "value", "baseline", "ratio", "target")
 	for _, r := range out {
 		base, ratio, prec := "", "", 0
-		if r.Unit == "CPU s" {
+		if r.Unit == "CPU s" || r.Unit == "sleeps" {
 			prec = 2
 		}
 		if r.Baseline != 0 {
