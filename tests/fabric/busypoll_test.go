@@ -80,6 +80,7 @@ func busyPollOverVXLAN(t *testing.T, attach string) {
 	require.NoError(t, err)
 	harness.Eventually(t, "A's uplink closed", func() bool { return strings.Contains(a.d.Log(), "uplink closed") })
 	assert.NotZero(t, counter(t, a.d.Log(), "Polls"), "A's uplink never polled")
+	t.Logf("A's uplink: %d polls, %d hits", counter(t, a.d.Log(), "Polls"), counter(t, a.d.Log(), "Hits"))
 	_, err = harness.RunErr(a.pns, "ping", "-c", "2", "-i", "0.2", "-W", "1", b.ip)
 	assert.Error(t, err, "frames crossed after A's uplink was deleted")
 
