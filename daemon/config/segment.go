@@ -47,6 +47,11 @@ type UplinkSpec struct {
 	// Attach is the attachment mode (wire.UplinkAttach*): "" or "af_packet", "af_xdp", "auto".
 	// It is a setting, not part of the uplink's identity (ID).
 	Attach string
+	// BusyPoll is how long the uplink's reader polls its socket after it found frames before
+	// it parks (uplink.Config.BusyPoll): busy_poll, a duration string of whole microseconds,
+	// 0 (off, the default) to maxBusyPoll, as the [daemon] table's busy_poll. A setting, not
+	// part of the identity.
+	BusyPoll time.Duration
 }
 
 // ID is the uplink's identity: its device and namespace. Two specs naming the same device are
@@ -259,8 +264,20 @@ func (d *decoder) uplinks(v any, at keyPath, label string) []UplinkSpec {
 				} else {
 					u.Attach = s
 				}
+			case "busy_poll":
+				if s, ok := typed[string](d, t[k], kat, label, "uplink busy_poll", `a duration string such as "50us"`); !ok {
+					good = false
+				} else if p, err := time.ParseDuration(s); err != nil {
+					d.errorf(kat, "%s: uplink busy_poll %q is not a duration (want e.g. \"50us\", or \"0\" for none)", label, s)
+					good = false
+				} else if msg := checkUplinkBusyPoll(p); msg != "" {
+					d.errorf(kat, "%s: uplink %s", label, msg)
+					good = false
+				} else {
+					u.BusyPoll = p
+				}
 			default:
-				d.errorf(kat, "%s: uplink #%d: unknown key %q%s", label, i+1, k, suggest(k, []string{"dev", "netns", "attach"}))
+				d.errorf(kat, "%s: uplink #%d: unknown key %q%s", label, i+1, k, suggest(k, []string{"dev", "netns", "attach", "busy_poll"}))
 				good = false
 			}
 		}
@@ -279,4 +296,17 @@ func (d *decoder) uplinks(v any, at keyPath, label string) []UplinkSpec {
 		out = append(out, u)
 	}
 	return out
+}
+
+// checkUplinkBusyPoll returns what is wrong with an uplink's busy_poll d, or "": the [daemon]
+// table's bounds, in the whole microseconds the kernel's SO_BUSY_POLL takes (an AF_XDP uplink
+// passes it on; uplink.CheckBusyPoll is the same rule).
+func checkUplinkBusyPoll(d time.Duration) string {
+	if msg := checkBusyPoll(d); msg != "" {
+		return msg
+	}
+	if d%time.Microsecond != 0 {
+		return fmt.Sprintf("busy_poll %v is not whole microseconds", d)
+	}
+	return ""
 }

@@ -74,6 +74,9 @@ func (u UplinkSpec) Validate() error {
 	if !wire.ValidUplinkAttach(u.Attach) {
 		return nlerr.New(unix.EINVAL, "uplink attach %q is not one of \"auto\", \"af_packet\", \"af_xdp\"", u.Attach)
 	}
+	if msg := checkUplinkBusyPoll(u.BusyPoll); msg != "" {
+		return extack.New(unix.EINVAL, "uplink %s: %s", u, msg)
+	}
 	return nil
 }
 
@@ -188,8 +191,23 @@ type (
 		Dev    string `json:"dev"`
 		NetNS  string `json:"netns"`
 		Attach string `json:"attach,omitempty"`
+		// BusyPollUs is UplinkSpec.BusyPoll in microseconds, absent when off.
+		BusyPollUs int64 `json:"busy_poll_us,omitempty"`
 	}
 )
+
+func uplinkToJSON(u UplinkSpec) uplinkJSON {
+	return uplinkJSON{Dev: u.Dev, NetNS: u.NetNS, Attach: u.Attach, BusyPollUs: u.BusyPoll.Microseconds()}
+}
+
+// spec converts back; a busy_poll_us out of range is left to Validate (MergeSegments), but one
+// that does not fit a time.Duration cannot be represented.
+func (j uplinkJSON) spec() (UplinkSpec, error) {
+	if j.BusyPollUs < 0 || j.BusyPollUs > math.MaxInt64/int64(time.Microsecond) {
+		return UplinkSpec{}, fmt.Errorf("uplink %s: busy_poll_us %d out of range", j.Dev, j.BusyPollUs)
+	}
+	return UplinkSpec{Dev: j.Dev, NetNS: j.NetNS, Attach: j.Attach, BusyPoll: time.Duration(j.BusyPollUs) * time.Microsecond}, nil
+}
 
 // toJSON returns the JSON form, nil when empty.
 func (s *SegmentsState) toJSON() *segmentsJSON {
@@ -200,7 +218,7 @@ func (s *SegmentsState) toJSON() *segmentsJSON {
 	for name, spec := range s.Defined {
 		j := segmentJSON{MTU: spec.MTU, AgeingMs: spec.AgeingTime.Milliseconds(), StormPPS: spec.StormPPS, Uplinks: []uplinkJSON{}}
 		for _, u := range spec.Uplinks {
-			j.Uplinks = append(j.Uplinks, uplinkJSON(u))
+			j.Uplinks = append(j.Uplinks, uplinkToJSON(u))
 		}
 		out.Defined[name] = j
 	}
@@ -222,8 +240,12 @@ func (j *segmentsJSON) state() (SegmentsState, error) {
 			return s, fmt.Errorf("segment %q: ageing_ms %d out of range", name, sj.AgeingMs)
 		}
 		spec := SegmentSpec{Name: name, MTU: sj.MTU, AgeingTime: time.Duration(sj.AgeingMs) * time.Millisecond, StormPPS: sj.StormPPS}
-		for _, u := range sj.Uplinks {
-			spec.Uplinks = append(spec.Uplinks, UplinkSpec(u))
+		for _, uj := range sj.Uplinks {
+			u, err := uj.spec()
+			if err != nil {
+				return s, fmt.Errorf("segment %q: %w", name, err)
+			}
+			spec.Uplinks = append(spec.Uplinks, u)
 		}
 		if s.Defined == nil {
 			s.Defined = map[string]SegmentSpec{}

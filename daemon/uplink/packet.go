@@ -55,6 +55,8 @@ type packetSocket struct {
 	// the poller keeps it open until that returns, however close races with it.
 	rxFD int
 	big  []byte // the RX loop's buffer for frames too large for a slot
+	// bp busy-polls the ring after a pass that found frames (nil: never); set before receive.
+	bp *busyPoller
 }
 
 // openPacket opens a packet socket in namespace ns on the device with index ifindex.
@@ -175,6 +177,9 @@ func (s *packetSocket) write(frame []byte) error {
 	iov[1].SetLen(len(frame))
 	err := writev(s.fd, iov[:])
 	runtime.KeepAlive(frame)
+	if err == nil {
+		s.bp.arm()
+	}
 	return err
 }
 
@@ -221,6 +226,9 @@ func (s *packetSocket) writeGSO(iov [][]byte) error {
 	defer clear(v)
 	err := writev(s.fd, v)
 	runtime.KeepAlive(iov)
+	if err == nil {
+		s.bp.arm()
+	}
 	return err
 }
 
@@ -231,14 +239,19 @@ type frameFunc func(frame []byte, wireLen int, status uint32, vlanTCI uint32, vl
 
 // receive runs the RX loop until the socket is closed: it waits on the netpoller for a slot to
 // be handed over, passes every frame handed over to fn, up to frameBudget of them, calls
-// batchEnd and gives their slots back.
+// batchEnd and gives their slots back; with busy polling (s.bp) it looks at the ring for the
+// poller's window before it waits again.
 func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
 	if s.big == nil {
 		s.big = make([]byte, maxFrame)
 	}
 	slots := len(s.ring) / slotSize
 	next := 0
-	drain := func(uintptr) bool {
+	ready := func() bool {
+		h := (*unix.Tpacket2Hdr)(unsafe.Pointer(&s.ring[next*slotSize]))
+		return atomic.LoadUint32(&h.Status)&unix.TP_STATUS_USER != 0
+	}
+	pass := func() int {
 		first, n := next, 0
 		for n < frameBudget {
 			slot := s.ring[next*slotSize : (next+1)*slotSize]
@@ -252,16 +265,32 @@ func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
 			next = (next + 1) % slots
 		}
 		if n == 0 {
-			return false // wait for the next frame
+			return 0
 		}
 		batchEnd()
 		for i := range n {
 			h := (*unix.Tpacket2Hdr)(unsafe.Pointer(&s.ring[(first+i)%slots*slotSize]))
 			atomic.StoreUint32(&h.Status, unix.TP_STATUS_KERNEL)
 		}
-		// A full budget: come back after the others ran, without waiting, as frames may be
-		// left that no new wake-up will announce. Fewer: the ring was empty, so wait.
-		return n == frameBudget
+		return n
+	}
+	drain := func(uintptr) bool {
+		s.bp.woke()
+		for {
+			n := pass()
+			// A full budget: come back after the others ran, without waiting, as frames
+			// may be left that no new wake-up will announce. None: wait for the next frame.
+			// Fewer: the ring is empty; with busy polling the loop looks at it for the
+			// window before it waits (a frame the peer's answer brings is taken without a
+			// wake-up), else it waits.
+			if n == frameBudget {
+				return true
+			}
+			if n == 0 || !s.bp.poll(ready, nil) {
+				s.bp.parking()
+				return false
+			}
+		}
 	}
 	for {
 		err := s.rc.Read(drain)
@@ -271,6 +300,8 @@ func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
 			return nil
 		case err == nil:
 			runtime.Gosched() // a pass is done: let the others run, then go on
+		case s.bp.rearmed(err):
+			s.bp.poll(ready, nil) // a frame went out: poll for its answer
 		default:
 			return err
 		}

@@ -82,6 +82,14 @@ type Config struct {
 	// when the device offers AF_XDP zero-copy and takes the sockets, else AF_PACKET, logged
 	// once with the reason).
 	Attach string
+	// BusyPoll is how long the RX loop keeps polling its ring after it found frames before
+	// it parks (busypoll.go; an AF_XDP socket also gets the kernel's SO_BUSY_POLL for it); 0:
+	// off. At most MaxBusyPoll, whole microseconds.
+	BusyPoll time.Duration
+	// Pollers bounds the busy-polling readers of the daemon (the segments' own,
+	// datapath.Segments.Pollers): the RX loop polls only while it holds one of its slots. nil:
+	// the uplink never polls.
+	Pollers *datapath.Pollers
 }
 
 // Attachment modes (Config.Attach, Status.Attach): the wire's names.
@@ -139,6 +147,10 @@ type Stats struct {
 	RxChecksumFilled uint64
 	// Attaches counts how often the socket was opened on the device.
 	Attaches uint64
+	// Polling is what the RX loops did while busy-polling (Config.BusyPoll): the polls (each
+	// window the loop polled instead of parking), the hits (polls that found frames before
+	// the window ended) and the time spent polling, on a CPU.
+	Polling datapath.PollStats
 	// XSK* are the AF_XDP socket's own drop counters (XDP_STATISTICS) of the current
 	// attachment: frames dropped for want of a chunk or beyond one, RX ring full, fill ring
 	// empty.
@@ -173,6 +185,7 @@ type Uplink struct {
 	status Status
 
 	rxOversize, rxSegmented, rxTruncated, rxCsum, attaches atomic.Uint64
+	poll                                                   pollCounters
 	fallbackLogged                                         bool // owned like index
 	nsCheckFailed                                          bool // owned like index: netnsGone said it cannot look
 
@@ -196,11 +209,15 @@ const (
 // device need not exist or be up yet, nor its network namespace: the uplink attaches when they
 // are there (Status says what it waits for).
 //
-// Errors: EINVAL for a config without a device name or segment; the errno of opening the
+// Errors: EINVAL for a config without a device name or segment, or with a BusyPoll
+// CheckBusyPoll refuses; the errno of opening the
 // namespace (other than its not existing) or the rtnetlink socket.
 func Start(ctx context.Context, cfg Config) (*Uplink, error) {
 	if cfg.Dev == "" || cfg.Segment == nil {
 		return nil, extack.New(unix.EINVAL, "uplink needs a device and a segment")
+	}
+	if err := CheckBusyPoll(cfg.BusyPoll); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -381,7 +398,7 @@ func (u *Uplink) Status() Status {
 func (u *Uplink) Stats() Stats {
 	st := Stats{
 		UplinkStats: u.dp.Stats(), RxOversize: u.rxOversize.Load(), RxSegmented: u.rxSegmented.Load(), RxTruncated: u.rxTruncated.Load(),
-		RxChecksumFilled: u.rxCsum.Load(), Attaches: u.attaches.Load(),
+		RxChecksumFilled: u.rxCsum.Load(), Attaches: u.attaches.Load(), Polling: u.poll.stats(),
 	}
 	if a := u.sock.Load(); a != nil && a.xsk != nil {
 		if x, err := a.xsk.stats(); err == nil {
@@ -553,7 +570,7 @@ func (u *Uplink) setState(s State, index int, errText string) {
 	switch s {
 	case Up:
 		st := u.Status()
-		u.log.Info("uplink up", "ifindex", index, "mtu", u.dp.MTU(), "attach", st.Attach, "xdp_mode", st.XDPMode)
+		u.log.Info("uplink up", "ifindex", index, "mtu", u.dp.MTU(), "attach", st.Attach, "xdp_mode", st.XDPMode, "busy_poll", u.cfg.BusyPoll)
 	case Failed:
 		u.log.Error("uplink failed to attach", "err", errText)
 	default:
@@ -690,6 +707,7 @@ func (u *Uplink) attach(l *netlink.LinkAttrs) error {
 		u.scratch = make([]byte, 0, maxFrame+8)
 		u.seg = offload.NewSegmenter()
 	}
+	u.busyPoll(s)
 	u.rxDone = make(chan struct{})
 	go func(done chan struct{}) {
 		defer close(done)
@@ -795,4 +813,29 @@ func (u *Uplink) onXSKFrame(frame []byte) {
 		u.rxCsum.Add(1)
 	}
 	u.dp.Receive(frame)
+}
+
+// busyPoll gives the RX loops of attachment a their busy poller (Config.BusyPoll), before they
+// run. An AF_XDP socket also asks the kernel to busy-poll its device queue (setKernelBusyPoll);
+// where the kernel refuses, the loop polls its ring alone (logged once per attachment).
+func (u *Uplink) busyPoll(a *attachment) {
+	if a.pkt != nil {
+		a.pkt.bp = newBusyPoller(u.cfg.BusyPoll, u.cfg.Pollers, a.pkt.f, &a.pkt.closed, &u.poll)
+		return
+	}
+	var refused error
+	for _, q := range a.xsk.queues {
+		q.bp = newBusyPoller(u.cfg.BusyPoll, u.cfg.Pollers, q.f, &q.closed, &u.poll)
+		if q.bp == nil {
+			continue
+		}
+		if err := setKernelBusyPoll(q.fd, u.cfg.BusyPoll, xskBudget); err != nil {
+			refused = err
+			continue
+		}
+		q.kernelPoll = true
+	}
+	if refused != nil {
+		u.log.Warn("uplink: the kernel does not busy-poll the AF_XDP socket; manad polls its ring alone", "err", refused)
+	}
 }

@@ -133,6 +133,11 @@ type xskQueue struct {
 
 	fill, comp, rx, tx xskRing
 	zeroCopy           bool
+	// bp busy-polls the RX ring after a pass that found frames (nil: never); kernelPoll says
+	// the socket has SO_BUSY_POLL, so that a recvfrom between looks busy-polls the device
+	// queue. Both set before receive.
+	bp         *busyPoller
+	kernelPoll bool
 
 	txMu   sync.Mutex
 	fd     int      // -1 once closed
@@ -376,7 +381,16 @@ func (s *xskQueue) reclaimTX() {
 
 // write transmits one frame through the first queue's socket (any queue may send). Errors:
 // xskQueue.write's.
-func (s *xskSocket) write(frame []byte) error { return s.queues[0].write(frame) }
+// A frame sent arms every queue's busy poller: its answer may come back on any of them.
+func (s *xskSocket) write(frame []byte) error {
+	err := s.queues[0].write(frame)
+	if err == nil {
+		for _, q := range s.queues {
+			q.bp.arm()
+		}
+	}
+	return err
+}
 
 // write transmits one frame: it is copied into a free chunk, queued on the TX ring and the
 // kernel is kicked. It never waits: no free chunk or a full ring is ENOBUFS (the frame is
@@ -452,10 +466,17 @@ func (s *xskSocket) receive(fn func(frame []byte), batchEnd func()) error {
 // passes each to fn (the bytes are valid only during the call) and lends its chunk back to the
 // kernel through the fill ring; batchEnd follows each batch.
 func (s *xskQueue) receive(fn func(frame []byte), batchEnd func()) error {
-	drain := func(uintptr) bool {
+	ready := func() bool { return s.rx.ready() > 0 }
+	// kick is called inside the poller's Read only, with the descriptor it keeps open.
+	var kick func()
+	var rxFD uintptr
+	if s.kernelPoll {
+		kick = func() { recvKick(int(rxFD)) }
+	}
+	pass := func() uint32 {
 		n := min(s.rx.ready(), xskBudget)
 		if n == 0 {
-			return false
+			return 0
 		}
 		// Every RX chunk is in the fill ring, the RX ring or here: the fill ring has room.
 		for i := range n {
@@ -468,7 +489,23 @@ func (s *xskQueue) receive(fn func(frame []byte), batchEnd func()) error {
 		batchEnd()
 		s.rx.consume(n)
 		s.fill.produce(n)
-		return n < xskBudget
+		return n
+	}
+	drain := func(fd uintptr) bool {
+		rxFD = fd
+		s.bp.woke()
+		for {
+			// As packetSocket.receive: a full budget comes back without waiting; after
+			// fewer, busy polling (s.bp) looks at the ring for the window before waiting.
+			n := pass()
+			if n == xskBudget {
+				return true
+			}
+			if n == 0 || !s.bp.poll(ready, kick) {
+				s.bp.parking()
+				return false
+			}
+		}
 	}
 	for {
 		err := s.rc.Read(drain)
@@ -477,6 +514,10 @@ func (s *xskQueue) receive(fn func(frame []byte), batchEnd func()) error {
 			return nil
 		case err == nil:
 			runtime.Gosched()
+		case s.bp.rearmed(err):
+			// A frame went out: poll for its answer (without the kernel's busy poll,
+			// which needs the descriptor the poller's Read lends).
+			s.bp.poll(ready, nil)
 		default:
 			return err
 		}

@@ -1,0 +1,174 @@
+package uplink
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/datapath"
+	"github.com/manad/manad/vnic/extack"
+)
+
+// MaxBusyPoll bounds Config.BusyPoll: the kernel's net.core.busy_poll is advised at 50 µs, and a
+// window beyond a millisecond spins through gaps a request-response peer no longer fills (a
+// poller then only burns its CPU).
+const MaxBusyPoll = time.Millisecond
+
+// CheckBusyPoll checks a busy-poll window for an uplink. Errors: EINVAL with the bounds, for a
+// negative window, one beyond MaxBusyPoll, or one that is not whole microseconds (SO_BUSY_POLL
+// takes microseconds).
+func CheckBusyPoll(d time.Duration) error {
+	switch {
+	case d < 0 || d > MaxBusyPoll:
+		return extack.New(unix.EINVAL, "busy_poll %v out of range 0..%v (0: off)", d, MaxBusyPoll)
+	case d%time.Microsecond != 0:
+		return extack.New(unix.EINVAL, "busy_poll %v is not whole microseconds (the kernel's SO_BUSY_POLL unit)", d)
+	}
+	return nil
+}
+
+// busyPoller keeps an RX loop polling its ring for a window after it found work, before it
+// parks on the netpoller: the uplink's side of the kernel's busy polling (sk_busy_loop; a
+// socket's SO_BUSY_POLL, net.core.busy_poll). The loop polls only while it holds a slot of the
+// daemon's Pollers, and stops as soon as its socket is closed. A nil *busyPoller never polls.
+//
+// A transmission arms it too (arm): a frame sent out of the uplink is most often a request
+// whose answer comes back through it, so the loop, parked, is woken through its read deadline
+// to poll for that answer. Its wake-up then happens while the request travels, off the round
+// trip, instead of when the answer is there.
+type busyPoller struct {
+	window  time.Duration
+	pollers *datapath.Pollers
+	closed  *atomic.Bool // the socket's: set before it is closed
+	c       *pollCounters
+	f       *os.File // the socket, whose read deadline arm sets
+	parked  atomic.Bool
+}
+
+// pollCounters are an uplink's polling counters, shared by its RX loops (datapath.PollStats).
+type pollCounters struct {
+	polls, hits, nanos atomic.Uint64
+}
+
+func (c *pollCounters) stats() datapath.PollStats {
+	return datapath.PollStats{Polls: c.polls.Load(), Hits: c.hits.Load(), CPUTime: time.Duration(c.nanos.Load())}
+}
+
+// newBusyPoller returns the poller of an RX loop whose socket sets closed when it closes; nil
+// when the window is 0 or there is no Pollers to take a slot of (polling off).
+func newBusyPoller(window time.Duration, pollers *datapath.Pollers, f *os.File, closed *atomic.Bool, c *pollCounters) *busyPoller {
+	if window <= 0 || pollers == nil || c == nil {
+		return nil
+	}
+	return &busyPoller{window: window, pollers: pollers, f: f, closed: closed, c: c}
+}
+
+// parking says the RX loop is about to wait on the netpoller; woke that it runs. Nil-safe.
+func (b *busyPoller) parking() {
+	if b != nil {
+		b.parked.Store(true)
+	}
+}
+
+func (b *busyPoller) woke() {
+	if b != nil {
+		b.parked.Store(false)
+	}
+}
+
+// arm wakes the parked RX loop to poll (a frame was just sent): its read deadline is set to
+// now, which ends its wait with os.ErrDeadlineExceeded (rearmed reports it, and the loop
+// polls). Only the first transmission after the loop parked does so; a loop that is not
+// parked, or a closed socket, is left alone. Nil-safe.
+func (b *busyPoller) arm() {
+	if b == nil || !b.parked.CompareAndSwap(true, false) || b.closed.Load() {
+		return
+	}
+	_ = b.f.SetReadDeadline(time.Now()) // fails only once closed
+}
+
+// rearmed reports whether err, the RX loop's wait's, is arm's doing; the deadline is cleared
+// for the next wait.
+func (b *busyPoller) rearmed(err error) bool {
+	if b == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	_ = b.f.SetReadDeadline(time.Time{})
+	return true
+}
+
+// poll spins on ready for the window, calling kick (when not nil) between looks to let the
+// kernel run its own busy poll, and reports whether ready said there is work. It returns false
+// at once, so that the loop parks, when no Pollers slot is free or the socket is closed. One
+// call is one poll (counted) and a hit when it found work; the time it spins, spent on a CPU
+// (the goroutine does not block), is its CPU time.
+//
+// Between looks the thread yields its CPU to the CPU's other threads (sched_yield).
+func (b *busyPoller) poll(ready func() bool, kick func()) bool {
+	if b == nil || b.closed.Load() || !b.pollers.TryAcquire() {
+		return false
+	}
+	defer b.pollers.Release()
+	start := time.Now()
+	b.c.polls.Add(1)
+	hit := false
+	for {
+		if ready() {
+			hit = true
+			break
+		}
+		if b.closed.Load() || time.Since(start) >= b.window {
+			break
+		}
+		if kick != nil {
+			kick()
+		}
+		// The frame polled for comes from a peer (a local stack's softirq, the other
+		// side's process) that may have been woken onto this CPU: let it run now rather
+		// than after the window. No runtime.Gosched: the daemon's other goroutines run on
+		// its other processors (a poller leaves one free, datapath.Pollers), and a
+		// Gosched per look measured more than half again as many thread sleeps per
+		// round trip (bench/fabric RR: 6.4-7.7 against 4.0) for no more transactions.
+		_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	}
+	b.c.nanos.Add(uint64(time.Since(start)))
+	if hit {
+		b.c.hits.Add(1)
+	}
+	return hit
+}
+
+// setKernelBusyPoll asks the kernel to busy-poll the device queue behind socket fd for window
+// when the socket is read (SO_BUSY_POLL in µs), with up to budget frames a poll
+// (SO_BUSY_POLL_BUDGET), preferring busy polling to the device's interrupts
+// (SO_PREFER_BUSY_POLL): Documentation/networking/af_xdp.rst's "XDP_USE_NEED_WAKEUP" and
+// napi.rst's "Busy polling" for an AF_XDP socket. Values above net.core.busy_poll and
+// busy_poll_budget need CAP_NET_ADMIN, which attaching an XDP program took anyway. Errors: the
+// option's errno, wrapped with its name.
+func setKernelBusyPoll(fd int, window time.Duration, budget int) error {
+	for _, o := range []struct {
+		name string
+		opt  int
+		val  int
+	}{
+		{"SO_PREFER_BUSY_POLL", unix.SO_PREFER_BUSY_POLL, 1},
+		{"SO_BUSY_POLL", unix.SO_BUSY_POLL, int(window / time.Microsecond)},
+		{"SO_BUSY_POLL_BUDGET", unix.SO_BUSY_POLL_BUDGET, budget},
+	} {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, o.opt, o.val); err != nil {
+			return fmt.Errorf("%s: %w", o.name, err)
+		}
+	}
+	return nil
+}
+
+// recvKick is one non-blocking recvfrom on an AF_XDP socket: with SO_BUSY_POLL set, xsk_recvmsg
+// busy-polls the device queue the socket is bound to (sk_busy_loop) before it returns, which is
+// how an application drives the NAPI of a queue whose interrupts are deferred.
+func recvKick(fd int) {
+	_, _, _ = unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+}
