@@ -78,7 +78,8 @@ func (d *Daemon) startUplinks(ctx context.Context) {
 // all (no rtnetlink socket) is logged and kept as nil, with its error. Caller holds the
 // configuration lock.
 func (d *Daemon) startUplink(ctx context.Context, def *segDef, us config.UplinkSpec) error {
-	u, err := uplink.Start(ctx, uplink.Config{Dev: us.Dev, NetNS: us.NetNS, MTU: def.spec.MTU, Segment: d.segment(def.spec.Name), Logger: d.log, Attach: us.Attach})
+	u, err := uplink.Start(ctx, uplink.Config{Dev: us.Dev, NetNS: us.NetNS, MTU: def.spec.MTU, Segment: d.segment(def.spec.Name), Logger: d.log, Attach: us.Attach,
+		BusyPoll: us.BusyPoll, Pollers: d.segments.Pollers()})
 	def.ups = append(def.ups, u)
 	if err != nil {
 		d.log.Error("uplink not started", "segment", def.spec.Name, "uplink", us.String(), "err", err)

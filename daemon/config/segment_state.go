@@ -75,7 +75,7 @@ func (u UplinkSpec) Validate() error {
 		return nlerr.New(unix.EINVAL, "uplink attach %q is not one of \"auto\", \"af_packet\", \"af_xdp\"", u.Attach)
 	}
 	if msg := checkUplinkBusyPoll(u.BusyPoll); msg != "" {
-		return extack.New(unix.EINVAL, "uplink %s: %s", u, msg)
+		return nlerr.New(unix.EINVAL, "uplink %s: %s", u, msg)
 	}
 	return nil
 }
