@@ -139,7 +139,8 @@ func uplinkState(s uplink.State) string {
 // uplinkInfo is what SEGMENT_GET reports of uplink i of def. Caller holds the configuration lock.
 func (def *segDef) uplinkInfo(i int) genl.UplinkInfo {
 	us := def.spec.Uplinks[i]
-	info := genl.UplinkInfo{Dev: us.Dev, NetNS: us.NetNS, State: wire.UplinkGone, Error: def.errs[i]}
+	info := genl.UplinkInfo{Dev: us.Dev, NetNS: us.NetNS, State: wire.UplinkGone, Error: def.errs[i],
+		BusyPollUs: uint32(us.BusyPoll / time.Microsecond)}
 	u := def.ups[i]
 	if u == nil {
 		return info
@@ -153,6 +154,7 @@ func (def *segDef) uplinkInfo(i int) genl.UplinkInfo {
 	info.RxSegmented, info.RxCsumFilled, info.Attaches = s.RxSegmented, s.RxChecksumFilled, s.Attaches
 	info.Attach, info.TxAggregates, info.TxWhole, info.RxWhole = st.Attach, s.TxAggregates, s.TxWhole, s.RxWhole
 	info.XDPMode, info.Fallback = st.XDPMode, st.Fallback
+	info.Polls, info.PollHits, info.PollNanos = s.Polling.Polls, s.Polling.Hits, uint64(s.Polling.CPUTime)
 	return info
 }
 
@@ -389,7 +391,7 @@ func (b *backend) AddUplink(ctx context.Context, c genl.Caller, segment string, 
 	d := b.d()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	us := config.UplinkSpec{Dev: u.Dev, NetNS: u.NetNS, Attach: u.Attach}
+	us := config.UplinkSpec{Dev: u.Dev, NetNS: u.NetNS, Attach: u.Attach, BusyPoll: time.Duration(u.BusyPollUs) * time.Microsecond}
 	start := time.Now()
 	defer func() { d.logSegmentOp(c, "uplink-add", segment, start, err, "uplink", us.String()) }()
 	if err := us.Validate(); err != nil {

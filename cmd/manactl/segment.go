@@ -270,8 +270,9 @@ up. A device is the uplink of one segment at most.`,
 // uplinkChangeCmd is segment uplink add (add) or del.
 func uplinkChangeCmd(a *app, add bool) *cobra.Command {
 	var u wire.UplinkSpec
+	var busyPoll time.Duration
 	cmd := &cobra.Command{
-		Use:                   "add SEG DEV [--netns NS] [--attach MODE]",
+		Use:                   "add SEG DEV [--netns NS] [--attach MODE] [--busy-poll DUR]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Plug a segment into a kernel netdev",
 		Long: `Plug segment SEG into netdev DEV of named network namespace NS (default: manad's
@@ -283,9 +284,16 @@ program redirects each RX queue of the device to an AF_XDP socket; devices with 
 most 8 RX queues whose MTU fits a 4 KiB frame, else the uplink fails) or auto (af_xdp where the
 device's driver offers AF_XDP zero-copy and takes the sockets, else af_packet, and manad
 logs why: a copying AF_XDP socket, as on VXLAN, Geneve and veth devices, carries no GSO
-and is slower than af_packet). segment show says which is in use.`,
+and is slower than af_packet). segment show says which is in use.
+
+--busy-poll keeps the uplink's reader polling its socket for that long after it found
+frames before it parks (as the kernel's SO_BUSY_POLL; on af_xdp the socket also gets
+SO_PREFER_BUSY_POLL): whole microseconds, 0 (off, the default) to 1ms. A poller holds one
+of the daemon's max_pollers slots while it polls (none free: it parks as without), so it
+trades a CPU for round-trip latency; segment show counts its polls, hits and CPU time.`,
 		Example: `  manactl segment uplink add wire0 vx0 --netns hostA
-  manactl segment uplink add wire0 upl --attach auto`,
+  manactl segment uplink add wire0 upl --attach auto
+  manactl segment uplink add wire0 vx0 --netns hostA --busy-poll 50us`,
 		Args:              segArgs("DEV"),
 		ValidArgsFunction: completeSegments(a),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -293,6 +301,13 @@ and is slower than af_packet). segment show says which is in use.`,
 			if !wire.ValidUplinkAttach(u.Attach) {
 				return usageErrorf("--attach %q: want af_packet, af_xdp or auto", u.Attach)
 			}
+			switch {
+			case busyPoll < 0 || busyPoll > time.Millisecond:
+				return usageErrorf("--busy-poll %v: want 0 (off) to 1ms", busyPoll)
+			case busyPoll%time.Microsecond != 0:
+				return usageErrorf("--busy-poll %v: want whole microseconds", busyPoll)
+			}
+			u.BusyPollUs = uint32(busyPoll / time.Microsecond)
 			return a.withManad(cmd, func(c *client.Client) error {
 				if !add {
 					return c.DeleteUplink(cmd.Context(), args[0], u)
@@ -317,6 +332,7 @@ own). The device stays as it is; the addresses learnt through it are forgotten.`
 	cmd.Flags().StringVar(&u.NetNS, "netns", "", "named network namespace of the device (default: manad's own)")
 	if add {
 		cmd.Flags().StringVar(&u.Attach, "attach", "", "socket to attach with: af_packet, af_xdp or auto (default af_packet)")
+		cmd.Flags().DurationVar(&busyPoll, "busy-poll", 0, "poll the socket this long after it found frames before parking, 0 (off) to 1ms")
 	}
 	return cmd
 }
@@ -420,6 +436,10 @@ func writeSegment(w io.Writer, s wire.SegmentInfo) {
 		row("RX checksums filled", u.RxCsumFilled)
 		row("Attaches", u.Attaches)
 		row("State changes", u.Changes)
+		if u.BusyPollUs != 0 {
+			row("Busy poll", fmt.Sprintf("%v: %d polls, %d hits, %v CPU", time.Duration(u.BusyPollUs)*time.Microsecond,
+				u.Polls, u.PollHits, time.Duration(u.PollNanos).Round(time.Microsecond)))
+		}
 		tw.Flush()
 	}
 }
@@ -483,9 +503,15 @@ type uplinkJSON struct {
 	RxSegmented      uint64 `json:"rx-segmented"`
 	RxChecksumFilled uint64 `json:"rx-checksum-filled"`
 	Attaches         uint64 `json:"attaches"`
-	Attach           string `json:"attach"`   // "af_packet", "af_xdp"; "" before the first attach
-	XDPMode          string `json:"xdp-mode"` // af_xdp: "native copy", "generic copy", "native zero-copy"…
-	Fallback         string `json:"fallback"` // why auto took af_packet
+	Attach           string `json:"attach"`       // "af_packet", "af_xdp"; "" before the first attach
+	XDPMode          string `json:"xdp-mode"`     // af_xdp: "native copy", "generic copy", "native zero-copy"…
+	Fallback         string `json:"fallback"`     // why auto took af_packet
+	BusyPollUs       uint32 `json:"busy-poll-us"` // 0: off
+	BusyPoll         struct {
+		Polls      uint64  `json:"polls"`
+		Hits       uint64  `json:"hits"`
+		CPUSeconds float64 `json:"cpu-seconds"`
+	} `json:"busy-poll"`
 }
 
 func segmentToJSON(s wire.SegmentInfo) segmentJSON {
@@ -504,6 +530,8 @@ func segmentToJSON(s wire.SegmentInfo) segmentJSON {
 		}
 		j.RxDrops.Runt, j.RxDrops.Oversize, j.RxDrops.Truncated = u.RxRunts, u.RxOversize, u.RxTruncated
 		j.TxDrops.Device, j.TxDrops.Down, j.TxDrops.MTU = u.TxErrors, u.TxDown, u.TxMTUDrops
+		j.BusyPollUs, j.BusyPoll.Polls, j.BusyPoll.Hits = u.BusyPollUs, u.Polls, u.PollHits
+		j.BusyPoll.CPUSeconds = time.Duration(u.PollNanos).Seconds()
 		out.Uplinks = append(out.Uplinks, j)
 	}
 	return out

@@ -46,6 +46,10 @@ func TestSegmentUsageErrors(t *testing.T) {
 		{[]string{"segment", "uplink", "del", "w", ""}, "segment uplink del needs DEV"},
 		{[]string{"segment", "uplink", "add", "w", "vx0", "--attach", "xdp"}, `--attach "xdp": want af_packet, af_xdp or auto`},
 		{[]string{"segment", "uplink", "del", "w", "vx0", "--attach", "auto"}, "unknown flag: --attach"},
+		{[]string{"segment", "uplink", "add", "w", "vx0", "--busy-poll", "2ms"}, "--busy-poll 2ms: want 0 (off) to 1ms"},
+		{[]string{"segment", "uplink", "add", "w", "vx0", "--busy-poll", "-1us"}, "--busy-poll -1µs: want 0 (off) to 1ms"},
+		{[]string{"segment", "uplink", "add", "w", "vx0", "--busy-poll", "1500ns"}, "--busy-poll 1.5µs: want whole microseconds"},
+		{[]string{"segment", "uplink", "del", "w", "vx0", "--busy-poll", "50us"}, "unknown flag: --busy-poll"},
 		{[]string{"--kernel", "segment", "list"}, "segment list is a manad command: --kernel does not apply"},
 	} {
 		code, out, errs := runCLI(t, sock, tt.args...)

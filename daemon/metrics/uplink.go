@@ -33,6 +33,7 @@ type SegmentCollector struct {
 	rxDropped, txDropped, rxSegmented, rxCsum *prometheus.Desc
 	attaches, attachment, txAggregates        *prometheus.Desc
 	txWhole, rxWhole                          *prometheus.Desc
+	polls, pollHits, pollSeconds              *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*SegmentCollector)(nil)
@@ -73,6 +74,10 @@ func NewSegmentCollector(src SegmentSource) *SegmentCollector {
 		rxSegmented: d("uplink_rx_segmented_total", "TCP aggregates from the uplink's device cut into MTU-sized frames.", up),
 		rxCsum:      d("uplink_rx_checksum_filled_total", "Frames from the uplink's device whose checksum manad filled in.", up),
 		attaches:    d("uplink_attaches_total", "How often the uplink opened its packet socket on the device.", up),
+		polls: d("uplink_busy_polls_total", "Looks at the uplink's socket while it busy-polled (busy_poll), each a window "+
+			"it polled instead of parking.", up),
+		pollHits:    d("uplink_busy_poll_hits_total", "Of manad_uplink_busy_polls_total, the polls that found frames.", up),
+		pollSeconds: d("uplink_busy_poll_cpu_seconds_total", "CPU time the uplink's reader spent busy-polling.", up),
 		attachment: d("uplink_attachment_info", "1, labelled with the socket the uplink is attached with (af_packet, af_xdp); "+
 			"absent before its first attach.", []string{"segment", "dev", "netns", "attach"}),
 	}
@@ -83,7 +88,7 @@ func (c *SegmentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.floods, c.stormDrops, c.learnt, c.up, c.state, c.mtu, c.maxPortMTU, c.changes, c.rxPackets, c.rxBytes,
 		c.txPackets, c.txBytes, c.rxDropped, c.txDropped, c.rxSegmented, c.rxCsum, c.attaches, c.attachment,
-		c.txAggregates, c.txWhole, c.rxWhole,
+		c.txAggregates, c.txWhole, c.rxWhole, c.polls, c.pollHits, c.pollSeconds,
 	} {
 		ch <- d
 	}
@@ -135,6 +140,9 @@ func (c *SegmentCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.rxSegmented, u.RxSegmented, l...)
 			counter(c.rxCsum, u.RxCsumFilled, l...)
 			counter(c.attaches, u.Attaches, l...)
+			counter(c.polls, u.Polls, l...)
+			counter(c.pollHits, u.PollHits, l...)
+			ch <- prometheus.MustNewConstMetric(c.pollSeconds, prometheus.CounterValue, float64(u.PollNanos)/1e9, l...)
 			if u.Attach != "" {
 				gauge(c.attachment, 1, append(l, u.Attach)...)
 			}

@@ -73,7 +73,11 @@ const (
 	UplinkAttrRxWhole      uint16 = 26 // u64: TCP aggregates received that a port took whole (RX_PACKETS counts their frames)
 	UplinkAttrXDPMode      uint16 = 27 // string: an af_xdp attachment's mode: "native copy", "generic copy", "native zero-copy"…
 	UplinkAttrFallback     uint16 = 28 // string: why auto took af_packet rather than af_xdp
-	UplinkAttrMax                 = UplinkAttrFallback
+	UplinkAttrBusyPollUs   uint16 = 29 // u32: UPLINK_ADD and SEGMENT_GET: the busy-poll window, µs (0: off)
+	UplinkAttrPolls        uint16 = 30 // u64: looks at the socket while busy-polling
+	UplinkAttrPollHits     uint16 = 31 // u64: of POLLS, those that found frames
+	UplinkAttrPollNanos    uint16 = 32 // u64: CPU time spent busy-polling, ns
+	UplinkAttrMax                 = UplinkAttrPollNanos
 )
 
 // Uplink states as SEGMENT_GET reports them.
@@ -100,6 +104,7 @@ type SegmentSpec struct {
 type UplinkSpec struct {
 	Dev, NetNS string
 	Attach     string // UplinkAttach*; "" = the daemon's default (af_packet)
+	BusyPollUs uint32 // the busy-poll window, µs; 0 = off
 }
 
 // Uplink attachment modes: the socket an uplink joins its device with (UplinkAttrAttach, the
@@ -137,6 +142,8 @@ type UplinkInfo struct {
 	Attach                         string // the attachment in use (or last used): "af_packet", "af_xdp"
 	XDPMode                        string // with Attach "af_xdp": where the program runs, and copy or zero-copy
 	Fallback                       string // why auto took af_packet; "" otherwise
+	BusyPollUs                     uint32 // the busy-poll window, µs; 0 = off
+	Polls, PollHits, PollNanos     uint64 // busy polling: looks, looks that found frames, CPU ns
 }
 
 // SegmentInfo is a segment's full state.
@@ -166,6 +173,7 @@ var (
 		String(UplinkAttrDev, func(u *UplinkSpec) *string { return &u.Dev }),
 		String(UplinkAttrNetNS, func(u *UplinkSpec) *string { return &u.NetNS }).OmitZero(),
 		String(UplinkAttrAttach, func(u *UplinkSpec) *string { return &u.Attach }).OmitZero(),
+		U32(UplinkAttrBusyPollUs, func(u *UplinkSpec) *uint32 { return &u.BusyPollUs }).OmitZero(),
 	)
 
 	// UplinkTable is one SegmentAttrUplinks item.
@@ -198,6 +206,10 @@ var (
 		U64(UplinkAttrRxWhole, func(u *UplinkInfo) *uint64 { return &u.RxWhole }),
 		String(UplinkAttrXDPMode, func(u *UplinkInfo) *string { return &u.XDPMode }).OmitZero(),
 		String(UplinkAttrFallback, func(u *UplinkInfo) *string { return &u.Fallback }).OmitZero(),
+		U32(UplinkAttrBusyPollUs, func(u *UplinkInfo) *uint32 { return &u.BusyPollUs }).OmitZero(),
+		U64(UplinkAttrPolls, func(u *UplinkInfo) *uint64 { return &u.Polls }).OmitZero(),
+		U64(UplinkAttrPollHits, func(u *UplinkInfo) *uint64 { return &u.PollHits }).OmitZero(),
+		U64(UplinkAttrPollNanos, func(u *UplinkInfo) *uint64 { return &u.PollNanos }).OmitZero(),
 	)
 
 	// SegmentTable is AttrSegment in replies and notifications.

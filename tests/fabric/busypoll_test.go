@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/harness"
@@ -67,22 +68,37 @@ func busyPollOverVXLAN(t *testing.T, attach string) {
 	for _, s := range []*side{a, b} {
 		log := s.d.Log()
 		require.Contains(t, log, "attach="+attach)
-		if strings.Contains(log, "busy_poll=0s") {
-			t.Skip("this daemon does not pass an uplink's busy_poll to it (daemon/segments.go, startUplink)")
-		}
 		require.Contains(t, log, "busy_poll=200µs", "the uplink's busy_poll did not reach it")
 	}
 	// 50 echoes 10 ms apart each way: every frame an uplink receives starts a poll.
 	harness.Run(t, a.pns, "ping", "-c", "50", "-i", "0.01", "-W", "2", b.ip)
 	harness.Run(t, b.pns, "ping", "-c", "50", "-i", "0.01", "-W", "2", a.ip)
 
-	err := a.d.Client(a.pns).DeleteUplink(context.Background(), "wire0", wire.UplinkSpec{Dev: "ovl", NetNS: a.host})
+	// SEGMENT_GET reports the window and the counters.
+	ctx := context.Background()
+	seg, err := a.d.Client(a.pns).Segment(ctx, "wire0")
+	require.NoError(t, err)
+	require.Len(t, seg.Uplinks, 1)
+	assert.Equal(t, uint32(200), seg.Uplinks[0].BusyPollUs)
+	assert.NotZero(t, seg.Uplinks[0].Polls, "SEGMENT_GET counts no polls")
+	assert.LessOrEqual(t, seg.Uplinks[0].PollHits, seg.Uplinks[0].Polls)
+
+	err = a.d.Client(a.pns).DeleteUplink(ctx, "wire0", wire.UplinkSpec{Dev: "ovl", NetNS: a.host})
 	require.NoError(t, err)
 	harness.Eventually(t, "A's uplink closed", func() bool { return strings.Contains(a.d.Log(), "uplink closed") })
 	assert.NotZero(t, counter(t, a.d.Log(), "Polls"), "A's uplink never polled")
 	t.Logf("A's uplink: %d polls, %d hits", counter(t, a.d.Log(), "Polls"), counter(t, a.d.Log(), "Hits"))
 	_, err = harness.RunErr(a.pns, "ping", "-c", "2", "-i", "0.2", "-W", "1", b.ip)
 	assert.Error(t, err, "frames crossed after A's uplink was deleted")
+
+	// Added back at run time (UPLINK_ADD's BUSY_POLL_US), with another window: it polls again.
+	seg, err = a.d.Client(a.pns).AddUplink(ctx, "wire0", wire.UplinkSpec{Dev: "ovl", NetNS: a.host, Attach: attach, BusyPollUs: 100})
+	require.NoError(t, err)
+	require.Len(t, seg.Uplinks, 1)
+	assert.Equal(t, uint32(100), seg.Uplinks[0].BusyPollUs)
+	harness.Run(t, a.pns, "ping", "-c", "20", "-i", "0.01", "-W", "2", b.ip)
+	_, err = a.d.Client(a.pns).AddUplink(ctx, "wire0", wire.UplinkSpec{Dev: "lo", BusyPollUs: 5000})
+	require.ErrorIs(t, err, unix.EINVAL, "a window beyond 1 ms")
 
 	b.d.Stop()
 	assert.NotZero(t, counter(t, b.d.Log(), "Polls"), "B's uplink never polled")
