@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestFormat(t *testing.T) {
@@ -32,9 +34,7 @@ func TestFormat(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := format("manactl", tc.bi, "linux/amd64"); got != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
-			}
+			assert.Equal(t, tc.want, format("manactl", tc.bi, "linux/amd64"))
 		})
 	}
 	if got := format("manad", nil, "linux/amd64"); !strings.HasPrefix(got, "manad (unknown)\ngo:       go") {
