@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/busypoll"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // pair returns the two ends of a SOCK_SEQPACKET socketpair as net.UnixConns (non-blocking,
@@ -18,16 +20,12 @@ import (
 func pair(t *testing.T) (a, b *net.UnixConn) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	conn := func(fd int) *net.UnixConn {
 		f := os.NewFile(uintptr(fd), "seqpacket")
 		defer f.Close()
 		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
 		return c.(*net.UnixConn)
 	}
@@ -37,9 +35,7 @@ func pair(t *testing.T) (a, b *net.UnixConn) {
 func rawConn(t *testing.T, c *net.UnixConn) syscall.RawConn {
 	t.Helper()
 	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return rc
 }
 
@@ -89,18 +85,14 @@ func TestPoll(t *testing.T) {
 			t0 := time.Now()
 			got := busypoll.Poll(rawConn(t, b), tt.d, busypoll.Threads, reader(buf, &n))
 			took := time.Since(t0)
-			if got != tt.want {
-				t.Fatalf("Poll = %v, want %v", got, tt.want)
-			}
+			require.Equal(t, tt.want, got, "Poll")
 			if want := tt.sent + tt.late; got && string(buf[:n]) != want {
 				t.Errorf("read %q, want %q", buf[:n], want)
 			}
 			if !got && n != -1 {
 				t.Errorf("try reported a datagram of %d bytes, yet Poll = false", n)
 			}
-			if took < tt.wantMin {
-				t.Errorf("Poll gave up after %v, before its %v", took, tt.wantMin)
-			}
+			assert.GreaterOrEqual(t, took, tt.wantMin, "Poll gave up after %v, before its %v", took, tt.wantMin)
 		})
 	}
 }
@@ -132,8 +124,6 @@ func TestPollers(t *testing.T) {
 		old := runtime.GOMAXPROCS(tc.procs)
 		got := busypoll.Pollers()
 		runtime.GOMAXPROCS(old)
-		if got != tc.want {
-			t.Errorf("GOMAXPROCS %d: Pollers() = %d, want %d", tc.procs, got, tc.want)
-		}
+		assert.Equal(t, tc.want, got, "GOMAXPROCS %d: Pollers()", tc.procs)
 	}
 }
