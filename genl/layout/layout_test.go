@@ -8,6 +8,7 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/vnic/rxbuf"
+	"github.com/stretchr/testify/require"
 )
 
 func TestPlan(t *testing.T) {
@@ -49,9 +50,7 @@ func TestPlan(t *testing.T) {
 // TestWire: every field of the model's layout reaches the wire form.
 func TestWire(t *testing.T) {
 	l, err := rxbuf.Compute(rxbuf.Params{Rule: rxbuf.RulePreHeadroom, PageSize: 16384, MTU: 1500, FullPageRx: true, RingSize: 512, Queues: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	w := Wire(l)
 	want := genl.RxBufLayout{
 		Rule: "pre-headroom", PageSize: 16384, MTU: 1500, FullPageRx: true, DataSize: uint32(l.DataSize),
