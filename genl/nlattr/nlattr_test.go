@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -81,15 +83,11 @@ func TestParseErrors(t *testing.T) {
 			m := msgWith(tt.fill)
 			_, err := parseTest(m, tt.mode)
 			if tt.errno == 0 {
-				if err != nil {
-					t.Fatalf("unexpected %v", err)
-				}
+				require.NoError(t, err, "unexpected")
 				return
 			}
 			e, ok := err.(*Error)
-			if !ok {
-				t.Fatalf("error %v (%T), want *Error", err, err)
-			}
+			require.True(t, ok, "error %v (%T), want *Error", err, err)
 			if e.Errno != tt.errno || e.Message != tt.msg || (e.Offset > 0) != tt.off || (e.Policy != nil) != tt.policy {
 				t.Errorf("got %+v", e)
 			}
@@ -140,12 +138,8 @@ func TestAppendAck(t *testing.T) {
 			if h.Type != MsgError || h.Flags != tc.flags || h.Seq != 1 || h.PID != 99 || int(h.Len) != len(b) {
 				t.Fatalf("header %+v (len %d)", h, len(b))
 			}
-			if int32(binary.NativeEndian.Uint32(b[16:])) != -int32(tc.errno) {
-				t.Errorf("errno field")
-			}
-			if echo := binary.NativeEndian.Uint32(b[20:]); echo != uint32(len(req)) {
-				t.Errorf("echoed nlmsg_len %d", echo)
-			}
+			assert.Equal(t, -int32(tc.errno), int32(binary.NativeEndian.Uint32(b[16:])), "errno field")
+			assert.Equal(t, uint32(len(req)), binary.NativeEndian.Uint32(b[20:]), "echoed nlmsg_len")
 			if tc.flags&FlagAckTLVs == 0 && len(b) != tc.length {
 				t.Errorf("length %d, want %d", len(b), tc.length)
 			}
@@ -179,14 +173,10 @@ func TestBuilderOverflow(t *testing.T) {
 	b.Put(2, make([]byte, 65000))
 	b.Put(3, make([]byte, 1000))
 	b.EndNest(n)
-	if !b.Overflow {
-		t.Error("nest past 64 KiB not flagged")
-	}
+	assert.True(t, b.Overflow, "nest past 64 KiB not flagged")
 	b.Reset()
 	b.Put(1, make([]byte, 70000))
-	if !b.Overflow {
-		t.Error("attribute past 64 KiB not flagged")
-	}
+	assert.True(t, b.Overflow, "attribute past 64 KiB not flagged")
 }
 
 func TestAttrAccessorsShort(t *testing.T) {
@@ -194,9 +184,7 @@ func TestAttrAccessorsShort(t *testing.T) {
 	if a.U16() != 0 || a.U32() != 0 || a.U64() != 0 || a.U8() != 1 || a.Str() != "\x01" {
 		t.Error("short accessors")
 	}
-	if (Attr{Data: []byte("ab\x00cd")}).Str() != "ab" {
-		t.Error("Str stops at NUL")
-	}
+	assert.Equal(t, "ab", (Attr{Data: []byte("ab\x00cd")}).Str(), "Str stops at NUL")
 }
 
 // FuzzParse: any attribute stream, under any mode, must validate without
@@ -215,9 +203,7 @@ func FuzzParse(f *testing.F) {
 		tb, err := parseTest(m, mode)
 		if err != nil {
 			e, ok := err.(*Error)
-			if !ok {
-				t.Fatalf("non-*Error %T", err)
-			}
+			require.True(t, ok, "non-*Error %T", err)
 			if e.Offset != 0 && (e.Offset < 20 || e.Offset >= len(m)) {
 				t.Fatalf("offset %d out of range", e.Offset)
 			}
