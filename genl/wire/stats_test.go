@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
@@ -27,12 +29,8 @@ func TestStatsGroupRoundTrip(t *testing.T) {
 			t.Fatalf("PutStatsGroup wrote no ETHTOOL_A_STATS_GRP")
 		}
 		got, err := wire.DecodeStatsGroup(it.Attr().Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(g, got); diff != "" {
-			t.Errorf("round trip (-put +decoded):\n%s", diff)
-		}
+		require.NoError(t, err)
+		assert.Empty(t, cmp.Diff(g, got), "round trip (-put +decoded)")
 	}
 }
 
