@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,24 +56,16 @@ func TestWorkedTable(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				l, err := Compute(Params{Rule: rc.rule, PageSize: r.page, MTU: r.mtu, XDP: r.xdp, FullPageRx: r.fp})
 				if rc.w.rejected {
-					if !errors.Is(err, unix.EOPNOTSUPP) {
-						t.Fatalf("err = %v, want EOPNOTSUPP (XDP: mtu too large)", err)
-					}
+					require.ErrorIs(t, err, unix.EOPNOTSUPP, "err = %v, want EOPNOTSUPP (XDP: mtu too large)", err)
 					return
 				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				got := want{l.Headroom, l.AllocSize, l.FragCount, l.Order, l.PoolSize, false}
 				if got != rc.w {
 					t.Errorf("hr/alloc/frag/order/pool = %v, want %v (reason %q)", got, rc.w, l.Reason)
 				}
-				if l.DataSize != r.datasize {
-					t.Errorf("datasize = %d, want %d", l.DataSize, r.datasize)
-				}
-				if l.Single != (l.FragCount == 1) {
-					t.Errorf("single = %v with frag count %d", l.Single, l.FragCount)
-				}
+				assert.Equal(t, r.datasize, l.DataSize, "datasize")
+				assert.Equal(t, l.FragCount == 1, l.Single, "single = %v with frag count %d", l.Single, l.FragCount)
 			})
 		}
 	}
@@ -107,9 +101,7 @@ func TestSeedNumbers(t *testing.T) {
 		{"MANA_RXBUF_PAD", RxBufPad, 334},
 	}
 	for _, c := range cases {
-		if c.got != c.want {
-			t.Errorf("%s: got %d, want %d", c.name, c.got, c.want)
-		}
+		assert.Equal(t, c.want, c.got, "%s", c.name)
 	}
 }
 
@@ -121,9 +113,7 @@ func TestMTUWindow4K(t *testing.T) {
 		c := MustCompute(Params{Rule: RuleUpstream, PageSize: 4096, MTU: mtu})
 		inWindow := mtu >= 1459 && mtu <= 1714
 		differ := b.Single != c.Single
-		if differ != inWindow {
-			t.Errorf("MTU %d: pre-headroom single=%v, upstream single=%v; window says differ=%v", mtu, b.Single, c.Single, inWindow)
-		}
+		assert.Equal(t, inWindow, differ, "MTU %d: pre-headroom single=%v, upstream single=%v; window says differ", mtu, b.Single, c.Single)
 		if inWindow && (b.FragCount != 2 || c.FragCount != 1) {
 			t.Errorf("MTU %d: frag counts %d/%d, want 2/1", mtu, b.FragCount, c.FragCount)
 		}
@@ -168,12 +158,8 @@ func TestPinnedMemory(t *testing.T) {
 			if l.PagesPerQueue != tc.pages || l.BytesPerQueue != tc.bytes || l.BytesTotal != tc.total {
 				t.Errorf("pages/bytes/total = %d/%d/%d, want %d/%d/%d", l.PagesPerQueue, l.BytesPerQueue, l.BytesTotal, tc.pages, tc.bytes, tc.total)
 			}
-			if l.Reason != tc.reason {
-				t.Errorf("reason = %q, want %q", l.Reason, tc.reason)
-			}
-			if l.FragCount*l.BufSize > l.PageBytes {
-				t.Errorf("%d buffers of %d overflow a %d-byte page", l.FragCount, l.BufSize, l.PageBytes)
-			}
+			assert.Equal(t, tc.reason, l.Reason, "reason")
+			assert.LessOrEqual(t, l.FragCount*l.BufSize, l.PageBytes, "%d buffers of %d overflow a %d-byte page", l.FragCount, l.BufSize, l.PageBytes)
 		})
 	}
 }
@@ -196,17 +182,11 @@ func TestValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Compute(tc.p)
 			if tc.errno == 0 {
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				return
 			}
-			if !errors.Is(err, tc.errno) {
-				t.Fatalf("err = %v, want %v", err, tc.errno)
-			}
-			if m := err.(interface{ ExtackMessage() string }).ExtackMessage(); m != tc.msg {
-				t.Errorf("message = %q, want %q", m, tc.msg)
-			}
+			require.ErrorIs(t, err, tc.errno, "err")
+			assert.Equal(t, tc.msg, err.(interface{ ExtackMessage() string }).ExtackMessage(), "message")
 		})
 	}
 }
@@ -234,17 +214,11 @@ func TestInvariants(t *testing.T) {
 						p := Params{Rule: rule, PageSize: page, MTU: mtu, FullPageRx: fp, XDP: xdp}
 						l, err := Compute(p)
 						if xdp && mtu > XDPMTUMax(page) {
-							if err == nil {
-								t.Fatalf("%+v: want XDP rejection", p)
-							}
+							require.Error(t, err, "%+v: want XDP rejection", p)
 							continue
 						}
-						if err != nil {
-							t.Fatalf("%+v: %v", p, err)
-						}
-						if l.Headroom+l.DataSize > l.BufSize {
-							t.Fatalf("%+v: headroom %d + datasize %d > buffer %d", p, l.Headroom, l.DataSize, l.BufSize)
-						}
+						require.NoError(t, err, "%+v", p)
+						require.LessOrEqual(t, l.Headroom+l.DataSize, l.BufSize, "%+v: headroom %d + datasize %d > buffer", p, l.Headroom, l.DataSize)
 						if l.FragCount < 1 || l.FragCount*l.BufSize > l.PageBytes {
 							t.Fatalf("%+v: %d x %d in a %d-byte page", p, l.FragCount, l.BufSize, l.PageBytes)
 						}
