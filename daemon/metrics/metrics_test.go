@@ -15,6 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/datapath"
@@ -51,9 +53,7 @@ func gather(t *testing.T, c *Collector) map[string]*dto.MetricFamily {
 	reg := prometheus.NewPedanticRegistry() // checks Collect against Describe
 	reg.MustRegister(c)
 	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m := map[string]*dto.MetricFamily{}
 	for _, f := range fams {
 		m[f.GetName()] = f
@@ -196,13 +196,9 @@ func TestCollectorLint(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewCollector(SourceFunc(testPorts), NewControl()))
 	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	problems, err := promlint.NewWithMetricFamilies(fams).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
@@ -214,39 +210,27 @@ func TestServe(t *testing.T) {
 	ctl := NewControl()
 	ctl.Request("nlctrl", "getfamily", 0)
 	reg, err := NewRegistry(NewCollector(SourceFunc(testPorts), ctl))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l, err := Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, l, reg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	resp, err := http.Get("http://" + l.Addr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, name := range []string{"manad_rx_dropped_total", "manad_control_requests_total", "go_goroutines", "process_open_fds"} {
-		if fams[name] == nil {
-			t.Errorf("no family %s", name)
-		}
+		assert.NotNil(t, fams[name], "no family %s", name)
 	}
 	// A second listener on the same address fails with EADDRINUSE, naming the address.
 	if _, err := Listen(l.Addr().String()); !errors.Is(err, unix.EADDRINUSE) || !strings.Contains(err.Error(), l.Addr().String()) {
 		t.Errorf("second Listen: %v, want EADDRINUSE naming the address", err)
 	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
+	assert.NoError(t, <-done, "Serve")
 	if _, err := net.Dial("tcp", l.Addr().String()); err == nil {
 		t.Error("still accepting after the context ended")
 	}

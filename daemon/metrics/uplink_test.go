@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/genl/wire"
 )
@@ -28,9 +29,7 @@ func gatherSegments(t *testing.T) []*dto.MetricFamily {
 	reg := prometheus.NewPedanticRegistry() // checks Collect against Describe
 	reg.MustRegister(NewSegmentCollector(SegmentSourceFunc(testSegments)))
 	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return fams
 }
 
@@ -97,9 +96,7 @@ func TestSegmentCollector(t *testing.T) {
 // TestSegmentCollectorLint runs promlint over the segment families.
 func TestSegmentCollectorLint(t *testing.T) {
 	problems, err := promlint.NewWithMetricFamilies(gatherSegments(t)).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
