@@ -14,6 +14,8 @@ import (
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
 	"github.com/manad/manad/vnic/rxbuf"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) {
@@ -83,9 +85,7 @@ func TestVariantsAreValidPorts(t *testing.T) {
 		for _, x := range []variant{v, plain(v)} {
 			t.Run(x.label, func(t *testing.T) {
 				cfg, err := config.Parse("seeds.toml", []byte(x.portTOML("eth0", "ns0", "seg0")))
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				p := cfg.Ports[0]
 				if p.PageSize != x.pageSize || p.Rule != x.rule || p.MTU != x.mtu || p.Queues != x.queues ||
 					p.RxRing != x.ring || p.RxAlloc != x.alloc || p.RxNoRecycle != x.noRecycle || (p.PrivFlags != 0) != x.fullPage {
@@ -135,14 +135,10 @@ func TestTableShape(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{"Seed 004: x", "[model]", "[measured]", "thread (their hardware)", "100 [90–110]",
 		"model: " + colPagesPer1k + "; measured: " + colDrop + ", " + colOffered + "; thread's own: " + colThread} {
-		if !strings.Contains(out, want) {
-			t.Errorf("table lacks %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want, "table lacks")
 	}
 	rows := tb.benchRows()
-	if len(rows) != 2 {
-		t.Fatalf("%d JSON rows, want 2 (one per row of the one measured, non-offer column): %+v", len(rows), rows)
-	}
+	require.Len(t, rows, 2, "%d JSON rows, want 2 (one per row of the one measured, non-offer column): %+v", len(rows), rows)
 	if rows[0].Baseline != 0 || rows[1].Baseline != 100 || rows[1].Ratio != 2 || rows[1].Rounds != 3 {
 		t.Errorf("rows %+v: want the second against the first (100 → 200, 3 rounds)", rows)
 	}
@@ -150,9 +146,7 @@ func TestTableShape(t *testing.T) {
 		t.Errorf("rows %+v: want only the second sender-bound (200 of 205 offered)", rows)
 	}
 	var jb bytes.Buffer
-	if err := output(&jb, []table{tb}, true); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, output(&jb, []table{tb}, true))
 	for _, l := range strings.Split(strings.TrimSpace(jb.String()), "\n") {
 		var r benchrow.Row
 		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Issue != 11 || r.Figure == "" {
@@ -169,19 +163,13 @@ func TestSeedsShort(t *testing.T) {
 	bin, _ := harness.PlainBinaries(t)
 	o := opts{rounds: 1, window: 200 * time.Millisecond}
 	tables, err := measure(context.Background(), bin, o, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := map[string]int{"000": 2, "001": 4, "002": 2, "003": 3, "004": 2}
-	if len(tables) != len(want) {
-		t.Fatalf("%d tables, want %d", len(tables), len(want))
-	}
+	require.Len(t, tables, len(want), "%d tables, want %d", len(tables), len(want))
 	byseed := map[string]table{}
 	for _, tb := range tables {
 		byseed[tb.seed] = tb
-		if len(tb.rows) != want[tb.seed] {
-			t.Errorf("seed %s: %d rows, want %d", tb.seed, len(tb.rows), want[tb.seed])
-		}
+		assert.Len(t, tb.rows, want[tb.seed], "seed %s: %d rows, want %d", tb.seed, len(tb.rows), want[tb.seed])
 		for _, r := range tb.rows {
 			for _, c := range tb.columns {
 				x, ok := r.cells[c.name]
@@ -198,13 +186,9 @@ func TestSeedsShort(t *testing.T) {
 	v := func(seed string, row int, col string) float64 {
 		t.Helper()
 		tb := byseed[seed]
-		if row >= len(tb.rows) {
-			t.Fatalf("seed %s has no row %d", seed, row)
-		}
+		require.Less(t, row, len(tb.rows), "seed %s has no row", seed)
 		x, ok := tb.value(tb.rows[row].label, col)
-		if !ok {
-			t.Fatalf("seed %s, %s: %s is not a figure", seed, tb.rows[row].label, col)
-		}
+		require.True(t, ok, "seed %s, %s: %s is not a figure", seed, tb.rows[row].label, col)
 		return x
 	}
 	// 001: 35 vs 1 per page, and the live pools pin accordingly fewer pages.
@@ -227,9 +211,7 @@ func TestSeedsShort(t *testing.T) {
 		}
 	}
 	// 002: the would-expand-head counter is non-zero before the headroom rule and zero after.
-	if n := v("002", 0, colShortHR); n == 0 {
-		t.Errorf("002 before: short-headroom frames 0, want every forwarded frame")
-	}
+	assert.NotEqual(t, float64(0), v("002", 0, colShortHR), "002 before: short-headroom frames 0, want every forwarded frame")
 	if n := v("002", 1, colShortHR); n != 0 {
 		t.Errorf("002 after: short-headroom frames %v, want 0", n)
 	}
