@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/manad/manad/daemon/tap"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
@@ -134,9 +135,7 @@ func kernelBringUp(b *testing.B, n int) time.Duration {
 	for i := range n {
 		name := fmt.Sprintf("k%d.%d", os.Getpid()%10000, i)
 		d, err := tap.Open(tap.Config{Name: name, Queues: 1, NetNS: ns, Logger: log})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		devs = append(devs, d)
 		fmt.Fprintf(&batch, "link set %s up\n", name)
 	}
@@ -231,9 +230,7 @@ func bridgeRun(b *testing.B, n int) (up, teardown time.Duration) {
 	for i := range n {
 		name := fmt.Sprintf("b%d.%d", os.Getpid()%10000, i)
 		d, err := tap.Open(tap.Config{Name: name, Queues: 1, NetNS: ns, Logger: log, Group: bridgeGroup})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		devs = append(devs, d)
 		fmt.Fprintf(&batch, "link set %s master %s up\n", name, br)
 	}
@@ -249,9 +246,7 @@ func bridgeRun(b *testing.B, n int) (up, teardown time.Duration) {
 	if out, err := exec.Command("ip", "-n", ns, "link", "del", br).CombinedOutput(); err != nil {
 		b.Fatalf("ip link del bridge: %v: %s", err, out)
 	}
-	if err := tap.DeleteGroup(bridgeGroup, devs); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, tap.DeleteGroup(bridgeGroup, devs))
 	closeAll()
 	return up, time.Since(start)
 }
@@ -311,18 +306,14 @@ func run(b *testing.B, n int, shared bool) (r runResult) {
 		if ipRunning {
 			select {
 			case err := <-ipDone:
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				ipRunning = false
 			default:
 			}
 		}
 		t0 := time.Now()
 		ports, err := c.Ports(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		r.control = append(r.control, time.Since(t0))
 		nup := 0
 		for _, p := range ports {
