@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
 
@@ -75,9 +76,7 @@ func TestAddCheckedLikeAdd(t *testing.T) {
 	f, _ := s.build()
 	h := Header{}
 	if _, err := seg.Segment(&h, f, func(o []byte) {
-		if seg.Checked(o).Valid(o) {
-			t.Fatal("the Segmenter vouched for a frame without GSO")
-		}
+		require.False(t, seg.Checked(o).Valid(o), "the Segmenter vouched for a frame without GSO")
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzSegment feeds arbitrary virtio header + frame bytes, as a local user can write them to a
@@ -36,9 +38,7 @@ func FuzzSegment(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var h Header
 		if err := h.Decode(data); err != nil {
-			if !errors.Is(err, ErrShortHeader) {
-				t.Fatalf("Decode: %v", err)
-			}
+			require.ErrorIs(t, err, ErrShortHeader, "Decode")
 			return
 		}
 		frame := data[HeaderLen:]
@@ -61,9 +61,7 @@ func FuzzSegment(f *testing.F) {
 				t.Fatalf("SegmentInPlace: %v and %d segments, Segment: %v and %d", inErr, len(inSegs), err, len(segs))
 			}
 			for i := range inSegs {
-				if !bytes.Equal(inSegs[i], segs[i]) {
-					t.Fatalf("segment %d of SegmentInPlace differs from Segment's", i)
-				}
+				require.Equal(t, segs[i], inSegs[i], "segment %d of SegmentInPlace differs from Segment's", i)
 			}
 		}
 		if err != nil {
@@ -73,9 +71,7 @@ func FuzzSegment(f *testing.F) {
 			}
 			return
 		}
-		if st.N != len(segs) {
-			t.Fatalf("reported %d segments, emitted %d", st.N, len(segs))
-		}
+		require.Equal(t, len(segs), st.N, "reported %d segments, emitted %d", st.N, len(segs))
 		if st.GSO {
 			for _, b := range segs {
 				checkFrame(t, b)
@@ -92,9 +88,7 @@ func FuzzSegment(f *testing.F) {
 			}
 		}
 		in += flushLen(co)
-		if in > len(segs)*MaxFrameLen {
-			t.Fatalf("coalesced %d bytes", in)
-		}
+		require.LessOrEqual(t, in, len(segs)*MaxFrameLen, "coalesced %d bytes", in)
 		// The UDP datagrams among the segments coalesce into superframes that Segment cuts
 		// into the same datagrams again.
 		uco.Flush()
@@ -108,9 +102,7 @@ func FuzzSegment(f *testing.F) {
 			}
 		}
 		again = resegment(t, seg, uco, again)
-		if len(again) != len(segs) {
-			t.Fatalf("%d segments, %d after coalescing and segmenting again", len(segs), len(again))
-		}
+		require.Len(t, again, len(segs), "%d segments, %d after coalescing and segmenting again", len(segs), len(again))
 		for i := range segs {
 			if !bytes.Equal(again[i], segs[i]) && !sameUDP(again[i], segs[i]) {
 				t.Fatalf("segment %d changed:\n %x\n %x", i, segs[i], again[i])
@@ -127,9 +119,7 @@ func resegment(t *testing.T, seg *Segmenter, c *UDPCoalescer, out [][]byte) [][]
 	}
 	b := bytes.Join(iov, nil)
 	var h Header
-	if err := h.Decode(b); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.Decode(b))
 	if n > 1 && (h.GSOType != GSOUDPL4 || h.GSOSize == 0) {
 		t.Fatalf("a UDP superframe of %d datagrams with header %+v", n, h)
 	}
@@ -137,9 +127,7 @@ func resegment(t *testing.T, seg *Segmenter, c *UDPCoalescer, out [][]byte) [][]
 	if _, err := seg.Segment(&h, b[HeaderLen:], func(s []byte) { out = append(out, bytes.Clone(s)) }); err != nil {
 		t.Fatalf("Segment refuses a coalesced UDP superframe of %d datagrams: %v", n, err)
 	}
-	if len(out)-before != n {
-		t.Fatalf("a run of %d datagrams segmented into %d", n, len(out)-before)
-	}
+	require.Equal(t, n, len(out)-before, "a run of %d datagrams segmented into %d", n, len(out)-before)
 	return out
 }
 

@@ -3,6 +3,8 @@ package offload
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestSumVectorAgainstGo sums random buffers up to 3 MiB, at odd offsets, with the AVX2 bulk and
@@ -35,7 +37,5 @@ func TestSumVectorAgainstGo(t *testing.T) {
 		ones[i] = 0xff
 	}
 	// 2^20 words of 0xffff: the 64-bit total must come back unwrapped.
-	if got, want := sumAVX2(ones), uint64(len(ones)/2)*0xffff; got != want {
-		t.Errorf("sumAVX2 of 2 MiB of 0xff = %#x, want %#x", got, want)
-	}
+	assert.Equal(t, uint64(len(ones)/2)*0xffff, sumAVX2(ones), "sumAVX2 of 2 MiB of 0xff")
 }
