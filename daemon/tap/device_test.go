@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -24,9 +26,7 @@ func openTest(t *testing.T, cfg Config) *Device {
 		cfg.Logger = quietLogger()
 	}
 	d, err := Open(cfg)
-	if err != nil {
-		t.Fatalf("Open(%+v): %v", cfg, err)
-	}
+	require.NoError(t, err, "Open(%+v)", cfg)
 	t.Cleanup(func() { d.Delete() })
 	return d
 }
@@ -39,9 +39,7 @@ func TestOpenCreatesMultiQueueTAPInNetNS(t *testing.T) {
 	d := openTest(t, Config{Name: name, MAC: mac, MTU: 9000, Queues: 4, NetNS: ns, TxQueueLen: 2048})
 
 	l, ok := taptest.ShowLink(t, ns, name)
-	if !ok {
-		t.Fatalf("%s not found in netns %s", name, ns)
-	}
+	require.True(t, ok, "%s not found in netns %s", name, ns)
 	info := l.LinkInfo.Data
 	if l.LinkInfo.Kind != "tun" || info.Type != "tap" || info.PI || info.VnetHdr || !info.MultiQueue {
 		t.Errorf("link info %+v: want a multi-queue TAP without PI or vnet header", l.LinkInfo)
@@ -49,9 +47,7 @@ func TestOpenCreatesMultiQueueTAPInNetNS(t *testing.T) {
 	if info.NumQueues != 4 || d.NumQueues() != 4 {
 		t.Errorf("queues: kernel %d, device %d; want 4", info.NumQueues, d.NumQueues())
 	}
-	if info.Persist {
-		t.Errorf("non-persistent TAP has IFF_PERSIST")
-	}
+	assert.False(t, info.Persist, "non-persistent TAP has IFF_PERSIST")
 	if l.Address != mac.String() || l.MTU != 9000 || l.TxQLen != 2048 || l.Alias != "manad:"+name {
 		t.Errorf("link %s: address %s mtu %d txqlen %d alias %q; want %s 9000 2048 %q",
 			name, l.Address, l.MTU, l.TxQLen, l.Alias, mac, "manad:"+name)
@@ -65,9 +61,7 @@ func TestOpenCreatesMultiQueueTAPInNetNS(t *testing.T) {
 		t.Errorf("%s also exists in the daemon's namespace", name)
 	}
 	var st unix.Stat_t
-	if err := unix.Stat("/run/netns/"+ns, &st); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.Stat("/run/netns/"+ns, &st))
 	if dev, ino := d.NetNSID(); dev != st.Dev || ino != st.Ino {
 		t.Errorf("NetNSID = %d/%d, want %d/%d", dev, ino, st.Dev, st.Ino)
 	}
@@ -86,19 +80,13 @@ func TestCloseDeletesNonPersistentKeepsPersistent(t *testing.T) {
 		if l, _ := taptest.ShowLink(t, ns, name); l.LinkInfo.Data.Persist != persistent {
 			t.Errorf("persistent=%v: kernel says persist=%v", persistent, l.LinkInfo.Data.Persist)
 		}
-		if err := d.Close(); err != nil {
-			t.Fatalf("Close: %v", err)
-		}
+		require.NoError(t, d.Close(), "Close")
 		l, exists := taptest.ShowLink(t, ns, name)
-		if exists != persistent {
-			t.Fatalf("persistent=%v: after Close the TAP exists=%v", persistent, exists)
-		}
+		require.Equal(t, persistent, exists, "persistent=%v: after Close the TAP exists=%v", persistent, exists)
 		if persistent && (l.LinkInfo.Data.NumQueues != 0 || l.LinkInfo.Data.NumDisabled != 0) {
 			t.Errorf("persistent TAP still has queues after Close: %+v", l.LinkInfo.Data)
 		}
-		if err := d.Close(); err != nil {
-			t.Errorf("second Close: %v", err)
-		}
+		assert.NoError(t, d.Close(), "second Close")
 		if _, err := d.MTU(); !errors.Is(err, unix.ENODEV) {
 			t.Errorf("MTU after Close: %v, want ENODEV", err)
 		}
@@ -137,24 +125,14 @@ func TestReattachKeepsAddresses(t *testing.T) {
 		t.Errorf("after re-attach: %d queues, address %s, up %v, txqueuelen %d; want 2, %s, true, 3000 (the user's)",
 			l.LinkInfo.Data.NumQueues, l.Address, l.Up(), l.TxQLen, mac)
 	}
-	if out := taptest.IP(t, ns, "addr", "show", "dev", name); !strings.Contains(out, "192.0.2.1/24") {
-		t.Errorf("address lost across re-attach:\n%s", out)
-	}
-	if out := taptest.IP(t, ns, "route", "show", "198.51.100.0/24"); !strings.Contains(out, "via 192.0.2.254") {
-		t.Errorf("route lost across re-attach:\n%s", out)
-	}
+	assert.Contains(t, taptest.IP(t, ns, "addr", "show", "dev", name), "192.0.2.1/24", "address lost across re-attach")
+	assert.Contains(t, taptest.IP(t, ns, "route", "show", "198.51.100.0/24"), "via 192.0.2.254", "route lost across re-attach")
 
 	// Re-attaching with Persistent false adopts the TAP as non-persistent: Close removes it.
-	if err := d2.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d2.Close())
 	d3 := openTest(t, Config{Name: name, Queues: 1, NetNS: ns})
-	if !d3.Reattached() {
-		t.Fatal("third Open did not re-attach")
-	}
-	if err := d3.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.True(t, d3.Reattached(), "third Open did not re-attach")
+	require.NoError(t, d3.Close())
 	if _, ok := taptest.ShowLink(t, ns, name); ok {
 		t.Error("non-persistent re-attached TAP survived Close")
 	}
@@ -165,9 +143,7 @@ func TestDeleteRemovesPersistentTAP(t *testing.T) {
 	ns := taptest.NetNS(t)
 	name := taptest.Name("mt")
 	d := openTest(t, Config{Name: name, Queues: 3, NetNS: ns, Persistent: true})
-	if err := d.Delete(); err != nil {
-		t.Fatalf("Delete: %v", err)
-	}
+	require.NoError(t, d.Delete(), "Delete")
 	if _, ok := taptest.ShowLink(t, ns, name); ok {
 		t.Error("persistent TAP survived Delete")
 	}
@@ -259,9 +235,7 @@ func TestSetQueuesAttachesAndDetaches(t *testing.T) {
 	taptest.IP(t, ns, "link", "set", name, "up")
 	for _, n := range []int{5, 1, 3, 3} {
 		old := d.Queues()
-		if err := d.SetQueues(n); err != nil {
-			t.Fatalf("SetQueues(%d): %v", n, err)
-		}
+		require.NoError(t, d.SetQueues(n), "SetQueues(%d)", n)
 		l, _ := taptest.ShowLink(t, ns, name)
 		if l.LinkInfo.Data.NumQueues != n || d.NumQueues() != n {
 			t.Fatalf("after SetQueues(%d): kernel %d, device %d", n, l.LinkInfo.Data.NumQueues, d.NumQueues())
@@ -296,12 +270,8 @@ func TestSetQueuesAttachesAndDetaches(t *testing.T) {
 			t.Errorf("SetQueues(%d): %v, want EINVAL", n, err)
 		}
 	}
-	if d.NumQueues() != 3 {
-		t.Errorf("a refused SetQueues changed the queue count to %d", d.NumQueues())
-	}
-	if err := d.SetTxQueueLen(4000); err != nil {
-		t.Fatal(err)
-	}
+	assert.Equal(t, 3, d.NumQueues(), "a refused SetQueues changed the queue count to")
+	require.NoError(t, d.SetTxQueueLen(4000))
 	if err := d.SetTxQueueLen(-1); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("SetTxQueueLen(-1): %v, want EINVAL", err)
 	}
@@ -376,9 +346,7 @@ func TestQueuesCarryTransmittedFrames(t *testing.T) {
 			break
 		}
 	}
-	if !seen {
-		t.Error("no ARP request for 192.0.2.2 was read from any queue")
-	}
+	assert.True(t, seen, "no ARP request for 192.0.2.2 was read from any queue")
 	for _, q := range d.Queues() {
 		q.SetReadDeadline(time.Now()) // release the other reader
 	}
@@ -393,14 +361,10 @@ func TestMoveTo(t *testing.T) {
 	name := taptest.Name("mt")
 	d := openTest(t, Config{Name: name, Queues: 2, NetNS: ns1, MTU: 1400})
 	ch, err := d.Watch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	next(t, ch)
 
-	if err := d.MoveTo(ns2); err != nil {
-		t.Fatalf("MoveTo: %v", err)
-	}
+	require.NoError(t, d.MoveTo(ns2), "MoveTo")
 	waitState(t, ch, "the TAP leaving ns1", func(e LinkEvent) bool { return e.Deleted })
 	if _, ok := taptest.ShowLink(t, ns1, name); ok {
 		t.Errorf("%s still in %s", name, ns1)
@@ -416,9 +380,7 @@ func TestMoveTo(t *testing.T) {
 	}
 	// The queues still carry frames, and new ones attach in the new namespace.
 	taptest.IP(t, ns2, "link", "set", name, "up")
-	if err := d.SetQueues(3); err != nil {
-		t.Fatalf("SetQueues after the move: %v", err)
-	}
+	require.NoError(t, d.SetQueues(3), "SetQueues after the move")
 	for i := range 3 {
 		if _, err := d.Queue(i).Write(testFrame()); err != nil {
 			t.Fatalf("queue %d: %v", i, err)
@@ -428,13 +390,9 @@ func TestMoveTo(t *testing.T) {
 	if l.LinkInfo.Data.NumQueues != 3 || l.Stats64.RX.Packets != 3 {
 		t.Errorf("in ns2: %d queues, %d frames received; want 3 and 3", l.LinkInfo.Data.NumQueues, l.Stats64.RX.Packets)
 	}
-	if err := d.SetMTU(1300); err != nil {
-		t.Errorf("SetMTU after the move: %v", err)
-	}
+	assert.NoError(t, d.SetMTU(1300), "SetMTU after the move")
 	ch2, err := d.Watch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if ev := next(t, ch2); ev.MTU != 1300 || !ev.Up {
 		t.Errorf("watch in the new namespace starts with %+v", ev)
 	}
@@ -447,16 +405,12 @@ func TestMoveTo(t *testing.T) {
 	if err := d.MoveTo("manad-no-such-ns"); !errors.Is(err, unix.ENOENT) {
 		t.Errorf("MoveTo a missing namespace: %v, want ENOENT", err)
 	}
-	if err := d.MoveTo(ns2); err != nil {
-		t.Errorf("MoveTo where it is: %v", err)
-	}
+	assert.NoError(t, d.MoveTo(ns2), "MoveTo where it is")
 	if _, ok := taptest.ShowLink(t, ns2, name); !ok || d.NetNS() != ns2 {
 		t.Error("a refused move moved the TAP")
 	}
 	// Close deletes a non-persistent TAP in its new namespace.
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Close())
 	if _, ok := taptest.ShowLink(t, ns2, name); ok {
 		t.Error("Close left the moved TAP behind")
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // watchedTAP opens a one-queue TAP in a namespace of its own and watches it, for the tests that
@@ -26,9 +28,7 @@ func watchedTAP(t *testing.T) (ns, name string, d *Device, ch <-chan LinkEvent) 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ch, err := d.Watch(ctx)
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
+	require.NoError(t, err, "Watch")
 	return ns, name, d, ch
 }
 
@@ -44,9 +44,7 @@ func TestFeaturesFollowEthtool(t *testing.T) {
 	ethtool := func(args ...string) {
 		t.Helper()
 		out, err := exec.Command("ip", append([]string{"netns", "exec", ns, "ethtool", "-K", name}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ethtool -K %v: %v: %s", args, err, out)
-		}
+		require.NoError(t, err, "ethtool -K %v: %v: %s", args, err, out)
 	}
 	for _, step := range []struct {
 		args []string
@@ -93,9 +91,7 @@ func TestSetFeatures(t *testing.T) {
 		}
 		waitState(t, ch, "the change's link event", func(e LinkEvent) bool { return e.Features == step.want })
 	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Close())
 	if _, err := d.SetFeatures(FeatureGROList, FeatureGROList); !errors.Is(err, unix.ENODEV) {
 		t.Errorf("SetFeatures after Close: %v, want ENODEV", err)
 	}
@@ -109,8 +105,6 @@ func TestFeatureName(t *testing.T) {
 		{FeatureGRO, "rx-gro"}, {FeatureGROUDPFwd, "rx-udp-gro-forwarding"}, {FeatureGROList, "rx-gro-list"},
 		{FeatureGRO | FeatureGROList, ""}, {0, ""},
 	} {
-		if got := tt.f.Name(); got != tt.want {
-			t.Errorf("Features(%03b).Name() = %q, want %q", tt.f, got, tt.want)
-		}
+		assert.Equal(t, tt.want, tt.f.Name(), "Features(%03b).Name()", tt.f)
 	}
 }

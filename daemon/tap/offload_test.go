@@ -2,7 +2,6 @@ package tap
 
 import (
 	"encoding/binary"
-	"errors"
 	"net"
 	"os"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/manad/manad/daemon/offload"
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/require"
 )
 
 // TestOffload opens a TAP with offloads: the kernel marks it vnet_hdr, accepts at least
@@ -50,9 +50,7 @@ func TestOffload(t *testing.T) {
 			_, err = c.Write(payload)
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	q := d.Queue(0)
 	q.SetReadDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, VnetHdrLen+offload.MaxFrameLen)
@@ -60,21 +58,15 @@ func TestOffload(t *testing.T) {
 	bytes := 0
 	for bytes < len(payload) {
 		n, err := q.Read(buf)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("read %d of %d UDP bytes from the TAP", bytes, len(payload))
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "read %d of %d UDP bytes from the TAP", bytes, len(payload))
+		require.NoError(t, err)
 		f := buf[VnetHdrLen:n]
 		// IPv4, UDP, to port 9; IPv6 chatter and ARP are skipped.
 		if len(f) < 42 || binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[23] != 17 || binary.BigEndian.Uint16(f[36:]) != 9 {
 			continue
 		}
 		var h offload.Header
-		if err := h.Decode(buf[:n]); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, h.Decode(buf[:n]))
 		if h.Flags&offload.FlagNeedsCsum == 0 || h.CsumStart != 34 || h.CsumOffset != 6 {
 			t.Errorf("UDP frame with header %+v: want a partial checksum at 34+6", h)
 		}
@@ -90,9 +82,7 @@ func TestOffload(t *testing.T) {
 	}
 
 	// Re-attach, as a restarted manad does.
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Close())
 	d2 := openTest(t, Config{Name: name, Queues: 2, NetNS: ns, Offload: true, Persistent: true})
 	if !d2.Reattached() || d2.Offloads() != got {
 		t.Errorf("re-attached %v with offloads %s, want %s", d2.Reattached(), OffloadString(d2.Offloads()), OffloadString(got))
@@ -103,9 +93,7 @@ func TestOffload(t *testing.T) {
 
 	// Re-attached without offloads, the TAP hands over plain frames again: the UDP_SEGMENT
 	// send arrives as five datagrams of 1042 bytes, no header in front.
-	if err := d2.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d2.Close())
 	d3 := openTest(t, Config{Name: name, Queues: 1, NetNS: ns, Persistent: true})
 	if l, _ := taptest.ShowLink(t, ns, name); l.LinkInfo.Data.VnetHdr || d3.Offloads() != 0 || d3.VnetHdr() {
 		t.Errorf("re-attached without offloads: vnet_hdr %v, offloads %s", l.LinkInfo.Data.VnetHdr, OffloadString(d3.Offloads()))
@@ -122,23 +110,17 @@ func TestOffload(t *testing.T) {
 			_, err = c.Write(payload)
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	q = d3.Queue(0)
 	q.SetReadDeadline(time.Now().Add(5 * time.Second))
 	for n := 0; n < 5; {
 		m, err := q.Read(buf)
-		if err != nil {
-			t.Fatalf("after %d datagrams: %v", n, err)
-		}
+		require.NoError(t, err, "after %d datagrams", n)
 		f := buf[:m]
 		if len(f) < 42 || binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[23] != 17 || binary.BigEndian.Uint16(f[36:]) != 9 {
 			continue
 		}
-		if m != 1042 {
-			t.Fatalf("datagram %d is a %d-byte frame, want 1042", n, m)
-		}
+		require.Equal(t, 1042, m, "datagram %d is a %d-byte frame, want 1042", n, m)
 		n++
 	}
 }

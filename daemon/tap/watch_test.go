@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // next returns the next event, failing the test if none comes within a generous deadline.
@@ -18,9 +20,7 @@ func next(t *testing.T, ch <-chan LinkEvent) LinkEvent {
 	t.Helper()
 	select {
 	case ev, ok := <-ch:
-		if !ok {
-			t.Fatal("watch channel closed")
-		}
+		require.True(t, ok, "watch channel closed")
 		return ev
 	case <-time.After(10 * time.Second):
 		t.Fatal("no link event")
@@ -53,9 +53,7 @@ func waitState(t *testing.T, ch <-chan LinkEvent, what string, cond func(LinkEve
 	for {
 		select {
 		case ev, ok := <-ch:
-			if !ok {
-				t.Fatalf("watch channel closed while waiting for %s", what)
-			}
+			require.True(t, ok, "watch channel closed while waiting for %s", what)
 			if cond(ev) {
 				return ev
 			}
@@ -75,9 +73,7 @@ func TestWatchFollowsLinkState(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := d.Watch(ctx)
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
+	require.NoError(t, err, "Watch")
 	first := next(t, ch)
 	if first.Up || first.MTU != 1500 || first.Name != name || first.Index != d.Index() || first.Deleted {
 		t.Fatalf("first event %+v: want the current state (down, MTU 1500)", first)
@@ -100,13 +96,9 @@ func TestWatchFollowsLinkState(t *testing.T) {
 			func(e LinkEvent) bool { return e.MAC.String() == "02:01:02:03:04:05" }},
 	}
 	for _, s := range steps {
-		if err := s.do(); err != nil {
-			t.Fatalf("%s: %v", s.what, err)
-		}
+		require.NoError(t, s.do(), "%s", s.what)
 		ev := waitState(t, ch, s.what, s.want)
-		if ev.Deleted {
-			t.Fatalf("%s: event says deleted: %+v", s.what, ev)
-		}
+		require.False(t, ev.Deleted, "%s: event says deleted: %+v", s.what, ev)
 	}
 	// Refused values change nothing and send nothing.
 	for _, mtu := range []int{MinMTU - 1, MaxMTU + 1} {
@@ -125,9 +117,7 @@ func TestWatchFollowsLinkState(t *testing.T) {
 
 	taptest.IP(t, ns, "link", "del", name)
 	ev := waitState(t, ch, "deletion", func(e LinkEvent) bool { return e.Deleted })
-	if ev.Index != d.Index() {
-		t.Errorf("deleted event for index %d, want %d", ev.Index, d.Index())
-	}
+	assert.Equal(t, d.Index(), ev.Index, "deleted event for index")
 	if _, ok := <-ch; ok {
 		t.Error("channel not closed after the deleted event")
 	}
@@ -142,18 +132,12 @@ func TestWatchCoalescesToLatest(t *testing.T) {
 	d := openTest(t, Config{Name: name, Queues: 1, NetNS: ns, MTU: 1500})
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, err := d.Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for mtu := 1000; mtu < 1050; mtu++ {
-		if err := d.SetMTU(mtu); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, d.SetMTU(mtu))
 	}
 	ev := waitState(t, ch, "MTU 1049", func(e LinkEvent) bool { return e.MTU == 1049 })
-	if ev.Deleted {
-		t.Fatalf("%+v", ev)
-	}
+	require.False(t, ev.Deleted, "%+v", ev)
 	select {
 	case ev := <-ch:
 		t.Errorf("stale event after the latest state: %+v", ev)
@@ -163,9 +147,7 @@ func TestWatchCoalescesToLatest(t *testing.T) {
 	cancel()
 	select {
 	case _, ok := <-ch:
-		if ok {
-			t.Error("event after cancel")
-		}
+		assert.False(t, ok, "event after cancel")
 	case <-time.After(10 * time.Second):
 		t.Fatal("channel not closed after cancel")
 	}
@@ -184,18 +166,12 @@ func TestWatchOnlyItsOwnLink(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := a.Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	next(t, ch)
 	for i := range 5 {
-		if err := b.SetMTU(1300 + i); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, b.SetMTU(1300+i))
 	}
-	if err := a.SetMTU(1234); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.SetMTU(1234))
 	ev := next(t, ch)
 	if ev.MTU != 1234 || ev.Index != a.Index() {
 		t.Errorf("event %+v: want only a's MTU change (%s)", ev, fmt.Sprint(a.Index()))
@@ -209,18 +185,12 @@ func TestCloseEndsWatch(t *testing.T) {
 	name := taptest.Name("mt")
 	d := openTest(t, Config{Name: name, Queues: 1, NetNS: ns, Persistent: true})
 	ch, err := d.Watch(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	next(t, ch)
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Close())
 	select {
 	case ev, ok := <-ch:
-		if ok {
-			t.Errorf("event after Close: %+v", ev)
-		}
+		assert.False(t, ok, "event after Close: %+v", ev)
 	case <-time.After(10 * time.Second):
 		t.Fatal("watch still running after Close")
 	}

@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // newWatcherTest starts a Watcher of ns and closes it when the test ends.
@@ -20,9 +22,7 @@ func newWatcherTest(t *testing.T, ns string, opts WatcherOptions) *Watcher {
 		opts.Logger = quietLogger()
 	}
 	w, err := NewWatcher(ns, opts)
-	if err != nil {
-		t.Fatalf("NewWatcher(%q): %v", ns, err)
-	}
+	require.NoError(t, err, "NewWatcher(%q)", ns)
 	t.Cleanup(func() { w.Close() })
 	return w
 }
@@ -50,9 +50,7 @@ func TestSharedWatcherDispatchesByIndex(t *testing.T) {
 	for i := range devs {
 		devs[i] = openTest(t, Config{Name: taptest.Name("mw"), Queues: 1, NetNS: ns, MTU: 1500, Watcher: w})
 		ch, err := devs[i].Watch(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		chs[i] = ch
 		if ev := next(t, chs[i]); ev.Index != devs[i].Index() || ev.MTU != 1500 || ev.Up {
 			t.Fatalf("first event of %s: %+v", devs[i].Name(), ev)
@@ -82,9 +80,7 @@ func TestWatcherResyncsAfterOverrun(t *testing.T) {
 	for i := range devs {
 		devs[i] = openTest(t, Config{Name: taptest.Name("mo"), Queues: 1, NetNS: ns, MTU: 1500, Watcher: w})
 		ch, err := devs[i].Watch(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		chs[i] = ch
 		next(t, ch)
 	}
@@ -93,9 +89,7 @@ func TestWatcherResyncsAfterOverrun(t *testing.T) {
 	// Opening the TAPs may have overrun the socket already; the bursts must overrun it again.
 	before := w.Overruns()
 	for round := 0; round == 0 || w.Overruns() == before; round++ {
-		if round == 20 {
-			t.Fatal("no overrun after 20 bursts: the test hook did not shrink the receive buffer")
-		}
+		require.NotEqual(t, 20, round, "no overrun after 20 bursts: the test hook did not shrink the receive buffer")
 		var cmds []string
 		for step := range 10 {
 			final = 1000 + 20*round + step
@@ -130,9 +124,7 @@ func TestWatchFollowsRename(t *testing.T) {
 	old, renamed := taptest.Name("mr"), taptest.Name("mn")
 	d := openTest(t, Config{Name: old, Queues: 1, NetNS: ns})
 	ch, err := d.Watch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	next(t, ch)
 	taptest.IP(t, ns, "link", "set", old, "name", renamed)
 	ev := waitState(t, ch, "the rename", func(e LinkEvent) bool { return e.Name == renamed })
@@ -142,9 +134,7 @@ func TestWatchFollowsRename(t *testing.T) {
 	if got := d.Name(); got != renamed {
 		t.Errorf("Name() = %q after the rename, want %q", got, renamed)
 	}
-	if err := d.SetQueues(3); err != nil {
-		t.Fatalf("SetQueues(3) after the rename: %v", err)
-	}
+	require.NoError(t, d.SetQueues(3), "SetQueues(3) after the rename")
 	l, ok := taptest.ShowLink(t, ns, renamed)
 	if !ok || l.LinkInfo.Data.NumQueues != 3 {
 		t.Errorf("renamed TAP has %d queues (exists: %v), want 3", l.LinkInfo.Data.NumQueues, ok)
@@ -152,9 +142,7 @@ func TestWatchFollowsRename(t *testing.T) {
 	if _, ok := taptest.ShowLink(t, ns, old); ok {
 		t.Errorf("a TAP named %s exists again after the rename", old)
 	}
-	if err := d.SetUp(true); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.SetUp(true))
 	waitState(t, ch, "up under the new name", func(e LinkEvent) bool { return e.Up && e.Name == renamed })
 }
 
@@ -172,13 +160,9 @@ func TestWatcherRefusals(t *testing.T) {
 	}
 	d := openTest(t, Config{Name: taptest.Name("mx"), Queues: 1, NetNS: other, Watcher: w})
 	ch, err := d.Watch(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	next(t, ch)
-	if err := w.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
+	assert.NoError(t, w.Close(), "Close")
 	// A snapshot sent before the close (the kernel may still report the new TAP's late
 	// changes, such as its features) may be taken first; then the channel must close.
 	waitClosed(t, ch, "the watch of a closed watcher")
@@ -187,9 +171,7 @@ func TestWatcherRefusals(t *testing.T) {
 	}
 	// The device shares the watcher's namespace handle, which stays open while the device is:
 	// it still configures its TAP, in its namespace.
-	if err := d.SetMTU(1400); err != nil {
-		t.Fatalf("SetMTU after the watcher closed: %v", err)
-	}
+	require.NoError(t, d.SetMTU(1400), "SetMTU after the watcher closed")
 	if l, ok := taptest.ShowLink(t, other, d.Name()); !ok || l.MTU != 1400 {
 		t.Errorf("TAP in %s after SetMTU(1400): %+v (exists: %v)", other, l, ok)
 	}
@@ -207,26 +189,18 @@ func TestSharedWatcherTwoWatchesOfOneTAP(t *testing.T) {
 	d := openTest(t, Config{Name: taptest.Name("m2"), Queues: 1, NetNS: ns, MTU: 1500, Watcher: w})
 	ctx1, cancel1 := context.WithCancel(t.Context())
 	ch1, err := d.Watch(ctx1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ch2, err := d.Watch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	next(t, ch1)
 	next(t, ch2)
-	if err := d.SetMTU(1300); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.SetMTU(1300))
 	for _, ch := range []<-chan LinkEvent{ch1, ch2} {
 		waitState(t, ch, "MTU 1300", func(e LinkEvent) bool { return e.MTU == 1300 })
 	}
 	cancel1()
 	for range ch1 {
 	}
-	if err := d.SetMTU(1200); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.SetMTU(1200))
 	waitState(t, ch2, "MTU 1200 on the remaining watch", func(e LinkEvent) bool { return e.MTU == 1200 })
 }
