@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/vnic"
 )
@@ -29,9 +30,7 @@ func BenchmarkRun(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			raw := newRawProg(b, ebpf.XDP, bc.insns)
 			p, err := FromProgram(raw, bc.name)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			defer p.Close()
 			frame := udpFrame(1500, 1, 53)
 			buf, data, end := rxBufArgs(frame)
