@@ -3,6 +3,9 @@ package pagepool
 import (
 	"math"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestKernelStats causes each page_pool_stats event on its own and checks that exactly the
@@ -70,9 +73,7 @@ func TestKernelStats(t *testing.T) {
 			name: "bulk allocation counts every buffer, slow or fast",
 			pool: pool{frag: 4},
 			run: func(t *testing.T, p *Pool) {
-				if err := p.AllocBulk(make([]*Buffer, 6)); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, p.AllocBulk(make([]*Buffer, 6)))
 			},
 			want: KernelStats{AllocEmpty: 2, AllocSlow: 2, AllocFast: 4},
 		},
@@ -82,9 +83,7 @@ func TestKernelStats(t *testing.T) {
 			run: func(t *testing.T, p *Pool) {
 				a, b := mustAlloc(t, p), mustAlloc(t, p)
 				p.Recycle(a)
-				if p.Stats().ReleasedRefcnt != 0 {
-					t.Fatal("page released while one of its buffers is out")
-				}
+				require.Equal(t, uint64(0), p.Stats().ReleasedRefcnt, "page released while one of its buffers is out")
 				putFromOtherGoroutine(p, b)
 				mustAlloc(t, p) // drains b: the page goes, a new one comes
 				if st := p.Stats(); st.Pages != 1 || st.PageReleases != 1 {
@@ -100,9 +99,7 @@ func TestKernelStats(t *testing.T) {
 			mem := NewMemory(0)
 			p, err := New(Config{Mem: mem, PageBytes: 4096 << tt.pool.order, BufSize: (4096 << tt.pool.order) / tt.pool.frag,
 				FragCount: tt.pool.frag, Order: tt.pool.order, ReturnRingSize: tt.pool.ring, NoRecycle: tt.pool.noRecycle, Name: "t/rx0"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			tt.run(t, p)
 			p.FlushStats()
 			if got := p.Stats().Kernel(); got != tt.want {
@@ -119,9 +116,7 @@ func TestKernelStats(t *testing.T) {
 func TestNoRecycleEveryBufferFresh(t *testing.T) {
 	mem := NewMemory(0)
 	p, err := New(Config{Mem: mem, PageBytes: 2048, BufSize: 2048, FragCount: 1, NoRecycle: true, Name: "t/rx0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const n = 100
 	for i := range n {
 		b := mustAlloc(t, p)
@@ -145,17 +140,13 @@ func TestNoRecycleEveryBufferFresh(t *testing.T) {
 		t.Errorf("released %d pages, want at least %d", k.RecycleReleasedRefcnt, want)
 	}
 	drain(t, p)
-	if mem.InUse() != 0 {
-		t.Errorf("memory in use %d after destroy", mem.InUse())
-	}
+	assert.Equal(t, int64(0), mem.InUse(), "memory in use %d after destroy", mem.InUse())
 }
 
 func mustAlloc(t *testing.T, p *Pool) *Buffer {
 	t.Helper()
 	b, err := p.Alloc()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 

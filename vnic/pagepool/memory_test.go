@@ -2,11 +2,12 @@ package pagepool
 
 import (
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,28 +43,18 @@ func TestMemoryBudgetBoundary(t *testing.T) {
 				}
 				pages = append(pages, p)
 			}
-			if len(pages) != tc.wantOK {
-				t.Fatalf("%d allocations succeeded, want %d (last error %v)", len(pages), tc.wantOK, failed)
-			}
+			require.Len(t, pages, tc.wantOK, "%d allocations succeeded, want %d (last error %v)", len(pages), tc.wantOK, failed)
 			if tc.budget == 0 {
-				if failed != nil {
-					t.Fatalf("unlimited budget failed: %v", failed)
-				}
+				require.NoError(t, failed, "unlimited budget failed")
 			} else {
-				if !errors.Is(failed, unix.ENOMEM) {
-					t.Fatalf("error %v does not wrap ENOMEM", failed)
-				}
-				if !strings.Contains(failed.Error(), "budget") {
-					t.Errorf("error %q does not explain the budget", failed)
-				}
+				require.ErrorIs(t, failed, unix.ENOMEM, "error %v does not wrap ENOMEM", failed)
+				assert.Contains(t, failed.Error(), "budget", "error %q does not explain the budget", failed)
 			}
 			want := int64(len(pages) * tc.page)
 			if got := m.InUse(); got != want {
 				t.Fatalf("InUse %d after the failure, want %d (the failure must charge nothing)", got, want)
 			}
-			if got := m.Peak(); got != want {
-				t.Fatalf("Peak %d, want %d", got, want)
-			}
+			require.Equal(t, want, m.Peak(), "Peak")
 			if tc.budget > 0 && m.InUse() > tc.budget {
 				t.Fatalf("InUse %d over budget %d", m.InUse(), tc.budget)
 			}
@@ -71,9 +62,7 @@ func TestMemoryBudgetBoundary(t *testing.T) {
 			if len(pages) > 0 {
 				m.FreePage(pages[0])
 				p, err := m.AllocPage(tc.page)
-				if err != nil {
-					t.Fatalf("allocation after a free failed: %v", err)
-				}
+				require.NoError(t, err, "allocation after a free failed")
 				pages[0] = p
 				if tc.budget > 0 {
 					if _, err := m.AllocPage(tc.page); !errors.Is(err, unix.ENOMEM) {
@@ -84,16 +73,10 @@ func TestMemoryBudgetBoundary(t *testing.T) {
 			for _, p := range pages {
 				m.FreePage(p)
 			}
-			if m.InUse() != 0 {
-				t.Fatalf("InUse %d after freeing everything", m.InUse())
-			}
-			if m.Peak() != want {
-				t.Fatalf("Peak %d changed by frees, want %d", m.Peak(), want)
-			}
+			require.Equal(t, int64(0), m.InUse(), "InUse %d after freeing everything", m.InUse())
+			require.Equal(t, want, m.Peak(), "Peak %d changed by frees, want %d", m.Peak(), want)
 			m.ResetPeak()
-			if m.Peak() != 0 {
-				t.Fatalf("Peak %d after ResetPeak with nothing in use", m.Peak())
-			}
+			require.Equal(t, int64(0), m.Peak(), "Peak %d after ResetPeak with nothing in use", m.Peak())
 		})
 	}
 }
@@ -112,22 +95,16 @@ func TestMemoryAllocPageInvalidSize(t *testing.T) {
 
 func TestMemorySetBudget(t *testing.T) {
 	m := NewMemory(8 * 4096)
-	if m.Budget() != 8*4096 {
-		t.Fatalf("Budget %d", m.Budget())
-	}
+	require.Equal(t, int64(8*4096), m.Budget(), "Budget")
 	var pages [][]byte
 	for range 4 {
 		p, err := m.AllocPage(4096)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pages = append(pages, p)
 	}
 	// Lowering below InUse keeps what is charged; only new allocations fail.
 	m.SetBudget(2 * 4096)
-	if m.InUse() != 4*4096 {
-		t.Fatalf("InUse %d changed by SetBudget", m.InUse())
-	}
+	require.Equal(t, int64(4*4096), m.InUse(), "InUse %d changed by SetBudget", m.InUse())
 	if _, err := m.AllocPage(4096); !errors.Is(err, unix.ENOMEM) {
 		t.Fatalf("alloc over a lowered budget: %v, want ENOMEM", err)
 	}
@@ -138,22 +115,14 @@ func TestMemorySetBudget(t *testing.T) {
 	}
 	m.FreePage(pages[1])
 	p, err := m.AllocPage(4096)
-	if err != nil {
-		t.Fatalf("alloc under the lowered budget: %v", err)
-	}
+	require.NoError(t, err, "alloc under the lowered budget")
 	m.FreePage(p)
 	m.FreePage(pages[0])
 	m.SetBudget(0)
-	if m.Budget() != 0 {
-		t.Fatalf("Budget %d after SetBudget(0)", m.Budget())
-	}
+	require.Equal(t, int64(0), m.Budget(), "Budget %d after SetBudget(0)", m.Budget())
 	m.SetBudget(-5)
-	if m.Budget() != 0 {
-		t.Fatalf("negative budget not treated as unlimited: %d", m.Budget())
-	}
-	if NewMemory(-1).Budget() != 0 {
-		t.Fatalf("NewMemory(-1) not unlimited")
-	}
+	require.Equal(t, int64(0), m.Budget(), "negative budget not treated as unlimited")
+	require.Equal(t, int64(0), NewMemory(-1).Budget(), "NewMemory(-1) not unlimited")
 }
 
 func TestMemoryReusesFreedPages(t *testing.T) {
@@ -161,15 +130,11 @@ func TestMemoryReusesFreedPages(t *testing.T) {
 	a, _ := m.AllocPage(4096)
 	a[0] = 0xAB
 	m.FreePage(a)
-	if m.CachedBytes() != 4096 {
-		t.Fatalf("CachedBytes %d, want 4096", m.CachedBytes())
-	}
+	require.Equal(t, int64(4096), m.CachedBytes(), "CachedBytes %d, want 4096", m.CachedBytes())
 	if _, err := m.AllocPage(8192); err != nil { // another size does not take it
 		t.Fatal(err)
 	}
-	if m.CachedBytes() != 4096 {
-		t.Fatalf("a different size consumed the cached page")
-	}
+	require.Equal(t, int64(4096), m.CachedBytes(), "a different size consumed the cached page")
 	b, _ := m.AllocPage(4096)
 	if unsafe.SliceData(a) != unsafe.SliceData(b) {
 		t.Fatalf("freed page not reused")
@@ -215,9 +180,7 @@ func TestMemoryFreeListTrim(t *testing.T) {
 	if n4 != 4 || n16 != 0 {
 		t.Fatalf("cached 4K pages %d, 16K pages %d; want 4 and 0", n4, n16)
 	}
-	if NewMemory(0).cacheFloor != 64<<20 {
-		t.Fatalf("default cache floor is not 64 MiB")
-	}
+	require.Equal(t, int64(64<<20), NewMemory(0).cacheFloor, "default cache floor is not 64 MiB")
 }
 
 func TestMemoryFreePageOverRefundPanics(t *testing.T) {
@@ -225,9 +188,7 @@ func TestMemoryFreePageOverRefundPanics(t *testing.T) {
 	p, _ := m.AllocPage(4096)
 	m.FreePage(p)
 	msg := mustPanic(t, func() { m.FreePage(p) })
-	if !strings.Contains(msg, "double free") {
-		t.Fatalf("panic %q does not say double free", msg)
-	}
+	require.Contains(t, msg, "double free", "panic %q does not say double free", msg)
 	m.FreePage(nil) // empty: nothing to refund, no panic
 }
 
@@ -259,10 +220,6 @@ func TestMemoryConcurrentBudget(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if m.Peak() > budget {
-		t.Fatalf("Peak %d exceeded budget %d", m.Peak(), budget)
-	}
-	if m.InUse() != 0 {
-		t.Fatalf("InUse %d after all frees", m.InUse())
-	}
+	require.LessOrEqual(t, m.Peak(), int64(budget), "Peak %d exceeded budget %d", m.Peak(), budget)
+	require.Equal(t, int64(0), m.InUse(), "InUse %d after all frees", m.InUse())
 }
