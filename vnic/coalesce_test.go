@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/vnic/extack"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCheckCoalesce is mana_set_coalesce's rules, with and without the CQE-8 capability.
@@ -37,9 +38,7 @@ func TestCheckCoalesce(t *testing.T) {
 			tp := newTestPort(t, func(c *Config, _ *Settings) { c.CQECoalesce8 = tc.cqe8 })
 			err := tp.CheckCoalesce(tc.c)
 			if tc.msg == "" {
-				if err != nil {
-					t.Fatalf("CheckCoalesce: %v", err)
-				}
+				require.NoError(t, err, "CheckCoalesce")
 				return
 			}
 			var e *extack.Error
@@ -56,15 +55,11 @@ func TestSetCoalesce(t *testing.T) {
 	tp := newTestPort(t, nil)
 	want := Coalesce{RxUsecs: 10, RxMaxFrames: 20, TxUsecs: 30, TxMaxFrames: 40, RxCQEFrames: 4, RxCQENsecs: 7}
 	tp.locked(func() {
-		if err := tp.SetCoalesce(Coalesce{RxCQEFrames: 3}); err == nil {
-			t.Fatal("SetCoalesce(rx-cqe-frames 3) succeeded")
-		}
+		require.Error(t, tp.SetCoalesce(Coalesce{RxCQEFrames: 3}), "SetCoalesce(rx-cqe-frames 3) succeeded")
 		if got := tp.Settings().Coalesce; got != DefaultCoalesce() {
 			t.Fatalf("after a refused set: %+v", got)
 		}
-		if err := tp.SetCoalesce(want); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.SetCoalesce(want))
 		if got := tp.AppliedCoalesce(); got != (Coalesce{}) {
 			t.Fatalf("down port applied %+v", got)
 		}
@@ -79,9 +74,7 @@ func TestSetCoalesce(t *testing.T) {
 			t.Fatalf("applied at attach %+v, want %+v", got, want)
 		}
 		want.RxCQEFrames = 1
-		if err := tp.SetCoalesce(want); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.SetCoalesce(want))
 		if got := tp.AppliedCoalesce(); got != want {
 			t.Fatalf("running port applied %+v, want %+v", got, want)
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/manad/manad/vnic/rxbuf"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func (tp *testPort) mustLocked(what string, f func() error) {
@@ -26,13 +28,9 @@ func TestPagePoolLifetime(t *testing.T) {
 	tp.SetIfindex(7)
 	tp.open()
 	tp.host.keep = true
-	if r := tp.Receive(0, udpFrame(100, 1, 2)); r != RxDelivered {
-		t.Fatalf("Receive: %v", r)
-	}
+	require.Equal(t, RxDelivered, tp.Receive(0, udpFrame(100, 1, 2)), "Receive")
 	before := tp.PagePools()
-	if len(before) != 4 {
-		t.Fatalf("%d pools, want 4: %+v", len(before), before)
-	}
+	require.Len(t, before, 4, "%d pools, want 4: %+v", len(before), before)
 	napis := tp.NAPIs()
 	for i, pp := range before {
 		if pp.Queue != i || pp.Ifindex != 7 || pp.NAPIID != napis[i].ID || pp.Detached() || pp.ID == 0 {
@@ -49,9 +47,7 @@ func TestPagePoolLifetime(t *testing.T) {
 	start, startBoot := time.Now(), boottime()
 	tp.mustLocked("SetMTU", func() error { return tp.SetMTU(1400) })
 	after := tp.PagePools()
-	if len(after) != 5 {
-		t.Fatalf("%d pools after the rebuild, want 4 new + 1 detached: %+v", len(after), after)
-	}
+	require.Len(t, after, 5, "%d pools after the rebuild, want 4 new + 1 detached: %+v", len(after), after)
 	old := after[4]
 	if old.ID != before[0].ID || !old.Detached() || old.DetachTime.Before(start.Add(-time.Second)) ||
 		old.NAPIID != 0 || old.BuffersOut != 1 || old.Inflight != 1 || old.InflightMem != 16384 || old.Queue != 0 {
@@ -70,15 +66,11 @@ func TestPagePoolLifetime(t *testing.T) {
 	tp.host.release()
 	deadline := time.Now().Add(10 * time.Second)
 	for len(tp.PagePools()) != 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("detached pool still listed after its last buffer returned: %+v", tp.PagePools())
-		}
+		require.False(t, time.Now().After(deadline), "detached pool still listed after its last buffer returned: %+v", tp.PagePools())
 		time.Sleep(time.Millisecond)
 	}
 	tp.locked(tp.Close)
-	if pp := tp.PagePools(); len(pp) != 0 {
-		t.Errorf("pools listed after Close with nothing in flight: %+v", pp)
-	}
+	assert.Empty(t, tp.PagePools(), "pools listed after Close with nothing in flight")
 }
 
 func b2i(b bool) int {
@@ -101,9 +93,7 @@ func TestNAPIIDs(t *testing.T) {
 	check := func(p *testPort) {
 		t.Helper()
 		qs := p.Queues()
-		if len(qs) != 8 {
-			t.Fatalf("%d queues, want 4 RX + 4 TX: %+v", len(qs), qs)
-		}
+		require.Len(t, qs, 8, "%d queues, want 4 RX + 4 TX: %+v", len(qs), qs)
 		for i := range 4 {
 			rx, tx := qs[i], qs[4+i]
 			if rx.Type != QueueRX || tx.Type != QueueTX || rx.ID != i || tx.ID != i || tx.NAPIID != 0 {
@@ -115,9 +105,7 @@ func TestNAPIIDs(t *testing.T) {
 			seen[rx.NAPIID] = true
 		}
 		ns := p.NAPIs()
-		if len(ns) != 4 {
-			t.Fatalf("%d NAPIs, want one per RX queue: %+v", len(ns), ns)
-		}
+		require.Len(t, ns, 4, "%d NAPIs, want one per RX queue: %+v", len(ns), ns)
 		for i, n := range ns {
 			if n.ID != qs[i].NAPIID || n.Queue != i {
 				t.Errorf("NAPI %+v does not poll RX queue %+v", n, qs[i])
@@ -129,9 +117,7 @@ func TestNAPIIDs(t *testing.T) {
 	a.mustLocked("SetRings", func() error { return a.SetRings(256, 128) })
 	check(a)
 	stable := a.Queues()
-	if !slices.Equal(stable, a.Queues()) {
-		t.Error("NAPI ids changed without a rebuild")
-	}
+	assert.True(t, slices.Equal(stable, a.Queues()), "NAPI ids changed without a rebuild")
 	a.locked(a.Close)
 	if qs, ns := a.Queues(), a.NAPIs(); len(qs) != 0 || len(ns) != 0 {
 		t.Errorf("a stopped port lists queues %+v, NAPIs %+v", qs, ns)
@@ -222,9 +208,7 @@ func TestRxAllocModes(t *testing.T) {
 			}
 		}},
 		{rxbuf.AllocNoPool, false, func(t *testing.T, qc QueueCounters, pools []PagePool) {
-			if len(pools) != 0 {
-				t.Errorf("no-pool queues list page pools: %+v", pools)
-			}
+			assert.Empty(t, pools, "no-pool queues list page pools")
 			if st := qc.Pool; st.PageAllocs != st.Allocs || st.Allocs != 128+frames || st.Recycles != 0 ||
 				st.ReleasedRefcnt != frames {
 				t.Errorf("no-pool: every buffer should be its own allocation, freed on return: %+v", st)
@@ -236,9 +220,7 @@ func TestRxAllocModes(t *testing.T) {
 			tp := newTestPort(t, func(c *Config, _ *Settings) { c.RxAlloc, c.RxNoRecycle = tt.alloc, tt.noRecycle })
 			tp.open()
 			for range frames {
-				if r := tp.Receive(0, udpFrame(100, 1, 2)); r != RxDelivered {
-					t.Fatalf("Receive: %v", r)
-				}
+				require.Equal(t, RxDelivered, tp.Receive(0, udpFrame(100, 1, 2)), "Receive")
 			}
 			var qc []QueueCounters
 			tp.locked(func() { qc = tp.QueueCounters() })
@@ -275,9 +257,7 @@ func TestShortHeadroom(t *testing.T) {
 	}
 	for _, tt := range tests {
 		l := rxbuf.MustCompute(rxbuf.Params{Rule: tt.rule, PageSize: tt.page, MTU: tt.mtu, XDP: tt.xdp, FullPageRx: tt.fullPage})
-		if got := l.Headroom < rxbuf.LLReservedSpace; got != tt.short {
-			t.Fatalf("%+v: layout headroom %d; the table is wrong", tt, l.Headroom)
-		}
+		require.Equal(t, tt.short, l.Headroom < rxbuf.LLReservedSpace, "%+v: layout headroom %d; the table is wrong", tt, l.Headroom)
 		tp := newTestPort(t, func(c *Config, s *Settings) {
 			c.Rule, c.PageSize, s.MTU = tt.rule, tt.page, tt.mtu
 			if tt.xdp {
@@ -289,9 +269,7 @@ func TestShortHeadroom(t *testing.T) {
 		})
 		tp.open()
 		for range 5 {
-			if r := tp.Receive(2, udpFrame(200, 1, 2)); r != RxDelivered {
-				t.Fatalf("Receive: %v", r)
-			}
+			require.Equal(t, RxDelivered, tp.Receive(2, udpFrame(200, 1, 2)), "Receive")
 		}
 		tp.Receive(2, nil) // a zero-length completion is not delivered, so not counted
 		var qc []QueueCounters
@@ -373,9 +351,7 @@ func TestDetachedPoolsBounded(t *testing.T) {
 	tp.pools.mu.Lock()
 	n := len(tp.pools.detached)
 	tp.pools.mu.Unlock()
-	if n != 0 {
-		t.Errorf("%d detached pools remembered after 50 rebuilds with nothing in flight", n)
-	}
+	assert.Equal(t, 0, n, "%d detached pools remembered after 50 rebuilds with nothing in flight", n)
 }
 
 // poolEvents records a port's page-pool events.
@@ -425,13 +401,9 @@ func TestPagePoolEvents(t *testing.T) {
 		}
 	}
 	tp.host.keep = true
-	if r := tp.Receive(0, udpFrame(100, 1, 2)); r != RxDelivered {
-		t.Fatalf("Receive: %v", r)
-	}
+	require.Equal(t, RxDelivered, tp.Receive(0, udpFrame(100, 1, 2)), "Receive")
 	tp.mustLocked("SetMTU 1500 (no-op)", func() error { return tp.SetMTU(1500) })
-	if evs := rec.take(); len(evs) != 0 {
-		t.Fatalf("events for a no-op: %+v", evs)
-	}
+	require.Empty(t, rec.take(), "events for a no-op")
 	tp.mustLocked("SetMTU", func() error { return tp.SetMTU(1400) })
 	evs := rec.take()
 	after := tp.PagePools()
@@ -464,9 +436,7 @@ func TestPagePoolEvents(t *testing.T) {
 		}
 		<-rec.got
 	}
-	if pp := tp.PagePools(); len(pp) != 4 {
-		t.Errorf("the drained pool is still listed after its del: %+v", pp)
-	}
+	assert.Len(t, tp.PagePools(), 4, "the drained pool is still listed after its del")
 	tp.locked(tp.Close)
 	if evs := rec.take(); len(evs) != 4 || evs[0].Kind != PagePoolRemoved || evs[3].Pool.ID != after[3].ID {
 		t.Errorf("Close: %+v, want 4 dels", evs)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,9 +58,7 @@ func TestSetRSSSteers(t *testing.T) {
 		indir[i] = uint32(3 - i%2) // only queues 3 and 2
 	}
 	tp.locked(func() {
-		if err := tp.SetRSS(RSSUpdate{HFunc: RSSHashTop, Key: key, Indir: indir}); err != nil {
-			t.Fatalf("SetRSS: %v", err)
-		}
+		require.NoError(t, tp.SetRSS(RSSUpdate{HFunc: RSSHashTop, Key: key, Indir: indir}), "SetRSS")
 		bad := append([]uint32(nil), indir...)
 		bad[5] = 4
 		if err := tp.SetRSS(RSSUpdate{Key: make([]byte, RSSKeySize), Indir: bad}); !errors.Is(err, unix.EINVAL) {
@@ -78,12 +77,8 @@ func TestSetRSSSteers(t *testing.T) {
 		f := udpFrame(100, sport, 5201)
 		want := int(indir[Toeplitz(&k, flowHashInput(f, &buf))%RSSIndirSize])
 		q := tp.SteerRx(f)
-		if q != want {
-			t.Fatalf("flow %d steered to queue %d, the table names %d", sport, q, want)
-		}
-		if r := tp.Receive(q, f); r != RxDelivered {
-			t.Fatalf("Receive = %v", r)
-		}
+		require.Equal(t, want, q, "flow %d steered to queue %d, the table names %d", sport, q, want)
+		require.Equal(t, RxDelivered, tp.Receive(q, f), "Receive")
 		hits[q]++
 	}
 	if hits[2]+hits[3] != 100 || hits[2] == 0 || hits[3] == 0 {
@@ -94,9 +89,7 @@ func TestSetRSSSteers(t *testing.T) {
 	}
 
 	tp.locked(func() {
-		if err := tp.SetChannels(2); err != nil {
-			t.Fatalf("SetChannels: %v", err)
-		}
+		require.NoError(t, tp.SetChannels(2), "SetChannels")
 		got := tp.RSS()
 		if got.Key != k {
 			t.Error("the key did not survive the channel change")
@@ -107,8 +100,6 @@ func TestSetRSSSteers(t *testing.T) {
 	})
 	for sport := uint16(1000); sport < 1100; sport++ {
 		f := udpFrame(100, sport, 5201)
-		if q, want := tp.SteerRx(f), int(Toeplitz(&k, flowHashInput(f, &buf))%RSSIndirSize%2); q != want {
-			t.Fatalf("after the channel change flow %d went to queue %d, want %d", sport, q, want)
-		}
+		require.Equal(t, int(Toeplitz(&k, flowHashInput(f, &buf))%RSSIndirSize%2), tp.SteerRx(f), "after the channel change flow %d went to queue", sport)
 	}
 }
