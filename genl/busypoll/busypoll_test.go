@@ -71,9 +71,8 @@ func TestPoll(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := pair(t)
 			if tt.sent != "" {
-				if _, err := a.Write([]byte(tt.sent)); err != nil {
-					t.Fatal(err)
-				}
+				_, err := a.Write([]byte(tt.sent))
+				require.NoError(t, err)
 			}
 			if tt.late != "" {
 				go func() {
@@ -86,11 +85,11 @@ func TestPoll(t *testing.T) {
 			got := busypoll.Poll(rawConn(t, b), tt.d, busypoll.Threads, reader(buf, &n))
 			took := time.Since(t0)
 			require.Equal(t, tt.want, got, "Poll")
-			if want := tt.sent + tt.late; got && string(buf[:n]) != want {
-				t.Errorf("read %q, want %q", buf[:n], want)
+			if want := tt.sent + tt.late; got {
+				assert.Equal(t, want, string(buf[:n]), "read %q", buf[:n])
 			}
-			if !got && n != -1 {
-				t.Errorf("try reported a datagram of %d bytes, yet Poll = false", n)
+			if !got {
+				assert.Equal(t, -1, n, "try reported a datagram of %d bytes, yet Poll = false", n)
 			}
 			assert.GreaterOrEqual(t, took, tt.wantMin, "Poll gave up after %v, before its %v", took, tt.wantMin)
 		})
@@ -102,9 +101,8 @@ func TestPollPeerGone(t *testing.T) {
 	a, b := pair(t)
 	a.Close()
 	buf, n := make([]byte, 64), -1
-	if !busypoll.Poll(rawConn(t, b), 10*time.Second, busypoll.Goroutines, reader(buf, &n)) || n != 0 {
-		t.Fatalf("Poll after the peer closed: read %d bytes, want the end of file (0)", n)
-	}
+	require.True(t, busypoll.Poll(rawConn(t, b), 10*time.Second, busypoll.Goroutines, reader(buf, &n)), "Poll after the peer closed: read %d bytes, want the end of file (0)", n)
+	require.Equal(t, 0, n, "Poll after the peer closed: read %d bytes, want the end of file (0)", n)
 }
 
 // TestPollClosed: a connection closed on this side ends the poll without calling try.
@@ -113,9 +111,8 @@ func TestPollClosed(t *testing.T) {
 	rc := rawConn(t, b)
 	b.Close()
 	called := false
-	if busypoll.Poll(rc, 10*time.Second, busypoll.Threads, func(int) bool { called = true; return true }) || called {
-		t.Fatalf("Poll on a closed connection: called try %v, want false and no call", called)
-	}
+	require.False(t, busypoll.Poll(rc, 10*time.Second, busypoll.Threads, func(int) bool { called = true; return true }), "Poll on a closed connection: called try %v, want false and no call", called)
+	require.False(t, called, "Poll on a closed connection: called try %v, want false and no call", called)
 }
 
 // TestPollers: half the processors may poll, none on one.
