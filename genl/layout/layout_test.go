@@ -1,7 +1,6 @@
 package layout
 
 import (
-	"errors"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -28,14 +27,12 @@ func TestPlan(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ls, err := Plan(tc.req)
 			if tc.errno != 0 {
-				if !errors.Is(err, tc.errno) || ls != nil {
-					t.Fatalf("Plan: %v, %v; want %v", ls, err, tc.errno)
-				}
+				require.ErrorIs(t, err, tc.errno, "Plan: %v, %v; want %v", ls, err, tc.errno)
+				require.Nil(t, ls, "Plan: %v, %v; want %v", ls, err, tc.errno)
 				return
 			}
-			if err != nil || len(ls) != len(tc.rules) {
-				t.Fatalf("Plan: %v, %v", ls, err)
-			}
+			require.NoError(t, err, "Plan: %v, %v", ls, err)
+			require.Len(t, ls, len(tc.rules), "Plan: %v, %v", ls, err)
 			for i, l := range ls {
 				rule, _ := rxbuf.ParseRule(tc.rules[i])
 				want, err := rxbuf.Compute(rxbuf.Params{Rule: rule, PageSize: int(tc.req.PageSize), MTU: int(tc.req.MTU)})
@@ -69,9 +66,8 @@ func TestPlanAlloc(t *testing.T) {
 	req := genl.LayoutRequest{PageSize: 16384, MTU: 1500}
 	for _, a := range rxbuf.Allocs {
 		ls, err := PlanAlloc(req, a)
-		if err != nil || len(ls) != len(rxbuf.Rules) {
-			t.Fatalf("%v: %v, %v", a, ls, err)
-		}
+		require.NoError(t, err, "%v: %v, %v", a, ls, err)
+		require.Len(t, ls, len(rxbuf.Rules), "%v: %v, %v", a, ls, err)
 		for i, l := range ls {
 			want := rxbuf.MustCompute(rxbuf.Params{Rule: rxbuf.Rules[i], PageSize: 16384, MTU: 1500, Alloc: a})
 			if l != Wire(want) {
