@@ -1,7 +1,6 @@
 package wire_test
 
 import (
-	"errors"
 	"net"
 	"reflect"
 	"testing"
@@ -132,9 +131,8 @@ func TestDecodeMalformed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p wire.PortInfo
-			if err := wire.PortTable.Decode(tc.data, &p); !errors.Is(err, unix.EINVAL) {
-				t.Errorf("Decode = %v, want EINVAL", err)
-			}
+			err := wire.PortTable.Decode(tc.data, &p)
+			assert.ErrorIs(t, err, unix.EINVAL, "Decode = %v, want EINVAL", err)
 		})
 	}
 	// Unknown attributes are skipped.
