@@ -1,7 +1,6 @@
 package rxbuf
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 
@@ -114,8 +113,9 @@ func TestMTUWindow4K(t *testing.T) {
 		inWindow := mtu >= 1459 && mtu <= 1714
 		differ := b.Single != c.Single
 		assert.Equal(t, inWindow, differ, "MTU %d: pre-headroom single=%v, upstream single=%v; window says differ", mtu, b.Single, c.Single)
-		if inWindow && (b.FragCount != 2 || c.FragCount != 1) {
-			t.Errorf("MTU %d: frag counts %d/%d, want 2/1", mtu, b.FragCount, c.FragCount)
+		if inWindow {
+			assert.Equal(t, 2, b.FragCount, "MTU %d: frag counts %d/%d, want 2/1", mtu, b.FragCount, c.FragCount)
+			assert.Equal(t, 1, c.FragCount, "MTU %d: frag counts %d/%d, want 2/1", mtu, b.FragCount, c.FragCount)
 		}
 	}
 }
@@ -155,9 +155,9 @@ func TestPinnedMemory(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := MustCompute(tc.p)
-			if l.PagesPerQueue != tc.pages || l.BytesPerQueue != tc.bytes || l.BytesTotal != tc.total {
-				t.Errorf("pages/bytes/total = %d/%d/%d, want %d/%d/%d", l.PagesPerQueue, l.BytesPerQueue, l.BytesTotal, tc.pages, tc.bytes, tc.total)
-			}
+			assert.Equal(t, tc.pages, l.PagesPerQueue, "pages/bytes/total = %d/%d/%d, want %d/%d/%d", l.PagesPerQueue, l.BytesPerQueue, l.BytesTotal, tc.pages, tc.bytes, tc.total)
+			assert.Equal(t, tc.bytes, l.BytesPerQueue, "pages/bytes/total = %d/%d/%d, want %d/%d/%d", l.PagesPerQueue, l.BytesPerQueue, l.BytesTotal, tc.pages, tc.bytes, tc.total)
+			assert.Equal(t, tc.total, l.BytesTotal, "pages/bytes/total = %d/%d/%d, want %d/%d/%d", l.PagesPerQueue, l.BytesPerQueue, l.BytesTotal, tc.pages, tc.bytes, tc.total)
 			assert.Equal(t, tc.reason, l.Reason, "reason")
 			assert.LessOrEqual(t, l.FragCount*l.BufSize, l.PageBytes, "%d buffers of %d overflow a %d-byte page", l.FragCount, l.BufSize, l.PageBytes)
 		})
@@ -198,9 +198,8 @@ func TestParseRule(t *testing.T) {
 			t.Errorf("ParseRule(%q) = %v, %v", r, got, err)
 		}
 	}
-	if _, err := ParseRule("newest"); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("ParseRule(newest) err = %v, want EINVAL", err)
-	}
+	_, err := ParseRule("newest")
+	assert.ErrorIs(t, err, unix.EINVAL, "ParseRule(newest) err = %v, want EINVAL", err)
 }
 
 // TestInvariants sweeps every MTU on every page size under every rule and checks the properties
@@ -219,14 +218,16 @@ func TestInvariants(t *testing.T) {
 						}
 						require.NoError(t, err, "%+v", p)
 						require.LessOrEqual(t, l.Headroom+l.DataSize, l.BufSize, "%+v: headroom %d + datasize %d > buffer", p, l.Headroom, l.DataSize)
-						if l.FragCount < 1 || l.FragCount*l.BufSize > l.PageBytes {
-							t.Fatalf("%+v: %d x %d in a %d-byte page", p, l.FragCount, l.BufSize, l.PageBytes)
+						require.GreaterOrEqual(t, l.FragCount, 1, "%+v: %d x %d in a %d-byte page", p, l.FragCount, l.BufSize, l.PageBytes)
+						require.LessOrEqual(t, l.FragCount*l.BufSize, l.PageBytes, "%+v: %d x %d in a %d-byte page", p, l.FragCount, l.BufSize, l.PageBytes)
+						if l.FragCount > 1 {
+							require.Equal(t, 0, l.BufSize%FragAlignment, "%+v: bad fragment layout %+v", p, l)
+							require.False(t, fp, "%+v: bad fragment layout %+v", p, l)
+							require.False(t, xdp, "%+v: bad fragment layout %+v", p, l)
 						}
-						if l.FragCount > 1 && (l.BufSize%FragAlignment != 0 || fp || xdp) {
-							t.Fatalf("%+v: bad fragment layout %+v", p, l)
-						}
-						if xdp && (l.Headroom < XDPPacketHeadroom || !l.Single) {
-							t.Fatalf("%+v: XDP needs a single buffer with 256 bytes of headroom", p)
+						if xdp {
+							require.GreaterOrEqual(t, l.Headroom, XDPPacketHeadroom, "%+v: XDP needs a single buffer with 256 bytes of headroom", p)
+							require.True(t, l.Single, "%+v: XDP needs a single buffer with 256 bytes of headroom", p)
 						}
 					}
 				}
@@ -255,13 +256,13 @@ func TestAlloc(t *testing.T) {
 			base := tt.p
 			base.Alloc = AllocPagePoolFrag
 			l, ref := MustCompute(tt.p), MustCompute(base)
-			if l.BufSize != tt.bufSize || l.FragCount != tt.frag || l.PageBytes != tt.pageBytes || l.PagesPerQueue != tt.pagesPerQueue {
-				t.Errorf("buf %d frag %d page %d pages/queue %d; want %d %d %d %d (%s)", l.BufSize, l.FragCount,
-					l.PageBytes, l.PagesPerQueue, tt.bufSize, tt.frag, tt.pageBytes, tt.pagesPerQueue, l.Reason)
-			}
-			if l.DataSize != ref.DataSize || l.Headroom != ref.Headroom || l.AllocSize != ref.AllocSize {
-				t.Errorf("the NIC's view changed: %+v vs %+v", l, ref)
-			}
+			assert.Equal(t, tt.bufSize, l.BufSize, "buf %d frag %d page %d pages/queue %d; want %d %d %d %d (%s)", l.BufSize, l.FragCount, l.PageBytes, l.PagesPerQueue, tt.bufSize, tt.frag, tt.pageBytes, tt.pagesPerQueue, l.Reason)
+			assert.Equal(t, tt.frag, l.FragCount, "buf %d frag %d page %d pages/queue %d; want %d %d %d %d (%s)", l.BufSize, l.FragCount, l.PageBytes, l.PagesPerQueue, tt.bufSize, tt.frag, tt.pageBytes, tt.pagesPerQueue, l.Reason)
+			assert.Equal(t, tt.pageBytes, l.PageBytes, "buf %d frag %d page %d pages/queue %d; want %d %d %d %d (%s)", l.BufSize, l.FragCount, l.PageBytes, l.PagesPerQueue, tt.bufSize, tt.frag, tt.pageBytes, tt.pagesPerQueue, l.Reason)
+			assert.Equal(t, tt.pagesPerQueue, l.PagesPerQueue, "buf %d frag %d page %d pages/queue %d; want %d %d %d %d (%s)", l.BufSize, l.FragCount, l.PageBytes, l.PagesPerQueue, tt.bufSize, tt.frag, tt.pageBytes, tt.pagesPerQueue, l.Reason)
+			assert.Equal(t, ref.DataSize, l.DataSize, "the NIC's view changed: %+v vs %+v", l, ref)
+			assert.Equal(t, ref.Headroom, l.Headroom, "the NIC's view changed: %+v vs %+v", l, ref)
+			assert.Equal(t, ref.AllocSize, l.AllocSize, "the NIC's view changed: %+v vs %+v", l, ref)
 		})
 	}
 	for _, a := range Allocs {
@@ -272,7 +273,6 @@ func TestAlloc(t *testing.T) {
 	if _, err := ParseAlloc("slab"); err == nil {
 		t.Error("ParseAlloc accepted an unknown mode")
 	}
-	if _, err := Compute(Params{PageSize: 4096, MTU: 1500, Alloc: AllocNoPool + 1}); err == nil {
-		t.Error("Compute accepted an unknown mode")
-	}
+	_, err := Compute(Params{PageSize: 4096, MTU: 1500, Alloc: AllocNoPool + 1})
+	assert.Error(t, err, "Compute accepted an unknown mode")
 }
