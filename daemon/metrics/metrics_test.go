@@ -174,18 +174,17 @@ func TestCollector(t *testing.T) {
 	if _, ok := value(t, fams, "manad_reconfigurations_total", map[string]string{"outcome": "stored"}); ok {
 		t.Error("a zero outcome was exported")
 	}
-	if _, ok := value(t, fams, "manad_page_pool_pages", map[string]string{"port": "mana1"}); ok {
-		t.Error("page-pool sample for a queue without a pool")
-	}
+	_, ok := value(t, fams, "manad_page_pool_pages", map[string]string{"port": "mana1"})
+	assert.False(t, ok, "page-pool sample for a queue without a pool")
 	for name, f := range fams {
 		if !strings.HasPrefix(name, "manad_") || (f.GetType() == dto.MetricType_COUNTER) != strings.HasSuffix(name, "_total") {
 			t.Errorf("family %s (%v): want the manad_ prefix and _total exactly on counters", name, f.GetType())
 		}
 		for _, m := range f.GetMetric() {
 			for _, lp := range m.GetLabel() {
-				if n := lp.GetName(); n == "uid" || n == "pid" {
-					t.Errorf("%s has a %s label", name, n)
-				}
+				n := lp.GetName()
+				assert.NotEqual(t, "uid", n, "%s has a %s label", name, n)
+				assert.NotEqual(t, "pid", n, "%s has a %s label", name, n)
 			}
 		}
 	}

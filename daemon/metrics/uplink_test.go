@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/genl/wire"
@@ -88,9 +89,8 @@ func TestSegmentCollector(t *testing.T) {
 		}
 	}
 	// An uplink not attached yet has no attachment series.
-	if _, ok := value(t, fams, "manad_uplink_attachment_info", map[string]string{"dev": "upl"}); ok {
-		t.Error("manad_uplink_attachment_info for an uplink never attached")
-	}
+	_, ok := value(t, fams, "manad_uplink_attachment_info", map[string]string{"dev": "upl"})
+	assert.False(t, ok, "manad_uplink_attachment_info for an uplink never attached")
 }
 
 // TestSegmentCollectorLint runs promlint over the segment families.
