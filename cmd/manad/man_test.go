@@ -30,9 +30,9 @@ func render(t *testing.T, page []byte) string {
 	cmd.Env = append(os.Environ(), "MANWIDTH=80", "MANPAGER=cat", "LC_ALL=C.UTF-8")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil || errb.Len() != 0 {
-		t.Fatalf("man -l: %v, stderr %q", err, errb.String())
-	}
+	err := cmd.Run()
+	require.NoError(t, err, "man -l: %v, stderr %q", err, errb.String())
+	require.Equal(t, 0, errb.Len(), "man -l: %v, stderr %q", err, errb.String())
 	return out.String()
 }
 
@@ -70,9 +70,10 @@ func TestPrintMan(t *testing.T) {
 		{"--version", buildinfo.Version("manad")},
 	} {
 		var out, errb bytes.Buffer
-		if code := run([]string{tc.flag}, &out, &errb); code != 0 || errb.Len() != 0 || out.String() != tc.want {
-			t.Errorf("manad %s: exit %d, stderr %q, stdout %.80q", tc.flag, code, errb.String(), out.String())
-		}
+		code := run([]string{tc.flag}, &out, &errb)
+		assert.Equal(t, 0, code, "manad %s: exit %d, stderr %q, stdout %.80q", tc.flag, code, errb.String(), out.String())
+		assert.Equal(t, 0, errb.Len(), "manad %s: exit %d, stderr %q, stdout %.80q", tc.flag, code, errb.String(), out.String())
+		assert.Equal(t, tc.want, out.String(), "manad %s: exit %d, stderr %q, stdout %.80q", tc.flag, code, errb.String(), out.String())
 	}
 }
 
@@ -93,9 +94,8 @@ func TestTOMLManPage(t *testing.T) {
 	}
 	documented := keysOf(`(?m)^//\t([a-z_]+) +=`, doc)
 	inPage := keysOf(`(?m)^\\fB([a-z_]+)\\fR = `, page)
-	if len(documented) < 20 || !slices.Equal(documented, inPage) {
-		t.Errorf("manad.toml(5) documents keys\n%v\ndaemon/config documents\n%v", inPage, documented)
-	}
+	assert.GreaterOrEqual(t, len(documented), 20, "manad.toml(5) documents keys\n%v\ndaemon/config documents\n%v", inPage, documented)
+	assert.True(t, slices.Equal(documented, inPage), "manad.toml(5) documents keys\n%v\ndaemon/config documents\n%v", inPage, documented)
 	example := regexp.MustCompile(`(?s)\.SH EXAMPLES\n\.nf\n(.*?)\.fi\n`).FindSubmatch(page)
 	require.NotNil(t, example, "no EXAMPLES block")
 	path := filepath.Join(t.TempDir(), "manad.toml")
