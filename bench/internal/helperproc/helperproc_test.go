@@ -42,7 +42,6 @@ func TestStartMissingBinary(t *testing.T) {
 
 func TestBinaryGiven(t *testing.T) {
 	got, err := Binary("/usr/local/bin/manad", t.TempDir(), "./cmd/manad")
-	if err != nil || got != "/usr/local/bin/manad" {
-		t.Fatalf("Binary = %q, %v; want the given path, built nothing", got, err)
-	}
+	require.NoError(t, err, "Binary = %q, %v; want the given path, built nothing", got, err)
+	require.Equal(t, "/usr/local/bin/manad", got, "Binary = %q, %v; want the given path, built nothing", got, err)
 }
