@@ -100,9 +100,8 @@ func TestRunOnce(t *testing.T) {
 		t.Error("LastProc is not the process added")
 	}
 	l.Run()
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("directory survived Run: %v", err)
-	}
+	_, err := os.Stat(dir)
+	assert.True(t, os.IsNotExist(err), "directory survived Run: %v", err)
 	if c.ProcessState == nil || c.ProcessState.Success() {
 		t.Errorf("sleep not stopped by Run: %v", c.ProcessState)
 	}
