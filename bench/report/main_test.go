@@ -103,9 +103,8 @@ func TestReplaceSection(t *testing.T) {
 				require.Error(t, err, "no error, got %q", got)
 				return
 			}
-			if err != nil || got != tc.want {
-				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
-			}
+			require.NoError(t, err, "got %q, %v; want %q", got, err, tc.want)
+			require.Equal(t, tc.want, got, "got %q, %v; want %q", got, err, tc.want)
 		})
 	}
 }
@@ -143,9 +142,9 @@ func TestReadmeSection(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	require.NoError(t, err)
 	doc := string(b)
-	if n, m := strings.Count(doc, beginMarker), strings.Count(doc, endMarker); n != 1 || m != 1 {
-		t.Fatalf("README.md has %d %s and %d %s, want one each", n, beginMarker, m, endMarker)
-	}
+	n, m := strings.Count(doc, beginMarker), strings.Count(doc, endMarker)
+	require.Equal(t, 1, n, "README.md has %d %s and %d %s, want one each", n, beginMarker, m, endMarker)
+	require.Equal(t, 1, m, "README.md has %d %s and %d %s, want one each", n, beginMarker, m, endMarker)
 	i, j := strings.Index(doc, beginMarker), strings.Index(doc, endMarker)
 	require.GreaterOrEqual(t, j, i, "%s before %s", endMarker, beginMarker)
 	section := doc[i+len(beginMarker) : j]
@@ -235,9 +234,9 @@ func TestFromSourceFlags(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := fromSource(s, tc.runs)
 			assert.Equal(t, tc.want, r.note, "note")
-			if r.met != "yes" || r.value.med != 20 || r.baseline.med != 10 {
-				t.Errorf("row %+v", r)
-			}
+			assert.Equal(t, "yes", r.met, "row %+v", r)
+			assert.Equal(t, float64(20), r.value.med, "row %+v", r)
+			assert.Equal(t, float64(10), r.baseline.med, "row %+v", r)
 		})
 	}
 }
@@ -258,9 +257,8 @@ func TestRowOfAtMostBaseline(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.in.Issue, tc.in.Figure, tc.in.Unit, tc.in.Rounds, tc.in.Target = 14, "retransmits", "segments", 5, benchrow.TargetAtMostBaseline
 			r := rowOf("./bench/udppps", tc.in)
-			if r.met != tc.met || r.target != tc.label {
-				t.Errorf("met %q target %q, want %q %q", r.met, r.target, tc.met, tc.label)
-			}
+			assert.Equal(t, tc.met, r.met, "met %q target %q, want %q %q", r.met, r.target, tc.met, tc.label)
+			assert.Equal(t, tc.label, r.target, "met %q target %q, want %q %q", r.met, r.target, tc.met, tc.label)
 			assert.Equal(t, tc.ratio, ratio(r), "ratio")
 		})
 	}
