@@ -61,9 +61,8 @@ func parseSizes(b *testing.B, list string) []int {
 	var out []int
 	for _, f := range strings.Split(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("sizes: %q is not a port count", f)
-		}
+		require.NoError(b, err, "sizes: %q is not a port count", f)
+		require.GreaterOrEqual(b, n, 1, "sizes: %q is not a port count", f)
 		out = append(out, n)
 	}
 	return out
@@ -142,9 +141,8 @@ func kernelBringUp(b *testing.B, n int) time.Duration {
 	start := time.Now()
 	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
 	cmd.Stdin = strings.NewReader(batch.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("ip -batch: %v: %s", err, out)
-	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(b, err, "ip -batch: %v: %s", err, out)
 	return time.Since(start)
 }
 
@@ -243,9 +241,8 @@ func bridgeRun(b *testing.B, n int) (up, teardown time.Duration) {
 	}
 	up = time.Since(start)
 	start = time.Now()
-	if out, err := exec.Command("ip", "-n", ns, "link", "del", br).CombinedOutput(); err != nil {
-		b.Fatalf("ip link del bridge: %v: %s", err, out)
-	}
+	out, err := exec.Command("ip", "-n", ns, "link", "del", br).CombinedOutput()
+	require.NoError(b, err, "ip link del bridge: %v: %s", err, out)
 	require.NoError(b, tap.DeleteGroup(bridgeGroup, devs))
 	closeAll()
 	return up, time.Since(start)
@@ -339,8 +336,7 @@ func run(b *testing.B, n int, shared bool) (r runResult) {
 	start = time.Now()
 	d.Stop()
 	r.stop = time.Since(start)
-	if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-		b.Fatalf("ip netns del %s: %v: %s", ns, err, out)
-	}
+	out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput()
+	require.NoError(b, err, "ip netns del %s: %v: %s", ns, err, out)
 	return r
 }
