@@ -96,9 +96,8 @@ func TestUDPCoalesceEndsRuns(t *testing.T) {
 		c.Add(udpDatagram(*base))
 		c.Add(next(nil))
 		assert.False(t, c.Add(next(func(s *spec) { s.id++ })), "a third datagram joined a run limited to 2")
-		if _, n := c.Flush(); n != 2 {
-			t.Errorf("flushed %d", n)
-		}
+		_, n := c.Flush()
+		assert.Equal(t, 2, n, "flushed")
 	})
 }
 
@@ -129,9 +128,9 @@ func TestUDPCoalescedDelivery(t *testing.T) {
 	write := func(iov [][]byte) {
 		t.Helper()
 		var werr error
-		if err := rc.Write(func(fd uintptr) bool { _, werr = unix.Writev(int(fd), iov); return true }); err != nil || werr != nil {
-			t.Fatalf("writing to the TAP: %v %v", err, werr)
-		}
+		err := rc.Write(func(fd uintptr) bool { _, werr = unix.Writev(int(fd), iov); return true })
+		require.NoError(t, err, "writing to the TAP: %v %v", err, werr)
+		require.NoError(t, werr, "writing to the TAP: %v %v", err, werr)
 	}
 	for _, tc := range []struct {
 		name string
@@ -214,14 +213,12 @@ func TestUDPCoalescedDelivery(t *testing.T) {
 				n, from, err := conn.ReadFromUDP(buf)
 				require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "received %d datagrams of %d", i, len(sent))
 				require.NoError(t, err)
-				if from.Port != want.port || !bytes.Equal(buf[:n], want.data) {
-					t.Fatalf("datagram %d: %d bytes from port %d, want %d from %d", i, n, from.Port, len(want.data), want.port)
-				}
+				require.Equal(t, want.port, from.Port, "datagram %d: %d bytes from port %d, want %d from %d", i, n, from.Port, len(want.data), want.port)
+				require.Equal(t, want.data, buf[:n], "datagram %d: %d bytes from port %d, want %d from %d", i, n, from.Port, len(want.data), want.port)
 			}
 			conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-			if n, _, err := conn.ReadFromUDP(buf); err == nil {
-				t.Errorf("an extra datagram of %d bytes", n)
-			}
+			n, _, err := conn.ReadFromUDP(buf)
+			assert.Error(t, err, "an extra datagram of %d bytes", n)
 		})
 	}
 }
@@ -262,12 +259,11 @@ func TestUDPCoalesceForwardedLikeTheKernel(t *testing.T) {
 			kernel := r.forward(t, h, bytes.Clone(f), l, tc.segs)
 			c := NewUDPCoalescer(64)
 			i := 0
-			if _, err := NewSegmenter().Segment(&h, f, func(b []byte) {
+			_, err := NewSegmenter().Segment(&h, f, func(b []byte) {
 				assert.True(t, c.Add(bytes.Clone(b)), "datagram %d refused by the coalescer", i)
 				i++
-			}); err != nil {
-				t.Fatal(err)
-			}
+			})
+			require.NoError(t, err)
 			iov, n := c.Flush()
 			require.Equal(t, tc.segs, n, "coalesced %d datagrams, want %d", n, tc.segs)
 			again := r.forwardv(t, iov, l, tc.segs)

@@ -174,9 +174,8 @@ func TestSegmentLikeTheKernel(t *testing.T) {
 			h := s.gsoHeader(l, tc.mss)
 			kernel := r.forward(t, h, bytes.Clone(f), l, tc.segs)
 			var ours [][]byte
-			if _, err := NewSegmenter().Segment(&h, f, func(b []byte) { ours = append(ours, bytes.Clone(b)) }); err != nil {
-				t.Fatal(err)
-			}
+			_, err := NewSegmenter().Segment(&h, f, func(b []byte) { ours = append(ours, bytes.Clone(b)) })
+			require.NoError(t, err)
 			require.Len(t, ours, tc.segs, "Segmenter made %d segments, want %d", len(ours), tc.segs)
 			if !s.udp {
 				// Coalesced again, our segments must be a superframe the kernel takes and

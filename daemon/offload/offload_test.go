@@ -237,9 +237,8 @@ func TestCoalesceEndsRuns(t *testing.T) {
 		c.Add(valid(*base))
 		c.Add(next(nil))
 		assert.False(t, c.Add(next(func(s *spec) { s.seq += 100; s.id++ })), "a third segment joined a run limited to 2")
-		if _, n := c.Flush(); n != 2 {
-			t.Errorf("flushed %d", n)
-		}
+		_, n := c.Flush()
+		assert.Equal(t, 2, n, "flushed")
 	})
 }
 
@@ -294,9 +293,9 @@ func TestSegmentRefuses(t *testing.T) {
 				t.Errorf("Plan = %v, want %v", err, tc.want)
 			}
 			_, err := NewSegmenter().Segment(&h, tc.frame, func([]byte) { called = true })
-			if !errors.Is(err, tc.want) || !errors.Is(err, tc.errno) || called {
-				t.Errorf("Segment = %v (emitted %v), want %v (%v)", err, called, tc.want, tc.errno)
-			}
+			assert.ErrorIs(t, err, tc.want, "Segment = %v (emitted %v), want %v (%v)", err, called, tc.want, tc.errno)
+			assert.ErrorIs(t, err, tc.errno, "Segment = %v (emitted %v), want %v (%v)", err, called, tc.want, tc.errno)
+			assert.False(t, called, "Segment = %v (emitted %v), want %v (%v)", err, called, tc.want, tc.errno)
 		})
 	}
 	var h Header
@@ -315,9 +314,8 @@ func TestNoAllocations(t *testing.T) {
 	store := func(b []byte) { lens[k] = copy(bufs[k][:], b); k++ }
 	allocs := testing.AllocsPerRun(50, func() {
 		k = 0
-		if _, err := seg.Segment(&h, f, store); err != nil {
-			t.Fatal(err)
-		}
+		_, err := seg.Segment(&h, f, store)
+		require.NoError(t, err)
 		for i := range k {
 			co.Add(bufs[i][:lens[i]])
 		}

@@ -27,9 +27,8 @@ func TestSumVectorAgainstGo(t *testing.T) {
 		want := refSum(b, 0)
 		for _, avx := range []bool{true, false} {
 			hasAVX2 = avx
-			if got := fold(sum(b, 0)); !sumsEqual(got, want) {
-				t.Errorf("%d bytes at offset %d, AVX2 %v: sum %#04x, want %#04x", n, off, avx, got, want)
-			}
+			got := fold(sum(b, 0))
+			assert.True(t, sumsEqual(got, want), "%d bytes at offset %d, AVX2 %v: sum %#04x, want %#04x", n, off, avx, got, want)
 		}
 	}
 	ones := make([]byte, 2<<20)
