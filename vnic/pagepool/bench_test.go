@@ -83,9 +83,8 @@ func benchAllocRecycle(b *testing.B, l benchLayout) {
 	b.ResetTimer()
 	r.run(b.N)
 	b.StopTimer()
-	if got := p.Stats().PageAllocs; got != pagesBefore {
-		b.Fatalf("steady state took %d new pages", got-pagesBefore)
-	}
+	got := p.Stats().PageAllocs
+	require.Equal(b, pagesBefore, got, "steady state took %d new pages", got-pagesBefore)
 }
 
 // chunk is how many operations run between clock reads when two variants are

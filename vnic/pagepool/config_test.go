@@ -53,9 +53,8 @@ func TestNewConfigValidation(t *testing.T) {
 			p, err := New(cfg)
 			if tc.wantErr == "" {
 				require.NoError(t, err, "New")
-				if p.Stats().Pages != 0 || mem.InUse() != 0 {
-					t.Fatalf("New allocated pages")
-				}
+				require.Equal(t, 0, p.Stats().Pages, "New allocated pages")
+				require.Equal(t, int64(0), mem.InUse(), "New allocated pages")
 				return
 			}
 			require.ErrorIs(t, err, unix.EINVAL, "New = %v, want EINVAL", err)

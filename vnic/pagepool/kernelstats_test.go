@@ -86,9 +86,9 @@ func TestKernelStats(t *testing.T) {
 				require.Equal(t, uint64(0), p.Stats().ReleasedRefcnt, "page released while one of its buffers is out")
 				putFromOtherGoroutine(p, b)
 				mustAlloc(t, p) // drains b: the page goes, a new one comes
-				if st := p.Stats(); st.Pages != 1 || st.PageReleases != 1 {
-					t.Fatalf("pages %d, released %d; want 1 and 1", st.Pages, st.PageReleases)
-				}
+				st := p.Stats()
+				require.Equal(t, 1, st.Pages, "pages %d, released %d; want 1 and 1", st.Pages, st.PageReleases)
+				require.Equal(t, uint64(1), st.PageReleases, "pages %d, released %d; want 1 and 1", st.Pages, st.PageReleases)
 			},
 			// The third alloc found b on the ring (not empty) but nothing reusable: slow path.
 			want: KernelStats{AllocEmpty: 1, AllocSlow: 2, AllocFast: 1, RecycleReleasedRefcnt: 1},
@@ -129,16 +129,17 @@ func TestNoRecycleEveryBufferFresh(t *testing.T) {
 	p.FlushStats()
 	st := p.Stats()
 	k := st.Kernel()
-	if st.PageAllocs != n || k.AllocSlow != n || k.AllocFast != 0 || k.AllocRefill != 0 {
-		t.Errorf("page allocs %d, kernel %+v; want every one of %d allocations slow", st.PageAllocs, k, n)
-	}
-	if k.RecycleCached != 0 || k.RecycleRing != 0 || k.RecycleRingFull != 0 || st.Recycles != 0 {
-		t.Errorf("recycle counters moved with recycling off: %+v", k)
-	}
+	assert.Equal(t, uint64(n), st.PageAllocs, "page allocs %d, kernel %+v; want every one of %d allocations slow", st.PageAllocs, k, n)
+	assert.Equal(t, uint64(n), k.AllocSlow, "page allocs %d, kernel %+v; want every one of %d allocations slow", st.PageAllocs, k, n)
+	assert.Equal(t, uint64(0), k.AllocFast, "page allocs %d, kernel %+v; want every one of %d allocations slow", st.PageAllocs, k, n)
+	assert.Equal(t, uint64(0), k.AllocRefill, "page allocs %d, kernel %+v; want every one of %d allocations slow", st.PageAllocs, k, n)
+	assert.Equal(t, uint64(0), k.RecycleCached, "recycle counters moved with recycling off: %+v", k)
+	assert.Equal(t, uint64(0), k.RecycleRing, "recycle counters moved with recycling off: %+v", k)
+	assert.Equal(t, uint64(0), k.RecycleRingFull, "recycle counters moved with recycling off: %+v", k)
+	assert.Equal(t, uint64(0), st.Recycles, "recycle counters moved with recycling off: %+v", k)
 	// The last buffer may still sit on the ring; Destroy takes it back.
-	if want := uint64(n - 1); k.RecycleReleasedRefcnt < want {
-		t.Errorf("released %d pages, want at least %d", k.RecycleReleasedRefcnt, want)
-	}
+	want := uint64(n - 1)
+	assert.GreaterOrEqual(t, k.RecycleReleasedRefcnt, want, "released %d pages, want at least %d", k.RecycleReleasedRefcnt, want)
 	drain(t, p)
 	assert.Equal(t, int64(0), mem.InUse(), "memory in use %d after destroy", mem.InUse())
 }

@@ -38,9 +38,8 @@ func TestMemoryBudgetBoundary(t *testing.T) {
 					failed = err
 					break
 				}
-				if len(p) != tc.page || cap(p) != tc.page {
-					t.Fatalf("page len %d cap %d, want %d", len(p), cap(p), tc.page)
-				}
+				require.Equal(t, tc.page, len(p), "page len %d cap %d, want %d", len(p), cap(p), tc.page)
+				require.Equal(t, tc.page, cap(p), "page len %d cap %d, want %d", len(p), cap(p), tc.page)
 				pages = append(pages, p)
 			}
 			require.Len(t, pages, tc.wantOK, "%d allocations succeeded, want %d (last error %v)", len(pages), tc.wantOK, failed)
@@ -51,12 +50,11 @@ func TestMemoryBudgetBoundary(t *testing.T) {
 				assert.Contains(t, failed.Error(), "budget", "error %q does not explain the budget", failed)
 			}
 			want := int64(len(pages) * tc.page)
-			if got := m.InUse(); got != want {
-				t.Fatalf("InUse %d after the failure, want %d (the failure must charge nothing)", got, want)
-			}
+			got := m.InUse()
+			require.Equal(t, want, got, "InUse %d after the failure, want %d (the failure must charge nothing)", got, want)
 			require.Equal(t, want, m.Peak(), "Peak")
-			if tc.budget > 0 && m.InUse() > tc.budget {
-				t.Fatalf("InUse %d over budget %d", m.InUse(), tc.budget)
+			if tc.budget > 0 {
+				require.LessOrEqual(t, m.InUse(), tc.budget, "InUse %d over budget %d", m.InUse(), tc.budget)
 			}
 			// Nothing lost: freeing one page makes exactly one allocation possible again.
 			if len(pages) > 0 {
@@ -65,9 +63,8 @@ func TestMemoryBudgetBoundary(t *testing.T) {
 				require.NoError(t, err, "allocation after a free failed")
 				pages[0] = p
 				if tc.budget > 0 {
-					if _, err := m.AllocPage(tc.page); !errors.Is(err, unix.ENOMEM) {
-						t.Fatalf("second allocation after one free: %v, want ENOMEM", err)
-					}
+					_, err := m.AllocPage(tc.page)
+					require.ErrorIs(t, err, unix.ENOMEM, "second allocation after one free: %v, want ENOMEM", err)
 				}
 			}
 			for _, p := range pages {
@@ -84,13 +81,11 @@ func TestMemoryBudgetBoundary(t *testing.T) {
 func TestMemoryAllocPageInvalidSize(t *testing.T) {
 	m := NewMemory(0)
 	for _, n := range []int{0, -1, -4096, MaxPageBytes + 1} {
-		if _, err := m.AllocPage(n); !errors.Is(err, unix.EINVAL) {
-			t.Errorf("AllocPage(%d) = %v, want EINVAL", n, err)
-		}
+		_, err := m.AllocPage(n)
+		assert.ErrorIs(t, err, unix.EINVAL, "AllocPage(%d) = %v, want EINVAL", n, err)
 	}
-	if m.InUse() != 0 || m.Peak() != 0 {
-		t.Fatalf("invalid sizes charged memory: InUse %d Peak %d", m.InUse(), m.Peak())
-	}
+	require.Equal(t, int64(0), m.InUse(), "invalid sizes charged memory: InUse %d Peak %d", m.InUse(), m.Peak())
+	require.Equal(t, int64(0), m.Peak(), "invalid sizes charged memory: InUse %d Peak %d", m.InUse(), m.Peak())
 }
 
 func TestMemorySetBudget(t *testing.T) {
@@ -139,9 +134,8 @@ func TestMemoryReusesFreedPages(t *testing.T) {
 	if unsafe.SliceData(a) != unsafe.SliceData(b) {
 		t.Fatalf("freed page not reused")
 	}
-	if m.CachedBytes() != 0 || m.InUse() != 4096+8192 {
-		t.Fatalf("CachedBytes %d InUse %d", m.CachedBytes(), m.InUse())
-	}
+	require.Equal(t, int64(0), m.CachedBytes(), "CachedBytes %d InUse %d", m.CachedBytes(), m.InUse())
+	require.Equal(t, int64(4096+8192), m.InUse(), "CachedBytes %d InUse %d", m.CachedBytes(), m.InUse())
 }
 
 func TestMemoryFreeListTrim(t *testing.T) {
@@ -158,9 +152,8 @@ func TestMemoryFreeListTrim(t *testing.T) {
 	}
 	check := func() {
 		t.Helper()
-		if limit := max(m.cacheFloor, m.InUse()); m.CachedBytes() > limit {
-			t.Fatalf("CachedBytes %d > max(floor, InUse) = %d", m.CachedBytes(), limit)
-		}
+		limit := max(m.cacheFloor, m.InUse())
+		require.LessOrEqual(t, m.CachedBytes(), limit, "CachedBytes %d > max(floor, InUse) = %d", m.CachedBytes(), limit)
 	}
 	for _, p := range big {
 		m.FreePage(p)
@@ -170,16 +163,14 @@ func TestMemoryFreeListTrim(t *testing.T) {
 		m.FreePage(p)
 		check()
 	}
-	if m.InUse() != 0 || m.CachedBytes() != m.cacheFloor {
-		t.Fatalf("InUse %d CachedBytes %d, want 0 and %d", m.InUse(), m.CachedBytes(), m.cacheFloor)
-	}
+	require.Equal(t, int64(0), m.InUse(), "InUse %d CachedBytes %d, want 0 and %d", m.InUse(), m.CachedBytes(), m.cacheFloor)
+	require.Equal(t, m.cacheFloor, m.CachedBytes(), "InUse %d CachedBytes %d, want 0 and %d", m.InUse(), m.CachedBytes(), m.cacheFloor)
 	// The trim evicted the other size class first: the 4K pages (freed last) remain.
 	m.mu.Lock()
 	n4, n16 := len(m.free[4096]), len(m.free[16384])
 	m.mu.Unlock()
-	if n4 != 4 || n16 != 0 {
-		t.Fatalf("cached 4K pages %d, 16K pages %d; want 4 and 0", n4, n16)
-	}
+	require.Equal(t, 4, n4, "cached 4K pages %d, 16K pages %d; want 4 and 0", n4, n16)
+	require.Equal(t, 0, n16, "cached 4K pages %d, 16K pages %d; want 4 and 0", n4, n16)
 	require.Equal(t, int64(64<<20), NewMemory(0).cacheFloor, "default cache floor is not 64 MiB")
 }
 

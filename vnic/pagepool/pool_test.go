@@ -87,12 +87,14 @@ func TestAllocGeometry(t *testing.T) {
 			}
 			p.FlushStats()
 			s := p.Stats()
-			if s.Pages != pages || s.PageAllocs != pages || s.InFlight != pages*g.frag || s.Allocs != uint64(pages*g.frag) {
-				t.Fatalf("stats %+v", s)
-			}
-			if want := int64(pages * g.page); mem.InUse() != want || p.PinnedBytes() != want || s.PinnedBytes != want {
-				t.Fatalf("InUse %d PinnedBytes %d/%d, want %d", mem.InUse(), p.PinnedBytes(), s.PinnedBytes, want)
-			}
+			require.Equal(t, pages, s.Pages, "stats %+v", s)
+			require.Equal(t, uint64(pages), s.PageAllocs, "stats %+v", s)
+			require.Equal(t, pages*g.frag, s.InFlight, "stats %+v", s)
+			require.Equal(t, uint64(pages*g.frag), s.Allocs, "stats %+v", s)
+			want := int64(pages * g.page)
+			require.Equal(t, want, mem.InUse(), "InUse %d PinnedBytes %d/%d, want %d", mem.InUse(), p.PinnedBytes(), s.PinnedBytes, want)
+			require.Equal(t, want, p.PinnedBytes(), "InUse %d PinnedBytes %d/%d, want %d", mem.InUse(), p.PinnedBytes(), s.PinnedBytes, want)
+			require.Equal(t, want, s.PinnedBytes, "InUse %d PinnedBytes %d/%d, want %d", mem.InUse(), p.PinnedBytes(), s.PinnedBytes, want)
 			for _, b := range bufs {
 				p.Recycle(b)
 			}
@@ -117,9 +119,8 @@ func TestFragmentsRecycledIndividually(t *testing.T) {
 	if b != bufs[7] || b.Offset() != 7*2112 {
 		t.Fatalf("got offset %d, want the recycled fragment at %d", b.Offset(), 7*2112)
 	}
-	if s := p.Stats(); s.PageAllocs != 1 {
-		t.Fatalf("PageAllocs %d, want 1", s.PageAllocs)
-	}
+	s := p.Stats()
+	require.Equal(t, uint64(1), s.PageAllocs, "PageAllocs %d, want 1", s.PageAllocs)
 	for _, b := range bufs {
 		p.Recycle(b)
 	}
@@ -139,9 +140,11 @@ func TestAllocDrainsReturnRingBeforeNewPage(t *testing.T) {
 		t.Fatalf("Alloc did not reuse the buffer from the return ring")
 	}
 	p.FlushStats()
-	if s := p.Stats(); s.PageAllocs != 1 || s.RingDrained != 1 || s.Puts != 1 || s.InFlight != 2 {
-		t.Fatalf("stats %+v", s)
-	}
+	s := p.Stats()
+	require.Equal(t, uint64(1), s.PageAllocs, "stats %+v", s)
+	require.Equal(t, uint64(1), s.RingDrained, "stats %+v", s)
+	require.Equal(t, uint64(1), s.Puts, "stats %+v", s)
+	require.Equal(t, 2, s.InFlight, "stats %+v", s)
 	p.Recycle(b)
 	p.Recycle(c)
 	p.Destroy()
@@ -162,9 +165,10 @@ func TestAllocENOMEMLeavesPoolConsistent(t *testing.T) {
 			assert.Contains(t, err.Error(), "test/rx0", "error %q does not name the pool", err)
 			p.FlushStats()
 			s := p.Stats()
-			if s.AllocFails != 1 || s.Pages != 2 || s.InFlight != 2*g.frag || mem.InUse() != int64(2*g.page) {
-				t.Fatalf("after ENOMEM: stats %+v InUse %d", s, mem.InUse())
-			}
+			require.Equal(t, uint64(1), s.AllocFails, "after ENOMEM: stats %+v InUse %d", s, mem.InUse())
+			require.Equal(t, 2, s.Pages, "after ENOMEM: stats %+v InUse %d", s, mem.InUse())
+			require.Equal(t, 2*g.frag, s.InFlight, "after ENOMEM: stats %+v InUse %d", s, mem.InUse())
+			require.Equal(t, int64(2*g.page), mem.InUse(), "after ENOMEM: stats %+v InUse %d", s, mem.InUse())
 			// A returned buffer is enough to allocate again.
 			p.Recycle(bufs[3%len(bufs)])
 			b, err := p.Alloc()
@@ -191,9 +195,11 @@ func TestAllocBulkAllOrNothing(t *testing.T) {
 	}
 	p.FlushStats()
 	s := p.Stats()
-	if s.InFlight != 1 || s.Allocs != 1 || s.Recycles != 0 || s.AllocFails != 1 || s.Pages != 2 {
-		t.Fatalf("after failed bulk: %+v", s)
-	}
+	require.Equal(t, 1, s.InFlight, "after failed bulk: %+v", s)
+	require.Equal(t, uint64(1), s.Allocs, "after failed bulk: %+v", s)
+	require.Equal(t, uint64(0), s.Recycles, "after failed bulk: %+v", s)
+	require.Equal(t, uint64(1), s.AllocFails, "after failed bulk: %+v", s)
+	require.Equal(t, 2, s.Pages, "after failed bulk: %+v", s)
 	// The 13 free buffers are all still there, and keep is still out.
 	dst = dst[:13]
 	require.NoError(t, p.AllocBulk(dst))
@@ -239,9 +245,10 @@ func TestReturnRingOverflowLosesNothing(t *testing.T) {
 	again := make([]*Buffer, 40)
 	require.NoError(t, p.AllocBulk(again))
 	p.FlushStats()
-	if s := p.Stats(); s.PageAllocs != 10 || s.RingDrained != 40 || s.InFlight != 40 {
-		t.Fatalf("stats %+v", s)
-	}
+	s := p.Stats()
+	require.Equal(t, uint64(10), s.PageAllocs, "stats %+v", s)
+	require.Equal(t, uint64(40), s.RingDrained, "stats %+v", s)
+	require.Equal(t, 40, s.InFlight, "stats %+v", s)
 	for _, b := range again {
 		p.Recycle(b)
 	}
@@ -268,9 +275,10 @@ func TestShrinkReleasesIdlePages(t *testing.T) {
 	}
 	p.FlushStats()
 	s := p.Stats()
-	if s.Pages != 1 || s.PageReleases != 2 || mem.InUse() != 16384 || s.InFlight != 6 {
-		t.Fatalf("after Shrink: %+v InUse %d", s, mem.InUse())
-	}
+	require.Equal(t, 1, s.Pages, "after Shrink: %+v InUse %d", s, mem.InUse())
+	require.Equal(t, uint64(2), s.PageReleases, "after Shrink: %+v InUse %d", s, mem.InUse())
+	require.Equal(t, int64(16384), mem.InUse(), "after Shrink: %+v InUse %d", s, mem.InUse())
+	require.Equal(t, 6, s.InFlight, "after Shrink: %+v InUse %d", s, mem.InUse())
 	// Descriptors of released pages are poisoned.
 	require.Nil(t, bufs[0].Bytes(), "released buffer still exposes memory")
 	msg := mustPanic(t, func() { p.Recycle(bufs[0]) })
@@ -291,9 +299,8 @@ func TestShrinkReleasesIdlePages(t *testing.T) {
 	for _, x := range append(append(more, b), bufs[15:]...) {
 		p.Recycle(x)
 	}
-	if n := p.Shrink(); n != 2 {
-		t.Fatalf("second Shrink released %d, want 2", n)
-	}
+	n := p.Shrink()
+	require.Equal(t, 2, n, "second Shrink released %d, want 2", n)
 	require.Equal(t, int64(0), mem.InUse(), "InUse")
 	p.Destroy()
 }
@@ -436,9 +443,10 @@ func TestStatsFromOtherGoroutines(t *testing.T) {
 		t.Fatalf("published counters lag too far: %+v", s)
 	}
 	p.FlushStats()
-	if s := p.Stats(); s.Allocs != 20100 || s.Recycles != 20000 || s.InFlight != 100 {
-		t.Fatalf("stats after FlushStats %+v", s)
-	}
+	s := p.Stats()
+	require.Equal(t, uint64(20100), s.Allocs, "stats after FlushStats %+v", s)
+	require.Equal(t, uint64(20000), s.Recycles, "stats after FlushStats %+v", s)
+	require.Equal(t, 100, s.InFlight, "stats after FlushStats %+v", s)
 	for _, b := range ring {
 		p.Recycle(b)
 	}
@@ -505,9 +513,10 @@ func TestConcurrentPutStress(t *testing.T) {
 			rel := p.Destroy()
 			<-rel.Done()
 			s := p.Stats()
-			if mem.InUse() != 0 || s.InFlight != 0 || s.Allocs != s.Recycles+s.RingDrained || s.Puts != s.RingDrained {
-				t.Fatalf("ring %d frag %d: InUse %d stats %+v", ring, g.frag, mem.InUse(), s)
-			}
+			require.Equal(t, int64(0), mem.InUse(), "ring %d frag %d: InUse %d stats %+v", ring, g.frag, mem.InUse(), s)
+			require.Equal(t, 0, s.InFlight, "ring %d frag %d: InUse %d stats %+v", ring, g.frag, mem.InUse(), s)
+			require.Equal(t, s.Recycles+s.RingDrained, s.Allocs, "ring %d frag %d: InUse %d stats %+v", ring, g.frag, mem.InUse(), s)
+			require.Equal(t, s.RingDrained, s.Puts, "ring %d frag %d: InUse %d stats %+v", ring, g.frag, mem.InUse(), s)
 			if ring == 2 && s.RingOverflow == 0 {
 				t.Logf("ring 2: no overflow happened this run")
 			}

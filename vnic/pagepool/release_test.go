@@ -71,10 +71,13 @@ func TestDestroyIdlePoolCompletesAtOnce(t *testing.T) {
 		t.Fatalf("Destroy is not idempotent")
 	}
 	s := p.Stats()
-	if mem.InUse() != 0 || p.PinnedBytes() != 0 || r.InFlight() != 0 || s.Pages != 0 ||
-		s.PageReleases != s.PageAllocs || s.RingDrained != 20 || s.InFlight != 0 {
-		t.Fatalf("InUse %d stats %+v", mem.InUse(), s)
-	}
+	require.Equal(t, int64(0), mem.InUse(), "InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, int64(0), p.PinnedBytes(), "InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, 0, r.InFlight(), "InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, 0, s.Pages, "InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, s.PageAllocs, s.PageReleases, "InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, uint64(20), s.RingDrained, "InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, 0, s.InFlight, "InUse %d stats %+v", mem.InUse(), s)
 }
 
 func TestDestroyWaitsForLastPut(t *testing.T) {
@@ -121,9 +124,11 @@ func TestDestroyWaitsForLastPut(t *testing.T) {
 	putFrom(out[13:])
 	require.NoError(t, r.Wait(context.Background()))
 	s := p.Stats()
-	if mem.InUse() != 0 || r.InFlight() != 0 || s.Pages != 0 || s.PageReleases != 3 || s.InFlight != 0 {
-		t.Fatalf("after the last Put: InUse %d stats %+v", mem.InUse(), s)
-	}
+	require.Equal(t, int64(0), mem.InUse(), "after the last Put: InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, 0, r.InFlight(), "after the last Put: InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, 0, s.Pages, "after the last Put: InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, uint64(3), s.PageReleases, "after the last Put: InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, 0, s.InFlight, "after the last Put: InUse %d stats %+v", mem.InUse(), s)
 }
 
 func TestReleaseWaitReportsLeak(t *testing.T) {
@@ -164,12 +169,11 @@ func TestStalledDestroyWarns(t *testing.T) {
 	r := p.Destroy()
 	eventually(t, "two stall warnings", func() bool { return len(h.find("stalled pool shutdown")) >= 2 })
 	w := h.find("stalled pool shutdown")[0]
-	if w["level"].String() != "WARN" || w["pool"].String() != "eth9/rx7" || w["inflight"].Int64() != 2 {
-		t.Fatalf("warning attributes %v", w)
-	}
-	if _, ok := w["seconds"]; !ok {
-		t.Fatalf("warning has no seconds: %v", w)
-	}
+	require.Equal(t, "WARN", w["level"].String(), "warning attributes %v", w)
+	require.Equal(t, "eth9/rx7", w["pool"].String(), "warning attributes %v", w)
+	require.Equal(t, int64(2), w["inflight"].Int64(), "warning attributes %v", w)
+	_, ok := w["seconds"]
+	require.True(t, ok, "warning has no seconds: %v", w)
 	p.Put(a)
 	eventually(t, "a warning with one buffer in flight", func() bool {
 		for _, w := range h.find("stalled pool shutdown") {
@@ -182,9 +186,9 @@ func TestStalledDestroyWarns(t *testing.T) {
 	require.False(t, isClosed(r.Done()), "Done closed with a buffer in flight")
 	p.Put(b)
 	require.NoError(t, r.Wait(context.Background()))
-	if got := h.find("stalled pool shutdown completed"); len(got) != 1 || got[0]["pool"].String() != "eth9/rx7" {
-		t.Fatalf("completion records %v", got)
-	}
+	got := h.find("stalled pool shutdown completed")
+	require.Len(t, got, 1, "completion records %v", got)
+	require.Equal(t, "eth9/rx7", got[0]["pool"].String(), "completion records %v", got)
 	require.Equal(t, int64(0), mem.InUse(), "InUse")
 }
 
@@ -252,9 +256,8 @@ func TestReleaseOnDone(t *testing.T) {
 	p.Put(bufs[8])
 	require.NoError(t, r.Wait(context.Background()))
 	c := <-calls
-	if !c.closed || c.inflight != 0 {
-		t.Fatalf("callback saw Done closed %v, %d in flight; want closed, 0", c.closed, c.inflight)
-	}
+	require.True(t, c.closed, "callback saw Done closed %v, %d in flight; want closed, 0", c.closed, c.inflight)
+	require.Equal(t, 0, c.inflight, "callback saw Done closed %v, %d in flight; want closed, 0", c.closed, c.inflight)
 	require.False(t, r.OnDone(func() {}), "OnDone accepted a callback after the release completed")
 	select {
 	case c := <-calls:
