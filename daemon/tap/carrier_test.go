@@ -1,13 +1,13 @@
 package tap
 
 import (
-	"errors"
 	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -33,7 +33,6 @@ func TestSetCarrier(t *testing.T) {
 		}
 	}
 	require.NoError(t, d.Close())
-	if err := d.SetCarrier(true); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("SetCarrier after Close: %v, want ENODEV", err)
-	}
+	err := d.SetCarrier(true)
+	assert.ErrorIs(t, err, unix.ENODEV, "SetCarrier after Close: %v, want ENODEV", err)
 }

@@ -44,14 +44,13 @@ func TestOpenCreatesMultiQueueTAPInNetNS(t *testing.T) {
 	if l.LinkInfo.Kind != "tun" || info.Type != "tap" || info.PI || info.VnetHdr || !info.MultiQueue {
 		t.Errorf("link info %+v: want a multi-queue TAP without PI or vnet header", l.LinkInfo)
 	}
-	if info.NumQueues != 4 || d.NumQueues() != 4 {
-		t.Errorf("queues: kernel %d, device %d; want 4", info.NumQueues, d.NumQueues())
-	}
+	assert.Equal(t, 4, info.NumQueues, "queues: kernel %d, device %d; want 4", info.NumQueues, d.NumQueues())
+	assert.Equal(t, 4, d.NumQueues(), "queues: kernel %d, device %d; want 4", info.NumQueues, d.NumQueues())
 	assert.False(t, info.Persist, "non-persistent TAP has IFF_PERSIST")
-	if l.Address != mac.String() || l.MTU != 9000 || l.TxQLen != 2048 || l.Alias != "manad:"+name {
-		t.Errorf("link %s: address %s mtu %d txqlen %d alias %q; want %s 9000 2048 %q",
-			name, l.Address, l.MTU, l.TxQLen, l.Alias, mac, "manad:"+name)
-	}
+	assert.Equal(t, mac.String(), l.Address, "link %s: address %s mtu %d txqlen %d alias %q; want %s 9000 2048 %q", name, l.Address, l.MTU, l.TxQLen, l.Alias, mac, "manad:"+name)
+	assert.Equal(t, 9000, l.MTU, "link %s: address %s mtu %d txqlen %d alias %q; want %s 9000 2048 %q", name, l.Address, l.MTU, l.TxQLen, l.Alias, mac, "manad:"+name)
+	assert.Equal(t, 2048, l.TxQLen, "link %s: address %s mtu %d txqlen %d alias %q; want %s 9000 2048 %q", name, l.Address, l.MTU, l.TxQLen, l.Alias, mac, "manad:"+name)
+	assert.Equal(t, "manad:"+name, l.Alias, "link %s: address %s mtu %d txqlen %d alias %q; want %s 9000 2048 %q", name, l.Address, l.MTU, l.TxQLen, l.Alias, mac, "manad:"+name)
 	if d.Index() != l.Index || d.Name() != name || d.NetNS() != ns || d.Reattached() || d.Persistent() {
 		t.Errorf("device reports index %d name %s netns %s reattached %v persistent %v; want %d %s %s false false",
 			d.Index(), d.Name(), d.NetNS(), d.Reattached(), d.Persistent(), l.Index, name, ns)
@@ -62,9 +61,9 @@ func TestOpenCreatesMultiQueueTAPInNetNS(t *testing.T) {
 	}
 	var st unix.Stat_t
 	require.NoError(t, unix.Stat("/run/netns/"+ns, &st))
-	if dev, ino := d.NetNSID(); dev != st.Dev || ino != st.Ino {
-		t.Errorf("NetNSID = %d/%d, want %d/%d", dev, ino, st.Dev, st.Ino)
-	}
+	dev, ino := d.NetNSID()
+	assert.Equal(t, st.Dev, dev, "NetNSID = %d/%d, want %d/%d", dev, ino, st.Dev, st.Ino)
+	assert.Equal(t, st.Ino, ino, "NetNSID = %d/%d, want %d/%d", dev, ino, st.Dev, st.Ino)
 	mtu, err := d.MTU()
 	if err != nil || mtu != 9000 {
 		t.Errorf("MTU() = %d, %v; want 9000", mtu, err)
@@ -83,16 +82,16 @@ func TestCloseDeletesNonPersistentKeepsPersistent(t *testing.T) {
 		require.NoError(t, d.Close(), "Close")
 		l, exists := taptest.ShowLink(t, ns, name)
 		require.Equal(t, persistent, exists, "persistent=%v: after Close the TAP exists=%v", persistent, exists)
-		if persistent && (l.LinkInfo.Data.NumQueues != 0 || l.LinkInfo.Data.NumDisabled != 0) {
-			t.Errorf("persistent TAP still has queues after Close: %+v", l.LinkInfo.Data)
+		if persistent {
+			assert.Equal(t, 0, l.LinkInfo.Data.NumQueues, "persistent TAP still has queues after Close: %+v", l.LinkInfo.Data)
+			assert.Equal(t, 0, l.LinkInfo.Data.NumDisabled, "persistent TAP still has queues after Close: %+v", l.LinkInfo.Data)
 		}
 		assert.NoError(t, d.Close(), "second Close")
 		if _, err := d.MTU(); !errors.Is(err, unix.ENODEV) {
 			t.Errorf("MTU after Close: %v, want ENODEV", err)
 		}
-		if err := d.SetQueues(3); !errors.Is(err, unix.ENODEV) {
-			t.Errorf("SetQueues after Close: %v, want ENODEV", err)
-		}
+		err := d.SetQueues(3)
+		assert.ErrorIs(t, err, unix.ENODEV, "SetQueues after Close: %v, want ENODEV", err)
 		if persistent {
 			taptest.IP(t, ns, "link", "del", name)
 		}
@@ -117,9 +116,8 @@ func TestReattachKeepsAddresses(t *testing.T) {
 	}
 
 	d2 := openTest(t, Config{Name: name, Queues: 2, NetNS: ns, Persistent: true, TxQueueLen: 1000})
-	if !d2.Reattached() || d2.Index() != idx {
-		t.Fatalf("second Open: reattached=%v index %d; want true, %d", d2.Reattached(), d2.Index(), idx)
-	}
+	require.True(t, d2.Reattached(), "second Open: reattached=%v index %d; want true, %d", d2.Reattached(), d2.Index(), idx)
+	require.Equal(t, idx, d2.Index(), "second Open: reattached=%v index %d; want true, %d", d2.Reattached(), d2.Index(), idx)
 	l, _ := taptest.ShowLink(t, ns, name)
 	if l.LinkInfo.Data.NumQueues != 2 || l.Address != mac.String() || !l.Up() || l.TxQLen != 3000 {
 		t.Errorf("after re-attach: %d queues, address %s, up %v, txqueuelen %d; want 2, %s, true, 3000 (the user's)",
@@ -133,9 +131,8 @@ func TestReattachKeepsAddresses(t *testing.T) {
 	d3 := openTest(t, Config{Name: name, Queues: 1, NetNS: ns})
 	require.True(t, d3.Reattached(), "third Open did not re-attach")
 	require.NoError(t, d3.Close())
-	if _, ok := taptest.ShowLink(t, ns, name); ok {
-		t.Error("non-persistent re-attached TAP survived Close")
-	}
+	_, ok := taptest.ShowLink(t, ns, name)
+	assert.False(t, ok, "non-persistent re-attached TAP survived Close")
 }
 
 func TestDeleteRemovesPersistentTAP(t *testing.T) {
@@ -144,9 +141,8 @@ func TestDeleteRemovesPersistentTAP(t *testing.T) {
 	name := taptest.Name("mt")
 	d := openTest(t, Config{Name: name, Queues: 3, NetNS: ns, Persistent: true})
 	require.NoError(t, d.Delete(), "Delete")
-	if _, ok := taptest.ShowLink(t, ns, name); ok {
-		t.Error("persistent TAP survived Delete")
-	}
+	_, ok := taptest.ShowLink(t, ns, name)
+	assert.False(t, ok, "persistent TAP survived Delete")
 }
 
 // TestOpenRefuses checks every refusal: the errno, and that the device that already had the
@@ -214,9 +210,8 @@ func TestOpenRefuses(t *testing.T) {
 				d.Delete()
 				t.Fatalf("Open succeeded, want %v", tc.errno)
 			}
-			if !errors.Is(err, tc.errno) || !strings.Contains(err.Error(), tc.msg) {
-				t.Errorf("Open: %v; want errno %v with %q", err, tc.errno, tc.msg)
-			}
+			assert.ErrorIs(t, err, tc.errno, "Open: %v; want errno %v with %q", err, tc.errno, tc.msg)
+			assert.Contains(t, err.Error(), tc.msg, "Open: %v; want errno %v with %q", err, tc.errno, tc.msg)
 			if tc.setup != nil {
 				after, ok := taptest.ShowLink(t, ns, cfg.Name)
 				if !ok || after.Index != before.Index || after.LinkInfo != before.LinkInfo || after.Alias != before.Alias {
@@ -237,9 +232,8 @@ func TestSetQueuesAttachesAndDetaches(t *testing.T) {
 		old := d.Queues()
 		require.NoError(t, d.SetQueues(n), "SetQueues(%d)", n)
 		l, _ := taptest.ShowLink(t, ns, name)
-		if l.LinkInfo.Data.NumQueues != n || d.NumQueues() != n {
-			t.Fatalf("after SetQueues(%d): kernel %d, device %d", n, l.LinkInfo.Data.NumQueues, d.NumQueues())
-		}
+		require.Equal(t, n, l.LinkInfo.Data.NumQueues, "after SetQueues(%d): kernel %d, device %d", n, l.LinkInfo.Data.NumQueues, d.NumQueues())
+		require.Equal(t, n, d.NumQueues(), "after SetQueues(%d): kernel %d, device %d", n, l.LinkInfo.Data.NumQueues, d.NumQueues())
 		// Removed queues are closed; kept ones are the same files.
 		for i, f := range old {
 			if i < n {
@@ -253,31 +247,26 @@ func TestSetQueuesAttachesAndDetaches(t *testing.T) {
 		// Every queue carries frames into the kernel: each write is one received packet.
 		before := l.Stats64.RX.Packets
 		for i := 0; i < n; i++ {
-			if _, err := d.Queue(i).Write(testFrame()); err != nil {
-				t.Fatalf("write to queue %d: %v", i, err)
-			}
+			_, err := d.Queue(i).Write(testFrame())
+			require.NoError(t, err, "write to queue %d", i)
 		}
 		l, _ = taptest.ShowLink(t, ns, name)
-		if got := l.Stats64.RX.Packets - before; got != uint64(n) {
-			t.Errorf("%d queues: kernel received %d frames, want %d", n, got, n)
-		}
+		got := l.Stats64.RX.Packets - before
+		assert.Equal(t, uint64(n), got, "%d queues: kernel received %d frames, want %d", n, got, n)
 	}
 	if d.Queue(3) != nil || d.Queue(-1) != nil {
 		t.Error("Queue out of range is not nil")
 	}
 	for _, n := range []int{0, MaxQueues + 1} {
-		if err := d.SetQueues(n); !errors.Is(err, unix.EINVAL) {
-			t.Errorf("SetQueues(%d): %v, want EINVAL", n, err)
-		}
+		err := d.SetQueues(n)
+		assert.ErrorIs(t, err, unix.EINVAL, "SetQueues(%d): %v, want EINVAL", n, err)
 	}
 	assert.Equal(t, 3, d.NumQueues(), "a refused SetQueues changed the queue count to")
 	require.NoError(t, d.SetTxQueueLen(4000))
-	if err := d.SetTxQueueLen(-1); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("SetTxQueueLen(-1): %v, want EINVAL", err)
-	}
-	if l, _ := taptest.ShowLink(t, ns, name); l.TxQLen != 4000 {
-		t.Errorf("tx queue length %d, want 4000", l.TxQLen)
-	}
+	err := d.SetTxQueueLen(-1)
+	assert.ErrorIs(t, err, unix.EINVAL, "SetTxQueueLen(-1): %v, want EINVAL", err)
+	l, _ := taptest.ShowLink(t, ns, name)
+	assert.Equal(t, 4000, l.TxQLen, "tx queue length %d, want 4000", l.TxQLen)
 }
 
 // testFrame is a broadcast Ethernet frame of an unknown EtherType: the kernel counts it as
@@ -370,32 +359,32 @@ func TestMoveTo(t *testing.T) {
 		t.Errorf("%s still in %s", name, ns1)
 	}
 	l, ok := taptest.ShowLink(t, ns2, name)
-	if !ok || l.LinkInfo.Data.NumQueues != 2 || l.MTU != 1400 || l.Index != d.Index() || d.NetNS() != ns2 {
-		t.Fatalf("after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
-	}
+	require.True(t, ok, "after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
+	require.Equal(t, 2, l.LinkInfo.Data.NumQueues, "after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
+	require.Equal(t, 1400, l.MTU, "after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
+	require.Equal(t, d.Index(), l.Index, "after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
+	require.Equal(t, ns2, d.NetNS(), "after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
 	var st unix.Stat_t
 	unix.Stat("/run/netns/"+ns2, &st)
-	if dev, ino := d.NetNSID(); dev != st.Dev || ino != st.Ino {
-		t.Errorf("NetNSID after the move = %d/%d, want ns2's %d/%d", dev, ino, st.Dev, st.Ino)
-	}
+	dev, ino := d.NetNSID()
+	assert.Equal(t, st.Dev, dev, "NetNSID after the move = %d/%d, want ns2's %d/%d", dev, ino, st.Dev, st.Ino)
+	assert.Equal(t, st.Ino, ino, "NetNSID after the move = %d/%d, want ns2's %d/%d", dev, ino, st.Dev, st.Ino)
 	// The queues still carry frames, and new ones attach in the new namespace.
 	taptest.IP(t, ns2, "link", "set", name, "up")
 	require.NoError(t, d.SetQueues(3), "SetQueues after the move")
 	for i := range 3 {
-		if _, err := d.Queue(i).Write(testFrame()); err != nil {
-			t.Fatalf("queue %d: %v", i, err)
-		}
+		_, err := d.Queue(i).Write(testFrame())
+		require.NoError(t, err, "queue %d", i)
 	}
 	l, _ = taptest.ShowLink(t, ns2, name)
-	if l.LinkInfo.Data.NumQueues != 3 || l.Stats64.RX.Packets != 3 {
-		t.Errorf("in ns2: %d queues, %d frames received; want 3 and 3", l.LinkInfo.Data.NumQueues, l.Stats64.RX.Packets)
-	}
+	assert.Equal(t, 3, l.LinkInfo.Data.NumQueues, "in ns2: %d queues, %d frames received; want 3 and 3", l.LinkInfo.Data.NumQueues, l.Stats64.RX.Packets)
+	assert.Equal(t, uint64(3), l.Stats64.RX.Packets, "in ns2: %d queues, %d frames received; want 3 and 3", l.LinkInfo.Data.NumQueues, l.Stats64.RX.Packets)
 	assert.NoError(t, d.SetMTU(1300), "SetMTU after the move")
 	ch2, err := d.Watch(t.Context())
 	require.NoError(t, err)
-	if ev := next(t, ch2); ev.MTU != 1300 || !ev.Up {
-		t.Errorf("watch in the new namespace starts with %+v", ev)
-	}
+	ev := next(t, ch2)
+	assert.Equal(t, 1300, ev.MTU, "watch in the new namespace starts with %+v", ev)
+	assert.True(t, ev.Up, "watch in the new namespace starts with %+v", ev)
 
 	// A clash in the target namespace refuses the move and changes nothing.
 	taptest.IP(t, ns1, "link", "add", name, "type", "veth", "peer", "name", name+"p")

@@ -47,22 +47,19 @@ func TestDeleteGroupDeletesEveryTAPAtOnce(t *testing.T) {
 	// A persistent TAP opened with the group stays out of it; a device of another group stays.
 	pers := openTest(t, Config{Name: taptest.Name("gp"), Queues: 1, NetNS: ns, Group: testGroup, Persistent: true})
 	other := openTest(t, Config{Name: taptest.Name("go"), Queues: 1, NetNS: ns})
-	if got := groupMembers(t, ns, testGroup); !slices.Equal(got, names) {
-		t.Fatalf("group %d holds %v, want %v", testGroup, got, names)
-	}
+	got := groupMembers(t, ns, testGroup)
+	require.True(t, slices.Equal(got, names), "group %d holds %v, want %v", testGroup, got, names)
 
 	require.NoError(t, DeleteGroup(testGroup, devs), "DeleteGroup")
 	for i, d := range devs {
-		if _, ok := taptest.ShowLink(t, ns, names[i]); ok {
-			t.Errorf("%s still exists after DeleteGroup", d.Name())
-		}
+		_, ok := taptest.ShowLink(t, ns, names[i])
+		assert.False(t, ok, "%s still exists after DeleteGroup", d.Name())
 		assert.Equal(t, 2, d.NumQueues(), "%s: %d queues open after DeleteGroup, want them kept until Close", d.Name(), d.NumQueues())
 		assert.NoError(t, d.Close(), "Close after DeleteGroup")
 	}
 	for _, d := range []*Device{pers, other} {
-		if _, ok := taptest.ShowLink(t, ns, d.Name()); !ok {
-			t.Errorf("%s, not in the group, was deleted", d.Name())
-		}
+		_, ok := taptest.ShowLink(t, ns, d.Name())
+		assert.True(t, ok, "%s, not in the group, was deleted", d.Name())
 	}
 }
 
@@ -122,15 +119,13 @@ func TestDeleteGroupRefusesAndDeletesNothing(t *testing.T) {
 			mid := taptest.IP(t, ns, "-o", "link", "show")
 			err := DeleteGroup(group, devs)
 			require.ErrorIs(t, err, tt.errno, "DeleteGroup")
-			if after := taptest.IP(t, ns, "-o", "link", "show"); after != mid {
-				t.Errorf("a refused DeleteGroup changed the links:\nbefore %s\nafter %s", mid, after)
-			}
+			after := taptest.IP(t, ns, "-o", "link", "show")
+			assert.Equal(t, mid, after, "a refused DeleteGroup changed the links:\nbefore %s\nafter %s", mid, after)
 			// The devices still close (and delete their TAPs) as usual.
 			for _, d := range []*Device{a, b} {
 				assert.NoError(t, d.Close(), "Close")
-				if _, ok := taptest.ShowLink(t, ns, d.Name()); ok {
-					t.Errorf("%s still exists after Close", d.Name())
-				}
+				_, ok := taptest.ShowLink(t, ns, d.Name())
+				assert.False(t, ok, "%s still exists after Close", d.Name())
 			}
 		})
 	}
@@ -146,7 +141,6 @@ func TestPersistentTAPLeavesTheGroup(t *testing.T) {
 	taptest.IP(t, ns, "link", "set", name, "group", strconv.FormatUint(testGroup, 10))
 	require.NoError(t, d.Close())
 	openTest(t, Config{Name: name, Queues: 1, NetNS: ns, Persistent: true, Group: testGroup})
-	if got := groupMembers(t, ns, testGroup); len(got) != 0 {
-		t.Errorf("group %d holds %v after re-attaching the persistent TAP, want nothing", testGroup, got)
-	}
+	got := groupMembers(t, ns, testGroup)
+	assert.Empty(t, got, "group %d holds %v after re-attaching the persistent TAP, want nothing", testGroup, got)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/manad/manad/daemon/offload"
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,13 +25,11 @@ func TestOffload(t *testing.T) {
 	name := taptest.Name("mo")
 	d := openTest(t, Config{Name: name, Queues: 1, NetNS: ns, Offload: true, Persistent: true})
 	l, _ := taptest.ShowLink(t, ns, name)
-	if !l.LinkInfo.Data.VnetHdr || !d.VnetHdr() {
-		t.Fatalf("link info %+v, VnetHdr %v: want vnet_hdr", l.LinkInfo.Data, d.VnetHdr())
-	}
+	require.True(t, l.LinkInfo.Data.VnetHdr, "link info %+v, VnetHdr %v: want vnet_hdr", l.LinkInfo.Data, d.VnetHdr())
+	require.True(t, d.VnetHdr(), "link info %+v, VnetHdr %v: want vnet_hdr", l.LinkInfo.Data, d.VnetHdr())
 	got := d.Offloads()
-	if want := uint(OffloadCsum | OffloadTSO4 | OffloadTSO6 | OffloadTSOECN); got&want != want {
-		t.Fatalf("offloads %s, want at least %s", OffloadString(got), OffloadString(want))
-	}
+	want := uint(OffloadCsum | OffloadTSO4 | OffloadTSO6 | OffloadTSOECN)
+	require.Equal(t, want, got&want, "offloads %s, want at least %s", OffloadString(got), OffloadString(want))
 	t.Logf("offloads: %s", OffloadString(got))
 
 	taptest.IP(t, ns, "addr", "add", "10.99.0.1/24", "dev", name)
@@ -67,9 +66,9 @@ func TestOffload(t *testing.T) {
 		}
 		var h offload.Header
 		require.NoError(t, h.Decode(buf[:n]))
-		if h.Flags&offload.FlagNeedsCsum == 0 || h.CsumStart != 34 || h.CsumOffset != 6 {
-			t.Errorf("UDP frame with header %+v: want a partial checksum at 34+6", h)
-		}
+		assert.NotEqual(t, uint8(0), h.Flags&offload.FlagNeedsCsum, "UDP frame with header %+v: want a partial checksum at 34+6", h)
+		assert.Equal(t, uint16(34), h.CsumStart, "UDP frame with header %+v: want a partial checksum at 34+6", h)
+		assert.Equal(t, uint16(6), h.CsumOffset, "UDP frame with header %+v: want a partial checksum at 34+6", h)
 		frames = append(frames, h)
 		bytes += len(f) - 42
 	}

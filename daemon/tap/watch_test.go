@@ -75,9 +75,11 @@ func TestWatchFollowsLinkState(t *testing.T) {
 	ch, err := d.Watch(ctx)
 	require.NoError(t, err, "Watch")
 	first := next(t, ch)
-	if first.Up || first.MTU != 1500 || first.Name != name || first.Index != d.Index() || first.Deleted {
-		t.Fatalf("first event %+v: want the current state (down, MTU 1500)", first)
-	}
+	require.False(t, first.Up, "first event %+v: want the current state (down, MTU 1500)", first)
+	require.Equal(t, 1500, first.MTU, "first event %+v: want the current state (down, MTU 1500)", first)
+	require.Equal(t, name, first.Name, "first event %+v: want the current state (down, MTU 1500)", first)
+	require.Equal(t, d.Index(), first.Index, "first event %+v: want the current state (down, MTU 1500)", first)
+	require.False(t, first.Deleted, "first event %+v: want the current state (down, MTU 1500)", first)
 
 	steps := []struct {
 		what string
@@ -102,9 +104,8 @@ func TestWatchFollowsLinkState(t *testing.T) {
 	}
 	// Refused values change nothing and send nothing.
 	for _, mtu := range []int{MinMTU - 1, MaxMTU + 1} {
-		if err := d.SetMTU(mtu); !errors.Is(err, unix.EINVAL) {
-			t.Errorf("SetMTU(%d): %v, want EINVAL", mtu, err)
-		}
+		err := d.SetMTU(mtu)
+		assert.ErrorIs(t, err, unix.EINVAL, "SetMTU(%d): %v, want EINVAL", mtu, err)
 	}
 	if err := d.SetMAC(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}); !errors.Is(err, unix.EADDRNOTAVAIL) {
 		t.Errorf("SetMAC(broadcast): %v, want EADDRNOTAVAIL", err)
@@ -118,9 +119,8 @@ func TestWatchFollowsLinkState(t *testing.T) {
 	taptest.IP(t, ns, "link", "del", name)
 	ev := waitState(t, ch, "deletion", func(e LinkEvent) bool { return e.Deleted })
 	assert.Equal(t, d.Index(), ev.Index, "deleted event for index")
-	if _, ok := <-ch; ok {
-		t.Error("channel not closed after the deleted event")
-	}
+	_, ok := <-ch
+	assert.False(t, ok, "channel not closed after the deleted event")
 }
 
 // TestWatchCoalescesToLatest changes the MTU many times without reading: the reader then sees
@@ -173,9 +173,8 @@ func TestWatchOnlyItsOwnLink(t *testing.T) {
 	}
 	require.NoError(t, a.SetMTU(1234))
 	ev := next(t, ch)
-	if ev.MTU != 1234 || ev.Index != a.Index() {
-		t.Errorf("event %+v: want only a's MTU change (%s)", ev, fmt.Sprint(a.Index()))
-	}
+	assert.Equal(t, 1234, ev.MTU, "event %+v: want only a's MTU change (%s)", ev, fmt.Sprint(a.Index()))
+	assert.Equal(t, a.Index(), ev.Index, "event %+v: want only a's MTU change (%s)", ev, fmt.Sprint(a.Index()))
 }
 
 // TestCloseEndsWatch: a persistent TAP outlives Close, but its watches do not.

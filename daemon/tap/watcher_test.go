@@ -32,9 +32,8 @@ func ipBatch(t *testing.T, ns string, cmds []string) {
 	t.Helper()
 	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
 	cmd.Stdin = strings.NewReader(strings.Join(cmds, "\n") + "\n")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ip -batch: %v: %s", err, out)
-	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "ip -batch: %v: %s", err, out)
 }
 
 // TestSharedWatcherDispatchesByIndex opens several TAPs on one Watcher and changes them all in one
@@ -52,17 +51,17 @@ func TestSharedWatcherDispatchesByIndex(t *testing.T) {
 		ch, err := devs[i].Watch(t.Context())
 		require.NoError(t, err)
 		chs[i] = ch
-		if ev := next(t, chs[i]); ev.Index != devs[i].Index() || ev.MTU != 1500 || ev.Up {
-			t.Fatalf("first event of %s: %+v", devs[i].Name(), ev)
-		}
+		ev := next(t, chs[i])
+		require.Equal(t, devs[i].Index(), ev.Index, "first event of %s: %+v", devs[i].Name(), ev)
+		require.Equal(t, 1500, ev.MTU, "first event of %s: %+v", devs[i].Name(), ev)
+		require.False(t, ev.Up, "first event of %s: %+v", devs[i].Name(), ev)
 		cmds = append(cmds, fmt.Sprintf("link set %s mtu %d up", devs[i].Name(), 1300+i))
 	}
 	ipBatch(t, ns, cmds)
 	for i, d := range devs {
 		ev := waitState(t, chs[i], "MTU and up", func(e LinkEvent) bool { return e.MTU == 1300+i && e.Up })
-		if ev.Index != d.Index() || ev.Name != d.Name() {
-			t.Errorf("%s got the event of another link: %+v", d.Name(), ev)
-		}
+		assert.Equal(t, d.Index(), ev.Index, "%s got the event of another link: %+v", d.Name(), ev)
+		assert.Equal(t, d.Name(), ev.Name, "%s got the event of another link: %+v", d.Name(), ev)
 	}
 }
 
@@ -110,9 +109,8 @@ func TestWatcherResyncsAfterOverrun(t *testing.T) {
 			func(e LinkEvent) bool { return e.MTU == final && e.Up && !e.Deleted })
 	}
 	waitState(t, chs[n-1], "the deleted TAP's deletion", func(e LinkEvent) bool { return e.Deleted })
-	if _, ok := <-chs[n-1]; ok {
-		t.Error("the deleted TAP's channel stays open")
-	}
+	_, ok := <-chs[n-1]
+	assert.False(t, ok, "the deleted TAP's channel stays open")
 }
 
 // TestWatchFollowsRename renames a TAP with ip(8): the watch reports the new name for the same
@@ -128,12 +126,10 @@ func TestWatchFollowsRename(t *testing.T) {
 	next(t, ch)
 	taptest.IP(t, ns, "link", "set", old, "name", renamed)
 	ev := waitState(t, ch, "the rename", func(e LinkEvent) bool { return e.Name == renamed })
-	if ev.Index != d.Index() || ev.Deleted {
-		t.Fatalf("rename event %+v: want ifindex %d, not deleted", ev, d.Index())
-	}
-	if got := d.Name(); got != renamed {
-		t.Errorf("Name() = %q after the rename, want %q", got, renamed)
-	}
+	require.Equal(t, d.Index(), ev.Index, "rename event %+v: want ifindex %d, not deleted", ev, d.Index())
+	require.False(t, ev.Deleted, "rename event %+v: want ifindex %d, not deleted", ev, d.Index())
+	got := d.Name()
+	assert.Equal(t, renamed, got, "Name() = %q after the rename, want %q", got, renamed)
 	require.NoError(t, d.SetQueues(3), "SetQueues(3) after the rename")
 	l, ok := taptest.ShowLink(t, ns, renamed)
 	if !ok || l.LinkInfo.Data.NumQueues != 3 {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -49,9 +50,8 @@ func NetNS(t testing.TB) string {
 		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
+		out, err := exec.Command("ip", "netns", "del", name).CombinedOutput()
+		assert.NoError(t, err, "ip netns del %s: %v: %s", name, err, out)
 	})
 	IP(t, name, "link", "set", "lo", "up")
 	return name
