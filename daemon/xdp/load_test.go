@@ -3,7 +3,6 @@ package xdp
 import (
 	"bytes"
 	"debug/elf"
-	"errors"
 	"runtime"
 	"strings"
 	"testing"
@@ -57,9 +56,8 @@ func TestBuildELFIsValidELF(t *testing.T) {
 		got = append(got, f.Sections[s.Section].Name+"/"+s.Name)
 	}
 	assert.Equal(t, "xdp/drop_udp_9 tc/cls tc/cls2", strings.Join(got, " "), "symbols %q", got)
-	if f.Machine != elf.EM_BPF || f.Section("license") == nil {
-		t.Errorf("machine %v, license section %v", f.Machine, f.Section("license"))
-	}
+	assert.Equal(t, elf.EM_BPF, f.Machine, "machine %v, license section %v", f.Machine, f.Section("license"))
+	assert.NotNil(t, f.Section("license"), "machine %v, license section %v", f.Machine, f.Section("license"))
 }
 
 func TestLoadValidObject(t *testing.T) {
@@ -237,8 +235,8 @@ func FuzzLoad(f *testing.F) {
 		}
 		var errno unix.Errno
 		var m interface{ ExtackMessage() string }
-		if !errors.As(err, &errno) || !errors.As(err, &m) || m.ExtackMessage() == "" {
-			t.Fatalf("error %v is not an errno with an extack message", err)
-		}
+		require.ErrorAs(t, err, &errno, "error %v is not an errno with an extack message", err)
+		require.ErrorAs(t, err, &m, "error %v is not an errno with an extack message", err)
+		require.NotEqual(t, "", m.ExtackMessage(), "error %v is not an errno with an extack message", err)
 	})
 }

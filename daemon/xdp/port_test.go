@@ -187,13 +187,11 @@ func TestPortDeliversRewrittenFrame(t *testing.T) {
 	if got := port.Receive(0, frame); got != vnic.RxDelivered {
 		t.Fatalf("Receive = %v, want delivered", got)
 	}
-	if want := append(bytes.Clone(hdr), frame...); !framesEqual(host.frames[0], [][]byte{want}) {
-		t.Errorf("delivered %d frames; want the frame with the pushed header", len(host.frames[0]))
-	}
+	want := append(bytes.Clone(hdr), frame...)
+	assert.True(t, framesEqual(host.frames[0], [][]byte{want}), "delivered %d frames; want the frame with the pushed header", len(host.frames[0]))
 	// The driver counts the received length, before the program ran (mana_rx_skb).
-	if got := portStats(port, mu, 1)["rx_0_bytes"]; got != uint64(len(frame)) {
-		t.Errorf("rx_0_bytes = %d, want %d", got, len(frame))
-	}
+	got := portStats(port, mu, 1)["rx_0_bytes"]
+	assert.Equal(t, uint64(len(frame)), got, "rx_0_bytes = %d, want %d", got, len(frame))
 }
 
 // TestPortAttachDetach attaches a program to a running port and detaches it again (SetXDP).
