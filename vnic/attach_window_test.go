@@ -92,7 +92,6 @@ func TestAttachInProgressPassesNothing(t *testing.T) {
 		t.Errorf("during the failed attach: %d frames delivered, %d sent; want none", d, s)
 	}
 	tp.waitFor("the reset to restore the port", func(s State) bool { return s.Running })
-	if r := tp.Receive(0, frame); r != RxDelivered {
-		t.Fatalf("restored port: Receive = %v, want delivered", r)
-	}
+	r := tp.Receive(0, frame)
+	require.Equal(t, RxDelivered, r, "restored port: Receive = %v, want delivered", r)
 }

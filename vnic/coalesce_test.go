@@ -1,7 +1,6 @@
 package vnic
 
 import (
-	"errors"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -42,9 +41,9 @@ func TestCheckCoalesce(t *testing.T) {
 				return
 			}
 			var e *extack.Error
-			if !errors.As(err, &e) || !errors.Is(err, unix.EINVAL) || e.Message != tc.msg {
-				t.Fatalf("CheckCoalesce = %v, want EINVAL %q", err, tc.msg)
-			}
+			require.ErrorAs(t, err, &e, "CheckCoalesce = %v, want EINVAL %q", err, tc.msg)
+			require.ErrorIs(t, err, unix.EINVAL, "CheckCoalesce = %v, want EINVAL %q", err, tc.msg)
+			require.Equal(t, tc.msg, e.Message, "CheckCoalesce = %v, want EINVAL %q", err, tc.msg)
 		})
 	}
 }

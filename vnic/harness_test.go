@@ -111,9 +111,8 @@ func newTestPort(t testing.TB, mod func(*Config, *Settings)) *testPort {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		assert.NoError(t, td.Wait(ctx), "teardown")
-		if n := p.Memory().InUse(); n != 0 {
-			t.Errorf("teardown: %d bytes still charged to the port", n)
-		}
+		n := p.Memory().InUse()
+		assert.Equal(t, int64(0), n, "teardown: %d bytes still charged to the port", n)
 	})
 	return tp
 }

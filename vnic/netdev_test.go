@@ -36,13 +36,11 @@ func TestPagePoolLifetime(t *testing.T) {
 		if pp.Queue != i || pp.Ifindex != 7 || pp.NAPIID != napis[i].ID || pp.Detached() || pp.ID == 0 {
 			t.Errorf("pool %d: %+v (napis %+v)", i, pp, napis)
 		}
-		if want := 128 + b2i(i == 0); pp.BuffersOut != want {
-			t.Errorf("pool %d: %d buffers out, want %d (ring + kept)", i, pp.BuffersOut, want)
-		}
+		want := 128 + b2i(i == 0)
+		assert.Equal(t, want, pp.BuffersOut, "pool %d: %d buffers out, want %d (ring + kept)", i, pp.BuffersOut, want)
 		// 7 buffers per 16K page: 19 pages hold the ring, and the kept buffer's successor.
-		if pp.Inflight != 19 || pp.InflightMem != 19*16384 {
-			t.Errorf("pool %d: inflight %d pages, %d bytes; want 19 pages", i, pp.Inflight, pp.InflightMem)
-		}
+		assert.Equal(t, 19, pp.Inflight, "pool %d: inflight %d pages, %d bytes; want 19 pages", i, pp.Inflight, pp.InflightMem)
+		assert.Equal(t, int64(19*16384), pp.InflightMem, "pool %d: inflight %d pages, %d bytes; want 19 pages", i, pp.Inflight, pp.InflightMem)
 	}
 	start, startBoot := time.Now(), boottime()
 	tp.mustLocked("SetMTU", func() error { return tp.SetMTU(1400) })
@@ -53,9 +51,8 @@ func TestPagePoolLifetime(t *testing.T) {
 		old.NAPIID != 0 || old.BuffersOut != 1 || old.Inflight != 1 || old.InflightMem != 16384 || old.Queue != 0 {
 		t.Errorf("detached pool %+v, want queue 0's old pool with its one kept buffer", old)
 	}
-	if old.DetachBoottime < startBoot || startBoot == 0 {
-		t.Errorf("detach boottime %v, before the reconfiguration at %v", old.DetachBoottime, startBoot)
-	}
+	assert.GreaterOrEqual(t, old.DetachBoottime, startBoot, "detach boottime %v, before the reconfiguration at %v", old.DetachBoottime, startBoot)
+	assert.NotEqual(t, time.Duration(0), startBoot, "detach boottime %v, before the reconfiguration at %v", old.DetachBoottime, startBoot)
 	ids := map[uint32]bool{}
 	for _, pp := range append(before, after[:4]...) {
 		if ids[pp.ID] {
@@ -96,9 +93,11 @@ func TestNAPIIDs(t *testing.T) {
 		require.Len(t, qs, 8, "%d queues, want 4 RX + 4 TX: %+v", len(qs), qs)
 		for i := range 4 {
 			rx, tx := qs[i], qs[4+i]
-			if rx.Type != QueueRX || tx.Type != QueueTX || rx.ID != i || tx.ID != i || tx.NAPIID != 0 {
-				t.Errorf("queue pair %d: %+v %+v", i, rx, tx)
-			}
+			assert.Equal(t, QueueRX, rx.Type, "queue pair %d: %+v %+v", i, rx, tx)
+			assert.Equal(t, QueueTX, tx.Type, "queue pair %d: %+v %+v", i, rx, tx)
+			assert.Equal(t, i, rx.ID, "queue pair %d: %+v %+v", i, rx, tx)
+			assert.Equal(t, i, tx.ID, "queue pair %d: %+v %+v", i, rx, tx)
+			assert.Equal(t, uint32(0), tx.NAPIID, "queue pair %d: %+v %+v", i, rx, tx)
 			if rx.NAPIID < MinNAPIID || seen[rx.NAPIID] {
 				t.Errorf("queue %d NAPI id %d reused or below %d", i, rx.NAPIID, MinNAPIID)
 			}
@@ -107,9 +106,8 @@ func TestNAPIIDs(t *testing.T) {
 		ns := p.NAPIs()
 		require.Len(t, ns, 4, "%d NAPIs, want one per RX queue: %+v", len(ns), ns)
 		for i, n := range ns {
-			if n.ID != qs[i].NAPIID || n.Queue != i {
-				t.Errorf("NAPI %+v does not poll RX queue %+v", n, qs[i])
-			}
+			assert.Equal(t, qs[i].NAPIID, n.ID, "NAPI %+v does not poll RX queue %+v", n, qs[i])
+			assert.Equal(t, i, n.Queue, "NAPI %+v does not poll RX queue %+v", n, qs[i])
 		}
 	}
 	check(a)
@@ -143,9 +141,10 @@ func TestQStatsAcrossRebuild(t *testing.T) {
 	}
 	for q := range 4 {
 		rx, tx := s.Queues[q], s.Queues[4+q]
-		if rx.RxPackets != uint64(q+1) || rx.RxBytes != uint64(100*(q+1)) || tx.TxPackets != 1 || tx.TxBytes != 60 {
-			t.Errorf("queue %d: rx %+v tx %+v", q, rx, tx)
-		}
+		assert.Equal(t, uint64(q+1), rx.RxPackets, "queue %d: rx %+v tx %+v", q, rx, tx)
+		assert.Equal(t, uint64(100*(q+1)), rx.RxBytes, "queue %d: rx %+v tx %+v", q, rx, tx)
+		assert.Equal(t, uint64(1), tx.TxPackets, "queue %d: rx %+v tx %+v", q, rx, tx)
+		assert.Equal(t, uint64(60), tx.TxBytes, "queue %d: rx %+v tx %+v", q, rx, tx)
 	}
 	if s.Queues[1].RxHwDrops != 1 || s.Queues[1].RxHwDropOverruns != 0 {
 		t.Errorf("queue 1 hw drops %+v, want the oversize frame", s.Queues[1])
@@ -190,9 +189,10 @@ func TestRxAllocModes(t *testing.T) {
 		{rxbuf.AllocPagePoolFrag, false, func(t *testing.T, qc QueueCounters, pools []PagePool) {
 			k := pools[0].Stats
 			// 16K pages, 7 buffers each: 19 pages for the ring, then every refill is recycled.
-			if qc.Pool.PageAllocs != 19 || k.RecycleCached != frames || k.RecycleReleasedRefcnt != 0 || k.AllocFast < frames {
-				t.Errorf("pages %d, %+v", qc.Pool.PageAllocs, k)
-			}
+			assert.Equal(t, uint64(19), qc.Pool.PageAllocs, "pages %d, %+v", qc.Pool.PageAllocs, k)
+			assert.Equal(t, uint64(frames), k.RecycleCached, "pages %d, %+v", qc.Pool.PageAllocs, k)
+			assert.Equal(t, uint64(0), k.RecycleReleasedRefcnt, "pages %d, %+v", qc.Pool.PageAllocs, k)
+			assert.GreaterOrEqual(t, k.AllocFast, uint64(frames), "pages %d, %+v", qc.Pool.PageAllocs, k)
 		}},
 		{rxbuf.AllocPagePoolPage, false, func(t *testing.T, qc QueueCounters, pools []PagePool) {
 			k := pools[0].Stats
@@ -202,17 +202,18 @@ func TestRxAllocModes(t *testing.T) {
 		}},
 		{rxbuf.AllocPagePoolFrag, true, func(t *testing.T, qc QueueCounters, pools []PagePool) {
 			k := pools[0].Stats
-			if k.RecycleCached != 0 || k.RecycleRing != 0 || k.RecycleReleasedRefcnt == 0 ||
-				qc.Pool.PageReleases != k.RecycleReleasedRefcnt {
-				t.Errorf("recycling off: %+v, page releases %d", k, qc.Pool.PageReleases)
-			}
+			assert.Equal(t, uint64(0), k.RecycleCached, "recycling off: %+v, page releases %d", k, qc.Pool.PageReleases)
+			assert.Equal(t, uint64(0), k.RecycleRing, "recycling off: %+v, page releases %d", k, qc.Pool.PageReleases)
+			assert.NotEqual(t, uint64(0), k.RecycleReleasedRefcnt, "recycling off: %+v, page releases %d", k, qc.Pool.PageReleases)
+			assert.Equal(t, k.RecycleReleasedRefcnt, qc.Pool.PageReleases, "recycling off: %+v, page releases %d", k, qc.Pool.PageReleases)
 		}},
 		{rxbuf.AllocNoPool, false, func(t *testing.T, qc QueueCounters, pools []PagePool) {
 			assert.Empty(t, pools, "no-pool queues list page pools")
-			if st := qc.Pool; st.PageAllocs != st.Allocs || st.Allocs != 128+frames || st.Recycles != 0 ||
-				st.ReleasedRefcnt != frames {
-				t.Errorf("no-pool: every buffer should be its own allocation, freed on return: %+v", st)
-			}
+			st := qc.Pool
+			assert.Equal(t, st.Allocs, st.PageAllocs, "no-pool: every buffer should be its own allocation, freed on return: %+v", st)
+			assert.Equal(t, uint64(128+frames), st.Allocs, "no-pool: every buffer should be its own allocation, freed on return: %+v", st)
+			assert.Equal(t, uint64(0), st.Recycles, "no-pool: every buffer should be its own allocation, freed on return: %+v", st)
+			assert.Equal(t, uint64(frames), st.ReleasedRefcnt, "no-pool: every buffer should be its own allocation, freed on return: %+v", st)
 		}},
 	}
 	for _, tt := range tests {
@@ -225,8 +226,8 @@ func TestRxAllocModes(t *testing.T) {
 			var qc []QueueCounters
 			tp.locked(func() { qc = tp.QueueCounters() })
 			pools := tp.PagePools()
-			if tt.alloc != rxbuf.AllocNoPool && len(pools) != 4 {
-				t.Fatalf("%d pools", len(pools))
+			if tt.alloc != rxbuf.AllocNoPool {
+				require.Len(t, pools, 4, "%d pools", len(pools))
 			}
 			tt.check(t, qc[0], pools)
 		})
@@ -277,10 +278,8 @@ func TestShortHeadroom(t *testing.T) {
 		want := uint64(5 * b2i(tt.short))
 		// manactl stats shows it as manad_rx_short_headroom, after the driver's counters.
 		extra := tp.NetdevStats().ExtraStats()[slices.Index(ExtraStatNames(), "manad_rx_short_headroom")]
-		if qc[2].RxShortHeadroom != want || extra != want {
-			t.Errorf("%+v (headroom %d): short-headroom %d / %d, want %d", tt, l.Headroom,
-				qc[2].RxShortHeadroom, extra, want)
-		}
+		assert.Equal(t, want, qc[2].RxShortHeadroom, "%+v (headroom %d): short-headroom %d / %d, want %d", tt, l.Headroom, qc[2].RxShortHeadroom, extra, want)
+		assert.Equal(t, want, extra, "%+v (headroom %d): short-headroom %d / %d, want %d", tt, l.Headroom, qc[2].RxShortHeadroom, extra, want)
 	}
 }
 
@@ -331,9 +330,8 @@ func TestNetdevViewsConcurrent(t *testing.T) {
 	for i := range 20 {
 		tp.mustLocked("SetRings", func() error { return tp.SetRings(128<<(i%2), 128) })
 		tot := tp.QStats().Total
-		if tot.RxPackets < last.RxPackets || tot.TxPackets < last.TxPackets {
-			t.Errorf("totals went backwards: %+v after %+v", tot, last)
-		}
+		assert.GreaterOrEqual(t, tot.RxPackets, last.RxPackets, "totals went backwards: %+v after %+v", tot, last)
+		assert.GreaterOrEqual(t, tot.TxPackets, last.TxPackets, "totals went backwards: %+v after %+v", tot, last)
 		last = tot
 	}
 	close(stop)
@@ -392,9 +390,8 @@ func TestPagePoolEvents(t *testing.T) {
 	tp.open()
 	added := rec.take()
 	pools := tp.PagePools()
-	if len(added) != 4 || len(pools) != 4 {
-		t.Fatalf("events %+v for pools %+v, want 4 adds", added, pools)
-	}
+	require.Len(t, added, 4, "events %+v for pools %+v, want 4 adds", added, pools)
+	require.Len(t, pools, 4, "events %+v for pools %+v, want 4 adds", added, pools)
 	for i, ev := range added {
 		if want := (PagePool{ID: pools[i].ID, Ifindex: 7, Queue: i}); ev.Kind != PagePoolAdded || ev.Pool != want {
 			t.Errorf("event %d %v %+v, want add %+v", i, ev.Kind, ev.Pool, want)
@@ -407,9 +404,8 @@ func TestPagePoolEvents(t *testing.T) {
 	tp.mustLocked("SetMTU", func() error { return tp.SetMTU(1400) })
 	evs := rec.take()
 	after := tp.PagePools()
-	if len(evs) != 8 || len(after) != 5 {
-		t.Fatalf("%d events after the rebuild, want 1 change + 3 del + 4 add: %+v (pools %+v)", len(evs), evs, after)
-	}
+	require.Len(t, evs, 8, "%d events after the rebuild, want 1 change + 3 del + 4 add: %+v (pools %+v)", len(evs), evs, after)
+	require.Len(t, after, 5, "%d events after the rebuild, want 1 change + 3 del + 4 add: %+v (pools %+v)", len(evs), evs, after)
 	ch := evs[0]
 	if ch.Kind != PagePoolDetached || ch.Pool != after[4] || ch.Pool.ID != pools[0].ID || ch.Pool.Inflight != 1 || !ch.Pool.Detached() {
 		t.Errorf("first event %v %+v, want queue 0's old pool detached as listed: %+v", ch.Kind, ch.Pool, after[4])

@@ -3,13 +3,11 @@ package vnic
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -72,9 +70,9 @@ func TestReceiveDrops(t *testing.T) {
 		assert.Equal(t, tc.want, tp.Receive(0, tc.frame), "%s", name)
 	}
 	ns := tp.NetdevStats()
-	if ns.RxOversize != 1 || ns.RxMissed != 1 || ns.RxDropped != 2 {
-		t.Errorf("netdev stats %+v", ns)
-	}
+	assert.Equal(t, uint64(1), ns.RxOversize, "netdev stats %+v", ns)
+	assert.Equal(t, uint64(1), ns.RxMissed, "netdev stats %+v", ns)
+	assert.Equal(t, uint64(2), ns.RxDropped, "netdev stats %+v", ns)
 	assert.Equal(t, uint64(1), tp.stat("rx_0_pkt_len0_err"), "pkt_len0_err")
 	assert.Equal(t, uint64(1), tp.stat("hc_rx_discards_no_wqe"), "hc_rx_discards_no_wqe")
 }
@@ -96,13 +94,12 @@ func TestRefillFailure(t *testing.T) {
 			dropped++
 		}
 	}
-	if delivered != 5 || dropped != 5 {
-		t.Fatalf("delivered %d, dropped %d; want 5 and 5", delivered, dropped)
-	}
+	require.Equal(t, 5, delivered, "delivered %d, dropped %d; want 5 and 5", delivered, dropped)
+	require.Equal(t, 5, dropped, "delivered %d, dropped %d; want 5 and 5", delivered, dropped)
 	st := tp.state()
-	if st.BuffersPosted != 4*128 || st.BuffersInFlight != 5 || st.Netdev.RxAllocFail != 5 {
-		t.Errorf("posted %d, in flight %d, alloc failures %d", st.BuffersPosted, st.BuffersInFlight, st.Netdev.RxAllocFail)
-	}
+	assert.Equal(t, int(4*128), st.BuffersPosted, "posted %d, in flight %d, alloc failures %d", st.BuffersPosted, st.BuffersInFlight, st.Netdev.RxAllocFail)
+	assert.Equal(t, 5, st.BuffersInFlight, "posted %d, in flight %d, alloc failures %d", st.BuffersPosted, st.BuffersInFlight, st.Netdev.RxAllocFail)
+	assert.Equal(t, uint64(5), st.Netdev.RxAllocFail, "posted %d, in flight %d, alloc failures %d", st.BuffersPosted, st.BuffersInFlight, st.Netdev.RxAllocFail)
 	tp.host.release()
 	assert.Equal(t, RxDelivered, tp.Receive(0, udpFrame(200, 1, 2)), "after the buffers came back")
 	tp.host.keep = false
@@ -144,11 +141,10 @@ func TestXDPVerdicts(t *testing.T) {
 			f := udpFrame(300, 5, 6)
 			require.Equal(t, tc.result, tp.Receive(0, f), "Receive")
 			assert.Equal(t, uint64(1), tp.stat(tc.counter), "%s", tc.counter)
-			if (tp.host.count() == 1) != tc.delivered || (tp.wire.count() == 1) != tc.wired {
-				t.Errorf("delivered %d, on the wire %d", tp.host.count(), tp.wire.count())
-			}
-			if tc.wired && tp.stat("tx_0_packets") != 1 {
-				t.Error("XDP_TX not counted on the TX queue")
+			assert.Equal(t, tc.delivered, tp.host.count() == 1, "delivered %d, on the wire %d", tp.host.count(), tp.wire.count())
+			assert.Equal(t, tc.wired, tp.wire.count() == 1, "delivered %d, on the wire %d", tp.host.count(), tp.wire.count())
+			if tc.wired {
+				assert.Equal(t, uint64(1), tp.stat("tx_0_packets"), "XDP_TX not counted on the TX queue")
 			}
 			if a, ok := tc.prog.(*adjustHead); ok && a.verdict == XDPPass {
 				if got := tp.host.frames[0]; !bytes.Equal(got[:4], []byte("TAG!")) || !bytes.Equal(got[4:], f) {
@@ -165,23 +161,21 @@ func TestTransmit(t *testing.T) {
 	copy(bcast, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	assert.False(t, tp.Transmit(0, bcast), "a down port transmitted")
 	tp.open()
-	if !tp.Transmit(2, bcast) || tp.wire.count() != 1 {
-		t.Fatal("frame did not reach the wire")
-	}
+	require.True(t, tp.Transmit(2, bcast), "frame did not reach the wire")
+	require.Equal(t, 1, tp.wire.count(), "frame did not reach the wire")
 	for name, want := range map[string]uint64{"tx_2_packets": 1, "tx_2_bytes": 100, "tx_2_short_pkt_fmt": 1,
 		"hc_tx_bcast_pkts": 1, "hc_tx_bcast_bytes": 100, "hc_tc0_tx_pkt_phy": 1} {
 		assert.Equal(t, want, tp.stat(name), "%s", name)
 	}
-	if ns := tp.NetdevStats(); ns.TxDropped != 1 || ns.TxPackets != 1 {
-		t.Errorf("netdev %+v", ns)
-	}
+	ns := tp.NetdevStats()
+	assert.Equal(t, uint64(1), ns.TxDropped, "netdev %+v", ns)
+	assert.Equal(t, uint64(1), ns.TxPackets, "netdev %+v", ns)
 }
 
 func TestStatNames(t *testing.T) {
 	names := StatNames(16)
-	if len(names) != 6+27+50+16*20 || len(names) != StatCount(16) {
-		t.Fatalf("%d names", len(names))
-	}
+	require.Len(t, names, 6+27+50+16*20, "%d names", len(names))
+	require.Len(t, names, StatCount(16), "%d names", len(names))
 	for i, want := range map[int]string{
 		0: "stop_queue", 5: "rx_cqe_unknown_type", 6: "hc_rx_discards_no_wqe", 32: "hc_tx_mcast_bytes",
 		33: "hc_rx_pkt_drop_phy", 35: "hc_tc0_rx_pkt_phy", 66: "hc_tc7_tx_byte_phy", 67: "hc_tc0_rx_pause_phy",
@@ -228,9 +222,8 @@ func TestInFlightAcrossReconfigure(t *testing.T) {
 		require.NoError(t, tp.SetPrivFlags(PrivFlagFullPageRx))
 	})
 	st := tp.state()
-	if st.BuffersInFlight != 3 || st.ReleasesPending != 3 {
-		t.Fatalf("in flight %d, releases pending %d; want 3 and 3", st.BuffersInFlight, st.ReleasesPending)
-	}
+	require.Equal(t, 3, st.BuffersInFlight, "in flight %d, releases pending %d; want 3 and 3", st.BuffersInFlight, st.ReleasesPending)
+	require.Equal(t, 3, st.ReleasesPending, "in flight %d, releases pending %d; want 3 and 3", st.BuffersInFlight, st.ReleasesPending)
 	assert.Greater(t, st.MemoryInUse, st.BytesPinned, "the draining pools' pages are not charged")
 	tp.host.keep = false
 	tp.host.release()
@@ -247,9 +240,8 @@ func TestShutdownReportsLeak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	err := td.Wait(ctx)
-	if !errors.Is(err, unix.EBUSY) || !strings.Contains(err.Error(), "1 RX buffers still in flight") {
-		t.Fatalf("Wait = %v, want the leak report", err)
-	}
+	require.ErrorIs(t, err, unix.EBUSY, "Wait = %v, want the leak report", err)
+	require.Contains(t, err.Error(), "1 RX buffers still in flight", "Wait = %v, want the leak report", err)
 	tp.locked(func() {
 		assert.ErrorIs(t, tp.Open(), unix.ENODEV, "Open after Shutdown")
 	})
@@ -295,9 +287,8 @@ func TestFlipUnderTraffic(t *testing.T) {
 	for q := 0; q < 4; q++ {
 		total += tp.stat("rx_" + string(rune('0'+q)) + "_packets")
 	}
-	if total != delivered.Load() || total == 0 {
-		t.Errorf("counted %d, delivered %d", total, delivered.Load())
-	}
+	assert.Equal(t, delivered.Load(), total, "counted %d, delivered %d", total, delivered.Load())
+	assert.NotEqual(t, uint64(0), total, "counted %d, delivered %d", total, delivered.Load())
 	settled(t, tp.waitFor("drain", func(s State) bool { return s.ReleasesPending == 0 }))
 }
 
@@ -332,9 +323,8 @@ func TestToeplitzTable(t *testing.T) {
 			for i := range in {
 				in[i] = byte(rng.Uint32())
 			}
-			if got, want := defaultToeplitz.sum(in), Toeplitz(&DefaultRSSKey, in); got != want {
-				t.Fatalf("%x: table %#x, bitwise %#x", in, got, want)
-			}
+			got, want := defaultToeplitz.sum(in), Toeplitz(&DefaultRSSKey, in)
+			require.Equal(t, want, got, "%x: table %#x, bitwise %#x", in, got, want)
 		}
 	}
 }
@@ -374,12 +364,10 @@ func TestXDPTxUsesSendXDP(t *testing.T) {
 	tp.open()
 	require.Equal(t, RxXDPTx, tp.Receive(1, udpFrame(300, 5, 6)), "Receive")
 	require.True(t, tp.Transmit(1, udpFrame(200, 6, 5)), "Transmit refused")
-	if w.xdp.count() != 1 || w.count() != 1 {
-		t.Errorf("SendXDP got %d frames, Send %d: want 1 each", w.xdp.count(), w.count())
-	}
-	if got := tp.stat("tx_1_packets"); got != 2 {
-		t.Errorf("tx_1_packets = %d, want 2", got)
-	}
+	assert.Equal(t, 1, w.xdp.count(), "SendXDP got %d frames, Send %d: want 1 each", w.xdp.count(), w.count())
+	assert.Equal(t, 1, w.count(), "SendXDP got %d frames, Send %d: want 1 each", w.xdp.count(), w.count())
+	got := tp.stat("tx_1_packets")
+	assert.Equal(t, uint64(2), got, "tx_1_packets = %d, want 2", got)
 }
 
 // TestPostAndPutWire: a superframe is one work item (one packet, tso_packets, tso_bytes of its
@@ -466,9 +454,9 @@ func TestReceiveWhole(t *testing.T) {
 				before := whole.state()
 				require.True(t, whole.ReceiveWhole(2, f, n, n*l, l), "ReceiveWhole refused")
 				assert.Empty(t, statDiff(byFrame.statVector(), whole.statVector()), "statistics frame by frame ≠ whole")
-				if after := whole.state(); after.BuffersPosted != before.BuffersPosted || after.BuffersInFlight != 0 {
-					t.Errorf("ring: %d posted (was %d), %d in flight", after.BuffersPosted, before.BuffersPosted, after.BuffersInFlight)
-				}
+				after := whole.state()
+				assert.Equal(t, before.BuffersPosted, after.BuffersPosted, "ring: %d posted (was %d), %d in flight", after.BuffersPosted, before.BuffersPosted, after.BuffersInFlight)
+				assert.Equal(t, 0, after.BuffersInFlight, "ring: %d posted (was %d), %d in flight", after.BuffersPosted, before.BuffersPosted, after.BuffersInFlight)
 			})
 		}
 	}
@@ -502,11 +490,10 @@ func TestReceiveWhole(t *testing.T) {
 			require.False(t, tp.ReceiveWhole(2, f, tc.frames, uint64(tc.frames*l), tc.frame), "taken whole")
 			assert.Empty(t, statDiff(before, tp.statVector()), "a refusal changed statistics")
 			// The caller's frame-by-frame fallback counts the allocation that fails.
-			if got := tp.poolAllocFails(2); got != fails {
-				t.Errorf("page pool alloc failures %d after the refusal, were %d", got, fails)
-			}
-			if tc.thenOK > 0 && !tp.ReceiveWhole(2, f, tc.thenOK, uint64(tc.thenOK*l), l) {
-				t.Errorf("%d frames refused after the refusal", tc.thenOK)
+			got := tp.poolAllocFails(2)
+			assert.Equal(t, fails, got, "page pool alloc failures %d after the refusal, were %d", got, fails)
+			if tc.thenOK > 0 {
+				assert.True(t, tp.ReceiveWhole(2, f, tc.thenOK, uint64(tc.thenOK*l), l), "%d frames refused after the refusal", tc.thenOK)
 			}
 		})
 	}

@@ -47,17 +47,15 @@ var ops = []op{
 // the memory charged is exactly what the running rings pin.
 func settled(t *testing.T, st State) {
 	t.Helper()
-	if st.BuffersInFlight != 0 || st.ReleasesPending != 0 {
-		t.Errorf("buffers in flight %d, releases pending %d; want 0", st.BuffersInFlight, st.ReleasesPending)
-	}
+	assert.Equal(t, 0, st.BuffersInFlight, "buffers in flight %d, releases pending %d; want 0", st.BuffersInFlight, st.ReleasesPending)
+	assert.Equal(t, 0, st.ReleasesPending, "buffers in flight %d, releases pending %d; want 0", st.BuffersInFlight, st.ReleasesPending)
 	if !st.Running {
 		assert.Equal(t, int64(0), st.MemoryInUse, "stopped port still charges %d bytes", st.MemoryInUse)
 		return
 	}
 	assert.Equal(t, st.Settings.Queues*st.Settings.RxRing, st.BuffersPosted, "buffers posted")
-	if st.BytesPinned != st.Layout.BytesTotal || st.MemoryInUse != st.BytesPinned {
-		t.Errorf("pinned %d bytes, memory in use %d, layout says %d", st.BytesPinned, st.MemoryInUse, st.Layout.BytesTotal)
-	}
+	assert.Equal(t, st.Layout.BytesTotal, st.BytesPinned, "pinned %d bytes, memory in use %d, layout says %d", st.BytesPinned, st.MemoryInUse, st.Layout.BytesTotal)
+	assert.Equal(t, st.BytesPinned, st.MemoryInUse, "pinned %d bytes, memory in use %d, layout says %d", st.BytesPinned, st.MemoryInUse, st.Layout.BytesTotal)
 }
 
 func TestReconfigure(t *testing.T) {
@@ -98,9 +96,9 @@ func TestReconfigure(t *testing.T) {
 				switch f.want {
 				case applied:
 					require.NoError(t, err, "err")
-					if !o.isNew(after.Settings) || !after.Running || after.ResetPending {
-						t.Fatalf("after success: %+v", after)
-					}
+					require.True(t, o.isNew(after.Settings), "after success: %+v", after)
+					require.True(t, after.Running, "after success: %+v", after)
+					require.False(t, after.ResetPending, "after success: %+v", after)
 					assert.Equal(t, o.wantSingle, after.Layout.Single, "layout single = %v, want %v (%s)", after.Layout.Single, o.wantSingle, after.Layout.Reason)
 				case untouched, reset:
 					require.ErrorIs(t, err, f.errno, "err")
@@ -129,9 +127,8 @@ func TestReconfigure(t *testing.T) {
 					}
 				}
 				if f.fault != nil {
-					if got := after.Faults[f.fault.Point].Fired; got != f.fired {
-						t.Errorf("fault fired %d times, want %d", got, f.fired)
-					}
+					got := after.Faults[f.fault.Point].Fired
+					assert.Equal(t, f.fired, got, "fault fired %d times, want %d", got, f.fired)
 				}
 				final := tp.waitFor("pools to drain", func(s State) bool { return s.ReleasesPending == 0 })
 				settled(t, final)
@@ -154,9 +151,9 @@ func TestReconfigureDown(t *testing.T) {
 				}
 				require.NoError(t, o.do(tp.Port), "op on a down port")
 				st := tp.State()
-				if !o.isNew(st.Settings) || st.Running || st.MemoryInUse != 0 {
-					t.Fatalf("down port: %+v", st)
-				}
+				require.True(t, o.isNew(st.Settings), "down port: %+v", st)
+				require.False(t, st.Running, "down port: %+v", st)
+				require.Equal(t, int64(0), st.MemoryInUse, "down port: %+v", st)
 				for _, f := range st.Faults {
 					assert.Equal(t, 0, f.Fired, "fault %s fired on a down port", f.Point)
 					_ = tp.SetFault(Fault{Point: f.Point, Mode: FaultOff})
@@ -190,9 +187,8 @@ func TestNoChange(t *testing.T) {
 		} {
 			assert.NoError(t, err, "%s", name)
 		}
-		if f := tp.Faults()[FaultPrealloc]; f.Fired != 0 {
-			t.Errorf("a no-change request reached pre-allocation")
-		}
+		f := tp.Faults()[FaultPrealloc]
+		assert.Equal(t, 0, f.Fired, "a no-change request reached pre-allocation")
 	})
 }
 
@@ -220,8 +216,8 @@ func TestPrivFlagsLayoutShortcut(t *testing.T) {
 				_ = tp.SetFault(Fault{Point: FaultPrealloc, Mode: FaultAlways})
 				err := tp.SetPrivFlags(PrivFlagFullPageRx)
 				require.Equal(t, err != nil, tc.rebuild, "rebuild")
-				if !tc.rebuild && tp.Settings().PrivFlags != PrivFlagFullPageRx {
-					t.Errorf("flag not stored")
+				if !tc.rebuild {
+					assert.Equal(t, PrivFlagFullPageRx, tp.Settings().PrivFlags, "flag not stored")
 				}
 			})
 		})
@@ -272,15 +268,14 @@ func TestXDPMTUInterlock(t *testing.T) {
 	tp.open()
 	tp.locked(func() {
 		err := tp.SetXDP(XDPProgPass)
-		if !errors.Is(err, unix.EOPNOTSUPP) || err.(*extack.Error).Message != "XDP: mtu too large" {
-			t.Fatalf("attach at MTU 4000 on 4K pages: %v", err)
-		}
+		require.ErrorIs(t, err, unix.EOPNOTSUPP, "attach at MTU 4000 on 4K pages: %v", err)
+		require.Equal(t, "XDP: mtu too large", err.(*extack.Error).Message, "attach at MTU 4000 on 4K pages: %v", err)
 		require.NoError(t, tp.SetMTU(3506))
 		require.NoError(t, tp.SetXDP(XDPProgPass))
 		st := tp.State()
-		if st.MaxMTU != 3506 || st.Layout.Headroom != 256 || !st.Layout.Single {
-			t.Errorf("with XDP: max MTU %d, layout %+v", st.MaxMTU, st.Layout)
-		}
+		assert.Equal(t, 3506, st.MaxMTU, "with XDP: max MTU %d, layout %+v", st.MaxMTU, st.Layout)
+		assert.Equal(t, 256, st.Layout.Headroom, "with XDP: max MTU %d, layout %+v", st.MaxMTU, st.Layout)
+		assert.True(t, st.Layout.Single, "with XDP: max MTU %d, layout %+v", st.MaxMTU, st.Layout)
 		assert.ErrorIs(t, tp.SetMTU(3507), unix.EINVAL, "SetMTU(3507) with XDP")
 		require.NoError(t, tp.SetXDP(nil))
 		if st := tp.State(); st.MaxMTU != DefaultMaxMTU {
@@ -298,9 +293,8 @@ func TestMemoryBudget(t *testing.T) {
 		before := tp.State()
 		tp.SetMemoryBudget(before.MemoryInUse + 1<<20)
 		err := tp.SetPrivFlags(PrivFlagFullPageRx)
-		if !errors.Is(err, unix.ENOMEM) || !strings.HasPrefix(err.(*extack.Error).Message, "Insufficient memory for new allocations") {
-			t.Fatalf("err = %v", err)
-		}
+		require.ErrorIs(t, err, unix.ENOMEM, "err = %v", err)
+		require.True(t, strings.HasPrefix(err.(*extack.Error).Message, "Insufficient memory for new allocations"), "err = %v", err)
 		after := tp.State()
 		if after.Settings != before.Settings || !after.Running || after.MemoryInUse != before.MemoryInUse {
 			t.Errorf("ENOMEM changed the port: %+v", after)
@@ -309,9 +303,8 @@ func TestMemoryBudget(t *testing.T) {
 		require.NoError(t, tp.SetPrivFlags(PrivFlagFullPageRx))
 		st := tp.State()
 		// 4 queues × 128 one-per-page 16K buffers, against 4 × 19 pages of 7 fragments.
-		if st.MemoryInUse != 4*128*16384 || before.MemoryInUse != 4*19*16384 {
-			t.Errorf("memory in use %d (was %d)", st.MemoryInUse, before.MemoryInUse)
-		}
+		assert.Equal(t, int64(4*128*16384), st.MemoryInUse, "memory in use %d (was %d)", st.MemoryInUse, before.MemoryInUse)
+		assert.Equal(t, int64(4*19*16384), before.MemoryInUse, "memory in use %d (was %d)", st.MemoryInUse, before.MemoryInUse)
 		assert.GreaterOrEqual(t, st.MemoryPeak, st.MemoryInUse+before.MemoryInUse, "peak %d: the pre-allocation must coexist with the old rings", st.MemoryPeak)
 	})
 	settled(t, tp.state())
@@ -342,9 +335,8 @@ func TestResetRespectsAdminDown(t *testing.T) {
 		_ = tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOff})
 	})
 	st := tp.waitFor("the reset to stand down", func(s State) bool { return !s.ResetPending })
-	if st.Running || st.AdminUp {
-		t.Fatalf("reset brought a port the admin took down back up: %+v", st)
-	}
+	require.False(t, st.Running, "reset brought a port the admin took down back up: %+v", st)
+	require.False(t, st.AdminUp, "reset brought a port the admin took down back up: %+v", st)
 	settled(t, st)
 	tp.open()
 	settled(t, tp.state())
@@ -361,9 +353,8 @@ func TestResetAppliesStoredValue(t *testing.T) {
 		require.NoError(t, tp.SetMTU(9000))
 	})
 	st := tp.waitFor("the reset", func(s State) bool { return s.Running })
-	if st.Settings.MTU != 9000 || st.Settings.Queues != 4 {
-		t.Errorf("reset applied %+v", st.Settings)
-	}
+	assert.Equal(t, 9000, st.Settings.MTU, "reset applied %+v", st.Settings)
+	assert.Equal(t, 4, st.Settings.Queues, "reset applied %+v", st.Settings)
 }
 
 func TestAssertLocked(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -44,9 +45,8 @@ func TestCheckRSS(t *testing.T) {
 func TestSetRSSSteers(t *testing.T) {
 	tp := newTestPort(t, func(c *Config, s *Settings) { s.Queues = 4 })
 	tp.locked(func() {
-		if err := tp.SetRSS(RSSUpdate{}); !errors.Is(err, unix.EOPNOTSUPP) {
-			t.Errorf("SetRSS on a down port = %v, want EOPNOTSUPP", err)
-		}
+		err := tp.SetRSS(RSSUpdate{})
+		assert.ErrorIs(t, err, unix.EOPNOTSUPP, "SetRSS on a down port = %v, want EOPNOTSUPP", err)
 	})
 	tp.open()
 	key := make([]byte, RSSKeySize)
@@ -61,9 +61,8 @@ func TestSetRSSSteers(t *testing.T) {
 		require.NoError(t, tp.SetRSS(RSSUpdate{HFunc: RSSHashTop, Key: key, Indir: indir}), "SetRSS")
 		bad := append([]uint32(nil), indir...)
 		bad[5] = 4
-		if err := tp.SetRSS(RSSUpdate{Key: make([]byte, RSSKeySize), Indir: bad}); !errors.Is(err, unix.EINVAL) {
-			t.Errorf("SetRSS(entry 4) = %v, want EINVAL", err)
-		}
+		err := tp.SetRSS(RSSUpdate{Key: make([]byte, RSSKeySize), Indir: bad})
+		assert.ErrorIs(t, err, unix.EINVAL, "SetRSS(entry 4) = %v, want EINVAL", err)
 		got := tp.RSS()
 		if string(got.Key[:]) != string(key) || got.Indir[5] != indir[5] {
 			t.Error("a refused SetRSS changed the configuration")
@@ -84,9 +83,8 @@ func TestSetRSSSteers(t *testing.T) {
 	if hits[2]+hits[3] != 100 || hits[2] == 0 || hits[3] == 0 {
 		t.Errorf("flows per queue %v, want all on 2 and 3", hits)
 	}
-	if n := tp.stat("rx_2_packets") + tp.stat("rx_3_packets"); n != 100 {
-		t.Errorf("queues 2 and 3 received %d of 100 frames", n)
-	}
+	n := tp.stat("rx_2_packets") + tp.stat("rx_3_packets")
+	assert.Equal(t, uint64(100), n, "queues 2 and 3 received %d of 100 frames", n)
 
 	tp.locked(func() {
 		require.NoError(t, tp.SetChannels(2), "SetChannels")

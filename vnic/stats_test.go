@@ -92,19 +92,19 @@ func TestReconfigStats(t *testing.T) {
 	for _, r := range rs {
 		byOp[r.Op] = r
 	}
-	if len(rs) != 3 || rs[0].Op != "channels" || rs[2].Op != "rings" {
-		t.Fatalf("ops %+v, want channels, mtu, rings in order", rs)
-	}
+	require.Len(t, rs, 3, "ops %+v, want channels, mtu, rings in order", rs)
+	require.Equal(t, "channels", rs[0].Op, "ops %+v, want channels, mtu, rings in order", rs)
+	require.Equal(t, "rings", rs[2].Op, "ops %+v, want channels, mtu, rings in order", rs)
 	mtu := byOp["mtu"]
 	if mtu.Outcomes[ReconfigStored] != 1 || mtu.Outcomes[ReconfigUnchanged] != 1 || mtu.Outcomes[ReconfigApplied] != 1 || mtu.Count != 1 {
 		t.Errorf("mtu: %+v; want one each of stored, unchanged, applied, and one duration", mtu)
 	}
-	if r := byOp["rings"]; r.Outcomes[ReconfigPreallocFailed] != 1 || r.Count != 1 {
-		t.Errorf("rings: %+v", r)
-	}
-	if c := byOp["channels"]; c.Outcomes[ReconfigAttachFailed] != 1 || c.Count != 1 {
-		t.Errorf("channels: %+v", c)
-	}
+	r := byOp["rings"]
+	assert.Equal(t, uint64(1), r.Outcomes[ReconfigPreallocFailed], "rings: %+v", r)
+	assert.Equal(t, uint64(1), r.Count, "rings: %+v", r)
+	c := byOp["channels"]
+	assert.Equal(t, uint64(1), c.Outcomes[ReconfigAttachFailed], "channels: %+v", c)
+	assert.Equal(t, uint64(1), c.Count, "channels: %+v", c)
 	// The buckets are cumulative and the last holds every observation under its bound.
 	last := uint64(0)
 	for _, b := range reconfigBuckets {
@@ -114,9 +114,8 @@ func TestReconfigStats(t *testing.T) {
 	if mtu.Sum <= 0 || (mtu.Sum <= reconfigBuckets[len(reconfigBuckets)-1] && last != 1) {
 		t.Errorf("mtu duration sum %v, last bucket %d", mtu.Sum, last)
 	}
-	if ok != 1 || failed != 0 {
-		t.Errorf("resets ok=%d failed=%d, want 1 and 0", ok, failed)
-	}
+	assert.Equal(t, uint64(1), ok, "resets ok=%d failed=%d, want 1 and 0", ok, failed)
+	assert.Equal(t, uint64(0), failed, "resets ok=%d failed=%d, want 1 and 0", ok, failed)
 }
 
 func must(t *testing.T, err error) {
