@@ -96,9 +96,7 @@ func TestRunOnce(t *testing.T) {
 	c := exec.Command("sleep", "600")
 	require.NoError(t, c.Start())
 	l.Proc(c)
-	if l.LastProc() != c {
-		t.Error("LastProc is not the process added")
-	}
+	assert.Same(t, c, l.LastProc(), "LastProc is not the process added")
 	l.Run()
 	_, err := os.Stat(dir)
 	assert.True(t, os.IsNotExist(err), "directory survived Run: %v", err)
