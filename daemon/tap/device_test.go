@@ -237,9 +237,7 @@ func TestSetQueuesAttachesAndDetaches(t *testing.T) {
 		// Removed queues are closed; kept ones are the same files.
 		for i, f := range old {
 			if i < n {
-				if d.Queue(i) != f {
-					t.Errorf("queue %d replaced by SetQueues(%d)", i, n)
-				}
+				assert.Same(t, f, d.Queue(i), "queue %d replaced by SetQueues(%d)", i, n)
 			} else if _, err := f.Write(make([]byte, 60)); !errors.Is(err, os.ErrClosed) {
 				t.Errorf("removed queue %d: write gave %v, want os.ErrClosed", i, err)
 			}
