@@ -7,6 +7,7 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/vnic/rxbuf"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -56,9 +57,10 @@ func TestWire(t *testing.T) {
 		Reason: l.Reason, RingSize: 512, Queues: 3, PagesPerQueue: uint32(l.PagesPerQueue),
 		BytesPerQueue: uint64(l.BytesPerQueue), BytesTotal: uint64(l.BytesTotal),
 	}
-	if w != want || w.DataSize == 0 || w.Reason == "" || w.BytesTotal == 0 {
-		t.Errorf("Wire:\n%+v\nwant\n%+v", w, want)
-	}
+	assert.Equal(t, want, w, "Wire:\n%+v\nwant\n%+v", w, want)
+	assert.NotEqual(t, uint32(0), w.DataSize, "Wire:\n%+v\nwant\n%+v", w, want)
+	assert.NotEqual(t, "", w.Reason, "Wire:\n%+v\nwant\n%+v", w, want)
+	assert.NotEqual(t, uint64(0), w.BytesTotal, "Wire:\n%+v\nwant\n%+v", w, want)
 }
 
 // TestPlanAlloc: the allocation mode reaches every rule's layout.
@@ -70,9 +72,7 @@ func TestPlanAlloc(t *testing.T) {
 		require.Len(t, ls, len(rxbuf.Rules), "%v: %v, %v", a, ls, err)
 		for i, l := range ls {
 			want := rxbuf.MustCompute(rxbuf.Params{Rule: rxbuf.Rules[i], PageSize: 16384, MTU: 1500, Alloc: a})
-			if l != Wire(want) {
-				t.Errorf("%v %v: %+v, want %+v", a, rxbuf.Rules[i], l, Wire(want))
-			}
+			assert.Equal(t, Wire(want), l, "%v %v", a, rxbuf.Rules[i])
 		}
 	}
 	if ls, _ := PlanAlloc(req, rxbuf.AllocNoPool); ls[0].FragCount != 1 || ls[0].PoolSize != 0 {
