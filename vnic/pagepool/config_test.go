@@ -77,15 +77,17 @@ func TestConfigDefaults(t *testing.T) {
 		require.NoError(t, err)
 		c := p.Config()
 		assert.Equal(t, tc.wantRing, c.ReturnRingSize, "ReturnRingSize %d", tc.ring)
-		if c.Logger != slog.Default() || c.ReleaseInterval != DefaultReleaseInterval || c.StallWarn != DefaultStallWarn {
-			t.Errorf("defaults not filled: %+v", c)
-		}
+		assert.Same(t, slog.Default(), c.Logger, "defaults not filled: %+v", c)
+		assert.Equal(t, DefaultReleaseInterval, c.ReleaseInterval, "defaults not filled: %+v", c)
+		assert.Equal(t, DefaultStallWarn, c.StallWarn, "defaults not filled: %+v", c)
 		assert.Len(t, p.ring.slots, tc.wantRing, "ring has %d slots, want %d", len(p.ring.slots), tc.wantRing)
 	}
 	p, err := New(Config{Mem: mem, PageBytes: 4096, BufSize: 4096, FragCount: 1, Logger: logger,
 		ReleaseInterval: time.Millisecond, StallWarn: 2 * time.Millisecond})
 	require.NoError(t, err)
-	if c := p.Config(); c.Logger != logger || c.ReleaseInterval != time.Millisecond || c.StallWarn != 2*time.Millisecond || c.Mem != mem {
-		t.Errorf("explicit settings not kept: %+v", c)
-	}
+	c := p.Config()
+	assert.Same(t, logger, c.Logger, "explicit settings not kept: %+v", c)
+	assert.Equal(t, time.Millisecond, c.ReleaseInterval, "explicit settings not kept: %+v", c)
+	assert.Equal(t, 2*time.Millisecond, c.StallWarn, "explicit settings not kept: %+v", c)
+	assert.Same(t, mem, c.Mem, "explicit settings not kept: %+v", c)
 }

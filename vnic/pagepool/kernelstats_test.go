@@ -102,9 +102,7 @@ func TestKernelStats(t *testing.T) {
 			require.NoError(t, err)
 			tt.run(t, p)
 			p.FlushStats()
-			if got := p.Stats().Kernel(); got != tt.want {
-				t.Errorf("got  %+v\nwant %+v", got, tt.want)
-			}
+			assert.Equal(t, tt.want, p.Stats().Kernel())
 			drain(t, p)
 		})
 	}

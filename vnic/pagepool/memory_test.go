@@ -131,9 +131,7 @@ func TestMemoryReusesFreedPages(t *testing.T) {
 	}
 	require.Equal(t, int64(4096), m.CachedBytes(), "a different size consumed the cached page")
 	b, _ := m.AllocPage(4096)
-	if unsafe.SliceData(a) != unsafe.SliceData(b) {
-		t.Fatalf("freed page not reused")
-	}
+	require.Same(t, unsafe.SliceData(b), unsafe.SliceData(a), "freed page not reused")
 	require.Equal(t, int64(0), m.CachedBytes(), "CachedBytes %d InUse %d", m.CachedBytes(), m.InUse())
 	require.Equal(t, int64(4096+8192), m.InUse(), "CachedBytes %d InUse %d", m.CachedBytes(), m.InUse())
 }

@@ -69,9 +69,7 @@ func TestAllocGeometry(t *testing.T) {
 				stamp(b, uint64(i))
 				bufs = append(bufs, b)
 				offsets[b.PageID()] = append(offsets[b.PageID()], b.Offset())
-				if b.Pool() != p {
-					t.Fatalf("Pool() is not the allocating pool")
-				}
+				require.Same(t, p, b.Pool(), "Pool() is not the allocating pool")
 			}
 			require.Len(t, offsets, pages, "%d distinct pages, want %d", len(offsets), pages)
 			for id, offs := range offsets {
@@ -116,9 +114,8 @@ func TestFragmentsRecycledIndividually(t *testing.T) {
 	p.Recycle(bufs[7])
 	b, err := p.Alloc()
 	require.NoError(t, err)
-	if b != bufs[7] || b.Offset() != 7*2112 {
-		t.Fatalf("got offset %d, want the recycled fragment at %d", b.Offset(), 7*2112)
-	}
+	require.Same(t, bufs[7], b, "got offset %d, want the recycled fragment at %d", b.Offset(), 7*2112)
+	require.Equal(t, 7*2112, b.Offset(), "got offset %d, want the recycled fragment at %d", b.Offset(), 7*2112)
 	s := p.Stats()
 	require.Equal(t, uint64(1), s.PageAllocs, "PageAllocs %d, want 1", s.PageAllocs)
 	for _, b := range bufs {
@@ -136,9 +133,7 @@ func TestAllocDrainsReturnRingBeforeNewPage(t *testing.T) {
 	<-done
 	c, err := p.Alloc()
 	require.NoError(t, err)
-	if c != a {
-		t.Fatalf("Alloc did not reuse the buffer from the return ring")
-	}
+	require.Same(t, a, c, "Alloc did not reuse the buffer from the return ring")
 	p.FlushStats()
 	s := p.Stats()
 	require.Equal(t, uint64(1), s.PageAllocs, "stats %+v", s)
@@ -172,9 +167,8 @@ func TestAllocENOMEMLeavesPoolConsistent(t *testing.T) {
 			// A returned buffer is enough to allocate again.
 			p.Recycle(bufs[3%len(bufs)])
 			b, err := p.Alloc()
-			if err != nil || b != bufs[3%len(bufs)] {
-				t.Fatalf("Alloc after a recycle: %v", err)
-			}
+			require.NoError(t, err, "Alloc after a recycle: %v", err)
+			require.Same(t, bufs[3%len(bufs)], b, "Alloc after a recycle: %v", err)
 			for _, b := range bufs {
 				p.Recycle(b)
 			}
@@ -285,9 +279,7 @@ func TestShrinkReleasesIdlePages(t *testing.T) {
 	require.Contains(t, msg, "use after free", "panic")
 	// The cache keeps only live descriptors: the next buffer is bufs[14].
 	b, _ := p.Alloc()
-	if b != bufs[14] {
-		t.Fatalf("Alloc after Shrink returned a buffer of a released page")
-	}
+	require.Same(t, bufs[14], b, "Alloc after Shrink returned a buffer of a released page")
 	// New pages get new IDs.
 	more := make([]*Buffer, 7)
 	require.NoError(t, p.AllocBulk(more))

@@ -67,9 +67,7 @@ func TestDestroyIdlePoolCompletesAtOnce(t *testing.T) {
 	r := p.Destroy()
 	require.True(t, isClosed(r.Done()), "Done not closed with nothing in flight")
 	require.NoError(t, r.Wait(context.Background()))
-	if p.Destroy() != r {
-		t.Fatalf("Destroy is not idempotent")
-	}
+	require.Same(t, r, p.Destroy(), "Destroy is not idempotent")
 	s := p.Stats()
 	require.Equal(t, int64(0), mem.InUse(), "InUse %d stats %+v", mem.InUse(), s)
 	require.Equal(t, int64(0), p.PinnedBytes(), "InUse %d stats %+v", mem.InUse(), s)
