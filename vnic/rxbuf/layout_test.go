@@ -60,9 +60,7 @@ func TestWorkedTable(t *testing.T) {
 				}
 				require.NoError(t, err)
 				got := want{l.Headroom, l.AllocSize, l.FragCount, l.Order, l.PoolSize, false}
-				if got != rc.w {
-					t.Errorf("hr/alloc/frag/order/pool = %v, want %v (reason %q)", got, rc.w, l.Reason)
-				}
+				assert.Equal(t, rc.w, got, "hr/alloc/frag/order/pool = %v, want %v (reason %q)", got, rc.w, l.Reason)
 				assert.Equal(t, r.datasize, l.DataSize, "datasize")
 				assert.Equal(t, l.FragCount == 1, l.Single, "single = %v with frag count %d", l.Single, l.FragCount)
 			})
