@@ -55,27 +55,17 @@ func TestSetCoalesce(t *testing.T) {
 	want := Coalesce{RxUsecs: 10, RxMaxFrames: 20, TxUsecs: 30, TxMaxFrames: 40, RxCQEFrames: 4, RxCQENsecs: 7}
 	tp.locked(func() {
 		require.Error(t, tp.SetCoalesce(Coalesce{RxCQEFrames: 3}), "SetCoalesce(rx-cqe-frames 3) succeeded")
-		if got := tp.Settings().Coalesce; got != DefaultCoalesce() {
-			t.Fatalf("after a refused set: %+v", got)
-		}
+		require.Equal(t, DefaultCoalesce(), tp.Settings().Coalesce, "after a refused set")
 		require.NoError(t, tp.SetCoalesce(want))
-		if got := tp.AppliedCoalesce(); got != (Coalesce{}) {
-			t.Fatalf("down port applied %+v", got)
-		}
+		require.Equal(t, Coalesce{}, tp.AppliedCoalesce(), "down port applied")
 	})
 	want.RxCQENsecs = DefaultRxCQENsecs
 	tp.open()
 	tp.locked(func() {
-		if got := tp.Settings().Coalesce; got != want {
-			t.Fatalf("settings %+v, want %+v", got, want)
-		}
-		if got := tp.AppliedCoalesce(); got != want {
-			t.Fatalf("applied at attach %+v, want %+v", got, want)
-		}
+		require.Equal(t, want, tp.Settings().Coalesce, "settings")
+		require.Equal(t, want, tp.AppliedCoalesce(), "applied at attach")
 		want.RxCQEFrames = 1
 		require.NoError(t, tp.SetCoalesce(want))
-		if got := tp.AppliedCoalesce(); got != want {
-			t.Fatalf("running port applied %+v, want %+v", got, want)
-		}
+		require.Equal(t, want, tp.AppliedCoalesce(), "running port applied")
 	})
 }

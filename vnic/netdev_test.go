@@ -138,9 +138,8 @@ func TestQStatsAcrossRebuild(t *testing.T) {
 	}
 	tp.Receive(1, udpFrame(1600, 1, 2)) // oversize: a hardware drop
 	s := tp.QStats()
-	if len(s.Queues) != 8 || s.Base != (QStats{}) {
-		t.Fatalf("before the rebuild: %+v", s)
-	}
+	require.Len(t, s.Queues, 8, "before the rebuild: %+v", s)
+	require.Equal(t, QStats{}, s.Base, "before the rebuild: %+v", s)
 	for q := range 4 {
 		rx, tx := s.Queues[q], s.Queues[4+q]
 		assert.Equal(t, uint64(q+1), rx.RxPackets, "queue %d: rx %+v tx %+v", q, rx, tx)
@@ -152,9 +151,7 @@ func TestQStatsAcrossRebuild(t *testing.T) {
 		t.Errorf("queue 1 hw drops %+v, want the oversize frame", s.Queues[1])
 	}
 	want := QStats{RxPackets: 10, RxBytes: 1000, RxHwDrops: 1, TxPackets: 4, TxBytes: 240}
-	if s.Total != want {
-		t.Errorf("total %+v, want %+v", s.Total, want)
-	}
+	assert.Equal(t, want, s.Total, "total")
 	tp.mustLocked("SetChannels", func() error { return tp.SetChannels(2) })
 	tp.locked(tp.Close)
 	tp.Receive(3, udpFrame(100, 1, 2)) // no queue: an overrun, counted in the base
@@ -166,17 +163,11 @@ func TestQStatsAcrossRebuild(t *testing.T) {
 	}
 	want.RxPackets, want.RxBytes = 11, 1100
 	want.RxHwDrops, want.RxHwDropOverruns = 2, 1
-	if s.Total != want {
-		t.Errorf("total %+v, want %+v", s.Total, want)
-	}
-	if got := tp.QStatsTotal(); got != want {
-		t.Errorf("QStatsTotal %+v, want %+v", got, want)
-	}
+	assert.Equal(t, want, s.Total, "total")
+	assert.Equal(t, want, tp.QStatsTotal(), "QStatsTotal")
 	wantBase := want
 	wantBase.RxPackets, wantBase.RxBytes = 10, 1000
-	if s.Base != wantBase {
-		t.Errorf("base %+v, want %+v", s.Base, wantBase)
-	}
+	assert.Equal(t, wantBase, s.Base, "base")
 }
 
 // TestRxAllocModes: the allocation knobs change what the pools do, and the page-pool counters

@@ -89,12 +89,8 @@ func TestSetRSSSteers(t *testing.T) {
 	tp.locked(func() {
 		require.NoError(t, tp.SetChannels(2), "SetChannels")
 		got := tp.RSS()
-		if got.Key != k {
-			t.Error("the key did not survive the channel change")
-		}
-		if got.Indir != defaultIndir(2) {
-			t.Errorf("table after the channel change = %v, want the default over 2 queues", got.Indir)
-		}
+		assert.Equal(t, k, got.Key, "the key did not survive the channel change")
+		assert.Equal(t, defaultIndir(2), got.Indir, "table after the channel change = %v, want the default over 2 queues", got.Indir)
 	})
 	for sport := uint16(1000); sport < 1100; sport++ {
 		f := udpFrame(100, sport, 5201)
