@@ -329,9 +329,8 @@ func TestCommands(t *testing.T) {
 
 	t.Run("set-mtu", func(t *testing.T) {
 		ok(t, "set-mtu", e.mctl(t, "set-mtu", e.port, "9000"))
-		if p := e.portJSON(t, e.port); p["mtu"] != 9000.0 {
-			t.Errorf("mtu %v after set-mtu 9000", p["mtu"])
-		}
+		p := e.portJSON(t, e.port)
+		assert.Equal(t, 9000.0, p["mtu"], "mtu %v after set-mtu 9000", p["mtu"])
 		out := harness.Run(t, e.ns, "cat", "/sys/class/net/"+e.port+"/mtu")
 		assert.Equal(t, "9000", strings.TrimSpace(out), "the TAP's MTU is %s", out)
 		fails(t, "set-mtu 9001", e.mctl(t, "set-mtu", e.port, "9001"), "netlink error: mtu greater than device maximum: Invalid argument")
@@ -355,9 +354,8 @@ func TestCommands(t *testing.T) {
 		objPath := filepath.Join(e.dir, "pass.o")
 		require.NoError(t, os.WriteFile(objPath, obj, 0o644))
 		ok(t, "xdp attach FILE.o", e.mctl(t, "xdp", e.port, "attach", objPath, "--section", "xdp", "--name", "mypass"))
-		if p := e.portJSON(t, e.port); p["xdp"] != "ebpf:mypass" {
-			t.Errorf("xdp %v after attaching the object", p["xdp"])
-		}
+		p := e.portJSON(t, e.port)
+		assert.Equal(t, "ebpf:mypass", p["xdp"], "xdp %v after attaching the object", p["xdp"])
 		bad := filepath.Join(e.dir, "bad.o")
 		require.NoError(t, os.WriteFile(bad, []byte("not an ELF object\n"), 0o644))
 		failsLike(t, "xdp attach bad.o", e.mctl(t, "xdp", e.port, "attach", bad), `netlink error: .+: Invalid argument`)
@@ -377,9 +375,8 @@ func TestCommands(t *testing.T) {
 			p := e.portJSON(t, e.port)
 			return p["reset-pending"] == false && p["detached"] == false && p["running"] == true
 		})
-		if p := e.portJSON(t, e.port); p["rx-ring"] != 512.0 {
-			t.Errorf("rx-ring %v after a failed change from 512, want 512 (reverted)", p["rx-ring"])
-		}
+		p := e.portJSON(t, e.port)
+		assert.Equal(t, 512.0, p["rx-ring"], "rx-ring %v after a failed change from 512, want 512 (reverted)", p["rx-ring"])
 		ok(t, "fault prealloc 1 ENOSPC", e.mctl(t, "fault", e.port, "prealloc", "1", "--errno", "ENOSPC"))
 		failsLikeWith(t, "-G after a prealloc fault", e.mctl(t, "-G", e.port, "rx", "1024"), 81, `netlink error: .*: No space left on device`)
 		ok(t, "-G after the fault", e.mctl(t, "-G", e.port, "rx", "1024"))
