@@ -76,13 +76,12 @@ func TestFromSource(t *testing.T) {
 	if r := fromSource(s, []result{{"other": 1}}); !r.missing || r.rounds != 0 {
 		t.Errorf("a run without the value metric: %+v", r)
 	}
-	if r := fromSource(s, []result{{"v": 1}}); !r.missing {
-		t.Errorf("a run without the peer metric is not flagged: %+v", r)
-	}
+	r = fromSource(s, []result{{"v": 1}})
+	assert.True(t, r.missing, "a run without the peer metric is not flagged: %+v", r)
 	d := source{value: "ns/op", scale: 1e-6, ratio: "x", derived: true}
-	if r := fromSource(d, []result{{"ns/op": 4e6, "x": 2}}); r.baseline.med != 2 || r.value.med != 4 {
-		t.Errorf("derived peer: %+v", r)
-	}
+	r = fromSource(d, []result{{"ns/op": 4e6, "x": 2}})
+	assert.Equal(t, float64(2), r.baseline.med, "derived peer: %+v", r)
+	assert.Equal(t, float64(4), r.value.med, "derived peer: %+v", r)
 }
 
 func TestReplaceSection(t *testing.T) {
