@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -225,12 +224,11 @@ func TestServe(t *testing.T) {
 		assert.NotNil(t, fams[name], "no family %s", name)
 	}
 	// A second listener on the same address fails with EADDRINUSE, naming the address.
-	if _, err := Listen(l.Addr().String()); !errors.Is(err, unix.EADDRINUSE) || !strings.Contains(err.Error(), l.Addr().String()) {
-		t.Errorf("second Listen: %v, want EADDRINUSE naming the address", err)
-	}
+	_, err = Listen(l.Addr().String())
+	assert.ErrorIs(t, err, unix.EADDRINUSE, "second Listen: %v, want EADDRINUSE naming the address", err)
+	assert.Contains(t, err.Error(), l.Addr().String(), "second Listen: %v, want EADDRINUSE naming the address", err)
 	cancel()
 	assert.NoError(t, <-done, "Serve")
-	if _, err := net.Dial("tcp", l.Addr().String()); err == nil {
-		t.Error("still accepting after the context ended")
-	}
+	_, err = net.Dial("tcp", l.Addr().String())
+	assert.Error(t, err, "still accepting after the context ended")
 }
