@@ -113,9 +113,9 @@ func (r *router) forwardv(t *testing.T, iov [][]byte, l layout, want int) [][]by
 	rc, err := r.in.SyscallConn()
 	require.NoError(t, err)
 	var werr error
-	if err := rc.Write(func(fd uintptr) bool { _, werr = unix.Writev(int(fd), iov); return true }); err != nil || werr != nil {
-		t.Fatalf("writing the superframe: %v %v", err, werr)
-	}
+	err = rc.Write(func(fd uintptr) bool { _, werr = unix.Writev(int(fd), iov); return true })
+	require.NoError(t, err, "writing the superframe: %v %v", err, werr)
+	require.NoError(t, werr, "writing the superframe: %v %v", err, werr)
 	_, dst := l.addrs(bytes.Join(iov, nil)[HeaderLen:])
 	var out [][]byte
 	buf := make([]byte, 65536)
