@@ -56,9 +56,8 @@ func TestOpenCreatesMultiQueueTAPInNetNS(t *testing.T) {
 			d.Index(), d.Name(), d.NetNS(), d.Reattached(), d.Persistent(), l.Index, name, ns)
 	}
 	// Created inside the namespace: the daemon's namespace never had it.
-	if _, ok := taptest.ShowLink(t, "", name); ok {
-		t.Errorf("%s also exists in the daemon's namespace", name)
-	}
+	_, ok = taptest.ShowLink(t, "", name)
+	assert.False(t, ok, "%s also exists in the daemon's namespace", name)
 	var st unix.Stat_t
 	require.NoError(t, unix.Stat("/run/netns/"+ns, &st))
 	dev, ino := d.NetNSID()
@@ -386,22 +385,18 @@ func TestMoveTo(t *testing.T) {
 
 	// A clash in the target namespace refuses the move and changes nothing.
 	taptest.IP(t, ns1, "link", "add", name, "type", "veth", "peer", "name", name+"p")
-	if err := d.MoveTo(ns1); !errors.Is(err, unix.EEXIST) {
-		t.Errorf("MoveTo into a clash: %v, want EEXIST", err)
-	}
-	if err := d.MoveTo("manad-no-such-ns"); !errors.Is(err, unix.ENOENT) {
-		t.Errorf("MoveTo a missing namespace: %v, want ENOENT", err)
-	}
+	err = d.MoveTo(ns1)
+	assert.ErrorIs(t, err, unix.EEXIST, "MoveTo into a clash: %v, want EEXIST", err)
+	err = d.MoveTo("manad-no-such-ns")
+	assert.ErrorIs(t, err, unix.ENOENT, "MoveTo a missing namespace: %v, want ENOENT", err)
 	assert.NoError(t, d.MoveTo(ns2), "MoveTo where it is")
 	if _, ok := taptest.ShowLink(t, ns2, name); !ok || d.NetNS() != ns2 {
 		t.Error("a refused move moved the TAP")
 	}
 	// Close deletes a non-persistent TAP in its new namespace.
 	require.NoError(t, d.Close())
-	if _, ok := taptest.ShowLink(t, ns2, name); ok {
-		t.Error("Close left the moved TAP behind")
-	}
-	if err := d.MoveTo(ns1); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("MoveTo after Close: %v, want ENODEV", err)
-	}
+	_, ok = taptest.ShowLink(t, ns2, name)
+	assert.False(t, ok, "Close left the moved TAP behind")
+	err = d.MoveTo(ns1)
+	assert.ErrorIs(t, err, unix.ENODEV, "MoveTo after Close: %v, want ENODEV", err)
 }

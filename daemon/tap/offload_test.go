@@ -86,9 +86,8 @@ func TestOffload(t *testing.T) {
 	if !d2.Reattached() || d2.Offloads() != got {
 		t.Errorf("re-attached %v with offloads %s, want %s", d2.Reattached(), OffloadString(d2.Offloads()), OffloadString(got))
 	}
-	if l, _ := taptest.ShowLink(t, ns, name); !l.LinkInfo.Data.VnetHdr {
-		t.Error("re-attached TAP lost vnet_hdr")
-	}
+	l, _ = taptest.ShowLink(t, ns, name)
+	assert.True(t, l.LinkInfo.Data.VnetHdr, "re-attached TAP lost vnet_hdr")
 
 	// Re-attached without offloads, the TAP hands over plain frames again: the UDP_SEGMENT
 	// send arrives as five datagrams of 1042 bytes, no header in front.

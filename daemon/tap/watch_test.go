@@ -2,7 +2,6 @@ package tap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"testing"
@@ -107,9 +106,8 @@ func TestWatchFollowsLinkState(t *testing.T) {
 		err := d.SetMTU(mtu)
 		assert.ErrorIs(t, err, unix.EINVAL, "SetMTU(%d): %v, want EINVAL", mtu, err)
 	}
-	if err := d.SetMAC(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}); !errors.Is(err, unix.EADDRNOTAVAIL) {
-		t.Errorf("SetMAC(broadcast): %v, want EADDRNOTAVAIL", err)
-	}
+	err = d.SetMAC(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	assert.ErrorIs(t, err, unix.EADDRNOTAVAIL, "SetMAC(broadcast): %v, want EADDRNOTAVAIL", err)
 	select {
 	case ev := <-ch:
 		t.Errorf("event after refused changes: %+v", ev)
@@ -152,9 +150,8 @@ func TestWatchCoalescesToLatest(t *testing.T) {
 		t.Fatal("channel not closed after cancel")
 	}
 	d.Close()
-	if _, err := d.Watch(context.Background()); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("Watch after Close: %v, want ENODEV", err)
-	}
+	_, err = d.Watch(context.Background())
+	assert.ErrorIs(t, err, unix.ENODEV, "Watch after Close: %v, want ENODEV", err)
 }
 
 // TestWatchOnlyItsOwnLink checks that changes of another link in the namespace are not reported.

@@ -135,9 +135,8 @@ func TestWatchFollowsRename(t *testing.T) {
 	if !ok || l.LinkInfo.Data.NumQueues != 3 {
 		t.Errorf("renamed TAP has %d queues (exists: %v), want 3", l.LinkInfo.Data.NumQueues, ok)
 	}
-	if _, ok := taptest.ShowLink(t, ns, old); ok {
-		t.Errorf("a TAP named %s exists again after the rename", old)
-	}
+	_, ok = taptest.ShowLink(t, ns, old)
+	assert.False(t, ok, "a TAP named %s exists again after the rename", old)
 	require.NoError(t, d.SetUp(true))
 	waitState(t, ch, "up under the new name", func(e LinkEvent) bool { return e.Up && e.Name == renamed })
 }
@@ -162,18 +161,16 @@ func TestWatcherRefusals(t *testing.T) {
 	// A snapshot sent before the close (the kernel may still report the new TAP's late
 	// changes, such as its features) may be taken first; then the channel must close.
 	waitClosed(t, ch, "the watch of a closed watcher")
-	if _, err := d.Watch(context.Background()); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("Watch on a closed watcher: %v, want ENODEV", err)
-	}
+	_, err = d.Watch(context.Background())
+	assert.ErrorIs(t, err, unix.ENODEV, "Watch on a closed watcher: %v, want ENODEV", err)
 	// The device shares the watcher's namespace handle, which stays open while the device is:
 	// it still configures its TAP, in its namespace.
 	require.NoError(t, d.SetMTU(1400), "SetMTU after the watcher closed")
 	if l, ok := taptest.ShowLink(t, other, d.Name()); !ok || l.MTU != 1400 {
 		t.Errorf("TAP in %s after SetMTU(1400): %+v (exists: %v)", other, l, ok)
 	}
-	if _, err := Open(Config{Name: taptest.Name("mx"), Queues: 1, NetNS: other, Watcher: w, Logger: quietLogger()}); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("Open with a closed watcher: %v, want ENODEV", err)
-	}
+	_, err = Open(Config{Name: taptest.Name("mx"), Queues: 1, NetNS: other, Watcher: w, Logger: quietLogger()})
+	assert.ErrorIs(t, err, unix.ENODEV, "Open with a closed watcher: %v, want ENODEV", err)
 }
 
 // TestSharedWatcherTwoWatchesOfOneTAP: two Watches of one TAP on a shared Watcher both follow it,
