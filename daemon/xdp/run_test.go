@@ -225,9 +225,8 @@ func TestRunAfterClose(t *testing.T) {
 	raw := newRawProg(t, ebpf.XDP, progConst(vnic.XDPPass))
 	p, err := FromProgram(raw, "pass")
 	require.NoError(t, err)
-	if _, _, _, err := runOn(p, 5, udpFrame(64, 1, 2)); err != nil {
-		t.Fatalf("Run before Close: %v", err)
-	}
+	_, _, _, err = runOn(p, 5, udpFrame(64, 1, 2))
+	require.NoError(t, err, "Run before Close")
 	require.NoError(t, p.Close(), "Close")
 	assert.NoError(t, p.Close(), "second Close")
 	for _, q := range []int{0, 5, MaxQueues - 1} {
