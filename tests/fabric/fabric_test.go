@@ -202,9 +202,8 @@ func twoDaemons(t *testing.T, kind, attach string) {
 	// The uplink goes down: reported, frames stop; back up: re-attached, frames flow.
 	harness.Run(t, a.host, "ip", "link", "set", "ovl", "down")
 	harness.Eventually(t, "A to report its uplink down", func() bool { return strings.Contains(a.d.Log(), "uplink down") })
-	if _, err := harness.RunErr(a.pns, "ping", "-c", "1", "-W", "1", b.ip); err == nil {
-		t.Fatal("ping crossed a down uplink")
-	}
+	_, err = harness.RunErr(a.pns, "ping", "-c", "1", "-W", "1", b.ip)
+	require.Error(t, err, "ping crossed a down uplink")
 	ping(t, a, localIP) // local ports are not affected
 	ups := strings.Count(a.d.Log(), "uplink up")
 	harness.Run(t, a.host, "ip", "link", "set", "ovl", "up")
@@ -213,9 +212,8 @@ func twoDaemons(t *testing.T, kind, attach string) {
 
 	// MTU truth: a port MTU above the overlay's; a full-size frame is dropped and counted.
 	harness.Run(t, a.pns, "ip", "link", "set", a.port, "mtu", "1500")
-	if out, err := harness.RunErr(a.pns, "ping", "-c", "1", "-W", "1", "-M", "do", "-s", "1472", b.ip); err == nil {
-		t.Fatalf("a 1500-byte packet crossed a 1450-byte overlay:\n%s", out)
-	}
+	out, err := harness.RunErr(a.pns, "ping", "-c", "1", "-W", "1", "-M", "do", "-s", "1472", b.ip)
+	require.Error(t, err, "a 1500-byte packet crossed a 1450-byte overlay:\n%s", out)
 	ping(t, a, b.ip) // smaller ones still do
 	a.d.Stop()
 	if n := counter(t, a.d.Log(), "TxMTUDrops"); n < 1 {

@@ -205,9 +205,10 @@ func TestSegmentCommandsEndToEnd(t *testing.T) {
 		s := showSegment(t, d, "wire5")
 		return len(s.Uplinks) == 1 && s.Uplinks[0].State == "attached"
 	})
-	if s := showSegment(t, d, "wire5"); s.StormPPS != 5000 || s.AgeingMs != 90000 || len(s.Ports) != 1 {
-		t.Fatalf("after the restart: %+v", s)
-	}
+	s = showSegment(t, d, "wire5")
+	require.Equal(t, uint64(5000), s.StormPPS, "after the restart: %+v", s)
+	require.Equal(t, uint64(90000), s.AgeingMs, "after the restart: %+v", s)
+	require.Len(t, s.Ports, 1, "after the restart: %+v", s)
 	harness.Run(t, pns, "ping", "-c", "3", "-i", "0.2", "-W", "2", plainIP)
 
 	// Deletion: refused while the port is on the segment, then the uplink, the port, the segment.
