@@ -71,15 +71,13 @@ func BenchmarkGetRoundTrip(b *testing.B) {
 	var kc *client.Client
 	require.NoError(b, harness.InNetNS(vethNS, func() (err error) { kc, err = client.DialKernel(); return err }))
 	b.Cleanup(func() { kc.Close() })
-	if _, err := kc.SetFeatures(ctx, client.Interface{Name: "rt0"}, map[string]bool{"rx-gro": true}); err != nil {
-		b.Fatal(err)
-	}
+	_, err = kc.SetFeatures(ctx, client.Interface{Name: "rt0"}, map[string]bool{"rx-gro": true})
+	require.NoError(b, err)
 	harness.Run(b, vethNS, "ip", "link", "set", "rt0", "up")
 	harness.Run(b, vethNS, "ip", "link", "set", "rt1", "up")
-	if ks, err := kc.StringSet(ctx, client.Interface{Name: "rs0"}, ethSSStats); err != nil || len(ks) != len(stats) {
-		b.Fatalf("STRSET peer: veth with %d RX and %d TX queues has %d statistics strings (%v), manad's port %d",
-			rxq, txq, len(ks), err, len(stats))
-	}
+	ks, err := kc.StringSet(ctx, client.Interface{Name: "rs0"}, ethSSStats)
+	require.NoError(b, err, "STRSET peer: veth with %d RX and %d TX queues has %d statistics strings (%v), manad's port %d", rxq, txq, len(ks), err, len(stats))
+	require.Len(b, ks, len(stats), "STRSET peer: veth with %d RX and %d TX queues has %d statistics strings (%v), manad's port %d", rxq, txq, len(ks), err, len(stats))
 
 	manad := dialPeer(b, ns, func() (*genetlink.Conn, error) { return client.DialGenetlink(d.Socket) })
 	veth := dialPeer(b, vethNS, func() (*genetlink.Conn, error) { return genetlink.Dial(&netlink.Config{Strict: true}) })

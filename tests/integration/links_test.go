@@ -79,15 +79,12 @@ func TestRenamedTAPFollowsIndex(t *testing.T) {
 		require.NoError(t, err, "port %s (renamed from %s)", x.renamed, x.old)
 		assert.Equal(t, x.index, got.Device.Index, "port %s: device %+v, want ifindex %d", x.renamed, got.Device, x.index)
 		assert.Equal(t, x.renamed, got.Device.Name, "port %s: device %+v, want ifindex %d", x.renamed, got.Device, x.index)
-		if _, err := c.Rings(ctx, client.Interface{Name: x.renamed}); err != nil {
-			t.Errorf("ethtool rings of %s: %v", x.renamed, err)
-		}
-		if _, err := c.Port(ctx, client.Interface{Name: x.old}); !errors.Is(err, unix.ENODEV) {
-			t.Errorf("port %s after its rename to %s: %v, want ENODEV", x.old, x.renamed, err)
-		}
-		if _, err := c.Rings(ctx, client.Interface{Name: x.old}); !errors.Is(err, unix.ENODEV) {
-			t.Errorf("ethtool rings of %s after its rename: %v, want ENODEV", x.old, err)
-		}
+		_, err = c.Rings(ctx, client.Interface{Name: x.renamed})
+		assert.NoError(t, err, "ethtool rings of %s", x.renamed)
+		_, err = c.Port(ctx, client.Interface{Name: x.old})
+		assert.ErrorIs(t, err, unix.ENODEV, "port %s after its rename to %s: %v, want ENODEV", x.old, x.renamed, err)
+		_, err = c.Rings(ctx, client.Interface{Name: x.old})
+		assert.ErrorIs(t, err, unix.ENODEV, "ethtool rings of %s after its rename: %v, want ENODEV", x.old, err)
 	}
 
 	harness.Run(t, ns, "ip", "link", "set", confNew, "up")

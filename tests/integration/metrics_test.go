@@ -293,7 +293,6 @@ func TestMetricsListenInUse(t *testing.T) {
 	require.Equal(t, 1, ee.ExitCode(), "manad with a busy metrics address: %v, want exit status 1\n%s", err, out)
 	assert.Contains(t, string(out), "metrics: listen on "+busy.Addr().String(), "message does not name the address and the reason:\n%s", out)
 	assert.Contains(t, string(out), "address already in use", "message does not name the address and the reason:\n%s", out)
-	if _, err := os.Stat(socket); err == nil {
-		t.Errorf("control socket %s created by a manad that failed to start", socket)
-	}
+	_, err = os.Stat(socket)
+	assert.Error(t, err, "control socket %s created by a manad that failed to start", socket)
 }

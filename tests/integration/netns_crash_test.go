@@ -91,12 +91,10 @@ func testPortAddNetNSCrash(t *testing.T, step, suffix string) {
 	res, err := d.Client(ns).DeletePortNetNS(ctx, client.Interface{Name: port})
 	require.NoError(t, err, "port del --netns-too: %+v, %v; want the namespace deleted", res, err)
 	require.True(t, res.NetNSDeleted, "port del --netns-too: %+v, %v; want the namespace deleted", res, err)
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s after port del --netns-too: %v", path, err)
-	}
-	if _, ok := recorded(); ok {
-		t.Errorf("netns_created still has %s after port del --netns-too", ns)
-	}
+	_, err = os.Stat(path)
+	assert.ErrorIs(t, err, os.ErrNotExist, "%s after port del --netns-too", path)
+	_, ok = recorded()
+	assert.False(t, ok, "netns_created still has %s after port del --netns-too", ns)
 }
 
 func portNames(ports []wire.PortInfo) []string {

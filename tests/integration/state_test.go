@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -131,10 +130,8 @@ func newerStateFile(t *testing.T, bin string, data []byte, says []string) {
 	}
 	entries, _ := os.ReadDir(stateDir)
 	assert.Len(t, entries, 1, "state directory holds %v, want only state.json", entries)
-	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("socket left behind: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join("/run/netns", ns)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("manad created namespace %s before refusing to start", ns)
-	}
+	_, err = os.Stat(sock)
+	assert.ErrorIs(t, err, os.ErrNotExist, "socket left behind")
+	_, err = os.Stat(filepath.Join("/run/netns", ns))
+	assert.ErrorIs(t, err, os.ErrNotExist, "manad created namespace %s before refusing to start", ns)
 }
