@@ -80,9 +80,8 @@ func manactlIn(t testing.TB, dir string) string {
 	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
 	require.NoError(t, err)
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
+	_, err = io.Copy(out, in)
+	require.NoError(t, err)
 	require.NoError(t, out.Close())
 	return dst
 }

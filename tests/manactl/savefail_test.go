@@ -248,9 +248,8 @@ func TestChangeUndoneWhenSaveFails(t *testing.T) {
 	assert.NotEqual(t, 0, r.code, "port add: exit %d, stderr %q; want it undone, saying why", r.code, r.stderr)
 	assert.Contains(t, r.stderr, "cannot save state to "+statePath+": ", "port add: exit %d, stderr %q; want it undone, saying why", r.code, r.stderr)
 	assert.Contains(t, r.stderr, "; port "+extra+" was not added: "+statePath+" is a directory: remove it, and retry", "port add: exit %d, stderr %q; want it undone, saying why", r.code, r.stderr)
-	if r := e.mctl(t, "list"); strings.Contains(r.stdout, extra) {
-		t.Errorf("port %s still there after its save failed:\n%s", extra, r.stdout)
-	}
+	r = e.mctl(t, "list")
+	assert.NotContains(t, r.stdout, extra, "port %s still there after its save failed:\n%s", extra, r.stdout)
 	for _, argv := range [][]string{
 		{"set-ring", port, "rx", "512"},
 		{"set-mtu", port, "3000"},

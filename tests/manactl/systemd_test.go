@@ -120,9 +120,8 @@ func TestSystemdVerify(t *testing.T) {
 	bad := filepath.Join(worldDir(t), "manad.socket")
 	b, _ := os.ReadFile(filepath.Join(in.unitDir, "manad.socket"))
 	require.NoError(t, os.WriteFile(bad, []byte(strings.Replace(string(b), "SocketMode=", "SocketMod=", 1)), 0o644))
-	if r := run(t, "", nil, analyze, "verify", bad); r.stderr == "" {
-		t.Errorf("systemd-analyze verify accepted a unit with SocketMod=")
-	}
+	r = run(t, "", nil, analyze, "verify", bad)
+	assert.NotEqual(t, "", r.stderr, "systemd-analyze verify accepted a unit with SocketMod=")
 }
 
 // unitCaps reads CapabilityBoundingSet from systemd/manad.service as setpriv's syntax
