@@ -733,10 +733,9 @@ func TestXDPObjectRefused(t *testing.T) {
 		assert.True(t, strings.HasPrefix(extackOf(err), tc.msg), "%s: %v, want %v %q", tc.name, err, tc.errno, tc.msg)
 	}
 	// An unknown layout rule is refused by the one place that knows the rules (genl/layout).
-	if _, err := c.PlanLayout(bg(t), genl.LayoutRequest{PageSize: 4096, MTU: 1500, Rules: []string{"newest"}}); errnoOf(err) != unix.EINVAL ||
-		!strings.Contains(extackOf(err), `"newest"`) {
-		t.Errorf("unknown layout rule: %v (extack %q)", err, extackOf(err))
-	}
+	_, err = c.PlanLayout(bg(t), genl.LayoutRequest{PageSize: 4096, MTU: 1500, Rules: []string{"newest"}})
+	assert.Equal(t, unix.EINVAL, errnoOf(err), "unknown layout rule: %v (extack %q)", err, extackOf(err))
+	assert.Contains(t, extackOf(err), `"newest"`, "unknown layout rule: %v (extack %q)", err, extackOf(err))
 
 	// Over the limit: the client cannot even send it through a default socket buffer, so send
 	// it raw with a large one; manad answers EMSGSIZE (its 256 KiB request limit is below

@@ -2,7 +2,6 @@ package reliability
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -79,9 +78,8 @@ func rootServed(t *testing.T, d *harness.Daemon) {
 	c, err := client.Dial(d.Socket)
 	require.NoError(t, err, "root client.Dial")
 	defer c.Close()
-	if _, err := c.Ports(bg(t)); err != nil {
-		t.Fatalf("root request: %v", err)
-	}
+	_, err = c.Ports(bg(t))
+	require.NoError(t, err, "root request")
 	harness.Run(t, "", manactlFor(t), "--socket", d.Socket, "list") // fails the test unless it exits 0
 }
 
@@ -120,9 +118,8 @@ func TestRefusalAtLimit(t *testing.T) {
 			a.Msg != "manad: too many connections (limit 16, of which 2 reserved for root and the admin group)" {
 			t.Errorf("%s: %+v (%v)", tc.name, a, err)
 		}
-		if _, err := c.recvDatagram(); !errors.Is(err, errClosed) {
-			t.Errorf("%s: refused connection not closed: %v", tc.name, err)
-		}
+		_, err = c.recvDatagram()
+		assert.ErrorIs(t, err, errClosed, "%s: refused connection not closed", tc.name)
 	}
 	rootServed(t, d)
 }
@@ -140,9 +137,8 @@ func TestPerUIDCap(t *testing.T) {
 	if ok || msg != "manad: too many connections for uid 65534 (limit 4 per user)" {
 		t.Errorf("fifth connection of uid 65534: served %v, %q", ok, msg)
 	}
-	if ok, msg := admitted(t, dialUser(t, d, nobody-1), 6); !ok {
-		t.Errorf("uid 65533 refused: %s", msg)
-	}
+	ok, msg = admitted(t, dialUser(t, d, nobody-1), 6)
+	assert.True(t, ok, "uid 65533 refused: %s", msg)
 	rootServed(t, d)
 
 	// The flood: 1000 refused connections, half closed before their answer.
@@ -189,20 +185,18 @@ func TestIdleTimeout(t *testing.T) {
 	sub := dialUser(t, d, nobody)
 	msgs, err := sub.roundTrip(genlmsg(fam.ID, fRequest|fAck, 1, wire.CmdGroupJoin, wire.FamilyVersion, u32a(wire.AttrGroup, events)))
 	require.NoError(t, err)
-	if a, err := parseAck(msgs[0]); err != nil || a.Errno != 0 {
-		t.Fatalf("join: %+v %v", a, err)
-	}
+	a, err := parseAck(msgs[0])
+	require.NoError(t, err, "join: %+v %v", a, err)
+	require.Equal(t, unix.Errno(0), a.Errno, "join: %+v %v", a, err)
 	silent := dialUser(t, d, nobody)
-	if _, err := silent.recvDatagram(); !errors.Is(err, errClosed) {
-		t.Errorf("silent connection: %v, want closed by manad", err)
-	}
+	_, err = silent.recvDatagram()
+	assert.ErrorIs(t, err, errClosed, "silent connection: %v, want closed by manad", err)
 	talked := dialUser(t, d, 0)
 	if ok, _ := admitted(t, talked, 2); !ok {
 		t.Fatal("not served")
 	}
-	if _, err := talked.recvDatagram(); !errors.Is(err, errClosed) {
-		t.Errorf("connection idle after a request: %v, want closed by manad", err)
-	}
+	_, err = talked.recvDatagram()
+	assert.ErrorIs(t, err, errClosed, "connection idle after a request: %v, want closed by manad", err)
 	// The subscriber, set up first, has now been idle for over two timeouts.
 	ok, _ := admitted(t, sub, 3)
 	assert.True(t, ok, "subscriber not served")
