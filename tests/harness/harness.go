@@ -22,11 +22,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netns"
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/require"
 )
 
 // build is one set of the binaries, built once per test binary.

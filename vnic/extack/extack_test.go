@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,13 +24,19 @@ func TestError(t *testing.T) {
 		{"offset", &Error{Errno: unix.EINVAL, Message: "bad size", Offset: 36}, unix.EINVAL, "bad size", "bad size: invalid argument (offset 36)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.ErrorIs(t, tc.err, tc.errno, "errors.Is(%v, %v) = false", tc.err, tc.errno)
+			if !errors.Is(tc.err, tc.errno) {
+				t.Errorf("errors.Is(%v, %v) = false", tc.err, tc.errno)
+			}
 			var e *Error
 			if !errors.As(tc.err, &e) || e.ExtackMessage() != tc.msg {
 				t.Errorf("message = %q, want %q", e.ExtackMessage(), tc.msg)
 			}
-			assert.Equal(t, tc.text, tc.err.Error(), "Error()")
+			if tc.err.Error() != tc.text {
+				t.Errorf("Error() = %q, want %q", tc.err.Error(), tc.text)
+			}
 		})
 	}
-	assert.NoError(t, Wrap(nil, unix.EIO, "x"), "Wrap(nil) != nil")
+	if Wrap(nil, unix.EIO, "x") != nil {
+		t.Error("Wrap(nil) != nil")
+	}
 }
