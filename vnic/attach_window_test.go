@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // faultProbe is a log handler that, when a fault is injected, runs probe at that very moment:
@@ -73,23 +75,15 @@ func TestAttachInProgressPassesNothing(t *testing.T) {
 	h.mu.Unlock()
 	delivered, sent := tp.host.count(), tp.wire.count()
 	tp.locked(func() {
-		if err := tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOnce}); err != nil {
-			t.Fatal(err)
-		}
-		if err := tp.SetMTU(4000); err == nil {
-			t.Fatal("SetMTU with an attach fault succeeded")
-		}
+		require.NoError(t, tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOnce}))
+		require.Error(t, tp.SetMTU(4000), "SetMTU with an attach fault succeeded")
 	})
 	h.mu.Lock()
 	h.probe = nil
 	h.mu.Unlock()
-	if len(rx) == 0 {
-		t.Fatal("the attach fault was never injected")
-	}
+	require.NotEmpty(t, rx, "the attach fault was never injected")
 	for i := range rx {
-		if started[i] == 0 {
-			t.Fatalf("probe %d: no queue was started when the fault fired; the test proves nothing", i)
-		}
+		require.NotEqual(t, 0, started[i], "probe %d: no queue was started when the fault fired; the test proves nothing", i)
 		if rx[i] != RxDropNotRunning || tx[i] {
 			t.Errorf("probe %d (%d queues started): Receive = %v, Transmit = %v; want drop-not-running, false", i, started[i], rx[i], tx[i])
 		}
@@ -98,7 +92,6 @@ func TestAttachInProgressPassesNothing(t *testing.T) {
 		t.Errorf("during the failed attach: %d frames delivered, %d sent; want none", d, s)
 	}
 	tp.waitFor("the reset to restore the port", func(s State) bool { return s.Running })
-	if r := tp.Receive(0, frame); r != RxDelivered {
-		t.Fatalf("restored port: Receive = %v, want delivered", r)
-	}
+	r := tp.Receive(0, frame)
+	require.Equal(t, RxDelivered, r, "restored port: Receive = %v, want delivered", r)
 }

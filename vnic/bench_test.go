@@ -3,6 +3,8 @@ package vnic
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // flipTarget is issue 2's target for one full private-flag flip of an up port with 16 queues of
@@ -26,9 +28,7 @@ func BenchmarkPrivFlagFlip(b *testing.B) {
 			closeOpen := func() {
 				base.locked(func() {
 					base.Close()
-					if err := base.Open(); err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, base.Open())
 				})
 			}
 			closeOpen() // warm up
@@ -45,9 +45,7 @@ func BenchmarkPrivFlagFlip(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
 				tp.locked(func() {
-					if err := tp.SetPrivFlags(uint32(i+1) & 1); err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, tp.SetPrivFlags(uint32(i+1)&1))
 				})
 				t1 := time.Now()
 				b.StopTimer()
@@ -89,9 +87,7 @@ func BenchmarkReceive(b *testing.B) {
 			b.SetBytes(int64(len(f)))
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if tp.Receive(0, f) != RxDelivered {
-					b.Fatal("not delivered")
-				}
+				require.Equal(b, RxDelivered, tp.Receive(0, f), "not delivered")
 			}
 		})
 	}

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // carrierLog records OnCarrier calls.
@@ -57,13 +59,12 @@ func TestCarrier(t *testing.T) {
 		}, []bool{off}},
 	} {
 		tp.locked(func() { step.do(tp.Port) })
-		if got := cl.take(); !slices.Equal(got, step.want) {
-			t.Fatalf("%s: carrier calls %v, want %v", step.name, got, step.want)
-		}
+		got := cl.take()
+		require.True(t, slices.Equal(got, step.want), "%s: carrier calls %v, want %v", step.name, got, step.want)
 	}
-	if st := tp.state(); st.Running || !st.ResetPending {
-		t.Fatalf("after the attach fault: %+v", st)
-	}
+	st := tp.state()
+	require.False(t, st.Running, "after the attach fault: %+v", st)
+	require.True(t, st.ResetPending, "after the attach fault: %+v", st)
 	// The reset work keeps failing: still no carrier.
 	tp.waitFor("failed resets", func(State) bool {
 		var ok, failed uint64
@@ -80,7 +81,6 @@ func TestCarrier(t *testing.T) {
 	}
 	tp.locked(func() { tp.Close() })
 	tp.locked(func() { tp.Close() })
-	if got := cl.take(); !slices.Equal(got, []bool{off}) {
-		t.Fatalf("close: carrier calls %v, want [false]", got)
-	}
+	got := cl.take()
+	require.True(t, slices.Equal(got, []bool{off}), "close: carrier calls %v, want [false]", got)
 }

@@ -1,12 +1,12 @@
 package vnic
 
 import (
-	"errors"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/vnic/extack"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCheckCoalesce is mana_set_coalesce's rules, with and without the CQE-8 capability.
@@ -37,15 +37,13 @@ func TestCheckCoalesce(t *testing.T) {
 			tp := newTestPort(t, func(c *Config, _ *Settings) { c.CQECoalesce8 = tc.cqe8 })
 			err := tp.CheckCoalesce(tc.c)
 			if tc.msg == "" {
-				if err != nil {
-					t.Fatalf("CheckCoalesce: %v", err)
-				}
+				require.NoError(t, err, "CheckCoalesce")
 				return
 			}
 			var e *extack.Error
-			if !errors.As(err, &e) || !errors.Is(err, unix.EINVAL) || e.Message != tc.msg {
-				t.Fatalf("CheckCoalesce = %v, want EINVAL %q", err, tc.msg)
-			}
+			require.ErrorAs(t, err, &e, "CheckCoalesce = %v, want EINVAL %q", err, tc.msg)
+			require.ErrorIs(t, err, unix.EINVAL, "CheckCoalesce = %v, want EINVAL %q", err, tc.msg)
+			require.Equal(t, tc.msg, e.Message, "CheckCoalesce = %v, want EINVAL %q", err, tc.msg)
 		})
 	}
 }
@@ -56,34 +54,18 @@ func TestSetCoalesce(t *testing.T) {
 	tp := newTestPort(t, nil)
 	want := Coalesce{RxUsecs: 10, RxMaxFrames: 20, TxUsecs: 30, TxMaxFrames: 40, RxCQEFrames: 4, RxCQENsecs: 7}
 	tp.locked(func() {
-		if err := tp.SetCoalesce(Coalesce{RxCQEFrames: 3}); err == nil {
-			t.Fatal("SetCoalesce(rx-cqe-frames 3) succeeded")
-		}
-		if got := tp.Settings().Coalesce; got != DefaultCoalesce() {
-			t.Fatalf("after a refused set: %+v", got)
-		}
-		if err := tp.SetCoalesce(want); err != nil {
-			t.Fatal(err)
-		}
-		if got := tp.AppliedCoalesce(); got != (Coalesce{}) {
-			t.Fatalf("down port applied %+v", got)
-		}
+		require.Error(t, tp.SetCoalesce(Coalesce{RxCQEFrames: 3}), "SetCoalesce(rx-cqe-frames 3) succeeded")
+		require.Equal(t, DefaultCoalesce(), tp.Settings().Coalesce, "after a refused set")
+		require.NoError(t, tp.SetCoalesce(want))
+		require.Equal(t, Coalesce{}, tp.AppliedCoalesce(), "down port applied")
 	})
 	want.RxCQENsecs = DefaultRxCQENsecs
 	tp.open()
 	tp.locked(func() {
-		if got := tp.Settings().Coalesce; got != want {
-			t.Fatalf("settings %+v, want %+v", got, want)
-		}
-		if got := tp.AppliedCoalesce(); got != want {
-			t.Fatalf("applied at attach %+v, want %+v", got, want)
-		}
+		require.Equal(t, want, tp.Settings().Coalesce, "settings")
+		require.Equal(t, want, tp.AppliedCoalesce(), "applied at attach")
 		want.RxCQEFrames = 1
-		if err := tp.SetCoalesce(want); err != nil {
-			t.Fatal(err)
-		}
-		if got := tp.AppliedCoalesce(); got != want {
-			t.Fatalf("running port applied %+v, want %+v", got, want)
-		}
+		require.NoError(t, tp.SetCoalesce(want))
+		require.Equal(t, want, tp.AppliedCoalesce(), "running port applied")
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/manad/manad/vnic/pagepool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // testHost records delivered frames. With keep set it holds on to the buffers (as a socket
@@ -99,9 +101,7 @@ func newTestPort(t testing.TB, mod func(*Config, *Settings)) *testPort {
 		mod(&cfg, &s)
 	}
 	p, err := New(cfg, s)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	require.NoError(t, err, "New")
 	tp.Port = p
 	t.Cleanup(func() {
 		tp.host.release()
@@ -110,12 +110,9 @@ func newTestPort(t testing.TB, mod func(*Config, *Settings)) *testPort {
 		tp.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := td.Wait(ctx); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-		if n := p.Memory().InUse(); n != 0 {
-			t.Errorf("teardown: %d bytes still charged to the port", n)
-		}
+		assert.NoError(t, td.Wait(ctx), "teardown")
+		n := p.Memory().InUse()
+		assert.Equal(t, int64(0), n, "teardown: %d bytes still charged to the port", n)
 	})
 	return tp
 }

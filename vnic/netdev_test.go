@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/manad/manad/vnic/rxbuf"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func (tp *testPort) mustLocked(what string, f func() error) {
@@ -26,40 +28,31 @@ func TestPagePoolLifetime(t *testing.T) {
 	tp.SetIfindex(7)
 	tp.open()
 	tp.host.keep = true
-	if r := tp.Receive(0, udpFrame(100, 1, 2)); r != RxDelivered {
-		t.Fatalf("Receive: %v", r)
-	}
+	require.Equal(t, RxDelivered, tp.Receive(0, udpFrame(100, 1, 2)), "Receive")
 	before := tp.PagePools()
-	if len(before) != 4 {
-		t.Fatalf("%d pools, want 4: %+v", len(before), before)
-	}
+	require.Len(t, before, 4, "%d pools, want 4: %+v", len(before), before)
 	napis := tp.NAPIs()
 	for i, pp := range before {
 		if pp.Queue != i || pp.Ifindex != 7 || pp.NAPIID != napis[i].ID || pp.Detached() || pp.ID == 0 {
 			t.Errorf("pool %d: %+v (napis %+v)", i, pp, napis)
 		}
-		if want := 128 + b2i(i == 0); pp.BuffersOut != want {
-			t.Errorf("pool %d: %d buffers out, want %d (ring + kept)", i, pp.BuffersOut, want)
-		}
+		want := 128 + b2i(i == 0)
+		assert.Equal(t, want, pp.BuffersOut, "pool %d: %d buffers out, want %d (ring + kept)", i, pp.BuffersOut, want)
 		// 7 buffers per 16K page: 19 pages hold the ring, and the kept buffer's successor.
-		if pp.Inflight != 19 || pp.InflightMem != 19*16384 {
-			t.Errorf("pool %d: inflight %d pages, %d bytes; want 19 pages", i, pp.Inflight, pp.InflightMem)
-		}
+		assert.Equal(t, 19, pp.Inflight, "pool %d: inflight %d pages, %d bytes; want 19 pages", i, pp.Inflight, pp.InflightMem)
+		assert.Equal(t, int64(19*16384), pp.InflightMem, "pool %d: inflight %d pages, %d bytes; want 19 pages", i, pp.Inflight, pp.InflightMem)
 	}
 	start, startBoot := time.Now(), boottime()
 	tp.mustLocked("SetMTU", func() error { return tp.SetMTU(1400) })
 	after := tp.PagePools()
-	if len(after) != 5 {
-		t.Fatalf("%d pools after the rebuild, want 4 new + 1 detached: %+v", len(after), after)
-	}
+	require.Len(t, after, 5, "%d pools after the rebuild, want 4 new + 1 detached: %+v", len(after), after)
 	old := after[4]
 	if old.ID != before[0].ID || !old.Detached() || old.DetachTime.Before(start.Add(-time.Second)) ||
 		old.NAPIID != 0 || old.BuffersOut != 1 || old.Inflight != 1 || old.InflightMem != 16384 || old.Queue != 0 {
 		t.Errorf("detached pool %+v, want queue 0's old pool with its one kept buffer", old)
 	}
-	if old.DetachBoottime < startBoot || startBoot == 0 {
-		t.Errorf("detach boottime %v, before the reconfiguration at %v", old.DetachBoottime, startBoot)
-	}
+	assert.GreaterOrEqual(t, old.DetachBoottime, startBoot, "detach boottime %v, before the reconfiguration at %v", old.DetachBoottime, startBoot)
+	assert.NotEqual(t, time.Duration(0), startBoot, "detach boottime %v, before the reconfiguration at %v", old.DetachBoottime, startBoot)
 	ids := map[uint32]bool{}
 	for _, pp := range append(before, after[:4]...) {
 		if ids[pp.ID] {
@@ -76,9 +69,7 @@ func TestPagePoolLifetime(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	tp.locked(tp.Close)
-	if pp := tp.PagePools(); len(pp) != 0 {
-		t.Errorf("pools listed after Close with nothing in flight: %+v", pp)
-	}
+	assert.Empty(t, tp.PagePools(), "pools listed after Close with nothing in flight")
 }
 
 func b2i(b bool) int {
@@ -101,27 +92,24 @@ func TestNAPIIDs(t *testing.T) {
 	check := func(p *testPort) {
 		t.Helper()
 		qs := p.Queues()
-		if len(qs) != 8 {
-			t.Fatalf("%d queues, want 4 RX + 4 TX: %+v", len(qs), qs)
-		}
+		require.Len(t, qs, 8, "%d queues, want 4 RX + 4 TX: %+v", len(qs), qs)
 		for i := range 4 {
 			rx, tx := qs[i], qs[4+i]
-			if rx.Type != QueueRX || tx.Type != QueueTX || rx.ID != i || tx.ID != i || tx.NAPIID != 0 {
-				t.Errorf("queue pair %d: %+v %+v", i, rx, tx)
-			}
+			assert.Equal(t, QueueRX, rx.Type, "queue pair %d: %+v %+v", i, rx, tx)
+			assert.Equal(t, QueueTX, tx.Type, "queue pair %d: %+v %+v", i, rx, tx)
+			assert.Equal(t, i, rx.ID, "queue pair %d: %+v %+v", i, rx, tx)
+			assert.Equal(t, i, tx.ID, "queue pair %d: %+v %+v", i, rx, tx)
+			assert.Equal(t, uint32(0), tx.NAPIID, "queue pair %d: %+v %+v", i, rx, tx)
 			if rx.NAPIID < MinNAPIID || seen[rx.NAPIID] {
 				t.Errorf("queue %d NAPI id %d reused or below %d", i, rx.NAPIID, MinNAPIID)
 			}
 			seen[rx.NAPIID] = true
 		}
 		ns := p.NAPIs()
-		if len(ns) != 4 {
-			t.Fatalf("%d NAPIs, want one per RX queue: %+v", len(ns), ns)
-		}
+		require.Len(t, ns, 4, "%d NAPIs, want one per RX queue: %+v", len(ns), ns)
 		for i, n := range ns {
-			if n.ID != qs[i].NAPIID || n.Queue != i {
-				t.Errorf("NAPI %+v does not poll RX queue %+v", n, qs[i])
-			}
+			assert.Equal(t, qs[i].NAPIID, n.ID, "NAPI %+v does not poll RX queue %+v", n, qs[i])
+			assert.Equal(t, i, n.Queue, "NAPI %+v does not poll RX queue %+v", n, qs[i])
 		}
 	}
 	check(a)
@@ -129,9 +117,7 @@ func TestNAPIIDs(t *testing.T) {
 	a.mustLocked("SetRings", func() error { return a.SetRings(256, 128) })
 	check(a)
 	stable := a.Queues()
-	if !slices.Equal(stable, a.Queues()) {
-		t.Error("NAPI ids changed without a rebuild")
-	}
+	assert.True(t, slices.Equal(stable, a.Queues()), "NAPI ids changed without a rebuild")
 	a.locked(a.Close)
 	if qs, ns := a.Queues(), a.NAPIs(); len(qs) != 0 || len(ns) != 0 {
 		t.Errorf("a stopped port lists queues %+v, NAPIs %+v", qs, ns)
@@ -152,22 +138,20 @@ func TestQStatsAcrossRebuild(t *testing.T) {
 	}
 	tp.Receive(1, udpFrame(1600, 1, 2)) // oversize: a hardware drop
 	s := tp.QStats()
-	if len(s.Queues) != 8 || s.Base != (QStats{}) {
-		t.Fatalf("before the rebuild: %+v", s)
-	}
+	require.Len(t, s.Queues, 8, "before the rebuild: %+v", s)
+	require.Equal(t, QStats{}, s.Base, "before the rebuild: %+v", s)
 	for q := range 4 {
 		rx, tx := s.Queues[q], s.Queues[4+q]
-		if rx.RxPackets != uint64(q+1) || rx.RxBytes != uint64(100*(q+1)) || tx.TxPackets != 1 || tx.TxBytes != 60 {
-			t.Errorf("queue %d: rx %+v tx %+v", q, rx, tx)
-		}
+		assert.Equal(t, uint64(q+1), rx.RxPackets, "queue %d: rx %+v tx %+v", q, rx, tx)
+		assert.Equal(t, uint64(100*(q+1)), rx.RxBytes, "queue %d: rx %+v tx %+v", q, rx, tx)
+		assert.Equal(t, uint64(1), tx.TxPackets, "queue %d: rx %+v tx %+v", q, rx, tx)
+		assert.Equal(t, uint64(60), tx.TxBytes, "queue %d: rx %+v tx %+v", q, rx, tx)
 	}
 	if s.Queues[1].RxHwDrops != 1 || s.Queues[1].RxHwDropOverruns != 0 {
 		t.Errorf("queue 1 hw drops %+v, want the oversize frame", s.Queues[1])
 	}
 	want := QStats{RxPackets: 10, RxBytes: 1000, RxHwDrops: 1, TxPackets: 4, TxBytes: 240}
-	if s.Total != want {
-		t.Errorf("total %+v, want %+v", s.Total, want)
-	}
+	assert.Equal(t, want, s.Total, "total")
 	tp.mustLocked("SetChannels", func() error { return tp.SetChannels(2) })
 	tp.locked(tp.Close)
 	tp.Receive(3, udpFrame(100, 1, 2)) // no queue: an overrun, counted in the base
@@ -179,17 +163,11 @@ func TestQStatsAcrossRebuild(t *testing.T) {
 	}
 	want.RxPackets, want.RxBytes = 11, 1100
 	want.RxHwDrops, want.RxHwDropOverruns = 2, 1
-	if s.Total != want {
-		t.Errorf("total %+v, want %+v", s.Total, want)
-	}
-	if got := tp.QStatsTotal(); got != want {
-		t.Errorf("QStatsTotal %+v, want %+v", got, want)
-	}
+	assert.Equal(t, want, s.Total, "total")
+	assert.Equal(t, want, tp.QStatsTotal(), "QStatsTotal")
 	wantBase := want
 	wantBase.RxPackets, wantBase.RxBytes = 10, 1000
-	if s.Base != wantBase {
-		t.Errorf("base %+v, want %+v", s.Base, wantBase)
-	}
+	assert.Equal(t, wantBase, s.Base, "base")
 }
 
 // TestRxAllocModes: the allocation knobs change what the pools do, and the page-pool counters
@@ -204,9 +182,10 @@ func TestRxAllocModes(t *testing.T) {
 		{rxbuf.AllocPagePoolFrag, false, func(t *testing.T, qc QueueCounters, pools []PagePool) {
 			k := pools[0].Stats
 			// 16K pages, 7 buffers each: 19 pages for the ring, then every refill is recycled.
-			if qc.Pool.PageAllocs != 19 || k.RecycleCached != frames || k.RecycleReleasedRefcnt != 0 || k.AllocFast < frames {
-				t.Errorf("pages %d, %+v", qc.Pool.PageAllocs, k)
-			}
+			assert.Equal(t, uint64(19), qc.Pool.PageAllocs, "pages %d, %+v", qc.Pool.PageAllocs, k)
+			assert.Equal(t, uint64(frames), k.RecycleCached, "pages %d, %+v", qc.Pool.PageAllocs, k)
+			assert.Equal(t, uint64(0), k.RecycleReleasedRefcnt, "pages %d, %+v", qc.Pool.PageAllocs, k)
+			assert.GreaterOrEqual(t, k.AllocFast, uint64(frames), "pages %d, %+v", qc.Pool.PageAllocs, k)
 		}},
 		{rxbuf.AllocPagePoolPage, false, func(t *testing.T, qc QueueCounters, pools []PagePool) {
 			k := pools[0].Stats
@@ -216,19 +195,18 @@ func TestRxAllocModes(t *testing.T) {
 		}},
 		{rxbuf.AllocPagePoolFrag, true, func(t *testing.T, qc QueueCounters, pools []PagePool) {
 			k := pools[0].Stats
-			if k.RecycleCached != 0 || k.RecycleRing != 0 || k.RecycleReleasedRefcnt == 0 ||
-				qc.Pool.PageReleases != k.RecycleReleasedRefcnt {
-				t.Errorf("recycling off: %+v, page releases %d", k, qc.Pool.PageReleases)
-			}
+			assert.Equal(t, uint64(0), k.RecycleCached, "recycling off: %+v, page releases %d", k, qc.Pool.PageReleases)
+			assert.Equal(t, uint64(0), k.RecycleRing, "recycling off: %+v, page releases %d", k, qc.Pool.PageReleases)
+			assert.NotEqual(t, uint64(0), k.RecycleReleasedRefcnt, "recycling off: %+v, page releases %d", k, qc.Pool.PageReleases)
+			assert.Equal(t, k.RecycleReleasedRefcnt, qc.Pool.PageReleases, "recycling off: %+v, page releases %d", k, qc.Pool.PageReleases)
 		}},
 		{rxbuf.AllocNoPool, false, func(t *testing.T, qc QueueCounters, pools []PagePool) {
-			if len(pools) != 0 {
-				t.Errorf("no-pool queues list page pools: %+v", pools)
-			}
-			if st := qc.Pool; st.PageAllocs != st.Allocs || st.Allocs != 128+frames || st.Recycles != 0 ||
-				st.ReleasedRefcnt != frames {
-				t.Errorf("no-pool: every buffer should be its own allocation, freed on return: %+v", st)
-			}
+			assert.Empty(t, pools, "no-pool queues list page pools")
+			st := qc.Pool
+			assert.Equal(t, st.Allocs, st.PageAllocs, "no-pool: every buffer should be its own allocation, freed on return: %+v", st)
+			assert.Equal(t, uint64(128+frames), st.Allocs, "no-pool: every buffer should be its own allocation, freed on return: %+v", st)
+			assert.Equal(t, uint64(0), st.Recycles, "no-pool: every buffer should be its own allocation, freed on return: %+v", st)
+			assert.Equal(t, uint64(frames), st.ReleasedRefcnt, "no-pool: every buffer should be its own allocation, freed on return: %+v", st)
 		}},
 	}
 	for _, tt := range tests {
@@ -236,15 +214,13 @@ func TestRxAllocModes(t *testing.T) {
 			tp := newTestPort(t, func(c *Config, _ *Settings) { c.RxAlloc, c.RxNoRecycle = tt.alloc, tt.noRecycle })
 			tp.open()
 			for range frames {
-				if r := tp.Receive(0, udpFrame(100, 1, 2)); r != RxDelivered {
-					t.Fatalf("Receive: %v", r)
-				}
+				require.Equal(t, RxDelivered, tp.Receive(0, udpFrame(100, 1, 2)), "Receive")
 			}
 			var qc []QueueCounters
 			tp.locked(func() { qc = tp.QueueCounters() })
 			pools := tp.PagePools()
-			if tt.alloc != rxbuf.AllocNoPool && len(pools) != 4 {
-				t.Fatalf("%d pools", len(pools))
+			if tt.alloc != rxbuf.AllocNoPool {
+				require.Len(t, pools, 4, "%d pools", len(pools))
 			}
 			tt.check(t, qc[0], pools)
 		})
@@ -275,9 +251,7 @@ func TestShortHeadroom(t *testing.T) {
 	}
 	for _, tt := range tests {
 		l := rxbuf.MustCompute(rxbuf.Params{Rule: tt.rule, PageSize: tt.page, MTU: tt.mtu, XDP: tt.xdp, FullPageRx: tt.fullPage})
-		if got := l.Headroom < rxbuf.LLReservedSpace; got != tt.short {
-			t.Fatalf("%+v: layout headroom %d; the table is wrong", tt, l.Headroom)
-		}
+		require.Equal(t, tt.short, l.Headroom < rxbuf.LLReservedSpace, "%+v: layout headroom %d; the table is wrong", tt, l.Headroom)
 		tp := newTestPort(t, func(c *Config, s *Settings) {
 			c.Rule, c.PageSize, s.MTU = tt.rule, tt.page, tt.mtu
 			if tt.xdp {
@@ -289,9 +263,7 @@ func TestShortHeadroom(t *testing.T) {
 		})
 		tp.open()
 		for range 5 {
-			if r := tp.Receive(2, udpFrame(200, 1, 2)); r != RxDelivered {
-				t.Fatalf("Receive: %v", r)
-			}
+			require.Equal(t, RxDelivered, tp.Receive(2, udpFrame(200, 1, 2)), "Receive")
 		}
 		tp.Receive(2, nil) // a zero-length completion is not delivered, so not counted
 		var qc []QueueCounters
@@ -299,10 +271,8 @@ func TestShortHeadroom(t *testing.T) {
 		want := uint64(5 * b2i(tt.short))
 		// manactl stats shows it as manad_rx_short_headroom, after the driver's counters.
 		extra := tp.NetdevStats().ExtraStats()[slices.Index(ExtraStatNames(), "manad_rx_short_headroom")]
-		if qc[2].RxShortHeadroom != want || extra != want {
-			t.Errorf("%+v (headroom %d): short-headroom %d / %d, want %d", tt, l.Headroom,
-				qc[2].RxShortHeadroom, extra, want)
-		}
+		assert.Equal(t, want, qc[2].RxShortHeadroom, "%+v (headroom %d): short-headroom %d / %d, want %d", tt, l.Headroom, qc[2].RxShortHeadroom, extra, want)
+		assert.Equal(t, want, extra, "%+v (headroom %d): short-headroom %d / %d, want %d", tt, l.Headroom, qc[2].RxShortHeadroom, extra, want)
 	}
 }
 
@@ -353,9 +323,8 @@ func TestNetdevViewsConcurrent(t *testing.T) {
 	for i := range 20 {
 		tp.mustLocked("SetRings", func() error { return tp.SetRings(128<<(i%2), 128) })
 		tot := tp.QStats().Total
-		if tot.RxPackets < last.RxPackets || tot.TxPackets < last.TxPackets {
-			t.Errorf("totals went backwards: %+v after %+v", tot, last)
-		}
+		assert.GreaterOrEqual(t, tot.RxPackets, last.RxPackets, "totals went backwards: %+v after %+v", tot, last)
+		assert.GreaterOrEqual(t, tot.TxPackets, last.TxPackets, "totals went backwards: %+v after %+v", tot, last)
 		last = tot
 	}
 	close(stop)
@@ -373,9 +342,7 @@ func TestDetachedPoolsBounded(t *testing.T) {
 	tp.pools.mu.Lock()
 	n := len(tp.pools.detached)
 	tp.pools.mu.Unlock()
-	if n != 0 {
-		t.Errorf("%d detached pools remembered after 50 rebuilds with nothing in flight", n)
-	}
+	assert.Equal(t, 0, n, "%d detached pools remembered after 50 rebuilds with nothing in flight", n)
 }
 
 // poolEvents records a port's page-pool events.
@@ -416,28 +383,22 @@ func TestPagePoolEvents(t *testing.T) {
 	tp.open()
 	added := rec.take()
 	pools := tp.PagePools()
-	if len(added) != 4 || len(pools) != 4 {
-		t.Fatalf("events %+v for pools %+v, want 4 adds", added, pools)
-	}
+	require.Len(t, added, 4, "events %+v for pools %+v, want 4 adds", added, pools)
+	require.Len(t, pools, 4, "events %+v for pools %+v, want 4 adds", added, pools)
 	for i, ev := range added {
 		if want := (PagePool{ID: pools[i].ID, Ifindex: 7, Queue: i}); ev.Kind != PagePoolAdded || ev.Pool != want {
 			t.Errorf("event %d %v %+v, want add %+v", i, ev.Kind, ev.Pool, want)
 		}
 	}
 	tp.host.keep = true
-	if r := tp.Receive(0, udpFrame(100, 1, 2)); r != RxDelivered {
-		t.Fatalf("Receive: %v", r)
-	}
+	require.Equal(t, RxDelivered, tp.Receive(0, udpFrame(100, 1, 2)), "Receive")
 	tp.mustLocked("SetMTU 1500 (no-op)", func() error { return tp.SetMTU(1500) })
-	if evs := rec.take(); len(evs) != 0 {
-		t.Fatalf("events for a no-op: %+v", evs)
-	}
+	require.Empty(t, rec.take(), "events for a no-op")
 	tp.mustLocked("SetMTU", func() error { return tp.SetMTU(1400) })
 	evs := rec.take()
 	after := tp.PagePools()
-	if len(evs) != 8 || len(after) != 5 {
-		t.Fatalf("%d events after the rebuild, want 1 change + 3 del + 4 add: %+v (pools %+v)", len(evs), evs, after)
-	}
+	require.Len(t, evs, 8, "%d events after the rebuild, want 1 change + 3 del + 4 add: %+v (pools %+v)", len(evs), evs, after)
+	require.Len(t, after, 5, "%d events after the rebuild, want 1 change + 3 del + 4 add: %+v (pools %+v)", len(evs), evs, after)
 	ch := evs[0]
 	if ch.Kind != PagePoolDetached || ch.Pool != after[4] || ch.Pool.ID != pools[0].ID || ch.Pool.Inflight != 1 || !ch.Pool.Detached() {
 		t.Errorf("first event %v %+v, want queue 0's old pool detached as listed: %+v", ch.Kind, ch.Pool, after[4])
@@ -464,9 +425,7 @@ func TestPagePoolEvents(t *testing.T) {
 		}
 		<-rec.got
 	}
-	if pp := tp.PagePools(); len(pp) != 4 {
-		t.Errorf("the drained pool is still listed after its del: %+v", pp)
-	}
+	assert.Len(t, tp.PagePools(), 4, "the drained pool is still listed after its del")
 	tp.locked(tp.Close)
 	if evs := rec.take(); len(evs) != 4 || evs[0].Kind != PagePoolRemoved || evs[3].Pool.ID != after[3].ID {
 		t.Errorf("Close: %+v, want 4 dels", evs)

@@ -3,18 +3,18 @@ package vnic
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,19 +38,13 @@ func TestReceiveDeliver(t *testing.T) {
 	tp := newTestPort(t, nil)
 	tp.open()
 	f := udpFrame(1514, 1000, 2000)
-	if r := tp.Receive(1, f); r != RxDelivered {
-		t.Fatalf("Receive = %v", r)
-	}
-	if !bytes.Equal(tp.host.frames[0], f) {
-		t.Error("delivered frame differs from the one received")
-	}
+	require.Equal(t, RxDelivered, tp.Receive(1, f), "Receive")
+	assert.Equal(t, f, tp.host.frames[0], "delivered frame differs from the one received")
 	for name, want := range map[string]uint64{
 		"rx_1_packets": 1, "rx_1_bytes": 1514, "rx_0_packets": 0, "hc_rx_ucast_pkts": 1,
 		"hc_rx_bytes": 1514, "hc_tc0_rx_pkt_phy": 1, "hc_tc0_rx_byte_phy": 1514,
 	} {
-		if got := tp.stat(name); got != want {
-			t.Errorf("%s = %d, want %d", name, got, want)
-		}
+		assert.Equal(t, want, tp.stat(name), "%s", name)
 	}
 }
 
@@ -62,9 +56,7 @@ func TestReceiveDrops(t *testing.T) {
 	}{
 		"down": {udpFrame(100, 1, 2), RxDropNotRunning},
 	} {
-		if r := tp.Receive(0, tc.frame); r != tc.want {
-			t.Errorf("%s: %v, want %v", name, r, tc.want)
-		}
+		assert.Equal(t, tc.want, tp.Receive(0, tc.frame), "%s", name)
 	}
 	tp.open()
 	for name, tc := range map[string]struct {
@@ -75,20 +67,14 @@ func TestReceiveDrops(t *testing.T) {
 		"oversize":      {udpFrame(1515, 1, 2), RxDropOversize},
 		"empty":         {nil, RxDropLen0},
 	} {
-		if r := tp.Receive(0, tc.frame); r != tc.want {
-			t.Errorf("%s: %v, want %v", name, r, tc.want)
-		}
+		assert.Equal(t, tc.want, tp.Receive(0, tc.frame), "%s", name)
 	}
 	ns := tp.NetdevStats()
-	if ns.RxOversize != 1 || ns.RxMissed != 1 || ns.RxDropped != 2 {
-		t.Errorf("netdev stats %+v", ns)
-	}
-	if got := tp.stat("rx_0_pkt_len0_err"); got != 1 {
-		t.Errorf("pkt_len0_err = %d", got)
-	}
-	if got := tp.stat("hc_rx_discards_no_wqe"); got != 1 {
-		t.Errorf("hc_rx_discards_no_wqe = %d", got)
-	}
+	assert.Equal(t, uint64(1), ns.RxOversize, "netdev stats %+v", ns)
+	assert.Equal(t, uint64(1), ns.RxMissed, "netdev stats %+v", ns)
+	assert.Equal(t, uint64(2), ns.RxDropped, "netdev stats %+v", ns)
+	assert.Equal(t, uint64(1), tp.stat("rx_0_pkt_len0_err"), "pkt_len0_err")
+	assert.Equal(t, uint64(1), tp.stat("hc_rx_discards_no_wqe"), "hc_rx_discards_no_wqe")
 }
 
 // TestRefillFailure: when the refill cannot get a buffer the frame is dropped and the old buffer
@@ -108,17 +94,14 @@ func TestRefillFailure(t *testing.T) {
 			dropped++
 		}
 	}
-	if delivered != 5 || dropped != 5 {
-		t.Fatalf("delivered %d, dropped %d; want 5 and 5", delivered, dropped)
-	}
+	require.Equal(t, 5, delivered, "delivered %d, dropped %d; want 5 and 5", delivered, dropped)
+	require.Equal(t, 5, dropped, "delivered %d, dropped %d; want 5 and 5", delivered, dropped)
 	st := tp.state()
-	if st.BuffersPosted != 4*128 || st.BuffersInFlight != 5 || st.Netdev.RxAllocFail != 5 {
-		t.Errorf("posted %d, in flight %d, alloc failures %d", st.BuffersPosted, st.BuffersInFlight, st.Netdev.RxAllocFail)
-	}
+	assert.Equal(t, int(4*128), st.BuffersPosted, "posted %d, in flight %d, alloc failures %d", st.BuffersPosted, st.BuffersInFlight, st.Netdev.RxAllocFail)
+	assert.Equal(t, 5, st.BuffersInFlight, "posted %d, in flight %d, alloc failures %d", st.BuffersPosted, st.BuffersInFlight, st.Netdev.RxAllocFail)
+	assert.Equal(t, uint64(5), st.Netdev.RxAllocFail, "posted %d, in flight %d, alloc failures %d", st.BuffersPosted, st.BuffersInFlight, st.Netdev.RxAllocFail)
 	tp.host.release()
-	if r := tp.Receive(0, udpFrame(200, 1, 2)); r != RxDelivered {
-		t.Errorf("after the buffers came back: %v", r)
-	}
+	assert.Equal(t, RxDelivered, tp.Receive(0, udpFrame(200, 1, 2)), "after the buffers came back")
 	tp.host.keep = false
 	tp.host.release()
 }
@@ -156,17 +139,12 @@ func TestXDPVerdicts(t *testing.T) {
 			tp := newTestPort(t, func(c *Config, s *Settings) { s.XDP = tc.prog })
 			tp.open()
 			f := udpFrame(300, 5, 6)
-			if r := tp.Receive(0, f); r != tc.result {
-				t.Fatalf("Receive = %v, want %v", r, tc.result)
-			}
-			if got := tp.stat(tc.counter); got != 1 {
-				t.Errorf("%s = %d", tc.counter, got)
-			}
-			if (tp.host.count() == 1) != tc.delivered || (tp.wire.count() == 1) != tc.wired {
-				t.Errorf("delivered %d, on the wire %d", tp.host.count(), tp.wire.count())
-			}
-			if tc.wired && tp.stat("tx_0_packets") != 1 {
-				t.Error("XDP_TX not counted on the TX queue")
+			require.Equal(t, tc.result, tp.Receive(0, f), "Receive")
+			assert.Equal(t, uint64(1), tp.stat(tc.counter), "%s", tc.counter)
+			assert.Equal(t, tc.delivered, tp.host.count() == 1, "delivered %d, on the wire %d", tp.host.count(), tp.wire.count())
+			assert.Equal(t, tc.wired, tp.wire.count() == 1, "delivered %d, on the wire %d", tp.host.count(), tp.wire.count())
+			if tc.wired {
+				assert.Equal(t, uint64(1), tp.stat("tx_0_packets"), "XDP_TX not counted on the TX queue")
 			}
 			if a, ok := tc.prog.(*adjustHead); ok && a.verdict == XDPPass {
 				if got := tp.host.frames[0]; !bytes.Equal(got[:4], []byte("TAG!")) || !bytes.Equal(got[4:], f) {
@@ -181,38 +159,30 @@ func TestTransmit(t *testing.T) {
 	tp := newTestPort(t, nil)
 	bcast := udpFrame(100, 1, 2)
 	copy(bcast, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
-	if tp.Transmit(0, bcast) {
-		t.Error("a down port transmitted")
-	}
+	assert.False(t, tp.Transmit(0, bcast), "a down port transmitted")
 	tp.open()
-	if !tp.Transmit(2, bcast) || tp.wire.count() != 1 {
-		t.Fatal("frame did not reach the wire")
-	}
+	require.True(t, tp.Transmit(2, bcast), "frame did not reach the wire")
+	require.Equal(t, 1, tp.wire.count(), "frame did not reach the wire")
 	for name, want := range map[string]uint64{"tx_2_packets": 1, "tx_2_bytes": 100, "tx_2_short_pkt_fmt": 1,
 		"hc_tx_bcast_pkts": 1, "hc_tx_bcast_bytes": 100, "hc_tc0_tx_pkt_phy": 1} {
-		if got := tp.stat(name); got != want {
-			t.Errorf("%s = %d, want %d", name, got, want)
-		}
+		assert.Equal(t, want, tp.stat(name), "%s", name)
 	}
-	if ns := tp.NetdevStats(); ns.TxDropped != 1 || ns.TxPackets != 1 {
-		t.Errorf("netdev %+v", ns)
-	}
+	ns := tp.NetdevStats()
+	assert.Equal(t, uint64(1), ns.TxDropped, "netdev %+v", ns)
+	assert.Equal(t, uint64(1), ns.TxPackets, "netdev %+v", ns)
 }
 
 func TestStatNames(t *testing.T) {
 	names := StatNames(16)
-	if len(names) != 6+27+50+16*20 || len(names) != StatCount(16) {
-		t.Fatalf("%d names", len(names))
-	}
+	require.Len(t, names, 6+27+50+16*20, "%d names", len(names))
+	require.Len(t, names, StatCount(16), "%d names", len(names))
 	for i, want := range map[int]string{
 		0: "stop_queue", 5: "rx_cqe_unknown_type", 6: "hc_rx_discards_no_wqe", 32: "hc_tx_mcast_bytes",
 		33: "hc_rx_pkt_drop_phy", 35: "hc_tc0_rx_pkt_phy", 66: "hc_tc7_tx_byte_phy", 67: "hc_tc0_rx_pause_phy",
 		82: "hc_tc7_tx_pause_phy", 83: "rx_0_packets", 91: "rx_0_coalesced_cqe_4", 92: "rx_1_packets",
 		83 + 16*9: "tx_0_packets", 83 + 16*9 + 10: "tx_0_mana_map_err", len(names) - 1: "tx_15_mana_map_err",
 	} {
-		if names[i] != want {
-			t.Errorf("name %d = %q, want %q", i, names[i], want)
-		}
+		assert.Equal(t, want, names[i], "name %d", i)
 	}
 	seen := map[string]bool{}
 	for _, n := range names {
@@ -228,21 +198,15 @@ func TestStatsZeroWhenDown(t *testing.T) {
 	tp := newTestPort(t, nil)
 	tp.open()
 	tp.Receive(0, udpFrame(100, 1, 2))
-	if tp.stat("rx_0_packets") != 1 {
-		t.Fatal("not counted")
-	}
+	require.Equal(t, uint64(1), tp.stat("rx_0_packets"), "not counted")
 	tp.locked(tp.Close)
 	tp.locked(func() {
 		for i, v := range tp.Stats() {
-			if v != 0 {
-				t.Errorf("stat %d = %d while down", i, v)
-			}
+			assert.Equal(t, uint64(0), v, "stat %d = %d while down", i, v)
 		}
 	})
 	tp.open()
-	if tp.stat("rx_0_packets") != 1 {
-		t.Error("counters were lost across down/up")
-	}
+	assert.Equal(t, uint64(1), tp.stat("rx_0_packets"), "counters were lost across down/up")
 }
 
 // TestInFlightAcrossReconfigure: buffers the host holds when the queues are rebuilt keep their
@@ -255,17 +219,12 @@ func TestInFlightAcrossReconfigure(t *testing.T) {
 		tp.Receive(i, udpFrame(100, uint16(i), 2))
 	}
 	tp.locked(func() {
-		if err := tp.SetPrivFlags(PrivFlagFullPageRx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.SetPrivFlags(PrivFlagFullPageRx))
 	})
 	st := tp.state()
-	if st.BuffersInFlight != 3 || st.ReleasesPending != 3 {
-		t.Fatalf("in flight %d, releases pending %d; want 3 and 3", st.BuffersInFlight, st.ReleasesPending)
-	}
-	if st.MemoryInUse <= st.BytesPinned {
-		t.Error("the draining pools' pages are not charged")
-	}
+	require.Equal(t, 3, st.BuffersInFlight, "in flight %d, releases pending %d; want 3 and 3", st.BuffersInFlight, st.ReleasesPending)
+	require.Equal(t, 3, st.ReleasesPending, "in flight %d, releases pending %d; want 3 and 3", st.BuffersInFlight, st.ReleasesPending)
+	assert.Greater(t, st.MemoryInUse, st.BytesPinned, "the draining pools' pages are not charged")
 	tp.host.keep = false
 	tp.host.release()
 	settled(t, tp.waitFor("old pools to drain", func(s State) bool { return s.ReleasesPending == 0 }))
@@ -281,18 +240,13 @@ func TestShutdownReportsLeak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	err := td.Wait(ctx)
-	if !errors.Is(err, unix.EBUSY) || !strings.Contains(err.Error(), "1 RX buffers still in flight") {
-		t.Fatalf("Wait = %v, want the leak report", err)
-	}
+	require.ErrorIs(t, err, unix.EBUSY, "Wait = %v, want the leak report", err)
+	require.Contains(t, err.Error(), "1 RX buffers still in flight", "Wait = %v, want the leak report", err)
 	tp.locked(func() {
-		if err := tp.Open(); !errors.Is(err, unix.ENODEV) {
-			t.Errorf("Open after Shutdown = %v", err)
-		}
+		assert.ErrorIs(t, tp.Open(), unix.ENODEV, "Open after Shutdown")
 	})
 	tp.host.release()
-	if err := td.Wait(context.Background()); err != nil {
-		t.Errorf("after the buffer came back: %v", err)
-	}
+	assert.NoError(t, td.Wait(context.Background()), "after the buffer came back")
 }
 
 // TestFlipUnderTraffic flips full-page-rx 100 times while every queue receives: no race, no
@@ -319,9 +273,7 @@ func TestFlipUnderTraffic(t *testing.T) {
 	var last uint64
 	for i := 0; i < 100; i++ {
 		tp.locked(func() {
-			if err := tp.SetPrivFlags(uint32(i+1) & 1); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, tp.SetPrivFlags(uint32(i+1)&1))
 		})
 		if v := tp.stat("rx_0_packets"); v < last {
 			t.Fatalf("rx_0_packets went from %d to %d", last, v)
@@ -335,9 +287,8 @@ func TestFlipUnderTraffic(t *testing.T) {
 	for q := 0; q < 4; q++ {
 		total += tp.stat("rx_" + string(rune('0'+q)) + "_packets")
 	}
-	if total != delivered.Load() || total == 0 {
-		t.Errorf("counted %d, delivered %d", total, delivered.Load())
-	}
+	assert.Equal(t, delivered.Load(), total, "counted %d, delivered %d", total, delivered.Load())
+	assert.NotEqual(t, uint64(0), total, "counted %d, delivered %d", total, delivered.Load())
 	settled(t, tp.waitFor("drain", func(s State) bool { return s.ReleasesPending == 0 }))
 }
 
@@ -356,13 +307,9 @@ func TestToeplitzVectors(t *testing.T) {
 	} {
 		s, d := netip.MustParseAddr(v.src).As4(), netip.MustParseAddr(v.dst).As4()
 		in := append(append([]byte{}, s[:]...), d[:]...)
-		if h := Toeplitz(&DefaultRSSKey, in); h != v.ipOnly {
-			t.Errorf("%s→%s: %#x, want %#x", v.src, v.dst, h, v.ipOnly)
-		}
+		assert.Equal(t, v.ipOnly, Toeplitz(&DefaultRSSKey, in), "%s→%s", v.src, v.dst)
 		in = append(in, byte(v.sport>>8), byte(v.sport), byte(v.dport>>8), byte(v.dport))
-		if h := Toeplitz(&DefaultRSSKey, in); h != v.withPort {
-			t.Errorf("%s:%d→%s:%d: %#x, want %#x", v.src, v.sport, v.dst, v.dport, h, v.withPort)
-		}
+		assert.Equal(t, v.withPort, Toeplitz(&DefaultRSSKey, in), "%s:%d→%s:%d", v.src, v.sport, v.dst, v.dport)
 	}
 }
 
@@ -376,38 +323,29 @@ func TestToeplitzTable(t *testing.T) {
 			for i := range in {
 				in[i] = byte(rng.Uint32())
 			}
-			if got, want := defaultToeplitz.sum(in), Toeplitz(&DefaultRSSKey, in); got != want {
-				t.Fatalf("%x: table %#x, bitwise %#x", in, got, want)
-			}
+			got, want := defaultToeplitz.sum(in), Toeplitz(&DefaultRSSKey, in)
+			require.Equal(t, want, got, "%x: table %#x, bitwise %#x", in, got, want)
 		}
 	}
 }
 
 func TestSteering(t *testing.T) {
 	tp := newTestPort(t, func(c *Config, s *Settings) { s.Queues = 8 })
-	if tp.SteerRx(udpFrame(100, 1, 2)) != -1 {
-		t.Error("a down port steered a frame")
-	}
+	assert.Equal(t, -1, tp.SteerRx(udpFrame(100, 1, 2)), "a down port steered a frame")
 	tp.open()
 	hits := make([]int, 8)
 	for sport := uint16(1000); sport < 1256; sport++ {
 		f := udpFrame(100, sport, 5201)
 		q := tp.SteerRx(f)
-		if q2 := tp.SteerRx(f); q2 != q {
-			t.Fatal("a flow moved between queues")
-		}
+		require.Equal(t, q, tp.SteerRx(f), "a flow moved between queues")
 		hits[q]++
 	}
 	for q, n := range hits {
-		if n < 10 {
-			t.Errorf("queue %d got %d of 256 flows: %v", q, n, hits)
-		}
+		assert.GreaterOrEqual(t, n, 10, "queue %d got %d of 256 flows: %v", q, n, hits)
 	}
 	arp := make([]byte, 60)
 	arp[12], arp[13] = 0x08, 0x06
-	if tp.SteerRx(arp) != 0 {
-		t.Error("a non-IP frame not on queue 0")
-	}
+	assert.Equal(t, 0, tp.SteerRx(arp), "a non-IP frame not on queue 0")
 }
 
 // xdpWire is a testWire that keeps XDP_TX frames apart.
@@ -424,18 +362,12 @@ func TestXDPTxUsesSendXDP(t *testing.T) {
 	w := new(xdpWire)
 	tp := newTestPort(t, func(c *Config, s *Settings) { c.Wire = w; s.XDP = XDPProgTx })
 	tp.open()
-	if r := tp.Receive(1, udpFrame(300, 5, 6)); r != RxXDPTx {
-		t.Fatalf("Receive = %v, want %v", r, RxXDPTx)
-	}
-	if !tp.Transmit(1, udpFrame(200, 6, 5)) {
-		t.Fatal("Transmit refused")
-	}
-	if w.xdp.count() != 1 || w.count() != 1 {
-		t.Errorf("SendXDP got %d frames, Send %d: want 1 each", w.xdp.count(), w.count())
-	}
-	if got := tp.stat("tx_1_packets"); got != 2 {
-		t.Errorf("tx_1_packets = %d, want 2", got)
-	}
+	require.Equal(t, RxXDPTx, tp.Receive(1, udpFrame(300, 5, 6)), "Receive")
+	require.True(t, tp.Transmit(1, udpFrame(200, 6, 5)), "Transmit refused")
+	assert.Equal(t, 1, w.xdp.count(), "SendXDP got %d frames, Send %d: want 1 each", w.xdp.count(), w.count())
+	assert.Equal(t, 1, w.count(), "SendXDP got %d frames, Send %d: want 1 each", w.xdp.count(), w.count())
+	got := tp.stat("tx_1_packets")
+	assert.Equal(t, uint64(2), got, "tx_1_packets = %d, want 2", got)
 }
 
 // TestPostAndPutWire: a superframe is one work item (one packet, tso_packets, tso_bytes of its
@@ -443,30 +375,20 @@ func TestXDPTxUsesSendXDP(t *testing.T) {
 // one; a frame with a partial checksum counts csum_partial; a stopped queue takes nothing.
 func TestPostAndPutWire(t *testing.T) {
 	tp := newTestPort(t, nil)
-	if tp.Post(1, TxWork{Len: 3000, GSO: true, HeaderLen: 66}) {
-		t.Fatal("a down port took a work item")
-	}
+	require.False(t, tp.Post(1, TxWork{Len: 3000, GSO: true, HeaderLen: 66}), "a down port took a work item")
 	tp.open()
-	if !tp.Post(1, TxWork{Len: 3000, GSO: true, HeaderLen: 66}) {
-		t.Fatal("Post refused")
-	}
+	require.True(t, tp.Post(1, TxWork{Len: 3000, GSO: true, HeaderLen: 66}), "Post refused")
 	for range 3 {
 		tp.PutWire(1, udpFrame(1000, 1, 2))
 	}
-	if !tp.Post(1, TxWork{Len: 400, CsumPartial: true}) {
-		t.Fatal("Post refused")
-	}
+	require.True(t, tp.Post(1, TxWork{Len: 400, CsumPartial: true}), "Post refused")
 	tp.PutWire(1, udpFrame(400, 1, 2))
 	for name, want := range map[string]uint64{"tx_1_packets": 2, "tx_1_bytes": 3400, "tx_1_tso_packets": 1,
 		"tx_1_tso_bytes": 3000 - 66, "tx_1_csum_partial": 1, "tx_1_short_pkt_fmt": 2, "tx_1_tso_inner_packets": 0,
 		"hc_tx_bytes": 3400, "hc_tx_ucast_pkts": 4} {
-		if got := tp.stat(name); got != want {
-			t.Errorf("%s = %d, want %d", name, got, want)
-		}
+		assert.Equal(t, want, tp.stat(name), "%s", name)
 	}
-	if tp.wire.count() != 4 {
-		t.Errorf("%d frames on the wire, want 4", tp.wire.count())
-	}
+	assert.Equal(t, 4, tp.wire.count(), "%d frames on the wire, want 4", tp.wire.count())
 }
 
 // statVector returns every ETH_SS_STATS value of the port, by name.
@@ -527,20 +449,14 @@ func TestReceiveWhole(t *testing.T) {
 				f := udpFrame(l, 1, 2)
 				copy(f, dst.mac)
 				for range n {
-					if r := byFrame.Receive(2, f); r != RxDelivered {
-						t.Fatalf("Receive: %v", r)
-					}
+					require.Equal(t, RxDelivered, byFrame.Receive(2, f), "Receive")
 				}
 				before := whole.state()
-				if !whole.ReceiveWhole(2, f, n, n*l, l) {
-					t.Fatal("ReceiveWhole refused")
-				}
-				if d := statDiff(byFrame.statVector(), whole.statVector()); len(d) != 0 {
-					t.Errorf("statistics frame by frame ≠ whole: %v", d)
-				}
-				if after := whole.state(); after.BuffersPosted != before.BuffersPosted || after.BuffersInFlight != 0 {
-					t.Errorf("ring: %d posted (was %d), %d in flight", after.BuffersPosted, before.BuffersPosted, after.BuffersInFlight)
-				}
+				require.True(t, whole.ReceiveWhole(2, f, n, n*l, l), "ReceiveWhole refused")
+				assert.Empty(t, statDiff(byFrame.statVector(), whole.statVector()), "statistics frame by frame ≠ whole")
+				after := whole.state()
+				assert.Equal(t, before.BuffersPosted, after.BuffersPosted, "ring: %d posted (was %d), %d in flight", after.BuffersPosted, before.BuffersPosted, after.BuffersInFlight)
+				assert.Equal(t, 0, after.BuffersInFlight, "ring: %d posted (was %d), %d in flight", after.BuffersPosted, before.BuffersPosted, after.BuffersInFlight)
 			})
 		}
 	}
@@ -571,18 +487,13 @@ func TestReceiveWhole(t *testing.T) {
 				tc.prep(tp)
 			}
 			before, fails := tp.statVector(), tp.poolAllocFails(2)
-			if tp.ReceiveWhole(2, f, tc.frames, uint64(tc.frames*l), tc.frame) {
-				t.Fatal("taken whole")
-			}
-			if d := statDiff(before, tp.statVector()); len(d) != 0 {
-				t.Errorf("a refusal changed statistics: %v", d)
-			}
+			require.False(t, tp.ReceiveWhole(2, f, tc.frames, uint64(tc.frames*l), tc.frame), "taken whole")
+			assert.Empty(t, statDiff(before, tp.statVector()), "a refusal changed statistics")
 			// The caller's frame-by-frame fallback counts the allocation that fails.
-			if got := tp.poolAllocFails(2); got != fails {
-				t.Errorf("page pool alloc failures %d after the refusal, were %d", got, fails)
-			}
-			if tc.thenOK > 0 && !tp.ReceiveWhole(2, f, tc.thenOK, uint64(tc.thenOK*l), l) {
-				t.Errorf("%d frames refused after the refusal", tc.thenOK)
+			got := tp.poolAllocFails(2)
+			assert.Equal(t, fails, got, "page pool alloc failures %d after the refusal, were %d", got, fails)
+			if tc.thenOK > 0 {
+				assert.True(t, tp.ReceiveWhole(2, f, tc.thenOK, uint64(tc.thenOK*l), l), "%d frames refused after the refusal", tc.thenOK)
 			}
 		})
 	}

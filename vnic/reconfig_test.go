@@ -9,6 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/vnic/extack"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // op is one of the five reconfigurations, moving the test port's default settings to a value
@@ -45,21 +47,15 @@ var ops = []op{
 // the memory charged is exactly what the running rings pin.
 func settled(t *testing.T, st State) {
 	t.Helper()
-	if st.BuffersInFlight != 0 || st.ReleasesPending != 0 {
-		t.Errorf("buffers in flight %d, releases pending %d; want 0", st.BuffersInFlight, st.ReleasesPending)
-	}
+	assert.Equal(t, 0, st.BuffersInFlight, "buffers in flight %d, releases pending %d; want 0", st.BuffersInFlight, st.ReleasesPending)
+	assert.Equal(t, 0, st.ReleasesPending, "buffers in flight %d, releases pending %d; want 0", st.BuffersInFlight, st.ReleasesPending)
 	if !st.Running {
-		if st.MemoryInUse != 0 {
-			t.Errorf("stopped port still charges %d bytes", st.MemoryInUse)
-		}
+		assert.Equal(t, int64(0), st.MemoryInUse, "stopped port still charges %d bytes", st.MemoryInUse)
 		return
 	}
-	if want := st.Settings.Queues * st.Settings.RxRing; st.BuffersPosted != want {
-		t.Errorf("buffers posted %d, want %d", st.BuffersPosted, want)
-	}
-	if st.BytesPinned != st.Layout.BytesTotal || st.MemoryInUse != st.BytesPinned {
-		t.Errorf("pinned %d bytes, memory in use %d, layout says %d", st.BytesPinned, st.MemoryInUse, st.Layout.BytesTotal)
-	}
+	assert.Equal(t, st.Settings.Queues*st.Settings.RxRing, st.BuffersPosted, "buffers posted")
+	assert.Equal(t, st.Layout.BytesTotal, st.BytesPinned, "pinned %d bytes, memory in use %d, layout says %d", st.BytesPinned, st.MemoryInUse, st.Layout.BytesTotal)
+	assert.Equal(t, st.BytesPinned, st.MemoryInUse, "pinned %d bytes, memory in use %d, layout says %d", st.BytesPinned, st.MemoryInUse, st.Layout.BytesTotal)
 }
 
 func TestReconfigure(t *testing.T) {
@@ -92,28 +88,20 @@ func TestReconfigure(t *testing.T) {
 				var after State
 				tp.locked(func() {
 					if f.fault != nil {
-						if err := tp.SetFault(*f.fault); err != nil {
-							t.Fatal(err)
-						}
+						require.NoError(t, tp.SetFault(*f.fault))
 					}
 					err = o.do(tp.Port)
 					after = tp.State() // same critical section: the reset work cannot have run yet
 				})
 				switch f.want {
 				case applied:
-					if err != nil {
-						t.Fatalf("err = %v", err)
-					}
-					if !o.isNew(after.Settings) || !after.Running || after.ResetPending {
-						t.Fatalf("after success: %+v", after)
-					}
-					if after.Layout.Single != o.wantSingle {
-						t.Errorf("layout single = %v, want %v (%s)", after.Layout.Single, o.wantSingle, after.Layout.Reason)
-					}
+					require.NoError(t, err, "err")
+					require.True(t, o.isNew(after.Settings), "after success: %+v", after)
+					require.True(t, after.Running, "after success: %+v", after)
+					require.False(t, after.ResetPending, "after success: %+v", after)
+					assert.Equal(t, o.wantSingle, after.Layout.Single, "layout single = %v, want %v (%s)", after.Layout.Single, o.wantSingle, after.Layout.Reason)
 				case untouched, reset:
-					if !errors.Is(err, f.errno) {
-						t.Fatalf("err = %v, want %v", err, f.errno)
-					}
+					require.ErrorIs(t, err, f.errno, "err")
 					msg := map[FaultPoint]string{FaultPrealloc: o.prealloc, FaultDetach: o.detach, FaultAttach: o.attach}[f.fault.Point]
 					var e *extack.Error
 					if !errors.As(err, &e) || !strings.HasPrefix(e.Message, msg) {
@@ -139,16 +127,13 @@ func TestReconfigure(t *testing.T) {
 					}
 				}
 				if f.fault != nil {
-					if got := after.Faults[f.fault.Point].Fired; got != f.fired {
-						t.Errorf("fault fired %d times, want %d", got, f.fired)
-					}
+					got := after.Faults[f.fault.Point].Fired
+					assert.Equal(t, f.fired, got, "fault fired %d times, want %d", got, f.fired)
 				}
 				final := tp.waitFor("pools to drain", func(s State) bool { return s.ReleasesPending == 0 })
 				settled(t, final)
 				// The port passes traffic with whatever layout it ended with.
-				if r := tp.Receive(0, udpFrame(1000, 1, 2)); r != RxDelivered {
-					t.Errorf("Receive after the operation = %v", r)
-				}
+				assert.Equal(t, RxDelivered, tp.Receive(0, udpFrame(1000, 1, 2)), "Receive after the operation")
 			})
 		}
 	}
@@ -164,22 +149,16 @@ func TestReconfigureDown(t *testing.T) {
 				for _, pt := range FaultPoints {
 					_ = tp.SetFault(Fault{Point: pt, Mode: FaultAlways})
 				}
-				if err := o.do(tp.Port); err != nil {
-					t.Fatalf("op on a down port: %v", err)
-				}
+				require.NoError(t, o.do(tp.Port), "op on a down port")
 				st := tp.State()
-				if !o.isNew(st.Settings) || st.Running || st.MemoryInUse != 0 {
-					t.Fatalf("down port: %+v", st)
-				}
+				require.True(t, o.isNew(st.Settings), "down port: %+v", st)
+				require.False(t, st.Running, "down port: %+v", st)
+				require.Equal(t, int64(0), st.MemoryInUse, "down port: %+v", st)
 				for _, f := range st.Faults {
-					if f.Fired != 0 {
-						t.Errorf("fault %s fired on a down port", f.Point)
-					}
+					assert.Equal(t, 0, f.Fired, "fault %s fired on a down port", f.Point)
 					_ = tp.SetFault(Fault{Point: f.Point, Mode: FaultOff})
 				}
-				if err := tp.Open(); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, tp.Open())
 				st = tp.State()
 				if !o.isNew(st.Settings) || st.Layout.Single != o.wantSingle {
 					t.Errorf("open did not apply the stored value: %+v", st)
@@ -195,9 +174,7 @@ func TestNoChange(t *testing.T) {
 	tp := newTestPort(t, nil)
 	tp.open()
 	tp.locked(func() {
-		if err := tp.SetRings(256, 256); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.SetRings(256, 256))
 		_ = tp.SetFault(Fault{Point: FaultPrealloc, Mode: FaultAlways})
 		s := tp.Settings()
 		for name, err := range map[string]error{
@@ -208,13 +185,10 @@ func TestNoChange(t *testing.T) {
 			"rounded":  tp.SetRings(200, 150), // rounds up to the current 256/256
 			"channels": tp.SetChannels(s.Queues),
 		} {
-			if err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
+			assert.NoError(t, err, "%s", name)
 		}
-		if f := tp.Faults()[FaultPrealloc]; f.Fired != 0 {
-			t.Errorf("a no-change request reached pre-allocation")
-		}
+		f := tp.Faults()[FaultPrealloc]
+		assert.Equal(t, 0, f.Fired, "a no-change request reached pre-allocation")
 	})
 }
 
@@ -241,11 +215,9 @@ func TestPrivFlagsLayoutShortcut(t *testing.T) {
 			tp.locked(func() {
 				_ = tp.SetFault(Fault{Point: FaultPrealloc, Mode: FaultAlways})
 				err := tp.SetPrivFlags(PrivFlagFullPageRx)
-				if tc.rebuild != (err != nil) {
-					t.Fatalf("rebuild = %v, want %v", err != nil, tc.rebuild)
-				}
-				if !tc.rebuild && tp.Settings().PrivFlags != PrivFlagFullPageRx {
-					t.Errorf("flag not stored")
+				require.Equal(t, err != nil, tc.rebuild, "rebuild")
+				if !tc.rebuild {
+					assert.Equal(t, PrivFlagFullPageRx, tp.Settings().PrivFlags, "flag not stored")
 				}
 			})
 		})
@@ -278,12 +250,8 @@ func TestValidation(t *testing.T) {
 			tp.locked(func() {
 				before := tp.State()
 				err := c.do()
-				if !errors.Is(err, c.errno) {
-					t.Fatalf("err = %v, want %v", err, c.errno)
-				}
-				if m := err.(*extack.Error).Message; m != c.msg {
-					t.Errorf("message %q, want %q", m, c.msg)
-				}
+				require.ErrorIs(t, err, c.errno, "err")
+				assert.Equal(t, c.msg, err.(*extack.Error).Message, "message")
 				after := tp.State()
 				if after.Settings != before.Settings || !after.Running || after.Layout != before.Layout {
 					t.Errorf("a rejected request changed the port")
@@ -300,25 +268,16 @@ func TestXDPMTUInterlock(t *testing.T) {
 	tp.open()
 	tp.locked(func() {
 		err := tp.SetXDP(XDPProgPass)
-		if !errors.Is(err, unix.EOPNOTSUPP) || err.(*extack.Error).Message != "XDP: mtu too large" {
-			t.Fatalf("attach at MTU 4000 on 4K pages: %v", err)
-		}
-		if err := tp.SetMTU(3506); err != nil {
-			t.Fatal(err)
-		}
-		if err := tp.SetXDP(XDPProgPass); err != nil {
-			t.Fatal(err)
-		}
+		require.ErrorIs(t, err, unix.EOPNOTSUPP, "attach at MTU 4000 on 4K pages: %v", err)
+		require.Equal(t, "XDP: mtu too large", err.(*extack.Error).Message, "attach at MTU 4000 on 4K pages: %v", err)
+		require.NoError(t, tp.SetMTU(3506))
+		require.NoError(t, tp.SetXDP(XDPProgPass))
 		st := tp.State()
-		if st.MaxMTU != 3506 || st.Layout.Headroom != 256 || !st.Layout.Single {
-			t.Errorf("with XDP: max MTU %d, layout %+v", st.MaxMTU, st.Layout)
-		}
-		if err := tp.SetMTU(3507); !errors.Is(err, unix.EINVAL) {
-			t.Errorf("SetMTU(3507) with XDP: %v", err)
-		}
-		if err := tp.SetXDP(nil); err != nil {
-			t.Fatal(err)
-		}
+		assert.Equal(t, 3506, st.MaxMTU, "with XDP: max MTU %d, layout %+v", st.MaxMTU, st.Layout)
+		assert.Equal(t, 256, st.Layout.Headroom, "with XDP: max MTU %d, layout %+v", st.MaxMTU, st.Layout)
+		assert.True(t, st.Layout.Single, "with XDP: max MTU %d, layout %+v", st.MaxMTU, st.Layout)
+		assert.ErrorIs(t, tp.SetMTU(3507), unix.EINVAL, "SetMTU(3507) with XDP")
+		require.NoError(t, tp.SetXDP(nil))
 		if st := tp.State(); st.MaxMTU != DefaultMaxMTU {
 			t.Errorf("max MTU after detach = %d", st.MaxMTU)
 		}
@@ -334,25 +293,19 @@ func TestMemoryBudget(t *testing.T) {
 		before := tp.State()
 		tp.SetMemoryBudget(before.MemoryInUse + 1<<20)
 		err := tp.SetPrivFlags(PrivFlagFullPageRx)
-		if !errors.Is(err, unix.ENOMEM) || !strings.HasPrefix(err.(*extack.Error).Message, "Insufficient memory for new allocations") {
-			t.Fatalf("err = %v", err)
-		}
+		require.ErrorIs(t, err, unix.ENOMEM, "err = %v", err)
+		require.True(t, strings.HasPrefix(err.(*extack.Error).Message, "Insufficient memory for new allocations"), "err = %v", err)
 		after := tp.State()
 		if after.Settings != before.Settings || !after.Running || after.MemoryInUse != before.MemoryInUse {
 			t.Errorf("ENOMEM changed the port: %+v", after)
 		}
 		tp.SetMemoryBudget(0)
-		if err := tp.SetPrivFlags(PrivFlagFullPageRx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.SetPrivFlags(PrivFlagFullPageRx))
 		st := tp.State()
 		// 4 queues × 128 one-per-page 16K buffers, against 4 × 19 pages of 7 fragments.
-		if st.MemoryInUse != 4*128*16384 || before.MemoryInUse != 4*19*16384 {
-			t.Errorf("memory in use %d (was %d)", st.MemoryInUse, before.MemoryInUse)
-		}
-		if st.MemoryPeak < st.MemoryInUse+before.MemoryInUse {
-			t.Errorf("peak %d: the pre-allocation must coexist with the old rings", st.MemoryPeak)
-		}
+		assert.Equal(t, int64(4*128*16384), st.MemoryInUse, "memory in use %d (was %d)", st.MemoryInUse, before.MemoryInUse)
+		assert.Equal(t, int64(4*19*16384), before.MemoryInUse, "memory in use %d (was %d)", st.MemoryInUse, before.MemoryInUse)
+		assert.GreaterOrEqual(t, st.MemoryPeak, st.MemoryInUse+before.MemoryInUse, "peak %d: the pre-allocation must coexist with the old rings", st.MemoryPeak)
 	})
 	settled(t, tp.state())
 }
@@ -362,9 +315,7 @@ func TestOpenNoMemory(t *testing.T) {
 	tp := newTestPort(t, func(c *Config, s *Settings) { c.MemoryBudget = 1 << 20 })
 	tp.locked(func() {
 		err := tp.Open()
-		if !errors.Is(err, unix.ENOMEM) {
-			t.Fatalf("Open = %v, want ENOMEM", err)
-		}
+		require.ErrorIs(t, err, unix.ENOMEM, "Open = %v, want ENOMEM", err)
 		st := tp.State()
 		if st.Running || st.AdminUp || st.MemoryInUse != 0 {
 			t.Errorf("after a failed open: %+v", st)
@@ -379,16 +330,13 @@ func TestResetRespectsAdminDown(t *testing.T) {
 	tp.open()
 	tp.locked(func() {
 		_ = tp.SetFault(Fault{Point: FaultAttach, Mode: FaultAlways})
-		if err := tp.SetPrivFlags(PrivFlagFullPageRx); err == nil {
-			t.Fatal("attach fault did not fail the operation")
-		}
+		require.Error(t, tp.SetPrivFlags(PrivFlagFullPageRx), "attach fault did not fail the operation")
 		tp.Close()
 		_ = tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOff})
 	})
 	st := tp.waitFor("the reset to stand down", func(s State) bool { return !s.ResetPending })
-	if st.Running || st.AdminUp {
-		t.Fatalf("reset brought a port the admin took down back up: %+v", st)
-	}
+	require.False(t, st.Running, "reset brought a port the admin took down back up: %+v", st)
+	require.False(t, st.AdminUp, "reset brought a port the admin took down back up: %+v", st)
 	settled(t, st)
 	tp.open()
 	settled(t, tp.state())
@@ -400,26 +348,19 @@ func TestResetAppliesStoredValue(t *testing.T) {
 	tp.open()
 	tp.locked(func() {
 		_ = tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOnce})
-		if err := tp.SetChannels(2); err == nil {
-			t.Fatal("no error")
-		}
+		require.Error(t, tp.SetChannels(2), "no error")
 		// Detached now: the MTU change is stored.
-		if err := tp.SetMTU(9000); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.SetMTU(9000))
 	})
 	st := tp.waitFor("the reset", func(s State) bool { return s.Running })
-	if st.Settings.MTU != 9000 || st.Settings.Queues != 4 {
-		t.Errorf("reset applied %+v", st.Settings)
-	}
+	assert.Equal(t, 9000, st.Settings.MTU, "reset applied %+v", st.Settings)
+	assert.Equal(t, 4, st.Settings.Queues, "reset applied %+v", st.Settings)
 }
 
 func TestAssertLocked(t *testing.T) {
 	tp := newTestPort(t, nil)
 	defer func() {
-		if recover() == nil {
-			t.Error("SetMTU without the configuration lock did not panic")
-		}
+		assert.NotNil(t, recover(), "SetMTU without the configuration lock did not panic")
 	}()
 	_ = tp.SetMTU(1400)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,9 +45,8 @@ func TestCheckRSS(t *testing.T) {
 func TestSetRSSSteers(t *testing.T) {
 	tp := newTestPort(t, func(c *Config, s *Settings) { s.Queues = 4 })
 	tp.locked(func() {
-		if err := tp.SetRSS(RSSUpdate{}); !errors.Is(err, unix.EOPNOTSUPP) {
-			t.Errorf("SetRSS on a down port = %v, want EOPNOTSUPP", err)
-		}
+		err := tp.SetRSS(RSSUpdate{})
+		assert.ErrorIs(t, err, unix.EOPNOTSUPP, "SetRSS on a down port = %v, want EOPNOTSUPP", err)
 	})
 	tp.open()
 	key := make([]byte, RSSKeySize)
@@ -57,14 +58,11 @@ func TestSetRSSSteers(t *testing.T) {
 		indir[i] = uint32(3 - i%2) // only queues 3 and 2
 	}
 	tp.locked(func() {
-		if err := tp.SetRSS(RSSUpdate{HFunc: RSSHashTop, Key: key, Indir: indir}); err != nil {
-			t.Fatalf("SetRSS: %v", err)
-		}
+		require.NoError(t, tp.SetRSS(RSSUpdate{HFunc: RSSHashTop, Key: key, Indir: indir}), "SetRSS")
 		bad := append([]uint32(nil), indir...)
 		bad[5] = 4
-		if err := tp.SetRSS(RSSUpdate{Key: make([]byte, RSSKeySize), Indir: bad}); !errors.Is(err, unix.EINVAL) {
-			t.Errorf("SetRSS(entry 4) = %v, want EINVAL", err)
-		}
+		err := tp.SetRSS(RSSUpdate{Key: make([]byte, RSSKeySize), Indir: bad})
+		assert.ErrorIs(t, err, unix.EINVAL, "SetRSS(entry 4) = %v, want EINVAL", err)
 		got := tp.RSS()
 		if string(got.Key[:]) != string(key) || got.Indir[5] != indir[5] {
 			t.Error("a refused SetRSS changed the configuration")
@@ -78,37 +76,24 @@ func TestSetRSSSteers(t *testing.T) {
 		f := udpFrame(100, sport, 5201)
 		want := int(indir[Toeplitz(&k, flowHashInput(f, &buf))%RSSIndirSize])
 		q := tp.SteerRx(f)
-		if q != want {
-			t.Fatalf("flow %d steered to queue %d, the table names %d", sport, q, want)
-		}
-		if r := tp.Receive(q, f); r != RxDelivered {
-			t.Fatalf("Receive = %v", r)
-		}
+		require.Equal(t, want, q, "flow %d steered to queue %d, the table names %d", sport, q, want)
+		require.Equal(t, RxDelivered, tp.Receive(q, f), "Receive")
 		hits[q]++
 	}
 	if hits[2]+hits[3] != 100 || hits[2] == 0 || hits[3] == 0 {
 		t.Errorf("flows per queue %v, want all on 2 and 3", hits)
 	}
-	if n := tp.stat("rx_2_packets") + tp.stat("rx_3_packets"); n != 100 {
-		t.Errorf("queues 2 and 3 received %d of 100 frames", n)
-	}
+	n := tp.stat("rx_2_packets") + tp.stat("rx_3_packets")
+	assert.Equal(t, uint64(100), n, "queues 2 and 3 received %d of 100 frames", n)
 
 	tp.locked(func() {
-		if err := tp.SetChannels(2); err != nil {
-			t.Fatalf("SetChannels: %v", err)
-		}
+		require.NoError(t, tp.SetChannels(2), "SetChannels")
 		got := tp.RSS()
-		if got.Key != k {
-			t.Error("the key did not survive the channel change")
-		}
-		if got.Indir != defaultIndir(2) {
-			t.Errorf("table after the channel change = %v, want the default over 2 queues", got.Indir)
-		}
+		assert.Equal(t, k, got.Key, "the key did not survive the channel change")
+		assert.Equal(t, defaultIndir(2), got.Indir, "table after the channel change = %v, want the default over 2 queues", got.Indir)
 	})
 	for sport := uint16(1000); sport < 1100; sport++ {
 		f := udpFrame(100, sport, 5201)
-		if q, want := tp.SteerRx(f), int(Toeplitz(&k, flowHashInput(f, &buf))%RSSIndirSize%2); q != want {
-			t.Fatalf("after the channel change flow %d went to queue %d, want %d", sport, q, want)
-		}
+		require.Equal(t, int(Toeplitz(&k, flowHashInput(f, &buf))%RSSIndirSize%2), tp.SteerRx(f), "after the channel change flow %d went to queue", sport)
 	}
 }

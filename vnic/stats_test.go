@@ -3,6 +3,9 @@ package vnic
 import (
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestExtraStatNames: manad's own counters follow the driver's under a prefix of their own, fit
@@ -13,9 +16,7 @@ func TestExtraStatNames(t *testing.T) {
 		driver[n] = true
 	}
 	extra := ExtraStatNames()
-	if len(extra) != len(NetdevStats{}.ExtraStats()) {
-		t.Fatalf("%d names for %d values", len(extra), len(NetdevStats{}.ExtraStats()))
-	}
+	require.Len(t, extra, len(NetdevStats{}.ExtraStats()), "%d names for %d values", len(extra), len(NetdevStats{}.ExtraStats()))
 	for _, n := range extra {
 		if !strings.HasPrefix(n, ManadStatPrefix) || len(n) >= 32 || driver[n] {
 			t.Errorf("extra statistic %q: want prefix %q, at most 31 bytes, no driver name", n, ManadStatPrefix)
@@ -36,9 +37,7 @@ func TestQueueCounters(t *testing.T) {
 	tp.Transmit(0, udpFrame(300, 1, 2))
 	var qc []QueueCounters
 	tp.locked(func() { qc = tp.QueueCounters() })
-	if len(qc) != 4 {
-		t.Fatalf("%d queues, want 4", len(qc))
-	}
+	require.Len(t, qc, 4, "%d queues, want 4", len(qc))
 	for name, c := range map[string]struct{ got, want uint64 }{
 		"q2 no wqe":    {qc[2].RxNoWQE, 1},
 		"q3 tx drop":   {qc[3].TxDropped, 1},
@@ -51,18 +50,14 @@ func TestQueueCounters(t *testing.T) {
 		"q0 oversize":  {qc[0].RxOversize, 0},
 		"q1 xdp drops": {qc[1].RxXDPDrop, 0},
 	} {
-		if c.got != c.want {
-			t.Errorf("%s = %d, want %d", name, c.got, c.want)
-		}
+		assert.Equal(t, c.want, c.got, "%s", name)
 	}
 	for q, c := range qc {
 		if c.RingSize != 128 || c.RingPosted != 128 || c.Pool == nil || c.Pool.Pages == 0 {
 			t.Errorf("queue %d: ring %d/%d, pool %+v", q, c.RingPosted, c.RingSize, c.Pool)
 		}
 	}
-	if qc[1].Pool.Allocs != 128+1 {
-		t.Errorf("queue 1 pool allocs = %d, want the ring plus one refill", qc[1].Pool.Allocs)
-	}
+	assert.Equal(t, uint64(128+1), qc[1].Pool.Allocs, "queue 1 pool allocs = %d, want the ring plus one refill", qc[1].Pool.Allocs)
 	tp.locked(tp.Close)
 	tp.locked(func() { qc = tp.QueueCounters() })
 	if qc[1].RxOversize != 1 || qc[1].RingSize != 0 || qc[1].Pool != nil {
@@ -82,13 +77,9 @@ func TestReconfigStats(t *testing.T) {
 		must(t, tp.SetMTU(2000)) // unchanged
 		must(t, tp.SetMTU(3000)) // applied
 		must(t, tp.SetFault(Fault{Point: FaultPrealloc, Mode: FaultOnce}))
-		if err := tp.SetRings(256, 256); err == nil {
-			t.Error("SetRings with a prealloc fault succeeded")
-		}
+		assert.Error(t, tp.SetRings(256, 256), "SetRings with a prealloc fault succeeded")
 		must(t, tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOnce}))
-		if err := tp.SetChannels(2); err == nil {
-			t.Error("SetChannels with an attach fault succeeded")
-		}
+		assert.Error(t, tp.SetChannels(2), "SetChannels with an attach fault succeeded")
 	})
 	tp.waitFor("the reset work", func(s State) bool { return s.Running && !s.ResetPending })
 	var rs []ReconfigStats
@@ -101,38 +92,33 @@ func TestReconfigStats(t *testing.T) {
 	for _, r := range rs {
 		byOp[r.Op] = r
 	}
-	if len(rs) != 3 || rs[0].Op != "channels" || rs[2].Op != "rings" {
-		t.Fatalf("ops %+v, want channels, mtu, rings in order", rs)
-	}
+	require.Len(t, rs, 3, "ops %+v, want channels, mtu, rings in order", rs)
+	require.Equal(t, "channels", rs[0].Op, "ops %+v, want channels, mtu, rings in order", rs)
+	require.Equal(t, "rings", rs[2].Op, "ops %+v, want channels, mtu, rings in order", rs)
 	mtu := byOp["mtu"]
 	if mtu.Outcomes[ReconfigStored] != 1 || mtu.Outcomes[ReconfigUnchanged] != 1 || mtu.Outcomes[ReconfigApplied] != 1 || mtu.Count != 1 {
 		t.Errorf("mtu: %+v; want one each of stored, unchanged, applied, and one duration", mtu)
 	}
-	if r := byOp["rings"]; r.Outcomes[ReconfigPreallocFailed] != 1 || r.Count != 1 {
-		t.Errorf("rings: %+v", r)
-	}
-	if c := byOp["channels"]; c.Outcomes[ReconfigAttachFailed] != 1 || c.Count != 1 {
-		t.Errorf("channels: %+v", c)
-	}
+	r := byOp["rings"]
+	assert.Equal(t, uint64(1), r.Outcomes[ReconfigPreallocFailed], "rings: %+v", r)
+	assert.Equal(t, uint64(1), r.Count, "rings: %+v", r)
+	c := byOp["channels"]
+	assert.Equal(t, uint64(1), c.Outcomes[ReconfigAttachFailed], "channels: %+v", c)
+	assert.Equal(t, uint64(1), c.Count, "channels: %+v", c)
 	// The buckets are cumulative and the last holds every observation under its bound.
 	last := uint64(0)
 	for _, b := range reconfigBuckets {
-		if mtu.Buckets[b] < last {
-			t.Errorf("bucket %v = %d, below the previous %d", b, mtu.Buckets[b], last)
-		}
+		assert.GreaterOrEqual(t, mtu.Buckets[b], last, "bucket %v = %d, below the previous %d", b, mtu.Buckets[b], last)
 		last = mtu.Buckets[b]
 	}
 	if mtu.Sum <= 0 || (mtu.Sum <= reconfigBuckets[len(reconfigBuckets)-1] && last != 1) {
 		t.Errorf("mtu duration sum %v, last bucket %d", mtu.Sum, last)
 	}
-	if ok != 1 || failed != 0 {
-		t.Errorf("resets ok=%d failed=%d, want 1 and 0", ok, failed)
-	}
+	assert.Equal(t, uint64(1), ok, "resets ok=%d failed=%d, want 1 and 0", ok, failed)
+	assert.Equal(t, uint64(0), failed, "resets ok=%d failed=%d, want 1 and 0", ok, failed)
 }
 
 func must(t *testing.T, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }

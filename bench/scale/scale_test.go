@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/manad/manad/daemon/tap"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
@@ -60,9 +61,8 @@ func parseSizes(b *testing.B, list string) []int {
 	var out []int
 	for _, f := range strings.Split(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("sizes: %q is not a port count", f)
-		}
+		require.NoError(b, err, "sizes: %q is not a port count", f)
+		require.GreaterOrEqual(b, n, 1, "sizes: %q is not a port count", f)
 		out = append(out, n)
 	}
 	return out
@@ -134,18 +134,15 @@ func kernelBringUp(b *testing.B, n int) time.Duration {
 	for i := range n {
 		name := fmt.Sprintf("k%d.%d", os.Getpid()%10000, i)
 		d, err := tap.Open(tap.Config{Name: name, Queues: 1, NetNS: ns, Logger: log})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		devs = append(devs, d)
 		fmt.Fprintf(&batch, "link set %s up\n", name)
 	}
 	start := time.Now()
 	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
 	cmd.Stdin = strings.NewReader(batch.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("ip -batch: %v: %s", err, out)
-	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(b, err, "ip -batch: %v: %s", err, out)
 	return time.Since(start)
 }
 
@@ -231,9 +228,7 @@ func bridgeRun(b *testing.B, n int) (up, teardown time.Duration) {
 	for i := range n {
 		name := fmt.Sprintf("b%d.%d", os.Getpid()%10000, i)
 		d, err := tap.Open(tap.Config{Name: name, Queues: 1, NetNS: ns, Logger: log, Group: bridgeGroup})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		devs = append(devs, d)
 		fmt.Fprintf(&batch, "link set %s master %s up\n", name, br)
 	}
@@ -246,12 +241,9 @@ func bridgeRun(b *testing.B, n int) (up, teardown time.Duration) {
 	}
 	up = time.Since(start)
 	start = time.Now()
-	if out, err := exec.Command("ip", "-n", ns, "link", "del", br).CombinedOutput(); err != nil {
-		b.Fatalf("ip link del bridge: %v: %s", err, out)
-	}
-	if err := tap.DeleteGroup(bridgeGroup, devs); err != nil {
-		b.Fatal(err)
-	}
+	out, err := exec.Command("ip", "-n", ns, "link", "del", br).CombinedOutput()
+	require.NoError(b, err, "ip link del bridge: %v: %s", err, out)
+	require.NoError(b, tap.DeleteGroup(bridgeGroup, devs))
 	closeAll()
 	return up, time.Since(start)
 }
@@ -311,18 +303,14 @@ func run(b *testing.B, n int, shared bool) (r runResult) {
 		if ipRunning {
 			select {
 			case err := <-ipDone:
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				ipRunning = false
 			default:
 			}
 		}
 		t0 := time.Now()
 		ports, err := c.Ports(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		r.control = append(r.control, time.Since(t0))
 		nup := 0
 		for _, p := range ports {
@@ -348,8 +336,7 @@ func run(b *testing.B, n int, shared bool) (r runResult) {
 	start = time.Now()
 	d.Stop()
 	r.stop = time.Since(start)
-	if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-		b.Fatalf("ip netns del %s: %v: %s", ns, err, out)
-	}
+	out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput()
+	require.NoError(b, err, "ip netns del %s: %v: %s", ns, err, out)
 	return r
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
 	"github.com/manad/manad/vnic/rxbuf"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) {
@@ -67,9 +69,8 @@ func TestModelDirections(t *testing.T) {
 	if got := modelCells(variants002[0])[colExpandModel].text; got != "yes" {
 		t.Errorf("002 before: would pskb_expand_head %q, want yes", got)
 	}
-	if got := modelCells(variants002[1])[colExpandModel].text; got != "no" {
-		t.Errorf("002 after: would pskb_expand_head %q, want no", got)
-	}
+	got := modelCells(variants002[1])[colExpandModel].text
+	assert.Equal(t, "no", got, "002 after: would pskb_expand_head %q, want no", got)
 }
 
 // TestVariantsAreValidPorts parses every variant's [[port]] table with the daemon's own parser:
@@ -83,14 +84,16 @@ func TestVariantsAreValidPorts(t *testing.T) {
 		for _, x := range []variant{v, plain(v)} {
 			t.Run(x.label, func(t *testing.T) {
 				cfg, err := config.Parse("seeds.toml", []byte(x.portTOML("eth0", "ns0", "seg0")))
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				p := cfg.Ports[0]
-				if p.PageSize != x.pageSize || p.Rule != x.rule || p.MTU != x.mtu || p.Queues != x.queues ||
-					p.RxRing != x.ring || p.RxAlloc != x.alloc || p.RxNoRecycle != x.noRecycle || (p.PrivFlags != 0) != x.fullPage {
-					t.Errorf("parsed %+v, want the variant %+v", p, x)
-				}
+				assert.Equal(t, x.pageSize, p.PageSize, "parsed %+v, want the variant %+v", p, x)
+				assert.Equal(t, x.rule, p.Rule, "parsed %+v, want the variant %+v", p, x)
+				assert.Equal(t, x.mtu, p.MTU, "parsed %+v, want the variant %+v", p, x)
+				assert.Equal(t, x.queues, p.Queues, "parsed %+v, want the variant %+v", p, x)
+				assert.Equal(t, x.ring, p.RxRing, "parsed %+v, want the variant %+v", p, x)
+				assert.Equal(t, x.alloc, p.RxAlloc, "parsed %+v, want the variant %+v", p, x)
+				assert.Equal(t, x.noRecycle, p.RxNoRecycle, "parsed %+v, want the variant %+v", p, x)
+				assert.Equal(t, x.fullPage, p.PrivFlags != 0, "parsed %+v, want the variant %+v", p, x)
 				if _, err := rxbuf.Compute(x.params()); err != nil {
 					t.Errorf("model refuses the variant: %v", err)
 				}
@@ -135,14 +138,10 @@ func TestTableShape(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{"Seed 004: x", "[model]", "[measured]", "thread (their hardware)", "100 [90–110]",
 		"model: " + colPagesPer1k + "; measured: " + colDrop + ", " + colOffered + "; thread's own: " + colThread} {
-		if !strings.Contains(out, want) {
-			t.Errorf("table lacks %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want, "table lacks")
 	}
 	rows := tb.benchRows()
-	if len(rows) != 2 {
-		t.Fatalf("%d JSON rows, want 2 (one per row of the one measured, non-offer column): %+v", len(rows), rows)
-	}
+	require.Len(t, rows, 2, "%d JSON rows, want 2 (one per row of the one measured, non-offer column): %+v", len(rows), rows)
 	if rows[0].Baseline != 0 || rows[1].Baseline != 100 || rows[1].Ratio != 2 || rows[1].Rounds != 3 {
 		t.Errorf("rows %+v: want the second against the first (100 → 200, 3 rounds)", rows)
 	}
@@ -150,9 +149,7 @@ func TestTableShape(t *testing.T) {
 		t.Errorf("rows %+v: want only the second sender-bound (200 of 205 offered)", rows)
 	}
 	var jb bytes.Buffer
-	if err := output(&jb, []table{tb}, true); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, output(&jb, []table{tb}, true))
 	for _, l := range strings.Split(strings.TrimSpace(jb.String()), "\n") {
 		var r benchrow.Row
 		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Issue != 11 || r.Figure == "" {
@@ -169,19 +166,13 @@ func TestSeedsShort(t *testing.T) {
 	bin, _ := harness.PlainBinaries(t)
 	o := opts{rounds: 1, window: 200 * time.Millisecond}
 	tables, err := measure(context.Background(), bin, o, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := map[string]int{"000": 2, "001": 4, "002": 2, "003": 3, "004": 2}
-	if len(tables) != len(want) {
-		t.Fatalf("%d tables, want %d", len(tables), len(want))
-	}
+	require.Len(t, tables, len(want), "%d tables, want %d", len(tables), len(want))
 	byseed := map[string]table{}
 	for _, tb := range tables {
 		byseed[tb.seed] = tb
-		if len(tb.rows) != want[tb.seed] {
-			t.Errorf("seed %s: %d rows, want %d", tb.seed, len(tb.rows), want[tb.seed])
-		}
+		assert.Len(t, tb.rows, want[tb.seed], "seed %s: %d rows, want %d", tb.seed, len(tb.rows), want[tb.seed])
 		for _, r := range tb.rows {
 			for _, c := range tb.columns {
 				x, ok := r.cells[c.name]
@@ -189,8 +180,8 @@ func TestSeedsShort(t *testing.T) {
 					t.Errorf("seed %s, %s: no %s", tb.seed, r.label, c.name)
 					continue
 				}
-				if c.kind == measured && x.text == "" && x.n != o.rounds {
-					t.Errorf("seed %s, %s, %s: %d rounds, want %d", tb.seed, r.label, c.name, x.n, o.rounds)
+				if c.kind == measured && x.text == "" {
+					assert.Equal(t, o.rounds, x.n, "seed %s, %s, %s: %d rounds, want %d", tb.seed, r.label, c.name, x.n, o.rounds)
 				}
 			}
 		}
@@ -198,54 +189,41 @@ func TestSeedsShort(t *testing.T) {
 	v := func(seed string, row int, col string) float64 {
 		t.Helper()
 		tb := byseed[seed]
-		if row >= len(tb.rows) {
-			t.Fatalf("seed %s has no row %d", seed, row)
-		}
+		require.Less(t, row, len(tb.rows), "seed %s has no row", seed)
 		x, ok := tb.value(tb.rows[row].label, col)
-		if !ok {
-			t.Fatalf("seed %s, %s: %s is not a figure", seed, tb.rows[row].label, col)
-		}
+		require.True(t, ok, "seed %s, %s: %s is not a figure", seed, tb.rows[row].label, col)
 		return x
 	}
 	// 001: 35 vs 1 per page, and the live pools pin accordingly fewer pages.
-	if v("001", 0, colPerPage) != 1 || v("001", 1, colPerPage) != 35 {
-		t.Errorf("001: %v vs %v buffers per page, want 1 vs 35", v("001", 0, colPerPage), v("001", 1, colPerPage))
-	}
+	assert.Equal(t, float64(1), v("001", 0, colPerPage), "001: %v vs %v buffers per page, want 1 vs 35", v("001", 0, colPerPage), v("001", 1, colPerPage))
+	assert.Equal(t, float64(35), v("001", 1, colPerPage), "001: %v vs %v buffers per page, want 1 vs 35", v("001", 0, colPerPage), v("001", 1, colPerPage))
 	for _, pre := range []int{0, 2} {
-		if a, b := v("001", pre, colPagesNow), v("001", pre+1, colPagesNow); b*2 > a {
-			t.Errorf("001 %s: fragments pin %v pages per queue, one page per buffer %v; want far fewer", byseed["001"].rows[pre+1].label, b, a)
-		}
+		a, b := v("001", pre, colPagesNow), v("001", pre+1, colPagesNow)
+		assert.LessOrEqual(t, b*2, a, "001 %s: fragments pin %v pages per queue, one page per buffer %v; want far fewer", byseed["001"].rows[pre+1].label, b, a)
 	}
 	// 000: the flag halves the buffers per page; both modes carry the streams; flips are timed.
-	if v("000", 0, colPerPage) != 2 || v("000", 1, colPerPage) != 1 {
-		t.Errorf("000: buffers per page %v / %v, want 2 / 1", v("000", 0, colPerPage), v("000", 1, colPerPage))
-	}
+	assert.Equal(t, float64(2), v("000", 0, colPerPage), "000: buffers per page %v / %v, want 2 / 1", v("000", 0, colPerPage), v("000", 1, colPerPage))
+	assert.Equal(t, float64(1), v("000", 1, colPerPage), "000: buffers per page %v / %v, want 2 / 1", v("000", 0, colPerPage), v("000", 1, colPerPage))
 	for row := range 2 {
-		if v("000", row, colTCP) <= 0 || v("000", row, colBlackout) <= 0 || v("000", row, colFlip) <= 0 {
-			t.Errorf("000 row %d: TCP %v Mbit/s, blackout %v ms, flip %v ms; want all > 0", row,
-				v("000", row, colTCP), v("000", row, colBlackout), v("000", row, colFlip))
-		}
+		assert.Greater(t, v("000", row, colTCP), float64(0), "000 row %d: TCP %v Mbit/s, blackout %v ms, flip %v ms; want all > 0", row, v("000", row, colTCP), v("000", row, colBlackout), v("000", row, colFlip))
+		assert.Greater(t, v("000", row, colBlackout), float64(0), "000 row %d: TCP %v Mbit/s, blackout %v ms, flip %v ms; want all > 0", row, v("000", row, colTCP), v("000", row, colBlackout), v("000", row, colFlip))
+		assert.Greater(t, v("000", row, colFlip), float64(0), "000 row %d: TCP %v Mbit/s, blackout %v ms, flip %v ms; want all > 0", row, v("000", row, colTCP), v("000", row, colBlackout), v("000", row, colFlip))
 	}
 	// 002: the would-expand-head counter is non-zero before the headroom rule and zero after.
-	if n := v("002", 0, colShortHR); n == 0 {
-		t.Errorf("002 before: short-headroom frames 0, want every forwarded frame")
-	}
-	if n := v("002", 1, colShortHR); n != 0 {
-		t.Errorf("002 after: short-headroom frames %v, want 0", n)
-	}
-	if p := v("002", 0, colFwdPPS); p <= 0 {
-		t.Errorf("002 before: forwarded %v pps", p)
-	}
+	assert.NotEqual(t, float64(0), v("002", 0, colShortHR), "002 before: short-headroom frames 0, want every forwarded frame")
+	n := v("002", 1, colShortHR)
+	assert.Equal(t, float64(0), n, "002 after: short-headroom frames %v, want 0", n)
+	p := v("002", 0, colFwdPPS)
+	assert.Greater(t, p, float64(0), "002 before: forwarded %v pps", p)
 	// 003: every allocation mode drops at both sizes.
 	for row := range 3 {
-		if v("003", row, colDrop64) <= 0 || v("003", row, colDrop128) <= 0 {
-			t.Errorf("003 row %d: drop rates %v / %v pps", row, v("003", row, colDrop64), v("003", row, colDrop128))
-		}
+		assert.Greater(t, v("003", row, colDrop64), float64(0), "003 row %d: drop rates %v / %v pps", row, v("003", row, colDrop64), v("003", row, colDrop128))
+		assert.Greater(t, v("003", row, colDrop128), float64(0), "003 row %d: drop rates %v / %v pps", row, v("003", row, colDrop64), v("003", row, colDrop128))
 	}
 	// 004: without recycling the pools allocate about a page per frame, with it (almost) none.
-	if off, on := v("004", 0, colAllocSlow), v("004", 1, colAllocSlow); off < 500 || on*10 > off {
-		t.Errorf("004: %v pages per 1000 frames without recycling, %v with; want ~1000 and ~0", off, on)
-	}
+	off, on := v("004", 0, colAllocSlow), v("004", 1, colAllocSlow)
+	assert.GreaterOrEqual(t, off, float64(500), "004: %v pages per 1000 frames without recycling, %v with; want ~1000 and ~0", off, on)
+	assert.LessOrEqual(t, on*10, off, "004: %v pages per 1000 frames without recycling, %v with; want ~1000 and ~0", off, on)
 	var b bytes.Buffer
 	if err := output(&b, tables, false); err != nil || strings.Count(b.String(), "Seed ") != 5 {
 		t.Errorf("output: %v, %d tables printed", err, strings.Count(b.String(), "Seed "))

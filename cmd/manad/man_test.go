@@ -13,6 +13,8 @@ import (
 
 	"github.com/manad/manad/cmd/internal/buildinfo"
 	"github.com/manad/manad/daemon/config"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // render runs man(1) on a page and returns the text, failing on any warning; it skips when man
@@ -23,16 +25,14 @@ func render(t *testing.T, page []byte) string {
 		t.Skip("man is not installed")
 	}
 	path := filepath.Join(t.TempDir(), "page")
-	if err := os.WriteFile(path, page, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, page, 0o644))
 	cmd := exec.Command("man", "--warnings", "-l", path)
 	cmd.Env = append(os.Environ(), "MANWIDTH=80", "MANPAGER=cat", "LC_ALL=C.UTF-8")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil || errb.Len() != 0 {
-		t.Fatalf("man -l: %v, stderr %q", err, errb.String())
-	}
+	err := cmd.Run()
+	require.NoError(t, err, "man -l: %v, stderr %q", err, errb.String())
+	require.Equal(t, 0, errb.Len(), "man -l: %v, stderr %q", err, errb.String())
 	return out.String()
 }
 
@@ -40,9 +40,7 @@ func render(t *testing.T, page []byte) string {
 // and signal, and man(1) renders it without a warning.
 func TestManPage(t *testing.T) {
 	page := manPage(usage, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	if !strings.HasPrefix(page, `.TH "MANAD" "8" "December 2026" `) {
-		t.Errorf("page starts %q", page[:80])
-	}
+	assert.True(t, strings.HasPrefix(page, `.TH "MANAD" "8" "December 2026" `), "page starts %q", page[:80])
 	var sections, options []string
 	for _, l := range strings.Split(usage, "\n") {
 		switch {
@@ -53,23 +51,15 @@ func TestManPage(t *testing.T) {
 		}
 	}
 	for _, s := range sections {
-		if !strings.Contains(page, "\n.SH "+s+"\n") {
-			t.Errorf("no .SH %s", s)
-		}
+		assert.Contains(t, page, "\n.SH "+s+"\n", "no .SH %s", s)
 	}
-	if len(options) < 9 {
-		t.Fatalf("only %d options in the usage text", len(options))
-	}
+	require.GreaterOrEqual(t, len(options), 9, "only %d options in the usage text", len(options))
 	for _, o := range options {
-		if !regexp.MustCompile(`(?m)^\.TP\n\\fB` + regexp.QuoteMeta(roffEscape(o)) + `\\fR`).MatchString(page) {
-			t.Errorf("no .TP for %s", o)
-		}
+		assert.True(t, regexp.MustCompile(`(?m)^\.TP\n\\fB`+regexp.QuoteMeta(roffEscape(o))+`\\fR`).MatchString(page), "no .TP for %s", o)
 	}
 	text := render(t, []byte(page))
 	for _, want := range append(options, "manad - software Microsoft MANA NIC daemon", "SIGTERM, SIGINT", "manad.toml(5)") {
-		if !strings.Contains(text, want) {
-			t.Errorf("rendered page lacks %q:\n%s", want, text)
-		}
+		assert.Contains(t, text, want, "rendered page lacks")
 	}
 }
 
@@ -80,9 +70,10 @@ func TestPrintMan(t *testing.T) {
 		{"--version", buildinfo.Version("manad")},
 	} {
 		var out, errb bytes.Buffer
-		if code := run([]string{tc.flag}, &out, &errb); code != 0 || errb.Len() != 0 || out.String() != tc.want {
-			t.Errorf("manad %s: exit %d, stderr %q, stdout %.80q", tc.flag, code, errb.String(), out.String())
-		}
+		code := run([]string{tc.flag}, &out, &errb)
+		assert.Equal(t, 0, code, "manad %s: exit %d, stderr %q, stdout %.80q", tc.flag, code, errb.String(), out.String())
+		assert.Equal(t, 0, errb.Len(), "manad %s: exit %d, stderr %q, stdout %.80q", tc.flag, code, errb.String(), out.String())
+		assert.Equal(t, tc.want, out.String(), "manad %s: exit %d, stderr %q, stdout %.80q", tc.flag, code, errb.String(), out.String())
 	}
 }
 
@@ -90,13 +81,9 @@ func TestPrintMan(t *testing.T) {
 // other), its example is a valid configuration, and man(1) renders it without a warning.
 func TestTOMLManPage(t *testing.T) {
 	page, err := os.ReadFile("manad.toml.5")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	doc, err := os.ReadFile(filepath.Join("..", "..", "daemon", "config", "doc.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	keysOf := func(re string, text []byte) []string {
 		var keys []string
 		for _, m := range regexp.MustCompile(re).FindAllSubmatch(text, -1) {
@@ -107,21 +94,14 @@ func TestTOMLManPage(t *testing.T) {
 	}
 	documented := keysOf(`(?m)^//\t([a-z_]+) +=`, doc)
 	inPage := keysOf(`(?m)^\\fB([a-z_]+)\\fR = `, page)
-	if len(documented) < 20 || !slices.Equal(documented, inPage) {
-		t.Errorf("manad.toml(5) documents keys\n%v\ndaemon/config documents\n%v", inPage, documented)
-	}
+	assert.GreaterOrEqual(t, len(documented), 20, "manad.toml(5) documents keys\n%v\ndaemon/config documents\n%v", inPage, documented)
+	assert.True(t, slices.Equal(documented, inPage), "manad.toml(5) documents keys\n%v\ndaemon/config documents\n%v", inPage, documented)
 	example := regexp.MustCompile(`(?s)\.SH EXAMPLES\n\.nf\n(.*?)\.fi\n`).FindSubmatch(page)
-	if example == nil {
-		t.Fatal("no EXAMPLES block")
-	}
+	require.NotNil(t, example, "no EXAMPLES block")
 	path := filepath.Join(t.TempDir(), "manad.toml")
-	if err := os.WriteFile(path, example[1], 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, example[1], 0o644))
 	if cfg, err := config.Load(path); err != nil || len(cfg.Ports) != 2 {
 		t.Errorf("the example does not load: %v", err)
 	}
-	if text := render(t, page); !strings.Contains(text, "memory_budget") {
-		t.Errorf("rendered:\n%s", text)
-	}
+	assert.Contains(t, render(t, page), "memory_budget", "rendered")
 }

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +14,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/datapath"
@@ -51,9 +52,7 @@ func gather(t *testing.T, c *Collector) map[string]*dto.MetricFamily {
 	reg := prometheus.NewPedanticRegistry() // checks Collect against Describe
 	reg.MustRegister(c)
 	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m := map[string]*dto.MetricFamily{}
 	for _, f := range fams {
 		m[f.GetName()] = f
@@ -174,18 +173,17 @@ func TestCollector(t *testing.T) {
 	if _, ok := value(t, fams, "manad_reconfigurations_total", map[string]string{"outcome": "stored"}); ok {
 		t.Error("a zero outcome was exported")
 	}
-	if _, ok := value(t, fams, "manad_page_pool_pages", map[string]string{"port": "mana1"}); ok {
-		t.Error("page-pool sample for a queue without a pool")
-	}
+	_, ok := value(t, fams, "manad_page_pool_pages", map[string]string{"port": "mana1"})
+	assert.False(t, ok, "page-pool sample for a queue without a pool")
 	for name, f := range fams {
 		if !strings.HasPrefix(name, "manad_") || (f.GetType() == dto.MetricType_COUNTER) != strings.HasSuffix(name, "_total") {
 			t.Errorf("family %s (%v): want the manad_ prefix and _total exactly on counters", name, f.GetType())
 		}
 		for _, m := range f.GetMetric() {
 			for _, lp := range m.GetLabel() {
-				if n := lp.GetName(); n == "uid" || n == "pid" {
-					t.Errorf("%s has a %s label", name, n)
-				}
+				n := lp.GetName()
+				assert.NotEqual(t, "uid", n, "%s has a %s label", name, n)
+				assert.NotEqual(t, "pid", n, "%s has a %s label", name, n)
 			}
 		}
 	}
@@ -196,13 +194,9 @@ func TestCollectorLint(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewCollector(SourceFunc(testPorts), NewControl()))
 	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	problems, err := promlint.NewWithMetricFamilies(fams).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
@@ -214,40 +208,27 @@ func TestServe(t *testing.T) {
 	ctl := NewControl()
 	ctl.Request("nlctrl", "getfamily", 0)
 	reg, err := NewRegistry(NewCollector(SourceFunc(testPorts), ctl))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l, err := Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, l, reg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	resp, err := http.Get("http://" + l.Addr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, name := range []string{"manad_rx_dropped_total", "manad_control_requests_total", "go_goroutines", "process_open_fds"} {
-		if fams[name] == nil {
-			t.Errorf("no family %s", name)
-		}
+		assert.NotNil(t, fams[name], "no family %s", name)
 	}
 	// A second listener on the same address fails with EADDRINUSE, naming the address.
-	if _, err := Listen(l.Addr().String()); !errors.Is(err, unix.EADDRINUSE) || !strings.Contains(err.Error(), l.Addr().String()) {
-		t.Errorf("second Listen: %v, want EADDRINUSE naming the address", err)
-	}
+	_, err = Listen(l.Addr().String())
+	assert.ErrorIs(t, err, unix.EADDRINUSE, "second Listen: %v, want EADDRINUSE naming the address", err)
+	assert.Contains(t, err.Error(), l.Addr().String(), "second Listen: %v, want EADDRINUSE naming the address", err)
 	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
-	if _, err := net.Dial("tcp", l.Addr().String()); err == nil {
-		t.Error("still accepting after the context ended")
-	}
+	assert.NoError(t, <-done, "Serve")
+	_, err = net.Dial("tcp", l.Addr().String())
+	assert.Error(t, err, "still accepting after the context ended")
 }

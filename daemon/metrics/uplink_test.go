@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/genl/wire"
 )
@@ -28,9 +30,7 @@ func gatherSegments(t *testing.T) []*dto.MetricFamily {
 	reg := prometheus.NewPedanticRegistry() // checks Collect against Describe
 	reg.MustRegister(NewSegmentCollector(SegmentSourceFunc(testSegments)))
 	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return fams
 }
 
@@ -89,17 +89,14 @@ func TestSegmentCollector(t *testing.T) {
 		}
 	}
 	// An uplink not attached yet has no attachment series.
-	if _, ok := value(t, fams, "manad_uplink_attachment_info", map[string]string{"dev": "upl"}); ok {
-		t.Error("manad_uplink_attachment_info for an uplink never attached")
-	}
+	_, ok := value(t, fams, "manad_uplink_attachment_info", map[string]string{"dev": "upl"})
+	assert.False(t, ok, "manad_uplink_attachment_info for an uplink never attached")
 }
 
 // TestSegmentCollectorLint runs promlint over the segment families.
 func TestSegmentCollectorLint(t *testing.T) {
 	problems, err := promlint.NewWithMetricFamilies(gatherSegments(t)).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}

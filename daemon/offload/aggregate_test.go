@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"golang.org/x/sys/unix"
 
 	"pgregory.net/rapid"
@@ -55,9 +56,8 @@ func TestAggregateIsTheCoalescedSuperframe(t *testing.T) {
 			t.Fatalf("Aggregate: header %+v, %+v; want %+v and the coalesced frame of %d segments", got, st, want, n)
 		}
 	})
-	if _, _, err := Aggregate(make([]byte, 100), GSOUDPL4, 1000); err == nil {
-		t.Error("a UDP GSO type accepted")
-	}
+	_, _, err := Aggregate(make([]byte, 100), GSOUDPL4, 1000)
+	assert.Error(t, err, "a UDP GSO type accepted")
 }
 
 // TestAggregateRefusesWhatCoalescingWouldNot: an aggregate with IPv4 options, or SYN, RST or

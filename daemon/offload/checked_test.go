@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
 
@@ -74,13 +75,10 @@ func TestAddCheckedLikeAdd(t *testing.T) {
 	s := spec{payload: []byte("x"), flags: tcpACK}
 	f, _ := s.build()
 	h := Header{}
-	if _, err := seg.Segment(&h, f, func(o []byte) {
-		if seg.Checked(o).Valid(o) {
-			t.Fatal("the Segmenter vouched for a frame without GSO")
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := seg.Segment(&h, f, func(o []byte) {
+		require.False(t, seg.Checked(o).Valid(o), "the Segmenter vouched for a frame without GSO")
+	})
+	require.NoError(t, err)
 }
 
 // TestSegmentInPlaceLikeSegment segments TCP superframes read into the Segmenter's Buffer with

@@ -3,7 +3,6 @@ package offload
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // udpDatagram builds the frame of s (UDP unless s.flags are TCP's) with its checksum
@@ -68,52 +69,35 @@ func TestUDPCoalesceEndsRuns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewUDPCoalescer(8)
-			if !c.Add(udpDatagram(*base)) {
-				t.Fatal("first datagram refused")
-			}
-			if got := c.Add(tc.frame); got != tc.joins {
-				t.Fatalf("Add = %v, want %v", got, tc.joins)
-			}
+			require.True(t, c.Add(udpDatagram(*base)), "first datagram refused")
+			require.Equal(t, tc.joins, c.Add(tc.frame), "Add")
 			third := c.Add(next(func(s *spec) { s.id++ }))
-			if third != tc.joins {
-				t.Errorf("third datagram joined: %v, want %v", third, tc.joins)
-			}
+			assert.Equal(t, tc.joins, third, "third datagram joined")
 		})
 	}
 	t.Run("shorter datagram ends the run", func(t *testing.T) {
 		c := NewUDPCoalescer(8)
 		c.Add(udpDatagram(*base))
-		if !c.Add(next(func(s *spec) { s.payload = s.payload[:20] })) {
-			t.Fatal("shorter datagram refused")
-		}
-		if c.Add(next(func(s *spec) { s.id++ })) {
-			t.Error("a datagram joined after a short one")
-		}
+		require.True(t, c.Add(next(func(s *spec) { s.payload = s.payload[:20] })), "shorter datagram refused")
+		assert.False(t, c.Add(next(func(s *spec) { s.id++ })), "a datagram joined after a short one")
 	})
 	t.Run("DF with a fixed ID", func(t *testing.T) {
 		s := *base
 		s.df = true
 		c := NewUDPCoalescer(8)
 		for i := range 3 {
-			if !c.Add(udpDatagram(s)) {
-				t.Fatalf("datagram %d with DF and the same ID refused", i)
-			}
+			require.True(t, c.Add(udpDatagram(s)), "datagram %d with DF and the same ID refused", i)
 		}
 		s.id++
-		if c.Add(udpDatagram(s)) {
-			t.Error("a datagram with another ID joined a fixed-ID run")
-		}
+		assert.False(t, c.Add(udpDatagram(s)), "a datagram with another ID joined a fixed-ID run")
 	})
 	t.Run("maxSegs", func(t *testing.T) {
 		c := NewUDPCoalescer(2)
 		c.Add(udpDatagram(*base))
 		c.Add(next(nil))
-		if c.Add(next(func(s *spec) { s.id++ })) {
-			t.Error("a third datagram joined a run limited to 2")
-		}
-		if _, n := c.Flush(); n != 2 {
-			t.Errorf("flushed %d", n)
-		}
+		assert.False(t, c.Add(next(func(s *spec) { s.id++ })), "a third datagram joined a run limited to 2")
+		_, n := c.Flush()
+		assert.Equal(t, 2, n, "flushed")
 	})
 }
 
@@ -128,9 +112,7 @@ func TestUDPCoalescedDelivery(t *testing.T) {
 	var tapf *os.File
 	var err error
 	taptest.InNetNS(t, ns, func() { tapf, err = openTAP("ud0", true) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { tapf.Close() })
 	for _, args := range [][]string{
 		{"link", "set", "ud0", "address", mac.String(), "up"},
@@ -142,15 +124,13 @@ func TestUDPCoalescedDelivery(t *testing.T) {
 		taptest.IP(t, ns, args...)
 	}
 	rc, err := tapf.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	write := func(iov [][]byte) {
 		t.Helper()
 		var werr error
-		if err := rc.Write(func(fd uintptr) bool { _, werr = unix.Writev(int(fd), iov); return true }); err != nil || werr != nil {
-			t.Fatalf("writing to the TAP: %v %v", err, werr)
-		}
+		err := rc.Write(func(fd uintptr) bool { _, werr = unix.Writev(int(fd), iov); return true })
+		require.NoError(t, err, "writing to the TAP: %v %v", err, werr)
+		require.NoError(t, werr, "writing to the TAP: %v %v", err, werr)
 	}
 	for _, tc := range []struct {
 		name string
@@ -170,9 +150,7 @@ func TestUDPCoalescedDelivery(t *testing.T) {
 				laddr.IP, src = net.ParseIP("fd98:3::1"), net.ParseIP("fd98:3::2")
 			}
 			taptest.InNetNS(t, ns, func() { conn, err = net.ListenUDP("udp", laddr) })
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer conn.Close()
 			conn.SetReadBuffer(1 << 20)
 			// Flow A from port 12345, flow B from port 12346 (its first byte one up).
@@ -223,36 +201,24 @@ func TestUDPCoalescedDelivery(t *testing.T) {
 				if c.Add(f) {
 					continue
 				}
-				if c.Len() == 0 {
-					t.Fatalf("datagram %d refused by an empty coalescer", i)
-				}
+				require.NotEqual(t, 0, c.Len(), "datagram %d refused by an empty coalescer", i)
 				flush()
-				if !c.Add(f) {
-					t.Fatalf("datagram %d refused by an empty coalescer", i)
-				}
+				require.True(t, c.Add(f), "datagram %d refused by an empty coalescer", i)
 			}
 			flush()
-			if fmt.Sprint(runs) != "[5 2 2 4]" {
-				t.Errorf("runs %v, want [5 2 2 4]", runs)
-			}
+			assert.Equal(t, "[5 2 2 4]", fmt.Sprint(runs), "runs %v, want [5 2 2 4]", runs)
 			buf := make([]byte, 65536)
 			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 			for i, want := range sent {
 				n, from, err := conn.ReadFromUDP(buf)
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					t.Fatalf("received %d datagrams of %d", i, len(sent))
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				if from.Port != want.port || !bytes.Equal(buf[:n], want.data) {
-					t.Fatalf("datagram %d: %d bytes from port %d, want %d from %d", i, n, from.Port, len(want.data), want.port)
-				}
+				require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "received %d datagrams of %d", i, len(sent))
+				require.NoError(t, err)
+				require.Equal(t, want.port, from.Port, "datagram %d: %d bytes from port %d, want %d from %d", i, n, from.Port, len(want.data), want.port)
+				require.Equal(t, want.data, buf[:n], "datagram %d: %d bytes from port %d, want %d from %d", i, n, from.Port, len(want.data), want.port)
 			}
 			conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-			if n, _, err := conn.ReadFromUDP(buf); err == nil {
-				t.Errorf("an extra datagram of %d bytes", n)
-			}
+			n, _, err := conn.ReadFromUDP(buf)
+			assert.Error(t, err, "an extra datagram of %d bytes", n)
 		})
 	}
 }
@@ -293,24 +259,16 @@ func TestUDPCoalesceForwardedLikeTheKernel(t *testing.T) {
 			kernel := r.forward(t, h, bytes.Clone(f), l, tc.segs)
 			c := NewUDPCoalescer(64)
 			i := 0
-			if _, err := NewSegmenter().Segment(&h, f, func(b []byte) {
-				if !c.Add(bytes.Clone(b)) {
-					t.Errorf("datagram %d refused by the coalescer", i)
-				}
+			_, err := NewSegmenter().Segment(&h, f, func(b []byte) {
+				assert.True(t, c.Add(bytes.Clone(b)), "datagram %d refused by the coalescer", i)
 				i++
-			}); err != nil {
-				t.Fatal(err)
-			}
+			})
+			require.NoError(t, err)
 			iov, n := c.Flush()
-			if n != tc.segs {
-				t.Fatalf("coalesced %d datagrams, want %d", n, tc.segs)
-			}
+			require.Equal(t, tc.segs, n, "coalesced %d datagrams, want %d", n, tc.segs)
 			again := r.forwardv(t, iov, l, tc.segs)
 			for i := range again {
-				if !bytes.Equal(again[i], kernel[i]) {
-					t.Errorf("datagram %d of our superframe differs from the kernel's own:\n ours   %x\n kernel %x",
-						i, head(again[i]), head(kernel[i]))
-				}
+				assert.Equal(t, kernel[i], again[i], "datagram %d of our superframe differs from the kernel's own:\n ours   %x\n kernel %x", i, head(again[i]), head(kernel[i]))
 			}
 		})
 	}

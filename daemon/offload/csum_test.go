@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // refSum is the ones' complement sum of b as RFC 1071 states it: big-endian 16-bit words, an
@@ -57,18 +59,16 @@ func TestSumMatchesRFC1071(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got, want := fold(sum(tt.b, tt.acc)), refSum(tt.b, tt.acc); !sumsEqual(got, want) {
-				t.Fatalf("sum = %#04x, want %#04x", got, want)
-			}
+			got, want := fold(sum(tt.b, tt.acc)), refSum(tt.b, tt.acc)
+			require.True(t, sumsEqual(got, want), "sum = %#04x, want %#04x", got, want)
 		})
 	}
 	for range 2000 {
 		off := r.IntN(64)
 		n := r.IntN(len(buf) - off)
 		acc := r.Uint64() >> 20
-		if got, want := fold(sum(buf[off:off+n], acc)), refSum(buf[off:off+n], acc); !sumsEqual(got, want) {
-			t.Fatalf("sum(buf[%d:%d], %#x) = %#04x, want %#04x", off, off+n, acc, got, want)
-		}
+		got, want := fold(sum(buf[off:off+n], acc)), refSum(buf[off:off+n], acc)
+		require.True(t, sumsEqual(got, want), "sum(buf[%d:%d], %#x) = %#04x, want %#04x", off, off+n, acc, got, want)
 	}
 }
 
@@ -102,9 +102,8 @@ func BenchmarkSegment64K(b *testing.B) {
 			seg := NewSegmenter()
 			b.SetBytes(int64(len(s.payload)))
 			for b.Loop() {
-				if _, err := seg.Segment(&h, f, func([]byte) {}); err != nil {
-					b.Fatal(err)
-				}
+				_, err := seg.Segment(&h, f, func([]byte) {})
+				require.NoError(b, err)
 			}
 		})
 	}

@@ -3,8 +3,9 @@ package offload
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzSegment feeds arbitrary virtio header + frame bytes, as a local user can write them to a
@@ -36,9 +37,7 @@ func FuzzSegment(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var h Header
 		if err := h.Decode(data); err != nil {
-			if !errors.Is(err, ErrShortHeader) {
-				t.Fatalf("Decode: %v", err)
-			}
+			require.ErrorIs(t, err, ErrShortHeader, "Decode")
 			return
 		}
 		frame := data[HeaderLen:]
@@ -51,31 +50,25 @@ func FuzzSegment(f *testing.F) {
 		}
 		var segs [][]byte
 		st, err := seg.Segment(&h, frame, func(b []byte) {
-			if h.GSOType != GSONone && len(b) > st0(frame)+int(h.GSOSize) {
-				t.Fatalf("segment of %d bytes from gso_size %d", len(b), h.GSOSize)
+			if h.GSOType != GSONone {
+				require.LessOrEqual(t, len(b), st0(frame)+int(h.GSOSize), "segment of %d bytes from gso_size %d", len(b), h.GSOSize)
 			}
 			segs = append(segs, bytes.Clone(b))
 		})
 		if len(frame) < len(rd) {
-			if (inErr == nil) != (err == nil) || len(inSegs) != len(segs) {
-				t.Fatalf("SegmentInPlace: %v and %d segments, Segment: %v and %d", inErr, len(inSegs), err, len(segs))
-			}
+			require.Equal(t, err == nil, inErr == nil, "SegmentInPlace: %v and %d segments, Segment: %v and %d", inErr, len(inSegs), err, len(segs))
+			require.Len(t, inSegs, len(segs), "SegmentInPlace: %v and %d segments, Segment: %v and %d", inErr, len(inSegs), err, len(segs))
 			for i := range inSegs {
-				if !bytes.Equal(inSegs[i], segs[i]) {
-					t.Fatalf("segment %d of SegmentInPlace differs from Segment's", i)
-				}
+				require.Equal(t, segs[i], inSegs[i], "segment %d of SegmentInPlace differs from Segment's", i)
 			}
 		}
 		if err != nil {
 			var r Reason
-			if !errors.As(err, &r) || len(segs) != 0 {
-				t.Fatalf("Segment: %v (a %T) after %d segments", err, err, len(segs))
-			}
+			require.ErrorAs(t, err, &r, "Segment: %v (a %T) after %d segments", err, err, len(segs))
+			require.Empty(t, segs, "Segment: %v (a %T) after %d segments", err, err, len(segs))
 			return
 		}
-		if st.N != len(segs) {
-			t.Fatalf("reported %d segments, emitted %d", st.N, len(segs))
-		}
+		require.Equal(t, len(segs), st.N, "reported %d segments, emitted %d", st.N, len(segs))
 		if st.GSO {
 			for _, b := range segs {
 				checkFrame(t, b)
@@ -92,9 +85,7 @@ func FuzzSegment(f *testing.F) {
 			}
 		}
 		in += flushLen(co)
-		if in > len(segs)*MaxFrameLen {
-			t.Fatalf("coalesced %d bytes", in)
-		}
+		require.LessOrEqual(t, in, len(segs)*MaxFrameLen, "coalesced %d bytes", in)
 		// The UDP datagrams among the segments coalesce into superframes that Segment cuts
 		// into the same datagrams again.
 		uco.Flush()
@@ -108,12 +99,10 @@ func FuzzSegment(f *testing.F) {
 			}
 		}
 		again = resegment(t, seg, uco, again)
-		if len(again) != len(segs) {
-			t.Fatalf("%d segments, %d after coalescing and segmenting again", len(segs), len(again))
-		}
+		require.Len(t, again, len(segs), "%d segments, %d after coalescing and segmenting again", len(segs), len(again))
 		for i := range segs {
-			if !bytes.Equal(again[i], segs[i]) && !sameUDP(again[i], segs[i]) {
-				t.Fatalf("segment %d changed:\n %x\n %x", i, segs[i], again[i])
+			if !bytes.Equal(again[i], segs[i]) {
+				require.True(t, sameUDP(again[i], segs[i]), "segment %d changed:\n %x\n %x", i, segs[i], again[i])
 			}
 		}
 	})
@@ -127,19 +116,15 @@ func resegment(t *testing.T, seg *Segmenter, c *UDPCoalescer, out [][]byte) [][]
 	}
 	b := bytes.Join(iov, nil)
 	var h Header
-	if err := h.Decode(b); err != nil {
-		t.Fatal(err)
-	}
-	if n > 1 && (h.GSOType != GSOUDPL4 || h.GSOSize == 0) {
-		t.Fatalf("a UDP superframe of %d datagrams with header %+v", n, h)
+	require.NoError(t, h.Decode(b))
+	if n > 1 {
+		require.Equal(t, uint8(GSOUDPL4), h.GSOType, "a UDP superframe of %d datagrams with header %+v", n, h)
+		require.NotEqual(t, uint16(0), h.GSOSize, "a UDP superframe of %d datagrams with header %+v", n, h)
 	}
 	before := len(out)
-	if _, err := seg.Segment(&h, b[HeaderLen:], func(s []byte) { out = append(out, bytes.Clone(s)) }); err != nil {
-		t.Fatalf("Segment refuses a coalesced UDP superframe of %d datagrams: %v", n, err)
-	}
-	if len(out)-before != n {
-		t.Fatalf("a run of %d datagrams segmented into %d", n, len(out)-before)
-	}
+	_, err := seg.Segment(&h, b[HeaderLen:], func(s []byte) { out = append(out, bytes.Clone(s)) })
+	require.NoError(t, err, "Segment refuses a coalesced UDP superframe of %d datagrams", n)
+	require.Equal(t, n, len(out)-before, "a run of %d datagrams segmented into %d", n, len(out)-before)
 	return out
 }
 

@@ -3,7 +3,6 @@ package offload
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"net"
 	"os"
 	"testing"
@@ -12,6 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // openTAP creates a TAP in the calling thread's namespace, with a 12-byte virtio header when
@@ -79,9 +80,7 @@ func newRouter(t *testing.T) *router {
 		}
 		r.out, err = openTAP("oc0", false)
 	})
-	if err != nil {
-		t.Fatalf("router setup: %v", err)
-	}
+	require.NoError(t, err, "router setup")
 	t.Cleanup(func() { r.in.Close(); r.out.Close() })
 	for _, args := range [][]string{
 		{"link", "set", "ob0", "address", r.inMAC.String(), "up"},
@@ -112,25 +111,19 @@ func (r *router) forward(t *testing.T, h Header, f []byte, l layout, want int) [
 func (r *router) forwardv(t *testing.T, iov [][]byte, l layout, want int) [][]byte {
 	t.Helper()
 	rc, err := r.in.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var werr error
-	if err := rc.Write(func(fd uintptr) bool { _, werr = unix.Writev(int(fd), iov); return true }); err != nil || werr != nil {
-		t.Fatalf("writing the superframe: %v %v", err, werr)
-	}
+	err = rc.Write(func(fd uintptr) bool { _, werr = unix.Writev(int(fd), iov); return true })
+	require.NoError(t, err, "writing the superframe: %v %v", err, werr)
+	require.NoError(t, werr, "writing the superframe: %v %v", err, werr)
 	_, dst := l.addrs(bytes.Join(iov, nil)[HeaderLen:])
 	var out [][]byte
 	buf := make([]byte, 65536)
 	r.out.SetReadDeadline(time.Now().Add(5 * time.Second))
 	for len(out) < want {
 		n, err := r.out.Read(buf)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("the kernel forwarded %d frames of %d", len(out), want)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "the kernel forwarded %d frames of %d", len(out), want)
+		require.NoError(t, err)
 		g, err := parseLayout(buf[:n], true)
 		if err != nil || g.proto != l.proto || g.v6 != l.v6 {
 			continue // neighbour discovery, MLD and the like
@@ -181,12 +174,9 @@ func TestSegmentLikeTheKernel(t *testing.T) {
 			h := s.gsoHeader(l, tc.mss)
 			kernel := r.forward(t, h, bytes.Clone(f), l, tc.segs)
 			var ours [][]byte
-			if _, err := NewSegmenter().Segment(&h, f, func(b []byte) { ours = append(ours, bytes.Clone(b)) }); err != nil {
-				t.Fatal(err)
-			}
-			if len(ours) != tc.segs {
-				t.Fatalf("Segmenter made %d segments, want %d", len(ours), tc.segs)
-			}
+			_, err := NewSegmenter().Segment(&h, f, func(b []byte) { ours = append(ours, bytes.Clone(b)) })
+			require.NoError(t, err)
+			require.Len(t, ours, tc.segs, "Segmenter made %d segments, want %d", len(ours), tc.segs)
 			if !s.udp {
 				// Coalesced again, our segments must be a superframe the kernel takes and
 				// segments into the same frames.
@@ -194,20 +184,13 @@ func TestSegmentLikeTheKernel(t *testing.T) {
 				for i, o := range ours {
 					seg := bytes.Clone(o)
 					copy(seg, r.inMAC)
-					if !co.Add(seg) {
-						t.Fatalf("segment %d refused by the coalescer", i)
-					}
+					require.True(t, co.Add(seg), "segment %d refused by the coalescer", i)
 				}
 				iov, n := co.Flush()
-				if n != tc.segs {
-					t.Fatalf("coalesced %d segments", n)
-				}
+				require.Equal(t, tc.segs, n, "coalesced %d segments", n)
 				again := r.forwardv(t, iov, l, tc.segs)
 				for i := range again {
-					if !bytes.Equal(again[i], kernel[i]) {
-						t.Errorf("segment %d of our superframe differs from the kernel's own:\n ours   %x\n kernel %x",
-							i, head(again[i]), head(kernel[i]))
-					}
+					assert.Equal(t, kernel[i], again[i], "segment %d of our superframe differs from the kernel's own:\n ours   %x\n kernel %x", i, head(again[i]), head(kernel[i]))
 				}
 			}
 			for i, o := range ours {

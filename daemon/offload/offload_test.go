@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 	"pgregory.net/rapid"
 )
@@ -217,39 +219,26 @@ func TestCoalesceEndsRuns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewCoalescer(8)
-			if !c.Add(valid(*base)) {
-				t.Fatal("first segment refused")
-			}
-			if got := c.Add(tc.frame); got != tc.joins {
-				t.Fatalf("Add = %v, want %v", got, tc.joins)
-			}
+			require.True(t, c.Add(valid(*base)), "first segment refused")
+			require.Equal(t, tc.joins, c.Add(tc.frame), "Add")
 			// A third in-order segment joins unless the second ended the run (PSH).
 			third := c.Add(next(func(s *spec) { s.seq += 100; s.id++ }))
-			if want := tc.joins && tc.frame[34+13]&tcpPSH == 0; third != want {
-				t.Errorf("third segment joined: %v, want %v", third, want)
-			}
+			assert.Equal(t, tc.joins && tc.frame[34+13]&tcpPSH == 0, third, "third segment joined")
 		})
 	}
 	t.Run("shorter segment ends the run", func(t *testing.T) {
 		c := NewCoalescer(8)
 		c.Add(valid(*base))
-		if !c.Add(next(func(s *spec) { s.payload = s.payload[:50] })) {
-			t.Fatal("shorter segment refused")
-		}
-		if c.Add(next(func(s *spec) { s.seq += 50; s.id++ })) {
-			t.Error("a segment joined after a short one")
-		}
+		require.True(t, c.Add(next(func(s *spec) { s.payload = s.payload[:50] })), "shorter segment refused")
+		assert.False(t, c.Add(next(func(s *spec) { s.seq += 50; s.id++ })), "a segment joined after a short one")
 	})
 	t.Run("maxSegs", func(t *testing.T) {
 		c := NewCoalescer(2)
 		c.Add(valid(*base))
 		c.Add(next(nil))
-		if c.Add(next(func(s *spec) { s.seq += 100; s.id++ })) {
-			t.Error("a third segment joined a run limited to 2")
-		}
-		if _, n := c.Flush(); n != 2 {
-			t.Errorf("flushed %d", n)
-		}
+		assert.False(t, c.Add(next(func(s *spec) { s.seq += 100; s.id++ })), "a third segment joined a run limited to 2")
+		_, n := c.Flush()
+		assert.Equal(t, 2, n, "flushed")
 	})
 }
 
@@ -304,15 +293,13 @@ func TestSegmentRefuses(t *testing.T) {
 				t.Errorf("Plan = %v, want %v", err, tc.want)
 			}
 			_, err := NewSegmenter().Segment(&h, tc.frame, func([]byte) { called = true })
-			if !errors.Is(err, tc.want) || !errors.Is(err, tc.errno) || called {
-				t.Errorf("Segment = %v (emitted %v), want %v (%v)", err, called, tc.want, tc.errno)
-			}
+			assert.ErrorIs(t, err, tc.want, "Segment = %v (emitted %v), want %v (%v)", err, called, tc.want, tc.errno)
+			assert.ErrorIs(t, err, tc.errno, "Segment = %v (emitted %v), want %v (%v)", err, called, tc.want, tc.errno)
+			assert.False(t, called, "Segment = %v (emitted %v), want %v (%v)", err, called, tc.want, tc.errno)
 		})
 	}
 	var h Header
-	if err := h.Decode(make([]byte, HeaderLen-1)); !errors.Is(err, ErrShortHeader) {
-		t.Errorf("Decode of a short header: %v", err)
-	}
+	assert.ErrorIs(t, h.Decode(make([]byte, HeaderLen-1)), ErrShortHeader, "Decode of a short header")
 }
 
 // TestNoAllocations: segmenting and coalescing allocate nothing once set up.
@@ -327,15 +314,12 @@ func TestNoAllocations(t *testing.T) {
 	store := func(b []byte) { lens[k] = copy(bufs[k][:], b); k++ }
 	allocs := testing.AllocsPerRun(50, func() {
 		k = 0
-		if _, err := seg.Segment(&h, f, store); err != nil {
-			t.Fatal(err)
-		}
+		_, err := seg.Segment(&h, f, store)
+		require.NoError(t, err)
 		for i := range k {
 			co.Add(bufs[i][:lens[i]])
 		}
 		co.Flush()
 	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per superframe", allocs)
-	}
+	assert.Equal(t, float64(0), allocs, "%v allocations per superframe", allocs)
 }

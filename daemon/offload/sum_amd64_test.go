@@ -3,6 +3,8 @@ package offload
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestSumVectorAgainstGo sums random buffers up to 3 MiB, at odd offsets, with the AVX2 bulk and
@@ -25,9 +27,8 @@ func TestSumVectorAgainstGo(t *testing.T) {
 		want := refSum(b, 0)
 		for _, avx := range []bool{true, false} {
 			hasAVX2 = avx
-			if got := fold(sum(b, 0)); !sumsEqual(got, want) {
-				t.Errorf("%d bytes at offset %d, AVX2 %v: sum %#04x, want %#04x", n, off, avx, got, want)
-			}
+			got := fold(sum(b, 0))
+			assert.True(t, sumsEqual(got, want), "%d bytes at offset %d, AVX2 %v: sum %#04x, want %#04x", n, off, avx, got, want)
 		}
 	}
 	ones := make([]byte, 2<<20)
@@ -35,7 +36,5 @@ func TestSumVectorAgainstGo(t *testing.T) {
 		ones[i] = 0xff
 	}
 	// 2^20 words of 0xffff: the 64-bit total must come back unwrapped.
-	if got, want := sumAVX2(ones), uint64(len(ones)/2)*0xffff; got != want {
-		t.Errorf("sumAVX2 of 2 MiB of 0xff = %#x, want %#x", got, want)
-	}
+	assert.Equal(t, uint64(len(ones)/2)*0xffff, sumAVX2(ones), "sumAVX2 of 2 MiB of 0xff")
 }

@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -24,9 +26,7 @@ func openTest(t *testing.T, cfg Config) *Device {
 		cfg.Logger = quietLogger()
 	}
 	d, err := Open(cfg)
-	if err != nil {
-		t.Fatalf("Open(%+v): %v", cfg, err)
-	}
+	require.NoError(t, err, "Open(%+v)", cfg)
 	t.Cleanup(func() { d.Delete() })
 	return d
 }
@@ -39,38 +39,30 @@ func TestOpenCreatesMultiQueueTAPInNetNS(t *testing.T) {
 	d := openTest(t, Config{Name: name, MAC: mac, MTU: 9000, Queues: 4, NetNS: ns, TxQueueLen: 2048})
 
 	l, ok := taptest.ShowLink(t, ns, name)
-	if !ok {
-		t.Fatalf("%s not found in netns %s", name, ns)
-	}
+	require.True(t, ok, "%s not found in netns %s", name, ns)
 	info := l.LinkInfo.Data
 	if l.LinkInfo.Kind != "tun" || info.Type != "tap" || info.PI || info.VnetHdr || !info.MultiQueue {
 		t.Errorf("link info %+v: want a multi-queue TAP without PI or vnet header", l.LinkInfo)
 	}
-	if info.NumQueues != 4 || d.NumQueues() != 4 {
-		t.Errorf("queues: kernel %d, device %d; want 4", info.NumQueues, d.NumQueues())
-	}
-	if info.Persist {
-		t.Errorf("non-persistent TAP has IFF_PERSIST")
-	}
-	if l.Address != mac.String() || l.MTU != 9000 || l.TxQLen != 2048 || l.Alias != "manad:"+name {
-		t.Errorf("link %s: address %s mtu %d txqlen %d alias %q; want %s 9000 2048 %q",
-			name, l.Address, l.MTU, l.TxQLen, l.Alias, mac, "manad:"+name)
-	}
+	assert.Equal(t, 4, info.NumQueues, "queues: kernel %d, device %d; want 4", info.NumQueues, d.NumQueues())
+	assert.Equal(t, 4, d.NumQueues(), "queues: kernel %d, device %d; want 4", info.NumQueues, d.NumQueues())
+	assert.False(t, info.Persist, "non-persistent TAP has IFF_PERSIST")
+	assert.Equal(t, mac.String(), l.Address, "link %s: address %s mtu %d txqlen %d alias %q; want %s 9000 2048 %q", name, l.Address, l.MTU, l.TxQLen, l.Alias, mac, "manad:"+name)
+	assert.Equal(t, 9000, l.MTU, "link %s: address %s mtu %d txqlen %d alias %q; want %s 9000 2048 %q", name, l.Address, l.MTU, l.TxQLen, l.Alias, mac, "manad:"+name)
+	assert.Equal(t, 2048, l.TxQLen, "link %s: address %s mtu %d txqlen %d alias %q; want %s 9000 2048 %q", name, l.Address, l.MTU, l.TxQLen, l.Alias, mac, "manad:"+name)
+	assert.Equal(t, "manad:"+name, l.Alias, "link %s: address %s mtu %d txqlen %d alias %q; want %s 9000 2048 %q", name, l.Address, l.MTU, l.TxQLen, l.Alias, mac, "manad:"+name)
 	if d.Index() != l.Index || d.Name() != name || d.NetNS() != ns || d.Reattached() || d.Persistent() {
 		t.Errorf("device reports index %d name %s netns %s reattached %v persistent %v; want %d %s %s false false",
 			d.Index(), d.Name(), d.NetNS(), d.Reattached(), d.Persistent(), l.Index, name, ns)
 	}
 	// Created inside the namespace: the daemon's namespace never had it.
-	if _, ok := taptest.ShowLink(t, "", name); ok {
-		t.Errorf("%s also exists in the daemon's namespace", name)
-	}
+	_, ok = taptest.ShowLink(t, "", name)
+	assert.False(t, ok, "%s also exists in the daemon's namespace", name)
 	var st unix.Stat_t
-	if err := unix.Stat("/run/netns/"+ns, &st); err != nil {
-		t.Fatal(err)
-	}
-	if dev, ino := d.NetNSID(); dev != st.Dev || ino != st.Ino {
-		t.Errorf("NetNSID = %d/%d, want %d/%d", dev, ino, st.Dev, st.Ino)
-	}
+	require.NoError(t, unix.Stat("/run/netns/"+ns, &st))
+	dev, ino := d.NetNSID()
+	assert.Equal(t, st.Dev, dev, "NetNSID = %d/%d, want %d/%d", dev, ino, st.Dev, st.Ino)
+	assert.Equal(t, st.Ino, ino, "NetNSID = %d/%d, want %d/%d", dev, ino, st.Dev, st.Ino)
 	mtu, err := d.MTU()
 	if err != nil || mtu != 9000 {
 		t.Errorf("MTU() = %d, %v; want 9000", mtu, err)
@@ -86,25 +78,19 @@ func TestCloseDeletesNonPersistentKeepsPersistent(t *testing.T) {
 		if l, _ := taptest.ShowLink(t, ns, name); l.LinkInfo.Data.Persist != persistent {
 			t.Errorf("persistent=%v: kernel says persist=%v", persistent, l.LinkInfo.Data.Persist)
 		}
-		if err := d.Close(); err != nil {
-			t.Fatalf("Close: %v", err)
-		}
+		require.NoError(t, d.Close(), "Close")
 		l, exists := taptest.ShowLink(t, ns, name)
-		if exists != persistent {
-			t.Fatalf("persistent=%v: after Close the TAP exists=%v", persistent, exists)
+		require.Equal(t, persistent, exists, "persistent=%v: after Close the TAP exists=%v", persistent, exists)
+		if persistent {
+			assert.Equal(t, 0, l.LinkInfo.Data.NumQueues, "persistent TAP still has queues after Close: %+v", l.LinkInfo.Data)
+			assert.Equal(t, 0, l.LinkInfo.Data.NumDisabled, "persistent TAP still has queues after Close: %+v", l.LinkInfo.Data)
 		}
-		if persistent && (l.LinkInfo.Data.NumQueues != 0 || l.LinkInfo.Data.NumDisabled != 0) {
-			t.Errorf("persistent TAP still has queues after Close: %+v", l.LinkInfo.Data)
-		}
-		if err := d.Close(); err != nil {
-			t.Errorf("second Close: %v", err)
-		}
+		assert.NoError(t, d.Close(), "second Close")
 		if _, err := d.MTU(); !errors.Is(err, unix.ENODEV) {
 			t.Errorf("MTU after Close: %v, want ENODEV", err)
 		}
-		if err := d.SetQueues(3); !errors.Is(err, unix.ENODEV) {
-			t.Errorf("SetQueues after Close: %v, want ENODEV", err)
-		}
+		err := d.SetQueues(3)
+		assert.ErrorIs(t, err, unix.ENODEV, "SetQueues after Close: %v, want ENODEV", err)
 		if persistent {
 			taptest.IP(t, ns, "link", "del", name)
 		}
@@ -129,35 +115,23 @@ func TestReattachKeepsAddresses(t *testing.T) {
 	}
 
 	d2 := openTest(t, Config{Name: name, Queues: 2, NetNS: ns, Persistent: true, TxQueueLen: 1000})
-	if !d2.Reattached() || d2.Index() != idx {
-		t.Fatalf("second Open: reattached=%v index %d; want true, %d", d2.Reattached(), d2.Index(), idx)
-	}
+	require.True(t, d2.Reattached(), "second Open: reattached=%v index %d; want true, %d", d2.Reattached(), d2.Index(), idx)
+	require.Equal(t, idx, d2.Index(), "second Open: reattached=%v index %d; want true, %d", d2.Reattached(), d2.Index(), idx)
 	l, _ := taptest.ShowLink(t, ns, name)
 	if l.LinkInfo.Data.NumQueues != 2 || l.Address != mac.String() || !l.Up() || l.TxQLen != 3000 {
 		t.Errorf("after re-attach: %d queues, address %s, up %v, txqueuelen %d; want 2, %s, true, 3000 (the user's)",
 			l.LinkInfo.Data.NumQueues, l.Address, l.Up(), l.TxQLen, mac)
 	}
-	if out := taptest.IP(t, ns, "addr", "show", "dev", name); !strings.Contains(out, "192.0.2.1/24") {
-		t.Errorf("address lost across re-attach:\n%s", out)
-	}
-	if out := taptest.IP(t, ns, "route", "show", "198.51.100.0/24"); !strings.Contains(out, "via 192.0.2.254") {
-		t.Errorf("route lost across re-attach:\n%s", out)
-	}
+	assert.Contains(t, taptest.IP(t, ns, "addr", "show", "dev", name), "192.0.2.1/24", "address lost across re-attach")
+	assert.Contains(t, taptest.IP(t, ns, "route", "show", "198.51.100.0/24"), "via 192.0.2.254", "route lost across re-attach")
 
 	// Re-attaching with Persistent false adopts the TAP as non-persistent: Close removes it.
-	if err := d2.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d2.Close())
 	d3 := openTest(t, Config{Name: name, Queues: 1, NetNS: ns})
-	if !d3.Reattached() {
-		t.Fatal("third Open did not re-attach")
-	}
-	if err := d3.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := taptest.ShowLink(t, ns, name); ok {
-		t.Error("non-persistent re-attached TAP survived Close")
-	}
+	require.True(t, d3.Reattached(), "third Open did not re-attach")
+	require.NoError(t, d3.Close())
+	_, ok := taptest.ShowLink(t, ns, name)
+	assert.False(t, ok, "non-persistent re-attached TAP survived Close")
 }
 
 func TestDeleteRemovesPersistentTAP(t *testing.T) {
@@ -165,12 +139,9 @@ func TestDeleteRemovesPersistentTAP(t *testing.T) {
 	ns := taptest.NetNS(t)
 	name := taptest.Name("mt")
 	d := openTest(t, Config{Name: name, Queues: 3, NetNS: ns, Persistent: true})
-	if err := d.Delete(); err != nil {
-		t.Fatalf("Delete: %v", err)
-	}
-	if _, ok := taptest.ShowLink(t, ns, name); ok {
-		t.Error("persistent TAP survived Delete")
-	}
+	require.NoError(t, d.Delete(), "Delete")
+	_, ok := taptest.ShowLink(t, ns, name)
+	assert.False(t, ok, "persistent TAP survived Delete")
 }
 
 // TestOpenRefuses checks every refusal: the errno, and that the device that already had the
@@ -238,9 +209,8 @@ func TestOpenRefuses(t *testing.T) {
 				d.Delete()
 				t.Fatalf("Open succeeded, want %v", tc.errno)
 			}
-			if !errors.Is(err, tc.errno) || !strings.Contains(err.Error(), tc.msg) {
-				t.Errorf("Open: %v; want errno %v with %q", err, tc.errno, tc.msg)
-			}
+			assert.ErrorIs(t, err, tc.errno, "Open: %v; want errno %v with %q", err, tc.errno, tc.msg)
+			assert.Contains(t, err.Error(), tc.msg, "Open: %v; want errno %v with %q", err, tc.errno, tc.msg)
 			if tc.setup != nil {
 				after, ok := taptest.ShowLink(t, ns, cfg.Name)
 				if !ok || after.Index != before.Index || after.LinkInfo != before.LinkInfo || after.Alias != before.Alias {
@@ -259,19 +229,14 @@ func TestSetQueuesAttachesAndDetaches(t *testing.T) {
 	taptest.IP(t, ns, "link", "set", name, "up")
 	for _, n := range []int{5, 1, 3, 3} {
 		old := d.Queues()
-		if err := d.SetQueues(n); err != nil {
-			t.Fatalf("SetQueues(%d): %v", n, err)
-		}
+		require.NoError(t, d.SetQueues(n), "SetQueues(%d)", n)
 		l, _ := taptest.ShowLink(t, ns, name)
-		if l.LinkInfo.Data.NumQueues != n || d.NumQueues() != n {
-			t.Fatalf("after SetQueues(%d): kernel %d, device %d", n, l.LinkInfo.Data.NumQueues, d.NumQueues())
-		}
+		require.Equal(t, n, l.LinkInfo.Data.NumQueues, "after SetQueues(%d): kernel %d, device %d", n, l.LinkInfo.Data.NumQueues, d.NumQueues())
+		require.Equal(t, n, d.NumQueues(), "after SetQueues(%d): kernel %d, device %d", n, l.LinkInfo.Data.NumQueues, d.NumQueues())
 		// Removed queues are closed; kept ones are the same files.
 		for i, f := range old {
 			if i < n {
-				if d.Queue(i) != f {
-					t.Errorf("queue %d replaced by SetQueues(%d)", i, n)
-				}
+				assert.Same(t, f, d.Queue(i), "queue %d replaced by SetQueues(%d)", i, n)
 			} else if _, err := f.Write(make([]byte, 60)); !errors.Is(err, os.ErrClosed) {
 				t.Errorf("removed queue %d: write gave %v, want os.ErrClosed", i, err)
 			}
@@ -279,35 +244,26 @@ func TestSetQueuesAttachesAndDetaches(t *testing.T) {
 		// Every queue carries frames into the kernel: each write is one received packet.
 		before := l.Stats64.RX.Packets
 		for i := 0; i < n; i++ {
-			if _, err := d.Queue(i).Write(testFrame()); err != nil {
-				t.Fatalf("write to queue %d: %v", i, err)
-			}
+			_, err := d.Queue(i).Write(testFrame())
+			require.NoError(t, err, "write to queue %d", i)
 		}
 		l, _ = taptest.ShowLink(t, ns, name)
-		if got := l.Stats64.RX.Packets - before; got != uint64(n) {
-			t.Errorf("%d queues: kernel received %d frames, want %d", n, got, n)
-		}
+		got := l.Stats64.RX.Packets - before
+		assert.Equal(t, uint64(n), got, "%d queues: kernel received %d frames, want %d", n, got, n)
 	}
 	if d.Queue(3) != nil || d.Queue(-1) != nil {
 		t.Error("Queue out of range is not nil")
 	}
 	for _, n := range []int{0, MaxQueues + 1} {
-		if err := d.SetQueues(n); !errors.Is(err, unix.EINVAL) {
-			t.Errorf("SetQueues(%d): %v, want EINVAL", n, err)
-		}
+		err := d.SetQueues(n)
+		assert.ErrorIs(t, err, unix.EINVAL, "SetQueues(%d): %v, want EINVAL", n, err)
 	}
-	if d.NumQueues() != 3 {
-		t.Errorf("a refused SetQueues changed the queue count to %d", d.NumQueues())
-	}
-	if err := d.SetTxQueueLen(4000); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.SetTxQueueLen(-1); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("SetTxQueueLen(-1): %v, want EINVAL", err)
-	}
-	if l, _ := taptest.ShowLink(t, ns, name); l.TxQLen != 4000 {
-		t.Errorf("tx queue length %d, want 4000", l.TxQLen)
-	}
+	assert.Equal(t, 3, d.NumQueues(), "a refused SetQueues changed the queue count to")
+	require.NoError(t, d.SetTxQueueLen(4000))
+	err := d.SetTxQueueLen(-1)
+	assert.ErrorIs(t, err, unix.EINVAL, "SetTxQueueLen(-1): %v, want EINVAL", err)
+	l, _ := taptest.ShowLink(t, ns, name)
+	assert.Equal(t, 4000, l.TxQLen, "tx queue length %d, want 4000", l.TxQLen)
 }
 
 // testFrame is a broadcast Ethernet frame of an unknown EtherType: the kernel counts it as
@@ -376,9 +332,7 @@ func TestQueuesCarryTransmittedFrames(t *testing.T) {
 			break
 		}
 	}
-	if !seen {
-		t.Error("no ARP request for 192.0.2.2 was read from any queue")
-	}
+	assert.True(t, seen, "no ARP request for 192.0.2.2 was read from any queue")
 	for _, q := range d.Queues() {
 		q.SetReadDeadline(time.Now()) // release the other reader
 	}
@@ -393,74 +347,56 @@ func TestMoveTo(t *testing.T) {
 	name := taptest.Name("mt")
 	d := openTest(t, Config{Name: name, Queues: 2, NetNS: ns1, MTU: 1400})
 	ch, err := d.Watch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	next(t, ch)
 
-	if err := d.MoveTo(ns2); err != nil {
-		t.Fatalf("MoveTo: %v", err)
-	}
+	require.NoError(t, d.MoveTo(ns2), "MoveTo")
 	waitState(t, ch, "the TAP leaving ns1", func(e LinkEvent) bool { return e.Deleted })
 	if _, ok := taptest.ShowLink(t, ns1, name); ok {
 		t.Errorf("%s still in %s", name, ns1)
 	}
 	l, ok := taptest.ShowLink(t, ns2, name)
-	if !ok || l.LinkInfo.Data.NumQueues != 2 || l.MTU != 1400 || l.Index != d.Index() || d.NetNS() != ns2 {
-		t.Fatalf("after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
-	}
+	require.True(t, ok, "after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
+	require.Equal(t, 2, l.LinkInfo.Data.NumQueues, "after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
+	require.Equal(t, 1400, l.MTU, "after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
+	require.Equal(t, d.Index(), l.Index, "after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
+	require.Equal(t, ns2, d.NetNS(), "after the move: in ns2 %v, %+v; device index %d netns %q", ok, l, d.Index(), d.NetNS())
 	var st unix.Stat_t
 	unix.Stat("/run/netns/"+ns2, &st)
-	if dev, ino := d.NetNSID(); dev != st.Dev || ino != st.Ino {
-		t.Errorf("NetNSID after the move = %d/%d, want ns2's %d/%d", dev, ino, st.Dev, st.Ino)
-	}
+	dev, ino := d.NetNSID()
+	assert.Equal(t, st.Dev, dev, "NetNSID after the move = %d/%d, want ns2's %d/%d", dev, ino, st.Dev, st.Ino)
+	assert.Equal(t, st.Ino, ino, "NetNSID after the move = %d/%d, want ns2's %d/%d", dev, ino, st.Dev, st.Ino)
 	// The queues still carry frames, and new ones attach in the new namespace.
 	taptest.IP(t, ns2, "link", "set", name, "up")
-	if err := d.SetQueues(3); err != nil {
-		t.Fatalf("SetQueues after the move: %v", err)
-	}
+	require.NoError(t, d.SetQueues(3), "SetQueues after the move")
 	for i := range 3 {
-		if _, err := d.Queue(i).Write(testFrame()); err != nil {
-			t.Fatalf("queue %d: %v", i, err)
-		}
+		_, err := d.Queue(i).Write(testFrame())
+		require.NoError(t, err, "queue %d", i)
 	}
 	l, _ = taptest.ShowLink(t, ns2, name)
-	if l.LinkInfo.Data.NumQueues != 3 || l.Stats64.RX.Packets != 3 {
-		t.Errorf("in ns2: %d queues, %d frames received; want 3 and 3", l.LinkInfo.Data.NumQueues, l.Stats64.RX.Packets)
-	}
-	if err := d.SetMTU(1300); err != nil {
-		t.Errorf("SetMTU after the move: %v", err)
-	}
+	assert.Equal(t, 3, l.LinkInfo.Data.NumQueues, "in ns2: %d queues, %d frames received; want 3 and 3", l.LinkInfo.Data.NumQueues, l.Stats64.RX.Packets)
+	assert.Equal(t, uint64(3), l.Stats64.RX.Packets, "in ns2: %d queues, %d frames received; want 3 and 3", l.LinkInfo.Data.NumQueues, l.Stats64.RX.Packets)
+	assert.NoError(t, d.SetMTU(1300), "SetMTU after the move")
 	ch2, err := d.Watch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ev := next(t, ch2); ev.MTU != 1300 || !ev.Up {
-		t.Errorf("watch in the new namespace starts with %+v", ev)
-	}
+	require.NoError(t, err)
+	ev := next(t, ch2)
+	assert.Equal(t, 1300, ev.MTU, "watch in the new namespace starts with %+v", ev)
+	assert.True(t, ev.Up, "watch in the new namespace starts with %+v", ev)
 
 	// A clash in the target namespace refuses the move and changes nothing.
 	taptest.IP(t, ns1, "link", "add", name, "type", "veth", "peer", "name", name+"p")
-	if err := d.MoveTo(ns1); !errors.Is(err, unix.EEXIST) {
-		t.Errorf("MoveTo into a clash: %v, want EEXIST", err)
-	}
-	if err := d.MoveTo("manad-no-such-ns"); !errors.Is(err, unix.ENOENT) {
-		t.Errorf("MoveTo a missing namespace: %v, want ENOENT", err)
-	}
-	if err := d.MoveTo(ns2); err != nil {
-		t.Errorf("MoveTo where it is: %v", err)
-	}
+	err = d.MoveTo(ns1)
+	assert.ErrorIs(t, err, unix.EEXIST, "MoveTo into a clash: %v, want EEXIST", err)
+	err = d.MoveTo("manad-no-such-ns")
+	assert.ErrorIs(t, err, unix.ENOENT, "MoveTo a missing namespace: %v, want ENOENT", err)
+	assert.NoError(t, d.MoveTo(ns2), "MoveTo where it is")
 	if _, ok := taptest.ShowLink(t, ns2, name); !ok || d.NetNS() != ns2 {
 		t.Error("a refused move moved the TAP")
 	}
 	// Close deletes a non-persistent TAP in its new namespace.
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := taptest.ShowLink(t, ns2, name); ok {
-		t.Error("Close left the moved TAP behind")
-	}
-	if err := d.MoveTo(ns1); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("MoveTo after Close: %v, want ENODEV", err)
-	}
+	require.NoError(t, d.Close())
+	_, ok = taptest.ShowLink(t, ns2, name)
+	assert.False(t, ok, "Close left the moved TAP behind")
+	err = d.MoveTo(ns1)
+	assert.ErrorIs(t, err, unix.ENODEV, "MoveTo after Close: %v, want ENODEV", err)
 }

@@ -2,7 +2,6 @@ package tap
 
 import (
 	"context"
-	"errors"
 	"os/exec"
 	"testing"
 
@@ -10,6 +9,8 @@ import (
 
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // watchedTAP opens a one-queue TAP in a namespace of its own and watches it, for the tests that
@@ -26,9 +27,7 @@ func watchedTAP(t *testing.T) (ns, name string, d *Device, ch <-chan LinkEvent) 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ch, err := d.Watch(ctx)
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
+	require.NoError(t, err, "Watch")
 	return ns, name, d, ch
 }
 
@@ -44,9 +43,7 @@ func TestFeaturesFollowEthtool(t *testing.T) {
 	ethtool := func(args ...string) {
 		t.Helper()
 		out, err := exec.Command("ip", append([]string{"netns", "exec", ns, "ethtool", "-K", name}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ethtool -K %v: %v: %s", args, err, out)
-		}
+		require.NoError(t, err, "ethtool -K %v: %v: %s", args, err, out)
 	}
 	for _, step := range []struct {
 		args []string
@@ -60,9 +57,9 @@ func TestFeaturesFollowEthtool(t *testing.T) {
 	} {
 		ethtool(step.args...)
 		ev := waitState(t, ch, "features after ethtool -K "+step.args[0], func(e LinkEvent) bool { return e.Features == step.want })
-		if ev.Features.UDPGRO() != step.udp || ev.Name != name || ev.Deleted {
-			t.Errorf("ethtool -K %v: event %+v, UDPGRO %v", step.args, ev, ev.Features.UDPGRO())
-		}
+		assert.Equal(t, step.udp, ev.Features.UDPGRO(), "ethtool -K %v: event %+v, UDPGRO %v", step.args, ev, ev.Features.UDPGRO())
+		assert.Equal(t, name, ev.Name, "ethtool -K %v: event %+v, UDPGRO %v", step.args, ev, ev.Features.UDPGRO())
+		assert.False(t, ev.Deleted, "ethtool -K %v: event %+v, UDPGRO %v", step.args, ev, ev.Features.UDPGRO())
 		f, err := d.Features()
 		if err != nil || f != step.want {
 			t.Errorf("ethtool -K %v: Features() = %03b, %v; want %03b", step.args, f, err, step.want)
@@ -84,21 +81,16 @@ func TestSetFeatures(t *testing.T) {
 		{FeatureGROList, 0, FeatureGRO, "off", "off"},
 	} {
 		got, err := d.SetFeatures(step.mask, step.value)
-		if err != nil || got != step.want {
-			t.Fatalf("SetFeatures(%03b, %03b) = %03b, %v; want %03b", step.mask, step.value, got, err, step.want)
-		}
-		if fwd, list := taptest.EthtoolFeature(t, ns, name, "rx-udp-gro-forwarding"), taptest.EthtoolFeature(t, ns, name, "rx-gro-list"); fwd != step.fwd || list != step.list {
-			t.Errorf("after SetFeatures(%03b, %03b): ethtool -k shows rx-udp-gro-forwarding %s, rx-gro-list %s; want %s, %s",
-				step.mask, step.value, fwd, list, step.fwd, step.list)
-		}
+		require.NoError(t, err, "SetFeatures(%03b, %03b) = %03b, %v; want %03b", step.mask, step.value, got, err, step.want)
+		require.Equal(t, step.want, got, "SetFeatures(%03b, %03b) = %03b, %v; want %03b", step.mask, step.value, got, err, step.want)
+		fwd, list := taptest.EthtoolFeature(t, ns, name, "rx-udp-gro-forwarding"), taptest.EthtoolFeature(t, ns, name, "rx-gro-list")
+		assert.Equal(t, step.fwd, fwd, "after SetFeatures(%03b, %03b): ethtool -k shows rx-udp-gro-forwarding %s, rx-gro-list %s; want %s, %s", step.mask, step.value, fwd, list, step.fwd, step.list)
+		assert.Equal(t, step.list, list, "after SetFeatures(%03b, %03b): ethtool -k shows rx-udp-gro-forwarding %s, rx-gro-list %s; want %s, %s", step.mask, step.value, fwd, list, step.fwd, step.list)
 		waitState(t, ch, "the change's link event", func(e LinkEvent) bool { return e.Features == step.want })
 	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.SetFeatures(FeatureGROList, FeatureGROList); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("SetFeatures after Close: %v, want ENODEV", err)
-	}
+	require.NoError(t, d.Close())
+	_, err := d.SetFeatures(FeatureGROList, FeatureGROList)
+	assert.ErrorIs(t, err, unix.ENODEV, "SetFeatures after Close: %v, want ENODEV", err)
 }
 
 func TestFeatureName(t *testing.T) {
@@ -109,8 +101,6 @@ func TestFeatureName(t *testing.T) {
 		{FeatureGRO, "rx-gro"}, {FeatureGROUDPFwd, "rx-udp-gro-forwarding"}, {FeatureGROList, "rx-gro-list"},
 		{FeatureGRO | FeatureGROList, ""}, {0, ""},
 	} {
-		if got := tt.f.Name(); got != tt.want {
-			t.Errorf("Features(%03b).Name() = %q, want %q", tt.f, got, tt.want)
-		}
+		assert.Equal(t, tt.want, tt.f.Name(), "Features(%03b).Name()", tt.f)
 	}
 }

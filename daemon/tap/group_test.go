@@ -1,7 +1,6 @@
 package tap
 
 import (
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // testGroup is the netdev group the tests put their TAPs in.
@@ -46,28 +47,19 @@ func TestDeleteGroupDeletesEveryTAPAtOnce(t *testing.T) {
 	// A persistent TAP opened with the group stays out of it; a device of another group stays.
 	pers := openTest(t, Config{Name: taptest.Name("gp"), Queues: 1, NetNS: ns, Group: testGroup, Persistent: true})
 	other := openTest(t, Config{Name: taptest.Name("go"), Queues: 1, NetNS: ns})
-	if got := groupMembers(t, ns, testGroup); !slices.Equal(got, names) {
-		t.Fatalf("group %d holds %v, want %v", testGroup, got, names)
-	}
+	got := groupMembers(t, ns, testGroup)
+	require.True(t, slices.Equal(got, names), "group %d holds %v, want %v", testGroup, got, names)
 
-	if err := DeleteGroup(testGroup, devs); err != nil {
-		t.Fatalf("DeleteGroup: %v", err)
-	}
+	require.NoError(t, DeleteGroup(testGroup, devs), "DeleteGroup")
 	for i, d := range devs {
-		if _, ok := taptest.ShowLink(t, ns, names[i]); ok {
-			t.Errorf("%s still exists after DeleteGroup", d.Name())
-		}
-		if d.NumQueues() != 2 {
-			t.Errorf("%s: %d queues open after DeleteGroup, want them kept until Close", d.Name(), d.NumQueues())
-		}
-		if err := d.Close(); err != nil {
-			t.Errorf("Close after DeleteGroup: %v", err)
-		}
+		_, ok := taptest.ShowLink(t, ns, names[i])
+		assert.False(t, ok, "%s still exists after DeleteGroup", d.Name())
+		assert.Equal(t, 2, d.NumQueues(), "%s: %d queues open after DeleteGroup, want them kept until Close", d.Name(), d.NumQueues())
+		assert.NoError(t, d.Close(), "Close after DeleteGroup")
 	}
 	for _, d := range []*Device{pers, other} {
-		if _, ok := taptest.ShowLink(t, ns, d.Name()); !ok {
-			t.Errorf("%s, not in the group, was deleted", d.Name())
-		}
+		_, ok := taptest.ShowLink(t, ns, d.Name())
+		assert.True(t, ok, "%s, not in the group, was deleted", d.Name())
 	}
 }
 
@@ -126,20 +118,14 @@ func TestDeleteGroupRefusesAndDeletesNothing(t *testing.T) {
 			group, devs := tt.setup(t, ns, a, b)
 			mid := taptest.IP(t, ns, "-o", "link", "show")
 			err := DeleteGroup(group, devs)
-			if !errors.Is(err, tt.errno) {
-				t.Fatalf("DeleteGroup: %v, want %v", err, tt.errno)
-			}
-			if after := taptest.IP(t, ns, "-o", "link", "show"); after != mid {
-				t.Errorf("a refused DeleteGroup changed the links:\nbefore %s\nafter %s", mid, after)
-			}
+			require.ErrorIs(t, err, tt.errno, "DeleteGroup")
+			after := taptest.IP(t, ns, "-o", "link", "show")
+			assert.Equal(t, mid, after, "a refused DeleteGroup changed the links:\nbefore %s\nafter %s", mid, after)
 			// The devices still close (and delete their TAPs) as usual.
 			for _, d := range []*Device{a, b} {
-				if err := d.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-				if _, ok := taptest.ShowLink(t, ns, d.Name()); ok {
-					t.Errorf("%s still exists after Close", d.Name())
-				}
+				assert.NoError(t, d.Close(), "Close")
+				_, ok := taptest.ShowLink(t, ns, d.Name())
+				assert.False(t, ok, "%s still exists after Close", d.Name())
 			}
 		})
 	}
@@ -153,11 +139,8 @@ func TestPersistentTAPLeavesTheGroup(t *testing.T) {
 	name := taptest.Name("gr")
 	d := openTest(t, Config{Name: name, Queues: 1, NetNS: ns, Persistent: true})
 	taptest.IP(t, ns, "link", "set", name, "group", strconv.FormatUint(testGroup, 10))
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Close())
 	openTest(t, Config{Name: name, Queues: 1, NetNS: ns, Persistent: true, Group: testGroup})
-	if got := groupMembers(t, ns, testGroup); len(got) != 0 {
-		t.Errorf("group %d holds %v after re-attaching the persistent TAP, want nothing", testGroup, got)
-	}
+	got := groupMembers(t, ns, testGroup)
+	assert.Empty(t, got, "group %d holds %v after re-attaching the persistent TAP, want nothing", testGroup, got)
 }

@@ -2,7 +2,6 @@ package tap
 
 import (
 	"encoding/binary"
-	"errors"
 	"net"
 	"os"
 	"testing"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/manad/manad/daemon/offload"
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestOffload opens a TAP with offloads: the kernel marks it vnet_hdr, accepts at least
@@ -24,13 +25,11 @@ func TestOffload(t *testing.T) {
 	name := taptest.Name("mo")
 	d := openTest(t, Config{Name: name, Queues: 1, NetNS: ns, Offload: true, Persistent: true})
 	l, _ := taptest.ShowLink(t, ns, name)
-	if !l.LinkInfo.Data.VnetHdr || !d.VnetHdr() {
-		t.Fatalf("link info %+v, VnetHdr %v: want vnet_hdr", l.LinkInfo.Data, d.VnetHdr())
-	}
+	require.True(t, l.LinkInfo.Data.VnetHdr, "link info %+v, VnetHdr %v: want vnet_hdr", l.LinkInfo.Data, d.VnetHdr())
+	require.True(t, d.VnetHdr(), "link info %+v, VnetHdr %v: want vnet_hdr", l.LinkInfo.Data, d.VnetHdr())
 	got := d.Offloads()
-	if want := uint(OffloadCsum | OffloadTSO4 | OffloadTSO6 | OffloadTSOECN); got&want != want {
-		t.Fatalf("offloads %s, want at least %s", OffloadString(got), OffloadString(want))
-	}
+	want := uint(OffloadCsum | OffloadTSO4 | OffloadTSO6 | OffloadTSOECN)
+	require.Equal(t, want, got&want, "offloads %s, want at least %s", OffloadString(got), OffloadString(want))
 	t.Logf("offloads: %s", OffloadString(got))
 
 	taptest.IP(t, ns, "addr", "add", "10.99.0.1/24", "dev", name)
@@ -50,9 +49,7 @@ func TestOffload(t *testing.T) {
 			_, err = c.Write(payload)
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	q := d.Queue(0)
 	q.SetReadDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, VnetHdrLen+offload.MaxFrameLen)
@@ -60,24 +57,18 @@ func TestOffload(t *testing.T) {
 	bytes := 0
 	for bytes < len(payload) {
 		n, err := q.Read(buf)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("read %d of %d UDP bytes from the TAP", bytes, len(payload))
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "read %d of %d UDP bytes from the TAP", bytes, len(payload))
+		require.NoError(t, err)
 		f := buf[VnetHdrLen:n]
 		// IPv4, UDP, to port 9; IPv6 chatter and ARP are skipped.
 		if len(f) < 42 || binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[23] != 17 || binary.BigEndian.Uint16(f[36:]) != 9 {
 			continue
 		}
 		var h offload.Header
-		if err := h.Decode(buf[:n]); err != nil {
-			t.Fatal(err)
-		}
-		if h.Flags&offload.FlagNeedsCsum == 0 || h.CsumStart != 34 || h.CsumOffset != 6 {
-			t.Errorf("UDP frame with header %+v: want a partial checksum at 34+6", h)
-		}
+		require.NoError(t, h.Decode(buf[:n]))
+		assert.NotEqual(t, uint8(0), h.Flags&offload.FlagNeedsCsum, "UDP frame with header %+v: want a partial checksum at 34+6", h)
+		assert.Equal(t, uint16(34), h.CsumStart, "UDP frame with header %+v: want a partial checksum at 34+6", h)
+		assert.Equal(t, uint16(6), h.CsumOffset, "UDP frame with header %+v: want a partial checksum at 34+6", h)
 		frames = append(frames, h)
 		bytes += len(f) - 42
 	}
@@ -90,22 +81,17 @@ func TestOffload(t *testing.T) {
 	}
 
 	// Re-attach, as a restarted manad does.
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Close())
 	d2 := openTest(t, Config{Name: name, Queues: 2, NetNS: ns, Offload: true, Persistent: true})
 	if !d2.Reattached() || d2.Offloads() != got {
 		t.Errorf("re-attached %v with offloads %s, want %s", d2.Reattached(), OffloadString(d2.Offloads()), OffloadString(got))
 	}
-	if l, _ := taptest.ShowLink(t, ns, name); !l.LinkInfo.Data.VnetHdr {
-		t.Error("re-attached TAP lost vnet_hdr")
-	}
+	l, _ = taptest.ShowLink(t, ns, name)
+	assert.True(t, l.LinkInfo.Data.VnetHdr, "re-attached TAP lost vnet_hdr")
 
 	// Re-attached without offloads, the TAP hands over plain frames again: the UDP_SEGMENT
 	// send arrives as five datagrams of 1042 bytes, no header in front.
-	if err := d2.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d2.Close())
 	d3 := openTest(t, Config{Name: name, Queues: 1, NetNS: ns, Persistent: true})
 	if l, _ := taptest.ShowLink(t, ns, name); l.LinkInfo.Data.VnetHdr || d3.Offloads() != 0 || d3.VnetHdr() {
 		t.Errorf("re-attached without offloads: vnet_hdr %v, offloads %s", l.LinkInfo.Data.VnetHdr, OffloadString(d3.Offloads()))
@@ -122,23 +108,17 @@ func TestOffload(t *testing.T) {
 			_, err = c.Write(payload)
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	q = d3.Queue(0)
 	q.SetReadDeadline(time.Now().Add(5 * time.Second))
 	for n := 0; n < 5; {
 		m, err := q.Read(buf)
-		if err != nil {
-			t.Fatalf("after %d datagrams: %v", n, err)
-		}
+		require.NoError(t, err, "after %d datagrams", n)
 		f := buf[:m]
 		if len(f) < 42 || binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[23] != 17 || binary.BigEndian.Uint16(f[36:]) != 9 {
 			continue
 		}
-		if m != 1042 {
-			t.Fatalf("datagram %d is a %d-byte frame, want 1042", n, m)
-		}
+		require.Equal(t, 1042, m, "datagram %d is a %d-byte frame, want 1042", n, m)
 		n++
 	}
 }

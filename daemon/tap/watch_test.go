@@ -2,7 +2,6 @@ package tap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"testing"
@@ -11,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // next returns the next event, failing the test if none comes within a generous deadline.
@@ -18,9 +19,7 @@ func next(t *testing.T, ch <-chan LinkEvent) LinkEvent {
 	t.Helper()
 	select {
 	case ev, ok := <-ch:
-		if !ok {
-			t.Fatal("watch channel closed")
-		}
+		require.True(t, ok, "watch channel closed")
 		return ev
 	case <-time.After(10 * time.Second):
 		t.Fatal("no link event")
@@ -53,9 +52,7 @@ func waitState(t *testing.T, ch <-chan LinkEvent, what string, cond func(LinkEve
 	for {
 		select {
 		case ev, ok := <-ch:
-			if !ok {
-				t.Fatalf("watch channel closed while waiting for %s", what)
-			}
+			require.True(t, ok, "watch channel closed while waiting for %s", what)
 			if cond(ev) {
 				return ev
 			}
@@ -75,13 +72,13 @@ func TestWatchFollowsLinkState(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := d.Watch(ctx)
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
+	require.NoError(t, err, "Watch")
 	first := next(t, ch)
-	if first.Up || first.MTU != 1500 || first.Name != name || first.Index != d.Index() || first.Deleted {
-		t.Fatalf("first event %+v: want the current state (down, MTU 1500)", first)
-	}
+	require.False(t, first.Up, "first event %+v: want the current state (down, MTU 1500)", first)
+	require.Equal(t, 1500, first.MTU, "first event %+v: want the current state (down, MTU 1500)", first)
+	require.Equal(t, name, first.Name, "first event %+v: want the current state (down, MTU 1500)", first)
+	require.Equal(t, d.Index(), first.Index, "first event %+v: want the current state (down, MTU 1500)", first)
+	require.False(t, first.Deleted, "first event %+v: want the current state (down, MTU 1500)", first)
 
 	steps := []struct {
 		what string
@@ -100,23 +97,17 @@ func TestWatchFollowsLinkState(t *testing.T) {
 			func(e LinkEvent) bool { return e.MAC.String() == "02:01:02:03:04:05" }},
 	}
 	for _, s := range steps {
-		if err := s.do(); err != nil {
-			t.Fatalf("%s: %v", s.what, err)
-		}
+		require.NoError(t, s.do(), "%s", s.what)
 		ev := waitState(t, ch, s.what, s.want)
-		if ev.Deleted {
-			t.Fatalf("%s: event says deleted: %+v", s.what, ev)
-		}
+		require.False(t, ev.Deleted, "%s: event says deleted: %+v", s.what, ev)
 	}
 	// Refused values change nothing and send nothing.
 	for _, mtu := range []int{MinMTU - 1, MaxMTU + 1} {
-		if err := d.SetMTU(mtu); !errors.Is(err, unix.EINVAL) {
-			t.Errorf("SetMTU(%d): %v, want EINVAL", mtu, err)
-		}
+		err := d.SetMTU(mtu)
+		assert.ErrorIs(t, err, unix.EINVAL, "SetMTU(%d): %v, want EINVAL", mtu, err)
 	}
-	if err := d.SetMAC(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}); !errors.Is(err, unix.EADDRNOTAVAIL) {
-		t.Errorf("SetMAC(broadcast): %v, want EADDRNOTAVAIL", err)
-	}
+	err = d.SetMAC(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	assert.ErrorIs(t, err, unix.EADDRNOTAVAIL, "SetMAC(broadcast): %v, want EADDRNOTAVAIL", err)
 	select {
 	case ev := <-ch:
 		t.Errorf("event after refused changes: %+v", ev)
@@ -125,12 +116,9 @@ func TestWatchFollowsLinkState(t *testing.T) {
 
 	taptest.IP(t, ns, "link", "del", name)
 	ev := waitState(t, ch, "deletion", func(e LinkEvent) bool { return e.Deleted })
-	if ev.Index != d.Index() {
-		t.Errorf("deleted event for index %d, want %d", ev.Index, d.Index())
-	}
-	if _, ok := <-ch; ok {
-		t.Error("channel not closed after the deleted event")
-	}
+	assert.Equal(t, d.Index(), ev.Index, "deleted event for index")
+	_, ok := <-ch
+	assert.False(t, ok, "channel not closed after the deleted event")
 }
 
 // TestWatchCoalescesToLatest changes the MTU many times without reading: the reader then sees
@@ -142,18 +130,12 @@ func TestWatchCoalescesToLatest(t *testing.T) {
 	d := openTest(t, Config{Name: name, Queues: 1, NetNS: ns, MTU: 1500})
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, err := d.Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for mtu := 1000; mtu < 1050; mtu++ {
-		if err := d.SetMTU(mtu); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, d.SetMTU(mtu))
 	}
 	ev := waitState(t, ch, "MTU 1049", func(e LinkEvent) bool { return e.MTU == 1049 })
-	if ev.Deleted {
-		t.Fatalf("%+v", ev)
-	}
+	require.False(t, ev.Deleted, "%+v", ev)
 	select {
 	case ev := <-ch:
 		t.Errorf("stale event after the latest state: %+v", ev)
@@ -163,16 +145,13 @@ func TestWatchCoalescesToLatest(t *testing.T) {
 	cancel()
 	select {
 	case _, ok := <-ch:
-		if ok {
-			t.Error("event after cancel")
-		}
+		assert.False(t, ok, "event after cancel")
 	case <-time.After(10 * time.Second):
 		t.Fatal("channel not closed after cancel")
 	}
 	d.Close()
-	if _, err := d.Watch(context.Background()); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("Watch after Close: %v, want ENODEV", err)
-	}
+	_, err = d.Watch(context.Background())
+	assert.ErrorIs(t, err, unix.ENODEV, "Watch after Close: %v, want ENODEV", err)
 }
 
 // TestWatchOnlyItsOwnLink checks that changes of another link in the namespace are not reported.
@@ -184,22 +163,15 @@ func TestWatchOnlyItsOwnLink(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := a.Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	next(t, ch)
 	for i := range 5 {
-		if err := b.SetMTU(1300 + i); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, b.SetMTU(1300+i))
 	}
-	if err := a.SetMTU(1234); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.SetMTU(1234))
 	ev := next(t, ch)
-	if ev.MTU != 1234 || ev.Index != a.Index() {
-		t.Errorf("event %+v: want only a's MTU change (%s)", ev, fmt.Sprint(a.Index()))
-	}
+	assert.Equal(t, 1234, ev.MTU, "event %+v: want only a's MTU change (%s)", ev, fmt.Sprint(a.Index()))
+	assert.Equal(t, a.Index(), ev.Index, "event %+v: want only a's MTU change (%s)", ev, fmt.Sprint(a.Index()))
 }
 
 // TestCloseEndsWatch: a persistent TAP outlives Close, but its watches do not.
@@ -209,18 +181,12 @@ func TestCloseEndsWatch(t *testing.T) {
 	name := taptest.Name("mt")
 	d := openTest(t, Config{Name: name, Queues: 1, NetNS: ns, Persistent: true})
 	ch, err := d.Watch(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	next(t, ch)
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Close())
 	select {
 	case ev, ok := <-ch:
-		if ok {
-			t.Errorf("event after Close: %+v", ev)
-		}
+		assert.False(t, ok, "event after Close: %+v", ev)
 	case <-time.After(10 * time.Second):
 		t.Fatal("watch still running after Close")
 	}

@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // newWatcherTest starts a Watcher of ns and closes it when the test ends.
@@ -20,9 +22,7 @@ func newWatcherTest(t *testing.T, ns string, opts WatcherOptions) *Watcher {
 		opts.Logger = quietLogger()
 	}
 	w, err := NewWatcher(ns, opts)
-	if err != nil {
-		t.Fatalf("NewWatcher(%q): %v", ns, err)
-	}
+	require.NoError(t, err, "NewWatcher(%q)", ns)
 	t.Cleanup(func() { w.Close() })
 	return w
 }
@@ -32,9 +32,8 @@ func ipBatch(t *testing.T, ns string, cmds []string) {
 	t.Helper()
 	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
 	cmd.Stdin = strings.NewReader(strings.Join(cmds, "\n") + "\n")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ip -batch: %v: %s", err, out)
-	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "ip -batch: %v: %s", err, out)
 }
 
 // TestSharedWatcherDispatchesByIndex opens several TAPs on one Watcher and changes them all in one
@@ -50,21 +49,19 @@ func TestSharedWatcherDispatchesByIndex(t *testing.T) {
 	for i := range devs {
 		devs[i] = openTest(t, Config{Name: taptest.Name("mw"), Queues: 1, NetNS: ns, MTU: 1500, Watcher: w})
 		ch, err := devs[i].Watch(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		chs[i] = ch
-		if ev := next(t, chs[i]); ev.Index != devs[i].Index() || ev.MTU != 1500 || ev.Up {
-			t.Fatalf("first event of %s: %+v", devs[i].Name(), ev)
-		}
+		ev := next(t, chs[i])
+		require.Equal(t, devs[i].Index(), ev.Index, "first event of %s: %+v", devs[i].Name(), ev)
+		require.Equal(t, 1500, ev.MTU, "first event of %s: %+v", devs[i].Name(), ev)
+		require.False(t, ev.Up, "first event of %s: %+v", devs[i].Name(), ev)
 		cmds = append(cmds, fmt.Sprintf("link set %s mtu %d up", devs[i].Name(), 1300+i))
 	}
 	ipBatch(t, ns, cmds)
 	for i, d := range devs {
 		ev := waitState(t, chs[i], "MTU and up", func(e LinkEvent) bool { return e.MTU == 1300+i && e.Up })
-		if ev.Index != d.Index() || ev.Name != d.Name() {
-			t.Errorf("%s got the event of another link: %+v", d.Name(), ev)
-		}
+		assert.Equal(t, d.Index(), ev.Index, "%s got the event of another link: %+v", d.Name(), ev)
+		assert.Equal(t, d.Name(), ev.Name, "%s got the event of another link: %+v", d.Name(), ev)
 	}
 }
 
@@ -82,9 +79,7 @@ func TestWatcherResyncsAfterOverrun(t *testing.T) {
 	for i := range devs {
 		devs[i] = openTest(t, Config{Name: taptest.Name("mo"), Queues: 1, NetNS: ns, MTU: 1500, Watcher: w})
 		ch, err := devs[i].Watch(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		chs[i] = ch
 		next(t, ch)
 	}
@@ -93,9 +88,7 @@ func TestWatcherResyncsAfterOverrun(t *testing.T) {
 	// Opening the TAPs may have overrun the socket already; the bursts must overrun it again.
 	before := w.Overruns()
 	for round := 0; round == 0 || w.Overruns() == before; round++ {
-		if round == 20 {
-			t.Fatal("no overrun after 20 bursts: the test hook did not shrink the receive buffer")
-		}
+		require.NotEqual(t, 20, round, "no overrun after 20 bursts: the test hook did not shrink the receive buffer")
 		var cmds []string
 		for step := range 10 {
 			final = 1000 + 20*round + step
@@ -116,9 +109,8 @@ func TestWatcherResyncsAfterOverrun(t *testing.T) {
 			func(e LinkEvent) bool { return e.MTU == final && e.Up && !e.Deleted })
 	}
 	waitState(t, chs[n-1], "the deleted TAP's deletion", func(e LinkEvent) bool { return e.Deleted })
-	if _, ok := <-chs[n-1]; ok {
-		t.Error("the deleted TAP's channel stays open")
-	}
+	_, ok := <-chs[n-1]
+	assert.False(t, ok, "the deleted TAP's channel stays open")
 }
 
 // TestWatchFollowsRename renames a TAP with ip(8): the watch reports the new name for the same
@@ -130,31 +122,22 @@ func TestWatchFollowsRename(t *testing.T) {
 	old, renamed := taptest.Name("mr"), taptest.Name("mn")
 	d := openTest(t, Config{Name: old, Queues: 1, NetNS: ns})
 	ch, err := d.Watch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	next(t, ch)
 	taptest.IP(t, ns, "link", "set", old, "name", renamed)
 	ev := waitState(t, ch, "the rename", func(e LinkEvent) bool { return e.Name == renamed })
-	if ev.Index != d.Index() || ev.Deleted {
-		t.Fatalf("rename event %+v: want ifindex %d, not deleted", ev, d.Index())
-	}
-	if got := d.Name(); got != renamed {
-		t.Errorf("Name() = %q after the rename, want %q", got, renamed)
-	}
-	if err := d.SetQueues(3); err != nil {
-		t.Fatalf("SetQueues(3) after the rename: %v", err)
-	}
+	require.Equal(t, d.Index(), ev.Index, "rename event %+v: want ifindex %d, not deleted", ev, d.Index())
+	require.False(t, ev.Deleted, "rename event %+v: want ifindex %d, not deleted", ev, d.Index())
+	got := d.Name()
+	assert.Equal(t, renamed, got, "Name() = %q after the rename, want %q", got, renamed)
+	require.NoError(t, d.SetQueues(3), "SetQueues(3) after the rename")
 	l, ok := taptest.ShowLink(t, ns, renamed)
 	if !ok || l.LinkInfo.Data.NumQueues != 3 {
 		t.Errorf("renamed TAP has %d queues (exists: %v), want 3", l.LinkInfo.Data.NumQueues, ok)
 	}
-	if _, ok := taptest.ShowLink(t, ns, old); ok {
-		t.Errorf("a TAP named %s exists again after the rename", old)
-	}
-	if err := d.SetUp(true); err != nil {
-		t.Fatal(err)
-	}
+	_, ok = taptest.ShowLink(t, ns, old)
+	assert.False(t, ok, "a TAP named %s exists again after the rename", old)
+	require.NoError(t, d.SetUp(true))
 	waitState(t, ch, "up under the new name", func(e LinkEvent) bool { return e.Up && e.Name == renamed })
 }
 
@@ -172,30 +155,22 @@ func TestWatcherRefusals(t *testing.T) {
 	}
 	d := openTest(t, Config{Name: taptest.Name("mx"), Queues: 1, NetNS: other, Watcher: w})
 	ch, err := d.Watch(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	next(t, ch)
-	if err := w.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
+	assert.NoError(t, w.Close(), "Close")
 	// A snapshot sent before the close (the kernel may still report the new TAP's late
 	// changes, such as its features) may be taken first; then the channel must close.
 	waitClosed(t, ch, "the watch of a closed watcher")
-	if _, err := d.Watch(context.Background()); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("Watch on a closed watcher: %v, want ENODEV", err)
-	}
+	_, err = d.Watch(context.Background())
+	assert.ErrorIs(t, err, unix.ENODEV, "Watch on a closed watcher: %v, want ENODEV", err)
 	// The device shares the watcher's namespace handle, which stays open while the device is:
 	// it still configures its TAP, in its namespace.
-	if err := d.SetMTU(1400); err != nil {
-		t.Fatalf("SetMTU after the watcher closed: %v", err)
-	}
+	require.NoError(t, d.SetMTU(1400), "SetMTU after the watcher closed")
 	if l, ok := taptest.ShowLink(t, other, d.Name()); !ok || l.MTU != 1400 {
 		t.Errorf("TAP in %s after SetMTU(1400): %+v (exists: %v)", other, l, ok)
 	}
-	if _, err := Open(Config{Name: taptest.Name("mx"), Queues: 1, NetNS: other, Watcher: w, Logger: quietLogger()}); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("Open with a closed watcher: %v, want ENODEV", err)
-	}
+	_, err = Open(Config{Name: taptest.Name("mx"), Queues: 1, NetNS: other, Watcher: w, Logger: quietLogger()})
+	assert.ErrorIs(t, err, unix.ENODEV, "Open with a closed watcher: %v, want ENODEV", err)
 }
 
 // TestSharedWatcherTwoWatchesOfOneTAP: two Watches of one TAP on a shared Watcher both follow it,
@@ -207,26 +182,18 @@ func TestSharedWatcherTwoWatchesOfOneTAP(t *testing.T) {
 	d := openTest(t, Config{Name: taptest.Name("m2"), Queues: 1, NetNS: ns, MTU: 1500, Watcher: w})
 	ctx1, cancel1 := context.WithCancel(t.Context())
 	ch1, err := d.Watch(ctx1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ch2, err := d.Watch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	next(t, ch1)
 	next(t, ch2)
-	if err := d.SetMTU(1300); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.SetMTU(1300))
 	for _, ch := range []<-chan LinkEvent{ch1, ch2} {
 		waitState(t, ch, "MTU 1300", func(e LinkEvent) bool { return e.MTU == 1300 })
 	}
 	cancel1()
 	for range ch1 {
 	}
-	if err := d.SetMTU(1200); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.SetMTU(1200))
 	waitState(t, ch2, "MTU 1200 on the remaining watch", func(e LinkEvent) bool { return e.MTU == 1200 })
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/vnic"
 )
@@ -29,9 +30,7 @@ func BenchmarkRun(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			raw := newRawProg(b, ebpf.XDP, bc.insns)
 			p, err := FromProgram(raw, bc.name)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			defer p.Close()
 			frame := udpFrame(1500, 1, 53)
 			buf, data, end := rxBufArgs(frame)
@@ -41,17 +40,16 @@ func BenchmarkRun(b *testing.B) {
 			base := func(n int) {
 				for range n {
 					opts.DataOut = out
-					if _, err := raw.Run(opts); err != nil {
-						b.Fatal(err)
-					}
+					_, err := raw.Run(opts)
+					require.NoError(b, err)
 				}
 			}
 			run := func(n int) {
 				for range n {
 					act, d, e, err := p.Run(0, buf, data, end)
-					if err != nil || act != vnic.XDPPass || e-d != len(frame) {
-						b.Fatalf("Run: %v [%d:%d] %v", act, d, e, err)
-					}
+					require.NoError(b, err, "Run: %v [%d:%d] %v", act, d, e, err)
+					require.Equal(b, vnic.XDPPass, act, "Run: %v [%d:%d] %v", act, d, e, err)
+					require.Equal(b, len(frame), e-d, "Run: %v [%d:%d] %v", act, d, e, err)
 				}
 			}
 			base(16) // warm up both

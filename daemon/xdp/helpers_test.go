@@ -7,6 +7,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/tests/testenv"
 	"github.com/manad/manad/vnic"
@@ -183,9 +185,7 @@ func newRawProg(t testing.TB, typ ebpf.ProgramType, insns asm.Instructions) *ebp
 	t.Helper()
 	testenv.RequireRoot(t)
 	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: typ, License: "GPL", Instructions: insns})
-	if err != nil {
-		t.Fatalf("loading %s program: %v", typ, err)
-	}
+	require.NoError(t, err, "loading %s program", typ)
 	t.Cleanup(func() { p.Close() })
 	return p
 }
@@ -195,13 +195,9 @@ func newProg(t testing.TB, name string, insns asm.Instructions) *Program {
 	t.Helper()
 	raw := newRawProg(t, ebpf.XDP, insns)
 	p, err := FromProgram(raw, name)
-	if err != nil {
-		t.Fatalf("FromProgram: %v", err)
-	}
+	require.NoError(t, err, "FromProgram")
 	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
+		assert.NoError(t, p.Close(), "Close")
 	})
 	return p
 }

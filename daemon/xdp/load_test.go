@@ -3,12 +3,13 @@ package xdp
 import (
 	"bytes"
 	"debug/elf"
-	"errors"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf/asm"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/xdp/xdptest"
@@ -25,9 +26,7 @@ func elfProg(section, name string, insns asm.Instructions) xdptest.Prog {
 func buildELF(t testing.TB, machine elf.Machine, license string, progs ...xdptest.Prog) []byte {
 	t.Helper()
 	obj, err := xdptest.BuildELF(machine, license, progs...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return obj
 }
 
@@ -49,23 +48,16 @@ func TestBuildELFIsValidELF(t *testing.T) {
 		elfProg("tc", "cls2", progConst(0)),
 	)
 	f, err := elf.NewFile(bytes.NewReader(obj))
-	if err != nil {
-		t.Fatalf("debug/elf refuses the object: %v", err)
-	}
+	require.NoError(t, err, "debug/elf refuses the object")
 	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var got []string
 	for _, s := range syms {
 		got = append(got, f.Sections[s.Section].Name+"/"+s.Name)
 	}
-	if want := "xdp/drop_udp_9 tc/cls tc/cls2"; strings.Join(got, " ") != want {
-		t.Errorf("symbols %q, want %q", got, want)
-	}
-	if f.Machine != elf.EM_BPF || f.Section("license") == nil {
-		t.Errorf("machine %v, license section %v", f.Machine, f.Section("license"))
-	}
+	assert.Equal(t, "xdp/drop_udp_9 tc/cls tc/cls2", strings.Join(got, " "), "symbols %q", got)
+	assert.Equal(t, elf.EM_BPF, f.Machine, "machine %v, license section %v", f.Machine, f.Section("license"))
+	assert.NotNil(t, f.Section("license"), "machine %v, license section %v", f.Machine, f.Section("license"))
 }
 
 func TestLoadValidObject(t *testing.T) {
@@ -79,12 +71,8 @@ func TestLoadValidObject(t *testing.T) {
 		{"xdp", "filter.o", "ebpf:filter.o"},
 	} {
 		p, err := Load(obj, tc.section, tc.name)
-		if err != nil {
-			t.Fatalf("Load(section %q): %v", tc.section, err)
-		}
-		if got := p.Name(); got != tc.wantName {
-			t.Errorf("Name() = %q, want %q", got, tc.wantName)
-		}
+		require.NoError(t, err, "Load(section %q)", tc.section)
+		assert.Equal(t, tc.wantName, p.Name(), "Name()")
 		for _, fc := range []struct {
 			frame []byte
 			want  vnic.XDPAction
@@ -97,9 +85,7 @@ func TestLoadValidObject(t *testing.T) {
 				t.Errorf("loaded program: %v, %v; want %v", act, err, fc.want)
 			}
 		}
-		if err := p.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
+		assert.NoError(t, p.Close(), "Close")
 	}
 }
 
@@ -129,9 +115,7 @@ func TestLoadPicksProgram(t *testing.T) {
 				checkLoadError(t, err, tc.errno, tc.msg)
 				return
 			}
-			if err != nil {
-				t.Fatalf("Load: %v", err)
-			}
+			require.NoError(t, err, "Load")
 			defer p.Close()
 			if act, _, _, err := runOn(p, 0, udpFrame(64, 1, 2)); err != nil || act != tc.want {
 				t.Errorf("Run: %v, %v; want %v", act, err, tc.want)
@@ -183,19 +167,11 @@ func TestLoadVerifierLog(t *testing.T) {
 	testenv.RequireRoot(t)
 	_, err := Load(buildELF(t, elf.EM_BPF, "GPL", elfProg("xdp", "unchecked", progUncheckedRead())), "", "")
 	var le *LoadError
-	if !errors.As(err, &le) {
-		t.Fatalf("Load: %v, want a *LoadError", err)
-	}
-	if len(le.VerifierLog) == 0 {
-		t.Errorf("no verifier log kept")
-	}
+	require.ErrorAs(t, err, &le, "Load: %v, want a *LoadError", err)
+	assert.NotEmpty(t, le.VerifierLog, "no verifier log kept")
 	// The verdict names the offending access, not the log's preamble.
-	if !strings.Contains(le.Err.Message, "invalid access to packet") {
-		t.Errorf("message %q does not carry the verifier's verdict; log:\n%s", le.Err.Message, strings.Join(le.VerifierLog, "\n"))
-	}
-	if strings.Contains(le.Err.Message, "\n") {
-		t.Errorf("message %q spans several lines", le.Err.Message)
-	}
+	assert.Contains(t, le.Err.Message, "invalid access to packet", "message %q does not carry the verifier's verdict; log:\n%s", le.Err.Message, strings.Join(le.VerifierLog, "\n"))
+	assert.NotContains(t, le.Err.Message, "\n", "message %q spans several lines", le.Err.Message)
 }
 
 // TestLoadWithoutPermission drops CAP_BPF, CAP_SYS_ADMIN, CAP_NET_ADMIN and CAP_PERFMON from one
@@ -205,9 +181,7 @@ func TestLoadWithoutPermission(t *testing.T) {
 	obj := buildELF(t, elf.EM_BPF, "GPL", elfProg("xdp", "pass", progConst(vnic.XDPPass)))
 	// Load once with the capabilities, so the library's feature probes are settled first.
 	p, err := Load(obj, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p.Close()
 	errc := make(chan error, 1)
 	go func() {
@@ -237,16 +211,10 @@ func TestLoadWithoutPermission(t *testing.T) {
 
 func checkLoadError(t *testing.T, err error, errno unix.Errno, msg string) {
 	t.Helper()
-	if !errors.Is(err, errno) {
-		t.Fatalf("error %v, want %v", err, errno)
-	}
+	require.ErrorIs(t, err, errno, "error")
 	var m interface{ ExtackMessage() string }
-	if !errors.As(err, &m) {
-		t.Fatalf("error %v has no extack message", err)
-	}
-	if !strings.Contains(m.ExtackMessage(), msg) {
-		t.Errorf("extack message %q, want it to contain %q", m.ExtackMessage(), msg)
-	}
+	require.ErrorAs(t, err, &m, "error %v has no extack message", err)
+	assert.Contains(t, m.ExtackMessage(), msg, "extack message %q, want it to contain %q", m.ExtackMessage(), msg)
 }
 
 // FuzzLoad feeds Load arbitrary bytes: it must return a program or an errno-backed error with a
@@ -267,8 +235,8 @@ func FuzzLoad(f *testing.F) {
 		}
 		var errno unix.Errno
 		var m interface{ ExtackMessage() string }
-		if !errors.As(err, &errno) || !errors.As(err, &m) || m.ExtackMessage() == "" {
-			t.Fatalf("error %v is not an errno with an extack message", err)
-		}
+		require.ErrorAs(t, err, &errno, "error %v is not an errno with an extack message", err)
+		require.ErrorAs(t, err, &m, "error %v is not an errno with an extack message", err)
+		require.NotEqual(t, "", m.ExtackMessage(), "error %v is not an errno with an extack message", err)
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/asm"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/pagepool"
@@ -83,24 +85,18 @@ func newXDPPort(t *testing.T, queues int, prog vnic.XDPProgram) (*vnic.Port, *sy
 		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PoolReleaseInterval: 5 * time.Millisecond,
 	}, vnic.Settings{MTU: 1500, Queues: queues, RxRing: 128, TxRing: 128, XDP: prog})
-	if err != nil {
-		t.Fatalf("vnic.New: %v", err)
-	}
+	require.NoError(t, err, "vnic.New")
 	t.Cleanup(func() {
 		mu.Lock()
 		td := port.Shutdown()
 		mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := td.Wait(ctx); err != nil {
-			t.Errorf("port teardown: %v", err)
-		}
+		assert.NoError(t, td.Wait(ctx), "port teardown")
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	if err := port.Open(); err != nil {
-		t.Fatalf("Open: %v", err)
-	}
+	require.NoError(t, port.Open(), "Open")
 	return port, mu, host, wire
 }
 
@@ -165,29 +161,19 @@ func TestPortRunsProgram(t *testing.T) {
 		want   vnic.RxResult
 	}{{pass, vnic.RxDelivered}, {drop, vnic.RxXDPDrop}, {echo, vnic.RxXDPTx}, {runt, vnic.RxXDPDrop}} {
 		for _, s := range group.frames {
-			if got := port.Receive(s.q, s.frame); got != group.want {
-				t.Errorf("Receive(q%d, %d bytes) = %v, want %v", s.q, len(s.frame), got, group.want)
-			}
+			assert.Equal(t, group.want, port.Receive(s.q, s.frame), "Receive(q%d, %d bytes)", s.q, len(s.frame))
 		}
 	}
 
 	st := portStats(port, mu, queues)
 	for q := range queues {
 		for _, n := range []string{"packets", "bytes", "xdp_drop", "xdp_tx", "xdp_redirect"} {
-			if got := st[key(q, n)]; got != want[key(q, n)] {
-				t.Errorf("%s = %d, want %d", key(q, n), got, want[key(q, n)])
-			}
+			assert.Equal(t, want[key(q, n)], st[key(q, n)], "%s", key(q, n))
 		}
 		tx := "tx_" + strconv.Itoa(q) + "_packets"
-		if st[tx] != want[tx] {
-			t.Errorf("%s = %d, want %d", tx, st[tx], want[tx])
-		}
-		if !framesEqual(host.frames[q], wantHost[q]) {
-			t.Errorf("queue %d delivered %d frames, not the %d passed ones", q, len(host.frames[q]), len(wantHost[q]))
-		}
-		if !framesEqual(wire.frames[q], wantWire[q]) {
-			t.Errorf("TX queue %d sent %d frames, not the %d reflected ones", q, len(wire.frames[q]), len(wantWire[q]))
-		}
+		assert.Equal(t, want[tx], st[tx], "%s", tx)
+		assert.True(t, framesEqual(host.frames[q], wantHost[q]), "queue %d delivered %d frames, not the %d passed ones", q, len(host.frames[q]), len(wantHost[q]))
+		assert.True(t, framesEqual(wire.frames[q], wantWire[q]), "TX queue %d sent %d frames, not the %d reflected ones", q, len(wire.frames[q]), len(wantWire[q]))
 	}
 }
 
@@ -201,13 +187,11 @@ func TestPortDeliversRewrittenFrame(t *testing.T) {
 	if got := port.Receive(0, frame); got != vnic.RxDelivered {
 		t.Fatalf("Receive = %v, want delivered", got)
 	}
-	if want := append(bytes.Clone(hdr), frame...); !framesEqual(host.frames[0], [][]byte{want}) {
-		t.Errorf("delivered %d frames; want the frame with the pushed header", len(host.frames[0]))
-	}
+	want := append(bytes.Clone(hdr), frame...)
+	assert.True(t, framesEqual(host.frames[0], [][]byte{want}), "delivered %d frames; want the frame with the pushed header", len(host.frames[0]))
 	// The driver counts the received length, before the program ran (mana_rx_skb).
-	if got := portStats(port, mu, 1)["rx_0_bytes"]; got != uint64(len(frame)) {
-		t.Errorf("rx_0_bytes = %d, want %d", got, len(frame))
-	}
+	got := portStats(port, mu, 1)["rx_0_bytes"]
+	assert.Equal(t, uint64(len(frame)), got, "rx_0_bytes = %d, want %d", got, len(frame))
 }
 
 // TestPortAttachDetach attaches a program to a running port and detaches it again (SetXDP).
@@ -222,12 +206,8 @@ func TestPortAttachDetach(t *testing.T) {
 		mu.Lock()
 		err := port.SetXDP(step.attach)
 		mu.Unlock()
-		if err != nil {
-			t.Fatalf("step %d: SetXDP: %v", i, err)
-		}
-		if got := port.Receive(0, frame); got != step.want {
-			t.Errorf("step %d: Receive = %v, want %v", i, got, step.want)
-		}
+		require.NoError(t, err, "step %d: SetXDP", i)
+		assert.Equal(t, step.want, port.Receive(0, frame), "step %d: Receive", i)
 	}
 	st := portStats(port, mu, 1)
 	if st["rx_0_xdp_drop"] != 1 || len(host.frames[0]) != 2 {

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/tests/testenv"
@@ -24,12 +26,10 @@ func runFrame(t *testing.T, p *Program, q int, frame []byte) (vnic.XDPAction, []
 	t.Helper()
 	buf, data, end := rxBuf(frame, testBufSize, testHeadroom)
 	act, d, e, err := p.Run(q, buf, data, end)
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if d < 0 || e < d || e > len(buf) {
-		t.Fatalf("Run returned bounds [%d:%d] outside the %d-byte buffer", d, e, len(buf))
-	}
+	require.NoError(t, err, "Run")
+	require.GreaterOrEqual(t, d, 0, "Run returned bounds [%d:%d] outside the %d-byte buffer", d, e, len(buf))
+	require.GreaterOrEqual(t, e, d, "Run returned bounds [%d:%d] outside the %d-byte buffer", d, e, len(buf))
+	require.LessOrEqual(t, e, len(buf), "Run returned bounds [%d:%d] outside the %d-byte buffer", d, e, len(buf))
 	return act, buf[d:e], d, e
 }
 
@@ -49,15 +49,10 @@ func TestRunConstantVerdicts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newProg(t, tc.name, progConst(tc.ret))
 			act, out, d, e := runFrame(t, p, 0, frame)
-			if act != tc.ret {
-				t.Errorf("verdict %v, want %v", act, tc.ret)
-			}
-			if d != testHeadroom || e != testHeadroom+len(frame) {
-				t.Errorf("bounds [%d:%d], want the input's [%d:%d]", d, e, testHeadroom, testHeadroom+len(frame))
-			}
-			if !bytes.Equal(out, frame) {
-				t.Errorf("frame changed by a program that does not touch it")
-			}
+			assert.Equal(t, tc.ret, act, "verdict")
+			assert.Equal(t, testHeadroom, d, "bounds [%d:%d], want the input's [%d:%d]", d, e, testHeadroom, testHeadroom+len(frame))
+			assert.Equal(t, testHeadroom+len(frame), e, "bounds [%d:%d], want the input's [%d:%d]", d, e, testHeadroom, testHeadroom+len(frame))
+			assert.Equal(t, frame, out, "frame changed by a program that does not touch it")
 		})
 	}
 }
@@ -87,12 +82,8 @@ func TestRunDropUDPPort(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			act, out, _, _ := runFrame(t, p, 3, tc.frame)
-			if act != tc.want {
-				t.Errorf("verdict %v, want %v", act, tc.want)
-			}
-			if !bytes.Equal(out, tc.frame) {
-				t.Errorf("frame changed")
-			}
+			assert.Equal(t, tc.want, act, "verdict")
+			assert.Equal(t, tc.frame, out, "frame changed")
 		})
 	}
 }
@@ -101,17 +92,12 @@ func TestRunRewritesHeaderByte(t *testing.T) {
 	p := newProg(t, "ttl1", progSetByte(22, 1, vnic.XDPPass)) // IPv4 TTL
 	frame := udpFrame(1514, 1, 2)
 	act, out, d, e := runFrame(t, p, 1, frame)
-	if act != vnic.XDPPass {
-		t.Fatalf("verdict %v, want pass", act)
-	}
+	require.Equal(t, vnic.XDPPass, act, "verdict %v, want pass", act)
 	want := bytes.Clone(frame)
 	want[22] = 1
-	if !bytes.Equal(out, want) {
-		t.Errorf("output differs from the input with TTL 1 (first difference at %d)", firstDiff(out, want))
-	}
-	if d != testHeadroom || e != testHeadroom+len(frame) {
-		t.Errorf("bounds [%d:%d] moved for a same-size rewrite", d, e)
-	}
+	assert.Equal(t, want, out, "output differs from the input with TTL 1 (first difference at %d)", firstDiff(out, want))
+	assert.Equal(t, testHeadroom, d, "bounds [%d:%d] moved for a same-size rewrite", d, e)
+	assert.Equal(t, testHeadroom+len(frame), e, "bounds [%d:%d] moved for a same-size rewrite", d, e)
 }
 
 func TestRunPushHeader(t *testing.T) {
@@ -119,16 +105,12 @@ func TestRunPushHeader(t *testing.T) {
 	p := newProg(t, "push4", progPushHeader(hdr))
 	frame := udpFrame(1514, 1, 2)
 	act, out, d, e := runFrame(t, p, 0, frame)
-	if act != vnic.XDPPass {
-		t.Fatalf("verdict %v, want pass (the program aborts when bpf_xdp_adjust_head fails)", act)
-	}
-	if want := append(bytes.Clone(hdr), frame...); !bytes.Equal(out, want) {
-		t.Errorf("output is not the header followed by the frame (first difference at %d)", firstDiff(out, want))
-	}
+	require.Equal(t, vnic.XDPPass, act, "verdict %v, want pass (the program aborts when bpf_xdp_adjust_head fails)", act)
+	want := append(bytes.Clone(hdr), frame...)
+	assert.Equal(t, want, out, "output is not the header followed by the frame (first difference at %d)", firstDiff(out, want))
 	// bpf_xdp_adjust_head moves data, not data_end: the frame grew into the headroom.
-	if d != testHeadroom-4 || e != testHeadroom+len(frame) {
-		t.Errorf("bounds [%d:%d], want [%d:%d]", d, e, testHeadroom-4, testHeadroom+len(frame))
-	}
+	assert.Equal(t, int(testHeadroom-4), d, "bounds [%d:%d], want [%d:%d]", d, e, testHeadroom-4, testHeadroom+len(frame))
+	assert.Equal(t, testHeadroom+len(frame), e, "bounds [%d:%d], want [%d:%d]", d, e, testHeadroom-4, testHeadroom+len(frame))
 }
 
 func TestRunAdjustTail(t *testing.T) {
@@ -158,25 +140,17 @@ func TestRunAdjustTail(t *testing.T) {
 			buf, data, end := rxBuf(frame, tc.bufSize, tc.head)
 			act, d, e, err := p.Run(0, buf, data, end)
 			if tc.wantErr != 0 {
-				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("Run error %v, want %v", err, tc.wantErr)
-				}
+				require.ErrorIs(t, err, tc.wantErr, "Run error")
 				return
 			}
-			if err != nil {
-				t.Fatalf("Run: %v", err)
-			}
-			if act != vnic.XDPPass {
-				t.Fatalf("verdict %v, want pass (the program aborts when bpf_xdp_adjust_tail fails)", act)
-			}
-			if d != tc.wantD || e != tc.wantE {
-				t.Errorf("bounds [%d:%d], want [%d:%d]", d, e, tc.wantD, tc.wantE)
-			}
+			require.NoError(t, err, "Run")
+			require.Equal(t, vnic.XDPPass, act, "verdict %v, want pass (the program aborts when bpf_xdp_adjust_tail fails)", act)
+			assert.Equal(t, tc.wantD, d, "bounds [%d:%d], want [%d:%d]", d, e, tc.wantD, tc.wantE)
+			assert.Equal(t, tc.wantE, e, "bounds [%d:%d], want [%d:%d]", d, e, tc.wantD, tc.wantE)
 			want := frame[:min(len(frame), len(frame)+int(tc.delta))]
 			want = append(bytes.Clone(want), make([]byte, tc.wantZeroSuffix)...)
-			if out := buf[d:e]; !bytes.Equal(out, want) {
-				t.Errorf("output of %d bytes differs from the expected %d (first difference at %d)", len(out), len(want), firstDiff(out, want))
-			}
+			out := buf[d:e]
+			assert.Equal(t, want, out, "output of %d bytes differs from the expected %d (first difference at %d)", len(out), len(want), firstDiff(out, want))
 		})
 	}
 }
@@ -203,12 +177,9 @@ func TestRunJumboFrame(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			buf, data, end := rxBuf(frame, 16384, testHeadroom)
 			act, d, e, err := tc.prog.Run(0, buf, data, end)
-			if err != nil || act != tc.act {
-				t.Fatalf("Run: %v, %v; want %v", act, err, tc.act)
-			}
-			if !bytes.Equal(buf[d:e], tc.want) {
-				t.Errorf("output of %d bytes differs from the expected %d (first difference at %d)", e-d, len(tc.want), firstDiff(buf[d:e], tc.want))
-			}
+			require.NoError(t, err, "Run: %v, %v; want %v", act, err, tc.act)
+			require.Equal(t, tc.act, act, "Run: %v, %v; want %v", act, err, tc.act)
+			assert.Equal(t, tc.want, buf[d:e], "output of %d bytes differs from the expected %d (first difference at %d)", e-d, len(tc.want), firstDiff(buf[d:e], tc.want))
 		})
 	}
 }
@@ -217,15 +188,10 @@ func TestRunStripsMetadata(t *testing.T) {
 	p := newProg(t, "meta", progMeta())
 	frame := udpFrame(200, 1, 2)
 	act, out, d, e := runFrame(t, p, 0, frame)
-	if act != vnic.XDPPass {
-		t.Fatalf("verdict %v, want pass (the program aborts when bpf_xdp_adjust_meta fails)", act)
-	}
-	if !bytes.Equal(out, frame) {
-		t.Errorf("output is not the frame: metadata leaked into it (first difference at %d)", firstDiff(out, frame))
-	}
-	if d != testHeadroom || e != testHeadroom+len(frame) {
-		t.Errorf("bounds [%d:%d], want the input's", d, e)
-	}
+	require.Equal(t, vnic.XDPPass, act, "verdict %v, want pass (the program aborts when bpf_xdp_adjust_meta fails)", act)
+	assert.Equal(t, frame, out, "output is not the frame: metadata leaked into it (first difference at %d)", firstDiff(out, frame))
+	assert.Equal(t, testHeadroom, d, "bounds [%d:%d], want the input's", d, e)
+	assert.Equal(t, testHeadroom+len(frame), e, "bounds [%d:%d], want the input's", d, e)
 }
 
 func TestRunErrors(t *testing.T) {
@@ -249,12 +215,8 @@ func TestRunErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			copy(tc.buf[max(tc.data, 0):], frame)
 			act, _, _, err := p.Run(tc.q, tc.buf, tc.data, tc.end)
-			if !errors.Is(err, tc.want) {
-				t.Errorf("Run error %v, want %v", err, tc.want)
-			}
-			if act != vnic.XDPAborted {
-				t.Errorf("verdict %v with an error, want aborted", act)
-			}
+			assert.ErrorIs(t, err, tc.want, "Run error")
+			assert.Equal(t, vnic.XDPAborted, act, "verdict %v with an error, want aborted", act)
 		})
 	}
 }
@@ -262,22 +224,14 @@ func TestRunErrors(t *testing.T) {
 func TestRunAfterClose(t *testing.T) {
 	raw := newRawProg(t, ebpf.XDP, progConst(vnic.XDPPass))
 	p, err := FromProgram(raw, "pass")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, _, err := runOn(p, 5, udpFrame(64, 1, 2)); err != nil {
-		t.Fatalf("Run before Close: %v", err)
-	}
-	if err := p.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if err := p.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
+	require.NoError(t, err)
+	_, _, _, err = runOn(p, 5, udpFrame(64, 1, 2))
+	require.NoError(t, err, "Run before Close")
+	require.NoError(t, p.Close(), "Close")
+	assert.NoError(t, p.Close(), "second Close")
 	for _, q := range []int{0, 5, MaxQueues - 1} {
-		if _, _, _, err := runOn(p, q, udpFrame(64, 1, 2)); !errors.Is(err, unix.EBADF) {
-			t.Errorf("Run on queue %d after Close: %v, want EBADF", q, err)
-		}
+		_, _, _, err := runOn(p, q, udpFrame(64, 1, 2))
+		assert.ErrorIs(t, err, unix.EBADF, "Run on queue %d after Close: %v, want EBADF", q, err)
 	}
 	// The caller's program is untouched by the wrapper's Close.
 	if ret, _, err := raw.Test(udpFrame(64, 1, 2)); err != nil || vnic.XDPAction(ret) != vnic.XDPPass {
@@ -296,13 +250,9 @@ func runOn(p *Program, q int, frame []byte) (vnic.XDPAction, int, int, error) {
 func TestFromProgramKeepsOwnDescriptor(t *testing.T) {
 	raw := newRawProg(t, ebpf.XDP, progConst(vnic.XDPTx))
 	p, err := FromProgram(raw, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer p.Close()
-	if err := raw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, raw.Close())
 	act, _, _, err := runOn(p, 0, udpFrame(64, 1, 2))
 	if err != nil || act != vnic.XDPTx {
 		t.Errorf("Run after the caller closed its program: %v, %v; want tx", act, err)
@@ -318,9 +268,7 @@ func TestFromProgramErrors(t *testing.T) {
 	}
 	cls := newRawProg(t, ebpf.SchedCLS, progConst(0))
 	_, err := FromProgram(cls, "cls")
-	if !errors.Is(err, unix.EINVAL) {
-		t.Fatalf("FromProgram(SchedCLS): %v, want EINVAL", err)
-	}
+	require.ErrorIs(t, err, unix.EINVAL, "FromProgram(SchedCLS): %v, want EINVAL", err)
 	var le *extack.Error
 	if !errors.As(err, &le) || !strings.Contains(le.ExtackMessage(), "is not an XDP program (type SchedCLS)") {
 		t.Errorf("extack message %q, want it to name the type", err)
@@ -329,9 +277,8 @@ func TestFromProgramErrors(t *testing.T) {
 
 func TestName(t *testing.T) {
 	p := newProg(t, "drop-udp", progConst(vnic.XDPDrop))
-	if got := p.Name(); got != "ebpf:drop-udp" {
-		t.Errorf("Name() = %q, want ebpf:drop-udp", got)
-	}
+	got := p.Name()
+	assert.Equal(t, "ebpf:drop-udp", got, "Name() = %q, want ebpf:drop-udp", got)
 	var _ vnic.XDPProgram = p
 }
 
@@ -383,30 +330,20 @@ func TestRunDoesNotAllocate(t *testing.T) {
 		{"ingress refused (lo has one queue)", 1, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := p.SetIngress(tc.ingress); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, p.SetIngress(tc.ingress))
 			allocs := testing.AllocsPerRun(200, func() {
-				if _, _, _, err := p.Run(tc.q, buf, data, end); err != nil {
-					t.Fatal(err)
-				}
+				_, _, _, err := p.Run(tc.q, buf, data, end)
+				require.NoError(t, err)
 			})
-			if allocs != 0 {
-				t.Errorf("Run allocates %.1f times per frame, want 0", allocs)
-			}
+			assert.Equal(t, float64(0), allocs, "Run allocates %.1f times per frame, want 0", allocs)
 		})
 	}
-	if err := p.SetIngress(0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.SetIngress(0))
 	allocs := testing.AllocsPerRun(200, func() {
-		if _, _, _, err := p.Run(0, buf, data, data+5); err == nil {
-			t.Fatal("5-byte frame accepted")
-		}
+		_, _, _, err := p.Run(0, buf, data, data+5)
+		require.Error(t, err, "5-byte frame accepted")
 	})
-	if allocs != 0 {
-		t.Errorf("a refused frame allocates %.1f times, want 0", allocs)
-	}
+	assert.Equal(t, float64(0), allocs, "a refused frame allocates %.1f times, want 0", allocs)
 }
 
 // ctxSeen runs the context-storing program and returns what it saw.
@@ -418,23 +355,21 @@ func ctxSeen(t *testing.T, p *Program, q int) (ifindex, queue uint32) {
 
 func TestSetIngressLoopback(t *testing.T) {
 	p := newProg(t, "ctx", progStoreCtx())
-	if err := p.SetIngress(-1); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("SetIngress(-1): %v, want EINVAL", err)
-	}
+	err := p.SetIngress(-1)
+	assert.ErrorIs(t, err, unix.EINVAL, "SetIngress(-1): %v, want EINVAL", err)
 	// Without an ingress device the kernel uses the loopback's queue 0 whatever the queue.
 	if ifx, q := ctxSeen(t, p, 9); ifx != 1 || q != 0 {
 		t.Errorf("no ingress: program saw ifindex %d queue %d, want 1 0", ifx, q)
 	}
-	if err := p.SetIngress(1); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.SetIngress(1))
 	if ifx, q := ctxSeen(t, p, 0); ifx != 1 || q != 0 || p.IngressFallbacks() != 0 {
 		t.Errorf("lo queue 0: program saw ifindex %d queue %d, %d fallbacks; want 1 0 0", ifx, q, p.IngressFallbacks())
 	}
 	// lo has one RX queue: queue 2 is refused and the frame runs without the context.
-	if ifx, q := ctxSeen(t, p, 2); ifx != 1 || q != 0 || p.IngressFallbacks() != 1 {
-		t.Errorf("lo queue 2: program saw ifindex %d queue %d, %d fallbacks; want 1 0 1", ifx, q, p.IngressFallbacks())
-	}
+	ifx, q := ctxSeen(t, p, 2)
+	assert.Equal(t, uint32(1), ifx, "lo queue 2: program saw ifindex %d queue %d, %d fallbacks; want 1 0 1", ifx, q, p.IngressFallbacks())
+	assert.Equal(t, uint32(0), q, "lo queue 2: program saw ifindex %d queue %d, %d fallbacks; want 1 0 1", ifx, q, p.IngressFallbacks())
+	assert.Equal(t, uint64(1), p.IngressFallbacks(), "lo queue 2: program saw ifindex %d queue %d, %d fallbacks; want 1 0 1", ifx, q, p.IngressFallbacks())
 }
 
 // TestSetIngressTAP checks that the program sees the TAP's ifindex and the RX queue, in a
@@ -471,9 +406,10 @@ func TestSetIngressTAP(t *testing.T) {
 			return
 		}
 		for q := range 3 {
-			if ifx, sq := ctxSeen(t, p, q); int(ifx) != ifindex || int(sq) != q || p.IngressFallbacks() != 0 {
-				t.Errorf("queue %d: program saw ifindex %d queue %d (%d fallbacks); want %d %d 0", q, ifx, sq, p.IngressFallbacks(), ifindex, q)
-			}
+			ifx, sq := ctxSeen(t, p, q)
+			assert.Equal(t, ifindex, int(ifx), "queue %d: program saw ifindex %d queue %d (%d fallbacks); want %d %d 0", q, ifx, sq, p.IngressFallbacks(), ifindex, q)
+			assert.Equal(t, q, int(sq), "queue %d: program saw ifindex %d queue %d (%d fallbacks); want %d %d 0", q, ifx, sq, p.IngressFallbacks(), ifindex, q)
+			assert.Equal(t, uint64(0), p.IngressFallbacks(), "queue %d: program saw ifindex %d queue %d (%d fallbacks); want %d %d 0", q, ifx, sq, p.IngressFallbacks(), ifindex, q)
 		}
 		// Queue 3 is at real_num_rx_queues: EINVAL, run without the context.
 		if ifx, sq := ctxSeen(t, p, 3); ifx != 1 || sq != 0 || p.IngressFallbacks() != 1 {
@@ -484,9 +420,10 @@ func TestSetIngressTAP(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		if ifx, sq := ctxSeen(t, p, 0); ifx != 1 || sq != 0 || p.IngressFallbacks() != 2 {
-			t.Errorf("missing device: program saw ifindex %d queue %d (%d fallbacks); want 1 0 2", ifx, sq, p.IngressFallbacks())
-		}
+		ifx, sq := ctxSeen(t, p, 0)
+		assert.Equal(t, uint32(1), ifx, "missing device: program saw ifindex %d queue %d (%d fallbacks); want 1 0 2", ifx, sq, p.IngressFallbacks())
+		assert.Equal(t, uint32(0), sq, "missing device: program saw ifindex %d queue %d (%d fallbacks); want 1 0 2", ifx, sq, p.IngressFallbacks())
+		assert.Equal(t, uint64(2), p.IngressFallbacks(), "missing device: program saw ifindex %d queue %d (%d fallbacks); want 1 0 2", ifx, sq, p.IngressFallbacks())
 	}()
 	<-done
 }

@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/busypoll"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // pair returns the two ends of a SOCK_SEQPACKET socketpair as net.UnixConns (non-blocking,
@@ -18,16 +20,12 @@ import (
 func pair(t *testing.T) (a, b *net.UnixConn) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	conn := func(fd int) *net.UnixConn {
 		f := os.NewFile(uintptr(fd), "seqpacket")
 		defer f.Close()
 		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
 		return c.(*net.UnixConn)
 	}
@@ -37,9 +35,7 @@ func pair(t *testing.T) (a, b *net.UnixConn) {
 func rawConn(t *testing.T, c *net.UnixConn) syscall.RawConn {
 	t.Helper()
 	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return rc
 }
 
@@ -75,9 +71,8 @@ func TestPoll(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := pair(t)
 			if tt.sent != "" {
-				if _, err := a.Write([]byte(tt.sent)); err != nil {
-					t.Fatal(err)
-				}
+				_, err := a.Write([]byte(tt.sent))
+				require.NoError(t, err)
 			}
 			if tt.late != "" {
 				go func() {
@@ -89,18 +84,14 @@ func TestPoll(t *testing.T) {
 			t0 := time.Now()
 			got := busypoll.Poll(rawConn(t, b), tt.d, busypoll.Threads, reader(buf, &n))
 			took := time.Since(t0)
-			if got != tt.want {
-				t.Fatalf("Poll = %v, want %v", got, tt.want)
+			require.Equal(t, tt.want, got, "Poll")
+			if want := tt.sent + tt.late; got {
+				assert.Equal(t, want, string(buf[:n]), "read %q", buf[:n])
 			}
-			if want := tt.sent + tt.late; got && string(buf[:n]) != want {
-				t.Errorf("read %q, want %q", buf[:n], want)
+			if !got {
+				assert.Equal(t, -1, n, "try reported a datagram of %d bytes, yet Poll = false", n)
 			}
-			if !got && n != -1 {
-				t.Errorf("try reported a datagram of %d bytes, yet Poll = false", n)
-			}
-			if took < tt.wantMin {
-				t.Errorf("Poll gave up after %v, before its %v", took, tt.wantMin)
-			}
+			assert.GreaterOrEqual(t, took, tt.wantMin, "Poll gave up after %v, before its %v", took, tt.wantMin)
 		})
 	}
 }
@@ -110,9 +101,8 @@ func TestPollPeerGone(t *testing.T) {
 	a, b := pair(t)
 	a.Close()
 	buf, n := make([]byte, 64), -1
-	if !busypoll.Poll(rawConn(t, b), 10*time.Second, busypoll.Goroutines, reader(buf, &n)) || n != 0 {
-		t.Fatalf("Poll after the peer closed: read %d bytes, want the end of file (0)", n)
-	}
+	require.True(t, busypoll.Poll(rawConn(t, b), 10*time.Second, busypoll.Goroutines, reader(buf, &n)), "Poll after the peer closed: read %d bytes, want the end of file (0)", n)
+	require.Equal(t, 0, n, "Poll after the peer closed: read %d bytes, want the end of file (0)", n)
 }
 
 // TestPollClosed: a connection closed on this side ends the poll without calling try.
@@ -121,9 +111,8 @@ func TestPollClosed(t *testing.T) {
 	rc := rawConn(t, b)
 	b.Close()
 	called := false
-	if busypoll.Poll(rc, 10*time.Second, busypoll.Threads, func(int) bool { called = true; return true }) || called {
-		t.Fatalf("Poll on a closed connection: called try %v, want false and no call", called)
-	}
+	require.False(t, busypoll.Poll(rc, 10*time.Second, busypoll.Threads, func(int) bool { called = true; return true }), "Poll on a closed connection: called try %v, want false and no call", called)
+	require.False(t, called, "Poll on a closed connection: called try %v, want false and no call", called)
 }
 
 // TestPollers: half the processors may poll, none on one.
@@ -132,8 +121,6 @@ func TestPollers(t *testing.T) {
 		old := runtime.GOMAXPROCS(tc.procs)
 		got := busypoll.Pollers()
 		runtime.GOMAXPROCS(old)
-		if got != tc.want {
-			t.Errorf("GOMAXPROCS %d: Pollers() = %d, want %d", tc.procs, got, tc.want)
-		}
+		assert.Equal(t, tc.want, got, "GOMAXPROCS %d: Pollers()", tc.procs)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestSocketPollsOnlyWithProcessorsToSpare: a socket polls for its reply (busyPoll) when the
@@ -13,9 +15,7 @@ import (
 func TestSocketPollsOnlyWithProcessorsToSpare(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s")
 	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	for _, tc := range []struct {
 		procs int
@@ -29,9 +29,7 @@ func TestSocketPollsOnlyWithProcessorsToSpare(t *testing.T) {
 		}
 		s, err := newUnixSocket(c, 1)
 		runtime.GOMAXPROCS(old)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if got := s.poll == busyPoll; got != tc.want || (!tc.want && s.poll != 0) {
 			t.Errorf("GOMAXPROCS %d: poll %v, want polling %v (busyPoll %v)", tc.procs, s.poll, tc.want, busyPoll)
 		}

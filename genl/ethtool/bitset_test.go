@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
@@ -82,14 +84,10 @@ func TestPutBitset32(t *testing.T) {
 	var b nlattr.Builder
 	PutBitset32(&b, 7, []uint32{0b1011}, []uint32{0b0111}, 3, []string{"a", "", "c"}, false)
 	bs, err := DecodeBitset(b.B[4:])
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := Bitset{Size: 3, Bits: []Bit{{Index: 0, Name: "a", On: true}, {Index: 1, On: true}, {Index: 2, Name: "c"}}}
 	// (bit 1 has an empty name, which decodes as "")
-	if diff := cmp.Diff(want, bs); diff != "" {
-		t.Errorf("verbose (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, bs), "verbose (-want +got)")
 	// List form: NOMASK, and only the set bits; compact words are cut to
 	// nbits.
 	b.Reset()
@@ -103,23 +101,15 @@ func TestPutBitset32(t *testing.T) {
 	long := "0123456789abcdef0123456789abcdefXYZ"
 	PutBitset32(&b, 7, []uint32{1}, []uint32{1}, 1, []string{long}, false)
 	bs, _ = DecodeBitset(b.B[4:])
-	if bs.Bits[0].Name != long[:32] {
-		t.Errorf("name %q", bs.Bits[0].Name)
-	}
+	assert.Equal(t, long[:32], bs.Bits[0].Name, "name")
 }
 
 func TestNameLookupMirrorsKernel(t *testing.T) {
 	long := "0123456789abcdef0123456789abcdefXYZ"
 	names := []string{"a", long}
-	if got := nameToIndex(names, 2, long[:32]); got != 1 {
-		t.Errorf("32-char prefix: %d", got)
-	}
-	if got := nameToIndex(names, 2, long); got != -1 {
-		t.Errorf("a name longer than 32 never matches: %d", got)
-	}
-	if got := nameToIndex(names, 1, long[:32]); got != -1 {
-		t.Errorf("only the first nbits names count: %d", got)
-	}
+	assert.Equal(t, 1, nameToIndex(names, 2, long[:32]), "32-char prefix")
+	assert.Equal(t, -1, nameToIndex(names, 2, long), "a name longer than 32 never matches")
+	assert.Equal(t, -1, nameToIndex(names, 1, long[:32]), "only the first nbits names count")
 }
 
 // FuzzBitset: arbitrary bitset nests through the SET parser (against a
@@ -158,9 +148,7 @@ func FuzzBitset(f *testing.F) {
 			bm := make([]uint32, Words(nbits))
 			if _, err := UpdateBitset32(m, a, bm, nbits, names); err == nil {
 				for i := nbits; i < 32*len(bm); i++ {
-					if testBit(bm, i) {
-						t.Fatalf("bit %d set past nbits %d", i, nbits)
-					}
+					require.False(t, testBit(bm, i), "bit %d set past nbits %d", i, nbits)
 				}
 			}
 		}

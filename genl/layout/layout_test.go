@@ -1,13 +1,14 @@
 package layout
 
 import (
-	"errors"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/vnic/rxbuf"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestPlan(t *testing.T) {
@@ -27,14 +28,12 @@ func TestPlan(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ls, err := Plan(tc.req)
 			if tc.errno != 0 {
-				if !errors.Is(err, tc.errno) || ls != nil {
-					t.Fatalf("Plan: %v, %v; want %v", ls, err, tc.errno)
-				}
+				require.ErrorIs(t, err, tc.errno, "Plan: %v, %v; want %v", ls, err, tc.errno)
+				require.Nil(t, ls, "Plan: %v, %v; want %v", ls, err, tc.errno)
 				return
 			}
-			if err != nil || len(ls) != len(tc.rules) {
-				t.Fatalf("Plan: %v, %v", ls, err)
-			}
+			require.NoError(t, err, "Plan: %v, %v", ls, err)
+			require.Len(t, ls, len(tc.rules), "Plan: %v, %v", ls, err)
 			for i, l := range ls {
 				rule, _ := rxbuf.ParseRule(tc.rules[i])
 				want, err := rxbuf.Compute(rxbuf.Params{Rule: rule, PageSize: int(tc.req.PageSize), MTU: int(tc.req.MTU)})
@@ -49,9 +48,7 @@ func TestPlan(t *testing.T) {
 // TestWire: every field of the model's layout reaches the wire form.
 func TestWire(t *testing.T) {
 	l, err := rxbuf.Compute(rxbuf.Params{Rule: rxbuf.RulePreHeadroom, PageSize: 16384, MTU: 1500, FullPageRx: true, RingSize: 512, Queues: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	w := Wire(l)
 	want := genl.RxBufLayout{
 		Rule: "pre-headroom", PageSize: 16384, MTU: 1500, FullPageRx: true, DataSize: uint32(l.DataSize),
@@ -60,9 +57,10 @@ func TestWire(t *testing.T) {
 		Reason: l.Reason, RingSize: 512, Queues: 3, PagesPerQueue: uint32(l.PagesPerQueue),
 		BytesPerQueue: uint64(l.BytesPerQueue), BytesTotal: uint64(l.BytesTotal),
 	}
-	if w != want || w.DataSize == 0 || w.Reason == "" || w.BytesTotal == 0 {
-		t.Errorf("Wire:\n%+v\nwant\n%+v", w, want)
-	}
+	assert.Equal(t, want, w, "Wire:\n%+v\nwant\n%+v", w, want)
+	assert.NotEqual(t, uint32(0), w.DataSize, "Wire:\n%+v\nwant\n%+v", w, want)
+	assert.NotEqual(t, "", w.Reason, "Wire:\n%+v\nwant\n%+v", w, want)
+	assert.NotEqual(t, uint64(0), w.BytesTotal, "Wire:\n%+v\nwant\n%+v", w, want)
 }
 
 // TestPlanAlloc: the allocation mode reaches every rule's layout.
@@ -70,14 +68,11 @@ func TestPlanAlloc(t *testing.T) {
 	req := genl.LayoutRequest{PageSize: 16384, MTU: 1500}
 	for _, a := range rxbuf.Allocs {
 		ls, err := PlanAlloc(req, a)
-		if err != nil || len(ls) != len(rxbuf.Rules) {
-			t.Fatalf("%v: %v, %v", a, ls, err)
-		}
+		require.NoError(t, err, "%v: %v, %v", a, ls, err)
+		require.Len(t, ls, len(rxbuf.Rules), "%v: %v, %v", a, ls, err)
 		for i, l := range ls {
 			want := rxbuf.MustCompute(rxbuf.Params{Rule: rxbuf.Rules[i], PageSize: 16384, MTU: 1500, Alloc: a})
-			if l != Wire(want) {
-				t.Errorf("%v %v: %+v, want %+v", a, rxbuf.Rules[i], l, Wire(want))
-			}
+			assert.Equal(t, Wire(want), l, "%v %v", a, rxbuf.Rules[i])
 		}
 	}
 	if ls, _ := PlanAlloc(req, rxbuf.AllocNoPool); ls[0].FragCount != 1 || ls[0].PoolSize != 0 {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -81,20 +83,18 @@ func TestParseErrors(t *testing.T) {
 			m := msgWith(tt.fill)
 			_, err := parseTest(m, tt.mode)
 			if tt.errno == 0 {
-				if err != nil {
-					t.Fatalf("unexpected %v", err)
-				}
+				require.NoError(t, err, "unexpected")
 				return
 			}
 			e, ok := err.(*Error)
-			if !ok {
-				t.Fatalf("error %v (%T), want *Error", err, err)
-			}
-			if e.Errno != tt.errno || e.Message != tt.msg || (e.Offset > 0) != tt.off || (e.Policy != nil) != tt.policy {
-				t.Errorf("got %+v", e)
-			}
-			if e.Offset > 0 && (e.Offset < MsgHdrLen+GenlHdrLen || e.Offset >= len(m)) {
-				t.Errorf("offset %d outside the attributes", e.Offset)
+			require.True(t, ok, "error %v (%T), want *Error", err, err)
+			assert.Equal(t, tt.errno, e.Errno, "got %+v", e)
+			assert.Equal(t, tt.msg, e.Message, "got %+v", e)
+			assert.Equal(t, tt.off, e.Offset > 0, "got %+v", e)
+			assert.Equal(t, tt.policy, e.Policy != nil, "got %+v", e)
+			if e.Offset > 0 {
+				assert.GreaterOrEqual(t, e.Offset, int(MsgHdrLen+GenlHdrLen), "offset %d outside the attributes", e.Offset)
+				assert.Less(t, e.Offset, len(m), "offset %d outside the attributes", e.Offset)
 			}
 		})
 	}
@@ -137,17 +137,15 @@ func TestAppendAck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := AppendAck(nil, req, 99, tc.errno, e, tc.opt)
 			h, _ := ReadHeader(b)
-			if h.Type != MsgError || h.Flags != tc.flags || h.Seq != 1 || h.PID != 99 || int(h.Len) != len(b) {
-				t.Fatalf("header %+v (len %d)", h, len(b))
-			}
-			if int32(binary.NativeEndian.Uint32(b[16:])) != -int32(tc.errno) {
-				t.Errorf("errno field")
-			}
-			if echo := binary.NativeEndian.Uint32(b[20:]); echo != uint32(len(req)) {
-				t.Errorf("echoed nlmsg_len %d", echo)
-			}
-			if tc.flags&FlagAckTLVs == 0 && len(b) != tc.length {
-				t.Errorf("length %d, want %d", len(b), tc.length)
+			require.Equal(t, MsgError, h.Type, "header %+v (len %d)", h, len(b))
+			require.Equal(t, tc.flags, h.Flags, "header %+v (len %d)", h, len(b))
+			require.Equal(t, uint32(1), h.Seq, "header %+v (len %d)", h, len(b))
+			require.Equal(t, uint32(99), h.PID, "header %+v (len %d)", h, len(b))
+			require.Equal(t, len(b), int(h.Len), "header %+v (len %d)", h, len(b))
+			assert.Equal(t, -int32(tc.errno), int32(binary.NativeEndian.Uint32(b[16:])), "errno field")
+			assert.Equal(t, uint32(len(req)), binary.NativeEndian.Uint32(b[20:]), "echoed nlmsg_len")
+			if tc.flags&FlagAckTLVs == 0 {
+				assert.Equal(t, tc.length, len(b), "length")
 			}
 			if tc.flags&FlagAckTLVs != 0 {
 				off := 20 + 16
@@ -179,24 +177,20 @@ func TestBuilderOverflow(t *testing.T) {
 	b.Put(2, make([]byte, 65000))
 	b.Put(3, make([]byte, 1000))
 	b.EndNest(n)
-	if !b.Overflow {
-		t.Error("nest past 64 KiB not flagged")
-	}
+	assert.True(t, b.Overflow, "nest past 64 KiB not flagged")
 	b.Reset()
 	b.Put(1, make([]byte, 70000))
-	if !b.Overflow {
-		t.Error("attribute past 64 KiB not flagged")
-	}
+	assert.True(t, b.Overflow, "attribute past 64 KiB not flagged")
 }
 
 func TestAttrAccessorsShort(t *testing.T) {
 	a := Attr{Off: 20, Data: []byte{1}}
-	if a.U16() != 0 || a.U32() != 0 || a.U64() != 0 || a.U8() != 1 || a.Str() != "\x01" {
-		t.Error("short accessors")
-	}
-	if (Attr{Data: []byte("ab\x00cd")}).Str() != "ab" {
-		t.Error("Str stops at NUL")
-	}
+	assert.Equal(t, uint16(0), a.U16(), "short accessors")
+	assert.Equal(t, uint32(0), a.U32(), "short accessors")
+	assert.Equal(t, uint64(0), a.U64(), "short accessors")
+	assert.Equal(t, uint8(1), a.U8(), "short accessors")
+	assert.Equal(t, "\x01", a.Str(), "short accessors")
+	assert.Equal(t, "ab", (Attr{Data: []byte("ab\x00cd")}).Str(), "Str stops at NUL")
 }
 
 // FuzzParse: any attribute stream, under any mode, must validate without
@@ -215,16 +209,14 @@ func FuzzParse(f *testing.F) {
 		tb, err := parseTest(m, mode)
 		if err != nil {
 			e, ok := err.(*Error)
-			if !ok {
-				t.Fatalf("non-*Error %T", err)
-			}
-			if e.Offset != 0 && (e.Offset < 20 || e.Offset >= len(m)) {
-				t.Fatalf("offset %d out of range", e.Offset)
+			require.True(t, ok, "non-*Error %T", err)
+			if e.Offset != 0 {
+				require.GreaterOrEqual(t, e.Offset, 20, "offset %d out of range", e.Offset)
+				require.Less(t, e.Offset, len(m), "offset %d out of range", e.Offset)
 			}
 			ack := AppendAck(nil, m, 1, e.Errno, e, AckOptions{ExtAck: true})
-			if h, _ := ReadHeader(ack); int(h.Len) != len(ack) {
-				t.Fatalf("ack length")
-			}
+			h, _ := ReadHeader(ack)
+			require.Equal(t, len(ack), int(h.Len), "ack length")
 			return
 		}
 		for _, a := range tb {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,9 +40,7 @@ func TestUint(t *testing.T) {
 		}
 	}
 	var b Builder
-	if !set.Policy(1).appendDump(&b, 1, nil) {
-		t.Fatal("NLA_UINT not described")
-	}
+	require.True(t, set.Policy(1).appendDump(&b, 1, nil), "NLA_UINT not described")
 	want := map[uint16]uint64{unix.NL_POLICY_TYPE_ATTR_TYPE: nlAttrTypeUint, unix.NL_POLICY_TYPE_ATTR_MASK: 0x0f}
 	it := NewIter(b.B, AttrHdrLen, len(b.B)-AttrHdrLen)
 	got := map[uint16]uint64{}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCaptureTablesRoundTrip: every field of the capture structs survives Put and Decode.
@@ -21,9 +22,7 @@ func TestCaptureFrameDataCopied(t *testing.T) {
 	var b nlattr.Builder
 	wire.CaptureFrameTable.Put(&b, &wire.CaptureFrame{OrigLen: 3, Data: []byte{1, 2, 3}})
 	var f wire.CaptureFrame
-	if err := wire.CaptureFrameTable.Decode(b.B, &f); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, wire.CaptureFrameTable.Decode(b.B, &f))
 	clear(b.B)
 	if len(f.Data) != 3 || f.Data[0] != 1 || f.Data[2] != 3 {
 		t.Errorf("decoded data %v changed with the message buffer", f.Data)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/stretchr/testify/assert"
 )
 
 func TestNetdevXDPActList(t *testing.T) {
@@ -18,9 +19,8 @@ func TestNetdevXDPActList(t *testing.T) {
 		{NetdevXDPActXSKZeroCopy, []string{"xsk-zerocopy"}},  // bit 3
 		{1<<6 | 1<<7 | 1<<63, []string{"ndo-xmit-sg", "bit 7", "bit 63"}},
 	} {
-		if got := NetdevXDPActList(tt.v); !slices.Equal(got, tt.want) {
-			t.Errorf("NetdevXDPActList(%#x) = %q, want %q", tt.v, got, tt.want)
-		}
+		got := NetdevXDPActList(tt.v)
+		assert.True(t, slices.Equal(got, tt.want), "NetdevXDPActList(%#x) = %q, want %q", tt.v, got, tt.want)
 	}
 }
 

@@ -1,10 +1,11 @@
 package wire_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
@@ -23,16 +24,11 @@ func TestStatsGroupRoundTrip(t *testing.T) {
 		var b nlattr.Builder
 		wire.PutStatsGroup(&b, &g)
 		it := nlattr.NewIter(b.B, 0, len(b.B))
-		if !it.Next() || it.Attr().Type() != wire.StatsGrp {
-			t.Fatalf("PutStatsGroup wrote no ETHTOOL_A_STATS_GRP")
-		}
+		require.True(t, it.Next(), "PutStatsGroup wrote no ETHTOOL_A_STATS_GRP")
+		require.Equal(t, uint16(wire.StatsGrp), it.Attr().Type(), "PutStatsGroup wrote no ETHTOOL_A_STATS_GRP")
 		got, err := wire.DecodeStatsGroup(it.Attr().Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(g, got); diff != "" {
-			t.Errorf("round trip (-put +decoded):\n%s", diff)
-		}
+		require.NoError(t, err)
+		assert.Empty(t, cmp.Diff(g, got), "round trip (-put +decoded)")
 	}
 }
 
@@ -63,9 +59,8 @@ func TestStatsGroupMalformed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var b nlattr.Builder
 			tc.put(&b)
-			if _, err := wire.DecodeStatsGroup(b.B); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("DecodeStatsGroup = %v, want an error saying %q", err, tc.want)
-			}
+			_, err := wire.DecodeStatsGroup(b.B)
+			assert.ErrorContains(t, err, tc.want, "DecodeStatsGroup = %v, want an error saying %q", err, tc.want)
 		})
 	}
 }

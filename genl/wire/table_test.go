@@ -1,12 +1,13 @@
 package wire_test
 
 import (
-	"errors"
 	"net"
 	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
@@ -47,23 +48,15 @@ func roundTrip[T any](t *testing.T, name string, tb *wire.Table[T]) {
 		fill(reflect.ValueOf(&in).Elem(), &n)
 		var b nlattr.Builder
 		tb.Put(&b, &in)
-		if err := tb.Decode(b.B, &out); err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(in, out); diff != "" {
-			t.Errorf("round trip (-put +decoded):\n%s", diff)
-		}
+		require.NoError(t, tb.Decode(b.B, &out))
+		assert.Empty(t, cmp.Diff(in, out), "round trip (-put +decoded)")
 		// Zero values: an all-zero struct decodes to itself too (omitted and
 		// conditional attributes read back as zero).
 		var zin, zout T
 		b.Reset()
 		tb.Put(&b, &zin)
-		if err := tb.Decode(b.B, &zout); err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(zin, zout, cmp.Comparer(func(a, b net.HardwareAddr) bool { return len(a) == 0 && len(b) == 0 || a.String() == b.String() })); diff != "" {
-			t.Errorf("zero round trip (-put +decoded):\n%s", diff)
-		}
+		require.NoError(t, tb.Decode(b.B, &zout))
+		assert.Empty(t, cmp.Diff(zin, zout, cmp.Comparer(func(a, b net.HardwareAddr) bool { return len(a) == 0 && len(b) == 0 || a.String() == b.String() })), "zero round trip (-put +decoded)")
 	})
 }
 
@@ -107,13 +100,9 @@ func TestOptBool(t *testing.T) {
 			in := wire.PortSpec{Offload: tc.in}
 			var b nlattr.Builder
 			wire.PortSpecTable.Put(&b, &in)
-			if len(b.B) != tc.size {
-				t.Fatalf("Put wrote %d bytes, want %d", len(b.B), tc.size)
-			}
+			require.Equal(t, tc.size, len(b.B), "Put wrote %d bytes, want %d", len(b.B), tc.size)
 			var out wire.PortSpec
-			if err := wire.PortSpecTable.Decode(b.B, &out); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, wire.PortSpecTable.Decode(b.B, &out))
 			if (out.Offload == nil) != (tc.in == nil) || out.Offload != nil && *out.Offload != *tc.in {
 				t.Errorf("decoded %v, want %v", out.Offload, tc.in)
 			}
@@ -142,14 +131,11 @@ func TestDecodeMalformed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p wire.PortInfo
-			if err := wire.PortTable.Decode(tc.data, &p); !errors.Is(err, unix.EINVAL) {
-				t.Errorf("Decode = %v, want EINVAL", err)
-			}
+			err := wire.PortTable.Decode(tc.data, &p)
+			assert.ErrorIs(t, err, unix.EINVAL, "Decode = %v, want EINVAL", err)
 		})
 	}
 	// Unknown attributes are skipped.
 	var p wire.PortInfo
-	if err := wire.PortTable.Decode(attr(999, 1, 2, 3), &p); err != nil {
-		t.Errorf("unknown attribute: %v", err)
-	}
+	assert.NoError(t, wire.PortTable.Decode(attr(999, 1, 2, 3), &p), "unknown attribute")
 }

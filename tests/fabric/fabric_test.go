@@ -16,6 +16,8 @@ import (
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) {
@@ -117,9 +119,7 @@ func ping(t *testing.T, from *side, to string) {
 func counter(t *testing.T, log, name string) uint64 {
 	t.Helper()
 	m := regexp.MustCompile(name+`:(\d+)`).FindAllStringSubmatch(log, -1)
-	if m == nil {
-		t.Fatalf("no %s in the log:\n%s", name, log)
-	}
+	require.NotNil(t, m, "no %s in the log:\n%s", name, log)
 	n, _ := strconv.ParseUint(m[len(m)-1][1], 10, 64)
 	return n
 }
@@ -128,22 +128,16 @@ func counter(t *testing.T, log, name string) uint64 {
 func uplinkInfo(t *testing.T, h *side) wire.UplinkInfo {
 	t.Helper()
 	seg, err := h.d.Client(h.pns).Segment(context.Background(), "wire0")
-	if err != nil {
-		t.Fatalf("SEGMENT_GET wire0: %v", err)
-	}
-	if len(seg.Uplinks) != 1 {
-		t.Fatalf("segment wire0 has %d uplinks, want 1", len(seg.Uplinks))
-	}
+	require.NoError(t, err, "SEGMENT_GET wire0")
+	require.Len(t, seg.Uplinks, 1, "segment wire0 has %d uplinks, want 1", len(seg.Uplinks))
 	return seg.Uplinks[0]
 }
 
 func setFullPage(t *testing.T, c *client.Client, port string, on bool) {
 	t.Helper()
-	if err := c.SetPrivateFlags(context.Background(), client.PrivateFlags{
+	require.NoError(t, c.SetPrivateFlags(context.Background(), client.PrivateFlags{
 		Interface: client.Interface{Name: port}, Flags: []client.Flag{{Name: "full-page-rx", On: on}},
-	}); err != nil {
-		t.Fatalf("full-page-rx %v on %s: %v", on, port, err)
-	}
+	}), "full-page-rx %v on %s", on, port)
 }
 
 // TestTwoDaemonsOverVXLAN runs the two-daemon test over each uplink attachment.
@@ -161,17 +155,13 @@ func TestTwoDaemonsOverGeneve(t *testing.T) { twoDaemons(t, "geneve", "af_packet
 func twoDaemons(t *testing.T, kind, attach string) {
 	a, b := overlayHosts(t, kind, attach)
 	for _, s := range []*side{a, b} {
-		if log := s.d.Log(); !strings.Contains(log, "attach="+attach) {
-			t.Fatalf("the uplink did not attach with %s:\n%s", attach, log)
-		}
+		require.Contains(t, s.d.Log(), "attach="+attach, "the uplink did not attach with %s", attach)
 	}
 	ping(t, a, b.ip)
 	ping(t, b, a.ip)
 
 	tr, err := harness.StartTransfer(a.pns, b.pns, b.ip+":5201", 0, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Progress is what B's port received, from the kernel's counters (the transfer's own are
 	// its goroutines').
 	received := func() int64 {
@@ -195,29 +185,25 @@ func twoDaemons(t *testing.T, kind, attach string) {
 	b.up(t)
 	progress("the transfer after B's restart", 2<<20)
 	tr.Stop()
-	if err := tr.Check(); err != nil {
-		t.Fatalf("transfer across the flip and the restart: %v", err)
-	}
+	require.NoError(t, tr.Check(), "transfer across the flip and the restart")
 	t.Logf("%s: %d bytes transferred intact", kind, tr.Sent)
 	if attach == "af_packet" {
 		// SEGMENT_GET reports the superframes that crossed whole: A's port's left its uplink
 		// as they came, and the aggregates B's uplink received since its restart reached B's
 		// port whole.
 		ua := uplinkInfo(t, a)
-		if ua.TxWhole == 0 || ua.TxWhole > ua.TxAggregates {
-			t.Errorf("A's uplink: TX whole %d, TX aggregates %d; want 0 < whole <= aggregates", ua.TxWhole, ua.TxAggregates)
-		}
-		if ub := uplinkInfo(t, b); ub.RxWhole == 0 || ub.RxWhole > ub.RxPackets {
-			t.Errorf("B's uplink: RX whole %d, RX packets %d; want 0 < whole <= packets", ub.RxWhole, ub.RxPackets)
-		}
+		assert.NotEqual(t, uint64(0), ua.TxWhole, "A's uplink: TX whole %d, TX aggregates %d; want 0 < whole <= aggregates", ua.TxWhole, ua.TxAggregates)
+		assert.LessOrEqual(t, ua.TxWhole, ua.TxAggregates, "A's uplink: TX whole %d, TX aggregates %d; want 0 < whole <= aggregates", ua.TxWhole, ua.TxAggregates)
+		ub := uplinkInfo(t, b)
+		assert.NotEqual(t, uint64(0), ub.RxWhole, "B's uplink: RX whole %d, RX packets %d; want 0 < whole <= packets", ub.RxWhole, ub.RxPackets)
+		assert.LessOrEqual(t, ub.RxWhole, ub.RxPackets, "B's uplink: RX whole %d, RX packets %d; want 0 < whole <= packets", ub.RxWhole, ub.RxPackets)
 	}
 
 	// The uplink goes down: reported, frames stop; back up: re-attached, frames flow.
 	harness.Run(t, a.host, "ip", "link", "set", "ovl", "down")
 	harness.Eventually(t, "A to report its uplink down", func() bool { return strings.Contains(a.d.Log(), "uplink down") })
-	if _, err := harness.RunErr(a.pns, "ping", "-c", "1", "-W", "1", b.ip); err == nil {
-		t.Fatal("ping crossed a down uplink")
-	}
+	_, err = harness.RunErr(a.pns, "ping", "-c", "1", "-W", "1", b.ip)
+	require.Error(t, err, "ping crossed a down uplink")
 	ping(t, a, localIP) // local ports are not affected
 	ups := strings.Count(a.d.Log(), "uplink up")
 	harness.Run(t, a.host, "ip", "link", "set", "ovl", "up")
@@ -226,32 +212,25 @@ func twoDaemons(t *testing.T, kind, attach string) {
 
 	// MTU truth: a port MTU above the overlay's; a full-size frame is dropped and counted.
 	harness.Run(t, a.pns, "ip", "link", "set", a.port, "mtu", "1500")
-	if out, err := harness.RunErr(a.pns, "ping", "-c", "1", "-W", "1", "-M", "do", "-s", "1472", b.ip); err == nil {
-		t.Fatalf("a 1500-byte packet crossed a 1450-byte overlay:\n%s", out)
-	}
+	out, err := harness.RunErr(a.pns, "ping", "-c", "1", "-W", "1", "-M", "do", "-s", "1472", b.ip)
+	require.Error(t, err, "a 1500-byte packet crossed a 1450-byte overlay:\n%s", out)
 	ping(t, a, b.ip) // smaller ones still do
 	a.d.Stop()
 	if n := counter(t, a.d.Log(), "TxMTUDrops"); n < 1 {
 		t.Fatalf("TxMTUDrops %d after a too-big frame, want ≥ 1", n)
 	}
 	// The transfer's segments left A's AF_PACKET uplink coalesced, as GSO superframes.
-	if n := counter(t, a.d.Log(), "TxAggregates"); n == 0 && attach == "af_packet" {
-		t.Fatal("TCP through the AF_PACKET uplink went out frame by frame: no GSO superframe written")
+	if n := counter(t, a.d.Log(), "TxAggregates"); n == 0 {
+		require.NotEqual(t, "af_packet", attach, "TCP through the AF_PACKET uplink went out frame by frame: no GSO superframe written")
 	}
 	// The port's TSO superframes went out whole, and arrived at B's port whole (B's first
 	// instance logged its counters when it stopped for the restart).
 	if attach == "af_packet" {
-		if n := counter(t, a.d.Log(), "TxWhole"); n == 0 {
-			t.Fatal("no TSO superframe of A's port left the uplink whole")
-		}
-		if n := counter(t, b.d.Log(), "RxWhole"); n == 0 {
-			t.Fatal("no TCP aggregate reached B's port whole")
-		}
+		require.NotEqual(t, uint64(0), counter(t, a.d.Log(), "TxWhole"), "no TSO superframe of A's port left the uplink whole")
+		require.NotEqual(t, uint64(0), counter(t, b.d.Log(), "RxWhole"), "no TCP aggregate reached B's port whole")
 	}
 	// Nothing stays attached to the device once manad has stopped.
-	if out := harness.Run(t, a.host, "ip", "-d", "link", "show", "dev", "ovl"); strings.Contains(out, "xdp") {
-		t.Fatalf("an XDP program is left on the uplink's device after manad stopped:\n%s", out)
-	}
+	require.NotContains(t, harness.Run(t, a.host, "ip", "-d", "link", "show", "dev", "ovl"), "xdp", "an XDP program is left on the uplink's device after manad stopped")
 }
 
 // TestSegmentUplinkedToBridge: a segment uplinked to a veth whose peer is a port of a Linux
@@ -295,28 +274,19 @@ segment = "wire0"
 	harness.Run(t, plain, "ping", "-c", "3", "-i", "0.2", "-W", "2", s.ip)
 	for i, dir := range [][3]string{{s.pns, plain, "10.78.0.9:5202"}, {plain, s.pns, s.ip + ":5203"}} {
 		tr, err := harness.StartTransfer(dir[0], dir[1], dir[2], 16<<20, uint64(i+1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tr.Wait(60 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if err := tr.Check(); err != nil {
-			t.Fatalf("transfer %s → %s: %v", dir[0], dir[1], err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, tr.Wait(60*time.Second))
+		require.NoError(t, tr.Check(), "transfer %s → %s", dir[0], dir[1])
 	}
 	s.d.Stop()
-	if n := counter(t, s.d.Log(), "RxChecksumFilled"); n == 0 {
-		t.Fatal("no checksum filled in, yet the plain namespace's veth offloads them")
-	}
+	require.NotEqual(t, uint64(0), counter(t, s.d.Log(), "RxChecksumFilled"), "no checksum filled in, yet the plain namespace's veth offloads them")
 	// The bridge passes the plain namespace's TSO aggregates on whole, and so does manad to
 	// its port, whose TAP takes superframes. With AF_XDP there are none: a veth with an XDP
 	// program turns its peer's GSO off (veth_xdp_set), so the bridge port segments them
 	// before they cross.
-	if n := counter(t, s.d.Log(), "RxWhole"); n == 0 && attach == "af_packet" {
-		t.Fatal("no TCP aggregate passed to the port whole, yet the plain namespace's veth does TSO")
+	if n := counter(t, s.d.Log(), "RxWhole"); n == 0 {
+		require.NotEqual(t, "af_packet", attach, "no TCP aggregate passed to the port whole, yet the plain namespace's veth does TSO")
 	}
-	if n := counter(t, s.d.Log(), "RxOversize"); n != 0 {
-		t.Fatalf("%d frames from the bridge dropped as oversize", n)
-	}
+	n := counter(t, s.d.Log(), "RxOversize")
+	require.Equal(t, uint64(0), n, "%d frames from the bridge dropped as oversize", n)
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // manactl runs the real manactl against d in the test's namespace and returns its exit status,
@@ -38,9 +40,7 @@ func manactl(t *testing.T, d *harness.Daemon, args ...string) (int, string, stri
 func manactlOK(t *testing.T, d *harness.Daemon, args ...string) string {
 	t.Helper()
 	code, out, errs := manactl(t, d, args...)
-	if code != 0 {
-		t.Fatalf("manactl %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
-	}
+	require.Equal(t, 0, code, "manactl %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
 	return out
 }
 
@@ -48,9 +48,9 @@ func manactlOK(t *testing.T, d *harness.Daemon, args ...string) string {
 func manactlFails(t *testing.T, d *harness.Daemon, want string, args ...string) {
 	t.Helper()
 	code, out, errs := manactl(t, d, args...)
-	if code != 1 || out != "" || !strings.Contains(errs, want) {
-		t.Errorf("manactl %s: exit %d, stdout %q, stderr %q; want 1 and %q", strings.Join(args, " "), code, out, errs, want)
-	}
+	assert.Equal(t, 1, code, "manactl %s: exit %d, stdout %q, stderr %q; want 1 and %q", strings.Join(args, " "), code, out, errs, want)
+	assert.Equal(t, "", out, "manactl %s: exit %d, stdout %q, stderr %q; want 1 and %q", strings.Join(args, " "), code, out, errs, want)
+	assert.Contains(t, errs, want, "manactl %s: exit %d, stdout %q, stderr %q; want 1 and %q", strings.Join(args, " "), code, out, errs, want)
 }
 
 // segmentJSON is what `manactl --json segment show` prints of a segment (its documented keys).
@@ -82,9 +82,9 @@ func showSegment(t *testing.T, d *harness.Daemon, name string) segmentJSON {
 	t.Helper()
 	out := manactlOK(t, d, "--json", "segment", "show", name)
 	var v []segmentJSON
-	if err := json.Unmarshal([]byte(out), &v); err != nil || len(v) != 1 {
-		t.Fatalf("manactl --json segment show %s: %v\n%s", name, err, out)
-	}
+	err := json.Unmarshal([]byte(out), &v)
+	require.NoError(t, err, "manactl --json segment show %s: %v\n%s", name, err, out)
+	require.Len(t, v, 1, "manactl --json segment show %s: %v\n%s", name, err, out)
 	return v[0]
 }
 
@@ -157,10 +157,15 @@ func TestSegmentCommandsEndToEnd(t *testing.T) {
 		return len(s.Uplinks) == 1 && s.Uplinks[0].State == "attached"
 	})
 	s := showSegment(t, d, "wire5")
-	if s.Origin != "runtime" || s.StormPPS != 5000 || s.AgeingMs != 90000 || len(s.Ports) != 1 || s.Ports[0] != port ||
-		s.Uplinks[0].Dev != "upl" || s.Uplinks[0].NetNS != br || s.Uplinks[0].Kind != "veth" || s.Uplinks[0].MaxPortMTU != 1500 {
-		t.Fatalf("segment show: %+v", s)
-	}
+	require.Equal(t, "runtime", s.Origin, "segment show: %+v", s)
+	require.Equal(t, uint64(5000), s.StormPPS, "segment show: %+v", s)
+	require.Equal(t, uint64(90000), s.AgeingMs, "segment show: %+v", s)
+	require.Len(t, s.Ports, 1, "segment show: %+v", s)
+	require.Equal(t, port, s.Ports[0], "segment show: %+v", s)
+	require.Equal(t, "upl", s.Uplinks[0].Dev, "segment show: %+v", s)
+	require.Equal(t, br, s.Uplinks[0].NetNS, "segment show: %+v", s)
+	require.Equal(t, "veth", s.Uplinks[0].Kind, "segment show: %+v", s)
+	require.Equal(t, uint32(1500), s.Uplinks[0].MaxPortMTU, "segment show: %+v", s)
 	harness.Run(t, pns, "ping", "-c", "3", "-i", "0.2", "-W", "2", plainIP)
 	if s := showSegment(t, d, "wire5"); s.Uplinks[0].RxPackets == 0 || s.Uplinks[0].TxPackets == 0 {
 		t.Errorf("uplink counters after a ping: %+v", s.Uplinks[0])
@@ -169,31 +174,24 @@ func TestSegmentCommandsEndToEnd(t *testing.T) {
 		t.Errorf("manad_uplink_up = %q, want 1", v)
 	}
 	// Bash completion offers the segments manad has.
-	if out := manactlOK(t, d, "__complete", "segment", "show", ""); !strings.Contains(out, "wire5\n") {
-		t.Errorf("completion of segment show:\n%s", out)
-	}
+	assert.Contains(t, manactlOK(t, d, "__complete", "segment", "show", ""), "wire5\n", "completion of segment show")
 	text := manactlOK(t, d, "segment", "show", "wire5")
 	for _, want := range []string{"Segment wire5:", "Ports:", port, "Uplink " + br + "/upl:", "State:", "attached (veth, ifindex"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("segment show lacks %q:\n%s", want, text)
-		}
+		assert.Contains(t, text, want, "segment show lacks")
 	}
 
 	// The device disappears (deleting upl deletes its peer too) and comes back.
 	harness.Run(t, br, "ip", "link", "del", "upl")
 	harness.Eventually(t, "show to say gone", func() bool { return showSegment(t, d, "wire5").Uplinks[0].State == "gone" })
-	if v := uplinkUpMetric(t, d, "wire5", "upl", br); v != "0" {
-		t.Errorf("manad_uplink_up of a gone uplink = %q, want 0", v)
-	}
-	if _, err := harness.RunErr(pns, "ping", "-c", "1", "-W", "1", plainIP); err == nil {
-		t.Error("ping crossed an uplink whose device is gone")
-	}
+	v := uplinkUpMetric(t, d, "wire5", "upl", br)
+	assert.Equal(t, "0", v, "manad_uplink_up of a gone uplink = %q, want 0", v)
+	_, err := harness.RunErr(pns, "ping", "-c", "1", "-W", "1", plainIP)
+	assert.Error(t, err, "ping crossed an uplink whose device is gone")
 	uplinkVeth(t, br)
 	harness.Eventually(t, "show to say attached", func() bool { return showSegment(t, d, "wire5").Uplinks[0].State == "attached" })
 	harness.Run(t, pns, "ping", "-c", "3", "-i", "0.2", "-W", "2", plainIP)
-	if n := strings.Count(d.Log(), `msg="uplink absent" uplink=`+br+`/upl`); n != 1 {
-		t.Errorf("the device's disappearance logged %d times, want once", n)
-	}
+	n := strings.Count(d.Log(), `msg="uplink absent" uplink=`+br+`/upl`)
+	assert.Equal(t, 1, n, "the device's disappearance logged %d times, want once", n)
 
 	// A restart keeps the runtime segment, its uplink and the port on it.
 	d.Stop()
@@ -207,9 +205,10 @@ func TestSegmentCommandsEndToEnd(t *testing.T) {
 		s := showSegment(t, d, "wire5")
 		return len(s.Uplinks) == 1 && s.Uplinks[0].State == "attached"
 	})
-	if s := showSegment(t, d, "wire5"); s.StormPPS != 5000 || s.AgeingMs != 90000 || len(s.Ports) != 1 {
-		t.Fatalf("after the restart: %+v", s)
-	}
+	s = showSegment(t, d, "wire5")
+	require.Equal(t, uint64(5000), s.StormPPS, "after the restart: %+v", s)
+	require.Equal(t, uint64(90000), s.AgeingMs, "after the restart: %+v", s)
+	require.Len(t, s.Ports, 1, "after the restart: %+v", s)
 	harness.Run(t, pns, "ping", "-c", "3", "-i", "0.2", "-W", "2", plainIP)
 
 	// Deletion: refused while the port is on the segment, then the uplink, the port, the segment.
@@ -224,9 +223,7 @@ func TestSegmentCommandsEndToEnd(t *testing.T) {
 	manactlFails(t, d, "no segment wire5", "segment", "show", "wire5")
 	d.Stop()
 	d.Restart()
-	if out := manactlOK(t, d, "segment", "list"); strings.Contains(out, "wire5") {
-		t.Errorf("a deleted segment came back after a restart:\n%s", out)
-	}
+	assert.NotContains(t, manactlOK(t, d, "segment", "list"), "wire5", "a deleted segment came back after a restart")
 }
 
 // TestVXLANUplinkMTU: a VXLAN uplink reports as the largest port MTU it carries what its lower
@@ -334,41 +331,28 @@ func TestSegmentUplinkAttachModes(t *testing.T) {
 			s := showSegment(t, d, seg)
 			return len(s.Uplinks) == 1 && s.Uplinks[0].State == "attached"
 		})
-		if got := showSegment(t, d, seg).Uplinks[0].Attach; got != want {
-			t.Fatalf("%s's uplink attached with %q, want %q", seg, got, want)
-		}
+		require.Equal(t, want, showSegment(t, d, seg).Uplinks[0].Attach, "%s's uplink attached with", seg)
 	}
 	attached("wire8", "af_xdp")
 	attached("wire9", "af_packet")
 	harness.Run(t, pns, "ping", "-c", "3", "-i", "0.2", "-W", "2", plainIP)
 	// A veth runs XDP natively, copying (it has no AF_XDP zero-copy).
-	if text := manactlOK(t, d, "segment", "show", "wire8"); !strings.Contains(text, "Attachment:          af_xdp (native copy)") {
-		t.Errorf("segment show does not say af_xdp (native copy):\n%s", text)
-	}
-	if text := manactlOK(t, d, "segment", "show", "wire9"); !strings.Contains(text, "Attachment:          af_packet (auto: big offers no AF_XDP zero-copy") {
-		t.Errorf("segment show does not say why auto took af_packet:\n%s", text)
-	}
+	assert.Contains(t, manactlOK(t, d, "segment", "show", "wire8"), "Attachment:          af_xdp (native copy)", "segment show does not say af_xdp (native copy)")
+	assert.Contains(t, manactlOK(t, d, "segment", "show", "wire9"), "Attachment:          af_packet (auto: big offers no AF_XDP zero-copy", "segment show does not say why auto took af_packet")
 	if u := showSegment(t, d, "wire8").Uplinks[0]; u.XDPMode != "native copy" || u.Fallback != "" {
 		t.Errorf("--json of the af_xdp uplink: xdp-mode %q, fallback %q", u.XDPMode, u.Fallback)
 	}
-	if u := showSegment(t, d, "wire9").Uplinks[0]; u.XDPMode != "" || !strings.Contains(u.Fallback, "no AF_XDP zero-copy") {
-		t.Errorf("--json of the auto uplink: xdp-mode %q, fallback %q", u.XDPMode, u.Fallback)
-	}
-	if !strings.Contains(d.Log(), `msg="uplink falls back to AF_PACKET"`) || !strings.Contains(d.Log(), "big offers no AF_XDP zero-copy (xdp-features basic,redirect") {
-		t.Errorf("auto's fallback not logged with its reason:\n%s", d.Log())
-	}
-	if !strings.Contains(scrape(t, d), `manad_uplink_attachment_info{attach="af_xdp",dev="upl",netns="`+br+`",segment="wire8"} 1`) {
-		t.Error("no manad_uplink_attachment_info for the af_xdp uplink")
-	}
-	if out := harness.Run(t, br, "ip", "-d", "link", "show", "dev", "upl"); !strings.Contains(out, "prog/xdp") {
-		t.Fatalf("no XDP program on upl while attached with af_xdp:\n%s", out)
-	}
+	u := showSegment(t, d, "wire9").Uplinks[0]
+	assert.Equal(t, "", u.XDPMode, "--json of the auto uplink: xdp-mode %q, fallback %q", u.XDPMode, u.Fallback)
+	assert.Contains(t, u.Fallback, "no AF_XDP zero-copy", "--json of the auto uplink: xdp-mode %q, fallback %q", u.XDPMode, u.Fallback)
+	assert.Contains(t, d.Log(), `msg="uplink falls back to AF_PACKET"`, "auto's fallback not logged with its reason:\n%s", d.Log())
+	assert.Contains(t, d.Log(), "big offers no AF_XDP zero-copy (xdp-features basic,redirect", "auto's fallback not logged with its reason:\n%s", d.Log())
+	assert.Contains(t, scrape(t, d), `manad_uplink_attachment_info{attach="af_xdp",dev="upl",netns="`+br+`",segment="wire8"} 1`, "no manad_uplink_attachment_info for the af_xdp uplink")
+	require.Contains(t, harness.Run(t, br, "ip", "-d", "link", "show", "dev", "upl"), "prog/xdp", "no XDP program on upl while attached with af_xdp")
 
 	d.Stop()
 	for _, dev := range []string{"upl", "big"} {
-		if out := harness.Run(t, br, "ip", "-d", "link", "show", "dev", dev); strings.Contains(out, "xdp") {
-			t.Fatalf("an XDP program is left on %s after manad stopped:\n%s", dev, out)
-		}
+		require.NotContains(t, harness.Run(t, br, "ip", "-d", "link", "show", "dev", dev), "xdp", "an XDP program is left on %s after manad stopped", dev)
 	}
 	d.Restart()
 	attached("wire8", "af_xdp")
@@ -378,26 +362,18 @@ func TestSegmentUplinkAttachModes(t *testing.T) {
 	harness.Run(t, pns, "ip", "link", "set", port, "up")
 	harness.Run(t, pns, "ping", "-c", "3", "-i", "0.2", "-W", "2", plainIP)
 	manactlOK(t, d, "segment", "uplink", "del", "wire8", "upl", "--netns", br)
-	if out := harness.Run(t, br, "ip", "-d", "link", "show", "dev", "upl"); strings.Contains(out, "xdp") {
-		t.Fatalf("an XDP program is left on upl after uplink del:\n%s", out)
-	}
+	require.NotContains(t, harness.Run(t, br, "ip", "-d", "link", "show", "dev", "upl"), "xdp", "an XDP program is left on upl after uplink del")
 }
 
 // scrape returns d's /metrics page.
 func scrape(t *testing.T, d *harness.Daemon) string {
 	t.Helper()
 	m := metricsAddrRE.FindAllStringSubmatch(d.Log(), -1)
-	if m == nil {
-		t.Fatalf("no metrics address in the log:\n%s", d.Log())
-	}
+	require.NotNil(t, m, "no metrics address in the log:\n%s", d.Log())
 	resp, err := http.Get("http://" + m[len(m)-1][1] + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return string(body)
 }

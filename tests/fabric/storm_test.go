@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/require"
 )
 
 // TestStormControlBoundsXDPTxPingPong: two ports whose XDP programs send every frame back
@@ -47,19 +48,14 @@ xdp = "tx"
 	// kernel sends it again every second while the ping waits (three in all), each a new one.
 	harness.RunErr(nsA, "ping", "-c", "1", "-W", "3", "10.79.0.9")
 	c := d.Client("")
-	if _, err := c.Ports(context.Background()); err != nil {
-		t.Fatalf("manad stopped answering during the broadcast ping-pong: %v", err)
-	}
+	_, err := c.Ports(context.Background())
+	require.NoError(t, err, "manad stopped answering during the broadcast ping-pong")
 	d.Stop()
 	elapsed := time.Since(start)
 	drops, floods := counter(t, d.Log(), "StormDrops"), counter(t, d.Log(), "Floods")
-	if drops == 0 {
-		t.Fatalf("no storm drops (floods %d): the ping-pong did not start, or was not limited", floods)
-	}
+	require.NotEqual(t, uint64(0), drops, "no storm drops (floods %d): the ping-pong did not start, or was not limited", floods)
 	// The limit holds per second of the segment clock: at most limit floods in each second the
 	// run touched.
-	if most := uint64(limit * (math.Ceil(elapsed.Seconds()) + 1)); floods > most {
-		t.Fatalf("%d floods in %v, more than %d pps allows (%d)", floods, elapsed, limit, most)
-	}
+	require.LessOrEqual(t, floods, uint64(limit*(math.Ceil(elapsed.Seconds())+1)), "%d floods in %v, more than %d pps allows", floods, elapsed, limit)
 	t.Logf("%v: %d floods, %d storm drops", elapsed, floods, drops)
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // uplinkShown is one uplink as `manactl --json segment show` prints it, with its error.
@@ -23,9 +25,10 @@ func showUplink(t *testing.T, d *harness.Daemon, seg string) uplinkShown {
 	var v []struct {
 		Uplinks []uplinkShown `json:"uplinks"`
 	}
-	if err := json.Unmarshal([]byte(out), &v); err != nil || len(v) != 1 || len(v[0].Uplinks) != 1 {
-		t.Fatalf("manactl --json segment show %s: %v\n%s", seg, err, out)
-	}
+	err := json.Unmarshal([]byte(out), &v)
+	require.NoError(t, err, "manactl --json segment show %s: %v\n%s", seg, err, out)
+	require.Len(t, v, 1, "manactl --json segment show %s: %v\n%s", seg, err, out)
+	require.Len(t, v[0].Uplinks, 1, "manactl --json segment show %s: %v\n%s", seg, err, out)
 	return v[0].Uplinks[0]
 }
 
@@ -56,9 +59,7 @@ func TestUplinkNetNSDeletedEndToEnd(t *testing.T) {
 	if u := showUplink(t, d, "wire8"); !strings.Contains(u.Error, want) || u.IfIndex != 0 {
 		t.Errorf("gone uplink %+v, want no ifindex and the error %q", u, want)
 	}
-	if text := manactlOK(t, d, "segment", "show", "wire8"); !strings.Contains(text, want) {
-		t.Errorf("segment show does not say why the uplink is gone:\n%s", text)
-	}
+	assert.Contains(t, manactlOK(t, d, "segment", "show", "wire8"), want, "segment show does not say why the uplink is gone")
 	harness.Eventually(t, "br released (its veth into the plain namespace gone)", func() bool {
 		_, err := harness.RunErr(plain, "ip", "link", "show", "pv")
 		return err != nil
@@ -67,15 +68,14 @@ func TestUplinkNetNSDeletedEndToEnd(t *testing.T) {
 	harness.Run(t, "", "ip", "netns", "add", br)
 	bridgeUplink(t, br, plain, plainIP)
 	harness.Eventually(t, "show to say attached again", func() bool { return showUplink(t, d, "wire8").State == "attached" })
-	if u := showUplink(t, d, "wire8"); u.Error != "" || u.IfIndex == 0 {
-		t.Errorf("re-attached uplink %+v, want an ifindex and no error", u)
-	}
+	u := showUplink(t, d, "wire8")
+	assert.Equal(t, "", u.Error, "re-attached uplink %+v, want an ifindex and no error", u)
+	assert.NotEqual(t, uint32(0), u.IfIndex, "re-attached uplink %+v, want an ifindex and no error", u)
 	// The plain namespace's end of the new veth has a new MAC: the port must ask again.
 	harness.Run(t, pns, "ip", "neigh", "flush", "dev", port)
 	harness.Run(t, pns, "ping", "-c", "2", "-i", "0.2", "-W", "2", plainIP)
-	if n := strings.Count(d.Log(), `msg="uplink released its network namespace" uplink=`+br+`/upl`); n != 1 {
-		t.Errorf("the namespace's deletion logged %d times, want once", n)
-	}
+	n := strings.Count(d.Log(), `msg="uplink released its network namespace" uplink=`+br+`/upl`)
+	assert.Equal(t, 1, n, "the namespace's deletion logged %d times, want once", n)
 	// The port is in a namespace manad made; remove it with it.
 	_, bin := harness.Binaries(t)
 	harness.Run(t, pns, "env", "GORACE=atexit_sleep_ms=0", bin, "--socket", d.Socket, "port", "del", port, "--netns-too")

@@ -16,6 +16,8 @@ import (
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) {
@@ -52,18 +54,15 @@ const controlBound = 20 * time.Second
 // took minutes), every RX buffer returned.
 func TestSIGTERMUnderFlood(t *testing.T) {
 	floodPorts := *portsFlag
-	if floodPorts < 2 {
-		t.Fatalf("-flood-ports %d: a flood needs two ports", floodPorts)
-	}
+	require.GreaterOrEqual(t, floodPorts, 2, "-flood-ports %d: a flood needs two ports", floodPorts)
 	ns := harness.Name("mfl", "")
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
 	}
 	t.Cleanup(func() { // after the harness's own cleanup, which may have failed to delete it
 		if exec.Command("ip", "netns", "pids", ns).Run() == nil {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				t.Errorf("ip netns del %s: %v: %s", ns, err, out)
-			}
+			out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput()
+			assert.NoError(t, err, "ip netns del %s: %v: %s", ns, err, out)
 		}
 	})
 	names := make([]string, floodPorts)
@@ -87,9 +86,7 @@ func TestSIGTERMUnderFlood(t *testing.T) {
 	cmd.Stdin = strings.NewReader(batch.String())
 	var ipOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &ipOut, &ipOut
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	ipDone := make(chan error, 1)
 	go func() { ipDone <- cmd.Wait() }()
 	defer func() {
@@ -116,21 +113,15 @@ func TestSIGTERMUnderFlood(t *testing.T) {
 			cancel()
 			t.Fatalf("port list during the flood (after %v): %v", time.Since(start), err)
 		}
-		if len(ports) != floodPorts {
-			t.Errorf("port list during the flood has %d ports, want %d", len(ports), floodPorts)
-		}
+		assert.Len(t, ports, floodPorts, "port list during the flood has %d ports, want %d", len(ports), floodPorts)
 		if _, err := c.Stats(ctx, client.Interface{Name: names[rounds%floodPorts]}); err != nil {
 			cancel()
 			t.Fatalf("stats during the flood (after %v): %v", time.Since(start), err)
 		}
 		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, manactl, "--socket", d.Socket, "list").CombinedOutput()
 		cancel()
-		if err != nil {
-			t.Fatalf("manactl list during the flood (after %v): %v\n%s", time.Since(start), err, out)
-		}
-		if !strings.Contains(string(out), last) {
-			t.Errorf("manactl list during the flood does not show %s:\n%s", last, out)
-		}
+		require.NoError(t, err, "manactl list during the flood (after %v): %v\n%s", time.Since(start), err, out)
+		assert.Contains(t, string(out), last, "manactl list during the flood does not show %s:\n%s", last, out)
 		slowest = max(slowest, time.Since(start))
 		rounds++
 	}
@@ -148,9 +139,9 @@ func TestSIGTERMUnderFlood(t *testing.T) {
 	start := time.Now()
 	d.Stop()
 	t.Logf("manad stopped %v after SIGTERM with %d ports flooding one segment", time.Since(start), floodPorts)
-	if log := d.Log(); strings.Contains(log, "panic") || !strings.Contains(log, "manad stopped") {
-		t.Errorf("manad did not stop cleanly:\n%s", tail(log, 40))
-	}
+	log := d.Log()
+	assert.NotContains(t, log, "panic", "manad did not stop cleanly:\n%s", tail(log, 40))
+	assert.Contains(t, log, "manad stopped", "manad did not stop cleanly:\n%s", tail(log, 40))
 }
 
 // reached returns how many frames of the flood have reached port's queue 0: delivered
@@ -159,9 +150,7 @@ func TestSIGTERMUnderFlood(t *testing.T) {
 func reached(t *testing.T, c *client.Client, port string) uint64 {
 	t.Helper()
 	st, err := c.Stats(context.Background(), client.Interface{Name: port})
-	if err != nil {
-		t.Fatalf("stats %s: %v", port, err)
-	}
+	require.NoError(t, err, "stats %s", port)
 	var n uint64
 	found := 0
 	for _, s := range st {
@@ -170,9 +159,7 @@ func reached(t *testing.T, c *client.Client, port string) uint64 {
 			found++
 		}
 	}
-	if found != 2 {
-		t.Fatalf("stats %s lack rx_0_packets or hc_rx_discards_no_wqe", port)
-	}
+	require.Equal(t, 2, found, "stats %s lack rx_0_packets or hc_rx_discards_no_wqe", port)
 	return n
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/internal/nsrun"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/require"
 )
 
 // build is one set of the binaries, built once per test binary.
@@ -66,9 +67,7 @@ func (b *build) get(t testing.TB, race bool) (manad, manactl string) {
 			}
 		}
 	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
+	require.NoError(t, b.err)
 	return filepath.Join(b.dir, "manad"), filepath.Join(b.dir, "manactl")
 }
 
@@ -130,9 +129,7 @@ func StartBinary(t testing.TB, bin, dir, daemonExtra, ports string, netnss ...st
 		Config: filepath.Join(dir, "manad.toml"), LogPath: filepath.Join(dir, "manad.log"), nss: netnss}
 	cfg := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\nlog_level = \"debug\"\n%s\n%s",
 		d.Socket, filepath.Join(dir, "state"), daemonExtra, ports)
-	if err := os.WriteFile(d.Config, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(d.Config, []byte(cfg), 0o644))
 	t.Cleanup(func() {
 		d.Stop()
 		for _, ns := range d.nss {
@@ -260,9 +257,7 @@ func InNetNS(ns string, f func() error) error { return nsrun.In(ns, f) }
 func Run(t testing.TB, ns string, args ...string) string {
 	t.Helper()
 	out, err := RunErr(ns, args...)
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	require.NoError(t, err, "%s: %v\n%s", strings.Join(args, " "), err, out)
 	return out
 }
 

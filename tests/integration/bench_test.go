@@ -12,6 +12,7 @@ import (
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/client"
@@ -56,13 +57,9 @@ func BenchmarkGetRoundTrip(b *testing.B) {
 
 	tc := d.Client(ns)
 	mp, err := tc.Port(ctx, client.Interface{Name: port})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	stats, err := tc.StringSet(ctx, client.Interface{Name: port}, ethSSStats)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	// The veth peer: as many queues as the port, up, GRO on.
 	q := strconv.Itoa(int(mp.Queues))
 	harness.Run(b, vethNS, "ip", "link", "add", "rt0", "numrxqueues", q, "numtxqueues", q, "type", "veth",
@@ -72,19 +69,15 @@ func BenchmarkGetRoundTrip(b *testing.B) {
 	harness.Run(b, vethNS, "ip", "link", "add", "rs0", "numrxqueues", strconv.Itoa(rxq), "numtxqueues", strconv.Itoa(txq),
 		"type", "veth", "peer", "name", "rs1")
 	var kc *client.Client
-	if err := harness.InNetNS(vethNS, func() (err error) { kc, err = client.DialKernel(); return err }); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, harness.InNetNS(vethNS, func() (err error) { kc, err = client.DialKernel(); return err }))
 	b.Cleanup(func() { kc.Close() })
-	if _, err := kc.SetFeatures(ctx, client.Interface{Name: "rt0"}, map[string]bool{"rx-gro": true}); err != nil {
-		b.Fatal(err)
-	}
+	_, err = kc.SetFeatures(ctx, client.Interface{Name: "rt0"}, map[string]bool{"rx-gro": true})
+	require.NoError(b, err)
 	harness.Run(b, vethNS, "ip", "link", "set", "rt0", "up")
 	harness.Run(b, vethNS, "ip", "link", "set", "rt1", "up")
-	if ks, err := kc.StringSet(ctx, client.Interface{Name: "rs0"}, ethSSStats); err != nil || len(ks) != len(stats) {
-		b.Fatalf("STRSET peer: veth with %d RX and %d TX queues has %d statistics strings (%v), manad's port %d",
-			rxq, txq, len(ks), err, len(stats))
-	}
+	ks, err := kc.StringSet(ctx, client.Interface{Name: "rs0"}, ethSSStats)
+	require.NoError(b, err, "STRSET peer: veth with %d RX and %d TX queues has %d statistics strings (%v), manad's port %d", rxq, txq, len(ks), err, len(stats))
+	require.Len(b, ks, len(stats), "STRSET peer: veth with %d RX and %d TX queues has %d statistics strings (%v), manad's port %d", rxq, txq, len(ks), err, len(stats))
 
 	manad := dialPeer(b, ns, func() (*genetlink.Conn, error) { return client.DialGenetlink(d.Socket) })
 	veth := dialPeer(b, vethNS, func() (*genetlink.Conn, error) { return genetlink.Dial(&netlink.Config{Strict: true}) })
@@ -94,9 +87,7 @@ func BenchmarkGetRoundTrip(b *testing.B) {
 	sdev := benchDev{index: uint32(ifindexIn(b, vethNS, "rs0")), name: "rs0"}
 	var hostDevs []benchDev
 	ifs, err := net.Interfaces()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	for _, i := range ifs {
 		hostDevs = append(hostDevs, benchDev{index: uint32(i.Index), name: i.Name})
 	}
@@ -105,24 +96,18 @@ func BenchmarkGetRoundTrip(b *testing.B) {
 		b.Run(g.name, func(b *testing.B) {
 			m := func() error { return manad.get(g, mdev) }
 			mn, err := manad.replies(g, mdev)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			k, how, kn := kernelPeer(b, g, veth, vdev, sdev, host, hostDevs)
 			if g.dump {
 				b.Logf("%s dump: manad %d messages, kernel %d", g.name, mn, kn)
 			}
 			for range 50 { // warm up both paths
-				if err := errors.Join(m(), k()); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, errors.Join(m(), k()))
 			}
 			var tm, tk []time.Duration
 			timed := func(f func() error, into *[]time.Duration) {
 				t0 := time.Now()
-				if err := f(); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, f())
 				*into = append(*into, time.Since(t0))
 			}
 			i := 0
@@ -275,9 +260,7 @@ type benchPeer struct {
 
 func dialPeer(b *testing.B, ns string, dial func() (*genetlink.Conn, error)) *benchPeer {
 	p := &benchPeer{ns: ns, fams: map[string]genetlink.Family{}}
-	if err := harness.InNetNS(ns, func() (err error) { p.c, err = dial(); return err }); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, harness.InNetNS(ns, func() (err error) { p.c, err = dial(); return err }))
 	b.Cleanup(func() { p.c.Close() })
 	for _, name := range []string{ethtool.FamilyName, wire.FamilyName, wire.NetdevFamilyName} {
 		if f, err := p.c.GetFamily(name); err == nil {
@@ -333,9 +316,8 @@ func kernelPeer(b *testing.B, g benchGet, veth *benchPeer, vdev, sdev benchDev, 
 	}
 	if g.kernel != nil {
 		n, err := veth.replies(*g.kernel, vdev)
-		if err != nil || n == 0 {
-			b.Fatalf("kernel %s peer %s on veth: %d messages, %v", g.name, g.kernel.name, n, err)
-		}
+		require.NoError(b, err, "kernel %s peer %s on veth: %d messages, %v", g.name, g.kernel.name, n, err)
+		require.NotEqual(b, 0, n, "kernel %s peer %s on veth: %d messages, %v", g.name, g.kernel.name, n, err)
 		b.Logf("kernel peer of %s: %s of veth, %d messages", g.name, g.kernel.name, n)
 		return func() error { return veth.get(*g.kernel, vdev) }, peerOther, n
 	}
@@ -347,9 +329,7 @@ func kernelPeer(b *testing.B, g benchGet, veth *benchPeer, vdev, sdev benchDev, 
 	if err == nil {
 		return func() error { return veth.get(g, dev) }, peerVeth, n
 	}
-	if !errors.Is(err, unix.EOPNOTSUPP) {
-		b.Fatalf("kernel %s on veth: %v", g.name, err)
-	}
+	require.ErrorIs(b, err, unix.EOPNOTSUPP, "kernel %s on veth", g.name)
 	for _, hd := range hostDevs {
 		if n, err := host.replies(g, hd); err == nil {
 			b.Logf("kernel peer of %s: %s (veth answers EOPNOTSUPP)", g.name, hd.name)
@@ -367,12 +347,10 @@ func kernelPeer(b *testing.B, g benchGet, veth *benchPeer, vdev, sdev benchDev, 
 // dialRTNL opens an rtnetlink socket in ns.
 func dialRTNL(b *testing.B, ns string) *netlink.Conn {
 	var c *netlink.Conn
-	if err := harness.InNetNS(ns, func() (err error) {
+	require.NoError(b, harness.InNetNS(ns, func() (err error) {
 		c, err = netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{Strict: true})
 		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
+	}))
 	b.Cleanup(func() { c.Close() })
 	return c
 }
@@ -402,15 +380,13 @@ const rtextFilterVF = 1
 // ifindexIn returns the ifindex of name in namespace ns.
 func ifindexIn(b *testing.B, ns, name string) int {
 	var idx int
-	if err := harness.InNetNS(ns, func() error {
+	require.NoError(b, harness.InNetNS(ns, func() error {
 		i, err := net.InterfaceByName(name)
 		if err == nil {
 			idx = i.Index
 		}
 		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
+	}))
 	return idx
 }
 

@@ -15,6 +15,8 @@ import (
 
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // captureProc is a `manactl capture` running in a namespace: its stdout is collected, its stderr
@@ -40,12 +42,8 @@ func startProc(t *testing.T, cmd *exec.Cmd) *captureProc {
 	p.cmd.Env = append(p.cmd.Environ(), "GORACE=atexit_sleep_ms=0")
 	p.cmd.Stdout = &p.stdout
 	errPipe, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			p.cmd.Process.Kill()
@@ -80,9 +78,7 @@ func (p *captureProc) wait(t *testing.T, f func()) {
 	for {
 		select {
 		case err := <-p.done:
-			if err != nil {
-				t.Fatalf("manactl capture: %v\nstdout:\n%s\nstderr:\n%s", err, p.stdout.String(), p.stderr.String())
-			}
+			require.NoError(t, err, "manactl capture: %v\nstdout:\n%s\nstderr:\n%s", err, p.stdout.String(), p.stderr.String())
 			return
 		case <-deadline:
 			t.Fatalf("manactl capture did not end\nstderr:\n%s", p.stderr.String())
@@ -96,9 +92,7 @@ func (p *captureProc) wait(t *testing.T, f func()) {
 func tcpdumpRead(t *testing.T, file string) string {
 	t.Helper()
 	out, err := exec.Command("tcpdump", "-n", "-Z", "root", "-r", file).CombinedOutput()
-	if err != nil {
-		t.Fatalf("tcpdump -r %s: %v\n%s", file, err, out)
-	}
+	require.NoError(t, err, "tcpdump -r %s: %v\n%s", file, err, out)
 	return string(out)
 }
 
@@ -118,40 +112,30 @@ func TestCaptureTcpdump(t *testing.T) {
 		file := filepath.Join(dir, "port.pcap")
 		cp := startCapture(t, p.d, p.nsA, p.portA, "-w", file, "-c", "3", "--direction", "out")
 		cp.wait(t, ping)
-		if !strings.Contains(cp.stderr.String(), "3 packets captured") {
-			t.Errorf("stderr:\n%s\nwant 3 packets captured", cp.stderr.String())
-		}
+		assert.Contains(t, cp.stderr.String(), "3 packets captured", "stderr:\n%s\nwant 3 packets captured", cp.stderr.String())
 		out := tcpdumpRead(t, file)
-		if n := strings.Count(out, "\n"); n < 3 || !strings.Contains(out, fmt.Sprintf("IP %s > %s: ICMP echo request", p.ipA, p.ipB)) {
-			t.Errorf("tcpdump -r read %d lines, want 3 with the echo request:\n%s", n, out)
-		}
-		if strings.Contains(out, "echo reply") {
-			t.Errorf("--direction out captured the reply:\n%s", out)
-		}
+		n := strings.Count(out, "\n")
+		assert.GreaterOrEqual(t, n, 3, "tcpdump -r read %d lines, want 3 with the echo request:\n%s", n, out)
+		assert.Contains(t, out, fmt.Sprintf("IP %s > %s: ICMP echo request", p.ipA, p.ipB), "tcpdump -r read %d lines, want 3 with the echo request:\n%s", n, out)
+		assert.NotContains(t, out, "echo reply", "--direction out captured the reply")
 	})
 
 	t.Run("segment SIGINT", func(t *testing.T) {
 		file := filepath.Join(dir, "seg.pcap")
 		cp := startCapture(t, p.d, p.nsA, "s", "-w", file)
 		harness.Run(t, p.nsA, "ping", "-c", "3", "-i", "0.2", p.ipB)
-		if err := cp.cmd.Process.Signal(syscall.SIGINT); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cp.cmd.Process.Signal(syscall.SIGINT))
 		cp.wait(t, func() { time.Sleep(10 * time.Millisecond) })
 		errText := cp.stderr.String()
 		for _, want := range []string{"packets captured", "packets received by filter", "0 packets dropped by manad"} {
-			if !strings.Contains(errText, want) {
-				t.Errorf("stderr:\n%s\nwant %q", errText, want)
-			}
+			assert.Contains(t, errText, want, "stderr")
 		}
 		out := tcpdumpRead(t, file)
 		for _, want := range []string{
 			fmt.Sprintf("IP %s > %s: ICMP echo request", p.ipA, p.ipB),
 			fmt.Sprintf("IP %s > %s: ICMP echo reply", p.ipB, p.ipA),
 		} {
-			if strings.Count(out, want) < 3 {
-				t.Errorf("tcpdump -r: want 3 times %q:\n%s", want, out)
-			}
+			assert.GreaterOrEqual(t, strings.Count(out, want), 3, "tcpdump -r: want 3 times %q:\n%s", want, out)
 		}
 	})
 
@@ -160,37 +144,29 @@ func TestCaptureTcpdump(t *testing.T) {
 		cp := startProc(t, exec.Command("ip", "netns", "exec", p.nsA, "sh", "-c",
 			fmt.Sprintf("%s --socket %s capture %s -w - -c 4 --direction out | tcpdump -n -l -r -", manactl, p.d.Socket, p.portA)))
 		cp.wait(t, ping)
-		if want := fmt.Sprintf("IP %s > %s: ICMP echo request", p.ipA, p.ipB); !strings.Contains(cp.stdout.String(), want) {
-			t.Errorf("tcpdump -r - printed:\n%s\nwant %q", cp.stdout.String(), want)
-		}
+		assert.Contains(t, cp.stdout.String(), fmt.Sprintf("IP %s > %s: ICMP echo request", p.ipA, p.ipB), "tcpdump -r - printed")
 	})
 
 	t.Run("refused", func(t *testing.T) {
 		_, manactl := harness.Binaries(t)
 		file := filepath.Join(dir, "keep.pcap")
-		if err := os.WriteFile(file, []byte("precious"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(file, []byte("precious"), 0o644))
 		out, err := harness.RunErr(p.nsA, manactl, "--socket", p.d.Socket, "capture", "no-such-seg", "-w", file)
 		if err == nil || !strings.Contains(out, `netlink error: no port or segment named "no-such-seg": No such file or directory`) {
 			t.Errorf("capture of an unknown target: %v\n%s", err, out)
 		}
-		if b, _ := os.ReadFile(file); string(b) != "precious" {
-			t.Errorf("a refused capture changed %s: %q", file, b)
-		}
+		b, _ := os.ReadFile(file)
+		assert.Equal(t, "precious", string(b), "a refused capture changed %s: %q", file, b)
 	})
 
 	t.Run("summary lines", func(t *testing.T) {
 		cp := startCapture(t, p.d, p.nsB, p.portB, "-c", "2", "--direction", "in")
 		cp.wait(t, ping)
 		lines := strings.Split(strings.TrimSpace(cp.stdout.String()), "\n")
-		if len(lines) != 2 {
-			t.Fatalf("%d lines, want 2:\n%s", len(lines), cp.stdout.String())
-		}
+		require.Len(t, lines, 2, "%d lines, want 2:\n%s", len(lines), cp.stdout.String())
 		for _, l := range lines {
-			if !strings.Contains(l, " "+p.portB+" In ") || !strings.Contains(l, "ethertype") {
-				t.Errorf("line %q: want %s In and an ethertype", l, p.portB)
-			}
+			assert.Contains(t, l, " "+p.portB+" In ", "line %q: want %s In and an ethertype", l, p.portB)
+			assert.Contains(t, l, "ethertype", "line %q: want %s In and an ethertype", l, p.portB)
 		}
 	})
 }

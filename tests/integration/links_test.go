@@ -16,6 +16,8 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRenamedTAPFollowsIndex renames a configuration-file port's TAP and a runtime port's TAP
@@ -32,9 +34,7 @@ func TestRenamedTAPFollowsIndex(t *testing.T) {
 	c := d.Client(ns)
 	ctx := context.Background()
 	created, err := c.CreatePort(ctx, genl.PortSpec{Name: rt, NetNS: ns, Segment: "rn"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// A TAP can only be renamed while it is down; the runtime port came up.
 	harness.Run(t, ns, "ip", "link", "set", rt, "down")
 	harness.Eventually(t, "the runtime port down", func() bool {
@@ -42,14 +42,10 @@ func TestRenamedTAPFollowsIndex(t *testing.T) {
 		return err == nil && !i.AdminUp
 	})
 	before, err := c.Port(ctx, client.Interface{Name: conf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	var sub *client.Subscription
-	if err := harness.InNetNS(ns, func() (err error) { sub, err = c.Subscribe(ctx); return err }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, harness.InNetNS(ns, func() (err error) { sub, err = c.Subscribe(ctx); return err }))
 	defer sub.Close()
 	harness.Run(t, ns, "ip", "link", "set", conf, "name", confNew)
 	// The rename is announced: a change event naming the port by its new name, same ifindex.
@@ -57,14 +53,10 @@ func TestRenamedTAPFollowsIndex(t *testing.T) {
 	defer cancel()
 	for announced := false; !announced; {
 		ns, err := sub.Next(wctx)
-		if err != nil {
-			t.Fatalf("no change event for the rename of %s: %v", conf, err)
-		}
+		require.NoError(t, err, "no change event for the rename of %s", conf)
 		for _, n := range ns {
 			if n.Kind == client.PortChanged && n.Port != nil && n.Port.Device.Index == before.Device.Index {
-				if n.Port.Device.Name != confNew {
-					t.Fatalf("change event for ifindex %d names %q, want %q", before.Device.Index, n.Port.Device.Name, confNew)
-				}
+				require.Equal(t, confNew, n.Port.Device.Name, "change event for ifindex %d names", before.Device.Index)
 				announced = true
 			}
 		}
@@ -72,9 +64,7 @@ func TestRenamedTAPFollowsIndex(t *testing.T) {
 	harness.Run(t, ns, "ip", "link", "set", rt, "name", rtNew)
 	harness.Eventually(t, "the list to show the new names", func() bool {
 		ports, err := c.Ports(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		names := map[string]bool{}
 		for _, p := range ports {
 			names[p.Device.Name] = true
@@ -86,21 +76,15 @@ func TestRenamedTAPFollowsIndex(t *testing.T) {
 		index        uint32
 	}{{conf, confNew, before.Device.Index}, {rt, rtNew, created.Device.Index}} {
 		got, err := c.Port(ctx, client.Interface{Name: x.renamed})
-		if err != nil {
-			t.Fatalf("port %s (renamed from %s): %v", x.renamed, x.old, err)
-		}
-		if got.Device.Index != x.index || got.Device.Name != x.renamed {
-			t.Errorf("port %s: device %+v, want ifindex %d", x.renamed, got.Device, x.index)
-		}
-		if _, err := c.Rings(ctx, client.Interface{Name: x.renamed}); err != nil {
-			t.Errorf("ethtool rings of %s: %v", x.renamed, err)
-		}
-		if _, err := c.Port(ctx, client.Interface{Name: x.old}); !errors.Is(err, unix.ENODEV) {
-			t.Errorf("port %s after its rename to %s: %v, want ENODEV", x.old, x.renamed, err)
-		}
-		if _, err := c.Rings(ctx, client.Interface{Name: x.old}); !errors.Is(err, unix.ENODEV) {
-			t.Errorf("ethtool rings of %s after its rename: %v, want ENODEV", x.old, err)
-		}
+		require.NoError(t, err, "port %s (renamed from %s)", x.renamed, x.old)
+		assert.Equal(t, x.index, got.Device.Index, "port %s: device %+v, want ifindex %d", x.renamed, got.Device, x.index)
+		assert.Equal(t, x.renamed, got.Device.Name, "port %s: device %+v, want ifindex %d", x.renamed, got.Device, x.index)
+		_, err = c.Rings(ctx, client.Interface{Name: x.renamed})
+		assert.NoError(t, err, "ethtool rings of %s", x.renamed)
+		_, err = c.Port(ctx, client.Interface{Name: x.old})
+		assert.ErrorIs(t, err, unix.ENODEV, "port %s after its rename to %s: %v, want ENODEV", x.old, x.renamed, err)
+		_, err = c.Rings(ctx, client.Interface{Name: x.old})
+		assert.ErrorIs(t, err, unix.ENODEV, "ethtool rings of %s after its rename: %v, want ENODEV", x.old, err)
 	}
 
 	harness.Run(t, ns, "ip", "link", "set", confNew, "up")
@@ -113,17 +97,13 @@ func TestRenamedTAPFollowsIndex(t *testing.T) {
 	var state string
 	harness.Eventually(t, "the state file to follow", func() bool {
 		b, err := os.ReadFile(filepath.Join(dir, "state", "state.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		state = string(b)
 		return strings.Contains(state, `"`+rtNew+`"`) && !strings.Contains(state, `"`+rt+`"`) &&
 			strings.Contains(state, `"`+conf+`"`) && !strings.Contains(state, `"`+confNew+`"`) &&
 			strings.Contains(state, `"admin_up": true`)
 	})
-	if !strings.Contains(d.Log(), "port renamed") {
-		t.Error("no log line for the renames")
-	}
+	assert.Contains(t, d.Log(), "port renamed", "no log line for the renames")
 }
 
 // TestManyPortsBatchUp is the stuck-port case of issue 13: many ports in one namespace, all
@@ -154,9 +134,7 @@ func TestManyPortsBatchUp(t *testing.T) {
 		deadline := time.Now().Add(2 * time.Minute)
 		for {
 			ports, err := c.Ports(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var wrong []string
 			for _, p := range ports {
 				if p.AdminUp != up {

@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cilium/ebpf/asm"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/daemon/xdp/xdptest"
 	"github.com/manad/manad/genl"
@@ -82,18 +84,14 @@ func (p *pair) up(t *testing.T) {
 func (p *pair) info(t *testing.T, c *client.Client, port string) *genl.PortInfo {
 	t.Helper()
 	info, err := c.Port(context.Background(), client.Interface{Name: port})
-	if err != nil {
-		t.Fatalf("port %s: %v", port, err)
-	}
+	require.NoError(t, err, "port %s", port)
 	return info
 }
 
 func (p *pair) stats(t *testing.T, c *client.Client, port string) map[string]uint64 {
 	t.Helper()
 	st, err := c.Stats(context.Background(), client.Interface{Name: port})
-	if err != nil {
-		t.Fatalf("stats %s: %v", port, err)
-	}
+	require.NoError(t, err, "stats %s", port)
 	m := make(map[string]uint64, len(st))
 	for _, s := range st {
 		m[s.Name] = s.Value
@@ -130,20 +128,12 @@ func TestTraffic(t *testing.T) {
 	p.ping(t)
 
 	tr, err := harness.StartTransfer(p.nsA, p.nsB, p.ipB+":5201", 32<<20, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Wait(2 * time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Check(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, tr.Wait(2*time.Minute))
+	require.NoError(t, tr.Check())
 
 	srv, err := harness.ListenPacket(p.nsB, p.ipB+":5300")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer srv.Close()
 	go func() {
 		buf := make([]byte, 2048)
@@ -156,9 +146,7 @@ func TestTraffic(t *testing.T) {
 		}
 	}()
 	cl, err := harness.Dial(p.nsA, "udp", p.ipB+":5300")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer cl.Close()
 	for i := 0; i < 200; i++ {
 		msg := []byte(fmt.Sprintf("datagram %d %s", i, strings.Repeat("x", i*5)))
@@ -168,24 +156,19 @@ func TestTraffic(t *testing.T) {
 		}
 		buf := make([]byte, 2048)
 		n, err := cl.Read(buf)
-		if err != nil || string(buf[:n]) != string(msg) {
-			t.Fatalf("UDP echo %d: %q, %v", i, buf[:n], err)
-		}
+		require.NoError(t, err, "UDP echo %d: %q, %v", i, buf[:n], err)
+		require.Equal(t, string(msg), string(buf[:n]), "UDP echo %d: %q, %v", i, buf[:n], err)
 	}
 
 	sb := p.stats(t, p.clientB, p.portB)
-	if rx := sum(sb, "rx_", "_packets"); rx < 20000 {
-		t.Errorf("port B counted %d RX packets for a 32 MiB transfer", rx)
-	}
+	rx := sum(sb, "rx_", "_packets")
+	assert.GreaterOrEqual(t, rx, uint64(20000), "port B counted %d RX packets for a 32 MiB transfer", rx)
 	// With offloads (the default) the TAP hands over superframes, and mana counts a TSO skb as
 	// one TX packet (mana_start_xmit), so TX is checked by bytes, and TSO must have been used.
 	sa := p.stats(t, p.clientA, p.portA)
-	if tx := sum(sa, "tx_", "_bytes") - sum(sa, "tx_", "_tso_bytes") - sum(sa, "tx_", "_inner_bytes"); tx < 32<<20 {
-		t.Errorf("port A counted %d TX bytes for a 32 MiB transfer", tx)
-	}
-	if tso := sum(sa, "tx_", "_tso_packets"); tso == 0 {
-		t.Error("port A counted no TSO packets: the TAP's offloads are not in use")
-	}
+	tx := sum(sa, "tx_", "_bytes") - sum(sa, "tx_", "_tso_bytes") - sum(sa, "tx_", "_inner_bytes")
+	assert.GreaterOrEqual(t, tx, uint64(32<<20), "port A counted %d TX bytes for a 32 MiB transfer", tx)
+	assert.NotEqual(t, uint64(0), sum(sa, "tx_", "_tso_packets"), "port A counted no TSO packets: the TAP's offloads are not in use")
 }
 
 // TestFlipDuringTransfer flips full-page-rx 100 times while a TCP stream runs: the stream
@@ -193,9 +176,7 @@ func TestTraffic(t *testing.T) {
 func TestFlipDuringTransfer(t *testing.T) {
 	p := startPair(t, "", `page_size = "64K"`)
 	tr, err := harness.StartTransfer(p.nsA, p.nsB, p.ipB+":5202", 0, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var last uint64
 	layouts := map[bool]int{}
 	for i := 0; i < 100; i++ {
@@ -206,22 +187,16 @@ func TestFlipDuringTransfer(t *testing.T) {
 		info := p.info(t, p.clientB, p.portB)
 		layouts[info.Layout.Single]++
 		rx := sum(p.stats(t, p.clientB, p.portB), "rx_", "_packets")
-		if rx < last {
-			t.Fatalf("flip %d: RX packets went from %d to %d", i, last, rx)
-		}
+		require.GreaterOrEqual(t, rx, last, "flip %d: RX packets went from %d to %d", i, last, rx)
 		last = rx
 		time.Sleep(5 * time.Millisecond)
 	}
 	tr.Stop()
-	if err := tr.Check(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tr.Check())
 	if layouts[true] != 50 || layouts[false] != 50 {
 		t.Errorf("layouts seen: %v (64K pages: 31 fragments vs one buffer per page)", layouts)
 	}
-	if last == 0 {
-		t.Error("no packets counted")
-	}
+	assert.NotEqual(t, uint64(0), last, "no packets counted")
 	harness.Eventually(t, "buffers in flight to reach 0", func() bool {
 		return p.info(t, p.clientB, p.portB).BuffersInFlight == 0
 	})
@@ -233,9 +208,8 @@ func TestLinkReconcile(t *testing.T) {
 	p := startPair(t, "", "")
 	harness.Run(t, p.nsB, "ip", "link", "set", p.portB, "mtu", "4000")
 	harness.Eventually(t, "MTU 4000 applied", func() bool { return p.info(t, p.clientB, p.portB).MTU == 4000 })
-	if l := p.info(t, p.clientB, p.portB).Layout; l.DataSize != 4014 {
-		t.Errorf("datasize %d after MTU 4000", l.DataSize)
-	}
+	l := p.info(t, p.clientB, p.portB).Layout
+	assert.Equal(t, uint32(4014), l.DataSize, "datasize %d after MTU 4000", l.DataSize)
 
 	// 9500 is above the port's max MTU (9000): refused, and the TAP's MTU is put back.
 	harness.Run(t, p.nsB, "ip", "link", "set", p.portB, "mtu", "9500")
@@ -243,27 +217,21 @@ func TestLinkReconcile(t *testing.T) {
 		out, _ := harness.RunErr(p.nsB, "cat", "/sys/class/net/"+p.portB+"/mtu")
 		return strings.TrimSpace(out) == "4000"
 	})
-	if mtu := p.info(t, p.clientB, p.portB).MTU; mtu != 4000 {
-		t.Errorf("port MTU %d after a refused change", mtu)
-	}
+	mtu := p.info(t, p.clientB, p.portB).MTU
+	assert.Equal(t, uint32(4000), mtu, "port MTU %d after a refused change", mtu)
 
 	// MTU set through manad updates the TAP.
-	if err := p.clientB.SetMTU(context.Background(), client.Interface{Name: p.portB}, 1500); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.clientB.SetMTU(context.Background(), client.Interface{Name: p.portB}, 1500))
 	out := harness.Run(t, p.nsB, "cat", "/sys/class/net/"+p.portB+"/mtu")
-	if strings.TrimSpace(out) != "1500" {
-		t.Errorf("TAP MTU %q after SetMTU 1500", out)
-	}
+	assert.Equal(t, "1500", strings.TrimSpace(out), "TAP MTU %q after SetMTU 1500", out)
 
 	harness.Run(t, p.nsB, "ip", "link", "set", p.portB, "down")
 	harness.Eventually(t, "the port to go down", func() bool {
 		i := p.info(t, p.clientB, p.portB)
 		return !i.AdminUp && !i.Running && i.MemoryInUse == 0
 	})
-	if _, err := harness.RunErr(p.nsA, "ping", "-c", "1", "-W", "1", p.ipB); err == nil {
-		t.Error("ping answered by a port that is down")
-	}
+	_, err := harness.RunErr(p.nsA, "ping", "-c", "1", "-W", "1", p.ipB)
+	assert.Error(t, err, "ping answered by a port that is down")
 	harness.Run(t, p.nsB, "ip", "link", "set", p.portB, "up")
 	harness.Eventually(t, "the port to come up", func() bool { return p.info(t, p.clientB, p.portB).Running })
 	p.ping(t)
@@ -297,9 +265,7 @@ func TestXDP(t *testing.T) {
 	ctx := context.Background()
 	ifB := client.Interface{Name: p.portB}
 
-	if err := p.clientB.AttachXDP(ctx, ifB, genl.XDPProgram{Builtin: "drop"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.clientB.AttachXDP(ctx, ifB, genl.XDPProgram{Builtin: "drop"}))
 	info := p.info(t, p.clientB, p.portB)
 	if info.XDP != "drop" || !info.Layout.Single || info.Layout.Headroom != 256 {
 		t.Errorf("after attaching drop: xdp %q, layout %+v", info.XDP, info.Layout)
@@ -307,57 +273,36 @@ func TestXDP(t *testing.T) {
 	if _, err := harness.RunErr(p.nsA, "ping", "-c", "2", "-i", "0.2", "-W", "1", p.ipB); err == nil {
 		t.Error("ping passed an XDP_DROP program")
 	}
-	if n := sum(p.stats(t, p.clientB, p.portB), "rx_", "_xdp_drop"); n == 0 {
-		t.Error("no rx_*_xdp_drop counted")
-	}
-	if err := p.clientB.DetachXDP(ctx, ifB); err != nil {
-		t.Fatal(err)
-	}
+	assert.NotEqual(t, uint64(0), sum(p.stats(t, p.clientB, p.portB), "rx_", "_xdp_drop"), "no rx_*_xdp_drop counted")
+	require.NoError(t, p.clientB.DetachXDP(ctx, ifB))
 	p.ping(t)
 
 	obj, err := xdptest.BuildELF(elf.EM_BPF, "GPL", xdptest.Prog{Section: "xdp", Name: "drop_udp_7777", Insns: dropUDPPort(7777)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.clientB.AttachXDP(ctx, ifB, genl.XDPProgram{Object: obj, Section: "xdp", Name: "drop7777"}); err != nil {
-		t.Fatal(err)
-	}
-	if x := p.info(t, p.clientB, p.portB).XDP; x != "ebpf:drop7777" {
-		t.Errorf("xdp = %q", x)
-	}
+	require.NoError(t, err)
+	require.NoError(t, p.clientB.AttachXDP(ctx, ifB, genl.XDPProgram{Object: obj, Section: "xdp", Name: "drop7777"}))
+	assert.Equal(t, "ebpf:drop7777", p.info(t, p.clientB, p.portB).XDP, "xdp")
 	before := sum(p.stats(t, p.clientB, p.portB), "rx_", "_xdp_drop")
 	for _, port := range []int{7777, 7778} {
 		srv, err := harness.ListenPacket(p.nsB, p.ipB+":"+strconv.Itoa(port))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		cl, err := harness.Dial(p.nsA, "udp", p.ipB+":"+strconv.Itoa(port))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for i := 0; i < 20; i++ {
 			cl.Write([]byte("hello"))
 		}
 		srv.SetReadDeadline(time.Now().Add(time.Second))
 		_, _, rerr := srv.ReadFrom(make([]byte, 64))
-		if (port == 7777) != (rerr != nil) {
-			t.Errorf("UDP to %d: read error %v", port, rerr)
-		}
+		assert.Equal(t, rerr != nil, port == 7777, "UDP to %d: read error %v", port, rerr)
 		srv.Close()
 		cl.Close()
 	}
-	if after := sum(p.stats(t, p.clientB, p.portB), "rx_", "_xdp_drop"); after-before != 20 {
-		t.Errorf("eBPF program dropped %d datagrams, want 20", after-before)
-	}
+	after := sum(p.stats(t, p.clientB, p.portB), "rx_", "_xdp_drop")
+	assert.Equal(t, uint64(20), after-before, "eBPF program dropped %d datagrams, want 20", after-before)
 	p.ping(t)
 
 	// XDP cannot be attached above MANA_XDP_MTU_MAX (3506 on 4K pages).
-	if err := p.clientB.DetachXDP(ctx, ifB); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.clientB.SetMTU(ctx, ifB, 4000); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.clientB.DetachXDP(ctx, ifB))
+	require.NoError(t, p.clientB.SetMTU(ctx, ifB, 4000))
 	err = p.clientB.AttachXDP(ctx, ifB, genl.XDPProgram{Builtin: "pass"})
 	var ce *client.Error
 	if !errors.Is(err, unix.EOPNOTSUPP) || !errors.As(err, &ce) || ce.Message != "XDP: mtu too large" {
@@ -372,39 +317,28 @@ func TestCrashRestart(t *testing.T) {
 	p := startPair(t, dir, "")
 	ctx := context.Background()
 	ifB := client.Interface{Name: p.portB}
-	if err := setFlag(t, p.clientB, p.portB, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.clientB.SetMTU(ctx, ifB, 3000); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.clientB.SetRings(ctx, ifB, client.RingsUpdate{Rx: ptr(uint32(512)), Tx: ptr(uint32(512))}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.clientB.SetChannels(ctx, ifB, client.ChannelsUpdate{Combined: ptr(uint32(2))}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.clientB.AttachXDP(ctx, ifB, genl.XDPProgram{Builtin: "pass"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, setFlag(t, p.clientB, p.portB, true))
+	require.NoError(t, p.clientB.SetMTU(ctx, ifB, 3000))
+	require.NoError(t, p.clientB.SetRings(ctx, ifB, client.RingsUpdate{Rx: ptr(uint32(512)), Tx: ptr(uint32(512))}))
+	require.NoError(t, p.clientB.SetChannels(ctx, ifB, client.ChannelsUpdate{Combined: ptr(uint32(2))}))
+	require.NoError(t, p.clientB.AttachXDP(ctx, ifB, genl.XDPProgram{Builtin: "pass"}))
 	want := p.info(t, p.clientB, p.portB)
 	p.ping(t)
 
 	p.d.Kill9()
 	addrs := harness.Run(t, p.nsB, "ip", "-4", "addr", "show", "dev", p.portB)
-	if !strings.Contains(addrs, p.ipB) {
-		t.Fatalf("address gone after the crash: %s", addrs)
-	}
+	require.Contains(t, addrs, p.ipB, "address gone after the crash")
 	p.d.Restart()
 	p.clientA, p.clientB = p.d.Client(p.nsA), p.d.Client(p.nsB)
 	got := p.info(t, p.clientB, p.portB)
-	if got.MTU != 3000 || got.RxRing != 512 || got.TxRing != 512 || got.Queues != 2 ||
-		got.PrivFlags != want.PrivFlags || got.XDP != "pass" || !got.Running {
-		t.Errorf("after restart: %+v\nwant settings of %+v", got, want)
-	}
-	if !strings.Contains(harness.Run(t, p.nsB, "ip", "-4", "addr", "show", "dev", p.portB), p.ipB) {
-		t.Error("address lost across the restart")
-	}
+	assert.Equal(t, uint32(3000), got.MTU, "after restart: %+v\nwant settings of %+v", got, want)
+	assert.Equal(t, uint32(512), got.RxRing, "after restart: %+v\nwant settings of %+v", got, want)
+	assert.Equal(t, uint32(512), got.TxRing, "after restart: %+v\nwant settings of %+v", got, want)
+	assert.Equal(t, uint32(2), got.Queues, "after restart: %+v\nwant settings of %+v", got, want)
+	assert.Equal(t, want.PrivFlags, got.PrivFlags, "after restart: %+v\nwant settings of %+v", got, want)
+	assert.Equal(t, "pass", got.XDP, "after restart: %+v\nwant settings of %+v", got, want)
+	assert.True(t, got.Running, "after restart: %+v\nwant settings of %+v", got, want)
+	assert.Contains(t, harness.Run(t, p.nsB, "ip", "-4", "addr", "show", "dev", p.portB), p.ipB, "address lost across the restart")
 	p.ping(t)
 }
 
@@ -420,37 +354,24 @@ func TestEventsOnlyOnChange(t *testing.T) {
 	harness.Eventually(t, "port B up", func() bool { return p.info(t, p.clientB, p.portB).Running })
 	// Subscribe opens a connection of its own: from inside B's namespace, whose ports it hears.
 	var sub *client.Subscription
-	if err := harness.InNetNS(p.nsB, func() (err error) { sub, err = p.clientB.Subscribe(ctx); return err }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, harness.InNetNS(p.nsB, func() (err error) { sub, err = p.clientB.Subscribe(ctx); return err }))
 	defer sub.Close()
 	ifB := client.Interface{Name: p.portB}
-	if err := p.clientB.SetMTU(ctx, ifB, 1500); err != nil {
-		t.Fatalf("setting the current MTU: %v", err)
-	}
-	if err := p.clientB.SetMTU(ctx, ifB, 99999); !errors.Is(err, unix.EINVAL) {
-		t.Fatalf("MTU 99999: %v", err)
-	}
-	if err := setFlag(t, p.clientB, p.portB, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.clientB.SetMTU(ctx, ifB, 1400); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.clientB.SetMTU(ctx, ifB, 1500), "setting the current MTU")
+	require.ErrorIs(t, p.clientB.SetMTU(ctx, ifB, 99999), unix.EINVAL, "MTU 99999")
+	require.NoError(t, setFlag(t, p.clientB, p.portB, false))
+	require.NoError(t, p.clientB.SetMTU(ctx, ifB, 1400))
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for {
 		ns, err := sub.Next(wctx)
-		if err != nil {
-			t.Fatalf("no change event: %v", err)
-		}
+		require.NoError(t, err, "no change event")
 		for _, n := range ns {
 			if n.Kind != client.PortChanged {
 				continue
 			}
-			if n.Port == nil || n.Port.MTU != 1400 {
-				t.Fatalf("first change event is not the MTU change: %+v", n.Port)
-			}
+			require.NotNil(t, n.Port, "first change event is not the MTU change: %+v", n.Port)
+			require.Equal(t, uint32(1400), n.Port.MTU, "first change event is not the MTU change: %+v", n.Port)
 			return
 		}
 	}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,6 +18,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
@@ -45,9 +46,7 @@ func writeConfig(t *testing.T, dir, ports string) (cfg, socket string) {
 	socket = filepath.Join(dir, "manad.sock")
 	cfg = filepath.Join(dir, "manad.toml")
 	body := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\nlog_level = \"debug\"\n%s", socket, filepath.Join(dir, "state"), ports)
-	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(cfg, []byte(body), 0o644))
 	return cfg, socket
 }
 
@@ -61,24 +60,18 @@ func startMetricsDaemon(t *testing.T, dir, ports string, nss ...string) *metrics
 	cfg, socket := writeConfig(t, dir, ports)
 	d := &metricsDaemon{done: make(chan error, 1), log: filepath.Join(dir, "manad.log"), socket: socket, manactl: manactl}
 	logf, err := os.Create(d.log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d.cmd = exec.Command(bin, "--config", cfg, "--metrics-listen", "127.0.0.1:0")
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.cmd.Start())
 	logf.Close()
 	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
 		d.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err := <-d.done:
-			if err != nil {
-				t.Errorf("manad exited with %v\n%s", err, d.logText())
-			}
+			assert.NoError(t, err, "manad exited with %v\n%s", err, d.logText())
 		case <-time.After(30 * time.Second):
 			d.cmd.Process.Kill()
 			<-d.done
@@ -116,18 +109,12 @@ func (d *metricsDaemon) logText() string {
 func (d *metricsDaemon) scrape(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get("http://" + d.addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %s", resp.Status)
-	}
+	require.Equal(t, http.StatusOK, resp.StatusCode, "GET /metrics: %s", resp.Status)
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parsing /metrics: %v", err)
-	}
+	require.NoError(t, err, "parsing /metrics")
 	return fams
 }
 
@@ -192,18 +179,15 @@ rx_ring = 256
 
 	// Control requests: one that succeeds, one refused with EINVAL.
 	var c *client.Client
-	if err := harness.InNetNS(nsB, func() (err error) { c, err = client.Dial(d.socket); return err }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, harness.InNetNS(nsB, func() (err error) { c, err = client.Dial(d.socket); return err }))
 	defer c.Close()
 	ctx := context.Background()
 	if _, err := c.Rings(ctx, client.Interface{Name: portB}); err != nil {
 		t.Fatal(err)
 	}
 	small := uint32(100)
-	if err := c.SetRings(ctx, client.Interface{Name: portB}, client.RingsUpdate{Rx: &small}); !errors.Is(err, unix.EINVAL) {
-		t.Fatalf("SetRings rx 100: %v, want EINVAL", err)
-	}
+	err := c.SetRings(ctx, client.Interface{Name: portB}, client.RingsUpdate{Rx: &small})
+	require.ErrorIs(t, err, unix.EINVAL, "SetRings rx 100: %v, want EINVAL", err)
 
 	fams := d.scrape(t)
 	for _, name := range []string{
@@ -218,9 +202,7 @@ rx_ring = 256
 		"manad_rx_buffers_in_flight", "manad_resets_total", "manad_control_requests_total",
 		"manad_subscribers_dropped_total", "manad_control_busy_polls_total",
 	} {
-		if fams[name] == nil {
-			t.Errorf("family %s missing", name)
-		}
+		assert.NotNil(t, fams[name], "family %s missing", name)
 	}
 	// A connection's first answer is followed by a poll (busy_poll's default): it found the
 	// next request or nothing.
@@ -244,9 +226,8 @@ rx_ring = 256
 		{map[string]string{"family": "ethtool", "command": "rings-get", "errno": "0"}, 1},
 		{map[string]string{"family": "ethtool", "command": "rings-set", "errno": "EINVAL"}, 1},
 	} {
-		if v, _ := total(fams, "manad_control_requests_total", tc.labels); v != tc.want {
-			t.Errorf("control requests %v = %v, want %v", tc.labels, v, tc.want)
-		}
+		v, _ := total(fams, "manad_control_requests_total", tc.labels)
+		assert.Equal(t, tc.want, v, "control requests %v", tc.labels)
 	}
 	oversize := map[string]string{"port": portB, "reason": "oversize"}
 	if v, n := total(fams, "manad_rx_dropped_total", oversize); v != 0 || n != 2 {
@@ -264,41 +245,32 @@ rx_ring = 256
 	harness.RunErr(nsA, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-M", "dont", "-s", "3000", "10.202.0.2") // no answer expected
 	fams = d.scrape(t)
 	drops, _ := total(fams, "manad_rx_dropped_total", oversize)
-	if drops < 3 {
-		t.Errorf("oversize drops on %s = %v after 3 oversize pings, want at least 3", portB, drops)
-	}
+	assert.GreaterOrEqual(t, drops, float64(3), "oversize drops on %s = %v after 3 oversize pings, want at least 3", portB, drops)
 	if v, _ := total(fams, "manad_reconfiguration_duration_seconds", map[string]string{"port": portA, "op": "mtu"}); v != 1 {
 		t.Errorf("reconfiguration durations observed for %s: %v, want 1", portA, v)
 	}
 
 	// An XDP_DROP program on B (an xdp reconfiguration of B): pings from A now die in XDP.
-	if err := c.AttachXDP(ctx, client.Interface{Name: portB}, genl.XDPProgram{Builtin: "drop"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.AttachXDP(ctx, client.Interface{Name: portB}, genl.XDPProgram{Builtin: "drop"}))
 	harness.Run(t, nsA, "ip", "link", "set", portA, "mtu", "1500")
 	xdp := map[string]string{"port": portB, "reason": "xdp"}
 	before, _ := total(d.scrape(t), "manad_rx_dropped_total", xdp)
 	harness.RunErr(nsA, "ping", "-c", "3", "-i", "0.2", "-W", "1", "10.202.0.2") // dropped by XDP
 	fams = d.scrape(t)
-	if after, _ := total(fams, "manad_rx_dropped_total", xdp); after < before+3 {
-		t.Errorf("XDP drops on %s went from %v to %v after 3 pings, want at least 3 more", portB, before, after)
-	}
+	after, _ := total(fams, "manad_rx_dropped_total", xdp)
+	assert.GreaterOrEqual(t, after, before+3, "XDP drops on %s went from %v to %v after 3 pings, want at least 3 more", portB, before, after)
 	if v, _ := total(fams, "manad_reconfigurations_total", map[string]string{"port": portB, "op": "xdp", "outcome": "applied"}); v != 1 {
 		t.Errorf("xdp reconfigurations of %s applied: %v, want 1", portB, v)
 	}
-	if v, _ := total(fams, "manad_control_requests_total", map[string]string{"family": "manad", "command": "xdp-attach", "errno": "0"}); v != 1 {
-		t.Errorf("manad xdp-attach requests: %v, want 1", v)
-	}
+	v, _ := total(fams, "manad_control_requests_total", map[string]string{"family": "manad", "command": "xdp-attach", "errno": "0"})
+	assert.Equal(t, float64(1), v, "manad xdp-attach requests: %v, want 1", v)
 
 	// manactl stats shows the same counter, summed over the queues.
 	out := harness.Run(t, nsB, d.manactl, "--socket", d.socket, "stats", portB)
 	m := regexp.MustCompile(`(?m)^\s+manad_rx_drop_oversize: (\d+)$`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("manactl stats has no manad_rx_drop_oversize:\n%s", out)
-	}
-	if n, _ := strconv.ParseFloat(m[1], 64); n != drops {
-		t.Errorf("manactl stats manad_rx_drop_oversize = %s, /metrics says %v", m[1], drops)
-	}
+	require.NotNil(t, m, "manactl stats has no manad_rx_drop_oversize:\n%s", out)
+	n, _ := strconv.ParseFloat(m[1], 64)
+	assert.Equal(t, drops, n, "manactl stats manad_rx_drop_oversize = %s, /metrics says", m[1])
 }
 
 // TestMetricsListenInUse: an address manad cannot bind is a startup error: exit status 1 and a
@@ -307,9 +279,7 @@ func TestMetricsListenInUse(t *testing.T) {
 	testenv.RequireRoot(t)
 	bin, _ := harness.Binaries(t)
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer busy.Close()
 	dir := t.TempDir()
 	cfg, socket := writeConfig(t, dir, "")
@@ -319,13 +289,10 @@ func TestMetricsListenInUse(t *testing.T) {
 	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("manad with a busy metrics address: %v, want exit status 1\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "metrics: listen on "+busy.Addr().String()) || !strings.Contains(string(out), "address already in use") {
-		t.Errorf("message does not name the address and the reason:\n%s", out)
-	}
-	if _, err := os.Stat(socket); err == nil {
-		t.Errorf("control socket %s created by a manad that failed to start", socket)
-	}
+	require.ErrorAs(t, err, &ee, "manad with a busy metrics address: %v, want exit status 1\n%s", err, out)
+	require.Equal(t, 1, ee.ExitCode(), "manad with a busy metrics address: %v, want exit status 1\n%s", err, out)
+	assert.Contains(t, string(out), "metrics: listen on "+busy.Addr().String(), "message does not name the address and the reason:\n%s", out)
+	assert.Contains(t, string(out), "address already in use", "message does not name the address and the reason:\n%s", out)
+	_, err = os.Stat(socket)
+	assert.Error(t, err, "control socket %s created by a manad that failed to start", socket)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestPagePoolNotificationsDuringTransfer flips full-page-rx 20 times on port B while a TCP
@@ -28,18 +30,12 @@ func TestPagePoolNotificationsDuringTransfer(t *testing.T) {
 	defer cancel()
 	harness.Eventually(t, "port B up", func() bool { return p.info(t, p.clientB, p.portB).Running })
 	ifi, err := strconv.Atoi(strings.TrimSpace(harness.Run(t, p.nsB, "cat", "/sys/class/net/"+p.portB+"/ifindex")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var sub *client.Subscription
-	if err := harness.InNetNS(p.nsB, func() (err error) { sub, err = p.clientB.Subscribe(ctx, client.WithNetdev()); return err }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, harness.InNetNS(p.nsB, func() (err error) { sub, err = p.clientB.Subscribe(ctx, client.WithNetdev()); return err }))
 	defer sub.Close()
 	var initial []wire.NetdevPagePool
-	if err := harness.InNetNS(p.nsB, func() (err error) { initial, err = p.clientB.PagePools(ctx); return err }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, harness.InNetNS(p.nsB, func() (err error) { initial, err = p.clientB.PagePools(ctx); return err }))
 	var mu sync.Mutex
 	var got []client.Notification
 	readErr := make(chan error, 1)
@@ -57,9 +53,7 @@ func TestPagePoolNotificationsDuringTransfer(t *testing.T) {
 	}()
 
 	tr, err := harness.StartTransfer(p.nsA, p.nsB, p.ipB+":5204", 0, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const flips = 20
 	for i := range flips {
 		if err := setFlag(t, p.clientB, p.portB, i%2 == 0); err != nil {
@@ -69,14 +63,10 @@ func TestPagePoolNotificationsDuringTransfer(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	tr.Stop()
-	if err := tr.Check(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tr.Check())
 	harness.Eventually(t, "no detached pool left", func() bool {
 		var pools []wire.NetdevPagePool
-		if err := harness.InNetNS(p.nsB, func() (err error) { pools, err = p.clientB.PagePools(ctx); return err }); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, harness.InNetNS(p.nsB, func() (err error) { pools, err = p.clientB.PagePools(ctx); return err }))
 		for _, pp := range pools {
 			if pp.DetachTime != 0 {
 				return false
@@ -131,9 +121,8 @@ func TestPagePoolNotificationsDuringTransfer(t *testing.T) {
 			continue // ethtool or manad port events
 		}
 		l := lives[pp.ID]
-		if pp.Ifindex != uint32(ifi) || pp.NAPIID != 0 {
-			t.Errorf("notification %d: %s %+v: want ifindex %d and no NAPI", i, n.Kind, pp, ifi)
-		}
+		assert.Equal(t, uint32(ifi), pp.Ifindex, "notification %d: %s %+v: want ifindex %d and no NAPI", i, n.Kind, pp, ifi)
+		assert.Equal(t, uint64(0), pp.NAPIID, "notification %d: %s %+v: want ifindex %d and no NAPI", i, n.Kind, pp, ifi)
 		switch n.Kind {
 		case client.PagePoolAdded:
 			if l != nil {
@@ -141,9 +130,9 @@ func TestPagePoolNotificationsDuringTransfer(t *testing.T) {
 				continue
 			}
 			lives[pp.ID] = &life{added: 1}
-			if pp.Inflight != 0 || pp.InflightMem != 0 || pp.DetachTime != 0 {
-				t.Errorf("notification %d: add %+v: want nothing in flight, no detach time", i, pp)
-			}
+			assert.Equal(t, uint64(0), pp.Inflight, "notification %d: add %+v: want nothing in flight, no detach time", i, pp)
+			assert.Equal(t, uint64(0), pp.InflightMem, "notification %d: add %+v: want nothing in flight, no detach time", i, pp)
+			assert.Equal(t, uint64(0), pp.DetachTime, "notification %d: add %+v: want nothing in flight, no detach time", i, pp)
 		case client.PagePoolChanged:
 			changes++
 			switch {
@@ -169,13 +158,9 @@ func TestPagePoolNotificationsDuringTransfer(t *testing.T) {
 			}
 		}
 	}
-	if len(lives) != pools {
-		t.Errorf("%d pools seen, want %d (4 initial + 4 per flip)", len(lives), pools)
-	}
+	assert.Len(t, lives, pools, "%d pools seen, want %d (4 initial + 4 per flip)", len(lives), pools)
 	for id, l := range lives {
-		if l.removed != 1 {
-			t.Errorf("pool %d: %+v, never deleted", id, *l)
-		}
+		assert.Equal(t, 1, l.removed, "pool %d: %+v, never deleted", id, *l)
 	}
 	t.Logf("%d pools: %d detached with buffers out (change, then del), %d destroyed idle (del only)", len(lives), changes, len(lives)-changes)
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // crashAtEnv makes manad kill itself with SIGKILL at one step of creating a port's namespace
@@ -50,11 +52,11 @@ func testPortAddNetNSCrash(t *testing.T, step, suffix string) {
 	ctx := context.Background()
 	spec := wire.PortSpec{Name: port, NetNS: ns, Segment: "s", Persistent: true}
 	_, err := d.Client("").CreatePort(ctx, spec)
-	if step != "" && err == nil {
-		t.Fatalf("port add answered although manad was to be killed at %s", step)
+	if step != "" {
+		require.Error(t, err, "port add answered although manad was to be killed at %s", step)
 	}
-	if step == "" && err != nil {
-		t.Fatalf("port add: %v", err)
+	if step == "" {
+		require.NoError(t, err, "port add")
 	}
 	d.Kill9()
 	d.Restart()
@@ -62,9 +64,7 @@ func testPortAddNetNSCrash(t *testing.T, step, suffix string) {
 	recorded := func() (uint64, bool) {
 		t.Helper()
 		st, err := config.LoadState(filepath.Join(d.Dir, "state"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ino, ok := st.NetNS[ns]
 		return ino, ok
 	}
@@ -73,9 +73,8 @@ func testPortAddNetNSCrash(t *testing.T, step, suffix string) {
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("after a crash at %s and a restart, %s: %v; want it gone\n%s", step, path, err, d.Log())
 		}
-		if ino, ok := recorded(); ok {
-			t.Errorf("netns_created still has %s (inode %d)", ns, ino)
-		}
+		ino, ok := recorded()
+		assert.False(t, ok, "netns_created still has %s (inode %d)", ns, ino)
 		if ports, err := c.Ports(ctx); err != nil || strings.Contains(strings.Join(portNames(ports), " "), port) {
 			t.Errorf("ports after the restart: %v, %v; want no %s", portNames(ports), err, port)
 		}
@@ -83,24 +82,19 @@ func testPortAddNetNSCrash(t *testing.T, step, suffix string) {
 			t.Errorf("TAP %s left in manad's namespace: %v\n%s", port, err, out)
 		}
 		// Nothing in the way of the same port add.
-		if _, err := c.CreatePort(ctx, spec); err != nil {
-			t.Fatalf("port add after the restart: %v", err)
-		}
+		_, err := c.CreatePort(ctx, spec)
+		require.NoError(t, err, "port add after the restart")
 	}
 	ino, ok := recorded()
-	if !ok || ino == 0 {
-		t.Fatalf("netns_created has %s with inode %d (%v), want its inode", ns, ino, ok)
-	}
+	require.True(t, ok, "netns_created has %s with inode %d (%v), want its inode", ns, ino, ok)
+	require.NotEqual(t, uint64(0), ino, "netns_created has %s with inode %d (%v), want its inode", ns, ino, ok)
 	res, err := d.Client(ns).DeletePortNetNS(ctx, client.Interface{Name: port})
-	if err != nil || !res.NetNSDeleted {
-		t.Fatalf("port del --netns-too: %+v, %v; want the namespace deleted", res, err)
-	}
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s after port del --netns-too: %v", path, err)
-	}
-	if _, ok := recorded(); ok {
-		t.Errorf("netns_created still has %s after port del --netns-too", ns)
-	}
+	require.NoError(t, err, "port del --netns-too: %+v, %v; want the namespace deleted", res, err)
+	require.True(t, res.NetNSDeleted, "port del --netns-too: %+v, %v; want the namespace deleted", res, err)
+	_, err = os.Stat(path)
+	assert.ErrorIs(t, err, os.ErrNotExist, "%s after port del --netns-too", path)
+	_, ok = recorded()
+	assert.False(t, ok, "netns_created still has %s after port del --netns-too", ns)
 }
 
 func portNames(ports []wire.PortInfo) []string {

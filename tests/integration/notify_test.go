@@ -10,6 +10,8 @@ import (
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // portState is what the ethtool notifications report of a port.
@@ -29,9 +31,7 @@ func TestOneNotificationPerChange(t *testing.T) {
 	defer cancel()
 	harness.Eventually(t, "port B up", func() bool { return p.info(t, p.clientB, p.portB).Running })
 	var sub *client.Subscription
-	if err := harness.InNetNS(p.nsB, func() (err error) { sub, err = p.clientB.Subscribe(ctx); return err }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, harness.InNetNS(p.nsB, func() (err error) { sub, err = p.clientB.Subscribe(ctx); return err }))
 	defer sub.Close()
 	info := p.info(t, p.clientB, p.portB)
 	start := portState{info.RxRing, info.TxRing, info.Queues, info.PrivFlags}
@@ -92,12 +92,8 @@ func TestOneNotificationPerChange(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if err := p.clientB.SetMTU(ctx, ifB, endMTU); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-readErr; err != nil {
-		t.Fatalf("monitor after %d notifications: %v", len(got), err)
-	}
+	require.NoError(t, p.clientB.SetMTU(ctx, ifB, endMTU))
+	require.NoError(t, <-readErr, "monitor after %d notifications", len(got))
 
 	// fail reports a mismatch; after ten the rest of the stream says nothing new.
 	failures := 0
@@ -144,8 +140,6 @@ func TestOneNotificationPerChange(t *testing.T) {
 		}
 		cur = next
 	}
-	if changes < writers {
-		t.Errorf("only %d real changes; the test does not contend", changes)
-	}
+	assert.GreaterOrEqual(t, changes, writers, "only %d real changes; the test does not contend", changes)
 	t.Logf("%d notifications, %d changes", len(got), changes)
 }

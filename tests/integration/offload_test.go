@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestOffloadKey runs a port with offloads (the default) and one with offload = false through the
@@ -34,13 +36,9 @@ func TestOffloadKey(t *testing.T) {
 		for _, x := range []struct {
 			ns, port, flags, tso string
 		}{{p.nsA, p.portA, "0x5902", "on"}, {p.nsB, p.portB, "0x1902", "off"}} {
-			if f := strings.TrimSpace(harness.Run(t, x.ns, "cat", "/sys/class/net/"+x.port+"/tun_flags")); f != x.flags {
-				t.Errorf("%s: %s tun_flags %s, want %s", when, x.port, f, x.flags)
-			}
+			assert.Equal(t, x.flags, strings.TrimSpace(harness.Run(t, x.ns, "cat", "/sys/class/net/"+x.port+"/tun_flags")), "%s: %s tun_flags", when, x.port)
 			k := harness.Run(t, x.ns, "ethtool", "-k", x.port)
-			if !regexp.MustCompile(`(?m)^tcp-segmentation-offload: ` + x.tso + `\b`).MatchString(k) {
-				t.Errorf("%s: ethtool -k %s does not show TSO %s:\n%s", when, x.port, x.tso, k)
-			}
+			assert.True(t, regexp.MustCompile(`(?m)^tcp-segmentation-offload: `+x.tso+`\b`).MatchString(k), "%s: ethtool -k %s does not show TSO %s:\n%s", when, x.port, x.tso, k)
 		}
 		tsoA := sum(p.stats(t, p.clientA, p.portA), "tx_", "_tso_packets")
 		tsoB := sum(p.stats(t, p.clientB, p.portB), "tx_", "_tso_packets")
@@ -50,32 +48,20 @@ func TestOffloadKey(t *testing.T) {
 				ip = p.ipA
 			}
 			tr, err := harness.StartTransfer(dir[0], dir[1], fmt.Sprintf("%s:%d", ip, 5230+i), 8<<20, seed+uint64(i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tr.Wait(2 * time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			if err := tr.Check(); err != nil {
-				t.Fatalf("%s: transfer %d: %v", when, i, err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, tr.Wait(2*time.Minute))
+			require.NoError(t, tr.Check(), "%s: transfer %d", when, i)
 		}
-		if n := sum(p.stats(t, p.clientA, p.portA), "tx_", "_tso_packets") - tsoA; n == 0 {
-			t.Errorf("%s: %s (offload = true) sent no TSO superframe", when, p.portA)
-		}
-		if n := sum(p.stats(t, p.clientB, p.portB), "tx_", "_tso_packets") - tsoB; n != 0 {
-			t.Errorf("%s: %s (offload = false) sent %d TSO superframes", when, p.portB, n)
-		}
+		assert.NotEqual(t, uint64(0), sum(p.stats(t, p.clientA, p.portA), "tx_", "_tso_packets")-tsoA, "%s: %s (offload = true) sent no TSO superframe", when, p.portA)
+		n := sum(p.stats(t, p.clientB, p.portB), "tx_", "_tso_packets") - tsoB
+		assert.Equal(t, uint64(0), n, "%s: %s (offload = false) sent %d TSO superframes", when, p.portB, n)
 	}
 	check("first start", 1)
 	log, err := os.ReadFile(p.d.LogPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for port, want := range map[string]string{p.portA: `offloads=csum,tso4,tso6,tso-ecn`, p.portB: `offloads=none`} {
-		if !regexp.MustCompile(`msg="port created".*port=`+port+`\b.*`+regexp.QuoteMeta(want)).Match(log) &&
-			!regexp.MustCompile(`port=`+port+`\b.*msg="port created".*`+regexp.QuoteMeta(want)).Match(log) {
-			t.Errorf("no \"port created\" line for %s with %s in the log", port, want)
+		if !regexp.MustCompile(`msg="port created".*port=` + port + `\b.*` + regexp.QuoteMeta(want)).Match(log) {
+			assert.True(t, regexp.MustCompile(`port=`+port+`\b.*msg="port created".*`+regexp.QuoteMeta(want)).Match(log), "no \"port created\" line for %s with %s in the log", port, want)
 		}
 	}
 

@@ -15,6 +15,8 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRestartAfterKill9 (issue 28): manad killed with SIGKILL while a client keeps it busy,
@@ -38,9 +40,7 @@ func TestRestartAfterKill9(t *testing.T) {
 			harness.Name("mrk", fmt.Sprint(i)), ns)
 	}
 	text := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n%s", sock, filepath.Join(dir, "state"), ports.String())
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(cfg, []byte(text), 0o644))
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 
 	var procs []*exec.Cmd
@@ -48,16 +48,12 @@ func TestRestartAfterKill9(t *testing.T) {
 	start := func(round int) *exec.Cmd {
 		t.Helper()
 		logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("manad-%d.log", round)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer logf.Close()
 		cmd := exec.Command(bin, "--config", cfg)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cmd.Start())
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		procs = append(procs, cmd)
@@ -136,20 +132,15 @@ func TestRestartAfterKill9(t *testing.T) {
 			}()
 		}
 		time.Sleep(200 * time.Millisecond)
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cmd.Process.Kill())
 		next := start(round) // at once: the old manad is still exiting
 		close(stop)
 		wg.Wait()
-		if err := <-waited[cmd]; err == nil || !strings.Contains(err.Error(), "killed") {
-			t.Errorf("round %d: the old manad ended with %v, want killed", round, err)
-		}
+		err := <-waited[cmd]
+		assert.ErrorContains(t, err, "killed", "round %d: the old manad ended with %v, want killed", round, err)
 		waited[cmd] <- nil
 		ready(round, next)
-		if strings.Contains(logOf(round), "already listening") {
-			t.Errorf("round %d: %s", round, logOf(round))
-		}
+		assert.NotContains(t, logOf(round), "already listening", "round %d", round)
 		cmd = next
 	}
 }

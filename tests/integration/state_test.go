@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // statePort is the one-port configuration of the state file tests: its MTU (2000) is not the
@@ -41,19 +42,13 @@ func TestUnusableStateFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			stateDir := filepath.Join(dir, "state")
-			if err := os.MkdirAll(stateDir, 0o700); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.MkdirAll(stateDir, 0o700))
 			statePath := config.StatePath(stateDir)
-			if err := os.WriteFile(statePath, []byte(tc.data), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(statePath, []byte(tc.data), 0o600))
 			d := harness.Start(t, dir, "", statePort(name, ns), ns)
 
 			kept, _ := filepath.Glob(statePath + ".bad-*")
-			if len(kept) != 1 {
-				t.Fatalf("kept copies %q, want one state.json.bad-<time>\n%s", kept, d.Log())
-			}
+			require.Len(t, kept, 1, "kept copies %q, want one state.json.bad-<time>\n%s", kept, d.Log())
 			if got, err := os.ReadFile(kept[0]); err != nil || string(got) != tc.data {
 				t.Errorf("kept copy %s = %q, %v; want the file as it was, %q", kept[0], got, err, tc.data)
 			}
@@ -71,12 +66,8 @@ func TestUnusableStateFile(t *testing.T) {
 			// Started from the configuration: the port exists with the file's MTU, not the
 			// 3000 the unusable state held.
 			info, err := d.Client(ns).Port(context.Background(), client.Interface{Name: name})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info.MTU != 2000 {
-				t.Errorf("port MTU %d, want the configuration's 2000", info.MTU)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, uint32(2000), info.MTU, "port MTU %d, want the configuration's 2000", info.MTU)
 			// And a fresh, usable state replaces the bad one.
 			if _, err := config.LoadState(stateDir); err != nil {
 				t.Errorf("state file after the start: %v", err)
@@ -107,23 +98,15 @@ func newerStateFile(t *testing.T, bin string, data []byte, says []string) {
 	name, ns := harness.Name("msn", "0"), harness.Name("msn", "")
 	dir := t.TempDir()
 	stateDir := filepath.Join(dir, "state")
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(stateDir, 0o700))
 	statePath := config.StatePath(stateDir)
-	if err := os.WriteFile(statePath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(statePath, data, 0o600))
 	before, err := os.Stat(statePath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg := filepath.Join(dir, "manad.toml")
 	sock := filepath.Join(dir, "manad.sock")
 	text := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n%s", sock, stateDir, statePort(name, ns))
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(cfg, []byte(text), 0o644))
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // only if manad wrongly made it
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -134,13 +117,10 @@ func newerStateFile(t *testing.T, bin string, data []byte, says []string) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		t.Fatalf("manad with a newer state file: %v, want exit status 2\n%s", err, out.String())
-	}
+	require.ErrorAs(t, err, &ee, "manad with a newer state file: %v, want exit status 2\n%s", err, out.String())
+	require.Equal(t, 2, ee.ExitCode(), "manad with a newer state file: %v, want exit status 2\n%s", err, out.String())
 	for _, want := range append([]string{statePath, "move the file away"}, says...) {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("message does not say %q:\n%s", want, out.String())
-		}
+		assert.Contains(t, out.String(), want, "message does not say")
 	}
 	if got, err := os.ReadFile(statePath); err != nil || !bytes.Equal(got, data) {
 		t.Errorf("newer state file changed: %q, %v", got, err)
@@ -148,13 +128,10 @@ func newerStateFile(t *testing.T, bin string, data []byte, says []string) {
 	if after, err := os.Stat(statePath); err != nil || !after.ModTime().Equal(before.ModTime()) {
 		t.Errorf("newer state file rewritten (mtime %v, was %v): %v", after.ModTime(), before.ModTime(), err)
 	}
-	if entries, _ := os.ReadDir(stateDir); len(entries) != 1 {
-		t.Errorf("state directory holds %v, want only state.json", entries)
-	}
-	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("socket left behind: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join("/run/netns", ns)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("manad created namespace %s before refusing to start", ns)
-	}
+	entries, _ := os.ReadDir(stateDir)
+	assert.Len(t, entries, 1, "state directory holds %v, want only state.json", entries)
+	_, err = os.Stat(sock)
+	assert.ErrorIs(t, err, os.ErrNotExist, "socket left behind")
+	_, err = os.Stat(filepath.Join("/run/netns", ns))
+	assert.ErrorIs(t, err, os.ErrNotExist, "manad created namespace %s before refusing to start", ns)
 }

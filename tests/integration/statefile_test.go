@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +16,8 @@ import (
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestIrregularStateFile (issue 28): a state file that is not a regular file of at most 64 MiB
@@ -45,23 +46,15 @@ func TestIrregularStateFile(t *testing.T) {
 			name, ns := harness.Name("mif", "0"), harness.Name("mif", "")
 			dir := t.TempDir()
 			stateDir := filepath.Join(dir, "state")
-			if err := os.MkdirAll(stateDir, 0o700); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.MkdirAll(stateDir, 0o700))
 			statePath := config.StatePath(stateDir)
-			if err := tc.make(statePath); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, tc.make(statePath))
 			before, err := os.Lstat(statePath)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			cfg := filepath.Join(dir, "manad.toml")
 			sock := filepath.Join(dir, "manad.sock")
 			text := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n%s", sock, stateDir, statePort(name, ns))
-			if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(cfg, []byte(text), 0o644))
 			t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // only if manad wrongly made it
 
 			// Well within the minute: a manad that blocks or reads without end is killed here.
@@ -73,21 +66,18 @@ func TestIrregularStateFile(t *testing.T) {
 			cmd.Stdout, cmd.Stderr = &out, &out
 			err = cmd.Run()
 			var ee *exec.ExitError
-			if ctx.Err() != nil || !errors.As(err, &ee) || ee.ExitCode() != 2 {
-				t.Fatalf("manad with a state file that %s: %v (timed out: %v), want exit status 2\n%s", tc.says, err, ctx.Err() != nil, out.String())
-			}
+			require.NoError(t, ctx.Err(), "manad with a state file that %s: %v (timed out: %v), want exit status 2\n%s", tc.says, err, ctx.Err() != nil, out.String())
+			require.ErrorAs(t, err, &ee, "manad with a state file that %s: %v (timed out: %v), want exit status 2\n%s", tc.says, err, ctx.Err() != nil, out.String())
+			require.Equal(t, 2, ee.ExitCode(), "manad with a state file that %s: %v (timed out: %v), want exit status 2\n%s", tc.says, err, ctx.Err() != nil, out.String())
 			for _, want := range []string{statePath, tc.says, "regular file of at most 64 MiB", "move it away"} {
-				if !strings.Contains(out.String(), want) {
-					t.Errorf("message does not say %q:\n%s", want, out.String())
-				}
+				assert.Contains(t, out.String(), want, "message does not say")
 			}
 			after, err := os.Lstat(statePath)
 			if err != nil || after.Mode() != before.Mode() || after.Size() != before.Size() {
 				t.Errorf("state file changed: %v, %v (was %v, %d bytes)", after, err, before.Mode(), before.Size())
 			}
-			if entries, _ := os.ReadDir(stateDir); len(entries) != 1 {
-				t.Errorf("state directory holds %v, want only state.json", entries)
-			}
+			entries, _ := os.ReadDir(stateDir)
+			assert.Len(t, entries, 1, "state directory holds %v, want only state.json", entries)
 			if _, err := os.Stat(filepath.Join("/run/netns", ns)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("manad created namespace %s before refusing to start", ns)
 			}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/asm"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/daemon/xdp/xdptest"
 	"github.com/manad/manad/genl"
@@ -98,9 +100,8 @@ func (e *e2e) mctlAs(t *testing.T, args ...string) result {
 // ok fails the test unless r is a success with no stderr.
 func ok(t *testing.T, what string, r result) string {
 	t.Helper()
-	if r.code != 0 || r.stderr != "" {
-		t.Fatalf("manactl %s: exit %d, stderr %q, stdout %q", what, r.code, r.stderr, r.stdout)
-	}
+	require.Equal(t, 0, r.code, "manactl %s: exit %d, stderr %q, stdout %q", what, r.code, r.stderr, r.stdout)
+	require.Equal(t, "", r.stderr, "manactl %s: exit %d, stderr %q, stdout %q", what, r.code, r.stderr, r.stdout)
 	return r.stdout
 }
 
@@ -113,9 +114,9 @@ func fails(t *testing.T, what string, r result, want string) {
 // failsWith is fails for a command whose failure exits with code, as ethtool's does (81 for -G).
 func failsWith(t *testing.T, what string, r result, code int, want string) {
 	t.Helper()
-	if r.code != code || r.stdout != "" || r.stderr != want+"\n" {
-		t.Errorf("manactl %s: exit %d, stdout %q, stderr %q; want exit %d, stderr %q", what, r.code, r.stdout, r.stderr, code, want)
-	}
+	assert.Equal(t, code, r.code, "manactl %s: exit %d, stdout %q, stderr %q; want exit %d, stderr %q", what, r.code, r.stdout, r.stderr, code, want)
+	assert.Equal(t, "", r.stdout, "manactl %s: exit %d, stdout %q, stderr %q; want exit %d, stderr %q", what, r.code, r.stdout, r.stderr, code, want)
+	assert.Equal(t, want+"\n", r.stderr, "manactl %s: exit %d, stdout %q, stderr %q; want exit %d, stderr %q", what, r.code, r.stdout, r.stderr, code, want)
 }
 
 // failsLike is fails with a pattern for the stderr line.
@@ -127,17 +128,15 @@ func failsLike(t *testing.T, what string, r result, pattern string) {
 // failsLikeWith is failsLike with the exit status code.
 func failsLikeWith(t *testing.T, what string, r result, code int, pattern string) {
 	t.Helper()
-	if r.code != code || r.stdout != "" || !regexp.MustCompile(`^`+pattern+`\n$`).MatchString(r.stderr) {
-		t.Errorf("manactl %s: exit %d, stdout %q, stderr %q; want exit %d, stderr matching %q", what, r.code, r.stdout, r.stderr, code, pattern)
-	}
+	assert.Equal(t, code, r.code, "manactl %s: exit %d, stdout %q, stderr %q; want exit %d, stderr matching %q", what, r.code, r.stdout, r.stderr, code, pattern)
+	assert.Equal(t, "", r.stdout, "manactl %s: exit %d, stdout %q, stderr %q; want exit %d, stderr matching %q", what, r.code, r.stdout, r.stderr, code, pattern)
+	assert.True(t, regexp.MustCompile(`^`+pattern+`\n$`).MatchString(r.stderr), "manactl %s: exit %d, stdout %q, stderr %q; want exit %d, stderr matching %q", what, r.code, r.stdout, r.stderr, code, pattern)
 }
 
 func (e *e2e) listJSON(t *testing.T) []map[string]any {
 	t.Helper()
 	var ports []map[string]any
-	if err := json.Unmarshal([]byte(ok(t, "--json list", e.mctl(t, "--json", "list"))), &ports); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(ok(t, "--json list", e.mctl(t, "--json", "list"))), &ports))
 	return ports
 }
 
@@ -159,9 +158,8 @@ func TestCommands(t *testing.T) {
 	t.Run("list", func(t *testing.T) {
 		out := ok(t, "list", e.mctl(t, "list"))
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-		if len(lines) != 2 || strings.Fields(lines[0])[0] != "NAME" {
-			t.Fatalf("list:\n%s", out)
-		}
+		require.Len(t, lines, 2, "list:\n%s", out)
+		require.Equal(t, "NAME", strings.Fields(lines[0])[0], "list:\n%s", out)
 		want := []string{e.port, e.ns, "up", "1500", "16K", "4/64", "256/256", "-", "-"}
 		if got := strings.Fields(lines[1]); strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("list line %q, want fields %q", lines[1], want)
@@ -173,35 +171,23 @@ func TestCommands(t *testing.T) {
 		}
 		// Root in manad's own namespace (the test's) sees every port, with its namespace.
 		host := ok(t, "list on the host", run(t, "", e.socketEnv, e.bin, "list"))
-		if !regexp.MustCompile(`(?m)^` + e.port + ` +` + e.ns + ` +up +1500 `).MatchString(host) {
-			t.Errorf("list on the host does not show %s in %s:\n%s", e.port, e.ns, host)
-		}
-		if got := ok(t, "list --netns", run(t, "", e.socketEnv, e.bin, "list", "--netns", e.ns)); got != out {
-			t.Errorf("list --netns %s on the host:\n%s\nwant what the namespace itself lists:\n%s", e.ns, got, out)
-		}
+		assert.True(t, regexp.MustCompile(`(?m)^`+e.port+` +`+e.ns+` +up +1500 `).MatchString(host), "list on the host does not show %s in %s:\n%s", e.port, e.ns, host)
+		got := ok(t, "list --netns", run(t, "", e.socketEnv, e.bin, "list", "--netns", e.ns))
+		assert.Equal(t, out, got, "list --netns %s on the host:\n%s\nwant what the namespace itself lists:\n%s", e.ns, got, out)
 		// (A namespace that does not exist is an error: hints_test.go.)
-		if got := ok(t, "list --netns -", run(t, "", e.socketEnv, e.bin, "list", "--netns", "-")); strings.Contains(got, e.port) {
-			t.Errorf("list --netns - shows %s:\n%s", e.port, got)
-		}
+		assert.NotContains(t, ok(t, "list --netns -", run(t, "", e.socketEnv, e.bin, "list", "--netns", "-")), e.port, "list --netns - shows")
 		// Inside the namespace, --netns filters what that namespace sees.
-		if got := ok(t, "list --netns - in the namespace", e.mctl(t, "list", "--netns", "-")); strings.Contains(got, e.port) {
-			t.Errorf("list --netns - inside %s shows %s:\n%s", e.ns, e.port, got)
-		}
+		assert.NotContains(t, ok(t, "list --netns - in the namespace", e.mctl(t, "list", "--netns", "-")), e.port, "list --netns - inside %s shows", e.ns)
 		// A non-admin on the host sees only the host's ports: none here.
 		r := run(t, "", e.socketEnv, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", e.bin, "list")
-		if r.code != 0 || strings.Contains(r.stdout, e.port) {
-			t.Errorf("list on the host as nobody: %+v", r)
-		}
+		assert.Equal(t, 0, r.code, "list on the host as nobody: %+v", r)
+		assert.NotContains(t, r.stdout, e.port, "list on the host as nobody: %+v", r)
 	})
 
 	t.Run("priv-flags", func(t *testing.T) {
-		if got := ok(t, "--show-priv-flags", e.mctl(t, "--show-priv-flags", e.port)); got != ethtoolPrivFlags(e.port, false) {
-			t.Errorf("show-priv-flags:\n%q\nwant\n%q", got, ethtoolPrivFlags(e.port, false))
-		}
+		assert.Equal(t, ethtoolPrivFlags(e.port, false), ok(t, "--show-priv-flags", e.mctl(t, "--show-priv-flags", e.port)), "show-priv-flags")
 		ok(t, "--set-priv-flags on", e.mctl(t, "--set-priv-flags", e.port, "full-page-rx", "on"))
-		if got := ok(t, "show-priv-flags", e.mctl(t, "show-priv-flags", e.port)); got != ethtoolPrivFlags(e.port, true) {
-			t.Errorf("after on:\n%q", got)
-		}
+		assert.Equal(t, ethtoolPrivFlags(e.port, true), ok(t, "show-priv-flags", e.mctl(t, "show-priv-flags", e.port)), "after on")
 		var pf []struct {
 			IfName string `json:"ifname"`
 			Flags  []struct {
@@ -215,31 +201,21 @@ func TestCommands(t *testing.T) {
 			t.Errorf("--json show-priv-flags: %+v %v", pf, err)
 		}
 		// The flag changed the live layout: one buffer per 16K page instead of 7 fragments.
-		if out := ok(t, "show-rxbuf", e.mctl(t, "show-rxbuf", e.port)); !strings.Contains(out, "Mode:              single buffer per page\nWhy:               full-page-rx private flag is on\n") {
-			t.Errorf("show-rxbuf after full-page-rx on:\n%s", out)
-		}
+		assert.Contains(t, ok(t, "show-rxbuf", e.mctl(t, "show-rxbuf", e.port)), "Mode:              single buffer per page\nWhy:               full-page-rx private flag is on\n", "show-rxbuf after full-page-rx on")
 		fails(t, "set-priv-flags bogus", e.mctl(t, "set-priv-flags", e.port, "bogus", "on"),
 			"netlink error: unknown private flag 'bogus' ("+e.port+" has: full-page-rx): Operation not supported")
 		fails(t, "set-priv-flags as nobody", e.mctlAs(t, "set-priv-flags", e.port, "full-page-rx", "off"),
 			e.eperm())
-		if got := ok(t, "show-priv-flags as nobody", e.mctlAs(t, "show-priv-flags", e.port)); got != ethtoolPrivFlags(e.port, true) {
-			t.Errorf("a non-admin reads:\n%q", got)
-		}
+		assert.Equal(t, ethtoolPrivFlags(e.port, true), ok(t, "show-priv-flags as nobody", e.mctlAs(t, "show-priv-flags", e.port)), "a non-admin reads")
 		ok(t, "set-priv-flags off", e.mctl(t, "set-priv-flags", e.port, "full-page-rx", "off"))
-		if out := ok(t, "show-rxbuf", e.mctl(t, "show-rxbuf", e.port)); !strings.Contains(out, "Mode:              page-pool fragments, 7 per page\nWhy:               7 buffers of 2112 bytes fit in a 16384-byte page\n") {
-			t.Errorf("show-rxbuf after full-page-rx off:\n%s", out)
-		}
+		assert.Contains(t, ok(t, "show-rxbuf", e.mctl(t, "show-rxbuf", e.port)), "Mode:              page-pool fragments, 7 per page\nWhy:               7 buffers of 2112 bytes fit in a 16384-byte page\n", "show-rxbuf after full-page-rx off")
 	})
 
 	t.Run("rings", func(t *testing.T) {
-		if got := ok(t, "-g", e.mctl(t, "-g", e.port)); got != ethtoolRings(e.port, 8192, 16384, 256, 256) {
-			t.Errorf("-g:\n%q\nwant\n%q", got, ethtoolRings(e.port, 8192, 16384, 256, 256))
-		}
+		assert.Equal(t, ethtoolRings(e.port, 8192, 16384, 256, 256), ok(t, "-g", e.mctl(t, "-g", e.port)), "-g")
 		ok(t, "-G", e.mctl(t, "-G", e.port, "rx", "512", "tx", "1000"))
 		// tx 1000 is rounded up to a power of two, as the driver does.
-		if got := ok(t, "show-ring", e.mctl(t, "show-ring", e.port)); got != ethtoolRings(e.port, 8192, 16384, 512, 1024) {
-			t.Errorf("after -G:\n%q", got)
-		}
+		assert.Equal(t, ethtoolRings(e.port, 8192, 16384, 512, 1024), ok(t, "show-ring", e.mctl(t, "show-ring", e.port)), "after -G")
 		var rj []map[string]any
 		if err := json.Unmarshal([]byte(ok(t, "--json -g", e.mctl(t, "--json", "-g", e.port))), &rj); err != nil || len(rj) != 1 ||
 			rj[0]["rx"] != 512.0 || rj[0]["tx-max"] != 16384.0 || rj[0]["tx-push"] != false || rj[0]["rx-mini"] != nil {
@@ -251,17 +227,11 @@ func TestCommands(t *testing.T) {
 	})
 
 	t.Run("channels", func(t *testing.T) {
-		if got := ok(t, "-l", e.mctl(t, "-l", e.port)); got != ethtoolCombinedChannels(e.port, 64, 4) {
-			t.Errorf("-l:\n%q\nwant\n%q", got, ethtoolCombinedChannels(e.port, 64, 4))
-		}
+		assert.Equal(t, ethtoolCombinedChannels(e.port, 64, 4), ok(t, "-l", e.mctl(t, "-l", e.port)), "-l")
 		ok(t, "-L", e.mctl(t, "-L", e.port, "combined", "2"))
-		if got := ok(t, "show-channels", e.mctl(t, "show-channels", e.port)); got != ethtoolCombinedChannels(e.port, 64, 2) {
-			t.Errorf("after -L:\n%q", got)
-		}
+		assert.Equal(t, ethtoolCombinedChannels(e.port, 64, 2), ok(t, "show-channels", e.mctl(t, "show-channels", e.port)), "after -L")
 		out := harness.Run(t, e.ns, "ip", "-d", "link", "show", e.port)
-		if !strings.Contains(out, "numqueues 2 ") {
-			t.Errorf("the TAP did not follow the channel count:\n%s", out)
-		}
+		assert.Contains(t, out, "numqueues 2 ", "the TAP did not follow the channel count")
 		fails(t, "-L combined 65", e.mctl(t, "-L", e.port, "combined", "65"), "netlink error: requested channel count exceeds maximum: Invalid argument")
 		fails(t, "-L combined 0", e.mctl(t, "-L", e.port, "combined", "0"),
 			"netlink error: requested channel counts would result in no RX or TX channel being configured: Invalid argument")
@@ -272,21 +242,16 @@ func TestCommands(t *testing.T) {
 	t.Run("stats-and-strings", func(t *testing.T) {
 		out := ok(t, "-S", e.mctl(t, "-S", e.port))
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-		if lines[0] != "NIC statistics:" {
-			t.Fatalf("-S:\n%s", out)
-		}
+		require.Equal(t, "NIC statistics:", lines[0], "-S:\n%s", out)
 		// The statistics are the ETH_SS_STATS strings, in order, each as "     name: value".
 		strs := ok(t, "show-strings stats", e.mctl(t, "show-strings", e.port, "stats"))
 		sl := strings.Split(strings.TrimSuffix(strs, "\n"), "\n")
-		if want := fmt.Sprintf("String set stats (1) for %s: %d strings", e.port, len(lines)-1); sl[0] != want {
-			t.Fatalf("show-strings stats header %q, want %q", sl[0], want)
-		}
+		require.Equal(t, fmt.Sprintf("String set stats (1) for %s: %d strings", e.port, len(lines)-1), sl[0], "show-strings stats header")
 		stat := regexp.MustCompile(`^     ([a-z0-9_]+): ([0-9]+)$`)
 		for i, l := range lines[1:] {
 			m := stat.FindStringSubmatch(l)
-			if m == nil || sl[1+i] != fmt.Sprintf("     %d: %s", i, m[1]) {
-				t.Fatalf("-S line %q vs show-strings line %q", l, sl[1+i])
-			}
+			require.NotNil(t, m, "-S line %q vs show-strings line %q", l, sl[1+i])
+			require.Equal(t, fmt.Sprintf("     %d: %s", i, m[1]), sl[1+i], "-S line %q vs show-strings line %q", l, sl[1+i])
 		}
 		var sj []struct {
 			IfName     string                     `json:"ifname"`
@@ -296,9 +261,7 @@ func TestCommands(t *testing.T) {
 			t.Errorf("--json -S: %v, %d statistics", err, len(sj[0].Statistics))
 		}
 		want := fmt.Sprintf("String set priv-flags (2) for %s: 1 string\n     0: full-page-rx\n", e.port)
-		if got := ok(t, "show-strings priv-flags", e.mctl(t, "show-strings", e.port, "priv-flags")); got != want {
-			t.Errorf("show-strings priv-flags: %q, want %q", got, want)
-		}
+		assert.Equal(t, want, ok(t, "show-strings priv-flags", e.mctl(t, "show-strings", e.port, "priv-flags")), "show-strings priv-flags")
 		all := ok(t, "show-strings", e.mctl(t, "show-strings", e.port))
 		if !strings.HasPrefix(all, sl[0]+"\n") || !strings.HasSuffix(all, "\n\n"+want) {
 			t.Errorf("show-strings (all sets):\n%s", all)
@@ -327,9 +290,7 @@ func TestCommands(t *testing.T) {
 			"XDP: mtu too large: Operation not supported")
 		// manactl computes the plan itself, with no daemon, and says what manad's LAYOUT_PLAN says.
 		c, err := client.Dial(e.d.Socket)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer c.Close()
 		none := []string{"MANAD_SOCKET=" + filepath.Join(e.dir, "none.sock")}
 		for _, ps := range []uint32{4096, 16384, 65536} {
@@ -342,15 +303,14 @@ func TestCommands(t *testing.T) {
 					r := run(t, "", none, args...)
 					want, werr := c.PlanLayout(context.Background(), req)
 					if werr != nil {
-						if r.code != 1 || r.stdout != "" {
-							t.Errorf("%v: manad refuses (%v), manactl: %+v", args[2:], werr, r)
-						}
+						assert.Equal(t, 1, r.code, "%v: manad refuses (%v), manactl: %+v", args[2:], werr, r)
+						assert.Equal(t, "", r.stdout, "%v: manad refuses (%v), manactl: %+v", args[2:], werr, r)
 						continue
 					}
 					var got []map[string]any
-					if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil || len(got) != len(want) {
-						t.Fatalf("%v: %+v", args[2:], r)
-					}
+					require.Equal(t, 0, r.code, "%v: %+v", args[2:], r)
+					require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), "%v: %+v", args[2:], r)
+					require.Len(t, got, len(want), "%v: %+v", args[2:], r)
 					for i, l := range want {
 						w := map[string]any{"rule": l.Rule, "datasize": float64(l.DataSize), "alloc-size": float64(l.AllocSize),
 							"headroom": float64(l.Headroom), "buf-size": float64(l.BufSize), "frag-count": float64(l.FragCount),
@@ -369,12 +329,10 @@ func TestCommands(t *testing.T) {
 
 	t.Run("set-mtu", func(t *testing.T) {
 		ok(t, "set-mtu", e.mctl(t, "set-mtu", e.port, "9000"))
-		if p := e.portJSON(t, e.port); p["mtu"] != 9000.0 {
-			t.Errorf("mtu %v after set-mtu 9000", p["mtu"])
-		}
-		if out := harness.Run(t, e.ns, "cat", "/sys/class/net/"+e.port+"/mtu"); strings.TrimSpace(out) != "9000" {
-			t.Errorf("the TAP's MTU is %s", out)
-		}
+		p := e.portJSON(t, e.port)
+		assert.Equal(t, 9000.0, p["mtu"], "mtu %v after set-mtu 9000", p["mtu"])
+		out := harness.Run(t, e.ns, "cat", "/sys/class/net/"+e.port+"/mtu")
+		assert.Equal(t, "9000", strings.TrimSpace(out), "the TAP's MTU is %s", out)
 		fails(t, "set-mtu 9001", e.mctl(t, "set-mtu", e.port, "9001"), "netlink error: mtu greater than device maximum: Invalid argument")
 		fails(t, "set-mtu as nobody", e.mctlAs(t, "set-mtu", e.port, "1500"), e.eperm())
 		ok(t, "set-mtu back", e.mctl(t, "set-mtu", e.port, "1500"))
@@ -385,35 +343,24 @@ func TestCommands(t *testing.T) {
 		if p := e.portJSON(t, e.port); p["xdp"] != "drop" {
 			t.Errorf("xdp %v after attach drop", p["xdp"])
 		}
-		if out := ok(t, "show-rxbuf", e.mctl(t, "show-rxbuf", e.port)); !strings.Contains(out, "Why:               an XDP program is attached\n") {
-			t.Errorf("show-rxbuf with XDP:\n%s", out)
-		}
+		assert.Contains(t, ok(t, "show-rxbuf", e.mctl(t, "show-rxbuf", e.port)), "Why:               an XDP program is attached\n", "show-rxbuf with XDP")
 		ok(t, "xdp detach", e.mctl(t, "xdp", e.port, "detach"))
 		if p := e.portJSON(t, e.port); p["xdp"] != "" {
 			t.Errorf("xdp %v after detach", p["xdp"])
 		}
 		obj, err := xdptest.BuildELF(elf.EM_BPF, "GPL", xdptest.Prog{Section: "xdp", Name: "pass_all",
 			Insns: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		objPath := filepath.Join(e.dir, "pass.o")
-		if err := os.WriteFile(objPath, obj, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(objPath, obj, 0o644))
 		ok(t, "xdp attach FILE.o", e.mctl(t, "xdp", e.port, "attach", objPath, "--section", "xdp", "--name", "mypass"))
-		if p := e.portJSON(t, e.port); p["xdp"] != "ebpf:mypass" {
-			t.Errorf("xdp %v after attaching the object", p["xdp"])
-		}
+		p := e.portJSON(t, e.port)
+		assert.Equal(t, "ebpf:mypass", p["xdp"], "xdp %v after attaching the object", p["xdp"])
 		bad := filepath.Join(e.dir, "bad.o")
-		if err := os.WriteFile(bad, []byte("not an ELF object\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(bad, []byte("not an ELF object\n"), 0o644))
 		failsLike(t, "xdp attach bad.o", e.mctl(t, "xdp", e.port, "attach", bad), `netlink error: .+: Invalid argument`)
 		big := filepath.Join(e.dir, "big.o")
-		if err := os.WriteFile(big, make([]byte, 300000), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(big, make([]byte, 300000), 0o644))
 		fails(t, "xdp attach big.o", e.mctl(t, "xdp", e.port, "attach", big), big+" (300000 bytes) does not fit in one request to manad: Message too long")
 		fails(t, "xdp detach as nobody", e.mctlAs(t, "xdp", e.port, "detach"), e.eperm())
 		ok(t, "xdp detach", e.mctl(t, "xdp", e.port, "detach"))
@@ -428,9 +375,8 @@ func TestCommands(t *testing.T) {
 			p := e.portJSON(t, e.port)
 			return p["reset-pending"] == false && p["detached"] == false && p["running"] == true
 		})
-		if p := e.portJSON(t, e.port); p["rx-ring"] != 512.0 {
-			t.Errorf("rx-ring %v after a failed change from 512, want 512 (reverted)", p["rx-ring"])
-		}
+		p := e.portJSON(t, e.port)
+		assert.Equal(t, 512.0, p["rx-ring"], "rx-ring %v after a failed change from 512, want 512 (reverted)", p["rx-ring"])
 		ok(t, "fault prealloc 1 ENOSPC", e.mctl(t, "fault", e.port, "prealloc", "1", "--errno", "ENOSPC"))
 		failsLikeWith(t, "-G after a prealloc fault", e.mctl(t, "-G", e.port, "rx", "1024"), 81, `netlink error: .*: No space left on device`)
 		ok(t, "-G after the fault", e.mctl(t, "-G", e.port, "rx", "1024"))
@@ -445,25 +391,21 @@ func TestCommands(t *testing.T) {
 	t.Run("port", func(t *testing.T) {
 		q := harness.Name("mcq", "0")
 		var added []map[string]any
-		if err := json.Unmarshal([]byte(ok(t, "port add", e.mctl(t, "--json", "port", "add", q, "--netns", e.ns, "--queues", "2",
-			"--max-queues", "8", "--rx-ring", "128", "--priv-flags", "full-page-rx", "--segment", "s"))), &added); err != nil || len(added) != 1 {
-			t.Fatalf("--json port add: %v %v", added, err)
-		}
+		err := json.Unmarshal([]byte(ok(t, "port add", e.mctl(t, "--json", "port", "add", q, "--netns", e.ns, "--queues", "2",
+			"--max-queues", "8", "--rx-ring", "128", "--priv-flags", "full-page-rx", "--segment", "s"))), &added)
+		require.NoError(t, err, "--json port add: %v %v", added, err)
+		require.Len(t, added, 1, "--json port add: %v %v", added, err)
 		if p := added[0]; p["ifname"] != q || p["queues"] != 2.0 || p["max-queues"] != 8.0 || p["rx-ring"] != 128.0 ||
 			fmt.Sprint(p["priv-flags"]) != "[full-page-rx]" || p["netns"] != e.ns {
 			t.Errorf("port add answered %v", p)
 		}
-		if e.portJSON(t, q) == nil {
-			t.Errorf("%s not listed after port add", q)
-		}
+		assert.NotNil(t, e.portJSON(t, q), "%s not listed after port add", q)
 		harness.Run(t, e.ns, "ip", "link", "show", q)
 		failsLike(t, "port add twice", e.mctl(t, "port", "add", q, "--netns", e.ns), `netlink error: .+: File exists`)
 		fails(t, "port add as nobody", e.mctlAs(t, "port", "add", harness.Name("mcr", "0"), "--netns", e.ns), e.eperm())
 		fails(t, "port del as nobody", e.mctlAs(t, "port", "del", q), e.eperm())
 		ok(t, "port del", e.mctl(t, "port", "del", q))
-		if e.portJSON(t, q) != nil {
-			t.Errorf("%s still listed after port del", q)
-		}
+		assert.Nil(t, e.portJSON(t, q), "%s still listed after port del", q)
 		fails(t, "port del again", e.mctl(t, "port", "del", q), "netlink error: no device matches name: No such device")
 	})
 
@@ -474,9 +416,8 @@ func TestCommands(t *testing.T) {
 		want := "\n" + ethtoolPrivFlags(e.port, true)
 		want2 := "\n" + ethtoolCombinedChannels(e.port, 64, 3)
 		m.waitFor(t, want, want2, fmt.Sprintf("\nPort %s changed:\n", e.port))
-		if out := m.stop(t); !strings.HasPrefix(out, "listening...\n") {
-			t.Errorf("monitor output does not start with listening...:\n%s", out)
-		}
+		out := m.stop(t)
+		assert.True(t, strings.HasPrefix(out, "listening...\n"), "monitor output does not start with listening...:\n%s", out)
 
 		mj := startMonitor(t, e.ns, e.socketEnv, e.bin, "--json", "monitor")
 		ok(t, "set-priv-flags off", e.mctl(t, "set-priv-flags", e.port, "full-page-rx", "off"))
@@ -534,18 +475,12 @@ func startMonitor(t *testing.T, ns string, env []string, argv ...string) *monito
 	m := &monitor{cmd: exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...), done: make(chan struct{})}
 	m.cmd.Env = append(append(os.Environ(), raceEnv()), env...)
 	stdout, err := m.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Both streams are collected: --json prints "listening..." on stderr.
 	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m.cmd.Stderr = pw
-	if err := m.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.cmd.Start())
 	pw.Close()
 	t.Cleanup(func() {
 		if m.cmd.ProcessState == nil {
@@ -608,9 +543,7 @@ func (m *monitor) waitFor(t *testing.T, want ...string) {
 func (m *monitor) stop(t *testing.T) string {
 	t.Helper()
 	out, err := m.interrupt(t)
-	if err != nil {
-		t.Errorf("monitor exited with %v:\n%s", err, out)
-	}
+	assert.NoError(t, err, "monitor exited with %v:\n%s", err, out)
 	return out
 }
 

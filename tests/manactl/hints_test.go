@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
 )
 
 // eperm is what manactl prints when manad refuses a change by a non-admin, for this test's manad:
@@ -92,21 +93,17 @@ func TestErrorsPointAtTheFix(t *testing.T) {
 				argv = append(append([]string{}, nobody...), argv...)
 			}
 			r := run(t, tc.ns, e.socketEnv, argv...)
-			if r.code != tc.code || r.stdout != "" || r.stderr != tc.stderr+"\n" {
-				t.Errorf("manactl %s: exit %d, stdout %q, stderr %q;\nwant exit %d, stderr %q",
-					strings.Join(tc.args, " "), r.code, r.stdout, r.stderr, tc.code, tc.stderr+"\n")
-			}
+			assert.Equal(t, tc.code, r.code, "manactl %s: exit %d, stdout %q, stderr %q;\nwant exit %d, stderr %q", strings.Join(tc.args, " "), r.code, r.stdout, r.stderr, tc.code, tc.stderr+"\n")
+			assert.Equal(t, "", r.stdout, "manactl %s: exit %d, stdout %q, stderr %q;\nwant exit %d, stderr %q", strings.Join(tc.args, " "), r.code, r.stdout, r.stderr, tc.code, tc.stderr+"\n")
+			assert.Equal(t, tc.stderr+"\n", r.stderr, "manactl %s: exit %d, stdout %q, stderr %q;\nwant exit %d, stderr %q", strings.Join(tc.args, " "), r.code, r.stdout, r.stderr, tc.code, tc.stderr+"\n")
 		})
 	}
 
 	// list --netns of a namespace that exists still succeeds, with or without ports in it.
-	if out := ok(t, "list --netns "+e.ns, run(t, "", e.socketEnv, e.bin, "list", "--netns", e.ns)); !strings.Contains(out, "\n"+e.port+" ") {
-		t.Errorf("list --netns %s:\n%s", e.ns, out)
-	}
-	if out := ok(t, "list --netns "+emptyNS, run(t, "", e.socketEnv, e.bin, "list", "--netns", emptyNS)); strings.Count(out, "\n") != 1 ||
-		!strings.HasPrefix(out, "NAME ") {
-		t.Errorf("list --netns of an empty namespace: want the header only, got:\n%s", out)
-	}
+	assert.Contains(t, ok(t, "list --netns "+e.ns, run(t, "", e.socketEnv, e.bin, "list", "--netns", e.ns)), "\n"+e.port+" ", "list --netns %s", e.ns)
+	out := ok(t, "list --netns "+emptyNS, run(t, "", e.socketEnv, e.bin, "list", "--netns", emptyNS))
+	assert.Equal(t, 1, strings.Count(out, "\n"), "list --netns of an empty namespace: want the header only, got:\n%s", out)
+	assert.True(t, strings.HasPrefix(out, "NAME "), "list --netns of an empty namespace: want the header only, got:\n%s", out)
 }
 
 // TestEPERMNamesTheAdminGroup: with admin_group set, a non-admin's refused change names it
@@ -125,13 +122,11 @@ func TestEPERMNamesTheAdminGroup(t *testing.T) {
 	r := run(t, ns, []string{"MANAD_SOCKET=" + d.Socket},
 		"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", bin, "-G", port, "rx", "256")
 	want := "netlink error: changes need root or the admin_group (" + group + "): Operation not permitted\n"
-	if r.code != 81 || r.stderr != want {
-		t.Errorf("-G as a non-admin: exit %d, stderr %q; want 81, %q", r.code, r.stderr, want)
-	}
+	assert.Equal(t, 81, r.code, "-G as a non-admin: exit %d, stderr %q; want 81, %q", r.code, r.stderr, want)
+	assert.Equal(t, want, r.stderr, "-G as a non-admin: exit %d, stderr %q; want 81, %q", r.code, r.stderr, want)
 	// A member of the group may change the port.
 	r = run(t, ns, []string{"MANAD_SOCKET=" + d.Socket},
 		"setpriv", "--reuid=65534", "--regid=65534", "--groups="+fmt.Sprint(gid), "--", bin, "-G", port, "rx", "256")
-	if r.code != 0 || r.stderr != "" {
-		t.Errorf("-G as a member of admin_group: exit %d, stderr %q", r.code, r.stderr)
-	}
+	assert.Equal(t, 0, r.code, "-G as a member of admin_group: exit %d, stderr %q", r.code, r.stderr)
+	assert.Equal(t, "", r.stderr, "-G as a member of admin_group: exit %d, stderr %q", r.code, r.stderr)
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestKernelVeth runs show-priv-flags, show-ring, show-channels and stats against a kernel veth
@@ -29,9 +31,7 @@ func TestKernelVeth(t *testing.T) {
 	harness.Run(t, ns, "ip", "link", "add", "va", "type", "veth", "peer", "name", "vb", "numrxqueues", "4", "numtxqueues", "4")
 	harness.Run(t, ns, "ethtool", "-L", "vb", "rx", "3", "tx", "2")
 
-	if err := os.Mkdir(filepath.Join(dir, "manad"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "manad"), 0o755))
 	d := harness.Start(t, filepath.Join(dir, "manad"), "",
 		fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\npersistent = false\n", harness.Name("mcv", "0"), other), other)
 
@@ -56,16 +56,11 @@ func TestKernelVeth(t *testing.T) {
 				if want.code != 0 {
 					want.stderr += m.down
 				}
-				if got != want {
-					t.Errorf("manactl %s vb: exit %d\nstdout %q\nstderr %q\nethtool: exit %d\nstdout %q\nstderr %q",
-						opt, got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)
-				}
+				assert.Equal(t, want, got, "manactl %s vb: exit %d\nstdout %q\nstderr %q\nethtool: exit %d\nstdout %q\nstderr %q", opt, got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)
 			})
 		}
 	}
-	if log := d.Log(); !strings.Contains(log, "manad ready") {
-		t.Errorf("manad did not serve:\n%s", log)
-	}
+	assert.Contains(t, d.Log(), "manad ready", "manad did not serve")
 
 	// A refused change: ethtool prints the extack message (with its offset) and perror's errno
 	// text on two lines, manactl both on one.
@@ -75,16 +70,14 @@ func TestKernelVeth(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(want.stderr), "\n") {
 		parts = append(parts, regexp.MustCompile(` \(offset \d+\)$`).ReplaceAllString(strings.TrimPrefix(l, "netlink error: "), ""))
 	}
-	if want.code != 1 || got.code != 1 || got.stderr != "netlink error: "+strings.Join(parts, ": ")+"\n" {
-		t.Errorf("-L vb rx 5: manactl exit %d %q, ethtool exit %d %q", got.code, got.stderr, want.code, want.stderr)
-	}
+	assert.Equal(t, 1, want.code, "-L vb rx 5: manactl exit %d %q, ethtool exit %d %q", got.code, got.stderr, want.code, want.stderr)
+	assert.Equal(t, 1, got.code, "-L vb rx 5: manactl exit %d %q, ethtool exit %d %q", got.code, got.stderr, want.code, want.stderr)
+	assert.Equal(t, "netlink error: "+strings.Join(parts, ": ")+"\n", got.stderr, "-L vb rx 5: manactl exit %d %q, ethtool exit %d %q", got.code, got.stderr, want.code, want.stderr)
 	// An accepted change, made by manactl through the kernel, as ethtool sees it.
-	if r := run(t, ns, modes[2].env, bin, "-L", "vb", "rx", "1", "tx", "4"); r.code != 0 || r.stderr != "" {
-		t.Fatalf("manactl -L vb rx 1 tx 4: %+v", r)
-	}
-	if out := run(t, ns, nil, "ethtool", "-l", "vb").stdout; !strings.Contains(out, "Current hardware settings:\nRX:\t\t1\nTX:\t\t4\n") {
-		t.Errorf("ethtool -l after manactl -L:\n%s", out)
-	}
+	r := run(t, ns, modes[2].env, bin, "-L", "vb", "rx", "1", "tx", "4")
+	require.Equal(t, 0, r.code, "manactl -L vb rx 1 tx 4: %+v", r)
+	require.Equal(t, "", r.stderr, "manactl -L vb rx 1 tx 4: %+v", r)
+	assert.Contains(t, run(t, ns, nil, "ethtool", "-l", "vb").stdout, "Current hardware settings:\nRX:\t\t1\nTX:\t\t4\n", "ethtool -l after manactl -L")
 }
 
 // TestKernelMonitor runs `manactl --kernel monitor` next to `ethtool --monitor` while a veth's
@@ -112,9 +105,7 @@ func TestKernelMonitor(t *testing.T) {
 	want, _ := eth.interrupt(t) // ethtool does not catch SIGINT
 	got := mctl.stop(t)
 	t.Logf("ethtool --monitor printed:\n%s", want)
-	if got != want {
-		t.Errorf("manactl --kernel monitor printed\n%q\nethtool --monitor printed\n%q", got, want)
-	}
+	assert.Equal(t, want, got, "manactl --kernel monitor printed\n%q\nethtool --monitor printed\n%q", got, want)
 }
 
 // TestKernelExitStatus runs failing commands through the kernel's ethtool netlink (and ioctl, for

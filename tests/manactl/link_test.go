@@ -3,10 +3,11 @@ package manactl
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // manaLink is `ethtool DEV` of a MANA port: speed %s, link detected %s.
@@ -47,27 +48,17 @@ func TestLinkCommands(t *testing.T) {
 	harness.Eventually(t, "link detected", func() bool { return link(fast) == fmt.Sprintf(manaLink, fast, "100000Mb/s", "yes") })
 	harness.Run(t, ns, "ip", "link", "set", fast, "down")
 	harness.Eventually(t, "link gone", func() bool { return link(fast) == fmt.Sprintf(manaLink, fast, "100000Mb/s", "no") })
-	if got, want := link(plain), fmt.Sprintf(manaLink, plain, "Unknown!", "no"); got != want {
-		t.Errorf("port without speed:\n%s\nwant\n%s", got, want)
-	}
-	if got, want := ok(t, "show-link as nobody", e.mctlAs(t, "show-link", fast)), fmt.Sprintf(manaLink, fast, "100000Mb/s", "no"); got != want {
-		t.Errorf("show-link as nobody:\n%s\nwant\n%s", got, want)
-	}
+	assert.Equal(t, fmt.Sprintf(manaLink, plain, "Unknown!", "no"), link(plain), "port without speed")
+	assert.Equal(t, fmt.Sprintf(manaLink, fast, "100000Mb/s", "no"), ok(t, "show-link as nobody", e.mctlAs(t, "show-link", fast)), "show-link as nobody")
 
 	var js []map[string]any
-	if err := json.Unmarshal([]byte(ok(t, "--json", e.mctl(t, "--json", fast))), &js); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(ok(t, "--json", e.mctl(t, "--json", fast))), &js))
 	if len(js) != 1 || js[0]["speed"] != 100000.0 || js[0]["port"] != "Other" || js[0]["link-detected"] != false {
 		t.Errorf("--json %s: %v", fast, js)
 	}
 
 	wantT := fmt.Sprintf("Time stamping parameters for %s:\nCapabilities:\n\tsoftware-receive\n\tsoftware-system-clock\n"+
 		"PTP Hardware Clock: none\nHardware Transmit Timestamp Modes: none\nHardware Receive Filter Modes: none\n", fast)
-	if got := ok(t, "-T", e.mctl(t, "-T", fast)); got != wantT {
-		t.Errorf("-T:\n%s\nwant\n%s", got, wantT)
-	}
-	if got := ok(t, "--json -T", e.mctl(t, "--json", "-T", fast)); !strings.Contains(got, `"phc-index": null`) {
-		t.Errorf("--json -T: %s", got)
-	}
+	assert.Equal(t, wantT, ok(t, "-T", e.mctl(t, "-T", fast)), "-T")
+	assert.Contains(t, ok(t, "--json -T", e.mctl(t, "--json", "-T", fast)), `"phc-index": null`, "--json -T")
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) {
@@ -63,13 +64,9 @@ func raceEnv() string {
 func worldDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "manactl-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chmod(dir, 0o755))
 	return dir
 }
 
@@ -79,19 +76,12 @@ func manactlIn(t testing.TB, dir string) string {
 	_, src := harness.Binaries(t)
 	dst := filepath.Join(dir, "manactl")
 	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = io.Copy(out, in)
+	require.NoError(t, err)
+	require.NoError(t, out.Close())
 	return dst
 }

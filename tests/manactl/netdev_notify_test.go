@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // netdevEvent is one line of `manactl --json monitor --netdev` about the netdev family.
@@ -38,9 +40,7 @@ func netdevEvents(t *testing.T, out string) []netdevEvent {
 			continue
 		}
 		var e netdevEvent
-		if err := json.Unmarshal([]byte(l), &e); err != nil {
-			t.Fatalf("monitor line %q: %v", l, err)
-		}
+		require.NoError(t, json.Unmarshal([]byte(l), &e), "monitor line %q", l)
 		if strings.HasPrefix(e.Kind, "page-pool-") || strings.HasPrefix(e.Kind, "dev-") {
 			evs = append(evs, e)
 		}
@@ -58,9 +58,7 @@ func netdevEvents(t *testing.T, out string) []netdevEvent {
 func TestMonitorNetdevPagePools(t *testing.T) {
 	e := startE2E(t)
 	ifi, err := strconv.Atoi(strings.TrimSpace(harness.Run(t, e.ns, "cat", "/sys/class/net/"+e.port+"/ifindex")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m := startMonitor(t, e.ns, e.socketEnv, e.bin, "--json", "monitor", "--netdev")
 	harness.Run(t, e.ns, "ip", "link", "set", e.port, "up")
 	pools := func() []uint64 {
@@ -68,9 +66,7 @@ func TestMonitorNetdevPagePools(t *testing.T) {
 		e.jsonOf(t, &ps, "page-pools", e.port)
 		var ids []uint64
 		for _, p := range ps {
-			if p.DetachTime != 0 {
-				t.Fatalf("a pool of an idle port is detached: %+v", ps)
-			}
+			require.Equal(t, uint64(0), p.DetachTime, "a pool of an idle port is detached: %+v", ps)
 			ids = append(ids, p.ID)
 		}
 		slices.Sort(ids)
@@ -82,9 +78,8 @@ func TestMonitorNetdevPagePools(t *testing.T) {
 
 	ok(t, "--set-priv-flags", e.mctl(t, "--set-priv-flags", e.port, "full-page-rx", "on"))
 	cur := pools()
-	if len(cur) != int(e.queues) || slices.Contains(cur, old[0]) {
-		t.Fatalf("pools after full-page-rx %v, want %d new ones (old %v)", cur, e.queues, old)
-	}
+	require.Len(t, cur, int(e.queues), "pools after full-page-rx %v, want %d new ones (old %v)", cur, e.queues, old)
+	require.False(t, slices.Contains(cur, old[0]), "pools after full-page-rx %v, want %d new ones (old %v)", cur, e.queues, old)
 	harness.Run(t, e.ns, "ip", "link", "set", e.port, "down")
 	harness.Eventually(t, "no pool while down", func() bool { return len(pools()) == 0 })
 	m.waitFor(t, fmt.Sprintf(`"kind":"page-pool-del","seq":0,"ifname":"","ifindex":%d,"page-pool":{"id":%d,`, ifi, cur[len(cur)-1]))
@@ -104,9 +99,7 @@ func TestMonitorNetdevPagePools(t *testing.T) {
 		}
 	}
 	evs := netdevEvents(t, out)
-	if len(evs) != len(wants) {
-		t.Fatalf("%d netdev notifications, want %d (%v):\n%s", len(evs), len(wants), wants, out)
-	}
+	require.Len(t, evs, len(wants), "%d netdev notifications, want %d (%v):\n%s", len(evs), len(wants), wants, out)
 	for i, ev := range evs {
 		p := ev.PagePool
 		if ev.Kind != wants[i].kind || p == nil || p.ID != wants[i].id || ev.Seq != 0 || ev.IfIndex != ifi ||
@@ -127,9 +120,7 @@ func TestMonitorNetdevPortLifecycle(t *testing.T) {
 	q := harness.Name("mcl", "0")
 	ok(t, "port add", e.mctl(t, "port", "add", q, "--netns", e.ns, "--queues", "3"))
 	ifi, err := strconv.Atoi(strings.TrimSpace(harness.Run(t, e.ns, "cat", "/sys/class/net/"+q+"/ifindex")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var ps []pool
 	harness.Eventually(t, "the new port's pools", func() bool {
 		e.jsonOf(t, &ps, "page-pools", q)
@@ -158,9 +149,7 @@ func TestMonitorNetdevPortLifecycle(t *testing.T) {
 		want = append(want, fmt.Sprintf("page-pool-del %d %d napi=0 inflight=0 detach=0", id, ifi))
 	}
 	want = append(want, fmt.Sprintf("dev-del %d", ifi))
-	if !slices.Equal(got, want) {
-		t.Errorf("netdev notifications\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	assert.True(t, slices.Equal(got, want), "netdev notifications\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 }
 
 // TestMonitorNetdevKernel: manactl --kernel monitor --netdev subscribes to the kernel's own
@@ -174,9 +163,7 @@ func TestMonitorNetdevKernel(t *testing.T) {
 	var ifis []int
 	for _, n := range []string{a, b} {
 		ifi, err := strconv.Atoi(strings.TrimSpace(harness.Run(t, e.ns, "cat", "/sys/class/net/"+n+"/ifindex")))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ifis = append(ifis, ifi)
 	}
 	harness.Run(t, e.ns, "ip", "link", "del", a)
@@ -236,17 +223,13 @@ func TestMonitorNetdevNoDevChange(t *testing.T) {
 			t.Errorf("unexpected %s: %+v", ev.Kind, ev)
 		}
 	}
-	if len(adds) < len(before)+2 {
-		t.Errorf("only %d pools seen: the rebuilds made no new ones", len(adds))
-	}
+	assert.GreaterOrEqual(t, len(adds), len(before)+2, "only %d pools seen: the rebuilds made no new ones", len(adds))
 	for id, n := range adds {
 		if n != 1 || dels[id] != 1 {
 			t.Errorf("pool %d: %d adds, %d dels; want one each", id, n, dels[id])
 		}
 	}
 	for id := range dels {
-		if adds[id] == 0 {
-			t.Errorf("del of pool %d, never added nor listed", id)
-		}
+		assert.NotEqual(t, 0, adds[id], "del of pool %d, never added nor listed", id)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/mdlayher/genetlink"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
@@ -19,9 +21,8 @@ import (
 func (e *e2e) jsonOf(t *testing.T, v any, args ...string) {
 	t.Helper()
 	out := ok(t, args[0], e.mctl(t, append([]string{"--json"}, args...)...))
-	if err := json.Unmarshal([]byte(out), v); err != nil {
-		t.Fatalf("%v: %v\n%s", args, err, out)
-	}
+	err := json.Unmarshal([]byte(out), v)
+	require.NoError(t, err, "%v: %v\n%s", args, err, out)
 }
 
 type pool struct {
@@ -51,9 +52,10 @@ func TestNetdevCommands(t *testing.T) {
 	napis := map[uint64]bool{}
 	for i, q := range queues {
 		rx := i < int(e.queues)
-		if want := map[bool]string{true: "rx", false: "tx"}[rx]; q.Type != want || q.ID != uint32(i%int(e.queues)) || (q.NAPIID != 0) != rx {
-			t.Errorf("queue %d: %+v", i, q)
-		}
+		want := map[bool]string{true: "rx", false: "tx"}[rx]
+		assert.Equal(t, want, q.Type, "queue %d: %+v", i, q)
+		assert.Equal(t, uint32(i%int(e.queues)), q.ID, "queue %d: %+v", i, q)
+		assert.Equal(t, rx, q.NAPIID != 0, "queue %d: %+v", i, q)
 		if rx {
 			napis[q.NAPIID] = true
 		}
@@ -65,20 +67,15 @@ func TestNetdevCommands(t *testing.T) {
 		t.Fatalf("qstats: %v", qs)
 	}
 	for _, k := range []string{"rx_packets", "rx_bytes", "rx_alloc_fail", "rx_hw_drops", "rx_hw_drop_overruns", "tx_packets", "tx_bytes"} {
-		if _, ok := qs[0][k]; !ok {
-			t.Errorf("qstats has no %s: %v", k, qs[0])
-		}
+		_, ok := qs[0][k]
+		assert.True(t, ok, "qstats has no %s: %v", k, qs[0])
 	}
 	e.jsonOf(t, &qs, "qstats", e.port, "--queue")
-	if len(qs) != int(e.queues)*2 {
-		t.Errorf("qstats --queue: %d entries, want %d: %v", len(qs), e.queues*2, qs)
-	}
+	assert.Len(t, qs, int(e.queues)*2, "qstats --queue: %d entries, want %d", len(qs), e.queues*2)
 
 	var before []pool
 	e.jsonOf(t, &before, "page-pools", e.port)
-	if len(before) != int(e.queues) {
-		t.Fatalf("%d page pools, want %d: %+v", len(before), e.queues, before)
-	}
+	require.Len(t, before, int(e.queues), "%d page pools, want %d", len(before), e.queues)
 	old := map[uint64]bool{}
 	for _, p := range before {
 		if p.Dev != e.port || !napis[p.NAPIID] || p.DetachTime != 0 || p.Inflight == 0 {
@@ -111,15 +108,13 @@ func TestNetdevDevNotifications(t *testing.T) {
 	e := startE2E(t)
 	var conn *genetlink.Conn
 	var fam genetlink.Family
-	if err := harness.InNetNS(e.ns, func() (err error) {
+	require.NoError(t, harness.InNetNS(e.ns, func() (err error) {
 		if conn, err = client.DialGenetlink(e.d.Socket); err != nil {
 			return err
 		}
 		fam, err = conn.GetFamily(wire.NetdevFamilyName)
 		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	t.Cleanup(func() { conn.Close() })
 	var mgmt uint32
 	for _, g := range fam.Groups {
@@ -127,35 +122,23 @@ func TestNetdevDevNotifications(t *testing.T) {
 			mgmt = g.ID
 		}
 	}
-	if err := conn.JoinGroup(mgmt); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, conn.JoinGroup(mgmt))
 	q := harness.Name("mcd", "0")
 	ok(t, "port add", e.mctl(t, "port", "add", q, "--netns", e.ns))
 	ifi, err := strconv.Atoi(strings.TrimSpace(harness.Run(t, e.ns, "cat", "/sys/class/net/"+q+"/ifindex")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ok(t, "port del", e.mctl(t, "port", "del", q))
 	var got []string
 	for len(got) < 2 {
-		if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
 		msgs, _, err := conn.Receive()
-		if err != nil {
-			t.Fatalf("receive (after %v): %v", got, err)
-		}
+		require.NoError(t, err, "receive (after %v)", got)
 		for _, m := range msgs {
 			var d wire.NetdevDev
-			if err := wire.NetdevDevTable.Decode(m.Data, &d); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, wire.NetdevDevTable.Decode(m.Data, &d))
 			got = append(got, fmt.Sprint(m.Header.Command, " ", d.Ifindex))
 		}
 	}
 	want := []string{fmt.Sprint(wire.NetdevCmdDevAddNtf, " ", ifi), fmt.Sprint(wire.NetdevCmdDevDelNtf, " ", ifi)}
-	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("notifications %v, want %v", got, want)
-	}
+	assert.Equal(t, strings.Join(want, ","), strings.Join(got, ","), "notifications %v, want %v", got, want)
 }

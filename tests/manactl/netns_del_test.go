@@ -2,13 +2,14 @@ package manactl
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // portDelJSON is `manactl --json port del --netns-too`.
@@ -40,8 +41,8 @@ func TestPortDelNetNSToo(t *testing.T) {
 	e := &e2e{d: d, dir: dir, bin: manactlIn(t, dir), ns: "", socketEnv: []string{"MANAD_SOCKET=" + d.Socket}}
 	exists := func(ns string) bool {
 		_, err := os.Stat("/run/netns/" + ns)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Fatal(err)
+		if err != nil {
+			require.ErrorIs(t, err, os.ErrNotExist)
 		}
 		return err == nil
 	}
@@ -57,16 +58,12 @@ func TestPortDelNetNSToo(t *testing.T) {
 	delNetNS := func(name, ns string) (portDelJSON, string) {
 		t.Helper()
 		r := in(ns, "--json", "port", "del", name, "--netns-too")
-		if r.code != 0 {
-			t.Fatalf("port del %s --netns-too: exit %d, stderr %q", name, r.code, r.stderr)
-		}
+		require.Equal(t, 0, r.code, "port del %s --netns-too: exit %d, stderr %q", name, r.code, r.stderr)
 		var res []portDelJSON
-		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || len(res) != 1 {
-			t.Fatalf("port del %s --netns-too: %q: %v", name, r.stdout, err)
-		}
-		if e.portJSON(t, name) != nil {
-			t.Errorf("%s still listed after port del --netns-too", name)
-		}
+		err := json.Unmarshal([]byte(r.stdout), &res)
+		require.NoError(t, err, "port del %s --netns-too: %q: %v", name, r.stdout, err)
+		require.Len(t, res, 1, "port del %s --netns-too: %q: %v", name, r.stdout, err)
+		assert.Nil(t, e.portJSON(t, name), "%s still listed after port del --netns-too", name)
 		return res[0], r.stderr
 	}
 	kept := func(name, ns, why string) {
@@ -75,9 +72,7 @@ func TestPortDelNetNSToo(t *testing.T) {
 		if res.NetNSDeleted || res.Notice != why || res.NetNS != ns || stderr != "Warning: network namespace kept: "+why+"\n" {
 			t.Errorf("port del %s --netns-too: %+v, stderr %q; want the namespace kept because %q", name, res, stderr, why)
 		}
-		if !exists(ns) {
-			t.Errorf("namespace %s deleted", ns)
-		}
+		assert.True(t, exists(ns), "namespace %s deleted", ns)
 	}
 	deleted := func(name, ns string) {
 		t.Helper()
@@ -85,20 +80,14 @@ func TestPortDelNetNSToo(t *testing.T) {
 		if !res.NetNSDeleted || res.Notice != "" || res.NetNS != ns || stderr != "" {
 			t.Errorf("port del %s --netns-too: %+v, stderr %q; want namespace %s deleted", name, res, stderr, ns)
 		}
-		if exists(ns) {
-			t.Errorf("namespace %s still in /run/netns", ns)
-		}
-		if out := harness.Run(t, "", "ip", "netns", "list"); strings.Contains(out, ns) {
-			t.Errorf("ip netns list still shows %s:\n%s", ns, out)
-		}
+		assert.False(t, exists(ns), "namespace %s still in /run/netns", ns)
+		assert.NotContains(t, harness.Run(t, "", "ip", "netns", "list"), ns, "ip netns list still shows")
 	}
 
 	// Without --netns-too nothing but the port goes.
 	add("mdpl0", nss["plain"])
 	ok(t, "port del", in(nss["plain"], "port", "del", "mdpl0"))
-	if !exists(nss["plain"]) {
-		t.Errorf("plain port del deleted namespace %s", nss["plain"])
-	}
+	assert.True(t, exists(nss["plain"]), "plain port del deleted namespace %s", nss["plain"])
 
 	add("mdem0", nss["empty"])
 	deleted("mdem0", nss["empty"])

@@ -11,6 +11,8 @@ import (
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSettingsSurviveRestart: coalescing set with -C (rx-cqe-frames 8, which cqe_coalesce_8
@@ -35,18 +37,16 @@ func TestSettingsSurviveRestart(t *testing.T) {
 	getCoalesce := func(when string) coalesce {
 		t.Helper()
 		var js []coalesce
-		if err := json.Unmarshal([]byte(ok(t, when+": --json -c", e.mctl(t, "--json", "-c", port))), &js); err != nil || len(js) != 1 {
-			t.Fatalf("%s: --json -c: %v %v", when, js, err)
-		}
+		err := json.Unmarshal([]byte(ok(t, when+": --json -c", e.mctl(t, "--json", "-c", port))), &js)
+		require.NoError(t, err, "%s: --json -c: %v %v", when, js, err)
+		require.Len(t, js, 1, "%s: --json -c: %v %v", when, js, err)
 		return js[0]
 	}
 	tso := regexp.MustCompile(`(?m)^tcp-segmentation-offload: (on|off)\b`)
 	getTSO := func(when string) string {
 		t.Helper()
 		m := tso.FindStringSubmatch(ok(t, when+": -k", e.mctl(t, "-k", port)))
-		if m == nil {
-			t.Fatalf("%s: -k shows no tcp-segmentation-offload line", when)
-		}
+		require.NotNil(t, m, "%s: -k shows no tcp-segmentation-offload line", when)
 		return m[1]
 	}
 	if c, f := getCoalesce("at start"), getTSO("at start"); c != (coalesce{RxCQEFrames: 1}) || f != "on" {
@@ -54,9 +54,8 @@ func TestSettingsSurviveRestart(t *testing.T) {
 	}
 	// Without cqe_coalesce_8, 8 is refused with mana_set_coalesce's text.
 	r := e.mctl(t, "-C", other, "rx-cqe-frames", "8")
-	if r.code == 0 || !strings.Contains(r.stderr, "rx-frames must be 1 or 4, got 8") {
-		t.Errorf("-C %s rx-cqe-frames 8 without cqe_coalesce_8: exit %d, stderr %q", other, r.code, r.stderr)
-	}
+	assert.NotEqual(t, 0, r.code, "-C %s rx-cqe-frames 8 without cqe_coalesce_8: exit %d, stderr %q", other, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "rx-frames must be 1 or 4, got 8", "-C %s rx-cqe-frames 8 without cqe_coalesce_8: exit %d, stderr %q", other, r.code, r.stderr)
 	want := coalesce{RxUsecs: 100, TxFrames: 20, RxCQEFrames: 8}
 	ok(t, "-C", e.mctl(t, "-C", port, "rx-usecs", "100", "tx-frames", "20", "rx-cqe-frames", "8"))
 	ok(t, "-K", e.mctl(t, "-K", port, "tso", "off", "gro", "off", "tx", "off", "sg", "off"))
@@ -75,9 +74,7 @@ func TestSettingsSurviveRestart(t *testing.T) {
 	d.Kill9()
 	stateDir := d.Dir + "/state"
 	st, err := config.LoadState(stateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	set := st.Ports[port].Settings
 	if set.Coalesce == nil || *set.Coalesce != (config.CoalesceSettings{RxUsecs: 100, TxFrames: 20, RxCQEFrames: 8}) ||
 		set.Offload == nil || *set.Offload || set.RSSKey != hex.EncodeToString(key) {
@@ -92,12 +89,9 @@ func TestSettingsSurviveRestart(t *testing.T) {
 		t.Errorf("after restart: coalesce %+v, tso %s; want %+v, off", c, f, want)
 	}
 	// The TAP itself came back without its virtio header (IFF_VNET_HDR 0x4000 clear).
-	if f := strings.TrimSpace(harness.Run(t, ns, "cat", "/sys/class/net/"+port+"/tun_flags")); f != "0x1902" {
-		t.Errorf("after restart: tun_flags %s, want 0x1902 (no IFF_VNET_HDR)", f)
-	}
-	if x := ok(t, "-x", e.mctl(t, "-x", port)); !strings.Contains(x, "RSS hash key:\n"+strings.Join(parts, ":")+"\n") {
-		t.Errorf("after restart -x does not show the saved key %s:\n%s", strings.Join(parts, ":"), x)
-	}
+	f := strings.TrimSpace(harness.Run(t, ns, "cat", "/sys/class/net/"+port+"/tun_flags"))
+	assert.Equal(t, "0x1902", f, "after restart: tun_flags %s, want 0x1902 (no IFF_VNET_HDR)", f)
+	assert.Contains(t, ok(t, "-x", e.mctl(t, "-x", port)), "RSS hash key:\n"+strings.Join(parts, ":")+"\n", "after restart -x does not show the saved key %s", strings.Join(parts, ":"))
 }
 
 // TestPortAddAttributes: `manactl port add` passes offload, rx_alloc, rx_recycle and speed to
@@ -117,18 +111,15 @@ func TestPortAddAttributes(t *testing.T) {
 		if p == nil || p["offload"] != false || p["rx-alloc"] != "no-pool" || p["rx-recycle"] != false || p["speed"] != 25000.0 {
 			t.Errorf("%s: port %v; want offload false, rx-alloc no-pool, rx-recycle false, speed 25000", when, p)
 		}
-		if f := strings.TrimSpace(harness.Run(t, ns, "cat", "/sys/class/net/"+q+"/tun_flags")); f != "0x1902" {
-			t.Errorf("%s: tun_flags %s, want 0x1902 (no IFF_VNET_HDR)", when, f)
-		}
-		if out := ok(t, when+": DEV", e.mctl(t, q)); !strings.Contains(out, "\tSpeed: 25000Mb/s\n") {
-			t.Errorf("%s: manactl %s does not report the speed:\n%s", when, q, out)
-		}
+		f := strings.TrimSpace(harness.Run(t, ns, "cat", "/sys/class/net/"+q+"/tun_flags"))
+		assert.Equal(t, "0x1902", f, "%s: tun_flags %s, want 0x1902 (no IFF_VNET_HDR)", when, f)
+		assert.Contains(t, ok(t, when+": DEV", e.mctl(t, q)), "\tSpeed: 25000Mb/s\n", "%s: manactl %s does not report the speed", when, q)
 	}
 	var added []map[string]any
-	if err := json.Unmarshal([]byte(ok(t, "port add", e.mctl(t, "--json", "port", "add", q, "--netns", ns, "--persistent",
-		"--offload=false", "--rx-alloc", "no-pool", "--rx-recycle=false", "--speed", "25000"))), &added); err != nil || len(added) != 1 {
-		t.Fatalf("--json port add: %v %v", added, err)
-	}
+	err := json.Unmarshal([]byte(ok(t, "port add", e.mctl(t, "--json", "port", "add", q, "--netns", ns, "--persistent",
+		"--offload=false", "--rx-alloc", "no-pool", "--rx-recycle=false", "--speed", "25000"))), &added)
+	require.NoError(t, err, "--json port add: %v %v", added, err)
+	require.Len(t, added, 1, "--json port add: %v %v", added, err)
 	check("the PORT_NEW reply", added[0])
 	check("PORT_GET", e.portJSON(t, q))
 	if p := e.portJSON(t, cfgPort); p == nil || p["offload"] != true || p["rx-alloc"] != "page-pool-frag" || p["rx-recycle"] != true || p["speed"] != 0.0 {
@@ -145,8 +136,6 @@ func TestPortAddAttributes(t *testing.T) {
 	} {
 		fails(t, "port add "+tc.args, e.mctl(t, append([]string{"port", "add", "mpbad0", "--netns", ns}, strings.Fields(tc.args)...)...), tc.want)
 	}
-	if e.portJSON(t, "mpbad0") != nil {
-		t.Error("a refused port was created")
-	}
+	assert.Nil(t, e.portJSON(t, "mpbad0"), "a refused port was created")
 	ok(t, "port del", e.mctl(t, "port", "del", q))
 }

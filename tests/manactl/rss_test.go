@@ -15,6 +15,8 @@ import (
 
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // rssText is `ethtool -x DEV` of a running port with the default key and the default table over
@@ -52,17 +54,11 @@ func TestRSSCommands(t *testing.T) {
 
 	harness.Run(t, ns, "ip", "link", "set", port, "up")
 	harness.Eventually(t, "the port runs", func() bool { return ok(t, "-x", e.mctl(t, "-x", port)) == rssText(port, 4) })
-	if got, want := ok(t, "-x as nobody", e.mctlAs(t, "-x", port)), rssText(port, 4); got != want {
-		t.Errorf("-x as nobody:\n%s\nwant\n%s", got, want)
-	}
+	assert.Equal(t, rssText(port, 4), ok(t, "-x as nobody", e.mctlAs(t, "-x", port)), "-x as nobody")
 	ok(t, "-L", e.mctl(t, "-L", port, "combined", "2"))
-	if got, want := ok(t, "-x after -L", e.mctl(t, "-x", port)), rssText(port, 2); got != want {
-		t.Errorf("-x after -L combined 2:\n%s\nwant\n%s", got, want)
-	}
+	assert.Equal(t, rssText(port, 2), ok(t, "-x after -L", e.mctl(t, "-x", port)), "-x after -L combined 2")
 	var js []map[string]any
-	if err := json.Unmarshal([]byte(ok(t, "--json -x", e.mctl(t, "--json", "-x", port))), &js); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(ok(t, "--json -x", e.mctl(t, "--json", "-x", port))), &js))
 	if len(js) != 1 || js[0]["rss-hash-function"] != "toeplitz" || len(js[0]["rss-indirection-table"].([]any)) != vnic.RSSIndirSize {
 		t.Errorf("--json -x: %v", js)
 	}
@@ -78,9 +74,7 @@ func (e *e2e) rxQueuePackets(t *testing.T, port string) map[int]uint64 {
 		v, _ := strconv.ParseUint(s[2], 10, 64)
 		m[q] = v
 	}
-	if len(m) == 0 {
-		t.Fatalf("no rx_N_packets in -S:\n%s", out)
-	}
+	require.NotEmpty(t, m, "no rx_N_packets in -S:\n%s", out)
 	return m
 }
 
@@ -121,9 +115,7 @@ func TestRxfhCommands(t *testing.T) {
 	harness.Run(t, nsA, "ping", "-c", "1", "-W", "5", "10.207.1.2")
 
 	sink, err := harness.ListenPacket(nsB, "10.207.1.2:9207")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sink.Close()
 	// send offers n datagrams from four flows (source ports) and waits until the sink read them
 	// all, so every one has passed the port's RX queues.
@@ -132,9 +124,7 @@ func TestRxfhCommands(t *testing.T) {
 		var conns []net.Conn
 		for range 4 {
 			c, err := harness.Dial(nsA, "udp", "10.207.1.2:9207")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer c.Close()
 			conns = append(conns, c)
 		}
@@ -144,9 +134,8 @@ func TestRxfhCommands(t *testing.T) {
 				t.Fatal(err)
 			}
 			sink.SetReadDeadline(time.Now().Add(10 * time.Second))
-			if _, _, err := sink.ReadFrom(buf); err != nil {
-				t.Fatalf("datagram %d: %v", i, err)
-			}
+			_, _, err := sink.ReadFrom(buf)
+			require.NoError(t, err, "datagram %d", i)
 		}
 	}
 	// steersTo sends n datagrams and checks that each hashed frame went to queue want: the other
@@ -177,9 +166,7 @@ func TestRxfhCommands(t *testing.T) {
 	steersTo("weight 0 1", 1, 100)
 	ok(t, "set-rxfh weight 1 1 start 2", e.mctl(t, "set-rxfh", pb, "weight", "1", "1", "start", "2"))
 	weighted := ok(t, "-x", e.mctl(t, "-x", pb))
-	if !strings.HasPrefix(weighted, indirText(pb, 4, rssTableOf(64, func(i int) uint32 { return 2 + uint32(i/32) }))) {
-		t.Errorf("-x after weight 1 1 start 2:\n%s", weighted)
-	}
+	assert.True(t, strings.HasPrefix(weighted, indirText(pb, 4, rssTableOf(64, func(i int) uint32 { return 2 + uint32(i/32) }))), "-x after weight 1 1 start 2:\n%s", weighted)
 
 	failsWith(t, "-X equal 5", e.mctl(t, "-X", pb, "equal", "5"), 1, "netlink error: entry 4: queue out of range (4): Invalid argument")
 	failsWith(t, "-X hkey short", e.mctl(t, "-X", pb, "hkey", "00:01"), 2, "Key is too short for device (2 < 40)")
@@ -189,13 +176,11 @@ func TestRxfhCommands(t *testing.T) {
 	failsWith(t, "-X context 1", e.mctl(t, "-X", pb, "context", "1", "equal", "2"), 1, "netlink error: Operation not supported")
 	failsWith(t, "-X xfrm", e.mctl(t, "-X", pb, "xfrm", "symmetric-xor"), 1, "netlink error: Operation not supported")
 	failsWith(t, "-X as nobody", e.mctlAs(t, "-X", pb, "equal", "2"), 1, e.eperm())
-	if r := e.mctl(t, "-X", pb); r.code != 1 || !strings.HasPrefix(r.stderr, "manactl: set-rxfh: parameters missing") {
-		t.Errorf("-X without parameters: %+v", r)
-	}
+	r := e.mctl(t, "-X", pb)
+	assert.Equal(t, 1, r.code, "-X without parameters: %+v", r)
+	assert.True(t, strings.HasPrefix(r.stderr, "manactl: set-rxfh: parameters missing"), "-X without parameters: %+v", r)
 	// Nothing of the refused requests reached the port.
-	if got := ok(t, "-x", e.mctl(t, "-x", pb)); got != weighted {
-		t.Errorf("-x after the refusals:\n%s\nwant\n%s", got, weighted)
-	}
+	assert.Equal(t, weighted, ok(t, "-x", e.mctl(t, "-x", pb)), "-x after the refusals")
 
 	// While the user's table names queue 3, the ethtool core refuses fewer than 4 queues; a
 	// channel change it allows rebuilds the queues: the default table over the new count.
@@ -203,9 +188,7 @@ func TestRxfhCommands(t *testing.T) {
 		"netlink error: requested channel counts are too low for existing indirection table (3): Invalid argument")
 	ok(t, "-X equal 2", e.mctl(t, "-X", pb, "equal", "2"))
 	ok(t, "-L", e.mctl(t, "-L", pb, "combined", "2"))
-	if got, want := ok(t, "-x after -L", e.mctl(t, "-x", pb)), rssText(pb, 2); got != want {
-		t.Errorf("-x after -L combined 2:\n%s\nwant\n%s", got, want)
-	}
+	assert.Equal(t, rssText(pb, 2), ok(t, "-x after -L", e.mctl(t, "-x", pb)), "-x after -L combined 2")
 	// The table mana restored still counts as the user's (IFF_RXFH_CONFIGURED stays) until
 	// the default is asked for.
 	failsWith(t, "-L 1 under the restored table", e.mctl(t, "-L", pb, "combined", "1"), 1,
@@ -244,9 +227,7 @@ func TestRxfhKernelFallback(t *testing.T) {
 	harness.Run(t, "", "ip", "netns", "add", ns)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 	harness.Run(t, ns, "ip", "link", "add", "va", "type", "veth", "peer", "name", "vb")
-	if err := os.Mkdir(filepath.Join(dir, "manad"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "manad"), 0o755))
 	d := harness.Start(t, filepath.Join(dir, "manad"), "",
 		fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\npersistent = false\n", harness.Name("mxv", "0"), other), other)
 	for _, pre := range [][]string{{"--kernel"}, nil} {

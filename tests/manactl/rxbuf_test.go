@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestShowRxBufShortHeadroom: after UDP frames cross a port, `manactl show-rxbuf` (text and
@@ -42,14 +44,10 @@ func TestShowRxBufShortHeadroom(t *testing.T) {
 	for _, pair := range [][2]port{{ports[0], ports[1]}, {ports[2], ports[3]}} {
 		src, dst := pair[0], pair[1]
 		sink, err := harness.ListenPacket(dst.ns, dst.ip+":9400")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { sink.Close() })
 		c, err := harness.Dial(src.ns, "udp", dst.ip+":9400")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
 		buf := make([]byte, 64)
 		sink.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -58,9 +56,8 @@ func TestShowRxBufShortHeadroom(t *testing.T) {
 				t.Fatal(err)
 			}
 			// One at a time: the first may wait for ARP, and none may be lost on the way.
-			if _, _, err := sink.ReadFrom(make([]byte, 128)); err != nil {
-				t.Fatalf("%s → %s: datagram %d: %v", src.name, dst.name, i, err)
-			}
+			_, _, err := sink.ReadFrom(make([]byte, 128))
+			require.NoError(t, err, "%s → %s: datagram %d", src.name, dst.name, i)
 		}
 	}
 	for _, dst := range []port{ports[1], ports[3]} {
@@ -72,20 +69,18 @@ func TestShowRxBufShortHeadroom(t *testing.T) {
 			} `json:"layout"`
 			Short *uint64 `json:"rx-short-headroom"`
 		}
-		if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 || got[0].Short == nil {
-			t.Fatalf("show-rxbuf --json %s: %v\n%s", dst.name, err, out)
-		}
+		err := json.Unmarshal([]byte(out), &got)
+		require.NoError(t, err, "show-rxbuf --json %s: %v\n%s", dst.name, err, out)
+		require.Len(t, got, 1, "show-rxbuf --json %s: %v\n%s", dst.name, err, out)
+		require.NotNil(t, got[0].Short, "show-rxbuf --json %s: %v\n%s", dst.name, err, out)
 		short := *got[0].Short
 		switch dst.rule {
 		case "pre-headroom":
-			if got[0].Layout.Headroom != 0 || short < frames {
-				t.Errorf("%s (pre-headroom): headroom %d, rx-short-headroom %d; want 0 and at least the %d datagrams",
-					dst.name, got[0].Layout.Headroom, short, frames)
-			}
+			assert.Equal(t, uint32(0), got[0].Layout.Headroom, "%s (pre-headroom): headroom %d, rx-short-headroom %d; want 0 and at least the %d datagrams", dst.name, got[0].Layout.Headroom, short, frames)
+			assert.GreaterOrEqual(t, short, uint64(frames), "%s (pre-headroom): headroom %d, rx-short-headroom %d; want 0 and at least the %d datagrams", dst.name, got[0].Layout.Headroom, short, frames)
 		default:
-			if got[0].Layout.Headroom != 256 || short != 0 {
-				t.Errorf("%s (upstream): headroom %d, rx-short-headroom %d; want 256 and 0", dst.name, got[0].Layout.Headroom, short)
-			}
+			assert.Equal(t, uint32(256), got[0].Layout.Headroom, "%s (upstream): headroom %d, rx-short-headroom %d; want 256 and 0", dst.name, got[0].Layout.Headroom, short)
+			assert.Equal(t, uint64(0), short, "%s (upstream): headroom %d, rx-short-headroom %d; want 256 and 0", dst.name, got[0].Layout.Headroom, short)
 		}
 		// The text and -S show the same counter, read later: a frame the kernel sends meanwhile
 		// (neighbour discovery, MLD) may have added to it, never taken away.

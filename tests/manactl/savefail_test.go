@@ -17,6 +17,8 @@ import (
 
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestUnsavableChangeRefused (issue 28): with the state directory full or read-only, a change
@@ -35,9 +37,7 @@ func TestUnsavableChangeRefused(t *testing.T) {
 		{"full", func(t *testing.T, stateDir string) func() {
 			fill := filepath.Join(stateDir, "fill")
 			f, err := os.Create(fill)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			buf := make([]byte, 16<<10)
 			for {
 				if _, err := f.Write(buf); err != nil {
@@ -46,19 +46,13 @@ func TestUnsavableChangeRefused(t *testing.T) {
 			}
 			f.Close()
 			return func() {
-				if err := os.Remove(fill); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.Remove(fill))
 			}
 		}, "no space left on device", "free space on the file system of"},
 		{"read-only", func(t *testing.T, stateDir string) func() {
-			if err := unix.Mount("", stateDir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, unix.Mount("", stateDir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""))
 			return func() {
-				if err := unix.Mount("", stateDir, "", unix.MS_REMOUNT, ""); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, unix.Mount("", stateDir, "", unix.MS_REMOUNT, ""))
 			}
 		}, "read-only file system", "read-write"},
 	} {
@@ -69,12 +63,8 @@ func TestUnsavableChangeRefused(t *testing.T) {
 func unsavableChange(t *testing.T, breakDir func(*testing.T, string) func(), says, hint string) {
 	dir := worldDir(t)
 	stateDir := filepath.Join(dir, "state")
-	if err := os.Mkdir(stateDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", stateDir, "tmpfs", 0, "size=512k,mode=0755"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(stateDir, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", stateDir, "tmpfs", 0, "size=512k,mode=0755"))
 	t.Cleanup(func() { _ = unix.Unmount(stateDir, unix.MNT_DETACH) })
 
 	ns := harness.Name("mun", "")
@@ -88,9 +78,7 @@ func unsavableChange(t *testing.T, breakDir func(*testing.T, string) func(), say
 		return err == nil && st.Ports[port].Settings.AdminUp
 	})
 	saved, err := os.ReadFile(statePath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	before := e.portJSON(t, port)
 
 	fix := breakDir(t, stateDir)
@@ -116,9 +104,7 @@ func unsavableChange(t *testing.T, breakDir func(*testing.T, string) func(), say
 			continue
 		}
 		for _, want := range []string{"cannot save state to " + statePath, says, "the change was not applied", hint} {
-			if !strings.Contains(r.stderr, want) {
-				t.Errorf("manactl %s: stderr %q does not say %q", what, r.stderr, want)
-			}
+			assert.Contains(t, r.stderr, want, "manactl %s: stderr %q does not say %q", what, r.stderr, want)
 		}
 	}
 	// A request the policy refuses gets its own error, and one that changes nothing succeeds.
@@ -130,33 +116,26 @@ func unsavableChange(t *testing.T, breakDir func(*testing.T, string) func(), say
 	if after := e.portJSON(t, port); !equalJSON(before, after) {
 		t.Errorf("port changed by refused requests:\nbefore %v\nafter  %v", before, after)
 	}
-	if r := e.mctl(t, "list"); strings.Contains(r.stdout, extra) {
-		t.Errorf("refused port add left port %s:\n%s", extra, r.stdout)
-	}
+	r := e.mctl(t, "list")
+	assert.NotContains(t, r.stdout, extra, "refused port add left port")
 	if now, err := os.ReadFile(statePath); err != nil || string(now) != string(saved) {
 		t.Errorf("state file changed by refused requests: %v\n%s", err, now)
 	}
-	if !strings.Contains(d.Log(), "change refused: its state cannot be saved") {
-		t.Errorf("the log does not say why the change was refused:\n%s", d.Log())
-	}
+	assert.Contains(t, d.Log(), "change refused: its state cannot be saved", "the log does not say why the change was refused")
 	if n := metric(t, d, "manad_state_save_failures_total"); n != float64(refused) {
 		t.Errorf("manad_state_save_failures_total = %v, want %d (every refused change)", n, refused)
 	}
-	if n := metric(t, d, "manad_state_unsaved"); n != 0 {
-		t.Errorf("manad_state_unsaved = %v, want 0: nothing was changed", n)
-	}
+	n := metric(t, d, "manad_state_unsaved")
+	assert.Equal(t, float64(0), n, "manad_state_unsaved = %v, want 0: nothing was changed", n)
 
 	// Fixed: the change goes through and is saved at once; a crash loses nothing.
 	fix()
 	ok(t, "set-ring after the fix", e.mctl(t, "set-ring", port, "rx", "512"))
 	d.Kill9()
 	st, err := config.LoadState(stateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := st.Ports[port].Settings.RxRing; got != 512 {
-		t.Errorf("state file has rx_ring %d, want 512", got)
-	}
+	require.NoError(t, err)
+	got := st.Ports[port].Settings.RxRing
+	assert.Equal(t, 512, got, "state file has rx_ring %d, want 512", got)
 	d.Restart()
 	after := e.portJSON(t, port)
 	if after["rx-ring"] != float64(512) || after["mtu"] != before["mtu"] || after["queues"] != before["queues"] {
@@ -170,20 +149,14 @@ func unsavableChange(t *testing.T, breakDir func(*testing.T, string) func(), say
 func TestLinkChangeSaveRetried(t *testing.T) {
 	dir := worldDir(t)
 	stateDir := filepath.Join(dir, "state")
-	if err := os.Mkdir(stateDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", stateDir, "tmpfs", 0, "size=512k,mode=0755"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(stateDir, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", stateDir, "tmpfs", 0, "size=512k,mode=0755"))
 	t.Cleanup(func() { _ = unix.Unmount(stateDir, unix.MNT_DETACH) })
 	ns := harness.Name("mrn", "")
 	port := harness.Name("mrp", "0")
 	d := harness.Start(t, dir, `metrics_listen = "127.0.0.1:0"`, fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\npersistent = false\n", port, ns), ns)
 
-	if err := unix.Mount("", stateDir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.Mount("", stateDir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""))
 	harness.Run(t, ns, "ip", "link", "set", port, "mtu", "2200")
 	harness.Eventually(t, "the failed save in the log", func() bool {
 		return strings.Contains(d.Log(), "saving state failed; retrying")
@@ -194,9 +167,7 @@ func TestLinkChangeSaveRetried(t *testing.T) {
 	if n := metric(t, d, "manad_state_save_failures_total"); n < 1 {
 		t.Errorf("manad_state_save_failures_total = %v, want the failed save counted", n)
 	}
-	if err := unix.Mount("", stateDir, "", unix.MS_REMOUNT, ""); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.Mount("", stateDir, "", unix.MS_REMOUNT, ""))
 	deadline := time.Now().Add(45 * time.Second) // the retries back off: 1, 2, 4 s, … up to 30 s
 	for {
 		st, err := config.LoadState(stateDir)
@@ -208,12 +179,9 @@ func TestLinkChangeSaveRetried(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if !strings.Contains(d.Log(), "state saved again") {
-		t.Errorf("the log does not say the state was saved again:\n%s", d.Log())
-	}
-	if n := metric(t, d, "manad_state_unsaved"); n != 0 {
-		t.Errorf("manad_state_unsaved = %v once saved, want 0", n)
-	}
+	assert.Contains(t, d.Log(), "state saved again", "the log does not say the state was saved again")
+	n := metric(t, d, "manad_state_unsaved")
+	assert.Equal(t, float64(0), n, "manad_state_unsaved = %v once saved, want 0", n)
 }
 
 var metricsAddrRE = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
@@ -223,24 +191,16 @@ var metricsAddrRE = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
 func metric(t *testing.T, d *harness.Daemon, name string) float64 {
 	t.Helper()
 	m := metricsAddrRE.FindStringSubmatch(d.Log())
-	if m == nil {
-		t.Fatalf("no metrics address in the log:\n%s", d.Log())
-	}
+	require.NotNil(t, m, "no metrics address in the log:\n%s", d.Log())
 	resp, err := http.Get("http://" + m[1] + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for line := range strings.Lines(string(body)) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
+			require.NoError(t, err, "%s", line)
 			return f
 		}
 	}
@@ -280,22 +240,16 @@ func TestChangeUndoneWhenSaveFails(t *testing.T) {
 	})
 	before := e.portJSON(t, port)
 	coalesce := ok(t, "-c", e.mctl(t, "show-coalesce", port))
-	if err := os.Remove(statePath); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(statePath, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Remove(statePath))
+	require.NoError(t, os.Mkdir(statePath, 0o755))
 
 	extra := harness.Name("mcx", "1")
 	r := e.mctl(t, "port", "add", extra, "--netns", ns, "--segment", "s")
-	if r.code == 0 || !strings.Contains(r.stderr, "cannot save state to "+statePath+": ") ||
-		!strings.Contains(r.stderr, "; port "+extra+" was not added: "+statePath+" is a directory: remove it, and retry") {
-		t.Errorf("port add: exit %d, stderr %q; want it undone, saying why", r.code, r.stderr)
-	}
-	if r := e.mctl(t, "list"); strings.Contains(r.stdout, extra) {
-		t.Errorf("port %s still there after its save failed:\n%s", extra, r.stdout)
-	}
+	assert.NotEqual(t, 0, r.code, "port add: exit %d, stderr %q; want it undone, saying why", r.code, r.stderr)
+	assert.Contains(t, r.stderr, "cannot save state to "+statePath+": ", "port add: exit %d, stderr %q; want it undone, saying why", r.code, r.stderr)
+	assert.Contains(t, r.stderr, "; port "+extra+" was not added: "+statePath+" is a directory: remove it, and retry", "port add: exit %d, stderr %q; want it undone, saying why", r.code, r.stderr)
+	r = e.mctl(t, "list")
+	assert.NotContains(t, r.stdout, extra, "port %s still there after its save failed:\n%s", extra, r.stdout)
 	for _, argv := range [][]string{
 		{"set-ring", port, "rx", "512"},
 		{"set-mtu", port, "3000"},
@@ -307,24 +261,17 @@ func TestChangeUndoneWhenSaveFails(t *testing.T) {
 	} {
 		what := strings.Join(argv, " ")
 		r := e.mctl(t, argv...)
-		if r.code == 0 || !strings.Contains(r.stderr, "; the change was undone: "+statePath+" is a directory: remove it, and retry") {
-			t.Errorf("%s: exit %d, stderr %q; want the change undone", what, r.code, r.stderr)
-		}
-		if after := e.portJSON(t, port); !equalJSON(before, after) {
-			t.Errorf("%s: the port kept the change:\nbefore %v\nafter  %v", what, before, after)
-		}
+		assert.NotEqual(t, 0, r.code, "%s: exit %d, stderr %q; want the change undone", what, r.code, r.stderr)
+		assert.Contains(t, r.stderr, "; the change was undone: "+statePath+" is a directory: remove it, and retry", "%s: exit %d, stderr %q; want the change undone", what, r.code, r.stderr)
+		after := e.portJSON(t, port)
+		assert.True(t, equalJSON(before, after), "%s: the port kept the change:\nbefore %v\nafter  %v", what, before, after)
 	}
-	if now := ok(t, "-c", e.mctl(t, "show-coalesce", port)); now != coalesce {
-		t.Errorf("coalescing kept the change:\n%s\nwas\n%s", now, coalesce)
-	}
-	if link := harness.Run(t, ns, "ip", "link", "show", port); !strings.Contains(link, fmt.Sprintf("mtu %v ", before["mtu"])) {
-		t.Errorf("the TAP kept the new MTU: %s", link)
-	}
+	now := ok(t, "-c", e.mctl(t, "show-coalesce", port))
+	assert.Equal(t, coalesce, now, "coalescing kept the change:\n%s\nwas\n%s", now, coalesce)
+	assert.Contains(t, harness.Run(t, ns, "ip", "link", "show", port), fmt.Sprintf("mtu %v ", before["mtu"]), "the TAP kept the new MTU")
 
 	// The cause gone, a retry saves what manad runs.
-	if err := os.Remove(statePath); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Remove(statePath))
 	// The retries back off (1 s, 2 s, 4 s, … up to 30 s): the next may be a while.
 	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if _, err := os.Stat(statePath); err == nil && metric(t, d, "manad_state_unsaved") == 0 {
@@ -336,20 +283,14 @@ func TestChangeUndoneWhenSaveFails(t *testing.T) {
 	}
 	d.Kill9()
 	st, err := config.LoadState(stateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if got := st.Ports[port].Settings; got.RxRing != 256 || got.MTU != 1500 || got.Queues != 2 || len(got.PrivFlags) != 0 || got.XDP != "" {
 		t.Errorf("state file holds %+v, want the settings from before the undone changes", got)
 	}
-	if _, added := st.Ports[extra]; added {
-		t.Errorf("state file has port %s, which was undone", extra)
-	}
+	_, added := st.Ports[extra]
+	assert.False(t, added, "state file has port %s, which was undone", extra)
 	d.Restart()
-	if after := e.portJSON(t, port); !equalJSON(before, after) {
-		t.Errorf("after the restart:\n%v\nwant\n%v", after, before)
-	}
-	if p := e.portJSON(t, extra); p != nil {
-		t.Errorf("port %s back after the restart: %v", extra, p)
-	}
+	after := e.portJSON(t, port)
+	assert.True(t, equalJSON(before, after), "after the restart:\n%v\nwant\n%v", after, before)
+	assert.Nil(t, e.portJSON(t, extra), "port %s back after the restart", extra)
 }

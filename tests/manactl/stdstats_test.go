@@ -12,6 +12,8 @@ import (
 
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // jsonKeys returns the keys of the first object of a JSON array, in order.
@@ -37,9 +39,8 @@ func jsonKeys(t *testing.T, out string) []string {
 			keys = append(keys, s)
 			// Skip the value.
 			var v json.RawMessage
-			if err := dec.Decode(&v); err != nil {
-				t.Fatalf("%v in %s", err, out)
-			}
+			err := dec.Decode(&v)
+			require.NoError(t, err, "%v in %s", err, out)
 		}
 	}
 	return keys
@@ -59,9 +60,7 @@ func TestStdStats(t *testing.T) {
 	harness.Run(t, "", "ip", "netns", "add", ns)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 	harness.Run(t, ns, "ip", "link", "add", "va", "type", "veth", "peer", "name", "vb")
-	if err := os.Mkdir(filepath.Join(dir, "manad"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "manad"), 0o755))
 	port := harness.Name("msp", "0")
 	d := harness.Start(t, filepath.Join(dir, "manad"), "", fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\npersistent = false\n", port, other), other)
 
@@ -76,15 +75,12 @@ func TestStdStats(t *testing.T) {
 	}
 	for _, args := range [][]string{{"-S", "vb", "--all-groups"}, {"-S", "vb", "--groups", "eth-mac", "rmon"}} {
 		want := run(t, ns, nil, append([]string{"ethtool"}, args...)...)
-		if want.code != 0 || !strings.HasPrefix(want.stdout, "Standard stats for vb:\n") {
-			t.Fatalf("ethtool %v: %+v", args, want)
-		}
+		require.Equal(t, 0, want.code, "ethtool %v: %+v", args, want)
+		require.True(t, strings.HasPrefix(want.stdout, "Standard stats for vb:\n"), "ethtool %v: %+v", args, want)
 		for _, m := range modes {
 			t.Run(strings.Join(args[2:], " ")+"/"+m.name, func(t *testing.T) {
 				got := run(t, ns, m.env, append(append([]string{bin}, m.pre...), args...)...)
-				if got != want {
-					t.Errorf("manactl %v: %+v\nethtool: %+v", args, got, want)
-				}
+				assert.Equal(t, want, got, "manactl %v: %+v\nethtool: %+v", args, got, want)
 			})
 		}
 	}
@@ -97,13 +93,12 @@ func TestStdStats(t *testing.T) {
 	vethJSON := run(t, ns, nil, "ethtool", "--json", "-S", "vb", "--all-groups")
 	gotJSON := ok(t, "--json -S --all-groups", run(t, other, env, bin, "--json", "-S", port, "--all-groups"))
 	want, got := jsonKeys(t, vethJSON.stdout), jsonKeys(t, gotJSON)
-	if len(want) < 2 || strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("--json keys %v, want ethtool's %v\n%s", got, want, gotJSON)
-	}
+	assert.GreaterOrEqual(t, len(want), 2, "--json keys %v, want ethtool's %v\n%s", got, want, gotJSON)
+	assert.Equal(t, strings.Join(want, ","), strings.Join(got, ","), "--json keys %v, want ethtool's %v\n%s", got, want, gotJSON)
 	var objs []map[string]any
-	if err := json.Unmarshal([]byte(gotJSON), &objs); err != nil || len(objs) != 1 {
-		t.Fatalf("--json: %v\n%s", err, gotJSON)
-	}
+	err := json.Unmarshal([]byte(gotJSON), &objs)
+	require.NoError(t, err, "--json: %v\n%s", err, gotJSON)
+	require.Len(t, objs, 1, "--json: %v\n%s", err, gotJSON)
 	for k, v := range objs[0] {
 		if k == "ifname" {
 			if v != port {
@@ -116,7 +111,7 @@ func TestStdStats(t *testing.T) {
 	if got := ok(t, "-S --groups", run(t, other, env, bin, "-S", port, "--groups", "rmon")); !bytes.Equal([]byte(got), []byte("Standard stats for "+port+":\n")) {
 		t.Errorf("-S --groups rmon: %q", got)
 	}
-	if r := run(t, other, env, bin, "-S", port, "--all-groups", "--groups", "rmon"); r.code != 1 || !strings.Contains(r.stderr, "--all-groups and --groups are mutually exclusive") {
-		t.Errorf("-S --all-groups --groups: %+v, want a usage error", r)
-	}
+	r := run(t, other, env, bin, "-S", port, "--all-groups", "--groups", "rmon")
+	assert.Equal(t, 1, r.code, "-S --all-groups --groups: %+v, want a usage error", r)
+	assert.Contains(t, r.stderr, "--all-groups and --groups are mutually exclusive", "-S --all-groups --groups: %+v, want a usage error", r)
 }

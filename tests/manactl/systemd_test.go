@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/asm"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/xdp/xdptest"
@@ -51,9 +53,8 @@ func makeInstall(t *testing.T) *installed {
 	in.rulesDir = filepath.Join(in.prefix, "lib/udev/rules.d")
 	cmd := exec.Command("make", "-C", moduleRoot(), "install", "PREFIX="+in.prefix, "SYSCONFDIR="+in.sysconf,
 		"BIN="+filepath.Join(dir, "build"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make install: %v\n%s", err, out)
-	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "make install: %v\n%s", err, out)
 	return in
 }
 
@@ -84,32 +85,25 @@ func TestMakeInstall(t *testing.T) {
 			t.Errorf("not installed: %v", err)
 			continue
 		}
-		if st.Mode().Perm() != f.mode {
-			t.Errorf("%s: mode %v, want %v", f.path, st.Mode().Perm(), f.mode)
-		}
+		assert.Equal(t, f.mode, st.Mode().Perm(), "%s: mode", f.path)
 		b, _ := os.ReadFile(f.path)
-		if !strings.Contains(string(b), f.has) || strings.Contains(string(b), "@BINDIR@") || strings.Contains(string(b), "@SYSCONFDIR@") {
-			t.Errorf("%s does not contain %q (or has a placeholder left)", f.path, f.has)
-		}
+		assert.Contains(t, string(b), f.has, "%s does not contain %q (or has a placeholder left)", f.path, f.has)
+		assert.NotContains(t, string(b), "@BINDIR@", "%s does not contain %q (or has a placeholder left)", f.path, f.has)
+		assert.NotContains(t, string(b), "@SYSCONFDIR@", "%s does not contain %q (or has a placeholder left)", f.path, f.has)
 	}
 	// The installed manad accepts the installed configuration.
 	r := run(t, "", nil, filepath.Join(in.bin, "manad"), "--config", filepath.Join(in.sysconf, "manad/manad.toml"), "--check-config")
-	if r.code != 0 || !strings.Contains(r.stdout, "OK, 2 port(s)") {
-		t.Errorf("manad --check-config of the installed configuration: %+v", r)
-	}
+	assert.Equal(t, 0, r.code, "manad --check-config of the installed configuration: %+v", r)
+	assert.Contains(t, r.stdout, "OK, 2 port(s)", "manad --check-config of the installed configuration: %+v", r)
 	// A second install keeps an edited configuration.
 	conf := filepath.Join(in.sysconf, "manad/manad.toml")
-	if err := os.WriteFile(conf, []byte("# edited\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(conf, []byte("# edited\n"), 0o644))
 	cmd := exec.Command("make", "-C", moduleRoot(), "install", "PREFIX="+in.prefix, "SYSCONFDIR="+in.sysconf,
 		"BIN="+filepath.Join(filepath.Dir(in.prefix), "build"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("second make install: %v\n%s", err, out)
-	}
-	if b, _ := os.ReadFile(conf); string(b) != "# edited\n" {
-		t.Errorf("make install overwrote %s", conf)
-	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "second make install: %v\n%s", err, out)
+	b, _ := os.ReadFile(conf)
+	assert.Equal(t, "# edited\n", string(b), "make install overwrote %s", conf)
 }
 
 // TestSystemdVerify runs systemd-analyze verify on the installed units: it must exit 0 and say
@@ -119,18 +113,15 @@ func TestSystemdVerify(t *testing.T) {
 	analyze := testenv.NeedTool(t, "systemd-analyze")
 	in := makeInstall(t)
 	r := run(t, "", nil, analyze, "verify", filepath.Join(in.unitDir, "manad.service"), filepath.Join(in.unitDir, "manad.socket"))
-	if r.code != 0 || r.stdout != "" || r.stderr != "" {
-		t.Errorf("systemd-analyze verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
+	assert.Equal(t, 0, r.code, "systemd-analyze verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	assert.Equal(t, "", r.stdout, "systemd-analyze verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	assert.Equal(t, "", r.stderr, "systemd-analyze verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	// The check is not vacuous: a misspelt key and a relative socket path are reported.
 	bad := filepath.Join(worldDir(t), "manad.socket")
 	b, _ := os.ReadFile(filepath.Join(in.unitDir, "manad.socket"))
-	if err := os.WriteFile(bad, []byte(strings.Replace(string(b), "SocketMode=", "SocketMod=", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if r := run(t, "", nil, analyze, "verify", bad); r.stderr == "" {
-		t.Errorf("systemd-analyze verify accepted a unit with SocketMod=")
-	}
+	require.NoError(t, os.WriteFile(bad, []byte(strings.Replace(string(b), "SocketMode=", "SocketMod=", 1)), 0o644))
+	r = run(t, "", nil, analyze, "verify", bad)
+	assert.NotEqual(t, "", r.stderr, "systemd-analyze verify accepted a unit with SocketMod=")
 }
 
 // unitCaps reads CapabilityBoundingSet from systemd/manad.service as setpriv's syntax
@@ -138,9 +129,7 @@ func TestSystemdVerify(t *testing.T) {
 func unitCaps(t *testing.T) (setpriv string, mask uint64) {
 	t.Helper()
 	f, err := os.Open(filepath.Join(moduleRoot(), "systemd/manad.service"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	names := map[string]uint{"CAP_NET_ADMIN": unix.CAP_NET_ADMIN, "CAP_SYS_ADMIN": unix.CAP_SYS_ADMIN,
 		"CAP_BPF": unix.CAP_BPF, "CAP_PERFMON": unix.CAP_PERFMON, "CAP_SYS_PTRACE": unix.CAP_SYS_PTRACE,
@@ -154,9 +143,7 @@ func unitCaps(t *testing.T) (setpriv string, mask uint64) {
 		setpriv = "-all"
 		for _, c := range strings.Fields(v) {
 			bit, known := names[c]
-			if !known {
-				t.Fatalf("unit has %s, unknown to this test", c)
-			}
+			require.True(t, known, "unit has %s, unknown to this test", c)
 			setpriv += ",+" + strings.ToLower(strings.TrimPrefix(c, "CAP_"))
 			mask |= 1 << bit
 		}
@@ -179,19 +166,13 @@ func startCapDaemon(t *testing.T, caps, dir, ports string) *capDaemon {
 	manad, _ := harness.Binaries(t)
 	d := &capDaemon{socket: filepath.Join(dir, "manad.sock"), log: filepath.Join(dir, "manad.log"), done: make(chan error, 1)}
 	cfg := filepath.Join(dir, "manad.toml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n%s", d.socket, filepath.Join(dir, "state"), ports)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n%s", d.socket, filepath.Join(dir, "state"), ports)), 0o644))
 	logf, err := os.Create(d.log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d.cmd = exec.Command("setpriv", "--no-new-privs", "--bounding-set", caps, "--inh-caps=-all", "--", manad, "--config", cfg)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.cmd.Env = append(os.Environ(), raceEnv())
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.cmd.Start())
 	logf.Close()
 	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
@@ -242,14 +223,12 @@ func TestCapabilityBoundingSet(t *testing.T) {
 
 	d := startCapDaemon(t, caps, dir, ports)
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// setpriv has exec'd manad by the time it logs; its effective set is the bounding set.
 	m := regexp.MustCompile(`(?m)^CapEff:\s+([0-9a-f]+)$`).FindStringSubmatch(string(status))
-	if eff, _ := strconv.ParseUint(m[1], 16, 64); m == nil || eff != mask {
-		t.Fatalf("manad's CapEff %v, want %x", m, mask)
-	}
+	eff, _ := strconv.ParseUint(m[1], 16, 64)
+	require.NotNil(t, m, "manad's CapEff %v, want %x", m, mask)
+	require.Equal(t, mask, eff, "manad's CapEff %v, want %x", m, mask)
 	for deadline := time.Now().Add(10 * time.Second); strings.Count(d.logText(), "uplink up") < 2; {
 		if time.Now().After(deadline) {
 			t.Fatalf("uplink not attached under the unit's capabilities; manad log:\n%s", d.logText())
@@ -258,31 +237,21 @@ func TestCapabilityBoundingSet(t *testing.T) {
 	}
 	env := []string{"MANAD_SOCKET=" + d.socket}
 	out := ok(t, "list", run(t, ns, env, bin, "list"))
-	if !strings.Contains(out, port+"  "+ns) {
-		t.Fatalf("list under the unit's capabilities:\n%s\nmanad log:\n%s", out, d.logText())
-	}
+	require.Contains(t, out, port+"  "+ns, "list under the unit's capabilities:\n%s\nmanad log:\n%s", out, d.logText())
 	harness.Run(t, ns, "ip", "link", "set", port, "up")
 	ok(t, "set-priv-flags", run(t, ns, env, bin, "set-priv-flags", port, "full-page-rx", "on"))
 	obj, err := xdptest.BuildELF(elf.EM_BPF, "GPL", xdptest.Prog{Section: "xdp", Name: "pass_all",
 		Insns: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	objPath := filepath.Join(dir, "pass.o")
-	if err := os.WriteFile(objPath, obj, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(objPath, obj, 0o644))
 	ok(t, "xdp attach FILE.o", run(t, ns, env, bin, "xdp", port, "attach", objPath))
-	if out := ok(t, "list", run(t, ns, env, bin, "list")); !strings.Contains(out, "ebpf:pass_all") {
-		t.Errorf("eBPF program not attached:\n%s", out)
-	}
+	assert.Contains(t, ok(t, "list", run(t, ns, env, bin, "list")), "ebpf:pass_all", "eBPF program not attached")
 
 	for _, drop := range []string{"net_admin", "sys_admin"} {
 		t.Run("without-"+drop, func(t *testing.T) {
 			sub := filepath.Join(dir, drop)
-			if err := os.Mkdir(sub, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.Mkdir(sub, 0o755))
 			p := harness.Name("mcd"+drop[:1], "0")
 			d := startCapDaemon(t, strings.Replace(caps, ",+"+drop, "", 1), sub,
 				fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nqueues = 2\nrx_ring = 128\npersistent = false\n", p, ns))
@@ -326,9 +295,7 @@ for d in /usr/lib/udev/rules.d /usr/local/lib/udev/rules.d /lib/udev/rules.d; do
 done
 exec udevadm test --action=add "/sys/class/net/$3" 2>&1`
 	r := run(t, ns, nil, "sh", "-c", script, "sh", rulesDir, empty, dev)
-	if r.code != 0 {
-		t.Fatalf("udevadm test %s: exit %d\n%s%s", dev, r.code, r.stdout, r.stderr)
-	}
+	require.Equal(t, 0, r.code, "udevadm test %s: exit %d\n%s%s", dev, r.code, r.stdout, r.stderr)
 	return r.stdout + r.stderr
 }
 
@@ -367,23 +334,19 @@ func TestUdevRule(t *testing.T) {
 			out := udevadmTest(t, ns, in.rulesDir, port)
 			ruleLine := port + `: ` + regexp.QuoteMeta(filepath.Join(in.rulesDir, "90-manad.rules")) + `:\d+ RUN '` +
 				regexp.QuoteMeta(in.manactl+" set-priv-flags $name full-page-rx on") + `'`
-			if !regexp.MustCompile(`(?m)^` + ruleLine + `$`).MatchString(strings.ReplaceAll(out, "/etc/udev/rules.d", in.rulesDir)) {
-				t.Errorf("udevadm test %s shows no match of 90-manad.rules:\n%s", port, out)
-			}
+			assert.True(t, regexp.MustCompile(`(?m)^`+ruleLine+`$`).MatchString(strings.ReplaceAll(out, "/etc/udev/rules.d", in.rulesDir)), "udevadm test %s shows no match of 90-manad.rules:\n%s", port, out)
 			m := runLine.FindAllStringSubmatch(out, -1)
 			want := in.manactl + " set-priv-flags " + port + " full-page-rx on"
-			if len(m) != 1 || m[0][1] != want {
-				t.Fatalf("udevadm test %s: RUN commands %q, want exactly %q\n%s", port, m, want, out)
-			}
+			require.Len(t, m, 1, "udevadm test %s: RUN commands %q, want exactly %q\n%s", port, m, want, out)
+			require.Equal(t, want, m[0][1], "udevadm test %s: RUN commands %q, want exactly %q\n%s", port, m, want, out)
 			t.Logf("udevadm test %s: run: '%s'", port, m[0][1])
 			// Run the command exactly as printed (udev runs it without a shell, split on spaces).
 			if r := run(t, ns, env, strings.Fields(m[0][1])...); r.code != 0 || r.stderr != "" {
 				t.Fatalf("%s: exit %d, stderr %q", m[0][1], r.code, r.stderr)
 			}
 			r := run(t, ns, env, in.manactl, "--show-priv-flags", port)
-			if r.code != 0 || r.stdout != fmt.Sprintf("Private flags for %s:\nfull-page-rx: on\n", port) {
-				t.Errorf("after the RUN command: %+v", r)
-			}
+			assert.Equal(t, 0, r.code, "after the RUN command: %+v", r)
+			assert.Equal(t, fmt.Sprintf("Private flags for %s:\nfull-page-rx: on\n", port), r.stdout, "after the RUN command: %+v", r)
 		})
 	}
 }

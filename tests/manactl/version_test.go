@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestVersion runs manad --version and manactl --version and checks each against what
@@ -17,9 +19,7 @@ func TestVersion(t *testing.T) {
 	manad, manactl := harness.Binaries(t)
 	for _, bin := range []struct{ name, path string }{{"manad", manad}, {"manactl", manactl}} {
 		out, err := exec.Command("go", "version", "-m", bin.path).Output()
-		if err != nil {
-			t.Fatalf("go version -m %s: %v", bin.path, err)
-		}
+		require.NoError(t, err, "go version -m %s", bin.path)
 		set := map[string]string{}
 		version := ""
 		for _, l := range strings.Split(string(out), "\n") {
@@ -45,8 +45,8 @@ func TestVersion(t *testing.T) {
 		}
 		want += "go:       " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
 		r := run(t, "", nil, bin.path, "--version")
-		if r.code != 0 || r.stderr != "" || r.stdout != want {
-			t.Errorf("%s --version: exit %d, stderr %q, stdout\n%s\nwant\n%s", bin.name, r.code, r.stderr, r.stdout, want)
-		}
+		assert.Equal(t, 0, r.code, "%s --version: exit %d, stderr %q, stdout\n%s\nwant\n%s", bin.name, r.code, r.stderr, r.stdout, want)
+		assert.Equal(t, "", r.stderr, "%s --version: exit %d, stderr %q, stdout\n%s\nwant\n%s", bin.name, r.code, r.stderr, r.stdout, want)
+		assert.Equal(t, want, r.stdout, "%s --version: exit %d, stderr %q, stdout\n%s\nwant\n%s", bin.name, r.code, r.stderr, r.stdout, want)
 	}
 }

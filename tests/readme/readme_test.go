@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func moduleRoot() string {
@@ -39,9 +41,7 @@ var marker = regexp.MustCompile(`^<!-- guide:(\w+) -->$`)
 func guideBlocks(t *testing.T) []block {
 	t.Helper()
 	f, err := os.Open(filepath.Join(moduleRoot(), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	var out []block
 	var cur *block
@@ -65,9 +65,7 @@ func guideBlocks(t *testing.T) []block {
 			}
 		}
 	}
-	if len(out) == 0 {
-		t.Fatal("README.md has no guide blocks")
-	}
+	require.NotEmpty(t, out, "README.md has no guide blocks")
 	return out
 }
 
@@ -76,13 +74,9 @@ func guideBlocks(t *testing.T) []block {
 // .ci/run runs.
 func TestGuideMatchesCI(t *testing.T) {
 	ci, err := os.ReadFile(filepath.Join(moduleRoot(), ".ci", "run"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pkgs := regexp.MustCompile(`pkgs=\(([^)]*)\)`).FindSubmatch(ci)
-	if pkgs == nil {
-		t.Fatal(".ci/run has no pkgs=(…) list")
-	}
+	require.NotNil(t, pkgs, ".ci/run has no pkgs=(…) list")
 	ciPkgs := strings.Fields(string(pkgs[1]))
 	var sawInstall, sawTests bool
 	for _, b := range guideBlocks(t) {
@@ -92,15 +86,13 @@ func TestGuideMatchesCI(t *testing.T) {
 			for _, c := range b.cmds {
 				if rest, ok := strings.CutPrefix(c, "sudo apt-get install -y "); ok {
 					for _, p := range strings.Fields(rest) {
-						if p != "make" && !slices.Contains(ciPkgs, p) {
-							t.Errorf("README tells users to install %s, which CI does not install", p)
+						if p != "make" {
+							assert.True(t, slices.Contains(ciPkgs, p), "README tells users to install %s, which CI does not install", p)
 						}
 					}
 				}
 			}
-			if !slices.ContainsFunc(b.cmds, func(c string) bool { return strings.HasPrefix(c, "make build") }) {
-				t.Error("the install step does not build")
-			}
+			assert.True(t, slices.ContainsFunc(b.cmds, func(c string) bool { return strings.HasPrefix(c, "make build") }), "the install step does not build")
 		case "tests":
 			sawTests = true
 			if len(b.cmds) != 1 || b.cmds[0] != "sudo make test" || !strings.Contains(string(ci), "\nmake test\n") {
@@ -151,9 +143,7 @@ for i in $(seq 300); do grep -q "manad stopped" ` + daemonLog(pass) + ` && break
 `
 	}
 	blocks := guideBlocks(t)
-	if !slices.ContainsFunc(blocks, func(b block) bool { return b.kind == "reset" }) {
-		t.Fatal("the guide has no reset block (<!-- guide:reset -->): it cannot be run twice")
-	}
+	require.True(t, slices.ContainsFunc(blocks, func(b block) bool { return b.kind == "reset" }), "the guide has no reset block (<!-- guide:reset -->): it cannot be run twice")
 	for pass := 1; pass <= passes; pass++ {
 		fmt.Fprintf(&s, "echo '== pass %d'\n", pass)
 		reset := false
@@ -203,9 +193,7 @@ grep -q "manad is running" ` + filepath.Join(dir, "early-reset.log") + "\nsleep 
 		m, _ := os.ReadFile(monitorLog(pass))
 		return fmt.Sprintf("--- manad (run %d):\n%s\n--- monitor (run %d):\n%s", pass, d, pass, m)
 	}
-	if err != nil {
-		t.Fatalf("the guide failed: %v\n%s\n%s\n%s", err, out, logs(1), logs(2))
-	}
+	require.NoError(t, err, "the guide failed: %v\n%s\n%s\n%s", err, out, logs(1), logs(2))
 	for pass := 1; pass <= passes; pass++ {
 		// This run's output: from its marker to the next one.
 		_, o, _ := strings.Cut(string(out), fmt.Sprintf("== pass %d\n", pass))
@@ -224,21 +212,16 @@ grep -q "manad is running" ` + filepath.Join(dir, "early-reset.log") + "\nsleep 
 			"Buffers per page  31         35            1",
 			"NIC statistics:",
 		} {
-			if !strings.Contains(o, want) {
-				t.Errorf("run %d of the guide: output lacks %q\n%s", pass, want, o)
-			}
+			assert.Contains(t, o, want, "run %d of the guide: output lacks", pass)
 		}
-		if pass > 1 && !strings.Contains(o, "$ sudo make demo-reset\n") {
-			t.Errorf("run %d of the guide: no reset ran\n%s", pass, o)
+		if pass > 1 {
+			assert.Contains(t, o, "$ sudo make demo-reset\n", "run %d of the guide: no reset ran", pass)
 		}
 		monitor, _ := os.ReadFile(monitorLog(pass))
-		if !strings.Contains(string(monitor), "Private flags for mana0:\nfull-page-rx: on") {
-			t.Errorf("run %d: monitor did not show the flag change:\n%s", pass, monitor)
-		}
+		assert.Contains(t, string(monitor), "Private flags for mana0:\nfull-page-rx: on", "run %d: monitor did not show the flag change:\n%s", pass, monitor)
 		daemon, _ := os.ReadFile(daemonLog(pass))
-		if !strings.Contains(string(daemon), "every RX buffer returned") || strings.Contains(string(daemon), "still in flight") {
-			t.Errorf("run %d: manad did not stop cleanly:\n%s", pass, daemon)
-		}
+		assert.Contains(t, string(daemon), "every RX buffer returned", "run %d: manad did not stop cleanly:\n%s", pass, daemon)
+		assert.NotContains(t, string(daemon), "still in flight", "run %d: manad did not stop cleanly:\n%s", pass, daemon)
 	}
 }
 
@@ -252,21 +235,16 @@ func TestMakeHelp(t *testing.T) {
 	cmd := exec.Command("make", "-s", "help")
 	cmd.Dir = moduleRoot()
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("make help: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "make help: %v\n%s", err, out)
 	for _, target := range []string{"build", "run", "test", "demo-reset", "install", "help"} {
-		if !regexp.MustCompile(`(?m)^` + target + ` `).Match(out) {
-			t.Errorf("make help does not list %s:\n%s", target, out)
-		}
+		assert.True(t, regexp.MustCompile(`(?m)^`+target+` `).Match(out), "make help does not list %s:\n%s", target, out)
 	}
 	for _, p := range regexp.MustCompile(`[\w.-]+(?:/[\w.-]+)+`).FindAllString(string(out), -1) {
 		p = strings.TrimPrefix(p, "./")
 		if strings.HasPrefix(p, "bin/") {
 			continue // what make build writes
 		}
-		if _, err := os.Stat(filepath.Join(moduleRoot(), p)); err != nil {
-			t.Errorf("make help names %s, which a clone does not have: %v", p, err)
-		}
+		_, err := os.Stat(filepath.Join(moduleRoot(), p))
+		assert.NoError(t, err, "make help names %s, which a clone does not have", p)
 	}
 }

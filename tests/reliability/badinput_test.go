@@ -17,6 +17,8 @@ import (
 
 	"github.com/cilium/ebpf/asm"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/xdp/xdptest"
@@ -61,13 +63,9 @@ func startBadInputRig(t *testing.T) *badInputRig {
 		t.Fatal(err)
 	}
 	ctrl, err := c.resolveFamily("nlctrl", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	netdev, err := c.resolveFamily("netdev", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b.netdev = netdev
 	b.fams = families{}
 	for name, f := range map[string]familyInfo{"ethtool": b.ethtool, "manad": b.manad, "nlctrl": ctrl, "netdev": netdev} {
@@ -87,9 +85,7 @@ func (b *badInputRig) dial(t testing.TB, ns string, uid uint32) *rawConn {
 		c, err = dialRaw(b.d.Socket)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.manadID = b.manad.ID
 	return c
 }
@@ -341,15 +337,13 @@ func (b *badInputRig) flood(t *testing.T, ns string, uid uint32, n int, seed uin
 		if err != nil {
 			failures++
 			t.Errorf("datagram %d (%d bytes) %x: %v", sent, len(d), head(d), err)
-			if failures >= 10 {
-				t.Fatalf("giving up after %d failures", failures)
-			}
+			require.Less(t, failures, 10, "giving up after %d failures", failures)
 		}
 		if closed || err != nil {
 			// manad reads a zero-length datagram as the end of the stream (read returns 0 on
 			// SOCK_SEQPACKET for both) and closes; it has no other reason to close.
-			if closed && len(d) != 0 {
-				t.Errorf("manad closed the connection after datagram %d (%d bytes) %x", sent, len(d), head(d))
+			if closed {
+				assert.Equal(t, 0, len(d), "manad closed the connection after datagram %d (%d bytes) %x", sent, len(d), head(d))
 			}
 			c.Close()
 			c = b.dial(t, ns, uid)
@@ -407,9 +401,7 @@ func TestBadInput(t *testing.T) {
 	before := b.snapshot(t)
 	obj, err := xdptest.BuildELF(elf.EM_BPF, "GPL", xdptest.Prog{Section: "xdp", Name: "p",
 		Insns: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	t.Run("malformed", func(t *testing.T) {
 		c := b.dial(t, b.nsA, 0)
@@ -495,9 +487,8 @@ func TestBadInput(t *testing.T) {
 			if err == nil {
 				err = checkAnswers(tc.d, replies, closed, b.fams, false, st)
 			}
-			if err != nil || closed {
-				t.Fatalf("%s: %v (closed %v)", tc.name, err, closed)
-			}
+			require.NoError(t, err, "%s: %v (closed %v)", tc.name, err, closed)
+			require.False(t, closed, "%s: %v (closed %v)", tc.name, err, closed)
 			var got []want
 			for _, r := range replies {
 				if r.Type == nlmError || r.Type == nlmDone {
@@ -525,18 +516,14 @@ func TestBadInput(t *testing.T) {
 		if err == nil {
 			err = checkAnswers(nil, replies, closed, b.fams, false, st)
 		}
-		if err != nil {
-			t.Errorf("zero-length datagram: %v", err)
-		}
+		assert.NoError(t, err, "zero-length datagram")
 		t.Logf("zero-length datagram: closed=%v, %d answers", closed, len(replies))
 	})
 
 	t.Run("oversized", func(t *testing.T) {
 		c := b.dial(t, b.nsA, 0)
 		defer c.Close()
-		if err := c.forceSendBuffer(4 << 20); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.forceSendBuffer(4<<20))
 		const limit = 256 << 10 // daemon.maxRequest
 		man := b.manad.ID
 		hdr := nest(wire.AttrHeader, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, b.portA))
@@ -545,16 +532,12 @@ func TestBadInput(t *testing.T) {
 			chunks = append(chunks, attr(wire.AttrXDPObject, bytes.Repeat([]byte{0xee}, 60<<10)))
 		}
 		big := genlmsg(man, fRequest|fAck, 300, wire.CmdXDPAttach, 1, hdr, nest(wire.AttrXDP, strA(wire.XDPAttrSection, "xdp")), cat(chunks...))
-		if len(big) <= limit {
-			t.Fatalf("test datagram of %d bytes is not over the limit", len(big))
-		}
+		require.Greater(t, len(big), limit, "test datagram of %d bytes is not over the limit", len(big))
 		msgs, err := c.roundTrip(big)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(msgs) != 1 || msgs[0].Type != nlmError || msgs[0].Seq != 300 {
-			t.Fatalf("answer to a %d-byte datagram: %+v", len(big), msgs)
-		}
+		require.NoError(t, err)
+		require.Len(t, msgs, 1, "answer to a %d-byte datagram: %+v", len(big), msgs)
+		require.Equal(t, uint16(nlmError), msgs[0].Type, "answer to a %d-byte datagram: %+v", len(big), msgs)
+		require.Equal(t, uint32(300), msgs[0].Seq, "answer to a %d-byte datagram: %+v", len(big), msgs)
 		a, err := parseAck(msgs[0])
 		if err != nil || a.Errno != unix.EMSGSIZE || a.Msg != fmt.Sprintf("request datagram exceeds the %d-byte limit", limit) {
 			t.Errorf("answer to a %d-byte datagram: %v %q (%v)", len(big), a.Errno, a.Msg, err)
@@ -562,9 +545,7 @@ func TestBadInput(t *testing.T) {
 		// Under the limit, but not an ELF object: refused by the loader.
 		garbage := genlmsg(man, fRequest|fAck, 301, wire.CmdXDPAttach, 1, hdr, nest(wire.AttrXDP, strA(wire.XDPAttrSection, "xdp")), cat(chunks[:3]...))
 		msgs, err = c.roundTrip(garbage)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if a, err := parseAck(msgs[0]); err != nil || msgs[0].Type != nlmError || a.Errno != unix.EINVAL || !strings.Contains(a.Msg, "not a valid BPF ELF object") {
 			t.Errorf("answer to %d bytes of garbage as an object: %v %q (%v)", len(garbage), a.Errno, a.Msg, err)
 		}
@@ -583,18 +564,12 @@ func TestBadInput(t *testing.T) {
 			slow := cat(
 				genlmsg(b.ethtool.ID, fRequest|fAck, 400+2*i, unix.ETHTOOL_MSG_RINGS_SET, 1, ringsHdr, u32a(unix.ETHTOOL_A_RINGS_RX, 256)),
 				genlmsg(b.ethtool.ID, fRequest|fAck, 401+2*i, unix.ETHTOOL_MSG_RINGS_SET, 1, ringsHdr, u32a(unix.ETHTOOL_A_RINGS_RX, 128)))
-			if err := c.send(slow); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.send(big); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, c.send(slow))
+			require.NoError(t, c.send(big))
 			var seqs []uint32
 			for k := 0; k < 3; k++ {
 				m, err := c.next()
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				if a, err := parseAck(m); err != nil || m.Type != nlmError || (m.Seq != 300 && a.Errno != 0) {
 					t.Fatalf("answer %d: type %d seq %d %v %q (%v)", k, m.Type, m.Seq, a.Errno, a.Msg, err)
 				}
@@ -605,10 +580,8 @@ func TestBadInput(t *testing.T) {
 				t.Logf("round %d: answers in the order of seqs %v, requests in the order %d, %d, 300", i, seqs, 400+2*i, 401+2*i)
 			}
 		}
-		if overtaken > 0 {
-			t.Errorf("the EMSGSIZE answer to an oversized datagram overtook the answers to the datagram before it in %d of 5 rounds "+
-				"(genl/server.go: conn.reader answers it itself, via oversize, while the request goroutine still serves the earlier datagram)", overtaken)
-		}
+		assert.LessOrEqual(t, overtaken, 0, "the EMSGSIZE answer to an oversized datagram overtook the answers to the datagram before it in %d of 5 rounds "+
+			"(genl/server.go: conn.reader answers it itself, via oversize, while the request goroutine still serves the earlier datagram)", overtaken)
 	})
 
 	corpusA := b.corpus(b.portA, b.indexA, obj)
@@ -623,12 +596,8 @@ func TestBadInput(t *testing.T) {
 		st := b.flood(t, b.nsA, nobody, 10000, 61, corpusA, nil, progress)
 		rounds := stop()
 		t.Logf("unprivileged flood: %v in %v; the other client completed %d GET rounds meanwhile", st, time.Since(start).Round(time.Millisecond), rounds)
-		if st.errnos[unix.EPERM] == 0 {
-			t.Error("no EPERM among the answers: the admin commands were not exercised")
-		}
-		if st.succeeded == 0 {
-			t.Error("no request succeeded: the mutations never produced a valid GET")
-		}
+		assert.NotEqual(t, 0, st.errnos[unix.EPERM], "no EPERM among the answers: the admin commands were not exercised")
+		assert.NotEqual(t, 0, st.succeeded, "no request succeeded: the mutations never produced a valid GET")
 	})
 
 	t.Run("flood root in a foreign namespace", func(t *testing.T) {
@@ -653,24 +622,19 @@ func TestBadInput(t *testing.T) {
 		st := b.flood(t, b.nsE, 0, 10000, 62, corpusA, keep, progress)
 		rounds := stop()
 		t.Logf("root flood from %s: %v in %v; the other client completed %d GET rounds meanwhile", b.nsE, st, time.Since(start).Round(time.Millisecond), rounds)
-		if st.errnos[unix.ENODEV] == 0 {
-			t.Error("no ENODEV among the answers: SET requests never reached the device lookup")
-		}
+		assert.NotEqual(t, 0, st.errnos[unix.ENODEV], "no ENODEV among the answers: SET requests never reached the device lookup")
 	})
 
 	after := b.snapshot(t)
-	if diff := cmp.Diff(before, after); diff != "" {
-		t.Errorf("ports changed under bad input (-before +after):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(before, after), "ports changed under bad input (-before +after)")
 	for _, ns := range []string{b.nsA, b.nsB} {
 		ports, err := b.clients[ns].Ports(bg(t))
 		if err != nil || len(ports) != 1 {
 			t.Errorf("ports in %s after the floods: %d, %v", ns, len(ports), err)
 		}
 	}
-	if out, _ := harness.RunErr(b.nsE, "ip", "-o", "link", "show"); strings.Count(out, "\n") != 1 {
-		t.Errorf("namespace %s gained links:\n%s", b.nsE, out)
-	}
+	out, _ := harness.RunErr(b.nsE, "ip", "-o", "link", "show")
+	assert.Equal(t, 1, strings.Count(out, "\n"), "namespace %s gained links:\n%s", b.nsE, out)
 	waitPing(t, b.nsA, "10.211.0.2") // and the ports still pass traffic
 }
 
@@ -703,9 +667,7 @@ func TestBadConfig(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".toml")
-			if err := os.WriteFile(cfg, []byte(tc.text), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(cfg, []byte(tc.text), 0o644))
 			cmd := exec.Command(bin, "--config", cfg)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
@@ -716,13 +678,9 @@ func TestBadConfig(t *testing.T) {
 			} else if err == nil {
 				code = 0
 			}
-			if code != 2 {
-				t.Errorf("exit status %d (%v), want 2; stderr:\n%s", code, err, stderr.String())
-			}
+			assert.Equal(t, 2, code, "exit status %d (%v), want 2; stderr:\n%s", code, err, stderr.String())
 			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-			if len(lines) != len(tc.want) {
-				t.Errorf("%d lines on stderr, want %d (one per problem):\n%s", len(lines), len(tc.want), stderr.String())
-			}
+			assert.Len(t, lines, len(tc.want), "%d lines on stderr, want %d (one per problem):\n%s", len(lines), len(tc.want), stderr.String())
 			for _, w := range tc.want {
 				prefix := fmt.Sprintf("%s:%d: ", cfg, w.line)
 				found := false
@@ -732,9 +690,7 @@ func TestBadConfig(t *testing.T) {
 						found = true
 					}
 				}
-				if !found {
-					t.Errorf("stderr has no line %q…%q:\n%s", prefix, w.says, stderr.String())
-				}
+				assert.True(t, found, "stderr has no line %q…%q:\n%s", prefix, w.says, stderr.String())
 			}
 			if _, err := os.Stat(sock); err == nil {
 				t.Errorf("manad created its socket despite the invalid configuration")
@@ -759,9 +715,7 @@ func TestXDPObjectRefused(t *testing.T) {
 
 	cls, err := xdptest.BuildELF(elf.EM_BPF, "GPL", xdptest.Prog{Section: "tc", Name: "cls",
 		Insns: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		name  string
 		prog  genl.XDPProgram
@@ -775,31 +729,23 @@ func TestXDPObjectRefused(t *testing.T) {
 		{"unknown builtin", genl.XDPProgram{Builtin: "redirect"}, unix.EINVAL, `unknown built-in XDP program "redirect"`},
 	} {
 		err := c.AttachXDP(bg(t), ifi, tc.prog)
-		if errnoOf(err) != tc.errno || !strings.HasPrefix(extackOf(err), tc.msg) {
-			t.Errorf("%s: %v, want %v %q", tc.name, err, tc.errno, tc.msg)
-		}
+		assert.Equal(t, tc.errno, errnoOf(err), "%s: %v, want %v %q", tc.name, err, tc.errno, tc.msg)
+		assert.True(t, strings.HasPrefix(extackOf(err), tc.msg), "%s: %v, want %v %q", tc.name, err, tc.errno, tc.msg)
 	}
 	// An unknown layout rule is refused by the one place that knows the rules (genl/layout).
-	if _, err := c.PlanLayout(bg(t), genl.LayoutRequest{PageSize: 4096, MTU: 1500, Rules: []string{"newest"}}); errnoOf(err) != unix.EINVAL ||
-		!strings.Contains(extackOf(err), `"newest"`) {
-		t.Errorf("unknown layout rule: %v (extack %q)", err, extackOf(err))
-	}
+	_, err = c.PlanLayout(bg(t), genl.LayoutRequest{PageSize: 4096, MTU: 1500, Rules: []string{"newest"}})
+	assert.Equal(t, unix.EINVAL, errnoOf(err), "unknown layout rule: %v (extack %q)", err, extackOf(err))
+	assert.Contains(t, extackOf(err), `"newest"`, "unknown layout rule: %v (extack %q)", err, extackOf(err))
 
 	// Over the limit: the client cannot even send it through a default socket buffer, so send
 	// it raw with a large one; manad answers EMSGSIZE (its 256 KiB request limit is below
 	// xdp.MaxObjectSize, so that is the limit a client meets).
 	var rc *rawConn
-	if err := harness.InNetNS(nsA, func() (err error) { rc, err = dialRaw(r.d.Socket); return err }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, harness.InNetNS(nsA, func() (err error) { rc, err = dialRaw(r.d.Socket); return err }))
 	defer rc.Close()
-	if err := rc.forceSendBuffer(4 << 20); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rc.forceSendBuffer(4<<20))
 	man, err := rc.resolveFamily("manad", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	obj := bytes.Repeat(cls, (300<<10)/len(cls)+1)
 	var chunks []byte
 	for o := obj; len(o) > 0; {
@@ -809,9 +755,7 @@ func TestXDPObjectRefused(t *testing.T) {
 	}
 	msgs, err := rc.roundTrip(genlmsg(man.ID, fRequest|fAck, 2, wire.CmdXDPAttach, 1,
 		nest(wire.AttrHeader, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, port)), chunks))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if a, err := parseAck(msgs[0]); err != nil || a.Errno != unix.EMSGSIZE || !strings.Contains(a.Msg, "exceeds the 262144-byte limit") {
 		t.Errorf("%d-byte object: %v %q (%v)", len(obj), a.Errno, a.Msg, err)
 	}
@@ -822,10 +766,7 @@ func TestXDPObjectRefused(t *testing.T) {
 		t.Logf("Go client, %d-byte object: %v", len(obj), err)
 	}
 
-	if diff := cmp.Diff(before, r.snapshot(t)); diff != "" {
-		t.Errorf("the port changed after refused XDP objects (-before +after):\n%s", diff)
-	}
-	if n := strings.Count(r.d.Log(), `msg=reconfigured`); n != 0 {
-		t.Errorf("%d reconfigurations logged after refused XDP objects", n)
-	}
+	assert.Empty(t, cmp.Diff(before, r.snapshot(t)), "the port changed after refused XDP objects (-before +after)")
+	n := strings.Count(r.d.Log(), `msg=reconfigured`)
+	assert.Equal(t, 0, n, "%d reconfigurations logged after refused XDP objects", n)
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // reconfigOp is a reconfiguration the fault tests drive: it reads a port's current value and
@@ -108,9 +110,8 @@ func servingState(i *genl.PortInfo) string {
 func checkTAP(t *testing.T, ns string, i *genl.PortInfo, when string) {
 	t.Helper()
 	mtu, queues := tapState(t, ns, i.Device.Name)
-	if mtu != int(i.MTU) || queues != int(i.Queues) {
-		t.Errorf("%s: TAP %s has MTU %d and %d queues, the port MTU %d and %d channels", when, i.Device.Name, mtu, queues, i.MTU, i.Queues)
-	}
+	assert.Equal(t, int(i.MTU), mtu, "%s: TAP %s has MTU %d and %d queues, the port MTU %d and %d channels", when, i.Device.Name, mtu, queues, i.MTU, i.Queues)
+	assert.Equal(t, int(i.Queues), queues, "%s: TAP %s has MTU %d and %d queues, the port MTU %d and %d channels", when, i.Device.Name, mtu, queues, i.MTU, i.Queues)
 }
 
 // TestFaults arms every fault point (prealloc, detach, attach) in every mode (once, count 3,
@@ -137,9 +138,7 @@ func TestFaults(t *testing.T) {
 	c, ifi := r.port(portB)
 	waitPing(t, nsA, "10.214.0.2")
 	tr, err := harness.StartTransfer(nsA, nsB, "10.214.0.2:5302", 0, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -154,9 +153,7 @@ func TestFaults(t *testing.T) {
 	receiving := func(when string) {
 		t.Helper()
 		rx0 := rxPackets(t, c, portB)
-		if !poll(10*time.Second, func() bool { return rxPackets(t, c, portB) > rx0 }) {
-			t.Errorf("%s: port %s received nothing in 10s", when, portB)
-		}
+		assert.True(t, poll(10*time.Second, func() bool { return rxPackets(t, c, portB) > rx0 }), "%s: port %s received nothing in 10s", when, portB)
 	}
 
 	cases := []struct {
@@ -187,9 +184,7 @@ func TestFaults(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			before := portInfo(t, c, portB)
 			v0 := op.get(before)
-			if err := c.SetFault(bg(t), ifi, genl.Fault{Point: tc.point, Mode: tc.mode, Count: tc.count}); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, c.SetFault(bg(t), ifi, genl.Fault{Point: tc.point, Mode: tc.mode, Count: tc.count}))
 			armed := portInfo(t, c, portB).Faults
 			wantArmed := genl.Fault{Point: tc.point, Mode: tc.mode, Count: tc.count, Errno: uint32(fp.errno)}
 			if len(armed) != 3 || armed[fp.index] != wantArmed {
@@ -199,83 +194,61 @@ func TestFaults(t *testing.T) {
 			failOnce := func(k int) {
 				t.Helper()
 				err := op.flip(t, c, ifi, before)
-				if errnoOf(err) != fp.errno || extackOf(err) != wantMsg {
-					t.Fatalf("attempt %d: %v, want %v %q", k, err, fp.errno, wantMsg)
-				}
-				if got := op.get(portInfo(t, c, portB)); got != v0 {
-					t.Errorf("attempt %d: %s is %s after the failure, want the old %s", k, op.name, got, v0)
-				}
+				require.Equal(t, fp.errno, errnoOf(err), "attempt %d: %v, want %v %q", k, err, fp.errno, wantMsg)
+				require.Equal(t, wantMsg, extackOf(err), "attempt %d: %v, want %v %q", k, err, fp.errno, wantMsg)
+				got := op.get(portInfo(t, c, portB))
+				assert.Equal(t, v0, got, "attempt %d: %s is %s after the failure, want the old %s", k, op.name, got, v0)
 			}
 
 			if tc.point != "attach" {
 				for k := 1; k <= failures; k++ {
 					failOnce(k)
 					after := portInfo(t, c, portB)
-					if servingState(after) != servingState(before) {
-						t.Errorf("attempt %d: port touched by a failed %s:\nbefore %s\nafter  %s", k, tc.point, servingState(before), servingState(after))
-					}
+					assert.Equal(t, servingState(before), servingState(after), "attempt %d: port touched by a failed %s:\nbefore %s\nafter  %s", k, tc.point, servingState(before), servingState(after))
 					checkTAP(t, nsB, after, fmt.Sprintf("attempt %d", k))
 					receiving(fmt.Sprintf("after failed attempt %d", k))
 				}
 				if tc.mode == "always" {
-					if err := c.SetFault(bg(t), ifi, genl.Fault{Point: tc.point, Mode: "off"}); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, c.SetFault(bg(t), ifi, genl.Fault{Point: tc.point, Mode: "off"}))
 				}
 			} else {
 				failed0, restored0 := logCount("reset attempt failed"), logCount("reset restored service")
 				failOnce(1)
 				if tc.mode == "always" {
-					if !poll(10*time.Second, func() bool { return logCount("reset attempt failed") >= failed0+2 }) {
-						t.Fatalf("the reset work did not retry: %d failed attempts logged", logCount("reset attempt failed")-failed0)
-					}
+					require.True(t, poll(10*time.Second, func() bool { return logCount("reset attempt failed") >= failed0+2 }), "the reset work did not retry: %d failed attempts logged", logCount("reset attempt failed")-failed0)
 					i := portInfo(t, c, portB)
 					if !i.AdminUp || i.Running || !i.Detached || !i.ResetPending || op.get(i) != v0 {
 						t.Errorf("while attach keeps failing: admin up %v running %v detached %v reset pending %v, %s %s",
 							i.AdminUp, i.Running, i.Detached, i.ResetPending, op.name, op.get(i))
 					}
-					if pingOnce(nsA, "10.214.0.2") {
-						t.Error("a detached port answered a ping")
-					}
-					if err := c.SetFault(bg(t), ifi, genl.Fault{Point: tc.point, Mode: "off"}); err != nil {
-						t.Fatal(err)
-					}
+					assert.False(t, pingOnce(nsA, "10.214.0.2"), "a detached port answered a ping")
+					require.NoError(t, c.SetFault(bg(t), ifi, genl.Fault{Point: tc.point, Mode: "off"}))
 				}
-				if !poll(20*time.Second, func() bool { return logCount("reset restored service") > restored0 }) {
-					t.Fatalf("the reset work did not restore the port")
-				}
+				require.True(t, poll(20*time.Second, func() bool { return logCount("reset restored service") > restored0 }), "the reset work did not restore the port")
 				after := portInfo(t, c, portB)
-				if servingState(after) != servingState(before) {
-					t.Errorf("restored port differs from the last good one:\nbefore %s\nafter  %s", servingState(before), servingState(after))
-				}
+				assert.Equal(t, servingState(before), servingState(after), "restored port differs from the last good one:\nbefore %s\nafter  %s", servingState(before), servingState(after))
 				failedResets := logCount("reset attempt failed") - failed0
 				switch tc.mode {
 				case "once", "count":
-					if want := failures - 1; failedResets != want {
-						t.Errorf("%d failed reset attempts, want %d", failedResets, want)
-					}
+					want := failures - 1
+					assert.Equal(t, want, failedResets, "%d failed reset attempts, want %d", failedResets, want)
 				case "always":
 					t.Logf("%d failed reset attempts before the fault was turned off", failedResets)
 				}
-				if n := logCount("reset restored service") - restored0; n != 1 {
-					t.Errorf("the reset work restored the port %d times, want once", n)
-				}
+				n := logCount("reset restored service") - restored0
+				assert.Equal(t, 1, n, "the reset work restored the port %d times, want once", n)
 				checkTAP(t, nsB, after, "after the reset")
 				receiving("after the reset")
 				waitPing(t, nsA, "10.214.0.2")
 			}
 
-			if err := op.flip(t, c, ifi, before); err != nil {
-				t.Fatalf("%s once the fault is spent: %v", op.name, err)
-			}
+			require.NoError(t, op.flip(t, c, ifi, before), "%s once the fault is spent", op.name)
 			after := portInfo(t, c, portB)
 			if op.get(after) == v0 || !after.Running || after.Detached {
 				t.Errorf("after the successful %s: %s %s, running %v detached %v", op.name, op.name, op.get(after), after.Running, after.Detached)
 			}
 			for _, f := range after.Faults {
-				if f.Mode != "off" {
-					t.Errorf("fault still armed: %+v", f)
-				}
+				assert.Equal(t, "off", f.Mode, "fault still armed: %+v", f)
 			}
 			checkTAP(t, nsB, after, "after the successful change")
 			receiving("after the successful change")
@@ -383,9 +356,7 @@ func TestKill9DuringReconfig(t *testing.T) {
 	}
 	r := startRig(t, "", "", ports)
 	c, ifi := r.port(portB)
-	if err := c.SetChannels(bg(t), ifi, client.ChannelsUpdate{Combined: ptr(uint32(2))}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.SetChannels(bg(t), ifi, client.ChannelsUpdate{Combined: ptr(uint32(2))}))
 	waitPing(t, nsA, "10.215.0.2")
 	ca, _ := r.port(portA)
 	wantA := servingState(portInfo(t, ca, portA))
@@ -404,13 +375,9 @@ func TestKill9DuringReconfig(t *testing.T) {
 		time.Sleep(delay)
 		r.d.Kill9()
 		<-done
-		if f.err != nil {
-			t.Fatalf("round %d: a reconfiguration failed with a netlink error: %v", round, f.err)
-		}
+		require.NoError(t, f.err, "round %d: a reconfiguration failed with a netlink error", round)
 		for _, p := range ports {
-			if out := harness.Run(t, p.ns, "ip", "-4", "addr", "show", "dev", p.name); !strings.Contains(out, p.ip+"/24") {
-				t.Fatalf("round %d: %s lost its address while manad was dead:\n%s", round, p.name, out)
-			}
+			require.Contains(t, harness.Run(t, p.ns, "ip", "-4", "addr", "show", "dev", p.name), p.ip+"/24", "round %d: %s lost its address while manad was dead", round, p.name)
 		}
 
 		r.d.Restart()
@@ -426,9 +393,7 @@ func TestKill9DuringReconfig(t *testing.T) {
 			info = i
 			return i.AdminUp && i.Running && !i.Detached && !i.ResetPending
 		})
-		if !settled {
-			t.Fatalf("round %d: port %s did not settle after the restart: %+v", round, portB, info)
-		}
+		require.True(t, settled, "round %d: port %s did not settle after the restart: %+v", round, portB, info)
 		got := tupleOf(info)
 		switch {
 		case got == f.acked:
@@ -444,13 +409,9 @@ func TestKill9DuringReconfig(t *testing.T) {
 		}
 		checkTAP(t, nsB, info, fmt.Sprintf("round %d", round))
 		ca, _ = r.port(portA)
-		if s := servingState(portInfo(t, ca, portA)); s != wantA {
-			t.Errorf("round %d: port %s changed across the crash:\nwant %s\ngot  %s", round, portA, wantA, s)
-		}
+		assert.Equal(t, wantA, servingState(portInfo(t, ca, portA)), "round %d: port %s changed across the crash:\nwant", round, portA)
 		for _, p := range ports {
-			if out := harness.Run(t, p.ns, "ip", "-4", "addr", "show", "dev", p.name); !strings.Contains(out, p.ip+"/24") {
-				t.Errorf("round %d: %s lost its address across the restart:\n%s", round, p.name, out)
-			}
+			assert.Contains(t, harness.Run(t, p.ns, "ip", "-4", "addr", "show", "dev", p.name), p.ip+"/24", "round %d: %s lost its address across the restart", round, p.name)
 		}
 		waitPing(t, nsA, "10.215.0.2")
 		t.Logf("round %d: killed after %v and %d acknowledged changes; restored %s", round, delay, f.flips,
@@ -459,7 +420,6 @@ func TestKill9DuringReconfig(t *testing.T) {
 	t.Logf("%d rounds: %d restored the last acknowledged settings, %d the change in flight (%d kills found no change in flight)", rounds, old, newer, none)
 	// A kill while the state file was being written must leave the old or the new file, never
 	// one manad has to give up on (it would then start from the configuration alone).
-	if n := strings.Count(r.d.Log(), "state file unusable"); n != 0 {
-		t.Errorf("manad found its state file unusable after %d of the kills", n)
-	}
+	n := strings.Count(r.d.Log(), "state file unusable")
+	assert.Equal(t, 0, n, "manad found its state file unusable after %d of the kills", n)
 }

@@ -2,7 +2,6 @@ package reliability
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The control socket's connection limits against the real daemon (issue 13): the refusal path
@@ -30,12 +31,10 @@ func limitsDaemon(t *testing.T, extra string) *harness.Daemon {
 func dialUser(t *testing.T, d *harness.Daemon, uid uint32) *rawConn {
 	t.Helper()
 	var c *rawConn
-	if err := asUser("", uid, uid, nil, func() (err error) {
+	require.NoError(t, asUser("", uid, uid, nil, func() (err error) {
 		c, err = dialRaw(d.Socket)
 		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	t.Cleanup(c.Close)
 	return c
 }
@@ -50,19 +49,16 @@ func getFamily(seq uint32) []byte {
 func admitted(t *testing.T, c *rawConn, seq uint32) (bool, string) {
 	t.Helper()
 	msgs, err := c.roundTrip(getFamily(seq))
-	if err != nil {
-		t.Fatalf("request %d: %v", seq, err)
-	}
+	require.NoError(t, err, "request %d", seq)
 	if len(msgs) == 1 && msgs[0].Type == nlctrlID {
 		return true, ""
 	}
-	if len(msgs) != 1 || msgs[0].Type != nlmError || msgs[0].Seq != seq {
-		t.Fatalf("request %d: unexpected answer %+v", seq, msgs)
-	}
+	require.Len(t, msgs, 1, "request %d: unexpected answer %+v", seq, msgs)
+	require.Equal(t, uint16(nlmError), msgs[0].Type, "request %d: unexpected answer %+v", seq, msgs)
+	require.Equal(t, seq, msgs[0].Seq, "request %d: unexpected answer %+v", seq, msgs)
 	a, err := parseAck(msgs[0])
-	if err != nil || a.Errno != unix.EUSERS {
-		t.Fatalf("request %d: want a reply or EUSERS, got %v %q (%v)", seq, a.Errno, a.Msg, err)
-	}
+	require.NoError(t, err, "request %d: want a reply or EUSERS, got %v %q (%v)", seq, a.Errno, a.Msg, err)
+	require.Equal(t, unix.EUSERS, a.Errno, "request %d: want a reply or EUSERS, got %v %q (%v)", seq, a.Errno, a.Msg, err)
 	return false, a.Msg
 }
 
@@ -71,9 +67,8 @@ func fillOthers(t *testing.T, d *harness.Daemon, n, per int) {
 	t.Helper()
 	for i := range n {
 		c := dialUser(t, d, 30000+uint32(i/per))
-		if ok, msg := admitted(t, c, uint32(i+1)); !ok {
-			t.Fatalf("unprivileged connection %d of %d refused: %s", i+1, n, msg)
-		}
+		ok, msg := admitted(t, c, uint32(i+1))
+		require.True(t, ok, "unprivileged connection %d of %d refused: %s", i+1, n, msg)
 	}
 }
 
@@ -81,13 +76,10 @@ func fillOthers(t *testing.T, d *harness.Daemon, n, per int) {
 func rootServed(t *testing.T, d *harness.Daemon) {
 	t.Helper()
 	c, err := client.Dial(d.Socket)
-	if err != nil {
-		t.Fatalf("root client.Dial: %v", err)
-	}
+	require.NoError(t, err, "root client.Dial")
 	defer c.Close()
-	if _, err := c.Ports(bg(t)); err != nil {
-		t.Fatalf("root request: %v", err)
-	}
+	_, err = c.Ports(bg(t))
+	require.NoError(t, err, "root request")
 	harness.Run(t, "", manactlFor(t), "--socket", d.Socket, "list") // fails the test unless it exits 0
 }
 
@@ -117,20 +109,17 @@ func TestRefusalAtLimit(t *testing.T) {
 	} {
 		c := dialUser(t, d, nobody)
 		msgs, err := c.roundTrip(tc.d)
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", tc.name, err, lastLines(d.Log(), 20))
-		}
-		if len(msgs) != 1 || msgs[0].Type != nlmError || msgs[0].Seq != 77 {
-			t.Fatalf("%s: answer %+v", tc.name, msgs)
-		}
+		require.NoError(t, err, "%s: %v\n%s", tc.name, err, lastLines(d.Log(), 20))
+		require.Len(t, msgs, 1, "%s: answer %+v", tc.name, msgs)
+		require.Equal(t, uint16(nlmError), msgs[0].Type, "%s: answer %+v", tc.name, msgs)
+		require.Equal(t, uint32(77), msgs[0].Seq, "%s: answer %+v", tc.name, msgs)
 		a, err := parseAck(msgs[0])
 		if err != nil || a.Errno != unix.EUSERS || !a.Capped || a.Echo.Len != nlHdrLen ||
 			a.Msg != "manad: too many connections (limit 16, of which 2 reserved for root and the admin group)" {
 			t.Errorf("%s: %+v (%v)", tc.name, a, err)
 		}
-		if _, err := c.recvDatagram(); !errors.Is(err, errClosed) {
-			t.Errorf("%s: refused connection not closed: %v", tc.name, err)
-		}
+		_, err = c.recvDatagram()
+		assert.ErrorIs(t, err, errClosed, "%s: refused connection not closed", tc.name)
 	}
 	rootServed(t, d)
 }
@@ -141,17 +130,15 @@ func TestRefusalAtLimit(t *testing.T) {
 func TestPerUIDCap(t *testing.T) {
 	d := limitsDaemon(t, "max_connections = 64\nmax_connections_per_uid = 4\n")
 	for i := range 4 {
-		if ok, msg := admitted(t, dialUser(t, d, nobody), uint32(i+1)); !ok {
-			t.Fatalf("connection %d of uid 65534 refused: %s", i+1, msg)
-		}
+		ok, msg := admitted(t, dialUser(t, d, nobody), uint32(i+1))
+		require.True(t, ok, "connection %d of uid 65534 refused: %s", i+1, msg)
 	}
 	ok, msg := admitted(t, dialUser(t, d, nobody), 5)
 	if ok || msg != "manad: too many connections for uid 65534 (limit 4 per user)" {
 		t.Errorf("fifth connection of uid 65534: served %v, %q", ok, msg)
 	}
-	if ok, msg := admitted(t, dialUser(t, d, nobody-1), 6); !ok {
-		t.Errorf("uid 65533 refused: %s", msg)
-	}
+	ok, msg = admitted(t, dialUser(t, d, nobody-1), 6)
+	assert.True(t, ok, "uid 65533 refused: %s", msg)
 	rootServed(t, d)
 
 	// The flood: 1000 refused connections, half closed before their answer.
@@ -161,9 +148,8 @@ func TestPerUIDCap(t *testing.T) {
 	for i := range n {
 		c := dialUser(t, d, nobody)
 		if i%2 == 0 {
-			if ok, _ := admitted(t, c, uint32(100+i)); ok {
-				t.Fatal("uid 65534 admitted past its cap")
-			}
+			ok, _ := admitted(t, c, uint32(100+i))
+			require.False(t, ok, "uid 65534 admitted past its cap")
 		}
 		c.Close()
 		c.fd = -1 // the cleanup's Close must not close a reused descriptor
@@ -176,9 +162,8 @@ func TestPerUIDCap(t *testing.T) {
 		}
 	}
 	// The first refusal is logged, then at most one per 10 s; one more for slack.
-	if limit := 2 + int(elapsed/(10*time.Second)); len(warns) > limit {
-		t.Errorf("%d refusals in %v wrote %d WARN lines, want at most %d:\n%s", n, elapsed, len(warns), limit, strings.Join(warns, "\n"))
-	}
+	limit := 2 + int(elapsed/(10*time.Second))
+	assert.LessOrEqual(t, len(warns), limit, "%d refusals in %v wrote %d WARN lines, want at most %d:\n%s", n, elapsed, len(warns), limit, strings.Join(warns, "\n"))
 	rootServed(t, d)
 }
 
@@ -187,14 +172,10 @@ func TestPerUIDCap(t *testing.T) {
 func TestIdleTimeout(t *testing.T) {
 	d := limitsDaemon(t, "idle_timeout = \"1s\"\n")
 	gc, err := client.DialGenetlink(d.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fam, err := gc.GetFamily(wire.FamilyName)
 	gc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var events uint32
 	for _, g := range fam.Groups {
 		if g.Name == "events" {
@@ -203,30 +184,23 @@ func TestIdleTimeout(t *testing.T) {
 	}
 	sub := dialUser(t, d, nobody)
 	msgs, err := sub.roundTrip(genlmsg(fam.ID, fRequest|fAck, 1, wire.CmdGroupJoin, wire.FamilyVersion, u32a(wire.AttrGroup, events)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, err := parseAck(msgs[0]); err != nil || a.Errno != 0 {
-		t.Fatalf("join: %+v %v", a, err)
-	}
+	require.NoError(t, err)
+	a, err := parseAck(msgs[0])
+	require.NoError(t, err, "join: %+v %v", a, err)
+	require.Equal(t, unix.Errno(0), a.Errno, "join: %+v %v", a, err)
 	silent := dialUser(t, d, nobody)
-	if _, err := silent.recvDatagram(); !errors.Is(err, errClosed) {
-		t.Errorf("silent connection: %v, want closed by manad", err)
-	}
+	_, err = silent.recvDatagram()
+	assert.ErrorIs(t, err, errClosed, "silent connection: %v, want closed by manad", err)
 	talked := dialUser(t, d, 0)
 	if ok, _ := admitted(t, talked, 2); !ok {
 		t.Fatal("not served")
 	}
-	if _, err := talked.recvDatagram(); !errors.Is(err, errClosed) {
-		t.Errorf("connection idle after a request: %v, want closed by manad", err)
-	}
+	_, err = talked.recvDatagram()
+	assert.ErrorIs(t, err, errClosed, "connection idle after a request: %v, want closed by manad", err)
 	// The subscriber, set up first, has now been idle for over two timeouts.
-	if ok, _ := admitted(t, sub, 3); !ok {
-		t.Error("subscriber not served")
-	}
-	if !strings.Contains(d.Log(), "closed idle connection") {
-		t.Errorf("no debug line for the idle close:\n%s", lastLines(d.Log(), 20))
-	}
+	ok, _ := admitted(t, sub, 3)
+	assert.True(t, ok, "subscriber not served")
+	assert.Contains(t, d.Log(), "closed idle connection", "no debug line for the idle close:\n%s", lastLines(d.Log(), 20))
 }
 
 // TestLargeAnswers: a LAYOUT_PLAN answer of some 1 MiB arrives in full; an error answering a
@@ -235,58 +209,42 @@ func TestLargeAnswers(t *testing.T) {
 	d := limitsDaemon(t, "")
 	t.Run("layout plan", func(t *testing.T) {
 		c, err := client.Dial(d.Socket)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer c.Close()
 		req := genl.LayoutRequest{PageSize: 4096, MTU: 1500, RingSize: 1024, Queues: 16}
 		for range 4000 { // what a LAYOUT_REQUEST nest holds
 			req.Rules = append(req.Rules, "upstream")
 		}
 		ls, err := c.PlanLayout(bg(t), req)
-		if err != nil {
-			t.Fatalf("PlanLayout with %d rules: %v", len(req.Rules), err)
-		}
-		if len(ls) != len(req.Rules) {
-			t.Fatalf("%d layouts for %d rules", len(ls), len(req.Rules))
-		}
+		require.NoError(t, err, "PlanLayout with %d rules", len(req.Rules))
+		require.Len(t, ls, len(req.Rules), "%d layouts for %d rules", len(ls), len(req.Rules))
 		for i := range ls {
-			if ls[i] != ls[0] {
-				t.Fatalf("layout %d differs from layout 0: %+v", i, ls[i])
-			}
+			require.Equal(t, ls[0], ls[i], "layout %d differs from layout 0", i)
 		}
 	})
 	t.Run("error echo", func(t *testing.T) {
 		c := dialUser(t, d, 0)
-		if err := c.forceSendBuffer(4 << 20); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.forceSendBuffer(4<<20))
 		eth, err := c.resolveFamily("ethtool", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		hdr := nest(unix.ETHTOOL_A_RINGS_HEADER, strA(unix.ETHTOOL_A_HEADER_DEV_NAME, "nope0"))
 		var junk [][]byte
 		for range 4 {
 			junk = append(junk, attr(99, bytes.Repeat([]byte{0xee}, 56<<10)))
 		}
 		big := genlmsg(eth.ID, fRequest, 40, unix.ETHTOOL_MSG_RINGS_GET, 1, hdr, cat(junk...))
-		if len(big) < 224<<10 {
-			t.Fatalf("request of %d bytes", len(big))
-		}
+		require.GreaterOrEqual(t, len(big), int(224<<10), "request of %d bytes", len(big))
 		msgs, err := c.roundTrip(big)
-		if err != nil {
-			t.Fatalf("answer to a %d-byte request: %v", len(big), err)
-		}
-		if len(msgs) != 1 || msgs[0].Type != nlmError || msgs[0].Seq != 40 {
-			t.Fatalf("answer: %+v", msgs)
-		}
+		require.NoError(t, err, "answer to a %d-byte request", len(big))
+		require.Len(t, msgs, 1, "answer: %+v", msgs)
+		require.Equal(t, uint16(nlmError), msgs[0].Type, "answer: %+v", msgs)
+		require.Equal(t, uint32(40), msgs[0].Seq, "answer: %+v", msgs)
 		a, err := parseAck(msgs[0])
 		if err != nil || a.Errno == 0 || !a.Capped || a.Echo.Len != uint32(len(big)) || len(msgs[0].Body) > 4096 {
 			t.Errorf("answer: %+v, %d bytes (%v)", a, len(msgs[0].Body), err)
 		}
-		if a.Msg == "" && a.Offs == 0 {
-			t.Errorf("extack lost: %+v", a)
+		if a.Msg == "" {
+			assert.NotEqual(t, uint32(0), a.Offs, "extack lost: %+v", a)
 		}
 	})
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The load test: loadClients concurrent clients send loadRequests mixed GET/SET requests while
@@ -114,17 +116,11 @@ func readFields(t testing.TB, c *client.Client, name string) [numFields]value {
 	t.Helper()
 	ctx, ifi := bg(t), client.Interface{Name: name}
 	pf, err := c.PrivateFlags(ctx, ifi)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rings, err := c.Rings(ctx, ifi)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ch, err := c.Channels(ctx, ifi)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var out [numFields]value
 	for _, f := range pf.Flags {
 		if f.Name == "full-page-rx" && f.On {
@@ -135,9 +131,7 @@ func readFields(t testing.TB, c *client.Client, name string) [numFields]value {
 	out[fieldChannels] = value{ch.Combined}
 	info := portInfo(t, c, name)
 	manad := [numFields]value{{info.PrivFlags & 1}, {info.RxRing, info.TxRing}, {info.Queues}}
-	if manad != out {
-		t.Errorf("%s: ethtool family says %v, manad family %v", name, out, manad)
-	}
+	assert.Equal(t, out, manad, "%s: ethtool family says %v, manad family %v", name, out, manad)
 	return out
 }
 
@@ -163,9 +157,7 @@ func runLoad(t *testing.T, socket string, ports []portDef, seed uint64) {
 	ctx := bg(t)
 	dial := func(ns string) *client.Client {
 		var c *client.Client
-		if err := harness.InNetNS(ns, func() (err error) { c, err = client.Dial(socket); return err }); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, harness.InNetNS(ns, func() (err error) { c, err = client.Dial(socket); return err }))
 		return c
 	}
 	ctl := map[string]*client.Client{}
@@ -186,9 +178,7 @@ func runLoad(t *testing.T, socket string, ports []portDef, seed uint64) {
 	}
 
 	tr, err := harness.StartTransfer(ports[0].ns, ports[1].ns, ports[1].ip+":5301", 0, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rxBefore := rxPackets(t, ctl[ports[1].ns], ports[1].name)
 
 	clients := make([]*client.Client, loadClients)
@@ -219,9 +209,7 @@ func runLoad(t *testing.T, socket string, ports []portDef, seed uint64) {
 		c.Close()
 	}
 	tr.Stop()
-	if err := tr.Check(); err != nil {
-		t.Errorf("TCP stream during the load: %v", err)
-	}
+	assert.NoError(t, tr.Check(), "TCP stream during the load")
 	rxAfter := rxPackets(t, ctl[ports[1].ns], ports[1].name)
 	t.Logf("%d requests from %d clients in %v (%.0f/s): %d GETs, %d SETs (%d succeeded), %d invalid SETs refused; "+
 		"TCP stream meanwhile: %d MiB intact, port %s received %d packets",
@@ -230,12 +218,10 @@ func runLoad(t *testing.T, socket string, ports []portDef, seed uint64) {
 	for _, f := range res.failures {
 		t.Error(f)
 	}
-	if res.requests.Load() != loadRequests {
-		t.Errorf("%d requests sent, want %d", res.requests.Load(), loadRequests)
-	}
-	if res.setsOK.Load() == 0 || res.gets.Load() == 0 || res.badSets.Load() == 0 {
-		t.Error("the load lacked GETs, successful SETs or refused SETs")
-	}
+	assert.Equal(t, int64(loadRequests), res.requests.Load(), "%d requests sent, want %d", res.requests.Load(), loadRequests)
+	assert.NotEqual(t, int64(0), res.setsOK.Load(), "the load lacked GETs, successful SETs or refused SETs")
+	assert.NotEqual(t, int64(0), res.gets.Load(), "the load lacked GETs, successful SETs or refused SETs")
+	assert.NotEqual(t, int64(0), res.badSets.Load(), "the load lacked GETs, successful SETs or refused SETs")
 
 	// Final state: each port's fields equal its last successful SET.
 	for _, p := range ports {
@@ -251,9 +237,7 @@ func runLoad(t *testing.T, socket string, ports []portDef, seed uint64) {
 			} else {
 				want = track.finalCandidates(f)
 			}
-			if !slices.Contains(want, got[f]) {
-				t.Errorf("port %s %s is %v, want %v (serialised SETs: %v)", p.name, fieldNames[f], got[f], want, track.serial)
-			}
+			assert.True(t, slices.Contains(want, got[f]), "port %s %s is %v, want %v (serialised SETs: %v)", p.name, fieldNames[f], got[f], want, track.serial)
 		}
 		if !track.serial {
 			t.Logf("port %s (concurrent SETs): %d successful SETs; final values %v", p.name, len(track.sets), got)
@@ -388,31 +372,23 @@ func TestLoadInProcess(t *testing.T) {
 	socket := filepath.Join(dir, "manad.sock")
 	cfgText := fmt.Sprintf("[daemon]\nsocket = %q\nstate_dir = %q\n%s", socket, filepath.Join(dir, "state"), portsTOML(ports))
 	cfgPath := filepath.Join(dir, "manad.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(cfgPath, []byte(cfgText), 0o644))
 	t.Cleanup(func() {
 		for _, ns := range namespaces(ports) {
 			exec.Command("ip", "netns", "del", ns).Run()
 		}
 	})
 	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	logf, err := os.Create(filepath.Join(dir, "manad.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer logf.Close()
 	ready := make(chan struct{})
 	d, err := daemon.New(daemon.Options{
 		Config: cfg, Logger: slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Ready: func() { close(ready) },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
@@ -431,9 +407,7 @@ func TestLoadInProcess(t *testing.T) {
 	cancel()
 	select {
 	case err := <-ran:
-		if err != nil {
-			t.Errorf("daemon.Run: %v", err)
-		}
+		assert.NoError(t, err, "daemon.Run")
 	case <-time.After(time.Minute):
 		t.Fatal("daemon.Run did not return a minute after its context ended")
 	}
@@ -474,13 +448,9 @@ func TestLoad(t *testing.T) {
 func checkShutdownLog(t *testing.T, log string, ports []portDef) {
 	t.Helper()
 	for _, p := range ports {
-		if !strings.Contains(log, `msg="port stopped: every RX buffer returned" port=`+p.name+" ") {
-			t.Errorf("no \"every RX buffer returned\" for port %s in the shutdown log", p.name)
-		}
+		assert.Contains(t, log, `msg="port stopped: every RX buffer returned" port=`+p.name+" ", "no \"every RX buffer returned\" for port %s in the shutdown log", p.name)
 	}
-	if strings.Contains(log, "still in flight") {
-		t.Errorf("shutdown with RX buffers in flight:\n%s", lastLines(log, 20))
-	}
+	assert.NotContains(t, log, "still in flight", "shutdown with RX buffers in flight:\n%s", lastLines(log, 20))
 }
 
 // lastLines returns the last n lines of s.

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -107,9 +108,7 @@ func bg(t testing.TB) context.Context {
 func portInfo(t testing.TB, c *client.Client, name string) *genl.PortInfo {
 	t.Helper()
 	info, err := c.Port(bg(t), client.Interface{Name: name})
-	if err != nil {
-		t.Fatalf("PORT_GET %s: %v", name, err)
-	}
+	require.NoError(t, err, "PORT_GET %s", name)
 	return info
 }
 
@@ -138,9 +137,7 @@ func statSum(st []genl.Stat, prefix, suffix string) uint64 {
 func rxPackets(t testing.TB, c *client.Client, name string) uint64 {
 	t.Helper()
 	st, err := c.Stats(bg(t), client.Interface{Name: name})
-	if err != nil {
-		t.Fatalf("STATS_GET %s: %v", name, err)
-	}
+	require.NoError(t, err, "STATS_GET %s", name)
 	return statSum(st, "rx_", "_packets")
 }
 
@@ -168,9 +165,8 @@ func tapState(t testing.TB, ns, name string) (mtu, queues int) {
 	out := harness.Run(t, ns, "ip", "-d", "link", "show", "dev", name)
 	m := regexp.MustCompile(`mtu (\d+)`).FindStringSubmatch(out)
 	q := numQueuesRE.FindStringSubmatch(out)
-	if m == nil || q == nil {
-		t.Fatalf("cannot read MTU and numqueues of %s from:\n%s", name, out)
-	}
+	require.NotNil(t, m, "cannot read MTU and numqueues of %s from:\n%s", name, out)
+	require.NotNil(t, q, "cannot read MTU and numqueues of %s from:\n%s", name, out)
 	mtu, _ = strconv.Atoi(m[1])
 	queues, _ = strconv.Atoi(q[1])
 	return mtu, queues
@@ -247,17 +243,11 @@ func dialAs(t testing.TB, socket, ns string, uid, gid uint32, groups []uint32) (
 func peerPID(t testing.TB, socket string) int {
 	t.Helper()
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer unix.Close(fd)
-	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: socket}); err != nil {
-		t.Fatalf("connect %s: %v", socket, err)
-	}
+	require.NoError(t, unix.Connect(fd, &unix.SockaddrUnix{Name: socket}), "connect %s", socket)
 	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return int(cred.Pid)
 }
 
@@ -265,9 +255,7 @@ func peerPID(t testing.TB, socket string) int {
 func openFDs(t testing.TB, pid int) int {
 	t.Helper()
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return len(ents)
 }
 
@@ -331,12 +319,8 @@ func (r *rig) snapshot(t testing.TB) map[string]settings { return snapshot(t, r.
 func openDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "manad-rel-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chmod(dir, 0o755))
 	return dir
 }

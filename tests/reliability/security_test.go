@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
@@ -32,12 +34,8 @@ func manactlFor(t *testing.T) string {
 	}
 	dst := filepath.Join(openDir(t), "manactl")
 	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(dst, data, 0o755))
 	return dst
 }
 
@@ -70,9 +68,7 @@ func runAs(t *testing.T, ns string, uid, gid uint32, groups []uint32, args ...st
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatalf("%s: %v", strings.Join(args, " "), err)
-	}
+	require.NoError(t, err, "%s", strings.Join(args, " "))
 	return res
 }
 
@@ -115,9 +111,8 @@ func TestUnprivilegedCLI(t *testing.T) {
 	}
 	for _, s := range shows {
 		res := as(s.args...)
-		if res.code != 0 || !strings.Contains(res.stdout, s.want) {
-			t.Errorf("manactl %s as uid %d: exit %d, stdout missing %q:\n%s%s", strings.Join(s.args, " "), nobody, res.code, s.want, res.stdout, res.stderr)
-		}
+		assert.Equal(t, 0, res.code, "manactl %s as uid %d: exit %d, stdout missing %q:\n%s%s", strings.Join(s.args, " "), nobody, res.code, s.want, res.stdout, res.stderr)
+		assert.Contains(t, res.stdout, s.want, "manactl %s as uid %d: exit %d, stdout missing %q:\n%s%s", strings.Join(s.args, " "), nobody, res.code, s.want, res.stdout, res.stderr)
 	}
 
 	changes := [][]string{
@@ -156,9 +151,7 @@ func TestUnprivilegedCLI(t *testing.T) {
 	mon := exec.Command(manactl, "--socket", r.d.Socket, "monitor")
 	mon.Env = []string{"GORACE=atexit_sleep_ms=0"}
 	mon.Stdout, mon.Stderr = &out, &out
-	if err := asUser(nsA, nobody, nobody, nil, func() error { return mon.Start() }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, asUser(nsA, nobody, nobody, nil, func() error { return mon.Start() }))
 	defer func() {
 		mon.Process.Kill()
 		mon.Wait()
@@ -168,22 +161,14 @@ func TestUnprivilegedCLI(t *testing.T) {
 	seen := poll(10*time.Second, func() bool {
 		// Keep changing until the monitor has subscribed and printed a change.
 		on = !on
-		if err := c.SetPrivateFlags(bg(t), client.PrivateFlags{Interface: ifi, Flags: []client.Flag{{Name: "full-page-rx", On: on}}}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.SetPrivateFlags(bg(t), client.PrivateFlags{Interface: ifi, Flags: []client.Flag{{Name: "full-page-rx", On: on}}}))
 		return strings.Contains(out.String(), portA)
 	})
 	mon.Process.Signal(syscall.SIGINT)
-	if !seen {
-		t.Errorf("manactl monitor as uid %d printed nothing about %s:\n%s", nobody, portA, out.String())
-	}
-	if err := c.SetPrivateFlags(bg(t), client.PrivateFlags{Interface: ifi, Flags: []client.Flag{{Name: "full-page-rx", On: false}}}); err != nil {
-		t.Fatal(err)
-	}
+	assert.True(t, seen, "manactl monitor as uid %d printed nothing about %s:\n%s", nobody, portA, out.String())
+	require.NoError(t, c.SetPrivateFlags(bg(t), client.PrivateFlags{Interface: ifi, Flags: []client.Flag{{Name: "full-page-rx", On: false}}}))
 
-	if diff := cmp.Diff(before, r.snapshot(t)); diff != "" {
-		t.Errorf("unprivileged manactl changed a port (-before +after):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(before, r.snapshot(t)), "unprivileged manactl changed a port (-before +after)")
 	if ports, err := c.Ports(bg(t)); err != nil || len(ports) != 1 {
 		t.Errorf("ports in %s: %d (%v), want only %s", nsA, len(ports), err, portA)
 	}
@@ -212,29 +197,22 @@ func TestSocketModeAndAdminGroup(t *testing.T) {
 			port := harness.Name("rg", "0")
 			r := startRig(t, openDir(t), tc.extra, []portDef{{name: port, ns: ns, segment: "rg"}})
 			var st unix.Stat_t
-			if err := unix.Stat(r.d.Socket, &st); err != nil {
-				t.Fatal(err)
-			}
-			if os.FileMode(st.Mode&0o7777) != tc.mode || st.Gid != tc.gid || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-				t.Errorf("socket mode %#o group %d, want a socket with mode %#o group %d", st.Mode&0o7777, st.Gid, tc.mode, tc.gid)
-			}
+			require.NoError(t, unix.Stat(r.d.Socket, &st))
+			assert.Equal(t, tc.mode, os.FileMode(st.Mode&0o7777), "socket mode %#o group %d, want a socket with mode %#o group %d", st.Mode&0o7777, st.Gid, tc.mode, tc.gid)
+			assert.Equal(t, tc.gid, st.Gid, "socket mode %#o group %d, want a socket with mode %#o group %d", st.Mode&0o7777, st.Gid, tc.mode, tc.gid)
+			assert.Equal(t, uint32(unix.S_IFSOCK), st.Mode&unix.S_IFMT, "socket mode %#o group %d, want a socket with mode %#o group %d", st.Mode&0o7777, st.Gid, tc.mode, tc.gid)
 
 			// Not in the admin group.
 			c, err := dialAs(t, r.d.Socket, ns, nobody, nobody, nil)
 			if tc.mode&0o006 == 0 {
-				if !errors.Is(err, unix.EACCES) {
-					t.Errorf("uid %d outside the group connected to a %#o socket: %v", nobody, tc.mode, err)
-				}
+				assert.ErrorIs(t, err, unix.EACCES, "uid %d outside the group connected to a %#o socket", nobody, tc.mode)
 			} else {
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				if _, err := c.Port(bg(t), client.Interface{Name: port}); err != nil {
 					t.Errorf("GET as uid %d: %v", nobody, err)
 				}
-				if err := setFlag(c, port, true); !errors.Is(err, unix.EPERM) {
-					t.Errorf("SET as uid %d outside the admin group: %v, want EPERM", nobody, err)
-				}
+				err := setFlag(c, port, true)
+				assert.ErrorIs(t, err, unix.EPERM, "SET as uid %d outside the admin group: %v, want EPERM", nobody, err)
 			}
 			if tc.gid == 0 {
 				return
@@ -246,27 +224,19 @@ func TestSocketModeAndAdminGroup(t *testing.T) {
 				groups []uint32
 			}{{"supplementary", nobody, []uint32{admin}}, {"primary", admin, nil}} {
 				c, err := dialAs(t, r.d.Socket, ns, nobody, m.gid, m.groups)
-				if err != nil {
-					t.Fatalf("uid %d with admin group as %s group: %v", nobody, m.what, err)
-				}
+				require.NoError(t, err, "uid %d with admin group as %s group", nobody, m.what)
 				for _, on := range []bool{true, false} {
-					if err := setFlag(c, port, on); err != nil {
-						t.Errorf("SET as uid %d with the admin group as %s group: %v", nobody, m.what, err)
-					}
+					assert.NoError(t, setFlag(c, port, on), "SET as uid %d with the admin group as %s group", nobody, m.what)
 				}
-				if i := portInfo(t, c, port); i.PrivFlags != 0 {
-					t.Errorf("flags %#x after the admin group member turned full-page-rx off", i.PrivFlags)
-				}
+				i := portInfo(t, c, port)
+				assert.Equal(t, uint32(0), i.PrivFlags, "flags %#x after the admin group member turned full-page-rx off", i.PrivFlags)
 			}
 			// And through manactl.
 			manactl := manactlFor(t)
 			res := runAs(t, ns, nobody, nobody, []uint32{admin}, manactl, "--socket", r.d.Socket, "set-priv-flags", port, "full-page-rx", "on")
-			if res.code != 0 {
-				t.Errorf("manactl set-priv-flags as an admin group member: exit %d\n%s%s", res.code, res.stdout, res.stderr)
-			}
-			if i := portInfo(t, r.clients[ns], port); i.PrivFlags&1 == 0 {
-				t.Error("full-page-rx not set by the admin group member's manactl")
-			}
+			assert.Equal(t, 0, res.code, "manactl set-priv-flags as an admin group member: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+			i := portInfo(t, r.clients[ns], port)
+			assert.NotEqual(t, uint32(0), i.PrivFlags&1, "full-page-rx not set by the admin group member's manactl")
 		})
 	}
 }
@@ -297,15 +267,11 @@ func TestNetNSIsolation(t *testing.T) {
 	infoA := portInfo(t, ca, portA)
 	idxA := int(infoA.Device.Index)
 	idxB := int(portInfo(t, r.clients[nsB], portB).Device.Index)
-	if idxA == idxB {
-		t.Fatalf("ports have the same ifindex %d; the test needs them different", idxA)
-	}
+	require.NotEqual(t, idxB, idxA, "ports have the same ifindex %d; the test needs them different", idxA)
 	before := r.snapshot(t)
 	var rootClient *client.Client
 	rootClient, err := client.Dial(r.d.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rootClient.Close()
 	outsiders := map[string]*client.Client{nsB: r.clients[nsB], nsC: r.d.Client(nsC), "(the test's own)": rootClient}
 
@@ -322,37 +288,29 @@ func TestNetNSIsolation(t *testing.T) {
 			e7 := c.SetFault(ctx, ifi, genl.Fault{Point: "attach", Mode: "always"})
 			e8 := c.DeletePort(ctx, ifi)
 			for k, err := range []error{e1, e2, e3, e4, e5, e6, e7, e8} {
-				if !errors.Is(err, unix.ENODEV) {
-					t.Errorf("%s: request %d: %v, want ENODEV", what, k+1, err)
-				}
+				assert.ErrorIs(t, err, unix.ENODEV, "%s: request %d: %v, want ENODEV", what, k+1, err)
 			}
 		}
 		all, err := c.Ports(bg(t))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		// Root in manad's own namespace (the test's) is shown every port, with its namespace
 		// (manactl list on the host); nobody else sees another namespace's ports.
 		shown := false
 		for _, p := range all {
 			if p.Device.Name == portA {
 				shown = true
-				if c != rootClient || p.NetNSName != nsA {
-					t.Errorf("from %s the port dump shows %s (netns %q)", where, portA, p.NetNSName)
-				}
+				assert.Same(t, rootClient, c, "from %s the port dump shows %s (netns %q)", where, portA, p.NetNSName)
+				assert.Equal(t, nsA, p.NetNSName, "from %s the port dump shows %s (netns %q)", where, portA, p.NetNSName)
 			}
 		}
-		if c == rootClient && !shown {
-			t.Errorf("from %s (root, manad's namespace) the port dump lacks %s", where, portA)
+		if c == rootClient {
+			assert.True(t, shown, "from %s (root, manad's namespace) the port dump lacks %s", where, portA)
 		}
 		dumps, err := c.AllPrivateFlags(bg(t))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, d := range dumps {
-			if d.Interface.Name == portA || d.Interface.Index == idxA {
-				t.Errorf("from %s the PRIVFLAGS dump shows %+v", where, d.Interface)
-			}
+			assert.NotEqual(t, portA, d.Interface.Name, "from %s the PRIVFLAGS dump shows %+v", where, d.Interface)
+			assert.NotEqual(t, idxA, d.Interface.Index, "from %s the PRIVFLAGS dump shows %+v", where, d.Interface)
 		}
 	}
 	// From nsB, B's own ifindex is B.
@@ -372,9 +330,7 @@ func TestNetNSIsolation(t *testing.T) {
 		}
 	}
 
-	if diff := cmp.Diff(before, r.snapshot(t)); diff != "" {
-		t.Errorf("a port changed through another namespace (-before +after):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(before, r.snapshot(t)), "a port changed through another namespace (-before +after)")
 }
 
 // lockedBuffer is a bytes.Buffer a child process writes into while the test reads it.

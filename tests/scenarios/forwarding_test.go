@@ -12,6 +12,8 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Scenario 1's numbers, after seed 002: UDP, 1400-byte payload, 4 flows.
@@ -77,9 +79,7 @@ func newAppliance(t testing.TB, start func(ports string, netnss ...string) *harn
 	// One connected socket per flow: four source ports, so RSS spreads the flows as in the seed.
 	for i := 0; i < fwdFlows; i++ {
 		c, err := harness.Dial(a.nsA, "udp", fmt.Sprintf("%s:%d", a.ipB, fwdPort))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
 		a.senders = append(a.senders, c)
 	}
@@ -92,9 +92,8 @@ func (a *appliance) setMode(t testing.TB, fullPage bool) {
 	t.Helper()
 	for _, p := range []string{a.portR1, a.portR2} {
 		setFlag(t, a.clientR, p, fullPage)
-		if info := portInfo(t, a.clientR, p); info.Layout.Single != fullPage {
-			t.Fatalf("%s: layout single=%v after setting full-page-rx %v", p, info.Layout.Single, fullPage)
-		}
+		info := portInfo(t, a.clientR, p)
+		require.Equal(t, fullPage, info.Layout.Single, "%s: layout single=%v after setting full-page-rx %v", p, info.Layout.Single, fullPage)
 	}
 }
 
@@ -231,9 +230,7 @@ func (a *appliance) probeFlows(t testing.TB, fullPage bool) {
 		}
 	}
 	for f := range after {
-		if after[f] == before[f] {
-			t.Errorf("%s mode: none of flow %d's 20 paced probes got through the router", mode(fullPage), f)
-		}
+		assert.NotEqual(t, before[f], after[f], "%s mode: none of flow %d's 20 paced probes got through the router", mode(fullPage), f)
 	}
 }
 
@@ -322,12 +319,11 @@ func TestForwardingAppliance(t *testing.T) {
 			if fullPage {
 				wantFrags, wantMode = 1, "single"
 			}
-			if rb.Layout.Headroom != headroom || rb.Layout.Mode != wantMode || rb.Layout.FragCount != wantFrags ||
-				rb.Layout.PageSize != fwdPageSize || rb.Layout.FullPageRx != fullPage {
-				t.Errorf("%s show-rxbuf in %s mode: headroom %d, mode %q, %d per page, page %d, full-page-rx %v; want headroom %d, %q, %d per page",
-					p, mode(fullPage), rb.Layout.Headroom, rb.Layout.Mode, rb.Layout.FragCount, rb.Layout.PageSize,
-					rb.Layout.FullPageRx, headroom, wantMode, wantFrags)
-			}
+			assert.Equal(t, uint32(headroom), rb.Layout.Headroom, "%s show-rxbuf in %s mode: headroom %d, mode %q, %d per page, page %d, full-page-rx %v; want headroom %d, %q, %d per page", p, mode(fullPage), rb.Layout.Headroom, rb.Layout.Mode, rb.Layout.FragCount, rb.Layout.PageSize, rb.Layout.FullPageRx, headroom, wantMode, wantFrags)
+			assert.Equal(t, wantMode, rb.Layout.Mode, "%s show-rxbuf in %s mode: headroom %d, mode %q, %d per page, page %d, full-page-rx %v; want headroom %d, %q, %d per page", p, mode(fullPage), rb.Layout.Headroom, rb.Layout.Mode, rb.Layout.FragCount, rb.Layout.PageSize, rb.Layout.FullPageRx, headroom, wantMode, wantFrags)
+			assert.Equal(t, wantFrags, rb.Layout.FragCount, "%s show-rxbuf in %s mode: headroom %d, mode %q, %d per page, page %d, full-page-rx %v; want headroom %d, %q, %d per page", p, mode(fullPage), rb.Layout.Headroom, rb.Layout.Mode, rb.Layout.FragCount, rb.Layout.PageSize, rb.Layout.FullPageRx, headroom, wantMode, wantFrags)
+			assert.Equal(t, uint32(fwdPageSize), rb.Layout.PageSize, "%s show-rxbuf in %s mode: headroom %d, mode %q, %d per page, page %d, full-page-rx %v; want headroom %d, %q, %d per page", p, mode(fullPage), rb.Layout.Headroom, rb.Layout.Mode, rb.Layout.FragCount, rb.Layout.PageSize, rb.Layout.FullPageRx, headroom, wantMode, wantFrags)
+			assert.Equal(t, fullPage, rb.Layout.FullPageRx, "%s show-rxbuf in %s mode: headroom %d, mode %q, %d per page, page %d, full-page-rx %v; want headroom %d, %q, %d per page", p, mode(fullPage), rb.Layout.Headroom, rb.Layout.Mode, rb.Layout.FragCount, rb.Layout.PageSize, rb.Layout.FullPageRx, headroom, wantMode, wantFrags)
 		}
 
 		s := a.measure(t, window)
@@ -357,9 +353,8 @@ func TestForwardingAppliance(t *testing.T) {
 		// to arrive, so a flow that a mode steers nowhere still fails.
 		a.probeFlows(t, fullPage)
 	}
-	if bad := a.recv.badCount(); bad != 0 {
-		t.Errorf("B received %d malformed datagrams", bad)
-	}
+	bad := a.recv.badCount()
+	assert.Equal(t, uint64(0), bad, "B received %d malformed datagrams", bad)
 	if pps[false] > 0 {
 		t.Logf("forwarded pps: fragment %.0f, full-page %.0f, full-page/fragment %.2f (race-instrumented manad; see BenchmarkForwarding)",
 			pps[false], pps[true], pps[true]/pps[false])

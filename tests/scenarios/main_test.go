@@ -22,6 +22,7 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) {
@@ -49,9 +50,7 @@ func fragsPerPage(pageSize, mtu int) int {
 func portInfo(t testing.TB, c *client.Client, port string) *genl.PortInfo {
 	t.Helper()
 	info, err := c.Port(context.Background(), client.Interface{Name: port})
-	if err != nil {
-		t.Fatalf("port %s: %v", port, err)
-	}
+	require.NoError(t, err, "port %s", port)
 	return info
 }
 
@@ -61,18 +60,14 @@ func setFlag(t testing.TB, c *client.Client, port string, on bool) {
 	err := c.SetPrivateFlags(context.Background(), client.PrivateFlags{
 		Interface: client.Interface{Name: port}, Flags: []client.Flag{{Name: "full-page-rx", On: on}},
 	})
-	if err != nil {
-		t.Fatalf("set full-page-rx %v on %s: %v", on, port, err)
-	}
+	require.NoError(t, err, "set full-page-rx %v on %s", on, port)
 }
 
 // stats returns a port's driver statistics (ethtool -S) by name.
 func stats(t testing.TB, c *client.Client, port string) map[string]uint64 {
 	t.Helper()
 	st, err := c.Stats(context.Background(), client.Interface{Name: port})
-	if err != nil {
-		t.Fatalf("stats %s: %v", port, err)
-	}
+	require.NoError(t, err, "stats %s", port)
 	m := make(map[string]uint64, len(st))
 	for _, s := range st {
 		m[s.Name] = s.Value
@@ -140,9 +135,7 @@ func manactlRun(t testing.TB, d *harness.Daemon, ns string, args ...string) stri
 	_, manactl := harness.Binaries(t)
 	argv := append([]string{"env", "GORACE=atexit_sleep_ms=0", manactl, "--socket", d.Socket}, args...)
 	out, err := harness.RunErr(ns, argv...)
-	if err != nil {
-		t.Fatalf("manactl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	require.NoError(t, err, "manactl %s: %v\n%s", strings.Join(args, " "), err, out)
 	return out
 }
 
@@ -151,9 +144,9 @@ func showRxBuf(t testing.TB, d *harness.Daemon, ns, port string) rxBufJSON {
 	t.Helper()
 	out := manactlRun(t, d, ns, "--json", "show-rxbuf", port)
 	var v []rxBufJSON
-	if err := json.Unmarshal([]byte(out), &v); err != nil || len(v) != 1 {
-		t.Fatalf("manactl --json show-rxbuf %s: %v\n%s", port, err, out)
-	}
+	err := json.Unmarshal([]byte(out), &v)
+	require.NoError(t, err, "manactl --json show-rxbuf %s: %v\n%s", port, err, out)
+	require.Len(t, v, 1, "manactl --json show-rxbuf %s: %v\n%s", port, err, out)
 	return v[0]
 }
 
@@ -174,9 +167,7 @@ func snmpCounter(t testing.TB, ns, proto, name string) uint64 {
 		for i, h := range header {
 			if h == name && i < len(f) {
 				v, err := strconv.ParseUint(f[i], 10, 64)
-				if err != nil {
-					t.Fatalf("/proc/net/snmp %s %s: %q", proto, name, f[i])
-				}
+				require.NoError(t, err, "/proc/net/snmp %s %s: %q", proto, name, f[i])
 				return v
 			}
 		}
@@ -241,8 +232,6 @@ func sysfsCounter(t testing.TB, ns, dev, name string) uint64 {
 	t.Helper()
 	out := strings.TrimSpace(harness.Run(t, ns, "cat", "/sys/class/net/"+dev+"/statistics/"+name))
 	v, err := strconv.ParseUint(out, 10, 64)
-	if err != nil {
-		t.Fatalf("%s statistics/%s in %s: %q", dev, name, ns, out)
-	}
+	require.NoError(t, err, "%s statistics/%s in %s: %q", dev, name, ns, out)
 	return v
 }

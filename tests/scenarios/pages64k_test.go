@@ -9,6 +9,8 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Scenario 2's port: 64K pages at MTU 1500.
@@ -56,9 +58,7 @@ func readPinned(t *testing.T, d *harness.Daemon, c *client.Client, ns, port stri
 func checkPinned(t *testing.T, p pinned, fullPage bool) uint64 {
 	t.Helper()
 	frags := fragsPerPage(bigPage, 1500)
-	if frags != 31 {
-		t.Fatalf("the upstream rule gives %d buffers per 64K page at MTU 1500, want 31", frags)
-	}
+	require.Equal(t, 31, frags, "the upstream rule gives %d buffers per 64K page at MTU 1500, want 31", frags)
 	if fullPage {
 		frags = 1
 	}
@@ -66,19 +66,19 @@ func checkPinned(t *testing.T, p pinned, fullPage bool) uint64 {
 	maxPages := uint64(bigQueues * ((bigRing+frags)/frags + (datapath.GROMaxSegs+frags-1)/frags + 1))
 	l, s := p.info.Layout, p.show
 	wantMode := map[bool]string{false: "fragments", true: "single"}[fullPage]
-	if l.Single != fullPage || l.FragCount != uint32(frags) || l.Headroom != headroom ||
-		s.Layout.Mode != wantMode || s.Layout.FragCount != uint32(frags) || s.Layout.PageSize != bigPage {
-		t.Errorf("%s mode layout: client %+v; show-rxbuf %+v; want %d buffers per 64K page, headroom %d",
-			mode(fullPage), l, s.Layout, frags, headroom)
-	}
-	if want := uint64(bigQueues) * uint64((bigRing+frags-1)/frags) * bigPage; l.BytesTotal != want || s.Layout.BytesTotal != want {
-		t.Errorf("%s mode: a full ring pins %d bytes (show-rxbuf %d), want %d", mode(fullPage), l.BytesTotal, s.Layout.BytesTotal, want)
-	}
-	if p.info.PagesPinned < minPages || p.info.PagesPinned > maxPages ||
-		p.info.BytesPinned != p.info.PagesPinned*bigPage || s.PagesPinned != p.info.PagesPinned {
-		t.Errorf("%s mode: %d pages / %d bytes pinned (show-rxbuf %d / %d), want %d..%d pages of 64K",
-			mode(fullPage), p.info.PagesPinned, p.info.BytesPinned, s.PagesPinned, s.BytesPinned, minPages, maxPages)
-	}
+	assert.Equal(t, fullPage, l.Single, "%s mode layout: client %+v; show-rxbuf %+v; want %d buffers per 64K page, headroom %d", mode(fullPage), l, s.Layout, frags, headroom)
+	assert.Equal(t, uint32(frags), l.FragCount, "%s mode layout: client %+v; show-rxbuf %+v; want %d buffers per 64K page, headroom %d", mode(fullPage), l, s.Layout, frags, headroom)
+	assert.Equal(t, uint32(headroom), l.Headroom, "%s mode layout: client %+v; show-rxbuf %+v; want %d buffers per 64K page, headroom %d", mode(fullPage), l, s.Layout, frags, headroom)
+	assert.Equal(t, wantMode, s.Layout.Mode, "%s mode layout: client %+v; show-rxbuf %+v; want %d buffers per 64K page, headroom %d", mode(fullPage), l, s.Layout, frags, headroom)
+	assert.Equal(t, uint32(frags), s.Layout.FragCount, "%s mode layout: client %+v; show-rxbuf %+v; want %d buffers per 64K page, headroom %d", mode(fullPage), l, s.Layout, frags, headroom)
+	assert.Equal(t, uint32(bigPage), s.Layout.PageSize, "%s mode layout: client %+v; show-rxbuf %+v; want %d buffers per 64K page, headroom %d", mode(fullPage), l, s.Layout, frags, headroom)
+	want := uint64(bigQueues) * uint64((bigRing+frags-1)/frags) * bigPage
+	assert.Equal(t, want, l.BytesTotal, "%s mode: a full ring pins %d bytes (show-rxbuf %d), want %d", mode(fullPage), l.BytesTotal, s.Layout.BytesTotal, want)
+	assert.Equal(t, want, s.Layout.BytesTotal, "%s mode: a full ring pins %d bytes (show-rxbuf %d), want %d", mode(fullPage), l.BytesTotal, s.Layout.BytesTotal, want)
+	assert.GreaterOrEqual(t, p.info.PagesPinned, minPages, "%s mode: %d pages / %d bytes pinned (show-rxbuf %d / %d), want %d..%d pages of 64K", mode(fullPage), p.info.PagesPinned, p.info.BytesPinned, s.PagesPinned, s.BytesPinned, minPages, maxPages)
+	assert.LessOrEqual(t, p.info.PagesPinned, maxPages, "%s mode: %d pages / %d bytes pinned (show-rxbuf %d / %d), want %d..%d pages of 64K", mode(fullPage), p.info.PagesPinned, p.info.BytesPinned, s.PagesPinned, s.BytesPinned, minPages, maxPages)
+	assert.Equal(t, p.info.PagesPinned*bigPage, p.info.BytesPinned, "%s mode: %d pages / %d bytes pinned (show-rxbuf %d / %d), want %d..%d pages of 64K", mode(fullPage), p.info.PagesPinned, p.info.BytesPinned, s.PagesPinned, s.BytesPinned, minPages, maxPages)
+	assert.Equal(t, p.info.PagesPinned, s.PagesPinned, "%s mode: %d pages / %d bytes pinned (show-rxbuf %d / %d), want %d..%d pages of 64K", mode(fullPage), p.info.PagesPinned, p.info.BytesPinned, s.PagesPinned, s.BytesPinned, minPages, maxPages)
 	return p.info.BytesPinned
 }
 
@@ -108,9 +108,7 @@ func TestPinnedMemory64K(t *testing.T) {
 	c := d.Client(nsB)
 
 	tr, err := harness.StartTransfer(nsA, nsB, ipB+":5301", 0, 61)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -141,9 +139,7 @@ func TestPinnedMemory64K(t *testing.T) {
 
 	tr.Stop()
 	stopped = true
-	if err := tr.Check(); err != nil {
-		t.Fatalf("the stream across the flips: %v", err)
-	}
+	require.NoError(t, tr.Check(), "the stream across the flips")
 	t.Logf("stream: %d MiB intact across both flips", tr.Received>>20)
 	harness.Eventually(t, "every RX buffer to come back", func() bool {
 		i := portInfo(t, c, portB)

@@ -18,6 +18,8 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // ruleRun returns the value of the rule file's RUN+= assignment that calls manactl, or "".
@@ -43,9 +45,7 @@ func ruleRun(rules []byte) string {
 func moduleFile(t testing.TB, rel string) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("..", "..", rel))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return p
 }
 
@@ -121,9 +121,7 @@ func startUdevd(t *testing.T, bin, rule, socket string) *udevd {
 	u.cmd.Stdout, u.cmd.Stderr = u.log, u.log
 	// A new mount namespace; Go makes its mounts private before exec, so nothing propagates back.
 	u.cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
-	if err := u.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, u.cmd.Start())
 	go func() { u.done <- u.cmd.Wait() }()
 	t.Cleanup(func() {
 		u.cmd.Process.Signal(syscall.SIGTERM)
@@ -187,36 +185,25 @@ func TestUdevRuleSetsFlag(t *testing.T) {
 		t.Fatalf("manactl was not built: %v", err)
 	}
 	src, err := os.ReadFile(moduleFile(t, "systemd/90-manad.rules"))
-	if err != nil {
-		t.Fatalf("the shipped udev rule: %v", err)
-	}
+	require.NoError(t, err, "the shipped udev rule")
 	runCmd := ruleRun(src)
-	if runCmd == "" {
-		t.Fatalf("systemd/90-manad.rules has no RUN+=\"@BINDIR@/manactl …\":\n%s", src)
-	}
+	require.NotEqual(t, "", runCmd, "systemd/90-manad.rules has no RUN+=\"@BINDIR@/manactl …\":\n%s", src)
 	bindir := filepath.Dir(manactl)
 	d := harness.Start(t, "", "", "")
 	rule := filepath.Join(d.Dir, "90-manad.rules")
-	if err := os.WriteFile(rule, bytes.ReplaceAll(src, []byte("@BINDIR@"), []byte(bindir)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(rule, bytes.ReplaceAll(src, []byte("@BINDIR@"), []byte(bindir)), 0o644))
 	u := startUdevd(t, udevdBin, rule, d.Socket)
 
 	name := harness.Name("mana", "u")
 	c := d.Client("")
 	ctx := context.Background()
 	info, err := c.CreatePort(ctx, genl.PortSpec{Name: name, Segment: "udev", PageSize: 16384, Queues: 2, RxRing: 256})
-	if err != nil {
-		t.Fatalf("create port %s: %v", name, err)
-	}
+	require.NoError(t, err, "create port %s", name)
 	t.Cleanup(func() { // before manad stops (a non-persistent TAP would go with it anyway)
-		if err := c.DeletePort(ctx, client.Interface{Name: name}); err != nil {
-			t.Errorf("delete port %s: %v", name, err)
-		}
+		assert.NoError(t, c.DeletePort(ctx, client.Interface{Name: name}), "delete port %s", name)
 	})
-	if info.PrivFlags != 0 || info.Layout.Single {
-		t.Fatalf("port %s created with flags %#x, layout single=%v; want the flag off and fragments", name, info.PrivFlags, info.Layout.Single)
-	}
+	require.Equal(t, uint32(0), info.PrivFlags, "port %s created with flags %#x, layout single=%v; want the flag off and fragments", name, info.PrivFlags, info.Layout.Single)
+	require.False(t, info.Layout.Single, "port %s created with flags %#x, layout single=%v; want the flag off and fragments", name, info.PrivFlags, info.Layout.Single)
 	harness.Eventually(t, "udev to set full-page-rx on "+name, func() bool {
 		return portInfo(t, c, name).PrivFlags&1 != 0
 	})
@@ -239,10 +226,7 @@ func TestUdevRuleSetsFlag(t *testing.T) {
 	}
 	changes := regexp.MustCompile(`msg=reconfigure port=`+regexp.QuoteMeta(name)+` op=priv-flags .*pid=(\d+) .*result=ok`).
 		FindAllStringSubmatch(d.Log(), -1)
-	if len(changes) == 0 {
-		t.Fatalf("manad logged no priv-flags change of %s:\n%s", name, d.Log())
-	}
-	if first := changes[0][1]; !spawned[first] {
-		t.Errorf("manad's first priv-flags change of %s came from PID %s, not from a program udevd spawned (%v)", name, first, spawned)
-	}
+	require.NotEmpty(t, changes, "manad logged no priv-flags change of %s:\n%s", name, d.Log())
+	first := changes[0][1]
+	assert.True(t, spawned[first], "manad's first priv-flags change of %s came from PID %s, not from a program udevd spawned (%v)", name, first, spawned)
 }

@@ -3,6 +3,8 @@ package pagepool
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // rxRingSize is the RX ring the benchmarks model (DEF_RX_BUFFERS_PER_QUEUE).
@@ -23,9 +25,7 @@ var (
 func newBenchPool(b *testing.B, l benchLayout) *Pool {
 	b.Helper()
 	p, err := New(Config{Mem: NewMemory(0), PageBytes: l.page, BufSize: l.buf, FragCount: l.frag, Name: "bench/" + l.name})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	return p
 }
 
@@ -40,9 +40,7 @@ type rxRing struct {
 
 func newRxRing(b *testing.B, p *Pool) *rxRing {
 	r := &rxRing{p: p, bufs: make([]*Buffer, rxRingSize)}
-	if err := p.AllocBulk(r.bufs); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, p.AllocBulk(r.bufs))
 	r.run(4 * rxRingSize) // warm up: the spare page(s) and the cache capacity
 	return r
 }
@@ -85,9 +83,8 @@ func benchAllocRecycle(b *testing.B, l benchLayout) {
 	b.ResetTimer()
 	r.run(b.N)
 	b.StopTimer()
-	if got := p.Stats().PageAllocs; got != pagesBefore {
-		b.Fatalf("steady state took %d new pages", got-pagesBefore)
-	}
+	got := p.Stats().PageAllocs
+	require.Equal(b, pagesBefore, got, "steady state took %d new pages", got-pagesBefore)
 }
 
 // chunk is how many operations run between clock reads when two variants are

@@ -1,12 +1,12 @@
 package pagepool
 
 import (
-	"errors"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,23 +52,14 @@ func TestNewConfigValidation(t *testing.T) {
 			tc.mutate(&cfg)
 			p, err := New(cfg)
 			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("New: %v", err)
-				}
-				if p.Stats().Pages != 0 || mem.InUse() != 0 {
-					t.Fatalf("New allocated pages")
-				}
+				require.NoError(t, err, "New")
+				require.Equal(t, 0, p.Stats().Pages, "New allocated pages")
+				require.Equal(t, int64(0), mem.InUse(), "New allocated pages")
 				return
 			}
-			if !errors.Is(err, unix.EINVAL) {
-				t.Fatalf("New = %v, want EINVAL", err)
-			}
-			if p != nil {
-				t.Fatalf("New returned a pool with an error")
-			}
-			if !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("error %q does not mention %q", err, tc.wantErr)
-			}
+			require.ErrorIs(t, err, unix.EINVAL, "New = %v, want EINVAL", err)
+			require.Nil(t, p, "New returned a pool with an error")
+			require.Contains(t, err.Error(), tc.wantErr, "error %q does not mention", err)
 		})
 	}
 }
@@ -83,26 +74,20 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	for _, tc := range tests {
 		p, err := New(Config{Mem: mem, PageBytes: 4096, BufSize: 4096, FragCount: 1, ReturnRingSize: tc.ring})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		c := p.Config()
-		if c.ReturnRingSize != tc.wantRing {
-			t.Errorf("ReturnRingSize %d -> %d, want %d", tc.ring, c.ReturnRingSize, tc.wantRing)
-		}
-		if c.Logger != slog.Default() || c.ReleaseInterval != DefaultReleaseInterval || c.StallWarn != DefaultStallWarn {
-			t.Errorf("defaults not filled: %+v", c)
-		}
-		if len(p.ring.slots) != tc.wantRing {
-			t.Errorf("ring has %d slots, want %d", len(p.ring.slots), tc.wantRing)
-		}
+		assert.Equal(t, tc.wantRing, c.ReturnRingSize, "ReturnRingSize %d", tc.ring)
+		assert.Same(t, slog.Default(), c.Logger, "defaults not filled: %+v", c)
+		assert.Equal(t, DefaultReleaseInterval, c.ReleaseInterval, "defaults not filled: %+v", c)
+		assert.Equal(t, DefaultStallWarn, c.StallWarn, "defaults not filled: %+v", c)
+		assert.Len(t, p.ring.slots, tc.wantRing, "ring has %d slots, want %d", len(p.ring.slots), tc.wantRing)
 	}
 	p, err := New(Config{Mem: mem, PageBytes: 4096, BufSize: 4096, FragCount: 1, Logger: logger,
 		ReleaseInterval: time.Millisecond, StallWarn: 2 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := p.Config(); c.Logger != logger || c.ReleaseInterval != time.Millisecond || c.StallWarn != 2*time.Millisecond || c.Mem != mem {
-		t.Errorf("explicit settings not kept: %+v", c)
-	}
+	require.NoError(t, err)
+	c := p.Config()
+	assert.Same(t, logger, c.Logger, "explicit settings not kept: %+v", c)
+	assert.Equal(t, time.Millisecond, c.ReleaseInterval, "explicit settings not kept: %+v", c)
+	assert.Equal(t, 2*time.Millisecond, c.StallWarn, "explicit settings not kept: %+v", c)
+	assert.Same(t, mem, c.Mem, "explicit settings not kept: %+v", c)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -52,13 +53,9 @@ func mustPanic(t *testing.T, f func()) (msg string) {
 	t.Helper()
 	defer func() {
 		r := recover()
-		if r == nil {
-			t.Fatalf("no panic")
-		}
+		require.NotNil(t, r, "no panic")
 		s, ok := r.(string)
-		if !ok {
-			t.Fatalf("panic with %T %v, want a string message", r, r)
-		}
+		require.True(t, ok, "panic with %T %v, want a string message", r, r)
 		msg = s
 	}()
 	f()
@@ -70,8 +67,6 @@ func newTestPool(t testing.TB, budget int64, pageBytes, bufSize, frag int) (*Poo
 	t.Helper()
 	mem := NewMemory(budget)
 	p, err := New(Config{Mem: mem, PageBytes: pageBytes, BufSize: bufSize, FragCount: frag, Name: "test/rx0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return p, mem
 }

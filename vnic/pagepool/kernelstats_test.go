@@ -3,6 +3,9 @@ package pagepool
 import (
 	"math"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestKernelStats causes each page_pool_stats event on its own and checks that exactly the
@@ -70,9 +73,7 @@ func TestKernelStats(t *testing.T) {
 			name: "bulk allocation counts every buffer, slow or fast",
 			pool: pool{frag: 4},
 			run: func(t *testing.T, p *Pool) {
-				if err := p.AllocBulk(make([]*Buffer, 6)); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, p.AllocBulk(make([]*Buffer, 6)))
 			},
 			want: KernelStats{AllocEmpty: 2, AllocSlow: 2, AllocFast: 4},
 		},
@@ -82,14 +83,12 @@ func TestKernelStats(t *testing.T) {
 			run: func(t *testing.T, p *Pool) {
 				a, b := mustAlloc(t, p), mustAlloc(t, p)
 				p.Recycle(a)
-				if p.Stats().ReleasedRefcnt != 0 {
-					t.Fatal("page released while one of its buffers is out")
-				}
+				require.Equal(t, uint64(0), p.Stats().ReleasedRefcnt, "page released while one of its buffers is out")
 				putFromOtherGoroutine(p, b)
 				mustAlloc(t, p) // drains b: the page goes, a new one comes
-				if st := p.Stats(); st.Pages != 1 || st.PageReleases != 1 {
-					t.Fatalf("pages %d, released %d; want 1 and 1", st.Pages, st.PageReleases)
-				}
+				st := p.Stats()
+				require.Equal(t, 1, st.Pages, "pages %d, released %d; want 1 and 1", st.Pages, st.PageReleases)
+				require.Equal(t, uint64(1), st.PageReleases, "pages %d, released %d; want 1 and 1", st.Pages, st.PageReleases)
 			},
 			// The third alloc found b on the ring (not empty) but nothing reusable: slow path.
 			want: KernelStats{AllocEmpty: 1, AllocSlow: 2, AllocFast: 1, RecycleReleasedRefcnt: 1},
@@ -100,14 +99,10 @@ func TestKernelStats(t *testing.T) {
 			mem := NewMemory(0)
 			p, err := New(Config{Mem: mem, PageBytes: 4096 << tt.pool.order, BufSize: (4096 << tt.pool.order) / tt.pool.frag,
 				FragCount: tt.pool.frag, Order: tt.pool.order, ReturnRingSize: tt.pool.ring, NoRecycle: tt.pool.noRecycle, Name: "t/rx0"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			tt.run(t, p)
 			p.FlushStats()
-			if got := p.Stats().Kernel(); got != tt.want {
-				t.Errorf("got  %+v\nwant %+v", got, tt.want)
-			}
+			assert.Equal(t, tt.want, p.Stats().Kernel())
 			drain(t, p)
 		})
 	}
@@ -119,9 +114,7 @@ func TestKernelStats(t *testing.T) {
 func TestNoRecycleEveryBufferFresh(t *testing.T) {
 	mem := NewMemory(0)
 	p, err := New(Config{Mem: mem, PageBytes: 2048, BufSize: 2048, FragCount: 1, NoRecycle: true, Name: "t/rx0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const n = 100
 	for i := range n {
 		b := mustAlloc(t, p)
@@ -134,28 +127,25 @@ func TestNoRecycleEveryBufferFresh(t *testing.T) {
 	p.FlushStats()
 	st := p.Stats()
 	k := st.Kernel()
-	if st.PageAllocs != n || k.AllocSlow != n || k.AllocFast != 0 || k.AllocRefill != 0 {
-		t.Errorf("page allocs %d, kernel %+v; want every one of %d allocations slow", st.PageAllocs, k, n)
-	}
-	if k.RecycleCached != 0 || k.RecycleRing != 0 || k.RecycleRingFull != 0 || st.Recycles != 0 {
-		t.Errorf("recycle counters moved with recycling off: %+v", k)
-	}
+	assert.Equal(t, uint64(n), st.PageAllocs, "page allocs %d, kernel %+v; want every one of %d allocations slow", st.PageAllocs, k, n)
+	assert.Equal(t, uint64(n), k.AllocSlow, "page allocs %d, kernel %+v; want every one of %d allocations slow", st.PageAllocs, k, n)
+	assert.Equal(t, uint64(0), k.AllocFast, "page allocs %d, kernel %+v; want every one of %d allocations slow", st.PageAllocs, k, n)
+	assert.Equal(t, uint64(0), k.AllocRefill, "page allocs %d, kernel %+v; want every one of %d allocations slow", st.PageAllocs, k, n)
+	assert.Equal(t, uint64(0), k.RecycleCached, "recycle counters moved with recycling off: %+v", k)
+	assert.Equal(t, uint64(0), k.RecycleRing, "recycle counters moved with recycling off: %+v", k)
+	assert.Equal(t, uint64(0), k.RecycleRingFull, "recycle counters moved with recycling off: %+v", k)
+	assert.Equal(t, uint64(0), st.Recycles, "recycle counters moved with recycling off: %+v", k)
 	// The last buffer may still sit on the ring; Destroy takes it back.
-	if want := uint64(n - 1); k.RecycleReleasedRefcnt < want {
-		t.Errorf("released %d pages, want at least %d", k.RecycleReleasedRefcnt, want)
-	}
+	want := uint64(n - 1)
+	assert.GreaterOrEqual(t, k.RecycleReleasedRefcnt, want, "released %d pages, want at least %d", k.RecycleReleasedRefcnt, want)
 	drain(t, p)
-	if mem.InUse() != 0 {
-		t.Errorf("memory in use %d after destroy", mem.InUse())
-	}
+	assert.Equal(t, int64(0), mem.InUse(), "memory in use %d after destroy", mem.InUse())
 }
 
 func mustAlloc(t *testing.T, p *Pool) *Buffer {
 	t.Helper()
 	b, err := p.Alloc()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 

@@ -2,11 +2,12 @@ package pagepool
 
 import (
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,63 +38,42 @@ func TestMemoryBudgetBoundary(t *testing.T) {
 					failed = err
 					break
 				}
-				if len(p) != tc.page || cap(p) != tc.page {
-					t.Fatalf("page len %d cap %d, want %d", len(p), cap(p), tc.page)
-				}
+				require.Equal(t, tc.page, len(p), "page len %d cap %d, want %d", len(p), cap(p), tc.page)
+				require.Equal(t, tc.page, cap(p), "page len %d cap %d, want %d", len(p), cap(p), tc.page)
 				pages = append(pages, p)
 			}
-			if len(pages) != tc.wantOK {
-				t.Fatalf("%d allocations succeeded, want %d (last error %v)", len(pages), tc.wantOK, failed)
-			}
+			require.Len(t, pages, tc.wantOK, "%d allocations succeeded, want %d (last error %v)", len(pages), tc.wantOK, failed)
 			if tc.budget == 0 {
-				if failed != nil {
-					t.Fatalf("unlimited budget failed: %v", failed)
-				}
+				require.NoError(t, failed, "unlimited budget failed")
 			} else {
-				if !errors.Is(failed, unix.ENOMEM) {
-					t.Fatalf("error %v does not wrap ENOMEM", failed)
-				}
-				if !strings.Contains(failed.Error(), "budget") {
-					t.Errorf("error %q does not explain the budget", failed)
-				}
+				require.ErrorIs(t, failed, unix.ENOMEM, "error %v does not wrap ENOMEM", failed)
+				assert.Contains(t, failed.Error(), "budget", "error %q does not explain the budget", failed)
 			}
 			want := int64(len(pages) * tc.page)
-			if got := m.InUse(); got != want {
-				t.Fatalf("InUse %d after the failure, want %d (the failure must charge nothing)", got, want)
-			}
-			if got := m.Peak(); got != want {
-				t.Fatalf("Peak %d, want %d", got, want)
-			}
-			if tc.budget > 0 && m.InUse() > tc.budget {
-				t.Fatalf("InUse %d over budget %d", m.InUse(), tc.budget)
+			got := m.InUse()
+			require.Equal(t, want, got, "InUse %d after the failure, want %d (the failure must charge nothing)", got, want)
+			require.Equal(t, want, m.Peak(), "Peak")
+			if tc.budget > 0 {
+				require.LessOrEqual(t, m.InUse(), tc.budget, "InUse %d over budget %d", m.InUse(), tc.budget)
 			}
 			// Nothing lost: freeing one page makes exactly one allocation possible again.
 			if len(pages) > 0 {
 				m.FreePage(pages[0])
 				p, err := m.AllocPage(tc.page)
-				if err != nil {
-					t.Fatalf("allocation after a free failed: %v", err)
-				}
+				require.NoError(t, err, "allocation after a free failed")
 				pages[0] = p
 				if tc.budget > 0 {
-					if _, err := m.AllocPage(tc.page); !errors.Is(err, unix.ENOMEM) {
-						t.Fatalf("second allocation after one free: %v, want ENOMEM", err)
-					}
+					_, err := m.AllocPage(tc.page)
+					require.ErrorIs(t, err, unix.ENOMEM, "second allocation after one free: %v, want ENOMEM", err)
 				}
 			}
 			for _, p := range pages {
 				m.FreePage(p)
 			}
-			if m.InUse() != 0 {
-				t.Fatalf("InUse %d after freeing everything", m.InUse())
-			}
-			if m.Peak() != want {
-				t.Fatalf("Peak %d changed by frees, want %d", m.Peak(), want)
-			}
+			require.Equal(t, int64(0), m.InUse(), "InUse %d after freeing everything", m.InUse())
+			require.Equal(t, want, m.Peak(), "Peak %d changed by frees, want %d", m.Peak(), want)
 			m.ResetPeak()
-			if m.Peak() != 0 {
-				t.Fatalf("Peak %d after ResetPeak with nothing in use", m.Peak())
-			}
+			require.Equal(t, int64(0), m.Peak(), "Peak %d after ResetPeak with nothing in use", m.Peak())
 		})
 	}
 }
@@ -101,33 +81,25 @@ func TestMemoryBudgetBoundary(t *testing.T) {
 func TestMemoryAllocPageInvalidSize(t *testing.T) {
 	m := NewMemory(0)
 	for _, n := range []int{0, -1, -4096, MaxPageBytes + 1} {
-		if _, err := m.AllocPage(n); !errors.Is(err, unix.EINVAL) {
-			t.Errorf("AllocPage(%d) = %v, want EINVAL", n, err)
-		}
+		_, err := m.AllocPage(n)
+		assert.ErrorIs(t, err, unix.EINVAL, "AllocPage(%d) = %v, want EINVAL", n, err)
 	}
-	if m.InUse() != 0 || m.Peak() != 0 {
-		t.Fatalf("invalid sizes charged memory: InUse %d Peak %d", m.InUse(), m.Peak())
-	}
+	require.Equal(t, int64(0), m.InUse(), "invalid sizes charged memory: InUse %d Peak %d", m.InUse(), m.Peak())
+	require.Equal(t, int64(0), m.Peak(), "invalid sizes charged memory: InUse %d Peak %d", m.InUse(), m.Peak())
 }
 
 func TestMemorySetBudget(t *testing.T) {
 	m := NewMemory(8 * 4096)
-	if m.Budget() != 8*4096 {
-		t.Fatalf("Budget %d", m.Budget())
-	}
+	require.Equal(t, int64(8*4096), m.Budget(), "Budget")
 	var pages [][]byte
 	for range 4 {
 		p, err := m.AllocPage(4096)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pages = append(pages, p)
 	}
 	// Lowering below InUse keeps what is charged; only new allocations fail.
 	m.SetBudget(2 * 4096)
-	if m.InUse() != 4*4096 {
-		t.Fatalf("InUse %d changed by SetBudget", m.InUse())
-	}
+	require.Equal(t, int64(4*4096), m.InUse(), "InUse %d changed by SetBudget", m.InUse())
 	if _, err := m.AllocPage(4096); !errors.Is(err, unix.ENOMEM) {
 		t.Fatalf("alloc over a lowered budget: %v, want ENOMEM", err)
 	}
@@ -138,22 +110,14 @@ func TestMemorySetBudget(t *testing.T) {
 	}
 	m.FreePage(pages[1])
 	p, err := m.AllocPage(4096)
-	if err != nil {
-		t.Fatalf("alloc under the lowered budget: %v", err)
-	}
+	require.NoError(t, err, "alloc under the lowered budget")
 	m.FreePage(p)
 	m.FreePage(pages[0])
 	m.SetBudget(0)
-	if m.Budget() != 0 {
-		t.Fatalf("Budget %d after SetBudget(0)", m.Budget())
-	}
+	require.Equal(t, int64(0), m.Budget(), "Budget %d after SetBudget(0)", m.Budget())
 	m.SetBudget(-5)
-	if m.Budget() != 0 {
-		t.Fatalf("negative budget not treated as unlimited: %d", m.Budget())
-	}
-	if NewMemory(-1).Budget() != 0 {
-		t.Fatalf("NewMemory(-1) not unlimited")
-	}
+	require.Equal(t, int64(0), m.Budget(), "negative budget not treated as unlimited")
+	require.Equal(t, int64(0), NewMemory(-1).Budget(), "NewMemory(-1) not unlimited")
 }
 
 func TestMemoryReusesFreedPages(t *testing.T) {
@@ -161,22 +125,15 @@ func TestMemoryReusesFreedPages(t *testing.T) {
 	a, _ := m.AllocPage(4096)
 	a[0] = 0xAB
 	m.FreePage(a)
-	if m.CachedBytes() != 4096 {
-		t.Fatalf("CachedBytes %d, want 4096", m.CachedBytes())
-	}
+	require.Equal(t, int64(4096), m.CachedBytes(), "CachedBytes %d, want 4096", m.CachedBytes())
 	if _, err := m.AllocPage(8192); err != nil { // another size does not take it
 		t.Fatal(err)
 	}
-	if m.CachedBytes() != 4096 {
-		t.Fatalf("a different size consumed the cached page")
-	}
+	require.Equal(t, int64(4096), m.CachedBytes(), "a different size consumed the cached page")
 	b, _ := m.AllocPage(4096)
-	if unsafe.SliceData(a) != unsafe.SliceData(b) {
-		t.Fatalf("freed page not reused")
-	}
-	if m.CachedBytes() != 0 || m.InUse() != 4096+8192 {
-		t.Fatalf("CachedBytes %d InUse %d", m.CachedBytes(), m.InUse())
-	}
+	require.Same(t, unsafe.SliceData(b), unsafe.SliceData(a), "freed page not reused")
+	require.Equal(t, int64(0), m.CachedBytes(), "CachedBytes %d InUse %d", m.CachedBytes(), m.InUse())
+	require.Equal(t, int64(4096+8192), m.InUse(), "CachedBytes %d InUse %d", m.CachedBytes(), m.InUse())
 }
 
 func TestMemoryFreeListTrim(t *testing.T) {
@@ -193,9 +150,8 @@ func TestMemoryFreeListTrim(t *testing.T) {
 	}
 	check := func() {
 		t.Helper()
-		if limit := max(m.cacheFloor, m.InUse()); m.CachedBytes() > limit {
-			t.Fatalf("CachedBytes %d > max(floor, InUse) = %d", m.CachedBytes(), limit)
-		}
+		limit := max(m.cacheFloor, m.InUse())
+		require.LessOrEqual(t, m.CachedBytes(), limit, "CachedBytes %d > max(floor, InUse) = %d", m.CachedBytes(), limit)
 	}
 	for _, p := range big {
 		m.FreePage(p)
@@ -205,19 +161,15 @@ func TestMemoryFreeListTrim(t *testing.T) {
 		m.FreePage(p)
 		check()
 	}
-	if m.InUse() != 0 || m.CachedBytes() != m.cacheFloor {
-		t.Fatalf("InUse %d CachedBytes %d, want 0 and %d", m.InUse(), m.CachedBytes(), m.cacheFloor)
-	}
+	require.Equal(t, int64(0), m.InUse(), "InUse %d CachedBytes %d, want 0 and %d", m.InUse(), m.CachedBytes(), m.cacheFloor)
+	require.Equal(t, m.cacheFloor, m.CachedBytes(), "InUse %d CachedBytes %d, want 0 and %d", m.InUse(), m.CachedBytes(), m.cacheFloor)
 	// The trim evicted the other size class first: the 4K pages (freed last) remain.
 	m.mu.Lock()
 	n4, n16 := len(m.free[4096]), len(m.free[16384])
 	m.mu.Unlock()
-	if n4 != 4 || n16 != 0 {
-		t.Fatalf("cached 4K pages %d, 16K pages %d; want 4 and 0", n4, n16)
-	}
-	if NewMemory(0).cacheFloor != 64<<20 {
-		t.Fatalf("default cache floor is not 64 MiB")
-	}
+	require.Equal(t, 4, n4, "cached 4K pages %d, 16K pages %d; want 4 and 0", n4, n16)
+	require.Equal(t, 0, n16, "cached 4K pages %d, 16K pages %d; want 4 and 0", n4, n16)
+	require.Equal(t, int64(64<<20), NewMemory(0).cacheFloor, "default cache floor is not 64 MiB")
 }
 
 func TestMemoryFreePageOverRefundPanics(t *testing.T) {
@@ -225,9 +177,7 @@ func TestMemoryFreePageOverRefundPanics(t *testing.T) {
 	p, _ := m.AllocPage(4096)
 	m.FreePage(p)
 	msg := mustPanic(t, func() { m.FreePage(p) })
-	if !strings.Contains(msg, "double free") {
-		t.Fatalf("panic %q does not say double free", msg)
-	}
+	require.Contains(t, msg, "double free", "panic %q does not say double free", msg)
 	m.FreePage(nil) // empty: nothing to refund, no panic
 }
 
@@ -259,10 +209,6 @@ func TestMemoryConcurrentBudget(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if m.Peak() > budget {
-		t.Fatalf("Peak %d exceeded budget %d", m.Peak(), budget)
-	}
-	if m.InUse() != 0 {
-		t.Fatalf("InUse %d after all frees", m.InUse())
-	}
+	require.LessOrEqual(t, m.Peak(), int64(budget), "Peak %d exceeded budget %d", m.Peak(), budget)
+	require.Equal(t, int64(0), m.InUse(), "InUse %d after all frees", m.InUse())
 }

@@ -1,13 +1,14 @@
 package pagepool
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,49 +65,39 @@ func TestAllocGeometry(t *testing.T) {
 			offsets := map[uint64][]int{}
 			for i := range pages * g.frag {
 				b, err := p.Alloc()
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				stamp(b, uint64(i))
 				bufs = append(bufs, b)
 				offsets[b.PageID()] = append(offsets[b.PageID()], b.Offset())
-				if b.Pool() != p {
-					t.Fatalf("Pool() is not the allocating pool")
-				}
+				require.Same(t, p, b.Pool(), "Pool() is not the allocating pool")
 			}
-			if len(offsets) != pages {
-				t.Fatalf("%d distinct pages, want %d", len(offsets), pages)
-			}
+			require.Len(t, offsets, pages, "%d distinct pages, want %d", len(offsets), pages)
 			for id, offs := range offsets {
 				want := make([]int, g.frag)
 				for i := range want {
 					want[i] = i * g.buf // buffer i at offset i*BufSize, handed out in order
 				}
-				if !slices.Equal(offs, want) {
-					t.Fatalf("page %d offsets %v, want %v", id, offs, want)
-				}
+				require.True(t, slices.Equal(offs, want), "page %d offsets %v, want %v", id, offs, want)
 			}
 			checkNoOverlap(t, bufs)
 			for i, b := range bufs {
-				if !stampOK(b, uint64(i)) {
-					t.Fatalf("buffer %d clobbered", i)
-				}
+				require.True(t, stampOK(b, uint64(i)), "buffer %d clobbered", i)
 			}
 			p.FlushStats()
 			s := p.Stats()
-			if s.Pages != pages || s.PageAllocs != pages || s.InFlight != pages*g.frag || s.Allocs != uint64(pages*g.frag) {
-				t.Fatalf("stats %+v", s)
-			}
-			if want := int64(pages * g.page); mem.InUse() != want || p.PinnedBytes() != want || s.PinnedBytes != want {
-				t.Fatalf("InUse %d PinnedBytes %d/%d, want %d", mem.InUse(), p.PinnedBytes(), s.PinnedBytes, want)
-			}
+			require.Equal(t, pages, s.Pages, "stats %+v", s)
+			require.Equal(t, uint64(pages), s.PageAllocs, "stats %+v", s)
+			require.Equal(t, pages*g.frag, s.InFlight, "stats %+v", s)
+			require.Equal(t, uint64(pages*g.frag), s.Allocs, "stats %+v", s)
+			want := int64(pages * g.page)
+			require.Equal(t, want, mem.InUse(), "InUse %d PinnedBytes %d/%d, want %d", mem.InUse(), p.PinnedBytes(), s.PinnedBytes, want)
+			require.Equal(t, want, p.PinnedBytes(), "InUse %d PinnedBytes %d/%d, want %d", mem.InUse(), p.PinnedBytes(), s.PinnedBytes, want)
+			require.Equal(t, want, s.PinnedBytes, "InUse %d PinnedBytes %d/%d, want %d", mem.InUse(), p.PinnedBytes(), s.PinnedBytes, want)
 			for _, b := range bufs {
 				p.Recycle(b)
 			}
 			p.Destroy()
-			if mem.InUse() != 0 {
-				t.Fatalf("InUse %d after destroy", mem.InUse())
-			}
+			require.Equal(t, int64(0), mem.InUse(), "InUse %d after destroy", mem.InUse())
 		})
 	}
 }
@@ -122,15 +113,11 @@ func TestFragmentsRecycledIndividually(t *testing.T) {
 	// once, with no new page.
 	p.Recycle(bufs[7])
 	b, err := p.Alloc()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b != bufs[7] || b.Offset() != 7*2112 {
-		t.Fatalf("got offset %d, want the recycled fragment at %d", b.Offset(), 7*2112)
-	}
-	if s := p.Stats(); s.PageAllocs != 1 {
-		t.Fatalf("PageAllocs %d, want 1", s.PageAllocs)
-	}
+	require.NoError(t, err)
+	require.Same(t, bufs[7], b, "got offset %d, want the recycled fragment at %d", b.Offset(), 7*2112)
+	require.Equal(t, 7*2112, b.Offset(), "got offset %d, want the recycled fragment at %d", b.Offset(), 7*2112)
+	s := p.Stats()
+	require.Equal(t, uint64(1), s.PageAllocs, "PageAllocs %d, want 1", s.PageAllocs)
 	for _, b := range bufs {
 		p.Recycle(b)
 	}
@@ -145,16 +132,14 @@ func TestAllocDrainsReturnRingBeforeNewPage(t *testing.T) {
 	go func() { p.Put(a); close(done) }()
 	<-done
 	c, err := p.Alloc()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c != a {
-		t.Fatalf("Alloc did not reuse the buffer from the return ring")
-	}
+	require.NoError(t, err)
+	require.Same(t, a, c, "Alloc did not reuse the buffer from the return ring")
 	p.FlushStats()
-	if s := p.Stats(); s.PageAllocs != 1 || s.RingDrained != 1 || s.Puts != 1 || s.InFlight != 2 {
-		t.Fatalf("stats %+v", s)
-	}
+	s := p.Stats()
+	require.Equal(t, uint64(1), s.PageAllocs, "stats %+v", s)
+	require.Equal(t, uint64(1), s.RingDrained, "stats %+v", s)
+	require.Equal(t, uint64(1), s.Puts, "stats %+v", s)
+	require.Equal(t, 2, s.InFlight, "stats %+v", s)
 	p.Recycle(b)
 	p.Recycle(c)
 	p.Destroy()
@@ -167,36 +152,28 @@ func TestAllocENOMEMLeavesPoolConsistent(t *testing.T) {
 			var bufs []*Buffer
 			for range 2 * g.frag {
 				b, err := p.Alloc()
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				bufs = append(bufs, b)
 			}
 			_, err := p.Alloc()
-			if !errors.Is(err, unix.ENOMEM) {
-				t.Fatalf("Alloc over budget = %v, want ENOMEM", err)
-			}
-			if !strings.Contains(err.Error(), "test/rx0") {
-				t.Errorf("error %q does not name the pool", err)
-			}
+			require.ErrorIs(t, err, unix.ENOMEM, "Alloc over budget = %v, want ENOMEM", err)
+			assert.Contains(t, err.Error(), "test/rx0", "error %q does not name the pool", err)
 			p.FlushStats()
 			s := p.Stats()
-			if s.AllocFails != 1 || s.Pages != 2 || s.InFlight != 2*g.frag || mem.InUse() != int64(2*g.page) {
-				t.Fatalf("after ENOMEM: stats %+v InUse %d", s, mem.InUse())
-			}
+			require.Equal(t, uint64(1), s.AllocFails, "after ENOMEM: stats %+v InUse %d", s, mem.InUse())
+			require.Equal(t, 2, s.Pages, "after ENOMEM: stats %+v InUse %d", s, mem.InUse())
+			require.Equal(t, 2*g.frag, s.InFlight, "after ENOMEM: stats %+v InUse %d", s, mem.InUse())
+			require.Equal(t, int64(2*g.page), mem.InUse(), "after ENOMEM: stats %+v InUse %d", s, mem.InUse())
 			// A returned buffer is enough to allocate again.
 			p.Recycle(bufs[3%len(bufs)])
 			b, err := p.Alloc()
-			if err != nil || b != bufs[3%len(bufs)] {
-				t.Fatalf("Alloc after a recycle: %v", err)
-			}
+			require.NoError(t, err, "Alloc after a recycle: %v", err)
+			require.Same(t, bufs[3%len(bufs)], b, "Alloc after a recycle: %v", err)
 			for _, b := range bufs {
 				p.Recycle(b)
 			}
 			p.Destroy()
-			if mem.InUse() != 0 {
-				t.Fatalf("InUse %d", mem.InUse())
-			}
+			require.Equal(t, int64(0), mem.InUse(), "InUse")
 		})
 	}
 }
@@ -206,24 +183,20 @@ func TestAllocBulkAllOrNothing(t *testing.T) {
 	keep, _ := p.Alloc()
 	dst := make([]*Buffer, 14)
 	err := p.AllocBulk(dst)
-	if !errors.Is(err, unix.ENOMEM) {
-		t.Fatalf("AllocBulk(14) with 13 available = %v, want ENOMEM", err)
-	}
+	require.ErrorIs(t, err, unix.ENOMEM, "AllocBulk(14) with 13 available = %v, want ENOMEM", err)
 	for i, b := range dst {
-		if b != nil {
-			t.Fatalf("dst[%d] set after a failed AllocBulk", i)
-		}
+		require.Nil(t, b, "dst[%d] set after a failed AllocBulk", i)
 	}
 	p.FlushStats()
 	s := p.Stats()
-	if s.InFlight != 1 || s.Allocs != 1 || s.Recycles != 0 || s.AllocFails != 1 || s.Pages != 2 {
-		t.Fatalf("after failed bulk: %+v", s)
-	}
+	require.Equal(t, 1, s.InFlight, "after failed bulk: %+v", s)
+	require.Equal(t, uint64(1), s.Allocs, "after failed bulk: %+v", s)
+	require.Equal(t, uint64(0), s.Recycles, "after failed bulk: %+v", s)
+	require.Equal(t, uint64(1), s.AllocFails, "after failed bulk: %+v", s)
+	require.Equal(t, 2, s.Pages, "after failed bulk: %+v", s)
 	// The 13 free buffers are all still there, and keep is still out.
 	dst = dst[:13]
-	if err := p.AllocBulk(dst); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.AllocBulk(dst))
 	all := append(slices.Clone(dst), keep)
 	checkNoOverlap(t, all)
 	seen := map[*Buffer]bool{}
@@ -233,28 +206,20 @@ func TestAllocBulkAllOrNothing(t *testing.T) {
 		}
 		seen[b] = true
 	}
-	if err := p.AllocBulk(nil); err != nil {
-		t.Fatalf("empty AllocBulk: %v", err)
-	}
+	require.NoError(t, p.AllocBulk(nil), "empty AllocBulk")
 	for _, b := range all {
 		p.Recycle(b)
 	}
 	p.Destroy()
-	if mem.InUse() != 0 {
-		t.Fatalf("InUse %d", mem.InUse())
-	}
+	require.Equal(t, int64(0), mem.InUse(), "InUse")
 }
 
 func TestReturnRingOverflowLosesNothing(t *testing.T) {
 	mem := NewMemory(0)
 	p, err := New(Config{Mem: mem, PageBytes: 4096, BufSize: 1024, FragCount: 4, ReturnRingSize: 4, Name: "ovf"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	bufs := make([]*Buffer, 40)
-	if err := p.AllocBulk(bufs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.AllocBulk(bufs))
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Add(1)
@@ -272,28 +237,23 @@ func TestReturnRingOverflowLosesNothing(t *testing.T) {
 	// The owner gets all 40 back (ring first, then the overflow list) before
 	// it would take a new page.
 	again := make([]*Buffer, 40)
-	if err := p.AllocBulk(again); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.AllocBulk(again))
 	p.FlushStats()
-	if s := p.Stats(); s.PageAllocs != 10 || s.RingDrained != 40 || s.InFlight != 40 {
-		t.Fatalf("stats %+v", s)
-	}
+	s := p.Stats()
+	require.Equal(t, uint64(10), s.PageAllocs, "stats %+v", s)
+	require.Equal(t, uint64(40), s.RingDrained, "stats %+v", s)
+	require.Equal(t, 40, s.InFlight, "stats %+v", s)
 	for _, b := range again {
 		p.Recycle(b)
 	}
 	p.Destroy()
-	if mem.InUse() != 0 {
-		t.Fatalf("InUse %d", mem.InUse())
-	}
+	require.Equal(t, int64(0), mem.InUse(), "InUse")
 }
 
 func TestShrinkReleasesIdlePages(t *testing.T) {
 	p, mem := newTestPool(t, 0, 16384, 2112, 7)
 	bufs := make([]*Buffer, 21)
-	if err := p.AllocBulk(bufs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.AllocBulk(bufs))
 	ids := map[uint64]bool{}
 	for _, b := range bufs {
 		ids[b.PageID()] = true
@@ -309,27 +269,20 @@ func TestShrinkReleasesIdlePages(t *testing.T) {
 	}
 	p.FlushStats()
 	s := p.Stats()
-	if s.Pages != 1 || s.PageReleases != 2 || mem.InUse() != 16384 || s.InFlight != 6 {
-		t.Fatalf("after Shrink: %+v InUse %d", s, mem.InUse())
-	}
+	require.Equal(t, 1, s.Pages, "after Shrink: %+v InUse %d", s, mem.InUse())
+	require.Equal(t, uint64(2), s.PageReleases, "after Shrink: %+v InUse %d", s, mem.InUse())
+	require.Equal(t, int64(16384), mem.InUse(), "after Shrink: %+v InUse %d", s, mem.InUse())
+	require.Equal(t, 6, s.InFlight, "after Shrink: %+v InUse %d", s, mem.InUse())
 	// Descriptors of released pages are poisoned.
-	if bufs[0].Bytes() != nil {
-		t.Fatalf("released buffer still exposes memory")
-	}
+	require.Nil(t, bufs[0].Bytes(), "released buffer still exposes memory")
 	msg := mustPanic(t, func() { p.Recycle(bufs[0]) })
-	if !strings.Contains(msg, "use after free") {
-		t.Fatalf("panic %q", msg)
-	}
+	require.Contains(t, msg, "use after free", "panic")
 	// The cache keeps only live descriptors: the next buffer is bufs[14].
 	b, _ := p.Alloc()
-	if b != bufs[14] {
-		t.Fatalf("Alloc after Shrink returned a buffer of a released page")
-	}
+	require.Same(t, bufs[14], b, "Alloc after Shrink returned a buffer of a released page")
 	// New pages get new IDs.
 	more := make([]*Buffer, 7)
-	if err := p.AllocBulk(more); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.AllocBulk(more))
 	for _, m := range more {
 		if ids[m.PageID()] {
 			t.Fatalf("page ID %d reused", m.PageID())
@@ -338,12 +291,9 @@ func TestShrinkReleasesIdlePages(t *testing.T) {
 	for _, x := range append(append(more, b), bufs[15:]...) {
 		p.Recycle(x)
 	}
-	if n := p.Shrink(); n != 2 {
-		t.Fatalf("second Shrink released %d, want 2", n)
-	}
-	if mem.InUse() != 0 {
-		t.Fatalf("InUse %d", mem.InUse())
-	}
+	n := p.Shrink()
+	require.Equal(t, 2, n, "second Shrink released %d, want 2", n)
+	require.Equal(t, int64(0), mem.InUse(), "InUse")
 	p.Destroy()
 }
 
@@ -434,12 +384,8 @@ func TestMisusePanics(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := mustPanic(t, func() { tc.run(t) })
-			if !strings.Contains(msg, tc.want) {
-				t.Fatalf("panic %q does not contain %q", msg, tc.want)
-			}
-			if !strings.HasPrefix(msg, "pagepool") {
-				t.Fatalf("panic %q does not start with the package name", msg)
-			}
+			require.Contains(t, msg, tc.want, "panic %q does not contain %q", msg, tc.want)
+			require.True(t, strings.HasPrefix(msg, "pagepool"), "panic %q does not start with the package name", msg)
 		})
 	}
 }
@@ -475,14 +421,10 @@ func TestStatsFromOtherGoroutines(t *testing.T) {
 		}()
 	}
 	ring := make([]*Buffer, 100)
-	if err := p.AllocBulk(ring); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.AllocBulk(ring))
 	for i := range 20000 {
 		nb, err := p.Alloc()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		p.Recycle(ring[i%len(ring)])
 		ring[i%len(ring)] = nb
 	}
@@ -493,9 +435,10 @@ func TestStatsFromOtherGoroutines(t *testing.T) {
 		t.Fatalf("published counters lag too far: %+v", s)
 	}
 	p.FlushStats()
-	if s := p.Stats(); s.Allocs != 20100 || s.Recycles != 20000 || s.InFlight != 100 {
-		t.Fatalf("stats after FlushStats %+v", s)
-	}
+	s := p.Stats()
+	require.Equal(t, uint64(20100), s.Allocs, "stats after FlushStats %+v", s)
+	require.Equal(t, uint64(20000), s.Recycles, "stats after FlushStats %+v", s)
+	require.Equal(t, 100, s.InFlight, "stats after FlushStats %+v", s)
 	for _, b := range ring {
 		p.Recycle(b)
 	}
@@ -510,9 +453,7 @@ func TestConcurrentPutStress(t *testing.T) {
 		for _, g := range []struct{ page, buf, frag int }{{4096, 4096, 1}, {65536, 2112, 31}} {
 			mem := NewMemory(0)
 			p, err := New(Config{Mem: mem, PageBytes: g.page, BufSize: g.buf, FragCount: g.frag, ReturnRingSize: ring, Name: "stress"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			const workers, rounds, batch = 3, 300, 16
 			type item struct {
 				b *Buffer
@@ -526,9 +467,7 @@ func TestConcurrentPutStress(t *testing.T) {
 					defer wg.Done()
 					for items := range work {
 						for _, it := range items {
-							if !stampOK(it.b, it.v) {
-								t.Errorf("buffer page %d offset %d clobbered while out", it.b.PageID(), it.b.Offset())
-							}
+							assert.True(t, stampOK(it.b, it.v), "buffer page %d offset %d clobbered while out", it.b.PageID(), it.b.Offset())
 							p.Put(it.b)
 						}
 					}
@@ -540,9 +479,7 @@ func TestConcurrentPutStress(t *testing.T) {
 				items := make([]item, batch)
 				for i := range items {
 					b, err := p.Alloc()
-					if err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
 					if held[b] {
 						t.Fatalf("buffer handed out twice")
 					}
@@ -568,9 +505,10 @@ func TestConcurrentPutStress(t *testing.T) {
 			rel := p.Destroy()
 			<-rel.Done()
 			s := p.Stats()
-			if mem.InUse() != 0 || s.InFlight != 0 || s.Allocs != s.Recycles+s.RingDrained || s.Puts != s.RingDrained {
-				t.Fatalf("ring %d frag %d: InUse %d stats %+v", ring, g.frag, mem.InUse(), s)
-			}
+			require.Equal(t, int64(0), mem.InUse(), "ring %d frag %d: InUse %d stats %+v", ring, g.frag, mem.InUse(), s)
+			require.Equal(t, 0, s.InFlight, "ring %d frag %d: InUse %d stats %+v", ring, g.frag, mem.InUse(), s)
+			require.Equal(t, s.Recycles+s.RingDrained, s.Allocs, "ring %d frag %d: InUse %d stats %+v", ring, g.frag, mem.InUse(), s)
+			require.Equal(t, s.RingDrained, s.Puts, "ring %d frag %d: InUse %d stats %+v", ring, g.frag, mem.InUse(), s)
 			if ring == 2 && s.RingOverflow == 0 {
 				t.Logf("ring 2: no overflow happened this run")
 			}

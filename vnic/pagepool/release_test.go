@@ -2,14 +2,13 @@ package pagepool
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,9 +56,7 @@ func isClosed(ch <-chan struct{}) bool {
 func TestDestroyIdlePoolCompletesAtOnce(t *testing.T) {
 	p, mem := newTestPool(t, 0, 65536, 2112, 31)
 	bufs := make([]*Buffer, 40)
-	if err := p.AllocBulk(bufs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.AllocBulk(bufs))
 	for i, b := range bufs {
 		if i%2 == 0 {
 			p.Recycle(b)
@@ -68,20 +65,17 @@ func TestDestroyIdlePoolCompletesAtOnce(t *testing.T) {
 		}
 	}
 	r := p.Destroy()
-	if !isClosed(r.Done()) {
-		t.Fatalf("Done not closed with nothing in flight")
-	}
-	if err := r.Wait(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if p.Destroy() != r {
-		t.Fatalf("Destroy is not idempotent")
-	}
+	require.True(t, isClosed(r.Done()), "Done not closed with nothing in flight")
+	require.NoError(t, r.Wait(context.Background()))
+	require.Same(t, r, p.Destroy(), "Destroy is not idempotent")
 	s := p.Stats()
-	if mem.InUse() != 0 || p.PinnedBytes() != 0 || r.InFlight() != 0 || s.Pages != 0 ||
-		s.PageReleases != s.PageAllocs || s.RingDrained != 20 || s.InFlight != 0 {
-		t.Fatalf("InUse %d stats %+v", mem.InUse(), s)
-	}
+	require.Equal(t, int64(0), mem.InUse(), "InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, int64(0), p.PinnedBytes(), "InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, 0, r.InFlight(), "InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, 0, s.Pages, "InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, s.PageAllocs, s.PageReleases, "InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, uint64(20), s.RingDrained, "InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, 0, s.InFlight, "InUse %d stats %+v", mem.InUse(), s)
 }
 
 func TestDestroyWaitsForLastPut(t *testing.T) {
@@ -90,27 +84,17 @@ func TestDestroyWaitsForLastPut(t *testing.T) {
 	// themselves waking the releaser.
 	p, err := New(Config{Mem: mem, PageBytes: 16384, BufSize: 2112, FragCount: 7, Name: "eth0/rx1",
 		ReleaseInterval: time.Hour, StallWarn: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	bufs := make([]*Buffer, 21) // three full pages
-	if err := p.AllocBulk(bufs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.AllocBulk(bufs))
 	for _, b := range bufs[:7] { // page 1 comes back before Destroy
 		p.Recycle(b)
 	}
 	out := bufs[7:]
 	r := p.Destroy()
-	if isClosed(r.Done()) {
-		t.Fatalf("Done closed with %d buffers in flight", len(out))
-	}
-	if r.InFlight() != 14 {
-		t.Fatalf("InFlight %d, want 14", r.InFlight())
-	}
-	if mem.InUse() != 2*16384 {
-		t.Fatalf("InUse %d, want the two pages with buffers in flight", mem.InUse())
-	}
+	require.False(t, isClosed(r.Done()), "Done closed with %d buffers in flight", len(out))
+	require.Equal(t, 14, r.InFlight(), "InFlight %d, want 14", r.InFlight())
+	require.Equal(t, int64(2*16384), mem.InUse(), "InUse %d, want the two pages with buffers in flight", mem.InUse())
 	// In-flight memory stays valid and untouched.
 	for i, b := range out {
 		stamp(b, uint64(i))
@@ -129,67 +113,47 @@ func TestDestroyWaitsForLastPut(t *testing.T) {
 	putFrom(out[:7]) // page 2 is complete: it is released, page 3 is not
 	eventually(t, "page 2 released", func() bool { return r.InFlight() == 7 && mem.InUse() == 16384 })
 	for i, b := range out[7:] {
-		if !stampOK(b, uint64(i+7)) {
-			t.Fatalf("in-flight buffer clobbered during release")
-		}
+		require.True(t, stampOK(b, uint64(i+7)), "in-flight buffer clobbered during release")
 	}
 	putFrom(out[7:13])
 	eventually(t, "six more buffers taken back", func() bool { return r.InFlight() == 1 })
-	if isClosed(r.Done()) {
-		t.Fatalf("Done closed before the last Put")
-	}
-	if mem.InUse() != 16384 {
-		t.Fatalf("InUse %d, the page of the last buffer must stay charged", mem.InUse())
-	}
+	require.False(t, isClosed(r.Done()), "Done closed before the last Put")
+	require.Equal(t, int64(16384), mem.InUse(), "InUse %d, the page of the last buffer must stay charged", mem.InUse())
 	putFrom(out[13:])
-	if err := r.Wait(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Wait(context.Background()))
 	s := p.Stats()
-	if mem.InUse() != 0 || r.InFlight() != 0 || s.Pages != 0 || s.PageReleases != 3 || s.InFlight != 0 {
-		t.Fatalf("after the last Put: InUse %d stats %+v", mem.InUse(), s)
-	}
+	require.Equal(t, int64(0), mem.InUse(), "after the last Put: InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, 0, r.InFlight(), "after the last Put: InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, 0, s.Pages, "after the last Put: InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, uint64(3), s.PageReleases, "after the last Put: InUse %d stats %+v", mem.InUse(), s)
+	require.Equal(t, 0, s.InFlight, "after the last Put: InUse %d stats %+v", mem.InUse(), s)
 }
 
 func TestReleaseWaitReportsLeak(t *testing.T) {
 	p, mem := newTestPool(t, 0, 4096, 1856, 2)
 	bufs := make([]*Buffer, 5)
-	if err := p.AllocBulk(bufs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.AllocBulk(bufs))
 	p.Recycle(bufs[0])
 	p.Recycle(bufs[1])
 	r := p.Destroy()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 	defer cancel()
 	err := r.Wait(ctx)
-	if !errors.Is(err, unix.EBUSY) {
-		t.Fatalf("Wait = %v, want EBUSY", err)
-	}
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Wait = %v, want it to wrap the context's cause", err)
-	}
+	require.ErrorIs(t, err, unix.EBUSY, "Wait = %v, want EBUSY", err)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Wait = %v, want it to wrap the context's cause", err)
 	for _, want := range []string{"test/rx0", "3 buffer(s)"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Fatalf("leak report %q does not contain %q", err, want)
-		}
+		require.Contains(t, err.Error(), want, "leak report %q does not contain", err)
 	}
 	// The release keeps going after Wait gave up.
 	for _, b := range bufs[2:] {
 		p.Put(b)
 	}
-	if err := r.Wait(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if mem.InUse() != 0 {
-		t.Fatalf("InUse %d", mem.InUse())
-	}
+	require.NoError(t, r.Wait(context.Background()))
+	require.Equal(t, int64(0), mem.InUse(), "InUse")
 	// A cancelled context on a completed release is not a leak.
 	cctx, ccancel := context.WithCancel(context.Background())
 	ccancel()
-	if err := r.Wait(cctx); err != nil {
-		t.Fatalf("Wait on a completed release with a dead context: %v", err)
-	}
+	require.NoError(t, r.Wait(cctx), "Wait on a completed release with a dead context")
 }
 
 func TestStalledDestroyWarns(t *testing.T) {
@@ -197,20 +161,17 @@ func TestStalledDestroyWarns(t *testing.T) {
 	mem := NewMemory(0)
 	p, err := New(Config{Mem: mem, PageBytes: 65536, BufSize: 2112, FragCount: 31, Name: "eth9/rx7",
 		Logger: slog.New(h), ReleaseInterval: time.Millisecond, StallWarn: 2 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	a, _ := p.Alloc()
 	b, _ := p.Alloc()
 	r := p.Destroy()
 	eventually(t, "two stall warnings", func() bool { return len(h.find("stalled pool shutdown")) >= 2 })
 	w := h.find("stalled pool shutdown")[0]
-	if w["level"].String() != "WARN" || w["pool"].String() != "eth9/rx7" || w["inflight"].Int64() != 2 {
-		t.Fatalf("warning attributes %v", w)
-	}
-	if _, ok := w["seconds"]; !ok {
-		t.Fatalf("warning has no seconds: %v", w)
-	}
+	require.Equal(t, "WARN", w["level"].String(), "warning attributes %v", w)
+	require.Equal(t, "eth9/rx7", w["pool"].String(), "warning attributes %v", w)
+	require.Equal(t, int64(2), w["inflight"].Int64(), "warning attributes %v", w)
+	_, ok := w["seconds"]
+	require.True(t, ok, "warning has no seconds: %v", w)
 	p.Put(a)
 	eventually(t, "a warning with one buffer in flight", func() bool {
 		for _, w := range h.find("stalled pool shutdown") {
@@ -220,19 +181,13 @@ func TestStalledDestroyWarns(t *testing.T) {
 		}
 		return false
 	})
-	if isClosed(r.Done()) {
-		t.Fatalf("Done closed with a buffer in flight")
-	}
+	require.False(t, isClosed(r.Done()), "Done closed with a buffer in flight")
 	p.Put(b)
-	if err := r.Wait(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if got := h.find("stalled pool shutdown completed"); len(got) != 1 || got[0]["pool"].String() != "eth9/rx7" {
-		t.Fatalf("completion records %v", got)
-	}
-	if mem.InUse() != 0 {
-		t.Fatalf("InUse %d", mem.InUse())
-	}
+	require.NoError(t, r.Wait(context.Background()))
+	got := h.find("stalled pool shutdown completed")
+	require.Len(t, got, 1, "completion records %v", got)
+	require.Equal(t, "eth9/rx7", got[0]["pool"].String(), "completion records %v", got)
+	require.Equal(t, int64(0), mem.InUse(), "InUse")
 }
 
 // TestPutRacingDestroy checks the hand-off between Put and Destroy: a Put
@@ -243,13 +198,9 @@ func TestPutRacingDestroy(t *testing.T) {
 		mem := NewMemory(0)
 		p, err := New(Config{Mem: mem, PageBytes: 4096, BufSize: 2048, FragCount: 2, ReturnRingSize: 2,
 			Name: fmt.Sprintf("race%d", i), ReleaseInterval: time.Hour, StallWarn: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		bufs := make([]*Buffer, 6)
-		if err := p.AllocBulk(bufs); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.AllocBulk(bufs))
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for g := range 2 {
@@ -268,12 +219,8 @@ func TestPutRacingDestroy(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		err = r.Wait(ctx)
 		cancel()
-		if err != nil {
-			t.Fatalf("iteration %d: %v", i, err)
-		}
-		if mem.InUse() != 0 {
-			t.Fatalf("iteration %d: InUse %d", i, mem.InUse())
-		}
+		require.NoError(t, err, "iteration %d", i)
+		require.Equal(t, int64(0), mem.InUse(), "iteration %d: InUse", i)
 	}
 }
 
@@ -282,28 +229,20 @@ func TestPutRacingDestroy(t *testing.T) {
 func TestReleaseOnDone(t *testing.T) {
 	idle, _ := newTestPool(t, 0, 16384, 2112, 7)
 	r := idle.Destroy()
-	if r.OnDone(func() { t.Error("callback of a completed release ran") }) {
-		t.Fatal("OnDone accepted a callback after the release completed")
-	}
+	require.False(t, r.OnDone(func() { t.Error("callback of a completed release ran") }), "OnDone accepted a callback after the release completed")
 
 	p, err := New(Config{Mem: NewMemory(0), PageBytes: 16384, BufSize: 2112, FragCount: 7, Name: "eth0/rx2",
 		ReleaseInterval: time.Hour, StallWarn: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	bufs := make([]*Buffer, 9)
-	if err := p.AllocBulk(bufs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.AllocBulk(bufs))
 	r = p.Destroy()
 	type call struct {
 		closed   bool
 		inflight int
 	}
 	calls := make(chan call, 2)
-	if !r.OnDone(func() { calls <- call{isClosed(r.Done()), r.InFlight()} }) {
-		t.Fatal("OnDone refused a callback with 9 buffers in flight")
-	}
+	require.True(t, r.OnDone(func() { calls <- call{isClosed(r.Done()), r.InFlight()} }), "OnDone refused a callback with 9 buffers in flight")
 	for _, b := range bufs[:8] {
 		p.Put(b)
 	}
@@ -313,16 +252,11 @@ func TestReleaseOnDone(t *testing.T) {
 	default:
 	}
 	p.Put(bufs[8])
-	if err := r.Wait(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Wait(context.Background()))
 	c := <-calls
-	if !c.closed || c.inflight != 0 {
-		t.Fatalf("callback saw Done closed %v, %d in flight; want closed, 0", c.closed, c.inflight)
-	}
-	if r.OnDone(func() {}) {
-		t.Fatal("OnDone accepted a callback after the release completed")
-	}
+	require.True(t, c.closed, "callback saw Done closed %v, %d in flight; want closed, 0", c.closed, c.inflight)
+	require.Equal(t, 0, c.inflight, "callback saw Done closed %v, %d in flight; want closed, 0", c.closed, c.inflight)
+	require.False(t, r.OnDone(func() {}), "OnDone accepted a callback after the release completed")
 	select {
 	case c := <-calls:
 		t.Fatalf("callback ran twice: %+v", c)

@@ -1,10 +1,11 @@
 package rxbuf
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,24 +55,14 @@ func TestWorkedTable(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				l, err := Compute(Params{Rule: rc.rule, PageSize: r.page, MTU: r.mtu, XDP: r.xdp, FullPageRx: r.fp})
 				if rc.w.rejected {
-					if !errors.Is(err, unix.EOPNOTSUPP) {
-						t.Fatalf("err = %v, want EOPNOTSUPP (XDP: mtu too large)", err)
-					}
+					require.ErrorIs(t, err, unix.EOPNOTSUPP, "err = %v, want EOPNOTSUPP (XDP: mtu too large)", err)
 					return
 				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				got := want{l.Headroom, l.AllocSize, l.FragCount, l.Order, l.PoolSize, false}
-				if got != rc.w {
-					t.Errorf("hr/alloc/frag/order/pool = %v, want %v (reason %q)", got, rc.w, l.Reason)
-				}
-				if l.DataSize != r.datasize {
-					t.Errorf("datasize = %d, want %d", l.DataSize, r.datasize)
-				}
-				if l.Single != (l.FragCount == 1) {
-					t.Errorf("single = %v with frag count %d", l.Single, l.FragCount)
-				}
+				assert.Equal(t, rc.w, got, "hr/alloc/frag/order/pool = %v, want %v (reason %q)", got, rc.w, l.Reason)
+				assert.Equal(t, r.datasize, l.DataSize, "datasize")
+				assert.Equal(t, l.FragCount == 1, l.Single, "single = %v with frag count %d", l.Single, l.FragCount)
 			})
 		}
 	}
@@ -107,9 +98,7 @@ func TestSeedNumbers(t *testing.T) {
 		{"MANA_RXBUF_PAD", RxBufPad, 334},
 	}
 	for _, c := range cases {
-		if c.got != c.want {
-			t.Errorf("%s: got %d, want %d", c.name, c.got, c.want)
-		}
+		assert.Equal(t, c.want, c.got, "%s", c.name)
 	}
 }
 
@@ -121,11 +110,10 @@ func TestMTUWindow4K(t *testing.T) {
 		c := MustCompute(Params{Rule: RuleUpstream, PageSize: 4096, MTU: mtu})
 		inWindow := mtu >= 1459 && mtu <= 1714
 		differ := b.Single != c.Single
-		if differ != inWindow {
-			t.Errorf("MTU %d: pre-headroom single=%v, upstream single=%v; window says differ=%v", mtu, b.Single, c.Single, inWindow)
-		}
-		if inWindow && (b.FragCount != 2 || c.FragCount != 1) {
-			t.Errorf("MTU %d: frag counts %d/%d, want 2/1", mtu, b.FragCount, c.FragCount)
+		assert.Equal(t, inWindow, differ, "MTU %d: pre-headroom single=%v, upstream single=%v; window says differ", mtu, b.Single, c.Single)
+		if inWindow {
+			assert.Equal(t, 2, b.FragCount, "MTU %d: frag counts %d/%d, want 2/1", mtu, b.FragCount, c.FragCount)
+			assert.Equal(t, 1, c.FragCount, "MTU %d: frag counts %d/%d, want 2/1", mtu, b.FragCount, c.FragCount)
 		}
 	}
 }
@@ -165,15 +153,11 @@ func TestPinnedMemory(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := MustCompute(tc.p)
-			if l.PagesPerQueue != tc.pages || l.BytesPerQueue != tc.bytes || l.BytesTotal != tc.total {
-				t.Errorf("pages/bytes/total = %d/%d/%d, want %d/%d/%d", l.PagesPerQueue, l.BytesPerQueue, l.BytesTotal, tc.pages, tc.bytes, tc.total)
-			}
-			if l.Reason != tc.reason {
-				t.Errorf("reason = %q, want %q", l.Reason, tc.reason)
-			}
-			if l.FragCount*l.BufSize > l.PageBytes {
-				t.Errorf("%d buffers of %d overflow a %d-byte page", l.FragCount, l.BufSize, l.PageBytes)
-			}
+			assert.Equal(t, tc.pages, l.PagesPerQueue, "pages/bytes/total = %d/%d/%d, want %d/%d/%d", l.PagesPerQueue, l.BytesPerQueue, l.BytesTotal, tc.pages, tc.bytes, tc.total)
+			assert.Equal(t, tc.bytes, l.BytesPerQueue, "pages/bytes/total = %d/%d/%d, want %d/%d/%d", l.PagesPerQueue, l.BytesPerQueue, l.BytesTotal, tc.pages, tc.bytes, tc.total)
+			assert.Equal(t, tc.total, l.BytesTotal, "pages/bytes/total = %d/%d/%d, want %d/%d/%d", l.PagesPerQueue, l.BytesPerQueue, l.BytesTotal, tc.pages, tc.bytes, tc.total)
+			assert.Equal(t, tc.reason, l.Reason, "reason")
+			assert.LessOrEqual(t, l.FragCount*l.BufSize, l.PageBytes, "%d buffers of %d overflow a %d-byte page", l.FragCount, l.BufSize, l.PageBytes)
 		})
 	}
 }
@@ -196,17 +180,11 @@ func TestValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Compute(tc.p)
 			if tc.errno == 0 {
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				return
 			}
-			if !errors.Is(err, tc.errno) {
-				t.Fatalf("err = %v, want %v", err, tc.errno)
-			}
-			if m := err.(interface{ ExtackMessage() string }).ExtackMessage(); m != tc.msg {
-				t.Errorf("message = %q, want %q", m, tc.msg)
-			}
+			require.ErrorIs(t, err, tc.errno, "err")
+			assert.Equal(t, tc.msg, err.(interface{ ExtackMessage() string }).ExtackMessage(), "message")
 		})
 	}
 }
@@ -218,9 +196,8 @@ func TestParseRule(t *testing.T) {
 			t.Errorf("ParseRule(%q) = %v, %v", r, got, err)
 		}
 	}
-	if _, err := ParseRule("newest"); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("ParseRule(newest) err = %v, want EINVAL", err)
-	}
+	_, err := ParseRule("newest")
+	assert.ErrorIs(t, err, unix.EINVAL, "ParseRule(newest) err = %v, want EINVAL", err)
 }
 
 // TestInvariants sweeps every MTU on every page size under every rule and checks the properties
@@ -234,25 +211,21 @@ func TestInvariants(t *testing.T) {
 						p := Params{Rule: rule, PageSize: page, MTU: mtu, FullPageRx: fp, XDP: xdp}
 						l, err := Compute(p)
 						if xdp && mtu > XDPMTUMax(page) {
-							if err == nil {
-								t.Fatalf("%+v: want XDP rejection", p)
-							}
+							require.Error(t, err, "%+v: want XDP rejection", p)
 							continue
 						}
-						if err != nil {
-							t.Fatalf("%+v: %v", p, err)
+						require.NoError(t, err, "%+v", p)
+						require.LessOrEqual(t, l.Headroom+l.DataSize, l.BufSize, "%+v: headroom %d + datasize %d > buffer", p, l.Headroom, l.DataSize)
+						require.GreaterOrEqual(t, l.FragCount, 1, "%+v: %d x %d in a %d-byte page", p, l.FragCount, l.BufSize, l.PageBytes)
+						require.LessOrEqual(t, l.FragCount*l.BufSize, l.PageBytes, "%+v: %d x %d in a %d-byte page", p, l.FragCount, l.BufSize, l.PageBytes)
+						if l.FragCount > 1 {
+							require.Equal(t, 0, l.BufSize%FragAlignment, "%+v: bad fragment layout %+v", p, l)
+							require.False(t, fp, "%+v: bad fragment layout %+v", p, l)
+							require.False(t, xdp, "%+v: bad fragment layout %+v", p, l)
 						}
-						if l.Headroom+l.DataSize > l.BufSize {
-							t.Fatalf("%+v: headroom %d + datasize %d > buffer %d", p, l.Headroom, l.DataSize, l.BufSize)
-						}
-						if l.FragCount < 1 || l.FragCount*l.BufSize > l.PageBytes {
-							t.Fatalf("%+v: %d x %d in a %d-byte page", p, l.FragCount, l.BufSize, l.PageBytes)
-						}
-						if l.FragCount > 1 && (l.BufSize%FragAlignment != 0 || fp || xdp) {
-							t.Fatalf("%+v: bad fragment layout %+v", p, l)
-						}
-						if xdp && (l.Headroom < XDPPacketHeadroom || !l.Single) {
-							t.Fatalf("%+v: XDP needs a single buffer with 256 bytes of headroom", p)
+						if xdp {
+							require.GreaterOrEqual(t, l.Headroom, XDPPacketHeadroom, "%+v: XDP needs a single buffer with 256 bytes of headroom", p)
+							require.True(t, l.Single, "%+v: XDP needs a single buffer with 256 bytes of headroom", p)
 						}
 					}
 				}
@@ -281,13 +254,13 @@ func TestAlloc(t *testing.T) {
 			base := tt.p
 			base.Alloc = AllocPagePoolFrag
 			l, ref := MustCompute(tt.p), MustCompute(base)
-			if l.BufSize != tt.bufSize || l.FragCount != tt.frag || l.PageBytes != tt.pageBytes || l.PagesPerQueue != tt.pagesPerQueue {
-				t.Errorf("buf %d frag %d page %d pages/queue %d; want %d %d %d %d (%s)", l.BufSize, l.FragCount,
-					l.PageBytes, l.PagesPerQueue, tt.bufSize, tt.frag, tt.pageBytes, tt.pagesPerQueue, l.Reason)
-			}
-			if l.DataSize != ref.DataSize || l.Headroom != ref.Headroom || l.AllocSize != ref.AllocSize {
-				t.Errorf("the NIC's view changed: %+v vs %+v", l, ref)
-			}
+			assert.Equal(t, tt.bufSize, l.BufSize, "buf %d frag %d page %d pages/queue %d; want %d %d %d %d (%s)", l.BufSize, l.FragCount, l.PageBytes, l.PagesPerQueue, tt.bufSize, tt.frag, tt.pageBytes, tt.pagesPerQueue, l.Reason)
+			assert.Equal(t, tt.frag, l.FragCount, "buf %d frag %d page %d pages/queue %d; want %d %d %d %d (%s)", l.BufSize, l.FragCount, l.PageBytes, l.PagesPerQueue, tt.bufSize, tt.frag, tt.pageBytes, tt.pagesPerQueue, l.Reason)
+			assert.Equal(t, tt.pageBytes, l.PageBytes, "buf %d frag %d page %d pages/queue %d; want %d %d %d %d (%s)", l.BufSize, l.FragCount, l.PageBytes, l.PagesPerQueue, tt.bufSize, tt.frag, tt.pageBytes, tt.pagesPerQueue, l.Reason)
+			assert.Equal(t, tt.pagesPerQueue, l.PagesPerQueue, "buf %d frag %d page %d pages/queue %d; want %d %d %d %d (%s)", l.BufSize, l.FragCount, l.PageBytes, l.PagesPerQueue, tt.bufSize, tt.frag, tt.pageBytes, tt.pagesPerQueue, l.Reason)
+			assert.Equal(t, ref.DataSize, l.DataSize, "the NIC's view changed: %+v vs %+v", l, ref)
+			assert.Equal(t, ref.Headroom, l.Headroom, "the NIC's view changed: %+v vs %+v", l, ref)
+			assert.Equal(t, ref.AllocSize, l.AllocSize, "the NIC's view changed: %+v vs %+v", l, ref)
 		})
 	}
 	for _, a := range Allocs {
@@ -298,7 +271,6 @@ func TestAlloc(t *testing.T) {
 	if _, err := ParseAlloc("slab"); err == nil {
 		t.Error("ParseAlloc accepted an unknown mode")
 	}
-	if _, err := Compute(Params{PageSize: 4096, MTU: 1500, Alloc: AllocNoPool + 1}); err == nil {
-		t.Error("Compute accepted an unknown mode")
-	}
+	_, err := Compute(Params{PageSize: 4096, MTU: 1500, Alloc: AllocNoPool + 1})
+	assert.Error(t, err, "Compute accepted an unknown mode")
 }

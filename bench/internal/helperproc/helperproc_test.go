@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/manad/manad/bench/internal/teardown"
+	"github.com/stretchr/testify/require"
 )
 
 func TestStart(t *testing.T) {
@@ -28,9 +29,7 @@ func TestStart(t *testing.T) {
 			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 				t.Fatalf("Start: %v, want an error containing %q", err, tc.err)
 			}
-			if p := td.LastProc(); p == nil {
-				t.Fatal("the helper was not added to the teardown list")
-			}
+			require.NotNil(t, td.LastProc(), "the helper was not added to the teardown list")
 		})
 	}
 }
@@ -38,14 +37,11 @@ func TestStart(t *testing.T) {
 func TestStartMissingBinary(t *testing.T) {
 	var td teardown.List
 	defer td.Run()
-	if err := Start(&td, "ready", "/nonexistent/helper"); err == nil {
-		t.Fatal("Start of a missing binary succeeded")
-	}
+	require.Error(t, Start(&td, "ready", "/nonexistent/helper"), "Start of a missing binary succeeded")
 }
 
 func TestBinaryGiven(t *testing.T) {
 	got, err := Binary("/usr/local/bin/manad", t.TempDir(), "./cmd/manad")
-	if err != nil || got != "/usr/local/bin/manad" {
-		t.Fatalf("Binary = %q, %v; want the given path, built nothing", got, err)
-	}
+	require.NoError(t, err, "Binary = %q, %v; want the given path, built nothing", got, err)
+	require.Equal(t, "/usr/local/bin/manad", got, "Binary = %q, %v; want the given path, built nothing", got, err)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMain lets the test binary play a benchmark that set things up and waits to be killed.
@@ -51,12 +53,8 @@ func TestSignalTearsDown(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run", "^$")
 			cmd.Env = append(os.Environ(), "TEARDOWN_TEST_NETNS="+ns)
 			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
 			line, err := bufio.NewReader(out).ReadString('\n')
 			f := strings.Fields(line)
 			if err != nil || len(f) != 3 || f[0] != "ready" {
@@ -66,9 +64,7 @@ func TestSignalTearsDown(t *testing.T) {
 			}
 			sleepPID, _ := strconv.Atoi(f[1])
 			dir := f[2]
-			if err := cmd.Process.Signal(sig); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, cmd.Process.Signal(sig))
 			err = cmd.Wait()
 			ee, ok := err.(*exec.ExitError)
 			if !ok || ee.ExitCode() != 128+int(sig) {
@@ -94,30 +90,19 @@ func TestSignalTearsDown(t *testing.T) {
 func TestRunOnce(t *testing.T) {
 	var l List
 	dir := t.TempDir() + "/x"
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(dir, 0o755))
 	l.Dir(dir)
-	if l.LastProc() != nil {
-		t.Error("LastProc of an empty list is not nil")
-	}
+	assert.Nil(t, l.LastProc(), "LastProc of an empty list is not nil")
 	c := exec.Command("sleep", "600")
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Start())
 	l.Proc(c)
-	if l.LastProc() != c {
-		t.Error("LastProc is not the process added")
-	}
+	assert.Same(t, c, l.LastProc(), "LastProc is not the process added")
 	l.Run()
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("directory survived Run: %v", err)
-	}
+	_, err := os.Stat(dir)
+	assert.True(t, os.IsNotExist(err), "directory survived Run: %v", err)
 	if c.ProcessState == nil || c.ProcessState.Success() {
 		t.Errorf("sleep not stopped by Run: %v", c.ProcessState)
 	}
 	l.Run() // nothing left: must not wait on or signal the process again
-	if l.LastProc() != nil {
-		t.Error("Run left processes in the list")
-	}
+	assert.Nil(t, l.LastProc(), "Run left processes in the list")
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestFormat(t *testing.T) {
@@ -32,14 +34,11 @@ func TestFormat(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := format("manactl", tc.bi, "linux/amd64"); got != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
-			}
+			assert.Equal(t, tc.want, format("manactl", tc.bi, "linux/amd64"))
 		})
 	}
-	if got := format("manad", nil, "linux/amd64"); !strings.HasPrefix(got, "manad (unknown)\ngo:       go") {
-		t.Errorf("no build info: %q", got)
-	}
+	got := format("manad", nil, "linux/amd64")
+	assert.True(t, strings.HasPrefix(got, "manad (unknown)\ngo:       go"), "no build info: %q", got)
 }
 
 // TestVersion: a test binary has build information; its text names the program and Go.
@@ -52,7 +51,6 @@ func TestVersion(t *testing.T) {
 // TestDate: SOURCE_DATE_EPOCH fixes the documents' date, for reproducible builds.
 func TestDate(t *testing.T) {
 	t.Setenv("SOURCE_DATE_EPOCH", "1764633600")
-	if got := Date(); !got.Equal(time.Unix(1764633600, 0)) {
-		t.Errorf("Date %v", got)
-	}
+	got := Date()
+	assert.True(t, got.Equal(time.Unix(1764633600, 0)), "Date %v", got)
 }

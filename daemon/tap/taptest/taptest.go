@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/internal/testenv"
@@ -48,9 +50,8 @@ func NetNS(t testing.TB) string {
 		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
+		out, err := exec.Command("ip", "netns", "del", name).CombinedOutput()
+		assert.NoError(t, err, "ip netns del %s: %v: %s", name, err, out)
 	})
 	IP(t, name, "link", "set", "lo", "up")
 	return name
@@ -60,9 +61,7 @@ func NetNS(t testing.TB) string {
 func IP(t testing.TB, ns string, args ...string) string {
 	t.Helper()
 	out, err := TryIP(ns, args...)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
+	require.NoError(t, err)
 	return out
 }
 
@@ -144,9 +143,7 @@ func ShowLink(t testing.TB, ns, name string) (Link, bool) {
 func EthtoolFeature(t testing.TB, ns, dev, feature string) string {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-k", dev).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ethtool -k %s: %v: %s", dev, err, out)
-	}
+	require.NoError(t, err, "ethtool -k %s: %v: %s", dev, err, out)
 	for _, l := range strings.Split(string(out), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(l), feature+":"); ok && len(strings.Fields(v)) > 0 {
 			return strings.Fields(v)[0]
@@ -162,9 +159,7 @@ func EthtoolFeature(t testing.TB, ns, dev, feature string) string {
 func InNetNS(t testing.TB, ns string, f func()) {
 	t.Helper()
 	nsf, err := os.Open("/run/netns/" + ns)
-	if err != nil {
-		t.Fatalf("open netns %s: %v", ns, err)
-	}
+	require.NoError(t, err, "open netns %s", ns)
 	defer nsf.Close()
 	errc := make(chan error, 1)
 	go func() {
@@ -192,7 +187,5 @@ func InNetNS(t testing.TB, ns string, f func()) {
 		}()
 		f()
 	}()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-errc)
 }
