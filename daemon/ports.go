@@ -15,8 +15,8 @@ import (
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/daemon/xdp"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // port is one software MANA port: the model, its TAP and its attachment to the wire.
@@ -82,25 +82,25 @@ func (p *port) isReady() bool {
 // invalid spec; the TAP's or the model's errors.
 func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port, error) {
 	if d.closing {
-		return nil, extack.New(unix.ESHUTDOWN, "manad is shutting down")
+		return nil, nlerr.New(unix.ESHUTDOWN, "manad is shutting down")
 	}
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	if _, dup := d.ports[spec.Name]; dup {
-		return nil, extack.New(unix.EEXIST, "port %s already exists", spec.Name)
+		return nil, nlerr.New(unix.EEXIST, "port %s already exists", spec.Name)
 	}
 	onSegment := 0
 	for _, o := range d.ports {
 		if string(o.spec.MAC) == string(spec.MAC) {
-			return nil, extack.New(unix.EEXIST, "MAC %s is already port %s's", spec.MAC, o.spec.Name)
+			return nil, nlerr.New(unix.EEXIST, "MAC %s is already port %s's", spec.MAC, o.spec.Name)
 		}
 		if o.spec.Segment == spec.Segment {
 			onSegment++
 		}
 	}
 	if onSegment >= config.MaxSegmentPorts {
-		return nil, extack.New(unix.ENOSPC, "segment %s has %d ports, at most %d (as a Linux bridge)", spec.Segment, onSegment, config.MaxSegmentPorts)
+		return nil, nlerr.New(unix.ENOSPC, "segment %s has %d ports, at most %d (as a Linux bridge)", spec.Segment, onSegment, config.MaxSegmentPorts)
 	}
 	// A namespace created here is recorded before it is made and saved with the port, so that
 	// `port del --netns-too` may delete it and a crash in between leaves nothing behind.

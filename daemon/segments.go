@@ -15,8 +15,8 @@ import (
 	"github.com/manad/manad/daemon/metrics"
 	"github.com/manad/manad/daemon/uplink"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/genl/wire"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // segDef is a defined wire segment — a [[segment]] table, or one created at runtime (manactl
@@ -201,7 +201,7 @@ func (d *Daemon) segmentInfo(name string, c *genl.Caller) (genl.SegmentInfo, err
 	def := d.segDef(name)
 	ports := d.segmentPorts(name, nil)
 	if def == nil && len(ports) == 0 {
-		return genl.SegmentInfo{}, extack.New(unix.ENOENT, "no segment %s", name)
+		return genl.SegmentInfo{}, nlerr.New(unix.ENOENT, "no segment %s", name)
 	}
 	spec := config.DefaultSegmentSpec(name)
 	origin := "ports"
@@ -285,12 +285,12 @@ func segmentSpec(s genl.SegmentSpec) (config.SegmentSpec, error) {
 	spec := config.DefaultSegmentSpec(s.Name)
 	spec.MTU = int(s.MTU)
 	if s.StormPPS > math.MaxInt64 {
-		return spec, extack.New(unix.EINVAL, "storm_pps %d out of range", s.StormPPS)
+		return spec, nlerr.New(unix.EINVAL, "storm_pps %d out of range", s.StormPPS)
 	}
 	spec.StormPPS = int64(s.StormPPS)
 	if s.AgeingSet {
 		if s.AgeingMs > uint64(math.MaxInt64/int64(time.Millisecond)) {
-			return spec, extack.New(unix.EINVAL, "ageing time %d ms out of range", s.AgeingMs)
+			return spec, nlerr.New(unix.EINVAL, "ageing time %d ms out of range", s.AgeingMs)
 		}
 		spec.AgeingTime = time.Duration(s.AgeingMs) * time.Millisecond
 	}
@@ -301,7 +301,7 @@ func segmentSpec(s genl.SegmentSpec) (config.SegmentSpec, error) {
 // defined already. Caller holds the configuration lock.
 func (d *Daemon) segmentRoom() error {
 	if n := len(d.segDefs); n >= config.MaxSegments {
-		return extack.New(unix.ENOSPC, "%d segments defined, at most %d", n, config.MaxSegments)
+		return nlerr.New(unix.ENOSPC, "%d segments defined, at most %d", n, config.MaxSegments)
 	}
 	return nil
 }
@@ -321,9 +321,9 @@ func (b *backend) CreateSegment(ctx context.Context, c genl.Caller, s genl.Segme
 	case err != nil:
 		return info, err
 	case d.closing:
-		return info, extack.New(unix.ESHUTDOWN, "manad is shutting down")
+		return info, nlerr.New(unix.ESHUTDOWN, "manad is shutting down")
 	case d.segDef(spec.Name) != nil:
-		return info, extack.New(unix.EEXIST, "segment %s already exists", spec.Name)
+		return info, nlerr.New(unix.EEXIST, "segment %s already exists", spec.Name)
 	}
 	if err := d.segmentRoom(); err != nil {
 		return info, err
@@ -354,11 +354,11 @@ func (b *backend) DeleteSegment(ctx context.Context, c genl.Caller, name string)
 	start := time.Now()
 	defer func() { d.logSegmentOp(c, "segment-del", name, start, err) }()
 	if ports := d.segmentPorts(name, nil); len(ports) > 0 {
-		return extack.New(unix.EBUSY, "segment %s has ports: %s", name, strings.Join(ports, ", "))
+		return nlerr.New(unix.EBUSY, "segment %s has ports: %s", name, strings.Join(ports, ", "))
 	}
 	def := d.segDef(name)
 	if def == nil {
-		return extack.New(unix.ENOENT, "no segment %s", name)
+		return nlerr.New(unix.ENOENT, "no segment %s", name)
 	}
 	info, err := d.segmentInfo(name, nil)
 	if err != nil {
@@ -398,19 +398,19 @@ func (b *backend) AddUplink(ctx context.Context, c genl.Caller, segment string, 
 		return info, err
 	}
 	if d.closing {
-		return info, extack.New(unix.ESHUTDOWN, "manad is shutting down")
+		return info, nlerr.New(unix.ESHUTDOWN, "manad is shutting down")
 	}
 	def := d.segDef(segment)
 	if def == nil && len(d.segmentPorts(segment, nil)) == 0 {
-		return info, extack.New(unix.ENOENT, "no segment %s", segment)
+		return info, nlerr.New(unix.ENOENT, "no segment %s", segment)
 	}
 	for _, o := range d.segDefs {
 		if slices.ContainsFunc(o.spec.Uplinks, func(x config.UplinkSpec) bool { return x.ID() == us.ID() }) {
-			return info, extack.New(unix.EEXIST, "uplink %s already used by segment %s", us, o.spec.Name)
+			return info, nlerr.New(unix.EEXIST, "uplink %s already used by segment %s", us, o.spec.Name)
 		}
 	}
 	if def != nil && len(def.spec.Uplinks) >= config.MaxUplinks {
-		return info, extack.New(unix.ENOSPC, "segment %s has %d uplinks, at most %d", segment, len(def.spec.Uplinks), config.MaxUplinks)
+		return info, nlerr.New(unix.ENOSPC, "segment %s has %d uplinks, at most %d", segment, len(def.spec.Uplinks), config.MaxUplinks)
 	}
 	done, err := d.reserveSave()
 	if err != nil {
@@ -454,11 +454,11 @@ func (b *backend) DeleteUplink(ctx context.Context, c genl.Caller, segment strin
 	defer func() { d.logSegmentOp(c, "uplink-del", segment, start, err, "uplink", us.String()) }()
 	def := d.segDef(segment)
 	if def == nil {
-		return extack.New(unix.ENOENT, "no segment %s", segment)
+		return nlerr.New(unix.ENOENT, "no segment %s", segment)
 	}
 	i := slices.IndexFunc(def.spec.Uplinks, func(x config.UplinkSpec) bool { return x.ID() == us.ID() })
 	if i < 0 {
-		return extack.New(unix.ENOENT, "segment %s has no uplink %s", segment, us)
+		return nlerr.New(unix.ENOENT, "segment %s has no uplink %s", segment, us)
 	}
 	done, err := d.reserveSave()
 	if err != nil {

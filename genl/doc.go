@@ -141,6 +141,6 @@
 // set that both this server and the client (genl/client, which does not
 // import this package) encode and decode with; genl/nlattr and genl/ethtool
 // hold the kernel-compatible attribute validation and the ethtool bitset and
-// string-set codecs. Errors are vnic/extack's one errno + message + offset
+// string-set codecs. Errors are genl/nlerr's one errno + message + offset
 // type (Error is an alias of it).
 package genl

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/stretchr/testify/require"
 )
 
@@ -40,7 +40,7 @@ func TestCheckCoalesce(t *testing.T) {
 				require.NoError(t, err, "CheckCoalesce")
 				return
 			}
-			var e *extack.Error
+			var e *nlerr.Error
 			require.ErrorAs(t, err, &e, "CheckCoalesce = %v, want EINVAL %q", err, tc.msg)
 			require.ErrorIs(t, err, unix.EINVAL, "CheckCoalesce = %v, want EINVAL %q", err, tc.msg)
 			require.Equal(t, tc.msg, e.Message, "CheckCoalesce = %v, want EINVAL %q", err, tc.msg)

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // NAPIConfig is one NAPI's settings, as the netdev family's napi-set writes them and napi-get
@@ -44,11 +44,11 @@ type NAPIConfig struct {
 func (c NAPIConfig) Check() error {
 	switch {
 	case c.DeferHardIRQs > math.MaxInt32:
-		return extack.New(unix.EINVAL, "defer-hard-irqs %d out of range 0..%d", c.DeferHardIRQs, math.MaxInt32)
+		return nlerr.New(unix.EINVAL, "defer-hard-irqs %d out of range 0..%d", c.DeferHardIRQs, math.MaxInt32)
 	case c.GROFlushTimeout < 0:
-		return extack.New(unix.EINVAL, "gro-flush-timeout %d out of range: must not be negative", c.GROFlushTimeout)
+		return nlerr.New(unix.EINVAL, "gro-flush-timeout %d out of range: must not be negative", c.GROFlushTimeout)
 	case c.IRQSuspendTimeout < 0:
-		return extack.New(unix.EINVAL, "irq-suspend-timeout %d out of range: must not be negative", c.IRQSuspendTimeout)
+		return nlerr.New(unix.EINVAL, "irq-suspend-timeout %d out of range: must not be negative", c.IRQSuspendTimeout)
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ func (p *Port) NAPIConfig(q int) NAPIConfig {
 // what the port has.
 func (p *Port) SetNAPIConfig(q int, c NAPIConfig) error {
 	if q < 0 || q >= len(p.napi) {
-		return extack.New(unix.EINVAL, "queue %d out of range 0..%d", q, len(p.napi)-1)
+		return nlerr.New(unix.EINVAL, "queue %d out of range 0..%d", q, len(p.napi)-1)
 	}
 	if err := c.Check(); err != nil {
 		return err

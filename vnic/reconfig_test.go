@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -103,7 +103,7 @@ func TestReconfigure(t *testing.T) {
 				case untouched, reset:
 					require.ErrorIs(t, err, f.errno, "err")
 					msg := map[FaultPoint]string{FaultPrealloc: o.prealloc, FaultDetach: o.detach, FaultAttach: o.attach}[f.fault.Point]
-					var e *extack.Error
+					var e *nlerr.Error
 					if !errors.As(err, &e) || !strings.HasPrefix(e.Message, msg) {
 						t.Errorf("message = %q, want prefix %q", e.Message, msg)
 					}
@@ -251,7 +251,7 @@ func TestValidation(t *testing.T) {
 				before := tp.State()
 				err := c.do()
 				require.ErrorIs(t, err, c.errno, "err")
-				assert.Equal(t, c.msg, err.(*extack.Error).Message, "message")
+				assert.Equal(t, c.msg, err.(*nlerr.Error).Message, "message")
 				after := tp.State()
 				if after.Settings != before.Settings || !after.Running || after.Layout != before.Layout {
 					t.Errorf("a rejected request changed the port")
@@ -269,7 +269,7 @@ func TestXDPMTUInterlock(t *testing.T) {
 	tp.locked(func() {
 		err := tp.SetXDP(XDPProgPass)
 		require.ErrorIs(t, err, unix.EOPNOTSUPP, "attach at MTU 4000 on 4K pages: %v", err)
-		require.Equal(t, "XDP: mtu too large", err.(*extack.Error).Message, "attach at MTU 4000 on 4K pages: %v", err)
+		require.Equal(t, "XDP: mtu too large", err.(*nlerr.Error).Message, "attach at MTU 4000 on 4K pages: %v", err)
 		require.NoError(t, tp.SetMTU(3506))
 		require.NoError(t, tp.SetXDP(XDPProgPass))
 		st := tp.State()
@@ -294,7 +294,7 @@ func TestMemoryBudget(t *testing.T) {
 		tp.SetMemoryBudget(before.MemoryInUse + 1<<20)
 		err := tp.SetPrivFlags(PrivFlagFullPageRx)
 		require.ErrorIs(t, err, unix.ENOMEM, "err = %v", err)
-		require.True(t, strings.HasPrefix(err.(*extack.Error).Message, "Insufficient memory for new allocations"), "err = %v", err)
+		require.True(t, strings.HasPrefix(err.(*nlerr.Error).Message, "Insufficient memory for new allocations"), "err = %v", err)
 		after := tp.State()
 		if after.Settings != before.Settings || !after.Running || after.MemoryInUse != before.MemoryInUse {
 			t.Errorf("ENOMEM changed the port: %+v", after)
@@ -383,7 +383,7 @@ func TestNewRejects(t *testing.T) {
 			s := DefaultSettings()
 			tc.mod(&cfg, &s)
 			_, err := New(cfg, s)
-			var e *extack.Error
+			var e *nlerr.Error
 			if !errors.As(err, &e) || e.Errno != unix.EINVAL || e.Message != tc.msg {
 				t.Errorf("New = %v, want EINVAL %q", err, tc.msg)
 			}

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic"
-	"github.com/manad/manad/vnic/extack"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -238,7 +238,7 @@ func (s *PortSpec) problems() []problem {
 		add("rx_cqe_frames", "rx_cqe_frames %d not supported (want %s)", c, cqeFramesWanted(s.CQECoalesce8))
 	} else if err := vnic.CheckCoalesce(s.Coalesce, s.CQECoalesce8); err != nil {
 		// Only the state file sets the other coalescing values: the driver's text.
-		var e *extack.Error
+		var e *nlerr.Error
 		if errors.As(err, &e) {
 			add("coalesce", "coalesce: %s", e.Message)
 		} else {
@@ -485,7 +485,7 @@ func PrivFlagNames(f uint32) []string {
 // extackText is err's message without the errno text: the configuration's messages say what
 // is wrong in words, and file:line says where.
 func extackText(err error) string {
-	var e *extack.Error
+	var e *nlerr.Error
 	if errors.As(err, &e) && e.Message != "" {
 		return e.Message
 	}

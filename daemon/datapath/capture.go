@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // Directions of a captured frame, as the member it passed sees it (tcpdump -Q): CaptureIn is a
@@ -180,7 +180,7 @@ func (c *Capture) took(f CapturedFrame) CapturedFrame {
 // an invalid queue size.
 func (s *Segment) Capture(cfg CaptureConfig) (*Capture, error) {
 	if cfg.Dirs != 0 {
-		return nil, extack.New(unix.EINVAL, "a segment capture records each frame once, as it enters segment %s: a direction applies to a port", s.name)
+		return nil, nlerr.New(unix.EINVAL, "a segment capture records each frame once, as it enters segment %s: a direction applies to a port", s.name)
 	}
 	return s.startCapture(nil, cfg)
 }
@@ -191,7 +191,7 @@ func (s *Segment) Capture(cfg CaptureConfig) (*Capture, error) {
 // queue size.
 func (e *Endpoint) Capture(cfg CaptureConfig) (*Capture, error) {
 	if cfg.Dirs&^(CaptureIn|CaptureOut) != 0 {
-		return nil, extack.New(unix.EINVAL, "unknown capture direction %#x", uint8(cfg.Dirs))
+		return nil, nlerr.New(unix.EINVAL, "unknown capture direction %#x", uint8(cfg.Dirs))
 	}
 	if cfg.Dirs == 0 {
 		cfg.Dirs = CaptureIn | CaptureOut
@@ -201,7 +201,7 @@ func (e *Endpoint) Capture(cfg CaptureConfig) (*Capture, error) {
 
 func (s *Segment) startCapture(m member, cfg CaptureConfig) (*Capture, error) {
 	if cfg.Queue < 0 || cfg.Queue > MaxCaptureQueue {
-		return nil, extack.New(unix.EINVAL, "capture queue %d out of range 0..%d", cfg.Queue, MaxCaptureQueue)
+		return nil, nlerr.New(unix.EINVAL, "capture queue %d out of range 0..%d", cfg.Queue, MaxCaptureQueue)
 	}
 	if cfg.Queue == 0 {
 		cfg.Queue = DefaultCaptureQueue

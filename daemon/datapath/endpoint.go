@@ -17,8 +17,8 @@ import (
 
 	"github.com/manad/manad/daemon/offload"
 	"github.com/manad/manad/daemon/tap"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic"
-	"github.com/manad/manad/vnic/extack"
 	"github.com/manad/manad/vnic/pagepool"
 )
 
@@ -229,19 +229,19 @@ func (e *Endpoint) label() string {
 // or a device without queues; EBUSY when already started.
 func (e *Endpoint) Start(p *vnic.Port, dev *tap.Device) error {
 	if p == nil || dev == nil {
-		return extack.New(unix.EINVAL, "endpoint needs a port and a TAP")
+		return nlerr.New(unix.EINVAL, "endpoint needs a port and a TAP")
 	}
 	if c := p.Config(); c.Host != vnic.Host(e) || c.Wire != vnic.Wire(e) {
-		return extack.New(unix.EINVAL, "port %s was not created with this endpoint as its Host and Wire", p.Name())
+		return nlerr.New(unix.EINVAL, "port %s was not created with this endpoint as its Host and Wire", p.Name())
 	}
 	e.ctl.Lock()
 	defer e.ctl.Unlock()
 	if e.started {
-		return extack.New(unix.EBUSY, "endpoint of port %s already started", p.Name())
+		return nlerr.New(unix.EBUSY, "endpoint of port %s already started", p.Name())
 	}
 	files := dev.Queues()
 	if len(files) == 0 {
-		return extack.New(unix.EINVAL, "TAP %s has no queues", dev.Name())
+		return nlerr.New(unix.EINVAL, "TAP %s has no queues", dev.Name())
 	}
 	qs := &queueSet{q: make([]*queue, 0, len(files))}
 	for i, f := range files {
@@ -340,12 +340,12 @@ func StopAll(eps []*Endpoint) {
 // called); EINVAL for n outside 1..tap.MaxQueues; ENODEV when the endpoint is not started.
 func (e *Endpoint) SetChannels(n int, apply func() error) error {
 	if n < 1 || n > tap.MaxQueues {
-		return extack.New(unix.EINVAL, "queue count %d out of range 1..%d", n, tap.MaxQueues)
+		return nlerr.New(unix.EINVAL, "queue count %d out of range 1..%d", n, tap.MaxQueues)
 	}
 	e.ctl.Lock()
 	defer e.ctl.Unlock()
 	if !e.started {
-		return extack.New(unix.ENODEV, "endpoint not started")
+		return nlerr.New(unix.ENODEV, "endpoint not started")
 	}
 	p := e.vp.Load()
 	old := e.qs.Load()
@@ -405,7 +405,7 @@ func (e *Endpoint) SetOffload(on bool) error {
 	e.ctl.Lock()
 	defer e.ctl.Unlock()
 	if !e.started {
-		return extack.New(unix.ENODEV, "endpoint not started")
+		return nlerr.New(unix.ENODEV, "endpoint not started")
 	}
 	if e.dev.VnetHdr() == on {
 		return nil
@@ -450,7 +450,7 @@ func (e *Endpoint) undoGrow(cur int) {
 func (e *Endpoint) newQueue(i int, f *os.File, vnet, uso bool) (*queue, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return nil, extack.Wrap(err, unix.EBADF, "TAP queue %d", i)
+		return nil, nlerr.Wrap(err, unix.EBADF, "TAP queue %d", i)
 	}
 	qq := &queue{e: e, idx: i, file: f, rc: rc, in: newInputRing(), wake: make(chan struct{}, 1), stop: make(chan struct{}),
 		back: make(chan struct{}, 1)}

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // Pollers bounds how many queue readers of one Segments may busy-poll at the same time (the CPU
@@ -37,7 +37,7 @@ func newPollers() *Pollers {
 // processors but one allow (which on a single CPU is none); the bound is unchanged then.
 func (p *Pollers) SetMax(n int) error {
 	if n < 0 || n > maxPollersAllowed() {
-		return extack.New(unix.EINVAL, "max pollers %d out of range 0..%d (the CPUs manad may use, %d, but one)",
+		return nlerr.New(unix.EINVAL, "max pollers %d out of range 0..%d (the CPUs manad may use, %d, but one)",
 			n, maxPollersAllowed(), min(runtime.NumCPU(), runtime.GOMAXPROCS(0)))
 	}
 	p.max.Store(int32(n))

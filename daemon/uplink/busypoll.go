@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/datapath"
-	"github.com/manad/manad/vnic/extack"
+	"github.com/manad/manad/genl/nlerr"
 )
 
 // MaxBusyPoll bounds Config.BusyPoll: the kernel's net.core.busy_poll is advised at 50 µs, and a
@@ -24,9 +24,9 @@ const MaxBusyPoll = time.Millisecond
 func CheckBusyPoll(d time.Duration) error {
 	switch {
 	case d < 0 || d > MaxBusyPoll:
-		return extack.New(unix.EINVAL, "busy_poll %v out of range 0..%v (0: off)", d, MaxBusyPoll)
+		return nlerr.New(unix.EINVAL, "busy_poll %v out of range 0..%v (0: off)", d, MaxBusyPoll)
 	case d%time.Microsecond != 0:
-		return extack.New(unix.EINVAL, "busy_poll %v is not whole microseconds (the kernel's SO_BUSY_POLL unit)", d)
+		return nlerr.New(unix.EINVAL, "busy_poll %v is not whole microseconds (the kernel's SO_BUSY_POLL unit)", d)
 	}
 	return nil
 }

@@ -36,8 +36,8 @@ import (
 
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/daemon/offload"
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/genl/wire"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // State is an uplink's attachment state.
@@ -214,7 +214,7 @@ const (
 // namespace (other than its not existing) or the rtnetlink socket.
 func Start(ctx context.Context, cfg Config) (*Uplink, error) {
 	if cfg.Dev == "" || cfg.Segment == nil {
-		return nil, extack.New(unix.EINVAL, "uplink needs a device and a segment")
+		return nil, nlerr.New(unix.EINVAL, "uplink needs a device and a segment")
 	}
 	if err := CheckBusyPoll(cfg.BusyPoll); err != nil {
 		return nil, err
@@ -264,26 +264,26 @@ func (u *Uplink) open() error {
 		ns, err = openNetNS(filepath.Join("/run/netns", cfg.NetNS))
 	}
 	if err != nil {
-		return extack.Wrap(err, unix.ENOENT, "uplink %s: network namespace %q", cfg.Name(), cfg.NetNS)
+		return nlerr.Wrap(err, unix.ENOENT, "uplink %s: network namespace %q", cfg.Name(), cfg.NetNS)
 	}
 	// Subscribe before the first look, so no change falls between the two.
 	conn, err := mdnl.Dial(unix.NETLINK_ROUTE, &mdnl.Config{Groups: 1 << (unix.RTNLGRP_LINK - 1), NetNS: int(ns)})
 	if err != nil {
 		ns.Close()
-		return extack.Wrap(err, unix.EIO, "uplink %s: rtnetlink notifications", cfg.Name())
+		return nlerr.Wrap(err, unix.EIO, "uplink %s: rtnetlink notifications", cfg.Name())
 	}
 	nl, err := netlink.NewHandleAt(ns)
 	if err != nil {
 		conn.Close()
 		ns.Close()
-		return extack.Wrap(err, unix.EIO, "uplink %s: rtnetlink", cfg.Name())
+		return nlerr.Wrap(err, unix.EIO, "uplink %s: rtnetlink", cfg.Name())
 	}
 	id, err := nsIdentityOf(ns)
 	if err != nil {
 		nl.Close()
 		conn.Close()
 		ns.Close()
-		return extack.Wrap(err, unix.EIO, "uplink %s: network namespace %q", cfg.Name(), cfg.NetNS)
+		return nlerr.Wrap(err, unix.EIO, "uplink %s: network namespace %q", cfg.Name(), cfg.NetNS)
 	}
 	u.ns, u.conn, u.nl, u.nsID = ns, conn, nl, id
 	return nil

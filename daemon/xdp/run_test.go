@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/tests/testenv"
 	"github.com/manad/manad/vnic"
-	"github.com/manad/manad/vnic/extack"
 )
 
 // runFrame runs p on frame laid out in a standard XDP RX buffer and returns the verdict and
@@ -269,7 +269,7 @@ func TestFromProgramErrors(t *testing.T) {
 	cls := newRawProg(t, ebpf.SchedCLS, progConst(0))
 	_, err := FromProgram(cls, "cls")
 	require.ErrorIs(t, err, unix.EINVAL, "FromProgram(SchedCLS): %v, want EINVAL", err)
-	var le *extack.Error
+	var le *nlerr.Error
 	if !errors.As(err, &le) || !strings.Contains(le.ExtackMessage(), "is not an XDP program (type SchedCLS)") {
 		t.Errorf("extack message %q, want it to name the type", err)
 	}
