@@ -68,6 +68,7 @@ func (s *supervisor) recvmsg(ctx context.Context, n *notif, b *bridged, m procMe
 	if err != nil {
 		return s.answerRecv(n, err)
 	}
+	defer b.rmu.Unlock()
 	// One process_vm_writev for the data and the header fields the kernel writes back.
 	var w writes
 	scatter(&w, iovs, data)
@@ -102,6 +103,7 @@ func (s *supervisor) recvfrom(ctx context.Context, n *notif, b *bridged, m procM
 	if err != nil {
 		return s.answerRecv(n, err)
 	}
+	defer b.rmu.Unlock()
 	if err := m.WriteAt(data, buf); err != nil {
 		return s.answer(n, 0, err)
 	}
@@ -125,46 +127,71 @@ func (s *supervisor) answerRecv(n *notif, err error) error {
 	return s.answer(n, 0, err)
 }
 
-// finish consumes the datagram the program received (unless it peeked) and answers its
-// length: the full length with MSG_TRUNC, as netlink_recvmsg.
+// finish answers the receive with the datagram's length (the full length with MSG_TRUNC, as
+// netlink_recvmsg), then consumes the datagram unless the program peeked. The caller holds
+// b.rmu, so no other receive of the socket sees the datagram between the answer and its
+// consumption.
+//
+// The answer goes first because only its success says that the program got the datagram: a
+// signal that interrupts the call before it (Go's preemption signal does, every few
+// milliseconds under GC) makes the kernel restart the call, or fail it with EINTR, and the
+// datagram must then still be there. (The kernel's one remaining window: a signal that wakes
+// the program in the instant the answer arrives makes the call restart although
+// SECCOMP_IOCTL_NOTIF_SEND succeeded, and the datagram is lost. Only
+// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV closes it, at the price of blocking receives that no
+// signal handler can interrupt.)
 func (s *supervisor) finish(n *notif, cfd, flags, got, full int) error {
+	ret := got
+	if flags&unix.MSG_TRUNC != 0 {
+		ret = full
+	}
+	if err := s.l.respond(n.ID, int64(ret), 0); err != nil {
+		return err // ENOENT: interrupted, the datagram stays for the restarted call
+	}
 	if flags&unix.MSG_PEEK == 0 {
-		if !s.l.valid(n.ID) {
-			return unix.ENOENT // interrupted: the datagram stays for the next receive
-		}
 		var one [1]byte
 		if _, _, err := unix.Recvfrom(cfd, one[:], unix.MSG_DONTWAIT|unix.MSG_TRUNC); err != nil {
-			return s.answer(n, 0, err)
+			s.cfg.Logger.Warn("consume a received datagram", "err", err)
 		}
 	}
-	if flags&unix.MSG_TRUNC != 0 {
-		return s.l.respond(n.ID, int64(full), 0)
-	}
-	return s.l.respond(n.ID, int64(got), 0)
+	return nil
 }
 
 // receive peeks at the next datagram of cfd, the program's end of bridged socket b, waiting for
 // one as the program's receive would (unless MSG_DONTWAIT or O_NONBLOCK, or until SO_RCVTIMEO),
-// and returns at most max of its bytes and its full length. A pending socket error (ENOBUFS) is
-// returned first, as sock_error does. It returns errInterrupted when the program's call was
-// interrupted meanwhile (nobody to answer), and errWouldBlock, without waiting, when it would
-// wait and mayBlock is false (the caller then serves the call where it may block).
+// and returns at most max of its bytes and its full length, holding b.rmu (the caller unlocks it
+// once the datagram is delivered and consumed). A pending socket error (ENOBUFS) is returned
+// first, as sock_error does. It returns errInterrupted when the program's call was interrupted
+// meanwhile (nobody to answer), and errWouldBlock, without waiting, when it would wait or
+// another receive of the socket is being answered and mayBlock is false (the caller then
+// serves the call where it may block). On error b.rmu is not held.
 func (s *supervisor) receive(ctx context.Context, n *notif, b *bridged, cfd, flags int, max uint64, mayBlock bool) (data []byte, full int, err error) {
 	if err := b.sock.PendingError(); err != nil {
 		return nil, 0, err
 	}
 	buf := make([]byte, min(max, maxDatagram))
 	var deadline time.Time
-	checked, nonblockWait := false, false
+	checked, nonblockWait, lastLook := false, false, false
 	for {
+		if !mayBlock {
+			if !b.rmu.TryLock() {
+				return nil, 0, errWouldBlock
+			}
+		} else {
+			b.rmu.Lock()
+		}
 		got, _, err := unix.Recvfrom(cfd, buf, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
-		switch {
-		case err == nil:
+		if err == nil {
 			return buf[:min(got, len(buf))], got, nil
+		}
+		b.rmu.Unlock()
+		switch {
 		case err == unix.EINTR:
 			continue
 		case err != unix.EAGAIN:
 			return nil, 0, err
+		case lastLook:
+			return nil, 0, unix.EAGAIN
 		}
 		if !checked { // only a receive that finds nothing needs the socket's blocking mode
 			fl, err := unix.FcntlInt(uintptr(cfd), unix.F_GETFL, 0)
@@ -173,7 +200,10 @@ func (s *supervisor) receive(ctx context.Context, n *notif, b *bridged, cfd, fla
 			}
 			if flags&unix.MSG_DONTWAIT != 0 || fl&unix.O_NONBLOCK != 0 {
 				if !b.sock.Busy() {
-					return nil, 0, unix.EAGAIN
+					// The answer may have landed between the look above and Busy: one
+					// more look, then EAGAIN.
+					checked, lastLook = true, true
+					continue
 				}
 				// The kernel would hold the answer already: wait for the bridge's, briefly.
 				if !mayBlock {

@@ -249,6 +249,9 @@ func receiveListener(f *os.File) (listener, error) {
 type bridged struct {
 	sock NetlinkSocket
 	ino  uint64 // inode of the program's end
+	// rmu is held by the receive being answered from its look at the next datagram until the
+	// datagram is consumed (see finish): two receives never deliver the same datagram.
+	rmu sync.Mutex
 }
 
 type supervisor struct {

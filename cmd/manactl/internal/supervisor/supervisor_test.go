@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -248,6 +250,14 @@ func TestExitStatusAndSignal(t *testing.T) {
 	assert.Equal(t, Exit{Code: 128 + int(syscall.SIGTERM), Signal: syscall.SIGTERM}, ex)
 }
 
+// TestReceiveUnderSignals: receives that signals interrupt (Go's own preemption signal does,
+// every few milliseconds under GC) neither lose nor repeat a datagram.
+func TestReceiveUnderSignals(t *testing.T) {
+	ex, out, err := runProgram(t, "signals")
+	require.NoError(t, err)
+	require.Equal(t, 0, ex.Code, out)
+}
+
 func TestMissingProgram(t *testing.T) {
 	if err := CheckKernel(); err != nil {
 		testenv.SkipOrFail(t, "this kernel cannot supervise: %v", err)
@@ -263,6 +273,7 @@ func TestMissingProgram(t *testing.T) {
 var programs = map[string]func() error{
 	"netlink": netlinkProgram,
 	"ioctl":   ioctlProgram,
+	"signals": signalsProgram,
 	"exit7":   func() error { os.Exit(7); return nil },
 	"killself": func() error {
 		return unix.Kill(os.Getpid(), unix.SIGTERM)
@@ -433,6 +444,76 @@ func ioctlProgram() error {
 	}
 	if !strings.HasPrefix(os.Args[0], "prog") {
 		return fmt.Errorf("argv[0] = %q", os.Args[0])
+	}
+	return nil
+}
+
+// signalsProgram echoes datagrams through a bridged socket while another thread sends the
+// receiving thread SIGUSR1 (a handler with SA_RESTART, as Go installs) as fast as it can: every
+// datagram must come back once, in order, whichever receive a signal interrupts. (Signals
+// spaced by less than an answer takes would interrupt every try of a call for ever.)
+func signalsProgram() error {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	// A lost datagram fails the receive after 5 s instead of hanging it.
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5}); err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGUSR1)
+	defer signal.Stop(sigs)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, tid := unix.Getpid(), unix.Gettid()
+	stop := make(chan struct{})
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-sigs:
+			default:
+			}
+			_ = unix.Tgkill(pid, tid, unix.SIGUSR1)
+			// 0 to 120 µs apart: some land before the call is trapped, some while the
+			// supervisor answers it, some after.
+			time.Sleep(time.Duration(sent.Add(1)%7) * 20 * time.Microsecond)
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	buf := make([]byte, 64)
+	for i := range 3000 {
+		msg := []byte(fmt.Sprintf("datagram %d", i))
+		if err := unix.Sendto(fd, msg, 0, nil); err != nil {
+			return fmt.Errorf("sendto %d: %w", i, err)
+		}
+		flags := 0
+		if i%2 == 1 {
+			flags = unix.MSG_DONTWAIT // served while the echo is on its way (Busy)
+		}
+		var n int
+		for {
+			n, _, err = unix.Recvfrom(fd, buf, flags)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("receive %d (after %d signals): %w", i, sent.Load(), err)
+		}
+		if !bytes.Equal(buf[:n], msg) {
+			return fmt.Errorf("receive %d = %q, want %q", i, buf[:n], msg)
+		}
+	}
+	if _, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT); err != unix.EAGAIN {
+		return fmt.Errorf("a datagram left over: %v", err)
 	}
 	return nil
 }
