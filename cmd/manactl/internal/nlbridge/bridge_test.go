@@ -383,10 +383,41 @@ func TestBridgeComponent(t *testing.T) {
 		c := w.d.Client(w.ns)
 		require.NoError(t, c.SetPrivateFlags(context.Background(), client.PrivateFlags{
 			Interface: client.Interface{Name: w.port}, Flags: []client.Flag{{Name: "full-page-rx", On: true}}}))
-		ntf := waitNtf(p, s.kEthtool, unix.ETHTOOL_MSG_PRIVFLAGS_NTF)
+		ntf, d := waitNtfDatagram(p, s.kEthtool, unix.ETHTOOL_MSG_PRIVFLAGS_NTF)
 		require.NotNil(t, ntf, "PRIVFLAGS_NTF with the kernel's ethtool id")
 		idx, _ := ethtoolDev(ntf)
 		assert.Equal(t, portIdx, idx)
+		assert.Equal(t, ntf, d, "a notification is a datagram of its own, as the kernel multicasts it")
+		// Where it came from, for the program's msg_name and NETLINK_PKTINFO.
+		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_PKTINFO, []byte{1, 0, 0, 0})
+		require.NoError(t, err)
+		g, pktinfo := s.Origin(d, false)
+		assert.Equal(t, mon, g, "manad's notification: the kernel's monitor group")
+		assert.True(t, pktinfo)
+		g, _ = s.Origin(d, true)
+		assert.Equal(t, mon, g, "a peek leaves the record")
+		g, _ = s.Origin(d, true)
+		assert.Zero(t, g, "consumed")
+		// The kernel's own notification, about the veth.
+		gro := "on"
+		if strings.Contains(harness.Run(t, w.ns, "ethtool", "-k", w.veth), "generic-receive-offload: on") {
+			gro = "off"
+		}
+		harness.Run(t, w.ns, "ethtool", "-K", w.veth, "gro", gro)
+		ntf, d = waitNtfDatagram(p, s.kEthtool, unix.ETHTOOL_MSG_FEATURES_NTF)
+		require.NotNil(t, ntf, "the kernel's FEATURES_NTF for the veth")
+		g, _ = s.Origin(d, true)
+		assert.Equal(t, mon, g, "the kernel's notification: its group")
+		// An answer.
+		p.send(p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(portIdx, "")))
+		d = p.recv(5 * time.Second)
+		require.NotEmpty(t, d)
+		g, _ = s.Origin(d, true)
+		assert.Zero(t, g, "an answer")
+		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_PKTINFO, []byte{0, 0, 0, 0})
+		require.NoError(t, err)
+		_, pktinfo = s.Origin(d, false)
+		assert.False(t, pktinfo)
 		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_DROP_MEMBERSHIP, v)
 		require.NoError(t, err)
 	})
@@ -655,15 +686,21 @@ func extackOffs(m []byte) uint32 {
 
 // waitNtf waits up to 5 s for a notification of family typ and command cmd.
 func waitNtf(p *prog, typ uint16, cmd uint8) []byte {
+	m, _ := waitNtfDatagram(p, typ, cmd)
+	return m
+}
+
+// waitNtfDatagram is waitNtf that also returns the datagram the notification came in.
+func waitNtfDatagram(p *prog, typ uint16, cmd uint8) (m, d []byte) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		d := p.recv(time.Until(deadline))
 		msgs, _ := splitMsgs(d)
 		for _, m := range msgs {
 			if msgType(m) == typ && len(m) > nlattr.MsgHdrLen && m[nlattr.MsgHdrLen] == cmd {
-				return m
+				return m, d
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }

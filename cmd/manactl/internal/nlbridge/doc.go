@@ -76,8 +76,12 @@
 // group ids changed meanwhile is not used. Every length of the program's messages is checked before use; what does not parse
 // goes to the kernel, whose answer (or silence, for a truncated datagram) is the answer.
 //
-// Not bridged: NETLINK_PKTINFO's control message (recorded for the supervisor, which builds the
-// program's recvmsg); a program connect(2)ing to another port id still talks to the kernel and
+// Each notification reaches the program as a datagram of its own, as the kernel multicasts it,
+// and the bridge records where each datagram it writes came from (Origin): the supervisor, which
+// builds the program's recvmsg, puts the group in msg_name's nl_groups and, when the program set
+// NETLINK_PKTINFO, in that control message, as netlink_recvmsg does.
+//
+// Not bridged: a program connect(2)ing to another port id still talks to the kernel and
 // manad; the kernel socket's dump datagrams are sized by the longest datagram the bridge read,
-// not by the program's buffer.
+// not by the program's buffer; NETLINK_LISTEN_ALL_NSID's control message.
 package nlbridge

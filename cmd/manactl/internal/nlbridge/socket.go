@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -99,6 +100,7 @@ type Socket struct {
 	reading   atomic.Bool // a datagram of the program's is being read and dispatched (see Busy)
 
 	cache *cache
+	sent  sentLog // where the datagrams written to the program came from (see Origin)
 
 	callMu sync.Mutex
 	calls  map[uint32]*call
@@ -757,7 +759,9 @@ func (s *Socket) writeUnicast(b []byte) {
 	if len(b) == 0 || !s.awaitPeer() {
 		return
 	}
+	e := s.sent.add(b, 0)
 	if _, err := s.peer.Write(b); err != nil {
+		s.sent.remove(e)
 		s.log.Debug("nlbridge: reply to the program not written", "err", err)
 	}
 }
@@ -765,16 +769,21 @@ func (s *Socket) writeUnicast(b []byte) {
 // writeMulticast writes a notification datagram without waiting: when the program's socket is
 // full it is dropped and the program's next receive fails with ENOBUFS (unless
 // NETLINK_NO_ENOBUFS), as netlink_overrun does.
-func (s *Socket) writeMulticast(b []byte) {
+func (s *Socket) writeMulticast(b []byte, group uint32) {
 	if len(b) == 0 || !s.awaitPeer() {
 		return
 	}
+	e := s.sent.add(b, group)
 	var werr error
 	if err := s.peerRC.Write(func(fd uintptr) bool {
 		_, werr = unix.Write(int(fd), b)
 		return werr != unix.EINTR
 	}); err != nil {
+		s.sent.remove(e)
 		return
+	}
+	if werr != nil {
+		s.sent.remove(e)
 	}
 	if werr == unix.EAGAIN || werr == unix.ENOBUFS {
 		if !s.noENOBUFS.Load() {
@@ -829,4 +838,94 @@ func (s *Socket) Busy() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur != nil
+}
+
+// Origin says where datagram d, the next one the program receives (the supervisor has peeked
+// at it), came from: the multicast group (as the program knows it) it was sent to, 0 for an
+// answer to the program's request, as netlink_recvmsg puts NETLINK_CB(skb).dst_group in
+// msg_name's nl_groups and in NETLINK_PKTINFO's control message; and whether the program asked
+// for that control message (NETLINK_PKTINFO). consume forgets d's record (the program received
+// it, rather than peeked). A datagram without a record (one the program read with read(2),
+// which the supervisor does not see, can leave the log out of step) counts as an answer.
+func (s *Socket) Origin(d []byte, consume bool) (group uint32, pktinfo bool) {
+	s.mu.Lock()
+	pktinfo = s.pktinfo
+	s.mu.Unlock()
+	return s.sent.find(d, consume), pktinfo
+}
+
+// maxSent bounds the datagrams sentLog remembers: more than the program's socket holds of the
+// smallest datagrams a notification storm writes.
+const maxSent = 4096
+
+// sentLog records, for each datagram written to the program and not yet received, a short
+// identity (length, netlink header, last bytes) and the group it was sent to. Writes come from
+// several goroutines, so the log's order is not quite the socket's: a lookup searches for the
+// datagram's identity from the oldest record on.
+type sentLog struct {
+	mu   sync.Mutex
+	next uint64
+	ents []sentEnt
+}
+
+type sentEnt struct {
+	id    uint64 // for remove
+	key   datagramKey
+	group uint32
+}
+
+// datagramKey identifies a datagram well enough to tell the ones in the socket's queue apart:
+// its length, its first netlink header (length, type, flags, seq, port id) and its last 8 bytes.
+type datagramKey struct {
+	n          int
+	head, tail [16]byte
+}
+
+func keyOf(d []byte) datagramKey {
+	k := datagramKey{n: len(d)}
+	copy(k.head[:], d)
+	if len(d) > 16 {
+		copy(k.tail[:], d[len(d)-min(len(d)-16, 16):])
+	}
+	return k
+}
+
+// add records datagram d, about to be written, sent to group; the result is for remove.
+func (l *sentLog) add(d []byte, group uint32) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.ents) >= maxSent {
+		l.ents = slices.Delete(l.ents, 0, len(l.ents)-maxSent+1)
+	}
+	l.next++
+	l.ents = append(l.ents, sentEnt{id: l.next, key: keyOf(d), group: group})
+	return l.next
+}
+
+// remove forgets record id (its datagram was not written).
+func (l *sentLog) remove(id uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, e := range l.ents {
+		if e.id == id {
+			l.ents = slices.Delete(l.ents, i, i+1)
+			return
+		}
+	}
+}
+
+// find returns the group of the oldest record of d (0 without one) and forgets it if consume.
+func (l *sentLog) find(d []byte, consume bool) uint32 {
+	k := keyOf(d)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, e := range l.ents {
+		if e.key == k {
+			if consume {
+				l.ents = slices.Delete(l.ents, i, i+1)
+			}
+			return e.group
+		}
+	}
+	return 0
 }

@@ -59,6 +59,10 @@ type NetlinkSocket interface {
 	Option(level, name, size int) (val []byte, handled bool, err error)
 	// PendingError is the socket error a receive reports once (ENOBUFS after an overrun).
 	PendingError() error
+	// Origin says which multicast group the datagram the program receives (d: at least its
+	// first 20 bytes, all that was read of it) was sent to, 0 for an answer, and whether the
+	// program asked for NETLINK_PKTINFO; consume: the program received it (not a peek).
+	Origin(d []byte, consume bool) (group uint32, pktinfo bool)
 	// Busy reports whether an answer to the program is on its way (a request of its in
 	// flight): a non-blocking receive then waits for it, as on a kernel socket, which answers
 	// inside the sender's sendmsg.

@@ -183,6 +183,19 @@ func (e *echoSocket) Busy() bool {
 	n, err := unix.IoctlGetInt(int(e.peerFD.Load()), unix.SIOCINQ) // a request not read yet
 	return err == nil && n > 0 || e.busy.Load()
 }
+
+// Origin: an echoed datagram that starts with "ntf" came to group 3, as a notification.
+func (e *echoSocket) Origin(d []byte, _ bool) (uint32, bool) {
+	e.mu.Lock()
+	v := e.opts[unix.NETLINK_PKTINFO]
+	e.mu.Unlock()
+	pktinfo := len(v) >= 4 && binary.NativeEndian.Uint32(v) != 0
+	if bytes.HasPrefix(d, []byte("ntf")) {
+		return 3, pktinfo
+	}
+	return 0, pktinfo
+}
+
 func (e *echoSocket) PendingError() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -346,6 +359,48 @@ func netlinkProgram() error {
 	}
 	n, _, flags, _, err = unix.Recvmsg(fd, small, nil, 0)
 	if err := check(err == nil && n == 4 && flags&unix.MSG_TRUNC != 0, "truncated recvmsg = %d flags %#x %v", n, flags, err); err != nil {
+		return err
+	}
+	// A notification's group: in msg_name's nl_groups, and with NETLINK_PKTINFO in a control
+	// message, whose buffer, when too short, gets MSG_CTRUNC as put_cmsg gives it.
+	if err := unix.Sendto(fd, []byte("ntf: a notification"), 0, nil); err != nil {
+		return err
+	}
+	_, oobn, flags, from, err = unix.Recvmsg(fd, buf, make([]byte, 64), 0)
+	nl, ok = from.(*unix.SockaddrNetlink)
+	if err := check(err == nil && ok && nl.Groups == 1<<2 && oobn == 0 && flags == 0, "notification from %#v oob %d flags %#x: %v", from, oobn, flags, err); err != nil {
+		return err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_PKTINFO, 1); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		msg   string
+		group uint32
+	}{{"ntf: another", 3}, {"an answer", 0}} {
+		if err := unix.Sendto(fd, []byte(c.msg), 0, nil); err != nil {
+			return err
+		}
+		oob := make([]byte, 64)
+		_, oobn, flags, _, err = unix.Recvmsg(fd, buf, oob, 0)
+		if err != nil {
+			return err
+		}
+		cms, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err := check(err == nil && len(cms) == 1 && flags == 0 && oobn == unix.CmsgSpace(4) &&
+			cms[0].Header.Level == unix.SOL_NETLINK && cms[0].Header.Type == unix.NETLINK_PKTINFO &&
+			len(cms[0].Data) == 4 && binary.NativeEndian.Uint32(cms[0].Data) == c.group,
+			"%s: control messages %#v (%d bytes, flags %#x): %v", c.msg, cms, oobn, flags, err); err != nil {
+			return err
+		}
+	}
+	if err := unix.Sendto(fd, []byte("ntf: short control buffer"), 0, nil); err != nil {
+		return err
+	}
+	if _, oobn, flags, _, err = unix.Recvmsg(fd, buf, make([]byte, 8), 0); err != nil || oobn != 0 || flags != unix.MSG_CTRUNC {
+		return fmt.Errorf("short control buffer: %d bytes, flags %#x, %v", oobn, flags, err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_PKTINFO, 0); err != nil {
 		return err
 	}
 	// Nothing left: a non-blocking receive says EAGAIN; a blocking one waits for the echo.
