@@ -443,6 +443,22 @@ func TestFailurePaths(t *testing.T) {
 		require.NoError(t, cmd.Wait(), out.String())
 		assert.Equal(t, 2, strings.Count(out.String(), "driver: mana\n"), out.String())
 	})
+	t.Run("manad restarts under a program in another namespace", func(t *testing.T) {
+		// manactl exec in the test's namespace, the program in the port's: the ioctl path's
+		// client, redialled after the restart, still resolves the port's name there.
+		argv := []string{e.manactl, "exec", "--", "ip", "netns", "exec", e.ns, "sh", "-c",
+			fmt.Sprintf("ethtool -i %s && sleep 6 && ethtool -i %[1]s", e.port)}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), e.sockEnv...)
+		var out safeBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		require.NoError(t, cmd.Start())
+		harness.Eventually(t, "the first ethtool -i", func() bool { return strings.Contains(out.String(), "driver: mana") })
+		e.d.Stop()
+		e.d.Restart()
+		require.NoError(t, cmd.Wait(), out.String())
+		assert.Equal(t, 2, strings.Count(out.String(), "driver: mana\n"), out.String())
+	})
 	t.Run("manad stops mid-run", func(t *testing.T) {
 		argv := []string{"ip", "netns", "exec", e.ns, e.manactl, "exec", "--", e.probe, "loop", e.port, "60"}
 		cmd := exec.Command(argv[0], argv[1:]...)
