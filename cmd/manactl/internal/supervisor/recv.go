@@ -40,7 +40,25 @@ type iov struct{ base, len uint64 }
 
 // recvmsg serves recvmsg(fd, msg, flags) on a bridged socket, as netlink_recvmsg answers it.
 func (s *supervisor) recvmsg(ctx context.Context, n *notif, b *bridged, m procMemory, cfd int, mayBlock bool) error {
-	msgAddr, flags := n.Data.Args[1], int(int32(n.Data.Args[2]))
+	return s.recvmsgAt(ctx, n, b, m, cfd, n.Data.Args[1], int(int32(n.Data.Args[2])), false, mayBlock)
+}
+
+// recvmmsg serves recvmmsg(fd, msgvec, vlen, flags, timeout) with one datagram: the first
+// mmsghdr is filled as recvmsg fills its msghdr, its msg_len gets the length, and the call
+// returns 1 (0 for vlen 0). The kernel would go on filling entries while datagrams are queued
+// (MSG_WAITFORONE), or wait for vlen of them; one at a time keeps each datagram in the socket
+// until the program has it (see finish), and a program calling recvmmsg takes any count. The
+// timeout, which the kernel checks only after a datagram, is not needed for the first.
+func (s *supervisor) recvmmsg(ctx context.Context, n *notif, b *bridged, m procMemory, cfd int, mayBlock bool) error {
+	if uint32(n.Data.Args[2]) == 0 {
+		return s.l.respond(n.ID, 0, 0)
+	}
+	return s.recvmsgAt(ctx, n, b, m, cfd, n.Data.Args[1], int(int32(n.Data.Args[3])), true, mayBlock)
+}
+
+// recvmsgAt fills the msghdr at msgAddr with the next datagram; mmsg: it is the first entry of
+// recvmmsg's vector, whose msg_len gets the length, and the call answers 1.
+func (s *supervisor) recvmsgAt(ctx context.Context, n *notif, b *bridged, m procMemory, cfd int, msgAddr uint64, flags int, mmsg, mayBlock bool) error {
 	var hdr [sizeofMsghdr]byte
 	if err := m.ReadAt(hdr[:], msgAddr); err != nil {
 		return s.answer(n, 0, err)
@@ -96,10 +114,19 @@ func (s *supervisor) recvmsg(ctx context.Context, n *notif, b *bridged, m procMe
 	}
 	w.add(le.AppendUint64(nil, ctrlUsed), msgAddr+offMsgCtrllen)
 	w.add(le.AppendUint32(nil, mflags), msgAddr+offMsgFlags)
+	ret := int64(-1) // the received length
+	if mmsg {
+		l := len(data)
+		if flags&unix.MSG_TRUNC != 0 {
+			l = full
+		}
+		w.add(le.AppendUint32(nil, uint32(l)), msgAddr+sizeofMsghdr)
+		ret = 1
+	}
 	if err := m.writeAll(&w); err != nil {
 		return s.answer(n, 0, err)
 	}
-	return s.finish(n, b, cfd, flags, r)
+	return s.finish(n, b, cfd, flags, r, ret)
 }
 
 // groupMask is netlink_group_mask: the nl_groups bit of a group, none past 32.
@@ -153,7 +180,7 @@ func (s *supervisor) recvfrom(ctx context.Context, n *notif, b *bridged, m procM
 			return s.answer(n, 0, err)
 		}
 	}
-	return s.finish(n, b, cfd, flags, r)
+	return s.finish(n, b, cfd, flags, r, -1)
 }
 
 // answerRecv answers a receive that failed, or nothing when its call was interrupted or is to
@@ -168,8 +195,8 @@ func (s *supervisor) answerRecv(n *notif, err error) error {
 	return s.answer(n, 0, err)
 }
 
-// finish answers the receive with the datagram's length (the full length with MSG_TRUNC, as
-// netlink_recvmsg), then consumes the datagram unless the program peeked. The caller holds
+// finish answers the receive with ret, or when ret < 0 the datagram's length (the full length
+// with MSG_TRUNC, as netlink_recvmsg), then consumes the datagram unless the program peeked. The caller holds
 // b.rmu, so no other receive of the socket sees the datagram between the answer and its
 // consumption.
 //
@@ -181,12 +208,14 @@ func (s *supervisor) answerRecv(n *notif, err error) error {
 // SECCOMP_IOCTL_NOTIF_SEND succeeded, and the datagram is lost. Only
 // SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV closes it, at the price of blocking receives that no
 // signal handler can interrupt.)
-func (s *supervisor) finish(n *notif, b *bridged, cfd, flags int, r received) error {
-	ret := len(r.data)
-	if flags&unix.MSG_TRUNC != 0 {
-		ret = r.full
+func (s *supervisor) finish(n *notif, b *bridged, cfd, flags int, r received, ret int64) error {
+	if ret < 0 {
+		ret = int64(len(r.data))
+		if flags&unix.MSG_TRUNC != 0 {
+			ret = int64(r.full)
+		}
 	}
-	if err := s.l.respond(n.ID, int64(ret), 0); err != nil {
+	if err := s.l.respond(n.ID, ret, 0); err != nil {
 		return err // ENOENT: interrupted, the datagram stays for the restarted call
 	}
 	if flags&unix.MSG_PEEK == 0 {

@@ -496,7 +496,7 @@ func (s *supervisor) ioctl(ctx context.Context, n *notif) error {
 func (s *supervisor) socketCall(ctx context.Context, n *notif, mayBlock bool) error {
 	tid, fd := int(n.PID), int(int32(n.Data.Args[0]))
 	switch int(n.Data.Nr) {
-	case unix.SYS_RECVMSG, unix.SYS_RECVFROM:
+	case unix.SYS_RECVMSG, unix.SYS_RECVFROM, unix.SYS_RECVMMSG:
 		// The copy a receive reads through also tells which socket it is.
 		cfd, err := s.threadFD(tid, fd)
 		if err != nil {
@@ -513,8 +513,11 @@ func (s *supervisor) socketCall(ctx context.Context, n *notif, mayBlock bool) er
 		if b == nil {
 			return s.l.continueSyscall(n.ID)
 		}
-		if int(n.Data.Nr) == unix.SYS_RECVMSG {
+		switch int(n.Data.Nr) {
+		case unix.SYS_RECVMSG:
 			return s.recvmsg(ctx, n, b, procMemory{pid: tid}, cfd, mayBlock)
+		case unix.SYS_RECVMMSG:
+			return s.recvmmsg(ctx, n, b, procMemory{pid: tid}, cfd, mayBlock)
 		}
 		return s.recvfrom(ctx, n, b, procMemory{pid: tid}, cfd, mayBlock)
 	case unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME:

@@ -88,6 +88,8 @@ func TestFilter(t *testing.T) {
 		{"recvmsg range start", unix.SYS_RECVMSG, [6]uint64{FDRangeLo}, arch, notify},
 		{"recvmsg range end", unix.SYS_RECVMSG, [6]uint64{FDRangeHi - 1}, arch, notify},
 		{"recvmsg above range", unix.SYS_RECVMSG, [6]uint64{FDRangeHi}, arch, allow},
+		{"recvmmsg in range", unix.SYS_RECVMMSG, [6]uint64{FDRangeLo + 1}, arch, notify},
+		{"recvmmsg below range", unix.SYS_RECVMMSG, [6]uint64{3}, arch, allow},
 		{"bind in range", unix.SYS_BIND, [6]uint64{FDRangeLo + 5}, arch, notify},
 		{"getsockopt in range", unix.SYS_GETSOCKOPT, [6]uint64{FDRangeLo + 5}, arch, notify},
 		{"sendmsg in range", unix.SYS_SENDMSG, [6]uint64{FDRangeLo + 5}, arch, allow},
@@ -402,6 +404,37 @@ func netlinkProgram() error {
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_PKTINFO, 0); err != nil {
 		return err
+	}
+	// recvmmsg: one datagram at a time, in the first entry, with the netlink source address.
+	for _, m := range []string{"first", "second"} {
+		if err := unix.Sendto(fd, []byte(m), 0, nil); err != nil {
+			return err
+		}
+	}
+	for _, want := range []string{"first", "second"} {
+		type mmsghdr struct {
+			hdr unix.Msghdr
+			len uint32
+			_   [4]byte
+		}
+		var vec [2]mmsghdr
+		var names [2][16]byte
+		bufs := [2][]byte{make([]byte, 64), make([]byte, 64)}
+		iovs := [2]unix.Iovec{}
+		for i := range vec {
+			iovs[i] = unix.Iovec{Base: &bufs[i][0], Len: 64}
+			vec[i].hdr = unix.Msghdr{Name: &names[i][0], Namelen: 16, Iov: &iovs[i], Iovlen: 1}
+			vec[i].len = 0xdead
+		}
+		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&vec[0])), 2, 0, 0, 0)
+		if err := check(e == 0 && r == 1 && vec[0].len == uint32(len(want)) && string(bufs[0][:len(want)]) == want &&
+			vec[0].hdr.Namelen == 12 && binary.NativeEndian.Uint16(names[0][:]) == unix.AF_NETLINK && vec[1].len == 0xdead,
+			"recvmmsg = %d (%v), entry 0: %q len %d namelen %d, entry 1 len %#x", r, e, bufs[0], vec[0].len, vec[0].hdr.Namelen, vec[1].len); err != nil {
+			return err
+		}
+	}
+	if r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), 0, 0, unix.MSG_DONTWAIT, 0, 0); r != 0 || e != 0 {
+		return fmt.Errorf("recvmmsg of no entries = %d, %v", r, e)
 	}
 	// Nothing left: a non-blocking receive says EAGAIN; a blocking one waits for the echo.
 	if _, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT); err != unix.EAGAIN {
