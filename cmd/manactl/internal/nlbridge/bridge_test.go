@@ -398,7 +398,9 @@ func TestBridgeComponent(t *testing.T) {
 		assert.Equal(t, mon, g, "a peek leaves the record")
 		g, _ = s.Origin(d, true)
 		assert.Zero(t, g, "consumed")
-		// The kernel's own notification, about the veth.
+		// The kernel's own notification, about the veth (to a bound socket: the kernel
+		// multicasts to no socket whose port id is 0, its own).
+		require.NoError(t, s.ensureBound())
 		gro := "on"
 		if strings.Contains(harness.Run(t, w.ns, "ethtool", "-k", w.veth), "generic-receive-offload: on") {
 			gro = "off"
@@ -468,6 +470,37 @@ func TestBridgeComponent(t *testing.T) {
 		require.Equal(t, fresh.s.kNetdev, msgType(got[0]), "manad's page pool, not the kernel's ENOENT")
 		idx, _ := u32Of(genlAttr(got[0], wire.NetdevAPagePoolIfindex))
 		assert.Equal(t, portIdx, idx)
+		assert.GreaterOrEqual(t, pool, uint64(idBase), "manad's ids in a range of their own")
+
+		// NAPI ids likewise: from the port's queues, to napi-get by id, and manad's own
+		// number (which the kernel may use too) is the kernel's to answer.
+		fresh.send(fresh.req(fresh.s.kNetdev, nlattr.FlagDump, wire.NetdevCmdQueueGet, 1, func(b *nlattr.Builder) {
+			b.PutU32(wire.NetdevAQueueIfindex, portIdx)
+		}))
+		var napi uint32
+		for _, m := range fresh.answer(false) {
+			if v, ok := u32Of(genlAttr(m, wire.NetdevAQueueNAPIID)); ok && msgType(m) == fresh.s.kNetdev {
+				napi = v
+			}
+		}
+		require.GreaterOrEqual(t, napi, uint32(idBase), "the port's queues name their NAPIs in manad's range")
+		fresh.send(fresh.req(fresh.s.kNetdev, 0, wire.NetdevCmdNAPIGet, 1, func(b *nlattr.Builder) {
+			b.PutU32(wire.NetdevANAPIID, napi)
+		}))
+		got = fresh.answer(true)
+		require.Len(t, got, 1)
+		require.Equal(t, fresh.s.kNetdev, msgType(got[0]), "manad's NAPI")
+		id, _ := u32Of(genlAttr(got[0], wire.NetdevANAPIID))
+		assert.Equal(t, napi, id)
+		idx, _ = u32Of(genlAttr(got[0], wire.NetdevANAPIIfindex))
+		assert.Equal(t, portIdx, idx)
+		fresh.send(fresh.req(fresh.s.kNetdev, 0, wire.NetdevCmdNAPIGet, 1, func(b *nlattr.Builder) {
+			b.PutU32(wire.NetdevANAPIID, napi-idBase)
+		}))
+		for _, m := range fresh.answer(true) {
+			idx, _ := u32Of(genlAttr(m, wire.NetdevANAPIIfindex))
+			assert.NotEqual(t, portIdx, idx, "manad's own number is the kernel's to answer")
+		}
 		fresh.close()
 		q.close()
 	})

@@ -712,7 +712,6 @@ func (s *Socket) manadNotification(m []byte) (uint32, bool) {
 	case s.mEthtool:
 		mg = s.mMonitor
 	case s.mNetdev:
-		s.cache.learn(m)
 		switch cmd {
 		case 2, 3, 4: // NETDEV_CMD_DEV_{ADD,DEL,CHANGE}_NTF
 			mg = s.mMgmt

@@ -451,15 +451,26 @@ func probeGroups(k *ksock) uint32 {
 	return uint32(need) * 8
 }
 
-// ensureBound binds the kernel socket (autobind, nl_pid 0) before the bridge sends anything on
-// the program's behalf, as sendmsg would, and learns its port id.
+// ensureBound binds the kernel socket before the bridge sends anything on the program's behalf,
+// as sendmsg's netlink_autobind would, and learns its port id. It connects to the kernel (the
+// default destination) rather than binding: netlink_connect autobinds and leaves the groups
+// alone, while bind(2) would set groups 1..32 to its nl_groups and so drop what the program
+// joined with NETLINK_ADD_MEMBERSHIP before its first request.
 func (s *Socket) ensureBound() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.bound {
 		return nil
 	}
-	return s.bindLocked(&unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+	if err := s.k.control(func(fd int) error { return unix.Connect(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}) }); err != nil {
+		return err
+	}
+	nl, err := s.k.sockname()
+	if err != nil {
+		return err
+	}
+	s.bound, s.portid = nl.Pid != 0, nl.Pid
+	return nil
 }
 
 // bindLocked binds the kernel socket and records its port id; s.mu is held.
