@@ -505,6 +505,43 @@ func TestBridgeComponent(t *testing.T) {
 		q.close()
 	})
 
+	t.Run("ConnectedToAnotherSocket", func(t *testing.T) {
+		// A plain generic-netlink socket of the namespace, as another program's.
+		var other int
+		require.NoError(t, w.inNS(func() (err error) {
+			other, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
+			if err == nil {
+				err = unix.Bind(other, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+			}
+			return err
+		}))
+		t.Cleanup(func() { unix.Close(other) })
+		require.NoError(t, unix.SetsockoptTimeval(other, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5}))
+		sa, err := unix.Getsockname(other)
+		require.NoError(t, err)
+		otherPID := sa.(*unix.SockaddrNetlink).Pid
+		q := openProg(t, w)
+		require.NoError(t, q.s.Connect(&unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: otherPID}))
+		m := q.req(q.s.kEthtool, 0, unix.ETHTOOL_MSG_PRIVFLAGS_GET, 1, devHeader(portIdx, ""))
+		q.send(m)
+		buf := make([]byte, 4096)
+		n, from, err := unix.Recvfrom(other, buf, 0)
+		require.NoError(t, err, "the datagram reaches the socket the program connected to")
+		assert.Equal(t, m, buf[:n], "untouched")
+		assert.Equal(t, q.s.PortID(), from.(*unix.SockaddrNetlink).Pid, "from the program's port id")
+		// Its answer comes back.
+		answer := msg(0x30, 0, 7, otherPID, 1, nil)
+		require.NoError(t, unix.Sendto(other, answer, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: q.s.PortID()}))
+		assert.Equal(t, answer, q.recv(5*time.Second))
+		// Connected to the kernel again: bridged again, the port's request is manad's.
+		require.NoError(t, q.s.Connect(&unix.SockaddrNetlink{Family: unix.AF_NETLINK}))
+		q.send(m)
+		got := q.answer(true)
+		require.Len(t, got, 1)
+		assert.Equal(t, q.s.kEthtool, msgType(got[0]), "manad's PRIVFLAGS_GET answer")
+		q.close()
+	})
+
 	t.Run("ManadFamilyUnderItsTranslatedID", func(t *testing.T) {
 		p.send(p.req(s.rManad, nlattr.FlagDump, 1, 1, nil)) // PORT_GET dump
 		got := p.answer(false)

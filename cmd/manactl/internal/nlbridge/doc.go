@@ -84,7 +84,10 @@
 // builds the program's recvmsg, puts the group in msg_name's nl_groups and, when the program set
 // NETLINK_PKTINFO, in that control message, as netlink_recvmsg does.
 //
-// Not bridged: a program connect(2)ing to another port id still talks to the kernel and
-// manad; the kernel socket's dump datagrams are sized by the longest datagram the bridge read,
+// A program that connect(2)s to another port id, or to groups, sends there through the kernel
+// socket, untouched, as long as it stays connected; what comes back is passed on.
+//
+// Not bridged: the source address of a unicast from another socket reads as the kernel's; the
+// kernel socket's dump datagrams are sized by the longest datagram the bridge read,
 // not by the program's buffer; NETLINK_LISTEN_ALL_NSID's control message.
 package nlbridge

@@ -128,6 +128,16 @@ func (s *Socket) peerLoop() error {
 		if d == nil {
 			continue
 		}
+		if s.elsewhere.Load() {
+			// Connected to another socket or to groups: the datagram is theirs, untouched,
+			// once the program's last request is answered.
+			if !s.sendElsewhere(d) {
+				s.reading.Store(false)
+				return nil
+			}
+			s.reading.Store(false)
+			continue
+		}
 		msgs, rest := splitMsgs(d)
 		for _, m := range msgs {
 			if !s.handle(m) {
@@ -211,6 +221,25 @@ func (s *Socket) handle(m []byte) bool {
 	s.mu.Unlock()
 	s.last = r
 	s.dispatch(r)
+	return true
+}
+
+// sendElsewhere sends datagram d to the kernel socket's connected destination (another port
+// id, or groups), after the last request is answered; false when the socket closed meanwhile.
+// What the destination answers reaches the program as any unicast the kernel socket receives.
+// A failed send (the destination is gone: ECONNREFUSED) cannot fail the program's sendmsg,
+// which the pair took: it is logged.
+func (s *Socket) sendElsewhere(d []byte) bool {
+	if prev := s.last; prev != nil {
+		select {
+		case <-prev.doneCh:
+		case <-s.done:
+			return false
+		}
+	}
+	if err := s.k.sendConnected(d); err != nil {
+		s.log.Debug("nlbridge: datagram to the connected destination not sent", "err", err)
+	}
 	return true
 }
 

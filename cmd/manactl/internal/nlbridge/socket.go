@@ -95,6 +95,7 @@ type Socket struct {
 	kmu sync.Mutex // held while reading and passing on the kernel socket's datagrams
 
 	noENOBUFS atomic.Bool
+	elsewhere atomic.Bool // connected to a destination other than the kernel (see Connect)
 	pending   atomic.Bool
 	manadDead atomic.Bool
 	reading   atomic.Bool // a datagram of the program's is being read and dispatched (see Busy)
@@ -515,8 +516,11 @@ func (s *Socket) Bind(sa *unix.SockaddrNetlink) error {
 	return nil
 }
 
-// Connect is connect(2), applied to the kernel socket (which validates it and autobinds). The
-// bridge keeps sending to the kernel and manad whatever the program connects to.
+// Connect is connect(2), applied to the kernel socket (which validates it and autobinds). While
+// the socket is connected to another port id or to groups, the program's datagrams go there
+// untouched, through the kernel socket, as a kernel socket's sendmsg sends them to its
+// destination; connected to the kernel (nl_pid 0, no groups) or disconnected (AF_UNSPEC), they
+// are bridged again.
 func (s *Socket) Connect(sa *unix.SockaddrNetlink) error {
 	if sa == nil {
 		return unix.EINVAL
@@ -529,6 +533,7 @@ func (s *Socket) Connect(sa *unix.SockaddrNetlink) error {
 	if err := s.k.control(func(fd int) error { return unix.Connect(fd, sa) }); err != nil {
 		return err
 	}
+	s.elsewhere.Store(sa.Family == unix.AF_NETLINK && (sa.Pid != 0 || sa.Groups != 0))
 	nl, err := s.k.sockname()
 	if err != nil {
 		return err
