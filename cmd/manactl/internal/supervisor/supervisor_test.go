@@ -539,7 +539,9 @@ func ioctlProgram() error {
 // signalsProgram echoes datagrams through a bridged socket while another thread sends the
 // receiving thread SIGUSR1 (a handler with SA_RESTART, as Go installs) as fast as it can: every
 // datagram must come back once, in order, whichever receive a signal interrupts. (Signals
-// spaced by less than an answer takes would interrupt every try of a call for ever.)
+// spaced by less than an answer takes, which is hundreds of microseconds on a loaded machine,
+// would interrupt every try of a call for ever: they come 0.1 to 1.9 ms apart, and stop after
+// 20 s, which fails the run rather than hang it.)
 func signalsProgram() error {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
 	if err != nil {
@@ -557,12 +559,13 @@ func signalsProgram() error {
 	defer runtime.UnlockOSThread()
 	pid, tid := unix.Getpid(), unix.Gettid()
 	stop := make(chan struct{})
+	end := time.Now().Add(20 * time.Second)
 	var sent atomic.Int64
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for {
+		for time.Now().Before(end) {
 			select {
 			case <-stop:
 				return
@@ -570,14 +573,17 @@ func signalsProgram() error {
 			default:
 			}
 			_ = unix.Tgkill(pid, tid, unix.SIGUSR1)
-			// 0 to 120 µs apart: some land before the call is trapped, some while the
-			// supervisor answers it, some after.
-			time.Sleep(time.Duration(sent.Add(1)%7) * 20 * time.Microsecond)
+			// Some land before the call is trapped, some while the supervisor answers
+			// it, some after.
+			time.Sleep(100*time.Microsecond + time.Duration(sent.Add(1)%7)*300*time.Microsecond)
 		}
 	}()
 	defer func() { close(stop); wg.Wait() }()
 	buf := make([]byte, 64)
 	for i := range 3000 {
+		if time.Now().After(end) {
+			return fmt.Errorf("%d echoes in 20 s: the signals outpaced the answers", i)
+		}
 		msg := []byte(fmt.Sprintf("datagram %d", i))
 		if err := unix.Sendto(fd, msg, 0, nil); err != nil {
 			return fmt.Errorf("sendto %d: %w", i, err)
