@@ -87,6 +87,9 @@ func (s *supervisor) recvmsgAt(ctx context.Context, n *notif, b *bridged, m proc
 		return s.answerRecv(n, err)
 	}
 	defer b.rmu.Unlock()
+	if !s.l.valid(n.ID) {
+		return nil // see stillWaiting
+	}
 	data, full := r.data, r.full
 	group, pktinfo := b.sock.Origin(r.all, false)
 	// One process_vm_writev for the data and the header fields the kernel writes back.
@@ -171,6 +174,9 @@ func (s *supervisor) recvfrom(ctx context.Context, n *notif, b *bridged, m procM
 		return s.answerRecv(n, err)
 	}
 	defer b.rmu.Unlock()
+	if !s.l.valid(n.ID) {
+		return nil // see stillWaiting
+	}
 	if err := m.WriteAt(r.data, buf); err != nil {
 		return s.answer(n, 0, err)
 	}
@@ -182,6 +188,14 @@ func (s *supervisor) recvfrom(ctx context.Context, n *notif, b *bridged, m procM
 	}
 	return s.finish(n, b, cfd, flags, r, -1)
 }
+
+// stillWaiting: a receive checks, holding b.rmu, that its call is still waiting
+// (SECCOMP_IOCTL_NOTIF_ID_VALID) before it writes into the program's buffers. A call that a
+// signal interrupted is restarted as a new notification, which another receive may have
+// answered meanwhile; the program has then moved on, and its buffers' memory (often its stack)
+// is something else: a late write would corrupt it. Checked under b.rmu, a valid call stays
+// unanswered until the writes are done (the restarted call's receive waits for the lock), and
+// its buffers where they were (a restarted call is the same call, with the same arguments).
 
 // answerRecv answers a receive that failed, or nothing when its call was interrupted or is to
 // be served where it may block.
