@@ -30,6 +30,9 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	harness.Cleanup()
+	if probeBuild.path != "" {
+		os.RemoveAll(filepath.Dir(probeBuild.path)) // the probe's build directory
+	}
 	os.Exit(code)
 }
 
