@@ -111,8 +111,19 @@ func (a *app) exec(ctx context.Context, args []string, verbose, noNetlink bool) 
 			}
 			return nlbridge.Open(ctx, nlbridge.Options{ManadPath: a.socket, InNetNS: t.InNetNS, Logger: log})
 		},
-		Ethtool: func(ctx context.Context, t supervisor.Target, ifr uint64) (bool, int, error) {
-			return ioctls.get(t).Handle(ctx, t.Mem, ifr)
+		Ethtool: func(ctx context.Context, t supervisor.Target, ifr uint64) (handled bool, ret int, err error) {
+			// In the program's namespace (a no-op when it is manactl's own): the client's
+			// redial, after manad restarted or closed an idle connection, then connects
+			// from there too, and manad keeps resolving names in the program's namespace.
+			nserr := t.InNetNS(func() error {
+				handled, ret, err = ioctls.get(t).Handle(ctx, t.Mem, ifr)
+				return nil
+			})
+			if nserr != nil {
+				log.Debug("SIOCETHTOOL: cannot enter the program's network namespace, left to the kernel", "err", nserr)
+				return false, 0, nil
+			}
+			return handled, ret, err
 		},
 		Logger: log,
 	})
@@ -154,10 +165,8 @@ func (n *netnsHandlers) get(t supervisor.Target) *nsHandler {
 		if h.c != nil {
 			return h.c, nil
 		}
-		err := t.InNetNS(func() (err error) {
-			h.c, err = client.Dial(n.path)
-			return err
-		})
+		var err error
+		h.c, err = client.Dial(n.path) // on a thread in the program's namespace (see Run's Ethtool)
 		return h.c, err
 	}})
 	n.m[t.NetNS] = h

@@ -22,9 +22,17 @@ const eTooSmall = unix.Errno(525)
 const ethALen = 6
 
 // getDrvinfo mirrors ethtool_get_drvinfo for a driver without get_drvinfo whose parent device
-// is bound to the "mana" PCI driver: the driver's name, UTS_RELEASE as the version, no firmware
-// version, no bus address (manad's ports have no PCI function), and the counts get_sset_count
-// gives. mana has no self test, registers or EEPROM.
+// is bound to the "mana" PCI driver: the driver's name, UTS_RELEASE as the version, and the
+// counts get_sset_count gives (n_stats: ETH_SS_STATS as manad's STRSET_GET reports it, mana's
+// 83 + 20 per queue followed by manad's own "manad_" counters, so that GDRVINFO, GSSET_INFO,
+// GSTRINGS, GSTATS and netlink agree). mana has no self test, registers or EEPROM.
+//
+// The firmware version stays empty as on a real mana netdev: mana has neither get_drvinfo nor
+// a devlink instance to fill it. The bus address, which the kernel takes from the parent
+// device (the PCI function, e.g. "7870:00:00.0" on Azure), stays empty too: a port's TAP has no
+// parent device (no /sys/class/net/PORT/device, no IFLA_PARENT_DEV_NAME in rtnetlink), and a
+// made-up PCI address would send the tools that resolve bus-info (lspci -s, devlink, udev
+// rules matching ID_PATH) to a device that does not exist or is another one.
 func (c *call) getDrvinfo() error {
 	counts, err := c.setCounts([]uint32{ethtool.SSStats, ethtool.SSPrivFlags})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,6 +176,15 @@ func (e *env) strings(t *testing.T, id uint32) []string {
 	return s
 }
 
+// manaStats is mana_get_sset_count(ETH_SS_STATS) for q queues: 6 eth, 27 hc and 50 phy
+// counters, then 9 per RX and 11 per TX queue (163 for 4 queues, the count issue 26 quotes).
+func manaStats(q int) int { return 6 + 27 + 50 + q*(9+11) }
+
+// manadStats is how many counters manad adds after mana's in its ETH_SS_STATS set, under the
+// "manad_" prefix: the model's 5 (vnic.ExtraStatNames) and the data path's 11
+// (datapath.StatNames).
+const manadStats = 5 + 11
+
 // TestHandlerAgainstManad runs every command the handler serves against the real manad's port,
 // comparing with what manad's ethtool netlink reports to the same client, and every SET with a
 // GET after it.
@@ -202,9 +212,13 @@ func TestHandlerAgainstManad(t *testing.T) {
 		assert.Equal(t, uint32(unix.ETHTOOL_GDRVINFO), d.Cmd)
 		assert.Equal(t, "mana", goString(d.Driver[:]))
 		assert.Equal(t, goString(u.Release[:]), goString(d.Version[:]))
+		// mana has neither get_drvinfo nor devlink: no firmware version; a manad port's TAP
+		// has no parent device, so no bus address either (see getDrvinfo).
 		assert.Empty(t, goString(d.FwVersion[:]))
+		assert.Empty(t, goString(d.BusInfo[:]))
+		assert.Empty(t, goString(d.EromVersion[:]))
 		assert.Equal(t, uint32(len(st)), d.NStats)
-		assert.Greater(t, d.NStats, uint32(83), "6+27+50 and the queues'")
+		assert.Equal(t, uint32(manaStats(4)+manadStats), d.NStats, "mana's 163 for 4 queues, then manad's own")
 		assert.Equal(t, uint32(len(pf.Flags)), d.NPrivFlags)
 		assert.Equal(t, uint32(1), d.NPrivFlags)
 		assert.Zero(t, d.TestinfoLen+d.EedumpLen+d.RegdumpLen)
@@ -333,6 +347,44 @@ func TestHandlerAgainstManad(t *testing.T) {
 		binary.NativeEndian.PutUint32(all[rxnfcRSSContextOff:], 0xffffffff) // rule_cnt
 		e.fails(t, all, unix.ENOMEM)
 		e.fails(t, cmdOnly(unix.ETHTOOL_GRXFH, rxnfcLegacySize), unix.EOPNOTSUPP)
+	})
+
+	t.Run("n_stats per queue count", func(t *testing.T) {
+		ch := dec[channelsC](e.ok(t, cmdOnly(unix.ETHTOOL_GCHANNELS, 36)))
+		for _, q := range []uint32{1, 2, ch.MaxCombined, 4} {
+			set := ch
+			set.Cmd, set.Combined = unix.ETHTOOL_SCHANNELS, q
+			e.ok(t, encode(&set))
+			want := manaStats(int(q)) + manadStats
+			d := dec[drvinfo](e.ok(t, cmdOnly(unix.ETHTOOL_GDRVINFO, 196)))
+			assert.Equal(t, uint32(want), d.NStats, "GDRVINFO, %d queues", q)
+			out := e.ok(t, append(encode(&ssetInfo{Cmd: ethtoolGSSetInfo, SsetMask: 1 << ethtool.SSStats}), 0, 0, 0, 0))
+			assert.Equal(t, uint32(want), binary.NativeEndian.Uint32(out[ssetInfoDataOff:]), "GSSET_INFO, %d queues", q)
+			names := e.strings(t, ethtool.SSStats) // netlink's ETHTOOL_MSG_STRSET_GET
+			require.Len(t, names, want, "STRSET_GET, %d queues", q)
+			out = e.ok(t, append(encode(&gstrings{Cmd: unix.ETHTOOL_GSTRINGS, StringSet: ethtool.SSStats}), make([]byte, 32*want)...))
+			require.Equal(t, uint32(want), dec[gstrings](out).Len, "GSTRINGS, %d queues", q)
+			for i, n := range names {
+				require.Equal(t, n, goString(out[12+32*i:12+32*(i+1)]), "GSTRINGS %d, %d queues", i, q)
+			}
+			out = e.ok(t, append(cmdOnly(unix.ETHTOOL_GSTATS, 8), make([]byte, 8*want)...))
+			assert.Equal(t, uint32(want), dec[statsHead](out).NStats, "GSTATS, %d queues", q)
+			// mana_get_strings' order: eth, hc, phy, every RX queue's, every TX queue's; then
+			// manad's own, told apart by their prefix.
+			m := manaStats(int(q))
+			last := fmt.Sprint(q - 1)
+			assert.Equal(t, []string{"stop_queue", "rx_cqe_unknown_type", "hc_rx_discards_no_wqe", "hc_tx_mcast_bytes",
+				"hc_rx_pkt_drop_phy", "hc_tc7_tx_pause_phy", "rx_0_packets", "rx_" + last + "_coalesced_cqe_4",
+				"tx_0_packets", "tx_" + last + "_mana_map_err"},
+				[]string{names[0], names[5], names[6], names[32], names[33], names[82], names[83], names[83+9*int(q)-1],
+					names[83+9*int(q)], names[m-1]}, "%d queues", q)
+			for _, n := range names[:m] {
+				assert.NotContains(t, n, "manad_")
+			}
+			for _, n := range names[m:] {
+				assert.True(t, strings.HasPrefix(n, "manad_"), "%s after mana's counters", n)
+			}
+		}
 	})
 
 	t.Run("GCOALESCE/SCOALESCE", func(t *testing.T) {

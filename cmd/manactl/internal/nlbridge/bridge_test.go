@@ -383,10 +383,43 @@ func TestBridgeComponent(t *testing.T) {
 		c := w.d.Client(w.ns)
 		require.NoError(t, c.SetPrivateFlags(context.Background(), client.PrivateFlags{
 			Interface: client.Interface{Name: w.port}, Flags: []client.Flag{{Name: "full-page-rx", On: true}}}))
-		ntf := waitNtf(p, s.kEthtool, unix.ETHTOOL_MSG_PRIVFLAGS_NTF)
+		ntf, d := waitNtfDatagram(p, s.kEthtool, unix.ETHTOOL_MSG_PRIVFLAGS_NTF)
 		require.NotNil(t, ntf, "PRIVFLAGS_NTF with the kernel's ethtool id")
 		idx, _ := ethtoolDev(ntf)
 		assert.Equal(t, portIdx, idx)
+		assert.Equal(t, ntf, d, "a notification is a datagram of its own, as the kernel multicasts it")
+		// Where it came from, for the program's msg_name and NETLINK_PKTINFO.
+		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_PKTINFO, []byte{1, 0, 0, 0})
+		require.NoError(t, err)
+		g, pktinfo := s.Origin(d, false)
+		assert.Equal(t, mon, g, "manad's notification: the kernel's monitor group")
+		assert.True(t, pktinfo)
+		g, _ = s.Origin(d, true)
+		assert.Equal(t, mon, g, "a peek leaves the record")
+		g, _ = s.Origin(d, true)
+		assert.Zero(t, g, "consumed")
+		// The kernel's own notification, about the veth (to a bound socket: the kernel
+		// multicasts to no socket whose port id is 0, its own).
+		require.NoError(t, s.ensureBound())
+		gro := "on"
+		if strings.Contains(harness.Run(t, w.ns, "ethtool", "-k", w.veth), "generic-receive-offload: on") {
+			gro = "off"
+		}
+		harness.Run(t, w.ns, "ethtool", "-K", w.veth, "gro", gro)
+		ntf, d = waitNtfDatagram(p, s.kEthtool, unix.ETHTOOL_MSG_FEATURES_NTF)
+		require.NotNil(t, ntf, "the kernel's FEATURES_NTF for the veth")
+		g, _ = s.Origin(d, true)
+		assert.Equal(t, mon, g, "the kernel's notification: its group")
+		// An answer.
+		p.send(p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(portIdx, "")))
+		d = p.recv(5 * time.Second)
+		require.NotEmpty(t, d)
+		g, _ = s.Origin(d, true)
+		assert.Zero(t, g, "an answer")
+		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_PKTINFO, []byte{0, 0, 0, 0})
+		require.NoError(t, err)
+		_, pktinfo = s.Origin(d, false)
+		assert.False(t, pktinfo)
 		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_DROP_MEMBERSHIP, v)
 		require.NoError(t, err)
 	})
@@ -437,7 +470,75 @@ func TestBridgeComponent(t *testing.T) {
 		require.Equal(t, fresh.s.kNetdev, msgType(got[0]), "manad's page pool, not the kernel's ENOENT")
 		idx, _ := u32Of(genlAttr(got[0], wire.NetdevAPagePoolIfindex))
 		assert.Equal(t, portIdx, idx)
+		assert.GreaterOrEqual(t, pool, uint64(idBase), "manad's ids in a range of their own")
+
+		// NAPI ids likewise: from the port's queues, to napi-get by id, and manad's own
+		// number (which the kernel may use too) is the kernel's to answer.
+		fresh.send(fresh.req(fresh.s.kNetdev, nlattr.FlagDump, wire.NetdevCmdQueueGet, 1, func(b *nlattr.Builder) {
+			b.PutU32(wire.NetdevAQueueIfindex, portIdx)
+		}))
+		var napi uint32
+		for _, m := range fresh.answer(false) {
+			if v, ok := u32Of(genlAttr(m, wire.NetdevAQueueNAPIID)); ok && msgType(m) == fresh.s.kNetdev {
+				napi = v
+			}
+		}
+		require.GreaterOrEqual(t, napi, uint32(idBase), "the port's queues name their NAPIs in manad's range")
+		fresh.send(fresh.req(fresh.s.kNetdev, 0, wire.NetdevCmdNAPIGet, 1, func(b *nlattr.Builder) {
+			b.PutU32(wire.NetdevANAPIID, napi)
+		}))
+		got = fresh.answer(true)
+		require.Len(t, got, 1)
+		require.Equal(t, fresh.s.kNetdev, msgType(got[0]), "manad's NAPI")
+		id, _ := u32Of(genlAttr(got[0], wire.NetdevANAPIID))
+		assert.Equal(t, napi, id)
+		idx, _ = u32Of(genlAttr(got[0], wire.NetdevANAPIIfindex))
+		assert.Equal(t, portIdx, idx)
+		fresh.send(fresh.req(fresh.s.kNetdev, 0, wire.NetdevCmdNAPIGet, 1, func(b *nlattr.Builder) {
+			b.PutU32(wire.NetdevANAPIID, napi-idBase)
+		}))
+		for _, m := range fresh.answer(true) {
+			idx, _ := u32Of(genlAttr(m, wire.NetdevANAPIIfindex))
+			assert.NotEqual(t, portIdx, idx, "manad's own number is the kernel's to answer")
+		}
 		fresh.close()
+		q.close()
+	})
+
+	t.Run("ConnectedToAnotherSocket", func(t *testing.T) {
+		// A plain generic-netlink socket of the namespace, as another program's.
+		var other int
+		require.NoError(t, w.inNS(func() (err error) {
+			other, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
+			if err == nil {
+				err = unix.Bind(other, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+			}
+			return err
+		}))
+		t.Cleanup(func() { unix.Close(other) })
+		require.NoError(t, unix.SetsockoptTimeval(other, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5}))
+		sa, err := unix.Getsockname(other)
+		require.NoError(t, err)
+		otherPID := sa.(*unix.SockaddrNetlink).Pid
+		q := openProg(t, w)
+		require.NoError(t, q.s.Connect(&unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: otherPID}))
+		m := q.req(q.s.kEthtool, 0, unix.ETHTOOL_MSG_PRIVFLAGS_GET, 1, devHeader(portIdx, ""))
+		q.send(m)
+		buf := make([]byte, 4096)
+		n, from, err := unix.Recvfrom(other, buf, 0)
+		require.NoError(t, err, "the datagram reaches the socket the program connected to")
+		assert.Equal(t, m, buf[:n], "untouched")
+		assert.Equal(t, q.s.PortID(), from.(*unix.SockaddrNetlink).Pid, "from the program's port id")
+		// Its answer comes back.
+		answer := msg(0x30, 0, 7, otherPID, 1, nil)
+		require.NoError(t, unix.Sendto(other, answer, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: q.s.PortID()}))
+		assert.Equal(t, answer, q.recv(5*time.Second))
+		// Connected to the kernel again: bridged again, the port's request is manad's.
+		require.NoError(t, q.s.Connect(&unix.SockaddrNetlink{Family: unix.AF_NETLINK}))
+		q.send(m)
+		got := q.answer(true)
+		require.Len(t, got, 1)
+		assert.Equal(t, q.s.kEthtool, msgType(got[0]), "manad's PRIVFLAGS_GET answer")
 		q.close()
 	})
 
@@ -655,15 +756,21 @@ func extackOffs(m []byte) uint32 {
 
 // waitNtf waits up to 5 s for a notification of family typ and command cmd.
 func waitNtf(p *prog, typ uint16, cmd uint8) []byte {
+	m, _ := waitNtfDatagram(p, typ, cmd)
+	return m
+}
+
+// waitNtfDatagram is waitNtf that also returns the datagram the notification came in.
+func waitNtfDatagram(p *prog, typ uint16, cmd uint8) (m, d []byte) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		d := p.recv(time.Until(deadline))
 		msgs, _ := splitMsgs(d)
 		for _, m := range msgs {
 			if msgType(m) == typ && len(m) > nlattr.MsgHdrLen && m[nlattr.MsgHdrLen] == cmd {
-				return m
+				return m, d
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }

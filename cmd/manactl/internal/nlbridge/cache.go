@@ -13,23 +13,20 @@ import (
 const refreshEvery = 100 * time.Millisecond
 
 // cache knows which devices of the program's namespace are manad's ports (by ifindex, which a
-// rename does not change: a port is its TAP's ifindex), and which page-pool and NAPI ids are
-// manad's. It is refreshed from manad when a lookup misses (at most every refreshEvery), at once
+// rename does not change: a port is its TAP's ifindex). (Page-pool and NAPI ids need no cache:
+// the program sees manad's in a range of their own, see idBase.) It is refreshed from manad when a lookup misses (at most every refreshEvery), at once
 // after manad announces a port added or deleted, and after manad answers ENODEV.
 type cache struct {
 	s *Socket
 
-	mu      sync.Mutex
-	ports   map[uint32]bool
-	pools   map[uint64]bool
-	napis   map[uint64]bool
-	last    time.Time // of the last port refresh
-	lastIDs time.Time // of the last page-pool/NAPI refresh
-	dirty   bool
+	mu    sync.Mutex
+	ports map[uint32]bool
+	last  time.Time // of the last port refresh
+	dirty bool
 }
 
 func newCache(s *Socket) *cache {
-	return &cache{s: s, ports: map[uint32]bool{}, pools: map[uint64]bool{}, napis: map[uint64]bool{}}
+	return &cache{s: s, ports: map[uint32]bool{}}
 }
 
 // load fills the port set from the PORT_GET dump that list returns.
@@ -127,59 +124,4 @@ func uintOf(a nlattr.Attr) (uint64, bool) {
 		return uint64(a.U32()), true
 	}
 	return 0, false
-}
-
-// learn records the page-pool and NAPI ids a message of manad's netdev family (translated or
-// not: the attributes are the same) mentions.
-func (c *cache) learn(m []byte) {
-	cmd, ok := genlCmd(m)
-	if !ok {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch cmd {
-	case wire.NetdevCmdPagePoolGet, wire.NetdevCmdPagePoolAddNtf, wire.NetdevCmdPagePoolChangeNtf:
-		if id, ok := uintOf(genlAttr(m, wire.NetdevAPagePoolID)); ok {
-			c.pools[id] = true
-		}
-		if id, ok := uintOf(genlAttr(m, wire.NetdevAPagePoolNAPIID)); ok {
-			c.napis[id] = true
-		}
-	case wire.NetdevCmdNAPIGet:
-		if id, ok := uintOf(genlAttr(m, wire.NetdevANAPIID)); ok {
-			c.napis[id] = true
-		}
-	case wire.NetdevCmdQueueGet:
-		if id, ok := uintOf(genlAttr(m, wire.NetdevAQueueNAPIID)); ok {
-			c.napis[id] = true
-		}
-	}
-}
-
-// isPool and isNAPI report whether a page-pool or NAPI id is manad's, refreshing the ids from
-// manad's dumps on a miss (at most every refreshEvery).
-func (c *cache) isPool(id uint64) bool { return c.isID(func() bool { return c.pools[id] }) }
-func (c *cache) isNAPI(id uint64) bool { return c.isID(func() bool { return c.napis[id] }) }
-
-func (c *cache) isID(has func() bool) bool {
-	c.mu.Lock()
-	hit, age := has(), time.Since(c.lastIDs)
-	c.mu.Unlock()
-	if hit || age < refreshEvery || c.s.manadDead.Load() || c.s.mNetdev == 0 {
-		return hit
-	}
-	for _, cmd := range []uint8{wire.NetdevCmdPagePoolGet, wire.NetdevCmdNAPIGet} {
-		msgs, err := c.s.manadCall(c.s.mNetdev, cmd, nlattr.FlagDump, nil)
-		if err != nil {
-			continue
-		}
-		for _, m := range msgs {
-			c.learn(m)
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.lastIDs = time.Now()
-	return has()
 }

@@ -17,7 +17,8 @@
 //   - The kernel's ethtool family: the device the request header names (ETHTOOL_A_HEADER_DEV_INDEX,
 //     or DEV_NAME resolved with SIOCGIFINDEX in the program's namespace) decides: manad's ports to
 //     manad with the family id translated, anything else (or no device) to the kernel, bytes
-//     untouched. netdev is routed by ifindex, by page-pool id or by NAPI id.
+//     untouched. netdev is routed by ifindex, or by page-pool or NAPI id (manad's are
+//     shown from 2^31 up).
 //   - Dumps of ethtool, netdev and the nlctrl family list go to the kernel first; once its first
 //     answer shows the dump runs, to manad too. Entries are passed on as they come; the kernel's
 //     entries for manad's ports (it knows them as tun devices) are dropped; one NLMSG_DONE ends
@@ -37,8 +38,10 @@
 // PORT_NEW_NTF/PORT_DEL_NTF (the bridge keeps its manad connection in the "events" group), marked
 // stale when manad answers ENODEV, and refreshed when a lookup misses, at most every 100 ms: a
 // program asking about kernel devices in a loop costs manad at most ten dumps a second, and a
-// kernel request costs no manad round trip. Page-pool and NAPI ids are learned from manad's
-// answers and notifications, and from its dumps when an id is not known (same limit).
+// kernel request costs no manad round trip. Page-pool and NAPI ids need no cache: manad's reach
+// the program from 2^31 up (manad numbers them as the kernel does, so the same number can name a
+// kernel page pool or NAPI too), and a by-id request goes to manad when its id is in that range,
+// with the id taken back down.
 //
 // # Messages, ACKs, order
 //
@@ -76,8 +79,15 @@
 // group ids changed meanwhile is not used. Every length of the program's messages is checked before use; what does not parse
 // goes to the kernel, whose answer (or silence, for a truncated datagram) is the answer.
 //
-// Not bridged: NETLINK_PKTINFO's control message (recorded for the supervisor, which builds the
-// program's recvmsg); a program connect(2)ing to another port id still talks to the kernel and
-// manad; the kernel socket's dump datagrams are sized by the longest datagram the bridge read,
-// not by the program's buffer.
+// Each notification reaches the program as a datagram of its own, as the kernel multicasts it,
+// and the bridge records where each datagram it writes came from (Origin): the supervisor, which
+// builds the program's recvmsg, puts the group in msg_name's nl_groups and, when the program set
+// NETLINK_PKTINFO, in that control message, as netlink_recvmsg does.
+//
+// A program that connect(2)s to another port id, or to groups, sends there through the kernel
+// socket, untouched, as long as it stays connected; what comes back is passed on.
+//
+// Not bridged: the source address of a unicast from another socket reads as the kernel's; the
+// kernel socket's dump datagrams are sized by the longest datagram the bridge read,
+// not by the program's buffer; NETLINK_LISTEN_ALL_NSID's control message.
 package nlbridge

@@ -64,6 +64,19 @@ func (k *ksock) send(b []byte) error {
 	return serr
 }
 
+// sendConnected sends b to the address the socket is connected to.
+func (k *ksock) sendConnected(b []byte) error {
+	var serr error
+	err := k.rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendto(int(fd), b, 0, nil)
+		return serr != unix.EAGAIN && serr != unix.EINTR
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
 // recv reads one datagram, waiting for one (see recvNow).
 func (k *ksock) recv() (b []byte, group uint32, err error) {
 	for {

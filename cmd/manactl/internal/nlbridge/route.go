@@ -1,6 +1,9 @@
 package nlbridge
 
 import (
+	"encoding/binary"
+	"math"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
@@ -72,6 +75,9 @@ func (s *Socket) merge(r *request, typ uint16, ethtoolFam bool) {
 // manad echoes in its answers.
 func (s *Socket) forward(r *request, typ uint16) []byte {
 	f := append([]byte(nil), r.orig...)
+	if typ == s.mNetdev && s.mNetdev != 0 {
+		shiftIDs(f, false)
+	}
 	putType(f, typ)
 	putFlags(f, r.hdr.Flags|nlattr.FlagAck)
 	putPID(f, s.PortID())
@@ -122,9 +128,68 @@ func (s *Socket) routeEthtool(r *request) {
 	}
 }
 
+// idBase is where the page-pool and NAPI ids of manad's ports begin as the program sees them:
+// manad numbers its own from 1 and from the kernel's MIN_NAPI_ID, as the kernel numbers its
+// (globally and upwards), so the same id could name a kernel page pool or NAPI of the program's
+// namespace and one of manad's. The bridge adds idBase to manad's ids in everything manad sends
+// and takes it off in what the program sends manad, so that an id names one of them only, and a
+// by-id request is routed by its range: the kernel would need 2^31 page pools or NAPIs since
+// boot to reach it.
+const idBase = 1 << 31
+
+// idAttrs are, per netdev command, the page-pool and NAPI id attributes (top-level, or in the
+// page-pool-stats info nest) that shiftIDs translates.
+var idAttrs = map[uint8][]uint16{
+	wire.NetdevCmdPagePoolGet:       {wire.NetdevAPagePoolID, wire.NetdevAPagePoolNAPIID},
+	wire.NetdevCmdPagePoolAddNtf:    {wire.NetdevAPagePoolID, wire.NetdevAPagePoolNAPIID},
+	wire.NetdevCmdPagePoolDelNtf:    {wire.NetdevAPagePoolID, wire.NetdevAPagePoolNAPIID},
+	wire.NetdevCmdPagePoolChangeNtf: {wire.NetdevAPagePoolID, wire.NetdevAPagePoolNAPIID},
+	wire.NetdevCmdQueueGet:          {wire.NetdevAQueueNAPIID},
+	wire.NetdevCmdNAPIGet:           {wire.NetdevANAPIID},
+	netdevCmdNAPISet:                {wire.NetdevANAPIID},
+}
+
+// shiftIDs translates the page-pool and NAPI ids of a message of manad's netdev family in place:
+// up by idBase when toProgram (manad's answers and notifications), else down (the program's
+// request, whose ids below idBase, not manad's, are left alone for manad to refuse). A value that
+// would not fit its attribute is left alone.
+func shiftIDs(m []byte, toProgram bool) {
+	cmd, ok := genlCmd(m)
+	if !ok {
+		return
+	}
+	shift := func(a nlattr.Attr) {
+		v, ok := uintOf(a)
+		switch {
+		case !ok:
+		case toProgram && v < idBase && (len(a.Data) >= 8 || v+idBase <= math.MaxUint32):
+			putUintAt(m, a, v+idBase)
+		case !toProgram && v >= idBase:
+			putUintAt(m, a, v-idBase)
+		}
+	}
+	if cmd == wire.NetdevCmdPagePoolStatsGet {
+		shift(nestedAttr(m, genlAttr(m, wire.NetdevAPagePoolStatsInfo), wire.NetdevAPagePoolID))
+		return
+	}
+	for _, t := range idAttrs[cmd] {
+		shift(genlAttr(m, t))
+	}
+}
+
+// putUintAt overwrites a u32 or u64 attribute's value.
+func putUintAt(m []byte, a nlattr.Attr, v uint64) {
+	switch {
+	case len(a.Data) >= 8:
+		binary.NativeEndian.PutUint64(m[a.PayloadOff():], v)
+	case len(a.Data) >= 4:
+		binary.NativeEndian.PutUint32(m[a.PayloadOff():], uint32(v))
+	}
+}
+
 // routeNetdev routes the kernel's netdev family: by ifindex (dev-get, queue-get, the filtered
-// dumps of queue-get, napi-get and qstats-get, bind-rx), by page-pool id or NAPI id when manad
-// owns it; unfiltered dumps go to both.
+// dumps of queue-get, napi-get and qstats-get, bind-rx), by page-pool id or NAPI id in manad's
+// range (idBase); unfiltered dumps go to both.
 func (s *Socket) routeNetdev(r *request, cmd uint8) {
 	var (
 		ifindex uint32
@@ -138,13 +203,13 @@ func (s *Socket) routeNetdev(r *request, cmd uint8) {
 	case wire.NetdevCmdPagePoolGet:
 		if !dump {
 			if id, ok := uintOf(genlAttr(r.orig, wire.NetdevAPagePoolID)); ok {
-				ownID = s.cache.isPool(id)
+				ownID = id >= idBase
 			}
 		}
 	case wire.NetdevCmdPagePoolStatsGet:
 		info := genlAttr(r.orig, wire.NetdevAPagePoolStatsInfo)
 		if id, ok := uintOf(nestedAttr(r.orig, info, wire.NetdevAPagePoolID)); ok {
-			ownID = s.cache.isPool(id)
+			ownID = id >= idBase
 		} else {
 			ifindex, byIdx = u32Of(nestedAttr(r.orig, info, wire.NetdevAPagePoolIfindex))
 		}
@@ -154,7 +219,7 @@ func (s *Socket) routeNetdev(r *request, cmd uint8) {
 		if dump {
 			ifindex, byIdx = u32Of(genlAttr(r.orig, wire.NetdevANAPIIfindex))
 		} else if id, ok := uintOf(genlAttr(r.orig, wire.NetdevANAPIID)); ok {
-			ownID = s.cache.isNAPI(id)
+			ownID = id >= idBase
 		}
 	case wire.NetdevCmdQStatsGet:
 		ifindex, byIdx = u32Of(genlAttr(r.orig, wire.NetdevAQStatsIfindex))
@@ -213,7 +278,7 @@ func (s *Socket) translate(m []byte, pid uint32) {
 	case t == s.mEthtool:
 		putType(m, s.kEthtool)
 	case t == s.mNetdev:
-		s.cache.learn(m)
+		shiftIDs(m, true)
 		putType(m, s.kNetdev)
 	case t == s.mManad:
 		putType(m, s.rManad)

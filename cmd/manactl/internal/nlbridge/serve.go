@@ -128,6 +128,16 @@ func (s *Socket) peerLoop() error {
 		if d == nil {
 			continue
 		}
+		if s.elsewhere.Load() {
+			// Connected to another socket or to groups: the datagram is theirs, untouched,
+			// once the program's last request is answered.
+			if !s.sendElsewhere(d) {
+				s.reading.Store(false)
+				return nil
+			}
+			s.reading.Store(false)
+			continue
+		}
 		msgs, rest := splitMsgs(d)
 		for _, m := range msgs {
 			if !s.handle(m) {
@@ -211,6 +221,25 @@ func (s *Socket) handle(m []byte) bool {
 	s.mu.Unlock()
 	s.last = r
 	s.dispatch(r)
+	return true
+}
+
+// sendElsewhere sends datagram d to the kernel socket's connected destination (another port
+// id, or groups), after the last request is answered; false when the socket closed meanwhile.
+// What the destination answers reaches the program as any unicast the kernel socket receives.
+// A failed send (the destination is gone: ECONNREFUSED) cannot fail the program's sendmsg,
+// which the pair took: it is logged.
+func (s *Socket) sendElsewhere(d []byte) bool {
+	if prev := s.last; prev != nil {
+		select {
+		case <-prev.doneCh:
+		case <-s.done:
+			return false
+		}
+	}
+	if err := s.k.sendConnected(d); err != nil {
+		s.log.Debug("nlbridge: datagram to the connected destination not sent", "err", err)
+	}
 	return true
 }
 
@@ -441,7 +470,7 @@ func (s *Socket) drainKernel() {
 			return // EAGAIN: all done; anything else, kernelReader's wait reports
 		}
 		if group != 0 {
-			s.kernelNotification(b)
+			s.kernelNotification(b, group)
 			continue
 		}
 		s.kernelUnicast(b)
@@ -471,7 +500,7 @@ func (s *Socket) kernelOverrun() {
 
 // kernelNotification passes on a kernel notification, without those about manad's ports (the
 // kernel's view of their TAPs, which manad's own notifications replace).
-func (s *Socket) kernelNotification(b []byte) {
+func (s *Socket) kernelNotification(b []byte, group uint32) {
 	msgs, _ := splitMsgs(b)
 	var out []byte
 	changed := false
@@ -485,7 +514,7 @@ func (s *Socket) kernelNotification(b []byte) {
 	if !changed {
 		out = b
 	}
-	s.writeMulticast(out)
+	s.writeMulticast(out, group)
 }
 
 // kernelUnicast passes on the kernel's answer to the request in flight.
@@ -604,7 +633,7 @@ func (s *Socket) manadDatagram(b []byte) {
 	}
 	s.mu.Unlock()
 	msgs, _ := splitMsgs(b)
-	var out, ntf []byte
+	var out []byte
 	finish := false
 	for _, m := range msgs {
 		h, _ := nlattr.ReadHeader(m)
@@ -613,8 +642,10 @@ func (s *Socket) manadDatagram(b []byte) {
 			s.callAnswer(m, h)
 			continue
 		case h.PID == 0:
-			if s.manadNotification(m) {
-				ntf = appendMsg(ntf, m)
+			// Each notification is a datagram of its own, as the kernel multicasts it,
+			// so that the program's receive can say which group it came to.
+			if g, ok := s.manadNotification(m); ok {
+				s.writeMulticast(appendMsg(nil, m), g)
 			}
 			continue
 		case r == nil || (md != modeManad && md != modeMerged):
@@ -676,7 +707,6 @@ func (s *Socket) manadDatagram(b []byte) {
 			out = appendMsg(out, m)
 		}
 	}
-	s.writeMulticast(ntf)
 	s.writeUnicast(out)
 	if finish {
 		s.finish(r)
@@ -699,18 +729,18 @@ func (s *Socket) fixError(r *request, m []byte) {
 }
 
 // manadNotification decides whether the program sees one of manad's notifications (it joined
-// the group, as the kernel shows it) and translates it; it also keeps the cache current.
-func (s *Socket) manadNotification(m []byte) bool {
+// the group, as the kernel shows it) and translates it, and returns the group as the program
+// knows it; it also keeps the cache current.
+func (s *Socket) manadNotification(m []byte) (uint32, bool) {
 	cmd, ok := genlCmd(m)
 	if !ok {
-		return false
+		return 0, false
 	}
 	var mg uint32
 	switch msgType(m) {
 	case s.mEthtool:
 		mg = s.mMonitor
 	case s.mNetdev:
-		s.cache.learn(m)
 		switch cmd {
 		case 2, 3, 4: // NETDEV_CMD_DEV_{ADD,DEL,CHANGE}_NTF
 			mg = s.mMgmt
@@ -721,20 +751,20 @@ func (s *Socket) manadNotification(m []byte) bool {
 		mg = s.mEvents
 		s.cache.portEvent(m, cmd)
 	default:
-		return false
+		return 0, false
 	}
 	cg, ok := s.fromManadGroup[mg]
 	if !ok || mg == 0 {
-		return false
+		return 0, false
 	}
 	s.mu.Lock()
 	member := s.cmdGroups[cg]
 	s.mu.Unlock()
 	if !member {
-		return false
+		return 0, false
 	}
 	s.translate(m, 0)
-	return true
+	return cg, true
 }
 
 // peekSize waits in the netpoller for the next datagram of rc and returns its length

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -94,11 +95,13 @@ type Socket struct {
 	kmu sync.Mutex // held while reading and passing on the kernel socket's datagrams
 
 	noENOBUFS atomic.Bool
+	elsewhere atomic.Bool // connected to a destination other than the kernel (see Connect)
 	pending   atomic.Bool
 	manadDead atomic.Bool
 	reading   atomic.Bool // a datagram of the program's is being read and dispatched (see Busy)
 
 	cache *cache
+	sent  sentLog // where the datagrams written to the program came from (see Origin)
 
 	callMu sync.Mutex
 	calls  map[uint32]*call
@@ -449,15 +452,26 @@ func probeGroups(k *ksock) uint32 {
 	return uint32(need) * 8
 }
 
-// ensureBound binds the kernel socket (autobind, nl_pid 0) before the bridge sends anything on
-// the program's behalf, as sendmsg would, and learns its port id.
+// ensureBound binds the kernel socket before the bridge sends anything on the program's behalf,
+// as sendmsg's netlink_autobind would, and learns its port id. It connects to the kernel (the
+// default destination) rather than binding: netlink_connect autobinds and leaves the groups
+// alone, while bind(2) would set groups 1..32 to its nl_groups and so drop what the program
+// joined with NETLINK_ADD_MEMBERSHIP before its first request.
 func (s *Socket) ensureBound() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.bound {
 		return nil
 	}
-	return s.bindLocked(&unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+	if err := s.k.control(func(fd int) error { return unix.Connect(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}) }); err != nil {
+		return err
+	}
+	nl, err := s.k.sockname()
+	if err != nil {
+		return err
+	}
+	s.bound, s.portid = nl.Pid != 0, nl.Pid
+	return nil
 }
 
 // bindLocked binds the kernel socket and records its port id; s.mu is held.
@@ -502,8 +516,11 @@ func (s *Socket) Bind(sa *unix.SockaddrNetlink) error {
 	return nil
 }
 
-// Connect is connect(2), applied to the kernel socket (which validates it and autobinds). The
-// bridge keeps sending to the kernel and manad whatever the program connects to.
+// Connect is connect(2), applied to the kernel socket (which validates it and autobinds). While
+// the socket is connected to another port id or to groups, the program's datagrams go there
+// untouched, through the kernel socket, as a kernel socket's sendmsg sends them to its
+// destination; connected to the kernel (nl_pid 0, no groups) or disconnected (AF_UNSPEC), they
+// are bridged again.
 func (s *Socket) Connect(sa *unix.SockaddrNetlink) error {
 	if sa == nil {
 		return unix.EINVAL
@@ -516,6 +533,7 @@ func (s *Socket) Connect(sa *unix.SockaddrNetlink) error {
 	if err := s.k.control(func(fd int) error { return unix.Connect(fd, sa) }); err != nil {
 		return err
 	}
+	s.elsewhere.Store(sa.Family == unix.AF_NETLINK && (sa.Pid != 0 || sa.Groups != 0))
 	nl, err := s.k.sockname()
 	if err != nil {
 		return err
@@ -757,7 +775,9 @@ func (s *Socket) writeUnicast(b []byte) {
 	if len(b) == 0 || !s.awaitPeer() {
 		return
 	}
+	e := s.sent.add(b, 0)
 	if _, err := s.peer.Write(b); err != nil {
+		s.sent.remove(e)
 		s.log.Debug("nlbridge: reply to the program not written", "err", err)
 	}
 }
@@ -765,16 +785,21 @@ func (s *Socket) writeUnicast(b []byte) {
 // writeMulticast writes a notification datagram without waiting: when the program's socket is
 // full it is dropped and the program's next receive fails with ENOBUFS (unless
 // NETLINK_NO_ENOBUFS), as netlink_overrun does.
-func (s *Socket) writeMulticast(b []byte) {
+func (s *Socket) writeMulticast(b []byte, group uint32) {
 	if len(b) == 0 || !s.awaitPeer() {
 		return
 	}
+	e := s.sent.add(b, group)
 	var werr error
 	if err := s.peerRC.Write(func(fd uintptr) bool {
 		_, werr = unix.Write(int(fd), b)
 		return werr != unix.EINTR
 	}); err != nil {
+		s.sent.remove(e)
 		return
+	}
+	if werr != nil {
+		s.sent.remove(e)
 	}
 	if werr == unix.EAGAIN || werr == unix.ENOBUFS {
 		if !s.noENOBUFS.Load() {
@@ -829,4 +854,94 @@ func (s *Socket) Busy() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur != nil
+}
+
+// Origin says where datagram d, the next one the program receives (the supervisor has peeked
+// at it), came from: the multicast group (as the program knows it) it was sent to, 0 for an
+// answer to the program's request, as netlink_recvmsg puts NETLINK_CB(skb).dst_group in
+// msg_name's nl_groups and in NETLINK_PKTINFO's control message; and whether the program asked
+// for that control message (NETLINK_PKTINFO). consume forgets d's record (the program received
+// it, rather than peeked). A datagram without a record (one the program read with read(2),
+// which the supervisor does not see, can leave the log out of step) counts as an answer.
+func (s *Socket) Origin(d []byte, consume bool) (group uint32, pktinfo bool) {
+	s.mu.Lock()
+	pktinfo = s.pktinfo
+	s.mu.Unlock()
+	return s.sent.find(d, consume), pktinfo
+}
+
+// maxSent bounds the datagrams sentLog remembers: more than the program's socket holds of the
+// smallest datagrams a notification storm writes.
+const maxSent = 4096
+
+// sentLog records, for each datagram written to the program and not yet received, a short
+// identity (length, netlink header, last bytes) and the group it was sent to. Writes come from
+// several goroutines, so the log's order is not quite the socket's: a lookup searches for the
+// datagram's identity from the oldest record on.
+type sentLog struct {
+	mu   sync.Mutex
+	next uint64
+	ents []sentEnt
+}
+
+type sentEnt struct {
+	id    uint64 // for remove
+	key   datagramKey
+	group uint32
+}
+
+// datagramKey identifies a datagram well enough to tell the ones in the socket's queue apart:
+// its length, its first netlink header (length, type, flags, seq, port id) and its last 8 bytes.
+type datagramKey struct {
+	n          int
+	head, tail [16]byte
+}
+
+func keyOf(d []byte) datagramKey {
+	k := datagramKey{n: len(d)}
+	copy(k.head[:], d)
+	if len(d) > 16 {
+		copy(k.tail[:], d[len(d)-min(len(d)-16, 16):])
+	}
+	return k
+}
+
+// add records datagram d, about to be written, sent to group; the result is for remove.
+func (l *sentLog) add(d []byte, group uint32) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.ents) >= maxSent {
+		l.ents = slices.Delete(l.ents, 0, len(l.ents)-maxSent+1)
+	}
+	l.next++
+	l.ents = append(l.ents, sentEnt{id: l.next, key: keyOf(d), group: group})
+	return l.next
+}
+
+// remove forgets record id (its datagram was not written).
+func (l *sentLog) remove(id uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, e := range l.ents {
+		if e.id == id {
+			l.ents = slices.Delete(l.ents, i, i+1)
+			return
+		}
+	}
+}
+
+// find returns the group of the oldest record of d (0 without one) and forgets it if consume.
+func (l *sentLog) find(d []byte, consume bool) uint32 {
+	k := keyOf(d)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, e := range l.ents {
+		if e.key == k {
+			if consume {
+				l.ents = slices.Delete(l.ents, i, i+1)
+			}
+			return e.group
+		}
+	}
+	return 0
 }

@@ -2,6 +2,7 @@ package nlbridge
 
 import (
 	"encoding/binary"
+	"math"
 	"testing"
 	"time"
 
@@ -367,4 +368,90 @@ func TestGroupsAndOptionsWithoutManad(t *testing.T) {
 	val, _, err = s.Option(unix.SOL_NETLINK, unix.NETLINK_PKTINFO, 4)
 	require.NoError(t, err)
 	assert.Equal(t, []byte{1, 0, 0, 0}, val)
+}
+
+// TestIDTranslation: manad's page-pool and NAPI ids reach the program above idBase and come
+// back down, so that they never name a kernel page pool or NAPI with the same number.
+func TestIDTranslation(t *testing.T) {
+	s := unitSocket(t)
+	req := func(cmd uint8, f func(b *nlattr.Builder)) []byte {
+		return msg(tkNetdev, nlattr.FlagRequest, 9, 0, cmd, f)
+	}
+	u32 := func(attr uint16, v uint32) func(b *nlattr.Builder) {
+		return func(b *nlattr.Builder) { b.PutU32(attr, v) }
+	}
+	statsInfo := func(v uint32) func(b *nlattr.Builder) {
+		return func(b *nlattr.Builder) {
+			n := b.Nest(wire.NetdevAPagePoolStatsInfo)
+			b.PutU32(wire.NetdevAPagePoolID, v)
+			b.EndNest(n)
+		}
+	}
+	statsID := func(m []byte) (uint64, bool) {
+		return uintOf(nestedAttr(m, genlAttr(m, wire.NetdevAPagePoolStatsInfo), wire.NetdevAPagePoolID))
+	}
+	napiID := func(m []byte) (uint64, bool) { return uintOf(genlAttr(m, wire.NetdevANAPIID)) }
+	poolID := func(m []byte) (uint64, bool) { return uintOf(genlAttr(m, wire.NetdevAPagePoolID)) }
+	for _, tc := range []struct {
+		name string
+		m    []byte
+		mode mode
+		id   func(m []byte) (uint64, bool)
+		want uint64 // the id manad gets
+	}{
+		{"napi-get of the kernel's NAPI 8193", req(wire.NetdevCmdNAPIGet, u32(wire.NetdevANAPIID, 8193)), modeKernel, nil, 0},
+		{"napi-get of manad's NAPI 8193", req(wire.NetdevCmdNAPIGet, u32(wire.NetdevANAPIID, idBase+8193)), modeManad, napiID, 8193},
+		{"napi-set of manad's NAPI 8194", req(netdevCmdNAPISet, u32(wire.NetdevANAPIID, idBase+8194)), modeManad, napiID, 8194},
+		{"page-pool-get of the kernel's pool 5", req(wire.NetdevCmdPagePoolGet, u32(wire.NetdevAPagePoolID, 5)), modeKernel, nil, 0},
+		{"page-pool-get of manad's pool 5", req(wire.NetdevCmdPagePoolGet, u32(wire.NetdevAPagePoolID, idBase+5)), modeManad, poolID, 5},
+		{"page-pool-stats-get of the kernel's pool 5", req(wire.NetdevCmdPagePoolStatsGet, statsInfo(5)), modeKernel, nil, 0},
+		{"page-pool-stats-get of manad's pool 5", req(wire.NetdevCmdPagePoolStatsGet, statsInfo(idBase+5)), modeManad, statsID, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.route(tc.m)
+			require.Equal(t, tc.mode, r.mode)
+			if tc.id == nil {
+				return
+			}
+			got, ok := tc.id(r.fwd)
+			require.True(t, ok)
+			assert.Equal(t, tc.want, got)
+			orig, _ := tc.id(r.orig)
+			assert.Equal(t, idBase+tc.want, orig, "the program's request is left as it sent it")
+		})
+	}
+
+	// manad's answers and notifications, u32 and u64 ids alike.
+	ans := msg(tmNetdev, 0, 9, tPortID, wire.NetdevCmdPagePoolGet, func(b *nlattr.Builder) {
+		b.PutU64(wire.NetdevAPagePoolID, 5)
+		b.PutU32(wire.NetdevAPagePoolIfindex, 41)
+		b.PutU32(wire.NetdevAPagePoolNAPIID, 8193)
+	})
+	s.translate(ans, tPortID)
+	assert.Equal(t, uint16(tkNetdev), msgType(ans))
+	id, _ := poolID(ans)
+	assert.Equal(t, uint64(idBase+5), id)
+	id, _ = uintOf(genlAttr(ans, wire.NetdevAPagePoolNAPIID))
+	assert.Equal(t, uint64(idBase+8193), id)
+	idx, _ := u32Of(genlAttr(ans, wire.NetdevAPagePoolIfindex))
+	assert.Equal(t, uint32(41), idx, "other attributes untouched")
+	for _, c := range []struct {
+		cmd  uint8
+		attr uint16
+	}{{wire.NetdevCmdNAPIGet, wire.NetdevANAPIID}, {wire.NetdevCmdQueueGet, wire.NetdevAQueueNAPIID},
+		{wire.NetdevCmdPagePoolChangeNtf, wire.NetdevAPagePoolID}} {
+		m := msg(tmNetdev, 0, 0, 0, c.cmd, u32(c.attr, 8193))
+		s.translate(m, 0)
+		v, _ := u32Of(genlAttr(m, c.attr))
+		assert.Equal(t, uint32(idBase+8193), v, "cmd %d", c.cmd)
+	}
+	m := msg(tmNetdev, 0, 9, tPortID, wire.NetdevCmdPagePoolStatsGet, statsInfo(7))
+	s.translate(m, tPortID)
+	id, _ = statsID(m)
+	assert.Equal(t, uint64(idBase+7), id)
+	// A u32 id that would not fit stays as it is.
+	m = msg(tmNetdev, 0, 0, 0, wire.NetdevCmdNAPIGet, u32(wire.NetdevANAPIID, math.MaxUint32-1))
+	s.translate(m, 0)
+	v, _ := u32Of(genlAttr(m, wire.NetdevANAPIID))
+	assert.Equal(t, uint32(math.MaxUint32-1), v)
 }

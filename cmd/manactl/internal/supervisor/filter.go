@@ -26,7 +26,7 @@ const (
 // returns no address, so the Unix socket's answer is the kernel's.
 var fdSyscalls = []uint32{
 	unix.SYS_BIND, unix.SYS_CONNECT, unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME,
-	unix.SYS_SETSOCKOPT, unix.SYS_GETSOCKOPT, unix.SYS_RECVMSG, unix.SYS_RECVFROM,
+	unix.SYS_SETSOCKOPT, unix.SYS_GETSOCKOPT, unix.SYS_RECVMSG, unix.SYS_RECVFROM, unix.SYS_RECVMMSG,
 }
 
 // auditArch is the AUDIT_ARCH_* of this build: the filter bridges only programs of the

@@ -59,6 +59,10 @@ type NetlinkSocket interface {
 	Option(level, name, size int) (val []byte, handled bool, err error)
 	// PendingError is the socket error a receive reports once (ENOBUFS after an overrun).
 	PendingError() error
+	// Origin says which multicast group the datagram the program receives (d: at least its
+	// first 20 bytes, all that was read of it) was sent to, 0 for an answer, and whether the
+	// program asked for NETLINK_PKTINFO; consume: the program received it (not a peek).
+	Origin(d []byte, consume bool) (group uint32, pktinfo bool)
 	// Busy reports whether an answer to the program is on its way (a request of its in
 	// flight): a non-blocking receive then waits for it, as on a kernel socket, which answers
 	// inside the sender's sendmsg.
@@ -249,6 +253,9 @@ func receiveListener(f *os.File) (listener, error) {
 type bridged struct {
 	sock NetlinkSocket
 	ino  uint64 // inode of the program's end
+	// rmu is held by the receive being answered from its look at the next datagram until the
+	// datagram is consumed (see finish): two receives never deliver the same datagram.
+	rmu sync.Mutex
 }
 
 type supervisor struct {
@@ -489,7 +496,7 @@ func (s *supervisor) ioctl(ctx context.Context, n *notif) error {
 func (s *supervisor) socketCall(ctx context.Context, n *notif, mayBlock bool) error {
 	tid, fd := int(n.PID), int(int32(n.Data.Args[0]))
 	switch int(n.Data.Nr) {
-	case unix.SYS_RECVMSG, unix.SYS_RECVFROM:
+	case unix.SYS_RECVMSG, unix.SYS_RECVFROM, unix.SYS_RECVMMSG:
 		// The copy a receive reads through also tells which socket it is.
 		cfd, err := s.threadFD(tid, fd)
 		if err != nil {
@@ -506,8 +513,11 @@ func (s *supervisor) socketCall(ctx context.Context, n *notif, mayBlock bool) er
 		if b == nil {
 			return s.l.continueSyscall(n.ID)
 		}
-		if int(n.Data.Nr) == unix.SYS_RECVMSG {
+		switch int(n.Data.Nr) {
+		case unix.SYS_RECVMSG:
 			return s.recvmsg(ctx, n, b, procMemory{pid: tid}, cfd, mayBlock)
+		case unix.SYS_RECVMMSG:
+			return s.recvmmsg(ctx, n, b, procMemory{pid: tid}, cfd, mayBlock)
 		}
 		return s.recvfrom(ctx, n, b, procMemory{pid: tid}, cfd, mayBlock)
 	case unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME:

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,6 +88,8 @@ func TestFilter(t *testing.T) {
 		{"recvmsg range start", unix.SYS_RECVMSG, [6]uint64{FDRangeLo}, arch, notify},
 		{"recvmsg range end", unix.SYS_RECVMSG, [6]uint64{FDRangeHi - 1}, arch, notify},
 		{"recvmsg above range", unix.SYS_RECVMSG, [6]uint64{FDRangeHi}, arch, allow},
+		{"recvmmsg in range", unix.SYS_RECVMMSG, [6]uint64{FDRangeLo + 1}, arch, notify},
+		{"recvmmsg below range", unix.SYS_RECVMMSG, [6]uint64{3}, arch, allow},
 		{"bind in range", unix.SYS_BIND, [6]uint64{FDRangeLo + 5}, arch, notify},
 		{"getsockopt in range", unix.SYS_GETSOCKOPT, [6]uint64{FDRangeLo + 5}, arch, notify},
 		{"sendmsg in range", unix.SYS_SENDMSG, [6]uint64{FDRangeLo + 5}, arch, allow},
@@ -181,6 +185,19 @@ func (e *echoSocket) Busy() bool {
 	n, err := unix.IoctlGetInt(int(e.peerFD.Load()), unix.SIOCINQ) // a request not read yet
 	return err == nil && n > 0 || e.busy.Load()
 }
+
+// Origin: an echoed datagram that starts with "ntf" came to group 3, as a notification.
+func (e *echoSocket) Origin(d []byte, _ bool) (uint32, bool) {
+	e.mu.Lock()
+	v := e.opts[unix.NETLINK_PKTINFO]
+	e.mu.Unlock()
+	pktinfo := len(v) >= 4 && binary.NativeEndian.Uint32(v) != 0
+	if bytes.HasPrefix(d, []byte("ntf")) {
+		return 3, pktinfo
+	}
+	return 0, pktinfo
+}
+
 func (e *echoSocket) PendingError() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -248,6 +265,14 @@ func TestExitStatusAndSignal(t *testing.T) {
 	assert.Equal(t, Exit{Code: 128 + int(syscall.SIGTERM), Signal: syscall.SIGTERM}, ex)
 }
 
+// TestReceiveUnderSignals: receives that signals interrupt (Go's own preemption signal does,
+// every few milliseconds under GC) neither lose nor repeat a datagram.
+func TestReceiveUnderSignals(t *testing.T) {
+	ex, out, err := runProgram(t, "signals")
+	require.NoError(t, err)
+	require.Equal(t, 0, ex.Code, out)
+}
+
 func TestMissingProgram(t *testing.T) {
 	if err := CheckKernel(); err != nil {
 		testenv.SkipOrFail(t, "this kernel cannot supervise: %v", err)
@@ -263,6 +288,7 @@ func TestMissingProgram(t *testing.T) {
 var programs = map[string]func() error{
 	"netlink": netlinkProgram,
 	"ioctl":   ioctlProgram,
+	"signals": signalsProgram,
 	"exit7":   func() error { os.Exit(7); return nil },
 	"killself": func() error {
 		return unix.Kill(os.Getpid(), unix.SIGTERM)
@@ -336,6 +362,79 @@ func netlinkProgram() error {
 	n, _, flags, _, err = unix.Recvmsg(fd, small, nil, 0)
 	if err := check(err == nil && n == 4 && flags&unix.MSG_TRUNC != 0, "truncated recvmsg = %d flags %#x %v", n, flags, err); err != nil {
 		return err
+	}
+	// A notification's group: in msg_name's nl_groups, and with NETLINK_PKTINFO in a control
+	// message, whose buffer, when too short, gets MSG_CTRUNC as put_cmsg gives it.
+	if err := unix.Sendto(fd, []byte("ntf: a notification"), 0, nil); err != nil {
+		return err
+	}
+	_, oobn, flags, from, err = unix.Recvmsg(fd, buf, make([]byte, 64), 0)
+	nl, ok = from.(*unix.SockaddrNetlink)
+	if err := check(err == nil && ok && nl.Groups == 1<<2 && oobn == 0 && flags == 0, "notification from %#v oob %d flags %#x: %v", from, oobn, flags, err); err != nil {
+		return err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_PKTINFO, 1); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		msg   string
+		group uint32
+	}{{"ntf: another", 3}, {"an answer", 0}} {
+		if err := unix.Sendto(fd, []byte(c.msg), 0, nil); err != nil {
+			return err
+		}
+		oob := make([]byte, 64)
+		_, oobn, flags, _, err = unix.Recvmsg(fd, buf, oob, 0)
+		if err != nil {
+			return err
+		}
+		cms, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err := check(err == nil && len(cms) == 1 && flags == 0 && oobn == unix.CmsgSpace(4) &&
+			cms[0].Header.Level == unix.SOL_NETLINK && cms[0].Header.Type == unix.NETLINK_PKTINFO &&
+			len(cms[0].Data) == 4 && binary.NativeEndian.Uint32(cms[0].Data) == c.group,
+			"%s: control messages %#v (%d bytes, flags %#x): %v", c.msg, cms, oobn, flags, err); err != nil {
+			return err
+		}
+	}
+	if err := unix.Sendto(fd, []byte("ntf: short control buffer"), 0, nil); err != nil {
+		return err
+	}
+	if _, oobn, flags, _, err = unix.Recvmsg(fd, buf, make([]byte, 8), 0); err != nil || oobn != 0 || flags != unix.MSG_CTRUNC {
+		return fmt.Errorf("short control buffer: %d bytes, flags %#x, %v", oobn, flags, err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_PKTINFO, 0); err != nil {
+		return err
+	}
+	// recvmmsg: one datagram at a time, in the first entry, with the netlink source address.
+	for _, m := range []string{"first", "second"} {
+		if err := unix.Sendto(fd, []byte(m), 0, nil); err != nil {
+			return err
+		}
+	}
+	for _, want := range []string{"first", "second"} {
+		type mmsghdr struct {
+			hdr unix.Msghdr
+			len uint32
+			_   [4]byte
+		}
+		var vec [2]mmsghdr
+		var names [2][16]byte
+		bufs := [2][]byte{make([]byte, 64), make([]byte, 64)}
+		iovs := [2]unix.Iovec{}
+		for i := range vec {
+			iovs[i] = unix.Iovec{Base: &bufs[i][0], Len: 64}
+			vec[i].hdr = unix.Msghdr{Name: &names[i][0], Namelen: 16, Iov: &iovs[i], Iovlen: 1}
+			vec[i].len = 0xdead
+		}
+		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&vec[0])), 2, 0, 0, 0)
+		if err := check(e == 0 && r == 1 && vec[0].len == uint32(len(want)) && string(bufs[0][:len(want)]) == want &&
+			vec[0].hdr.Namelen == 12 && binary.NativeEndian.Uint16(names[0][:]) == unix.AF_NETLINK && vec[1].len == 0xdead,
+			"recvmmsg = %d (%v), entry 0: %q len %d namelen %d, entry 1 len %#x", r, e, bufs[0], vec[0].len, vec[0].hdr.Namelen, vec[1].len); err != nil {
+			return err
+		}
+	}
+	if r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), 0, 0, unix.MSG_DONTWAIT, 0, 0); r != 0 || e != 0 {
+		return fmt.Errorf("recvmmsg of no entries = %d, %v", r, e)
 	}
 	// Nothing left: a non-blocking receive says EAGAIN; a blocking one waits for the echo.
 	if _, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT); err != unix.EAGAIN {
@@ -433,6 +532,82 @@ func ioctlProgram() error {
 	}
 	if !strings.HasPrefix(os.Args[0], "prog") {
 		return fmt.Errorf("argv[0] = %q", os.Args[0])
+	}
+	return nil
+}
+
+// signalsProgram echoes datagrams through a bridged socket while another thread sends the
+// receiving thread SIGUSR1 (a handler with SA_RESTART, as Go installs) as fast as it can: every
+// datagram must come back once, in order, whichever receive a signal interrupts. (Signals
+// spaced by less than an answer takes, which is hundreds of microseconds on a loaded machine,
+// would interrupt every try of a call for ever: they come 0.1 to 1.9 ms apart, and stop after
+// 20 s, which fails the run rather than hang it.)
+func signalsProgram() error {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	// A lost datagram fails the receive after 5 s instead of hanging it.
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5}); err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGUSR1)
+	defer signal.Stop(sigs)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, tid := unix.Getpid(), unix.Gettid()
+	stop := make(chan struct{})
+	end := time.Now().Add(20 * time.Second)
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for time.Now().Before(end) {
+			select {
+			case <-stop:
+				return
+			case <-sigs:
+			default:
+			}
+			_ = unix.Tgkill(pid, tid, unix.SIGUSR1)
+			// Some land before the call is trapped, some while the supervisor answers
+			// it, some after.
+			time.Sleep(100*time.Microsecond + time.Duration(sent.Add(1)%7)*300*time.Microsecond)
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	buf := make([]byte, 64)
+	for i := range 3000 {
+		if time.Now().After(end) {
+			return fmt.Errorf("%d echoes in 20 s: the signals outpaced the answers", i)
+		}
+		msg := []byte(fmt.Sprintf("datagram %d", i))
+		if err := unix.Sendto(fd, msg, 0, nil); err != nil {
+			return fmt.Errorf("sendto %d: %w", i, err)
+		}
+		flags := 0
+		if i%2 == 1 {
+			flags = unix.MSG_DONTWAIT // served while the echo is on its way (Busy)
+		}
+		var n int
+		for {
+			n, _, err = unix.Recvfrom(fd, buf, flags)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("receive %d (after %d signals): %w", i, sent.Load(), err)
+		}
+		if !bytes.Equal(buf[:n], msg) {
+			return fmt.Errorf("receive %d = %q, want %q", i, buf[:n], msg)
+		}
+	}
+	if _, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT); err != unix.EAGAIN {
+		return fmt.Errorf("a datagram left over: %v", err)
 	}
 	return nil
 }
