@@ -24,6 +24,7 @@ import (
 	"github.com/manad/manad/daemon/xdp/xdptest"
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/harness"
 )
@@ -106,8 +107,8 @@ func (b *badInputRig) corpus(name string, index uint32, obj []byte) [][]byte {
 		return genlmsg(fam, fRequest|flags, next(), cmd, 1, attrs...)
 	}
 	strsets := nest(unix.ETHTOOL_A_STRSET_STRINGSETS,
-		nest(unix.ETHTOOL_A_STRINGSETS_STRINGSET, u32a(unix.ETHTOOL_A_STRINGSET_ID, ethSSStats)),
-		nest(unix.ETHTOOL_A_STRINGSETS_STRINGSET, u32a(unix.ETHTOOL_A_STRINGSET_ID, ethSSPrivFlags)))
+		nest(unix.ETHTOOL_A_STRINGSETS_STRINGSET, u32a(unix.ETHTOOL_A_STRINGSET_ID, ethtool.SSStats)),
+		nest(unix.ETHTOOL_A_STRINGSETS_STRINGSET, u32a(unix.ETHTOOL_A_STRINGSET_ID, ethtool.SSPrivFlags)))
 	verbose := nest(unix.ETHTOOL_A_PRIVFLAGS_FLAGS, nest(unix.ETHTOOL_A_BITSET_BITS,
 		nest(unix.ETHTOOL_A_BITSET_BITS_BIT, strA(unix.ETHTOOL_A_BITSET_BIT_NAME, "full-page-rx"), flagA(unix.ETHTOOL_A_BITSET_BIT_VALUE))))
 	compact := nest(unix.ETHTOOL_A_PRIVFLAGS_FLAGS, u32a(unix.ETHTOOL_A_BITSET_SIZE, 1),

@@ -21,6 +21,7 @@ import (
 	"github.com/manad/manad/daemon"
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
 	"github.com/stretchr/testify/assert"
@@ -312,9 +313,9 @@ func loadOne(ctx context.Context, c *client.Client, p *portTrack, rng *rand.Rand
 		st, err := c.Stats(ctx, ifi)
 		get("STATS_GET", err, err != nil || len(st) > 0)
 	case n < 62:
-		id, wantN := uint32(ethSSPrivFlags), 1
+		id, wantN := uint32(ethtool.SSPrivFlags), 1
 		if rng.IntN(2) == 0 {
-			id, wantN = ethSSStats, 0
+			id, wantN = ethtool.SSStats, 0
 		}
 		s, err := c.StringSet(ctx, ifi, id)
 		get("STRSET_GET", err, err != nil || (wantN == 0 && len(s) > 0) || (wantN == 1 && len(s) == 1 && s[0] == "full-page-rx"))

@@ -443,9 +443,3 @@ func forAttrs(b []byte, f func(t uint16, payload []byte)) {
 		b = b[min(align4(l), len(b)):]
 	}
 }
-
-// String set ids (enum ethtool_stringset).
-const (
-	ethSSStats     = 1 // ETH_SS_STATS
-	ethSSPrivFlags = 2 // ETH_SS_PRIV_FLAGS
-)

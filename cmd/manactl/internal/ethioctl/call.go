@@ -174,14 +174,14 @@ var anyone = map[uint32]bool{
 	unix.ETHTOOL_GSET: true, unix.ETHTOOL_GDRVINFO: true, unix.ETHTOOL_GMSGLVL: true,
 	unix.ETHTOOL_GLINK: true, unix.ETHTOOL_GCOALESCE: true, unix.ETHTOOL_GRINGPARAM: true,
 	unix.ETHTOOL_GPAUSEPARAM: true, unix.ETHTOOL_GRXCSUM: true, unix.ETHTOOL_GTXCSUM: true,
-	unix.ETHTOOL_GSG: true, ethtoolGSSetInfo: true, unix.ETHTOOL_GSTRINGS: true,
+	unix.ETHTOOL_GSG: true, unix.ETHTOOL_GSSET_INFO: true, unix.ETHTOOL_GSTRINGS: true,
 	unix.ETHTOOL_GSTATS: true, unix.ETHTOOL_GPHYSTATS: true, unix.ETHTOOL_GTSO: true,
 	unix.ETHTOOL_GPERMADDR: true, unix.ETHTOOL_GUFO: true, unix.ETHTOOL_GGSO: true,
 	unix.ETHTOOL_GGRO: true, unix.ETHTOOL_GFLAGS: true, unix.ETHTOOL_GPFLAGS: true,
 	unix.ETHTOOL_GRXFH: true, unix.ETHTOOL_GRXRINGS: true, unix.ETHTOOL_GRXCLSRLCNT: true,
 	unix.ETHTOOL_GRXCLSRULE: true, unix.ETHTOOL_GRXCLSRLALL: true, unix.ETHTOOL_GRXFHINDIR: true,
 	unix.ETHTOOL_GRSSH: true, unix.ETHTOOL_GFEATURES: true, unix.ETHTOOL_GCHANNELS: true,
-	ethtoolGetTSInfo: true, unix.ETHTOOL_GEEE: true, unix.ETHTOOL_GTUNABLE: true,
+	unix.ETHTOOL_GET_TS_INFO: true, unix.ETHTOOL_GEEE: true, unix.ETHTOOL_GTUNABLE: true,
 	0x4e /* ETHTOOL_PHY_GTUNABLE */ : true, unix.ETHTOOL_GLINKSETTINGS: true, unix.ETHTOOL_GFECPARAM: true,
 }
 
@@ -208,16 +208,14 @@ func (c *call) requireAdmin() error {
 
 // Command numbers x/sys/unix does not name.
 const (
-	ethtoolGSSetInfo = 0x37 // ETHTOOL_GSSET_INFO
-	ethtoolGetTSInfo = 0x41 // ETHTOOL_GET_TS_INFO
-	ethtoolPerQueue  = 0x4b // ETHTOOL_PERQUEUE
+	ethtoolPerQueue = 0x4b // ETHTOOL_PERQUEUE
 )
 
 // commands are the ones mana's ethtool_ops (with the core's fallbacks) serve, ETHTOOL_SFEATURES
 // aside (it returns flags).
 var commands = map[uint32]func(*call) error{
 	unix.ETHTOOL_GDRVINFO:      (*call).getDrvinfo,
-	ethtoolGSSetInfo:           (*call).getSSetInfo,
+	unix.ETHTOOL_GSSET_INFO:    (*call).getSSetInfo,
 	unix.ETHTOOL_GSTRINGS:      (*call).getStrings,
 	unix.ETHTOOL_GSTATS:        (*call).getStats,
 	unix.ETHTOOL_GPFLAGS:       (*call).getPrivFlags,
@@ -256,7 +254,7 @@ var commands = map[uint32]func(*call) error{
 	unix.ETHTOOL_GFLAGS:        (*call).getFlags,
 	unix.ETHTOOL_SFLAGS:        (*call).setFlags,
 	unix.ETHTOOL_GPERMADDR:     (*call).getPermAddr,
-	ethtoolGetTSInfo:           (*call).getTSInfo,
+	unix.ETHTOOL_GET_TS_INFO:   (*call).getTSInfo,
 }
 
 // lacking are the commands __dev_ethtool knows and mana has no callback for: they answer

@@ -78,7 +78,7 @@ func (c *call) getSSetInfo() error {
 	if err != nil {
 		return err
 	}
-	out := ssetInfo{Cmd: ethtoolGSSetInfo}
+	out := ssetInfo{Cmd: unix.ETHTOOL_GSSET_INFO}
 	var data []byte
 	for _, id := range ids {
 		if n, ok := counts[id]; ok {
@@ -113,9 +113,9 @@ func (c *call) getStrings() error {
 		return unix.EINVAL
 	}
 	out := gstrings{Cmd: unix.ETHTOOL_GSTRINGS, StringSet: in.StringSet, Len: uint32(len(strs))}
-	buf := make([]byte, len(strs)*gstringLen)
+	buf := make([]byte, len(strs)*ethtool.GStringLen)
 	for i, s := range strs {
-		cString(buf[i*gstringLen:(i+1)*gstringLen], s)
+		cString(buf[i*ethtool.GStringLen:(i+1)*ethtool.GStringLen], s)
 	}
 	if err := c.writeStruct(0, &out); err != nil {
 		return err
@@ -784,7 +784,7 @@ func (c *call) getTSInfo() error {
 		return modeMask(sets[id], names, 1)[0]
 	}
 	return c.writeStruct(0, &tsInfo{
-		Cmd:            ethtoolGetTSInfo,
+		Cmd:            unix.ETHTOOL_GET_TS_INFO,
 		SoTimestamping: bits(ethtool.SSSofTimestamping, ts.Timestamping),
 		PhcIndex:       ts.PHCIndex,
 		TxTypes:        bits(ethtool.SSTsTxTypes, ts.TxTypes),

@@ -227,7 +227,7 @@ func TestHandlerAgainstManad(t *testing.T) {
 	t.Run("GSSET_INFO", func(t *testing.T) {
 		mask := uint64(1<<ethtool.SSTest | 1<<ethtool.SSStats | 1<<ethtool.SSPrivFlags | 1<<ethtool.SSFeatures |
 			1<<ethtool.SSLinkModes | 1<<ethtool.SSWolModes | 1<<63)
-		req := append(encode(&ssetInfo{Cmd: ethtoolGSSetInfo, SsetMask: mask}), make([]byte, 7*4)...)
+		req := append(encode(&ssetInfo{Cmd: unix.ETHTOOL_GSSET_INFO, SsetMask: mask}), make([]byte, 7*4)...)
 		out := e.ok(t, req)
 		h := dec[ssetInfo](out)
 		assert.Equal(t, uint64(1<<ethtool.SSStats|1<<ethtool.SSPrivFlags|1<<ethtool.SSFeatures|1<<ethtool.SSLinkModes), h.SsetMask)
@@ -241,7 +241,7 @@ func TestHandlerAgainstManad(t *testing.T) {
 		assert.Equal(t, make([]byte, 12), out[32:], "no more counts than sets")
 
 		// An empty mask is answered with nothing written, as the kernel does.
-		req = append(encode(&ssetInfo{Cmd: ethtoolGSSetInfo}), 0xaa, 0xaa, 0xaa, 0xaa)
+		req = append(encode(&ssetInfo{Cmd: unix.ETHTOOL_GSSET_INFO}), 0xaa, 0xaa, 0xaa, 0xaa)
 		out = e.ok(t, req)
 		assert.Equal(t, req, out)
 	})
@@ -358,7 +358,7 @@ func TestHandlerAgainstManad(t *testing.T) {
 			want := manaStats(int(q)) + manadStats
 			d := dec[drvinfo](e.ok(t, cmdOnly(unix.ETHTOOL_GDRVINFO, 196)))
 			assert.Equal(t, uint32(want), d.NStats, "GDRVINFO, %d queues", q)
-			out := e.ok(t, append(encode(&ssetInfo{Cmd: ethtoolGSSetInfo, SsetMask: 1 << ethtool.SSStats}), 0, 0, 0, 0))
+			out := e.ok(t, append(encode(&ssetInfo{Cmd: unix.ETHTOOL_GSSET_INFO, SsetMask: 1 << ethtool.SSStats}), 0, 0, 0, 0))
 			assert.Equal(t, uint32(want), binary.NativeEndian.Uint32(out[ssetInfoDataOff:]), "GSSET_INFO, %d queues", q)
 			names := e.strings(t, ethtool.SSStats) // netlink's ETHTOOL_MSG_STRSET_GET
 			require.Len(t, names, want, "STRSET_GET, %d queues", q)
@@ -601,7 +601,7 @@ func TestHandlerAgainstManad(t *testing.T) {
 
 		ts, err := e.c.TSInfo(e.ctx, ifi)
 		require.NoError(t, err)
-		got := dec[tsInfo](e.ok(t, cmdOnly(ethtoolGetTSInfo, 44)))
+		got := dec[tsInfo](e.ok(t, cmdOnly(unix.ETHTOOL_GET_TS_INFO, 44)))
 		assert.Equal(t, int32(-1), got.PhcIndex)
 		assert.Equal(t, modeMask(e.strings(t, ethtool.SSSofTimestamping), ts.Timestamping, 1)[0], got.SoTimestamping)
 		assert.NotZero(t, got.SoTimestamping)
@@ -665,7 +665,7 @@ func TestHandlerAgainstManad(t *testing.T) {
 		for i := range 8 {
 			wg.Go(func() {
 				for range 20 {
-					cmd := []uint32{unix.ETHTOOL_GDRVINFO, unix.ETHTOOL_GRINGPARAM, unix.ETHTOOL_GLINK, ethtoolGetTSInfo}[i%4]
+					cmd := []uint32{unix.ETHTOOL_GDRVINFO, unix.ETHTOOL_GRINGPARAM, unix.ETHTOOL_GLINK, unix.ETHTOOL_GET_TS_INFO}[i%4]
 					if r := e.ioctl(e.port, cmdOnly(cmd, 196)); !r.handled || r.err != nil {
 						errs <- fmt.Errorf("cmd %#x: handled %v, %v", cmd, r.handled, r.err)
 						return
@@ -920,7 +920,7 @@ func TestLayoutsAgainstKernel(t *testing.T) {
 	require.NoError(t, err)
 	d := dec[drvinfo](out)
 	assert.Equal(t, "veth", goString(d.Driver[:]))
-	out, err = kernelIoctl(fd, veth, append(encode(&ssetInfo{Cmd: ethtoolGSSetInfo, SsetMask: 1 << ethtool.SSStats}), 0, 0, 0, 0))
+	out, err = kernelIoctl(fd, veth, append(encode(&ssetInfo{Cmd: unix.ETHTOOL_GSSET_INFO, SsetMask: 1 << ethtool.SSStats}), 0, 0, 0, 0))
 	require.NoError(t, err)
 	assert.Equal(t, d.NStats, binary.NativeEndian.Uint32(out[ssetInfoDataOff:]))
 
@@ -985,18 +985,18 @@ func TestLayoutsAgainstKernel(t *testing.T) {
 	// Time stamping: the ioctl's bits are the string sets' indices.
 	ts, err := kc.TSInfo(ctx, ifi)
 	require.NoError(t, err)
-	out, err = kernelIoctl(fd, veth, cmdOnly(ethtoolGetTSInfo, 44))
+	out, err = kernelIoctl(fd, veth, cmdOnly(unix.ETHTOOL_GET_TS_INFO, 44))
 	require.NoError(t, err)
 	ti := dec[tsInfo](out)
 	assert.Equal(t, ts.PHCIndex, ti.PhcIndex)
 	assert.Equal(t, modeMask(kstrings(ethtool.SSSofTimestamping), ts.Timestamping, 1)[0], ti.SoTimestamping)
 
 	// GSTRINGS: the layout of the names.
-	out, err = kernelIoctl(fd, veth, append(encode(&gstrings{Cmd: unix.ETHTOOL_GSTRINGS, StringSet: ethtool.SSFeatures}), make([]byte, gstringLen*len(names))...))
+	out, err = kernelIoctl(fd, veth, append(encode(&gstrings{Cmd: unix.ETHTOOL_GSTRINGS, StringSet: ethtool.SSFeatures}), make([]byte, ethtool.GStringLen*len(names))...))
 	require.NoError(t, err)
 	require.Equal(t, uint32(len(names)), dec[gstrings](out).Len)
 	for i, n := range names {
-		assert.Equal(t, n, goString(out[12+gstringLen*i:12+gstringLen*(i+1)]))
+		assert.Equal(t, n, goString(out[12+ethtool.GStringLen*i:12+ethtool.GStringLen*(i+1)]))
 	}
 }
 

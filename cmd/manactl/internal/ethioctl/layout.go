@@ -17,8 +17,6 @@ const (
 	ifreqSize  = 40 // sizeof(struct ifreq)
 	ifrDataOff = 16 // offsetof(struct ifreq, ifr_data)
 
-	gstringLen = 32 // ETH_GSTRING_LEN
-
 	rxnfcSize          = 192 // sizeof(struct ethtool_rxnfc)
 	rxnfcLegacySize    = 16  // offsetof(struct ethtool_rxnfc, data) + sizeof(data): the GRXFH form
 	rxnfcRSSContextOff = 184 // offsetof(struct ethtool_rxnfc, rss_context)

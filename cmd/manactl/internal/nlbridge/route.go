@@ -12,8 +12,7 @@ import (
 
 // netdev commands of netdev.yaml that the bridge routes (beyond wire's).
 const (
-	netdevCmdNAPISet     = 14 // NETDEV_CMD_NAPI_SET (Linux 6.13)
-	netdevADMABufIfindex = 1  // NETDEV_A_DMABUF_IFINDEX of bind-rx
+	netdevADMABufIfindex = 1 // NETDEV_A_DMABUF_IFINDEX of bind-rx
 )
 
 // route decides where the program's message m goes.
@@ -146,7 +145,7 @@ var idAttrs = map[uint8][]uint16{
 	wire.NetdevCmdPagePoolChangeNtf: {wire.NetdevAPagePoolID, wire.NetdevAPagePoolNAPIID},
 	wire.NetdevCmdQueueGet:          {wire.NetdevAQueueNAPIID},
 	wire.NetdevCmdNAPIGet:           {wire.NetdevANAPIID},
-	netdevCmdNAPISet:                {wire.NetdevANAPIID},
+	wire.NetdevCmdNAPISet:           {wire.NetdevANAPIID},
 }
 
 // shiftIDs translates the page-pool and NAPI ids of a message of manad's netdev family in place:
@@ -215,7 +214,7 @@ func (s *Socket) routeNetdev(r *request, cmd uint8) {
 		}
 	case wire.NetdevCmdQueueGet:
 		ifindex, byIdx = u32Of(genlAttr(r.orig, wire.NetdevAQueueIfindex))
-	case wire.NetdevCmdNAPIGet, netdevCmdNAPISet:
+	case wire.NetdevCmdNAPIGet, wire.NetdevCmdNAPISet:
 		if dump {
 			ifindex, byIdx = u32Of(genlAttr(r.orig, wire.NetdevANAPIIfindex))
 		} else if id, ok := uintOf(genlAttr(r.orig, wire.NetdevANAPIID)); ok {

@@ -401,7 +401,7 @@ func TestIDTranslation(t *testing.T) {
 	}{
 		{"napi-get of the kernel's NAPI 8193", req(wire.NetdevCmdNAPIGet, u32(wire.NetdevANAPIID, 8193)), modeKernel, nil, 0},
 		{"napi-get of manad's NAPI 8193", req(wire.NetdevCmdNAPIGet, u32(wire.NetdevANAPIID, idBase+8193)), modeManad, napiID, 8193},
-		{"napi-set of manad's NAPI 8194", req(netdevCmdNAPISet, u32(wire.NetdevANAPIID, idBase+8194)), modeManad, napiID, 8194},
+		{"napi-set of manad's NAPI 8194", req(wire.NetdevCmdNAPISet, u32(wire.NetdevANAPIID, idBase+8194)), modeManad, napiID, 8194},
 		{"page-pool-get of the kernel's pool 5", req(wire.NetdevCmdPagePoolGet, u32(wire.NetdevAPagePoolID, 5)), modeKernel, nil, 0},
 		{"page-pool-get of manad's pool 5", req(wire.NetdevCmdPagePoolGet, u32(wire.NetdevAPagePoolID, idBase+5)), modeManad, poolID, 5},
 		{"page-pool-stats-get of the kernel's pool 5", req(wire.NetdevCmdPagePoolStatsGet, statsInfo(5)), modeKernel, nil, 0},
