@@ -23,20 +23,14 @@ import (
 	"github.com/coreos/go-systemd/v22/activation"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/admission"
 	"github.com/manad/manad/genl/busypoll"
 	"github.com/manad/manad/genl/nlattr"
 )
 
-// Defaults for ServerConfig zero values.
+// Defaults for ServerConfig zero values: MaxConns, MaxConnsPerUID and IdleTimeout take package
+// admission's (which daemon/config shares without linking the server), the others these.
 const (
-	DefaultMaxConns       = 256
-	DefaultMaxConnsPerUID = 32
-	DefaultIdleTimeout    = 5 * time.Minute
-	// DefaultBusyPoll is the busy-poll window manad's configuration gives the server
-	// (ServerConfig.BusyPoll): a little longer than a client's turn between two requests of
-	// a loop on a loaded 2-core machine (about 30-60 µs), as the kernel's busy_read is sized
-	// to the device's latency.
-	DefaultBusyPoll     = 200 * time.Microsecond
 	defaultMaxMessage   = 64 << 10
 	defaultWriteTimeout = 2 * time.Second
 	defaultSendQueue    = 64
@@ -154,13 +148,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("genl: negative limit in ServerConfig: %w", unix.EINVAL)
 	}
 	if cfg.MaxConns == 0 {
-		cfg.MaxConns = DefaultMaxConns
+		cfg.MaxConns = admission.DefaultMaxConns
 	}
 	if cfg.MaxConnsPerUID == 0 {
-		cfg.MaxConnsPerUID = DefaultMaxConnsPerUID
+		cfg.MaxConnsPerUID = admission.DefaultMaxConnsPerUID
 	}
 	if cfg.IdleTimeout == 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
+		cfg.IdleTimeout = admission.DefaultIdleTimeout
 	}
 	if cfg.MaxReply != 0 && cfg.MaxReply < minReply {
 		return nil, fmt.Errorf("genl: MaxReply %d is smaller than %d bytes: %w", cfg.MaxReply, minReply, unix.EINVAL)

@@ -121,22 +121,22 @@ type Backend interface {
 type ServerConfig struct {
 	Backend    Backend
 	AdminGroup int // -1 = none (only uid 0 is admin)
-	// MaxConns bounds the connections served at once (0 → DefaultMaxConns). Connections of
+	// MaxConns bounds the connections served at once (0 → admission.DefaultMaxConns). Connections of
 	// uid 0 are never refused (they count towards it); the last MaxConns/8 slots are reserved
 	// for uid 0 and the admin group, so other users together hold at most MaxConns−MaxConns/8.
 	// A refused connection gets EUSERS with an extack message on its first request.
 	MaxConns int
-	// MaxConnsPerUID bounds the connections of one uid other than 0 (0 → DefaultMaxConnsPerUID).
+	// MaxConnsPerUID bounds the connections of one uid other than 0 (0 → admission.DefaultMaxConnsPerUID).
 	MaxConnsPerUID int
 	// IdleTimeout closes a connection that has sent no request for that long and belongs to
-	// no multicast group (0 → DefaultIdleTimeout). A request in progress is not idle.
+	// no multicast group (0 → admission.DefaultIdleTimeout). A request in progress is not idle.
 	IdleTimeout time.Duration
 	// BusyPoll is how long a connection's request loop polls its socket for the next request
 	// after answering one, before it parks on the runtime's poller (0: it parks at once), as
 	// the kernel's busy_read polls a device queue (genl/busypoll). A loop polls after its
 	// first answer and after a request that came within BusyPoll of the answer before it;
 	// half the processors' worth of connections (GOMAXPROCS/2, none on one processor) poll
-	// at once, the others park. manad's configuration gives DefaultBusyPoll.
+	// at once, the others park. manad's configuration gives busypoll.DefaultServerWindow.
 	BusyPoll   time.Duration
 	MaxMessage int // max request datagram; 0 → 64 KiB
 	// MaxReply bounds one reply datagram (0, or more than the socket can carry: the

@@ -16,7 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/admission"
+	"github.com/manad/manad/genl/busypoll"
 )
 
 // Defaults of the [daemon] table.
@@ -107,8 +108,8 @@ func DefaultDaemonConfig() DaemonConfig {
 	return DaemonConfig{
 		Socket: DefaultSocket, SocketMode: DefaultSocketMode, AdminGID: NoAdminGroup,
 		StateDir: DefaultStateDir, LogLevel: DefaultLogLevel, LogFormat: DefaultLogFormat,
-		MaxConnections: genl.DefaultMaxConns, MaxConnectionsPerUID: genl.DefaultMaxConnsPerUID,
-		IdleTimeout: genl.DefaultIdleTimeout, BusyPoll: genl.DefaultBusyPoll, MaxPollers: DefaultMaxPollers,
+		MaxConnections: admission.DefaultMaxConns, MaxConnectionsPerUID: admission.DefaultMaxConnsPerUID,
+		IdleTimeout: admission.DefaultIdleTimeout, BusyPoll: busypoll.DefaultServerWindow, MaxPollers: DefaultMaxPollers,
 	}
 }
 

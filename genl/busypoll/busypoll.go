@@ -18,6 +18,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// DefaultServerWindow is the busy-poll window manad's configuration gives its control server
+// (the [daemon] key busy_poll, genl.ServerConfig.BusyPoll): a little longer than a client's turn
+// between two requests of a loop on a loaded 2-core machine (about 30-60 µs), as the kernel's
+// busy_read is sized to the device's latency.
+const DefaultServerWindow = 200 * time.Microsecond
+
 // Pollers is how many pollers a process may keep spinning at once: half its processors
 // (GOMAXPROCS), so that the rest stay for the peers they wait for, and none on one processor,
 // where a poll holds off the very peer it waits for, which needs that CPU to answer (a loop of
