@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/vnic"
@@ -24,9 +26,7 @@ func testRSSKey() []byte {
 // LoadState, and Merge gives the port exactly the values recorded from its vnic settings.
 func TestDeviceSettingsRoundTrip(t *testing.T) {
 	cfg, err := Parse("c.toml", []byte("[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg.Ports[0].CQECoalesce8 = true // cqe_coalesce_8 = true
 	a, _ := cfg.Port("a")
 	set := a.Settings()
@@ -38,20 +38,13 @@ func TestDeviceSettingsRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	st := NewState()
 	st.RecordSettings("a", ps)
-	if err := st.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Save(dir))
 	got, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(st, got); diff != "" {
-		t.Fatalf("LoadState(Save(s)) != s (-want +got):\n%s", diff)
-	}
+	require.NoError(t, err)
+	require.Empty(t, cmp.Diff(st, got), "LoadState(Save(s)) != s (-want +got)")
 	ports, notes := Merge(cfg, got)
-	if len(notes) != 0 || len(ports) != 2 {
-		t.Fatalf("Merge: %d ports, notes %v", len(ports), notes)
-	}
+	require.Empty(t, notes, "Merge: %d ports, notes %v", len(ports), notes)
+	require.Len(t, ports, 2, "Merge: %d ports, notes %v", len(ports), notes)
 	pa, pb := ports[0].Spec, ports[1].Spec
 	if !ports[0].Restored || pa.Settings() != set || pa.Offload || !bytes.Equal(pa.Config().RSSKey, testRSSKey()) {
 		t.Errorf("port a after restart: settings %+v offload %v key %x; want %+v, offload off, key %x",
@@ -67,23 +60,16 @@ func TestDeviceSettingsRoundTrip(t *testing.T) {
 // were kept still loads, and its ports get those from the configuration.
 func TestDeviceSettingsOlderFile(t *testing.T) {
 	cfg, err := Parse("c.toml", []byte("[[port]]\nname = \"a\"\noffload = false\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg.Ports[0].Coalesce.RxCQEFrames = 4 // rx_cqe_frames = 4
 	dir := t.TempDir()
 	old := `{"version": 1, "ports": {"a": {"settings": {"mtu": 3000, "queues": 4, "rx_ring": 1024, "tx_ring": 256, "priv_flags": [], "xdp": "", "admin_up": true}}}, "deleted": []}`
-	if err := os.WriteFile(StatePath(dir), []byte(old), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(StatePath(dir), []byte(old), 0o600))
 	st, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ports, notes := Merge(cfg, st)
-	if len(notes) != 0 || len(ports) != 1 {
-		t.Fatalf("Merge: %d ports, notes %v", len(ports), notes)
-	}
+	require.Empty(t, notes, "Merge: %d ports, notes %v", len(ports), notes)
+	require.Len(t, ports, 1, "Merge: %d ports, notes %v", len(ports), notes)
 	p := ports[0].Spec
 	if p.MTU != 3000 || p.Offload || p.Coalesce.RxCQEFrames != 4 || p.RSSKey != nil {
 		t.Errorf("port from an older state file: mtu %d offload %v coalesce %+v key %x; want 3000, the file's offload off and rx_cqe_frames 4, the default key",
@@ -96,9 +82,7 @@ func TestDeviceSettingsOlderFile(t *testing.T) {
 // not RSSKeySize bytes makes the file corrupt.
 func TestDeviceSettingsInvalid(t *testing.T) {
 	cfg, err := Parse("c.toml", []byte("[[port]]\nname = \"a\"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	a, _ := cfg.Port("a")
 	for _, tc := range []struct {
 		name     string
@@ -119,9 +103,7 @@ func TestDeviceSettingsInvalid(t *testing.T) {
 			ps.MTU = 2000 // not applied either: the settings are taken as a whole
 			st.RecordSettings("a", ps)
 			ports, notes := Merge(cfg, st)
-			if diff := cmp.Diff([]string{tc.note}, errorTexts(notes)); diff != "" {
-				t.Errorf("notes (-want +got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff([]string{tc.note}, errorTexts(notes)), "notes (-want +got)")
 			if len(ports) != 1 || ports[0].Restored || ports[0].Spec.MTU != a.MTU || ports[0].Spec.Coalesce != a.Coalesce {
 				t.Errorf("port a: %+v; want the file's settings", ports)
 			}
@@ -131,9 +113,7 @@ func TestDeviceSettingsInvalid(t *testing.T) {
 	for _, key := range []string{"zz", "0102", strings.Repeat("ab", vnic.RSSKeySize+1)} {
 		dir := t.TempDir()
 		data := `{"version": 1, "ports": {"a": {"settings": {"mtu": 1500, "queues": 4, "rx_ring": 1024, "tx_ring": 256, "priv_flags": [], "xdp": "", "admin_up": true, "rss_key": "` + key + `"}}}, "deleted": []}`
-		if err := os.WriteFile(StatePath(dir), []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(StatePath(dir), []byte(data), 0o600))
 		_, err := LoadState(dir)
 		var e *Error
 		if !errors.Is(err, unix.EBADMSG) || !errors.As(err, &e) || !strings.Contains(e.Msg, `port "a": settings: rss_key`) {
