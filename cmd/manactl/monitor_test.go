@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMonitorCoalesceAndRSS: monitor prints COALESCE_NTF and RSS_NTF, in text as -c and -x do
@@ -32,18 +33,12 @@ func TestMonitorCoalesceAndRSS(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := writeNotification(&app{stdout: &b}, tc.n); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, writeNotification(&app{stdout: &b}, tc.n))
 			for _, l := range tc.text {
-				if !strings.Contains(b.String(), l+"\n") {
-					t.Errorf("text output lacks %q:\n%s", l, b.String())
-				}
+				assert.Contains(t, b.String(), l+"\n", "text output lacks %q", l)
 			}
 			b.Reset()
-			if err := writeNotification(&app{stdout: &b, json: true}, tc.n); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, writeNotification(&app{stdout: &b, json: true}, tc.n))
 			var obj map[string]json.RawMessage
 			if err := json.Unmarshal(b.Bytes(), &obj); err != nil {
 				t.Fatalf("%v: %s", err, b.String())
