@@ -11,6 +11,7 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCoalesceBackend runs COALESCE through the daemon's backend onto a real port: the request
@@ -28,9 +29,8 @@ func TestCoalesceBackend(t *testing.T) {
 	admin := genl.Caller{Admin: true, NetNS: dev.NetNS}
 
 	co, err := b.Coalesce(ctx, admin, dev)
-	if err != nil || co != genl.Coalesce(vnic.DefaultCoalesce()) {
-		t.Fatalf("Coalesce = %+v, %v; want the probe's defaults", co, err)
-	}
+	require.NoError(t, err, "Coalesce = %+v, %v; want the probe's defaults", co, err)
+	require.Equal(t, genl.Coalesce(vnic.DefaultCoalesce()), co, "Coalesce = %+v, %v; want the probe's defaults", co, err)
 	var changed []genl.Coalesce
 	set := func(f func(*genl.Coalesce)) error {
 		return b.SetCoalesce(ctx, admin, dev, genl.Update[genl.Coalesce]{
@@ -42,9 +42,7 @@ func TestCoalesceBackend(t *testing.T) {
 			Changed: func(c genl.Coalesce) { changed = append(changed, c) },
 		})
 	}
-	if err := set(func(c *genl.Coalesce) { c.RxCQEFrames, c.TxUsecs = 4, 100 }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, set(func(c *genl.Coalesce) { c.RxCQEFrames, c.TxUsecs = 4, 100 }))
 	var e *nlerr.Error
 	if err := set(func(c *genl.Coalesce) { c.RxMaxFrames = 256 }); !errors.Is(err, unix.EINVAL) || !errors.As(err, &e) ||
 		e.Message != "rx-frames must be at most 255, got 256" {
