@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -39,12 +38,13 @@ func TestDefault(t *testing.T) {
 	require.Len(t, c.Ports, 2, "%d ports, want 2", len(c.Ports))
 	want := []struct{ name, netns string }{{"mana0", "manaA"}, {"mana1", "manaB"}}
 	for i, p := range c.Ports {
-		if p.Name != want[i].name || p.NetNS != want[i].netns || p.Segment != "wire0" {
-			t.Errorf("port %d = %s in netns %q on segment %q, want %s in %q on wire0", i, p.Name, p.NetNS, p.Segment, want[i].name, want[i].netns)
-		}
-		if !p.Persistent || p.MTU != vnic.DefaultMTU || p.RxRing != vnic.DefaultRxRing || p.TxRing != vnic.DefaultTxRing {
-			t.Errorf("port %s: not the driver defaults: %+v", p.Name, p)
-		}
+		assert.Equal(t, want[i].name, p.Name, "port %d", i)
+		assert.Equal(t, want[i].netns, p.NetNS, "port %d: netns", i)
+		assert.Equal(t, "wire0", p.Segment, "port %d: segment", i)
+		assert.True(t, p.Persistent, "port %s: not the driver defaults: %+v", p.Name, p)
+		assert.Equal(t, vnic.DefaultMTU, p.MTU, "port %s: not the driver defaults: %+v", p.Name, p)
+		assert.Equal(t, vnic.DefaultRxRing, p.RxRing, "port %s: not the driver defaults: %+v", p.Name, p)
+		assert.Equal(t, vnic.DefaultTxRing, p.TxRing, "port %s: not the driver defaults: %+v", p.Name, p)
 		assert.Equal(t, byte(0x02), p.MAC[0]&0x03, "port %s: MAC %s is not locally administered unicast", p.Name, p.MAC)
 	}
 	assert.NotEqual(t, string(c.Ports[1].MAC), string(c.Ports[0].MAC), "the two default ports share a MAC")
@@ -100,9 +100,7 @@ memory_budget = "64MiB"
 			continue
 		}
 		lock.Lock()
-		if got := port.Settings(); got != spec.Settings() {
-			t.Errorf("port %s: vnic settings %+v, want %+v", spec.Name, got, spec.Settings())
-		}
+		assert.Equal(t, spec.Settings(), port.Settings(), "port %s: vnic settings", spec.Name)
 		assert.NoError(t, port.Open(), "port %s: Open", spec.Name)
 		td := port.Shutdown()
 		lock.Unlock()
@@ -184,10 +182,10 @@ memory_budget = 1048576
 		}},
 	}
 	assert.Empty(t, cmp.Diff(want, got), "Parse (-want +got)")
-	if s, ok := got.Port("eth1"); !ok || s.Name != "eth1" {
-		t.Errorf("Port(eth1) = %v, %v", s.Name, ok)
-	}
-	_, ok := got.Port("nope")
+	s, ok := got.Port("eth1")
+	assert.True(t, ok, "Port(eth1) not found")
+	assert.Equal(t, "eth1", s.Name, "Port(eth1)")
+	_, ok = got.Port("nope")
 	assert.False(t, ok, "Port(nope) found a port")
 }
 
@@ -230,9 +228,8 @@ func TestParseEmpty(t *testing.T) {
 			t.Errorf("%q: %v", doc, err)
 			continue
 		}
-		if len(c.Ports) != 0 || c.Daemon != DefaultDaemonConfig() {
-			t.Errorf("%q: got %+v, want the defaults and no ports", doc, c)
-		}
+		assert.Empty(t, c.Ports, "%q: got %+v, want the defaults and no ports", doc, c)
+		assert.Equal(t, DefaultDaemonConfig(), c.Daemon, "%q: got %+v, want the defaults and no ports", doc, c)
 	}
 }
 
@@ -362,8 +359,8 @@ func TestParseErrors(t *testing.T) {
 			assert.Equal(t, tc.want, err.Error(), "error\n got %s\nwant", err)
 			assert.ErrorIs(t, err, unix.EINVAL, "errors.Is(%v, EINVAL) = false", err)
 			var e *Error
-			if !errors.As(err, &e) || e.File != "t.toml" {
-				t.Errorf("errors.As(*Error) failed or names the wrong file: %#v", e)
+			if assert.ErrorAs(t, err, &e) {
+				assert.Equal(t, "t.toml", e.File, "errors.As(*Error) names the wrong file: %#v", e)
 			}
 		})
 	}
@@ -398,8 +395,8 @@ name = "a"
 	assert.Empty(t, cmp.Diff(strings.Join(want, "\n"), err.Error()), "errors (-want +got)")
 	assert.ErrorIs(t, err, unix.EINVAL, "Errors does not match EINVAL")
 	var first *Error
-	if !errors.As(err, &first) || first.Line != 3 {
-		t.Errorf("errors.As(*Error) = %v, want the line-3 problem", first)
+	if assert.ErrorAs(t, err, &first) {
+		assert.Equal(t, 3, first.Line, "errors.As(*Error) = %v, want the line-3 problem", first)
 	}
 }
 
@@ -411,22 +408,20 @@ func TestParseErrorsCapped(t *testing.T) {
 	_, err := Parse("c.toml", []byte(b.String()))
 	var es Errors
 	require.ErrorAs(t, err, &es, "got %v, want Errors", err)
-	if len(es) != maxErrors+1 || es[maxErrors].Msg != "5 more problems not shown" {
-		t.Errorf("%d errors, last %q; want %d and a count of the rest", len(es), es[len(es)-1].Msg, maxErrors+1)
+	if assert.Len(t, es, maxErrors+1, "want %d errors and a count of the rest", maxErrors+1) {
+		assert.Equal(t, "5 more problems not shown", es[maxErrors].Msg, "last error")
 	}
 }
 
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "manad.toml")
-	if _, err := Load(path); !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, unix.ENOENT) {
-		t.Errorf("Load(missing) = %v, want ENOENT", err)
-	}
-	require.NoError(t, os.WriteFile(path, []byte("[[port]]\nname = \"x\"\nmtu = 5\n"), 0o644))
 	_, err := Load(path)
-	if want := path + `:3: port "x": mtu 5 less than the minimum 68`; err == nil || err.Error() != want {
-		t.Errorf("Load = %v, want %s", err, want)
-	}
+	assert.ErrorIs(t, err, fs.ErrNotExist, "Load(missing)")
+	assert.ErrorIs(t, err, unix.ENOENT, "Load(missing)")
+	require.NoError(t, os.WriteFile(path, []byte("[[port]]\nname = \"x\"\nmtu = 5\n"), 0o644))
+	_, err = Load(path)
+	assert.EqualError(t, err, path+`:3: port "x": mtu 5 less than the minimum 68`, "Load")
 	require.NoError(t, os.WriteFile(path, DefaultTOML(), 0o644))
 	c, err := Load(path)
 	require.NoError(t, err)
@@ -442,8 +437,8 @@ func TestValidate(t *testing.T) {
 	err := s.Validate()
 	assert.ErrorIs(t, err, unix.EINVAL, "Validate = %v, want EINVAL", err)
 	var m interface{ ExtackMessage() string }
-	if !errors.As(err, &m) || m.ExtackMessage() != `port "eth9": queues 100 greater than max_queues 64` {
-		t.Errorf("extack message = %q", m.ExtackMessage())
+	if assert.ErrorAs(t, err, &m) {
+		assert.Equal(t, `port "eth9": queues 100 greater than max_queues 64`, m.ExtackMessage(), "extack message")
 	}
 }
 
@@ -468,17 +463,17 @@ func TestDeriveMAC(t *testing.T) {
 
 func TestValueForms(t *testing.T) {
 	for in, want := range map[string]int{"4K": 4096, "16k": 16384, "64KiB": 65536, "4096": 4096, " 16 K ": 16384} {
-		if got, ok := rxbuf.ParsePageSize(in); !ok || got != want {
-			t.Errorf("ParsePageSize(%q) = %d, %v; want %d", in, got, ok, want)
-		}
+		got, ok := rxbuf.ParsePageSize(in)
+		assert.True(t, ok, "ParsePageSize(%q) refused", in)
+		assert.Equal(t, want, got, "ParsePageSize(%q)", in)
 	}
 	for in, want := range map[string]int64{
 		"2GiB": 2 << 30, "2G": 2 << 30, "512MiB": 512 << 20, "1k": 1024, "7": 7, "7B": 7,
 		"1TiB": 1 << 40, "unlimited": UnlimitedMemory, "Unlimited": UnlimitedMemory,
 	} {
-		if got, ok := parseMemory(in); !ok || got != want {
-			t.Errorf("parseMemory(%q) = %d, %v; want %d", in, got, ok, want)
-		}
+		got, ok := parseMemory(in)
+		assert.True(t, ok, "parseMemory(%q) refused", in)
+		assert.Equal(t, want, got, "parseMemory(%q)", in)
 	}
 	for _, in := range []string{"", "-1", "0", "1.5G", "2GB", "G", "8EiB", "9223372036854775807K"} {
 		got, ok := parseMemory(in)
@@ -487,17 +482,15 @@ func TestValueForms(t *testing.T) {
 	// FormatMemory writes what parseMemory reads back.
 	for _, b := range []int64{1, 1000, 1024, 1536 << 20, 2 << 30, 3 << 40, UnlimitedMemory} {
 		got, ok := parseMemory(FormatMemory(b))
-		if !ok || got != b {
-			t.Errorf("parseMemory(FormatMemory(%d) = %q) = %d, %v", b, FormatMemory(b), got, ok)
-		}
+		assert.True(t, ok, "parseMemory(FormatMemory(%d) = %q) refused", b, FormatMemory(b))
+		assert.Equal(t, b, got, "parseMemory(FormatMemory(%d) = %q)", b, FormatMemory(b))
 	}
 	assert.Equal(t, "2GiB", FormatMemory(2<<30), "FormatMemory(2GiB)")
-	if f, err := PrivFlagBits([]string{"full-page-rx"}); err != nil || f != vnic.PrivFlagFullPageRx {
-		t.Errorf("PrivFlagBits = %#x, %v", f, err)
-	}
-	if _, err := PrivFlagBits([]string{"x"}); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("PrivFlagBits(x) = %v, want EINVAL", err)
-	}
+	f, err := PrivFlagBits([]string{"full-page-rx"})
+	assert.NoError(t, err, "PrivFlagBits")
+	assert.Equal(t, vnic.PrivFlagFullPageRx, f, "PrivFlagBits = %#x", f)
+	_, err = PrivFlagBits([]string{"x"})
+	assert.ErrorIs(t, err, unix.EINVAL, "PrivFlagBits(x)")
 	got := PrivFlagNames(vnic.PrivFlagFullPageRx | 1<<7)
 	assert.True(t, cmp.Equal(got, []string{"full-page-rx"}), "PrivFlagNames = %q", got)
 	l, err := ParseLogLevel("bogus")
@@ -526,9 +519,8 @@ func TestDaemonValidate(t *testing.T) {
 		d := DefaultDaemonConfig()
 		tc.change(&d)
 		err := d.Validate()
-		if err == nil || err.Error() != tc.want || !errors.Is(err, unix.EINVAL) {
-			t.Errorf("Validate = %v, want %s", err, tc.want)
-		}
+		assert.EqualError(t, err, tc.want, "Validate")
+		assert.ErrorIs(t, err, unix.EINVAL, "Validate = %v", err)
 	}
 }
 

@@ -2,7 +2,6 @@ package config
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -46,14 +45,14 @@ func TestDeviceSettingsRoundTrip(t *testing.T) {
 	require.Empty(t, notes, "Merge: %d ports, notes %v", len(ports), notes)
 	require.Len(t, ports, 2, "Merge: %d ports, notes %v", len(ports), notes)
 	pa, pb := ports[0].Spec, ports[1].Spec
-	if !ports[0].Restored || pa.Settings() != set || pa.Offload || !bytes.Equal(pa.Config().RSSKey, testRSSKey()) {
-		t.Errorf("port a after restart: settings %+v offload %v key %x; want %+v, offload off, key %x",
-			pa.Settings(), pa.Offload, pa.Config().RSSKey, set, testRSSKey())
-	}
+	assert.True(t, ports[0].Restored, "port a not restored")
+	assert.Equal(t, set, pa.Settings(), "port a after restart: settings")
+	assert.False(t, pa.Offload, "port a after restart: offload, want off")
+	assert.Equal(t, testRSSKey(), pa.Config().RSSKey, "port a after restart: key")
 	// The port the state file does not know keeps the configuration's values.
-	if pb.Coalesce != vnic.DefaultCoalesce() || !pb.Offload || pb.RSSKey != nil {
-		t.Errorf("port b: coalesce %+v offload %v key %x; want the defaults", pb.Coalesce, pb.Offload, pb.RSSKey)
-	}
+	assert.Equal(t, vnic.DefaultCoalesce(), pb.Coalesce, "port b: coalesce, want the default")
+	assert.True(t, pb.Offload, "port b: offload, want the default on")
+	assert.Nil(t, pb.RSSKey, "port b: key, want the default")
 }
 
 // TestDeviceSettingsOlderFile: a state file written before coalescing, offloads and the RSS key
@@ -71,10 +70,10 @@ func TestDeviceSettingsOlderFile(t *testing.T) {
 	require.Empty(t, notes, "Merge: %d ports, notes %v", len(ports), notes)
 	require.Len(t, ports, 1, "Merge: %d ports, notes %v", len(ports), notes)
 	p := ports[0].Spec
-	if p.MTU != 3000 || p.Offload || p.Coalesce.RxCQEFrames != 4 || p.RSSKey != nil {
-		t.Errorf("port from an older state file: mtu %d offload %v coalesce %+v key %x; want 3000, the file's offload off and rx_cqe_frames 4, the default key",
-			p.MTU, p.Offload, p.Coalesce, p.RSSKey)
-	}
+	assert.Equal(t, 3000, p.MTU, "port from an older state file: mtu, want the file's")
+	assert.False(t, p.Offload, "port from an older state file: offload, want the file's off")
+	assert.Equal(t, uint32(4), p.Coalesce.RxCQEFrames, "port from an older state file: rx_cqe_frames, want the configuration's")
+	assert.Nil(t, p.RSSKey, "port from an older state file: key, want the default")
 }
 
 // TestDeviceSettingsInvalid: saved values the port cannot take are refused as Merge refuses any
@@ -104,8 +103,10 @@ func TestDeviceSettingsInvalid(t *testing.T) {
 			st.RecordSettings("a", ps)
 			ports, notes := Merge(cfg, st)
 			assert.Empty(t, cmp.Diff([]string{tc.note}, errorTexts(notes)), "notes (-want +got)")
-			if len(ports) != 1 || ports[0].Restored || ports[0].Spec.MTU != a.MTU || ports[0].Spec.Coalesce != a.Coalesce {
-				t.Errorf("port a: %+v; want the file's settings", ports)
+			if assert.Len(t, ports, 1, "ports %+v", ports) {
+				assert.False(t, ports[0].Restored, "port a: %+v; want the file's settings", ports)
+				assert.Equal(t, a.MTU, ports[0].Spec.MTU, "port a: %+v; want the file's settings", ports)
+				assert.Equal(t, a.Coalesce, ports[0].Spec.Coalesce, "port a: %+v; want the file's settings", ports)
 			}
 		})
 	}
@@ -116,8 +117,9 @@ func TestDeviceSettingsInvalid(t *testing.T) {
 		require.NoError(t, os.WriteFile(StatePath(dir), []byte(data), 0o600))
 		_, err := LoadState(dir)
 		var e *Error
-		if !errors.Is(err, unix.EBADMSG) || !errors.As(err, &e) || !strings.Contains(e.Msg, `port "a": settings: rss_key`) {
-			t.Errorf("rss_key %q: LoadState = %v, want EBADMSG naming the port's rss_key", key, err)
+		assert.ErrorIs(t, err, unix.EBADMSG, "rss_key %q: LoadState", key)
+		if assert.ErrorAs(t, err, &e, "rss_key %q: LoadState", key) {
+			assert.Contains(t, e.Msg, `port "a": settings: rss_key`, "rss_key %q: LoadState, want the error to name the port's rss_key", key)
 		}
 	}
 }
