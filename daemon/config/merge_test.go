@@ -196,10 +196,8 @@ func TestRestartCycle(t *testing.T) {
 		got = append(got, p.Spec.Name)
 	}
 	require.Equal(t, "mana0,mana2", strings.Join(got, ","), "ports after restart: %v, want mana0,mana2", got)
-	if s := ports2[0].Spec.Settings(); s != mana0 || !ports2[0].AdminUp {
-		t.Errorf("mana0 after restart: %+v up=%v, want %+v up", s, ports2[0].AdminUp, mana0)
-	}
-	if !ports2[1].Runtime || ports2[1].Spec.NetNS != "manaC" {
-		t.Errorf("mana2 after restart: %+v", ports2[1])
-	}
+	assert.Equal(t, mana0, ports2[0].Spec.Settings(), "mana0 after restart: settings")
+	assert.True(t, ports2[0].AdminUp, "mana0 after restart: down, want up")
+	assert.True(t, ports2[1].Runtime, "mana2 after restart: %+v, want a runtime port", ports2[1])
+	assert.Equal(t, "manaC", ports2[1].Spec.NetNS, "mana2 after restart: netns")
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -170,8 +169,10 @@ func TestSegmentSpecValidate(t *testing.T) {
 		{"bad netns", SegmentSpec{Name: "w", Uplinks: []UplinkSpec{{Dev: "a", NetNS: ".."}}}, unix.EINVAL},
 	} {
 		err := tt.spec.Validate()
-		if tt.errno == 0 && err != nil || tt.errno != 0 && !errors.Is(err, tt.errno) {
-			t.Errorf("%s: %v, want errno %v", tt.name, err, tt.errno)
+		if tt.errno == 0 {
+			assert.NoError(t, err, tt.name)
+		} else {
+			assert.ErrorIs(t, err, tt.errno, tt.name)
 		}
 	}
 }

@@ -36,9 +36,9 @@ ageing_time = 0
 		{Name: "never", Line: 13},
 	}
 	require.Empty(t, cmp.Diff(want, cfg.Segments), "segments (-want +got)")
-	if got := cfg.Segment("other"); got.AgeingTime != DefaultAgeingTime || len(got.Uplinks) != 0 {
-		t.Fatalf("undescribed segment %+v, want the defaults", got)
-	}
+	got := cfg.Segment("other")
+	require.Equal(t, DefaultAgeingTime, got.AgeingTime, "undescribed segment %+v, want the defaults", got)
+	require.Empty(t, got.Uplinks, "undescribed segment %+v, want the defaults", got)
 	require.Equal(t, "hostA/vx0", cfg.Segment("wire0").Uplinks[0].String(), "uplink string")
 }
 
@@ -51,9 +51,9 @@ func TestParseSegmentErrors(t *testing.T) {
 		}
 		return b.String()
 	}
-	if c, err := Parse("t.toml", []byte(many(MaxSegments))); err != nil || len(c.Segments) != MaxSegments {
-		t.Fatalf("%d [[segment]] tables: %d parsed, %v", MaxSegments, len(c.Segments), err)
-	}
+	c, err := Parse("t.toml", []byte(many(MaxSegments)))
+	require.NoError(t, err, "%d [[segment]] tables", MaxSegments)
+	require.Len(t, c.Segments, MaxSegments, "%d [[segment]] tables parsed", MaxSegments)
 	for _, tc := range []struct {
 		name, doc, want string
 	}{
@@ -102,10 +102,10 @@ func TestParseSegmentPortLimit(t *testing.T) {
 		b.WriteString("[[port]]\nname = \"q\"\nsegment = \"other\"\n")
 		return b.String()
 	}
-	if c, err := Parse("t.toml", []byte(doc(MaxSegmentPorts))); err != nil || len(c.Ports) != MaxSegmentPorts+1 {
-		t.Fatalf("%d ports on a segment: %v", MaxSegmentPorts, err)
-	}
-	_, err := Parse("t.toml", []byte(doc(MaxSegmentPorts+1)))
+	c, err := Parse("t.toml", []byte(doc(MaxSegmentPorts)))
+	require.NoError(t, err, "%d ports on a segment", MaxSegmentPorts)
+	require.Len(t, c.Ports, MaxSegmentPorts+1, "%d ports on a segment", MaxSegmentPorts)
+	_, err = Parse("t.toml", []byte(doc(MaxSegmentPorts+1)))
 	want := fmt.Sprintf(`t.toml:%d: port "p%d": segment "full" has %d ports already, at most %d (as a Linux bridge)`,
 		3*MaxSegmentPorts+1, MaxSegmentPorts, MaxSegmentPorts, MaxSegmentPorts)
 	require.Error(t, err, "error\n  %v\nwant\n  %s", err, want)

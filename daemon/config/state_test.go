@@ -147,8 +147,9 @@ func TestStateRoundTrip(t *testing.T) {
 	require.NoError(t, got.Save(dir))
 	second, _ := os.ReadFile(StatePath(dir))
 	assert.Equal(t, string(second), string(first), "saving the loaded state changed the file:\n%s\n---\n%s", first, second)
-	if fi, err := os.Stat(StatePath(dir)); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("state file mode = %v, %v; want 0600", fi.Mode(), err)
+	fi, err := os.Stat(StatePath(dir))
+	if assert.NoError(t, err) {
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "state file mode")
 	}
 }
 
@@ -256,8 +257,9 @@ func TestLoadStateNewer(t *testing.T) {
 		assert.ErrorIs(t, err, unix.ENOTSUP, "LoadState(%s) = %v, want ErrStateNewer (ENOTSUP)", data, err)
 		assert.NotErrorIs(t, err, unix.EBADMSG, "LoadState(%s) = %v: a newer file reported as corrupt", data, err)
 		var e *Error
-		if !errors.As(err, &e) || e.File != path || !strings.Contains(e.Msg, "written by a newer manad") {
-			t.Errorf("LoadState(%s) = %#v, want an *Error naming %s and the newer manad", data, err, path)
+		if assert.ErrorAs(t, err, &e, "LoadState(%s)", data) {
+			assert.Equal(t, path, e.File, "LoadState(%s): the *Error names", data)
+			assert.Contains(t, e.Msg, "written by a newer manad", "LoadState(%s)", data)
 		}
 		got, _ := os.ReadFile(path)
 		assert.Equal(t, data, string(got), "LoadState changed the file: %q", got)
@@ -279,16 +281,16 @@ func TestSetAsideState(t *testing.T) {
 		kept, err := SetAsideState(dir, now)
 		require.NoError(t, err, "SetAsideState #%d = %q, %v; want %q", i, kept, err, w)
 		require.Equal(t, w, kept, "SetAsideState #%d = %q, %v; want %q", i, kept, err, w)
-		if got, err := os.ReadFile(kept); err != nil || string(got) != data {
-			t.Errorf("kept copy %s = %q, %v; want %q", kept, got, err, data)
-		}
+		got, err := os.ReadFile(kept)
+		assert.NoError(t, err, "kept copy %s", kept)
+		assert.Equal(t, data, string(got), "kept copy %s", kept)
 		_, err = os.Lstat(path)
 		assert.ErrorIs(t, err, fs.ErrNotExist, "state file still there after SetAsideState")
 	}
 	// Nothing to set aside: ENOENT, and nothing is created.
-	if kept, err := SetAsideState(dir, now); !errors.Is(err, unix.ENOENT) || kept != "" {
-		t.Errorf("SetAsideState without a file = %q, %v; want ENOENT", kept, err)
-	}
+	kept, err := SetAsideState(dir, now)
+	assert.ErrorIs(t, err, unix.ENOENT, "SetAsideState without a file")
+	assert.Equal(t, "", kept, "SetAsideState without a file")
 	// Every name of that second taken: EEXIST, the file stays where it is.
 	full := t.TempDir()
 	base := StatePath(full) + ".bad-20261201T220405Z"
@@ -300,24 +302,22 @@ func TestSetAsideState(t *testing.T) {
 		require.NoError(t, os.WriteFile(name, nil, 0o600))
 	}
 	require.NoError(t, os.WriteFile(StatePath(full), []byte("{"), 0o600))
-	if kept, err := SetAsideState(full, now); !errors.Is(err, unix.EEXIST) || kept != "" {
-		t.Errorf("SetAsideState with every name taken = %q, %v; want EEXIST", kept, err)
-	}
+	kept, err = SetAsideState(full, now)
+	assert.ErrorIs(t, err, unix.EEXIST, "SetAsideState with every name taken")
+	assert.Equal(t, "", kept, "SetAsideState with every name taken")
 	got, _ := os.ReadFile(StatePath(full))
 	assert.Equal(t, "{", string(got), "state file changed by a failed SetAsideState: %q", got)
 	// A directory where the file should be (LoadState: EISDIR) is set aside like a file.
 	odd := t.TempDir()
 	require.NoError(t, os.Mkdir(StatePath(odd), 0o700))
-	if kept, err := SetAsideState(odd, now); err != nil || kept != StatePath(odd)+".bad-20261201T220405Z" {
-		t.Errorf("SetAsideState of a directory = %q, %v", kept, err)
-	}
+	kept, err = SetAsideState(odd, now)
+	assert.NoError(t, err, "SetAsideState of a directory")
+	assert.Equal(t, StatePath(odd)+".bad-20261201T220405Z", kept, "SetAsideState of a directory")
 }
 
 func TestLoadStateUnreadable(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.Mkdir(StatePath(dir), 0o700); err != nil { // a directory where the file should be
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(StatePath(dir), 0o700)) // a directory where the file should be
 	_, err := LoadState(dir)
 	assert.ErrorIs(t, err, unix.EISDIR, "LoadState = %v, want EISDIR", err)
 }
@@ -338,8 +338,8 @@ func TestSaveLeftoverTemp(t *testing.T) {
 	_, err = os.Stat(leftover)
 	assert.ErrorIs(t, err, os.ErrNotExist, "leftover still there after Save")
 	again, err := LoadState(dir)
-	if err != nil || again.Ports["mana9"].Settings.MTU != 1500 {
-		t.Errorf("LoadState after Save = %+v, %v", again, err)
+	if assert.NoError(t, err, "LoadState after Save") {
+		assert.Equal(t, 1500, again.Ports["mana9"].Settings.MTU, "LoadState after Save = %+v", again)
 	}
 }
 
@@ -381,14 +381,12 @@ func TestStateRecord(t *testing.T) {
 	st.RecordDeleted("mana0", cfg)
 	st.RecordDeleted("mana0", cfg)    // twice: listed once
 	st.RecordDeleted("runtime9", cfg) // not in the config: nothing to remember
-	if !cmp.Equal(st.Deleted, []string{"mana0", "mana1"}) || len(st.Ports) != 0 {
-		t.Errorf("after deletes: Deleted %q, Ports %v", st.Deleted, st.Ports)
-	}
+	assert.Empty(t, cmp.Diff([]string{"mana0", "mana1"}, st.Deleted), "after deletes: Deleted (-want +got)")
+	assert.Empty(t, st.Ports, "after deletes: Ports")
 	spec, _ := cfg.Port("mana1")
 	st.RecordCreated(spec, PortSettings{MTU: 1500})
-	if !cmp.Equal(st.Deleted, []string{"mana0"}) || st.Ports["mana1"].Spec == nil {
-		t.Errorf("after re-creating mana1: Deleted %q, Ports %v", st.Deleted, st.Ports)
-	}
+	assert.Empty(t, cmp.Diff([]string{"mana0"}, st.Deleted), "after re-creating mana1: Deleted (-want +got)")
+	assert.NotNil(t, st.Ports["mana1"].Spec, "after re-creating mana1: Ports %v", st.Ports)
 	spec.MAC[0] = 0xfe // the state keeps its own copy of the spec too
 	assert.NotEqual(t, byte(0xfe), st.Ports["mana1"].Spec.MAC[0], "RecordCreated shares the caller's MAC")
 }
@@ -408,11 +406,10 @@ func TestZeroStateAndOddDir(t *testing.T) {
 	leftover := filepath.Join(dir, ".state.json.99.tmp")
 	require.NoError(t, os.WriteFile(leftover, []byte("{"), 0o600))
 	require.NoError(t, st.Save(dir))
-	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("leftover in a directory with glob characters not removed: %v", err)
-	}
+	_, err := os.Stat(leftover)
+	assert.ErrorIs(t, err, os.ErrNotExist, "leftover in a directory with glob characters not removed")
 	got, err := LoadState(dir)
-	if err != nil || len(got.Ports) != 2 {
-		t.Errorf("LoadState = %+v, %v", got, err)
+	if assert.NoError(t, err, "LoadState") {
+		assert.Len(t, got.Ports, 2, "LoadState = %+v", got)
 	}
 }

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -83,15 +81,15 @@ func TestLoadStateNotRegular(t *testing.T) {
 			require.ErrorIs(t, err, tt.errno, "LoadState = %v; want ErrStateFile and %v", err, tt.errno)
 			require.NotErrorIs(t, err, ErrStateNewer, "LoadState = %v; want ErrStateFile and %v", err, tt.errno)
 			var ce *Error
-			if !errors.As(err, &ce) || ce.File != path {
-				t.Errorf("LoadState = %#v, want an *Error naming %s", err, path)
+			if assert.ErrorAs(t, err, &ce, "LoadState") {
+				assert.Equal(t, path, ce.File, "LoadState: the *Error names")
 			}
 			for _, want := range []string{tt.what, "regular file of at most 64 MiB", "move it away"} {
 				assert.Contains(t, err.Error(), want, "LoadState = %q, want it to say", err)
 			}
 			after, err := os.Lstat(path)
-			if err != nil || after.Mode() != before.Mode() {
-				t.Errorf("the state file changed: %v, %v (was %v)", after, err, before.Mode())
+			if assert.NoError(t, err, "the state file") {
+				assert.Equal(t, before.Mode(), after.Mode(), "the state file changed")
 			}
 		})
 	}
@@ -137,9 +135,9 @@ func TestReserveCommit(t *testing.T) {
 	// Save writes the same bytes.
 	other := t.TempDir()
 	must(t, st.Save(other))
-	if saved, err := os.ReadFile(StatePath(other)); err != nil || !bytes.Equal(saved, data) {
-		t.Errorf("Save wrote %q, %v; Commit %q", saved, err, data)
-	}
+	saved, err := os.ReadFile(StatePath(other))
+	assert.NoError(t, err, "reading what Save wrote")
+	assert.Equal(t, string(data), string(saved), "Save wrote, Commit")
 
 	// Abort: the state file is untouched, no temporary file is left.
 	r, err = Reserve(dir, ReserveSlack)
@@ -201,9 +199,9 @@ func stateTemps(t *testing.T, dir string) []string {
 // assertOnlyState checks that dir holds the state file with want and no temporary file.
 func assertOnlyState(t *testing.T, dir string, want []byte) {
 	t.Helper()
-	if got, err := os.ReadFile(StatePath(dir)); err != nil || !bytes.Equal(got, want) {
-		t.Errorf("state file = %q, %v; want %q", got, err, want)
-	}
+	got, err := os.ReadFile(StatePath(dir))
+	assert.NoError(t, err, "state file")
+	assert.Equal(t, string(want), string(got), "state file")
 	assert.Empty(t, stateTemps(t, dir), "temporary files left")
 }
 
