@@ -194,9 +194,7 @@ func testForwardsAndFollows(t *testing.T, mode string) {
 	b1 = rawSocket(t, ns, "b1")
 	send(t, a1, testFrame(7, 100))
 	require.True(t, sees(t, b1, 7), "frame did not reach the re-created device")
-	if st := ub.Stats(); st.Attaches != 3 {
-		t.Fatalf("Attaches %d, want 3 (start, after carrier, after re-creation)", st.Attaches)
-	}
+	require.Equal(t, uint64(3), ub.Stats().Attaches, "Attaches, want 3 (start, after carrier, after re-creation)")
 	st := ua.Stats()
 	require.GreaterOrEqual(t, st.RxFrames, uint64(6), "a0 stats %+v, want at least 6 frames received and 1 sent", st)
 	require.GreaterOrEqual(t, st.TxFrames, uint64(1), "a0 stats %+v, want at least 6 frames received and 1 sent", st)
@@ -204,10 +202,9 @@ func testForwardsAndFollows(t *testing.T, mode string) {
 
 func TestUplinkStartErrors(t *testing.T) {
 	seg := datapath.NewSegment("t")
-	if _, err := Start(context.Background(), Config{Segment: seg}); err == nil || !strings.Contains(err.Error(), "needs a device") {
-		t.Fatalf("no device: %v", err)
-	}
-	_, err := Start(context.Background(), Config{Dev: "x"})
+	_, err := Start(context.Background(), Config{Segment: seg})
+	require.ErrorContains(t, err, "needs a device", "no device")
+	_, err = Start(context.Background(), Config{Dev: "x"})
 	require.Error(t, err, "no segment accepted")
 }
 
@@ -237,9 +234,7 @@ func TestUplinkWaitsForItsDevice(t *testing.T) {
 	u, err := Start(context.Background(), Config{Dev: "c0", NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet()})
 	require.NoError(t, err)
 	defer u.Close()
-	if st := u.Status(); st.State != Absent {
-		t.Fatalf("state %v before the device exists, want absent", st.State)
-	}
+	require.Equal(t, Absent, u.Status().State, "state before the device exists")
 	run(t, "ip", "-n", ns, "link", "add", "c0", "type", "veth", "peer", "name", "c1")
 	run(t, "ip", "-n", ns, "link", "set", "c1", "up")
 	eventually(t, "c0 down (created, not up)", func() bool { return u.Status().State == Down })
