@@ -79,10 +79,10 @@ func TestPcapRoundTrip(t *testing.T) {
 	for i, f := range frames {
 		data, ci, err := r.ReadPacketData()
 		require.NoError(t, err, "record %d", i)
-		if !ci.Timestamp.Equal(time.Unix(0, int64(f.Time))) || ci.CaptureLength != len(f.Data) || ci.Length != int(f.OrigLen) || !bytes.Equal(data, f.Data) {
-			t.Errorf("record %d: %v, %d of %d bytes; want %v, %d of %d", i, ci.Timestamp, ci.CaptureLength, ci.Length,
-				time.Unix(0, int64(f.Time)), len(f.Data), f.OrigLen)
-		}
+		assert.True(t, ci.Timestamp.Equal(time.Unix(0, int64(f.Time))), "record %d: time %v, want %v", i, ci.Timestamp, time.Unix(0, int64(f.Time)))
+		assert.Equal(t, len(f.Data), ci.CaptureLength, "record %d: captured length", i)
+		assert.Equal(t, int(f.OrigLen), ci.Length, "record %d: length", i)
+		assert.Equal(t, string(f.Data), string(data), "record %d: bytes", i)
 	}
 	_, _, err = r.ReadPacketData()
 	assert.ErrorIs(t, err, io.EOF, "after the last record: %v, want EOF", err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -117,9 +116,10 @@ func TestNotRunning(t *testing.T) {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, out, errs := runCLI(t, sock, args...)
 			want := "cannot connect to manad at " + sock + ": "
-			if code != exitFailure || out != "" || !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
-				t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing, one line starting %q", code, out, errs, want)
-			}
+			assert.Equal(t, exitFailure, code, "exit status; stderr %q", errs)
+			assert.Equal(t, "", out, "stdout")
+			assert.True(t, strings.HasPrefix(errs, want), "stderr %q, want one line starting %q", errs, want)
+			assert.Equal(t, 1, strings.Count(errs, "\n"), "stderr %q, want one line", errs)
 		})
 	}
 	code, _, errs := runCLI(t, sock, "--socket", other, "list")
@@ -209,12 +209,11 @@ func TestExitStatus(t *testing.T) {
 	root := newRoot(&app{}, func(string) string { return "" })
 	seen := map[string]bool{}
 	for _, e := range exitStatuses {
-		if c, _, err := root.Find([]string{e.cmd}); err != nil || c == root {
-			t.Errorf("exitStatuses names %q, which is not a command", e.cmd)
-		}
-		if k := fmt.Sprint(e.cmd, e.failure); seen[k] {
-			t.Errorf("exitStatuses lists %s failure %d twice", e.cmd, e.failure)
-		}
+		c, _, err := root.Find([]string{e.cmd})
+		assert.NoError(t, err, "exitStatuses names %q, which is not a command", e.cmd)
+		assert.NotSame(t, root, c, "exitStatuses names %q, which is not a command", e.cmd)
+		k := fmt.Sprint(e.cmd, e.failure)
+		assert.False(t, seen[k], "exitStatuses lists %s failure %d twice", e.cmd, e.failure)
 		seen[fmt.Sprint(e.cmd, e.failure)] = true
 	}
 }
@@ -280,10 +279,11 @@ func TestRxBufPlanWithoutDaemon(t *testing.T) {
 	}
 	// --rx-alloc changes the memory the layouts pin, and says so in their reasons.
 	code, out, errs := runCLI(t, sock, "rxbuf-plan", "--page-size", "16K", "--mtu", "1500", "--rule", "upstream", "--rx-alloc", "no-pool")
-	if code != exitOK || errs != "" || !strings.Contains(out, "rx_alloc no-pool") ||
-		!regexp.MustCompile(`(?m)^Buffers per page +1$`).MatchString(out) || !regexp.MustCompile(`(?m)^Buffer size +2112$`).MatchString(out) {
-		t.Errorf("--rx-alloc no-pool: exit %d, stderr %q, stdout:\n%s", code, errs, out)
-	}
+	assert.Equal(t, exitOK, code, "--rx-alloc no-pool: exit status; stderr %q", errs)
+	assert.Equal(t, "", errs, "--rx-alloc no-pool: stderr")
+	assert.Contains(t, out, "rx_alloc no-pool", "--rx-alloc no-pool: stdout")
+	assert.Regexp(t, `(?m)^Buffers per page +1$`, out, "--rx-alloc no-pool: stdout")
+	assert.Regexp(t, `(?m)^Buffer size +2112$`, out, "--rx-alloc no-pool: stdout")
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -300,10 +300,10 @@ func TestBytesText(t *testing.T) {
 func TestU32Shown(t *testing.T) {
 	require.Nil(t, u32Shown(0), "u32Shown")
 	require.Equal(t, uint32(5), *u32Shown(5), "u32Shown")
-	if mx, cur := pairShown(0, 3); mx != nil || cur != nil {
-		t.Fatal("pairShown(0, 3) should be absent")
-	}
-	mx, cur := pairShown(4, 0)
+	mx, cur := pairShown(0, 3)
+	require.Nil(t, mx, "pairShown(0, 3) should be absent")
+	require.Nil(t, cur, "pairShown(0, 3) should be absent")
+	mx, cur = pairShown(4, 0)
 	require.Equal(t, uint32(4), *mx, "pairShown(4, 0) should be 4, 0")
 	require.Equal(t, uint32(0), *cur, "pairShown(4, 0) should be 4, 0")
 }

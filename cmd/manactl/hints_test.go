@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -99,9 +98,8 @@ func TestShellJoin(t *testing.T) {
 		assert.Equal(t, tc.want, got, "shellJoin(%q)", tc.args)
 		// A shell reads it back as the arguments.
 		out, err := exec.Command("sh", "-c", `eval "set -- $0"; for a in "$@"; do printf '[%s]' "$a"; done`, got).Output()
-		if want := "[" + strings.Join(tc.args, "][") + "]"; err != nil || string(out) != want {
-			t.Errorf("sh reads %q back as %s (%v), want %s", got, out, err, want)
-		}
+		assert.NoError(t, err, "sh reading %q back", got)
+		assert.Equal(t, "["+strings.Join(tc.args, "][")+"]", string(out), "sh reads %q back as", got)
 	}
 }
 
@@ -222,8 +220,9 @@ func TestNetNSExists(t *testing.T) {
 	for _, ns := range []string{"mctl-no-such-netns", "a/b", "..", "."} {
 		err := netnsExists(ns)
 		want := "network namespace " + ns + " does not exist (ip netns list shows those that do)"
-		if err == nil || errorLine(err) != want || !errors.Is(err, unix.ENOENT) {
-			t.Errorf("netnsExists(%q) = %v; want %q wrapping ENOENT", ns, err, want)
+		if assert.Error(t, err, "netnsExists(%q)", ns) {
+			assert.Equal(t, want, errorLine(err), "netnsExists(%q)", ns)
+			assert.ErrorIs(t, err, unix.ENOENT, "netnsExists(%q)", ns)
 		}
 	}
 	if ents, err := os.ReadDir(netnsDir); err == nil && len(ents) > 0 {

@@ -19,9 +19,10 @@ import (
 // renders it without a warning when it is installed.
 func TestManPage(t *testing.T) {
 	dir := t.TempDir()
-	if code, out, errs := runCLI(t, "", "gen-man", dir); code != exitOK || out != "" || errs != "" {
-		t.Fatalf("gen-man: exit %d, stdout %q, stderr %q", code, out, errs)
-	}
+	code, stdout, errs := runCLI(t, "", "gen-man", dir)
+	require.Equal(t, exitOK, code, "gen-man: exit status; stderr %q", errs)
+	require.Equal(t, "", stdout, "gen-man: stdout")
+	require.Equal(t, "", errs, "gen-man: stderr")
 	b, err := os.ReadFile(filepath.Join(dir, "manactl.8"))
 	require.NoError(t, err)
 	page := string(b)
@@ -65,7 +66,8 @@ func TestManPage(t *testing.T) {
 	cmd.Env = append(os.Environ(), "MANWIDTH=80", "MANPAGER=cat", "LC_ALL=C.UTF-8")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil || errb.Len() != 0 || !strings.Contains(out.String(), "manactl set-ring DEV PARAM VALUE") {
-		t.Errorf("man -l: %v, stderr %q\n%s", err, errb.String(), out.String())
-	}
+	err = cmd.Run()
+	assert.NoError(t, err, "man -l; stderr %q", errb.String())
+	assert.Equal(t, "", errb.String(), "man -l: stderr")
+	assert.Contains(t, out.String(), "manactl set-ring DEV PARAM VALUE", "man -l")
 }

@@ -40,13 +40,10 @@ func TestMonitorCoalesceAndRSS(t *testing.T) {
 			b.Reset()
 			require.NoError(t, writeNotification(&app{stdout: &b, json: true}, tc.n))
 			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(b.Bytes(), &obj); err != nil {
-				t.Fatalf("%v: %s", err, b.String())
-			}
+			require.NoError(t, json.Unmarshal(b.Bytes(), &obj), "%s", b.String())
 			var payload map[string]any
-			if err := json.Unmarshal(obj[tc.key], &payload); err != nil || payload["ifname"] != "mana0" {
-				t.Errorf("--json %q payload %s (%v)", tc.key, obj[tc.key], err)
-			}
+			assert.NoError(t, json.Unmarshal(obj[tc.key], &payload), "--json %q payload %s", tc.key, obj[tc.key])
+			assert.Equal(t, "mana0", payload["ifname"], "--json %q payload %s", tc.key, obj[tc.key])
 		})
 	}
 }

@@ -67,9 +67,9 @@ func TestWriteNetdev(t *testing.T) {
 func TestNetdevKernelFallback(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "manad.sock")
 	code, out, errs := runCLI(t, sock, "queues", "lo")
-	if code != 0 || !strings.HasPrefix(out, "Queues of lo:\nTYPE  QUEUE  NAPI-ID\n") || errs != "" {
-		t.Errorf("queues lo: exit %d, stdout %q, stderr %q", code, out, errs)
-	}
+	assert.Equal(t, 0, code, "queues lo: exit status; stderr %q", errs)
+	assert.True(t, strings.HasPrefix(out, "Queues of lo:\nTYPE  QUEUE  NAPI-ID\n"), "queues lo: stdout %q", out)
+	assert.Equal(t, "", errs, "queues lo: stderr")
 	code, out, errs = runCLI(t, sock, "--json", "page-pools", "lo")
 	assert.Equal(t, 0, code, "page-pools lo: exit %d, stdout %q, stderr %q", code, out, errs)
 	assert.Equal(t, "[]\n", out, "page-pools lo: exit %d, stdout %q, stderr %q", code, out, errs)
