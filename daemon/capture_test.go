@@ -123,9 +123,10 @@ func TestCapturePortAndSegment(t *testing.T) {
 
 	cp, err := c.StartCapture(ctx, wire.CaptureRequest{Target: r.portA})
 	require.NoError(t, err)
-	if info := cp.Info(); info.Kind != wire.CaptureKindPort || info.Target != r.portA || info.Snaplen != wire.MaxSnaplen {
-		t.Errorf("START reply %+v, want port %s with snaplen %d", info, r.portA, wire.MaxSnaplen)
-	}
+	info := cp.Info()
+	assert.Equal(t, wire.CaptureKindPort, info.Kind, "START reply %+v", info)
+	assert.Equal(t, r.portA, info.Target, "START reply %+v", info)
+	assert.EqualValues(t, wire.MaxSnaplen, info.Snaplen, "START reply %+v", info)
 	got := 0
 	r.ping(t, "-c", "2")
 	collect(t, cp, func(f wire.CaptureFrame) (bool, bool) {
@@ -144,7 +145,7 @@ func TestCapturePortAndSegment(t *testing.T) {
 	seg, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0", Snaplen: 34})
 	require.NoError(t, err)
 	defer seg.Close()
-	info := seg.Info()
+	info = seg.Info()
 	assert.Equal(t, wire.CaptureKindSegment, info.Kind, "START reply %+v, want segment wire0, snaplen 34", info)
 	assert.Equal(t, uint32(34), info.Snaplen, "START reply %+v, want segment wire0, snaplen 34", info)
 	r.ping(t, "-c", "2", "-s", "200")
@@ -231,9 +232,9 @@ func TestCaptureEndsWithPort(t *testing.T) {
 		n += len(fs)
 	}
 	_, st, err := cp.Stop(ctx)
-	if err != nil || st.Sent != uint64(n) || n < 2 {
-		t.Errorf("Stop after the end: %+v, %v; the client got %d frames (want the ping's 2 at least)", st, err, n)
-	}
+	assert.NoError(t, err, "Stop after the end")
+	assert.Equal(t, uint64(n), st.Sent, "Stop after the end: %+v; the client got %d frames", st, n)
+	assert.GreaterOrEqual(t, n, 2, "the client got %d frames, want the ping's 2 at least", n)
 	seg, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"})
 	require.NoError(t, err, "a capture after the end")
 	seg.Close()
@@ -326,8 +327,9 @@ func TestCaptureRefused(t *testing.T) {
 	} {
 		cp, err := c.StartCapture(ctx, tc.req)
 		var ce *client.Error
-		if !errors.As(err, &ce) || !errors.Is(err, tc.errno) || ce.Message == "" {
-			t.Errorf("%s: %v, want %v with a message", tc.name, err, tc.errno)
+		assert.ErrorIs(t, err, tc.errno, tc.name)
+		if assert.ErrorAs(t, err, &ce, tc.name) {
+			assert.NotEmpty(t, ce.Message, "%s: %v, want a message", tc.name, err)
 		}
 		if cp != nil {
 			cp.Close()
@@ -366,14 +368,10 @@ func TestCaptureRefused(t *testing.T) {
 
 	// One capture per connection (EBUSY), and STOP without one is ENOENT.
 	rc := dialRawManad(t, r.sock)
-	if e := rc.do(t, wire.CmdCaptureStop, nil); e != unix.ENOENT {
-		t.Errorf("STOP without a capture: %v, want ENOENT", e)
-	}
+	assert.Equal(t, unix.ENOENT, rc.do(t, wire.CmdCaptureStop, nil), "STOP without a capture")
 	start := func(b *nlattr.Builder) { b.PutString(wire.AttrCaptureTarget, "wire0") }
 	require.Equal(t, unix.Errno(0), rc.do(t, wire.CmdCaptureStart, start), "START")
-	if e := rc.do(t, wire.CmdCaptureStart, start); e != unix.EBUSY {
-		t.Errorf("second START on the connection: %v, want EBUSY", e)
-	}
+	assert.Equal(t, unix.EBUSY, rc.do(t, wire.CmdCaptureStart, start), "second START on the connection")
 	assert.Equal(t, unix.Errno(0), rc.do(t, wire.CmdCaptureStop, nil), "STOP")
 	assert.Equal(t, unix.Errno(0), rc.do(t, wire.CmdCaptureStart, start), "START after STOP")
 }
@@ -433,9 +431,8 @@ func (r *rawManad) do(t *testing.T, cmd uint8, attrs func(*nlattr.Builder)) unix
 		attrs(&b)
 	}
 	b.EndMsg(start)
-	if _, err := r.uc.Write(b.B); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.uc.Write(b.B)
+	require.NoError(t, err)
 	buf := make([]byte, 256<<10)
 	_ = r.uc.SetReadDeadline(time.Now().Add(30 * time.Second))
 	for {

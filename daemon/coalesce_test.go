@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -11,6 +10,7 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -44,18 +44,16 @@ func TestCoalesceBackend(t *testing.T) {
 	}
 	require.NoError(t, set(func(c *genl.Coalesce) { c.RxCQEFrames, c.TxUsecs = 4, 100 }))
 	var e *nlerr.Error
-	if err := set(func(c *genl.Coalesce) { c.RxMaxFrames = 256 }); !errors.Is(err, unix.EINVAL) || !errors.As(err, &e) ||
-		e.Message != "rx-frames must be at most 255, got 256" {
-		t.Errorf("rx-frames 256: %v", err)
+	err = set(func(c *genl.Coalesce) { c.RxMaxFrames = 256 })
+	assert.ErrorIs(t, err, unix.EINVAL, "rx-frames 256")
+	if assert.ErrorAs(t, err, &e, "rx-frames 256") {
+		assert.Equal(t, "rx-frames must be at most 255, got 256", e.Message, "rx-frames 256")
 	}
-	if err := set(func(*genl.Coalesce) {}); err != nil { // no change
-		t.Fatal(err)
-	}
+	require.NoError(t, set(func(*genl.Coalesce) {})) // no change
 	want := genl.Coalesce{RxCQEFrames: 4, TxUsecs: 100, RxCQENsecs: vnic.DefaultRxCQENsecs}
-	if co, _ = b.Coalesce(ctx, admin, dev); co != want {
-		t.Errorf("after SET: %+v, want %+v", co, want)
-	}
-	if len(changed) != 1 || changed[0] != want {
-		t.Errorf("Changed calls %+v, want one with %+v", changed, want)
+	co, _ = b.Coalesce(ctx, admin, dev)
+	assert.Equal(t, want, co, "after SET")
+	if assert.Len(t, changed, 1, "Changed calls %+v", changed) {
+		assert.Equal(t, want, changed[0], "Changed call")
 	}
 }

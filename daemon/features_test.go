@@ -103,20 +103,17 @@ func TestFeaturesTSOOff(t *testing.T) {
 	f, err := c.Features(cctx, hf0)
 	require.NoError(t, err)
 	for _, n := range []string{"tx-tcp-segmentation", "tx-checksum-ipv4", "rx-gro"} {
-		if !slices.Contains(f.Active, n) || !slices.Contains(f.HW, n) {
-			t.Errorf("%s not active and changeable: %+v", n, f)
-		}
+		assert.Contains(t, f.Active, n, "%s not active: %+v", n, f)
+		assert.Contains(t, f.HW, n, "%s not changeable: %+v", n, f)
 	}
-	if got := tapTSO(); got != "on" {
-		t.Fatalf("TAP tcp-segmentation-offload %q with offloads on", got)
-	}
+	require.Equal(t, "on", tapTSO(), "TAP tcp-segmentation-offload with offloads on")
 
 	for _, on := range []bool{false, true} {
 		ch, err := c.SetFeatures(cctx, hf0, map[string]bool{"tx-tcp-segmentation": on})
 		require.NoError(t, err, "SetFeatures tso %v", on)
 		// The features move together: the others that changed are in the reply.
-		if ch.Active["tx-tcp-segmentation"] != on || ch.Active["rx-gro"] != on || ch.Active["tx-checksum-ipv4"] != on {
-			t.Errorf("tso %v: active changes %v", on, ch.Active)
+		for _, n := range []string{"tx-tcp-segmentation", "rx-gro", "tx-checksum-ipv4"} {
+			assert.Equal(t, on, ch.Active[n], "tso %v: active changes %v lack %s", on, ch.Active, n)
 		}
 		want := map[bool]string{false: "off", true: "on"}[on]
 		assert.Equal(t, want, tapTSO(), "tso %v: the TAP's tcp-segmentation-offload is", on)
@@ -141,9 +138,7 @@ func TestFeaturesTSOOff(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		ch, err := c.SetFeatures(cctx, hf0, map[string]bool{"rx-udp-gro-forwarding": on})
 		require.NoError(t, err, "SetFeatures rx-udp-gro-forwarding %v", on)
-		if len(ch.Active) != 1 || ch.Active["rx-udp-gro-forwarding"] != on {
-			t.Errorf("rx-udp-gro-forwarding %v: active changes %v, want only it", on, ch.Active)
-		}
+		assert.Equal(t, map[string]bool{"rx-udp-gro-forwarding": on}, ch.Active, "rx-udp-gro-forwarding %v: active changes, want only it", on)
 		want := map[bool]string{false: "off", true: "on"}[on]
 		assert.Equal(t, want, taptest.EthtoolFeature(t, ns, "hf0", "rx-udp-gro-forwarding"), "rx-udp-gro-forwarding %v: the TAP's is", on)
 		assert.Equal(t, "on", tapTSO(), "rx-udp-gro-forwarding %v: the TAP's tcp-segmentation-offload is", on)
@@ -153,10 +148,10 @@ func TestFeaturesTSOOff(t *testing.T) {
 		assert.True(t, up, "rx-udp-gro-forwarding %v: ifindex %s (was %s), running %v", on, got, idx, up)
 		f, err := c.Features(cctx, hf0)
 		require.NoError(t, err)
-		if slices.Contains(f.Active, "rx-udp-gro-forwarding") != on || !slices.Contains(f.HW, "rx-udp-gro-forwarding") ||
-			!slices.Contains(f.HW, "rx-gro-list") || !slices.Contains(f.Active, "tx-tcp-segmentation") {
-			t.Errorf("rx-udp-gro-forwarding %v: FEATURES_GET %+v", on, f)
-		}
+		assert.Equal(t, on, slices.Contains(f.Active, "rx-udp-gro-forwarding"), "rx-udp-gro-forwarding %v: FEATURES_GET %+v", on, f)
+		assert.Contains(t, f.HW, "rx-udp-gro-forwarding", "rx-udp-gro-forwarding %v: FEATURES_GET %+v", on, f)
+		assert.Contains(t, f.HW, "rx-gro-list", "rx-udp-gro-forwarding %v: FEATURES_GET %+v", on, f)
+		assert.Contains(t, f.Active, "tx-tcp-segmentation", "rx-udp-gro-forwarding %v: FEATURES_GET %+v", on, f)
 	}
 }
 

@@ -33,9 +33,7 @@ func TestNetdevViews(t *testing.T) {
 	// dev-get is mana's (mana_probe_port's xdp_features, no RX metadata, no XSK features), and a
 	// NAPI has the kernel's defaults: not threaded, no deferral, no timeouts.
 	assert.Equal(t, (wire.NetdevDev{Ifindex: 7, XDPFeatures: 7}), full.Dev, "dev-get")
-	if got := wire.NetdevXDPActList(full.Dev.XDPFeatures); !reflect.DeepEqual(got, []string{"basic", "redirect", "ndo-xmit"}) {
-		t.Errorf("xdp-features %v, want mana's basic, redirect, ndo-xmit", got)
-	}
+	assert.Equal(t, []string{"basic", "redirect", "ndo-xmit"}, wire.NetdevXDPActList(full.Dev.XDPFeatures), "xdp-features, want mana's")
 	for _, n := range full.NAPIs {
 		want := (wire.NetdevNAPI{ID: n.ID, Ifindex: 7})
 		assert.Equal(t, want, n, "NAPI %+v, want %+v", n, want)

@@ -119,14 +119,15 @@ func TestPortNetNS(t *testing.T) {
 	ino := d.state.NetNS[ns]
 	assert.Equal(t, id.Ino, ino, "recorded inode %d, want %d", ino, id.Ino)
 	assert.NotEqual(t, uint64(0), ino, "recorded inode %d, want %d", ino, id.Ino)
-	if saved, err := config.LoadState(dir); err != nil || saved.NetNS[ns] != 0 {
-		t.Errorf("saved state %+v, %v: want the intent (inode 0) saved before the creation", saved, err)
-	} else if _, ok := saved.NetNS[ns]; !ok {
-		t.Errorf("the intent was not saved")
+	if saved, err := config.LoadState(dir); assert.NoError(t, err, "saved state") {
+		v, ok := saved.NetNS[ns]
+		assert.True(t, ok, "the intent was not saved")
+		assert.Equal(t, uint64(0), v, "saved state %+v: want the intent (inode 0) saved before the creation", saved)
 	}
-	if again, created, err := d.portNetNS(ns); err != nil || created || again != id {
-		t.Errorf("portNetNS(%s) again = %v, %v, %v; want the same namespace, not created", ns, again, created, err)
-	}
+	again, created, err := d.portNetNS(ns)
+	assert.NoError(t, err, "portNetNS(%s) again", ns)
+	assert.False(t, created, "portNetNS(%s) again created a namespace", ns)
+	assert.Equal(t, id, again, "portNetNS(%s) again, want the same namespace", ns)
 
 	leftover := fmt.Sprintf("mpn%db", pid)
 	emptyNetNSFile(t, leftover, 0)
@@ -137,9 +138,9 @@ func TestPortNetNS(t *testing.T) {
 	id, created, err = d.portNetNS(leftover)
 	require.NoError(t, err, "an old empty file: %v, %v, %v; want it replaced by a namespace", id, created, err)
 	require.True(t, created, "an old empty file: %v, %v, %v; want it replaced by a namespace", id, created, err)
-	if _, mounted, err := inspectNetNSFile(filepath.Join(netnsDir, leftover)); err != nil || !mounted {
-		t.Errorf("%s after the repair: mounted %v, %v", leftover, mounted, err)
-	}
+	_, mounted, err := inspectNetNSFile(filepath.Join(netnsDir, leftover))
+	assert.NoError(t, err, "%s after the repair", leftover)
+	assert.True(t, mounted, "%s after the repair: not mounted", leftover)
 
 	unsaved := fmt.Sprintf("mpn%dc", pid)
 	bad := netnsStateDaemon(t, "/dev/null/state")

@@ -66,8 +66,8 @@ func TestSaveRefusedAndRetried(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	st, err := config.LoadState(cfg.Daemon.StateDir)
-	if err != nil || st.NetNS["x"] != 7 {
-		t.Errorf("state file after the retry: %+v, %v", st, err)
+	if assert.NoError(t, err, "state file after the retry") {
+		assert.Equal(t, uint64(7), st.NetNS["x"], "state file after the retry: %+v", st)
 	}
 	assert.Contains(t, logs.String(), "state saved again", "the successful retry is not logged")
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -93,16 +92,17 @@ func TestRSSBackend(t *testing.T) {
 	err = d.ports["hr0"].vp.SetRSS(vnic.RSSUpdate{Indir: all2})
 	d.mu.Unlock()
 	require.NoError(t, err)
-	if r, err = b.RSS(ctx, genl.Caller{}, dev); err != nil || r.Indir[7] != 2 {
-		t.Fatalf("RSS after SetRSS = %+v, %v", r, err)
-	}
+	r, err = b.RSS(ctx, genl.Caller{}, dev)
+	require.NoError(t, err, "RSS after SetRSS")
+	require.Equal(t, uint32(2), r.Indir[7], "RSS after SetRSS = %+v", r)
 	err = b.SetChannels(ctx, genl.Caller{}, dev, genl.Update[genl.Channels]{
 		Apply: func(cur genl.Channels) (genl.Channels, bool, error) { cur.Combined = 2; return cur, true, nil },
 	})
 	require.NoError(t, err)
-	if r, err = b.RSS(ctx, genl.Caller{}, dev); err != nil || r.Indir[1] != 1 || r.Indir[2] != 0 {
-		t.Fatalf("RSS after the channel change = %+v, %v; want the default over 2 queues", r, err)
-	}
+	r, err = b.RSS(ctx, genl.Caller{}, dev)
+	require.NoError(t, err, "RSS after the channel change")
+	require.Equal(t, uint32(1), r.Indir[1], "RSS after the channel change = %+v; want the default over 2 queues", r)
+	require.Equal(t, uint32(0), r.Indir[2], "RSS after the channel change = %+v; want the default over 2 queues", r)
 	_, err = b.RSS(ctx, genl.Caller{}, genl.Device{Name: "nosuch0", NetNS: dev.NetNS})
 	assert.ErrorIs(t, err, unix.ENODEV, "RSS of an unknown port: %v, want ENODEV", err)
 }
@@ -166,9 +166,9 @@ func TestRSSSetBackend(t *testing.T) {
 	} {
 		assert.ErrorIs(t, set(tc.f), tc.errno, "%s", tc.name)
 	}
-	if r2, _ := b.RSS(ctx, genl.Caller{}, dev); !slices.Equal(r2.Indir, r.Indir) || len(changed) != 1 {
-		t.Errorf("a refused change changed the table or notified: %v, %d Changed calls", r2.Indir, len(changed))
-	}
+	r2, _ := b.RSS(ctx, genl.Caller{}, dev)
+	assert.Equal(t, r.Indir, r2.Indir, "a refused change changed the table")
+	assert.Len(t, changed, 1, "a refused change notified: %d Changed calls", len(changed))
 
 	err = b.SetChannels(ctx, genl.Caller{}, dev, genl.Update[genl.Channels]{
 		Apply: func(cur genl.Channels) (genl.Channels, bool, error) { cur.Combined = 2; return cur, true, nil },
@@ -185,9 +185,9 @@ func TestRSSSetBackend(t *testing.T) {
 		Apply: func(cur genl.Channels) (genl.Channels, bool, error) { cur.Combined = 1; return cur, true, nil },
 	}
 	var ge *genl.Error
-	if err := b.SetChannels(ctx, genl.Caller{}, dev, to1); !errors.As(err, &ge) || ge.Errno != unix.EINVAL ||
-		ge.Message != "requested channel counts are too low for existing indirection table (1)" {
-		t.Errorf("channels 1 under the configured table: %v", err)
+	if err := b.SetChannels(ctx, genl.Caller{}, dev, to1); assert.ErrorAs(t, err, &ge, "channels 1 under the configured table") {
+		assert.Equal(t, unix.EINVAL, ge.Errno, "channels 1 under the configured table: %v", err)
+		assert.Equal(t, "requested channel counts are too low for existing indirection table (1)", ge.Message, "channels 1 under the configured table")
 	}
 	require.NoError(t, set(func(cur genl.RSSSetting) genl.RSSSetting { cur.Configured = false; return cur }))
 	assert.Len(t, changed, 1, "clearing IFF_RXFH_CONFIGURED alone notified: %d Changed calls", len(changed))

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -39,8 +38,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func wantErrno(t *testing.T, what string, err error, errno unix.Errno, msg string) {
 	t.Helper()
 	var ce *client.Error
-	if !errors.Is(err, errno) || !errors.As(err, &ce) || !strings.Contains(ce.Message, msg) {
-		t.Errorf("%s: %v, want %v with %q", what, err, errno, msg)
+	assert.ErrorIs(t, err, errno, what)
+	if assert.ErrorAs(t, err, &ce, what) {
+		assert.Contains(t, ce.Message, msg, what)
 	}
 }
 
