@@ -95,9 +95,11 @@ func TestCaptureSnaplenAndQueue(t *testing.T) {
 	for i := range 2 {
 		f, ok := c.Poll()
 		require.True(t, ok, "frame %d not queued", i)
-		if len(f.Data) != 20 || f.OrigLen != 60 || f.Data[14] != byte(i) || f.Time.IsZero() {
-			t.Errorf("frame %d: %d bytes of %d, tag %d, time %v; want 20 of 60, tag %d", i, len(f.Data), f.OrigLen, f.Data[14], f.Time, i)
+		if assert.Len(t, f.Data, 20, "frame %d: bytes kept", i) {
+			assert.Equal(t, byte(i), f.Data[14], "frame %d: tag", i)
 		}
+		assert.Equal(t, 60, f.OrigLen, "frame %d: length", i)
+		assert.False(t, f.Time.IsZero(), "frame %d: no time", i)
 	}
 	_, ok := c.Poll()
 	assert.False(t, ok, "more frames queued than the queue holds")
@@ -116,13 +118,13 @@ func TestCaptureQueueBytes(t *testing.T) {
 	for range fits + 10 {
 		u1.Receive(big)
 	}
-	if st := c.Stats(); st.Matched != uint64(fits+10) || st.Dropped != 10 {
-		t.Fatalf("stats %+v, want %d matched, 10 dropped", st, fits+10)
-	}
+	st := c.Stats()
+	require.Equal(t, uint64(fits+10), st.Matched, "stats %+v", st)
+	require.Equal(t, uint64(10), st.Dropped, "stats %+v", st)
 	_, ok := c.Poll()
 	require.True(t, ok, "nothing queued")
 	u1.Receive(big)
-	st := c.Stats()
+	st = c.Stats()
 	assert.Equal(t, uint64(10), st.Dropped, "after the reader took a frame, the next was dropped too: %+v", st)
 }
 
@@ -136,9 +138,7 @@ func TestCaptureStop(t *testing.T) {
 	c1.Stop()
 	c1.Stop() // a no-op
 	u1.Receive(frame(broadcast, mac(1), 2))
-	if got := drain(c1); len(got) != 1 {
-		t.Errorf("stopped capture holds %q, want only the frame before Stop", got)
-	}
+	assert.Len(t, drain(c1), 1, "stopped capture, want only the frame before Stop")
 	got := drain(c2)
 	assert.Len(t, got, 2, "the other capture holds %q, want both frames", got)
 	c2.Stop()

@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -335,15 +334,9 @@ func TestEndpointLifecycle(t *testing.T) {
 	b := h.addPort(portOpts{})
 	a.pingOK(t, b)
 
-	if err := b.ep.Start(b.port, b.dev); !errors.Is(err, unix.EBUSY) {
-		t.Errorf("second Start: %v, want EBUSY", err)
-	}
-	if err := a.ep.Start(b.port, b.dev); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("Start with another endpoint's port: %v, want EINVAL", err)
-	}
-	if err := a.ep.Start(nil, nil); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("Start(nil, nil): %v, want EINVAL", err)
-	}
+	assert.ErrorIs(t, b.ep.Start(b.port, b.dev), unix.EBUSY, "second Start")
+	assert.ErrorIs(t, a.ep.Start(b.port, b.dev), unix.EINVAL, "Start with another endpoint's port")
+	assert.ErrorIs(t, a.ep.Start(nil, nil), unix.EINVAL, "Start(nil, nil)")
 
 	b.ep.Stop()
 	b.ep.Stop() // no-op
@@ -380,9 +373,7 @@ func TestStopAllWhileFlooding(t *testing.T) {
 	for _, p := range rest {
 		a.pingOK(t, p) // every address learned
 	}
-	if n := len(h.seg.FDB()); n < 4 {
-		t.Fatalf("FDB has %d entries after the pings, want at least 4", n)
-	}
+	require.GreaterOrEqual(t, len(h.seg.FDB()), 4, "FDB entries after the pings")
 	stop := make(chan struct{})
 	flooded := make(chan int)
 	go func() {
@@ -404,9 +395,7 @@ func TestStopAllWhileFlooding(t *testing.T) {
 		eps = append(eps, p.ep)
 	}
 	StopAll(eps)
-	if n := h.seg.Ports(); n != 1 {
-		t.Errorf("segment has %d members after StopAll, want 1 (the flooding port)", n)
-	}
+	assert.Equal(t, 1, h.seg.Ports(), "segment members after StopAll, want 1 (the flooding port)")
 	for _, e := range h.seg.FDB() {
 		assert.Equal(t, a.name, e.Port, "FDB still has %s on %s after StopAll", e.MAC, e.Port)
 	}

@@ -107,9 +107,7 @@ func TestCoalescedUDP(t *testing.T) {
 	for range 10 {
 		round("UDP GRO off")
 	}
-	if n := merged(); n != 0 {
-		t.Fatalf("UDP GRO off: %d datagrams coalesced", n)
-	}
+	require.Equal(t, uint64(0), merged(), "UDP GRO off: datagrams coalesced")
 	b.ep.SetUDPGRO(true)
 	for r := 0; merged() == 0; r++ {
 		require.NotEqual(t, 50, r, "no datagram was coalesced in 50 bursts")

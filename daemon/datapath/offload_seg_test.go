@@ -151,9 +151,8 @@ func TestXDPSeesEverySegment(t *testing.T) {
 			seqs, lens := x.seen()
 			require.Len(t, seqs, segs, "the program saw %d frames, want %d", len(seqs), segs)
 			for i := range seqs {
-				if seqs[i] != 5000+uint32(i*mss) || lens[i] != 54+mss {
-					t.Errorf("frame %d: seq %d, %d bytes; want seq %d, %d bytes", i, seqs[i], lens[i], 5000+i*mss, 54+mss)
-				}
+				assert.Equal(t, 5000+uint32(i*mss), seqs[i], "frame %d: seq", i)
+				assert.Equal(t, 54+mss, lens[i], "frame %d: bytes", i)
 			}
 			n := a.ep.Stats()[0].TxSuperframes - superBefore
 			assert.Equal(t, uint64(1), n, "a counted %d superframes, want 1", n)
@@ -228,9 +227,7 @@ func TestMalformedVnetHeader(t *testing.T) {
 			copy(b[offload.HeaderLen:], f)
 			qq := &queue{seg: offload.NewSegmenter()}
 			qq.transmitOffload(b)
-			if n := qq.stats.txBadVnet.Load(); n != 1 {
-				t.Errorf("bad virtio header drops = %d, want 1", n)
-			}
+			assert.Equal(t, uint64(1), qq.stats.txBadVnet.Load(), "bad virtio header drops")
 			n := qq.stats.txSuperframes.Load()
 			assert.Equal(t, uint64(0), n, "superframes = %d, want 0", n)
 		})

@@ -55,9 +55,9 @@ func TestOffloadTCP(t *testing.T) {
 		assert.Equal(t, uint64(0), n, "port %s: %d frames too long for the RX buffers", p.name, n)
 		t.Logf("port %s: %d superframes", p.name, super)
 	}
-	if s := c.ep.Stats(); s[0].TxSuperframes != 0 || s[0].RxCoalesced != 0 {
-		t.Errorf("a TAP without offloads handed over superframes or took coalesced ones: %+v", s[0])
-	}
+	s := c.ep.Stats()
+	assert.Equal(t, uint64(0), s[0].TxSuperframes, "a TAP without offloads handed over superframes: %+v", s[0])
+	assert.Equal(t, uint64(0), s[0].RxCoalesced, "a TAP without offloads took coalesced frames: %+v", s[0])
 }
 
 // tcpFrameFor returns a TCP segment with valid checksums from src to dst (10.77.0.x addresses).
