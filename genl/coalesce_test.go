@@ -1,7 +1,6 @@
 package genl_test
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,9 +21,8 @@ func TestCoalesce(t *testing.T) {
 
 	co, err := c.Coalesce(ctx, mana0)
 	require.NoError(t, err)
-	if diff := cmp.Diff(genl.Coalesce{RxCQEFrames: 1, RxCQENsecs: 2048}, co.Coalesce); diff != "" || co.Interface.Name != "mana0" {
-		t.Errorf("Coalesce (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(genl.Coalesce{RxCQEFrames: 1, RxCQENsecs: 2048}, co.Coalesce), "Coalesce (-want +got)")
+	assert.Equal(t, "mana0", co.Interface.Name, "Coalesce interface")
 	// coalesce_fill_reply writes every supported parameter, zero or not, and nothing else.
 	want := map[uint16]uint32{}
 	for _, a := range wire.CoalesceSupported {
@@ -39,9 +37,8 @@ func TestCoalesce(t *testing.T) {
 		Bool: map[uint16]bool{unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX: true},
 	}))
 	wantCo := genl.Coalesce{RxUsecs: 50, AdaptiveTx: true, RxCQEFrames: 4, RxCQENsecs: 2048}
-	if co, _ = c.Coalesce(ctx, mana0); co.Coalesce != wantCo {
-		t.Errorf("after SET: %+v, want %+v", co.Coalesce, wantCo)
-	}
+	co, _ = c.Coalesce(ctx, mana0)
+	assert.Equal(t, wantCo, co.Coalesce, "after SET")
 	assert.Len(t, ts.be.Calls(), 1, "calls")
 	// No change: no driver call.
 	require.NoError(t, c.SetCoalesce(ctx, mana0, client.CoalesceUpdate{U32: map[uint16]uint32{unix.ETHTOOL_A_COALESCE_RX_USECS: 50}}))
@@ -68,15 +65,16 @@ func TestCoalesce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := c.SetCoalesce(ctx, mana0, tc.u)
-			if !errors.Is(err, tc.errno) || !errors.As(err, &ce) || ce.Message != tc.msg || (ce.Offset != 0) != tc.off {
-				t.Errorf("got %v, want %v %q", err, tc.errno, tc.msg)
+			assert.ErrorIs(t, err, tc.errno)
+			if assert.ErrorAs(t, err, &ce) {
+				assert.Equal(t, tc.msg, ce.Message, "extack message")
+				assert.Equal(t, tc.off, ce.Offset != 0, "extack offset %d", ce.Offset)
 			}
 			assert.Empty(t, ts.be.Calls(), "backend called")
 		})
 	}
-	if co, _ = c.Coalesce(ctx, mana0); co.Coalesce != wantCo {
-		t.Errorf("refused SETs changed %+v", co.Coalesce)
-	}
+	co, _ = c.Coalesce(ctx, mana0)
+	assert.Equal(t, wantCo, co.Coalesce, "refused SETs changed the setting")
 	// A device without coalescing (no get_coalesce): EOPNOTSUPP.
 	_, err = c.Coalesce(ctx, client.Interface{Name: "lo0"})
 	assert.ErrorIs(t, err, unix.EOPNOTSUPP, "lo0 GET")

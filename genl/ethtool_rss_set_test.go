@@ -218,9 +218,10 @@ func TestRSSSetChannels(t *testing.T) {
 	require.NoError(t, setCh(4))
 	require.NoError(t, c.SetRSS(ctx, mana0, wire.RSSSet{Indir: []uint32{0, 3}}))
 	var ce *client.Error
-	if err := setCh(3); !errors.Is(err, unix.EINVAL) || !errors.As(err, &ce) ||
-		ce.Message != "requested channel counts are too low for existing indirection table (3)" {
-		t.Errorf("channels 3 under a table naming queue 3: %v", err)
+	err := setCh(3)
+	assert.ErrorIs(t, err, unix.EINVAL, "channels 3 under a table naming queue 3")
+	if assert.ErrorAs(t, err, &ce, "channels 3 under a table naming queue 3") {
+		assert.Equal(t, "requested channel counts are too low for existing indirection table (3)", ce.Message, "channels 3 under a table naming queue 3")
 	}
 	assert.NoError(t, setCh(5), "channels 5")
 	require.NoError(t, c.SetRSS(ctx, mana0, wire.RSSSet{Indir: []uint32{}}))

@@ -89,9 +89,8 @@ func TestRSSGetReply(t *testing.T) {
 	for i := range want.HKey {
 		want.HKey[i] = byte(i)
 	}
-	if diff := cmp.Diff(want, r.RSS); diff != "" || r.Interface.Name != "mana0" {
-		t.Errorf("RSS (-want +got):\n%s\ninterface %+v", diff, r.Interface)
-	}
+	assert.Empty(t, cmp.Diff(want, r.RSS), "RSS (-want +got)")
+	assert.Equal(t, "mana0", r.Interface.Name, "RSS interface %+v", r.Interface)
 	_, err = c.RSS(ctx, client.Interface{Name: "lo0"})
 	assert.ErrorIs(t, err, unix.EOPNOTSUPP, "RSS of a device without RSS: %v, want EOPNOTSUPP", err)
 	_, err = c.RSS(ctx, client.Interface{Name: "nosuch0"})

@@ -76,12 +76,15 @@ func TestPrivateFlags(t *testing.T) {
 	// Lookup errors carry the kernel's extack.
 	_, err = c.PrivateFlags(ctx, client.Interface{Name: "nosuch"})
 	var ce *client.Error
-	if !errors.Is(err, unix.ENODEV) || !errors.As(err, &ce) || ce.Message != "no device matches name" || ce.Offset == 0 {
-		t.Errorf("unknown name: %#v", err)
+	assert.ErrorIs(t, err, unix.ENODEV, "unknown name")
+	if assert.ErrorAs(t, err, &ce, "unknown name") {
+		assert.Equal(t, "no device matches name", ce.Message, "unknown name")
+		assert.NotZero(t, ce.Offset, "unknown name: no offset")
 	}
 	_, err = c.PrivateFlags(ctx, client.Interface{Index: int(ts.mana0.Dev.Index), Name: "mana1"})
-	if !errors.Is(err, unix.ENODEV) || !errors.As(err, &ce) || ce.Message != "ifindex and name do not match" {
-		t.Errorf("mismatch: %v", err)
+	assert.ErrorIs(t, err, unix.ENODEV, "mismatch")
+	if assert.ErrorAs(t, err, &ce, "mismatch") {
+		assert.Equal(t, "ifindex and name do not match", ce.Message, "mismatch")
 	}
 }
 
@@ -391,9 +394,8 @@ func TestRings(t *testing.T) {
 	r, err := c.Rings(ctx, mana0)
 	require.NoError(t, err)
 	want := genl.Rings{RxMax: 8192, TxMax: 16384, Rx: 1024, Tx: 1024}
-	if diff := cmp.Diff(want, r.Rings); diff != "" || r.Interface.Name != "mana0" {
-		t.Errorf("Rings (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, r.Rings), "Rings (-want +got)")
+	assert.Equal(t, "mana0", r.Interface.Name, "Rings interface")
 	// The backend rounds to a power of two; the server passes the full new
 	// value.
 	require.NoError(t, c.SetRings(ctx, mana0, client.RingsUpdate{Rx: u32(600)}))
