@@ -69,9 +69,8 @@ func TestActivationListener(t *testing.T) {
 	cmd.Env = append(os.Environ(), activationEnv+"=1", "LISTEN_FDS=1")
 	cmd.ExtraFiles = []*os.File{f}
 	out, err := cmd.Output()
-	if err != nil || strings.TrimSpace(string(out)) != "ok unixpacket "+path {
-		t.Errorf("child: %q, %v", out, err)
-	}
+	assert.NoError(t, err, "child: %q", out)
+	assert.Equal(t, "ok unixpacket "+path, strings.TrimSpace(string(out)), "child")
 	_, err = genl.ActivationListener()
 	assert.ErrorIs(t, err, unix.ENOENT, "without activation")
 }

@@ -183,9 +183,9 @@ func TestBusyPollOversize(t *testing.T) {
 	m.Put(99, make([]byte, 1000))
 	rc.send(m.done())
 	msgs := rc.recv()
-	if a := decodeAck(t, msgs[0]); a.errno != unix.EMSGSIZE || msgs[0].h.Seq != 12 {
-		t.Errorf("oversize request found by a poll: %+v", a)
-	}
+	a := decodeAck(t, msgs[0])
+	assert.Equal(t, unix.EMSGSIZE, a.errno, "oversize request found by a poll: %+v", a)
+	assert.Equal(t, uint32(12), msgs[0].h.Seq, "oversize request found by a poll: seq")
 	getRings(t, rc, eth, 13)
 	st := ts.srv.BusyPolls()
 	assert.GreaterOrEqual(t, st.Hits, uint64(2), "busy polls %+v: want both requests found by polls", st)

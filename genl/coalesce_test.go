@@ -108,8 +108,9 @@ func TestCoalesceNotify(t *testing.T) {
 			got, seqs = append(got, n.Coalesce.TxMaxFrames), append(seqs, n.Sequence)
 		}
 	}
-	if !cmp.Equal(got, []uint32{8, 9}) || seqs[1] != seqs[0]+1 {
-		t.Errorf("NTFs tx-frames %v seq %v, want [8 9] consecutive", got, seqs)
+	assert.Equal(t, []uint32{8, 9}, got, "NTFs tx-frames")
+	if assert.Len(t, seqs, 2, "NTF sequence numbers") {
+		assert.Equal(t, seqs[0]+1, seqs[1], "NTF seq %v, want consecutive", seqs)
 	}
 	// A marker change shows nothing else was queued in between or after.
 	rx := uint32(2048)

@@ -37,9 +37,8 @@ func TestFeaturesGetSet(t *testing.T) {
 	f := get()
 	// Bits come in the kernel's index order, whatever the backend's order.
 	sorted := func(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
-	if diff := cmp.Diff(sorted(hw), sorted(f.Active)); diff != "" || !slices.Equal(f.HW, f.Wanted) {
-		t.Errorf("features %+v (-want +got active):\n%s", f, diff)
-	}
+	assert.Empty(t, cmp.Diff(sorted(hw), sorted(f.Active)), "features %+v (-want +got active)", f)
+	assert.True(t, slices.Equal(f.HW, f.Wanted), "features %+v: wanted is not hw", f)
 	assert.True(t, slices.Contains(f.NoChange, "vlan-challenged"), "nochange %v lacks vlan-challenged", f.NoChange)
 
 	for _, tc := range []struct {

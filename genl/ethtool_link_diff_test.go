@@ -166,12 +166,11 @@ func TestLinkClientOnKernel(t *testing.T) {
 	assert.Equal(t, uint8(wire.AutonegOff), ls.Autoneg, "veth link settings: %+v", ls)
 	assert.Equal(t, veth, ls.Interface.Name, "veth link settings: %+v", ls)
 	st, err := kc.LinkState(ctx, ifi)
-	if err != nil || st.Link {
-		t.Errorf("veth link state: %+v, %v; want link down", st, err)
+	if assert.NoError(t, err, "veth link state") {
+		assert.False(t, st.Link, "veth link state: %+v; want link down", st)
 	}
 	tsi, err := kc.TSInfo(ctx, ifi)
 	require.NoError(t, err)
-	if want := []string{"software-transmit", "software-receive", "software-system-clock"}; !slices.Equal(tsi.Timestamping, want) || tsi.PHCIndex != -1 {
-		t.Errorf("veth tsinfo: %+v, want %v and no PHC", tsi, want)
-	}
+	assert.True(t, slices.Equal(tsi.Timestamping, []string{"software-transmit", "software-receive", "software-system-clock"}), "veth tsinfo: %+v", tsi)
+	assert.EqualValues(t, -1, tsi.PHCIndex, "veth tsinfo: want no PHC")
 }

@@ -238,7 +238,8 @@ func TestRSSSetChannels(t *testing.T) {
 	// The no-op sent no RSS_NTF: the first notification is the marker's.
 	require.NoError(t, setCh(6))
 	ns, err := sub.Next(ctx)
-	if err != nil || len(ns) == 0 || ns[0].Kind != client.ChannelsChanged {
-		t.Errorf("first notification after a no-op RSS_SET: %v %+v", err, ns)
+	assert.NoError(t, err, "first notification after a no-op RSS_SET")
+	if assert.NotEmpty(t, ns, "first notification after a no-op RSS_SET") {
+		assert.Equal(t, client.ChannelsChanged, ns[0].Kind, "first notification after a no-op RSS_SET: %+v", ns)
 	}
 }
