@@ -29,17 +29,20 @@ func TestGetFamilyOverUnixSocket(t *testing.T) {
 	assert.Equal(t, "ethtool", eth.Name, "ethtool family = %+v", eth)
 	assert.Equal(t, uint8(1), eth.Version, "ethtool family = %+v", eth)
 	assert.NotEqual(t, uint16(0), eth.ID, "ethtool family = %+v", eth)
-	if len(eth.Groups) != 1 || eth.Groups[0].Name != "monitor" || eth.Groups[0].ID == 0 {
-		t.Errorf("ethtool groups = %+v, want one non-zero \"monitor\" (mdlayher/ethtool requires it)", eth.Groups)
+	if assert.Len(t, eth.Groups, 1, "ethtool groups = %+v, want one (mdlayher/ethtool requires it)", eth.Groups) {
+		assert.Equal(t, "monitor", eth.Groups[0].Name, "ethtool group (mdlayher/ethtool requires it)")
+		assert.NotZero(t, eth.Groups[0].ID, "ethtool group id")
 	}
 	m, err := conn.GetFamily(wire.FamilyName)
 	require.NoError(t, err, "GetFamily(manad)")
-	if m.Version != wire.FamilyVersion || len(m.Groups) != 1 || m.Groups[0].Name != wire.EventsGroup {
-		t.Errorf("manad family = %+v", m)
+	assert.EqualValues(t, wire.FamilyVersion, m.Version, "manad family = %+v", m)
+	if assert.Len(t, m.Groups, 1, "manad family = %+v", m) {
+		assert.Equal(t, wire.EventsGroup, m.Groups[0].Name, "manad family = %+v", m)
 	}
 	ctrl, err := conn.GetFamily("nlctrl")
-	if err != nil || ctrl.ID != unix.GENL_ID_CTRL || ctrl.Version != 2 {
-		t.Errorf("GetFamily(nlctrl) = %+v, %v", ctrl, err)
+	if assert.NoError(t, err, "GetFamily(nlctrl)") {
+		assert.EqualValues(t, unix.GENL_ID_CTRL, ctrl.ID, "GetFamily(nlctrl) = %+v", ctrl)
+		assert.Equal(t, uint8(2), ctrl.Version, "GetFamily(nlctrl) = %+v", ctrl)
 	}
 
 	_, err = conn.GetFamily("nl80211")

@@ -2,7 +2,6 @@ package genl_test
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -99,8 +98,9 @@ func TestKernelDecoders(t *testing.T) {
 	assert.ErrorIs(t, err, unix.EOPNOTSUPP, "veth private flags: %v, want EOPNOTSUPP", err)
 	_, err = kc.Rings(ctx, client.Interface{Name: "nosuchdev0"})
 	var ce *client.Error
-	if !errors.Is(err, unix.ENODEV) || !errors.As(err, &ce) || ce.Message != "no device matches name" {
-		t.Errorf("unknown device: %v", err)
+	assert.ErrorIs(t, err, unix.ENODEV, "unknown device")
+	if assert.ErrorAs(t, err, &ce, "unknown device") {
+		assert.Equal(t, "no device matches name", ce.Message, "unknown device")
 	}
 
 	// A notification from the kernel, through the same Subscription code.

@@ -44,18 +44,23 @@ func TestManadPorts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, cmp.Diff(p, got), "Port after create (-created +got)")
 	var ce *client.Error
-	if _, err := c.CreatePort(ctx, spec); !errors.Is(err, unix.EEXIST) || !errors.As(err, &ce) || ce.Message != `port "mana9" exists` {
-		t.Errorf("duplicate: %v", err)
+	_, err = c.CreatePort(ctx, spec)
+	assert.ErrorIs(t, err, unix.EEXIST, "duplicate")
+	if assert.ErrorAs(t, err, &ce, "duplicate") {
+		assert.Equal(t, `port "mana9" exists`, ce.Message, "duplicate")
 	}
-	if _, err := c.CreatePort(ctx, genl.PortSpec{Name: "x", MAC: net.HardwareAddr{1, 2, 3}}); !errors.Is(err, unix.ERANGE) ||
-		!errors.As(err, &ce) || ce.Message != "binary attribute size out of range" || ce.Offset == 0 {
-		t.Errorf("short MAC: %v", err)
+	_, err = c.CreatePort(ctx, genl.PortSpec{Name: "x", MAC: net.HardwareAddr{1, 2, 3}})
+	assert.ErrorIs(t, err, unix.ERANGE, "short MAC")
+	if assert.ErrorAs(t, err, &ce, "short MAC") {
+		assert.Equal(t, "binary attribute size out of range", ce.Message, "short MAC")
+		assert.NotZero(t, ce.Offset, "short MAC: no offset")
 	}
 
 	require.NoError(t, c.SetMTU(ctx, client.Interface{Name: "mana9"}, 9000))
-	if err := c.SetMTU(ctx, client.Interface{Name: "mana9"}, 20); !errors.Is(err, unix.EINVAL) || !errors.As(err, &ce) ||
-		ce.Message != "mtu 20 out of range [68, 9000]" {
-		t.Errorf("bad MTU: %v", err)
+	err = c.SetMTU(ctx, client.Interface{Name: "mana9"}, 20)
+	assert.ErrorIs(t, err, unix.EINVAL, "bad MTU")
+	if assert.ErrorAs(t, err, &ce, "bad MTU") {
+		assert.Equal(t, "mtu 20 out of range [68, 9000]", ce.Message, "bad MTU")
 	}
 	require.NoError(t, c.DeletePort(ctx, client.Interface{Name: "mana9"}))
 	_, err = c.Port(ctx, client.Interface{Name: "mana9"})
