@@ -408,9 +408,9 @@ func TestReplyTooBig(t *testing.T) {
 	rc.send(m.done())
 	msgs := rc.recv()
 	a := decodeAck(t, msgs[0])
-	if a.errno != unix.EMSGSIZE || !strings.Contains(a.msg, "does not fit in one reply datagram (limit 512 bytes)") || msgs[0].h.Seq != 21 {
-		t.Errorf("PORT_GET over the reply limit: %+v", a)
-	}
+	assert.Equal(t, unix.EMSGSIZE, a.errno, "PORT_GET over the reply limit: %+v", a)
+	assert.Contains(t, a.msg, "does not fit in one reply datagram (limit 512 bytes)", "PORT_GET over the reply limit")
+	assert.Equal(t, uint32(21), msgs[0].h.Seq, "PORT_GET over the reply limit: seq")
 	// A dump of the same ports: each datagram within the limit; the dump of messages that
 	// are themselves too big ends with EMSGSIZE in NLMSG_DONE.
 	rc.send(newMsg(manad, nlattr.FlagRequest|nlattr.FlagDump, 22, wire.CmdPortGet, wire.FamilyVersion).done())
@@ -468,9 +468,9 @@ func TestErrorEchoCapped(t *testing.T) {
 	a := decodeAck(t, msgs[0])
 	require.NotEqual(t, unix.Errno(0), a.errno, "want an error, got %+v", a)
 	require.Equal(t, uint32(31), msgs[0].h.Seq, "want an error, got %+v", a)
-	if a.flags&nlattr.FlagCapped == 0 || a.echoLen != uint32(len(req)) || len(msgs[0].raw) > 4096 {
-		t.Errorf("echo not capped: flags %#x, echoed nlmsg_len %d, answer %d bytes", a.flags, a.echoLen, len(msgs[0].raw))
-	}
+	assert.NotZero(t, a.flags&nlattr.FlagCapped, "echo not capped: flags %#x", a.flags)
+	assert.Equal(t, uint32(len(req)), a.echoLen, "echoed nlmsg_len")
+	assert.LessOrEqual(t, len(msgs[0].raw), 4096, "echo not capped: answer of %d bytes", len(msgs[0].raw))
 	if a.msg == "" {
 		assert.NotEqual(t, 0, a.off, "extack lost: %+v", a)
 	}
