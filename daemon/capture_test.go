@@ -10,11 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -39,13 +40,9 @@ func newCaptureRig(t *testing.T, daemonExtra string) *captureRig {
 	t.Helper()
 	taptest.Require(t)
 	dir, err := os.MkdirTemp("", "mcap")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chmod(dir, 0o755))
 	r := &captureRig{sock: filepath.Join(dir, "manad.sock"), nsA: taptest.NetNS(t), nsB: taptest.NetNS(t),
 		portA: taptest.Name("cpa"), pB: taptest.Name("cpb")}
 	doc := fmt.Sprintf(`
@@ -80,17 +77,14 @@ persistent = false
 func (r *captureRig) ping(t *testing.T, args ...string) {
 	t.Helper()
 	args = append([]string{"netns", "exec", r.nsA, "ping", "-q", "-W", "5"}, append(args, "10.78.0.2")...)
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ping %v: %v\n%s", args, err, out)
-	}
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	require.NoError(t, err, "ping %v: %v\n%s", args, err, out)
 }
 
 func (r *captureRig) dial(t *testing.T) *client.Client {
 	t.Helper()
 	c, err := client.Dial(r.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -111,9 +105,7 @@ func collect(t *testing.T, cp *client.Capture, want func(f wire.CaptureFrame) (r
 	var req, rep bool
 	for !req || !rep {
 		fs, err := cp.Next(ctx)
-		if err != nil {
-			t.Fatalf("capture: %v (echo request seen %v, reply %v)", err, req, rep)
-		}
+		require.NoError(t, err, "capture: %v (echo request seen %v, reply %v)", err, req, rep)
 		for _, f := range fs {
 			q, p := want(f)
 			req, rep = req || q, rep || p
@@ -130,43 +122,36 @@ func TestCapturePortAndSegment(t *testing.T) {
 	ctx := context.Background()
 
 	cp, err := c.StartCapture(ctx, wire.CaptureRequest{Target: r.portA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info := cp.Info(); info.Kind != wire.CaptureKindPort || info.Target != r.portA || info.Snaplen != wire.MaxSnaplen {
-		t.Errorf("START reply %+v, want port %s with snaplen %d", info, r.portA, wire.MaxSnaplen)
-	}
+	require.NoError(t, err)
+	info := cp.Info()
+	assert.Equal(t, wire.CaptureKindPort, info.Kind, "START reply %+v", info)
+	assert.Equal(t, r.portA, info.Target, "START reply %+v", info)
+	assert.EqualValues(t, wire.MaxSnaplen, info.Snaplen, "START reply %+v", info)
 	got := 0
 	r.ping(t, "-c", "2")
 	collect(t, cp, func(f wire.CaptureFrame) (bool, bool) {
 		got++
-		if f.Member != r.portA || int(f.OrigLen) != len(f.Data) || f.Time == 0 {
-			t.Errorf("frame %+v: want member %s, whole, timestamped", f, r.portA)
-		}
+		assert.Equal(t, r.portA, f.Member, "frame %+v: want member %s, whole, timestamped", f, r.portA)
+		assert.Equal(t, len(f.Data), int(f.OrigLen), "frame %+v: want member %s, whole, timestamped", f, r.portA)
+		assert.NotEqual(t, uint64(0), f.Time, "frame %+v: want member %s, whole, timestamped", f, r.portA)
 		return icmp(f.Data) == 8 && f.Dir == wire.CaptureOut, icmp(f.Data) == 0 && f.Dir == wire.CaptureIn
 	})
 	rest, st, err := cp.Stop(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got += len(rest)
-	if st.Sent != uint64(got) || st.Matched != st.Sent+st.Dropped {
-		t.Errorf("STOP counters %+v; the client got %d frames", st, got)
-	}
+	assert.Equal(t, uint64(got), st.Sent, "STOP counters %+v; the client got %d frames", st, got)
+	assert.Equal(t, st.Sent+st.Dropped, st.Matched, "STOP counters %+v; the client got %d frames", st, got)
 
 	seg, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0", Snaplen: 34})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer seg.Close()
-	if info := seg.Info(); info.Kind != wire.CaptureKindSegment || info.Snaplen != 34 {
-		t.Errorf("START reply %+v, want segment wire0, snaplen 34", info)
-	}
+	info = seg.Info()
+	assert.Equal(t, wire.CaptureKindSegment, info.Kind, "START reply %+v, want segment wire0, snaplen 34", info)
+	assert.Equal(t, uint32(34), info.Snaplen, "START reply %+v, want segment wire0, snaplen 34", info)
 	r.ping(t, "-c", "2", "-s", "200")
 	collect(t, seg, func(f wire.CaptureFrame) (bool, bool) {
-		if f.Dir != wire.CaptureOut || len(f.Data) > 34 {
-			t.Errorf("segment frame from %s dir %d, %d bytes: want out, at most 34", f.Member, f.Dir, len(f.Data))
-		}
+		assert.Equal(t, wire.CaptureOut, f.Dir, "segment frame from %s dir %d, %d bytes: want out, at most 34", f.Member, f.Dir, len(f.Data))
+		assert.LessOrEqual(t, len(f.Data), 34, "segment frame from %s dir %d, %d bytes: want out, at most 34", f.Member, f.Dir, len(f.Data))
 		if len(f.Data) < 34 {
 			return false, false
 		}
@@ -183,9 +168,7 @@ func TestCaptureSlowReader(t *testing.T) {
 	r := newCaptureRig(t, "")
 	c := r.dial(t)
 	cp, err := c.StartCapture(context.Background(), wire.CaptureRequest{Target: r.portA})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// 10,000 frames: more than the capture's queue and the socket's buffers hold together.
 	r.ping(t, "-f", "-c", "5000")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -193,23 +176,20 @@ func TestCaptureSlowReader(t *testing.T) {
 	n := 0
 	for {
 		fs, err := cp.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		n += len(fs)
 		if len(fs) > 0 {
 			break
 		}
 	}
 	rest, st, err := cp.Stop(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	n += len(rest)
 	t.Logf("counters %+v, client got %d", st, n)
-	if st.Matched < 10000 || st.Dropped == 0 || st.Sent != uint64(n) || st.Matched != st.Sent+st.Dropped {
-		t.Errorf("counters %+v, client got %d: want >= 10000 matched, some dropped, the rest sent", st, n)
-	}
+	assert.GreaterOrEqual(t, st.Matched, uint64(10000), "counters %+v, client got %d: want >= 10000 matched, some dropped, the rest sent", st, n)
+	assert.NotEqual(t, uint64(0), st.Dropped, "counters %+v, client got %d: want >= 10000 matched, some dropped, the rest sent", st, n)
+	assert.Equal(t, uint64(n), st.Sent, "counters %+v, client got %d: want >= 10000 matched, some dropped, the rest sent", st, n)
+	assert.Equal(t, st.Sent+st.Dropped, st.Matched, "counters %+v, client got %d: want >= 10000 matched, some dropped, the rest sent", st, n)
 }
 
 // TestCaptureNotIdle: a capturing connection sends no requests, yet the idle timeout does not
@@ -218,9 +198,7 @@ func TestCaptureNotIdle(t *testing.T) {
 	r := newCaptureRig(t, `idle_timeout = "1s"`)
 	c := r.dial(t)
 	cp, err := c.StartCapture(context.Background(), wire.CaptureRequest{Target: "wire0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer cp.Close()
 	time.Sleep(3 * time.Second) // three idle timeouts
 	r.ping(t, "-c", "1")
@@ -237,40 +215,28 @@ func TestCaptureEndsWithPort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cp, err := c.StartCapture(ctx, wire.CaptureRequest{Target: r.portA})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r.ping(t, "-c", "1")
 	var inA *client.Client
-	if err := inNetNS(r.nsA, func() (err error) { inA, err = client.Dial(r.sock); return err }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, inNetNS(r.nsA, func() (err error) { inA, err = client.Dial(r.sock); return err }))
 	defer inA.Close()
-	if err := inA.DeletePort(ctx, client.Interface{Name: r.portA}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, inA.DeletePort(ctx, client.Interface{Name: r.portA}))
 	n := 0
 	for {
 		fs, err := cp.Next(ctx)
 		if errors.Is(err, client.ErrCaptureEnded) {
-			if want := "port " + r.portA + " is gone"; !strings.Contains(err.Error(), want) {
-				t.Errorf("end: %v, want %q", err, want)
-			}
+			assert.Contains(t, err.Error(), "port "+r.portA+" is gone", "end: %v", err)
 			break
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		n += len(fs)
 	}
 	_, st, err := cp.Stop(ctx)
-	if err != nil || st.Sent != uint64(n) || n < 2 {
-		t.Errorf("Stop after the end: %+v, %v; the client got %d frames (want the ping's 2 at least)", st, err, n)
-	}
+	assert.NoError(t, err, "Stop after the end")
+	assert.Equal(t, uint64(n), st.Sent, "Stop after the end: %+v; the client got %d frames", st, n)
+	assert.GreaterOrEqual(t, n, 2, "the client got %d frames, want the ping's 2 at least", n)
 	seg, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"})
-	if err != nil {
-		t.Fatalf("a capture after the end: %v", err)
-	}
+	require.NoError(t, err, "a capture after the end")
 	seg.Close()
 }
 
@@ -330,18 +296,13 @@ persistent = false
 		}
 	}
 	c, err := client.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	cp, err := c.StartCapture(context.Background(), wire.CaptureRequest{Target: "wire0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer cp.Close()
-	if out, err := exec.Command("ip", "netns", "exec", portNS, "ping", "-c", "1", "-W", "5", "10.79.0.9").CombinedOutput(); err != nil {
-		t.Fatalf("ping through the uplink: %v\n%s", err, out)
-	}
+	out, err := exec.Command("ip", "netns", "exec", portNS, "ping", "-c", "1", "-W", "5", "10.79.0.9").CombinedOutput()
+	require.NoError(t, err, "ping through the uplink: %v\n%s", err, out)
 	from := "uplink:" + upNS + "/up0"
 	collect(t, cp, func(f wire.CaptureFrame) (bool, bool) {
 		return icmp(f.Data) == 8 && f.Member == port, icmp(f.Data) == 0 && f.Member == from
@@ -366,8 +327,9 @@ func TestCaptureRefused(t *testing.T) {
 	} {
 		cp, err := c.StartCapture(ctx, tc.req)
 		var ce *client.Error
-		if !errors.As(err, &ce) || !errors.Is(err, tc.errno) || ce.Message == "" {
-			t.Errorf("%s: %v, want %v with a message", tc.name, err, tc.errno)
+		assert.ErrorIs(t, err, tc.errno, tc.name)
+		if assert.ErrorAs(t, err, &ce, tc.name) {
+			assert.NotEmpty(t, ce.Message, "%s: %v, want a message", tc.name, err)
 		}
 		if cp != nil {
 			cp.Close()
@@ -384,29 +346,21 @@ func TestCaptureRefused(t *testing.T) {
 		_, err = uc.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"})
 		return err
 	})
-	if !errors.Is(err, unix.EPERM) {
-		t.Errorf("capture by uid 65534: %v, want EPERM", err)
-	}
+	assert.ErrorIs(t, err, unix.EPERM, "capture by uid 65534: %v, want EPERM", err)
 
 	// At most MaxCapturesPerUID per uid; a stopped capture frees its slot.
 	var caps []*client.Capture
 	for i := range genl.MaxCapturesPerUID {
 		cp, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"})
-		if err != nil {
-			t.Fatalf("capture %d: %v", i, err)
-		}
+		require.NoError(t, err, "capture %d", i)
 		caps = append(caps, cp)
 	}
-	if _, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"}); !errors.Is(err, unix.EUSERS) {
-		t.Errorf("capture past the limit: %v, want EUSERS", err)
-	}
-	if _, _, err := caps[0].Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, err = c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"})
+	assert.ErrorIs(t, err, unix.EUSERS, "capture past the limit: %v, want EUSERS", err)
+	_, _, err = caps[0].Stop(ctx)
+	require.NoError(t, err)
 	cp, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"})
-	if err != nil {
-		t.Fatalf("capture after one stopped: %v", err)
-	}
+	require.NoError(t, err, "capture after one stopped")
 	caps = append(caps[1:], cp)
 	for _, cp := range caps {
 		cp.Close()
@@ -414,22 +368,12 @@ func TestCaptureRefused(t *testing.T) {
 
 	// One capture per connection (EBUSY), and STOP without one is ENOENT.
 	rc := dialRawManad(t, r.sock)
-	if e := rc.do(t, wire.CmdCaptureStop, nil); e != unix.ENOENT {
-		t.Errorf("STOP without a capture: %v, want ENOENT", e)
-	}
+	assert.Equal(t, unix.ENOENT, rc.do(t, wire.CmdCaptureStop, nil), "STOP without a capture")
 	start := func(b *nlattr.Builder) { b.PutString(wire.AttrCaptureTarget, "wire0") }
-	if e := rc.do(t, wire.CmdCaptureStart, start); e != 0 {
-		t.Fatalf("START: %v", e)
-	}
-	if e := rc.do(t, wire.CmdCaptureStart, start); e != unix.EBUSY {
-		t.Errorf("second START on the connection: %v, want EBUSY", e)
-	}
-	if e := rc.do(t, wire.CmdCaptureStop, nil); e != 0 {
-		t.Errorf("STOP: %v", e)
-	}
-	if e := rc.do(t, wire.CmdCaptureStart, start); e != 0 {
-		t.Errorf("START after STOP: %v", e)
-	}
+	require.Equal(t, unix.Errno(0), rc.do(t, wire.CmdCaptureStart, start), "START")
+	assert.Equal(t, unix.EBUSY, rc.do(t, wire.CmdCaptureStart, start), "second START on the connection")
+	assert.Equal(t, unix.Errno(0), rc.do(t, wire.CmdCaptureStop, nil), "STOP")
+	assert.Equal(t, unix.Errno(0), rc.do(t, wire.CmdCaptureStart, start), "START after STOP")
 }
 
 // asUID runs f on a thread of its own whose credentials are uid's (raw setresuid: only that
@@ -466,18 +410,12 @@ type rawManad struct {
 func dialRawManad(t *testing.T, sock string) *rawManad {
 	t.Helper()
 	gc, err := client.DialGenetlink(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f, err := gc.GetFamily(wire.FamilyName)
 	gc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { uc.Close() })
 	return &rawManad{uc: uc, fam: f.ID}
 }
@@ -493,21 +431,17 @@ func (r *rawManad) do(t *testing.T, cmd uint8, attrs func(*nlattr.Builder)) unix
 		attrs(&b)
 	}
 	b.EndMsg(start)
-	if _, err := r.uc.Write(b.B); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.uc.Write(b.B)
+	require.NoError(t, err)
 	buf := make([]byte, 256<<10)
 	_ = r.uc.SetReadDeadline(time.Now().Add(30 * time.Second))
 	for {
 		n, err := r.uc.Read(buf)
-		if err != nil {
-			t.Fatalf("reading the ACK of command %d: %v", cmd, err)
-		}
+		require.NoError(t, err, "reading the ACK of command %d", cmd)
 		for d := buf[:n]; len(d) >= nlattr.MsgHdrLen; {
 			h, _ := nlattr.ReadHeader(d)
-			if h.Len < nlattr.MsgHdrLen || int(h.Len) > len(d) {
-				t.Fatalf("malformed message from manad: %x", d)
-			}
+			require.GreaterOrEqual(t, h.Len, uint32(nlattr.MsgHdrLen), "malformed message from manad: %x", d)
+			require.LessOrEqual(t, int(h.Len), len(d), "malformed message from manad: %x", d)
 			if h.Type == unix.NLMSG_ERROR && h.Seq == r.seq && h.Len >= nlattr.MsgHdrLen+4 {
 				return unix.Errno(-int32(binary.NativeEndian.Uint32(d[nlattr.MsgHdrLen:])))
 			}

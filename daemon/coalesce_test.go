@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -11,6 +10,8 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCoalesceBackend runs COALESCE through the daemon's backend onto a real port: the request
@@ -28,9 +29,8 @@ func TestCoalesceBackend(t *testing.T) {
 	admin := genl.Caller{Admin: true, NetNS: dev.NetNS}
 
 	co, err := b.Coalesce(ctx, admin, dev)
-	if err != nil || co != genl.Coalesce(vnic.DefaultCoalesce()) {
-		t.Fatalf("Coalesce = %+v, %v; want the probe's defaults", co, err)
-	}
+	require.NoError(t, err, "Coalesce = %+v, %v; want the probe's defaults", co, err)
+	require.Equal(t, genl.Coalesce(vnic.DefaultCoalesce()), co, "Coalesce = %+v, %v; want the probe's defaults", co, err)
 	var changed []genl.Coalesce
 	set := func(f func(*genl.Coalesce)) error {
 		return b.SetCoalesce(ctx, admin, dev, genl.Update[genl.Coalesce]{
@@ -42,22 +42,18 @@ func TestCoalesceBackend(t *testing.T) {
 			Changed: func(c genl.Coalesce) { changed = append(changed, c) },
 		})
 	}
-	if err := set(func(c *genl.Coalesce) { c.RxCQEFrames, c.TxUsecs = 4, 100 }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, set(func(c *genl.Coalesce) { c.RxCQEFrames, c.TxUsecs = 4, 100 }))
 	var e *nlerr.Error
-	if err := set(func(c *genl.Coalesce) { c.RxMaxFrames = 256 }); !errors.Is(err, unix.EINVAL) || !errors.As(err, &e) ||
-		e.Message != "rx-frames must be at most 255, got 256" {
-		t.Errorf("rx-frames 256: %v", err)
+	err = set(func(c *genl.Coalesce) { c.RxMaxFrames = 256 })
+	assert.ErrorIs(t, err, unix.EINVAL, "rx-frames 256")
+	if assert.ErrorAs(t, err, &e, "rx-frames 256") {
+		assert.Equal(t, "rx-frames must be at most 255, got 256", e.Message, "rx-frames 256")
 	}
-	if err := set(func(*genl.Coalesce) {}); err != nil { // no change
-		t.Fatal(err)
-	}
+	require.NoError(t, set(func(*genl.Coalesce) {})) // no change
 	want := genl.Coalesce{RxCQEFrames: 4, TxUsecs: 100, RxCQENsecs: vnic.DefaultRxCQENsecs}
-	if co, _ = b.Coalesce(ctx, admin, dev); co != want {
-		t.Errorf("after SET: %+v, want %+v", co, want)
-	}
-	if len(changed) != 1 || changed[0] != want {
-		t.Errorf("Changed calls %+v, want one with %+v", changed, want)
+	co, _ = b.Coalesce(ctx, admin, dev)
+	assert.Equal(t, want, co, "after SET")
+	if assert.Len(t, changed, 1, "Changed calls %+v", changed) {
+		assert.Equal(t, want, changed[0], "Changed call")
 	}
 }

@@ -55,9 +55,7 @@ queues = 2
 	fp.ipn = func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
+		require.NoError(t, err, "ip %v: %v: %s", args, err, out)
 		return string(out)
 	}
 	fp.ipn("addr", "add", "192.0.2.1/24", "dev", "hf0")
@@ -79,9 +77,8 @@ queues = 2
 		fp.c, err = client.Dial(sock)
 		fp.kc, kerr = client.DialKernel()
 	})
-	if err != nil || kerr != nil {
-		t.Fatalf("dial manad: %v; dial the kernel: %v", err, kerr)
-	}
+	require.NoError(t, err, "dial manad: %v; dial the kernel: %v", err, kerr)
+	require.NoError(t, kerr, "dial manad: %v; dial the kernel: %v", err, kerr)
 	t.Cleanup(func() { fp.c.Close(); fp.kc.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -104,48 +101,31 @@ func TestFeaturesTSOOff(t *testing.T) {
 	idx := ifindex()
 
 	f, err := c.Features(cctx, hf0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, n := range []string{"tx-tcp-segmentation", "tx-checksum-ipv4", "rx-gro"} {
-		if !slices.Contains(f.Active, n) || !slices.Contains(f.HW, n) {
-			t.Errorf("%s not active and changeable: %+v", n, f)
-		}
+		assert.Contains(t, f.Active, n, "%s not active: %+v", n, f)
+		assert.Contains(t, f.HW, n, "%s not changeable: %+v", n, f)
 	}
-	if got := tapTSO(); got != "on" {
-		t.Fatalf("TAP tcp-segmentation-offload %q with offloads on", got)
-	}
+	require.Equal(t, "on", tapTSO(), "TAP tcp-segmentation-offload with offloads on")
 
 	for _, on := range []bool{false, true} {
 		ch, err := c.SetFeatures(cctx, hf0, map[string]bool{"tx-tcp-segmentation": on})
-		if err != nil {
-			t.Fatalf("SetFeatures tso %v: %v", on, err)
-		}
+		require.NoError(t, err, "SetFeatures tso %v", on)
 		// The features move together: the others that changed are in the reply.
-		if ch.Active["tx-tcp-segmentation"] != on || ch.Active["rx-gro"] != on || ch.Active["tx-checksum-ipv4"] != on {
-			t.Errorf("tso %v: active changes %v", on, ch.Active)
+		for _, n := range []string{"tx-tcp-segmentation", "rx-gro", "tx-checksum-ipv4"} {
+			assert.Equal(t, on, ch.Active[n], "tso %v: active changes %v lack %s", on, ch.Active, n)
 		}
 		want := map[bool]string{false: "off", true: "on"}[on]
-		if got := tapTSO(); got != want {
-			t.Errorf("tso %v: the TAP's tcp-segmentation-offload is %q", on, got)
-		}
-		if !running() {
-			t.Errorf("tso %v: port not running", on)
-		}
+		assert.Equal(t, want, tapTSO(), "tso %v: the TAP's tcp-segmentation-offload is", on)
+		assert.True(t, running(), "tso %v: port not running", on)
 		link := ipn("-o", "link", "show", "hf0")
-		if got := ifindex(); got != idx || !strings.Contains(link, "LOWER_UP") {
-			t.Errorf("tso %v: link %s (ifindex was %s)", on, link, idx)
-		}
-		if !strings.Contains(ipn("-o", "addr", "show", "hf0"), "192.0.2.1/24") {
-			t.Errorf("tso %v: address lost", on)
-		}
+		got := ifindex()
+		assert.Equal(t, idx, got, "tso %v: link %s (ifindex was %s)", on, link, idx)
+		assert.Contains(t, link, "LOWER_UP", "tso %v: link %s (ifindex was %s)", on, link, idx)
+		assert.Contains(t, ipn("-o", "addr", "show", "hf0"), "192.0.2.1/24", "tso %v: address lost", on)
 		f, err := c.Features(cctx, hf0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.Contains(f.Active, "tx-tcp-segmentation") != on {
-			t.Errorf("tso %v: FEATURES_GET active %v", on, f.Active)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, on, slices.Contains(f.Active, "tx-tcp-segmentation"), "tso %v: FEATURES_GET active %v", on, f.Active)
 	}
 
 	// rx-udp-gro-forwarding is the TAP's kernel feature: -K changes it there alone, without
@@ -157,33 +137,21 @@ func TestFeaturesTSOOff(t *testing.T) {
 	}
 	for _, on := range []bool{true, false} {
 		ch, err := c.SetFeatures(cctx, hf0, map[string]bool{"rx-udp-gro-forwarding": on})
-		if err != nil {
-			t.Fatalf("SetFeatures rx-udp-gro-forwarding %v: %v", on, err)
-		}
-		if len(ch.Active) != 1 || ch.Active["rx-udp-gro-forwarding"] != on {
-			t.Errorf("rx-udp-gro-forwarding %v: active changes %v, want only it", on, ch.Active)
-		}
+		require.NoError(t, err, "SetFeatures rx-udp-gro-forwarding %v", on)
+		assert.Equal(t, map[string]bool{"rx-udp-gro-forwarding": on}, ch.Active, "rx-udp-gro-forwarding %v: active changes, want only it", on)
 		want := map[bool]string{false: "off", true: "on"}[on]
-		if got := taptest.EthtoolFeature(t, ns, "hf0", "rx-udp-gro-forwarding"); got != want {
-			t.Errorf("rx-udp-gro-forwarding %v: the TAP's is %q", on, got)
-		}
-		if got := tapTSO(); got != "on" {
-			t.Errorf("rx-udp-gro-forwarding %v: the TAP's tcp-segmentation-offload is %q", on, got)
-		}
-		if udpGRO() != on {
-			t.Errorf("rx-udp-gro-forwarding %v: UDP receive coalescing %v", on, !on)
-		}
-		if got := ifindex(); got != idx || !running() {
-			t.Errorf("rx-udp-gro-forwarding %v: ifindex %s (was %s), running %v", on, got, idx, running())
-		}
+		assert.Equal(t, want, taptest.EthtoolFeature(t, ns, "hf0", "rx-udp-gro-forwarding"), "rx-udp-gro-forwarding %v: the TAP's is", on)
+		assert.Equal(t, "on", tapTSO(), "rx-udp-gro-forwarding %v: the TAP's tcp-segmentation-offload is", on)
+		assert.Equal(t, on, udpGRO(), "rx-udp-gro-forwarding %v: UDP receive coalescing %v", on, !on)
+		got, up := ifindex(), running()
+		assert.Equal(t, idx, got, "rx-udp-gro-forwarding %v: ifindex %s (was %s), running %v", on, got, idx, up)
+		assert.True(t, up, "rx-udp-gro-forwarding %v: ifindex %s (was %s), running %v", on, got, idx, up)
 		f, err := c.Features(cctx, hf0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.Contains(f.Active, "rx-udp-gro-forwarding") != on || !slices.Contains(f.HW, "rx-udp-gro-forwarding") ||
-			!slices.Contains(f.HW, "rx-gro-list") || !slices.Contains(f.Active, "tx-tcp-segmentation") {
-			t.Errorf("rx-udp-gro-forwarding %v: FEATURES_GET %+v", on, f)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, on, slices.Contains(f.Active, "rx-udp-gro-forwarding"), "rx-udp-gro-forwarding %v: FEATURES_GET %+v", on, f)
+		assert.Contains(t, f.HW, "rx-udp-gro-forwarding", "rx-udp-gro-forwarding %v: FEATURES_GET %+v", on, f)
+		assert.Contains(t, f.HW, "rx-gro-list", "rx-udp-gro-forwarding %v: FEATURES_GET %+v", on, f)
+		assert.Contains(t, f.Active, "tx-tcp-segmentation", "rx-udp-gro-forwarding %v: FEATURES_GET %+v", on, f)
 	}
 }
 

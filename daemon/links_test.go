@@ -13,6 +13,8 @@ import (
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/genl"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // startTest runs a daemon with n small ports in namespace ns until the test ends.
@@ -20,9 +22,7 @@ func startTest(t *testing.T, ns string, n int, opts Options) (*Daemon, []string)
 	t.Helper()
 	d, names, stop := startStoppable(t, ns, n, opts)
 	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("Run: %v", err)
-		}
+		assert.NoError(t, stop(), "Run")
 	})
 	return d, names
 }
@@ -49,18 +49,14 @@ func startStoppable(t *testing.T, ns string, n int, opts Options) (*Daemon, []st
 func runStoppable(t *testing.T, doc string, opts Options) (*Daemon, func() error) {
 	t.Helper()
 	cfg, err := config.Parse("test.toml", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ready := make(chan struct{})
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	opts.Config, opts.Ready = cfg, func() { close(ready) }
 	d, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
@@ -87,9 +83,7 @@ func runTest(t *testing.T, doc string, opts Options) *Daemon {
 	t.Helper()
 	d, stop := runStoppable(t, doc, opts)
 	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("Run: %v", err)
-		}
+		assert.NoError(t, stop(), "Run")
 	})
 	return d
 }
@@ -107,9 +101,7 @@ func TestLinkOverrunResync(t *testing.T) {
 	d.mu.Unlock()
 	before := w.Overruns()
 	for round := 0; ; round++ {
-		if round == 20 {
-			t.Fatal("no overrun after 20 bursts")
-		}
+		require.NotEqual(t, 20, round, "no overrun after 20 bursts")
 		up := round%2 == 0
 		mtu := 1400 + round
 		var cmds []string
@@ -118,9 +110,8 @@ func TestLinkOverrunResync(t *testing.T) {
 		}
 		cmd := exec.Command("ip", "-n", ns, "-batch", "-")
 		cmd.Stdin = strings.NewReader(strings.Join(cmds, "\n") + "\n")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("ip -batch: %v: %s", err, out)
-		}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "ip -batch: %v: %s", err, out)
 		if w.Overruns() == before {
 			continue
 		}
@@ -161,9 +152,8 @@ func TestNetNSNameReused(t *testing.T) {
 	taptest.IP(t, "", "netns", "del", ns)
 	taptest.IP(t, "", "netns", "add", ns)
 	name := taptest.Name("dr")
-	if _, err := (*backend)(d).CreatePort(context.Background(), genl.Caller{Admin: true}, genl.PortSpec{Name: name, NetNS: ns, Segment: name}); err != nil {
-		t.Fatalf("port in the re-created namespace %s: %v", ns, err)
-	}
+	_, err := (*backend)(d).CreatePort(context.Background(), genl.Caller{Admin: true}, genl.PortSpec{Name: name, NetNS: ns, Segment: name})
+	require.NoError(t, err, "port in the re-created namespace %s", ns)
 	if l, ok := taptest.ShowLink(t, ns, name); !ok {
 		t.Errorf("TAP %s not in the re-created namespace %s", name, ns)
 	} else if l.TxQLen != etherTxQueueLen {
@@ -172,7 +162,5 @@ func TestNetNSNameReused(t *testing.T) {
 	d.mu.Lock()
 	n := len(d.watchers)
 	d.mu.Unlock()
-	if n != 2 {
-		t.Errorf("%d link watchers, want 2 (the old namespace's and the new one's)", n)
-	}
+	assert.Equal(t, 2, n, "%d link watchers, want 2 (the old namespace's and the new one's)", n)
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMetricsExposure: an address beyond loopback is said to be reachable from beyond the host;
@@ -26,13 +28,11 @@ func TestMetricsExposure(t *testing.T) {
 		{"2001:db8::1", "address 2001:db8::1"},
 	} {
 		got := metricsExposure(&net.TCPAddr{IP: net.ParseIP(tc.ip), Port: 9469})
-		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-			t.Errorf("metricsExposure(%s) = %q, want %q", tc.ip, got, tc.want)
-		}
+		assert.Equal(t, tc.want == "", got == "", "metricsExposure(%s) = %q, want %q", tc.ip, got, tc.want)
+		assert.Contains(t, got, tc.want, "metricsExposure(%s) = %q, want %q", tc.ip, got, tc.want)
 	}
-	if got := metricsExposure(&net.UnixAddr{Name: "/run/m.sock", Net: "unix"}); got != "" {
-		t.Errorf("metricsExposure(unix socket) = %q, want none", got)
-	}
+	got := metricsExposure(&net.UnixAddr{Name: "/run/m.sock", Net: "unix"})
+	assert.Equal(t, "", got, "metricsExposure(unix socket) = %q, want none", got)
 }
 
 // TestMetricsListenWarning: the daemon logs one warning at start when its metrics listen beyond
@@ -54,9 +54,7 @@ func TestMetricsListenWarning(t *testing.T) {
 			cfg.Daemon.MetricsListen = tc.listen
 			var buf lockedBuffer
 			d, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			stop, err := d.serveMetrics()
 			if err != nil {
 				testenv.SkipOrFail(t, "cannot listen on %s here: %v", tc.listen, err)
@@ -72,9 +70,7 @@ func TestMetricsListenWarning(t *testing.T) {
 			}
 			if tc.warn {
 				for _, want := range []string{"level=WARN", "all interfaces", "without authentication", `metrics_listen = \"127.0.0.1:PORT\"`} {
-					if !strings.Contains(log, want) {
-						t.Errorf("the warning does not say %q:\n%s", want, log)
-					}
+					assert.Contains(t, log, want, "the warning does not say")
 				}
 			}
 		})

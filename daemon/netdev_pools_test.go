@@ -16,6 +16,8 @@ import (
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/pagepool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // keepHost holds on to every delivered buffer until release, as a socket queue would.
@@ -85,79 +87,58 @@ func TestNetdevDetachedPools(t *testing.T) {
 	mu.Lock()
 	err := vp.Open()
 	mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := vp.Receive(0, frame()); r != vnic.RxDelivered {
-		t.Fatalf("Receive: %v", r)
-	}
+	require.NoError(t, err)
+	require.Equal(t, vnic.RxDelivered, vp.Receive(0, frame()), "Receive")
 
 	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}, AdminGroup: -1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, c := serveOnePort(t, srv)
 
 	before, err := c.PagePools(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	napis, err := c.NAPIs(ctx, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(before) != 2 || len(napis) != 2 {
-		t.Fatalf("%d pools and %d NAPIs, want 2 each: %+v %+v", len(before), len(napis), before, napis)
-	}
-	if before[0].ID < before[1].ID {
-		t.Errorf("pools not newest first: %+v", before)
-	}
+	require.NoError(t, err)
+	require.Len(t, before, 2, "%d pools and %d NAPIs, want 2 each: %+v %+v", len(before), len(napis), before, napis)
+	require.Len(t, napis, 2, "%d pools and %d NAPIs, want 2 each: %+v %+v", len(before), len(napis), before, napis)
+	assert.GreaterOrEqual(t, before[0].ID, before[1].ID, "pools not newest first: %+v", before)
 	for _, p := range before {
-		if p.Ifindex != 7 || p.NAPIID < vnic.MinNAPIID || p.DetachTime != 0 || p.Inflight == 0 || p.InflightMem != 16384*p.Inflight {
-			t.Errorf("running pool %+v", p)
-		}
+		assert.Equal(t, uint32(7), p.Ifindex, "running pool %+v", p)
+		assert.GreaterOrEqual(t, p.NAPIID, uint64(vnic.MinNAPIID), "running pool %+v", p)
+		assert.Equal(t, uint64(0), p.DetachTime, "running pool %+v", p)
+		assert.NotEqual(t, uint64(0), p.Inflight, "running pool %+v", p)
+		assert.Equal(t, 16384*p.Inflight, p.InflightMem, "running pool %+v", p)
 	}
 
 	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts))
 	bootBefore := uint64(ts.Sec)
 	mu.Lock()
 	err = vp.SetMTU(1400)
 	mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts))
 	bootAfter := uint64(ts.Sec)
 
 	after, err := c.PagePools(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(after) != 3 {
-		t.Fatalf("%d pools after the rebuild, want 2 new + 1 detached: %+v", len(after), after)
-	}
+	require.NoError(t, err)
+	require.Len(t, after, 3, "%d pools after the rebuild, want 2 new + 1 detached: %+v", len(after), after)
 	// Newest first, as the kernel: the new pools, then the old one (queue 0's, which had the
 	// lower id of the two before).
 	old := after[2]
-	if old.ID != before[1].ID || old.NAPIID != 0 || old.Inflight != 1 || old.InflightMem != 16384 ||
-		old.DetachTime < bootBefore || old.DetachTime > bootAfter {
-		t.Errorf("detached pool %+v, want pool %d, no NAPI, 1 page, detached in [%d, %d]s", old, before[1].ID, bootBefore, bootAfter)
-	}
+	assert.Equal(t, before[1].ID, old.ID, "detached pool %+v, want pool %d, no NAPI, 1 page, detached in [%d, %d]s", old, before[1].ID, bootBefore, bootAfter)
+	assert.Equal(t, uint64(0), old.NAPIID, "detached pool %+v, want pool %d, no NAPI, 1 page, detached in [%d, %d]s", old, before[1].ID, bootBefore, bootAfter)
+	assert.Equal(t, uint64(1), old.Inflight, "detached pool %+v, want pool %d, no NAPI, 1 page, detached in [%d, %d]s", old, before[1].ID, bootBefore, bootAfter)
+	assert.Equal(t, uint64(16384), old.InflightMem, "detached pool %+v, want pool %d, no NAPI, 1 page, detached in [%d, %d]s", old, before[1].ID, bootBefore, bootAfter)
+	assert.GreaterOrEqual(t, old.DetachTime, bootBefore, "detached pool %+v, want pool %d, no NAPI, 1 page, detached in [%d, %d]s", old, before[1].ID, bootBefore, bootAfter)
+	assert.LessOrEqual(t, old.DetachTime, bootAfter, "detached pool %+v, want pool %d, no NAPI, 1 page, detached in [%d, %d]s", old, before[1].ID, bootBefore, bootAfter)
 	for _, p := range after[:2] {
 		if p.ID == before[0].ID || p.ID == before[1].ID || p.DetachTime != 0 || p.NAPIID == 0 {
 			t.Errorf("new pool %+v", p)
 		}
 	}
 	stats, err := c.PagePoolStats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(stats) != 3 || stats[2].Info != (wire.NetdevPagePoolInfo{ID: old.ID, Ifindex: 7}) || stats[2].AllocSlow == 0 {
 		t.Errorf("page-pool-stats %+v", stats)
 	}
@@ -166,9 +147,7 @@ func TestNetdevDetachedPools(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		pools, err := c.PagePools(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if len(pools) == 2 {
 			break
 		}
@@ -232,9 +211,7 @@ func (n *notifications) take(t *testing.T, what string, count int) []client.Noti
 func TestNetdevPagePoolNotifications(t *testing.T) {
 	var mu sync.Mutex
 	ns, err := selfNetNS()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d := &Daemon{}
 	p := &port{ns: ns}
 	vp, host := newModelPort(t, &mu, vnic.Config{Name: "pp0", PageSize: 16384,
@@ -244,15 +221,11 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 	vp.SetIfindex(7)
 	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}, AdminGroup: -1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d.srv = srv
 	ctx, c := serveOnePort(t, srv)
 	sub, err := c.Subscribe(ctx, client.WithNetdev())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { sub.Close() })
 	ntfs := readNotifications(ctx, sub)
 	type ntf struct {
@@ -271,40 +244,27 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 	mu.Lock()
 	err = vp.Open()
 	mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	old := vp.PagePools()
 	got := ntfs.take(t, "open", 2)
 	check("open", got, []ntf{{client.PagePoolAdded, wire.NetdevPagePool{ID: uint64(old[0].ID), Ifindex: 7}},
 		{client.PagePoolAdded, wire.NetdevPagePool{ID: uint64(old[1].ID), Ifindex: 7}}})
-	if r := vp.Receive(0, frame()); r != vnic.RxDelivered {
-		t.Fatalf("Receive: %v", r)
-	}
+	require.Equal(t, vnic.RxDelivered, vp.Receive(0, frame()), "Receive")
 
 	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts))
 	bootBefore := uint64(ts.Sec)
 	mu.Lock()
 	err = vp.SetPrivFlags(1) // full-page-rx: a rebuild at MTU 1500 on 16K pages
 	mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts))
 	now := vp.PagePools()
-	if len(now) != 3 {
-		t.Fatalf("pools after the flip %+v, want 2 new + 1 detached", now)
-	}
+	require.Len(t, now, 3, "pools after the flip %+v, want 2 new + 1 detached", now)
 	got = ntfs.take(t, "full-page-rx on", 4)
 	detach := got[0].PagePool.DetachTime
-	if detach < bootBefore || detach > uint64(ts.Sec) {
-		t.Errorf("change's detach-time %d outside [%d, %d]", detach, bootBefore, ts.Sec)
-	}
+	assert.GreaterOrEqual(t, detach, bootBefore, "change's detach-time %d outside [%d, %d]", detach, bootBefore, ts.Sec)
+	assert.LessOrEqual(t, detach, uint64(ts.Sec), "change's detach-time %d outside [%d, %d]", detach, bootBefore, ts.Sec)
 	check("full-page-rx on", got, []ntf{
 		{client.PagePoolChanged, wire.NetdevPagePool{ID: uint64(old[0].ID), Ifindex: 7, Inflight: 1, InflightMem: 16384, DetachTime: detach}},
 		{client.PagePoolRemoved, wire.NetdevPagePool{ID: uint64(old[1].ID), Ifindex: 7}},
@@ -321,9 +281,7 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 
 	// The port's deletion (removePort: teardown, then unregisterNetdevPools before the dev
 	// del) with a buffer of queue 0 held.
-	if r := vp.Receive(0, frame()); r != vnic.RxDelivered {
-		t.Fatalf("Receive: %v", r)
-	}
+	require.Equal(t, vnic.RxDelivered, vp.Receive(0, frame()), "Receive")
 	mu.Lock()
 	td := vp.Shutdown()
 	d.unregisterNetdevPools(p)
@@ -341,9 +299,7 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 	check("deleted port's buffer back", got, []ntf{{client.PagePoolRemoved, wire.NetdevPagePool{ID: uint64(now[0].ID), DetachTime: detach}}})
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
-	if err := td.Wait(wctx); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, td.Wait(wctx))
 }
 
 // newModelPort returns a vnic port on a keepHost (its buffers held until the test ends) and a
@@ -359,9 +315,7 @@ func newModelPort(t *testing.T, mu *sync.Mutex, cfg vnic.Config, set vnic.Settin
 		cfg.PoolReleaseInterval = 5 * time.Millisecond
 	}
 	vp, err := vnic.New(cfg, set)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		host.release()
 		mu.Lock()
@@ -369,9 +323,7 @@ func newModelPort(t *testing.T, mu *sync.Mutex, cfg vnic.Config, set vnic.Settin
 		mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := td.Wait(ctx); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
+		assert.NoError(t, td.Wait(ctx), "teardown")
 	})
 	return vp, host
 }
@@ -382,22 +334,16 @@ func serveOnePort(t *testing.T, srv *genl.Server) (context.Context, *client.Clie
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "manad.sock")
 	l, err := genl.Listen(path, 0o600, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
+		assert.NoError(t, <-done, "Serve")
 	})
 	c, err := client.Dial(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return ctx, c
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestNetdevIdentity: the daemon gives its ports one id source, so page-pool and NAPI ids are
@@ -47,9 +49,8 @@ rx_alloc = "no-pool"
 	// open the ports.
 	names := []string{"hp0", "hp1", "hp2"}
 	for _, name := range names {
-		if out, err := exec.Command("ip", "-n", ns, "link", "set", name, "up").CombinedOutput(); err != nil {
-			t.Fatalf("ip link set %s up: %v: %s", name, err, out)
-		}
+		out, err := exec.Command("ip", "-n", ns, "link", "set", name, "up").CombinedOutput()
+		require.NoError(t, err, "ip link set %s up: %v: %s", name, err, out)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -75,27 +76,22 @@ rx_alloc = "no-pool"
 	pools, napis := map[uint32]string{}, map[uint32]string{}
 	for _, name := range names {
 		p := d.ports[name]
-		if got := p.vp.Ifindex(); got == 0 || got != int(p.index) {
-			t.Errorf("%s: ifindex %d, TAP's %d", name, got, p.index)
-		}
+		got := p.vp.Ifindex()
+		assert.NotEqual(t, 0, got, "%s: ifindex %d, TAP's %d", name, got, p.index)
+		assert.Equal(t, int(p.index), got, "%s: ifindex %d, TAP's %d", name, got, p.index)
 		for _, n := range p.vp.NAPIs() {
-			if other, dup := napis[n.ID]; dup {
-				t.Errorf("NAPI id %d of %s is also %s's", n.ID, name, other)
-			}
+			other, dup := napis[n.ID]
+			assert.False(t, dup, "NAPI id %d of %s is also %s's", n.ID, name, other)
 			napis[n.ID] = name
 		}
 		pps := p.vp.PagePools()
-		if want := map[string]int{"hp0": 2, "hp1": 3, "hp2": 0}[name]; len(pps) != want {
-			t.Errorf("%s: %d page pools, want %d", name, len(pps), want)
-		}
+		want := map[string]int{"hp0": 2, "hp1": 3, "hp2": 0}[name]
+		assert.Len(t, pps, want, "%s: %d page pools, want %d", name, len(pps), want)
 		for _, pp := range pps {
-			if other, dup := pools[pp.ID]; dup {
-				t.Errorf("page-pool id %d of %s is also %s's", pp.ID, name, other)
-			}
+			other, dup := pools[pp.ID]
+			assert.False(t, dup, "page-pool id %d of %s is also %s's", pp.ID, name, other)
 			pools[pp.ID] = name
 		}
 	}
-	if len(napis) != 6 {
-		t.Errorf("%d NAPIs, want 6", len(napis))
-	}
+	assert.Len(t, napis, 6, "%d NAPIs, want 6", len(napis))
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestNetdevViews: netdevPort builds exactly the views asked for, each as the full conversion
@@ -19,29 +21,23 @@ func TestNetdevViews(t *testing.T) {
 	mu.Lock()
 	err := vp.Open()
 	mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := vp.Receive(0, frame()); r != vnic.RxDelivered {
-		t.Fatalf("Receive: %v", r)
-	}
+	require.NoError(t, err)
+	require.Equal(t, vnic.RxDelivered, vp.Receive(0, frame()), "Receive")
 
 	full := netdevPort(7, vp, genl.NetdevViewAll)
-	if len(full.Queues) != 4 || len(full.NAPIs) != 2 || len(full.QueueStats) != 4 || len(full.Pools) != 2 || full.Device.RxPackets != 1 {
-		t.Fatalf("full views: %+v", full)
-	}
+	require.Len(t, full.Queues, 4, "full views: %+v", full)
+	require.Len(t, full.NAPIs, 2, "full views: %+v", full)
+	require.Len(t, full.QueueStats, 4, "full views: %+v", full)
+	require.Len(t, full.Pools, 2, "full views: %+v", full)
+	require.Equal(t, uint64(1), full.Device.RxPackets, "full views: %+v", full)
 	// dev-get is mana's (mana_probe_port's xdp_features, no RX metadata, no XSK features), and a
 	// NAPI has the kernel's defaults: not threaded, no deferral, no timeouts.
-	if want := (wire.NetdevDev{Ifindex: 7, XDPFeatures: 7}); full.Dev != want {
-		t.Errorf("dev-get %+v, want %+v", full.Dev, want)
-	}
-	if got := wire.NetdevXDPActList(full.Dev.XDPFeatures); !reflect.DeepEqual(got, []string{"basic", "redirect", "ndo-xmit"}) {
-		t.Errorf("xdp-features %v, want mana's basic, redirect, ndo-xmit", got)
-	}
+	assert.Equal(t, (wire.NetdevDev{Ifindex: 7, XDPFeatures: 7}), full.Dev, "dev-get")
+	assert.Equal(t, []string{"basic", "redirect", "ndo-xmit"}, wire.NetdevXDPActList(full.Dev.XDPFeatures), "xdp-features, want mana's")
 	for _, n := range full.NAPIs {
-		if want := (wire.NetdevNAPI{ID: n.ID, Ifindex: 7}); n != want || n.ID == 0 {
-			t.Errorf("NAPI %+v, want %+v", n, want)
-		}
+		want := (wire.NetdevNAPI{ID: n.ID, Ifindex: 7})
+		assert.Equal(t, want, n, "NAPI %+v, want %+v", n, want)
+		assert.NotEqual(t, uint32(0), n.ID, "NAPI %+v, want %+v", n, want)
 	}
 	for _, tc := range []struct {
 		name string
@@ -60,9 +56,8 @@ func TestNetdevViews(t *testing.T) {
 		{"all", genl.NetdevViewAll, full},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := netdevPort(7, vp, tc.want); !reflect.DeepEqual(got, tc.part) {
-				t.Errorf("views %b:\n got %+v\nwant %+v", tc.want, got, tc.part)
-			}
+			got := netdevPort(7, vp, tc.want)
+			assert.True(t, reflect.DeepEqual(got, tc.part), "views %b:\n got %+v\nwant %+v", tc.want, got, tc.part)
 		})
 	}
 }

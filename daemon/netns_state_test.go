@@ -1,14 +1,12 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +14,8 @@ import (
 
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // netnsStateDaemon is a Daemon with only what the namespace bookkeeping uses: a configuration
@@ -35,9 +35,7 @@ func ipNetNSAdd(t *testing.T, name string) uint64 {
 	}
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
 	id, err := nsIDOf(filepath.Join(netnsDir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return id.Ino
 }
 
@@ -46,21 +44,17 @@ func ipNetNSAdd(t *testing.T, name string) uint64 {
 func emptyNetNSFile(t *testing.T, name string, age time.Duration) {
 	t.Helper()
 	path := filepath.Join(netnsDir, name)
-	if err := os.WriteFile(path, nil, 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, nil, 0))
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
 	then := time.Now().Add(-age)
-	if err := os.Chtimes(path, then, then); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chtimes(path, then, then))
 }
 
 func exists(t *testing.T, path string) bool {
 	t.Helper()
 	_, err := os.Lstat(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
+	if err != nil {
+		require.ErrorIs(t, err, os.ErrNotExist)
 	}
 	return err == nil
 }
@@ -70,9 +64,7 @@ func exists(t *testing.T, path string) bool {
 // it reached; an empty file is removed; what is dropped is saved.
 func TestReconcileNetNS(t *testing.T) {
 	testenv.RequireRoot(t)
-	if err := shareNetNSDir(netnsDir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, shareNetNSDir(netnsDir))
 	pid := os.Getpid() % 100000
 	tests := []struct {
 		name     string
@@ -98,19 +90,14 @@ func TestReconcileNetNS(t *testing.T) {
 	}
 	d.reconcileNetNS()
 	saved, err := config.LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, tt := range tests {
 		ns := names[tt.name]
 		_, kept := d.state.NetNS[ns]
 		_, keptOnDisk := saved.NetNS[ns]
-		if kept != tt.kept || keptOnDisk != tt.kept {
-			t.Errorf("%s: entry kept %v (saved: %v), want %v", tt.name, kept, keptOnDisk, tt.kept)
-		}
-		if left := exists(t, filepath.Join(netnsDir, ns)); left != tt.fileLeft {
-			t.Errorf("%s: /run/netns/%s there: %v, want %v", tt.name, ns, left, tt.fileLeft)
-		}
+		assert.Equal(t, tt.kept, kept, "%s: entry kept %v (saved: %v), want %v", tt.name, kept, keptOnDisk, tt.kept)
+		assert.Equal(t, tt.kept, keptOnDisk, "%s: entry kept %v (saved: %v), want %v", tt.name, kept, keptOnDisk, tt.kept)
+		assert.Equal(t, tt.fileLeft, exists(t, filepath.Join(netnsDir, ns)), "%s: /run/netns/%s there", tt.name, ns)
 	}
 }
 
@@ -127,47 +114,43 @@ func TestPortNetNS(t *testing.T) {
 	ns := fmt.Sprintf("mpn%da", pid)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 	id, created, err := d.portNetNS(ns)
-	if err != nil || !created {
-		t.Fatalf("portNetNS(%s) = %v, %v, %v; want it created", ns, id, created, err)
+	require.NoError(t, err, "portNetNS(%s) = %v, %v, %v; want it created", ns, id, created, err)
+	require.True(t, created, "portNetNS(%s) = %v, %v, %v; want it created", ns, id, created, err)
+	ino := d.state.NetNS[ns]
+	assert.Equal(t, id.Ino, ino, "recorded inode %d, want %d", ino, id.Ino)
+	assert.NotEqual(t, uint64(0), ino, "recorded inode %d, want %d", ino, id.Ino)
+	if saved, err := config.LoadState(dir); assert.NoError(t, err, "saved state") {
+		v, ok := saved.NetNS[ns]
+		assert.True(t, ok, "the intent was not saved")
+		assert.Equal(t, uint64(0), v, "saved state %+v: want the intent (inode 0) saved before the creation", saved)
 	}
-	if ino := d.state.NetNS[ns]; ino != id.Ino || ino == 0 {
-		t.Errorf("recorded inode %d, want %d", ino, id.Ino)
-	}
-	if saved, err := config.LoadState(dir); err != nil || saved.NetNS[ns] != 0 {
-		t.Errorf("saved state %+v, %v: want the intent (inode 0) saved before the creation", saved, err)
-	} else if _, ok := saved.NetNS[ns]; !ok {
-		t.Errorf("the intent was not saved")
-	}
-	if again, created, err := d.portNetNS(ns); err != nil || created || again != id {
-		t.Errorf("portNetNS(%s) again = %v, %v, %v; want the same namespace, not created", ns, again, created, err)
-	}
+	again, created, err := d.portNetNS(ns)
+	assert.NoError(t, err, "portNetNS(%s) again", ns)
+	assert.False(t, created, "portNetNS(%s) again created a namespace", ns)
+	assert.Equal(t, id, again, "portNetNS(%s) again, want the same namespace", ns)
 
 	leftover := fmt.Sprintf("mpn%db", pid)
 	emptyNetNSFile(t, leftover, 0)
 	_, _, err = d.portNetNS(leftover)
-	if !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "ip netns del "+leftover) {
-		t.Errorf("a fresh empty file: %v, want EINVAL saying how to remove it", err)
-	}
+	assert.ErrorIs(t, err, unix.EINVAL, "a fresh empty file: %v, want EINVAL saying how to remove it", err)
+	assert.Contains(t, err.Error(), "ip netns del "+leftover, "a fresh empty file: %v, want EINVAL saying how to remove it", err)
 	emptyNetNSFile(t, leftover, time.Minute)
 	id, created, err = d.portNetNS(leftover)
-	if err != nil || !created {
-		t.Fatalf("an old empty file: %v, %v, %v; want it replaced by a namespace", id, created, err)
-	}
-	if _, mounted, err := inspectNetNSFile(filepath.Join(netnsDir, leftover)); err != nil || !mounted {
-		t.Errorf("%s after the repair: mounted %v, %v", leftover, mounted, err)
-	}
+	require.NoError(t, err, "an old empty file: %v, %v, %v; want it replaced by a namespace", id, created, err)
+	require.True(t, created, "an old empty file: %v, %v, %v; want it replaced by a namespace", id, created, err)
+	_, mounted, err := inspectNetNSFile(filepath.Join(netnsDir, leftover))
+	assert.NoError(t, err, "%s after the repair", leftover)
+	assert.True(t, mounted, "%s after the repair: not mounted", leftover)
 
 	unsaved := fmt.Sprintf("mpn%dc", pid)
 	bad := netnsStateDaemon(t, "/dev/null/state")
 	_, _, err = bad.portNetNS(unsaved)
-	if !errors.Is(err, unix.ENOTDIR) || !strings.Contains(err.Error(), "not created") {
-		t.Errorf("unsaveable intent: %v, want ENOTDIR (the state file's), not created", err)
-	}
+	assert.ErrorIs(t, err, unix.ENOTDIR, "unsaveable intent: %v, want ENOTDIR (the state file's), not created", err)
+	assert.Contains(t, err.Error(), "not created", "unsaveable intent: %v, want ENOTDIR (the state file's), not created", err)
 	if exists(t, filepath.Join(netnsDir, unsaved)) {
 		_ = exec.Command("ip", "netns", "del", unsaved).Run()
 		t.Errorf("namespace %s created although its intent could not be saved", unsaved)
 	}
-	if _, ok := bad.state.NetNS[unsaved]; ok {
-		t.Errorf("intent of %s kept in memory although it could not be saved", unsaved)
-	}
+	_, ok := bad.state.NetNS[unsaved]
+	assert.False(t, ok, "intent of %s kept in memory although it could not be saved", unsaved)
 }

@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // netnsChildEnv makes the test binary run TestNamedNetNSWithIP's body: in a mount namespace of
@@ -36,23 +38,18 @@ func TestNamedNetNSWithIP(t *testing.T) {
 			testenv.SkipOrFail(t, "needs ip (iproute2): %v", err)
 		}
 		exe, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		cmd := exec.Command(exe, "-test.run=^TestNamedNetNSWithIP$", "-test.v", "-test.count=1")
 		cmd.Env = append(os.Environ(), netnsChildEnv+"=1")
 		// Go makes / recursively private in the child after unsharing: nothing propagates back.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestNamedNetNSWithIP") {
-			t.Fatalf("in a private mount namespace: %v\n%s", err, out)
-		}
+		require.NoError(t, err, "in a private mount namespace: %v\n%s", err, out)
+		require.Contains(t, string(out), "--- PASS: TestNamedNetNSWithIP", "in a private mount namespace: %v\n%s", err, out)
 		return
 	}
 
-	if err := unix.Mount("manad-test", "/run", "tmpfs", 0, "mode=0755"); err != nil {
-		t.Fatalf("tmpfs on /run: %v", err)
-	}
+	require.NoError(t, unix.Mount("manad-test", "/run", "tmpfs", 0, "mode=0755"), "tmpfs on /run")
 	ip := func(args ...string) error {
 		out, err := exec.Command("ip", append([]string{"netns"}, args...)...).CombinedOutput()
 		if err != nil {
@@ -68,18 +65,12 @@ func TestNamedNetNSWithIP(t *testing.T) {
 		}
 	})
 	self, err := selfNetNS()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	create := func(name string) {
 		t.Helper()
 		id, err := namedNetNS(name)
-		if err != nil {
-			t.Fatalf("namedNetNS(%q): %v", name, err)
-		}
-		if id == self {
-			t.Fatalf("namedNetNS(%q) is the test's own namespace", name)
-		}
+		require.NoError(t, err, "namedNetNS(%q)", name)
+		require.NotEqual(t, self, id, "namedNetNS(%q) is the test's own namespace", name)
 		if again, err := namedNetNS(name); err != nil || again != id {
 			t.Fatalf("namedNetNS(%q) again = %v, %v; want the same namespace %v", name, again, err, id)
 		}
@@ -92,22 +83,15 @@ func TestNamedNetNSWithIP(t *testing.T) {
 	create(own2) // manad creating after ip did
 	checkSharedMount(t, netnsDir)
 	for _, n := range []string{own1, other, own2} {
-		if err := ip("del", n); err != nil {
-			t.Errorf("after manad created its namespaces: %v", err)
-		}
+		assert.NoError(t, ip("del", n), "after manad created its namespaces")
 	}
-	if left, _ := os.ReadDir(netnsDir); len(left) != 0 {
-		t.Errorf("%s still holds %v", netnsDir, left)
-	}
+	left, _ := os.ReadDir(netnsDir)
+	assert.Empty(t, left, "%s still holds", netnsDir)
 	// Deleted, a name can be created again, by manad and by ip, and deleted again.
 	create(own1)
-	if err := ip("add", other); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ip("add", other))
 	for _, n := range []string{other, own1} {
-		if err := ip("del", n); err != nil {
-			t.Errorf("second round: %v", err)
-		}
+		assert.NoError(t, ip("del", n), "second round")
 	}
 	if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err != nil || len(out) != 0 {
 		t.Errorf("ip netns list = %q, %v; want nothing", out, err)
@@ -120,9 +104,7 @@ func checkSharedMount(t *testing.T, dir string) {
 	t.Helper()
 	mntID := func(path string) uint64 {
 		var st unix.Statx_t
-		if err := unix.Statx(unix.AT_FDCWD, path, 0, unix.STATX_MNT_ID, &st); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, unix.Statx(unix.AT_FDCWD, path, 0, unix.STATX_MNT_ID, &st))
 		return st.Mnt_id
 	}
 	id := mntID(dir)
@@ -131,9 +113,7 @@ func checkSharedMount(t *testing.T, dir string) {
 		return
 	}
 	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	for s := bufio.NewScanner(f); s.Scan(); {
 		// ID parent major:minor root mountpoint options [optional fields…] - fstype source super

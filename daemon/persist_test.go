@@ -1,11 +1,9 @@
 package daemon
 
 import (
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +11,8 @@ import (
 
 	"github.com/manad/manad/daemon/config"
 	"github.com/manad/manad/genl/nlerr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSaveRefusedAndRetried: with a state directory that cannot be made (its parent is a file:
@@ -22,16 +22,12 @@ import (
 func TestSaveRefusedAndRetried(t *testing.T) {
 	dir := t.TempDir()
 	blocker := filepath.Join(dir, "var")
-	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(blocker, nil, 0o644))
 	cfg := config.Default()
 	cfg.Daemon.StateDir = filepath.Join(blocker, "state")
 	var logs lockedBuffer
 	d, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d.state = config.NewState()
 	d.state.RecordNetNS("x", 7) // something to save
 
@@ -39,30 +35,23 @@ func TestSaveRefusedAndRetried(t *testing.T) {
 	done, err := d.reserveSave()
 	d.mu.Unlock()
 	var xe *nlerr.Error
-	if done != nil || !errors.Is(err, unix.ENOTDIR) || !errors.As(err, &xe) {
-		t.Fatalf("reserveSave = %v; want an ENOTDIR *nlerr.Error", err)
-	}
+	require.Nil(t, done, "reserveSave = %v; want an ENOTDIR *nlerr.Error", err)
+	require.ErrorIs(t, err, unix.ENOTDIR, "reserveSave = %v; want an ENOTDIR *nlerr.Error", err)
+	require.ErrorAs(t, err, &xe, "reserveSave = %v; want an ENOTDIR *nlerr.Error", err)
 	for _, want := range []string{"cannot save state to " + config.StatePath(cfg.Daemon.StateDir), "not a directory",
 		"the change was not applied", "check " + cfg.Daemon.StateDir} {
-		if !strings.Contains(xe.Message, want) {
-			t.Errorf("extack %q does not say %q", xe.Message, want)
-		}
+		assert.Contains(t, xe.Message, want, "extack %q does not say %q", xe.Message, want)
 	}
 
 	d.mu.Lock()
 	d.saveState()
 	unsaved, retry := d.unsaved, d.saveRetry != nil
 	d.mu.Unlock()
-	if !unsaved || !retry {
-		t.Fatalf("after a failed save: unsaved %v, retry scheduled %v; want both", unsaved, retry)
-	}
-	if !strings.Contains(logs.String(), "saving state failed; retrying") {
-		t.Errorf("the failed save is not logged:\n%s", logs.String())
-	}
+	require.True(t, unsaved, "after a failed save: unsaved %v, retry scheduled %v; want both", unsaved, retry)
+	require.True(t, retry, "after a failed save: unsaved %v, retry scheduled %v; want both", unsaved, retry)
+	assert.Contains(t, logs.String(), "saving state failed; retrying", "the failed save is not logged")
 	// The cause goes away: a retry saves.
-	if err := os.Remove(blocker); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Remove(blocker))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		d.mu.Lock()
@@ -77,10 +66,8 @@ func TestSaveRefusedAndRetried(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	st, err := config.LoadState(cfg.Daemon.StateDir)
-	if err != nil || st.NetNS["x"] != 7 {
-		t.Errorf("state file after the retry: %+v, %v", st, err)
+	if assert.NoError(t, err, "state file after the retry") {
+		assert.Equal(t, uint64(7), st.NetNS["x"], "state file after the retry: %+v", st)
 	}
-	if !strings.Contains(logs.String(), "state saved again") {
-		t.Errorf("the successful retry is not logged:\n%s", logs.String())
-	}
+	assert.Contains(t, logs.String(), "state saved again", "the successful retry is not logged")
 }

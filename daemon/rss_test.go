@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // startRSSPort runs a daemon with one 3-queue port, brings it up and returns the daemon, the
@@ -41,9 +42,8 @@ queues = 3
 	// open the ports.
 	names := []string{"hr0"}
 	for _, name := range names {
-		if out, err := exec.Command("ip", "-n", ns, "link", "set", name, "up").CombinedOutput(); err != nil {
-			t.Fatalf("ip link set %s up: %v: %s", name, err, out)
-		}
+		out, err := exec.Command("ip", "-n", ns, "link", "set", name, "up").CombinedOutput()
+		require.NoError(t, err, "ip link set %s up: %v: %s", name, err, out)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -77,16 +77,12 @@ func TestRSSBackend(t *testing.T) {
 	b := (*backend)(d)
 	ctx := context.Background()
 	r, err := b.RSS(ctx, genl.Caller{}, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.HFunc != vnic.RSSHashTop || string(r.HKey) != string(vnic.DefaultRSSKey[:]) || len(r.Indir) != vnic.RSSIndirSize {
-		t.Fatalf("RSS = %+v", r)
-	}
+	require.NoError(t, err)
+	require.Equal(t, uint32(vnic.RSSHashTop), r.HFunc, "RSS = %+v", r)
+	require.Equal(t, string(vnic.DefaultRSSKey[:]), string(r.HKey), "RSS = %+v", r)
+	require.Len(t, r.Indir, vnic.RSSIndirSize, "RSS = %+v", r)
 	for i, q := range r.Indir {
-		if q != uint32(i%3) {
-			t.Fatalf("entry %d = %d, want the default spread over 3 queues", i, q)
-		}
+		require.Equal(t, uint32(i%3), q, "entry %d = %d, want the default spread over 3 queues", i, q)
 	}
 	all2 := make([]uint32, vnic.RSSIndirSize)
 	for i := range all2 {
@@ -95,24 +91,20 @@ func TestRSSBackend(t *testing.T) {
 	d.mu.Lock()
 	err = d.ports["hr0"].vp.SetRSS(vnic.RSSUpdate{Indir: all2})
 	d.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, err = b.RSS(ctx, genl.Caller{}, dev); err != nil || r.Indir[7] != 2 {
-		t.Fatalf("RSS after SetRSS = %+v, %v", r, err)
-	}
+	require.NoError(t, err)
+	r, err = b.RSS(ctx, genl.Caller{}, dev)
+	require.NoError(t, err, "RSS after SetRSS")
+	require.Equal(t, uint32(2), r.Indir[7], "RSS after SetRSS = %+v", r)
 	err = b.SetChannels(ctx, genl.Caller{}, dev, genl.Update[genl.Channels]{
 		Apply: func(cur genl.Channels) (genl.Channels, bool, error) { cur.Combined = 2; return cur, true, nil },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, err = b.RSS(ctx, genl.Caller{}, dev); err != nil || r.Indir[1] != 1 || r.Indir[2] != 0 {
-		t.Fatalf("RSS after the channel change = %+v, %v; want the default over 2 queues", r, err)
-	}
-	if _, err := b.RSS(ctx, genl.Caller{}, genl.Device{Name: "nosuch0", NetNS: dev.NetNS}); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("RSS of an unknown port: %v, want ENODEV", err)
-	}
+	require.NoError(t, err)
+	r, err = b.RSS(ctx, genl.Caller{}, dev)
+	require.NoError(t, err, "RSS after the channel change")
+	require.Equal(t, uint32(1), r.Indir[1], "RSS after the channel change = %+v; want the default over 2 queues", r)
+	require.Equal(t, uint32(0), r.Indir[2], "RSS after the channel change = %+v; want the default over 2 queues", r)
+	_, err = b.RSS(ctx, genl.Caller{}, genl.Device{Name: "nosuch0", NetNS: dev.NetNS})
+	assert.ErrorIs(t, err, unix.ENODEV, "RSS of an unknown port: %v, want ENODEV", err)
 }
 
 // TestRSSSetBackend: SetRSS through the backend onto a real port with mana_set_rxfh's rules:
@@ -152,19 +144,18 @@ func TestRSSSetBackend(t *testing.T) {
 		cur.HKey, cur.HFunc, cur.Configured = key, 0, true
 		return cur
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r, err := b.RSS(ctx, genl.Caller{}, dev)
-	if err != nil || r.Indir[3] != 1 || r.Indir[4] != 0 || !slices.Equal(r.HKey, key) {
-		t.Fatalf("RSS after the change = %+v, %v", r, err)
-	}
-	if len(changed) != 1 || !slices.Equal(changed[0].Indir, r.Indir) || !slices.Equal(changed[0].HKey, key) {
-		t.Fatalf("Changed calls %+v, want one with the new table and key", changed)
-	}
-	if err := set(func(cur genl.RSSSetting) genl.RSSSetting { return cur }); err != nil || len(changed) != 1 {
-		t.Fatalf("no-op: %v, %d Changed calls", err, len(changed))
-	}
+	require.NoError(t, err, "RSS after the change = %+v, %v", r, err)
+	require.Equal(t, uint32(1), r.Indir[3], "RSS after the change = %+v, %v", r, err)
+	require.Equal(t, uint32(0), r.Indir[4], "RSS after the change = %+v, %v", r, err)
+	require.True(t, slices.Equal(r.HKey, key), "RSS after the change = %+v, %v", r, err)
+	require.Len(t, changed, 1, "Changed calls %+v, want one with the new table and key", changed)
+	require.True(t, slices.Equal(changed[0].Indir, r.Indir), "Changed calls %+v, want one with the new table and key", changed)
+	require.True(t, slices.Equal(changed[0].HKey, key), "Changed calls %+v, want one with the new table and key", changed)
+	err = set(func(cur genl.RSSSetting) genl.RSSSetting { return cur })
+	require.NoError(t, err, "no-op: %v, %d Changed calls", err, len(changed))
+	require.Len(t, changed, 1, "no-op: %v, %d Changed calls", err, len(changed))
 	for _, tc := range []struct {
 		name  string
 		f     func(cur genl.RSSSetting) genl.RSSSetting
@@ -173,48 +164,38 @@ func TestRSSSetBackend(t *testing.T) {
 		{"xor", func(cur genl.RSSSetting) genl.RSSSetting { cur.HFunc = 2; return cur }, unix.EOPNOTSUPP},
 		{"queue 3 of 3", func(cur genl.RSSSetting) genl.RSSSetting { cur.Indir[9] = 3; return cur }, unix.EINVAL},
 	} {
-		if err := set(tc.f); !errors.Is(err, tc.errno) {
-			t.Errorf("%s: %v, want %v", tc.name, err, tc.errno)
-		}
+		assert.ErrorIs(t, set(tc.f), tc.errno, "%s", tc.name)
 	}
-	if r2, _ := b.RSS(ctx, genl.Caller{}, dev); !slices.Equal(r2.Indir, r.Indir) || len(changed) != 1 {
-		t.Errorf("a refused change changed the table or notified: %v, %d Changed calls", r2.Indir, len(changed))
-	}
+	r2, _ := b.RSS(ctx, genl.Caller{}, dev)
+	assert.Equal(t, r.Indir, r2.Indir, "a refused change changed the table")
+	assert.Len(t, changed, 1, "a refused change notified: %d Changed calls", len(changed))
 
 	err = b.SetChannels(ctx, genl.Caller{}, dev, genl.Update[genl.Channels]{
 		Apply: func(cur genl.Channels) (genl.Channels, bool, error) { cur.Combined = 2; return cur, true, nil },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r, err = b.RSS(ctx, genl.Caller{}, dev)
-	if err != nil || r.Indir[5] != 1 || r.Indir[6] != 0 || !slices.Equal(r.HKey, key) {
-		t.Fatalf("after the channel change: %+v, %v; want the default over 2 queues and the key kept", r, err)
-	}
+	require.NoError(t, err, "after the channel change: %+v, %v; want the default over 2 queues and the key kept", r, err)
+	require.Equal(t, uint32(1), r.Indir[5], "after the channel change: %+v, %v; want the default over 2 queues and the key kept", r, err)
+	require.Equal(t, uint32(0), r.Indir[6], "after the channel change: %+v, %v; want the default over 2 queues and the key kept", r, err)
+	require.True(t, slices.Equal(r.HKey, key), "after the channel change: %+v, %v; want the default over 2 queues and the key kept", r, err)
 	// IFF_RXFH_CONFIGURED outlives the table mana reset: the default over 2 queues names queue
 	// 1, so one queue is too few (ethtool_check_max_channel), until the default is asked for.
 	to1 := genl.Update[genl.Channels]{
 		Apply: func(cur genl.Channels) (genl.Channels, bool, error) { cur.Combined = 1; return cur, true, nil },
 	}
 	var ge *genl.Error
-	if err := b.SetChannels(ctx, genl.Caller{}, dev, to1); !errors.As(err, &ge) || ge.Errno != unix.EINVAL ||
-		ge.Message != "requested channel counts are too low for existing indirection table (1)" {
-		t.Errorf("channels 1 under the configured table: %v", err)
+	if err := b.SetChannels(ctx, genl.Caller{}, dev, to1); assert.ErrorAs(t, err, &ge, "channels 1 under the configured table") {
+		assert.Equal(t, unix.EINVAL, ge.Errno, "channels 1 under the configured table: %v", err)
+		assert.Equal(t, "requested channel counts are too low for existing indirection table (1)", ge.Message, "channels 1 under the configured table")
 	}
-	if err := set(func(cur genl.RSSSetting) genl.RSSSetting { cur.Configured = false; return cur }); err != nil {
-		t.Fatal(err)
-	}
-	if len(changed) != 1 {
-		t.Errorf("clearing IFF_RXFH_CONFIGURED alone notified: %d Changed calls", len(changed))
-	}
-	if err := b.SetChannels(ctx, genl.Caller{}, dev, to1); err != nil {
-		t.Errorf("channels 1 after the default: %v", err)
-	}
+	require.NoError(t, set(func(cur genl.RSSSetting) genl.RSSSetting { cur.Configured = false; return cur }))
+	assert.Len(t, changed, 1, "clearing IFF_RXFH_CONFIGURED alone notified: %d Changed calls", len(changed))
+	assert.NoError(t, b.SetChannels(ctx, genl.Caller{}, dev, to1), "channels 1 after the default")
 
 	// Down: mana_set_rxfh refuses while the port is not up.
-	if out, err := exec.Command("ip", "-n", ns, "link", "set", dev.Name, "down").CombinedOutput(); err != nil {
-		t.Fatalf("ip link set down: %v: %s", err, out)
-	}
+	out, err := exec.Command("ip", "-n", ns, "link", "set", dev.Name, "down").CombinedOutput()
+	require.NoError(t, err, "ip link set down: %v: %s", err, out)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		d.mu.Lock()
@@ -228,7 +209,6 @@ func TestRSSSetBackend(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := set(func(cur genl.RSSSetting) genl.RSSSetting { cur.Indir[0] = 1; return cur }); !errors.Is(err, unix.EOPNOTSUPP) {
-		t.Errorf("set while down: %v, want EOPNOTSUPP", err)
-	}
+	err = set(func(cur genl.RSSSetting) genl.RSSSetting { cur.Indir[0] = 1; return cur })
+	assert.ErrorIs(t, err, unix.EOPNOTSUPP, "set while down: %v, want EOPNOTSUPP", err)
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/config"
@@ -37,8 +38,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func wantErrno(t *testing.T, what string, err error, errno unix.Errno, msg string) {
 	t.Helper()
 	var ce *client.Error
-	if !errors.Is(err, errno) || !errors.As(err, &ce) || !strings.Contains(ce.Message, msg) {
-		t.Errorf("%s: %v, want %v with %q", what, err, errno, msg)
+	assert.ErrorIs(t, err, errno, what)
+	if assert.ErrorAs(t, err, &ce, what) {
+		assert.Contains(t, ce.Message, msg, what)
 	}
 }
 
@@ -46,9 +48,7 @@ func wantErrno(t *testing.T, what string, err error, errno unix.Errno, msg strin
 func uplinkStateOf(t *testing.T, c *client.Client, seg, dev string) string {
 	t.Helper()
 	s, err := c.Segment(context.Background(), seg)
-	if err != nil {
-		t.Fatalf("Segment %s: %v", seg, err)
-	}
+	require.NoError(t, err, "Segment %s", seg)
 	for _, u := range s.Uplinks {
 		if u.Dev == dev {
 			return u.State
@@ -65,9 +65,7 @@ func gauge(t *testing.T, d *Daemon, name string, labels map[string]string) (floa
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewSegmentCollector(metrics.SegmentSourceFunc(d.metricsSegments)))
 	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, f := range fams {
 		if f.GetName() != name {
 			continue
@@ -133,22 +131,26 @@ tx_ring = 128
 	}()
 	ctx := context.Background()
 	c, err := client.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 
 	eventually(t, "wire0's uplink to attach", func() bool { return uplinkStateOf(t, c, "wire0", "sa0") == wire.UplinkAttached })
 	segs, err := c.Segments(ctx)
-	if err != nil || len(segs) != 1 {
-		t.Fatalf("Segments: %+v, %v", segs, err)
-	}
+	require.NoError(t, err, "Segments: %+v, %v", segs, err)
+	require.Len(t, segs, 1, "Segments: %+v, %v", segs, err)
 	w0 := segs[0]
-	if w0.Name != "wire0" || w0.Origin != "config" || w0.AgeingMs != 300000 || len(w0.Ports) != 1 || w0.Ports[0] != port ||
-		len(w0.Uplinks) != 1 || w0.Uplinks[0].NetNS != ns || w0.Uplinks[0].Kind != "veth" || w0.Uplinks[0].MTU != 1500 ||
-		w0.Uplinks[0].MaxPortMTU != 1500 || w0.Uplinks[0].Ifindex == 0 || w0.Uplinks[0].Attaches != 1 {
-		t.Fatalf("wire0: %+v", w0)
-	}
+	require.Equal(t, "wire0", w0.Name, "wire0: %+v", w0)
+	require.Equal(t, "config", w0.Origin, "wire0: %+v", w0)
+	require.Equal(t, uint64(300000), w0.AgeingMs, "wire0: %+v", w0)
+	require.Len(t, w0.Ports, 1, "wire0: %+v", w0)
+	require.Equal(t, port, w0.Ports[0], "wire0: %+v", w0)
+	require.Len(t, w0.Uplinks, 1, "wire0: %+v", w0)
+	require.Equal(t, ns, w0.Uplinks[0].NetNS, "wire0: %+v", w0)
+	require.Equal(t, "veth", w0.Uplinks[0].Kind, "wire0: %+v", w0)
+	require.Equal(t, uint32(1500), w0.Uplinks[0].MTU, "wire0: %+v", w0)
+	require.Equal(t, uint32(1500), w0.Uplinks[0].MaxPortMTU, "wire0: %+v", w0)
+	require.NotEqual(t, uint32(0), w0.Uplinks[0].Ifindex, "wire0: %+v", w0)
+	require.Equal(t, uint64(1), w0.Uplinks[0].Attaches, "wire0: %+v", w0)
 
 	wantErrno(t, "delete a segment with a port", c.DeleteSegment(ctx, "wire0"), unix.EBUSY, "segment wire0 has ports: "+port)
 	wantErrno(t, "delete an unknown segment", c.DeleteSegment(ctx, "nope"), unix.ENOENT, "no segment nope")
@@ -160,9 +162,11 @@ tx_ring = 128
 	wantErrno(t, "create a bad name", err, unix.EINVAL, "may only hold letters")
 
 	w1, err := c.CreateSegment(ctx, wire.SegmentSpec{Name: "wire1", StormPPS: 10, AgeingSet: true})
-	if err != nil || w1.Origin != "runtime" || w1.StormPPS != 10 || w1.AgeingMs != 0 || len(w1.Uplinks) != 0 {
-		t.Fatalf("CreateSegment wire1: %+v, %v", w1, err)
-	}
+	require.NoError(t, err, "CreateSegment wire1: %+v, %v", w1, err)
+	require.Equal(t, "runtime", w1.Origin, "CreateSegment wire1: %+v, %v", w1, err)
+	require.Equal(t, uint64(10), w1.StormPPS, "CreateSegment wire1: %+v, %v", w1, err)
+	require.Equal(t, uint64(0), w1.AgeingMs, "CreateSegment wire1: %+v, %v", w1, err)
+	require.Empty(t, w1.Uplinks, "CreateSegment wire1: %+v, %v", w1, err)
 	if seg := d.segments.Get("wire1"); seg.StormLimit() != 10 || seg.AgeingTime() != 0 {
 		t.Errorf("wire1's data path: storm %d ageing %v", seg.StormLimit(), seg.AgeingTime())
 	}
@@ -172,20 +176,16 @@ tx_ring = 128
 	wantErrno(t, "an uplink of an unknown segment", err, unix.ENOENT, "no segment nope")
 	_, err = c.AddUplink(ctx, "wire1", wire.UplinkSpec{Dev: "a:b", NetNS: ns})
 	wantErrno(t, "a bad device name", err, unix.EINVAL, "not a valid interface name")
-	if _, err := c.AddUplink(ctx, "wire1", wire.UplinkSpec{Dev: "sa1", NetNS: ns}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.AddUplink(ctx, "wire1", wire.UplinkSpec{Dev: "later0"}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = c.AddUplink(ctx, "wire1", wire.UplinkSpec{Dev: "sa1", NetNS: ns})
+	require.NoError(t, err)
+	_, err = c.AddUplink(ctx, "wire1", wire.UplinkSpec{Dev: "later0"})
+	require.NoError(t, err)
 	eventually(t, "wire1's uplink to attach", func() bool { return uplinkStateOf(t, c, "wire1", "sa1") == wire.UplinkAttached })
 	if st := uplinkStateOf(t, c, "wire1", "later0"); st != wire.UplinkGone {
 		t.Errorf("uplink to a device that does not exist: %s, want gone", st)
 	}
 	wantErrno(t, "delete an unknown uplink", c.DeleteUplink(ctx, "wire1", wire.UplinkSpec{Dev: "sa1"}), unix.ENOENT, "has no uplink sa1")
-	if err := c.DeleteUplink(ctx, "wire1", wire.UplinkSpec{Dev: "later0"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.DeleteUplink(ctx, "wire1", wire.UplinkSpec{Dev: "later0"}))
 	if v, ok := gauge(t, d, "manad_uplink_up", map[string]string{"segment": "wire1", "dev": "sa1", "netns": ns}); !ok || v != 1 {
 		t.Errorf("manad_uplink_up for wire1's uplink: %v (present %v), want 1", v, ok)
 	}
@@ -208,9 +208,8 @@ tx_ring = 128
 	eventually(t, "the uplinks to re-attach", func() bool {
 		return uplinkStateOf(t, c, "wire0", "sa0") == wire.UplinkAttached && uplinkStateOf(t, c, "wire1", "sa1") == wire.UplinkAttached
 	})
-	if n := strings.Count(logs.String(), `msg="uplink absent" uplink=`+ns+`/sa0`); n != 1 {
-		t.Errorf("uplink %s/sa0 logged absent %d times, want once:\n%s", ns, n, logs.String())
-	}
+	n := strings.Count(logs.String(), `msg="uplink absent" uplink=`+ns+`/sa0`)
+	assert.Equal(t, 1, n, "uplink %s/sa0 logged absent %d times, want once:\n%s", ns, n, logs.String())
 
 	// Frames cross the uplinks: wire0 → sa0 → veth → sa1 → wire1. A broadcast from the port
 	// (an ARP request) must reach wire1's uplink from its device.
@@ -218,9 +217,8 @@ tx_ring = 128
 	taptest.IP(t, ns, "link", "set", port, "up")
 	rx := func() uint64 {
 		s, err := c.Segment(ctx, "wire1")
-		if err != nil || len(s.Uplinks) != 1 {
-			t.Fatalf("wire1: %+v, %v", s, err)
-		}
+		require.NoError(t, err, "wire1: %+v, %v", s, err)
+		require.Len(t, s.Uplinks, 1, "wire1: %+v, %v", s, err)
 		return s.Uplinks[0].RxPackets
 	}
 	before := rx()
@@ -234,44 +232,39 @@ tx_ring = 128
 	d.mu.Lock()
 	p := d.ports[port]
 	d.mu.Unlock()
-	if err := (*backend)(d).DeletePort(ctx, genl.Caller{Admin: true, NetNS: p.ns}, p.device()); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.DeleteSegment(ctx, "wire0"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Segment(ctx, "wire0"); !errors.Is(err, unix.ENOENT) {
-		t.Errorf("wire0 after delete: %v", err)
-	}
+	require.NoError(t, (*backend)(d).DeletePort(ctx, genl.Caller{Admin: true, NetNS: p.ns}, p.device()))
+	require.NoError(t, c.DeleteSegment(ctx, "wire0"))
+	_, err = c.Segment(ctx, "wire0")
+	assert.ErrorIs(t, err, unix.ENOENT, "wire0 after delete")
 	c.Close()
 	stopped = true
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, stop())
 	st, err := config.LoadState(filepath.Join(dir, "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := st.Segments.Defined["wire1"]; got.StormPPS != 10 || got.AgeingTime != 0 || len(got.Uplinks) != 1 ||
-		got.Uplinks[0] != (config.UplinkSpec{Dev: "sa1", NetNS: ns}) || len(st.Segments.Deleted) != 1 || st.Segments.Deleted[0] != "wire0" {
-		t.Fatalf("state: %+v", st.Segments)
-	}
+	require.NoError(t, err)
+	got := st.Segments.Defined["wire1"]
+	require.Equal(t, int64(10), got.StormPPS, "state: %+v", st.Segments)
+	require.Equal(t, time.Duration(0), got.AgeingTime, "state: %+v", st.Segments)
+	require.Len(t, got.Uplinks, 1, "state: %+v", st.Segments)
+	require.Equal(t, config.UplinkSpec{Dev: "sa1", NetNS: ns}, got.Uplinks[0], "state: %+v", st.Segments)
+	require.Len(t, st.Segments.Deleted, 1, "state: %+v", st.Segments)
+	require.Equal(t, "wire0", st.Segments.Deleted[0], "state: %+v", st.Segments)
 
 	d2 := runTest(t, doc, Options{})
 	c2, err := client.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c2.Close()
 	segs, err = c2.Segments(ctx)
-	if err != nil || len(segs) != 1 || segs[0].Name != "wire1" || segs[0].Origin != "runtime" || segs[0].StormPPS != 10 ||
-		segs[0].AgeingMs != 0 || len(segs[0].Uplinks) != 1 {
-		t.Fatalf("after the restart: %+v, %v", segs, err)
-	}
+	require.NoError(t, err, "after the restart: %+v, %v", segs, err)
+	require.Len(t, segs, 1, "after the restart: %+v, %v", segs, err)
+	require.Equal(t, "wire1", segs[0].Name, "after the restart: %+v, %v", segs, err)
+	require.Equal(t, "runtime", segs[0].Origin, "after the restart: %+v, %v", segs, err)
+	require.Equal(t, uint64(10), segs[0].StormPPS, "after the restart: %+v, %v", segs, err)
+	require.Equal(t, uint64(0), segs[0].AgeingMs, "after the restart: %+v, %v", segs, err)
+	require.Len(t, segs[0].Uplinks, 1, "after the restart: %+v, %v", segs, err)
 	eventually(t, "wire1's uplink to attach after the restart", func() bool { return uplinkStateOf(t, c2, "wire1", "sa1") == wire.UplinkAttached })
-	if seg := d2.segments.Get("wire1"); seg.StormLimit() != 10 || seg.AgeingTime() != 0 {
-		t.Errorf("wire1's data path after the restart: storm %d ageing %v", seg.StormLimit(), seg.AgeingTime())
-	}
+	seg := d2.segments.Get("wire1")
+	assert.Equal(t, int64(10), seg.StormLimit(), "wire1's data path after the restart: storm %d ageing %v", seg.StormLimit(), seg.AgeingTime())
+	assert.Equal(t, time.Duration(0), seg.AgeingTime(), "wire1's data path after the restart: storm %d ageing %v", seg.StormLimit(), seg.AgeingTime())
 }
 
 // execIn runs a command in network namespace ns.
@@ -289,29 +282,31 @@ func TestImplicitSegment(t *testing.T) {
 	d, names := startTest(t, ns, 2, Options{})
 	ctx := context.Background()
 	c, err := client.Dial(d.cfg.Daemon.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	s, err := c.Segment(ctx, names[0])
-	if err != nil || s.Origin != "ports" || len(s.Ports) != 1 || s.Ports[0] != names[0] || s.AgeingMs != 300000 || len(s.Uplinks) != 0 {
-		t.Fatalf("implicit segment: %+v, %v", s, err)
-	}
+	require.NoError(t, err, "implicit segment: %+v, %v", s, err)
+	require.Equal(t, "ports", s.Origin, "implicit segment: %+v, %v", s, err)
+	require.Len(t, s.Ports, 1, "implicit segment: %+v, %v", s, err)
+	require.Equal(t, names[0], s.Ports[0], "implicit segment: %+v, %v", s, err)
+	require.Equal(t, uint64(300000), s.AgeingMs, "implicit segment: %+v, %v", s, err)
+	require.Empty(t, s.Uplinks, "implicit segment: %+v, %v", s, err)
 	wantErrno(t, "delete an implicit segment with a port", c.DeleteSegment(ctx, names[0]), unix.EBUSY, "has ports: "+names[0])
 	_, err = c.AddUplink(ctx, "unused", wire.UplinkSpec{Dev: "x0"})
 	wantErrno(t, "uplink of a segment nothing uses", err, unix.ENOENT, "no segment unused")
 
 	s, err = c.CreateSegment(ctx, wire.SegmentSpec{Name: names[0], StormPPS: 7})
-	if err != nil || s.Origin != "runtime" || s.StormPPS != 7 || len(s.Ports) != 1 {
-		t.Fatalf("defining an implicit segment: %+v, %v", s, err)
-	}
-	if got := d.segments.Get(names[0]).StormLimit(); got != 7 {
-		t.Errorf("storm limit of the ports' segment %d, want 7 at once", got)
-	}
+	require.NoError(t, err, "defining an implicit segment: %+v, %v", s, err)
+	require.Equal(t, "runtime", s.Origin, "defining an implicit segment: %+v, %v", s, err)
+	require.Equal(t, uint64(7), s.StormPPS, "defining an implicit segment: %+v, %v", s, err)
+	require.Len(t, s.Ports, 1, "defining an implicit segment: %+v, %v", s, err)
+	got := d.segments.Get(names[0]).StormLimit()
+	assert.Equal(t, int64(7), got, "storm limit of the ports' segment %d, want 7 at once", got)
 	s, err = c.AddUplink(ctx, names[1], wire.UplinkSpec{Dev: "x1", NetNS: ns})
-	if err != nil || s.Origin != "runtime" || len(s.Uplinks) != 1 || s.Uplinks[0].State != wire.UplinkGone {
-		t.Fatalf("an uplink for an implicit segment: %+v, %v", s, err)
-	}
+	require.NoError(t, err, "an uplink for an implicit segment: %+v, %v", s, err)
+	require.Equal(t, "runtime", s.Origin, "an uplink for an implicit segment: %+v, %v", s, err)
+	require.Len(t, s.Uplinks, 1, "an uplink for an implicit segment: %+v, %v", s, err)
+	require.Equal(t, wire.UplinkGone, s.Uplinks[0].State, "an uplink for an implicit segment: %+v, %v", s, err)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if defined := d.state.Segments.Defined; len(defined) != 2 || len(defined[names[1]].Uplinks) != 1 ||
@@ -335,9 +330,7 @@ func startWith(t *testing.T, body func(doc *strings.Builder, ns string)) (*clien
 	_, stop := runStoppable(t, doc.String(), Options{})
 	t.Cleanup(func() { stop() })
 	c, err := client.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c, sock, ns
 }
@@ -356,9 +349,8 @@ func TestSegmentLimit(t *testing.T) {
 	ctx := context.Background()
 	var err error
 
-	if _, err := c.CreateSegment(ctx, wire.SegmentSpec{Name: "last"}); err != nil {
-		t.Fatalf("segment %d of %d: %v", config.MaxSegments, config.MaxSegments, err)
-	}
+	_, err = c.CreateSegment(ctx, wire.SegmentSpec{Name: "last"})
+	require.NoError(t, err, "segment %d of %d", config.MaxSegments, config.MaxSegments)
 	full := fmt.Sprintf("%d segments defined, at most %d", config.MaxSegments, config.MaxSegments)
 	_, err = c.CreateSegment(ctx, wire.SegmentSpec{Name: "over"})
 	wantErrno(t, "a segment past the limit", err, unix.ENOSPC, full)
@@ -372,12 +364,9 @@ func TestSegmentLimit(t *testing.T) {
 		t.Errorf("ports-only after the refused uplink: %+v, %v", s, err)
 	}
 
-	if err := c.DeleteSegment(ctx, "last"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.AddUplink(ctx, "ports-only", wire.UplinkSpec{Dev: "x0", NetNS: ns}); err != nil {
-		t.Fatalf("an uplink once there is room: %v", err)
-	}
+	require.NoError(t, c.DeleteSegment(ctx, "last"))
+	_, err = c.AddUplink(ctx, "ports-only", wire.UplinkSpec{Dev: "x0", NetNS: ns})
+	require.NoError(t, err, "an uplink once there is room")
 	_, err = c.CreateSegment(ctx, wire.SegmentSpec{Name: "over"})
 	wantErrno(t, "a segment past the limit again", err, unix.ENOSPC, full)
 }
@@ -395,9 +384,8 @@ func TestSegmentPortLimit(t *testing.T) {
 	})
 	ctx := context.Background()
 	s, err := c.Segment(ctx, "full")
-	if err != nil || len(s.Ports) != config.MaxSegmentPorts {
-		t.Fatalf("the full segment: %d ports, %v", len(s.Ports), err)
-	}
+	require.NoError(t, err, "the full segment: %d ports, %v", len(s.Ports), err)
+	require.Len(t, s.Ports, config.MaxSegmentPorts, "the full segment: %d ports, %v", len(s.Ports), err)
 	spec := func(name, seg string) wire.PortSpec {
 		return wire.PortSpec{Name: name, NetNS: ns, Segment: seg, Queues: 1, MaxQueues: 1, RxRing: 128, TxRing: 128}
 	}
@@ -410,13 +398,9 @@ func TestSegmentPortLimit(t *testing.T) {
 	// A client in the ports' namespace names them there.
 	var inNS *client.Client
 	taptest.InNetNS(t, ns, func() { inNS, err = client.Dial(sock) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer inNS.Close()
-	if err := inNS.DeletePort(ctx, client.Interface{Name: prefix + "0"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, inNS.DeletePort(ctx, client.Interface{Name: prefix + "0"}))
 	if _, err := c.CreatePort(ctx, spec(prefix+"x", "full")); err != nil {
 		t.Fatalf("a port on the segment once one left: %v", err)
 	}

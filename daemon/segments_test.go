@@ -15,6 +15,8 @@ import (
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/daemon/uplink"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSegmentTablesWireUplinks: the daemon applies a [[segment]] table's settings to the segment
@@ -30,9 +32,8 @@ func TestSegmentTablesWireUplinks(t *testing.T) {
 		{"link", "add", "up0", "type", "veth", "peer", "name", "up1"},
 		{"link", "set", "up0", "up"}, {"link", "set", "up1", "up"},
 	} {
-		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v\n%s", args, err, out)
-		}
+		out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput()
+		require.NoError(t, err, "ip %v: %v\n%s", args, err, out)
 	}
 	dir := t.TempDir()
 	cfg, err := config.Parse("t.toml", fmt.Appendf(nil, `
@@ -47,29 +48,23 @@ mtu = 1400
 ageing_time = 42
 storm_pps = 500
 `, filepath.Join(dir, "s.sock"), filepath.Join(dir, "state"), ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ready := make(chan struct{})
 	d, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Ready: func() { close(ready) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+		assert.NoError(t, <-done, "Run")
 	}()
 	<-ready
 
 	us := d.Uplinks()
-	if len(us) != 2 || us[0].Name != ns+"/up0" || us[1].State != uplink.Absent {
-		t.Fatalf("uplinks %+v, want %s/up0 and one absent", us, ns)
-	}
+	require.Len(t, us, 2, "uplinks %+v, want %s/up0 and one absent", us, ns)
+	require.Equal(t, ns+"/up0", us[0].Name, "uplinks %+v, want %s/up0 and one absent", us, ns)
+	require.Equal(t, uplink.Absent, us[1].State, "uplinks %+v, want %s/up0 and one absent", us, ns)
 	deadline := time.Now().Add(10 * time.Second)
 	for d.Uplinks()[0].State != uplink.Up {
 		if time.Now().After(deadline) {
@@ -77,19 +72,15 @@ storm_pps = 500
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := d.Uplinks()[0].MTU; got != 1400 {
-		t.Fatalf("uplink MTU %d, want the segment's cap 1400", got)
-	}
+	got := d.Uplinks()[0].MTU
+	require.Equal(t, 1400, got, "uplink MTU %d, want the segment's cap 1400", got)
 	seg := d.segments.Get("wire0")
-	if seg.AgeingTime() != 42*time.Second || seg.StormLimit() != 500 {
-		t.Fatalf("segment ageing %v storm %d, want 42s and 500", seg.AgeingTime(), seg.StormLimit())
-	}
+	require.Equal(t, 42*time.Second, seg.AgeingTime(), "segment ageing %v storm %d, want 42s and 500", seg.AgeingTime(), seg.StormLimit())
+	require.Equal(t, int64(500), seg.StormLimit(), "segment ageing %v storm %d, want 42s and 500", seg.AgeingTime(), seg.StormLimit())
 }
 
 // TestSegmentDefaultsAgree: the configuration's default ageing time is the segment's own (the
 // config package does not import the data path, so the value is written twice).
 func TestSegmentDefaultsAgree(t *testing.T) {
-	if config.DefaultAgeingTime != datapath.DefaultAgeingTime {
-		t.Fatalf("config.DefaultAgeingTime %v, datapath.DefaultAgeingTime %v", config.DefaultAgeingTime, datapath.DefaultAgeingTime)
-	}
+	require.Equal(t, datapath.DefaultAgeingTime, config.DefaultAgeingTime, "config.DefaultAgeingTime %v, datapath.DefaultAgeingTime %v", config.DefaultAgeingTime, datapath.DefaultAgeingTime)
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRSSKeyRecorded: a hash key changed through the backend's one reconfiguration path
@@ -48,38 +50,27 @@ func TestRSSKeyRecorded(t *testing.T) {
 	dev := d.ports["hk0"].device()
 	d.mu.Unlock()
 	indir := make([]uint32, vnic.RSSIndirSize) // every entry queue 0
-	if err := b.change(genl.Caller{}, dev, "rss", "key", func(p *port) error {
+	require.NoError(t, b.change(genl.Caller{}, dev, "rss", "key", func(p *port) error {
 		return p.vp.SetRSS(vnic.RSSUpdate{Key: key, Indir: indir})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	st, err := config.LoadState(stateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := st.Ports["hk0"].Settings.RSSKey; got != hex.EncodeToString(key) {
-		t.Fatalf("state file rss_key %q, want %x", got, key)
-	}
+	require.NoError(t, err)
+	got := st.Ports["hk0"].Settings.RSSKey
+	require.Equal(t, hex.EncodeToString(key), got, "state file rss_key %q, want %x", got, key)
 
 	// What the next start creates from that state: the key, and mana's default table.
 	ports, notes := config.Merge(d.cfg, st)
-	if len(notes) != 0 || len(ports) != 1 || !bytes.Equal(ports[0].Spec.RSSKey, key) {
-		t.Fatalf("Merge: %+v, notes %v", ports, notes)
-	}
+	require.Empty(t, notes, "Merge: %+v, notes %v", ports, notes)
+	require.Len(t, ports, 1, "Merge: %+v, notes %v", ports, notes)
+	require.Equal(t, key, ports[0].Spec.RSSKey, "Merge: %+v, notes %v", ports, notes)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.removePort(d.ports["hk0"])
 	p, err := d.createPort(ports[0].Spec, true, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r := p.vp.RSS()
-	if !bytes.Equal(r.Key[:], key) {
-		t.Errorf("recreated port's key %x, want %x", r.Key, key)
-	}
+	assert.Equal(t, key, r.Key[:], "recreated port's key %x", r.Key)
 	for i, q := range r.Indir {
-		if q != uint32(i%2) {
-			t.Fatalf("recreated port's table entry %d = %d, want the default spread over 2 queues", i, q)
-		}
+		require.Equal(t, uint32(i%2), q, "recreated port's table entry %d = %d, want the default spread over 2 queues", i, q)
 	}
 }

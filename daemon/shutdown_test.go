@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the daemon's concurrent log writes.
@@ -40,33 +42,25 @@ func TestShutdownDeletesTAPsByGroup(t *testing.T) {
 			var logs lockedBuffer
 			d, names, stop := startStoppable(t, ns, 8, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			g := strconv.FormatUint(uint64(d.group), 10)
-			if d.group>>24 != 0x6d || d.group == 0x6d<<24 {
-				t.Errorf("TAP group %#x, want 0x6d000001..0x6dffffff", d.group)
-			}
+			assert.Equal(t, uint32(0x6d), d.group>>24, "TAP group %#x, want 0x6d000001..0x6dffffff", d.group)
+			assert.NotEqual(t, uint32(0x6d<<24), d.group, "TAP group %#x, want 0x6d000001..0x6dffffff", d.group)
 			members := taptest.IP(t, ns, "-o", "link", "show", "group", g)
 			for _, name := range names {
-				if !strings.Contains(members, " "+name+": ") {
-					t.Errorf("%s not in the daemon's group %s:\n%s", name, g, members)
-				}
+				assert.Contains(t, members, " "+name+": ", "%s not in the daemon's group %s", name, g)
 			}
 			veth := taptest.Name("dv")
 			if foreign {
 				taptest.IP(t, ns, "link", "add", veth, "group", g, "type", "veth", "peer", "name", taptest.Name("dw"))
 			}
-			if err := stop(); err != nil {
-				t.Fatalf("Run: %v", err)
-			}
+			require.NoError(t, stop(), "Run")
 			for _, name := range names {
-				if _, ok := taptest.ShowLink(t, ns, name); ok {
-					t.Errorf("%s still exists after shutdown", name)
-				}
+				_, ok := taptest.ShowLink(t, ns, name)
+				assert.False(t, ok, "%s still exists after shutdown", name)
 			}
 			batched := strings.Contains(logs.String(), "TAPs deleted by group")
-			if batched == foreign {
-				t.Errorf("deleted by group: %v, want %v; logs:\n%s", batched, !foreign, logs.String())
-			}
-			if _, ok := taptest.ShowLink(t, ns, veth); foreign && !ok {
-				t.Errorf("the foreign member %s of the group was deleted", veth)
+			assert.NotEqual(t, foreign, batched, "deleted by group: %v, want %v; logs:\n%s", batched, !foreign, logs.String())
+			if _, ok := taptest.ShowLink(t, ns, veth); foreign {
+				assert.True(t, ok, "the foreign member %s of the group was deleted", veth)
 			}
 		})
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestStatNamesFollowQueues: the cached ETH_SS_STATS names are rebuilt when the queue count
@@ -21,11 +23,8 @@ func TestStatNamesFollowQueues(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, q := range []int{4, 4, 2, 3, 3} {
-		if err := vp.SetChannels(q); err != nil {
-			t.Fatal(err)
-		}
-		if got := p.statNames(); !slices.Equal(got, want(q)) {
-			t.Errorf("%d queues: %d names, want %d", q, len(got), len(want(q)))
-		}
+		require.NoError(t, vp.SetChannels(q))
+		got := p.statNames()
+		assert.True(t, slices.Equal(got, want(q)), "%d queues: %d names, want %d", q, len(got), len(want(q)))
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/tests/testenv"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/require"
 )
 
 // TestUDPGROFollowsTAPFeatures runs a sender A, a router R (ip_forward on, two ports) and a
@@ -60,9 +61,7 @@ func TestUDPGROFollowsTAPFeatures(t *testing.T) {
 	nsRun := func(ns string, args ...string) string {
 		t.Helper()
 		out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%v in %s: %v: %s", args, ns, err, out)
-		}
+		require.NoError(t, err, "%v in %s: %v: %s", args, ns, err, out)
 		return string(out)
 	}
 	nsRun(nsR, "sysctl", "-qw", "net.ipv4.ip_forward=1")
@@ -83,9 +82,7 @@ func TestUDPGROFollowsTAPFeatures(t *testing.T) {
 		return d.ports[name].ep
 	}
 	rxCoalesced := slices.Index(datapath.StatNames(), vnic.ManadStatPrefix+"rx_coalesced")
-	if rxCoalesced < 0 {
-		t.Fatal("no rx_coalesced in datapath.StatNames")
-	}
+	require.GreaterOrEqual(t, rxCoalesced, 0, "no rx_coalesced in datapath.StatNames")
 	coalesced := func(name string) uint64 { return ep(name).StatTotals()[rxCoalesced] }
 	forwarded := func() uint64 {
 		t.Helper()
@@ -122,21 +119,15 @@ func TestUDPGROFollowsTAPFeatures(t *testing.T) {
 	var rc *net.UDPConn
 	var err error
 	taptest.InNetNS(t, nsB, func() { rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 78, 2, 1)}) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rc.Close()
 	rc.SetReadBuffer(4 << 20)
 	var fd int
 	taptest.InNetNS(t, nsA, func() { fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer unix.Close(fd)
 	sa := &unix.SockaddrInet4{Port: rc.LocalAddr().(*net.UDPAddr).Port, Addr: [4]byte{10, 78, 2, 1}}
-	if err := unix.Connect(fd, sa); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.Connect(fd, sa))
 	const burst, size = 64, 64
 	iovs := make([]unix.Iovec, burst)
 	msgs := make([]unix.Mmsghdr, burst)
@@ -166,16 +157,12 @@ func TestUDPGROFollowsTAPFeatures(t *testing.T) {
 		for k := range burst {
 			rc.SetReadDeadline(time.Now().Add(5 * time.Second))
 			n, err := rc.Read(buf)
-			if err != nil {
-				t.Fatalf("%s: received %d of %d datagrams: %v", what, k, burst, err)
-			}
-			if got := binary.BigEndian.Uint32(buf); n != size || got != next+uint32(k) {
-				t.Fatalf("%s: datagram %d: %d bytes, number %d", what, k, n, got)
-			}
+			require.NoError(t, err, "%s: received %d of %d datagrams", what, k, burst)
+			got := binary.BigEndian.Uint32(buf)
+			require.Equal(t, size, n, "%s: datagram %d: %d bytes, number %d", what, k, n, got)
+			require.Equal(t, next+uint32(k), got, "%s: datagram %d: %d bytes, number %d", what, k, n, got)
 			for i := 4; i < n; i++ {
-				if buf[i] != byte(int(next)+k+i) {
-					t.Fatalf("%s: datagram %d differs at byte %d", what, k, i)
-				}
+				require.Equal(t, byte(int(next)+k+i), buf[i], "%s: datagram %d differs at byte %d", what, k, i)
 			}
 		}
 		next += burst
@@ -186,9 +173,7 @@ func TestUDPGROFollowsTAPFeatures(t *testing.T) {
 		t.Helper()
 		f0 := forwarded()
 		for r := 0; r < n || until != nil && !until(); r++ {
-			if r == 50 {
-				t.Fatalf("%s: not after 50 bursts", what)
-			}
+			require.NotEqual(t, 50, r, "%s: not after 50 bursts", what)
 			round(fmt.Sprintf("%s, burst %d", what, r))
 			datagrams += burst
 		}
@@ -196,9 +181,7 @@ func TestUDPGROFollowsTAPFeatures(t *testing.T) {
 	}
 
 	for _, p := range []string{a0, r1, r2, b0} {
-		if ep(p).UDPGRO() {
-			t.Fatalf("%s: UDP GRO on with the TAP's features as they come", p)
-		}
+		require.False(t, ep(p).UDPGRO(), "%s: UDP GRO on with the TAP's features as they come", p)
 	}
 	if n, fwd := rounds("features off", 10, nil); fwd != n || coalesced(r1) != 0 || coalesced(b0) != 0 {
 		t.Fatalf("features off: R forwarded %d packets for %d datagrams; coalesced: R %d, B %d", fwd, n, coalesced(r1), coalesced(b0))
@@ -217,9 +200,9 @@ func TestUDPGROFollowsTAPFeatures(t *testing.T) {
 	setFeature(nsB, b0, false)
 	setFeature(nsR, r1, false)
 	r, b := coalesced(r1), coalesced(b0)
-	if n, fwd := rounds("features off again", 10, nil); fwd != n || coalesced(r1) != r || coalesced(b0) != b {
-		t.Fatalf("features off again: R forwarded %d packets for %d datagrams; coalesced since: R %d, B %d",
-			fwd, n, coalesced(r1)-r, coalesced(b0)-b)
-	}
+	n, fwd := rounds("features off again", 10, nil)
+	require.Equal(t, n, fwd, "features off again: R forwarded %d packets for %d datagrams; coalesced since: R %d, B %d", fwd, n, coalesced(r1)-r, coalesced(b0)-b)
+	require.Equal(t, r, coalesced(r1), "features off again: R forwarded %d packets for %d datagrams; coalesced since: R %d, B %d", fwd, n, coalesced(r1)-r, coalesced(b0)-b)
+	require.Equal(t, b, coalesced(b0), "features off again: R forwarded %d packets for %d datagrams; coalesced since: R %d, B %d", fwd, n, coalesced(r1)-r, coalesced(b0)-b)
 	t.Logf("coalesced: R %d, B %d", r, b)
 }

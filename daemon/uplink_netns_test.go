@@ -10,15 +10,14 @@ import (
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/require"
 )
 
 // uplinkOf returns uplink dev of segment seg as SEGMENT_GET reports it.
 func uplinkOf(t *testing.T, c *client.Client, seg, dev string) wire.UplinkInfo {
 	t.Helper()
 	s, err := c.Segment(context.Background(), seg)
-	if err != nil {
-		t.Fatalf("Segment %s: %v", seg, err)
-	}
+	require.NoError(t, err, "Segment %s", seg)
 	for _, u := range s.Uplinks {
 		if u.Dev == dev {
 			return u
@@ -47,9 +46,8 @@ func TestUplinkFollowsItsNetNS(t *testing.T) {
 	if _, err := c.CreateSegment(ctx, wire.SegmentSpec{Name: seg}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.AddUplink(ctx, seg, wire.UplinkSpec{Dev: "vx0", NetNS: ns}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := c.AddUplink(ctx, seg, wire.UplinkSpec{Dev: "vx0", NetNS: ns})
+	require.NoError(t, err)
 	eventually(t, "the uplink attached", func() bool { return uplinkOf(t, c, seg, "vx0").State == wire.UplinkAttached })
 	if u := uplinkOf(t, c, seg, "vx0"); u.Kind != "vxlan" || u.Ifindex == 0 {
 		t.Fatalf("attached uplink %+v, want a vxlan with an ifindex", u)
@@ -63,7 +61,7 @@ func TestUplinkFollowsItsNetNS(t *testing.T) {
 
 	addNS()
 	eventually(t, "the uplink attached again", func() bool { return uplinkOf(t, c, seg, "vx0").State == wire.UplinkAttached })
-	if u := uplinkOf(t, c, seg, "vx0"); u.Error != "" || u.Attaches != 2 {
-		t.Fatalf("re-attached uplink %+v, want no error and 2 attaches", u)
-	}
+	u := uplinkOf(t, c, seg, "vx0")
+	require.Equal(t, "", u.Error, "re-attached uplink %+v, want no error and 2 attaches", u)
+	require.Equal(t, uint64(2), u.Attaches, "re-attached uplink %+v, want no error and 2 attaches", u)
 }

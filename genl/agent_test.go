@@ -21,6 +21,8 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The test binary doubles as a client "agent" run in another process, to
@@ -56,29 +58,21 @@ func TestMain(m *testing.M) {
 func TestActivationListener(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "act.sock")
 	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	f, err := l.File()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), activationEnv+"=1", "LISTEN_FDS=1")
 	cmd.ExtraFiles = []*os.File{f}
 	out, err := cmd.Output()
-	if err != nil || strings.TrimSpace(string(out)) != "ok unixpacket "+path {
-		t.Errorf("child: %q, %v", out, err)
-	}
-	if _, err := genl.ActivationListener(); !errors.Is(err, unix.ENOENT) {
-		t.Errorf("without activation: %v", err)
-	}
+	assert.NoError(t, err, "child: %q", out)
+	assert.Equal(t, "ok unixpacket "+path, strings.TrimSpace(string(out)), "child")
+	_, err = genl.ActivationListener()
+	assert.ErrorIs(t, err, unix.ENOENT, "without activation")
 }
 
 // runAgent serves line commands on stdin, one reply line each on stdout.
@@ -189,40 +183,24 @@ type agent struct {
 func startAgent(t *testing.T, path string, attr *syscall.SysProcAttr) *agent {
 	t.Helper()
 	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dir, err := os.MkdirTemp("", "genl-agent")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chmod(dir, 0o755))
 	bin := filepath.Join(dir, "agent.test")
 	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), agentEnv+"="+path)
 	cmd.SysProcAttr = attr
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start agent: %v", err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start(), "start agent")
 	a := &agent{t: t, cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
 	t.Cleanup(func() {
 		fmt.Fprintln(stdin, "quit")
@@ -270,17 +248,11 @@ func TestUnprivilegedPeer(t *testing.T) {
 		t.Errorf("EPERM reply: errno %s, message length %s, offset %s; want EPERM without extack", got[0], got[1], got[2])
 	}
 	res := a.do("admin mana0")
-	if len(res) != 9 {
-		t.Fatalf("admin results: %v", res)
-	}
+	require.Len(t, res, 9, "admin results")
 	for _, r := range res {
-		if !strings.HasSuffix(r, "="+strconv.Itoa(int(unix.EPERM))) {
-			t.Errorf("%s, want EPERM", r)
-		}
+		assert.True(t, strings.HasSuffix(r, "="+strconv.Itoa(int(unix.EPERM))), "%s, want EPERM", r)
 	}
-	if calls := ts.be.Calls(); len(calls) != 0 {
-		t.Errorf("backend changed by an unprivileged peer: %v", calls)
-	}
+	assert.Empty(t, ts.be.Calls(), "backend changed by an unprivileged peer")
 	if d := ts.be.Dev(ts.mana0.Dev.Index); d == nil || d.Flags != 0 {
 		t.Errorf("mana0 after EPERM: %+v", d)
 	}
@@ -295,13 +267,9 @@ func TestAdminGroupPeer(t *testing.T) {
 	res := a.do("admin mana0")
 	for _, r := range res {
 		name, v, _ := strings.Cut(r, "=")
-		if v == strconv.Itoa(int(unix.EPERM)) {
-			t.Errorf("%s: EPERM for a member of the admin group", name)
-		}
+		assert.NotEqual(t, strconv.Itoa(int(unix.EPERM)), v, "%s: EPERM for a member of the admin group", name)
 	}
-	if len(ts.be.Calls()) == 0 {
-		t.Errorf("no backend call from an admin-group peer")
-	}
+	assert.NotEmpty(t, ts.be.Calls(), "no backend call from an admin-group peer")
 }
 
 // TestCallerNetNS: lookups, dumps and notifications are scoped by the
@@ -314,9 +282,7 @@ func TestCallerNetNS(t *testing.T) {
 	dev, _ := strconv.ParseUint(f[0], 10, 64)
 	ino, _ := strconv.ParseUint(f[1], 10, 64)
 	theirs := genl.NetNS{Dev: dev, Ino: ino}
-	if theirs == ts.ns {
-		t.Fatal("agent is in the test's netns")
-	}
+	require.NotEqual(t, ts.ns, theirs, "agent is in the test's netns")
 
 	// Before the agent's netns has devices: mana0 is not there.
 	if out := a.do("ports"); len(out) != 1 || out[0] != "0" {
@@ -326,26 +292,21 @@ func TestCallerNetNS(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.out.Scan()
-	if want := "err " + strconv.Itoa(int(unix.ENODEV)); a.out.Text() != want {
-		t.Errorf("get mana0 from another netns: %q, want %q", a.out.Text(), want)
-	}
+	assert.Equal(t, "err "+strconv.Itoa(int(unix.ENODEV)), a.out.Text(), "get mana0 from another netns")
 
 	their0 := ts.be.AddPort(theirs, "mana0")
 	if got := a.do("get mana0"); got[0] != strconv.Itoa(int(their0.Dev.Index)) {
 		t.Errorf("agent's mana0 index %v, want %d", got, their0.Dev.Index)
 	}
-	if out := a.do("ports"); out[1] != "mana0" {
-		t.Errorf("agent's ports: %v", out)
-	}
+	out := a.do("ports")
+	assert.Equal(t, "mana0", out[1], "agent's ports: %v", out)
 
 	a.do("subscribe")
 	// A change in our netns first, then one in theirs: the agent's first
 	// notification must be the second.
 	c := dialClient(t, ts.path)
-	if err := c.SetPrivateFlags(ctxT(t), client.PrivateFlags{Interface: client.Interface{Name: "mana0"},
-		Flags: []client.Flag{{Name: "full-page-rx", On: true}}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.SetPrivateFlags(ctxT(t), client.PrivateFlags{Interface: client.Interface{Name: "mana0"},
+		Flags: []client.Flag{{Name: "full-page-rx", On: true}}}))
 	ts.srv.NotifyChannels(their0.Dev, genl.Channels{CombinedMax: 4, Combined: 1})
 	if got := a.do("next"); got[0] != "channels" || got[1] != strconv.Itoa(int(their0.Dev.Index)) {
 		t.Errorf("agent's first notification: %v", got)

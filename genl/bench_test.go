@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/manad/manad/genl/client"
+	"github.com/stretchr/testify/require"
 )
 
 func p50(d []time.Duration) time.Duration {
@@ -28,14 +29,10 @@ func BenchmarkPrivFlagsGetRoundTrip(b *testing.B) {
 	veth := makeVeth(b)
 	ts := startServer(b, nil)
 	mc, err := client.Dial(ts.path)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer mc.Close()
 	kc, err := client.DialKernel()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer kc.Close()
 	ctx := context.Background()
 	mana0, vif := client.Interface{Name: "mana0"}, client.Interface{Name: veth}
@@ -43,9 +40,8 @@ func BenchmarkPrivFlagsGetRoundTrip(b *testing.B) {
 		if _, err := mc.PrivateFlags(ctx, mana0); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := kc.Channels(ctx, vif); err != nil {
-			b.Fatal(err)
-		}
+		_, err := kc.Channels(ctx, vif)
+		require.NoError(b, err)
 	}
 	var manad, manadCh, kernel []time.Duration
 	b.ResetTimer()
@@ -59,9 +55,8 @@ func BenchmarkPrivFlagsGetRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		t2 := time.Now()
-		if _, err := mc.Channels(ctx, mana0); err != nil {
-			b.Fatal(err)
-		}
+		_, err := mc.Channels(ctx, mana0)
+		require.NoError(b, err)
 		t3 := time.Now()
 		manad = append(manad, t1.Sub(t0))
 		kernel = append(kernel, t2.Sub(t1))

@@ -10,6 +10,8 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // waitBusyPolls polls the server's busy-poll counts until cond holds, failing after 10 s.
@@ -40,9 +42,10 @@ func withProcs(t *testing.T, n int) {
 func getRings(t *testing.T, rc *rawConn, eth uint16, seq uint32) {
 	t.Helper()
 	rc.send(ringsGetByName(eth, seq, 0, "mana0"))
-	if msgs := rc.recv(); len(msgs) != 1 || msgs[0].h.Type != eth || msgs[0].h.Seq != seq {
-		t.Fatalf("request %d: reply %+v", seq, msgs)
-	}
+	msgs := rc.recv()
+	require.Len(t, msgs, 1, "request %d: reply %+v", seq, msgs)
+	require.Equal(t, eth, msgs[0].h.Type, "request %d: reply %+v", seq, msgs)
+	require.Equal(t, seq, msgs[0].h.Seq, "request %d: reply %+v", seq, msgs)
 }
 
 // TestBusyPollRequestLoop: a client in a request loop finds the request loop polling. The
@@ -58,12 +61,9 @@ func TestBusyPollRequestLoop(t *testing.T) {
 		getRings(t, rc, eth, uint32(100+i))
 	}
 	st := ts.srv.BusyPolls()
-	if st.Hits < n {
-		t.Errorf("busy polls %+v: want a hit for each of the %d requests after the first", st, n)
-	}
-	if st.Peak != 1 || st.Limit < 1 {
-		t.Errorf("busy polls %+v: want a peak of 1 connection and a limit of at least 1", st)
-	}
+	assert.GreaterOrEqual(t, st.Hits, uint64(n), "busy polls %+v: want a hit for each of the %d requests after the first", st, n)
+	assert.Equal(t, 1, st.Peak, "busy polls %+v: want a peak of 1 connection and a limit of at least 1", st)
+	assert.GreaterOrEqual(t, st.Limit, 1, "busy polls %+v: want a peak of 1 connection and a limit of at least 1", st)
 }
 
 // TestBusyPollSparseRequests: a connection used now and then parks at once after its second
@@ -80,9 +80,10 @@ func TestBusyPollSparseRequests(t *testing.T) {
 		getRings(t, rc, eth, uint32(10+i))
 	}
 	time.Sleep(20 * time.Millisecond)
-	if st := ts.srv.BusyPolls(); st.Hits != 0 || st.Misses != 1 || st.Skipped != 0 {
-		t.Errorf("busy polls %+v: want the one miss after the first answer, nothing since", st)
-	}
+	st := ts.srv.BusyPolls()
+	assert.Equal(t, uint64(0), st.Hits, "busy polls %+v: want the one miss after the first answer, nothing since", st)
+	assert.Equal(t, uint64(1), st.Misses, "busy polls %+v: want the one miss after the first answer, nothing since", st)
+	assert.Equal(t, uint64(0), st.Skipped, "busy polls %+v: want the one miss after the first answer, nothing since", st)
 }
 
 // TestBusyPollOff: BusyPoll 0 never polls.
@@ -93,9 +94,8 @@ func TestBusyPollOff(t *testing.T) {
 	for i := range 20 {
 		getRings(t, rc, eth, uint32(i))
 	}
-	if st := ts.srv.BusyPolls(); st != (genl.BusyPollStats{Limit: st.Limit}) {
-		t.Errorf("busy polls with BusyPoll 0: %+v", st)
-	}
+	st := ts.srv.BusyPolls()
+	assert.Equal(t, genl.BusyPollStats{Limit: st.Limit}, st, "busy polls with BusyPoll 0")
 }
 
 // TestBusyPollOneProcessor: with one processor the server never polls, whatever its window: a
@@ -110,9 +110,8 @@ func TestBusyPollOneProcessor(t *testing.T) {
 	for i := range 50 {
 		getRings(t, rc, eth, uint32(100+i))
 	}
-	if st := ts.srv.BusyPolls(); st != (genl.BusyPollStats{}) {
-		t.Errorf("busy polls on one processor: %+v, want none and a limit of 0", st)
-	}
+	st := ts.srv.BusyPolls()
+	assert.Equal(t, genl.BusyPollStats{}, st, "busy polls on one processor: %+v, want none and a limit of 0", st)
 }
 
 // TestBusyPollBound: however many clients are in request loops, no more connections poll at
@@ -141,9 +140,8 @@ func TestBusyPollBound(t *testing.T) {
 	}
 	wg.Wait()
 	st := ts.srv.BusyPolls()
-	if st.Peak != limit || st.Skipped == 0 {
-		t.Errorf("busy polls %+v with %d clients in loops: want a peak of the limit %d and polls skipped", st, clients, limit)
-	}
+	assert.Equal(t, limit, st.Peak, "busy polls %+v with %d clients in loops: want a peak of the limit %d and polls skipped", st, clients, limit)
+	assert.NotEqual(t, uint64(0), st.Skipped, "busy polls %+v with %d clients in loops: want a peak of the limit %d and polls skipped", st, clients, limit)
 }
 
 // TestBusyPollHangUp: a client that hangs up while the loop polls for its next request ends
@@ -185,11 +183,10 @@ func TestBusyPollOversize(t *testing.T) {
 	m.Put(99, make([]byte, 1000))
 	rc.send(m.done())
 	msgs := rc.recv()
-	if a := decodeAck(t, msgs[0]); a.errno != unix.EMSGSIZE || msgs[0].h.Seq != 12 {
-		t.Errorf("oversize request found by a poll: %+v", a)
-	}
+	a := decodeAck(t, msgs[0])
+	assert.Equal(t, unix.EMSGSIZE, a.errno, "oversize request found by a poll: %+v", a)
+	assert.Equal(t, uint32(12), msgs[0].h.Seq, "oversize request found by a poll: seq")
 	getRings(t, rc, eth, 13)
-	if st := ts.srv.BusyPolls(); st.Hits < 2 {
-		t.Errorf("busy polls %+v: want both requests found by polls", st)
-	}
+	st := ts.srv.BusyPolls()
+	assert.GreaterOrEqual(t, st.Hits, uint64(2), "busy polls %+v: want both requests found by polls", st)
 }

@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/stretchr/testify/assert"
 )
 
 // TestCoalesceMatchesKernel compares COALESCE requests with the kernel's answers on a veth.
@@ -50,9 +51,8 @@ func TestCoalesceMatchesKernel(t *testing.T) {
 			kc.send(build(kid, veth))
 			rc.send(build(mid, tc.manad))
 			k, m := decodeAck(t, kc.recv()[0]), decodeAck(t, rc.recv()[0])
-			if m.errno != tc.errno || (m.off != 0) != tc.hasOff {
-				t.Errorf("manad: %+v, want %v (offset %v)", m, tc.errno, tc.hasOff)
-			}
+			assert.Equal(t, tc.errno, m.errno, "manad: %+v, want %v (offset %v)", m, tc.errno, tc.hasOff)
+			assert.Equal(t, tc.hasOff, m.off != 0, "manad: %+v, want %v (offset %v)", m, tc.errno, tc.hasOff)
 			// The offsets count from the message start: take out the header's name, whose
 			// length differs between the veth and manad's device.
 			rel := func(off int, dev string) int {
@@ -61,9 +61,10 @@ func TestCoalesceMatchesKernel(t *testing.T) {
 				}
 				return off - nlattr.Align(len(dev)+1)
 			}
-			if k.errno != m.errno || k.msg != m.msg || rel(k.off, veth) != rel(m.off, tc.manad) || k.policy != m.policy {
-				t.Errorf("kernel %+v\nmanad  %+v", k, m)
-			}
+			assert.Equal(t, m.errno, k.errno, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.msg, k.msg, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, rel(m.off, tc.manad), rel(k.off, veth), "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.policy, k.policy, "kernel %+v\nmanad  %+v", k, m)
 		})
 	}
 }

@@ -1,10 +1,11 @@
 package genl_test
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
@@ -19,43 +20,29 @@ func TestCoalesce(t *testing.T) {
 	mana0 := client.Interface{Name: "mana0"}
 
 	co, err := c.Coalesce(ctx, mana0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(genl.Coalesce{RxCQEFrames: 1, RxCQENsecs: 2048}, co.Coalesce); diff != "" || co.Interface.Name != "mana0" {
-		t.Errorf("Coalesce (-want +got):\n%s", diff)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, cmp.Diff(genl.Coalesce{RxCQEFrames: 1, RxCQENsecs: 2048}, co.Coalesce), "Coalesce (-want +got)")
+	assert.Equal(t, "mana0", co.Interface.Name, "Coalesce interface")
 	// coalesce_fill_reply writes every supported parameter, zero or not, and nothing else.
 	want := map[uint16]uint32{}
 	for _, a := range wire.CoalesceSupported {
 		want[a] = 0
 	}
 	want[wire.CoalesceRxCQEFrames], want[wire.CoalesceRxCQENsecs] = 1, 2048
-	if diff := cmp.Diff(want, co.Attrs); diff != "" {
-		t.Errorf("reply attributes (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, co.Attrs), "reply attributes (-want +got)")
 
 	// Only what the request carries changes.
-	if err := c.SetCoalesce(ctx, mana0, client.CoalesceUpdate{
+	require.NoError(t, c.SetCoalesce(ctx, mana0, client.CoalesceUpdate{
 		U32:  map[uint16]uint32{unix.ETHTOOL_A_COALESCE_RX_USECS: 50, wire.CoalesceRxCQEFrames: 4},
 		Bool: map[uint16]bool{unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX: true},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	wantCo := genl.Coalesce{RxUsecs: 50, AdaptiveTx: true, RxCQEFrames: 4, RxCQENsecs: 2048}
-	if co, _ = c.Coalesce(ctx, mana0); co.Coalesce != wantCo {
-		t.Errorf("after SET: %+v, want %+v", co.Coalesce, wantCo)
-	}
-	if calls := ts.be.Calls(); len(calls) != 1 {
-		t.Errorf("calls: %v", calls)
-	}
+	co, _ = c.Coalesce(ctx, mana0)
+	assert.Equal(t, wantCo, co.Coalesce, "after SET")
+	assert.Len(t, ts.be.Calls(), 1, "calls")
 	// No change: no driver call.
-	if err := c.SetCoalesce(ctx, mana0, client.CoalesceUpdate{U32: map[uint16]uint32{unix.ETHTOOL_A_COALESCE_RX_USECS: 50}}); err != nil {
-		t.Fatal(err)
-	}
-	if calls := ts.be.Calls(); len(calls) != 0 {
-		t.Errorf("no-op SET called the backend: %v", calls)
-	}
+	require.NoError(t, c.SetCoalesce(ctx, mana0, client.CoalesceUpdate{U32: map[uint16]uint32{unix.ETHTOOL_A_COALESCE_RX_USECS: 50}}))
+	assert.Empty(t, ts.be.Calls(), "no-op SET called the backend")
 
 	var ce *client.Error
 	for _, tc := range []struct {
@@ -78,21 +65,19 @@ func TestCoalesce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := c.SetCoalesce(ctx, mana0, tc.u)
-			if !errors.Is(err, tc.errno) || !errors.As(err, &ce) || ce.Message != tc.msg || (ce.Offset != 0) != tc.off {
-				t.Errorf("got %v, want %v %q", err, tc.errno, tc.msg)
+			assert.ErrorIs(t, err, tc.errno)
+			if assert.ErrorAs(t, err, &ce) {
+				assert.Equal(t, tc.msg, ce.Message, "extack message")
+				assert.Equal(t, tc.off, ce.Offset != 0, "extack offset %d", ce.Offset)
 			}
-			if calls := ts.be.Calls(); len(calls) != 0 {
-				t.Errorf("backend called: %v", calls)
-			}
+			assert.Empty(t, ts.be.Calls(), "backend called")
 		})
 	}
-	if co, _ = c.Coalesce(ctx, mana0); co.Coalesce != wantCo {
-		t.Errorf("refused SETs changed %+v", co.Coalesce)
-	}
+	co, _ = c.Coalesce(ctx, mana0)
+	assert.Equal(t, wantCo, co.Coalesce, "refused SETs changed the setting")
 	// A device without coalescing (no get_coalesce): EOPNOTSUPP.
-	if _, err := c.Coalesce(ctx, client.Interface{Name: "lo0"}); !errors.Is(err, unix.EOPNOTSUPP) {
-		t.Errorf("lo0 GET: %v", err)
-	}
+	_, err = c.Coalesce(ctx, client.Interface{Name: "lo0"})
+	assert.ErrorIs(t, err, unix.EOPNOTSUPP, "lo0 GET")
 }
 
 // TestCoalesceNotify: exactly one COALESCE_NTF per change, none for a no-op or a refusal, with
@@ -103,45 +88,35 @@ func TestCoalesceNotify(t *testing.T) {
 	ctx := ctxT(t)
 	mana0 := client.Interface{Name: "mana0"}
 	sub, err := c.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sub.Close()
 	set := func(v uint32) error {
 		return c.SetCoalesce(ctx, mana0, client.CoalesceUpdate{U32: map[uint16]uint32{unix.ETHTOOL_A_COALESCE_TX_MAX_FRAMES: v}})
 	}
-	if err := set(8); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, set(8))
 	_ = set(8)                                                                                                // no-op
 	_ = c.SetCoalesce(ctx, mana0, client.CoalesceUpdate{U32: map[uint16]uint32{wire.CoalesceRxCQEFrames: 2}}) // refused
-	if err := set(9); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, set(9))
 	var got []uint32
 	var seqs []uint32
 	for len(got) < 2 {
 		ns, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, n := range ns {
-			if n.Kind != client.CoalesceChanged || n.Interface.Name != "mana0" {
-				t.Fatalf("unexpected notification %+v", n)
-			}
+			require.Equal(t, client.CoalesceChanged, n.Kind, "unexpected notification %+v", n)
+			require.Equal(t, "mana0", n.Interface.Name, "unexpected notification %+v", n)
 			got, seqs = append(got, n.Coalesce.TxMaxFrames), append(seqs, n.Sequence)
 		}
 	}
-	if !cmp.Equal(got, []uint32{8, 9}) || seqs[1] != seqs[0]+1 {
-		t.Errorf("NTFs tx-frames %v seq %v, want [8 9] consecutive", got, seqs)
+	assert.Equal(t, []uint32{8, 9}, got, "NTFs tx-frames")
+	if assert.Len(t, seqs, 2, "NTF sequence numbers") {
+		assert.Equal(t, seqs[0]+1, seqs[1], "NTF seq %v, want consecutive", seqs)
 	}
 	// A marker change shows nothing else was queued in between or after.
 	rx := uint32(2048)
-	if err := c.SetRings(ctx, mana0, client.RingsUpdate{Rx: &rx}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.SetRings(ctx, mana0, client.RingsUpdate{Rx: &rx}))
 	ns, err := sub.Next(ctx)
-	if err != nil || len(ns) != 1 || ns[0].Kind != client.RingsChanged {
-		t.Fatalf("after the coalesce NTFs: %v %+v", err, ns)
-	}
+	require.NoError(t, err, "after the coalesce NTFs: %v %+v", err, ns)
+	require.Len(t, ns, 1, "after the coalesce NTFs: %v %+v", err, ns)
+	require.Equal(t, client.RingsChanged, ns[0].Kind, "after the coalesce NTFs: %v %+v", err, ns)
 }

@@ -1,13 +1,14 @@
 package genl_test
 
 import (
-	"bytes"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // manadFamilyIDs resolves manad's ethtool and manad family ids on rc.
@@ -251,16 +252,16 @@ func TestEthtoolErrorsMatchKernel(t *testing.T) {
 			kc.send(build(kid))
 			km, mm := kc.recv(), rc.recv()
 			k, m := decodeAck(t, km[0]), decodeAck(t, mm[0])
-			if m.errno != tc.errno || m.msg != tc.msg {
-				t.Errorf("manad: %v %q, want %v %q", m.errno, m.msg, tc.errno, tc.msg)
-			}
-			if k.errno != m.errno || k.msg != m.msg || k.off != m.off || k.missType != m.missType ||
-				k.missNest != m.missNest || k.policy != m.policy || k.flags != m.flags {
-				t.Errorf("kernel %+v\nmanad  %+v", k, m)
-			}
-			if !bytes.Equal(k.payload, m.payload) {
-				t.Errorf("echoed request differs")
-			}
+			assert.Equal(t, tc.errno, m.errno, "manad: %v %q, want %v %q", m.errno, m.msg, tc.errno, tc.msg)
+			assert.Equal(t, tc.msg, m.msg, "manad: %v %q, want %v %q", m.errno, m.msg, tc.errno, tc.msg)
+			assert.Equal(t, m.errno, k.errno, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.msg, k.msg, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.off, k.off, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.missType, k.missType, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.missNest, k.missNest, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.policy, k.policy, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.flags, k.flags, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.payload, k.payload, "echoed request differs")
 		})
 	}
 }
@@ -301,12 +302,9 @@ func TestGlobalStringSetsMatchKernel(t *testing.T) {
 				rc.send(build(mid))
 				kc.send(build(kid))
 				k, m := kc.recv()[0], rc.recv()[0]
-				if k.h.Type != kid || m.h.Type != mid {
-					t.Fatalf("not replies: kernel type %d, manad type %d", k.h.Type, m.h.Type)
-				}
-				if !bytes.Equal(k.data, m.data) {
-					t.Errorf("countsOnly=%v: manad's reply (%d bytes) differs from the kernel's (%d bytes)", countsOnly, len(m.data), len(k.data))
-				}
+				require.Equal(t, kid, k.h.Type, "not replies: kernel type %d, manad type %d", k.h.Type, m.h.Type)
+				require.Equal(t, mid, m.h.Type, "not replies: kernel type %d, manad type %d", k.h.Type, m.h.Type)
+				assert.Equal(t, m.data, k.data, "countsOnly=%v: manad's reply (%d bytes) differs from the kernel's (%d bytes)", countsOnly, len(m.data), len(k.data))
 			}
 		})
 	}

@@ -1,12 +1,13 @@
 package genl_test
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
@@ -30,20 +31,15 @@ func TestFeaturesGetSet(t *testing.T) {
 	get := func() *client.Features {
 		t.Helper()
 		f, err := c.Features(ctx, mana0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return f
 	}
 	f := get()
 	// Bits come in the kernel's index order, whatever the backend's order.
 	sorted := func(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
-	if diff := cmp.Diff(sorted(hw), sorted(f.Active)); diff != "" || !slices.Equal(f.HW, f.Wanted) {
-		t.Errorf("features %+v (-want +got active):\n%s", f, diff)
-	}
-	if !slices.Contains(f.NoChange, "vlan-challenged") {
-		t.Errorf("nochange %v lacks vlan-challenged", f.NoChange)
-	}
+	assert.Empty(t, cmp.Diff(sorted(hw), sorted(f.Active)), "features %+v (-want +got active)", f)
+	assert.True(t, slices.Equal(f.HW, f.Wanted), "features %+v: wanted is not hw", f)
+	assert.True(t, slices.Contains(f.NoChange, "vlan-challenged"), "nochange %v lacks vlan-challenged", f.NoChange)
 
 	for _, tc := range []struct {
 		name           string
@@ -60,18 +56,11 @@ func TestFeaturesGetSet(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ch, err := c.SetFeatures(ctx, mana0, tc.want)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.wanted, ch.Wanted); diff != "" {
-				t.Errorf("wanted diff (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.active, ch.Active); diff != "" {
-				t.Errorf("active diff (-want +got):\n%s", diff)
-			}
-			if got := sorted(get().Active); !slices.Equal(got, tc.nowActive) {
-				t.Errorf("active now %v, want %v", got, tc.nowActive)
-			}
+			require.NoError(t, err)
+			assert.Empty(t, cmp.Diff(tc.wanted, ch.Wanted), "wanted diff (-want +got)")
+			assert.Empty(t, cmp.Diff(tc.active, ch.Active), "active diff (-want +got)")
+			got := sorted(get().Active)
+			assert.True(t, slices.Equal(got, tc.nowActive), "active now %v, want %v", got, tc.nowActive)
 		})
 	}
 
@@ -84,17 +73,13 @@ func TestFeaturesGetSet(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			before := get()
-			if _, err := c.SetFeatures(ctx, mana0, tc.want); !errors.Is(err, tc.errno) {
-				t.Errorf("err %v, want %v", err, tc.errno)
-			}
-			if diff := cmp.Diff(before, get()); diff != "" {
-				t.Errorf("changed by a refused request:\n%s", diff)
-			}
+			_, err := c.SetFeatures(ctx, mana0, tc.want)
+			assert.ErrorIs(t, err, tc.errno, "err")
+			assert.Empty(t, cmp.Diff(before, get()), "changed by a refused request")
 		})
 	}
-	if _, err := c.Features(ctx, client.Interface{Name: "lo0"}); !errors.Is(err, unix.EOPNOTSUPP) {
-		t.Errorf("plain device: %v, want EOPNOTSUPP", err)
-	}
+	_, err := c.Features(ctx, client.Interface{Name: "lo0"})
+	assert.ErrorIs(t, err, unix.EOPNOTSUPP, "plain device: %v, want EOPNOTSUPP", err)
 }
 
 // TestFeaturesMatchKernel asks the kernel about a veth and manad about a
@@ -122,15 +107,11 @@ func TestFeaturesMatchKernel(t *testing.T) {
 			kc.send(build(kid, veth))
 			rc.send(build(mid, "mana0"))
 			km, mm := kc.recv()[0], rc.recv()[0]
-			if km.h.Type != kid || mm.h.Type != mid {
-				t.Fatalf("not replies: kernel type %d, manad type %d", km.h.Type, mm.h.Type)
-			}
-			if km.data[0] != mm.data[0] {
-				t.Errorf("reply command: kernel %d, manad %d", km.data[0], mm.data[0])
-			}
-			if k, m := shape(km.data[4:]), shape(mm.data[4:]); !slices.Equal(k, m) {
-				t.Errorf("shape differs:\nkernel %v\nmanad  %v", k, m)
-			}
+			require.Equal(t, kid, km.h.Type, "not replies: kernel type %d, manad type %d", km.h.Type, mm.h.Type)
+			require.Equal(t, mid, mm.h.Type, "not replies: kernel type %d, manad type %d", km.h.Type, mm.h.Type)
+			assert.Equal(t, mm.data[0], km.data[0], "reply command: kernel %d, manad %d", km.data[0], mm.data[0])
+			k, m := shape(km.data[4:]), shape(mm.data[4:])
+			assert.True(t, slices.Equal(k, m), "shape differs:\nkernel %v\nmanad  %v", k, m)
 		})
 	}
 	t.Run("SET vlan-challenged", func(t *testing.T) {
@@ -150,8 +131,8 @@ func TestFeaturesMatchKernel(t *testing.T) {
 		kc.send(build(kid, veth))
 		rc.send(build(mid, "mana0"))
 		k, m := decodeAck(t, kc.recv()[0]), decodeAck(t, rc.recv()[0])
-		if m.errno != unix.EINVAL || k.errno != m.errno || k.msg != m.msg {
-			t.Errorf("kernel %+v\nmanad  %+v", k, m)
-		}
+		assert.Equal(t, unix.EINVAL, m.errno, "kernel %+v\nmanad  %+v", k, m)
+		assert.Equal(t, m.errno, k.errno, "kernel %+v\nmanad  %+v", k, m)
+		assert.Equal(t, m.msg, k.msg, "kernel %+v\nmanad  %+v", k, m)
 	})
 }

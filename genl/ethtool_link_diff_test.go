@@ -12,6 +12,8 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // makeTap creates a TAP device (the tun driver) and removes it at the end.
@@ -23,9 +25,8 @@ func makeTap(t testing.TB) string {
 		t.Fatalf("ip tuntap add: %v: %s", err, out)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "link", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip link del: %v: %s", err, out)
-		}
+		out, err := exec.Command("ip", "link", "del", name).CombinedOutput()
+		assert.NoError(t, err, "ip link del: %v: %s", err, out)
 	})
 	return name
 }
@@ -95,20 +96,16 @@ func TestLinkRepliesMatchKernelShape(t *testing.T) {
 						// The device names differ in length: the offsets are compared from
 						// the end of the request, where the flags attribute is.
 						k, m := decodeAck(t, km), decodeAck(t, mm)
-						if k.errno != m.errno || k.msg != m.msg || int(k.echoLen)-k.off != int(m.echoLen)-m.off {
-							t.Errorf("kernel %+v\nmanad  %+v", k, m)
-						}
+						assert.Equal(t, m.errno, k.errno, "kernel %+v\nmanad  %+v", k, m)
+						assert.Equal(t, m.msg, k.msg, "kernel %+v\nmanad  %+v", k, m)
+						assert.Equal(t, int(m.echoLen)-m.off, int(k.echoLen)-k.off, "kernel %+v\nmanad  %+v", k, m)
 						return
 					}
-					if km.h.Type != kid || mm.h.Type != mid {
-						t.Fatalf("not replies: kernel type %d, manad type %d", km.h.Type, mm.h.Type)
-					}
-					if km.data[0] != mm.data[0] {
-						t.Errorf("reply command: kernel %d, manad %d", km.data[0], mm.data[0])
-					}
-					if got := shape(km.data[4:]); !slices.Equal(got, want) {
-						t.Errorf("shape differs:\nkernel %v\nmanad  %v", got, want)
-					}
+					require.Equal(t, kid, km.h.Type, "not replies: kernel type %d, manad type %d", km.h.Type, mm.h.Type)
+					require.Equal(t, mid, mm.h.Type, "not replies: kernel type %d, manad type %d", km.h.Type, mm.h.Type)
+					assert.Equal(t, mm.data[0], km.data[0], "reply command: kernel %d, manad %d", km.data[0], mm.data[0])
+					got := shape(km.data[4:])
+					assert.True(t, slices.Equal(got, want), "shape differs:\nkernel %v\nmanad  %v", got, want)
 				})
 			}
 		}
@@ -143,12 +140,10 @@ func TestLinkSetRefusedAsKernel(t *testing.T) {
 			kc.send(build(kid, veth))
 			rc.send(build(mid, "mana0"))
 			k, m := decodeAck(t, kc.recv()[0]), decodeAck(t, rc.recv()[0])
-			if m.errno != unix.EOPNOTSUPP {
-				t.Errorf("manad: %v %q, want EOPNOTSUPP", m.errno, m.msg)
-			}
-			if k.errno != m.errno || k.msg != m.msg || k.off != m.off {
-				t.Errorf("kernel %+v\nmanad  %+v", k, m)
-			}
+			assert.Equal(t, unix.EOPNOTSUPP, m.errno, "manad: %v %q, want EOPNOTSUPP", m.errno, m.msg)
+			assert.Equal(t, m.errno, k.errno, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.msg, k.msg, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.off, k.off, "kernel %+v\nmanad  %+v", k, m)
 		})
 	}
 }
@@ -159,28 +154,23 @@ func TestLinkSetRefusedAsKernel(t *testing.T) {
 func TestLinkClientOnKernel(t *testing.T) {
 	veth := makeVeth(t)
 	kc, err := client.DialKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer kc.Close()
 	ctx := ctxT(t)
 	ifi := client.Interface{Name: veth}
 	ls, err := kc.LinkSettings(ctx, ifi)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ls.Speed != 10000 || ls.Duplex != wire.DuplexFull || ls.Port != wire.PortTP || ls.Autoneg != wire.AutonegOff || ls.Interface.Name != veth {
-		t.Errorf("veth link settings: %+v", ls)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, uint32(10000), ls.Speed, "veth link settings: %+v", ls)
+	assert.Equal(t, uint8(wire.DuplexFull), ls.Duplex, "veth link settings: %+v", ls)
+	assert.Equal(t, uint8(wire.PortTP), ls.Port, "veth link settings: %+v", ls)
+	assert.Equal(t, uint8(wire.AutonegOff), ls.Autoneg, "veth link settings: %+v", ls)
+	assert.Equal(t, veth, ls.Interface.Name, "veth link settings: %+v", ls)
 	st, err := kc.LinkState(ctx, ifi)
-	if err != nil || st.Link {
-		t.Errorf("veth link state: %+v, %v; want link down", st, err)
+	if assert.NoError(t, err, "veth link state") {
+		assert.False(t, st.Link, "veth link state: %+v; want link down", st)
 	}
 	tsi, err := kc.TSInfo(ctx, ifi)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"software-transmit", "software-receive", "software-system-clock"}; !slices.Equal(tsi.Timestamping, want) || tsi.PHCIndex != -1 {
-		t.Errorf("veth tsinfo: %+v, want %v and no PHC", tsi, want)
-	}
+	require.NoError(t, err)
+	assert.True(t, slices.Equal(tsi.Timestamping, []string{"software-transmit", "software-receive", "software-system-clock"}), "veth tsinfo: %+v", tsi)
+	assert.EqualValues(t, -1, tsi.PHCIndex, "veth tsinfo: want no PHC")
 }

@@ -8,6 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestLinkSetAdminOnly: LINKINFO_SET and LINKMODES_SET are EPERM for a peer
@@ -32,18 +34,10 @@ func TestLinkSetAdminOnly(t *testing.T) {
 		var out [][]byte
 		c.sink = func(b []byte) error { out = append(out, append([]byte(nil), b...)); return nil }
 		s.handleDatagram(context.Background(), c, seeds[tc.seed])
-		if len(out) != 1 {
-			t.Fatalf("%s admin=%v: %d datagrams", tc.seed, tc.admin, len(out))
-		}
+		require.Len(t, out, 1, "%s admin=%v: %d datagrams", tc.seed, tc.admin, len(out))
 		h, _ := nlattr.ReadHeader(out[0])
-		if h.Type != nlattr.MsgError {
-			t.Fatalf("%s admin=%v: reply type %d, want NLMSG_ERROR", tc.seed, tc.admin, h.Type)
-		}
-		if got := unix.Errno(-int32(binary.NativeEndian.Uint32(out[0][16:]))); got != tc.want {
-			t.Errorf("%s admin=%v: %v, want %v", tc.seed, tc.admin, got, tc.want)
-		}
-		if calls := be.Calls(); len(calls) != 0 {
-			t.Errorf("%s admin=%v: backend changed: %v", tc.seed, tc.admin, calls)
-		}
+		require.Equal(t, nlattr.MsgError, h.Type, "%s admin=%v: reply type %d, want NLMSG_ERROR", tc.seed, tc.admin, h.Type)
+		assert.Equal(t, tc.want, unix.Errno(-int32(binary.NativeEndian.Uint32(out[0][16:]))), "%s admin=%v", tc.seed, tc.admin)
+		assert.Empty(t, be.Calls(), "%s admin=%v: backend changed", tc.seed, tc.admin)
 	}
 }

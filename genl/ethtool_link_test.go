@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
@@ -33,36 +35,25 @@ func TestLinkMessagesManaRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ts.be.Update(ts.mana0.Dev.Index, func(d *genl.MemDev) { d.Link = tc.link })
 			got, err := c.LinkSettings(ctx, mana0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			want := &client.LinkSettings{Interface: ifi, LinkSettings: tc.link}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("LinkSettings (-want +got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(want, got), "LinkSettings (-want +got)")
 		})
 	}
 
 	for _, carrier := range []bool{true, false, true} {
 		ts.be.Update(ts.mana0.Dev.Index, func(d *genl.MemDev) { d.Carrier = carrier })
 		got, err := c.LinkState(ctx, mana0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Link != carrier || got.Interface != ifi {
-			t.Errorf("carrier %v: LinkState %+v", carrier, got)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, carrier, got.Link, "carrier %v: LinkState %+v", carrier, got)
+		assert.Equal(t, ifi, got.Interface, "carrier %v: LinkState %+v", carrier, got)
 	}
 
 	tsi, err := c.TSInfo(ctx, mana0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// The names are the running kernel's table; without one the bits have no names.
 	want := &client.TSInfo{Interface: ifi, Timestamping: []string{"software-receive", "software-system-clock"}, PHCIndex: -1}
-	if diff := cmp.Diff(want, tsi); diff != "" {
-		t.Errorf("TSInfo (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, tsi), "TSInfo (-want +got)")
 
 	// A plain device (no such ops) has none of them.
 	for name, get := range map[string]func() error{
@@ -70,9 +61,7 @@ func TestLinkMessagesManaRules(t *testing.T) {
 		"LinkState":    func() error { _, err := c.LinkState(ctx, client.Interface{Name: "lo0"}); return err },
 		"TSInfo":       func() error { _, err := c.TSInfo(ctx, client.Interface{Name: "lo0"}); return err },
 	} {
-		if err := get(); err == nil {
-			t.Errorf("%s of a plain device: no error", name)
-		}
+		assert.Error(t, get(), "%s of a plain device: no error", name)
 	}
 }
 
@@ -90,20 +79,15 @@ func TestLinkModesDumpManyPorts(t *testing.T) {
 	}
 	c := dialClient(t, ts.path)
 	all, err := c.AllLinkModes(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var got []string
 	for i, ls := range all {
 		got = append(got, ls.Interface.Name)
-		if i > 0 && ls.Interface.Index <= all[i-1].Interface.Index {
-			t.Errorf("dump not in ifindex order at %d", i)
+		if i > 0 {
+			assert.Greater(t, ls.Interface.Index, all[i-1].Interface.Index, "dump not in ifindex order at %d", i)
 		}
-		if ls.Speed != 200000 || ls.Duplex != wire.DuplexFull {
-			t.Errorf("%s: %+v", ls.Interface.Name, ls.LinkSettings)
-		}
+		assert.Equal(t, uint32(200000), ls.Speed, "%s: %+v", ls.Interface.Name, ls.LinkSettings)
+		assert.Equal(t, uint8(wire.DuplexFull), ls.Duplex, "%s: %+v", ls.Interface.Name, ls.LinkSettings)
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("dumped %d devices, want %d (%v...)", len(got), len(want), got[:min(len(got), 5)])
-	}
+	assert.True(t, slices.Equal(got, want), "dumped %d devices, want %d (%v...)", len(got), len(want), got[:min(len(got), 5)])
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/require"
 )
 
 // addRSSSeeds adds FuzzDispatch seeds for RSS_GET: a do and a dump for the first port, a
@@ -111,27 +112,22 @@ func FuzzRSSSet(f *testing.F) {
 			t.Skip("request does not fit a message")
 		}
 		s.handleDatagram(t.Context(), c, b.B)
-		if len(out) != 1 {
-			t.Fatalf("%d answers", len(out))
-		}
+		require.Len(t, out, 1, "%d answers", len(out))
 		checkDatagram(t, out[0])
 		h, _ := nlattr.ReadHeader(out[0])
-		if h.Type != nlattr.MsgError || len(out[0]) < nlattr.MsgHdrLen+4 {
-			t.Fatalf("answer is not an ACK: % x", out[0])
-		}
+		require.Equal(t, nlattr.MsgError, h.Type, "answer is not an ACK: % x", out[0])
+		require.GreaterOrEqual(t, len(out[0]), nlattr.MsgHdrLen+4, "answer is not an ACK: % x", out[0])
 		errno := int32(binary.NativeEndian.Uint32(out[0][nlattr.MsgHdrLen:]))
 
 		be.mu.Lock()
 		after := m.rss()
 		be.mu.Unlock()
 		hist := be.History()
-		if len(after.Indir) != 64 || len(after.HKey) != 40 || after.HFunc != 1 {
-			t.Fatalf("state %+v", after)
-		}
+		require.Len(t, after.Indir, 64, "state %+v", after)
+		require.Equal(t, 40, len(after.HKey), "state %+v", after)
+		require.Equal(t, uint32(1), after.HFunc, "state %+v", after)
 		for i, q := range after.Indir {
-			if q >= after.RxRings {
-				t.Fatalf("entry %d names queue %d of %d", i, q, after.RxRings)
-			}
+			require.Less(t, q, after.RxRings, "entry %d names queue %d of %d", i, q, after.RxRings)
 		}
 		changed := !slices.Equal(before.Indir, after.Indir) || !bytes.Equal(before.HKey, after.HKey)
 		switch {

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/client"
@@ -108,9 +110,7 @@ func TestRSSSet(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, err := c.RSS(ctx, mana0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			err = c.SetRSS(ctx, mana0, tc.set)
 			var ce *client.Error
 			switch {
@@ -122,9 +122,7 @@ func TestRSSSet(t *testing.T) {
 				t.Errorf("SetRSS: %v (%+v), want message %q", err, ce, tc.msg)
 			}
 			after, err := c.RSS(ctx, mana0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			want := before.RSS
 			if tc.errno == 0 && tc.wantIndir != nil {
 				want.Indir = tc.wantIndir
@@ -132,9 +130,7 @@ func TestRSSSet(t *testing.T) {
 			if tc.errno == 0 && tc.wantKey != nil {
 				want.HKey = tc.wantKey
 			}
-			if diff := cmp.Diff(want, after.RSS); diff != "" {
-				t.Errorf("RSS after the request (-want +got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(want, after.RSS), "RSS after the request (-want +got)")
 		})
 	}
 }
@@ -146,9 +142,7 @@ func TestRSSSetNotify(t *testing.T) {
 	ts := startServer(t, nil)
 	ctx := ctxT(t)
 	sub, err := dialClient(t, ts.path).Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sub.Close()
 	ts.be.History()
 
@@ -192,19 +186,13 @@ func TestRSSSetNotify(t *testing.T) {
 	}
 	want := ts.be.History()
 	// A sentinel change on another port ends the stream to compare.
-	if err := dialClient(t, ts.path).SetRSS(ctx, client.Interface{Name: "mana1"}, wire.RSSSet{Indir: []uint32{1}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, dialClient(t, ts.path).SetRSS(ctx, client.Interface{Name: "mana1"}, wire.RSSSet{Indir: []uint32{1}}))
 	var got []string
 	for done := false; !done; {
 		ns, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatalf("after %d notifications: %v", len(got), err)
-		}
+		require.NoError(t, err, "after %d notifications", len(got))
 		for _, n := range ns {
-			if n.Kind != client.RSSChanged {
-				t.Fatalf("unexpected notification %+v", n)
-			}
+			require.Equal(t, client.RSSChanged, n.Kind, "unexpected notification %+v", n)
 			if n.Interface.Name == "mana1" {
 				done = true
 				break
@@ -212,12 +200,8 @@ func TestRSSSetNotify(t *testing.T) {
 			got = append(got, fmt.Sprintf("rss %s %v %x", n.Interface.Name, n.RSS.Indir, n.RSS.HKey))
 		}
 	}
-	if len(want) < writers {
-		t.Errorf("only %d real changes; the test does not contend", len(want))
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("notifications differ from the changes (-changes +notifications):\n%s", diff)
-	}
+	assert.GreaterOrEqual(t, len(want), writers, "only %d real changes; the test does not contend", len(want))
+	assert.Empty(t, cmp.Diff(want, got), "notifications differ from the changes (-changes +notifications)")
 }
 
 // TestRSSSetChannels: while the user's table is in force (IFF_RXFH_CONFIGURED, set by any
@@ -230,51 +214,32 @@ func TestRSSSetChannels(t *testing.T) {
 	ctx := ctxT(t)
 	mana0 := client.Interface{Name: "mana0"}
 	setCh := func(n uint32) error { return c.SetChannels(ctx, mana0, client.ChannelsUpdate{Combined: &n}) }
-	if err := setCh(2); err != nil {
-		t.Fatalf("channels 2 before any table: %v", err)
-	}
-	if err := setCh(4); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetRSS(ctx, mana0, wire.RSSSet{Indir: []uint32{0, 3}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, setCh(2), "channels 2 before any table")
+	require.NoError(t, setCh(4))
+	require.NoError(t, c.SetRSS(ctx, mana0, wire.RSSSet{Indir: []uint32{0, 3}}))
 	var ce *client.Error
-	if err := setCh(3); !errors.Is(err, unix.EINVAL) || !errors.As(err, &ce) ||
-		ce.Message != "requested channel counts are too low for existing indirection table (3)" {
-		t.Errorf("channels 3 under a table naming queue 3: %v", err)
+	err := setCh(3)
+	assert.ErrorIs(t, err, unix.EINVAL, "channels 3 under a table naming queue 3")
+	if assert.ErrorAs(t, err, &ce, "channels 3 under a table naming queue 3") {
+		assert.Equal(t, "requested channel counts are too low for existing indirection table (3)", ce.Message, "channels 3 under a table naming queue 3")
 	}
-	if err := setCh(5); err != nil {
-		t.Errorf("channels 5: %v", err)
-	}
-	if err := c.SetRSS(ctx, mana0, wire.RSSSet{Indir: []uint32{}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := setCh(1); err != nil {
-		t.Errorf("channels 1 after the default table: %v", err)
-	}
-	if err := setCh(4); err != nil {
-		t.Fatal(err)
-	}
+	assert.NoError(t, setCh(5), "channels 5")
+	require.NoError(t, c.SetRSS(ctx, mana0, wire.RSSSet{Indir: []uint32{}}))
+	assert.NoError(t, setCh(1), "channels 1 after the default table")
+	require.NoError(t, setCh(4))
 	// The default table asked for again as a table: nothing changes, but the table counts as
 	// the user's from now on.
 	sub, err := c.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sub.Close()
-	if err := c.SetRSS(ctx, mana0, wire.RSSSet{Indir: rssTable(64, 4)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := setCh(3); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("channels 3 under the default table given as a table: %v, want EINVAL", err)
-	}
+	require.NoError(t, c.SetRSS(ctx, mana0, wire.RSSSet{Indir: rssTable(64, 4)}))
+	err = setCh(3)
+	assert.ErrorIs(t, err, unix.EINVAL, "channels 3 under the default table given as a table: %v, want EINVAL", err)
 	// The no-op sent no RSS_NTF: the first notification is the marker's.
-	if err := setCh(6); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, setCh(6))
 	ns, err := sub.Next(ctx)
-	if err != nil || len(ns) == 0 || ns[0].Kind != client.ChannelsChanged {
-		t.Errorf("first notification after a no-op RSS_SET: %v %+v", err, ns)
+	assert.NoError(t, err, "first notification after a no-op RSS_SET")
+	if assert.NotEmpty(t, ns, "first notification after a no-op RSS_SET") {
+		assert.Equal(t, client.ChannelsChanged, ns[0].Kind, "first notification after a no-op RSS_SET: %+v", ns)
 	}
 }

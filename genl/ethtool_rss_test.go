@@ -1,11 +1,12 @@
 package genl_test
 
 import (
-	"errors"
 	"net"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/client"
@@ -33,9 +34,7 @@ func rssMatchesKernel(t *testing.T, cmd uint8, cases []rssDiffCase) {
 	t.Helper()
 	veth := makeVeth(t)
 	vi, err := net.InterfaceByName(veth)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ts := startServer(t, nil)
 	rc := dialRaw(t, ts.path)
 	kc := dialKernel(t)
@@ -51,12 +50,12 @@ func rssMatchesKernel(t *testing.T, cmd uint8, cases []rssDiffCase) {
 			kc.send(build(kid, uint32(vi.Index)))
 			rc.send(build(mid, tc.manad(ts)))
 			k, m := decodeAck(t, kc.recv()[0]), decodeAck(t, rc.recv()[0])
-			if m.errno != tc.errno {
-				t.Errorf("manad: %v, want %v", m.errno, tc.errno)
-			}
-			if k.errno != m.errno || k.msg != m.msg || k.off != m.off || k.missType != m.missType || k.policy != m.policy {
-				t.Errorf("kernel %+v\nmanad  %+v", k, m)
-			}
+			assert.Equal(t, tc.errno, m.errno, "manad")
+			assert.Equal(t, m.errno, k.errno, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.msg, k.msg, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.off, k.off, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.missType, k.missType, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.policy, k.policy, "kernel %+v\nmanad  %+v", k, m)
 		})
 	}
 }
@@ -82,9 +81,7 @@ func TestRSSGetReply(t *testing.T) {
 	c := dialClient(t, ts.path)
 	ctx := ctxT(t)
 	r, err := c.RSS(ctx, client.Interface{Name: "mana0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := wire.RSS{HFunc: 1, Indir: make([]uint32, 64), HKey: make([]byte, 40)}
 	for i := range want.Indir {
 		want.Indir[i] = uint32(i % 4)
@@ -92,13 +89,10 @@ func TestRSSGetReply(t *testing.T) {
 	for i := range want.HKey {
 		want.HKey[i] = byte(i)
 	}
-	if diff := cmp.Diff(want, r.RSS); diff != "" || r.Interface.Name != "mana0" {
-		t.Errorf("RSS (-want +got):\n%s\ninterface %+v", diff, r.Interface)
-	}
-	if _, err := c.RSS(ctx, client.Interface{Name: "lo0"}); !errors.Is(err, unix.EOPNOTSUPP) {
-		t.Errorf("RSS of a device without RSS: %v, want EOPNOTSUPP", err)
-	}
-	if _, err := c.RSS(ctx, client.Interface{Name: "nosuch0"}); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("RSS of an unknown device: %v, want ENODEV", err)
-	}
+	assert.Empty(t, cmp.Diff(want, r.RSS), "RSS (-want +got)")
+	assert.Equal(t, "mana0", r.Interface.Name, "RSS interface %+v", r.Interface)
+	_, err = c.RSS(ctx, client.Interface{Name: "lo0"})
+	assert.ErrorIs(t, err, unix.EOPNOTSUPP, "RSS of a device without RSS: %v, want EOPNOTSUPP", err)
+	_, err = c.RSS(ctx, client.Interface{Name: "nosuch0"})
+	assert.ErrorIs(t, err, unix.ENODEV, "RSS of an unknown device: %v, want ENODEV", err)
 }

@@ -1,13 +1,13 @@
 package genl_test
 
 import (
-	"bytes"
 	"fmt"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/stretchr/testify/assert"
 )
 
 // withoutHeader returns the attributes of a reply after the genl header,
@@ -103,9 +103,8 @@ func TestStatsMatchKernel(t *testing.T) {
 			if len(km) > 0 && len(mm) > 0 {
 				// A dump lists the kernel's own devices; compare the first reply of each.
 				k, m := withoutHeader(km[0].data, aHeader), withoutHeader(mm[0].data, aHeader)
-				if km[0].data[0] != mm[0].data[0] || !bytes.Equal(k, m) {
-					t.Errorf("reply after header:\nkernel cmd %d % x\nmanad  cmd %d % x", km[0].data[0], k, mm[0].data[0], m)
-				}
+				assert.Equal(t, mm[0].data[0], km[0].data[0], "reply after header:\nkernel cmd %d % x\nmanad  cmd %d % x", km[0].data[0], k, mm[0].data[0], m)
+				assert.Equal(t, m, k, "reply after header:\nkernel cmd %d % x\nmanad  cmd %d % x", km[0].data[0], k, mm[0].data[0], m)
 			} else if len(km) != len(mm) || (len(mm) == 0 && decodeAck(t, mend).errno == 0 && !tc.dump) {
 				t.Errorf("replies: kernel %d, manad %d", len(km), len(mm))
 			}
@@ -120,9 +119,10 @@ func TestStatsMatchKernel(t *testing.T) {
 			if k.off == 0 || m.off == 0 {
 				koff, moff = k.off, m.off
 			}
-			if k.errno != m.errno || k.msg != m.msg || koff != moff || k.missType != m.missType {
-				t.Errorf("end:\nkernel %s\nmanad  %s", fmt.Sprintf("%+v", k), fmt.Sprintf("%+v", m))
-			}
+			assert.Equal(t, m.errno, k.errno, "end:\nkernel %s\nmanad  %s", fmt.Sprintf("%+v", k), fmt.Sprintf("%+v", m))
+			assert.Equal(t, m.msg, k.msg, "end:\nkernel %s\nmanad  %s", fmt.Sprintf("%+v", k), fmt.Sprintf("%+v", m))
+			assert.Equal(t, moff, koff, "end:\nkernel %s\nmanad  %s", fmt.Sprintf("%+v", k), fmt.Sprintf("%+v", m))
+			assert.Equal(t, m.missType, k.missType, "end:\nkernel %s\nmanad  %s", fmt.Sprintf("%+v", k), fmt.Sprintf("%+v", m))
 		})
 	}
 }

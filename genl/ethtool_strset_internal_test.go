@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestStrsetCache: a set is encoded once and its encoding reused while its strings stay the
@@ -49,12 +51,9 @@ func TestStrsetCache(t *testing.T) {
 			prev = c.m[tc.key].nest
 		}
 		got := c.encoded(tc.key, tc.strs)
-		if !bytes.Equal(got, enc(tc.strs)) {
-			t.Fatalf("step %d: encoding differs from putStrings'", i)
-		}
-		if reused := prev != nil && &got[0] == &prev[0]; reused != tc.reused {
-			t.Errorf("step %d: reused %v, want %v", i, reused, tc.reused)
-		}
+		require.Equal(t, enc(tc.strs), got, "step %d: encoding differs from putStrings'", i)
+		reused := prev != nil && &got[0] == &prev[0]
+		assert.Equal(t, tc.reused, reused, "step %d: reused", i)
 	}
 	// The cache keeps its own copy of the string slice: the caller's may be reused.
 	strs := names(4)
@@ -68,7 +67,6 @@ func TestStrsetCache(t *testing.T) {
 	for len(enc(big)) < 1<<16 {
 		big = append(big, big...)
 	}
-	if got := c.encoded(dev1, big); got != nil {
-		t.Errorf("oversized set encoded (%d bytes)", len(got))
-	}
+	got := c.encoded(dev1, big)
+	assert.Nil(t, got, "oversized set encoded (%d bytes)", len(got))
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
@@ -25,9 +27,7 @@ func ctxT(t *testing.T) context.Context {
 func dialClient(t *testing.T, path string) *client.Client {
 	t.Helper()
 	c, err := client.Dial(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -47,62 +47,44 @@ func TestPrivateFlags(t *testing.T) {
 	}
 	for _, ifi := range []client.Interface{mana0, {Index: int(ts.mana0.Dev.Index)}, {Index: int(ts.mana0.Dev.Index), Name: "mana0"}} {
 		got, err := c.PrivateFlags(ctx, ifi)
-		if err != nil {
-			t.Fatalf("PrivateFlags(%+v): %v", ifi, err)
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("PrivateFlags(%+v) (-want +got):\n%s", ifi, diff)
-		}
+		require.NoError(t, err, "PrivateFlags(%+v)", ifi)
+		assert.Empty(t, cmp.Diff(want, got), "PrivateFlags(%+v) (-want +got)", ifi)
 	}
 
 	// By name and by index; unlisted flags keep their value.
-	if err := c.SetPrivateFlags(ctx, client.PrivateFlags{Interface: mana0, Flags: []client.Flag{{Name: "full-page-rx", On: true}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetPrivateFlags(ctx, client.PrivateFlags{Interface: mana0, Flags: []client.Flag{{Index: 2, On: false}, {Index: 1, On: true}}}); err != nil {
-		t.Fatal(err)
-	}
-	if got := ts.be.Dev(ts.mana0.Dev.Index).Flags; got != 0b011 {
-		t.Errorf("flags = %#b, want 0b011", got)
-	}
-	if diff := cmp.Diff([]string{"SetPrivFlags mana0 0x5", "SetPrivFlags mana0 0x3"}, ts.be.Calls()); diff != "" {
-		t.Errorf("backend calls (-want +got):\n%s", diff)
-	}
+	require.NoError(t, c.SetPrivateFlags(ctx, client.PrivateFlags{Interface: mana0, Flags: []client.Flag{{Name: "full-page-rx", On: true}}}))
+	require.NoError(t, c.SetPrivateFlags(ctx, client.PrivateFlags{Interface: mana0, Flags: []client.Flag{{Index: 2, On: false}, {Index: 1, On: true}}}))
+	got := ts.be.Dev(ts.mana0.Dev.Index).Flags
+	assert.Equal(t, uint32(0b011), got, "flags = %#b, want 0b011", got)
+	assert.Empty(t, cmp.Diff([]string{"SetPrivFlags mana0 0x5", "SetPrivFlags mana0 0x3"}, ts.be.Calls()), "backend calls (-want +got)")
 	// No change: no driver call (and, tested in TestNotifications, no NTF).
-	if err := c.SetPrivateFlags(ctx, client.PrivateFlags{Interface: mana0, Flags: []client.Flag{{Name: "flag-b", On: true}}}); err != nil {
-		t.Fatal(err)
-	}
-	if calls := ts.be.Calls(); len(calls) != 0 {
-		t.Errorf("a SET without change called the backend: %v", calls)
-	}
+	require.NoError(t, c.SetPrivateFlags(ctx, client.PrivateFlags{Interface: mana0, Flags: []client.Flag{{Name: "flag-b", On: true}}}))
+	assert.Empty(t, ts.be.Calls(), "a SET without change called the backend")
 
 	// Dump: ports only; lo0 (EOPNOTSUPP) is skipped silently.
 	all, err := c.AllPrivateFlags(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var names []string
 	for _, p := range all {
 		names = append(names, p.Interface.Name)
 	}
-	if diff := cmp.Diff([]string{"mana0", "mana1"}, names); diff != "" {
-		t.Errorf("dump devices (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff([]string{"mana0", "mana1"}, names), "dump devices (-want +got)")
 
 	// A device without private flags.
 	_, err = c.PrivateFlags(ctx, client.Interface{Name: "lo0"})
-	if !errors.Is(err, unix.EOPNOTSUPP) {
-		t.Errorf("lo0: %v, want EOPNOTSUPP", err)
-	}
+	assert.ErrorIs(t, err, unix.EOPNOTSUPP, "lo0: %v, want EOPNOTSUPP", err)
 	// Lookup errors carry the kernel's extack.
 	_, err = c.PrivateFlags(ctx, client.Interface{Name: "nosuch"})
 	var ce *client.Error
-	if !errors.Is(err, unix.ENODEV) || !errors.As(err, &ce) || ce.Message != "no device matches name" || ce.Offset == 0 {
-		t.Errorf("unknown name: %#v", err)
+	assert.ErrorIs(t, err, unix.ENODEV, "unknown name")
+	if assert.ErrorAs(t, err, &ce, "unknown name") {
+		assert.Equal(t, "no device matches name", ce.Message, "unknown name")
+		assert.NotZero(t, ce.Offset, "unknown name: no offset")
 	}
 	_, err = c.PrivateFlags(ctx, client.Interface{Index: int(ts.mana0.Dev.Index), Name: "mana1"})
-	if !errors.Is(err, unix.ENODEV) || !errors.As(err, &ce) || ce.Message != "ifindex and name do not match" {
-		t.Errorf("mismatch: %v", err)
+	assert.ErrorIs(t, err, unix.ENODEV, "mismatch")
+	if assert.ErrorAs(t, err, &ce, "mismatch") {
+		assert.Equal(t, "ifindex and name do not match", ce.Message, "mismatch")
 	}
 }
 
@@ -122,12 +104,13 @@ func TestPrivFlagsReplyLayout(t *testing.T) {
 		})
 		rc.send(m.done())
 		msgs := rc.recv()
-		if len(msgs) != 1 || msgs[0].h.Type != eth || msgs[0].h.Flags != 0 || msgs[0].h.Seq != 9 || msgs[0].h.PID != 4242 {
-			t.Fatalf("reply %+v", msgs)
-		}
-		if msgs[0].data[0] != unix.ETHTOOL_MSG_PRIVFLAGS_GET_REPLY || msgs[0].data[1] != 1 {
-			t.Fatalf("genl header % x", msgs[0].data[:4])
-		}
+		require.Len(t, msgs, 1, "reply %+v", msgs)
+		require.Equal(t, eth, msgs[0].h.Type, "reply %+v", msgs)
+		require.Equal(t, uint16(0), msgs[0].h.Flags, "reply %+v", msgs)
+		require.Equal(t, uint32(9), msgs[0].h.Seq, "reply %+v", msgs)
+		require.Equal(t, uint32(4242), msgs[0].h.PID, "reply %+v", msgs)
+		require.Equal(t, byte(unix.ETHTOOL_MSG_PRIVFLAGS_GET_REPLY), msgs[0].data[0], "genl header % x", msgs[0].data[:4])
+		require.Equal(t, byte(1), msgs[0].data[1], "genl header % x", msgs[0].data[:4])
 		var order []uint16
 		var flagsAttr nlattr.Attr
 		it := nlattr.NewIter(msgs[0].data, 4, len(msgs[0].data)-4)
@@ -137,28 +120,18 @@ func TestPrivFlagsReplyLayout(t *testing.T) {
 				flagsAttr = it.Attr()
 			}
 		}
-		if diff := cmp.Diff([]uint16{1 | nlattr.FlagNested, 2 | nlattr.FlagNested}, order); diff != "" {
-			t.Errorf("top-level attrs (-want +got):\n%s", diff)
-		}
+		assert.Empty(t, cmp.Diff([]uint16{1 | nlattr.FlagNested, 2 | nlattr.FlagNested}, order), "top-level attrs (-want +got)")
 		return flagsAttr
 	}
 
 	bs, err := ethtool.DecodeBitset(get(0).Data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := ethtool.Bitset{Size: 3, Bits: []ethtool.Bit{{Index: 0, Name: "full-page-rx", On: true}, {Index: 1, Name: "flag-b"}, {Index: 2, Name: "flag-c", On: true}}}
-	if diff := cmp.Diff(want, bs); diff != "" {
-		t.Errorf("verbose bitset (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, bs), "verbose bitset (-want +got)")
 	bs, err = ethtool.DecodeBitset(get(unix.ETHTOOL_FLAG_COMPACT_BITSETS).Data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want = ethtool.Bitset{Size: 3, Compact: true, Value: []uint32{0b101}, Mask: []uint32{0b111}}
-	if diff := cmp.Diff(want, bs); diff != "" {
-		t.Errorf("compact bitset (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, bs), "compact bitset (-want +got)")
 }
 
 // bitsetReq builds a PRIVFLAGS_SET for mana0; fill writes the FLAGS nest
@@ -257,12 +230,9 @@ func TestPrivFlagsSetForms(t *testing.T) {
 			ts.be.Update(ts.mana0.Dev.Index, func(d *genl.MemDev) { d.Names, d.Flags = threeFlags, tt.before })
 			req, _ := bitsetReq(eth, uint32(i+1), true, tt.fill)
 			rc.send(req)
-			if a := decodeAck(t, rc.recv()[0]); a.errno != 0 {
-				t.Fatalf("ACK: %+v", a)
-			}
-			if got := ts.be.Dev(ts.mana0.Dev.Index).Flags; got != tt.after {
-				t.Errorf("flags %#b, want %#b", got, tt.after)
-			}
+			a := decodeAck(t, rc.recv()[0])
+			require.Equal(t, unix.Errno(0), a.errno, "ACK: %+v", a)
+			assert.Equal(t, tt.after, ts.be.Dev(ts.mana0.Dev.Index).Flags, "flags")
 		})
 	}
 }
@@ -396,27 +366,22 @@ func TestPrivFlagsSetErrors(t *testing.T) {
 			if tt.off != "" {
 				wantOff = offs[tt.off]
 			}
-			if a.errno != tt.errno || a.msg != tt.msg || a.off != wantOff {
-				t.Errorf("got %v %q off %d, want %v %q off %d", a.errno, a.msg, a.off, tt.errno, tt.msg, wantOff)
-			}
-			if a.flags&nlattr.FlagCapped != 0 || len(a.payload) != len(req)-nlattr.MsgHdrLen {
-				t.Errorf("error ACK does not echo the request: flags %#x, %d payload bytes", a.flags, len(a.payload))
-			}
-			if calls := ts.be.Calls(); len(calls) != 0 {
-				t.Errorf("backend called: %v", calls)
-			}
-			if f := ts.be.Dev(ts.mana0.Dev.Index).Flags; f != 0b010 {
-				t.Errorf("flags changed to %#b", f)
-			}
+			assert.Equal(t, tt.errno, a.errno, "got %v %q off %d, want %v %q off %d", a.errno, a.msg, a.off, tt.errno, tt.msg, wantOff)
+			assert.Equal(t, tt.msg, a.msg, "got %v %q off %d, want %v %q off %d", a.errno, a.msg, a.off, tt.errno, tt.msg, wantOff)
+			assert.Equal(t, wantOff, a.off, "got %v %q off %d, want %v %q off %d", a.errno, a.msg, a.off, tt.errno, tt.msg, wantOff)
+			assert.Equal(t, uint16(0), a.flags&nlattr.FlagCapped, "error ACK does not echo the request: flags %#x, %d payload bytes", a.flags, len(a.payload))
+			assert.Equal(t, len(req)-nlattr.MsgHdrLen, len(a.payload), "error ACK does not echo the request: flags %#x, %d payload bytes", a.flags, len(a.payload))
+			assert.Empty(t, ts.be.Calls(), "backend called")
+			assert.Equal(t, uint32(0b010), ts.be.Dev(ts.mana0.Dev.Index).Flags, "flags changed to")
 		})
 	}
 	// FLAGS missing entirely: EINVAL without a message.
 	m := newMsg(eth, nlattr.FlagRequest, 99, unix.ETHTOOL_MSG_PRIVFLAGS_SET, 1)
 	header(m, 1, func(m *msgBuilder) { m.PutString(unix.ETHTOOL_A_HEADER_DEV_NAME, "mana0") })
 	rc.send(m.done())
-	if a := decodeAck(t, rc.recv()[0]); a.errno != unix.EINVAL || a.msg != "" {
-		t.Errorf("missing FLAGS: %+v", a)
-	}
+	a := decodeAck(t, rc.recv()[0])
+	assert.Equal(t, unix.EINVAL, a.errno, "missing FLAGS: %+v", a)
+	assert.Equal(t, "", a.msg, "missing FLAGS: %+v", a)
 }
 
 func TestRings(t *testing.T) {
@@ -427,31 +392,20 @@ func TestRings(t *testing.T) {
 	u32 := func(v uint32) *uint32 { return &v }
 
 	r, err := c.Rings(ctx, mana0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := genl.Rings{RxMax: 8192, TxMax: 16384, Rx: 1024, Tx: 1024}
-	if diff := cmp.Diff(want, r.Rings); diff != "" || r.Interface.Name != "mana0" {
-		t.Errorf("Rings (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, r.Rings), "Rings (-want +got)")
+	assert.Equal(t, "mana0", r.Interface.Name, "Rings interface")
 	// The backend rounds to a power of two; the server passes the full new
 	// value.
-	if err := c.SetRings(ctx, mana0, client.RingsUpdate{Rx: u32(600)}); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"SetRings mana0 rx=600 tx=1024"}, ts.be.Calls()); diff != "" {
-		t.Errorf("calls (-want +got):\n%s", diff)
-	}
+	require.NoError(t, c.SetRings(ctx, mana0, client.RingsUpdate{Rx: u32(600)}))
+	assert.Empty(t, cmp.Diff([]string{"SetRings mana0 rx=600 tx=1024"}, ts.be.Calls()), "calls (-want +got)")
 	if r, _ = c.Rings(ctx, mana0); r.Rx != 1024 {
 		t.Errorf("rx = %d after rounding, want 1024", r.Rx)
 	}
 	// Unchanged value: no call.
-	if err := c.SetRings(ctx, mana0, client.RingsUpdate{Tx: u32(1024)}); err != nil {
-		t.Fatal(err)
-	}
-	if calls := ts.be.Calls(); len(calls) != 0 {
-		t.Errorf("no-op SET called the backend: %v", calls)
-	}
+	require.NoError(t, c.SetRings(ctx, mana0, client.RingsUpdate{Tx: u32(1024)}))
+	assert.Empty(t, ts.be.Calls(), "no-op SET called the backend")
 
 	var ce *client.Error
 	for _, tc := range []struct {
@@ -475,9 +429,7 @@ func TestRings(t *testing.T) {
 			if !errors.Is(err, tc.errno) || !errors.As(err, &ce) || ce.Message != tc.msg || (ce.Offset != 0) != tc.off {
 				t.Errorf("got %v, want %v %q", err, tc.errno, tc.msg)
 			}
-			if calls := ts.be.Calls(); len(calls) != 0 {
-				t.Errorf("backend called: %v", calls)
-			}
+			assert.Empty(t, ts.be.Calls(), "backend called")
 		})
 	}
 	// A backend error reaches the client with its message.
@@ -502,15 +454,9 @@ func TestChannels(t *testing.T) {
 	u32 := func(v uint32) *uint32 { return &v }
 
 	ch, err := c.Channels(ctx, mana0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(genl.Channels{CombinedMax: 16, Combined: 4}, ch.Channels); diff != "" {
-		t.Errorf("Channels (-want +got):\n%s", diff)
-	}
-	if err := c.SetChannels(ctx, mana0, client.ChannelsUpdate{Combined: u32(8)}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, cmp.Diff(genl.Channels{CombinedMax: 16, Combined: 4}, ch.Channels), "Channels (-want +got)")
+	require.NoError(t, c.SetChannels(ctx, mana0, client.ChannelsUpdate{Combined: u32(8)}))
 	if ch, _ = c.Channels(ctx, mana0); ch.Combined != 8 {
 		t.Errorf("combined %d, want 8", ch.Combined)
 	}
@@ -531,9 +477,7 @@ func TestChannels(t *testing.T) {
 			if !errors.Is(err, unix.EINVAL) || !errors.As(err, &ce) || ce.Message != tc.msg || (ce.Offset != 0) != tc.off {
 				t.Errorf("got %v, want EINVAL %q", err, tc.msg)
 			}
-			if calls := ts.be.Calls(); len(calls) != 0 {
-				t.Errorf("backend called: %v", calls)
-			}
+			assert.Empty(t, ts.be.Calls(), "backend called")
 		})
 	}
 }
@@ -546,12 +490,8 @@ func TestStringSets(t *testing.T) {
 	mana0 := client.Interface{Name: "mana0"}
 
 	stats, err := c.StringSet(ctx, mana0, ethtool.SSStats)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"stop_queue", "wake_queue", "rx_0_packets"}, stats); diff != "" {
-		t.Errorf("ETH_SS_STATS (-want +got):\n%s", diff)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, cmp.Diff([]string{"stop_queue", "wake_queue", "rx_0_packets"}, stats), "ETH_SS_STATS (-want +got)")
 	pf, err := c.StringSet(ctx, mana0, ethtool.SSPrivFlags)
 	if err != nil || !cmp.Equal(threeFlags, pf) {
 		t.Errorf("ETH_SS_PRIV_FLAGS = %v, %v", pf, err)
@@ -559,9 +499,7 @@ func TestStringSets(t *testing.T) {
 
 	// All sets of a device: the per-device sets with strings, in id order.
 	ss, err := c.StringSets(ctx, &mana0, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var ids []uint32
 	for _, s := range ss.Sets {
 		ids = append(ids, s.ID)
@@ -572,9 +510,7 @@ func TestStringSets(t *testing.T) {
 
 	// Counts only, a per-device and a global set together.
 	ss, err = c.StringSets(ctx, &mana0, []uint32{ethtool.SSLinkModes, ethtool.SSPrivFlags}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(ss.Sets) != 2 || ss.Sets[0].ID != ethtool.SSPrivFlags || ss.Sets[0].Count != 3 || ss.Sets[0].Strings != nil ||
 		ss.Sets[1].ID != ethtool.SSLinkModes || ss.Sets[1].Count < 90 {
 		t.Errorf("counts only: %+v", ss.Sets)
@@ -589,9 +525,7 @@ func TestStringSets(t *testing.T) {
 	// Dump over all devices: lo0 has no per-device sets but still gets a
 	// reply with an empty STRINGSETS nest, as in the kernel.
 	all, err := c.AllStringSets(ctx, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(all) != 3 || all[0].Interface.Name != "lo0" || len(all[0].Sets) != 0 || len(all[1].Sets) != 2 {
 		t.Errorf("dump: %+v", all)
 	}
@@ -619,9 +553,10 @@ func TestSetQuirks(t *testing.T) {
 		{unix.ETHTOOL_A_RINGS_HDS_THRESH, "setting hds-thresh is not supported"},
 		{unix.ETHTOOL_A_RINGS_TX_PUSH_BUF_LEN, "setting tx push buf len is not supported"},
 	} {
-		if a := set(unix.ETHTOOL_MSG_RINGS_SET, func(m *msgBuilder) { m.PutU32(tc.attr, 1) }); a.errno != unix.EOPNOTSUPP || a.msg != tc.msg || a.off == 0 {
-			t.Errorf("attr %d: %+v", tc.attr, a)
-		}
+		a := set(unix.ETHTOOL_MSG_RINGS_SET, func(m *msgBuilder) { m.PutU32(tc.attr, 1) })
+		assert.Equal(t, unix.EOPNOTSUPP, a.errno, "attr %d: %+v", tc.attr, a)
+		assert.Equal(t, tc.msg, a.msg, "attr %d: %+v", tc.attr, a)
+		assert.NotEqual(t, 0, a.off, "attr %d: %+v", tc.attr, a)
 	}
 
 	// A driver reporting rx above its own maximum: changing tx passes, as
@@ -638,12 +573,10 @@ func TestSetQuirks(t *testing.T) {
 		d.Channels = genl.Channels{RxMax: 4, TxMax: 4, CombinedMax: 4, Tx: 1}
 	})
 	a := set(unix.ETHTOOL_MSG_CHANNELS_SET, func(m *msgBuilder) { m.PutU32(unix.ETHTOOL_A_CHANNELS_TX_COUNT, 2) })
-	if a.errno != unix.EINVAL || a.msg != "requested channel counts would result in no RX or TX channel being configured" || a.off != 0 {
-		t.Errorf("channels quirk: %+v", a)
-	}
-	if calls := ts.be.Calls(); len(calls) != 0 {
-		t.Errorf("backend called: %v", calls)
-	}
+	assert.Equal(t, unix.EINVAL, a.errno, "channels quirk: %+v", a)
+	assert.Equal(t, "requested channel counts would result in no RX or TX channel being configured", a.msg, "channels quirk: %+v", a)
+	assert.Equal(t, 0, a.off, "channels quirk: %+v", a)
+	assert.Empty(t, ts.be.Calls(), "backend called")
 }
 
 // TestDumpError: a device failing with other than EOPNOTSUPP ends the dump

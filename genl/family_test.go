@@ -1,13 +1,14 @@
 package genl_test
 
 import (
-	"errors"
 	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/client"
@@ -20,49 +21,41 @@ import (
 func TestGetFamilyOverUnixSocket(t *testing.T) {
 	ts := startServer(t, nil)
 	conn, err := client.DialGenetlink(ts.path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
 
 	eth, err := conn.GetFamily("ethtool")
-	if err != nil {
-		t.Fatalf("GetFamily(ethtool): %v", err)
-	}
-	if eth.Name != "ethtool" || eth.Version != 1 || eth.ID == 0 {
-		t.Errorf("ethtool family = %+v", eth)
-	}
-	if len(eth.Groups) != 1 || eth.Groups[0].Name != "monitor" || eth.Groups[0].ID == 0 {
-		t.Errorf("ethtool groups = %+v, want one non-zero \"monitor\" (mdlayher/ethtool requires it)", eth.Groups)
+	require.NoError(t, err, "GetFamily(ethtool)")
+	assert.Equal(t, "ethtool", eth.Name, "ethtool family = %+v", eth)
+	assert.Equal(t, uint8(1), eth.Version, "ethtool family = %+v", eth)
+	assert.NotEqual(t, uint16(0), eth.ID, "ethtool family = %+v", eth)
+	if assert.Len(t, eth.Groups, 1, "ethtool groups = %+v, want one (mdlayher/ethtool requires it)", eth.Groups) {
+		assert.Equal(t, "monitor", eth.Groups[0].Name, "ethtool group (mdlayher/ethtool requires it)")
+		assert.NotZero(t, eth.Groups[0].ID, "ethtool group id")
 	}
 	m, err := conn.GetFamily(wire.FamilyName)
-	if err != nil {
-		t.Fatalf("GetFamily(manad): %v", err)
-	}
-	if m.Version != wire.FamilyVersion || len(m.Groups) != 1 || m.Groups[0].Name != wire.EventsGroup {
-		t.Errorf("manad family = %+v", m)
+	require.NoError(t, err, "GetFamily(manad)")
+	assert.EqualValues(t, wire.FamilyVersion, m.Version, "manad family = %+v", m)
+	if assert.Len(t, m.Groups, 1, "manad family = %+v", m) {
+		assert.Equal(t, wire.EventsGroup, m.Groups[0].Name, "manad family = %+v", m)
 	}
 	ctrl, err := conn.GetFamily("nlctrl")
-	if err != nil || ctrl.ID != unix.GENL_ID_CTRL || ctrl.Version != 2 {
-		t.Errorf("GetFamily(nlctrl) = %+v, %v", ctrl, err)
+	if assert.NoError(t, err, "GetFamily(nlctrl)") {
+		assert.EqualValues(t, unix.GENL_ID_CTRL, ctrl.ID, "GetFamily(nlctrl) = %+v", ctrl)
+		assert.Equal(t, uint8(2), ctrl.Version, "GetFamily(nlctrl) = %+v", ctrl)
 	}
 
 	_, err = conn.GetFamily("nl80211")
-	if !errors.Is(err, os.ErrNotExist) || !errors.Is(err, unix.ENOENT) {
-		t.Errorf("GetFamily(unknown) error = %v, want ENOENT / os.ErrNotExist", err)
-	}
+	assert.ErrorIs(t, err, os.ErrNotExist, "GetFamily(unknown) error = %v, want ENOENT / os.ErrNotExist", err)
+	assert.ErrorIs(t, err, unix.ENOENT, "GetFamily(unknown) error = %v, want ENOENT / os.ErrNotExist", err)
 
 	all, err := conn.ListFamilies()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var names []string
 	for _, f := range all {
 		names = append(names, f.Name)
 	}
-	if diff := cmp.Diff([]string{"nlctrl", "ethtool", "manad", "netdev"}, names); diff != "" {
-		t.Errorf("ListFamilies names (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff([]string{"nlctrl", "ethtool", "manad", "netdev"}, names), "ListFamilies names (-want +got)")
 }
 
 // familyOps decodes CTRL_ATTR_OPS of a raw GETFAMILY reply.
@@ -76,9 +69,7 @@ func familyOps(t *testing.T, b []byte) (ops map[uint32]uint32, order []uint16) {
 		if a.Type() != unix.CTRL_ATTR_OPS {
 			continue
 		}
-		if a.IsNested() {
-			t.Errorf("CTRL_ATTR_OPS has NLA_F_NESTED; the kernel sends it without")
-		}
+		assert.False(t, a.IsNested(), "CTRL_ATTR_OPS has NLA_F_NESTED; the kernel sends it without")
 		ops2 := nlattr.NewIter(a.Data, 0, len(a.Data))
 		for ops2.Next() {
 			var id, fl uint32
@@ -109,9 +100,8 @@ func TestEthtoolFamilyMatchesKernel(t *testing.T) {
 		b, _ := ae.Encode()
 		msgs, err := conn.Execute(genetlink.Message{Header: genetlink.Header{Command: unix.CTRL_CMD_GETFAMILY, Version: 1}, Data: b},
 			unix.GENL_ID_CTRL, netlink.Request)
-		if err != nil || len(msgs) != 1 {
-			t.Fatalf("GETFAMILY: %v (%d msgs)", err, len(msgs))
-		}
+		require.NoError(t, err, "GETFAMILY: %v (%d msgs)", err, len(msgs))
+		require.Len(t, msgs, 1, "GETFAMILY: %v (%d msgs)", err, len(msgs))
 		return msgs[0]
 	}
 	kconn, err := genetlink.Dial(nil)
@@ -120,20 +110,14 @@ func TestEthtoolFamilyMatchesKernel(t *testing.T) {
 	}
 	defer kconn.Close()
 	mconn, err := client.DialGenetlink(ts.path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer mconn.Close()
 
 	km, mm := get(kconn), get(mconn)
-	if km.Header != mm.Header {
-		t.Errorf("genl header: kernel %+v, manad %+v", km.Header, mm.Header)
-	}
+	assert.Equal(t, mm.Header, km.Header, "genl header: kernel %+v, manad %+v", km.Header, mm.Header)
 	kops, korder := familyOps(t, km.Data)
 	mops, morder := familyOps(t, mm.Data)
-	if diff := cmp.Diff(korder, morder); diff != "" {
-		t.Errorf("attribute order (-kernel +manad):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(korder, morder), "attribute order (-kernel +manad)")
 	// The whole list is TestEthtoolOpList's; an older kernel lacks the newer ops.
 	for id, fl := range mops {
 		if kfl, ok := kops[id]; !ok {
@@ -178,16 +162,14 @@ func TestGetFamilyErrors(t *testing.T) {
 			kc.send(m.B)
 			msgs := rc.recv()
 			a := decodeAck(t, msgs[0])
-			if a.errno != tt.errno {
-				t.Errorf("errno %v, want %v", a.errno, tt.errno)
-			}
+			assert.Equal(t, tt.errno, a.errno, "errno")
 			if msgs[0].h.Seq != uint32(i+1) || msgs[0].h.PID != 4242 {
 				t.Errorf("seq/pid not echoed: %+v", msgs[0].h)
 			}
 			k := decodeAck(t, kc.recv()[0])
-			if k.errno != a.errno || k.msg != a.msg || k.off != a.off {
-				t.Errorf("kernel answered %+v, manad %+v", k, a)
-			}
+			assert.Equal(t, a.errno, k.errno, "kernel answered %+v, manad %+v", k, a)
+			assert.Equal(t, a.msg, k.msg, "kernel answered %+v, manad %+v", k, a)
+			assert.Equal(t, a.off, k.off, "kernel answered %+v, manad %+v", k, a)
 		})
 	}
 	// A dump validates its attributes strictly (no GENL_DONT_VALIDATE_DUMP_STRICT).
@@ -205,9 +187,10 @@ func TestGetFamilyErrors(t *testing.T) {
 	req := m.done()
 	rc.send(req)
 	reply := rc.recv()
-	if len(reply) != 1 || reply[0].h.Type != unix.GENL_ID_CTRL || reply[0].data[0] != unix.CTRL_CMD_NEWFAMILY || reply[0].data[1] != 2 {
-		t.Fatalf("reply = %+v", reply)
-	}
+	require.Len(t, reply, 1, "reply = %+v", reply)
+	require.Equal(t, uint16(unix.GENL_ID_CTRL), reply[0].h.Type, "reply = %+v", reply)
+	require.Equal(t, byte(unix.CTRL_CMD_NEWFAMILY), reply[0].data[0], "reply = %+v", reply)
+	require.Equal(t, byte(2), reply[0].data[1], "reply = %+v", reply)
 	ack := rc.recv()
 	a := decodeAck(t, ack[0])
 	if a.errno != 0 || a.flags != nlattr.FlagCapped || a.echoLen != uint32(len(req)) || len(ack[0].raw) != 36 {

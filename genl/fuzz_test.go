@@ -16,6 +16,8 @@ import (
 
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // seedRequests are valid and invalid request datagrams covering every
@@ -167,9 +169,7 @@ func seedRequests() map[string][]byte {
 func fuzzServer(t testing.TB) (*Server, *MemBackend) {
 	be := NewMemBackend()
 	s, err := NewServer(ServerConfig{Backend: be, AdminGroup: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s.global.once.Do(func() { s.global.sets = map[uint32][]string{4: {"sg", "ip-generic"}, 9: {"10baseT/Half"}} })
 	return s, be
 }
@@ -205,16 +205,14 @@ func FuzzDispatch(f *testing.F) {
 
 func checkDatagram(t *testing.T, d []byte) {
 	t.Helper()
-	if len(d) == 0 {
-		t.Fatal("empty reply datagram")
-	}
+	require.NotEmpty(t, d, "empty reply datagram")
 	for len(d) > 0 {
 		h, ok := nlattr.ReadHeader(d)
-		if !ok || int(h.Len) < nlattr.MsgHdrLen || int(h.Len) > len(d) {
-			t.Fatalf("malformed reply: % x", d)
-		}
-		if h.Type == nlattr.MsgError && h.Len < 36 {
-			t.Fatalf("short NLMSG_ERROR: % x", d)
+		require.True(t, ok, "malformed reply: % x", d)
+		require.GreaterOrEqual(t, int(h.Len), nlattr.MsgHdrLen, "malformed reply: % x", d)
+		require.LessOrEqual(t, int(h.Len), len(d), "malformed reply: % x", d)
+		if h.Type == nlattr.MsgError {
+			require.GreaterOrEqual(t, h.Len, uint32(36), "short NLMSG_ERROR: % x", d)
 		}
 		d = d[min(nlattr.Align(int(h.Len)), len(d)):]
 	}
@@ -227,15 +225,11 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		t.Skip("set GENL_WRITE_CORPUS=1 to regenerate the seed corpus")
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzDispatch")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
 	for name, b := range seedRequests() {
 		for _, admin := range []bool{true, false} {
 			content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nbool(%v)\n", b, admin)
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s_%v", name, admin)), []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s_%v", name, admin)), []byte(content), 0o644))
 		}
 	}
 }
@@ -258,8 +252,8 @@ func TestDispatchSeedsAnswered(t *testing.T) {
 		for _, d := range out {
 			checkDatagram(t, d)
 		}
-		if name != "truncated_header" && binary.NativeEndian.Uint32(out[0][8:]) != 1 {
-			t.Errorf("%s: seq not echoed", name)
+		if name != "truncated_header" {
+			assert.Equal(t, uint32(1), binary.NativeEndian.Uint32(out[0][8:]), "%s: seq not echoed", name)
 		}
 	}
 }
@@ -284,9 +278,7 @@ func FuzzAtConnLimit(f *testing.F) {
 	be.AddPort(ns, "mana0")
 	s.cfg.Backend = be
 	// The one slot is taken.
-	if e := s.admit(newConn(s, context.Background(), nil, Caller{UID: 1000, NetNS: ns})); e != nil {
-		f.Fatal(e)
-	}
+	require.Nil(f, s.admit(newConn(s, context.Background(), nil, Caller{UID: 1000, NetNS: ns})))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		data = data[:min(len(data), 64<<10)] // what one write on a default socket carries
 		for _, caller := range []Caller{{UID: 65534, NetNS: ns}, {UID: 0, Admin: true, NetNS: ns}} {
@@ -295,9 +287,7 @@ func FuzzAtConnLimit(f *testing.F) {
 				t.Fatal(err)
 			}
 			// The peer has said all it will: the server sees EOF after the datagram.
-			if err := unix.Shutdown(connFD(t, peer), unix.SHUT_WR); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, unix.Shutdown(connFD(t, peer), unix.SHUT_WR))
 			s.serveCaller(context.Background(), uc, caller)
 			var answers int
 			buf := make([]byte, 1<<20)
@@ -311,8 +301,8 @@ func FuzzAtConnLimit(f *testing.F) {
 				answers++
 			}
 			peer.Close()
-			if caller.UID != 0 && len(data) >= nlattr.MsgHdrLen && answers != 1 {
-				t.Fatalf("refused peer got %d answers, want 1 (EUSERS)", answers)
+			if caller.UID != 0 && len(data) >= nlattr.MsgHdrLen {
+				require.Equal(t, 1, answers, "refused peer got %d answers, want 1 (EUSERS)", answers)
 			}
 		}
 	})
@@ -323,17 +313,13 @@ func FuzzAtConnLimit(f *testing.F) {
 func socketPair(t testing.TB) (peer, server *net.UnixConn) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ends := make([]*net.UnixConn, 2)
 	for i, fd := range fds {
 		f := os.NewFile(uintptr(fd), "seqpacket")
 		c, err := net.FileConn(f)
 		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ends[i] = c.(*net.UnixConn)
 	}
 	return ends[0], ends[1]
@@ -342,9 +328,7 @@ func socketPair(t testing.TB) (peer, server *net.UnixConn) {
 func connFD(t testing.TB, c *net.UnixConn) int {
 	t.Helper()
 	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var fd int
 	_ = rc.Control(func(p uintptr) { fd = int(p) })
 	return fd

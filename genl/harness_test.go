@@ -17,6 +17,8 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // requireRoot skips a test that needs root (peers with other uids, veth,
@@ -27,9 +29,7 @@ func requireRoot(t testing.TB) { t.Helper(); testenv.RequireRoot(t) }
 func selfNetNS(t testing.TB) genl.NetNS {
 	t.Helper()
 	var st unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.Stat("/proc/self/ns/net", &st))
 	return genl.NetNS{Dev: uint64(st.Dev), Ino: st.Ino}
 }
 
@@ -67,13 +67,9 @@ type testServer struct {
 func startServer(t testing.TB, mod func(*genl.ServerConfig)) *testServer {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "genl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chmod(dir, 0o755))
 	ts := &testServer{path: filepath.Join(dir, "run", "manad.sock"), be: genl.NewMemBackend(), logs: &syncBuffer{}, ns: selfNetNS(t)}
 	ts.lo0 = ts.be.AddPlain(ts.ns, "lo0")
 	ts.mana0 = ts.be.AddPort(ts.ns, "mana0")
@@ -87,21 +83,15 @@ func startServer(t testing.TB, mod func(*genl.ServerConfig)) *testServer {
 		mod(&cfg)
 	}
 	ts.srv, err = genl.NewServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l, err := genl.Listen(ts.path, 0o666, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ts.srv.Serve(ctx, l) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
+		assert.NoError(t, <-done, "Serve")
 	})
 	return ts
 }
@@ -115,9 +105,7 @@ type rawConn struct {
 func dialRaw(t testing.TB, path string) *rawConn {
 	t.Helper()
 	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return &rawConn{t: t, c: c}
 }
@@ -152,9 +140,9 @@ func splitMsgs(t testing.TB, b []byte) []rawMsg {
 	var out []rawMsg
 	for len(b) > 0 {
 		h, ok := nlattr.ReadHeader(b)
-		if !ok || int(h.Len) < nlattr.MsgHdrLen || int(h.Len) > len(b) {
-			t.Fatalf("malformed reply datagram: % x", b)
-		}
+		require.True(t, ok, "malformed reply datagram: % x", b)
+		require.GreaterOrEqual(t, int(h.Len), nlattr.MsgHdrLen, "malformed reply datagram: % x", b)
+		require.LessOrEqual(t, int(h.Len), len(b), "malformed reply datagram: % x", b)
 		out = append(out, rawMsg{h: h, data: b[nlattr.MsgHdrLen:h.Len], raw: b[:h.Len]})
 		b = b[min(nlattr.Align(int(h.Len)), len(b)):]
 	}
@@ -176,12 +164,8 @@ type ackInfo struct {
 
 func decodeAck(t testing.TB, m rawMsg) ackInfo {
 	t.Helper()
-	if m.h.Type != nlattr.MsgError {
-		t.Fatalf("want NLMSG_ERROR, got type %d", m.h.Type)
-	}
-	if len(m.data) < 20 {
-		t.Fatalf("short NLMSG_ERROR: % x", m.data)
-	}
+	require.Equal(t, nlattr.MsgError, m.h.Type, "want NLMSG_ERROR, got type")
+	require.GreaterOrEqual(t, len(m.data), 20, "short NLMSG_ERROR: % x", m.data)
 	a := ackInfo{errno: unix.Errno(-int32(binary.NativeEndian.Uint32(m.data))), flags: m.h.Flags}
 	a.echoLen = binary.NativeEndian.Uint32(m.data[4:])
 	off := 20
@@ -242,16 +226,10 @@ func dialKernel(t testing.TB) *kernelConn {
 		t.Skipf("no generic netlink: %v", err)
 	}
 	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}))
+	require.NoError(t, unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1))
 	tv := unix.Timeval{Sec: 10}
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv))
 	return &kernelConn{t: t, fd: fd}
 }
 

@@ -2,7 +2,6 @@ package genl_test
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/client"
@@ -26,13 +27,10 @@ func makeVeth(t testing.TB) string {
 	peer := name + "p"
 	out, err := exec.Command("ip", "link", "add", name, "numtxqueues", "4", "numrxqueues", "4", "type", "veth",
 		"peer", "name", peer, "numtxqueues", "4", "numrxqueues", "4").CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip link add: %v: %s", err, out)
-	}
+	require.NoError(t, err, "ip link add: %v: %s", err, out)
 	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "link", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip link del: %v: %s", err, out)
-		}
+		out, err := exec.Command("ip", "link", "del", name).CombinedOutput()
+		assert.NoError(t, err, "ip link del: %v: %s", err, out)
 	})
 	return name
 }
@@ -53,18 +51,12 @@ func ethtoolIoctl(dev string, buf []byte) error {
 func ioctlStrings(t *testing.T, dev string, set uint32) []string {
 	t.Helper()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer unix.Close(fd)
 	n, err := siocethtool.SetLen(fd, dev, set)
-	if err != nil {
-		t.Fatalf("GSSET_INFO: %v", err)
-	}
+	require.NoError(t, err, "GSSET_INFO")
 	out, err := siocethtool.Strings(fd, dev, set, n)
-	if err != nil {
-		t.Fatalf("GSTRINGS: %v", err)
-	}
+	require.NoError(t, err, "GSTRINGS")
 	return out
 }
 
@@ -74,69 +66,52 @@ func ioctlStrings(t *testing.T, dev string, set uint32) []string {
 func TestKernelDecoders(t *testing.T) {
 	veth := makeVeth(t)
 	kc, err := client.DialKernel()
-	if err != nil {
-		t.Fatalf("DialKernel: %v", err)
-	}
+	require.NoError(t, err, "DialKernel")
 	defer kc.Close()
 	ctx := ctxT(t)
 	ifi := client.Interface{Name: veth}
 
 	stats, err := kc.StringSet(ctx, ifi, ethtool.SSStats)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := ioctlStrings(t, veth, ethtool.SSStats)
-	if len(want) == 0 {
-		t.Fatal("veth reports no ETH_SS_STATS strings via ioctl")
-	}
-	if diff := cmp.Diff(want, stats); diff != "" {
-		t.Errorf("ETH_SS_STATS netlink vs ioctl (-ioctl +netlink):\n%s", diff)
-	}
+	require.NotEmpty(t, want, "veth reports no ETH_SS_STATS strings via ioctl")
+	assert.Empty(t, cmp.Diff(want, stats), "ETH_SS_STATS netlink vs ioctl (-ioctl +netlink)")
 	ss, err := kc.StringSets(ctx, &ifi, []uint32{ethtool.SSStats}, true)
 	if err != nil || len(ss.Sets) != 1 || ss.Sets[0].Count != len(want) || ss.Sets[0].Strings != nil || ss.Interface.Name != veth {
 		t.Errorf("counts only: %+v, %v", ss, err)
 	}
 
 	ch, err := kc.Channels(ctx, ifi)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	raw := make([]byte, 36)
 	binary.NativeEndian.PutUint32(raw, unix.ETHTOOL_GCHANNELS)
-	if err := ethtoolIoctl(veth, raw); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ethtoolIoctl(veth, raw))
 	u := func(i int) uint32 { return binary.NativeEndian.Uint32(raw[4+4*i:]) }
-	if ch.RxMax != u(0) || ch.TxMax != u(1) || ch.Rx != u(4) || ch.Tx != u(5) || ch.RxMax == 0 {
-		t.Errorf("channels netlink %+v vs ioctl % x", ch.Channels, raw)
-	}
+	assert.Equal(t, u(0), ch.RxMax, "channels netlink %+v vs ioctl % x", ch.Channels, raw)
+	assert.Equal(t, u(1), ch.TxMax, "channels netlink %+v vs ioctl % x", ch.Channels, raw)
+	assert.Equal(t, u(4), ch.Rx, "channels netlink %+v vs ioctl % x", ch.Channels, raw)
+	assert.Equal(t, u(5), ch.Tx, "channels netlink %+v vs ioctl % x", ch.Channels, raw)
+	assert.NotEqual(t, uint32(0), ch.RxMax, "channels netlink %+v vs ioctl % x", ch.Channels, raw)
 
 	// Errors from the kernel compare like manad's.
 	_, err = kc.PrivateFlags(ctx, ifi)
-	if !errors.Is(err, unix.EOPNOTSUPP) {
-		t.Errorf("veth private flags: %v, want EOPNOTSUPP", err)
-	}
+	assert.ErrorIs(t, err, unix.EOPNOTSUPP, "veth private flags: %v, want EOPNOTSUPP", err)
 	_, err = kc.Rings(ctx, client.Interface{Name: "nosuchdev0"})
 	var ce *client.Error
-	if !errors.Is(err, unix.ENODEV) || !errors.As(err, &ce) || ce.Message != "no device matches name" {
-		t.Errorf("unknown device: %v", err)
+	assert.ErrorIs(t, err, unix.ENODEV, "unknown device")
+	if assert.ErrorAs(t, err, &ce, "unknown device") {
+		assert.Equal(t, "no device matches name", ce.Message, "unknown device")
 	}
 
 	// A notification from the kernel, through the same Subscription code.
 	sub, err := kc.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sub.Close()
 	two := uint32(2)
-	if err := kc.SetChannels(ctx, ifi, client.ChannelsUpdate{Rx: &two, Tx: &two}); err != nil {
-		t.Fatalf("SetChannels on veth: %v", err)
-	}
+	require.NoError(t, kc.SetChannels(ctx, ifi, client.ChannelsUpdate{Rx: &two, Tx: &two}), "SetChannels on veth")
 	for {
 		ns, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if len(ns) > 0 && ns[0].Kind == client.ChannelsChanged && ns[0].Interface.Name == veth {
 			if ns[0].Channels.Rx != 2 || ns[0].Channels.Tx != 2 || ns[0].Sequence == 0 {
 				t.Errorf("kernel CHANNELS_NTF: %+v", ns[0].Channels)

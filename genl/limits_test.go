@@ -3,7 +3,6 @@ package genl_test
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +20,8 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // asThread runs f on a thread of its own with the credentials uid, gid and groups. Linux
@@ -92,9 +93,7 @@ func clientDialUnprivileged(path string) (*client.Client, error) {
 func mustDialAs(t testing.TB, path string, uid uint32, groups ...uint32) *rawConn {
 	t.Helper()
 	rc, err := dialRawAs(t, path, uid, uid, groups)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return rc
 }
 
@@ -107,12 +106,8 @@ func served(t testing.TB, rc *rawConn, eth uint16, seq uint32) (bool, ackInfo) {
 		return true, ackInfo{}
 	}
 	a := decodeAck(t, msgs[0])
-	if a.errno != unix.EUSERS {
-		t.Fatalf("want a reply or EUSERS, got %+v", a)
-	}
-	if msgs[0].h.Seq != seq {
-		t.Errorf("EUSERS seq %d, want %d", msgs[0].h.Seq, seq)
-	}
+	require.Equal(t, unix.EUSERS, a.errno, "want a reply or EUSERS, got %+v", a)
+	assert.Equal(t, seq, msgs[0].h.Seq, "EUSERS seq")
 	return false, a
 }
 
@@ -121,9 +116,8 @@ func expectClosed(t testing.TB, rc *rawConn, what string) {
 	t.Helper()
 	_ = rc.c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	buf := make([]byte, 64)
-	if n, err := rc.c.Read(buf); !errors.Is(err, io.EOF) {
-		t.Errorf("%s: connection not closed: read %d bytes, %v", what, n, err)
-	}
+	n, err := rc.c.Read(buf)
+	assert.ErrorIs(t, err, io.EOF, "%s: connection not closed: read %d bytes", what, n)
 }
 
 // TestRejectLyingLengths: at the connection limit, the refused connection's first datagram
@@ -153,20 +147,16 @@ func TestRejectLyingLengths(t *testing.T) {
 			rc := mustDialAs(t, ts.path, 65534)
 			rc.send(tc.d)
 			msgs := rc.recv()
-			if len(msgs) != 1 {
-				t.Fatalf("%d messages", len(msgs))
-			}
+			require.Len(t, msgs, 1, "%d messages", len(msgs))
 			a := decodeAck(t, msgs[0])
 			if a.errno != unix.EUSERS || !strings.Contains(a.msg, "too many connections") || msgs[0].h.Seq != 77 {
 				t.Errorf("answer %+v seq %d", a, msgs[0].h.Seq)
 			}
-			if a.flags&nlattr.FlagCapped == 0 || a.echoLen != nlattr.MsgHdrLen {
-				t.Errorf("echo not capped to the header: flags %#x, echoed nlmsg_len %d", a.flags, a.echoLen)
-			}
+			assert.NotEqual(t, uint16(0), a.flags&nlattr.FlagCapped, "echo not capped to the header: flags %#x, echoed nlmsg_len %d", a.flags, a.echoLen)
+			assert.Equal(t, uint32(nlattr.MsgHdrLen), a.echoLen, "echo not capped to the header: flags %#x, echoed nlmsg_len %d", a.flags, a.echoLen)
 			expectClosed(t, rc, "refused")
-			if ok, _ := served(t, holder, eth, 78); !ok {
-				t.Fatal("the admitted connection is no longer served")
-			}
+			ok, _ := served(t, holder, eth, 78)
+			require.True(t, ok, "the admitted connection is no longer served")
 		})
 	}
 }
@@ -190,9 +180,8 @@ func TestFairAdmission(t *testing.T) {
 		var held []*rawConn
 		for i := range 4 {
 			rc := mustDialAs(t, ts.path, 65534)
-			if ok, a := served(t, rc, eth, uint32(i+1)); !ok {
-				t.Fatalf("connection %d of uid 65534 refused: %+v", i+1, a)
-			}
+			ok, a := served(t, rc, eth, uint32(i+1))
+			require.True(t, ok, "connection %d of uid 65534 refused: %+v", i+1, a)
 			held = append(held, rc)
 		}
 		rc := mustDialAs(t, ts.path, 65534)
@@ -208,9 +197,7 @@ func TestFairAdmission(t *testing.T) {
 			t.Errorf("root refused: %+v", a)
 		}
 		c, err := client.Dial(ts.path)
-		if err != nil {
-			t.Fatalf("root client.Dial while uid 65534 holds its maximum: %v", err)
-		}
+		require.NoError(t, err, "root client.Dial while uid 65534 holds its maximum")
 		if _, err := c.Ports(ctxT(t)); err != nil {
 			t.Errorf("root request: %v", err)
 		}
@@ -234,9 +221,8 @@ func TestFairAdmission(t *testing.T) {
 		})
 		for i := range 14 {
 			rc := mustDialAs(t, ts.path, 30000+uint32(i/4))
-			if ok, a := served(t, rc, eth, 9); !ok {
-				t.Fatalf("unprivileged connection %d of 14 refused: %+v", i+1, a)
-			}
+			ok, a := served(t, rc, eth, 9)
+			require.True(t, ok, "unprivileged connection %d of 14 refused: %+v", i+1, a)
 		}
 		ok, a := served(t, mustDialAs(t, ts.path, 40000), eth, 10)
 		if ok || !strings.Contains(a.msg, "reserved for root and the admin group") {
@@ -247,9 +233,8 @@ func TestFairAdmission(t *testing.T) {
 		}
 		// Root is never refused, even past MaxConns.
 		for i := range 20 {
-			if ok, a := served(t, dialRaw(t, ts.path), eth, uint32(100+i)); !ok {
-				t.Fatalf("root connection %d refused: %+v", i, a)
-			}
+			ok, a := served(t, dialRaw(t, ts.path), eth, uint32(100+i))
+			require.True(t, ok, "root connection %d refused: %+v", i, a)
 		}
 	})
 }
@@ -276,9 +261,8 @@ func TestIdleTimeout(t *testing.T) {
 	m := newMsg(manad, nlattr.FlagRequest|nlattr.FlagAck, 3, wire.CmdGroupJoin, wire.FamilyVersion)
 	m.PutU32(wire.AttrGroup, groupID(t, ts.path, "manad", "events"))
 	sub.send(m.done())
-	if a := decodeAck(t, sub.recv()[0]); a.errno != 0 {
-		t.Fatalf("join: %+v", a)
-	}
+	a := decodeAck(t, sub.recv()[0])
+	require.Equal(t, unix.Errno(0), a.errno, "join: %+v", a)
 
 	silent := dialRaw(t, ts.path)
 	expectClosed(t, silent, "connection that never sent a request")
@@ -288,9 +272,8 @@ func TestIdleTimeout(t *testing.T) {
 	}
 	expectClosed(t, talked, "connection idle after a request")
 	// The subscriber has been idle longer than the timeout by now (it was set up first).
-	if ok, _ := served(t, sub, eth, 5); !ok {
-		t.Error("subscriber not served after the idle timeout")
-	}
+	ok, _ := served(t, sub, eth, 5)
+	assert.True(t, ok, "subscriber not served after the idle timeout")
 }
 
 // TestRefusalLogRateLimited: a flood of refused connections writes a bounded number of log
@@ -305,9 +288,8 @@ func TestRefusalLogRateLimited(t *testing.T) {
 	for i := range n {
 		rc := mustDialAs(t, ts.path, 65534)
 		if i%2 == 0 {
-			if ok, _ := served(t, rc, eth, uint32(i)); ok {
-				t.Fatal("admitted past the limit")
-			}
+			ok, _ := served(t, rc, eth, uint32(i))
+			require.False(t, ok, "admitted past the limit")
 		}
 		rc.c.Close() // half of them close before the answer
 	}
@@ -319,12 +301,10 @@ func TestRefusalLogRateLimited(t *testing.T) {
 		}
 	}
 	// One line at the first refusal, then at most one per 10 s; one more for slack.
-	if limit := 2 + int(elapsed/(10*time.Second)); warns > limit || warns == 0 {
-		t.Errorf("%d refusals in %v wrote %d WARN lines, want 1..%d:\n%s", n, elapsed, warns, limit, ts.logs.String())
-	}
-	if !strings.Contains(ts.logs.String(), "genl: connection refused") {
-		t.Errorf("no refusal logged:\n%s", ts.logs.String())
-	}
+	limit := 2 + int(elapsed/(10*time.Second))
+	assert.LessOrEqual(t, warns, limit, "%d refusals in %v wrote %d WARN lines, want 1..%d:\n%s", n, elapsed, warns, limit, ts.logs.String())
+	assert.NotEqual(t, 0, warns, "%d refusals in %v wrote %d WARN lines, want 1..%d:\n%s", n, elapsed, warns, limit, ts.logs.String())
+	assert.Contains(t, ts.logs.String(), "genl: connection refused", "no refusal logged")
 }
 
 // TestLayoutPlanMultiPart: a LAYOUT_PLAN answer of over 1 MiB arrives in full, multi-part,
@@ -341,21 +321,13 @@ func TestLayoutPlanMultiPart(t *testing.T) {
 		req.Rules = append(req.Rules, []string{"upstream", "pre-frag"}[i%2])
 	}
 	c, err := client.Dial(ts.path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	got, err := c.PlanLayout(ctxT(t), req)
-	if err != nil {
-		t.Fatalf("PlanLayout with %d rules: %v", rules, err)
-	}
-	if len(got) != rules {
-		t.Fatalf("%d layouts, want %d", len(got), rules)
-	}
+	require.NoError(t, err, "PlanLayout with %d rules", rules)
+	require.Len(t, got, rules, "%d layouts, want %d", len(got), rules)
 	for i, l := range got {
-		if l.Rule != req.Rules[i] {
-			t.Fatalf("layout %d is for rule %q, want %q", i, l.Rule, req.Rules[i])
-		}
+		require.Equal(t, req.Rules[i], l.Rule, "layout %d is for rule", i)
 	}
 	// The same, raw: parts, sizes and the end.
 	rc := dialRaw(t, ts.path)
@@ -375,41 +347,30 @@ func TestLayoutPlanMultiPart(t *testing.T) {
 		buf := make([]byte, 4<<20)
 		_ = rc.c.SetReadDeadline(time.Now().Add(30 * time.Second))
 		k, err := rc.c.Read(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		datagrams++
 		total += k
-		if k > limit {
-			t.Errorf("datagram of %d bytes, over the %d-byte limit", k, limit)
-		}
+		assert.LessOrEqual(t, k, limit, "datagram of %d bytes, over the %d-byte limit", k, limit)
 		for _, msg := range splitMsgs(t, buf[:k]) {
-			if msg.h.Seq != 9 {
-				t.Fatalf("seq %d", msg.h.Seq)
-			}
+			require.Equal(t, uint32(9), msg.h.Seq, "seq")
 			switch msg.h.Type {
 			case nlattr.MsgDone:
-				if e := int32(binary.NativeEndian.Uint32(msg.data)); e != 0 {
-					t.Fatalf("NLMSG_DONE error %d", e)
-				}
+				require.Equal(t, int32(0), int32(binary.NativeEndian.Uint32(msg.data)), "NLMSG_DONE error")
 				done = true
 			case manad:
-				if msg.h.Flags&nlattr.FlagMulti == 0 {
-					t.Fatalf("part without NLM_F_MULTI: %+v", msg.h)
-				}
+				require.NotEqual(t, uint16(0), msg.h.Flags&nlattr.FlagMulti, "part without NLM_F_MULTI: %+v", msg.h)
 				layouts++
 			default:
 				t.Fatalf("unexpected message %+v", msg.h)
 			}
 		}
 	}
-	if layouts != rules || total < 1<<20 || datagrams < 2 {
-		t.Errorf("%d layouts, %d bytes, %d datagrams", layouts, total, datagrams)
-	}
+	assert.Equal(t, rules, layouts, "%d layouts, %d bytes, %d datagrams", layouts, total, datagrams)
+	assert.GreaterOrEqual(t, total, int(1<<20), "%d layouts, %d bytes, %d datagrams", layouts, total, datagrams)
+	assert.GreaterOrEqual(t, datagrams, 2, "%d layouts, %d bytes, %d datagrams", layouts, total, datagrams)
 	// Nothing follows NLMSG_DONE: the next request's answer is next.
-	if ok, _ := served(t, rc, manadFamilyID(t, rc, "ethtool"), 10); !ok {
-		t.Error("not served after the multi-part reply")
-	}
+	ok, _ := served(t, rc, manadFamilyID(t, rc, "ethtool"), 10)
+	assert.True(t, ok, "not served after the multi-part reply")
 }
 
 // wordyLayouts gives every planned layout a long reason, for replies of over 1 MiB.
@@ -427,14 +388,10 @@ func sndbuf(t testing.TB, rc *rawConn) int {
 	t.Helper()
 	// Both ends of a connection start with net.core.wmem_default; the server's is what counts.
 	raw, err := rc.c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	v := 0
 	_ = raw.Control(func(fd uintptr) { v, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return v
 }
 
@@ -451,23 +408,21 @@ func TestReplyTooBig(t *testing.T) {
 	rc.send(m.done())
 	msgs := rc.recv()
 	a := decodeAck(t, msgs[0])
-	if a.errno != unix.EMSGSIZE || !strings.Contains(a.msg, "does not fit in one reply datagram (limit 512 bytes)") || msgs[0].h.Seq != 21 {
-		t.Errorf("PORT_GET over the reply limit: %+v", a)
-	}
+	assert.Equal(t, unix.EMSGSIZE, a.errno, "PORT_GET over the reply limit: %+v", a)
+	assert.Contains(t, a.msg, "does not fit in one reply datagram (limit 512 bytes)", "PORT_GET over the reply limit")
+	assert.Equal(t, uint32(21), msgs[0].h.Seq, "PORT_GET over the reply limit: seq")
 	// A dump of the same ports: each datagram within the limit; the dump of messages that
 	// are themselves too big ends with EMSGSIZE in NLMSG_DONE.
 	rc.send(newMsg(manad, nlattr.FlagRequest|nlattr.FlagDump, 22, wire.CmdPortGet, wire.FamilyVersion).done())
 	msgs = rc.recv()
 	last := msgs[len(msgs)-1]
-	if last.h.Type != nlattr.MsgDone || int32(binary.NativeEndian.Uint32(last.data)) != -int32(unix.EMSGSIZE) {
-		t.Errorf("dump of too-big messages: %+v", last.h)
-	}
+	assert.Equal(t, nlattr.MsgDone, last.h.Type, "dump of too-big messages: %+v", last.h)
+	assert.Equal(t, int32(-int32(unix.EMSGSIZE)), int32(binary.NativeEndian.Uint32(last.data)), "dump of too-big messages: %+v", last.h)
 	// The ethtool family's description (the kernel's 50 ops) is itself over 512 bytes: it
 	// fails alike, and the family id is resolved on a server without the limit.
 	rc.send(getFamilyReq("ethtool"))
-	if a := decodeAck(t, rc.recv()[0]); a.errno != unix.EMSGSIZE {
-		t.Errorf("GETFAMILY ethtool over the reply limit: %+v", a)
-	}
+	a = decodeAck(t, rc.recv()[0])
+	assert.Equal(t, unix.EMSGSIZE, a.errno, "GETFAMILY ethtool over the reply limit: %+v", a)
 	eth := manadFamilyID(t, dialRaw(t, startServer(t, nil).path), "ethtool")
 	rc.send(newMsg(eth, nlattr.FlagRequest|nlattr.FlagDump, 23, unix.ETHTOOL_MSG_RINGS_GET, 1).done())
 	var parts int
@@ -475,20 +430,14 @@ func TestReplyTooBig(t *testing.T) {
 		buf := make([]byte, 1<<16)
 		_ = rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		k, err := rc.c.Read(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if k > 512 {
-			t.Errorf("dump datagram of %d bytes, limit 512", k)
-		}
+		require.NoError(t, err)
+		assert.LessOrEqual(t, k, 512, "dump datagram of %d bytes, limit 512", k)
 		for _, msg := range splitMsgs(t, buf[:k]) {
 			done = done || msg.h.Type == nlattr.MsgDone
 			parts++
 		}
 	}
-	if parts < 3 {
-		t.Errorf("RINGS_GET dump: %d messages", parts)
-	}
+	assert.GreaterOrEqual(t, parts, 3, "RINGS_GET dump: %d messages", parts)
 }
 
 // TestErrorEchoCapped: the error answering a request too big to echo within a reply datagram
@@ -498,13 +447,9 @@ func TestErrorEchoCapped(t *testing.T) {
 	rc := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, rc, "ethtool")
 	raw, err := rc.c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = raw.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 1<<20) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if sndbuf(t, rc)-32 < 224<<10+64 {
 		t.Skipf("cannot send a 224 KiB datagram here (SO_SNDBUF %d; net.core.wmem_max too low)", sndbuf(t, rc))
 	}
@@ -521,22 +466,20 @@ func TestErrorEchoCapped(t *testing.T) {
 	rc.send(req)
 	msgs := rc.recv()
 	a := decodeAck(t, msgs[0])
-	if a.errno == 0 || msgs[0].h.Seq != 31 {
-		t.Fatalf("want an error, got %+v", a)
-	}
-	if a.flags&nlattr.FlagCapped == 0 || a.echoLen != uint32(len(req)) || len(msgs[0].raw) > 4096 {
-		t.Errorf("echo not capped: flags %#x, echoed nlmsg_len %d, answer %d bytes", a.flags, a.echoLen, len(msgs[0].raw))
-	}
-	if a.msg == "" && a.off == 0 {
-		t.Errorf("extack lost: %+v", a)
+	require.NotEqual(t, unix.Errno(0), a.errno, "want an error, got %+v", a)
+	require.Equal(t, uint32(31), msgs[0].h.Seq, "want an error, got %+v", a)
+	assert.NotZero(t, a.flags&nlattr.FlagCapped, "echo not capped: flags %#x", a.flags)
+	assert.Equal(t, uint32(len(req)), a.echoLen, "echoed nlmsg_len")
+	assert.LessOrEqual(t, len(msgs[0].raw), 4096, "echo not capped: answer of %d bytes", len(msgs[0].raw))
+	if a.msg == "" {
+		assert.NotEqual(t, 0, a.off, "extack lost: %+v", a)
 	}
 	// A small bad request still gets its full echo.
 	small := newMsg(eth, nlattr.FlagRequest, 32, unix.ETHTOOL_MSG_RINGS_GET, 1)
 	small.Put(99, make([]byte, 8))
 	rc.send(small.done())
-	if a := decodeAck(t, rc.recv()[0]); a.flags&nlattr.FlagCapped != 0 {
-		t.Errorf("small error capped: %+v", a)
-	}
+	a = decodeAck(t, rc.recv()[0])
+	assert.Equal(t, uint16(0), a.flags&nlattr.FlagCapped, "small error capped: %+v", a)
 }
 
 // TestGoneClientsLogQuietly: clients that no longer read (here: shut down their reading
@@ -549,9 +492,7 @@ func TestGoneClientsLogQuietly(t *testing.T) {
 	const n = 300
 	for i := range n {
 		rc := dialRaw(t, ts.path)
-		if err := unix.Shutdown(fdOf(t, rc), unix.SHUT_RD); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, unix.Shutdown(fdOf(t, rc), unix.SHUT_RD))
 		rc.send(ringsGetByName(eth, uint32(i), 0, "mana0"))
 		// The server drops the connection when its answer fails.
 		_ = rc.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
@@ -565,18 +506,14 @@ func TestGoneClientsLogQuietly(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	warns := strings.Count(ts.logs.String(), "level=WARN")
-	if limit := 2 + int(elapsed/(10*time.Second)); warns > limit {
-		t.Errorf("%d clients that stopped reading wrote %d WARN lines in %v, want at most %d:\n%s",
-			n, warns, elapsed, limit, ts.logs.String())
-	}
+	limit := 2 + int(elapsed/(10*time.Second))
+	assert.LessOrEqual(t, warns, limit, "%d clients that stopped reading wrote %d WARN lines in %v, want at most %d:\n%s", n, warns, elapsed, limit, ts.logs.String())
 }
 
 func fdOf(t testing.TB, rc *rawConn) int {
 	t.Helper()
 	raw, err := rc.c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var fd int
 	_ = raw.Control(func(p uintptr) { fd = int(p) })
 	return fd
@@ -591,19 +528,15 @@ func TestClientAfterIdleClose(t *testing.T) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	c, err := client.Dial(ts.path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
-	if _, err := c.Ports(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	_, err = c.Ports(ctxT(t))
+	require.NoError(t, err)
 	eventually(t, "manad closed the idle connection", func() bool {
 		return strings.Contains(logs.String(), "closed idle connection")
 	})
 	for i := range 3 {
-		if _, err := c.Ports(ctxT(t)); err != nil {
-			t.Fatalf("request %d after the idle close: %v", i+1, err)
-		}
+		_, err := c.Ports(ctxT(t))
+		require.NoError(t, err, "request %d after the idle close", i+1)
 	}
 }

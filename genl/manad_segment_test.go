@@ -17,6 +17,8 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // segBackend adds wire segments to a MemBackend: the SegmentBackend contract (ENOENT, EEXIST,
@@ -174,38 +176,36 @@ func TestSegmentMessages(t *testing.T) {
 	ts, sb := startSegmentServer(t)
 	ctx := context.Background()
 	c, err := client.Dial(ts.path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	sub, err := c.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sub.Close()
 
 	info, err := c.CreateSegment(ctx, wire.SegmentSpec{Name: "wire1", MTU: 1400, StormPPS: 500, AgeingMs: 0, AgeingSet: true})
-	if err != nil || info.Name != "wire1" || info.MTU != 1400 || info.StormPPS != 500 || info.AgeingMs != 0 {
-		t.Fatalf("CreateSegment: %+v, %v", info, err)
-	}
+	require.NoError(t, err, "CreateSegment: %+v, %v", info, err)
+	require.Equal(t, "wire1", info.Name, "CreateSegment: %+v, %v", info, err)
+	require.Equal(t, uint32(1400), info.MTU, "CreateSegment: %+v, %v", info, err)
+	require.Equal(t, uint64(500), info.StormPPS, "CreateSegment: %+v, %v", info, err)
+	require.Equal(t, uint64(0), info.AgeingMs, "CreateSegment: %+v, %v", info, err)
 	// AgeingSet false: the attribute is not sent and the default applies.
-	if info, err := c.CreateSegment(ctx, wire.SegmentSpec{Name: "busy"}); err != nil || info.AgeingMs != 300000 {
-		t.Fatalf("CreateSegment busy: %+v, %v", info, err)
-	}
-	if _, err := c.CreatePort(ctx, genl.PortSpec{Name: "mana9", Segment: "busy"}); err != nil {
-		t.Fatal(err)
-	}
+	info, err = c.CreateSegment(ctx, wire.SegmentSpec{Name: "busy"})
+	require.NoError(t, err, "CreateSegment busy: %+v, %v", info, err)
+	require.Equal(t, uint64(300000), info.AgeingMs, "CreateSegment busy: %+v, %v", info, err)
+	_, err = c.CreatePort(ctx, genl.PortSpec{Name: "mana9", Segment: "busy"})
+	require.NoError(t, err)
 	info, err = c.AddUplink(ctx, "wire1", wire.UplinkSpec{Dev: "vx0", NetNS: "hostA"})
-	if err != nil || len(info.Uplinks) != 1 || info.Uplinks[0] != (wire.UplinkInfo{Dev: "vx0", NetNS: "hostA", State: "gone", MTU: 1450, MaxPortMTU: 1450, TxMTUDrops: 3}) {
-		t.Fatalf("AddUplink: %+v, %v", info, err)
-	}
+	require.NoError(t, err, "AddUplink: %+v, %v", info, err)
+	require.Len(t, info.Uplinks, 1, "AddUplink: %+v, %v", info, err)
+	require.Equal(t, wire.UplinkInfo{Dev: "vx0", NetNS: "hostA", State: "gone", MTU: 1450, MaxPortMTU: 1450, TxMTUDrops: 3}, info.Uplinks[0], "AddUplink: %+v, %v", info, err)
 	if got, err := c.Segment(ctx, "wire1"); err != nil || got.Name != "wire1" || len(got.Uplinks) != 1 || got.Uplinks[0].Dev != "vx0" {
 		t.Fatalf("Segment: %+v, %v", got, err)
 	}
 	segs, err := c.Segments(ctx)
-	if err != nil || len(segs) != 2 || segs[0].Name != "busy" || segs[1].Name != "wire1" {
-		t.Fatalf("Segments: %+v, %v", segs, err)
-	}
+	require.NoError(t, err, "Segments: %+v, %v", segs, err)
+	require.Len(t, segs, 2, "Segments: %+v, %v", segs, err)
+	require.Equal(t, "busy", segs[0].Name, "Segments: %+v, %v", segs, err)
+	require.Equal(t, "wire1", segs[1].Name, "Segments: %+v, %v", segs, err)
 
 	for _, tc := range []struct {
 		name  string
@@ -229,15 +229,10 @@ func TestSegmentMessages(t *testing.T) {
 			t.Errorf("%s: %v, want %v %q", tc.name, tc.err, tc.errno, tc.msg)
 		}
 	}
-	if err := c.DeleteUplink(ctx, "wire1", wire.UplinkSpec{Dev: "vx0", NetNS: "hostA"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.DeleteSegment(ctx, "wire1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Segment(ctx, "wire1"); errnoOf(err) != unix.ENOENT {
-		t.Errorf("Segment after delete: %v", err)
-	}
+	require.NoError(t, c.DeleteUplink(ctx, "wire1", wire.UplinkSpec{Dev: "vx0", NetNS: "hostA"}))
+	require.NoError(t, c.DeleteSegment(ctx, "wire1"))
+	_, err = c.Segment(ctx, "wire1")
+	assert.Equal(t, unix.ENOENT, errnoOf(err), "Segment after delete: %v", err)
 	want := []string{"CreateSegment wire1 mtu=1400 storm=500 ageing=0", "CreateSegment busy mtu=0 storm=0 ageing=300000",
 		"AddUplink wire1 hostA/vx0", "DeleteUplink wire1 hostA/vx0", "DeleteSegment wire1"}
 	if got := slices.DeleteFunc(sb.Calls(), func(s string) bool { return strings.HasPrefix(s, "CreatePort") }); !slices.Equal(got, want) {
@@ -258,24 +253,18 @@ func TestSegmentMessages(t *testing.T) {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		ns, err := sub.Next(tctx)
 		cancel()
-		if err != nil {
-			t.Fatalf("after %v: %v", got, err)
-		}
+		require.NoError(t, err, "after %v", got)
 		for _, n := range ns {
 			e := ev{kind: n.Kind}
 			if n.Segment != nil {
 				e.seg, e.uplinks = n.Segment.Name, len(n.Segment.Uplinks)
 			}
-			if n.Sequence <= lastSeq {
-				t.Errorf("notification %v: sequence %d after %d", e, n.Sequence, lastSeq)
-			}
+			assert.Greater(t, n.Sequence, lastSeq, "notification %v: sequence %d after %d", e, n.Sequence, lastSeq)
 			lastSeq = n.Sequence
 			got = append(got, e)
 		}
 	}
-	if !slices.Equal(got, wantEv) {
-		t.Errorf("notifications %v, want %v", got, wantEv)
-	}
+	assert.True(t, slices.Equal(got, wantEv), "notifications %v, want %v", got, wantEv)
 }
 
 // TestSegmentRequestValidation: malformed segment requests get the kernel's errno, extack and
@@ -346,12 +335,11 @@ func TestSegmentRequestValidation(t *testing.T) {
 			}
 			rc.send(m.done())
 			a := decodeAck(t, rc.recv()[0])
-			if a.errno != tt.errno || a.msg != tt.msg || a.missType != tt.missType || (a.missNest != 0) != tt.missNest {
-				t.Errorf("got %+v", a)
-			}
-			if calls := sb.Calls(); len(calls) != 0 {
-				t.Errorf("backend called: %v", calls)
-			}
+			assert.Equal(t, tt.errno, a.errno, "got %+v", a)
+			assert.Equal(t, tt.msg, a.msg, "got %+v", a)
+			assert.Equal(t, tt.missType, a.missType, "got %+v", a)
+			assert.Equal(t, tt.missNest, a.missNest != 0, "got %+v", a)
+			assert.Empty(t, sb.Calls(), "backend called")
 		})
 	}
 }
@@ -366,54 +354,41 @@ func TestSegmentUnprivileged(t *testing.T) {
 	ts, sb := startSegmentServer(t)
 	ctx := context.Background()
 	root, err := client.Dial(ts.path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer root.Close()
-	if _, err := root.CreateSegment(ctx, wire.SegmentSpec{Name: "wire0"}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = root.CreateSegment(ctx, wire.SegmentSpec{Name: "wire0"})
+	require.NoError(t, err)
 	sb.Calls()
 	c, err := clientDialUnprivileged(ts.path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	if segs, err := c.Segments(ctx); err != nil || len(segs) != 1 {
 		t.Errorf("Segments as nobody: %+v, %v", segs, err)
 	}
-	if _, err := c.Segment(ctx, "wire0"); err != nil {
-		t.Errorf("Segment as nobody: %v", err)
-	}
+	_, err = c.Segment(ctx, "wire0")
+	assert.NoError(t, err, "Segment as nobody")
 	for name, err := range map[string]error{
 		"CreateSegment": func() error { _, err := c.CreateSegment(ctx, wire.SegmentSpec{Name: "wire1"}); return err }(),
 		"DeleteSegment": c.DeleteSegment(ctx, "wire0"),
 		"AddUplink":     func() error { _, err := c.AddUplink(ctx, "wire0", wire.UplinkSpec{Dev: "vx0"}); return err }(),
 		"DeleteUplink":  c.DeleteUplink(ctx, "wire0", wire.UplinkSpec{Dev: "vx0"}),
 	} {
-		if errnoOf(err) != unix.EPERM {
-			t.Errorf("%s as nobody: %v, want EPERM", name, err)
-		}
+		assert.Equal(t, unix.EPERM, errnoOf(err), "%s as nobody: %v, want EPERM", name, err)
 	}
-	if calls := sb.Calls(); len(calls) != 0 {
-		t.Errorf("backend changed by an unprivileged peer: %v", calls)
-	}
+	assert.Empty(t, sb.Calls(), "backend changed by an unprivileged peer")
 }
 
 // TestSegmentWithoutBackend: a Backend without SegmentBackend answers EOPNOTSUPP with a message.
 func TestSegmentWithoutBackend(t *testing.T) {
 	ts := startServer(t, nil)
 	c, err := client.Dial(ts.path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.Segment(context.Background(), "wire0")
 	var ce *client.Error
 	if errnoOf(err) != unix.EOPNOTSUPP || !errors.As(err, &ce) || ce.Message == "" {
 		t.Errorf("Segment: %v, want EOPNOTSUPP with a message", err)
 	}
-	if _, err := c.Segments(context.Background()); errnoOf(err) != unix.EOPNOTSUPP {
-		t.Errorf("Segments: %v, want EOPNOTSUPP", err)
-	}
+	_, err = c.Segments(context.Background())
+	assert.Equal(t, unix.EOPNOTSUPP, errnoOf(err), "Segments: %v, want EOPNOTSUPP", err)
 }

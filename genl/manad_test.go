@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
@@ -21,12 +23,10 @@ func TestManadPorts(t *testing.T) {
 	ctx := ctxT(t)
 
 	ports, err := c.Ports(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ports) != 2 || ports[0].Device.Name != "mana0" || ports[1].Device.Name != "mana1" {
-		t.Fatalf("Ports: %+v", ports)
-	}
+	require.NoError(t, err)
+	require.Len(t, ports, 2, "Ports: %+v", ports)
+	require.Equal(t, "mana0", ports[0].Device.Name, "Ports: %+v", ports)
+	require.Equal(t, "mana1", ports[1].Device.Name, "Ports: %+v", ports)
 	if ports[0].Device.NetNS != ts.ns || ports[0].Layout.BufSize != 2112 || ports[0].MaxMTU != 9000 ||
 		!cmp.Equal(ports[0].PrivFlagNames, []string{"full-page-rx"}) || !ports[0].AdminUp {
 		t.Errorf("port 0: %+v", ports[0])
@@ -35,48 +35,40 @@ func TestManadPorts(t *testing.T) {
 	spec := genl.PortSpec{Name: "mana9", MAC: net.HardwareAddr{2, 1, 2, 3, 4, 5}, MTU: 4000, Segment: "seg1",
 		MemoryBudget: 1 << 30, Persistent: true, PrivFlags: 1}
 	p, err := c.CreatePort(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if p.Device.Name != "mana9" || p.MTU != 4000 || !bytes.Equal(p.MAC, spec.MAC) || p.Segment != "seg1" ||
 		p.MemoryBudget != 1<<30 || !p.Persistent || p.PrivFlags != 1 {
 		t.Errorf("created: %+v", p)
 	}
 	got, err := c.Port(ctx, client.Interface{Index: int(p.Device.Index)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(p, got); diff != "" {
-		t.Errorf("Port after create (-created +got):\n%s", diff)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, cmp.Diff(p, got), "Port after create (-created +got)")
 	var ce *client.Error
-	if _, err := c.CreatePort(ctx, spec); !errors.Is(err, unix.EEXIST) || !errors.As(err, &ce) || ce.Message != `port "mana9" exists` {
-		t.Errorf("duplicate: %v", err)
+	_, err = c.CreatePort(ctx, spec)
+	assert.ErrorIs(t, err, unix.EEXIST, "duplicate")
+	if assert.ErrorAs(t, err, &ce, "duplicate") {
+		assert.Equal(t, `port "mana9" exists`, ce.Message, "duplicate")
 	}
-	if _, err := c.CreatePort(ctx, genl.PortSpec{Name: "x", MAC: net.HardwareAddr{1, 2, 3}}); !errors.Is(err, unix.ERANGE) ||
-		!errors.As(err, &ce) || ce.Message != "binary attribute size out of range" || ce.Offset == 0 {
-		t.Errorf("short MAC: %v", err)
+	_, err = c.CreatePort(ctx, genl.PortSpec{Name: "x", MAC: net.HardwareAddr{1, 2, 3}})
+	assert.ErrorIs(t, err, unix.ERANGE, "short MAC")
+	if assert.ErrorAs(t, err, &ce, "short MAC") {
+		assert.Equal(t, "binary attribute size out of range", ce.Message, "short MAC")
+		assert.NotZero(t, ce.Offset, "short MAC: no offset")
 	}
 
-	if err := c.SetMTU(ctx, client.Interface{Name: "mana9"}, 9000); err != nil {
-		t.Fatal(err)
+	require.NoError(t, c.SetMTU(ctx, client.Interface{Name: "mana9"}, 9000))
+	err = c.SetMTU(ctx, client.Interface{Name: "mana9"}, 20)
+	assert.ErrorIs(t, err, unix.EINVAL, "bad MTU")
+	if assert.ErrorAs(t, err, &ce, "bad MTU") {
+		assert.Equal(t, "mtu 20 out of range [68, 9000]", ce.Message, "bad MTU")
 	}
-	if err := c.SetMTU(ctx, client.Interface{Name: "mana9"}, 20); !errors.Is(err, unix.EINVAL) || !errors.As(err, &ce) ||
-		ce.Message != "mtu 20 out of range [68, 9000]" {
-		t.Errorf("bad MTU: %v", err)
-	}
-	if err := c.DeletePort(ctx, client.Interface{Name: "mana9"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Port(ctx, client.Interface{Name: "mana9"}); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("deleted port: %v", err)
-	}
-	if _, err := c.Port(ctx, client.Interface{Name: "lo0"}); !errors.Is(err, unix.EOPNOTSUPP) {
-		t.Errorf("not a port: %v", err)
-	}
-	if _, err := c.Port(ctx, client.Interface{}); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("no interface: %v", err)
-	}
+	require.NoError(t, c.DeletePort(ctx, client.Interface{Name: "mana9"}))
+	_, err = c.Port(ctx, client.Interface{Name: "mana9"})
+	assert.ErrorIs(t, err, unix.ENODEV, "deleted port")
+	_, err = c.Port(ctx, client.Interface{Name: "lo0"})
+	assert.ErrorIs(t, err, unix.EOPNOTSUPP, "not a port")
+	_, err = c.Port(ctx, client.Interface{})
+	assert.ErrorIs(t, err, unix.EINVAL, "no interface")
 }
 
 func TestManadXDPStatsLayoutFaults(t *testing.T) {
@@ -86,17 +78,14 @@ func TestManadXDPStatsLayoutFaults(t *testing.T) {
 	mana0 := client.Interface{Name: "mana0"}
 	var ce *client.Error
 
-	if err := c.AttachXDP(ctx, mana0, genl.XDPProgram{Builtin: "drop"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.AttachXDP(ctx, mana0, genl.XDPProgram{Builtin: "drop"}))
 	// An object bigger than one attribute travels in chunks.
 	obj := bytes.Repeat([]byte("\x7fELF-object-"), 8000) // 96 KB
-	if err := c.AttachXDP(ctx, mana0, genl.XDPProgram{Object: obj, Section: "xdp", Name: "prog"}); err != nil {
-		t.Fatal(err)
-	}
-	if d := ts.be.Dev(ts.mana0.Dev.Index); !bytes.Equal(d.XDP.Object, obj) || d.XDP.Name != "prog" || d.XDP.Section != "xdp" {
-		t.Errorf("object not reassembled: %d bytes, %q", len(d.XDP.Object), d.XDP.Name)
-	}
+	require.NoError(t, c.AttachXDP(ctx, mana0, genl.XDPProgram{Object: obj, Section: "xdp", Name: "prog"}))
+	d := ts.be.Dev(ts.mana0.Dev.Index)
+	assert.Equal(t, obj, d.XDP.Object, "object not reassembled: %d bytes, %q", len(d.XDP.Object), d.XDP.Name)
+	assert.Equal(t, "prog", d.XDP.Name, "object not reassembled: %d bytes, %q", len(d.XDP.Object), d.XDP.Name)
+	assert.Equal(t, "xdp", d.XDP.Section, "object not reassembled: %d bytes, %q", len(d.XDP.Object), d.XDP.Name)
 	if p, _ := c.Port(ctx, mana0); p.XDP != "ebpf:prog" {
 		t.Errorf("port XDP %q", p.XDP)
 	}
@@ -104,43 +93,27 @@ func TestManadXDPStatsLayoutFaults(t *testing.T) {
 		!errors.As(err, &ce) || ce.Message != "XDP builtin and object are mutually exclusive" {
 		t.Errorf("both: %v", err)
 	}
-	if err := c.AttachXDP(ctx, mana0, genl.XDPProgram{}); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("neither: %v", err)
-	}
-	if err := c.DetachXDP(ctx, mana0); err != nil {
-		t.Fatal(err)
-	}
+	assert.ErrorIs(t, c.AttachXDP(ctx, mana0, genl.XDPProgram{}), unix.EINVAL, "neither")
+	require.NoError(t, c.DetachXDP(ctx, mana0))
 
 	stats, err := c.Stats(ctx, mana0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]genl.Stat{{Name: "stop_queue", Value: 1}, {Name: "wake_queue", Value: 2}, {Name: "rx_0_packets", Value: 300}}, stats); diff != "" {
-		t.Errorf("stats (-want +got):\n%s", diff)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, cmp.Diff([]genl.Stat{{Name: "stop_queue", Value: 1}, {Name: "wake_queue", Value: 2}, {Name: "rx_0_packets", Value: 300}}, stats), "stats (-want +got)")
 	all, err := c.AllStats(ctx)
 	if err != nil || len(all) != 2 || all[0].Interface.Name != "mana0" {
 		t.Errorf("AllStats: %+v, %v", all, err)
 	}
 
 	layouts, err := c.PlanLayout(ctx, genl.LayoutRequest{PageSize: 65536, MTU: 1500, RingSize: 1024, Queues: 4, Rules: []string{"upstream", "pre-frag"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(layouts) != 2 || layouts[0].Rule != "upstream" || layouts[0].BufSize != 2112 || layouts[0].FragCount != 31 || layouts[1].Rule != "pre-frag" {
 		t.Errorf("layouts: %+v", layouts)
 	}
 
-	if err := c.SetFault(ctx, mana0, genl.Fault{Point: "prealloc", Mode: "count", Count: 3, Errno: uint32(unix.ENOMEM)}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.SetFault(ctx, mana0, genl.Fault{Point: "prealloc", Mode: "count", Count: 3, Errno: uint32(unix.ENOMEM)}))
 	p, _ := c.Port(ctx, mana0)
-	if diff := cmp.Diff([]genl.Fault{{Point: "prealloc", Mode: "count", Count: 3, Errno: uint32(unix.ENOMEM)}}, p.Faults); diff != "" {
-		t.Errorf("faults (-want +got):\n%s", diff)
-	}
-	if err := c.SetFault(ctx, mana0, genl.Fault{Point: "prealloc", Mode: "off"}); err != nil {
-		t.Fatal(err)
-	}
+	assert.Empty(t, cmp.Diff([]genl.Fault{{Point: "prealloc", Mode: "count", Count: 3, Errno: uint32(unix.ENOMEM)}}, p.Faults), "faults (-want +got)")
+	require.NoError(t, c.SetFault(ctx, mana0, genl.Fault{Point: "prealloc", Mode: "off"}))
 	if p, _ = c.Port(ctx, mana0); len(p.Faults) != 0 {
 		t.Errorf("faults after clear: %+v", p.Faults)
 	}
@@ -221,12 +194,11 @@ func TestManadRequestValidation(t *testing.T) {
 			}
 			rc.send(m.done())
 			a := decodeAck(t, rc.recv()[0])
-			if a.errno != tt.errno || a.msg != tt.msg || a.missType != tt.missType || (a.missNest != 0) != tt.missNest {
-				t.Errorf("got %+v", a)
-			}
-			if calls := ts.be.Calls(); len(calls) != 0 {
-				t.Errorf("backend called: %v", calls)
-			}
+			assert.Equal(t, tt.errno, a.errno, "got %+v", a)
+			assert.Equal(t, tt.msg, a.msg, "got %+v", a)
+			assert.Equal(t, tt.missType, a.missType, "got %+v", a)
+			assert.Equal(t, tt.missNest, a.missNest != 0, "got %+v", a)
+			assert.Empty(t, ts.be.Calls(), "backend called")
 		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/mdlayher/genetlink"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
@@ -29,15 +31,13 @@ func kernelInNetNS(t *testing.T) (*kernelConn, uint32) {
 	ns := kernelNetNSName()
 	run := func(args ...string) {
 		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		require.NoError(t, err, "ip %v: %v: %s", args, err, out)
 	}
 	run("netns", "add", ns)
 	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
-		}
+		out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput()
+		assert.NoError(t, err, "ip netns del %s: %v: %s", ns, err, out)
 	})
 	run("-n", ns, "link", "add", "nd0", "numtxqueues", "4", "numrxqueues", "4", "type", "veth",
 		"peer", "name", "nd1", "numtxqueues", "4", "numrxqueues", "4")
@@ -49,18 +49,12 @@ func kernelInNetNS(t *testing.T) (*kernelConn, uint32) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer self.Close()
 		target, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, unix.Setns(int(target.Fd()), unix.CLONE_NEWNET))
 		defer func() {
 			if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
 				panic(err) // the thread is in the wrong netns: do not let it run anything else
@@ -69,22 +63,18 @@ func kernelInNetNS(t *testing.T) (*kernelConn, uint32) {
 		return dialKernel(t)
 	}()
 	out, err := exec.Command("ip", "-n", ns, "-o", "link", "show", "nd0").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var ifi uint32
-	if _, err := fmt.Sscanf(string(out), "%d:", &ifi); err != nil {
-		t.Fatalf("ifindex of nd0 in %q: %v", out, err)
-	}
+	_, err = fmt.Sscanf(string(out), "%d:", &ifi)
+	require.NoError(t, err, "ifindex of nd0 in %q", out)
 	return k, ifi
 }
 
 // decodeDone decodes the NLMSG_DONE ending a dump (its error and extack) like decodeAck.
 func decodeDone(t *testing.T, m rawMsg) ackInfo {
 	t.Helper()
-	if m.h.Type != nlattr.MsgDone || len(m.data) < 4 {
-		t.Fatalf("want NLMSG_DONE, got type %d (% x)", m.h.Type, m.data)
-	}
+	require.Equal(t, nlattr.MsgDone, m.h.Type, "want NLMSG_DONE, got type %d (% x)", m.h.Type, m.data)
+	require.GreaterOrEqual(t, len(m.data), 4, "want NLMSG_DONE, got type %d (% x)", m.h.Type, m.data)
 	a := ackInfo{errno: unix.Errno(-int32(binary.NativeEndian.Uint32(m.data))), flags: m.h.Flags}
 	it := nlattr.NewIter(m.data, 4, len(m.data)-4)
 	for it.Next() {
@@ -151,16 +141,15 @@ func TestNetdevErrorsMatchKernel(t *testing.T) {
 			if k.errno == unix.EOPNOTSUPP && tc.cmd == wire.NetdevCmdPagePoolStatsGet {
 				t.Skip("the kernel was built without CONFIG_PAGE_POOL_STATS: nothing to compare with")
 			}
-			if m.errno != tc.errno {
-				t.Errorf("manad: %v, want %v", m.errno, tc.errno)
-			}
-			if k.errno != m.errno || k.msg != m.msg || k.off != m.off || k.missType != m.missType ||
-				k.missNest != m.missNest || k.policy != m.policy || k.flags != m.flags {
-				t.Errorf("kernel %+v\nmanad  %+v", k, m)
-			}
-			if string(k.payload) != string(m.payload) {
-				t.Errorf("echoed request differs")
-			}
+			assert.Equal(t, tc.errno, m.errno, "manad")
+			assert.Equal(t, m.errno, k.errno, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.msg, k.msg, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.off, k.off, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.missType, k.missType, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.missNest, k.missNest, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.policy, k.policy, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, m.flags, k.flags, "kernel %+v\nmanad  %+v", k, m)
+			assert.Equal(t, string(m.payload), string(k.payload), "echoed request differs")
 		})
 	}
 	t.Run("qstats-get unknown ifindex", func(t *testing.T) {
@@ -168,9 +157,8 @@ func TestNetdevErrorsMatchKernel(t *testing.T) {
 		rc.send(netdevReq(mid, nlattr.FlagDump, wire.NetdevCmdQStatsGet, b))
 		kc.send(netdevReq(kid, nlattr.FlagDump, wire.NetdevCmdQStatsGet, b))
 		k, m := decodeDone(t, kc.recv()[0]), decodeDone(t, rc.recv()[0])
-		if m.errno != unix.ENODEV || !sameDone(k, m) {
-			t.Errorf("kernel %+v\nmanad  %+v", k, m)
-		}
+		assert.Equal(t, unix.ENODEV, m.errno, "kernel %+v\nmanad  %+v", k, m)
+		assert.True(t, sameDone(k, m), "kernel %+v\nmanad  %+v", k, m)
 	})
 }
 
@@ -209,9 +197,8 @@ func TestNetdevShapesMatchKernel(t *testing.T) {
 
 	kDev, _ := dumpAll(t, kc.send, kc.recv, netdevReq(kid, 0, wire.NetdevCmdDevGet, func(m *msgBuilder) { m.PutU32(wire.NetdevADevIfindex, vethIdx) }))
 	mDev, _ := dumpAll(t, rc.send, rc.recv, netdevReq(mid, 0, wire.NetdevCmdDevGet, func(m *msgBuilder) { m.PutU32(wire.NetdevADevIfindex, ts.mana0.Dev.Index) }))
-	if len(kDev) != 1 || len(mDev) != 1 {
-		t.Fatalf("dev-get: kernel %d replies, manad %d", len(kDev), len(mDev))
-	}
+	require.Len(t, kDev, 1, "dev-get: kernel %d replies, manad %d", len(kDev), len(mDev))
+	require.Len(t, mDev, 1, "dev-get: kernel %d replies, manad %d", len(kDev), len(mDev))
 	// ZC_MAX_SEGS comes only with XSK zero-copy, which neither has.
 	if k, m := attrTypes(kDev[0]), attrTypes(mDev[0]); !slices.Equal(k, m) {
 		t.Errorf("dev-get attributes: kernel %v, manad %v", k, m)
@@ -222,9 +209,9 @@ func TestNetdevShapesMatchKernel(t *testing.T) {
 	}
 	kq, kdone := dumpAll(t, kc.send, kc.recv, q(kid, vethIdx))
 	mq, mdone := dumpAll(t, rc.send, rc.recv, q(mid, ts.mana0.Dev.Index))
-	if a, b := decodeDone(t, kdone), decodeDone(t, mdone); a.errno != 0 || b.errno != 0 {
-		t.Fatalf("queue-get dump: kernel %v, manad %v", a.errno, b.errno)
-	}
+	a, b := decodeDone(t, kdone), decodeDone(t, mdone)
+	require.Equal(t, unix.Errno(0), a.errno, "queue-get dump: kernel %v, manad %v", a.errno, b.errno)
+	require.Equal(t, unix.Errno(0), b.errno, "queue-get dump: kernel %v, manad %v", a.errno, b.errno)
 	shape := func(msgs []rawMsg) (out []string) {
 		for _, m := range msgs {
 			ts := attrTypes(m)
@@ -253,9 +240,9 @@ func TestNetdevShapesMatchKernel(t *testing.T) {
 	}
 	_, kd := dumpAll(t, kc.send, kc.recv, qs(kid, vethIdx))
 	_, md := dumpAll(t, rc.send, rc.recv, qs(mid, ts.lo0.Dev.Index))
-	if k, m := decodeDone(t, kd), decodeDone(t, md); k.errno != unix.EOPNOTSUPP || !sameDone(k, m) {
-		t.Errorf("qstats-get of a device without qstats: kernel %+v, manad %+v", k, m)
-	}
+	k, m := decodeDone(t, kd), decodeDone(t, md)
+	assert.Equal(t, unix.EOPNOTSUPP, k.errno, "qstats-get of a device without qstats: kernel %+v, manad %+v", k, m)
+	assert.True(t, sameDone(k, m), "qstats-get of a device without qstats: kernel %+v, manad %+v", k, m)
 }
 
 // ntfShape is what a differential test compares of a notification: header, command, version,
@@ -278,28 +265,21 @@ func TestNetdevNotificationsMatchKernel(t *testing.T) {
 	ns := kernelNetNSName()
 	kid := kc.family(wire.NetdevFamilyName)
 	gc, err := genetlink.Dial(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f, err := gc.GetFamily(wire.NetdevFamilyName)
 	gc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var kmgmt uint32
 	for _, g := range f.Groups {
 		if g.Name == wire.NetdevGroupMgmt {
 			kmgmt = g.ID
 		}
 	}
-	if err := unix.SetsockoptInt(kc.fd, unix.SOL_NETLINK, unix.NETLINK_ADD_MEMBERSHIP, int(kmgmt)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.SetsockoptInt(kc.fd, unix.SOL_NETLINK, unix.NETLINK_ADD_MEMBERSHIP, int(kmgmt)))
 	ip := func(args ...string) {
 		t.Helper()
-		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
+		out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput()
+		require.NoError(t, err, "ip %v: %v: %s", args, err, out)
 	}
 	// kernelNext returns the kernel's next notification of command cmd (a veth pair brings
 	// one per end, and changes as it comes up).
@@ -317,9 +297,8 @@ func TestNetdevNotificationsMatchKernel(t *testing.T) {
 	ts := startServer(t, nil)
 	rc := dialRaw(t, ts.path)
 	mf := manadFamilyID(t, rc, wire.FamilyName)
-	if a := joinRaw(t, rc, mf, groupID(t, ts.path, wire.NetdevFamilyName, wire.NetdevGroupMgmt), wire.CmdGroupJoin); a.errno != 0 {
-		t.Fatalf("join mgmt: %+v", a)
-	}
+	a := joinRaw(t, rc, mf, groupID(t, ts.path, wire.NetdevFamilyName, wire.NetdevGroupMgmt), wire.CmdGroupJoin)
+	require.Equal(t, unix.Errno(0), a.errno, "join mgmt: %+v", a)
 	dev := wire.NetdevDev{Ifindex: ts.mana0.Dev.Index, XDPFeatures: 1}
 
 	ip("link", "add", "nn0", "type", "veth", "peer", "name", "nn1")
@@ -331,7 +310,6 @@ func TestNetdevNotificationsMatchKernel(t *testing.T) {
 	ip("link", "del", "nn0")
 	k = kernelNext(wire.NetdevCmdDevDelNtf)
 	ts.srv.NotifyNetdevDev(genl.EventDel, ts.mana0.Dev, dev)
-	if ks, ms := ntfShape(k), ntfShape(rc.recv()[0]); ks != ms {
-		t.Errorf("dev-del-ntf: kernel %s\nmanad %s", ks, ms)
-	}
+	ks, ms := ntfShape(k), ntfShape(rc.recv()[0])
+	assert.Equal(t, ms, ks, "dev-del-ntf: kernel %s\nmanad %s", ks, ms)
 }

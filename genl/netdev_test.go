@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
@@ -22,13 +24,9 @@ func TestNetdevMessages(t *testing.T) {
 	c := dialClient(t, ts.path)
 	ctx := context.Background()
 	want0, err := ts.be.NetdevPort(ctx, genl.Caller{NetNS: ts.ns}, ts.mana0.Dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want1, err := ts.be.NetdevPort(ctx, genl.Caller{NetNS: ts.ns}, ts.mana1.Dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	i0 := ts.mana0.Dev.Index
 	// Each device's pools newest (highest id) first, as the kernel lists them.
 	pools := func(ps ...genl.NetdevPort) (pp []wire.NetdevPagePool, st []wire.NetdevPagePoolStats) {
@@ -58,19 +56,13 @@ func TestNetdevMessages(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.get()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(wire.NetdevQStats{}, "Present")); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
+			require.NoError(t, err)
+			assert.Empty(t, cmp.Diff(tc.want, got, cmpopts.IgnoreFields(wire.NetdevQStats{}, "Present")), "(-want +got)")
 		})
 	}
 	// A detached pool has no napi-id and a detach-time; an attached one the reverse.
 	for _, p := range wantPools {
-		if (p.DetachTime == 0) == (p.NAPIID == 0) {
-			t.Errorf("pool %d: napi-id %d, detach-time %d", p.ID, p.NAPIID, p.DetachTime)
-		}
+		assert.NotEqual(t, p.NAPIID == 0, p.DetachTime == 0, "pool %d: napi-id %d, detach-time %d", p.ID, p.NAPIID, p.DetachTime)
 	}
 }
 
@@ -96,9 +88,7 @@ func TestNetdevDoReplies(t *testing.T) {
 	rc := dialRaw(t, ts.path)
 	fam := manadFamilyID(t, rc, wire.NetdevFamilyName)
 	p, err := ts.be.NetdevPort(context.Background(), genl.Caller{NetNS: ts.ns}, ts.mana1.Dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	i1 := ts.mana1.Dev.Index
 	put := func(f func(b *nlattr.Builder)) []byte { var b nlattr.Builder; f(&b); return b.B }
 	pool := p.Pools[1]
@@ -152,25 +142,21 @@ func TestNetdevDoReplies(t *testing.T) {
 			msgs := rc.recv()
 			if tc.want == nil {
 				a := decodeAck(t, msgs[0])
-				if a.errno != tc.errno || a.msg != tc.msg {
-					t.Errorf("got %v %q, want %v %q", a.errno, a.msg, tc.errno, tc.msg)
-				}
+				assert.Equal(t, tc.errno, a.errno, "got %v %q, want %v %q", a.errno, a.msg, tc.errno, tc.msg)
+				assert.Equal(t, tc.msg, a.msg, "got %v %q, want %v %q", a.errno, a.msg, tc.errno, tc.msg)
 				return
 			}
-			if len(msgs) < 1 || msgs[0].h.Type != fam {
-				t.Fatalf("reply %+v", msgs)
-			}
-			if got := msgs[0].data[4:]; string(got) != string(tc.want) {
-				t.Errorf("reply attributes\n got % x\nwant % x", got, tc.want)
-			}
+			require.GreaterOrEqual(t, len(msgs), 1, "reply %+v", msgs)
+			require.Equal(t, fam, msgs[0].h.Type, "reply %+v", msgs)
+			got := msgs[0].data[4:]
+			assert.Equal(t, string(tc.want), string(got), "reply attributes\n got % x\nwant % x", got, tc.want)
 			if len(msgs) == 1 {
 				msgs = rc.recv()
 			} else {
 				msgs = msgs[1:]
 			}
-			if a := decodeAck(t, msgs[0]); a.errno != 0 {
-				t.Errorf("ACK %v", a.errno)
-			}
+			a := decodeAck(t, msgs[0])
+			assert.Equal(t, unix.Errno(0), a.errno, "ACK")
 		})
 	}
 }
@@ -184,16 +170,12 @@ func TestNetdevDumpManyPorts(t *testing.T) {
 	}
 	c := dialClient(t, ts.path)
 	qs, err := c.Queues(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if want := 202 * 8; len(qs) != want {
 		t.Fatalf("%d queues, want %d", len(qs), want)
 	}
 	pps, err := c.PagePools(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	seen := map[uint64]bool{}
 	for _, p := range pps {
 		if seen[p.ID] {
@@ -201,9 +183,8 @@ func TestNetdevDumpManyPorts(t *testing.T) {
 		}
 		seen[p.ID] = true
 	}
-	if want := 202 * (4 + genl.MemDetachedPools); len(pps) != want {
-		t.Errorf("%d pools, want %d", len(pps), want)
-	}
+	want := 202 * (4 + genl.MemDetachedPools)
+	assert.Len(t, pps, want, "%d pools, want %d", len(pps), want)
 }
 
 // TestNetdevDevNotifications: a "mgmt" subscriber gets dev add/del notifications (seq 0, as
@@ -220,9 +201,8 @@ func TestNetdevDevNotifications(t *testing.T) {
 	if a := joinRaw(t, rc, mf, mgmt, wire.CmdGroupJoin); a.errno != 0 {
 		t.Fatalf("join mgmt: %+v", a)
 	}
-	if a := joinRaw(t, other, mf, pp, wire.CmdGroupJoin); a.errno != 0 {
-		t.Fatalf("join page-pool: %+v", a)
-	}
+	a := joinRaw(t, other, mf, pp, wire.CmdGroupJoin)
+	require.Equal(t, unix.Errno(0), a.errno, "join page-pool: %+v", a)
 	dev := wire.NetdevDev{Ifindex: ts.mana0.Dev.Index, XDPFeatures: 1}
 	var want nlattr.Builder
 	wire.NetdevDevTable.Put(&want, &dev)
@@ -233,12 +213,13 @@ func TestNetdevDevNotifications(t *testing.T) {
 		ts.srv.NotifyNetdevDev(tc.kind, ts.mana0.Dev, dev)
 		msgs := rc.recv()
 		m := msgs[0]
-		if len(msgs) != 1 || m.h.Type != nd || m.h.PID != 0 || m.h.Seq != 0 || m.data[0] != tc.cmd || m.data[1] != wire.NetdevFamilyVersion {
-			t.Fatalf("%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
-		}
-		if string(m.data[4:]) != string(want.B) {
-			t.Errorf("%s: NTF attributes % x, want % x", tc.kind, m.data[4:], want.B)
-		}
+		require.Len(t, msgs, 1, "%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		require.Equal(t, nd, m.h.Type, "%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		require.Equal(t, uint32(0), m.h.PID, "%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		require.Equal(t, uint32(0), m.h.Seq, "%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		require.Equal(t, tc.cmd, m.data[0], "%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		require.Equal(t, byte(wire.NetdevFamilyVersion), m.data[1], "%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		assert.Equal(t, string(want.B), string(m.data[4:]), "%s: NTF attributes % x, want % x", tc.kind, m.data[4:], want.B)
 	}
 	// The page-pool subscriber got nothing: its next datagram is the reply to a request.
 	other.send(netdevReq(nd, 0, wire.NetdevCmdDevGet, func(m *msgBuilder) { m.PutU32(wire.NetdevADevIfindex, ts.mana0.Dev.Index) }))
@@ -261,9 +242,8 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 	if a := joinRaw(t, rc, mf, pp, wire.CmdGroupJoin); a.errno != 0 {
 		t.Fatalf("join page-pool: %+v", a)
 	}
-	if a := joinRaw(t, mgmtOnly, mf, mgmt, wire.CmdGroupJoin); a.errno != 0 {
-		t.Fatalf("join mgmt: %+v", a)
-	}
+	a := joinRaw(t, mgmtOnly, mf, mgmt, wire.CmdGroupJoin)
+	require.Equal(t, unix.Errno(0), a.errno, "join mgmt: %+v", a)
 	ns := ts.mana0.Dev.NetNS
 	ifi := ts.mana0.Dev.Index
 	for _, tc := range []struct {
@@ -304,14 +284,15 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 		ts.srv.NotifyNetdevPagePool(tc.kind, ns, tc.pool)
 		msgs := rc.recv()
 		m := msgs[0]
-		if len(msgs) != 1 || m.h.Type != nd || m.h.PID != 0 || m.h.Seq != 0 || m.data[0] != tc.cmd || m.data[1] != wire.NetdevFamilyVersion {
-			t.Fatalf("%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
-		}
+		require.Len(t, msgs, 1, "%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		require.Equal(t, nd, m.h.Type, "%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		require.Equal(t, uint32(0), m.h.PID, "%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		require.Equal(t, uint32(0), m.h.Seq, "%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		require.Equal(t, tc.cmd, m.data[0], "%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
+		require.Equal(t, byte(wire.NetdevFamilyVersion), m.data[1], "%s: NTF header %+v % x", tc.kind, m.h, m.data[:4])
 		var want nlattr.Builder
 		tc.want(&want)
-		if string(m.data[4:]) != string(want.B) {
-			t.Errorf("%s %+v: NTF attributes % x, want % x", tc.kind, tc.pool, m.data[4:], want.B)
-		}
+		assert.Equal(t, string(want.B), string(m.data[4:]), "%s %+v: NTF attributes % x, want % x", tc.kind, tc.pool, m.data[4:], want.B)
 		var back wire.NetdevPagePool
 		if err := wire.NetdevPagePoolTable.Decode(m.data[4:], &back); err != nil || back != tc.pool {
 			t.Errorf("%s: decoded %+v (%v), want %+v", tc.kind, back, err, tc.pool)
@@ -322,8 +303,7 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 	// nothing: the next datagram of each is the reply to a request.
 	for _, c := range []*rawConn{rc, mgmtOnly} {
 		c.send(netdevReq(nd, 0, wire.NetdevCmdDevGet, func(m *msgBuilder) { m.PutU32(wire.NetdevADevIfindex, ifi) }))
-		if m := c.recv()[0]; m.data[0] != wire.NetdevCmdDevGet {
-			t.Errorf("subscriber got %+v % x before its reply", m.h, m.data[:4])
-		}
+		m := c.recv()[0]
+		assert.Equal(t, byte(wire.NetdevCmdDevGet), m.data[0], "subscriber got %+v % x before its reply", m.h, m.data[:4])
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/ethtool"
@@ -35,9 +37,8 @@ func decodePolicyDump(t *testing.T, msgs []rawMsg) policyDump {
 	t.Helper()
 	d := policyDump{ops: map[uint16][2]int{}, policies: map[uint16]map[uint16]map[uint16]uint64{}}
 	for _, m := range msgs {
-		if m.h.Type != unix.GENL_ID_CTRL || m.data[0] != unix.CTRL_CMD_GETPOLICY {
-			t.Fatalf("unexpected message type %d cmd %d", m.h.Type, m.data[0])
-		}
+		require.Equal(t, uint16(unix.GENL_ID_CTRL), m.h.Type, "unexpected message type %d cmd %d", m.h.Type, m.data[0])
+		require.Equal(t, byte(unix.CTRL_CMD_GETPOLICY), m.data[0], "unexpected message type %d cmd %d", m.h.Type, m.data[0])
 		it := nlattr.NewIter(m.data, 4, len(m.data)-4)
 		for it.Next() {
 			a := it.Attr()
@@ -150,9 +151,7 @@ func TestGetPolicyMatchesKernel(t *testing.T) {
 		for _, m := range mm {
 			mb = append(mb, m.data)
 		}
-		if diff := cmp.Diff(kb, mb); diff != "" {
-			t.Errorf("nlctrl policy dump (-kernel +manad):\n%s", diff)
-		}
+		assert.Empty(t, cmp.Diff(kb, mb), "nlctrl policy dump (-kernel +manad)")
 	})
 
 	// Ops whose manad policy is knowingly not the kernel's, and why.
@@ -174,9 +173,7 @@ func TestGetPolicyMatchesKernel(t *testing.T) {
 				t.Fatalf("DONE kernel %v, manad %v", decodeDone(t, kend).errno, decodeDone(t, mend).errno)
 			}
 			kd, md := decodePolicyDump(t, km), decodePolicyDump(t, mm)
-			if len(md.ops) == 0 {
-				t.Fatal("manad lists no ethtool op policies")
-			}
+			require.NotEmpty(t, md.ops, "manad lists no ethtool op policies")
 			for cmd := range md.ops {
 				if _, ok := kd.ops[cmd]; !ok {
 					t.Logf("op %d: the kernel has no policy (op not built in)", cmd)
@@ -184,14 +181,10 @@ func TestGetPolicyMatchesKernel(t *testing.T) {
 				}
 				diff := cmp.Diff(kd.opPolicies(cmd), md.opPolicies(cmd))
 				if why, ok := differ[fam][cmd]; ok {
-					if diff == "" {
-						t.Errorf("op %d: listed as differing (%s) but equals the kernel's", cmd, why)
-					}
+					assert.NotEqual(t, "", diff, "op %d: listed as differing (%s) but equals the kernel's", cmd, why)
 					continue
 				}
-				if diff != "" {
-					t.Errorf("op %d policy (-kernel +manad):\n%s", cmd, diff)
-				}
+				assert.Empty(t, diff, "op %d policy (-kernel +manad)", cmd)
 			}
 		})
 	}
@@ -200,12 +193,9 @@ func TestGetPolicyMatchesKernel(t *testing.T) {
 		km, _ := dumpAll(t, kc.send, kc.recv, policyReq(ethtool.FamilyName, unix.ETHTOOL_MSG_RINGS_GET))
 		mm, _ := dumpAll(t, rc.send, rc.recv, policyReq(ethtool.FamilyName, unix.ETHTOOL_MSG_RINGS_GET))
 		kd, md := decodePolicyDump(t, km), decodePolicyDump(t, mm)
-		if len(md.ops) != 1 || len(kd.ops) != 1 {
-			t.Fatalf("ops: kernel %v, manad %v", kd.ops, md.ops)
-		}
-		if diff := cmp.Diff(kd.opPolicies(unix.ETHTOOL_MSG_RINGS_GET), md.opPolicies(unix.ETHTOOL_MSG_RINGS_GET)); diff != "" {
-			t.Errorf("RINGS_GET (-kernel +manad):\n%s", diff)
-		}
+		require.Len(t, md.ops, 1, "ops: kernel %v, manad %v", kd.ops, md.ops)
+		require.Len(t, kd.ops, 1, "ops: kernel %v, manad %v", kd.ops, md.ops)
+		assert.Empty(t, cmp.Diff(kd.opPolicies(unix.ETHTOOL_MSG_RINGS_GET), md.opPolicies(unix.ETHTOOL_MSG_RINGS_GET)), "RINGS_GET (-kernel +manad)")
 	})
 
 	t.Run("errors", func(t *testing.T) {
@@ -222,9 +212,9 @@ func TestGetPolicyMatchesKernel(t *testing.T) {
 			_, kend := dumpAll(t, kc.send, kc.recv, tc.req)
 			_, mend := dumpAll(t, rc.send, rc.recv, tc.req)
 			ka, ma := decodeAck(t, kend), decodeAck(t, mend)
-			if ka.errno != ma.errno || ka.msg != ma.msg || ka.off != ma.off {
-				t.Errorf("%s: kernel %v %q off %d, manad %v %q off %d", tc.name, ka.errno, ka.msg, ka.off, ma.errno, ma.msg, ma.off)
-			}
+			assert.Equal(t, ma.errno, ka.errno, "%s: kernel %v %q off %d, manad %v %q off %d", tc.name, ka.errno, ka.msg, ka.off, ma.errno, ma.msg, ma.off)
+			assert.Equal(t, ma.msg, ka.msg, "%s: kernel %v %q off %d, manad %v %q off %d", tc.name, ka.errno, ka.msg, ka.off, ma.errno, ma.msg, ma.off)
+			assert.Equal(t, ma.off, ka.off, "%s: kernel %v %q off %d, manad %v %q off %d", tc.name, ka.errno, ka.msg, ka.off, ma.errno, ma.msg, ma.off)
 		}
 	})
 }
@@ -237,22 +227,20 @@ func TestGetPolicyEveryOp(t *testing.T) {
 	rc := dialRaw(t, ts.path)
 	for _, fam := range []string{"nlctrl", ethtool.FamilyName, "manad", "netdev"} {
 		all, end := dumpAll(t, rc.send, rc.recv, policyReq(fam, -1))
-		if e := decodeDone(t, end).errno; e != 0 {
-			t.Fatalf("%s: dump ended with %v", fam, e)
-		}
+		require.Equal(t, unix.Errno(0), decodeDone(t, end).errno, "%s: dump ended with", fam)
 		d := decodePolicyDump(t, all)
 		check := func(what string, d policyDump) {
 			for cmd, idx := range d.ops {
 				for _, i := range idx {
-					if _, ok := d.policies[uint16(i)]; i >= 0 && !ok {
-						t.Errorf("%s %s op %d: policy %d not described", fam, what, cmd, i)
+					if _, ok := d.policies[uint16(i)]; i >= 0 {
+						assert.True(t, ok, "%s %s op %d: policy %d not described", fam, what, cmd, i)
 					}
 				}
 			}
 			for p, attrs := range d.policies {
 				for a, desc := range attrs {
-					if n, ok := desc[unix.NL_POLICY_TYPE_ATTR_POLICY_IDX]; ok && d.policies[uint16(n)] == nil {
-						t.Errorf("%s %s policy %d attr %d: nested policy %d not described", fam, what, p, a, n)
+					if n, ok := desc[unix.NL_POLICY_TYPE_ATTR_POLICY_IDX]; ok {
+						assert.NotNil(t, d.policies[uint16(n)], "%s %s policy %d attr %d: nested policy %d not described", fam, what, p, a, n)
 					}
 				}
 			}
@@ -287,9 +275,7 @@ func TestGetPolicyEveryOp(t *testing.T) {
 				}
 			}
 		}
-		if len(haspol) == 0 {
-			t.Errorf("%s: no op advertises a policy", fam)
-		}
+		assert.NotEmpty(t, haspol, "%s: no op advertises a policy", fam)
 		for _, cmd := range haspol {
 			msgs, end := dumpAll(t, rc.send, rc.recv, policyReq(fam, cmd))
 			if e := decodeDone(t, end).errno; e != 0 {
@@ -297,14 +283,12 @@ func TestGetPolicyEveryOp(t *testing.T) {
 				continue
 			}
 			one := decodePolicyDump(t, msgs)
-			if len(one.ops) != 1 {
-				t.Errorf("%s op %d: %d op entries, want 1", fam, cmd, len(one.ops))
-			}
+			assert.Len(t, one.ops, 1, "%s op %d: %d op entries, want 1", fam, cmd, len(one.ops))
 			check(fmt.Sprintf("op %d", cmd), one)
 			// A dump-only op is listed under 0, as the kernel's doit->cmd.
 			_, ok := d.ops[uint16(cmd)]
-			if _, dumpOnly := one.ops[0]; !ok && !(dumpOnly && d.ops[0] != [2]int{}) {
-				t.Errorf("%s op %d: missing from the family dump", fam, cmd)
+			if _, dumpOnly := one.ops[0]; !ok {
+				assert.True(t, dumpOnly && d.ops[0] != [2]int{}, "%s op %d: missing from the family dump", fam, cmd)
 			}
 		}
 	}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mdlayher/netlink"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
@@ -32,14 +33,10 @@ func joinRaw(t *testing.T, rc *rawConn, mf uint16, group uint32, cmd uint8) ackI
 func groupID(t *testing.T, path, family, group string) uint32 {
 	t.Helper()
 	conn, err := client.DialGenetlink(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
 	f, err := conn.GetFamily(family)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, g := range f.Groups {
 		if g.Name == group {
 			return g.ID
@@ -55,77 +52,60 @@ func TestNotifications(t *testing.T) {
 	ctx := ctxT(t)
 	mana0 := client.Interface{Name: "mana0"}
 	sub, err := c.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sub.Close()
 	next := func() client.Notification {
 		t.Helper()
 		ns, err := sub.Next(ctx)
-		if err != nil || len(ns) != 1 {
-			t.Fatalf("Next: %v, %d notifications", err, len(ns))
-		}
+		require.NoError(t, err, "Next: %v, %d notifications", err, len(ns))
+		require.Len(t, ns, 1, "Next: %v, %d notifications", err, len(ns))
 		return ns[0]
 	}
 
-	if err := c.SetPrivateFlags(ctx, client.PrivateFlags{Interface: mana0, Flags: []client.Flag{{Name: "full-page-rx", On: true}}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.SetPrivateFlags(ctx, client.PrivateFlags{Interface: mana0, Flags: []client.Flag{{Name: "full-page-rx", On: true}}}))
 	n := next()
 	wantIfi := client.Interface{Index: int(ts.mana0.Dev.Index), Name: "mana0"}
-	if n.Kind != client.PrivateFlagsChanged || n.Interface != wantIfi ||
-		!cmp.Equal(n.PrivateFlags.Flags, []client.Flag{{Name: "full-page-rx", Index: 0, On: true}}) {
-		t.Errorf("privflags NTF: %+v %+v", n, n.PrivateFlags)
-	}
+	assert.Equal(t, client.PrivateFlagsChanged, n.Kind, "privflags NTF: %+v %+v", n, n.PrivateFlags)
+	assert.Equal(t, wantIfi, n.Interface, "privflags NTF: %+v %+v", n, n.PrivateFlags)
+	assert.True(t, cmp.Equal(n.PrivateFlags.Flags, []client.Flag{{Name: "full-page-rx", Index: 0, On: true}}), "privflags NTF: %+v %+v", n, n.PrivateFlags)
 	seq := n.Sequence
 
 	// A SET that changes nothing sends nothing: the next NTF is the rings
 	// one, with the next sequence number and the value re-read after the
 	// driver rounded it.
-	if err := c.SetPrivateFlags(ctx, client.PrivateFlags{Interface: mana0, Flags: []client.Flag{{Name: "full-page-rx", On: true}}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.SetPrivateFlags(ctx, client.PrivateFlags{Interface: mana0, Flags: []client.Flag{{Name: "full-page-rx", On: true}}}))
 	rx := uint32(600)
-	if err := c.SetRings(ctx, mana0, client.RingsUpdate{Rx: &rx}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.SetRings(ctx, mana0, client.RingsUpdate{Rx: &rx}))
 	n = next()
-	if n.Kind != client.RingsChanged || n.Sequence != seq+1 || n.Rings.Rx != 1024 || n.Rings.RxMax != 8192 {
-		t.Errorf("rings NTF: %+v %+v", n, n.Rings)
-	}
+	assert.Equal(t, client.RingsChanged, n.Kind, "rings NTF: %+v %+v", n, n.Rings)
+	assert.Equal(t, seq+1, n.Sequence, "rings NTF: %+v %+v", n, n.Rings)
+	assert.Equal(t, uint32(1024), n.Rings.Rx, "rings NTF: %+v %+v", n, n.Rings)
+	assert.Equal(t, uint32(8192), n.Rings.RxMax, "rings NTF: %+v %+v", n, n.Rings)
 	comb := uint32(2)
-	if err := c.SetChannels(ctx, mana0, client.ChannelsUpdate{Combined: &comb}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.SetChannels(ctx, mana0, client.ChannelsUpdate{Combined: &comb}))
 	n = next()
-	if n.Kind != client.ChannelsChanged || n.Sequence != seq+2 || n.Channels.Combined != 2 {
-		t.Errorf("channels NTF: %+v %+v", n, n.Channels)
-	}
+	assert.Equal(t, client.ChannelsChanged, n.Kind, "channels NTF: %+v %+v", n, n.Channels)
+	assert.Equal(t, seq+2, n.Sequence, "channels NTF: %+v %+v", n, n.Channels)
+	assert.Equal(t, uint32(2), n.Channels.Combined, "channels NTF: %+v %+v", n, n.Channels)
 
 	// A change in another network namespace is not delivered; the daemon's
 	// port event (in ours) is.
 	other := genl.Device{Index: 5, Name: "mana0", NetNS: genl.NetNS{Dev: 1, Ino: 2}}
 	ts.srv.NotifyPrivFlags(other, genl.PrivFlags{Names: []string{"x"}, Flags: 1})
 	info, err := c.Port(ctx, mana0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ts.srv.NotifyPort(genl.EventNew, *info)
 	n = next()
-	if n.Kind != client.PortAdded || n.Sequence != 1 || n.Interface != wantIfi {
-		t.Fatalf("port NTF: %+v", n)
-	}
-	if diff := cmp.Diff(info, n.Port); diff != "" {
-		t.Errorf("port NTF payload (-want +got):\n%s", diff)
-	}
+	require.Equal(t, client.PortAdded, n.Kind, "port NTF: %+v", n)
+	require.Equal(t, uint32(1), n.Sequence, "port NTF: %+v", n)
+	require.Equal(t, wantIfi, n.Interface, "port NTF: %+v", n)
+	assert.Empty(t, cmp.Diff(info, n.Port), "port NTF payload (-want +got)")
 	ts.srv.NotifyPort(genl.Event(99), *info)
 	ts.srv.NotifyPort(genl.EventDel, *info)
 	if n = next(); n.Kind != client.PortRemoved || n.Sequence != 2 {
 		t.Errorf("del NTF: %+v", n)
 	}
-	if !strings.Contains(ts.logs.String(), "NotifyPort with unknown event") {
-		t.Errorf("unknown event not logged")
-	}
+	assert.Contains(t, ts.logs.String(), "NotifyPort with unknown event", "unknown event not logged")
 }
 
 // TestNotificationWireFormat checks an NTF byte-level: pid 0, flags 0,
@@ -147,10 +127,13 @@ func TestNotificationWireFormat(t *testing.T) {
 	ts.srv.NotifyPrivFlags(ts.mana0.Dev, genl.PrivFlags{Names: []string{"full-page-rx", "b"}, Flags: 0b10})
 	msgs := rc.recv()
 	m := msgs[0]
-	if len(msgs) != 1 || m.h.Type != eth || m.h.Flags != 0 || m.h.PID != 0 || m.h.Seq != 1 ||
-		m.data[0] != unix.ETHTOOL_MSG_PRIVFLAGS_NTF || m.data[1] != 1 {
-		t.Fatalf("NTF header %+v % x", m.h, m.data[:4])
-	}
+	require.Len(t, msgs, 1, "NTF header %+v % x", m.h, m.data[:4])
+	require.Equal(t, eth, m.h.Type, "NTF header %+v % x", m.h, m.data[:4])
+	require.Equal(t, uint16(0), m.h.Flags, "NTF header %+v % x", m.h, m.data[:4])
+	require.Equal(t, uint32(0), m.h.PID, "NTF header %+v % x", m.h, m.data[:4])
+	require.Equal(t, uint32(1), m.h.Seq, "NTF header %+v % x", m.h, m.data[:4])
+	require.Equal(t, byte(unix.ETHTOOL_MSG_PRIVFLAGS_NTF), m.data[0], "NTF header %+v % x", m.h, m.data[:4])
+	require.Equal(t, byte(1), m.data[1], "NTF header %+v % x", m.h, m.data[:4])
 	var bs ethtool.Bitset
 	var hdr []byte
 	it := nlattr.NewIter(m.data, 4, len(m.data)-4)
@@ -170,9 +153,8 @@ func TestNotificationWireFormat(t *testing.T) {
 	if a := joinRaw(t, rc, mf, monitor, wire.CmdGroupLeave); a.errno != 0 {
 		t.Fatalf("leave: %+v", a)
 	}
-	if a := joinRaw(t, rc, mf, events, wire.CmdGroupJoin); a.errno != 0 {
-		t.Fatalf("join events: %+v", a)
-	}
+	a := joinRaw(t, rc, mf, events, wire.CmdGroupJoin)
+	require.Equal(t, unix.Errno(0), a.errno, "join events: %+v", a)
 	ts.srv.NotifyRings(ts.mana0.Dev, genl.Rings{})
 	ts.srv.NotifyPort(genl.EventChange, genl.PortInfo{Device: ts.mana0.Dev})
 	m = rc.recv()[0]
@@ -190,27 +172,22 @@ func TestStalledSubscriber(t *testing.T) {
 	monitor := groupID(t, ts.path, "ethtool", "monitor")
 
 	stalled := dialRaw(t, ts.path)
-	if a := joinRaw(t, stalled, mf, monitor, wire.CmdGroupJoin); a.errno != 0 {
-		t.Fatal(a)
-	}
+	a := joinRaw(t, stalled, mf, monitor, wire.CmdGroupJoin)
+	require.Equal(t, unix.Errno(0), a.errno, "%v", a)
 	c := dialClient(t, ts.path)
 	ctx := ctxT(t)
 	sub, err := c.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sub.Close()
 
 	const n = 1500
 	for i := range n {
 		ts.srv.NotifyChannels(ts.mana0.Dev, genl.Channels{CombinedMax: 64, Combined: uint32(i % 64)})
 		ns, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatalf("active subscriber, notification %d: %v", i, err)
-		}
-		if len(ns) != 1 || ns[0].Sequence != uint32(i+1) || ns[0].Channels.Combined != uint32(i%64) {
-			t.Fatalf("notification %d: %+v", i, ns)
-		}
+		require.NoError(t, err, "active subscriber, notification %d", i)
+		require.Len(t, ns, 1, "notification %d: %+v", i, ns)
+		require.Equal(t, uint32(i+1), ns[0].Sequence, "notification %d: %+v", i, ns)
+		require.Equal(t, uint32(i%64), ns[0].Channels.Combined, "notification %d: %+v", i, ns)
 	}
 
 	got := 0
@@ -219,19 +196,15 @@ func TestStalledSubscriber(t *testing.T) {
 	for {
 		_, err := stalled.c.Read(buf)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, unix.ECONNRESET) {
-				t.Errorf("stalled subscriber: %v, want EOF (dropped)", err)
+			if !errors.Is(err, io.EOF) {
+				assert.ErrorIs(t, err, unix.ECONNRESET, "stalled subscriber: %v, want EOF (dropped)", err)
 			}
 			break
 		}
 		got++
 	}
-	if got >= n {
-		t.Errorf("stalled subscriber got all %d notifications; it should have been dropped", got)
-	}
-	if !strings.Contains(ts.logs.String(), "dropping") {
-		t.Errorf("drop not logged:\n%s", ts.logs.String())
-	}
+	assert.Less(t, got, n, "stalled subscriber got all %d notifications; it should have been dropped", got)
+	assert.Contains(t, ts.logs.String(), "dropping", "drop not logged")
 	t.Logf("stalled subscriber received %d of %d before being dropped", got, n)
 }
 
@@ -240,36 +213,24 @@ func TestStalledSubscriber(t *testing.T) {
 func TestGenetlinkConnGroupsAndOptions(t *testing.T) {
 	ts := startServer(t, nil)
 	conn, err := client.DialGenetlink(ts.path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
 	eth, err := conn.GetFamily("ethtool")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.JoinGroup(eth.Groups[0].ID); err != nil {
-		t.Fatalf("JoinGroup: %v", err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, conn.JoinGroup(eth.Groups[0].ID), "JoinGroup")
 	err = conn.JoinGroup(999)
 	var ce *client.Error
 	if !errors.Is(err, unix.EINVAL) || !errors.As(err, &ce) || ce.Message != "unknown multicast group 999" || ce.Offset == 0 {
 		t.Errorf("JoinGroup(999): %v", err)
 	}
-	if err := conn.SetOption(netlink.CapAcknowledge, true); err != nil {
-		t.Errorf("SetOption(CapAcknowledge): %v", err)
-	}
-	if err := conn.SetOption(netlink.PacketInfo, true); !errors.Is(err, unix.ENOPROTOOPT) {
-		t.Errorf("SetOption(PacketInfo): %v", err)
-	}
+	assert.NoError(t, conn.SetOption(netlink.CapAcknowledge, true), "SetOption(CapAcknowledge)")
+	assert.ErrorIs(t, conn.SetOption(netlink.PacketInfo, true), unix.ENOPROTOOPT, "SetOption(PacketInfo)")
 	ts.srv.NotifyRings(ts.mana0.Dev, genl.Rings{RxMax: 1, Rx: 1})
 	msgs, _, err := conn.Receive()
-	if err != nil || len(msgs) != 1 || msgs[0].Header.Command != unix.ETHTOOL_MSG_RINGS_NTF {
-		t.Fatalf("Receive: %+v, %v", msgs, err)
-	}
-	if err := conn.LeaveGroup(eth.Groups[0].ID); err != nil {
-		t.Errorf("LeaveGroup: %v", err)
-	}
+	require.NoError(t, err, "Receive: %+v, %v", msgs, err)
+	require.Len(t, msgs, 1, "Receive: %+v, %v", msgs, err)
+	require.Equal(t, uint8(unix.ETHTOOL_MSG_RINGS_NTF), msgs[0].Header.Command, "Receive: %+v, %v", msgs, err)
+	assert.NoError(t, conn.LeaveGroup(eth.Groups[0].ID), "LeaveGroup")
 }
 
 // TestMonitor runs Client.Monitor until its context ends.
@@ -289,11 +250,9 @@ func TestMonitor(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	if n.Kind != client.PortAdded || n.Interface.Name != "mana1" || n.Kind.String() != "port-new" {
-		t.Errorf("%+v", n)
-	}
+	assert.Equal(t, client.PortAdded, n.Kind, "%+v", n)
+	assert.Equal(t, "mana1", n.Interface.Name, "%+v", n)
+	assert.Equal(t, "port-new", n.Kind.String(), "%+v", n)
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("Monitor returned %v", err)
-	}
+	assert.ErrorIs(t, <-done, context.Canceled, "Monitor returned")
 }

@@ -4,14 +4,14 @@ import (
 	"testing"
 
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCmdNames: every command a family serves has a metric name of its own.
 func TestCmdNames(t *testing.T) {
 	s, err := NewServer(ServerConfig{Backend: NewMemBackend()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, f := range s.familyList() {
 		seen := map[string]bool{}
 		for _, o := range f.ops {
@@ -23,8 +23,6 @@ func TestCmdNames(t *testing.T) {
 		}
 	}
 	for cmd, want := range map[uint8]string{wire.CmdPortGet: "port-get", wire.CmdStatsGet: "stats-get", wire.CmdSetOption: "set-option", wire.CmdPortNewNtf: "unknown"} {
-		if got := cmdName(manadID, cmd); got != want {
-			t.Errorf("manad command %d: %q, want %q", cmd, got, want)
-		}
+		assert.Equal(t, want, cmdName(manadID, cmd), "manad command %d", cmd)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // recorder is an Observer that counts what it is told.
@@ -52,9 +54,8 @@ func TestObserverRequests(t *testing.T) {
 	if _, err := c.Rings(ctx, client.Interface{Name: "nosuch0"}); err == nil {
 		t.Fatal("rings of a missing device succeeded")
 	}
-	if _, err := c.AllRings(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, err := c.AllRings(ctx)
+	require.NoError(t, err)
 	rc := dialRaw(t, ts.path)
 	rc.send(newMsg(0x7ff0, nlattr.FlagRequest|nlattr.FlagAck, 1, 1, 1).done()) // no such family
 	rc.recv()
@@ -72,13 +73,10 @@ func TestObserverRequests(t *testing.T) {
 		fmt.Sprintf("unknown/unknown/%d", unix.EINVAL):     1,
 		fmt.Sprintf("unknown/unknown/%d", unix.EMSGSIZE):   1,
 	} {
-		if got := rec.count(key); got != want {
-			t.Errorf("%s: %d, want %d (all: %v)", key, got, want, rec.requests)
-		}
+		got := rec.count(key)
+		assert.Equal(t, want, got, "%s: %d, want %d (all: %v)", key, got, want, rec.requests)
 	}
-	if rec.count("nlctrl/getfamily/0") == 0 {
-		t.Errorf("the client's family lookups were not reported: %v", rec.requests)
-	}
+	assert.NotEqual(t, 0, rec.count("nlctrl/getfamily/0"), "the client's family lookups were not reported: %v", rec.requests)
 }
 
 // TestObserverSubscriberDropped: a subscriber that does not read is reported when dropped.
@@ -92,9 +90,8 @@ func TestObserverSubscriberDropped(t *testing.T) {
 	mf := manadFamilyID(t, dialRaw(t, ts.path), wire.FamilyName)
 	monitor := groupID(t, ts.path, "ethtool", "monitor")
 	stalled := dialRaw(t, ts.path)
-	if a := joinRaw(t, stalled, mf, monitor, wire.CmdGroupJoin); a.errno != 0 {
-		t.Fatal(a)
-	}
+	a := joinRaw(t, stalled, mf, monitor, wire.CmdGroupJoin)
+	require.Equal(t, unix.Errno(0), a.errno, "%v", a)
 	// Never read: the socket buffer fills, the writer blocks, the one-slot queue overflows.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -122,9 +119,8 @@ func TestClientResolvesNetdevOnce(t *testing.T) {
 	// connection: a request of another family makes the counts so far final.
 	sync := func() {
 		t.Helper()
-		if _, err := c.Ports(ctx); err != nil {
-			t.Fatal(err)
-		}
+		_, err := c.Ports(ctx)
+		require.NoError(t, err)
 	}
 	sync()
 	dialed := rec.count("nlctrl/getfamily/0") // the ethtool and manad families
@@ -132,15 +128,13 @@ func TestClientResolvesNetdevOnce(t *testing.T) {
 		if _, err := c.NetdevDevs(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Queues(ctx, 0); err != nil {
-			t.Fatal(err)
-		}
+		_, err := c.Queues(ctx, 0)
+		require.NoError(t, err)
 	}
 	sync()
 	if got := rec.count("nlctrl/getfamily/0") - dialed; got != 1 {
 		t.Errorf("%d GETFAMILY requests for 6 netdev requests, want 1", got)
 	}
-	if got := rec.count(wire.NetdevFamilyName+"/dev-get/0") + rec.count(wire.NetdevFamilyName+"/queue-get/0"); got != 6 {
-		t.Errorf("%d netdev requests answered, want 6", got)
-	}
+	got := rec.count(wire.NetdevFamilyName+"/dev-get/0") + rec.count(wire.NetdevFamilyName+"/queue-get/0")
+	assert.Equal(t, 6, got, "%d netdev requests answered, want 6", got)
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRequestWaitsThenConnectionGoesOn: a request that waits on its context (which starts the
@@ -40,13 +42,11 @@ func TestRequestWaitsThenConnectionGoesOn(t *testing.T) {
 		if _, err := c.Rings(ctxT(t), client.Interface{Name: "mana0"}); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
-		if _, err := c.PrivateFlags(ctxT(t), client.Interface{Name: "mana0"}); err != nil {
-			t.Fatalf("request %d after the wait: %v", i, err)
-		}
+		_, err := c.PrivateFlags(ctxT(t), client.Interface{Name: "mana0"})
+		require.NoError(t, err, "request %d after the wait", i)
 	}
-	if n := waited.Load(); n != 3 {
-		t.Errorf("%d requests waited to the end, want 3", n)
-	}
+	n := waited.Load()
+	assert.Equal(t, int32(3), n, "%d requests waited to the end, want 3", n)
 	eventually(t, "manad closed the idle connection", func() bool {
 		return strings.Contains(logs.String(), "closed idle connection")
 	})

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl"
@@ -37,20 +39,13 @@ func TestRingsSetLostUpdate(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.SetRings(ctxT(t), ifi, client.RingsUpdate{Rx: ptrU32(2048)}) }()
 	<-entered
-	if err := b.SetRings(ctxT(t), ifi, client.RingsUpdate{Tx: ptrU32(4096)}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.SetRings(ctxT(t), ifi, client.RingsUpdate{Tx: ptrU32(4096)}))
 	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-done)
 	rg, err := a.Rings(ctxT(t), ifi)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rg.Rx != 2048 || rg.Tx != 4096 {
-		t.Errorf("rings after rx-only and tx-only sets: rx=%d tx=%d, want rx=2048 tx=4096", rg.Rx, rg.Tx)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, uint32(2048), rg.Rx, "rings after rx-only and tx-only sets: rx=%d tx=%d, want rx=2048 tx=4096", rg.Rx, rg.Tx)
+	assert.Equal(t, uint32(4096), rg.Tx, "rings after rx-only and tx-only sets: rx=%d tx=%d, want rx=2048 tx=4096", rg.Rx, rg.Tx)
 }
 
 // TestOneNotificationPerChange: 32 writers on their own connections change
@@ -62,9 +57,7 @@ func TestOneNotificationPerChange(t *testing.T) {
 	ts := startServer(t, func(c *genl.ServerConfig) { c.SendQueue = 8192 })
 	ctx := ctxT(t)
 	sub, err := dialClient(t, ts.path).Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sub.Close()
 	ts.be.History() // from here on
 
@@ -106,15 +99,11 @@ func TestOneNotificationPerChange(t *testing.T) {
 	}
 	want := ts.be.History()
 	// A sentinel change on another port ends the stream to compare.
-	if err := dialClient(t, ts.path).SetRings(ctx, client.Interface{Name: "mana1"}, client.RingsUpdate{Rx: ptrU32(4096)}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, dialClient(t, ts.path).SetRings(ctx, client.Interface{Name: "mana1"}, client.RingsUpdate{Rx: ptrU32(4096)}))
 	var got []string
 	for done := false; !done; {
 		ns, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatalf("after %d notifications: %v", len(got), err)
-		}
+		require.NoError(t, err, "after %d notifications", len(got))
 		for _, n := range ns {
 			if n.Interface.Name == "mana1" {
 				done = true
@@ -123,12 +112,8 @@ func TestOneNotificationPerChange(t *testing.T) {
 			got = append(got, describe(n))
 		}
 	}
-	if len(want) < writers {
-		t.Errorf("only %d real changes; the test does not contend", len(want))
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("notifications differ from the changes (-changes +notifications):\n%s", diff)
-	}
+	assert.GreaterOrEqual(t, len(want), writers, "only %d real changes; the test does not contend", len(want))
+	assert.Empty(t, cmp.Diff(want, got), "notifications differ from the changes (-changes +notifications)")
 	// Each rings change is one field's: a change of both is a lost update.
 	var prx, ptx uint32 = 1024, 1024
 	for _, h := range want {
@@ -136,8 +121,8 @@ func TestOneNotificationPerChange(t *testing.T) {
 		if _, err := fmt.Sscanf(h, "rings mana0 rx=%d tx=%d", &rx, &tx); err != nil {
 			continue
 		}
-		if rx != prx && tx != ptx {
-			t.Errorf("a one-field RINGS_SET changed both: rx %d→%d, tx %d→%d", prx, rx, ptx, tx)
+		if rx != prx {
+			assert.Equal(t, ptx, tx, "a one-field RINGS_SET changed both: rx %d→%d, tx", prx, rx)
 		}
 		prx, ptx = rx, tx
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestRewriteEthtoolArgs(t *testing.T) {
@@ -31,13 +33,9 @@ func TestRewriteEthtoolArgs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got := rewriteEthtoolArgs(tc.in)
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("rewriteEthtoolArgs(%q) = %q, want %q", tc.in, got, tc.want)
-		}
+		assert.True(t, slices.Equal(got, tc.want), "rewriteEthtoolArgs(%q) = %q, want %q", tc.in, got, tc.want)
 	}
 	in := []string{"-g", "eth0"}
 	rewriteEthtoolArgs(in)
-	if in[0] != "-g" {
-		t.Error("rewriteEthtoolArgs modified its argument")
-	}
+	assert.Equal(t, "-g", in[0], "rewriteEthtoolArgs modified its argument")
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/genl/wire"
 )
@@ -61,42 +63,29 @@ func TestPcapRoundTrip(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	w := newPcapWriter(&buf)
-	if err := w.begin(1514); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.begin(1514))
 	for i := range frames {
-		if err := w.frame(&frames[i]); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, w.frame(&frames[i]))
 	}
-	if err := w.flush(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.flush())
 	// The nanosecond magic (pcapgo v1.1.19's Reader.Resolution has it backwards, so look at
 	// the bytes); the timestamps below keep their nanoseconds.
-	if magic := binary.LittleEndian.Uint32(buf.Bytes()); magic != 0xa1b23c4d {
-		t.Errorf("magic %#x, want the nanosecond pcap magic 0xa1b23c4d", magic)
-	}
+	magic := binary.LittleEndian.Uint32(buf.Bytes())
+	assert.Equal(t, uint32(0xa1b23c4d), magic, "magic %#x, want the nanosecond pcap magic 0xa1b23c4d", magic)
 	r, err := pcapgo.NewReader(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.LinkType() != layers.LinkTypeEthernet || r.Snaplen() != 1514 {
-		t.Errorf("header: link type %v, snaplen %d; want Ethernet, 1514", r.LinkType(), r.Snaplen())
-	}
+	require.NoError(t, err)
+	assert.Equal(t, layers.LinkTypeEthernet, r.LinkType(), "header: link type %v, snaplen %d; want Ethernet, 1514", r.LinkType(), r.Snaplen())
+	assert.Equal(t, uint32(1514), r.Snaplen(), "header: link type %v, snaplen %d; want Ethernet, 1514", r.LinkType(), r.Snaplen())
 	for i, f := range frames {
 		data, ci, err := r.ReadPacketData()
-		if err != nil {
-			t.Fatalf("record %d: %v", i, err)
-		}
-		if !ci.Timestamp.Equal(time.Unix(0, int64(f.Time))) || ci.CaptureLength != len(f.Data) || ci.Length != int(f.OrigLen) || !bytes.Equal(data, f.Data) {
-			t.Errorf("record %d: %v, %d of %d bytes; want %v, %d of %d", i, ci.Timestamp, ci.CaptureLength, ci.Length,
-				time.Unix(0, int64(f.Time)), len(f.Data), f.OrigLen)
-		}
+		require.NoError(t, err, "record %d", i)
+		assert.True(t, ci.Timestamp.Equal(time.Unix(0, int64(f.Time))), "record %d: time %v, want %v", i, ci.Timestamp, time.Unix(0, int64(f.Time)))
+		assert.Equal(t, len(f.Data), ci.CaptureLength, "record %d: captured length", i)
+		assert.Equal(t, int(f.OrigLen), ci.Length, "record %d: length", i)
+		assert.Equal(t, string(f.Data), string(data), "record %d: bytes", i)
 	}
-	if _, _, err := r.ReadPacketData(); !errors.Is(err, io.EOF) {
-		t.Errorf("after the last record: %v, want EOF", err)
-	}
+	_, _, err = r.ReadPacketData()
+	assert.ErrorIs(t, err, io.EOF, "after the last record: %v, want EOF", err)
 }
 
 // TestSummaryLine: the one-line summary of a frame.
@@ -117,9 +106,7 @@ func TestSummaryLine(t *testing.T) {
 		{wire.CaptureFrame{Time: ts, Dir: wire.CaptureOut, Member: "p", OrigLen: 60, Data: make([]byte, 10)},
 			"01:02:03.456789 p Out [|ether], length 60"},
 	} {
-		if got := summaryLine(&tc.f); got != tc.want {
-			t.Errorf("summary\n got %q\nwant %q", got, tc.want)
-		}
+		assert.Equal(t, tc.want, summaryLine(&tc.f), "summary")
 	}
 }
 
@@ -164,12 +151,10 @@ func TestCaptureLoop(t *testing.T) {
 			}
 			var out bytes.Buffer
 			n, err := captureLoop(ctx, next, &summaryWriter{w: bufio.NewWriter(&out)}, tc.count)
-			if n != tc.want || !errors.Is(err, tc.wantErr) {
-				t.Errorf("wrote %d frames, err %v; want %d, %v", n, err, tc.want, tc.wantErr)
-			}
-			if lines := strings.Count(out.String(), "\n"); lines != tc.want {
-				t.Errorf("%d lines written, want %d:\n%s", lines, tc.want, out.String())
-			}
+			assert.Equal(t, tc.want, n, "wrote %d frames, err %v; want %d, %v", n, err, tc.want, tc.wantErr)
+			assert.ErrorIs(t, err, tc.wantErr, "wrote %d frames, err %v; want %d, %v", n, err, tc.want, tc.wantErr)
+			lines := strings.Count(out.String(), "\n")
+			assert.Equal(t, tc.want, lines, "%d lines written, want %d:\n%s", lines, tc.want, out.String())
 		})
 	}
 }
@@ -190,16 +175,13 @@ func TestCaptureUsage(t *testing.T) {
 		{[]string{"--kernel", "capture", "wire0"}, "capture is a manad command"},
 	} {
 		code, _, stderr := runCLI(t, sock, tc.args...)
-		if code != exitUsage || !strings.Contains(stderr, tc.msg) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.msg)
-		}
+		assert.Equal(t, exitUsage, code, "%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.msg)
+		assert.Contains(t, stderr, tc.msg, "%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.msg)
 	}
 	file := filepath.Join(t.TempDir(), "x.pcap")
 	code, _, stderr := runCLI(t, sock, "capture", "wire0", "-w", file)
-	if code != exitFailure || !strings.Contains(stderr, "cannot connect to manad") {
-		t.Errorf("capture without manad: exit %d, stderr %q", code, stderr)
-	}
-	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a failed capture left %s behind (%v)", file, err)
-	}
+	assert.Equal(t, exitFailure, code, "capture without manad: exit %d, stderr %q", code, stderr)
+	assert.Contains(t, stderr, "cannot connect to manad", "capture without manad: exit %d, stderr %q", code, stderr)
+	_, err := os.Stat(file)
+	assert.ErrorIs(t, err, os.ErrNotExist, "a failed capture left %s behind", file)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -13,6 +12,8 @@ import (
 
 	"github.com/manad/manad/cmd/internal/buildinfo"
 	"github.com/manad/manad/genl/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // runCLI runs manactl in-process with MANAD_SOCKET pointing at socket.
@@ -89,12 +90,8 @@ func TestUsageErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errs := runCLI(t, sock, tc.args...)
-			if code != exitUsage {
-				t.Fatalf("exit status %d, want %d; stderr %q", code, exitUsage, errs)
-			}
-			if out != "" {
-				t.Errorf("stdout %q, want nothing", out)
-			}
+			require.Equal(t, exitUsage, code, "exit status %d, want %d; stderr %q", code, exitUsage, errs)
+			assert.Equal(t, "", out, "stdout %q, want nothing", out)
 			lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n")
 			if len(lines) != 2 || !strings.HasPrefix(lines[0], "manactl: ") || !strings.Contains(lines[0], tc.msg) ||
 				!strings.HasPrefix(lines[1], "Try 'manactl") || !strings.HasSuffix(lines[1], " --help'.") {
@@ -119,20 +116,19 @@ func TestNotRunning(t *testing.T) {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, out, errs := runCLI(t, sock, args...)
 			want := "cannot connect to manad at " + sock + ": "
-			if code != exitFailure || out != "" || !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
-				t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing, one line starting %q", code, out, errs, want)
-			}
+			assert.Equal(t, exitFailure, code, "exit status; stderr %q", errs)
+			assert.Equal(t, "", out, "stdout")
+			assert.True(t, strings.HasPrefix(errs, want), "stderr %q, want one line starting %q", errs, want)
+			assert.Equal(t, 1, strings.Count(errs, "\n"), "stderr %q, want one line", errs)
 		})
 	}
 	code, _, errs := runCLI(t, sock, "--socket", other, "list")
-	if code != exitFailure || !strings.HasPrefix(errs, "cannot connect to manad at "+other+": ") {
-		t.Errorf("--socket does not override MANAD_SOCKET: exit %d, %q", code, errs)
-	}
+	assert.Equal(t, exitFailure, code, "--socket does not override MANAD_SOCKET: exit %d, %q", code, errs)
+	assert.True(t, strings.HasPrefix(errs, "cannot connect to manad at "+other+": "), "--socket does not override MANAD_SOCKET: exit %d, %q", code, errs)
 	// An object file that cannot be read is a runtime error too.
 	code, _, errs = runCLI(t, sock, "xdp", "eth0", "attach", filepath.Join(dir, "missing.o"))
-	if code != exitFailure || !strings.Contains(errs, "no such file or directory") {
-		t.Errorf("missing object: exit %d, %q", code, errs)
-	}
+	assert.Equal(t, exitFailure, code, "missing object: exit %d, %q", code, errs)
+	assert.Contains(t, errs, "no such file or directory", "missing object: exit %d, %q", code, errs)
 }
 
 // TestKernelFallback: with manad not running, the ethtool-family commands ask the kernel, whose
@@ -207,20 +203,17 @@ func TestExitStatus(t *testing.T) {
 		{"rxbuf-plan", &errnoError{"XDP: mtu too large", unix.EOPNOTSUPP, failRequest}, 1},
 	}
 	for _, tc := range tests {
-		if got := exitStatus(tc.cmd, tc.err); got != tc.want {
-			t.Errorf("%s failing with %v: exit %d, want %d", tc.cmd, tc.err, got, tc.want)
-		}
+		assert.Equal(t, tc.want, exitStatus(tc.cmd, tc.err), "%s failing with %v: exit", tc.cmd, tc.err)
 	}
 	// The table names real commands, once per failure.
 	root := newRoot(&app{}, func(string) string { return "" })
 	seen := map[string]bool{}
 	for _, e := range exitStatuses {
-		if c, _, err := root.Find([]string{e.cmd}); err != nil || c == root {
-			t.Errorf("exitStatuses names %q, which is not a command", e.cmd)
-		}
-		if k := fmt.Sprint(e.cmd, e.failure); seen[k] {
-			t.Errorf("exitStatuses lists %s failure %d twice", e.cmd, e.failure)
-		}
+		c, _, err := root.Find([]string{e.cmd})
+		assert.NoError(t, err, "exitStatuses names %q, which is not a command", e.cmd)
+		assert.NotSame(t, root, c, "exitStatuses names %q, which is not a command", e.cmd)
+		k := fmt.Sprint(e.cmd, e.failure)
+		assert.False(t, seen[k], "exitStatuses lists %s failure %d twice", e.cmd, e.failure)
 		seen[fmt.Sprint(e.cmd, e.failure)] = true
 	}
 }
@@ -236,38 +229,35 @@ func TestHelp(t *testing.T) {
 			paths = append(paths, []string{c.Name(), sub.Name()})
 		}
 	}
-	if len(paths) < 16 {
-		t.Fatalf("only %d commands", len(paths))
-	}
+	require.GreaterOrEqual(t, len(paths), 16, "only %d commands", len(paths))
 	for _, p := range append(paths, []string{}) {
 		args := append(append([]string{}, p...), "--help")
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, out, errs := runCLI(t, "", args...)
-			if code != exitOK || errs != "" {
-				t.Fatalf("exit %d, stderr %q", code, errs)
-			}
-			if len(p) > 0 && p[0] != "completion" && p[0] != "help" && !strings.Contains(out, "Examples:\n  manactl ") {
-				t.Errorf("no example in:\n%s", out)
+			require.Equal(t, exitOK, code, "exit %d, stderr %q", code, errs)
+			require.Equal(t, "", errs, "exit %d, stderr %q", code, errs)
+			if len(p) > 0 && p[0] != "completion" && p[0] != "help" {
+				assert.Contains(t, out, "Examples:\n  manactl ", "no example in")
 			}
 		})
 	}
 	// ethtool-style help works too.
-	if code, out, _ := runCLI(t, "", "-g", "--help"); code != 0 || !strings.Contains(out, "manactl show-ring DEV") {
-		t.Errorf("manactl -g --help: exit %d\n%s", code, out)
-	}
+	code, out, _ := runCLI(t, "", "-g", "--help")
+	assert.Equal(t, 0, code, "manactl -g --help: exit %d\n%s", code, out)
+	assert.Contains(t, out, "manactl show-ring DEV", "manactl -g --help: exit %d\n%s", code, out)
 }
 
 // TestCompletion: the bash completion script is cobra's, generated by manactl itself.
 func TestCompletion(t *testing.T) {
 	code, out, errs := runCLI(t, "", "completion", "bash")
-	if code != 0 || errs != "" || !strings.Contains(out, "# bash completion V2 for manactl") || !strings.Contains(out, "__start_manactl") {
-		t.Fatalf("exit %d, stderr %q, script %.200q", code, errs, out)
-	}
+	require.Equal(t, 0, code, "exit %d, stderr %q, script %.200q", code, errs, out)
+	require.Equal(t, "", errs, "exit %d, stderr %q, script %.200q", code, errs, out)
+	require.Contains(t, out, "# bash completion V2 for manactl", "exit %d, stderr %q, script %.200q", code, errs, out)
+	require.Contains(t, out, "__start_manactl", "exit %d, stderr %q, script %.200q", code, errs, out)
 	// Dynamic completion of a device name lists the kernel's netdevs (manad is not running).
 	code, out, _ = runCLI(t, filepath.Join(t.TempDir(), "none.sock"), "__complete", "show-ring", "")
-	if code != 0 || !strings.Contains(out, "lo\n") {
-		t.Errorf("__complete show-ring: exit %d\n%s", code, out)
-	}
+	assert.Equal(t, 0, code, "__complete show-ring: exit %d\n%s", code, out)
+	assert.Contains(t, out, "lo\n", "__complete show-ring: exit %d\n%s", code, out)
 }
 
 // TestRxBufPlanWithoutDaemon: rxbuf-plan computes the layouts itself (nothing listens on the
@@ -283,17 +273,17 @@ func TestRxBufPlanWithoutDaemon(t *testing.T) {
 		{[]string{"--json", "rxbuf-plan", "--page-size", "4096", "--mtu", "1500"}, "json/rxbuf-plan.json"},
 	} {
 		code, out, errs := runCLI(t, sock, tc.args...)
-		if code != exitOK || errs != "" {
-			t.Fatalf("%v: exit %d, stderr %q", tc.args, code, errs)
-		}
+		require.Equal(t, exitOK, code, "%v: exit %d, stderr %q", tc.args, code, errs)
+		require.Equal(t, "", errs, "%v: exit %d, stderr %q", tc.args, code, errs)
 		checkGolden(t, tc.golden, []byte(out))
 	}
 	// --rx-alloc changes the memory the layouts pin, and says so in their reasons.
 	code, out, errs := runCLI(t, sock, "rxbuf-plan", "--page-size", "16K", "--mtu", "1500", "--rule", "upstream", "--rx-alloc", "no-pool")
-	if code != exitOK || errs != "" || !strings.Contains(out, "rx_alloc no-pool") ||
-		!regexp.MustCompile(`(?m)^Buffers per page +1$`).MatchString(out) || !regexp.MustCompile(`(?m)^Buffer size +2112$`).MatchString(out) {
-		t.Errorf("--rx-alloc no-pool: exit %d, stderr %q, stdout:\n%s", code, errs, out)
-	}
+	assert.Equal(t, exitOK, code, "--rx-alloc no-pool: exit status; stderr %q", errs)
+	assert.Equal(t, "", errs, "--rx-alloc no-pool: stderr")
+	assert.Contains(t, out, "rx_alloc no-pool", "--rx-alloc no-pool: stdout")
+	assert.Regexp(t, `(?m)^Buffers per page +1$`, out, "--rx-alloc no-pool: stdout")
+	assert.Regexp(t, `(?m)^Buffer size +2112$`, out, "--rx-alloc no-pool: stdout")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -302,9 +292,10 @@ func TestRxBufPlanWithoutDaemon(t *testing.T) {
 		{[]string{"rxbuf-plan", "--page-size", "4K", "--mtu", "9000", "--xdp"}, "XDP: mtu too large: Operation not supported\n"},
 		{[]string{"rxbuf-plan", "--page-size", "4K", "--mtu", "20"}, "MTU 20 less than device minimum 68: Invalid argument\n"},
 	} {
-		if code, out, errs := runCLI(t, sock, tc.args...); code != exitFailure || out != "" || errs != tc.want {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 1 and %q", tc.args, code, out, errs, tc.want)
-		}
+		code, out, errs := runCLI(t, sock, tc.args...)
+		assert.Equal(t, exitFailure, code, "%v: exit %d, stdout %q, stderr %q; want 1 and %q", tc.args, code, out, errs, tc.want)
+		assert.Equal(t, "", out, "%v: exit %d, stdout %q, stderr %q; want 1 and %q", tc.args, code, out, errs, tc.want)
+		assert.Equal(t, tc.want, errs, "%v: exit %d, stdout %q, stderr %q; want 1 and %q", tc.args, code, out, errs, tc.want)
 	}
 }
 
@@ -312,8 +303,9 @@ func TestRxBufPlanWithoutDaemon(t *testing.T) {
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"--version"}, {"-v"}} {
 		code, out, errs := runCLI(t, "", args...)
-		if code != exitOK || errs != "" || out != buildinfo.Version("manactl") || !strings.HasPrefix(out, "manactl ") {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
-		}
+		assert.Equal(t, exitOK, code, "%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+		assert.Equal(t, "", errs, "%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+		assert.Equal(t, buildinfo.Version("manactl"), out, "%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+		assert.True(t, strings.HasPrefix(out, "manactl "), "%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/client"
@@ -17,9 +19,7 @@ import (
 // byte for byte.
 func TestCoalesceGolden(t *testing.T) {
 	want, err := os.ReadFile("testdata/ethtool-6.1/virtio-coalesce.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	co := &client.Coalesce{Attrs: map[uint16]uint32{
 		unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX: 0,
 		unix.ETHTOOL_A_COALESCE_RX_USECS:        0, unix.ETHTOOL_A_COALESCE_RX_MAX_FRAMES: 1,
@@ -27,9 +27,7 @@ func TestCoalesceGolden(t *testing.T) {
 	}}
 	var b bytes.Buffer
 	writeCoalesce(&b, "eth0", co)
-	if diff := cmp.Diff(string(want), b.String()); diff != "" {
-		t.Errorf("ethtool -c layout (-ethtool +manactl):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(string(want), b.String()), "ethtool -c layout (-ethtool +manactl)")
 }
 
 // TestCoalesceJSON: ifname, then the reported parameters in ethtool's order, booleans as
@@ -40,9 +38,7 @@ func TestCoalesceJSON(t *testing.T) {
 		wire.CoalesceRxCQEFrames: 4, wire.CoalesceRxCQENsecs: 2048,
 	}}
 	var b bytes.Buffer
-	if err := writeJSON(&b, []coalesceJSON{{"mana0", co}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeJSON(&b, []coalesceJSON{{"mana0", co}}))
 	want := `[
     {
         "ifname": "mana0",
@@ -53,9 +49,7 @@ func TestCoalesceJSON(t *testing.T) {
     }
 ]
 `
-	if diff := cmp.Diff(want, b.String()); diff != "" {
-		t.Errorf("--json (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, b.String()), "--json (-want +got)")
 }
 
 func TestParseCoalesceUpdate(t *testing.T) {

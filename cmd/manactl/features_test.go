@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestFeaturesMatchEthtool: on kernel devices (through the kernel fallback) `manactl -k DEV`
@@ -24,9 +26,8 @@ func TestFeaturesMatchEthtool(t *testing.T) {
 		{"link", "add", veth, "type", "veth", "peer", "name", veth + "p"},
 		{"tuntap", "add", "dev", tap, "mode", "tap"},
 	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		require.NoError(t, err, "ip %v: %v: %s", args, err, out)
 		dev := args[2]
 		if args[0] == "tuntap" {
 			dev = args[3]
@@ -37,19 +38,11 @@ func TestFeaturesMatchEthtool(t *testing.T) {
 	for _, dev := range []string{veth, tap} {
 		t.Run(dev, func(t *testing.T) {
 			want, err := exec.Command("ethtool", "-k", dev).Output()
-			if err != nil {
-				t.Fatalf("ethtool -k: %v", err)
-			}
+			require.NoError(t, err, "ethtool -k")
 			code, got, errs := runCLI(t, sock, "-k", dev)
-			if code != 0 {
-				t.Fatalf("manactl -k: exit %d: %s", code, errs)
-			}
-			if got != string(want) {
-				t.Errorf("manactl -k:\n%s\nethtool -k:\n%s", got, want)
-			}
-			if !strings.Contains(got, "[fixed]") {
-				t.Errorf("no fixed feature in %s", got)
-			}
+			require.Equal(t, 0, code, "manactl -k: exit %d: %s", code, errs)
+			assert.Equal(t, string(want), got, "manactl -k:\n%s\nethtool -k:\n%s", got, want)
+			assert.Contains(t, got, "[fixed]", "no fixed feature in")
 		})
 	}
 }
@@ -65,9 +58,8 @@ func TestSetFeaturesMatchEthtool(t *testing.T) {
 	base := fmt.Sprintf("mfK%d", os.Getpid()%100000)
 	ours, theirs := base+"m", base+"e"
 	for _, dev := range []string{ours, theirs} {
-		if out, err := exec.Command("ip", "link", "add", dev, "type", "veth", "peer", "name", dev+"p").CombinedOutput(); err != nil {
-			t.Fatalf("ip link add: %v: %s", err, out)
-		}
+		out, err := exec.Command("ip", "link", "add", dev, "type", "veth", "peer", "name", dev+"p").CombinedOutput()
+		require.NoError(t, err, "ip link add: %v: %s", err, out)
 		t.Cleanup(func() { exec.Command("ip", "link", "del", dev).Run() })
 	}
 	sock := t.TempDir() + "/manad.sock" // no manad: the kernel answers
@@ -79,9 +71,8 @@ func TestSetFeaturesMatchEthtool(t *testing.T) {
 			cmd := exec.Command("ethtool", append([]string{"-K", theirs}, req...)...)
 			want, _ := cmd.Output()
 			code, got, errs := runCLI(t, sock, append([]string{"-K", ours}, req...)...)
-			if got != string(want) || code != cmd.ProcessState.ExitCode() {
-				t.Errorf("manactl: exit %d\n%s%s\nethtool: exit %d\n%s", code, got, errs, cmd.ProcessState.ExitCode(), want)
-			}
+			assert.Equal(t, string(want), got, "manactl: exit %d\n%s%s\nethtool: exit %d\n%s", code, got, errs, cmd.ProcessState.ExitCode(), want)
+			assert.Equal(t, cmd.ProcessState.ExitCode(), code, "manactl: exit %d\n%s%s\nethtool: exit %d\n%s", code, got, errs, cmd.ProcessState.ExitCode(), want)
 		})
 	}
 }

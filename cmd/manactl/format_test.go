@@ -14,6 +14,8 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of manactl's own formats (testdata/manactl, testdata/json)")
@@ -31,20 +33,12 @@ func checkGolden(t *testing.T, name string, got []byte) {
 	path := filepath.Join("testdata", name)
 	own := strings.HasPrefix(name, "manactl/") || strings.HasPrefix(name, "json/")
 	if *update && own {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, got, 0o644))
 	}
 	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs\n--- got\n%s--- want\n%s", name, visible(string(got)), visible(string(want)))
-	}
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "%s differs\n--- got\n%s--- want\n%s", name, visible(string(got)), visible(string(want)))
 }
 
 // manadPort is a port as manad reports it, for the manad-only formats.
@@ -201,9 +195,7 @@ func TestRingsAgainstEthtool61(t *testing.T) {
 		for i < len(got) && got[i] != line {
 			i++
 		}
-		if i == len(got) {
-			t.Fatalf("ethtool 6.1 line %q not in manactl's output (in order):\n%s", line, visible(b.String()))
-		}
+		require.Less(t, i, len(got), "ethtool 6.1 line %q not in manactl's output (in order):\n%s", line, visible(b.String()))
 	}
 }
 
@@ -222,9 +214,7 @@ func TestErrorLines(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.capture, func(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join("testdata", tc.capture))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var lines []string
 			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 				if strings.HasPrefix(l, "netlink error: ") {
@@ -232,9 +222,8 @@ func TestErrorLines(t *testing.T) {
 				}
 			}
 			want := "netlink error: " + strings.Join(lines, ": ")
-			if got := errorLine(tc.err); got != want {
-				t.Errorf("errorLine = %q, want %q (from ethtool's %q)", got, want, b)
-			}
+			got := errorLine(tc.err)
+			assert.Equal(t, want, got, "errorLine = %q, want %q (from ethtool's %q)", got, want, b)
 		})
 	}
 	// Errors that are not netlink errors print as they are; errno texts are strerror's.
@@ -247,9 +236,7 @@ func TestErrorLines(t *testing.T) {
 		{unix.EPERM, "Operation not permitted"},
 		{&client.Error{Errno: unix.EOPNOTSUPP, Message: "bit name not found"}, "netlink error: bit name not found: Operation not supported"},
 	} {
-		if got := errorLine(tc.err); got != tc.want {
-			t.Errorf("errorLine(%#v) = %q, want %q", tc.err, got, tc.want)
-		}
+		assert.Equal(t, tc.want, errorLine(tc.err), "errorLine(%#v)", tc.err)
 	}
 }
 
@@ -280,9 +267,7 @@ func TestGoldenJSON(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.golden, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := writeJSON(&b, tc.v); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, writeJSON(&b, tc.v))
 			checkGolden(t, tc.golden, b.Bytes())
 		})
 	}
@@ -306,22 +291,19 @@ func TestBytesText(t *testing.T) {
 		{0, "0"}, {1023, "1023"}, {1024, "1024 (1 KiB)"}, {1536, "1536 (1.5 KiB)"},
 		{16 << 20, "16777216 (16 MiB)"}, {3 << 30, "3221225472 (3 GiB)"}, {1 << 50, "1125899906842624 (1024 TiB)"},
 	} {
-		if got := bytesText(tc.n); got != tc.want {
-			t.Errorf("bytesText(%d) = %q, want %q", tc.n, got, tc.want)
-		}
+		assert.Equal(t, tc.want, bytesText(tc.n), "bytesText(%d)", tc.n)
 	}
 }
 
 // TestU32Shown pins which ring/channel values print as n/a: zero ones, as the kernel leaves them
 // out of its reply.
 func TestU32Shown(t *testing.T) {
-	if u32Shown(0) != nil || *u32Shown(5) != 5 {
-		t.Fatal("u32Shown")
-	}
-	if mx, cur := pairShown(0, 3); mx != nil || cur != nil {
-		t.Fatal("pairShown(0, 3) should be absent")
-	}
-	if mx, cur := pairShown(4, 0); *mx != 4 || *cur != 0 {
-		t.Fatal("pairShown(4, 0) should be 4, 0")
-	}
+	require.Nil(t, u32Shown(0), "u32Shown")
+	require.Equal(t, uint32(5), *u32Shown(5), "u32Shown")
+	mx, cur := pairShown(0, 3)
+	require.Nil(t, mx, "pairShown(0, 3) should be absent")
+	require.Nil(t, cur, "pairShown(0, 3) should be absent")
+	mx, cur = pairShown(4, 0)
+	require.Equal(t, uint32(4), *mx, "pairShown(4, 0) should be 4, 0")
+	require.Equal(t, uint32(0), *cur, "pairShown(4, 0) should be 4, 0")
 }

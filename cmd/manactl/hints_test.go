@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/client"
@@ -44,9 +45,9 @@ func TestUnknownCommandSuggests(t *testing.T) {
 				want += "\nDid you mean this?\n\t" + strings.Join(tc.suggest, "\n\t") + "\n"
 			}
 			want += "Try '" + tc.hint + " --help'.\n"
-			if code != exitUsage || out != "" || errs != want {
-				t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing, %q", code, out, errs, exitUsage, want)
-			}
+			assert.Equal(t, exitUsage, code, "exit %d, stdout %q, stderr %q; want %d, nothing, %q", code, out, errs, exitUsage, want)
+			assert.Equal(t, "", out, "exit %d, stdout %q, stderr %q; want %d, nothing, %q", code, out, errs, exitUsage, want)
+			assert.Equal(t, want, errs, "exit %d, stdout %q, stderr %q; want %d, nothing, %q", code, out, errs, exitUsage, want)
 		})
 	}
 }
@@ -75,12 +76,8 @@ func TestErrorLineHints(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := errorLine(tc.err); got != tc.line {
-				t.Errorf("errorLine = %q, want %q", got, tc.line)
-			}
-			if got := exitStatus(tc.cmd, tc.err); got != tc.code {
-				t.Errorf("exitStatus = %d, want %d", got, tc.code)
-			}
+			assert.Equal(t, tc.line, errorLine(tc.err), "errorLine")
+			assert.Equal(t, tc.code, exitStatus(tc.cmd, tc.err), "exitStatus")
 		})
 	}
 }
@@ -98,14 +95,11 @@ func TestShellJoin(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got := shellJoin(tc.args)
-		if got != tc.want {
-			t.Errorf("shellJoin(%q) = %q, want %q", tc.args, got, tc.want)
-		}
+		assert.Equal(t, tc.want, got, "shellJoin(%q)", tc.args)
 		// A shell reads it back as the arguments.
 		out, err := exec.Command("sh", "-c", `eval "set -- $0"; for a in "$@"; do printf '[%s]' "$a"; done`, got).Output()
-		if want := "[" + strings.Join(tc.args, "][") + "]"; err != nil || string(out) != want {
-			t.Errorf("sh reads %q back as %s (%v), want %s", got, out, err, want)
-		}
+		assert.NoError(t, err, "sh reading %q back", got)
+		assert.Equal(t, "["+strings.Join(tc.args, "][")+"]", string(out), "sh reads %q back as", got)
 	}
 }
 
@@ -122,9 +116,7 @@ func TestConfigFlag(t *testing.T) {
 		{[]string{"manad", "--", "--config", "x"}, ""},
 	}
 	for _, tc := range tests {
-		if got := configFlag(tc.argv); got != tc.want {
-			t.Errorf("configFlag(%q) = %q, want %q", tc.argv, got, tc.want)
-		}
+		assert.Equal(t, tc.want, configFlag(tc.argv), "configFlag(%q)", tc.argv)
 	}
 }
 
@@ -135,30 +127,22 @@ func TestAdminGroupHint(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "m.sock")
 	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	check := func(what, got, want string) {
 		t.Helper()
-		if got != want {
-			t.Errorf("%s: %q, want %q", what, got, want)
-		}
+		assert.Equal(t, want, got, "%s", what)
 	}
 	a := &app{socket: sock}
 	var st unix.Stat_t
-	if err := unix.Stat(sock, &st); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.Stat(sock, &st))
 	if st.Gid == 0 {
 		check("a listener without --config", a.adminGroupHint(),
 			"none: manad runs its embedded default configuration; set admin_group in the [daemon] table of a --config file")
 	}
 	if os.Geteuid() == 0 {
 		// manad sets its socket's group to admin_group.
-		if err := os.Chown(sock, -1, 4242); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Chown(sock, -1, 4242))
 		want := "4242"
 		if g, err := user.LookupGroupId("4242"); err == nil {
 			want = g.Name
@@ -193,12 +177,9 @@ func TestEPERMHint(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := a.withHints(context.Background(), cmd, tc.err)
-			if line := errorLine(got); line != tc.want {
-				t.Errorf("errorLine = %q, want %q", line, tc.want)
-			}
-			if !errors.Is(got, unix.EPERM) || exitStatus("set-ring", got) != 81 {
-				t.Errorf("the hint lost the error it explains: %v, exit %d", got, exitStatus("set-ring", got))
-			}
+			assert.Equal(t, tc.want, errorLine(got), "errorLine")
+			assert.ErrorIs(t, got, unix.EPERM, "the hint lost the error it explains: %v, exit %d", got, exitStatus("set-ring", got))
+			assert.Equal(t, 81, exitStatus("set-ring", got), "the hint lost the error it explains: %v, exit %d", got, exitStatus("set-ring", got))
 		})
 	}
 }
@@ -221,37 +202,30 @@ func TestConfigAdminGroup(t *testing.T) {
 	}
 	for i, tc := range tests {
 		path := filepath.Join(dir, fmt.Sprintf("%d.toml", i))
-		if err := os.WriteFile(path, []byte(tc.toml), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, []byte(tc.toml), 0o644))
 		got, err := configAdminGroup(path)
-		if got != tc.want || (err != nil) != tc.err {
-			t.Errorf("%q: %q, %v; want %q, error %v", tc.toml, got, err, tc.want, tc.err)
-		}
+		assert.Equal(t, tc.want, got, "%q: %q, %v; want %q, error %v", tc.toml, got, err, tc.want, tc.err)
+		assert.Equal(t, tc.err, err != nil, "%q: %q, %v; want %q, error %v", tc.toml, got, err, tc.want, tc.err)
 	}
-	if _, err := configAdminGroup(filepath.Join(dir, "missing.toml")); err == nil {
-		t.Error("a missing file: no error")
-	}
+	_, err := configAdminGroup(filepath.Join(dir, "missing.toml"))
+	assert.Error(t, err, "a missing file: no error")
 }
 
 // TestNetNSExists: list --netns accepts manad's own namespace and any that ip netns knows; a name
 // that is not one, or cannot be one, is an error that says how to list them.
 func TestNetNSExists(t *testing.T) {
 	for _, ns := range []string{"-", ""} {
-		if err := netnsExists(ns); err != nil {
-			t.Errorf("netnsExists(%q): %v", ns, err)
-		}
+		assert.NoError(t, netnsExists(ns), "netnsExists(%q)", ns)
 	}
 	for _, ns := range []string{"mctl-no-such-netns", "a/b", "..", "."} {
 		err := netnsExists(ns)
 		want := "network namespace " + ns + " does not exist (ip netns list shows those that do)"
-		if err == nil || errorLine(err) != want || !errors.Is(err, unix.ENOENT) {
-			t.Errorf("netnsExists(%q) = %v; want %q wrapping ENOENT", ns, err, want)
+		if assert.Error(t, err, "netnsExists(%q)", ns) {
+			assert.Equal(t, want, errorLine(err), "netnsExists(%q)", ns)
+			assert.ErrorIs(t, err, unix.ENOENT, "netnsExists(%q)", ns)
 		}
 	}
 	if ents, err := os.ReadDir(netnsDir); err == nil && len(ents) > 0 {
-		if err := netnsExists(ents[0].Name()); err != nil {
-			t.Errorf("netnsExists(%q), listed in %s: %v", ents[0].Name(), netnsDir, err)
-		}
+		assert.NoError(t, netnsExists(ents[0].Name()), "netnsExists(%q), listed in %s", ents[0].Name(), netnsDir)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // manaLinkText is `ethtool DEV` for a mana port; %s is the speed.
@@ -47,17 +49,13 @@ func TestWriteLink(t *testing.T) {
 		var b bytes.Buffer
 		ls := &client.LinkSettings{LinkSettings: wire.LinkSettings{Speed: tc.speed, Duplex: wire.DuplexFull, Port: wire.PortOther}}
 		writeLink(&b, "mana0", ls, &client.LinkState{LinkState: wire.LinkState{Link: tc.link}})
-		if b.String() != tc.want {
-			t.Errorf("speed %d link %v:\n%s\nwant\n%s", tc.speed, tc.link, b.String(), tc.want)
-		}
+		assert.Equal(t, tc.want, b.String(), "speed %d link %v", tc.speed, tc.link)
 	}
 	var b bytes.Buffer
 	writeTSInfo(&b, "mana0", &client.TSInfo{Timestamping: []string{"software-receive", "software-system-clock"}, PHCIndex: -1})
 	want := "Time stamping parameters for mana0:\nCapabilities:\n\tsoftware-receive\n\tsoftware-system-clock\n" +
 		"PTP Hardware Clock: none\nHardware Transmit Timestamp Modes: none\nHardware Receive Filter Modes: none\n"
-	if b.String() != want {
-		t.Errorf("tsinfo:\n%s\nwant\n%s", b.String(), want)
-	}
+	assert.Equal(t, want, b.String(), "tsinfo")
 }
 
 // TestLinkMatchesEthtool: on kernel devices (through the kernel fallback) `manactl DEV` and
@@ -75,9 +73,8 @@ func TestLinkMatchesEthtool(t *testing.T) {
 		{"link", "add", veth, "type", "veth", "peer", "name", veth + "p"},
 		{"tuntap", "add", "dev", tap, "mode", "tap"},
 	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		require.NoError(t, err, "ip %v: %v: %s", args, err, out)
 		dev := args[2]
 		if args[0] == "tuntap" {
 			dev = args[3]
@@ -102,16 +99,10 @@ func TestLinkMatchesEthtool(t *testing.T) {
 			args := append(append([]string(nil), opt...), dev)
 			t.Run(strings.Join(args, " "), func(t *testing.T) {
 				want, err := exec.Command("ethtool", args...).Output()
-				if err != nil {
-					t.Fatalf("ethtool %v: %v", args, err)
-				}
+				require.NoError(t, err, "ethtool %v", args)
 				code, got, errs := runCLI(t, sock, args...)
-				if code != 0 {
-					t.Fatalf("manactl %v: exit %d: %s", args, code, errs)
-				}
-				if dropMsgLevel(got) != dropMsgLevel(string(want)) {
-					t.Errorf("manactl %v:\n%s\nethtool:\n%s", args, got, want)
-				}
+				require.Equal(t, 0, code, "manactl %v: exit %d: %s", args, code, errs)
+				assert.Equal(t, dropMsgLevel(string(want)), dropMsgLevel(got), "manactl %v:\n%s\nethtool:\n%s", args, got, want)
 			})
 		}
 	}

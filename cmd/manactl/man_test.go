@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestManPage: gen-man writes manactl.8, a man page with the usual sections, one subsection per
@@ -17,21 +19,16 @@ import (
 // renders it without a warning when it is installed.
 func TestManPage(t *testing.T) {
 	dir := t.TempDir()
-	if code, out, errs := runCLI(t, "", "gen-man", dir); code != exitOK || out != "" || errs != "" {
-		t.Fatalf("gen-man: exit %d, stdout %q, stderr %q", code, out, errs)
-	}
+	code, stdout, errs := runCLI(t, "", "gen-man", dir)
+	require.Equal(t, exitOK, code, "gen-man: exit status; stderr %q", errs)
+	require.Equal(t, "", stdout, "gen-man: stdout")
+	require.Equal(t, "", errs, "gen-man: stderr")
 	b, err := os.ReadFile(filepath.Join(dir, "manactl.8"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	page := string(b)
-	if !strings.HasPrefix(page, ".nh\n.TH \"MANACTL\" \"8\" ") {
-		t.Errorf("page starts %q", page[:min(len(page), 80)])
-	}
+	assert.True(t, strings.HasPrefix(page, ".nh\n.TH \"MANACTL\" \"8\" "), "page starts %q", page[:min(len(page), 80)])
 	for _, sh := range []string{"NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "COMMANDS", "EXIT STATUS", "ENVIRONMENT", "SEE ALSO"} {
-		if !strings.Contains(page, "\n.SH "+sh+"\n") {
-			t.Errorf("no .SH %s", sh)
-		}
+		assert.Contains(t, page, "\n.SH "+sh+"\n", "no .SH %s", sh)
 	}
 	// One .SS per command, in the COMMANDS section.
 	root := newRoot(&app{}, func(string) string { return "" })
@@ -44,24 +41,22 @@ func TestManPage(t *testing.T) {
 				continue
 			}
 			n++
-			if !strings.Contains(page, "\n.SS "+sub.CommandPath()+" ") && !strings.Contains(page, "\n.SS "+sub.CommandPath()+"\n") {
-				t.Errorf("no .SS for %q", sub.CommandPath())
+			if !strings.Contains(page, "\n.SS "+sub.CommandPath()+" ") {
+				assert.Contains(t, page, "\n.SS "+sub.CommandPath()+"\n", "no .SS for %q", sub.CommandPath())
 			}
 			visit(sub)
 		}
 	}
 	visit(root)
-	if got := strings.Count(page, "\n.SS "); got != n || n < 18 {
-		t.Errorf("%d .SS subsections for %d commands", got, n)
-	}
+	got := strings.Count(page, "\n.SS ")
+	assert.Equal(t, n, got, "%d .SS subsections for %d commands", got, n)
+	assert.GreaterOrEqual(t, n, 18, "%d .SS subsections for %d commands", got, n)
 	for _, want := range []string{"--json", "--kernel", "--socket", "--version", "--netns", "MANAD_SOCKET"} {
-		if !strings.Contains(page, want) {
-			t.Errorf("page lacks %s", want)
-		}
+		assert.Contains(t, page, want, "page lacks")
 	}
 	for _, e := range exitStatuses {
-		if e.status != exitFailure && !strings.Contains(page, fmt.Sprintf("%s\\fP: %d when", e.cmd, e.status)) {
-			t.Errorf("EXIT STATUS lacks %s's %d", e.cmd, e.status)
+		if e.status != exitFailure {
+			assert.Contains(t, page, fmt.Sprintf("%s\\fP: %d when", e.cmd, e.status), "EXIT STATUS lacks %s's %d", e.cmd, e.status)
 		}
 	}
 	if _, err := exec.LookPath("man"); err != nil {
@@ -71,7 +66,8 @@ func TestManPage(t *testing.T) {
 	cmd.Env = append(os.Environ(), "MANWIDTH=80", "MANPAGER=cat", "LC_ALL=C.UTF-8")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil || errb.Len() != 0 || !strings.Contains(out.String(), "manactl set-ring DEV PARAM VALUE") {
-		t.Errorf("man -l: %v, stderr %q\n%s", err, errb.String(), out.String())
-	}
+	err = cmd.Run()
+	assert.NoError(t, err, "man -l; stderr %q", errb.String())
+	assert.Equal(t, "", errb.String(), "man -l: stderr")
+	assert.Contains(t, out.String(), "manactl set-ring DEV PARAM VALUE", "man -l")
 }

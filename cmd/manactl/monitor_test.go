@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMonitorCoalesceAndRSS: monitor prints COALESCE_NTF and RSS_NTF, in text as -c and -x do
@@ -32,26 +33,17 @@ func TestMonitorCoalesceAndRSS(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := writeNotification(&app{stdout: &b}, tc.n); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, writeNotification(&app{stdout: &b}, tc.n))
 			for _, l := range tc.text {
-				if !strings.Contains(b.String(), l+"\n") {
-					t.Errorf("text output lacks %q:\n%s", l, b.String())
-				}
+				assert.Contains(t, b.String(), l+"\n", "text output lacks %q", l)
 			}
 			b.Reset()
-			if err := writeNotification(&app{stdout: &b, json: true}, tc.n); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, writeNotification(&app{stdout: &b, json: true}, tc.n))
 			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(b.Bytes(), &obj); err != nil {
-				t.Fatalf("%v: %s", err, b.String())
-			}
+			require.NoError(t, json.Unmarshal(b.Bytes(), &obj), "%s", b.String())
 			var payload map[string]any
-			if err := json.Unmarshal(obj[tc.key], &payload); err != nil || payload["ifname"] != "mana0" {
-				t.Errorf("--json %q payload %s (%v)", tc.key, obj[tc.key], err)
-			}
+			assert.NoError(t, json.Unmarshal(obj[tc.key], &payload), "--json %q payload %s", tc.key, obj[tc.key])
+			assert.Equal(t, "mana0", payload["ifname"], "--json %q payload %s", tc.key, obj[tc.key])
 		})
 	}
 }

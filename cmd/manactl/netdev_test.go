@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
@@ -50,20 +52,14 @@ func TestWriteNetdev(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
 			tc.write(&b)
-			if diff := cmp.Diff(tc.want, b.String()); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tc.want, b.String()), "(-want +got)")
 		})
 	}
 	// JSON carries exactly the counters the message did.
 	j, err := json.Marshal(qstatsToJSON(wire.NetdevQStats{Ifindex: noIf, Scoped: true, Type: 1, QueueID: 3, TxPackets: 0,
 		Present: bit(wire.NetdevAQStatsTxPackets)}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"dev":"` + name + `","ifindex":2147483632,"type":"tx","queue":3,"tx_packets":0}`; string(j) != want {
-		t.Errorf("JSON %s, want %s", j, want)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, `{"dev":"`+name+`","ifindex":2147483632,"type":"tx","queue":3,"tx_packets":0}`, string(j), "JSON %s", j)
 }
 
 // TestNetdevKernelFallback: without manad the netdev commands ask the kernel's netdev family:
@@ -71,17 +67,17 @@ func TestWriteNetdev(t *testing.T) {
 func TestNetdevKernelFallback(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "manad.sock")
 	code, out, errs := runCLI(t, sock, "queues", "lo")
-	if code != 0 || !strings.HasPrefix(out, "Queues of lo:\nTYPE  QUEUE  NAPI-ID\n") || errs != "" {
-		t.Errorf("queues lo: exit %d, stdout %q, stderr %q", code, out, errs)
-	}
+	assert.Equal(t, 0, code, "queues lo: exit status; stderr %q", errs)
+	assert.True(t, strings.HasPrefix(out, "Queues of lo:\nTYPE  QUEUE  NAPI-ID\n"), "queues lo: stdout %q", out)
+	assert.Equal(t, "", errs, "queues lo: stderr")
 	code, out, errs = runCLI(t, sock, "--json", "page-pools", "lo")
-	if code != 0 || out != "[]\n" || errs != "" {
-		t.Errorf("page-pools lo: exit %d, stdout %q, stderr %q", code, out, errs)
-	}
+	assert.Equal(t, 0, code, "page-pools lo: exit %d, stdout %q, stderr %q", code, out, errs)
+	assert.Equal(t, "[]\n", out, "page-pools lo: exit %d, stdout %q, stderr %q", code, out, errs)
+	assert.Equal(t, "", errs, "page-pools lo: exit %d, stdout %q, stderr %q", code, out, errs)
 	code, out, errs = runCLI(t, sock, "qstats", "mctlnodev0")
-	if code != 1 || out != "" || errs != "no device \"mctlnodev0\" in this network namespace: no such device\n" {
-		t.Errorf("qstats of no device: exit %d, stdout %q, stderr %q", code, out, errs)
-	}
+	assert.Equal(t, 1, code, "qstats of no device: exit %d, stdout %q, stderr %q", code, out, errs)
+	assert.Equal(t, "", out, "qstats of no device: exit %d, stdout %q, stderr %q", code, out, errs)
+	assert.Equal(t, "no device \"mctlnodev0\" in this network namespace: no such device\n", errs, "qstats of no device: exit %d, stdout %q, stderr %q", code, out, errs)
 }
 
 // TestMonitorNetdevGolden pins how monitor --netdev prints the netdev family's notifications,
@@ -102,9 +98,7 @@ func TestMonitorNetdevGolden(t *testing.T) {
 		var b bytes.Buffer
 		a := &app{stdout: &b, json: tc.json}
 		for _, n := range ns {
-			if err := writeNotification(a, n); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, writeNotification(a, n))
 		}
 		checkGolden(t, tc.golden, b.Bytes())
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestWriteRSS checks ethtool -x's layout: eight entries a row behind a "%5u: " index, the key
@@ -26,21 +28,13 @@ func TestWriteRSS(t *testing.T) {
 		"    8:      2     0\n" +
 		"RSS hash key:\n6d:5a:01\n" +
 		"RSS hash function:\n    toeplitz: on\n    xor: off\n    crc32: off\n"
-	if b.String() != want {
-		t.Errorf("got\n%q\nwant\n%q", b.String(), want)
-	}
+	assert.Equal(t, want, b.String())
 	b.Reset()
 	writeRSS(&b, "veth0", 1, &client.RSS{})
-	if !strings.Contains(b.String(), "ring(s):\nOperation not supported\nRSS hash key:\nOperation not supported\n") {
-		t.Errorf("no table, no key:\n%s", b.String())
-	}
+	assert.Contains(t, b.String(), "ring(s):\nOperation not supported\nRSS hash key:\nOperation not supported\n", "no table, no key")
 	j, err := json.Marshal(rssToJSON("mana0", r))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"ifname":"mana0","rss-indirection-table":[0,1,2,0,1,2,0,1,2,0],"rss-hash-key":"6d:5a:01","rss-hash-function":"toeplitz"}`; string(j) != want {
-		t.Errorf("json %s, want %s", j, want)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, `{"ifname":"mana0","rss-indirection-table":[0,1,2,0,1,2,0,1,2,0],"rss-hash-key":"6d:5a:01","rss-hash-function":"toeplitz"}`, string(j), "json %s", j)
 }
 
 // TestParseRxfh: set-rxfh's grammar as ethtool's nl_srss (srss_params, srss_validate_cmd), every
@@ -118,9 +112,7 @@ func TestRxfhTable(t *testing.T) {
 		{[]string{"weight", "60", "5"}, nil, "Total weight exceeds the size of the indirection table"},
 	} {
 		r, err := parseRxfh(tc.args)
-		if err != nil {
-			t.Fatalf("%q: %v", tc.args, err)
-		}
+		require.NoError(t, err, "%q", tc.args)
 		got, err := rxfhTable(r, 64)
 		if tc.err != "" {
 			if err == nil || err.Error() != tc.err || exitStatus("set-rxfh", err) != 2 {

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseAgeing(t *testing.T) {
@@ -22,9 +23,8 @@ func TestParseAgeing(t *testing.T) {
 		{"1.5s", 1500 * time.Millisecond, true}, {"-1s", 0, false}, {"-5", 0, false}, {"soon", 0, false}, {"1ns", 0, false}, {"", 0, false},
 	} {
 		got, err := parseAgeing(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseAgeing(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
-		}
+		assert.Equal(t, tt.ok, err == nil, "parseAgeing(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
+		assert.Equal(t, tt.want, got, "parseAgeing(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
 	}
 }
 
@@ -53,14 +53,14 @@ func TestSegmentUsageErrors(t *testing.T) {
 		{[]string{"--kernel", "segment", "list"}, "segment list is a manad command: --kernel does not apply"},
 	} {
 		code, out, errs := runCLI(t, sock, tt.args...)
-		if code != exitUsage || out != "" || !strings.Contains(errs, tt.msg) {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and %q", tt.args, code, out, errs, exitUsage, tt.msg)
-		}
+		assert.Equal(t, exitUsage, code, "%v: exit %d, stdout %q, stderr %q; want %d and %q", tt.args, code, out, errs, exitUsage, tt.msg)
+		assert.Equal(t, "", out, "%v: exit %d, stdout %q, stderr %q; want %d and %q", tt.args, code, out, errs, exitUsage, tt.msg)
+		assert.Contains(t, errs, tt.msg, "%v: exit %d, stdout %q, stderr %q; want %d and %q", tt.args, code, out, errs, exitUsage, tt.msg)
 	}
 	// A well-formed command gets as far as connecting.
-	if code, _, errs := runCLI(t, sock, "segment", "list"); code != exitFailure || !strings.Contains(errs, "cannot connect to manad") {
-		t.Errorf("segment list without manad: exit %d, stderr %q", code, errs)
-	}
+	code, _, errs := runCLI(t, sock, "segment", "list")
+	assert.Equal(t, exitFailure, code, "segment list without manad: exit %d, stderr %q", code, errs)
+	assert.Contains(t, errs, "cannot connect to manad", "segment list without manad: exit %d, stderr %q", code, errs)
 }
 
 var sampleSegment = genl.SegmentInfo{
@@ -80,9 +80,7 @@ func TestWriteSegments(t *testing.T) {
 wire0    config  -    500    5m0s    mana0,mana1  3       hostA/vx0=attached,upl=reattaching
 default  ports   -    -      never   -            0       -
 `
-	if b.String() != want {
-		t.Errorf("segment list:\n%s\nwant:\n%s", b.String(), want)
-	}
+	assert.Equal(t, want, b.String(), "segment list")
 	b.Reset()
 	writeSegment(&b, sampleSegment)
 	for _, line := range []string{
@@ -91,22 +89,16 @@ default  ports   -    -      never   -            0       -
 		"  TX drops:            device 0, down 0, mtu 2\n", "Uplink upl:\n", "  State:               reattaching\n",
 		"  Error:               bind: no such device\n",
 	} {
-		if !strings.Contains(b.String(), line) {
-			t.Errorf("segment show lacks %q:\n%s", line, b.String())
-		}
+		assert.Contains(t, b.String(), line, "segment show lacks")
 	}
 }
 
 // TestSegmentJSON: the documented keys, arrays never null.
 func TestSegmentJSON(t *testing.T) {
 	b, err := json.Marshal(segmentToJSON(genl.SegmentInfo{Name: "w"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := `{"name":"w","origin":"","mtu":0,"storm-pps":0,"ageing-ms":0,"ports":[],"learnt-macs":0,"floods":0,"storm-drops":0,"uplinks":[]}`
-	if string(b) != want {
-		t.Errorf("JSON %s\nwant %s", b, want)
-	}
+	assert.Equal(t, want, string(b), "JSON %s\nwant", b)
 	j := segmentToJSON(sampleSegment)
 	if u := j.Uplinks[0]; u.MaxPortMTU != 1450 || u.TxDrops.MTU != 2 || u.StateChanges != 1 || u.Attach != "af_xdp" || j.Uplinks[1].Error == "" {
 		t.Errorf("uplink JSON %+v", j.Uplinks)
@@ -117,18 +109,12 @@ func TestSegmentJSON(t *testing.T) {
 func TestSegmentEvents(t *testing.T) {
 	var b bytes.Buffer
 	a := &app{stdout: &b}
-	if err := writeNotification(a, client.Notification{Kind: client.SegmentChanged, Sequence: 4, Segment: &sampleSegment}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeNotification(a, client.Notification{Kind: client.SegmentChanged, Sequence: 4, Segment: &sampleSegment}))
 	want := "\nSegment wire0 changed:\norigin config, MTU -, storm limit 500, ageing 5m0s, ports mana0,mana1, uplinks hostA/vx0=attached,upl=reattaching\n"
-	if b.String() != want {
-		t.Errorf("monitor text %q, want %q", b.String(), want)
-	}
+	assert.Equal(t, want, b.String(), "monitor text")
 	b.Reset()
 	a.json = true
-	if err := writeNotification(a, client.Notification{Kind: client.SegmentRemoved, Sequence: 5, Segment: &genl.SegmentInfo{Name: "w"}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeNotification(a, client.Notification{Kind: client.SegmentRemoved, Sequence: 5, Segment: &genl.SegmentInfo{Name: "w"}}))
 	var ev struct {
 		Kind    string `json:"kind"`
 		Seq     uint32 `json:"seq"`

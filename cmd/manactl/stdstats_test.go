@@ -6,6 +6,8 @@ import (
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestStdStatsFormat: groups with counters and RMON histograms print as ethtool 6.1's
@@ -35,23 +37,15 @@ rx-rmon-etherStatsPkts65to127Octets: 2
 rx-rmon-etherStatsPkts1519toMaxOctets: 4
 tx-rmon-etherStatsPkts64to64Octets: 5
 `
-	if b.String() != want {
-		t.Errorf("text:\n%s\nwant\n%s", b.String(), want)
-	}
+	assert.Equal(t, want, b.String(), "text")
 	js, err := v.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	wantJSON := `{"ifname":"eth0","eth-phy":{},"eth-mac":{"FramesTransmittedOK":902,"SingleCollisionFrames":0},` +
 		`"rmon":{"etherStatsOversizePkts":3,"rx-pktsNtoM":[{"low":0,"high":64,"val":1},{"low":65,"high":127,"val":2},{"low":1519,"high":0,"val":4}],` +
 		`"tx-pktsNtoM":[{"low":64,"high":64,"val":5}]}}`
-	if string(js) != wantJSON {
-		t.Errorf("json:\n%s\nwant\n%s", js, wantJSON)
-	}
+	assert.Equal(t, wantJSON, string(js), "json:\n%s\nwant", js)
 	empty := &stdStatsView{dev: "mana0", std: std, st: &client.StdStats{Groups: []wire.StatsGroup{{ID: 0, SSID: 17}}}}
 	b.Reset()
 	empty.write(&b)
-	if b.String() != "Standard stats for mana0:\n" {
-		t.Errorf("no counters: %q", b.String())
-	}
+	assert.Equal(t, "Standard stats for mana0:\n", b.String(), "no counters")
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/vnic"
@@ -32,36 +33,25 @@ func mustMAC(s string) net.HardwareAddr {
 
 func TestDefault(t *testing.T) {
 	c := Default()
-	if c.File != DefaultName {
-		t.Errorf("File = %q, want %q", c.File, DefaultName)
-	}
-	if diff := cmp.Diff(DefaultDaemonConfig(), c.Daemon); diff != "" {
-		t.Errorf("daemon table differs from the defaults (-want +got):\n%s", diff)
-	}
-	if len(c.Ports) != 2 {
-		t.Fatalf("%d ports, want 2", len(c.Ports))
-	}
+	assert.Equal(t, DefaultName, c.File, "File")
+	assert.Empty(t, cmp.Diff(DefaultDaemonConfig(), c.Daemon), "daemon table differs from the defaults (-want +got)")
+	require.Len(t, c.Ports, 2, "%d ports, want 2", len(c.Ports))
 	want := []struct{ name, netns string }{{"mana0", "manaA"}, {"mana1", "manaB"}}
 	for i, p := range c.Ports {
-		if p.Name != want[i].name || p.NetNS != want[i].netns || p.Segment != "wire0" {
-			t.Errorf("port %d = %s in netns %q on segment %q, want %s in %q on wire0", i, p.Name, p.NetNS, p.Segment, want[i].name, want[i].netns)
-		}
-		if !p.Persistent || p.MTU != vnic.DefaultMTU || p.RxRing != vnic.DefaultRxRing || p.TxRing != vnic.DefaultTxRing {
-			t.Errorf("port %s: not the driver defaults: %+v", p.Name, p)
-		}
-		if p.MAC[0]&0x03 != 0x02 {
-			t.Errorf("port %s: MAC %s is not locally administered unicast", p.Name, p.MAC)
-		}
+		assert.Equal(t, want[i].name, p.Name, "port %d", i)
+		assert.Equal(t, want[i].netns, p.NetNS, "port %d: netns", i)
+		assert.Equal(t, "wire0", p.Segment, "port %d: segment", i)
+		assert.True(t, p.Persistent, "port %s: not the driver defaults: %+v", p.Name, p)
+		assert.Equal(t, vnic.DefaultMTU, p.MTU, "port %s: not the driver defaults: %+v", p.Name, p)
+		assert.Equal(t, vnic.DefaultRxRing, p.RxRing, "port %s: not the driver defaults: %+v", p.Name, p)
+		assert.Equal(t, vnic.DefaultTxRing, p.TxRing, "port %s: not the driver defaults: %+v", p.Name, p)
+		assert.Equal(t, byte(0x02), p.MAC[0]&0x03, "port %s: MAC %s is not locally administered unicast", p.Name, p.MAC)
 	}
-	if string(c.Ports[0].MAC) == string(c.Ports[1].MAC) {
-		t.Error("the two default ports share a MAC")
-	}
+	assert.NotEqual(t, string(c.Ports[1].MAC), string(c.Ports[0].MAC), "the two default ports share a MAC")
 	// The embedded text is what DefaultTOML returns, and changing the copy changes nothing.
 	b := DefaultTOML()
 	b[0] = 'X'
-	if DefaultTOML()[0] == 'X' {
-		t.Error("DefaultTOML returned the embedded slice itself")
-	}
+	assert.NotEqual(t, byte('X'), DefaultTOML()[0], "DefaultTOML returned the embedded slice itself")
 }
 
 // discard is a vnic.Host and vnic.Wire that accepts frames and keeps nothing.
@@ -97,9 +87,7 @@ queues = 1
 max_queues = 1
 memory_budget = "64MiB"
 `))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	specs := append(c.Ports, Default().Ports...)
 	var lock sync.Mutex
 	for _, spec := range specs {
@@ -112,25 +100,17 @@ memory_budget = "64MiB"
 			continue
 		}
 		lock.Lock()
-		if got := port.Settings(); got != spec.Settings() {
-			t.Errorf("port %s: vnic settings %+v, want %+v", spec.Name, got, spec.Settings())
-		}
-		if err := port.Open(); err != nil {
-			t.Errorf("port %s: Open: %v", spec.Name, err)
-		}
+		assert.Equal(t, spec.Settings(), port.Settings(), "port %s: vnic settings", spec.Name)
+		assert.NoError(t, port.Open(), "port %s: Open", spec.Name)
 		td := port.Shutdown()
 		lock.Unlock()
-		if err := td.Wait(t.Context()); err != nil {
-			t.Errorf("port %s: teardown: %v", spec.Name, err)
-		}
+		assert.NoError(t, td.Wait(t.Context()), "port %s: teardown", spec.Name)
 	}
 }
 
 func TestParseValues(t *testing.T) {
 	root, err := user.LookupGroupId("0")
-	if err != nil {
-		t.Fatalf("no group with gid 0 to test admin_group with: %v", err)
-	}
+	require.NoError(t, err, "no group with gid 0 to test admin_group with")
 	doc := `
 [daemon]
 socket = "/tmp/m/manad.sock"
@@ -177,9 +157,7 @@ page_size = 65536
 memory_budget = 1048576
 `
 	got, err := Parse("full.toml", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := &Config{
 		File: "full.toml",
 		Daemon: DaemonConfig{
@@ -203,15 +181,12 @@ memory_budget = 1048576
 			RxAlloc: rxbuf.AllocPagePoolPage, Coalesce: vnic.DefaultCoalesce(),
 		}},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Parse (-want +got):\n%s", diff)
-	}
-	if s, ok := got.Port("eth1"); !ok || s.Name != "eth1" {
-		t.Errorf("Port(eth1) = %v, %v", s.Name, ok)
-	}
-	if _, ok := got.Port("nope"); ok {
-		t.Error("Port(nope) found a port")
-	}
+	assert.Empty(t, cmp.Diff(want, got), "Parse (-want +got)")
+	s, ok := got.Port("eth1")
+	assert.True(t, ok, "Port(eth1) not found")
+	assert.Equal(t, "eth1", s.Name, "Port(eth1)")
+	_, ok = got.Port("nope")
+	assert.False(t, ok, "Port(nope) found a port")
 }
 
 func TestParseDaemonValueForms(t *testing.T) {
@@ -242,9 +217,7 @@ func TestParseDaemonValueForms(t *testing.T) {
 		}
 		want := DefaultDaemonConfig()
 		tc.want(&want)
-		if diff := cmp.Diff(want, c.Daemon); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", tc.doc, diff)
-		}
+		assert.Empty(t, cmp.Diff(want, c.Daemon), "%s (-want +got)", tc.doc)
 	}
 }
 
@@ -255,9 +228,8 @@ func TestParseEmpty(t *testing.T) {
 			t.Errorf("%q: %v", doc, err)
 			continue
 		}
-		if len(c.Ports) != 0 || c.Daemon != DefaultDaemonConfig() {
-			t.Errorf("%q: got %+v, want the defaults and no ports", doc, c)
-		}
+		assert.Empty(t, c.Ports, "%q: got %+v, want the defaults and no ports", doc, c)
+		assert.Equal(t, DefaultDaemonConfig(), c.Daemon, "%q: got %+v, want the defaults and no ports", doc, c)
 	}
 }
 
@@ -383,18 +355,12 @@ func TestParseErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("t.toml", []byte(tc.doc))
-			if err == nil {
-				t.Fatalf("no error, want %q", tc.want)
-			}
-			if err.Error() != tc.want {
-				t.Errorf("error\n got %s\nwant %s", err, tc.want)
-			}
-			if !errors.Is(err, unix.EINVAL) {
-				t.Errorf("errors.Is(%v, EINVAL) = false", err)
-			}
+			require.Error(t, err, "no error, want %q", tc.want)
+			assert.Equal(t, tc.want, err.Error(), "error\n got %s\nwant", err)
+			assert.ErrorIs(t, err, unix.EINVAL, "errors.Is(%v, EINVAL) = false", err)
 			var e *Error
-			if !errors.As(err, &e) || e.File != "t.toml" {
-				t.Errorf("errors.As(*Error) failed or names the wrong file: %#v", e)
+			if assert.ErrorAs(t, err, &e) {
+				assert.Equal(t, "t.toml", e.File, "errors.As(*Error) names the wrong file: %#v", e)
 			}
 		})
 	}
@@ -417,9 +383,7 @@ name = "a"
 `
 	_, err := Parse("m.toml", []byte(doc))
 	var es Errors
-	if !errors.As(err, &es) {
-		t.Fatalf("got %T %v, want Errors", err, err)
-	}
+	require.ErrorAs(t, err, &es, "got %T %v, want Errors", err, err)
 	want := []string{
 		`m.toml:3: port "a": mtu 20000 greater than max_mtu 9000`,
 		`m.toml:4: port "a": page_size 3 not supported (want 4096, 16384 or 65536, or "4K", "16K", "64K")`,
@@ -428,15 +392,11 @@ name = "a"
 		// The invalid first port still claims its name: the duplicate is reported too.
 		`m.toml:11: port "a": duplicate name (first defined at line 2)`,
 	}
-	if diff := cmp.Diff(strings.Join(want, "\n"), err.Error()); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
-	if !errors.Is(err, unix.EINVAL) {
-		t.Error("Errors does not match EINVAL")
-	}
+	assert.Empty(t, cmp.Diff(strings.Join(want, "\n"), err.Error()), "errors (-want +got)")
+	assert.ErrorIs(t, err, unix.EINVAL, "Errors does not match EINVAL")
 	var first *Error
-	if !errors.As(err, &first) || first.Line != 3 {
-		t.Errorf("errors.As(*Error) = %v, want the line-3 problem", first)
+	if assert.ErrorAs(t, err, &first) {
+		assert.Equal(t, 3, first.Line, "errors.As(*Error) = %v, want the line-3 problem", first)
 	}
 }
 
@@ -447,54 +407,38 @@ func TestParseErrorsCapped(t *testing.T) {
 	}
 	_, err := Parse("c.toml", []byte(b.String()))
 	var es Errors
-	if !errors.As(err, &es) {
-		t.Fatalf("got %v, want Errors", err)
-	}
-	if len(es) != maxErrors+1 || es[maxErrors].Msg != "5 more problems not shown" {
-		t.Errorf("%d errors, last %q; want %d and a count of the rest", len(es), es[len(es)-1].Msg, maxErrors+1)
+	require.ErrorAs(t, err, &es, "got %v, want Errors", err)
+	if assert.Len(t, es, maxErrors+1, "want %d errors and a count of the rest", maxErrors+1) {
+		assert.Equal(t, "5 more problems not shown", es[maxErrors].Msg, "last error")
 	}
 }
 
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "manad.toml")
-	if _, err := Load(path); !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, unix.ENOENT) {
-		t.Errorf("Load(missing) = %v, want ENOENT", err)
-	}
-	if err := os.WriteFile(path, []byte("[[port]]\nname = \"x\"\nmtu = 5\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	_, err := Load(path)
-	if want := path + `:3: port "x": mtu 5 less than the minimum 68`; err == nil || err.Error() != want {
-		t.Errorf("Load = %v, want %s", err, want)
-	}
-	if err := os.WriteFile(path, DefaultTOML(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	assert.ErrorIs(t, err, fs.ErrNotExist, "Load(missing)")
+	assert.ErrorIs(t, err, unix.ENOENT, "Load(missing)")
+	require.NoError(t, os.WriteFile(path, []byte("[[port]]\nname = \"x\"\nmtu = 5\n"), 0o644))
+	_, err = Load(path)
+	assert.EqualError(t, err, path+`:3: port "x": mtu 5 less than the minimum 68`, "Load")
+	require.NoError(t, os.WriteFile(path, DefaultTOML(), 0o644))
 	c, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d := Default()
 	d.File = path
-	if diff := cmp.Diff(d, c); diff != "" {
-		t.Errorf("Load(default text) differs from Default (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(d, c), "Load(default text) differs from Default (-want +got)")
 }
 
 func TestValidate(t *testing.T) {
 	s := DefaultPortSpec("eth9")
-	if err := s.Validate(); err != nil {
-		t.Fatalf("default spec invalid: %v", err)
-	}
+	require.NoError(t, s.Validate(), "default spec invalid")
 	s.Queues = 100
 	err := s.Validate()
-	if !errors.Is(err, unix.EINVAL) {
-		t.Errorf("Validate = %v, want EINVAL", err)
-	}
+	assert.ErrorIs(t, err, unix.EINVAL, "Validate = %v, want EINVAL", err)
 	var m interface{ ExtackMessage() string }
-	if !errors.As(err, &m) || m.ExtackMessage() != `port "eth9": queues 100 greater than max_queues 64` {
-		t.Errorf("extack message = %q", m.ExtackMessage())
+	if assert.ErrorAs(t, err, &m) {
+		assert.Equal(t, `port "eth9": queues 100 greater than max_queues 64`, m.ExtackMessage(), "extack message")
 	}
 }
 
@@ -505,71 +449,57 @@ func TestDeriveMAC(t *testing.T) {
 	for i := range 1000 {
 		name := "port" + strconv.Itoa(i)
 		mac := DeriveMAC(name)
-		if checkMAC(mac) != "" || mac[0]&0x02 == 0 {
-			t.Fatalf("DeriveMAC(%s) = %s: not a locally administered unicast address", name, mac)
-		}
-		if other, dup := seen[string(mac)]; dup {
-			t.Fatalf("DeriveMAC(%s) = DeriveMAC(%s) = %s", name, other, mac)
-		}
+		require.Equal(t, "", checkMAC(mac), "DeriveMAC(%s) = %s: not a locally administered unicast address", name, mac)
+		require.NotEqual(t, byte(0), mac[0]&0x02, "DeriveMAC(%s) = %s: not a locally administered unicast address", name, mac)
+		other, dup := seen[string(mac)]
+		require.False(t, dup, "DeriveMAC(%s) = DeriveMAC(%s) = %s", name, other, mac)
 		seen[string(mac)] = name
-		if again := DeriveMAC(name); again.String() != mac.String() {
-			t.Fatalf("DeriveMAC(%s) not stable: %s then %s", name, mac, again)
-		}
+		again := DeriveMAC(name)
+		require.Equal(t, mac.String(), again.String(), "DeriveMAC(%s) not stable: %s then %s", name, mac, again)
 	}
 	// Pinned, so a change that would renumber every user's MACs does not go unnoticed.
-	if got := DeriveMAC("mana0").String(); got != pinnedMana0MAC {
-		t.Errorf("DeriveMAC(mana0) = %s, want %s", got, pinnedMana0MAC)
-	}
+	assert.Equal(t, pinnedMana0MAC, DeriveMAC("mana0").String(), "DeriveMAC(mana0)")
 }
 
 func TestValueForms(t *testing.T) {
 	for in, want := range map[string]int{"4K": 4096, "16k": 16384, "64KiB": 65536, "4096": 4096, " 16 K ": 16384} {
-		if got, ok := rxbuf.ParsePageSize(in); !ok || got != want {
-			t.Errorf("ParsePageSize(%q) = %d, %v; want %d", in, got, ok, want)
-		}
+		got, ok := rxbuf.ParsePageSize(in)
+		assert.True(t, ok, "ParsePageSize(%q) refused", in)
+		assert.Equal(t, want, got, "ParsePageSize(%q)", in)
 	}
 	for in, want := range map[string]int64{
 		"2GiB": 2 << 30, "2G": 2 << 30, "512MiB": 512 << 20, "1k": 1024, "7": 7, "7B": 7,
 		"1TiB": 1 << 40, "unlimited": UnlimitedMemory, "Unlimited": UnlimitedMemory,
 	} {
-		if got, ok := parseMemory(in); !ok || got != want {
-			t.Errorf("parseMemory(%q) = %d, %v; want %d", in, got, ok, want)
-		}
+		got, ok := parseMemory(in)
+		assert.True(t, ok, "parseMemory(%q) refused", in)
+		assert.Equal(t, want, got, "parseMemory(%q)", in)
 	}
 	for _, in := range []string{"", "-1", "0", "1.5G", "2GB", "G", "8EiB", "9223372036854775807K"} {
-		if got, ok := parseMemory(in); ok {
-			t.Errorf("parseMemory(%q) = %d, want an error", in, got)
-		}
+		got, ok := parseMemory(in)
+		assert.False(t, ok, "parseMemory(%q) = %d, want an error", in, got)
 	}
 	// FormatMemory writes what parseMemory reads back.
 	for _, b := range []int64{1, 1000, 1024, 1536 << 20, 2 << 30, 3 << 40, UnlimitedMemory} {
 		got, ok := parseMemory(FormatMemory(b))
-		if !ok || got != b {
-			t.Errorf("parseMemory(FormatMemory(%d) = %q) = %d, %v", b, FormatMemory(b), got, ok)
-		}
+		assert.True(t, ok, "parseMemory(FormatMemory(%d) = %q) refused", b, FormatMemory(b))
+		assert.Equal(t, b, got, "parseMemory(FormatMemory(%d) = %q)", b, FormatMemory(b))
 	}
-	if got := FormatMemory(2 << 30); got != "2GiB" {
-		t.Errorf("FormatMemory(2GiB) = %q", got)
-	}
-	if f, err := PrivFlagBits([]string{"full-page-rx"}); err != nil || f != vnic.PrivFlagFullPageRx {
-		t.Errorf("PrivFlagBits = %#x, %v", f, err)
-	}
-	if _, err := PrivFlagBits([]string{"x"}); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("PrivFlagBits(x) = %v, want EINVAL", err)
-	}
-	if got := PrivFlagNames(vnic.PrivFlagFullPageRx | 1<<7); !cmp.Equal(got, []string{"full-page-rx"}) {
-		t.Errorf("PrivFlagNames = %q", got)
-	}
-	if l, err := ParseLogLevel("bogus"); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("ParseLogLevel(bogus) = %v, %v; want EINVAL", l, err)
-	}
+	assert.Equal(t, "2GiB", FormatMemory(2<<30), "FormatMemory(2GiB)")
+	f, err := PrivFlagBits([]string{"full-page-rx"})
+	assert.NoError(t, err, "PrivFlagBits")
+	assert.Equal(t, vnic.PrivFlagFullPageRx, f, "PrivFlagBits = %#x", f)
+	_, err = PrivFlagBits([]string{"x"})
+	assert.ErrorIs(t, err, unix.EINVAL, "PrivFlagBits(x)")
+	got := PrivFlagNames(vnic.PrivFlagFullPageRx | 1<<7)
+	assert.True(t, cmp.Equal(got, []string{"full-page-rx"}), "PrivFlagNames = %q", got)
+	l, err := ParseLogLevel("bogus")
+	assert.ErrorIs(t, err, unix.EINVAL, "ParseLogLevel(bogus) = %v, %v; want EINVAL", l, err)
 }
 
 func TestDaemonValidate(t *testing.T) {
 	def := DefaultDaemonConfig()
-	if err := def.Validate(); err != nil {
-		t.Fatalf("defaults invalid: %v", err)
-	}
+	require.NoError(t, def.Validate(), "defaults invalid")
 	for _, tc := range []struct {
 		change func(*DaemonConfig)
 		want   string
@@ -589,9 +519,8 @@ func TestDaemonValidate(t *testing.T) {
 		d := DefaultDaemonConfig()
 		tc.change(&d)
 		err := d.Validate()
-		if err == nil || err.Error() != tc.want || !errors.Is(err, unix.EINVAL) {
-			t.Errorf("Validate = %v, want %s", err, tc.want)
-		}
+		assert.EqualError(t, err, tc.want, "Validate")
+		assert.ErrorIs(t, err, unix.EINVAL, "Validate = %v", err)
 	}
 }
 
@@ -606,11 +535,7 @@ func TestPortSpeed(t *testing.T) {
 		{"[[port]]\nname = \"eth0\"\nspeed = 200000\n", 200000},
 	} {
 		c, err := Parse("t.toml", []byte(tc.toml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := c.Ports[0].Speed; got != tc.want {
-			t.Errorf("%q: speed %d, want %d", tc.toml, got, tc.want)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, c.Ports[0].Speed, "%q: speed", tc.toml)
 	}
 }

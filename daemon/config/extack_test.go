@@ -8,6 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlerr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestErrorIsExtack: every kind of config error carries the one "errno plus message" type, so a
@@ -16,13 +18,9 @@ import (
 // file, and a rule broken by a request (no file at all, printed as extack prints).
 func TestErrorIsExtack(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(StatePath(dir), []byte(`{"version": 9}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(StatePath(dir), []byte(`{"version": 9}`), 0o600))
 	_, newer := LoadState(dir)
-	if err := os.WriteFile(StatePath(dir), []byte(`{"version": 1, "ports": 3}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(StatePath(dir), []byte(`{"version": 1, "ports": 3}`), 0o600))
 	_, corrupt := LoadState(dir)
 	_, one := Parse("t.toml", []byte("[[port]]\nname = \"eth0\"\nspeed = -1\n"))
 	_, many := Parse("t.toml", []byte("[[port]]\nname = \"eth0\"\nmtu = 1\nrx_ring = 1\n"))
@@ -50,21 +48,21 @@ func TestErrorIsExtack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var xe *nlerr.Error
-			if !errors.As(tc.err, &xe) || xe.Errno != tc.errno || !errors.Is(tc.err, tc.errno) {
-				t.Fatalf("%v: errors.As(*nlerr.Error) = %+v; want errno %v", tc.err, xe, tc.errno)
+			require.ErrorAs(t, tc.err, &xe, "%v: errors.As(*nlerr.Error) = %+v; want errno %v", tc.err, xe, tc.errno)
+			require.Equal(t, tc.errno, xe.Errno, "%v: errors.As(*nlerr.Error) = %+v; want errno %v", tc.err, xe, tc.errno)
+			require.ErrorIs(t, tc.err, tc.errno, "%v: errors.As(*nlerr.Error) = %+v; want errno %v", tc.err, xe, tc.errno)
+			if tc.msg != "" {
+				assert.Equal(t, tc.msg, xe.Message, "extack message")
 			}
-			if tc.msg != "" && xe.Message != tc.msg {
-				t.Errorf("extack message %q, want %q", xe.Message, tc.msg)
-			}
-			if tc.text != "" && tc.err.Error() != tc.text {
-				t.Errorf("Error() = %q, want %q", tc.err.Error(), tc.text)
+			if tc.text != "" {
+				assert.Equal(t, tc.text, tc.err.Error(), "Error()")
 			}
 			var ce *Error
 			if !errors.As(tc.err, &ce) || ce.Line != tc.line || ce.Msg != xe.Message {
 				t.Errorf("errors.As(*Error) = %+v; want line %d and the extack's message", ce, tc.line)
 			}
-			if tc.also != nil && !errors.Is(tc.err, tc.also) {
-				t.Errorf("errors.Is(%v, %v) = false", tc.err, tc.also)
+			if tc.also != nil {
+				assert.ErrorIs(t, tc.err, tc.also, "errors.Is(%v, %v) = false", tc.err, tc.also)
 			}
 		})
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/BurntSushi/toml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // p builds a keyPath from "port", 1, "mtu"-style components.
@@ -57,9 +59,8 @@ esc = "\"quoted\" \\"
 "a\u0041" = 3
 arr = [{ k = 1 }, { k = 2 }]
 `
-	if _, err := toml.Decode(doc, new(map[string]any)); err != nil {
-		t.Fatalf("test document is not valid TOML: %v", err)
-	}
+	_, err := toml.Decode(doc, new(map[string]any))
+	require.NoError(t, err, "test document is not valid TOML")
 	lines := indexLines(doc)
 	for _, tc := range []struct {
 		path keyPath
@@ -93,9 +94,7 @@ arr = [{ k = 1 }, { k = 2 }]
 		{p("port", 1, "mtu"), 20},
 		{p("nowhere"), 0},
 	} {
-		if got := lines.line(tc.path); got != tc.line {
-			t.Errorf("line(%q) = %d, want %d", strings.ReplaceAll(string(tc.path), "\x00", "/"), got, tc.line)
-		}
+		assert.Equal(t, tc.line, lines.line(tc.path), "line(%q)", strings.ReplaceAll(string(tc.path), "\x00", "/"))
 	}
 }
 
@@ -108,9 +107,7 @@ func TestUnescape(t *testing.T) {
 		`\x41\e`:           "A\x1b",
 		`bad \q \u12`:      `bad \q \u12`,
 	} {
-		if got := unescape(in); got != want {
-			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
-		}
+		assert.Equal(t, want, unescape(in), "unescape(%q)", in)
 	}
 }
 
@@ -150,14 +147,11 @@ func FuzzIndexLines(f *testing.F) {
 		}
 		docLines := strings.Split(doc, "\n")
 		for _, k := range md.Keys() {
-			if !found[strings.Join(k, "\x00")] {
-				t.Fatalf("key %q not located; located: %v", k, keysOf(lines))
-			}
+			require.True(t, found[strings.Join(k, "\x00")], "key %q not located; located: %v", k, keysOf(lines))
 		}
 		for k, l := range lines {
-			if l < 1 || l > len(docLines) {
-				t.Fatalf("key %q at line %d, outside the document's %d lines", names(k), l, len(docLines))
-			}
+			require.GreaterOrEqual(t, l, 1, "key %q at line %d, outside the document's %d lines", names(k), l, len(docLines))
+			require.LessOrEqual(t, l, len(docLines), "key %q at line %d, outside the document's %d lines", names(k), l, len(docLines))
 		}
 	})
 }
@@ -182,18 +176,12 @@ func TestIndexLinesDeep(t *testing.T) {
 		"[[port]]\nname = \"x\"\n"
 	s := scanLines(doc)
 	lines := s.lines
-	if !s.truncated {
-		t.Error("truncated not set")
-	}
-	if len(lines) > 10*maxLocateDepth {
-		t.Errorf("recorded %d positions, want at most a few per level down to %d", len(lines), maxLocateDepth)
-	}
+	assert.True(t, s.truncated, "truncated not set")
+	assert.LessOrEqual(t, len(lines), 10*maxLocateDepth, "recorded %d positions, want at most a few per level down to %d", len(lines), maxLocateDepth)
 	for _, tc := range []struct {
 		path keyPath
 		line int
 	}{{p("a"), 1}, {p("b"), 2}, {p("b", "c", "c"), 2}, {p("d"), 3}, {p("port", 0, "name"), 7}} {
-		if got := lines.line(tc.path); got != tc.line {
-			t.Errorf("line(%q) = %d, want %d", names(tc.path), got, tc.line)
-		}
+		assert.Equal(t, tc.line, lines.line(tc.path), "line(%q)", names(tc.path))
 	}
 }

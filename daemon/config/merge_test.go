@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/vnic"
 )
@@ -21,9 +23,7 @@ name = "b"
 [[port]]
 name = "c"
 `))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }
 
@@ -127,39 +127,25 @@ func TestMerge(t *testing.T) {
 			}
 			// Merge reads the state as LoadState returns it, so go through the file.
 			dir := t.TempDir()
-			if err := st.Save(dir); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, st.Save(dir))
 			loaded, err := LoadState(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			cfgBefore, stBefore := *cfg, cloneState(loaded)
 			got, notes := Merge(cfg, loaded)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("ports (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.notes, errorTexts(notes), cmp.Transformer("nil", func(s []string) []string {
+			assert.Empty(t, cmp.Diff(tc.want, got), "ports (-want +got)")
+			assert.Empty(t, cmp.Diff(tc.notes, errorTexts(notes), cmp.Transformer("nil", func(s []string) []string {
 				if s == nil {
 					return []string{}
 				}
 				return s
-			})); diff != "" {
-				t.Errorf("notes (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(&cfgBefore, cfg); diff != "" {
-				t.Errorf("Merge changed the config:\n%s", diff)
-			}
-			if diff := cmp.Diff(stBefore, loaded); diff != "" {
-				t.Errorf("Merge changed the state:\n%s", diff)
-			}
+			})), "notes (-want +got)")
+			assert.Empty(t, cmp.Diff(&cfgBefore, cfg), "Merge changed the config")
+			assert.Empty(t, cmp.Diff(stBefore, loaded), "Merge changed the state")
 			// The result shares no memory with the inputs.
 			for _, p := range got {
 				p.Spec.MAC[5] ^= 0xff
 			}
-			if diff := cmp.Diff(&cfgBefore, cfg); diff != "" {
-				t.Errorf("the merged ports share memory with the config:\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(&cfgBefore, cfg), "the merged ports share memory with the config")
 		})
 	}
 }
@@ -186,13 +172,10 @@ func TestRestartCycle(t *testing.T) {
 	cfg := Default()
 
 	st, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ports, notes := Merge(cfg, st)
-	if len(notes) != 0 || len(ports) != 2 {
-		t.Fatalf("first start: %d ports, notes %v", len(ports), notes)
-	}
+	require.Empty(t, notes, "first start: %d ports, notes %v", len(ports), notes)
+	require.Len(t, ports, 2, "first start: %d ports, notes %v", len(ports), notes)
 	// Runtime changes, recorded as the daemon records them from the port model.
 	mana0 := ports[0].Spec.Settings()
 	mana0.MTU, mana0.PrivFlags, mana0.XDP, mana0.RxRing = 3000, vnic.PrivFlagFullPageRx, vnic.XDPProgTx, 4096
@@ -201,30 +184,20 @@ func TestRestartCycle(t *testing.T) {
 	extra.NetNS, extra.Segment = "manaC", "wire0"
 	st.RecordCreated(extra, NewPortSettings(extra.Settings(), false))
 	st.RecordDeleted("mana1", cfg)
-	if err := st.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Save(dir))
 
 	// Restart.
 	st2, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ports2, notes := Merge(Default(), st2)
-	if len(notes) != 0 {
-		t.Errorf("restart notes: %v", notes)
-	}
+	assert.Empty(t, notes, "restart notes")
 	var got []string
 	for _, p := range ports2 {
 		got = append(got, p.Spec.Name)
 	}
-	if strings.Join(got, ",") != "mana0,mana2" {
-		t.Fatalf("ports after restart: %v, want mana0,mana2", got)
-	}
-	if s := ports2[0].Spec.Settings(); s != mana0 || !ports2[0].AdminUp {
-		t.Errorf("mana0 after restart: %+v up=%v, want %+v up", s, ports2[0].AdminUp, mana0)
-	}
-	if !ports2[1].Runtime || ports2[1].Spec.NetNS != "manaC" {
-		t.Errorf("mana2 after restart: %+v", ports2[1])
-	}
+	require.Equal(t, "mana0,mana2", strings.Join(got, ","), "ports after restart: %v, want mana0,mana2", got)
+	assert.Equal(t, mana0, ports2[0].Spec.Settings(), "mana0 after restart: settings")
+	assert.True(t, ports2[0].AdminUp, "mana0 after restart: down, want up")
+	assert.True(t, ports2[1].Runtime, "mana2 after restart: %+v, want a runtime port", ports2[1])
+	assert.Equal(t, "manaC", ports2[1].Spec.NetNS, "mana2 after restart: netns")
 }

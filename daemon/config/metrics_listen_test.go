@@ -4,15 +4,14 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
 // TestMetricsListen: metrics_listen is off by default, takes a host:port, and says what is wrong
 // with anything else, from the file (with its line) and from Validate (the --metrics-listen flag).
 func TestMetricsListen(t *testing.T) {
-	if DefaultDaemonConfig().MetricsListen != "" {
-		t.Fatal("metrics endpoint on by default")
-	}
+	require.Equal(t, "", DefaultDaemonConfig().MetricsListen, "metrics endpoint on by default")
 	for _, tc := range []struct {
 		value, want string // want "" means accepted
 	}{

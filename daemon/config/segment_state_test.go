@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,30 +26,21 @@ func TestSegmentsStateRoundTrip(t *testing.T) {
 	st.Segments.RecordSegmentDeleted("wire0", cfg)
 	st.Segments.RecordSegmentDeleted("wire0", cfg) // twice: listed once
 	st.Segments.RecordSegmentDeleted("nocfg", cfg) // not in the file: not remembered
-	if err := st.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Save(dir))
 	got, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := SegmentsState{
 		Defined: map[string]SegmentSpec{"wire1": {Name: "wire1", MTU: 1450, AgeingTime: 90 * time.Second, StormPPS: 100,
 			Uplinks: []UplinkSpec{{Dev: "vx0", NetNS: "hostA"}, {Dev: "upl", Attach: "af_xdp"}}}},
 		Deleted: []string{"wire0"},
 	}
-	if diff := cmp.Diff(want, got.Segments); diff != "" {
-		t.Errorf("segments after a round trip (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, got.Segments), "segments after a round trip (-want +got)")
 	data, _ := os.ReadFile(StatePath(dir))
-	if !strings.Contains(string(data), `"segments": {`) || !strings.Contains(string(data), `"ageing_ms": 90000`) {
-		t.Errorf("state file:\n%s", data)
-	}
+	assert.Contains(t, string(data), `"segments": {`, "state file:\n%s", data)
+	assert.Contains(t, string(data), `"ageing_ms": 90000`, "state file:\n%s", data)
 	// Defining a deleted segment again forgets the deletion.
 	got.Segments.RecordSegment(SegmentSpec{Name: "wire0"})
-	if len(got.Segments.Deleted) != 0 {
-		t.Errorf("deleted after re-creation: %v", got.Segments.Deleted)
-	}
+	assert.Empty(t, got.Segments.Deleted, "deleted after re-creation")
 }
 
 // TestSegmentsStateCorrupt: unusable segment entries make the state file corrupt (EBADMSG).
@@ -63,12 +55,9 @@ func TestSegmentsStateCorrupt(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			doc := `{"version": 1, "ports": {}, "deleted": [], ` + body + `}`
-			if err := os.WriteFile(StatePath(dir), []byte(doc), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := LoadState(dir); !errors.Is(err, unix.EBADMSG) {
-				t.Errorf("LoadState: %v, want EBADMSG", err)
-			}
+			require.NoError(t, os.WriteFile(StatePath(dir), []byte(doc), 0o600))
+			_, err := LoadState(dir)
+			assert.ErrorIs(t, err, unix.EBADMSG, "LoadState: %v, want EBADMSG", err)
 		})
 	}
 }
@@ -140,16 +129,12 @@ func TestMergeSegments(t *testing.T) {
 			st := NewState()
 			st.Segments = tt.state
 			got, notes := MergeSegments(cfg, st)
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("segments (-want +got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tt.want, got), "segments (-want +got)")
 			var ns []string
 			for _, n := range notes {
 				ns = append(ns, n.Error())
 			}
-			if diff := cmp.Diff(tt.notes, ns); diff != "" {
-				t.Errorf("notes (-want +got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tt.notes, ns), "notes (-want +got)")
 		})
 	}
 }
@@ -184,8 +169,10 @@ func TestSegmentSpecValidate(t *testing.T) {
 		{"bad netns", SegmentSpec{Name: "w", Uplinks: []UplinkSpec{{Dev: "a", NetNS: ".."}}}, unix.EINVAL},
 	} {
 		err := tt.spec.Validate()
-		if tt.errno == 0 && err != nil || tt.errno != 0 && !errors.Is(err, tt.errno) {
-			t.Errorf("%s: %v, want errno %v", tt.name, err, tt.errno)
+		if tt.errno == 0 {
+			assert.NoError(t, err, tt.name)
+		} else {
+			assert.ErrorIs(t, err, tt.errno, tt.name)
 		}
 	}
 }

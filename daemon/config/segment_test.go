@@ -1,13 +1,13 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,23 +29,17 @@ name = "never"
 ageing_time = 0
 `
 	cfg, err := Parse("t.toml", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := []SegmentSpec{
 		{Name: "wire0", Uplinks: []UplinkSpec{{Dev: "vx0", NetNS: "hostA", Attach: "af_xdp"}, {Dev: "eth1", Attach: "auto"}, {Dev: "eth2", Attach: "af_packet"}}, MTU: 1450, AgeingTime: time.Minute, StormPPS: 1000, Line: 2},
 		{Name: "lan1", AgeingTime: 5 * time.Minute, Line: 9},
 		{Name: "never", Line: 13},
 	}
-	if diff := cmp.Diff(want, cfg.Segments); diff != "" {
-		t.Fatalf("segments (-want +got):\n%s", diff)
-	}
-	if got := cfg.Segment("other"); got.AgeingTime != DefaultAgeingTime || len(got.Uplinks) != 0 {
-		t.Fatalf("undescribed segment %+v, want the defaults", got)
-	}
-	if got := cfg.Segment("wire0").Uplinks[0].String(); got != "hostA/vx0" {
-		t.Fatalf("uplink string %q", got)
-	}
+	require.Empty(t, cmp.Diff(want, cfg.Segments), "segments (-want +got)")
+	got := cfg.Segment("other")
+	require.Equal(t, DefaultAgeingTime, got.AgeingTime, "undescribed segment %+v, want the defaults", got)
+	require.Empty(t, got.Uplinks, "undescribed segment %+v, want the defaults", got)
+	require.Equal(t, "hostA/vx0", cfg.Segment("wire0").Uplinks[0].String(), "uplink string")
 }
 
 func TestParseSegmentErrors(t *testing.T) {
@@ -57,9 +51,9 @@ func TestParseSegmentErrors(t *testing.T) {
 		}
 		return b.String()
 	}
-	if c, err := Parse("t.toml", []byte(many(MaxSegments))); err != nil || len(c.Segments) != MaxSegments {
-		t.Fatalf("%d [[segment]] tables: %d parsed, %v", MaxSegments, len(c.Segments), err)
-	}
+	c, err := Parse("t.toml", []byte(many(MaxSegments)))
+	require.NoError(t, err, "%d [[segment]] tables", MaxSegments)
+	require.Len(t, c.Segments, MaxSegments, "%d [[segment]] tables parsed", MaxSegments)
 	for _, tc := range []struct {
 		name, doc, want string
 	}{
@@ -89,15 +83,9 @@ func TestParseSegmentErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("t.toml", []byte(tc.doc))
-			if err == nil {
-				t.Fatalf("no error, want %q", tc.want)
-			}
-			if err.Error() != tc.want {
-				t.Fatalf("error\n  %s\nwant\n  %s", err, tc.want)
-			}
-			if !errors.Is(err, unix.EINVAL) {
-				t.Fatalf("error %v is not EINVAL", err)
-			}
+			require.Error(t, err, "no error, want %q", tc.want)
+			require.Equal(t, tc.want, err.Error(), "error\n  %s\nwant", err)
+			require.ErrorIs(t, err, unix.EINVAL, "error %v is not EINVAL", err)
 		})
 	}
 }
@@ -114,13 +102,13 @@ func TestParseSegmentPortLimit(t *testing.T) {
 		b.WriteString("[[port]]\nname = \"q\"\nsegment = \"other\"\n")
 		return b.String()
 	}
-	if c, err := Parse("t.toml", []byte(doc(MaxSegmentPorts))); err != nil || len(c.Ports) != MaxSegmentPorts+1 {
-		t.Fatalf("%d ports on a segment: %v", MaxSegmentPorts, err)
-	}
-	_, err := Parse("t.toml", []byte(doc(MaxSegmentPorts+1)))
+	c, err := Parse("t.toml", []byte(doc(MaxSegmentPorts)))
+	require.NoError(t, err, "%d ports on a segment", MaxSegmentPorts)
+	require.Len(t, c.Ports, MaxSegmentPorts+1, "%d ports on a segment", MaxSegmentPorts)
+	_, err = Parse("t.toml", []byte(doc(MaxSegmentPorts+1)))
 	want := fmt.Sprintf(`t.toml:%d: port "p%d": segment "full" has %d ports already, at most %d (as a Linux bridge)`,
 		3*MaxSegmentPorts+1, MaxSegmentPorts, MaxSegmentPorts, MaxSegmentPorts)
-	if err == nil || err.Error() != want || !errors.Is(err, unix.EINVAL) {
-		t.Fatalf("error\n  %v\nwant\n  %s", err, want)
-	}
+	require.Error(t, err, "error\n  %v\nwant\n  %s", err, want)
+	require.Equal(t, want, err.Error(), "error\n  %v\nwant\n  %s", err, want)
+	require.ErrorIs(t, err, unix.EINVAL, "error\n  %v\nwant\n  %s", err, want)
 }

@@ -2,12 +2,13 @@ package config
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/vnic"
@@ -24,9 +25,7 @@ func testRSSKey() []byte {
 // LoadState, and Merge gives the port exactly the values recorded from its vnic settings.
 func TestDeviceSettingsRoundTrip(t *testing.T) {
 	cfg, err := Parse("c.toml", []byte("[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg.Ports[0].CQECoalesce8 = true // cqe_coalesce_8 = true
 	a, _ := cfg.Port("a")
 	set := a.Settings()
@@ -38,57 +37,43 @@ func TestDeviceSettingsRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	st := NewState()
 	st.RecordSettings("a", ps)
-	if err := st.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Save(dir))
 	got, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(st, got); diff != "" {
-		t.Fatalf("LoadState(Save(s)) != s (-want +got):\n%s", diff)
-	}
+	require.NoError(t, err)
+	require.Empty(t, cmp.Diff(st, got), "LoadState(Save(s)) != s (-want +got)")
 	ports, notes := Merge(cfg, got)
-	if len(notes) != 0 || len(ports) != 2 {
-		t.Fatalf("Merge: %d ports, notes %v", len(ports), notes)
-	}
+	require.Empty(t, notes, "Merge: %d ports, notes %v", len(ports), notes)
+	require.Len(t, ports, 2, "Merge: %d ports, notes %v", len(ports), notes)
 	pa, pb := ports[0].Spec, ports[1].Spec
-	if !ports[0].Restored || pa.Settings() != set || pa.Offload || !bytes.Equal(pa.Config().RSSKey, testRSSKey()) {
-		t.Errorf("port a after restart: settings %+v offload %v key %x; want %+v, offload off, key %x",
-			pa.Settings(), pa.Offload, pa.Config().RSSKey, set, testRSSKey())
-	}
+	assert.True(t, ports[0].Restored, "port a not restored")
+	assert.Equal(t, set, pa.Settings(), "port a after restart: settings")
+	assert.False(t, pa.Offload, "port a after restart: offload, want off")
+	assert.Equal(t, testRSSKey(), pa.Config().RSSKey, "port a after restart: key")
 	// The port the state file does not know keeps the configuration's values.
-	if pb.Coalesce != vnic.DefaultCoalesce() || !pb.Offload || pb.RSSKey != nil {
-		t.Errorf("port b: coalesce %+v offload %v key %x; want the defaults", pb.Coalesce, pb.Offload, pb.RSSKey)
-	}
+	assert.Equal(t, vnic.DefaultCoalesce(), pb.Coalesce, "port b: coalesce, want the default")
+	assert.True(t, pb.Offload, "port b: offload, want the default on")
+	assert.Nil(t, pb.RSSKey, "port b: key, want the default")
 }
 
 // TestDeviceSettingsOlderFile: a state file written before coalescing, offloads and the RSS key
 // were kept still loads, and its ports get those from the configuration.
 func TestDeviceSettingsOlderFile(t *testing.T) {
 	cfg, err := Parse("c.toml", []byte("[[port]]\nname = \"a\"\noffload = false\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg.Ports[0].Coalesce.RxCQEFrames = 4 // rx_cqe_frames = 4
 	dir := t.TempDir()
 	old := `{"version": 1, "ports": {"a": {"settings": {"mtu": 3000, "queues": 4, "rx_ring": 1024, "tx_ring": 256, "priv_flags": [], "xdp": "", "admin_up": true}}}, "deleted": []}`
-	if err := os.WriteFile(StatePath(dir), []byte(old), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(StatePath(dir), []byte(old), 0o600))
 	st, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ports, notes := Merge(cfg, st)
-	if len(notes) != 0 || len(ports) != 1 {
-		t.Fatalf("Merge: %d ports, notes %v", len(ports), notes)
-	}
+	require.Empty(t, notes, "Merge: %d ports, notes %v", len(ports), notes)
+	require.Len(t, ports, 1, "Merge: %d ports, notes %v", len(ports), notes)
 	p := ports[0].Spec
-	if p.MTU != 3000 || p.Offload || p.Coalesce.RxCQEFrames != 4 || p.RSSKey != nil {
-		t.Errorf("port from an older state file: mtu %d offload %v coalesce %+v key %x; want 3000, the file's offload off and rx_cqe_frames 4, the default key",
-			p.MTU, p.Offload, p.Coalesce, p.RSSKey)
-	}
+	assert.Equal(t, 3000, p.MTU, "port from an older state file: mtu, want the file's")
+	assert.False(t, p.Offload, "port from an older state file: offload, want the file's off")
+	assert.Equal(t, uint32(4), p.Coalesce.RxCQEFrames, "port from an older state file: rx_cqe_frames, want the configuration's")
+	assert.Nil(t, p.RSSKey, "port from an older state file: key, want the default")
 }
 
 // TestDeviceSettingsInvalid: saved values the port cannot take are refused as Merge refuses any
@@ -96,9 +81,7 @@ func TestDeviceSettingsOlderFile(t *testing.T) {
 // not RSSKeySize bytes makes the file corrupt.
 func TestDeviceSettingsInvalid(t *testing.T) {
 	cfg, err := Parse("c.toml", []byte("[[port]]\nname = \"a\"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	a, _ := cfg.Port("a")
 	for _, tc := range []struct {
 		name     string
@@ -119,11 +102,11 @@ func TestDeviceSettingsInvalid(t *testing.T) {
 			ps.MTU = 2000 // not applied either: the settings are taken as a whole
 			st.RecordSettings("a", ps)
 			ports, notes := Merge(cfg, st)
-			if diff := cmp.Diff([]string{tc.note}, errorTexts(notes)); diff != "" {
-				t.Errorf("notes (-want +got):\n%s", diff)
-			}
-			if len(ports) != 1 || ports[0].Restored || ports[0].Spec.MTU != a.MTU || ports[0].Spec.Coalesce != a.Coalesce {
-				t.Errorf("port a: %+v; want the file's settings", ports)
+			assert.Empty(t, cmp.Diff([]string{tc.note}, errorTexts(notes)), "notes (-want +got)")
+			if assert.Len(t, ports, 1, "ports %+v", ports) {
+				assert.False(t, ports[0].Restored, "port a: %+v; want the file's settings", ports)
+				assert.Equal(t, a.MTU, ports[0].Spec.MTU, "port a: %+v; want the file's settings", ports)
+				assert.Equal(t, a.Coalesce, ports[0].Spec.Coalesce, "port a: %+v; want the file's settings", ports)
 			}
 		})
 	}
@@ -131,13 +114,12 @@ func TestDeviceSettingsInvalid(t *testing.T) {
 	for _, key := range []string{"zz", "0102", strings.Repeat("ab", vnic.RSSKeySize+1)} {
 		dir := t.TempDir()
 		data := `{"version": 1, "ports": {"a": {"settings": {"mtu": 1500, "queues": 4, "rx_ring": 1024, "tx_ring": 256, "priv_flags": [], "xdp": "", "admin_up": true, "rss_key": "` + key + `"}}}, "deleted": []}`
-		if err := os.WriteFile(StatePath(dir), []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(StatePath(dir), []byte(data), 0o600))
 		_, err := LoadState(dir)
 		var e *Error
-		if !errors.Is(err, unix.EBADMSG) || !errors.As(err, &e) || !strings.Contains(e.Msg, `port "a": settings: rss_key`) {
-			t.Errorf("rss_key %q: LoadState = %v, want EBADMSG naming the port's rss_key", key, err)
+		assert.ErrorIs(t, err, unix.EBADMSG, "rss_key %q: LoadState", key)
+		if assert.ErrorAs(t, err, &e, "rss_key %q: LoadState", key) {
+			assert.Contains(t, e.Msg, `port "a": settings: rss_key`, "rss_key %q: LoadState, want the error to name the port's rss_key", key)
 		}
 	}
 }

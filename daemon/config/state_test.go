@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/vnic"
@@ -75,22 +77,16 @@ const crashRounds = 64
 // few runs.)
 func TestSaveSurvivesKill(t *testing.T) {
 	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for run := range 25 {
 		dir := t.TempDir()
 		cmd := exec.Command(exe, "-test.run=^$")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
 		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cmd.Start())
 		// Let it complete a few saves, then kill it wherever it is: the random pause only moves
 		// the kill around inside a Save; every outcome is checked the same way.
 		lines := bufio.NewScanner(out)
@@ -99,35 +95,26 @@ func TestSaveSurvivesKill(t *testing.T) {
 			done, _ = strconv.Atoi(lines.Text())
 		}
 		time.Sleep(time.Duration(rand.N(2000)) * time.Microsecond)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		for lines.Scan() { // saves reported between our last read and the kill
 			done, _ = strconv.Atoi(lines.Text())
 		}
 		err = cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			t.Fatalf("child did not die of the kill: %v; stderr: %s", err, stderr.String())
-		}
+		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		require.True(t, ok, "child did not die of the kill: %v; stderr: %s", err, stderr.String())
+		require.True(t, ws.Signaled(), "child did not die of the kill: %v; stderr: %s", err, stderr.String())
 		st, err := LoadState(dir)
-		if err != nil {
-			t.Fatalf("run %d: state after kill -9 is unreadable: %v", run, err)
-		}
+		require.NoError(t, err, "run %d: state after kill -9 is unreadable", run)
 		// Round i saved states[i % (crashRounds+1)].
 		got, last, next := st.Ports["mana0"].Settings.MTU-1000, done%(crashRounds+1), (done+1)%(crashRounds+1)
-		if got != last && got != next {
-			t.Fatalf("run %d: state file holds state %d; the last completed save wrote %d", run, got, last)
+		if got != last {
+			require.Equal(t, next, got, "run %d: state file holds state %d; the last completed save wrote %d", run, got, last)
 		}
-		if diff := cmp.Diff(crashState(got), st); diff != "" {
-			t.Fatalf("run %d: state of round %d is not what was saved (-want +got):\n%s", run, got, diff)
-		}
+		require.Empty(t, cmp.Diff(crashState(got), st), "run %d: state of round %d is not what was saved (-want +got)", run, got)
 		// A following Save clears whatever temporary file the kill left behind.
-		if err := st.Save(dir); err != nil {
-			t.Fatal(err)
-		}
-		if left, _ := filepath.Glob(filepath.Join(dir, stateTempPattern)); len(left) != 0 {
-			t.Errorf("run %d: temporary files left after Save: %v", run, left)
-		}
+		require.NoError(t, st.Save(dir))
+		left, _ := filepath.Glob(filepath.Join(dir, stateTempPattern))
+		assert.Empty(t, left, "run %d: temporary files left after Save", run)
 	}
 }
 
@@ -150,30 +137,19 @@ func sampleState() *State {
 func TestStateRoundTrip(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "nested", "state")
 	st := sampleState()
-	if err := st.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Save(dir))
 	got, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(st, got); diff != "" {
-		t.Errorf("LoadState(Save(s)) != s (-want +got):\n%s", diff)
-	}
-	if got.Ports["rt0"].Spec.Line != 0 {
-		t.Error("a runtime port's spec kept a config line")
-	}
+	require.NoError(t, err)
+	assert.Empty(t, cmp.Diff(st, got), "LoadState(Save(s)) != s (-want +got)")
+	assert.Equal(t, 0, got.Ports["rt0"].Spec.Line, "a runtime port's spec kept a config line")
 	// Saved twice, the file is byte-for-byte the same (sorted keys): no spurious diffs.
 	first, _ := os.ReadFile(StatePath(dir))
-	if err := got.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, got.Save(dir))
 	second, _ := os.ReadFile(StatePath(dir))
-	if string(first) != string(second) {
-		t.Errorf("saving the loaded state changed the file:\n%s\n---\n%s", first, second)
-	}
-	if fi, err := os.Stat(StatePath(dir)); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("state file mode = %v, %v; want 0600", fi.Mode(), err)
+	assert.Equal(t, string(second), string(first), "saving the loaded state changed the file:\n%s\n---\n%s", first, second)
+	fi, err := os.Stat(StatePath(dir))
+	if assert.NoError(t, err) {
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "state file mode")
 	}
 }
 
@@ -183,36 +159,22 @@ func TestStateOffloadMissing(t *testing.T) {
 	dir := t.TempDir()
 	st := NewState()
 	st.RecordCreated(DefaultPortSpec("rt0"), PortSettings{MTU: 1500, Queues: 1, RxRing: 1024, TxRing: 256})
-	if err := st.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Save(dir))
 	data, err := os.ReadFile(StatePath(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	old := strings.Replace(string(data), `"offload": true,`, "", 1)
-	if old == string(data) {
-		t.Fatalf("state file has no offload key:\n%s", data)
-	}
-	if err := os.WriteFile(StatePath(dir), []byte(old), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NotEqual(t, string(data), old, "state file has no offload key:\n%s", data)
+	require.NoError(t, os.WriteFile(StatePath(dir), []byte(old), 0o600))
 	got, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !got.Ports["rt0"].Spec.Offload {
-		t.Error("a spec without the offload key loaded with offloads off")
-	}
+	require.NoError(t, err)
+	assert.True(t, got.Ports["rt0"].Spec.Offload, "a spec without the offload key loaded with offloads off")
 }
 
 func TestStateFileFormat(t *testing.T) {
 	dir := t.TempDir()
 	st := NewState()
 	st.RecordSettings("mana0", NewPortSettings(vnic.Settings{MTU: 1500, Queues: 4, RxRing: 1024, TxRing: 256, PrivFlags: vnic.PrivFlagFullPageRx, XDP: vnic.XDPProgDrop}, true))
-	if err := st.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Save(dir))
 	got, _ := os.ReadFile(StatePath(dir))
 	want := `{
   "version": 1,
@@ -234,20 +196,14 @@ func TestStateFileFormat(t *testing.T) {
   "deleted": []
 }
 `
-	if diff := cmp.Diff(want, string(got)); diff != "" {
-		t.Errorf("state.json (-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, string(got)), "state.json (-want +got)")
 }
 
 func TestLoadStateMissing(t *testing.T) {
 	for _, dir := range []string{t.TempDir(), filepath.Join(t.TempDir(), "does", "not", "exist")} {
 		st, err := LoadState(dir)
-		if err != nil {
-			t.Fatalf("LoadState(%s) = %v", dir, err)
-		}
-		if diff := cmp.Diff(NewState(), st); diff != "" {
-			t.Errorf("missing file: not an empty state (-want +got):\n%s", diff)
-		}
+		require.NoError(t, err, "LoadState(%s)", dir)
+		assert.Empty(t, cmp.Diff(NewState(), st), "missing file: not an empty state (-want +got)")
 	}
 }
 
@@ -272,19 +228,11 @@ func TestLoadStateCorrupt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := StatePath(dir)
-			if err := os.WriteFile(path, []byte(tc.data), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(path, []byte(tc.data), 0o600))
 			_, err := LoadState(dir)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if want := path + tc.want; err.Error() != want {
-				t.Errorf("error\n got %s\nwant %s", err, want)
-			}
-			if !errors.Is(err, unix.EBADMSG) {
-				t.Errorf("errors.Is(%v, EBADMSG) = false", err)
-			}
+			require.Error(t, err, "no error")
+			assert.Equal(t, path+tc.want, err.Error(), "error\n got %s\nwant", err)
+			assert.ErrorIs(t, err, unix.EBADMSG, "errors.Is(%v, EBADMSG) = false", err)
 		})
 	}
 }
@@ -303,23 +251,18 @@ func TestLoadStateNewer(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		path := StatePath(dir)
-		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, []byte(data), 0o600))
 		_, err := LoadState(dir)
-		if !errors.Is(err, ErrStateNewer) || !errors.Is(err, unix.ENOTSUP) {
-			t.Errorf("LoadState(%s) = %v, want ErrStateNewer (ENOTSUP)", data, err)
-		}
-		if errors.Is(err, unix.EBADMSG) {
-			t.Errorf("LoadState(%s) = %v: a newer file reported as corrupt", data, err)
-		}
+		assert.ErrorIs(t, err, ErrStateNewer, "LoadState(%s) = %v, want ErrStateNewer (ENOTSUP)", data, err)
+		assert.ErrorIs(t, err, unix.ENOTSUP, "LoadState(%s) = %v, want ErrStateNewer (ENOTSUP)", data, err)
+		assert.NotErrorIs(t, err, unix.EBADMSG, "LoadState(%s) = %v: a newer file reported as corrupt", data, err)
 		var e *Error
-		if !errors.As(err, &e) || e.File != path || !strings.Contains(e.Msg, "written by a newer manad") {
-			t.Errorf("LoadState(%s) = %#v, want an *Error naming %s and the newer manad", data, err, path)
+		if assert.ErrorAs(t, err, &e, "LoadState(%s)", data) {
+			assert.Equal(t, path, e.File, "LoadState(%s): the *Error names", data)
+			assert.Contains(t, e.Msg, "written by a newer manad", "LoadState(%s)", data)
 		}
-		if got, _ := os.ReadFile(path); string(got) != data {
-			t.Errorf("LoadState changed the file: %q", got)
-		}
+		got, _ := os.ReadFile(path)
+		assert.Equal(t, data, string(got), "LoadState changed the file: %q", got)
 	}
 }
 
@@ -334,24 +277,20 @@ func TestSetAsideState(t *testing.T) {
 	}
 	for i, w := range want {
 		data := fmt.Sprintf(`{"version": 1, "ports": {"a": {"settings": {"mtu": "bad %d"}}}}`, i)
-		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, []byte(data), 0o600))
 		kept, err := SetAsideState(dir, now)
-		if err != nil || kept != w {
-			t.Fatalf("SetAsideState #%d = %q, %v; want %q", i, kept, err, w)
-		}
-		if got, err := os.ReadFile(kept); err != nil || string(got) != data {
-			t.Errorf("kept copy %s = %q, %v; want %q", kept, got, err, data)
-		}
-		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("state file still there after SetAsideState: %v", err)
-		}
+		require.NoError(t, err, "SetAsideState #%d = %q, %v; want %q", i, kept, err, w)
+		require.Equal(t, w, kept, "SetAsideState #%d = %q, %v; want %q", i, kept, err, w)
+		got, err := os.ReadFile(kept)
+		assert.NoError(t, err, "kept copy %s", kept)
+		assert.Equal(t, data, string(got), "kept copy %s", kept)
+		_, err = os.Lstat(path)
+		assert.ErrorIs(t, err, fs.ErrNotExist, "state file still there after SetAsideState")
 	}
 	// Nothing to set aside: ENOENT, and nothing is created.
-	if kept, err := SetAsideState(dir, now); !errors.Is(err, unix.ENOENT) || kept != "" {
-		t.Errorf("SetAsideState without a file = %q, %v; want ENOENT", kept, err)
-	}
+	kept, err := SetAsideState(dir, now)
+	assert.ErrorIs(t, err, unix.ENOENT, "SetAsideState without a file")
+	assert.Equal(t, "", kept, "SetAsideState without a file")
 	// Every name of that second taken: EEXIST, the file stays where it is.
 	full := t.TempDir()
 	base := StatePath(full) + ".bad-20261201T220405Z"
@@ -360,37 +299,27 @@ func TestSetAsideState(t *testing.T) {
 		if i > 1 {
 			name += "-" + strconv.Itoa(i)
 		}
-		if err := os.WriteFile(name, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(name, nil, 0o600))
 	}
-	if err := os.WriteFile(StatePath(full), []byte("{"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if kept, err := SetAsideState(full, now); !errors.Is(err, unix.EEXIST) || kept != "" {
-		t.Errorf("SetAsideState with every name taken = %q, %v; want EEXIST", kept, err)
-	}
-	if got, _ := os.ReadFile(StatePath(full)); string(got) != "{" {
-		t.Errorf("state file changed by a failed SetAsideState: %q", got)
-	}
+	require.NoError(t, os.WriteFile(StatePath(full), []byte("{"), 0o600))
+	kept, err = SetAsideState(full, now)
+	assert.ErrorIs(t, err, unix.EEXIST, "SetAsideState with every name taken")
+	assert.Equal(t, "", kept, "SetAsideState with every name taken")
+	got, _ := os.ReadFile(StatePath(full))
+	assert.Equal(t, "{", string(got), "state file changed by a failed SetAsideState: %q", got)
 	// A directory where the file should be (LoadState: EISDIR) is set aside like a file.
 	odd := t.TempDir()
-	if err := os.Mkdir(StatePath(odd), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if kept, err := SetAsideState(odd, now); err != nil || kept != StatePath(odd)+".bad-20261201T220405Z" {
-		t.Errorf("SetAsideState of a directory = %q, %v", kept, err)
-	}
+	require.NoError(t, os.Mkdir(StatePath(odd), 0o700))
+	kept, err = SetAsideState(odd, now)
+	assert.NoError(t, err, "SetAsideState of a directory")
+	assert.Equal(t, StatePath(odd)+".bad-20261201T220405Z", kept, "SetAsideState of a directory")
 }
 
 func TestLoadStateUnreadable(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.Mkdir(StatePath(dir), 0o700); err != nil { // a directory where the file should be
-		t.Fatal(err)
-	}
-	if _, err := LoadState(dir); !errors.Is(err, unix.EISDIR) {
-		t.Errorf("LoadState = %v, want EISDIR", err)
-	}
+	require.NoError(t, os.Mkdir(StatePath(dir), 0o700)) // a directory where the file should be
+	_, err := LoadState(dir)
+	assert.ErrorIs(t, err, unix.EISDIR, "LoadState = %v, want EISDIR", err)
 }
 
 // TestSaveLeftoverTemp simulates a crash between writing the temporary file and renaming it: the
@@ -398,30 +327,19 @@ func TestLoadStateUnreadable(t *testing.T) {
 func TestSaveLeftoverTemp(t *testing.T) {
 	dir := t.TempDir()
 	st := sampleState()
-	if err := st.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Save(dir))
 	leftover := filepath.Join(dir, ".state.json.123456.tmp")
-	if err := os.WriteFile(leftover, []byte(`{"version": 1, "ports": {"half`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(leftover, []byte(`{"version": 1, "ports": {"half`), 0o600))
 	got, err := LoadState(dir)
-	if err != nil {
-		t.Fatalf("LoadState with a leftover temporary file: %v", err)
-	}
-	if diff := cmp.Diff(st, got); diff != "" {
-		t.Errorf("state changed by a leftover (-want +got):\n%s", diff)
-	}
+	require.NoError(t, err, "LoadState with a leftover temporary file")
+	assert.Empty(t, cmp.Diff(st, got), "state changed by a leftover (-want +got)")
 	got.RecordSettings("mana9", PortSettings{MTU: 1500})
-	if err := got.Save(dir); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("leftover still there after Save: %v", err)
-	}
+	require.NoError(t, got.Save(dir))
+	_, err = os.Stat(leftover)
+	assert.ErrorIs(t, err, os.ErrNotExist, "leftover still there after Save")
 	again, err := LoadState(dir)
-	if err != nil || again.Ports["mana9"].Settings.MTU != 1500 {
-		t.Errorf("LoadState after Save = %+v, %v", again, err)
+	if assert.NoError(t, err, "LoadState after Save") {
+		assert.Equal(t, 1500, again.Ports["mana9"].Settings.MTU, "LoadState after Save = %+v", again)
 	}
 }
 
@@ -430,35 +348,25 @@ func TestSaveLeftoverTemp(t *testing.T) {
 func TestSaveFailureKeepsOld(t *testing.T) {
 	dir := t.TempDir()
 	st := sampleState()
-	if err := st.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Save(dir))
 	before, _ := os.ReadFile(StatePath(dir))
 	// Make the rename fail: a non-empty directory cannot be replaced by a file.
 	path := StatePath(dir)
-	if err := os.Rename(path, path+".bak"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(path, "x"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Rename(path, path+".bak"))
+	require.NoError(t, os.MkdirAll(filepath.Join(path, "x"), 0o700))
 	st.RecordSettings("mana0", PortSettings{MTU: 9000})
-	if err := st.Save(dir); !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST) {
-		t.Errorf("Save over a directory = %v, want EISDIR/ENOTEMPTY/EEXIST", err)
+	if err := st.Save(dir); !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.ENOTEMPTY) {
+		assert.ErrorIs(t, err, unix.EEXIST, "Save over a directory = %v, want EISDIR/ENOTEMPTY/EEXIST", err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, stateTempPattern)); len(left) != 0 {
-		t.Errorf("temporary files left after a failed Save: %v", left)
-	}
-	if after, _ := os.ReadFile(path + ".bak"); string(after) != string(before) {
-		t.Error("the previous state changed")
-	}
+	left, _ := filepath.Glob(filepath.Join(dir, stateTempPattern))
+	assert.Empty(t, left, "temporary files left after a failed Save")
+	after, _ := os.ReadFile(path + ".bak")
+	assert.Equal(t, string(before), string(after), "the previous state changed")
 	// A state dir that is a file: the error is the os error, and nothing panics.
 	file := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Save(file); !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.EEXIST) {
-		t.Errorf("Save into a file = %v, want ENOTDIR or EEXIST", err)
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	if err := st.Save(file); !errors.Is(err, unix.ENOTDIR) {
+		assert.ErrorIs(t, err, unix.EEXIST, "Save into a file = %v, want ENOTDIR or EEXIST", err)
 	}
 }
 
@@ -468,33 +376,25 @@ func TestStateRecord(t *testing.T) {
 	set := PortSettings{MTU: 2000, Queues: 2, RxRing: 256, TxRing: 256, PrivFlags: []string{"full-page-rx"}}
 	st.RecordSettings("mana0", set)
 	set.PrivFlags[0] = "changed" // the state keeps its own copy
-	if got := st.Ports["mana0"].Settings.PrivFlags[0]; got != "full-page-rx" {
-		t.Errorf("RecordSettings shares the caller's slice: %q", got)
-	}
+	assert.Equal(t, "full-page-rx", st.Ports["mana0"].Settings.PrivFlags[0], "RecordSettings shares the caller's slice")
 	st.RecordDeleted("mana1", cfg)
 	st.RecordDeleted("mana0", cfg)
 	st.RecordDeleted("mana0", cfg)    // twice: listed once
 	st.RecordDeleted("runtime9", cfg) // not in the config: nothing to remember
-	if !cmp.Equal(st.Deleted, []string{"mana0", "mana1"}) || len(st.Ports) != 0 {
-		t.Errorf("after deletes: Deleted %q, Ports %v", st.Deleted, st.Ports)
-	}
+	assert.Empty(t, cmp.Diff([]string{"mana0", "mana1"}, st.Deleted), "after deletes: Deleted (-want +got)")
+	assert.Empty(t, st.Ports, "after deletes: Ports")
 	spec, _ := cfg.Port("mana1")
 	st.RecordCreated(spec, PortSettings{MTU: 1500})
-	if !cmp.Equal(st.Deleted, []string{"mana0"}) || st.Ports["mana1"].Spec == nil {
-		t.Errorf("after re-creating mana1: Deleted %q, Ports %v", st.Deleted, st.Ports)
-	}
+	assert.Empty(t, cmp.Diff([]string{"mana0"}, st.Deleted), "after re-creating mana1: Deleted (-want +got)")
+	assert.NotNil(t, st.Ports["mana1"].Spec, "after re-creating mana1: Ports %v", st.Ports)
 	spec.MAC[0] = 0xfe // the state keeps its own copy of the spec too
-	if st.Ports["mana1"].Spec.MAC[0] == 0xfe {
-		t.Error("RecordCreated shares the caller's MAC")
-	}
+	assert.NotEqual(t, byte(0xfe), st.Ports["mana1"].Spec.MAC[0], "RecordCreated shares the caller's MAC")
 }
 
 func TestNewPortSettings(t *testing.T) {
 	got := NewPortSettings(vnic.Settings{MTU: 1500, Queues: 3, RxRing: 512, TxRing: 128}, false)
 	want := PortSettings{MTU: 1500, Queues: 3, RxRing: 512, TxRing: 128, PrivFlags: []string{}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, got), "(-want +got)")
 }
 
 func TestZeroStateAndOddDir(t *testing.T) {
@@ -502,21 +402,14 @@ func TestZeroStateAndOddDir(t *testing.T) {
 	st.RecordSettings("a", PortSettings{MTU: 1500})
 	st.RecordCreated(DefaultPortSpec("b"), PortSettings{MTU: 1500})
 	dir := filepath.Join(t.TempDir(), "glob[*]?dir")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(dir, 0o700))
 	leftover := filepath.Join(dir, ".state.json.99.tmp")
-	if err := os.WriteFile(leftover, []byte("{"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Save(dir); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("leftover in a directory with glob characters not removed: %v", err)
-	}
+	require.NoError(t, os.WriteFile(leftover, []byte("{"), 0o600))
+	require.NoError(t, st.Save(dir))
+	_, err := os.Stat(leftover)
+	assert.ErrorIs(t, err, os.ErrNotExist, "leftover in a directory with glob characters not removed")
 	got, err := LoadState(dir)
-	if err != nil || len(got.Ports) != 2 {
-		t.Errorf("LoadState = %+v, %v", got, err)
+	if assert.NoError(t, err, "LoadState") {
+		assert.Len(t, got.Ports, 2, "LoadState = %+v", got)
 	}
 }

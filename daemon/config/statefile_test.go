@@ -1,26 +1,23 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // must fails t at once on err.
 func must(t *testing.T, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 // TestLoadStateNotRegular: a state file that is not a regular file of at most MaxStateSize bytes
@@ -80,21 +77,19 @@ func TestLoadStateNotRegular(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("LoadState blocked on the state file")
 			}
-			if !errors.Is(err, ErrStateFile) || !errors.Is(err, tt.errno) || errors.Is(err, ErrStateNewer) {
-				t.Fatalf("LoadState = %v; want ErrStateFile and %v", err, tt.errno)
-			}
+			require.ErrorIs(t, err, ErrStateFile, "LoadState = %v; want ErrStateFile and %v", err, tt.errno)
+			require.ErrorIs(t, err, tt.errno, "LoadState = %v; want ErrStateFile and %v", err, tt.errno)
+			require.NotErrorIs(t, err, ErrStateNewer, "LoadState = %v; want ErrStateFile and %v", err, tt.errno)
 			var ce *Error
-			if !errors.As(err, &ce) || ce.File != path {
-				t.Errorf("LoadState = %#v, want an *Error naming %s", err, path)
+			if assert.ErrorAs(t, err, &ce, "LoadState") {
+				assert.Equal(t, path, ce.File, "LoadState: the *Error names")
 			}
 			for _, want := range []string{tt.what, "regular file of at most 64 MiB", "move it away"} {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("LoadState = %q, want it to say %q", err, want)
-				}
+				assert.Contains(t, err.Error(), want, "LoadState = %q, want it to say", err)
 			}
 			after, err := os.Lstat(path)
-			if err != nil || after.Mode() != before.Mode() {
-				t.Errorf("the state file changed: %v, %v (was %v)", after, err, before.Mode())
+			if assert.NoError(t, err, "the state file") {
+				assert.Equal(t, before.Mode(), after.Mode(), "the state file changed")
 			}
 		})
 	}
@@ -107,9 +102,8 @@ func TestLoadStateAtLimit(t *testing.T) {
 	must(t, os.WriteFile(StatePath(dir), nil, 0o600))
 	must(t, os.Truncate(StatePath(dir), MaxStateSize))
 	_, err := LoadState(dir)
-	if !errors.Is(err, unix.EBADMSG) || errors.Is(err, ErrStateFile) {
-		t.Errorf("LoadState of %d zero bytes = %v, want EBADMSG (corrupt), not ErrStateFile", MaxStateSize, err)
-	}
+	assert.ErrorIs(t, err, unix.EBADMSG, "LoadState of %d zero bytes = %v, want EBADMSG (corrupt), not ErrStateFile", MaxStateSize, err)
+	assert.NotErrorIs(t, err, ErrStateFile, "LoadState of %d zero bytes = %v, want EBADMSG (corrupt), not ErrStateFile", MaxStateSize, err)
 }
 
 // TestReserveCommit: a reservation holds a temporary file with its blocks allocated; Commit
@@ -121,40 +115,29 @@ func TestReserveCommit(t *testing.T) {
 	r, err := Reserve(dir, ReserveSlack)
 	must(t, err)
 	temps := stateTemps(t, dir)
-	if len(temps) != 1 {
-		t.Fatalf("temporary files after Reserve: %v, want one", temps)
-	}
+	require.Len(t, temps, 1, "temporary files after Reserve: %v, want one", temps)
 	var sb unix.Stat_t
 	must(t, unix.Stat(temps[0], &sb))
-	if sb.Blocks*512 < ReserveSlack {
-		t.Errorf("reservation has %d bytes allocated, want at least %d", sb.Blocks*512, ReserveSlack)
-	}
+	assert.GreaterOrEqual(t, sb.Blocks*512, int64(ReserveSlack), "reservation has %d bytes allocated, want at least %d", sb.Blocks*512, ReserveSlack)
 
 	n, err := r.Commit(st)
 	must(t, err)
 	data, err := os.ReadFile(StatePath(dir))
 	must(t, err)
-	if n != int64(len(data)) {
-		t.Errorf("Commit = %d, the file has %d bytes", n, len(data))
-	}
+	assert.Equal(t, int64(len(data)), n, "Commit = %d, the file has %d bytes", n, len(data))
 	got, err := LoadState(dir)
 	must(t, err)
-	if !reflect.DeepEqual(got, st) {
-		t.Errorf("LoadState(Commit(s)) = %+v, want %+v", got, st)
-	}
-	if _, err := r.Commit(st); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("Commit of a spent reservation = %v, want EINVAL", err)
-	}
-	if left := stateTemps(t, dir); len(left) != 0 {
-		t.Errorf("temporary files after Commit: %v", left)
-	}
+	assert.True(t, reflect.DeepEqual(got, st), "LoadState(Commit(s)) = %+v, want %+v", got, st)
+	_, err = r.Commit(st)
+	assert.ErrorIs(t, err, unix.EINVAL, "Commit of a spent reservation = %v, want EINVAL", err)
+	assert.Empty(t, stateTemps(t, dir), "temporary files after Commit")
 
 	// Save writes the same bytes.
 	other := t.TempDir()
 	must(t, st.Save(other))
-	if saved, err := os.ReadFile(StatePath(other)); err != nil || !bytes.Equal(saved, data) {
-		t.Errorf("Save wrote %q, %v; Commit %q", saved, err, data)
-	}
+	saved, err := os.ReadFile(StatePath(other))
+	assert.NoError(t, err, "reading what Save wrote")
+	assert.Equal(t, string(data), string(saved), "Save wrote, Commit")
 
 	// Abort: the state file is untouched, no temporary file is left.
 	r, err = Reserve(dir, ReserveSlack)
@@ -184,30 +167,24 @@ func TestReserveReadOnlyAndFull(t *testing.T) {
 	buf := make([]byte, 16<<10)
 	for {
 		if _, err := fill.Write(buf); err != nil {
-			if !errors.Is(err, unix.ENOSPC) {
-				t.Fatal(err)
-			}
+			require.ErrorIs(t, err, unix.ENOSPC)
 			break
 		}
 	}
 	must(t, fill.Close())
-	if _, err := Reserve(dir, ReserveSlack); !errors.Is(err, unix.ENOSPC) {
-		t.Errorf("Reserve on a full file system = %v, want ENOSPC", err)
-	}
-	if err := st.Save(dir); !errors.Is(err, unix.ENOSPC) {
-		t.Errorf("Save on a full file system = %v, want ENOSPC", err)
-	}
+	_, err = Reserve(dir, ReserveSlack)
+	assert.ErrorIs(t, err, unix.ENOSPC, "Reserve on a full file system = %v, want ENOSPC", err)
+	err = st.Save(dir)
+	assert.ErrorIs(t, err, unix.ENOSPC, "Save on a full file system = %v, want ENOSPC", err)
 	assertOnlyState(t, dir, want)
 
 	// Read-only.
 	must(t, os.Remove(filepath.Join(dir, "fill")))
 	must(t, unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""))
-	if _, err := Reserve(dir, ReserveSlack); !errors.Is(err, unix.EROFS) {
-		t.Errorf("Reserve on a read-only file system = %v, want EROFS", err)
-	}
-	if err := st.Save(dir); !errors.Is(err, unix.EROFS) {
-		t.Errorf("Save on a read-only file system = %v, want EROFS", err)
-	}
+	_, err = Reserve(dir, ReserveSlack)
+	assert.ErrorIs(t, err, unix.EROFS, "Reserve on a read-only file system = %v, want EROFS", err)
+	err = st.Save(dir)
+	assert.ErrorIs(t, err, unix.EROFS, "Save on a read-only file system = %v, want EROFS", err)
 	assertOnlyState(t, dir, want)
 }
 
@@ -222,12 +199,10 @@ func stateTemps(t *testing.T, dir string) []string {
 // assertOnlyState checks that dir holds the state file with want and no temporary file.
 func assertOnlyState(t *testing.T, dir string, want []byte) {
 	t.Helper()
-	if got, err := os.ReadFile(StatePath(dir)); err != nil || !bytes.Equal(got, want) {
-		t.Errorf("state file = %q, %v; want %q", got, err, want)
-	}
-	if left := stateTemps(t, dir); len(left) != 0 {
-		t.Errorf("temporary files left: %v", left)
-	}
+	got, err := os.ReadFile(StatePath(dir))
+	assert.NoError(t, err, "state file")
+	assert.Equal(t, string(want), string(got), "state file")
+	assert.Empty(t, stateTemps(t, dir), "temporary files left")
 }
 
 // TestSaveDuringReservation: a Save made while a reservation is held (a port add records the
@@ -236,22 +211,14 @@ func TestSaveDuringReservation(t *testing.T) {
 	dir := t.TempDir()
 	st := NewState()
 	r, err := Reserve(dir, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	st.RecordSettings("mana0", PortSettings{MTU: 1400})
-	if err := st.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Save(dir))
 	st.RecordSettings("mana0", PortSettings{MTU: 1500})
-	if _, err := r.Commit(st); err != nil {
-		t.Fatalf("Commit after a Save during the reservation: %v", err)
-	}
+	_, err = r.Commit(st)
+	require.NoError(t, err, "Commit after a Save during the reservation")
 	got, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mtu := got.Ports["mana0"].Settings.MTU; mtu != 1500 {
-		t.Errorf("MTU = %d, want the committed 1500", mtu)
-	}
+	require.NoError(t, err)
+	mtu := got.Ports["mana0"].Settings.MTU
+	assert.Equal(t, 1500, mtu, "MTU = %d, want the committed 1500", mtu)
 }

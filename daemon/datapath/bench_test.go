@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -88,19 +89,13 @@ type path struct {
 func linkStats(b testing.TB, ns, ifname string) *netlink.LinkStatistics {
 	b.Helper()
 	h, err := netns.GetFromName(ns)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer h.Close()
 	nh, err := netlink.NewHandleAt(h, unix.NETLINK_ROUTE)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer nh.Close()
 	l, err := nh.LinkByName(ifname)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	return l.Attrs().Statistics
 }
 
@@ -113,15 +108,11 @@ type blaster struct {
 
 func startBlaster(b testing.TB, srcNS string, src, dst net.IP, frameLen int) *blaster {
 	exe, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	cmd := exec.Command("ip", "netns", "exec", srcNS, exe)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%s,%d", blasterEnv, src, dst, frameLen))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("start blaster: %v", err)
-	}
+	require.NoError(b, cmd.Start(), "start blaster")
 	return &blaster{cmd: cmd}
 }
 
@@ -189,9 +180,7 @@ func sink(b testing.TB, dstNS string, dst net.IP) int {
 		sa.Port = 9999
 		err = unix.Bind(fd, &sa)
 	})
-	if err != nil {
-		b.Fatalf("sink socket: %v", err)
-	}
+	require.NoError(b, err, "sink socket")
 	return fd
 }
 
@@ -272,9 +261,7 @@ func BenchmarkUDPPath(b *testing.B) {
 	for i, ns := range []string{nsA, nsB} {
 		disableIPv6(b, ns)
 		d, err := tap.Open(tap.Config{Name: "eth0", Queues: 1, NetNS: ns, Logger: h.log, MAC: relayMAC(i + 1)})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		b.Cleanup(func() { d.Close() })
 		rdev[i] = d
 		taptest.IP(b, ns, "addr", "add", fmt.Sprintf("10.78.0.%d/24", i+1), "dev", "eth0")

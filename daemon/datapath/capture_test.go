@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,20 +65,16 @@ func TestCaptureDirections(t *testing.T) {
 			} else {
 				c, err = s.Capture(CaptureConfig{})
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer c.Stop()
 			u1.Receive(frame(broadcast, mac(1), 1)) // floods to a and u2
 			s.forward(a, frame(broadcast, mac(2), 2), false)
 			u2.Receive(frame(mac(1), mac(3), 3)) // to the station learnt behind u1
 			got := drain(c)
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Errorf("captured %q, want %q", got, tc.want)
-			}
-			if st := c.Stats(); st.Matched != uint64(len(tc.want)) || st.Dropped != 0 {
-				t.Errorf("stats %+v, want %d matched, none dropped", st, len(tc.want))
-			}
+			assert.Equal(t, fmt.Sprint(tc.want), fmt.Sprint(got), "captured %q, want %q", got, tc.want)
+			st := c.Stats()
+			assert.Equal(t, uint64(len(tc.want)), st.Matched, "stats %+v, want %d matched, none dropped", st, len(tc.want))
+			assert.Equal(t, uint64(0), st.Dropped, "stats %+v, want %d matched, none dropped", st, len(tc.want))
 		})
 	}
 }
@@ -86,29 +84,25 @@ func TestCaptureDirections(t *testing.T) {
 func TestCaptureSnaplenAndQueue(t *testing.T) {
 	s, u1, _, _ := capturePlant(t)
 	c, err := s.Capture(CaptureConfig{Snaplen: 20, Queue: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Stop()
 	for i := range 5 {
 		u1.Receive(frame(broadcast, mac(1), byte(i)))
 	}
 	st := c.Stats()
-	if st.Matched != 5 || st.Dropped != 3 {
-		t.Fatalf("stats %+v, want 5 matched, 3 dropped", st)
-	}
+	require.Equal(t, uint64(5), st.Matched, "stats %+v, want 5 matched, 3 dropped", st)
+	require.Equal(t, uint64(3), st.Dropped, "stats %+v, want 5 matched, 3 dropped", st)
 	for i := range 2 {
 		f, ok := c.Poll()
-		if !ok {
-			t.Fatalf("frame %d not queued", i)
+		require.True(t, ok, "frame %d not queued", i)
+		if assert.Len(t, f.Data, 20, "frame %d: bytes kept", i) {
+			assert.Equal(t, byte(i), f.Data[14], "frame %d: tag", i)
 		}
-		if len(f.Data) != 20 || f.OrigLen != 60 || f.Data[14] != byte(i) || f.Time.IsZero() {
-			t.Errorf("frame %d: %d bytes of %d, tag %d, time %v; want 20 of 60, tag %d", i, len(f.Data), f.OrigLen, f.Data[14], f.Time, i)
-		}
+		assert.Equal(t, 60, f.OrigLen, "frame %d: length", i)
+		assert.False(t, f.Time.IsZero(), "frame %d: no time", i)
 	}
-	if _, ok := c.Poll(); ok {
-		t.Error("more frames queued than the queue holds")
-	}
+	_, ok := c.Poll()
+	assert.False(t, ok, "more frames queued than the queue holds")
 }
 
 // TestCaptureQueueBytes: the queue holds at most CaptureQueueBytes of frame data, however many
@@ -116,9 +110,7 @@ func TestCaptureSnaplenAndQueue(t *testing.T) {
 func TestCaptureQueueBytes(t *testing.T) {
 	s, u1, _, _ := capturePlant(t)
 	c, err := s.Capture(CaptureConfig{Queue: MaxCaptureQueue})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Stop()
 	big := make([]byte, 60000)
 	copy(big, frame(broadcast, mac(1), 1))
@@ -126,16 +118,14 @@ func TestCaptureQueueBytes(t *testing.T) {
 	for range fits + 10 {
 		u1.Receive(big)
 	}
-	if st := c.Stats(); st.Matched != uint64(fits+10) || st.Dropped != 10 {
-		t.Fatalf("stats %+v, want %d matched, 10 dropped", st, fits+10)
-	}
-	if _, ok := c.Poll(); !ok {
-		t.Fatal("nothing queued")
-	}
+	st := c.Stats()
+	require.Equal(t, uint64(fits+10), st.Matched, "stats %+v", st)
+	require.Equal(t, uint64(10), st.Dropped, "stats %+v", st)
+	_, ok := c.Poll()
+	require.True(t, ok, "nothing queued")
 	u1.Receive(big)
-	if st := c.Stats(); st.Dropped != 10 {
-		t.Errorf("after the reader took a frame, the next was dropped too: %+v", st)
-	}
+	st = c.Stats()
+	assert.Equal(t, uint64(10), st.Dropped, "after the reader took a frame, the next was dropped too: %+v", st)
 }
 
 // TestCaptureStop: a stopped capture records nothing more, and the segment is back to its
@@ -148,21 +138,15 @@ func TestCaptureStop(t *testing.T) {
 	c1.Stop()
 	c1.Stop() // a no-op
 	u1.Receive(frame(broadcast, mac(1), 2))
-	if got := drain(c1); len(got) != 1 {
-		t.Errorf("stopped capture holds %q, want only the frame before Stop", got)
-	}
-	if got := drain(c2); len(got) != 2 {
-		t.Errorf("the other capture holds %q, want both frames", got)
-	}
+	assert.Len(t, drain(c1), 1, "stopped capture, want only the frame before Stop")
+	got := drain(c2)
+	assert.Len(t, got, 2, "the other capture holds %q, want both frames", got)
 	c2.Stop()
-	if s.captures.list.Load() != nil {
-		t.Error("the segment still has a capture list after every capture stopped")
-	}
+	assert.Nil(t, s.captures.list.Load(), "the segment still has a capture list after every capture stopped")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, ok := c2.Recv(ctx); ok {
-		t.Error("Recv on an empty capture returned a frame after its context ended")
-	}
+	_, ok := c2.Recv(ctx)
+	assert.False(t, ok, "Recv on an empty capture returned a frame after its context ended")
 }
 
 // TestCaptureBadConfig: what a capture refuses, with EINVAL.
@@ -191,9 +175,7 @@ func TestCaptureEndpoint(t *testing.T) {
 	h := newHarness(t)
 	a, b := h.addPort(portOpts{queues: 1}), h.addPort(portOpts{queues: 1})
 	c, err := a.ep.Capture(CaptureConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Stop()
 	a.pingOK(t, b)
 	var in, out bool
@@ -201,12 +183,8 @@ func TestCaptureEndpoint(t *testing.T) {
 	defer cancel()
 	for !in || !out {
 		f, ok := c.Recv(ctx)
-		if !ok {
-			t.Fatalf("no echo request and reply captured (in %v, out %v)", in, out)
-		}
-		if f.Member != a.port.Name() {
-			t.Fatalf("frame captured on %q, want %q", f.Member, a.port.Name())
-		}
+		require.True(t, ok, "no echo request and reply captured (in %v, out %v)", in, out)
+		require.Equal(t, a.port.Name(), f.Member, "frame captured on")
 		// IPv4 (0x0800), ICMP (protocol 1 at byte 23), type at byte 34: 8 request, 0 reply.
 		if len(f.Data) < 35 || f.Data[12] != 0x08 || f.Data[13] != 0 || f.Data[23] != 1 {
 			continue
@@ -220,17 +198,13 @@ func TestCaptureEndpoint(t *testing.T) {
 	}
 	// The port goes away: its capture ends, and Recv returns at once.
 	a.ep.Stop()
-	if !c.Ended() {
-		t.Error("the capture did not end with its endpoint")
-	}
+	assert.True(t, c.Ended(), "the capture did not end with its endpoint")
 	for {
 		if _, ok := c.Recv(ctx); !ok {
 			break
 		}
 	}
-	if ctx.Err() != nil {
-		t.Error("Recv waited for its context after the capture ended")
-	}
+	assert.NoError(t, ctx.Err(), "Recv waited for its context after the capture ended")
 }
 
 // BenchmarkForwardCapture: broadcast frames through three segments, in alternating chunks of
@@ -280,9 +254,8 @@ func BenchmarkForwardCapture(b *testing.B) {
 	}
 	b.StopTimer()
 	st := behind.c.Stats()
-	if st.Matched != uint64(b.N) || st.Dropped+64 < st.Matched {
-		b.Fatalf("capture behind: %+v of %d frames, want all matched and all but the queue dropped", st, b.N)
-	}
+	require.Equal(b, uint64(b.N), st.Matched, "capture behind: %+v of %d frames, want all matched and all but the queue dropped", st, b.N)
+	require.GreaterOrEqual(b, st.Dropped+64, st.Matched, "capture behind: %+v of %d frames, want all matched and all but the queue dropped", st, b.N)
 	per := func(p *plant) float64 { return float64(p.ns.Nanoseconds()) / float64(b.N) }
 	b.ReportMetric(per(none), "none-ns/frame")
 	b.ReportMetric(per(behind), "behind-ns/frame")

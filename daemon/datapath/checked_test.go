@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // corruptXDP passes every frame, flipping one payload byte (the checksum left as it was) of the
@@ -37,9 +39,7 @@ func (x *corruptXDP) Run(_ int, buf []byte, data, end int) (vnic.XDPAction, int,
 func tcpCsumErrors(t *testing.T, ns string) uint64 {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/snmp").Output()
-	if err != nil {
-		t.Fatalf("read /proc/net/snmp in %s: %v", ns, err)
-	}
+	require.NoError(t, err, "read /proc/net/snmp in %s", ns)
 	var names []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
@@ -54,9 +54,7 @@ func tcpCsumErrors(t *testing.T, ns string) uint64 {
 		for i, n := range names {
 			if n == "InCsumErrors" && i < len(f) {
 				v, err := strconv.ParseUint(f[i], 10, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				return v
 			}
 		}
@@ -81,9 +79,7 @@ func TestCheckedSegments(t *testing.T) {
 			x := &corruptXDP{seq: 5000 + 4*mss}
 			if xdp {
 				h.locked(func() {
-					if err := b.port.SetXDP(x); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, b.port.SetXDP(x))
 				})
 			}
 			a.pingOK(t, b) // the switch learns both MACs
@@ -98,18 +94,13 @@ func TestCheckedSegments(t *testing.T) {
 			merged := b.ep.Stats()[0].RxCoalesced - mergedBefore
 			if !xdp {
 				waitFor(t, "the run to be written", func() bool { return b.ep.Stats()[0].RxCoalesced-mergedBefore == segs-1 })
-				if n := tcpCsumErrors(t, b.ns) - errsBefore; n != 0 {
-					t.Errorf("b's kernel counted %d TCP checksum errors, want 0", n)
-				}
+				n := tcpCsumErrors(t, b.ns) - errsBefore
+				assert.Equal(t, uint64(0), n, "b's kernel counted %d TCP checksum errors, want 0", n)
 				return
 			}
-			if !x.done.Load() {
-				t.Fatal("the program did not see the segment to rewrite")
-			}
+			require.True(t, x.done.Load(), "the program did not see the segment to rewrite")
 			waitFor(t, "b's kernel to drop the rewritten segment", func() bool { return tcpCsumErrors(t, b.ns)-errsBefore >= 1 })
-			if merged > segs-3 {
-				t.Errorf("b merged %d segments into earlier ones, want at most %d (the rewritten one alone)", merged, segs-3)
-			}
+			assert.LessOrEqual(t, merged, uint64(segs-3), "b merged %d segments into earlier ones, want at most %d (the rewritten one alone)", merged, segs-3)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestTwoPortsTraffic: two ports on one segment, each in its own namespace, talk ICMP, TCP and
@@ -39,9 +40,8 @@ func TestTwoPortsTraffic(t *testing.T) {
 
 			for _, p := range []*testPort{a, b} {
 				rx, tx := p.queueStats("packets")
-				if nonZero(rx) < 2 || nonZero(tx) < 2 {
-					t.Errorf("port %s: packets per RX queue %v, per TX queue %v; want traffic on several queues", p.name, rx, tx)
-				}
+				assert.GreaterOrEqual(t, nonZero(rx), 2, "port %s: packets per RX queue %v, per TX queue %v; want traffic on several queues", p.name, rx, tx)
+				assert.GreaterOrEqual(t, nonZero(tx), 2, "port %s: packets per RX queue %v, per TX queue %v; want traffic on several queues", p.name, rx, tx)
 				var inline, deferred, inputDrops uint64
 				for _, q := range p.ep.Stats() {
 					inline += q.RxInline
@@ -70,9 +70,8 @@ func TestTwoPortsTraffic(t *testing.T) {
 				}
 				t.Logf("port %s: rx %v tx %v, inline %d, deferred %d, input drops %d", p.name, rx, tx, inline, deferred, inputDrops)
 			}
-			if fdb := h.seg.FDB(); len(fdb) != 2 {
-				t.Errorf("segment learned %v, want the two ports' addresses", fdb)
-			}
+			fdb := h.seg.FDB()
+			assert.Len(t, fdb, 2, "segment learned %v, want the two ports' addresses", fdb)
 		})
 	}
 }
@@ -128,14 +127,11 @@ func TestFullPageRxFlipDuringTCP(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if during < 2 {
-		t.Fatalf("only %d flips happened during %v of transfers", during, time.Since(start))
-	}
+	require.GreaterOrEqual(t, during, int64(2), "only %d flips happened during %v of transfers", during, time.Since(start))
 	for _, p := range []*testPort{a, b} {
 		st := p.waitQuiet(t)
-		if st.BuffersInFlight != 0 || st.ReleasesPending != 0 {
-			t.Errorf("port %s after %d flips: %d buffers in flight, %d pools draining", p.name, flips.Load(), st.BuffersInFlight, st.ReleasesPending)
-		}
+		assert.Equal(t, 0, st.BuffersInFlight, "port %s after %d flips: %d buffers in flight, %d pools draining", p.name, flips.Load(), st.BuffersInFlight, st.ReleasesPending)
+		assert.Equal(t, 0, st.ReleasesPending, "port %s after %d flips: %d buffers in flight, %d pools draining", p.name, flips.Load(), st.BuffersInFlight, st.ReleasesPending)
 	}
 	t.Logf("%d flips per port during the transfers", during)
 	a.pingOK(t, b)
@@ -181,9 +177,8 @@ func TestChannelChangeDuringTraffic(t *testing.T) {
 				if got := p.dev.NumQueues(); got != n {
 					t.Errorf("%s: TAP has %d queues after SetChannels(%d)", p.name, got, n)
 				}
-				if got := len(p.ep.Stats()); got != n {
-					t.Errorf("%s: endpoint runs %d queues after SetChannels(%d)", p.name, got, n)
-				}
+				got := len(p.ep.Stats())
+				assert.Equal(t, n, got, "%s: endpoint runs %d queues after SetChannels(%d)", p.name, got, n)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -204,27 +199,22 @@ func TestChannelChangeDuringTraffic(t *testing.T) {
 	final := counts[(3*len(counts)-1)%len(counts)]
 	for _, p := range []*testPort{a, b} {
 		l, _ := taptest.ShowLink(t, p.ns, "eth0")
-		if l.LinkInfo.Data.NumQueues != final || p.port.NumRxQueues() != final {
-			t.Errorf("%s: kernel TAP queues %d, port queues %d; want %d", p.name, l.LinkInfo.Data.NumQueues, p.port.NumRxQueues(), final)
-		}
+		assert.Equal(t, final, l.LinkInfo.Data.NumQueues, "%s: kernel TAP queues %d, port queues %d; want %d", p.name, l.LinkInfo.Data.NumQueues, p.port.NumRxQueues(), final)
+		assert.Equal(t, final, p.port.NumRxQueues(), "%s: kernel TAP queues %d, port queues %d; want %d", p.name, l.LinkInfo.Data.NumQueues, p.port.NumRxQueues(), final)
 	}
 	tcpTransfer(t, b, a, 4, 1<<20)
 	rx, tx := a.queueStats("packets")
-	if nonZero(rx) < 2 || nonZero(tx) < 2 {
-		t.Errorf("after the changes: rx %v tx %v, want traffic on several queues", rx, tx)
-	}
+	assert.GreaterOrEqual(t, nonZero(rx), 2, "after the changes: rx %v tx %v, want traffic on several queues", rx, tx)
+	assert.GreaterOrEqual(t, nonZero(tx), 2, "after the changes: rx %v tx %v, want traffic on several queues", rx, tx)
 
 	// A channel change the port refuses leaves everything as it was.
 	var err error
 	h.locked(func() {
 		err = a.ep.SetChannels(vnic.DefaultMaxQueues+1, func() error { return a.port.SetChannels(vnic.DefaultMaxQueues + 1) })
 	})
-	if !errors.Is(err, unix.EINVAL) {
-		t.Errorf("SetChannels beyond the port's maximum: %v, want EINVAL", err)
-	}
-	if a.dev.NumQueues() != final || len(a.ep.Stats()) != final {
-		t.Errorf("refused change left the TAP with %d queues and the endpoint with %d, want %d", a.dev.NumQueues(), len(a.ep.Stats()), final)
-	}
+	assert.ErrorIs(t, err, unix.EINVAL, "SetChannels beyond the port's maximum: %v, want EINVAL", err)
+	assert.Equal(t, final, a.dev.NumQueues(), "refused change left the TAP with %d queues and the endpoint with %d, want %d", a.dev.NumQueues(), len(a.ep.Stats()), final)
+	assert.Len(t, a.ep.Stats(), final, "refused change left the TAP with %d queues and the endpoint with %d, want %d", a.dev.NumQueues(), len(a.ep.Stats()), final)
 	a.pingOK(t, b)
 }
 
@@ -238,17 +228,11 @@ func TestPortDownUp(t *testing.T) {
 
 	before := b.port.NetdevStats()
 	h.locked(b.port.Close)
-	if err := a.ping(b.ip, 100, 300*time.Millisecond); err == nil {
-		t.Fatal("ping answered by a port that is down")
-	}
+	require.Error(t, a.ping(b.ip, 100, 300*time.Millisecond), "ping answered by a port that is down")
 	after := b.port.NetdevStats()
-	if after.RxMissed <= before.RxMissed {
-		t.Errorf("frames to the port that is down were not counted: before %+v after %+v", before, after)
-	}
+	assert.Greater(t, after.RxMissed, before.RxMissed, "frames to the port that is down were not counted: before %+v after %+v", before, after)
 	h.locked(func() {
-		if err := b.port.Open(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, b.port.Open())
 	})
 	a.pingOK(t, b)
 	b.pingOK(t, a)
@@ -262,9 +246,7 @@ func TestLinkStateDrivesPort(t *testing.T) {
 	b := h.addPort(portOpts{})
 	ctx := t.Context()
 	events, err := b.dev.Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	go func() {
 		for ev := range events {
 			h.locked(func() {
@@ -303,9 +285,7 @@ func TestXDPTxIsNotProcessedInline(t *testing.T) {
 	b := h.addPort(portOpts{})
 	a.pingOK(t, b)
 	h.locked(func() {
-		if err := b.port.SetXDP(vnic.XDPProgTx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, b.port.SetXDP(vnic.XDPProgTx))
 	})
 	// Broadcasts from a: b reflects each one, and the segment floods the copy back to a.
 	var err error
@@ -321,9 +301,7 @@ func TestXDPTxIsNotProcessedInline(t *testing.T) {
 			}
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, xdpTx := b.queueStats("packets")
@@ -356,32 +334,19 @@ func TestEndpointLifecycle(t *testing.T) {
 	b := h.addPort(portOpts{})
 	a.pingOK(t, b)
 
-	if err := b.ep.Start(b.port, b.dev); !errors.Is(err, unix.EBUSY) {
-		t.Errorf("second Start: %v, want EBUSY", err)
-	}
-	if err := a.ep.Start(b.port, b.dev); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("Start with another endpoint's port: %v, want EINVAL", err)
-	}
-	if err := a.ep.Start(nil, nil); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("Start(nil, nil): %v, want EINVAL", err)
-	}
+	assert.ErrorIs(t, b.ep.Start(b.port, b.dev), unix.EBUSY, "second Start")
+	assert.ErrorIs(t, a.ep.Start(b.port, b.dev), unix.EINVAL, "Start with another endpoint's port")
+	assert.ErrorIs(t, a.ep.Start(nil, nil), unix.EINVAL, "Start(nil, nil)")
 
 	b.ep.Stop()
 	b.ep.Stop() // no-op
-	if h.seg.Ports() != 1 || b.ep.Stats() != nil {
-		t.Errorf("after Stop: segment has %d ports, stats %v", h.seg.Ports(), b.ep.Stats())
-	}
-	if err := a.ping(b.ip, 50, 300*time.Millisecond); err == nil {
-		t.Error("ping answered through a stopped endpoint")
-	}
+	assert.Equal(t, 1, h.seg.Ports(), "after Stop: segment has %d ports, stats %v", h.seg.Ports(), b.ep.Stats())
+	assert.Nil(t, b.ep.Stats(), "after Stop: segment has %d ports, stats %v", h.seg.Ports(), b.ep.Stats())
+	assert.Error(t, a.ping(b.ip, 50, 300*time.Millisecond), "ping answered through a stopped endpoint")
 	var err error
 	h.locked(func() { err = b.ep.SetChannels(2, func() error { return b.port.SetChannels(2) }) })
-	if !errors.Is(err, unix.ENODEV) {
-		t.Errorf("SetChannels on a stopped endpoint: %v, want ENODEV", err)
-	}
-	if err := b.ep.Start(b.port, b.dev); err != nil {
-		t.Fatalf("restart: %v", err)
-	}
+	assert.ErrorIs(t, err, unix.ENODEV, "SetChannels on a stopped endpoint: %v, want ENODEV", err)
+	require.NoError(t, b.ep.Start(b.port, b.dev), "restart")
 	a.pingOK(t, b)
 	b.pingOK(t, a)
 	tcpTransfer(t, a, b, 2, 256<<10)
@@ -408,9 +373,7 @@ func TestStopAllWhileFlooding(t *testing.T) {
 	for _, p := range rest {
 		a.pingOK(t, p) // every address learned
 	}
-	if n := len(h.seg.FDB()); n < 4 {
-		t.Fatalf("FDB has %d entries after the pings, want at least 4", n)
-	}
+	require.GreaterOrEqual(t, len(h.seg.FDB()), 4, "FDB entries after the pings")
 	stop := make(chan struct{})
 	flooded := make(chan int)
 	go func() {
@@ -432,26 +395,16 @@ func TestStopAllWhileFlooding(t *testing.T) {
 		eps = append(eps, p.ep)
 	}
 	StopAll(eps)
-	if n := h.seg.Ports(); n != 1 {
-		t.Errorf("segment has %d members after StopAll, want 1 (the flooding port)", n)
-	}
+	assert.Equal(t, 1, h.seg.Ports(), "segment members after StopAll, want 1 (the flooding port)")
 	for _, e := range h.seg.FDB() {
-		if e.Port != a.name {
-			t.Errorf("FDB still has %s on %s after StopAll", e.MAC, e.Port)
-		}
+		assert.Equal(t, a.name, e.Port, "FDB still has %s on %s after StopAll", e.MAC, e.Port)
 	}
 	for _, p := range rest {
-		if st := p.ep.Stats(); st != nil {
-			t.Errorf("port %s still has queues after StopAll: %+v", p.name, st)
-		}
+		assert.Nil(t, p.ep.Stats(), "port %s still has queues after StopAll", p.name)
 		p.ep.Stop()
 	}
 	StopAll(eps)
 	close(stop)
-	if n := <-flooded; n == 0 {
-		t.Error("the flooding port transmitted nothing")
-	}
-	if !a.port.Transmit(0, frame(broadcast, a.mac, 0)) {
-		t.Error("the remaining port cannot transmit after StopAll")
-	}
+	assert.NotEqual(t, 0, <-flooded, "the flooding port transmitted nothing")
+	assert.True(t, a.port.Transmit(0, frame(broadcast, a.mac, 0)), "the remaining port cannot transmit after StopAll")
 }

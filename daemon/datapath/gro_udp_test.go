@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCoalescedUDP sends bursts of small datagrams (one sendmmsg each, so that manad's TX
@@ -27,24 +29,18 @@ func TestCoalescedUDP(t *testing.T) {
 	var rc *net.UDPConn
 	var err error
 	taptest.InNetNS(t, b.ns, func() { rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: b.ip}) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rc.Close()
 	rc.SetReadBuffer(4 << 20)
 	const flows, burst, size = 2, 64, 64
 	var fds [flows]int
 	for i := range fds {
 		taptest.InNetNS(t, a.ns, func() { fds[i], err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0) })
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer unix.Close(fds[i])
 		sa := &unix.SockaddrInet4{Port: rc.LocalAddr().(*net.UDPAddr).Port}
 		copy(sa.Addr[:], b.ip)
-		if err := unix.Connect(fds[i], sa); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, unix.Connect(fds[i], sa))
 	}
 	// Datagram k of flow f: size bytes (the last of each burst shorter), f and k first.
 	iovs := make([]unix.Iovec, burst)
@@ -87,25 +83,19 @@ func TestCoalescedUDP(t *testing.T) {
 		for range flows * burst {
 			rc.SetReadDeadline(time.Now().Add(5 * time.Second))
 			m, err := rc.Read(buf)
-			if err != nil {
-				t.Fatalf("%s: received %v of %d datagrams per flow: %v", what, got, burst, err)
-			}
+			require.NoError(t, err, "%s: received %v of %d datagrams per flow", what, got, burst)
 			f := binary.BigEndian.Uint32(buf)
-			if m < 8 || f >= flows {
-				t.Fatalf("%s: a datagram of %d bytes, flow %d", what, m, f)
-			}
+			require.GreaterOrEqual(t, m, 8, "%s: a datagram of %d bytes, flow %d", what, m, f)
+			require.Less(t, f, uint32(flows), "%s: a datagram of %d bytes, flow %d", what, m, f)
 			k := int(binary.BigEndian.Uint32(buf[4:]) - next[f])
 			want := size
 			if k == burst-1 {
 				want = size / 2
 			}
-			if k != got[f] || m != want {
-				t.Fatalf("%s, flow %d: datagram %d of %d bytes, want %d of %d", what, f, k, m, got[f], want)
-			}
+			require.Equal(t, got[f], k, "%s, flow %d: datagram %d of %d bytes, want %d of %d", what, f, k, m, got[f], want)
+			require.Equal(t, want, m, "%s, flow %d: datagram %d of %d bytes, want %d of %d", what, f, k, m, got[f], want)
 			for i := 8; i < m; i++ {
-				if buf[i] != byte(int(next[f])+k+i) {
-					t.Fatalf("%s, flow %d: datagram %d differs at byte %d", what, f, k, i)
-				}
+				require.Equal(t, byte(int(next[f])+k+i), buf[i], "%s, flow %d: datagram %d differs at byte %d", what, f, k, i)
 			}
 			got[f]++
 		}
@@ -113,20 +103,14 @@ func TestCoalescedUDP(t *testing.T) {
 			next[f] += burst
 		}
 	}
-	if b.ep.UDPGRO() {
-		t.Fatal("UDP GRO on by default")
-	}
+	require.False(t, b.ep.UDPGRO(), "UDP GRO on by default")
 	for range 10 {
 		round("UDP GRO off")
 	}
-	if n := merged(); n != 0 {
-		t.Fatalf("UDP GRO off: %d datagrams coalesced", n)
-	}
+	require.Equal(t, uint64(0), merged(), "UDP GRO off: datagrams coalesced")
 	b.ep.SetUDPGRO(true)
 	for r := 0; merged() == 0; r++ {
-		if r == 50 {
-			t.Fatal("no datagram was coalesced in 50 bursts")
-		}
+		require.NotEqual(t, 50, r, "no datagram was coalesced in 50 bursts")
 		round(fmt.Sprintf("UDP GRO on, round %d", r))
 	}
 	on := merged()
@@ -134,12 +118,10 @@ func TestCoalescedUDP(t *testing.T) {
 	for range 10 {
 		round("UDP GRO off again")
 	}
-	if n := merged(); n != on {
-		t.Errorf("UDP GRO off again: %d more datagrams coalesced", n-on)
-	}
-	if s := b.ep.Stats()[0]; s.RxWriteErrors != 0 {
-		t.Errorf("b: %d TAP write errors", s.RxWriteErrors)
-	}
+	n := merged()
+	assert.Equal(t, on, n, "UDP GRO off again: %d more datagrams coalesced", n-on)
+	s := b.ep.Stats()[0]
+	assert.Equal(t, uint64(0), s.RxWriteErrors, "b: %d TAP write errors", s.RxWriteErrors)
 	t.Logf("%d datagrams coalesced", on)
 }
 
@@ -167,9 +149,7 @@ func TestUSORefused(t *testing.T) {
 	var rc *net.UDPConn
 	var err error
 	taptest.InNetNS(t, b.ns, func() { rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: b.ip}) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rc.Close()
 	port := rc.LocalAddr().(*net.UDPAddr).Port
 	qq := b.ep.qs.Load().q[0]
@@ -194,21 +174,15 @@ func TestUSORefused(t *testing.T) {
 	qq.usoRefused(qq.uco.Frames())
 	off := qq.uco == nil
 	qq.busy.Unlock()
-	if !off {
-		t.Error("UDP coalescing still on after the TAP refused a superframe")
-	}
+	assert.True(t, off, "UDP coalescing still on after the TAP refused a superframe")
 	buf := make([]byte, 2048)
 	for i := range frames {
 		rc.SetReadDeadline(time.Now().Add(5 * time.Second))
 		n, err := rc.Read(buf)
-		if err != nil {
-			t.Fatalf("datagram %d: %v", i, err)
-		}
-		if n != 8 || buf[0] != byte(i) {
-			t.Fatalf("datagram %d: %d bytes %x", i, n, buf[:n])
-		}
+		require.NoError(t, err, "datagram %d", i)
+		require.Equal(t, 8, n, "datagram %d: %d bytes %x", i, n, buf[:n])
+		require.Equal(t, byte(i), buf[0], "datagram %d: %d bytes %x", i, n, buf[:n])
 	}
-	if s := b.ep.Stats()[0]; s.RxWriteErrors != 0 {
-		t.Errorf("%d TAP write errors", s.RxWriteErrors)
-	}
+	s := b.ep.Stats()[0]
+	assert.Equal(t, uint64(0), s.RxWriteErrors, "%d TAP write errors", s.RxWriteErrors)
 }

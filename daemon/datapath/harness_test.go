@@ -20,6 +20,8 @@ import (
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // harness plays the daemon: one configuration lock, one segment, ports on real TAPs in their own
@@ -105,9 +107,7 @@ func (h *harness) addPort(o portOpts) *testPort {
 		ifname = "eth" + strconv.Itoa(h.n)
 	}
 	dev, err := tap.Open(tap.Config{Name: ifname, MAC: tp.mac, MTU: o.mtu, Queues: o.queues, NetNS: tp.ns, Logger: h.log, Offload: o.offload})
-	if err != nil {
-		t.Fatalf("tap.Open: %v", err)
-	}
+	require.NoError(t, err, "tap.Open")
 	tp.dev = dev
 	tp.ep = NewEndpoint(h.seg, tp.mac, h.log.With("port", tp.name))
 	tp.ep.inline = !o.noInline
@@ -119,14 +119,10 @@ func (h *harness) addPort(o portOpts) *testPort {
 		dev.Delete()
 		t.Fatalf("vnic.New: %v", err)
 	}
-	if err := tp.ep.Start(tp.port, dev); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	require.NoError(t, tp.ep.Start(tp.port, dev), "Start")
 	t.Cleanup(func() { tp.teardown(t) })
 	h.locked(func() {
-		if err := tp.port.Open(); err != nil {
-			t.Fatalf("Open: %v", err)
-		}
+		require.NoError(t, tp.port.Open(), "Open")
 	})
 	taptest.IP(t, tp.ns, "addr", "add", tp.ip.String()+"/24", "dev", ifname)
 	taptest.IP(t, tp.ns, "link", "set", ifname, "up")
@@ -140,15 +136,10 @@ func (tp *testPort) teardown(t testing.TB) {
 	tp.h.locked(func() { td = tp.port.Shutdown() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := td.Wait(ctx); err != nil {
-		t.Errorf("port %s teardown: %v", tp.name, err)
-	}
-	if n := tp.port.Memory().InUse(); n != 0 {
-		t.Errorf("port %s: %d bytes still charged after teardown", tp.name, n)
-	}
-	if err := tp.dev.Close(); err != nil {
-		t.Errorf("port %s: closing the TAP: %v", tp.name, err)
-	}
+	assert.NoError(t, td.Wait(ctx), "port %s teardown", tp.name)
+	n := tp.port.Memory().InUse()
+	assert.Equal(t, int64(0), n, "port %s: %d bytes still charged after teardown", tp.name, n)
+	assert.NoError(t, tp.dev.Close(), "port %s: closing the TAP", tp.name)
 }
 
 // disableIPv6 keeps a namespace quiet (no router solicitations, DAD or MLD).
@@ -158,9 +149,7 @@ func disableIPv6(t testing.TB, ns string) {
 		// /proc/sys/net reflects the namespace of the thread that opens it.
 		for _, k := range []string{"all", "default"} {
 			p := "/proc/sys/net/ipv6/conf/" + k + "/disable_ipv6"
-			if err := os.WriteFile(p, []byte("1"), 0); err != nil {
-				t.Errorf("%s: %v", p, err)
-			}
+			assert.NoError(t, os.WriteFile(p, []byte("1"), 0), "%s", p)
 		}
 	})
 }
@@ -281,9 +270,7 @@ func tcpTransfer(t testing.TB, src, dst *testPort, flows, size int) {
 	var ln net.Listener
 	var err error
 	taptest.InNetNS(t, dst.ns, func() { ln, err = net.Listen("tcp4", net.JoinHostPort(dst.ip.String(), "0")) })
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
+	require.NoError(t, err, "listen")
 	defer ln.Close()
 	deadline := time.Now().Add(2 * time.Minute)
 	type result struct {
@@ -321,9 +308,7 @@ func tcpTransfer(t testing.TB, src, dst *testPort, flows, size int) {
 			d := net.Dialer{Deadline: deadline}
 			c, err = d.Dial("tcp4", ln.Addr().String())
 		})
-		if err != nil {
-			t.Fatalf("dial: %v", err)
-		}
+		require.NoError(t, err, "dial")
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -347,12 +332,9 @@ func tcpTransfer(t testing.TB, src, dst *testPort, flows, size int) {
 	}
 	for range flows {
 		r := <-got
-		if r.err != nil {
-			t.Fatalf("receive: %v", r.err)
-		}
-		if r.n != int64(size) || !sent[r.sum] {
-			t.Fatalf("a connection delivered %d bytes that match no sent stream (want %d bytes)", r.n, size)
-		}
+		require.NoError(t, r.err, "receive")
+		require.Equal(t, int64(size), r.n, "a connection delivered %d bytes that match no sent stream (want %d bytes)", r.n, size)
+		require.True(t, sent[r.sum], "a connection delivered %d bytes that match no sent stream (want %d bytes)", r.n, size)
 		delete(sent, r.sum)
 	}
 }
@@ -367,18 +349,14 @@ func udpBurst(t testing.TB, src, dst *testPort, n, size, sockets int) {
 	taptest.InNetNS(t, dst.ns, func() {
 		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: dst.ip})
 	})
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
+	require.NoError(t, err, "listen")
 	defer rc.Close()
 	senders := make([]*net.UDPConn, sockets)
 	for i := range senders {
 		taptest.InNetNS(t, src.ns, func() {
 			senders[i], err = net.DialUDP("udp4", nil, rc.LocalAddr().(*net.UDPAddr))
 		})
-		if err != nil {
-			t.Fatalf("dial: %v", err)
-		}
+		require.NoError(t, err, "dial")
 		defer senders[i].Close()
 	}
 	seen := make([]bool, n)
@@ -395,16 +373,13 @@ func udpBurst(t testing.TB, src, dst *testPort, n, size, sockets int) {
 	for base := 0; base < n; base += chunk {
 		end := min(base+chunk, n)
 		for seq := base; seq < end; seq++ {
-			if _, err := senders[seq%sockets].Write(payload(seq)); err != nil {
-				t.Fatalf("send %d: %v", seq, err)
-			}
+			_, err := senders[seq%sockets].Write(payload(seq))
+			require.NoError(t, err, "send %d", seq)
 		}
 		for seq := base; seq < end; seq++ {
 			rc.SetReadDeadline(time.Now().Add(5 * time.Second))
 			m, err := rc.Read(buf)
-			if err != nil {
-				t.Fatalf("datagrams %d..%d: %v", base, end-1, err)
-			}
+			require.NoError(t, err, "datagrams %d..%d", base, end-1)
 			s := int(binary.BigEndian.Uint32(buf))
 			if m != size || s < base || s >= end || seen[s] || string(buf[:m]) != string(payload(s)) {
 				t.Fatalf("bad datagram: %d bytes, seq %d (chunk %d..%d, seen %v)", m, s, base, end-1, s >= 0 && s < n && seen[s])

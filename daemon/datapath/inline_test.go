@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // markerType is the EtherType of the test's marker frames (IEEE local experimental).
@@ -59,12 +61,8 @@ func TestSendWhileOwnRxQueueActive(t *testing.T) {
 	ga := &gateXDP{entered: make(chan struct{}), release: make(chan struct{})}
 	gb := &gateXDP{}
 	h.locked(func() {
-		if err := a.port.SetXDP(ga); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.port.SetXDP(gb); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, a.port.SetXDP(ga))
+		require.NoError(t, b.port.SetXDP(gb))
 	})
 	released := false
 	release := func() {
@@ -84,21 +82,14 @@ func TestSendWhileOwnRxQueueActive(t *testing.T) {
 		t.Fatal("a's RX queue never saw b's marker")
 	}
 	before := b.ep.Stats()[0]
-	if !a.port.Transmit(0, markerFrame(b.mac, a.mac)) {
-		t.Fatal("a refused to transmit")
-	}
+	require.True(t, a.port.Transmit(0, markerFrame(b.mac, a.mac)), "a refused to transmit")
 	after := b.ep.Stats()[0]
-	if seen := gb.seen.Load(); seen != 1 {
-		t.Errorf("b's RX queue saw %d markers when a's transmit returned, want 1 (processed inline)", seen)
-	}
-	if after.RxDeferred != before.RxDeferred || after.RxInline != before.RxInline+1 {
-		t.Errorf("b deferred %d → %d, inline %d → %d: want the frame inline", before.RxDeferred, after.RxDeferred,
-			before.RxInline, after.RxInline)
-	}
+	seen := gb.seen.Load()
+	assert.Equal(t, int32(1), seen, "b's RX queue saw %d markers when a's transmit returned, want 1 (processed inline)", seen)
+	assert.Equal(t, before.RxDeferred, after.RxDeferred, "b deferred %d → %d, inline %d → %d: want the frame inline", before.RxDeferred, after.RxDeferred, before.RxInline, after.RxInline)
+	assert.Equal(t, before.RxInline+1, after.RxInline, "b deferred %d → %d, inline %d → %d: want the frame inline", before.RxDeferred, after.RxDeferred, before.RxInline, after.RxInline)
 	release()
-	if !<-done {
-		t.Error("b refused to transmit")
-	}
+	assert.True(t, <-done, "b refused to transmit")
 }
 
 // TestTCPWithoutDeferral runs TCP between two single-queue ports: a's data leaves on TX queue 0
@@ -114,10 +105,9 @@ func TestTCPWithoutDeferral(t *testing.T) {
 	tcpTransfer(t, a, b, 2, 8<<20)
 	for _, p := range []*testPort{a, b} {
 		s, b := p.ep.Stats()[0], before[p]
-		if s.RxDeferred != b.RxDeferred || s.RxInputDrops != b.RxInputDrops || s.RxInline == b.RxInline {
-			t.Errorf("port %s during TCP: inline %d, deferred %d, input drops %d: want only inline", p.name,
-				s.RxInline-b.RxInline, s.RxDeferred-b.RxDeferred, s.RxInputDrops-b.RxInputDrops)
-		}
+		assert.Equal(t, b.RxDeferred, s.RxDeferred, "port %s during TCP: inline %d, deferred %d, input drops %d: want only inline", p.name, s.RxInline-b.RxInline, s.RxDeferred-b.RxDeferred, s.RxInputDrops-b.RxInputDrops)
+		assert.Equal(t, b.RxInputDrops, s.RxInputDrops, "port %s during TCP: inline %d, deferred %d, input drops %d: want only inline", p.name, s.RxInline-b.RxInline, s.RxDeferred-b.RxDeferred, s.RxInputDrops-b.RxInputDrops)
+		assert.NotEqual(t, b.RxInline, s.RxInline, "port %s during TCP: inline %d, deferred %d, input drops %d: want only inline", p.name, s.RxInline-b.RxInline, s.RxDeferred-b.RxDeferred, s.RxInputDrops-b.RxInputDrops)
 	}
 }
 
@@ -132,9 +122,7 @@ func TestSenderWaitsForBusyQueue(t *testing.T) {
 	b := h.addPort(portOpts{queues: 1, noIPv6: true, rxRing: 128})
 	gb := &gateXDP{entered: make(chan struct{}), release: make(chan struct{})}
 	h.locked(func() {
-		if err := b.port.SetXDP(gb); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, b.port.SetXDP(gb))
 	})
 	released := false
 	release := func() {
@@ -168,17 +156,12 @@ func TestSenderWaitsForBusyQueue(t *testing.T) {
 	}()
 	<-started
 	release()
-	if !<-first {
-		t.Fatal("a refused the first marker")
-	}
-	if ok := <-rest; ok != n {
-		t.Fatalf("a transmitted %d of %d markers", ok, n)
-	}
+	require.True(t, <-first, "a refused the first marker")
+	ok := <-rest
+	require.Equal(t, n, ok, "a transmitted %d of %d markers", ok, n)
 	after := b.ep.Stats()[0]
-	if d := after.RxInputDrops - before.RxInputDrops; d != 0 {
-		t.Errorf("b dropped %d frames at its input, want 0 (the sender waits for the queue)", d)
-	}
-	if seen := gb.seen.Load(); seen != n+1 {
-		t.Errorf("b's program saw %d markers, want %d", seen, n+1)
-	}
+	d := after.RxInputDrops - before.RxInputDrops
+	assert.Equal(t, uint64(0), d, "b dropped %d frames at its input, want 0 (the sender waits for the queue)", d)
+	seen := gb.seen.Load()
+	assert.Equal(t, int32(n+1), seen, "b's program saw %d markers, want %d", seen, n+1)
 }

@@ -1,8 +1,10 @@
 package datapath
 
 import (
-	"bytes"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestInputRing fills a ring to its bound across growth and wrap-around and checks order, the
@@ -34,24 +36,19 @@ func TestInputRing(t *testing.T) {
 				}
 				if tc.popEvery > 0 && i%tc.popEvery == tc.popEvery-1 {
 					got := r.peek()
-					if want := []byte{byte(next), byte(next >> 8), 0xee}; !bytes.Equal(got, want) {
-						t.Fatalf("peek %x, want %x", got, want)
-					}
+					require.Equal(t, []byte{byte(next), byte(next >> 8), 0xee}, got, "peek")
 					r.pop()
 					next++
 				}
 			}
-			if pushed != tc.wantPushed || refused != tc.pushes-tc.wantPushed {
-				t.Errorf("pushed %d refused %d, want %d pushed", pushed, refused, tc.wantPushed)
-			}
+			assert.Equal(t, tc.wantPushed, pushed, "pushed %d refused %d, want %d pushed", pushed, refused, tc.wantPushed)
+			assert.Equal(t, tc.pushes-tc.wantPushed, refused, "pushed %d refused %d, want %d pushed", pushed, refused, tc.wantPushed)
 			if n := int(r.count.Load()); n > tc.limit || n != pushed-next {
 				t.Errorf("%d frames waiting, want %d (bound %d)", n, pushed-next, tc.limit)
 			}
 			left := int(r.count.Load())
 			for range min(left, 5) {
-				if got, want := r.peek(), []byte{byte(next), byte(next >> 8), 0xee}; !bytes.Equal(got, want) {
-					t.Fatalf("peek %x, want %x", got, want)
-				}
+				require.Equal(t, []byte{byte(next), byte(next >> 8), 0xee}, r.peek(), "peek")
 				r.pop()
 				next++
 				left--

@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"encoding/binary"
-	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -14,6 +13,8 @@ import (
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // segPort is the TCP destination port of the superframes these tests inject; segXDP acts only on
@@ -91,17 +92,11 @@ func sendSuperframeFlags(t *testing.T, src, dst *testPort, seq uint32, segs, mss
 	taptest.InNetNS(t, src.ns, func() {
 		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	})
-	if err != nil {
-		t.Fatalf("AF_PACKET socket: %v", err)
-	}
+	require.NoError(t, err, "AF_PACKET socket")
 	defer unix.Close(fd)
-	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
-		t.Fatalf("PACKET_VNET_HDR: %v", err)
-	}
+	require.NoError(t, unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1), "PACKET_VNET_HDR")
 	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: src.dev.Index()}
-	if err := unix.Sendto(fd, append(hdr, f...), 0, sa); err != nil {
-		t.Fatalf("send the superframe: %v", err)
-	}
+	require.NoError(t, unix.Sendto(fd, append(hdr, f...), 0, sa), "send the superframe")
 }
 
 // txOffloadTotals sums p's superframes, bad virtio headers and oversize frames over its queues.
@@ -146,9 +141,7 @@ func TestXDPSeesEverySegment(t *testing.T) {
 			b := h.addPort(portOpts{queues: 1, noIPv6: true})
 			x := &segXDP{verdict: verdict}
 			h.locked(func() {
-				if err := b.port.SetXDP(x); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, b.port.SetXDP(x))
 			})
 			a.pingOK(t, b) // the switch learns both MACs
 			superBefore := a.ep.Stats()[0].TxSuperframes
@@ -156,17 +149,13 @@ func TestXDPSeesEverySegment(t *testing.T) {
 			sendSuperframe(t, a, b, 5000, segs, mss)
 			waitFor(t, "the program to see every segment", func() bool { s, _ := x.seen(); return len(s) >= segs })
 			seqs, lens := x.seen()
-			if len(seqs) != segs {
-				t.Fatalf("the program saw %d frames, want %d", len(seqs), segs)
-			}
+			require.Len(t, seqs, segs, "the program saw %d frames, want %d", len(seqs), segs)
 			for i := range seqs {
-				if seqs[i] != 5000+uint32(i*mss) || lens[i] != 54+mss {
-					t.Errorf("frame %d: seq %d, %d bytes; want seq %d, %d bytes", i, seqs[i], lens[i], 5000+i*mss, 54+mss)
-				}
+				assert.Equal(t, 5000+uint32(i*mss), seqs[i], "frame %d: seq", i)
+				assert.Equal(t, 54+mss, lens[i], "frame %d: bytes", i)
 			}
-			if n := a.ep.Stats()[0].TxSuperframes - superBefore; n != 1 {
-				t.Errorf("a counted %d superframes, want 1", n)
-			}
+			n := a.ep.Stats()[0].TxSuperframes - superBefore
+			assert.Equal(t, uint64(1), n, "a counted %d superframes, want 1", n)
 			if verdict == vnic.XDPTx {
 				waitFor(t, "the reflected segments to reach a", func() bool {
 					rx, _ := a.queueStats("packets")
@@ -189,16 +178,15 @@ func TestOffloadJumbo4K(t *testing.T) {
 	tcpTransfer(t, b, a, 2, 2<<20)
 	for _, p := range []*testPort{a, b} {
 		super, bad, oversize := txOffloadTotals(p)
-		if super == 0 || bad != 0 || oversize != 0 {
-			t.Errorf("port %s: %d superframes, %d bad virtio headers, %d oversize: want superframes only", p.name, super, bad, oversize)
-		}
-		if n := p.port.NetdevStats().RxOversize; n != 0 {
-			t.Errorf("port %s: %d frames too long for the RX buffers", p.name, n)
-		}
+		assert.NotEqual(t, uint64(0), super, "port %s: %d superframes, %d bad virtio headers, %d oversize: want superframes only", p.name, super, bad, oversize)
+		assert.Equal(t, uint64(0), bad, "port %s: %d superframes, %d bad virtio headers, %d oversize: want superframes only", p.name, super, bad, oversize)
+		assert.Equal(t, uint64(0), oversize, "port %s: %d superframes, %d bad virtio headers, %d oversize: want superframes only", p.name, super, bad, oversize)
+		n := p.port.NetdevStats().RxOversize
+		assert.Equal(t, uint64(0), n, "port %s: %d frames too long for the RX buffers", p.name, n)
 		rxp, _ := p.queueStats("packets")
 		rxb, _ := p.queueStats("bytes")
-		if sum(rxp) == 0 || sum(rxb)/sum(rxp) < 1500 {
-			t.Errorf("port %s: %d frames of %d bytes on average: the MTU of 9000 was not used", p.name, sum(rxp), sum(rxb)/max(sum(rxp), 1))
+		if assert.NotEqual(t, uint64(0), sum(rxp), "port %s: no frames received: the MTU of 9000 was not used", p.name) {
+			assert.GreaterOrEqual(t, sum(rxb)/sum(rxp), uint64(1500), "port %s: %d frames of %d bytes on average: the MTU of 9000 was not used", p.name, sum(rxp), sum(rxb)/sum(rxp))
 		}
 	}
 }
@@ -232,20 +220,16 @@ func TestMalformedVnetHeader(t *testing.T) {
 			h, f := good()
 			f = tc.bad(&h, f)
 			// The segmenter's own verdict, so the case tests what it means to.
-			if _, err := offload.NewSegmenter().Plan(&h, f); !errors.Is(err, tc.want) {
-				t.Fatalf("Plan: %v, want %v", err, tc.want)
-			}
+			_, err := offload.NewSegmenter().Plan(&h, f)
+			require.ErrorIs(t, err, tc.want, "Plan")
 			b := make([]byte, offload.HeaderLen+len(f))
 			h.Encode(b)
 			copy(b[offload.HeaderLen:], f)
 			qq := &queue{seg: offload.NewSegmenter()}
 			qq.transmitOffload(b)
-			if n := qq.stats.txBadVnet.Load(); n != 1 {
-				t.Errorf("bad virtio header drops = %d, want 1", n)
-			}
-			if n := qq.stats.txSuperframes.Load(); n != 0 {
-				t.Errorf("superframes = %d, want 0", n)
-			}
+			assert.Equal(t, uint64(1), qq.stats.txBadVnet.Load(), "bad virtio header drops")
+			n := qq.stats.txSuperframes.Load()
+			assert.Equal(t, uint64(0), n, "superframes = %d, want 0", n)
 		})
 	}
 }
@@ -263,31 +247,22 @@ func TestSetOffload(t *testing.T) {
 	superframes := func() uint64 { s, _, _ := txOffloadTotals(a); return s }
 	idx := a.dev.Index()
 	s0 := superframes()
-	if s0 == 0 {
-		t.Fatal("no superframes with offloads on")
-	}
+	require.NotEqual(t, uint64(0), s0, "no superframes with offloads on")
 	for _, on := range []bool{false, true} {
 		var err error
 		h.locked(func() { err = a.ep.SetOffload(on) })
-		if err != nil {
-			t.Fatalf("SetOffload(%v): %v", on, err)
-		}
-		if a.dev.VnetHdr() != on || (a.dev.Offloads() != 0) != on || a.dev.Index() != idx || a.dev.NumQueues() != 2 {
-			t.Fatalf("after SetOffload(%v): vnet header %v, offloads %s, ifindex %d (was %d), %d queues",
-				on, a.dev.VnetHdr(), tap.OffloadString(a.dev.Offloads()), a.dev.Index(), idx, a.dev.NumQueues())
-		}
-		if !a.state().Running {
-			t.Fatalf("port down after SetOffload(%v)", on)
-		}
+		require.NoError(t, err, "SetOffload(%v)", on)
+		require.Equal(t, on, a.dev.VnetHdr(), "after SetOffload(%v): vnet header %v, offloads %s, ifindex %d (was %d), %d queues", on, a.dev.VnetHdr(), tap.OffloadString(a.dev.Offloads()), a.dev.Index(), idx, a.dev.NumQueues())
+		require.Equal(t, on, a.dev.Offloads() != 0, "after SetOffload(%v): vnet header %v, offloads %s, ifindex %d (was %d), %d queues", on, a.dev.VnetHdr(), tap.OffloadString(a.dev.Offloads()), a.dev.Index(), idx, a.dev.NumQueues())
+		require.Equal(t, idx, a.dev.Index(), "after SetOffload(%v): vnet header %v, offloads %s, ifindex %d (was %d), %d queues", on, a.dev.VnetHdr(), tap.OffloadString(a.dev.Offloads()), a.dev.Index(), idx, a.dev.NumQueues())
+		require.Equal(t, 2, a.dev.NumQueues(), "after SetOffload(%v): vnet header %v, offloads %s, ifindex %d (was %d), %d queues", on, a.dev.VnetHdr(), tap.OffloadString(a.dev.Offloads()), a.dev.Index(), idx, a.dev.NumQueues())
+		require.True(t, a.state().Running, "port down after SetOffload(%v)", on)
 		before := superframes()
-		if before < s0 {
-			t.Fatalf("superframe counter went back from %d to %d", s0, before)
-		}
+		require.GreaterOrEqual(t, before, s0, "superframe counter went back from %d to %d", s0, before)
 		a.pingOK(t, b)
 		tcpTransfer(t, a, b, 2, 2<<20)
 		tcpTransfer(t, b, a, 2, 2<<20)
-		if got := superframes() - before; (got != 0) != on {
-			t.Errorf("offloads %v: %d superframes", on, got)
-		}
+		got := superframes() - before
+		assert.Equal(t, on, got != 0, "offloads %v: %d superframes", on, got)
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestOffloadTCP runs TCP both ways between two ports whose TAPs carry virtio headers with TSO
@@ -25,9 +28,7 @@ func TestOffloadTCP(t *testing.T) {
 	for _, n := range []int{2, 6} {
 		var err error
 		h.locked(func() { err = a.ep.SetChannels(n, func() error { return a.port.SetChannels(n) }) })
-		if err != nil {
-			t.Fatalf("SetChannels(%d): %v", n, err)
-		}
+		require.NoError(t, err, "SetChannels(%d)", n)
 		tcpTransfer(t, b, a, 6, 1<<20)
 		tcpTransfer(t, a, b, 6, 1<<20)
 	}
@@ -39,29 +40,24 @@ func TestOffloadTCP(t *testing.T) {
 		for _, v := range tso {
 			tsoSum += v
 		}
-		if tsoSum < super {
-			t.Errorf("port %s: tx tso_packets %v for %d superframes", p.name, tso, super)
-		}
+		assert.GreaterOrEqual(t, tsoSum, super, "port %s: tx tso_packets %v for %d superframes", p.name, tso, super)
 		var merged uint64
 		for _, q := range p.ep.Stats() {
 			merged += q.RxCoalesced
 		}
-		if merged == 0 {
-			t.Errorf("port %s: no frame coalesced on receive", p.name)
-		}
+		assert.NotEqual(t, uint64(0), merged, "port %s: no frame coalesced on receive", p.name)
 		t.Logf("port %s: %d frames coalesced", p.name, merged)
-		if super == 0 || bad != 0 || oversize != 0 {
-			t.Errorf("port %s: %d superframes, %d bad virtio headers, %d oversize: want superframes only", p.name, super, bad, oversize)
-		}
+		assert.NotEqual(t, uint64(0), super, "port %s: %d superframes, %d bad virtio headers, %d oversize: want superframes only", p.name, super, bad, oversize)
+		assert.Equal(t, uint64(0), bad, "port %s: %d superframes, %d bad virtio headers, %d oversize: want superframes only", p.name, super, bad, oversize)
+		assert.Equal(t, uint64(0), oversize, "port %s: %d superframes, %d bad virtio headers, %d oversize: want superframes only", p.name, super, bad, oversize)
 		// Every frame on the wire fits the MTU: none was dropped as oversize on receive.
-		if n := p.port.NetdevStats().RxOversize; n != 0 {
-			t.Errorf("port %s: %d frames too long for the RX buffers", p.name, n)
-		}
+		n := p.port.NetdevStats().RxOversize
+		assert.Equal(t, uint64(0), n, "port %s: %d frames too long for the RX buffers", p.name, n)
 		t.Logf("port %s: %d superframes", p.name, super)
 	}
-	if s := c.ep.Stats(); s[0].TxSuperframes != 0 || s[0].RxCoalesced != 0 {
-		t.Errorf("a TAP without offloads handed over superframes or took coalesced ones: %+v", s[0])
-	}
+	s := c.ep.Stats()
+	assert.Equal(t, uint64(0), s[0].TxSuperframes, "a TAP without offloads handed over superframes: %+v", s[0])
+	assert.Equal(t, uint64(0), s[0].RxCoalesced, "a TAP without offloads took coalesced frames: %+v", s[0])
 }
 
 // tcpFrameFor returns a TCP segment with valid checksums from src to dst (10.77.0.x addresses).
@@ -120,14 +116,12 @@ func TestCoalescedRunOutsideTXBatch(t *testing.T) {
 	a.pingOK(t, b)
 	before := linkStats(t, b.ns, "eth0").RxPackets
 	for i := range 3 {
-		if !a.port.Transmit(0, tcpFrameFor(b, a, uint16(i), uint32(1000+i*100), 100)) {
-			t.Fatal("a refused to transmit")
-		}
+		require.True(t, a.port.Transmit(0, tcpFrameFor(b, a, uint16(i), uint32(1000+i*100), 100)), "a refused to transmit")
 		waitFor(t, fmt.Sprintf("b's TAP to receive frame %d alone", i), func() bool {
 			return linkStats(t, b.ns, "eth0").RxPackets-before == uint64(i+1)
 		})
 	}
-	if s := b.ep.Stats()[0]; s.RxCoalesced != 0 || s.RxWriteErrors != 0 {
-		t.Errorf("b: %+v", s)
-	}
+	s := b.ep.Stats()[0]
+	assert.Equal(t, uint64(0), s.RxCoalesced, "b: %+v", s)
+	assert.Equal(t, uint64(0), s.RxWriteErrors, "b: %+v", s)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkForwardOverhead measures what manad adds per frame in user space: one frame through
@@ -25,29 +26,21 @@ func BenchmarkForwardOverhead(b *testing.B) {
 			seg := NewSegment("overhead")
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
 			devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			defer devnull.Close()
 			mk := func(name string, mac net.HardwareAddr) (*Endpoint, *vnic.Port) {
 				ep := NewEndpoint(seg, mac, log)
 				p, err := vnic.New(vnic.Config{Name: name, Lock: mu, PageSize: 16384, Host: ep, Wire: ep, Logger: log},
 					vnic.Settings{MTU: 1500, Queues: 1, RxRing: 256, TxRing: 256})
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				qq, err := ep.newQueue(0, devnull, false, false)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				// Wire the endpoint by hand: no TAP, so no goroutines either.
 				ep.vp.Store(p)
 				ep.qs.Store(&queueSet{q: []*queue{qq}})
 				ep.handle.Store(seg.join(ep))
 				mu.Lock()
-				if err := p.Open(); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, p.Open())
 				mu.Unlock()
 				b.Cleanup(func() {
 					seg.leave(ep.handle.Load())
@@ -85,9 +78,9 @@ func BenchmarkForwardOverhead(b *testing.B) {
 			base := float64(before+devnullWrite()) / 2
 			b.ReportMetric(base, "devnull-write-ns")
 			b.ReportMetric(per-base, "overhead-ns/frame")
-			if st := epB.Stats()[0]; st.RxInline < uint64(b.N) || st.RxWriteErrors != 0 {
-				b.Fatalf("B's queue: %+v after %d frames", st, b.N)
-			}
+			st := epB.Stats()[0]
+			require.GreaterOrEqual(b, st.RxInline, uint64(b.N), "B's queue: %+v after %d frames", st, b.N)
+			require.Equal(b, uint64(0), st.RxWriteErrors, "B's queue: %+v after %d frames", st, b.N)
 		})
 	}
 }

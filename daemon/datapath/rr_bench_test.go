@@ -19,6 +19,7 @@ import (
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/require"
 )
 
 // rrEnv puts the test binary in round-trip mode (TestMain): "client,KIND,SRC,DST" (KIND udp or
@@ -184,9 +185,7 @@ type rrHelper struct {
 func startRR(b testing.TB, ns, spec string) *rrHelper {
 	b.Helper()
 	exe, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	cmd := exec.Command("ip", "netns", "exec", ns, exe)
 	cmd.Env = append(os.Environ(), rrEnv+"="+spec)
 	cmd.Stderr = os.Stderr
@@ -195,13 +194,9 @@ func startRR(b testing.TB, ns, spec string) *rrHelper {
 		b.Fatal(err)
 	}
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	h.out = bufio.NewReaderSize(out, 1<<20)
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("start %s: %v", spec, err)
-	}
+	require.NoError(b, cmd.Start(), "start %s", spec)
 	b.Cleanup(func() {
 		h.in.Close()
 		if strings.HasPrefix(spec, "echo,") {
@@ -270,9 +265,7 @@ func (p *rrPath) measure(b testing.TB, kind string, n int) {
 	unix.Getrusage(unix.RUSAGE_SELF, &r0)
 	lat, err := p.clients[kind].roundTrips(n)
 	unix.Getrusage(unix.RUSAGE_SELF, &r1)
-	if err != nil {
-		b.Fatalf("%s %s: %v", p.name, kind, err)
-	}
+	require.NoError(b, err, "%s %s", p.name, kind)
 	p.lat[kind] = append(p.lat[kind], lat...)
 	p.cpu[kind] += time.Duration(r1.Utime.Nano()-r0.Utime.Nano()) + time.Duration(r1.Stime.Nano()-r0.Stime.Nano())
 	p.n[kind] += n
@@ -299,9 +292,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	offA, offB := offH.addPort(portOpts{queues: 1, noIPv6: true}), offH.addPort(portOpts{queues: 1, noIPv6: true})
 	onA, onB := onH.addPort(portOpts{queues: 1, noIPv6: true}), onH.addPort(portOpts{queues: 1, noIPv6: true})
 	for _, tp := range []*testPort{onA, onB} {
-		if err := tp.port.SetNAPIConfig(0, rrPollConfig); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, tp.port.SetNAPIConfig(0, rrPollConfig))
 	}
 
 	// veth
@@ -329,9 +320,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		ip net.IP
 	}{{ra, relayA}, {rb, relayB}} {
 		d, err := tap.Open(tap.Config{Name: "eth0", MAC: relayMAC(i + 1), MTU: 1500, Queues: 1, NetNS: l.ns, Logger: offH.log})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		b.Cleanup(func() { d.Close() })
 		taps = append(taps, d)
 		taptest.IP(b, l.ns, "addr", "add", l.ip.String()+"/24", "dev", "eth0")

@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // recorder is a segment member that records what the segment gives it.
@@ -81,9 +84,7 @@ func receivers(t *testing.T, recs map[string]*recorder, tag byte) []string {
 	for n, r := range recs {
 		fs := r.take()
 		for _, f := range fs {
-			if f[14] != tag {
-				t.Errorf("%s received frame %d, want only %d", n, f[14], tag)
-			}
+			assert.Equal(t, tag, f[14], "%s received frame %d, want only %d", n, f[14], tag)
 		}
 		switch len(fs) {
 		case 0:
@@ -121,15 +122,12 @@ func TestSegmentSwitching(t *testing.T) {
 	for i, st := range steps {
 		tag := byte(i + 1)
 		s.forward(ports[st.from], frame(st.dst, st.src, tag), true)
-		if got := receivers(t, recs, tag); !slices.Equal(got, st.want) {
-			t.Errorf("step %d (%s): delivered to %v, want %v", i, st.what, got, st.want)
-		}
+		got := receivers(t, recs, tag)
+		assert.True(t, slices.Equal(got, st.want), "step %d (%s): delivered to %v, want %v", i, st.what, got, st.want)
 	}
 	// Frames shorter than an Ethernet header go nowhere and teach nothing.
 	s.forward(ports["b"], frame(broadcast, mac(0x77), 0)[:13], true)
-	if got := receivers(t, recs, 0); got != nil {
-		t.Errorf("runt delivered to %v", got)
-	}
+	assert.Nil(t, receivers(t, recs, 0), "runt delivered to")
 	fdb := s.FDB()
 	// A moved back to a with the last step.
 	want := []string{"02:00:00:00:00:0a@a", "02:00:00:00:00:0b@b", "02:00:00:00:00:0c@c", "02:00:00:00:00:0d@a"}
@@ -137,9 +135,7 @@ func TestSegmentSwitching(t *testing.T) {
 	for _, e := range fdb {
 		got = append(got, e.MAC.String()+"@"+e.Port)
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("FDB %v, want %v", got, want)
-	}
+	assert.True(t, slices.Equal(got, want), "FDB %v, want %v", got, want)
 }
 
 // TestSegmentInline checks which deliveries may be processed in the sender's goroutine: a frame
@@ -191,9 +187,7 @@ func TestSegmentInline(t *testing.T) {
 			r.mu.Lock()
 			got := slices.Clone(r.inline)
 			r.mu.Unlock()
-			if !slices.Equal(got, want[n]) {
-				t.Errorf("%s: %s saw inline %v, want %v", tc.what, n, got, want[n])
-			}
+			assert.True(t, slices.Equal(got, want[n]), "%s: %s saw inline %v, want %v", tc.what, n, got, want[n])
 		}
 	}
 }
@@ -243,9 +237,9 @@ func TestFloodTakesASlot(t *testing.T) {
 	if n := c.n.Load(); n != senders*floods {
 		t.Errorf("counter received %d floods, want %d", n, senders*floods)
 	}
-	if m := c.maxHeld.Load(); m < 1 || m > 2 {
-		t.Errorf("at most %d slots held during a flood, want 1..2", m)
-	}
+	m := c.maxHeld.Load()
+	assert.GreaterOrEqual(t, m, int32(1), "at most %d slots held during a flood, want 1..2", m)
+	assert.LessOrEqual(t, m, int32(2), "at most %d slots held during a flood, want 1..2", m)
 
 	// Every slot taken (two RX polls, say): a flood from RX processing still goes out, a
 	// sender's waits, and gives up when its port stops.
@@ -254,9 +248,7 @@ func TestFloodTakesASlot(t *testing.T) {
 	src := s.join(&recorder{name: "x"})
 	before := c.n.Load()
 	s.forwardAt(src, frame(broadcast, mac(0x33), 0), false, s.now(), nil)
-	if c.n.Load() != before+1 {
-		t.Error("a flood from an RX queue's processing waited for a slot")
-	}
+	assert.Equal(t, before+1, c.n.Load(), "a flood from an RX queue's processing waited for a slot")
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -270,9 +262,7 @@ func TestFloodTakesASlot(t *testing.T) {
 	}
 	close(stop)
 	<-done
-	if c.n.Load() != before+1 {
-		t.Error("a stopped sender's flood was delivered")
-	}
+	assert.Equal(t, before+1, c.n.Load(), "a stopped sender's flood was delivered")
 }
 
 func TestSegmentAgeing(t *testing.T) {
@@ -288,9 +278,8 @@ func TestSegmentAgeing(t *testing.T) {
 	for i := range 6 {
 		clk.advance(100 * time.Second)
 		send("a", broadcast, A, 2)
-		if got := send("b", A, B, 3); !slices.Equal(got, []string{"a"}) {
-			t.Fatalf("after %d s with traffic: frame to A went to %v, want [a]", (i+1)*100, got)
-		}
+		got := send("b", A, B, 3)
+		require.True(t, slices.Equal(got, []string{"a"}), "after %d s with traffic: frame to A went to %v, want [a]", (i+1)*100, got)
 	}
 	// Silence longer than the ageing time: A is unknown again, frames to it flood.
 	clk.advance(301 * time.Second)
@@ -298,9 +287,7 @@ func TestSegmentAgeing(t *testing.T) {
 		t.Errorf("after ageing: frame to A went to %v, want flooded to [a c]", got)
 	}
 	for _, e := range s.FDB() {
-		if e.MAC.String() == A.String() {
-			t.Errorf("aged entry still listed: %+v", e)
-		}
+		assert.NotEqual(t, A.String(), e.MAC.String(), "aged entry still listed: %+v", e)
 	}
 	// Seen again (on another port): learned afresh.
 	send("c", broadcast, A, 5)
@@ -310,9 +297,8 @@ func TestSegmentAgeing(t *testing.T) {
 	// Ageing off: entries last forever.
 	s.SetAgeingTime(0)
 	clk.advance(24 * time.Hour)
-	if got := send("b", A, B, 7); !slices.Equal(got, []string{"c"}) {
-		t.Errorf("without ageing: frame to A went to %v, want [c]", got)
-	}
+	got := send("b", A, B, 7)
+	assert.True(t, slices.Equal(got, []string{"c"}), "without ageing: frame to A went to %v, want [c]", got)
 }
 
 func TestSegmentTableLimit(t *testing.T) {
@@ -331,9 +317,8 @@ func TestSegmentTableLimit(t *testing.T) {
 	if got := receivers(t, recs, 9); !slices.Equal(got, []string{"a", "c"}) {
 		t.Errorf("frame to the unlearned address went to %v, want flooded to [a c]", got)
 	}
-	if n := len(s.FDB()); n != 3 {
-		t.Fatalf("FDB has %d entries, want the limit 3", n)
-	}
+	n := len(s.FDB())
+	require.Equal(t, 3, n, "FDB has %d entries, want the limit 3", n)
 	// Once the oldest entries expire, new addresses are learned again.
 	clk.advance(9 * time.Second) // mac(1) was seen 12 s ago, mac(2) 11 s ago, mac(3) 10 s ago
 	s.forward(ports["a"], frame(broadcast, mac(5), 0), true)
@@ -354,12 +339,9 @@ func TestSegmentLeaveForgetsPort(t *testing.T) {
 	s.leave(ports["a"])
 	delete(recs, "a")
 	s.forward(ports["b"], frame(A, mac(0xb), 2), true)
-	if got := receivers(t, recs, 2); !slices.Equal(got, []string{"c"}) {
-		t.Errorf("frame to an address of a departed port went to %v, want flooded to [c]", got)
-	}
-	if s.Ports() != 2 {
-		t.Errorf("Ports() = %d, want 2", s.Ports())
-	}
+	got := receivers(t, recs, 2)
+	assert.True(t, slices.Equal(got, []string{"c"}), "frame to an address of a departed port went to %v, want flooded to [c]", got)
+	assert.Equal(t, 2, s.Ports(), "Ports() = %d, want 2", s.Ports())
 }
 
 // countingMember counts frames without keeping them, for the allocation check.
@@ -383,9 +365,8 @@ func TestSegmentForwardDoesNotAllocate(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("forward allocates %v times per frame pair", n)
 	}
-	if n := b.n.Load(); n < 2000 {
-		t.Errorf("member b received %d frames, want at least 2000", n)
-	}
+	n := b.n.Load()
+	assert.GreaterOrEqual(t, n, int64(2000), "member b received %d frames, want at least 2000", n)
 }
 
 // TestSegmentConcurrent forwards, learns, joins and leaves from many goroutines at once (run with
@@ -416,12 +397,9 @@ func TestSegmentConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if got := len(sink.take()); got != senders*frames {
-		t.Errorf("sink received %d frames, want %d", got, senders*frames)
-	}
-	if s.Ports() != 1 {
-		t.Errorf("Ports() = %d after the senders left, want 1", s.Ports())
-	}
+	got := len(sink.take())
+	assert.Equal(t, senders*frames, got, "sink received %d frames, want %d", got, senders*frames)
+	assert.Equal(t, 1, s.Ports(), "Ports() = %d after the senders left, want 1", s.Ports())
 	if fdb := s.FDB(); len(fdb) != 1 || fdb[0].Port != "sink" {
 		t.Errorf("FDB after the senders left: %d entries (%v), want only the sink's", len(fdb), fmt.Sprint(fdb[:min(len(fdb), 3)]))
 	}
@@ -430,9 +408,7 @@ func TestSegmentConcurrent(t *testing.T) {
 func TestSegments(t *testing.T) {
 	ss := NewSegments()
 	a := ss.Get("lan0")
-	if ss.Get("lan0") != a {
-		t.Error("Get returned a new segment for the same name")
-	}
+	assert.Same(t, a, ss.Get("lan0"), "Get returned a new segment for the same name")
 	b := ss.Get("lan1")
 	p := b.join(&countingMember{})
 	if l := ss.List(); len(l) != 2 || l[0] != a || l[1] != b {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/require"
 )
 
 // TestStatTotals: the endpoint's ETH_SS_STATS extras are its queues' counters summed, named
@@ -22,9 +23,7 @@ func TestStatTotals(t *testing.T) {
 		deferred += q.RxDeferred
 	}
 	names, totals := StatNames(), b.ep.StatTotals()
-	if len(names) != len(totals) {
-		t.Fatalf("%d names, %d values", len(names), len(totals))
-	}
+	require.Len(t, names, len(totals), "%d names, %d values", len(names), len(totals))
 	for _, n := range names {
 		if !strings.HasPrefix(n, vnic.ManadStatPrefix) || len(n) >= 32 {
 			t.Errorf("name %q", n)

@@ -1,12 +1,12 @@
 package datapath
 
 import (
-	"bytes"
 	"encoding/binary"
 	"net"
 	"testing"
 
 	"github.com/manad/manad/daemon/offload"
+	"github.com/stretchr/testify/require"
 )
 
 // gsoLog is the device side of an uplink with transmit coalescing: every write, alone (tx) or
@@ -75,50 +75,51 @@ func TestUplinkTxCoalescing(t *testing.T) {
 	for _, f := range segs {
 		s.forward(a, f, true)
 	}
-	if len(dev.writes) != 0 {
-		t.Fatalf("%d writes before the batch ended, want the run held", len(dev.writes))
-	}
+	require.Empty(t, dev.writes, "%d writes before the batch ended, want the run held", len(dev.writes))
 	other := frame(mac(9), mac(1), 7)
 	s.forward(a, other, true)                     // not TCP: ends the run, goes alone after it
 	s.forward(a, uplinkTCP(4, 3*seg, seg), true)  // starts a new run, written at the batch's end
 	s.forward(a, uplinkTCP(5, 4*seg, 1480), true) // beyond the MTU: dropped, the run stays
 	s.gro.flush()
 
-	if len(dev.writes) != 3 {
-		t.Fatalf("%d writes, want 3 (superframe, lone frame, run of one)", len(dev.writes))
-	}
+	require.Len(t, dev.writes, 3, "%d writes, want 3 (superframe, lone frame, run of one)", len(dev.writes))
 	w := dev.writes[0]
-	if !w.gso || w.hdr.GSOType != offload.GSOTCPv4 || w.hdr.GSOSize != seg || w.hdr.Flags != offload.FlagNeedsCsum ||
-		w.hdr.CsumStart != 34 || w.hdr.CsumOffset != 16 || len(w.frame) != 54+3*seg {
-		t.Fatalf("first write: gso %v header %+v, %d bytes; want a TCPv4 superframe of 3 segments", w.gso, w.hdr, len(w.frame))
-	}
+	require.True(t, w.gso, "first write: gso %v header %+v, %d bytes; want a TCPv4 superframe of 3 segments", w.gso, w.hdr, len(w.frame))
+	require.Equal(t, uint8(offload.GSOTCPv4), w.hdr.GSOType, "first write: gso %v header %+v, %d bytes; want a TCPv4 superframe of 3 segments", w.gso, w.hdr, len(w.frame))
+	require.Equal(t, uint16(seg), w.hdr.GSOSize, "first write: gso %v header %+v, %d bytes; want a TCPv4 superframe of 3 segments", w.gso, w.hdr, len(w.frame))
+	require.Equal(t, uint8(offload.FlagNeedsCsum), w.hdr.Flags, "first write: gso %v header %+v, %d bytes; want a TCPv4 superframe of 3 segments", w.gso, w.hdr, len(w.frame))
+	require.Equal(t, uint16(34), w.hdr.CsumStart, "first write: gso %v header %+v, %d bytes; want a TCPv4 superframe of 3 segments", w.gso, w.hdr, len(w.frame))
+	require.Equal(t, uint16(16), w.hdr.CsumOffset, "first write: gso %v header %+v, %d bytes; want a TCPv4 superframe of 3 segments", w.gso, w.hdr, len(w.frame))
+	require.Equal(t, 54+3*seg, len(w.frame), "first write: gso %v header %+v, %d bytes; want a TCPv4 superframe of 3 segments", w.gso, w.hdr, len(w.frame))
 	var payload []byte
 	for _, f := range segs {
 		payload = append(payload, f[54:]...)
 	}
-	if !bytes.Equal(w.frame[54:], payload) || binary.BigEndian.Uint16(w.frame[16:]) != uint16(40+3*seg) {
-		t.Fatal("superframe: payloads out of order or IP total length not the run's")
-	}
-	if w := dev.writes[1]; w.gso || !bytes.Equal(w.frame, other) {
-		t.Fatalf("second write: gso %v, want the non-TCP frame alone", w.gso)
-	}
-	if w := dev.writes[2]; !w.gso || w.hdr.GSOType != offload.GSONone || !bytes.Equal(w.frame, uplinkTCP(4, 3*seg, seg)) {
-		t.Fatalf("third write: header %+v, want segment 4 unchanged with a header asking nothing", w.hdr)
-	}
+	require.Equal(t, payload, w.frame[54:], "superframe: payloads out of order or IP total length not the run's")
+	require.Equal(t, uint16(40+3*seg), binary.BigEndian.Uint16(w.frame[16:]), "superframe: payloads out of order or IP total length not the run's")
+	w = dev.writes[1]
+	require.False(t, w.gso, "second write: gso %v, want the non-TCP frame alone", w.gso)
+	require.Equal(t, other, w.frame, "second write: gso %v, want the non-TCP frame alone", w.gso)
+	w = dev.writes[2]
+	require.True(t, w.gso, "third write: header %+v, want segment 4 unchanged with a header asking nothing", w.hdr)
+	require.Equal(t, uint8(offload.GSONone), w.hdr.GSOType, "third write: header %+v, want segment 4 unchanged with a header asking nothing", w.hdr)
+	require.Equal(t, uplinkTCP(4, 3*seg, seg), w.frame, "third write: header %+v, want segment 4 unchanged with a header asking nothing", w.hdr)
 	st := u.Stats()
 	wantBytes := uint64(len(other) + 4*len(segs[0]))
-	if st.TxFrames != 5 || st.TxAggregates != 1 || st.TxMTUDrops != 1 || st.TxBytes != wantBytes || st.TxErrors != 0 {
-		t.Fatalf("stats %+v, want TxFrames 5, TxAggregates 1, TxMTUDrops 1, TxBytes %d", st, wantBytes)
-	}
+	require.Equal(t, uint64(5), st.TxFrames, "stats %+v, want TxFrames 5, TxAggregates 1, TxMTUDrops 1, TxBytes %d", st, wantBytes)
+	require.Equal(t, uint64(1), st.TxAggregates, "stats %+v, want TxFrames 5, TxAggregates 1, TxMTUDrops 1, TxBytes %d", st, wantBytes)
+	require.Equal(t, uint64(1), st.TxMTUDrops, "stats %+v, want TxFrames 5, TxAggregates 1, TxMTUDrops 1, TxBytes %d", st, wantBytes)
+	require.Equal(t, wantBytes, st.TxBytes, "stats %+v, want TxFrames 5, TxAggregates 1, TxMTUDrops 1, TxBytes %d", st, wantBytes)
+	require.Equal(t, uint64(0), st.TxErrors, "stats %+v, want TxFrames 5, TxAggregates 1, TxMTUDrops 1, TxBytes %d", st, wantBytes)
 
 	// A sender that is not inline has no batch end that would write a run: its frames go
 	// out at once, alone.
 	dev.writes = nil
 	s.forward(a, uplinkTCP(6, 0, seg), false)
 	s.forward(a, uplinkTCP(7, seg, seg), false)
-	if len(dev.writes) != 2 || dev.writes[0].gso || dev.writes[1].gso {
-		t.Fatalf("frames of a sender that is not inline: %d writes, want 2 alone", len(dev.writes))
-	}
+	require.Len(t, dev.writes, 2, "frames of a sender that is not inline: %d writes, want 2 alone", len(dev.writes))
+	require.False(t, dev.writes[0].gso, "frames of a sender that is not inline: %d writes, want 2 alone", len(dev.writes))
+	require.False(t, dev.writes[1].gso, "frames of a sender that is not inline: %d writes, want 2 alone", len(dev.writes))
 
 	// Switching coalescing off writes the run first.
 	dev.writes = nil
@@ -126,7 +127,7 @@ func TestUplinkTxCoalescing(t *testing.T) {
 	u.SetTxGSO(nil)
 	s.forward(a, uplinkTCP(9, seg, seg), true)
 	s.gro.flush()
-	if len(dev.writes) != 2 || !dev.writes[0].gso || dev.writes[1].gso {
-		t.Fatalf("after SetTxGSO(nil): %d writes, want the held run then a frame alone", len(dev.writes))
-	}
+	require.Len(t, dev.writes, 2, "after SetTxGSO(nil): %d writes, want the held run then a frame alone", len(dev.writes))
+	require.True(t, dev.writes[0].gso, "after SetTxGSO(nil): %d writes, want the held run then a frame alone", len(dev.writes))
+	require.False(t, dev.writes[1].gso, "after SetTxGSO(nil): %d writes, want the held run then a frame alone", len(dev.writes))
 }

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // uplinkRecorder is the device side of an uplink in tests: it records what the uplink sends.
@@ -41,23 +43,19 @@ func TestUplinkSplitHorizonAndLearning(t *testing.T) {
 	}
 	// The remote address is now behind the uplink: unicast to it goes only there.
 	s.forward(ports["a"], frame(remote, mac(1), 2), false)
-	if f := dev.take(); len(f) != 1 || f[0][14] != 2 {
-		t.Fatalf("unicast to the remote station: uplink got %d frames, want 1", len(f))
-	}
-	if got := receivers(t, recs, 2); len(got) != 0 {
-		t.Fatalf("unicast to a station behind the uplink also reached %v", got)
-	}
+	f := dev.take()
+	require.Len(t, f, 1, "unicast to the remote station: uplink got %d frames, want 1", len(f))
+	require.Equal(t, byte(2), f[0][14], "unicast to the remote station: uplink got %d frames, want 1", len(f))
+	require.Empty(t, receivers(t, recs, 2), "unicast to a station behind the uplink also reached")
 	// A frame from the uplink to an address learned on the uplink is not reflected.
 	u.Receive(frame(remote, mac(8), 3))
-	if n := len(dev.take()); n != 0 {
-		t.Fatal("frame to a station behind the uplink was sent back out of it")
-	}
+	require.Equal(t, 0, len(dev.take()), "frame to a station behind the uplink was sent back out of it")
 	// Ageing applies to uplink addresses as to ports'.
 	clk.advance(DefaultAgeingTime + time.Second)
 	s.forward(ports["a"], frame(remote, mac(1), 4), false)
-	if got := receivers(t, recs, 4); len(got) != 1 || got[0] != "b" {
-		t.Fatalf("after ageing, frame to the remote station reached ports %v, want [b] (flooded)", got)
-	}
+	got := receivers(t, recs, 4)
+	require.Len(t, got, 1, "after ageing, frame to the remote station reached ports %v, want [b] (flooded)", got)
+	require.Equal(t, "b", got[0], "after ageing, frame to the remote station reached ports %v, want [b] (flooded)", got)
 	if n := len(dev.take()); n != 1 {
 		t.Fatalf("after ageing, uplink got %d frames, want 1 (flooded)", n)
 	}
@@ -67,17 +65,14 @@ func TestUplinkSplitHorizonAndLearning(t *testing.T) {
 	recs["b"].take()
 	u.SetUp(false)
 	for _, e := range s.FDB() {
-		if e.Port == "uplink:vx0" {
-			t.Fatalf("address %s still learned on the uplink after it went down", e.MAC)
-		}
+		require.NotEqual(t, "uplink:vx0", e.Port, "address %s still learned on the uplink after it went down", e.MAC)
 	}
 	s.forward(ports["a"], frame(remote, mac(1), 6), false)
-	if n := len(dev.take()); n != 0 {
-		t.Fatal("a down uplink transmitted")
-	}
-	if st := u.Stats(); st.TxDown != 1 || st.RxFrames != 3 || st.TxFrames != 2 {
-		t.Fatalf("stats %+v, want TxDown 1, RxFrames 3, TxFrames 2", st)
-	}
+	require.Equal(t, 0, len(dev.take()), "a down uplink transmitted")
+	st := u.Stats()
+	require.Equal(t, uint64(1), st.TxDown, "stats %+v, want TxDown 1, RxFrames 3, TxFrames 2", st)
+	require.Equal(t, uint64(3), st.RxFrames, "stats %+v, want TxDown 1, RxFrames 3, TxFrames 2", st)
+	require.Equal(t, uint64(2), st.TxFrames, "stats %+v, want TxDown 1, RxFrames 3, TxFrames 2", st)
 }
 
 func TestUplinkMTU(t *testing.T) {
@@ -108,9 +103,8 @@ func TestUplinkMTU(t *testing.T) {
 			s.forward(ports["a"], tc.frame, false)
 			sent := len(dev.take()) == 1
 			st := u.Stats()
-			if sent != tc.sent || (st.TxMTUDrops == 1) == tc.sent {
-				t.Fatalf("sent %v (stats %+v), want sent %v", sent, st, tc.sent)
-			}
+			require.Equal(t, tc.sent, sent, "sent %v (stats %+v), want sent %v", sent, st, tc.sent)
+			require.NotEqual(t, tc.sent, st.TxMTUDrops == 1, "sent %v (stats %+v), want sent %v", sent, st, tc.sent)
 		})
 	}
 }
@@ -126,13 +120,11 @@ func TestUplinkTxErrorCounted(t *testing.T) {
 		t.Fatalf("stats %+v, want one TX error", st)
 	}
 	u.Receive(make([]byte, 13))
-	if st := u.Stats(); st.RxRunts != 1 || st.RxFrames != 0 {
-		t.Fatalf("stats %+v, want one runt", st)
-	}
+	st := u.Stats()
+	require.Equal(t, uint64(1), st.RxRunts, "stats %+v, want one runt", st)
+	require.Equal(t, uint64(0), st.RxFrames, "stats %+v, want one runt", st)
 	u.Detach()
-	if s.Ports() != 1 {
-		t.Fatalf("%d members after detach, want 1", s.Ports())
-	}
+	require.Equal(t, 1, s.Ports(), "%d members after detach, want 1", s.Ports())
 }
 
 func TestSegmentStormControl(t *testing.T) {
@@ -152,22 +144,19 @@ func TestSegmentStormControl(t *testing.T) {
 	if n := len(recs["b"].take()); n != 5 {
 		t.Fatalf("%d of 5 unicast frames to a learned address delivered", n)
 	}
-	if st := s.Stats(); st.Floods != 3 || st.StormDrops != 3 {
-		t.Fatalf("stats %+v, want 3 floods and 3 storm drops", st)
-	}
+	st := s.Stats()
+	require.Equal(t, uint64(3), st.Floods, "stats %+v, want 3 floods and 3 storm drops", st)
+	require.Equal(t, uint64(3), st.StormDrops, "stats %+v, want 3 floods and 3 storm drops", st)
 	// The next second has a fresh budget.
 	clk.advance(time.Second)
 	s.forward(ports["a"], frame(broadcast, mac(1), 8), false)
-	if n := len(recs["b"].take()); n != 1 {
-		t.Fatal("broadcast not flooded in the next second")
-	}
+	require.Equal(t, 1, len(recs["b"].take()), "broadcast not flooded in the next second")
 	s.SetStormLimit(0)
 	for range 10 {
 		s.forward(ports["a"], frame(broadcast, mac(1), 8), false)
 	}
-	if n := len(recs["b"].take()); n != 10 {
-		t.Fatalf("without a limit %d of 10 broadcasts flooded", n)
-	}
+	n := len(recs["b"].take())
+	require.Equal(t, 10, n, "without a limit %d of 10 broadcasts flooded", n)
 }
 
 // TestUplinkConcurrent: frames from the uplink and from ports, the uplink flapping and the storm
@@ -211,8 +200,8 @@ func TestUplinkConcurrent(t *testing.T) {
 	}()
 	wg.Wait()
 	st := u.Stats()
-	if st.RxFrames != frames || uint64(sent.Load()) != st.TxFrames || st.TxFrames+st.TxDown+s.Stats().StormDrops < frames {
-		t.Fatalf("uplink %+v, segment %+v, sent %d: frames unaccounted for", st, s.Stats(), sent.Load())
-	}
+	require.Equal(t, uint64(frames), st.RxFrames, "uplink %+v, segment %+v, sent %d: frames unaccounted for", st, s.Stats(), sent.Load())
+	require.Equal(t, st.TxFrames, uint64(sent.Load()), "uplink %+v, segment %+v, sent %d: frames unaccounted for", st, s.Stats(), sent.Load())
+	require.GreaterOrEqual(t, st.TxFrames+st.TxDown+s.Stats().StormDrops, uint64(frames), "uplink %+v, segment %+v, sent %d: frames unaccounted for", st, s.Stats(), sent.Load())
 	u.Detach()
 }

@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"bytes"
 	"encoding/binary"
 	"net"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"github.com/manad/manad/daemon/offload"
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/vnic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // lockedGSOLog is a gsoLog the TX goroutine writes while the test reads it.
@@ -84,27 +85,27 @@ func TestSuperframeLeavesUplinkWhole(t *testing.T) {
 	sendSuperframe(t, a, remoteStation, 5000, segs, mss)
 	waitFor(t, "the superframe to leave the uplink", func() bool { return u.Stats().TxFrames >= segs })
 	ws := dev.take()
-	if len(ws) != 1 {
-		t.Fatalf("%d writes, want the superframe as one", len(ws))
-	}
+	require.Len(t, ws, 1, "%d writes, want the superframe as one", len(ws))
 	w := ws[0]
-	if !w.gso || w.hdr.GSOType != offload.GSOTCPv4 || w.hdr.GSOSize != mss || w.hdr.Flags&offload.FlagNeedsCsum == 0 ||
-		w.hdr.HdrLen != 54 || w.hdr.CsumStart != 34 || w.hdr.CsumOffset != 16 || len(w.frame) != 54+segs*mss {
-		t.Fatalf("write: gso %v, header %+v, %d bytes; want the TCPv4 superframe whole", w.gso, w.hdr, len(w.frame))
-	}
-	if seq := binary.BigEndian.Uint32(w.frame[38:]); seq != 5000 || !bytes.Equal(w.frame[:12], append(append([]byte(nil), remoteStation.mac...), a.mac...)) {
-		t.Fatalf("superframe: seq %d, addresses % x", seq, w.frame[:12])
-	}
+	require.True(t, w.gso, "write: gso %v, header %+v, %d bytes; want the TCPv4 superframe whole", w.gso, w.hdr, len(w.frame))
+	require.Equal(t, uint8(offload.GSOTCPv4), w.hdr.GSOType, "write: gso %v, header %+v, %d bytes; want the TCPv4 superframe whole", w.gso, w.hdr, len(w.frame))
+	require.Equal(t, uint16(mss), w.hdr.GSOSize, "write: gso %v, header %+v, %d bytes; want the TCPv4 superframe whole", w.gso, w.hdr, len(w.frame))
+	require.NotEqual(t, uint8(0), w.hdr.Flags&offload.FlagNeedsCsum, "write: gso %v, header %+v, %d bytes; want the TCPv4 superframe whole", w.gso, w.hdr, len(w.frame))
+	require.Equal(t, uint16(54), w.hdr.HdrLen, "write: gso %v, header %+v, %d bytes; want the TCPv4 superframe whole", w.gso, w.hdr, len(w.frame))
+	require.Equal(t, uint16(34), w.hdr.CsumStart, "write: gso %v, header %+v, %d bytes; want the TCPv4 superframe whole", w.gso, w.hdr, len(w.frame))
+	require.Equal(t, uint16(16), w.hdr.CsumOffset, "write: gso %v, header %+v, %d bytes; want the TCPv4 superframe whole", w.gso, w.hdr, len(w.frame))
+	require.Equal(t, 54+segs*mss, len(w.frame), "write: gso %v, header %+v, %d bytes; want the TCPv4 superframe whole", w.gso, w.hdr, len(w.frame))
+	seq := binary.BigEndian.Uint32(w.frame[38:])
+	require.Equal(t, uint32(5000), seq, "superframe: seq %d, addresses % x", seq, w.frame[:12])
+	require.Equal(t, append(append([]byte(nil), remoteStation.mac...), a.mac...), w.frame[:12], "superframe: seq %d, addresses % x", seq, w.frame[:12])
 	st := u.Stats()
-	if st.TxWhole != 1 || st.TxAggregates != 1 || st.TxFrames != segs || st.TxBytes != wire || st.TxErrors != 0 {
-		t.Fatalf("uplink stats %+v, want TxWhole 1, TxAggregates 1, TxFrames %d, TxBytes %d", st, segs, wire)
-	}
-	if d := a.portStat(t, "hc_tx_ucast_pkts") - txUcast; d != segs {
-		t.Errorf("hc_tx_ucast_pkts +%d, want +%d", d, segs)
-	}
-	if d := a.portStat(t, "hc_tx_bytes") - txBytes; d != wire {
-		t.Errorf("hc_tx_bytes +%d, want +%d", d, wire)
-	}
+	require.Equal(t, uint64(1), st.TxWhole, "uplink stats %+v, want TxWhole 1, TxAggregates 1, TxFrames %d, TxBytes %d", st, segs, wire)
+	require.Equal(t, uint64(1), st.TxAggregates, "uplink stats %+v, want TxWhole 1, TxAggregates 1, TxFrames %d, TxBytes %d", st, segs, wire)
+	require.Equal(t, uint64(segs), st.TxFrames, "uplink stats %+v, want TxWhole 1, TxAggregates 1, TxFrames %d, TxBytes %d", st, segs, wire)
+	require.Equal(t, wire, st.TxBytes, "uplink stats %+v, want TxWhole 1, TxAggregates 1, TxFrames %d, TxBytes %d", st, segs, wire)
+	require.Equal(t, uint64(0), st.TxErrors, "uplink stats %+v, want TxWhole 1, TxAggregates 1, TxFrames %d, TxBytes %d", st, segs, wire)
+	assert.Equal(t, uint64(segs), a.portStat(t, "hc_tx_ucast_pkts")-txUcast, "hc_tx_ucast_pkts +")
+	assert.Equal(t, wire, a.portStat(t, "hc_tx_bytes")-txBytes, "hc_tx_bytes +")
 	if n := a.portStat(t, "tx_0_tso_packets"); n != 1 {
 		t.Errorf("tx_0_tso_packets %d, want 1", n)
 	}
@@ -113,12 +114,12 @@ func TestSuperframeLeavesUplinkWhole(t *testing.T) {
 	u.SetMTU(1000)
 	sendSuperframe(t, a, remoteStation, 20000, segs, mss)
 	waitFor(t, "the second superframe's frames to be dropped", func() bool { return u.Stats().TxMTUDrops >= segs })
-	if st := u.Stats(); st.TxWhole != 1 || st.TxMTUDrops != segs || st.TxFrames != segs {
-		t.Fatalf("uplink stats %+v after a superframe beyond the MTU, want TxWhole 1, TxMTUDrops %d", st, segs)
-	}
-	if n := len(dev.take()); n != 0 {
-		t.Fatalf("%d writes of a superframe beyond the MTU", n)
-	}
+	st = u.Stats()
+	require.Equal(t, uint64(1), st.TxWhole, "uplink stats %+v after a superframe beyond the MTU, want TxWhole 1, TxMTUDrops %d", st, segs)
+	require.Equal(t, uint64(segs), st.TxMTUDrops, "uplink stats %+v after a superframe beyond the MTU, want TxWhole 1, TxMTUDrops %d", st, segs)
+	require.Equal(t, uint64(segs), st.TxFrames, "uplink stats %+v after a superframe beyond the MTU, want TxWhole 1, TxMTUDrops %d", st, segs)
+	n := len(dev.take())
+	require.Equal(t, 0, n, "%d writes of a superframe beyond the MTU", n)
 }
 
 // TestAggregateReachesPortWhole: a TCP aggregate an uplink's device hands over reaches a port
@@ -147,33 +148,24 @@ func TestAggregateReachesPortWhole(t *testing.T) {
 	f := tcpFrameFor(b, remoteStation, 1, seq, segs*mss)
 	f[47] = 0x08                               // PSH alone: the reset acknowledges what it got (tcp_v4_send_reset)
 	binary.BigEndian.PutUint16(f[50:], 0x1234) // a checksum nobody computed, as for a TSO aggregate
-	if !u.ReceiveWhole(f, offload.GSOTCPv4, mss, 1500) {
-		t.Fatal("the port did not take the aggregate whole")
-	}
+	require.True(t, u.ReceiveWhole(f, offload.GSOTCPv4, mss, 1500), "the port did not take the aggregate whole")
 	st := u.Stats()
-	if st.RxWhole != 1 || st.RxFrames != segs || st.RxBytes != wire {
-		t.Fatalf("uplink stats %+v, want RxWhole 1, RxFrames %d, RxBytes %d", st, segs, wire)
-	}
-	if d := b.portStat(t, "hc_rx_ucast_pkts") - rxUcast; d != segs {
-		t.Errorf("hc_rx_ucast_pkts +%d, want +%d", d, segs)
-	}
-	if d := b.portStat(t, "hc_rx_bytes") - rxBytes; d != wire {
-		t.Errorf("hc_rx_bytes +%d, want +%d", d, wire)
-	}
-	if qs := b.ep.Stats(); qs[0].RxCoalesced != segs-1 {
-		t.Errorf("RxCoalesced %d, want %d", qs[0].RxCoalesced, segs-1)
-	}
+	require.Equal(t, uint64(1), st.RxWhole, "uplink stats %+v, want RxWhole 1, RxFrames %d, RxBytes %d", st, segs, wire)
+	require.Equal(t, uint64(segs), st.RxFrames, "uplink stats %+v, want RxWhole 1, RxFrames %d, RxBytes %d", st, segs, wire)
+	require.Equal(t, wire, st.RxBytes, "uplink stats %+v, want RxWhole 1, RxFrames %d, RxBytes %d", st, segs, wire)
+	assert.Equal(t, uint64(segs), b.portStat(t, "hc_rx_ucast_pkts")-rxUcast, "hc_rx_ucast_pkts +")
+	assert.Equal(t, wire, b.portStat(t, "hc_rx_bytes")-rxBytes, "hc_rx_bytes +")
+	qs := b.ep.Stats()
+	assert.Equal(t, uint64(segs-1), qs[0].RxCoalesced, "RxCoalesced")
 	after, _ := taptest.ShowLink(t, b.ns, "eth0")
-	if d := after.Stats64.RX.Packets - before.Stats64.RX.Packets; d != 1 {
-		t.Errorf("the TAP received %d packets, want the aggregate as 1", d)
-	}
+	d := after.Stats64.RX.Packets - before.Stats64.RX.Packets
+	assert.Equal(t, uint64(1), d, "the TAP received %d packets, want the aggregate as 1", d)
 	waitFor(t, "the port's reset", func() bool {
 		for _, w := range dev.take() {
 			r := w.frame
 			if len(r) >= 54 && r[23] == 6 && r[47]&0x04 != 0 {
-				if ack := binary.BigEndian.Uint32(r[42:]); ack != seq+segs*mss {
-					t.Fatalf("the reset acknowledges %d, want %d (every byte of the aggregate)", ack, seq+segs*mss)
-				}
+				ack := binary.BigEndian.Uint32(r[42:])
+				require.Equal(t, uint32(seq+segs*mss), ack, "the reset acknowledges %d, want %d (every byte of the aggregate)", ack, seq+segs*mss)
 				return true
 			}
 		}
@@ -183,16 +175,12 @@ func TestAggregateReachesPortWhole(t *testing.T) {
 	// A station the segment does not know, and a segment size beyond the MTU: refused,
 	// nothing counted.
 	f = tcpFrameFor(b, remoteStation, 2, seq, segs*mss)
-	if u.ReceiveWhole(f, offload.GSOTCPv4, 1461, 1500) {
-		t.Error("an aggregate with segments beyond the MTU was taken whole")
-	}
+	assert.False(t, u.ReceiveWhole(f, offload.GSOTCPv4, 1461, 1500), "an aggregate with segments beyond the MTU was taken whole")
 	copy(f[0:6], mac(77))
-	if u.ReceiveWhole(f, offload.GSOTCPv4, mss, 1500) {
-		t.Error("an aggregate to an unknown station was taken whole")
-	}
-	if st := u.Stats(); st.RxWhole != 1 || st.RxFrames != segs {
-		t.Fatalf("uplink stats %+v after refusals, want them unchanged", st)
-	}
+	assert.False(t, u.ReceiveWhole(f, offload.GSOTCPv4, mss, 1500), "an aggregate to an unknown station was taken whole")
+	st = u.Stats()
+	require.Equal(t, uint64(1), st.RxWhole, "uplink stats %+v after refusals, want them unchanged", st)
+	require.Equal(t, uint64(segs), st.RxFrames, "uplink stats %+v after refusals, want them unchanged", st)
 }
 
 // resetWatcher reads the frames p's TAP receives (an AF_PACKET socket in p's namespace) and
@@ -206,17 +194,11 @@ func watchResets(t *testing.T, p *testPort) *resetWatcher {
 	taptest.InNetNS(t, p.ns, func() {
 		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IP)))
 	})
-	if err != nil {
-		t.Fatalf("AF_PACKET socket: %v", err)
-	}
+	require.NoError(t, err, "AF_PACKET socket")
 	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: p.dev.Index()}); err != nil {
-		t.Fatalf("bind: %v", err)
-	}
+	require.NoError(t, unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: p.dev.Index()}), "bind")
 	tv := unix.Timeval{Usec: 100_000}
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv))
 	return &resetWatcher{fd: fd}
 }
 
@@ -263,9 +245,7 @@ func TestSuperframeReachesPortWhole(t *testing.T) {
 		after := read()
 		want := counts{before.txUcast + segs, before.rxUcast + segs, before.rxBytes + wire, before.rxPackets + segs,
 			before.tapPackets + tapPackets, before.whole + whole, before.coalesced + coalesced}
-		if after != want {
-			t.Errorf("%s: counters %+v, want %+v (from %+v)", what, after, want, before)
-		}
+		assert.Equal(t, want, after, "%s: counters %+v, want %+v (from %+v)", what, after, want, before)
 	}
 
 	// PSH alone, no ACK: the reset acknowledges what the kernel got (tcp_v4_send_reset).
@@ -279,9 +259,7 @@ func TestSuperframeReachesPortWhole(t *testing.T) {
 	// A capture on the segment: the superframe is cut, the capture sees its frames, the port
 	// merges them again.
 	c, err := h.seg.Capture(CaptureConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	before = read()
 	sendSuperframeFlags(t, a, b, 20000, segs, mss, psh)
 	resets.waitAck(t, 20000+segs*mss)
@@ -297,9 +275,7 @@ func TestSuperframeReachesPortWhole(t *testing.T) {
 			captured++
 		}
 	}
-	if captured != segs {
-		t.Errorf("the capture saw %d frames of the superframe, want %d", captured, segs)
-	}
+	assert.Equal(t, segs, captured, "the capture saw %d frames of the superframe, want %d", captured, segs)
 
 	// URG: GRO does not merge such segments, so neither does the port: cut, each written alone.
 	before = read()

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/manad/manad/daemon/offload"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // verify is the receiver's check (RFC 1071), written independently of completeChecksum: the
@@ -28,9 +30,7 @@ func verify(t *testing.T, src, dst []byte, proto byte, seg []byte) {
 	for sum > 0xffff {
 		sum = sum&0xffff + sum>>16
 	}
-	if sum != 0xffff {
-		t.Fatalf("checksum does not verify: sum %#x", sum)
-	}
+	require.Equal(t, uint64(0xffff), sum, "checksum does not verify: sum")
 }
 
 func ipv4Frame(proto byte, l4 []byte, vlan bool) []byte {
@@ -73,9 +73,7 @@ func TestCompleteChecksum(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := append([]byte(nil), tc.frame...)
-			if !offload.CompleteChecksum(f) {
-				t.Fatal("frame not recognised")
-			}
+			require.True(t, offload.CompleteChecksum(f), "frame not recognised")
 			total := int(binary.BigEndian.Uint16(f[tc.l3+2:]))
 			verify(t, src, dst, tc.proto, f[tc.l3+20:tc.l3+total])
 		})
@@ -89,9 +87,7 @@ func TestCompleteChecksum(t *testing.T) {
 		ipv6[i] = byte(i)
 	}
 	copy(ipv6[54:], udp)
-	if !offload.CompleteChecksum(ipv6) {
-		t.Fatal("IPv6 UDP not recognised")
-	}
+	require.True(t, offload.CompleteChecksum(ipv6), "IPv6 UDP not recognised")
 	verify(t, ipv6[22:38], ipv6[38:54], 17, ipv6[54:])
 
 	// Left alone: what it cannot fill in correctly.
@@ -100,8 +96,6 @@ func TestCompleteChecksum(t *testing.T) {
 	short := ipv4Frame(6, tcp, false)[:30]
 	icmp := ipv4Frame(1, udp, false)
 	for name, f := range map[string][]byte{"fragment": frag, "truncated": short, "icmp": icmp, "runt": {1, 2, 3}, "arp": make([]byte, 60)} {
-		if offload.CompleteChecksum(f) {
-			t.Errorf("%s: changed a frame it should leave alone", name)
-		}
+		assert.False(t, offload.CompleteChecksum(f), "%s: changed a frame it should leave alone", name)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/manad/manad/daemon/offload"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // segTCP cuts a TCP aggregate as the uplink does for one that came with a TCP GSO type.
@@ -75,49 +77,35 @@ func TestSegmentTCP(t *testing.T) {
 				l4 = 54
 			}
 			var got [][]byte
-			if !segTCP(f, tc.mss, 1500, func(s []byte) { got = append(got, append([]byte(nil), s...)) }) {
-				t.Fatal("not segmented")
-			}
-			if len(got) != tc.segs {
-				t.Fatalf("%d segments, want %d", len(got), tc.segs)
-			}
+			require.True(t, segTCP(f, tc.mss, 1500, func(s []byte) { got = append(got, append([]byte(nil), s...)) }), "not segmented")
+			require.Len(t, got, tc.segs, "%d segments, want %d", len(got), tc.segs)
 			var data []byte
 			for i, s := range got {
 				n := len(s) - l4 - 20
-				if n > tc.mss || (i < len(got)-1 && n != tc.mss) {
-					t.Fatalf("segment %d carries %d bytes (mss %d)", i, n, tc.mss)
+				require.LessOrEqual(t, n, tc.mss, "segment %d carries %d bytes (mss %d)", i, n, tc.mss)
+				if i < len(got)-1 {
+					require.Equal(t, tc.mss, n, "segment %d carries %d bytes (mss %d)", i, n, tc.mss)
 				}
-				if seq := binary.BigEndian.Uint32(s[l4+4:]); seq != 1000+uint32(i*tc.mss) {
-					t.Fatalf("segment %d seq %d", i, seq)
-				}
+				require.Equal(t, 1000+uint32(i*tc.mss), binary.BigEndian.Uint32(s[l4+4:]), "segment %d seq", i)
 				fl := s[l4+13]
-				if last := i == len(got)-1; (fl&0x09 != 0) != last || (fl&0x80 != 0) != (i == 0) || fl&0x10 == 0 {
-					t.Fatalf("segment %d flags %#x", i, fl)
-				}
+				last := i == len(got)-1
+				require.Equal(t, last, fl&0x09 != 0, "segment %d flags %#x", i, fl)
+				require.Equal(t, i == 0, fl&0x80 != 0, "segment %d flags %#x", i, fl)
+				require.NotEqual(t, byte(0), fl&0x10, "segment %d flags %#x", i, fl)
 				var src, dst []byte
 				if tc.v6 {
-					if pl := int(binary.BigEndian.Uint16(s[l3+4:])); pl != 20+n {
-						t.Fatalf("segment %d IPv6 payload length %d", i, pl)
-					}
+					require.Equal(t, 20+n, int(binary.BigEndian.Uint16(s[l3+4:])), "segment %d IPv6 payload length", i)
 					src, dst = s[l3+8:l3+24], s[l3+24:l3+40]
 				} else {
-					if tl := int(binary.BigEndian.Uint16(s[l3+2:])); tl != 40+n {
-						t.Fatalf("segment %d total length %d", i, tl)
-					}
-					if id := binary.BigEndian.Uint16(s[l3+4:]); id != 0x1234+uint16(i) {
-						t.Fatalf("segment %d id %#x", i, id)
-					}
-					if !ipv4HeaderOK(s[l3:l4]) {
-						t.Fatalf("segment %d IPv4 header checksum does not verify", i)
-					}
+					require.Equal(t, 40+n, int(binary.BigEndian.Uint16(s[l3+2:])), "segment %d total length", i)
+					require.Equal(t, 0x1234+uint16(i), binary.BigEndian.Uint16(s[l3+4:]), "segment %d id", i)
+					require.True(t, ipv4HeaderOK(s[l3:l4]), "segment %d IPv4 header checksum does not verify", i)
 					src, dst = s[l3+12:l3+16], s[l3+16:l3+20]
 				}
 				verify(t, src, dst, 6, s[l4:])
 				data = append(data, s[l4+20:]...)
 			}
-			if string(data) != string(f[l4+20:]) {
-				t.Fatal("the segments' payloads do not add up to the original")
-			}
+			require.Equal(t, string(f[l4+20:]), string(data), "the segments' payloads do not add up to the original")
 		})
 	}
 	for name, f := range map[string][]byte{
@@ -125,20 +113,12 @@ func TestSegmentTCP(t *testing.T) {
 		"truncated": tcpSuper(false, 3000, 0)[:1000],
 		"runt":      {1, 2},
 	} {
-		if segTCP(f, 1000, 1500, func([]byte) { t.Errorf("%s: emitted a segment", name) }) {
-			t.Errorf("%s: accepted", name)
-		}
+		assert.False(t, segTCP(f, 1000, 1500, func([]byte) { t.Errorf("%s: emitted a segment", name) }), "%s: accepted", name)
 	}
-	if segTCP(tcpSuper(false, 3000, 0), 0, 1500, func([]byte) {}) {
-		t.Error("mss 0 accepted")
-	}
+	assert.False(t, segTCP(tcpSuper(false, 3000, 0), 0, 1500, func([]byte) {}), "mss 0 accepted")
 	// IPv4 and TCP headers (40 bytes) and a 1461-byte segment exceed an MTU of 1500.
-	if segTCP(tcpSuper(false, 3000, 0), 1461, 1500, func([]byte) {}) {
-		t.Error("segments beyond the MTU accepted")
-	}
-	if !segTCP(tcpSuper(false, 3000, 0), 1460, 1500, func([]byte) {}) {
-		t.Error("segments at the MTU refused")
-	}
+	assert.False(t, segTCP(tcpSuper(false, 3000, 0), 1461, 1500, func([]byte) {}), "segments beyond the MTU accepted")
+	assert.True(t, segTCP(tcpSuper(false, 3000, 0), 1460, 1500, func([]byte) {}), "segments at the MTU refused")
 }
 
 // FuzzFrameFixups: whatever a device hands over, filling in checksums and cutting aggregates
@@ -153,16 +133,15 @@ func FuzzFrameFixups(f *testing.F) {
 		offload.CompleteChecksum(append([]byte(nil), frame...))
 		const mtu = 1500
 		segmentAggregate(seg, frame, vnetHdr{gsoType: gsoType, gsoSize: int(mss)}, mtu, func(s []byte) {
-			if n := len(s) - 14; n > mtu+4 {
-				t.Fatalf("segment of %d bytes beyond the MTU", n)
-			}
+			n := len(s) - 14
+			require.LessOrEqual(t, n, mtu+4, "segment of %d bytes beyond the MTU", n)
 		})
 		// What a port takes whole (datapath.Uplink.ReceiveWhole) stays within the frame.
 		agg := append([]byte(nil), frame...)
 		if h, st, err := offload.Aggregate(agg, gsoType, mss); err == nil {
-			if int(h.HdrLen) != st.HeaderLen || st.HeaderLen > len(agg) || int(h.CsumStart)+int(h.CsumOffset)+2 > len(agg) {
-				t.Fatalf("Aggregate: header %+v, %+v for a frame of %d bytes", h, st, len(agg))
-			}
+			require.Equal(t, st.HeaderLen, int(h.HdrLen), "Aggregate: header %+v, %+v for a frame of %d bytes", h, st, len(agg))
+			require.LessOrEqual(t, st.HeaderLen, len(agg), "Aggregate: header %+v, %+v for a frame of %d bytes", h, st, len(agg))
+			require.LessOrEqual(t, int(h.CsumStart)+int(h.CsumOffset)+2, len(agg), "Aggregate: header %+v, %+v for a frame of %d bytes", h, st, len(agg))
 		}
 	})
 }

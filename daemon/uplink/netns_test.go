@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/stretchr/testify/require"
 )
 
 // TestUplinkFollowsItsNetNS: `ip netns del` of an uplink's namespace leaves the uplink gone, with
@@ -44,32 +44,29 @@ func testFollowsItsNetNS(t *testing.T, mode string) {
 	}
 	addNS()
 	u, err := Start(context.Background(), Config{Dev: "v0", NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet(), Attach: mode})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer u.Close()
 	eventually(t, "v0 attached", func() bool { return u.Status().State == Up })
 
 	run(t, "ip", "netns", "del", ns)
 	eventually(t, "uplink gone with its namespace", func() bool { return u.Status().State == Absent })
 	st := u.Status()
-	if want := fmt.Sprintf("network namespace %q was deleted", ns); !strings.Contains(st.Err, want) || st.Index != 0 {
-		t.Fatalf("status %+v, want no ifindex and the reason %q", st, want)
-	}
+	want := fmt.Sprintf("network namespace %q was deleted", ns)
+	require.Contains(t, st.Err, want, "status %+v, want no ifindex and the reason %q", st, want)
+	require.Equal(t, 0, st.Index, "status %+v, want no ifindex and the reason %q", st, want)
 	// Nothing holds the namespace: it goes, and with it the veth pair.
 	eventually(t, "the namespace released (its veth peer gone)", func() bool {
 		_, err := net.InterfaceByName(peer)
 		return err != nil
 	})
-	if st := u.Status(); st.State != Absent {
-		t.Fatalf("state %v while the namespace is missing, want absent", st.State)
-	}
+	st = u.Status()
+	require.Equal(t, Absent, st.State, "state %v while the namespace is missing, want absent", st.State)
 
 	addNS()
 	eventually(t, "v0 attached in the new namespace", func() bool { return u.Status().State == Up })
-	if st, n := u.Status(), u.Stats().Attaches; st.Err != "" || n != 2 {
-		t.Fatalf("status %+v after %d attaches, want no error after 2", st, n)
-	}
+	st, n := u.Status(), u.Stats().Attaches
+	require.Equal(t, "", st.Err, "status %+v after %d attaches, want no error after 2", st, n)
+	require.Equal(t, uint64(2), n, "status %+v after %d attaches, want no error after 2", st, n)
 	sendFromHost(t, peer, testFrame(1, 100))
 	eventually(t, "a frame received through the new v0", func() bool { return u.Stats().RxFrames >= 1 })
 
@@ -91,13 +88,9 @@ func testFollowsItsNetNS(t *testing.T, mode string) {
 func sendFromHost(t *testing.T, dev string, frame []byte) {
 	t.Helper()
 	ifi, err := net.InterfaceByName(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer unix.Close(fd)
 	// The veth's carrier follows its peer's up a moment later: retry the first sends.
 	deadline := time.Now().Add(5 * time.Second)
@@ -108,7 +101,5 @@ func sendFromHost(t *testing.T, dev string, frame []byte) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err != nil {
-		t.Fatalf("send on %s: %v", dev, err)
-	}
+	require.NoError(t, err, "send on %s", dev)
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestSetStateLogsTransitions checks that the same failure, re-evaluated on every link event of
@@ -29,11 +31,9 @@ func TestSetStateLogsTransitions(t *testing.T) {
 	for i, s := range steps {
 		before := strings.Count(buf.String(), "\n")
 		u.setState(s.state, 0, s.err)
-		if got := strings.Count(buf.String(), "\n") > before; got != s.logs {
-			t.Errorf("step %d (%v %q): logged %v, want %v\n%s", i, s.state, s.err, got, s.logs, buf.String())
-		}
+		got := strings.Count(buf.String(), "\n") > before
+		assert.Equal(t, s.logs, got, "step %d (%v %q): logged %v, want %v\n%s", i, s.state, s.err, got, s.logs, buf.String())
 	}
-	if got := u.Status().Changes; got != 4 {
-		t.Errorf("Changes = %d, want 4 (→Failed→Down→Absent→Failed)", got)
-	}
+	got := u.Status().Changes
+	assert.Equal(t, uint64(4), got, "Changes = %d, want 4 (→Failed→Down→Absent→Failed)", got)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -37,9 +39,8 @@ func testNS(t *testing.T) string {
 
 func run(t *testing.T, args ...string) {
 	t.Helper()
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	require.NoError(t, err, "%s: %v\n%s", strings.Join(args, " "), err, out)
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -48,9 +49,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 func rawSocket(t *testing.T, ns, dev string) int {
 	t.Helper()
 	h, err := netns.GetFromName(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer h.Close()
 	var fd int
 	err = inNetNS(h, func() (err error) {
@@ -67,9 +66,7 @@ func rawSocket(t *testing.T, ns, dev string) int {
 		unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
 		return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { unix.Close(fd) })
 	return fd
 }
@@ -120,9 +117,8 @@ func sees(t *testing.T, fd int, tag byte) bool {
 
 func send(t *testing.T, fd int, f []byte) {
 	t.Helper()
-	if _, err := unix.Write(fd, f); err != nil {
-		t.Fatal(err)
-	}
+	_, err := unix.Write(fd, f)
+	require.NoError(t, err)
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -148,51 +144,35 @@ func testForwardsAndFollows(t *testing.T, mode string) {
 	ns := testNS(t)
 	seg := datapath.NewSegment("t")
 	ua, err := Start(context.Background(), Config{Dev: "a0", NetNS: ns, Segment: seg, Logger: quiet(), Attach: mode})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ua.Close()
 	ub, err := Start(context.Background(), Config{Dev: "b0", NetNS: ns, Segment: seg, Logger: quiet(), Attach: mode})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ub.Close()
 	for _, u := range []*Uplink{ua, ub} {
 		eventually(t, u.cfg.Name()+" up", func() bool { return u.Status().State == Up })
-		if st := u.Status(); st.Attach != mode {
-			t.Fatalf("%s attached with %q (%s), want %q", u.cfg.Name(), st.Attach, st.Err, mode)
-		}
+		st := u.Status()
+		require.Equal(t, mode, st.Attach, "%s attached with %q (%s)", u.cfg.Name(), st.Attach, st.Err)
 	}
 	a1, b1 := rawSocket(t, ns, "a1"), rawSocket(t, ns, "b1")
 
 	// Both directions, through the segment.
 	send(t, a1, testFrame(1, 100))
-	if !sees(t, b1, 1) {
-		t.Fatal("frame from a1 did not reach b1")
-	}
+	require.True(t, sees(t, b1, 1), "frame from a1 did not reach b1")
 	send(t, b1, testFrame(2, 100))
-	if !sees(t, a1, 2) {
-		t.Fatal("frame from b1 did not reach a1")
-	}
+	require.True(t, sees(t, a1, 2), "frame from b1 did not reach a1")
 	// Split horizon: what came in through a0 does not go back out through it.
-	if sees(t, a1, 1) {
-		t.Fatal("frame from a1 came back to a1")
-	}
+	require.False(t, sees(t, a1, 1), "frame from a1 came back to a1")
 
 	// MTU truth: b0's MTU drops larger frames, counted.
 	run(t, "ip", "-n", ns, "link", "set", "b0", "mtu", "1000")
 	eventually(t, "b0's MTU followed", func() bool { return ub.Status().MTU == 1000 })
 	send(t, a1, testFrame(3, 1001))
-	if sees(t, b1, 3) {
-		t.Fatal("a frame over b0's MTU went out")
-	}
-	if got := ub.Stats().TxMTUDrops; got != 1 {
-		t.Fatalf("TxMTUDrops %d, want 1", got)
-	}
+	require.False(t, sees(t, b1, 3), "a frame over b0's MTU went out")
+	got := ub.Stats().TxMTUDrops
+	require.Equal(t, uint64(1), got, "TxMTUDrops %d, want 1", got)
 	send(t, a1, testFrame(4, 1000))
-	if !sees(t, b1, 4) {
-		t.Fatal("a frame at b0's MTU did not go out")
-	}
+	require.True(t, sees(t, b1, 4), "a frame at b0's MTU did not go out")
 
 	// Carrier loss (the peer goes down), then back.
 	run(t, "ip", "-n", ns, "link", "set", "b1", "down")
@@ -202,9 +182,7 @@ func testForwardsAndFollows(t *testing.T, mode string) {
 	run(t, "ip", "-n", ns, "link", "set", "b1", "up")
 	eventually(t, "b0 up again", func() bool { return ub.Status().State == Up })
 	send(t, a1, testFrame(6, 100))
-	if !sees(t, b1, 6) {
-		t.Fatal("frame did not flow after the uplink came back")
-	}
+	require.True(t, sees(t, b1, 6), "frame did not flow after the uplink came back")
 
 	// The device disappears and a new one takes its name: re-attached.
 	run(t, "ip", "-n", ns, "link", "del", "b0")
@@ -215,25 +193,19 @@ func testForwardsAndFollows(t *testing.T, mode string) {
 	eventually(t, "new b0 attached", func() bool { return ub.Status().State == Up })
 	b1 = rawSocket(t, ns, "b1")
 	send(t, a1, testFrame(7, 100))
-	if !sees(t, b1, 7) {
-		t.Fatal("frame did not reach the re-created device")
-	}
-	if st := ub.Stats(); st.Attaches != 3 {
-		t.Fatalf("Attaches %d, want 3 (start, after carrier, after re-creation)", st.Attaches)
-	}
-	if st := ua.Stats(); st.RxFrames < 6 || st.TxFrames < 1 {
-		t.Fatalf("a0 stats %+v, want at least 6 frames received and 1 sent", st)
-	}
+	require.True(t, sees(t, b1, 7), "frame did not reach the re-created device")
+	require.Equal(t, uint64(3), ub.Stats().Attaches, "Attaches, want 3 (start, after carrier, after re-creation)")
+	st := ua.Stats()
+	require.GreaterOrEqual(t, st.RxFrames, uint64(6), "a0 stats %+v, want at least 6 frames received and 1 sent", st)
+	require.GreaterOrEqual(t, st.TxFrames, uint64(1), "a0 stats %+v, want at least 6 frames received and 1 sent", st)
 }
 
 func TestUplinkStartErrors(t *testing.T) {
 	seg := datapath.NewSegment("t")
-	if _, err := Start(context.Background(), Config{Segment: seg}); err == nil || !strings.Contains(err.Error(), "needs a device") {
-		t.Fatalf("no device: %v", err)
-	}
-	if _, err := Start(context.Background(), Config{Dev: "x"}); err == nil {
-		t.Fatal("no segment accepted")
-	}
+	_, err := Start(context.Background(), Config{Segment: seg})
+	require.ErrorContains(t, err, "needs a device", "no device")
+	_, err = Start(context.Background(), Config{Dev: "x"})
+	require.Error(t, err, "no segment accepted")
 }
 
 // TestUplinkWaitsForItsNetNS: an uplink whose namespace does not exist yet waits for it, then for
@@ -242,13 +214,11 @@ func TestUplinkWaitsForItsNetNS(t *testing.T) {
 	testenv.RequireRoot(t)
 	ns := fmt.Sprintf("uplw%d", os.Getpid()%100000)
 	u, err := Start(context.Background(), Config{Dev: "w0", NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer u.Close()
-	if st := u.Status(); st.State != Absent || !strings.Contains(st.Err, "network namespace") {
-		t.Fatalf("status %+v, want absent, waiting for the namespace", st)
-	}
+	st := u.Status()
+	require.Equal(t, Absent, st.State, "status %+v, want absent, waiting for the namespace", st)
+	require.Contains(t, st.Err, "network namespace", "status %+v, want absent, waiting for the namespace", st)
 	run(t, "ip", "netns", "add", ns)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 	run(t, "ip", "-n", ns, "link", "add", "w0", "type", "veth", "peer", "name", "w1")
@@ -262,21 +232,18 @@ func TestUplinkWaitsForItsNetNS(t *testing.T) {
 func TestUplinkWaitsForItsDevice(t *testing.T) {
 	ns := testNS(t)
 	u, err := Start(context.Background(), Config{Dev: "c0", NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer u.Close()
-	if st := u.Status(); st.State != Absent {
-		t.Fatalf("state %v before the device exists, want absent", st.State)
-	}
+	require.Equal(t, Absent, u.Status().State, "state before the device exists")
 	run(t, "ip", "-n", ns, "link", "add", "c0", "type", "veth", "peer", "name", "c1")
 	run(t, "ip", "-n", ns, "link", "set", "c1", "up")
 	eventually(t, "c0 down (created, not up)", func() bool { return u.Status().State == Down })
 	run(t, "ip", "-n", ns, "link", "set", "c0", "up")
 	eventually(t, "c0 attached", func() bool { return u.Status().State == Up })
-	if st := u.Status(); st.Index == 0 || st.MTU != 1500 || st.Changes != 2 {
-		t.Fatalf("status %+v, want an ifindex, MTU 1500, 2 changes", st)
-	}
+	st := u.Status()
+	require.NotEqual(t, 0, st.Index, "status %+v, want an ifindex, MTU 1500, 2 changes", st)
+	require.Equal(t, 1500, st.MTU, "status %+v, want an ifindex, MTU 1500, 2 changes", st)
+	require.Equal(t, uint64(2), st.Changes, "status %+v, want an ifindex, MTU 1500, 2 changes", st)
 }
 
 // TestUplinkKeepsVLANTags: the kernel takes a received frame's 802.1Q tag off into metadata;
@@ -292,16 +259,12 @@ func testKeepsVLANTags(t *testing.T, mode string) {
 	seg := datapath.NewSegment("t")
 	for _, dev := range []string{"a0", "b0"} {
 		u, err := Start(context.Background(), Config{Dev: dev, NetNS: ns, Segment: seg, Logger: quiet(), Attach: mode})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer u.Close()
 		eventually(t, dev+" up", func() bool { return u.Status().State == Up })
 	}
 	a1, b1 := rawSocket(t, ns, "a1"), rawSocket(t, ns, "b1")
-	if err := unix.SetsockoptInt(b1, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.SetsockoptInt(b1, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1))
 	f := testFrame(9, 100)
 	tagged := append(append(append([]byte(nil), f[:12]...), 0x81, 0x00, 0x00, 0x2a), f[12:]...) // VLAN 42
 	send(t, a1, tagged)
@@ -313,15 +276,12 @@ func testKeepsVLANTags(t *testing.T, mode string) {
 			continue
 		}
 		cms, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, cm := range cms {
 			if cm.Header.Level == unix.SOL_PACKET && cm.Header.Type == unix.PACKET_AUXDATA && len(cm.Data) >= int(unsafe.Sizeof(unix.TpacketAuxdata{})) {
 				aux := (*unix.TpacketAuxdata)(unsafe.Pointer(&cm.Data[0]))
-				if aux.Status&unix.TP_STATUS_VLAN_VALID == 0 || aux.Vlan_tci&0xfff != 42 {
-					t.Fatalf("frame arrived with auxdata %+v, want VLAN 42", *aux)
-				}
+				require.NotEqual(t, uint32(0), aux.Status&unix.TP_STATUS_VLAN_VALID, "frame arrived with auxdata %+v, want VLAN 42", *aux)
+				require.Equal(t, uint16(42), aux.Vlan_tci&0xfff, "frame arrived with auxdata %+v, want VLAN 42", *aux)
 				return
 			}
 		}
@@ -342,17 +302,13 @@ func TestUplinkTakesFramesBeyondASlot(t *testing.T) {
 	var ups []*Uplink
 	for _, dev := range []string{"a0", "b0"} {
 		u, err := Start(context.Background(), Config{Dev: dev, NetNS: ns, Segment: seg, Logger: quiet(), Attach: AttachPacket})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer u.Close()
 		eventually(t, dev+" up at MTU 9000", func() bool { return u.Status().State == Up && u.Status().MTU == 9000 })
 		ups = append(ups, u)
 	}
 	a1, b1 := rawSocket(t, ns, "a1"), rawSocket(t, ns, "b1")
-	if err := unix.SetsockoptInt(b1, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.SetsockoptInt(b1, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1))
 	type sent struct {
 		frame []byte
 		vlan  bool
@@ -380,9 +336,8 @@ func TestUplinkTakesFramesBeyondASlot(t *testing.T) {
 		}
 		w := want[0]
 		want = want[1:]
-		if buf[14] != w.frame[14] || string(buf[:n]) != string(w.frame) {
-			t.Fatalf("frame %d: got tag %d, %d bytes; want tag %d, %d bytes, the same bytes", w.frame[14]-20, buf[14], n, w.frame[14], len(w.frame))
-		}
+		require.Equal(t, w.frame[14], buf[14], "frame %d: got tag %d, %d bytes; want tag %d, %d bytes, the same bytes", w.frame[14]-20, buf[14], n, w.frame[14], len(w.frame))
+		require.Equal(t, string(w.frame), string(buf[:n]), "frame %d: got tag %d, %d bytes; want tag %d, %d bytes, the same bytes", w.frame[14]-20, buf[14], n, w.frame[14], len(w.frame))
 		tagged := false
 		cms, _ := unix.ParseSocketControlMessage(oob[:oobn])
 		for _, cm := range cms {
@@ -391,18 +346,17 @@ func TestUplinkTakesFramesBeyondASlot(t *testing.T) {
 				tagged = aux.Status&unix.TP_STATUS_VLAN_VALID != 0 && aux.Vlan_tci&0xfff == 42
 			}
 		}
-		if tagged != w.vlan {
-			t.Fatalf("frame %d (%d bytes): tagged %v, want %v", w.frame[14]-20, n, tagged, w.vlan)
-		}
+		require.Equal(t, w.vlan, tagged, "frame %d (%d bytes): tagged", w.frame[14]-20, n)
 	}
 	if len(want) > 0 {
 		t.Fatalf("%d frames did not arrive, the first tag %d", len(want), want[0].frame[14])
 	}
 	// At least: the namespace's own stack may send a1 a frame of its own (IPv6 neighbour
 	// discovery) besides the test's.
-	if st := ups[0].Stats(); st.RxTruncated != 0 || st.RxOversize != 0 || st.RxFrames < 10 {
-		t.Fatalf("a0 stats %+v, want 10 frames received at least, none truncated or oversize", st)
-	}
+	st := ups[0].Stats()
+	require.Equal(t, uint64(0), st.RxTruncated, "a0 stats %+v, want 10 frames received at least, none truncated or oversize", st)
+	require.Equal(t, uint64(0), st.RxOversize, "a0 stats %+v, want 10 frames received at least, none truncated or oversize", st)
+	require.GreaterOrEqual(t, st.RxFrames, uint64(10), "a0 stats %+v, want 10 frames received at least, none truncated or oversize", st)
 }
 
 // TestPacketSocketDrainsABacklog: frames waiting in the ring when the RX loop starts (more than
@@ -410,18 +364,12 @@ func TestUplinkTakesFramesBeyondASlot(t *testing.T) {
 func TestPacketSocketDrainsABacklog(t *testing.T) {
 	ns := testNS(t)
 	h, err := netns.GetFromName(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer h.Close()
 	var ifindex int
-	if err := inNetNS(h, func() (err error) { ifindex, err = netIndex("a0"); return err }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, inNetNS(h, func() (err error) { ifindex, err = netIndex("a0"); return err }))
 	s, err := openPacket(h, ifindex)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	a1 := rawSocket(t, ns, "a1")
 	const backlog = 5*frameBudget + 3
 	for i := range backlog {
@@ -440,18 +388,14 @@ func TestPacketSocketDrainsABacklog(t *testing.T) {
 	}()
 	defer func() {
 		s.close()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, <-done)
 		s.release()
 	}()
 	timeout := time.After(2 * time.Second)
 	for want := range backlog {
 		select {
 		case i := <-got:
-			if i != want {
-				t.Fatalf("frame %d arrived where %d was due", i, want)
-			}
+			require.Equal(t, want, i, "frame %d arrived where %d was due", i, want)
 		case <-timeout:
 			t.Fatalf("%d of %d waiting frames reached the RX loop", want, backlog)
 		}

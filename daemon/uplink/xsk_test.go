@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -23,9 +24,7 @@ func TestXSKRing(t *testing.T) {
 	off := unix.XDPRingOffset{Producer: 0, Consumer: 64, Desc: 128}
 	mem := make([]byte, 128+8*8)
 	r, err := newXSKRing(mem, off, 8, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	*r.producer, *r.consumer = ^uint32(0)-2, ^uint32(0)-2
 	tests := []struct {
 		produce, consume uint32
@@ -46,17 +45,11 @@ func TestXSKRing(t *testing.T) {
 		r.produce(tt.produce)
 		for j := range tt.consume {
 			want := next - uint64(r.ready()) + uint64(j)
-			if got := *r.addr(*r.consumer + j); got != want {
-				t.Fatalf("step %d: descriptor %d holds %d, want %d", i, j, got, want)
-			}
+			require.Equal(t, want, *r.addr(*r.consumer + j), "step %d: descriptor %d holds", i, j)
 		}
 		r.consume(tt.consume)
-		if got := r.free(); got != tt.free {
-			t.Fatalf("step %d: free %d, want %d", i, got, tt.free)
-		}
-		if got := r.ready(); got != tt.ready {
-			t.Fatalf("step %d: ready %d, want %d", i, got, tt.ready)
-		}
+		require.Equal(t, tt.free, r.free(), "step %d: free", i)
+		require.Equal(t, tt.ready, r.ready(), "step %d: ready", i)
 	}
 }
 
@@ -75,14 +68,11 @@ func TestXSKRingRejectsBadGeometry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := newXSKRing(make([]byte, tt.mem), tt.off, tt.size, tt.desc); err == nil {
-				t.Fatal("accepted")
-			}
+			_, err := newXSKRing(make([]byte, tt.mem), tt.off, tt.size, tt.desc)
+			require.Error(t, err, "accepted")
 		})
 	}
-	if unsafe.Sizeof(unix.XDPDesc{}) != 16 {
-		t.Fatal("struct xdp_desc is 16 bytes")
-	}
+	require.Equal(t, uintptr(16), unsafe.Sizeof(unix.XDPDesc{}), "struct xdp_desc is 16 bytes")
 }
 
 // TestXSKProbeFallsBack: af_xdp takes a device with one or several RX queues; auto takes
@@ -114,9 +104,7 @@ func TestXSKProbeFallsBack(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.dev+"/"+tt.mode, func(t *testing.T) {
 			u, err := Start(context.Background(), Config{Dev: tt.dev, NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet(), Attach: tt.mode})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			st := u.Status()
 			if st.State != tt.state || (tt.state == Up && st.Attach != tt.attach) {
 				u.Close()
@@ -135,9 +123,7 @@ func TestXSKProbeFallsBack(t *testing.T) {
 				t.Fatalf("XDP program on %s while attached: %v, want %v", tt.dev, got, tt.xdpAttached)
 			}
 			u.Close()
-			if hasXDP(t, ns, tt.dev) {
-				t.Fatalf("an XDP program is left on %s after Close", tt.dev)
-			}
+			require.False(t, hasXDP(t, ns, tt.dev), "an XDP program is left on %s after Close", tt.dev)
 		})
 	}
 }
@@ -146,9 +132,7 @@ func TestXSKProbeFallsBack(t *testing.T) {
 func hasXDP(t *testing.T, ns, dev string) bool {
 	t.Helper()
 	out, err := exec.Command("ip", "-n", ns, "-d", "link", "show", "dev", dev).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip link show %s: %v\n%s", dev, err, out)
-	}
+	require.NoError(t, err, "ip link show %s: %v\n%s", dev, err, out)
 	return strings.Contains(string(out), "prog/xdp")
 }
 
@@ -169,36 +153,26 @@ func TestXSKEveryQueue(t *testing.T) {
 	for _, c := range []Config{{Dev: "a0", Attach: AttachXDP}, {Dev: "b0"}} {
 		c.NetNS, c.Segment, c.Logger = ns, seg, quiet()
 		u, err := Start(context.Background(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer u.Close()
 		eventually(t, c.Dev+" up", func() bool { return u.Status().State == Up })
-		if c.Dev == "a0" && u.Status().Attach != AttachXDP {
-			t.Fatalf("a0 attached with %+v", u.Status())
+		if c.Dev == "a0" {
+			require.Equal(t, AttachXDP, u.Status().Attach, "a0 attached with %+v", u.Status())
 		}
 	}
 	a1, b1 := rawSocket(t, ns, "a1"), rawSocket(t, ns, "b1")
-	if err := unix.SetsockoptInt(a1, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.SetsockoptInt(a1, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1))
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var all unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.SchedGetaffinity(0, &all))
 	defer unix.SchedSetaffinity(0, &all)
 	for cpu, tag := 0, byte(20); cpu < 2; cpu, tag = cpu+1, tag+1 {
 		var one unix.CPUSet
 		one.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &one); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, unix.SchedSetaffinity(0, &one))
 		send(t, a1, testFrame(tag, 100))
-		if !sees(t, b1, tag) {
-			t.Fatalf("the frame sent from CPU %d (a0's queue %d) did not cross", cpu, cpu)
-		}
+		require.True(t, sees(t, b1, tag), "the frame sent from CPU %d (a0's queue %d) did not cross", cpu, cpu)
 	}
 }
 
@@ -210,37 +184,27 @@ func TestXSKLeavesAnotherProgramAlone(t *testing.T) {
 		asm.Mov.Imm(asm.R0, 2), // XDP_PASS
 		asm.Return(),
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer prog.Close()
 	h, err := netns.GetFromName(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer h.Close()
 	var theirs link.Link
-	if err := inNetNS(h, func() (err error) {
+	require.NoError(t, inNetNS(h, func() (err error) {
 		ifi, err := netIndex("a0")
 		if err != nil {
 			return err
 		}
 		theirs, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifi, Flags: link.XDPGenericMode})
 		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	defer theirs.Close()
 	u, err := Start(context.Background(), Config{Dev: "a0", NetNS: ns, Segment: datapath.NewSegment("t"), Logger: quiet(), Attach: AttachXDP})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	st := u.Status()
 	u.Close()
-	if st.State != Failed || !strings.Contains(st.Err, "native XDP") || !strings.Contains(st.Err, "generic XDP") {
-		t.Fatalf("status %+v, want failed with both modes' refusals as the reason", st)
-	}
-	if !hasXDP(t, ns, "a0") {
-		t.Fatal("the other program was detached")
-	}
+	require.Equal(t, Failed, st.State, "status %+v, want failed with both modes' refusals as the reason", st)
+	require.Contains(t, st.Err, "native XDP", "status %+v, want failed with both modes' refusals as the reason", st)
+	require.Contains(t, st.Err, "generic XDP", "status %+v, want failed with both modes' refusals as the reason", st)
+	require.True(t, hasXDP(t, ns, "a0"), "the other program was detached")
 }

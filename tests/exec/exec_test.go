@@ -137,9 +137,7 @@ func (e *env) runAs(t testing.TB, bridged bool, prefix []string, argv ...string)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", strings.Join(argv, " "), err)
-	}
+	require.NoError(t, cmd.Start(), "%s", strings.Join(argv, " "))
 	go func() { done <- cmd.Wait() }()
 	var err error
 	select {

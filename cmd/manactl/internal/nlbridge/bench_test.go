@@ -13,6 +13,7 @@ import (
 
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/tests/harness"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkBridgeRoundTrip measures, in the same run and in alternation, a PRIVFLAGS_GET round
@@ -30,13 +31,9 @@ func BenchmarkBridgeRoundTrip(b *testing.B) {
 	harness.Run(b, "", "ip", "-n", w.ns, "link", "add", w.veth, "type", "veth", "peer", "name", harness.Name("nbt", "0"))
 
 	s, err := Open(context.Background(), Options{ManadPath: w.d.Socket, InNetNS: w.inNS})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(context.Background(), os.NewFile(uintptr(fds[0]), "peer")) }()
 	// The program's end on the runtime's poller: a blocking read would hold one of the
@@ -45,23 +42,17 @@ func BenchmarkBridgeRoundTrip(b *testing.B) {
 	pf := os.NewFile(uintptr(fds[1]), "program")
 	pc, err := net.FileConn(pf)
 	pf.Close()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer func() { pc.Close(); <-errc }()
 	var k *ksock
-	if err := w.inNS(func() (err error) { k, err = openKernel(); return err }); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, w.inNS(func() (err error) { k, err = openKernel(); return err }))
 	defer k.Close()
 
 	var mc *net.UnixConn
-	if err := w.inNS(func() (err error) {
+	require.NoError(b, w.inNS(func() (err error) {
 		mc, err = net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: w.d.Socket, Net: "unixpacket"})
 		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
+	}))
 	defer mc.Close()
 	hdr := func(name string) func(*nlattr.Builder) { return devHeader(0, name) }
 	priv := buildReq(s.kEthtool, 0, 1, 0, unix.ETHTOOL_MSG_PRIVFLAGS_GET, 1, hdr(w.port))
@@ -148,13 +139,11 @@ func BenchmarkOpen(b *testing.B) {
 	for range b.N {
 		t0 := time.Now()
 		s, err := Open(context.Background(), Options{ManadPath: w.d.Socket, InNetNS: w.inNS})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		s.Close()
 		bo = append(bo, time.Since(t0))
 		t0 = time.Now()
-		if err := w.inNS(func() error {
+		require.NoError(b, w.inNS(func() error {
 			k, err := openKernel()
 			if err != nil {
 				return err
@@ -165,9 +154,7 @@ func BenchmarkOpen(b *testing.B) {
 			}
 			_, _, err = k.recv()
 			return err
-		}); err != nil {
-			b.Fatal(err)
-		}
+		}))
 		ko = append(ko, time.Since(t0))
 	}
 	p50 := func(d []time.Duration) float64 {
