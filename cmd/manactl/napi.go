@@ -156,6 +156,12 @@ func nsText(ns uint64) string {
 }
 
 func writeNAPIs(w io.Writer, dev string, ns []napiInfo) {
+	if len(ns) == 0 {
+		// As the kernel's: NAPIs exist while the device is up (mana creates them in
+		// mana_alloc_queues); a header over nothing would read as an empty reply.
+		fmt.Fprintf(w, "NAPIs of %s: none (a device that is down has none; ip link set %s up)\n", dev, dev)
+		return
+	}
 	fmt.Fprintf(w, "NAPIs of %s:\n", dev)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tQUEUE\tDEFER-HARD-IRQS\tGRO-FLUSH-TIMEOUT\tIRQ-SUSPEND-TIMEOUT\tTHREADED")
@@ -272,7 +278,9 @@ an unknown queue or id fails with ENOENT.`,
 				case fl.Changed("id"):
 					return fmt.Errorf("%s has no NAPI %d: %w", args[0], id, unix.ENOENT)
 				default:
-					return fmt.Errorf("%s has no NAPI (a device that is down has none): %w", args[0], unix.ENOENT)
+					return fmt.Errorf("%s has no NAPI (a device that is down has none): bring it up first (ip link set %s up), "+
+						"or set the port's napi_defer_hard_irqs, gro_flush_timeout and irq_suspend_timeout in manad.toml: %w",
+						args[0], args[0], unix.ENOENT)
 				}
 				for _, nid := range ids {
 					if err := c.NAPISet(cmd.Context(), nid, s); err != nil {

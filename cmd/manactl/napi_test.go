@@ -31,6 +31,11 @@ func TestWriteNAPIs(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `[{"dev":"mana0","ifindex":7,"id":8193,"queue":0,"defer_hard_irqs":100,"gro_flush_timeout_ns":200000,"irq_suspend_timeout_ns":0,"threaded":false},
 		{"dev":"mana0","ifindex":7,"id":8194,"defer_hard_irqs":0,"gro_flush_timeout_ns":0,"irq_suspend_timeout_ns":20000000,"threaded":true}]`, string(j))
+
+	// A device that is down has no NAPI: one line that says why and what to do, not a bare header.
+	b.Reset()
+	writeNAPIs(&b, "mana0", nil)
+	assert.Equal(t, "NAPIs of mana0: none (a device that is down has none; ip link set mana0 up)\n", b.String())
 }
 
 // TestNAPISetUsage: napi set's command line is checked before anything is sent: a usage error and
