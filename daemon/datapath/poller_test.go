@@ -52,6 +52,19 @@ func TestPollWindow(t *testing.T) {
 }
 
 // needPollers skips a test that needs a poller on a machine where none may run (one CPU).
+// pollingPair makes two ports of queues queues each on one segment, both polling for a long
+// window (longPoll), and pings from a to b, so that both have found work.
+func pollingPair(t *testing.T, queues int) (*harness, *testPort, *testPort) {
+	t.Helper()
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: queues, noIPv6: true})
+	b := h.addPort(portOpts{queues: queues, noIPv6: true})
+	setNAPI(t, a, longPoll)
+	setNAPI(t, b, longPoll)
+	a.pingOK(t, b)
+	return h, a, b
+}
+
 func needPollers(t *testing.T) {
 	if maxPollersAllowed() == 0 {
 		t.Skip("one CPU: no poller may run")
@@ -151,12 +164,7 @@ func TestPollingDelivers(t *testing.T) {
 func TestPollingStops(t *testing.T) {
 	needPollers(t)
 	t.Run("stop", func(t *testing.T) {
-		h := newHarness(t)
-		a := h.addPort(portOpts{queues: 1, noIPv6: true})
-		b := h.addPort(portOpts{queues: 1, noIPv6: true})
-		setNAPI(t, a, longPoll)
-		setNAPI(t, b, longPoll)
-		a.pingOK(t, b)
+		h, a, b := pollingPair(t, 1)
 		require.Eventually(t, func() bool { return polled(a.ep, 0) && polled(b.ep, 0) }, 2*time.Second, time.Millisecond)
 		qa := a.ep.qs.Load().q[0]
 		stopSoon(t, a.ep)
@@ -166,12 +174,7 @@ func TestPollingStops(t *testing.T) {
 		waitPollersGone(t, h, time.Second)
 	})
 	t.Run("channels", func(t *testing.T) {
-		h := newHarness(t)
-		a := h.addPort(portOpts{queues: 4, noIPv6: true})
-		b := h.addPort(portOpts{queues: 4, noIPv6: true})
-		setNAPI(t, a, longPoll)
-		setNAPI(t, b, longPoll)
-		a.pingOK(t, b)
+		h, a, b := pollingPair(t, 4)
 		// Flows from several sockets leave on several TX queues (the TAP hashes them): send
 		// until one beyond queue 0, which SetChannels(1) removes, is polled.
 		for deadline := time.Now().Add(10 * time.Second); !polled(a.ep, 1) && !polled(a.ep, 2) && !polled(a.ep, 3); {
@@ -191,12 +194,7 @@ func TestPollingStops(t *testing.T) {
 		waitPollersGone(t, h, time.Second)
 	})
 	t.Run("down", func(t *testing.T) {
-		h := newHarness(t)
-		a := h.addPort(portOpts{queues: 1, noIPv6: true})
-		b := h.addPort(portOpts{queues: 1, noIPv6: true})
-		setNAPI(t, a, longPoll)
-		setNAPI(t, b, longPoll)
-		a.pingOK(t, b)
+		h, a, b := pollingPair(t, 1)
 		require.Eventually(t, func() bool { return polled(a.ep, 0) && polled(b.ep, 0) }, 2*time.Second, time.Millisecond)
 		h.locked(a.port.Close)
 		require.Eventually(t, func() bool { return !polled(a.ep, 0) }, time.Second, time.Millisecond, "port down, queue still polled")
@@ -229,12 +227,7 @@ func TestPollingStops(t *testing.T) {
 		a.pingOK(t, b) // parked readers take the traffic again
 	})
 	t.Run("setting off", func(t *testing.T) {
-		h := newHarness(t)
-		a := h.addPort(portOpts{queues: 1, noIPv6: true})
-		b := h.addPort(portOpts{queues: 1, noIPv6: true})
-		setNAPI(t, a, longPoll)
-		setNAPI(t, b, longPoll)
-		a.pingOK(t, b)
+		h, a, b := pollingPair(t, 1)
 		require.Eventually(t, func() bool { return polled(a.ep, 0) && polled(b.ep, 0) }, 2*time.Second, time.Millisecond)
 		setNAPI(t, a, vnic.NAPIConfig{})
 		setNAPI(t, b, vnic.NAPIConfig{})
