@@ -254,14 +254,7 @@ func TestEthtoolErrorsMatchKernel(t *testing.T) {
 			k, m := decodeAck(t, km[0]), decodeAck(t, mm[0])
 			assert.Equal(t, tc.errno, m.errno, "manad: %v %q, want %v %q", m.errno, m.msg, tc.errno, tc.msg)
 			assert.Equal(t, tc.msg, m.msg, "manad: %v %q, want %v %q", m.errno, m.msg, tc.errno, tc.msg)
-			assert.Equal(t, m.errno, k.errno, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.msg, k.msg, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.off, k.off, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.missType, k.missType, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.missNest, k.missNest, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.policy, k.policy, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.flags, k.flags, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.payload, k.payload, "echoed request differs")
+			assertSameAck(t, k, m)
 		})
 	}
 }

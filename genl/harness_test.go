@@ -162,6 +162,21 @@ type ackInfo struct {
 	policy   bool
 }
 
+// assertSameAck checks that manad's answer m is the kernel's k: errno, extack (message,
+// offset, missing attribute, policy), flags and the echoed payload. echoLen is left out, as the
+// field-by-field checks this replaces left it out; an empty payload equals a missing one.
+func assertSameAck(t testing.TB, k, m ackInfo) {
+	t.Helper()
+	norm := func(a ackInfo) ackInfo {
+		a.echoLen = 0
+		if len(a.payload) == 0 {
+			a.payload = nil
+		}
+		return a
+	}
+	assert.Equal(t, norm(m), norm(k), "kernel %+v\nmanad  %+v", k, m)
+}
+
 func decodeAck(t testing.TB, m rawMsg) ackInfo {
 	t.Helper()
 	require.Equal(t, nlattr.MsgError, m.h.Type, "want NLMSG_ERROR, got type")

@@ -142,14 +142,7 @@ func TestNetdevErrorsMatchKernel(t *testing.T) {
 				t.Skip("the kernel was built without CONFIG_PAGE_POOL_STATS: nothing to compare with")
 			}
 			assert.Equal(t, tc.errno, m.errno, "manad")
-			assert.Equal(t, m.errno, k.errno, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.msg, k.msg, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.off, k.off, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.missType, k.missType, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.missNest, k.missNest, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.policy, k.policy, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, m.flags, k.flags, "kernel %+v\nmanad  %+v", k, m)
-			assert.Equal(t, string(m.payload), string(k.payload), "echoed request differs")
+			assertSameAck(t, k, m)
 		})
 	}
 	t.Run("qstats-get unknown ifindex", func(t *testing.T) {
