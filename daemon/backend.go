@@ -106,12 +106,13 @@ type portView struct {
 	faults                          [len(vnic.FaultPoints)]vnic.Fault
 	offload                         bool
 	rssKey                          [vnic.RSSKeySize]byte
+	napi                            napiView
 }
 
 func (p *port) view() portView {
 	st := p.vp.State()
 	v := portView{set: st.Settings, up: st.AdminUp, running: st.Running, detached: st.Detached, resetDue: st.ResetPending,
-		offload: p.offload(), rssKey: p.vp.RSS().Key}
+		offload: p.offload(), rssKey: p.vp.RSS().Key, napi: newNAPIView(p.vp.NAPIConfigs())}
 	copy(v.faults[:], st.Faults)
 	return v
 }

@@ -2,7 +2,8 @@ package daemon
 
 import (
 	"context"
-	"fmt"
+	"encoding/binary"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -53,51 +54,62 @@ func applyNAPISet(c vnic.NAPIConfig, s genl.NAPISet) vnic.NAPIConfig {
 }
 
 // SetNAPI is netdev_nl_napi_set_config for the NAPI with id on dev: the settings go to the
-// NAPI's queue index (napi->config), so they outlive it, and are saved. The change is refused
-// before it is applied when the state file cannot be written (reserveSave), and undone when
-// the write fails afterwards, as every SET. Errors: ENOENT when dev has no such NAPI any more,
-// ENODEV when dev is gone, EINVAL for a value out of range (vnic.NAPIConfig.Check), the state
-// file's errno with its extack.
+// NAPI's queue index (napi->config), so they outlive it, and are saved. It is a reconfiguration
+// like any SET (changeLocked): refused before it is applied when the state file cannot be
+// written, undone when the write fails afterwards, logged, and announced as a port change.
+// Errors: ENOENT when dev has no such NAPI any more, ENODEV when dev is gone, EINVAL for a
+// value out of range (vnic.NAPIConfig.Check), the state file's errno with its extack.
 func (b *backend) SetNAPI(ctx context.Context, c genl.Caller, dev genl.Device, id uint32, s genl.NAPISet) error {
-	return b.withPort(dev, func(p *port) (err error) {
+	return b.withPort(dev, func(p *port) error {
 		q, err := napiQueue(p.vp, id)
 		if err != nil {
 			return err
 		}
-		old := p.vp.NAPIConfig(q)
-		next := applyNAPISet(old, s)
-		if next == old {
+		next := applyNAPISet(p.vp.NAPIConfig(q), s)
+		if next == p.vp.NAPIConfig(q) {
 			return nil
 		}
 		if err := next.Check(); err != nil {
 			return err
 		}
-		d := b.d()
-		done, err := d.reserveSave()
-		if err != nil {
-			d.log.Warn("napi-set", "port", p.spec.Name, "queue", q, "napi_id", id, "uid", c.UID, "pid", c.PID,
-				"result", "refused", "err", err)
-			return err
-		}
-		defer done(&err)
-		if err := p.vp.SetNAPIConfig(q, next); err != nil {
-			return err
-		}
-		d.log.Info("napi-set", "port", p.spec.Name, "queue", q, "napi_id", id, "uid", c.UID, "pid", c.PID,
-			"defer_hard_irqs", next.DeferHardIRQs, "gro_flush_timeout", next.GROFlushTimeout,
-			"irq_suspend_timeout", next.IRQSuspendTimeout, "threaded", next.Threaded)
-		d.recordSettings(p)
-		if cause := d.saveErr; cause != nil {
-			d.saveErr = nil
-			outcome := "the change was undone"
-			if rerr := p.vp.SetNAPIConfig(q, old); rerr != nil {
-				outcome = fmt.Sprintf("the change was applied but not saved, and undoing it failed (%v); "+
-					"manad retries saving it, and it is lost if manad stops before a retry succeeds", rerr)
-			}
-			d.log.Warn("napi-set undone: its state could not be saved", "port", p.spec.Name, "queue", q, "outcome", outcome)
-			d.noteSettings(p)
-			return d.saveError(cause, outcome)
-		}
-		return nil
+		value := map[string]any{"queue": q, "napi_id": id, "defer_hard_irqs": next.DeferHardIRQs,
+			"gro_flush_timeout": next.GROFlushTimeout, "irq_suspend_timeout": next.IRQSuspendTimeout,
+			"threaded": next.Threaded}
+		return b.changeLocked(c, p, "napi", value, func() error { return p.vp.SetNAPIConfig(q, next) })
 	})
+}
+
+// napiView is a port's NAPI settings of every queue index in comparable form, for portView:
+// 21 bytes per queue index (defer-hard-irqs, gro-flush-timeout, irq-suspend-timeout, threaded).
+type napiView string
+
+const napiViewEntry = 4 + 8 + 8 + 1
+
+func newNAPIView(cs []vnic.NAPIConfig) napiView {
+	b := make([]byte, 0, len(cs)*napiViewEntry)
+	for _, c := range cs {
+		b = binary.LittleEndian.AppendUint32(b, c.DeferHardIRQs)
+		b = binary.LittleEndian.AppendUint64(b, uint64(c.GROFlushTimeout))
+		b = binary.LittleEndian.AppendUint64(b, uint64(c.IRQSuspendTimeout))
+		var t byte
+		if c.Threaded {
+			t = 1
+		}
+		b = append(b, t)
+	}
+	return napiView(b)
+}
+
+// configs returns the settings v holds, queue index by queue index.
+func (v napiView) configs() []vnic.NAPIConfig {
+	out := make([]vnic.NAPIConfig, 0, len(v)/napiViewEntry)
+	for b := []byte(v); len(b) >= napiViewEntry; b = b[napiViewEntry:] {
+		out = append(out, vnic.NAPIConfig{
+			DeferHardIRQs:     binary.LittleEndian.Uint32(b),
+			GROFlushTimeout:   time.Duration(binary.LittleEndian.Uint64(b[4:])),
+			IRQSuspendTimeout: time.Duration(binary.LittleEndian.Uint64(b[12:])),
+			Threaded:          b[20] != 0,
+		})
+	}
+	return out
 }

@@ -3,8 +3,11 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -133,4 +136,40 @@ gro_flush_timeout = "20us"
 	got := d2.ports["np0"].vp.NAPIConfigs()
 	d2.mu.Unlock()
 	assert.Equal(t, []vnic.NAPIConfig{file, q1, file, file}, got, "after the restart")
+}
+
+// TestNAPIViewRoundTrip: the comparable form portView keeps of a port's NAPI settings gives back
+// every field of every queue index, and holds every field of vnic.NAPIConfig (a field added
+// there and not here would let revert miss it).
+func TestNAPIViewRoundTrip(t *testing.T) {
+	require.Equal(t, 4, reflect.TypeFor[vnic.NAPIConfig]().NumField(), "napiView encodes four fields: add the new one")
+	tests := []struct {
+		name string
+		cs   []vnic.NAPIConfig
+	}{
+		{"none", nil},
+		{"zero", make([]vnic.NAPIConfig, 3)},
+		{"every field", []vnic.NAPIConfig{
+			{DeferHardIRQs: math.MaxInt32, GROFlushTimeout: 20 * time.Microsecond, IRQSuspendTimeout: time.Hour, Threaded: true},
+			{},
+			{DeferHardIRQs: 1},
+			{GROFlushTimeout: 1},
+			{IRQSuspendTimeout: 1},
+			{Threaded: true},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := newNAPIView(tt.cs)
+			assert.Len(t, v.configs(), len(tt.cs))
+			if len(tt.cs) > 0 {
+				assert.Equal(t, tt.cs, v.configs())
+			}
+			for i := range tt.cs {
+				other := slices.Clone(tt.cs)
+				other[i].Threaded = !other[i].Threaded
+				assert.NotEqual(t, v, newNAPIView(other), "queue %d's change must show", i)
+			}
+		})
+	}
 }

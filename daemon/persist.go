@@ -232,5 +232,12 @@ func (d *Daemon) revert(p *port, before portView) error {
 	if p.vp.RSS().Key != before.rssKey {
 		try("rss key", p.vp.SetRSS(vnic.RSSUpdate{Key: before.rssKey[:]}))
 	}
+	if newNAPIView(p.vp.NAPIConfigs()) != before.napi {
+		for q, c := range before.napi.configs() {
+			if p.vp.NAPIConfig(q) != c {
+				try(fmt.Sprintf("napi of queue %d", q), p.vp.SetNAPIConfig(q, c))
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
