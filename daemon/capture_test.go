@@ -16,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap/taptest"
@@ -25,6 +24,7 @@ import (
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/internal/nsrun"
 )
 
 // captureRig is a daemon with two ports on segment wire0, each in a namespace of its own, up and
@@ -218,7 +218,7 @@ func TestCaptureEndsWithPort(t *testing.T) {
 	require.NoError(t, err)
 	r.ping(t, "-c", "1")
 	var inA *client.Client
-	require.NoError(t, inNetNS(r.nsA, func() (err error) { inA, err = client.Dial(r.sock); return err }))
+	require.NoError(t, nsrun.In(r.nsA, func() (err error) { inA, err = client.Dial(r.sock); return err }))
 	defer inA.Close()
 	require.NoError(t, inA.DeletePort(ctx, client.Interface{Name: r.portA}))
 	n := 0
@@ -238,27 +238,6 @@ func TestCaptureEndsWithPort(t *testing.T) {
 	seg, err := c.StartCapture(ctx, wire.CaptureRequest{Target: "wire0"})
 	require.NoError(t, err, "a capture after the end")
 	seg.Close()
-}
-
-// inNetNS runs f on a thread of its own that has entered namespace ns; sockets f creates stay
-// there. The thread is discarded afterwards.
-func inNetNS(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
 }
 
 // TestCaptureUplink: a segment capture sees what an uplink brings in, from "uplink:NS/DEV": a

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/offload"
+	"github.com/manad/manad/internal/nsrun"
 )
 
 // Geometry of the TPACKET_V2 RX ring. Each frame has a slot of its own that the kernel hands
@@ -65,7 +66,7 @@ type packetSocket struct {
 // ENETDOWN, ENOMEM for the ring), wrapped with the step.
 func openPacket(ns netns.NsHandle, ifindex int) (*packetSocket, error) {
 	var fd int
-	err := inNetNS(ns, func() (err error) {
+	err := nsrun.InHandle(ns, func() (err error) {
 		// Protocol 0: receive nothing until the ring is set up and the socket bound to the
 		// device, so no frame of another device ever lands in the ring.
 		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
@@ -364,37 +365,4 @@ func (s *packetSocket) release() {
 		unix.Munmap(s.ring)
 		s.ring = nil
 	}
-}
-
-// inNetNS runs f on an OS thread that entered namespace ns, then puts the thread back in its
-// namespace before handing it back to the scheduler; sockets f creates stay in ns.
-//
-// Throwing the thread away instead (exiting the goroutine while locked) is not enough: the
-// runtime never ends the process's main thread, it parks it for good, and a main thread parked
-// in ns holds the namespace alive after `ip netns del`, so that the devices in it never go (an
-// uplink could not let go of its namespace). Only when the way back fails does the thread stay
-// locked and go with the goroutine.
-func inNetNS(ns netns.NsHandle, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("the thread's own network namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			runtime.UnlockOSThread() // still in its own namespace
-			errc <- fmt.Errorf("setns: %w", err)
-			return
-		}
-		err = f()
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
 }

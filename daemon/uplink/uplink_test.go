@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/datapath"
+	"github.com/manad/manad/internal/nsrun"
 	"github.com/manad/manad/tests/testenv"
 )
 
@@ -52,7 +53,7 @@ func rawSocket(t *testing.T, ns, dev string) int {
 	require.NoError(t, err)
 	defer h.Close()
 	var fd int
-	err = inNetNS(h, func() (err error) {
+	err = nsrun.InHandle(h, func() (err error) {
 		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL))); err != nil {
 			return err
 		}
@@ -367,7 +368,7 @@ func TestPacketSocketDrainsABacklog(t *testing.T) {
 	require.NoError(t, err)
 	defer h.Close()
 	var ifindex int
-	require.NoError(t, inNetNS(h, func() (err error) { ifindex, err = netIndex("a0"); return err }))
+	require.NoError(t, nsrun.InHandle(h, func() (err error) { ifindex, err = netIndex("a0"); return err }))
 	s, err := openPacket(h, ifindex)
 	require.NoError(t, err)
 	a1 := rawSocket(t, ns, "a1")

@@ -27,6 +27,7 @@ import (
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/internal/nsrun"
 	"github.com/manad/manad/internal/siocethtool"
 )
 
@@ -152,7 +153,7 @@ type xskQueue struct {
 // list the device.
 func xskZeroCopy(ctx context.Context, ns netns.NsHandle, ifindex int) (bool, []string, error) {
 	var c *client.Client
-	if err := inNetNS(ns, func() (err error) {
+	if err := nsrun.InHandle(ns, func() (err error) {
 		c, err = client.DialKernel() // its socket stays in ns
 		return err
 	}); err != nil {
@@ -187,7 +188,7 @@ func openXSK(ns netns.NsHandle, ifindex int, dev string, mtu, rxQueues int) (*xs
 		return nil, fmt.Errorf("MTU %d exceeds an AF_XDP frame (%d bytes): %w", mtu, xskMaxFrame, unix.EMSGSIZE)
 	}
 	s := &xskSocket{ctl: -1}
-	err := inNetNS(ns, func() (err error) {
+	err := nsrun.InHandle(ns, func() (err error) {
 		if s.ctl, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
 			return fmt.Errorf("control socket: %w", err)
 		}
@@ -239,7 +240,7 @@ func (s *xskSocket) setup(ns netns.NsHandle, ifindex int) (err error) {
 		return fmt.Errorf("XDP program: %w", err)
 	}
 	// The link's ifindex is resolved in the calling thread's namespace.
-	return inNetNS(ns, func() error {
+	return nsrun.InHandle(ns, func() error {
 		var errs []error
 		for _, m := range []struct {
 			flags link.XDPAttachFlags

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/datapath"
+	"github.com/manad/manad/internal/nsrun"
 )
 
 // TestXSKRing drives a ring's producer and consumer indexes across the 32-bit wrap, as the
@@ -190,7 +191,7 @@ func TestXSKLeavesAnotherProgramAlone(t *testing.T) {
 	require.NoError(t, err)
 	defer h.Close()
 	var theirs link.Link
-	require.NoError(t, inNetNS(h, func() (err error) {
+	require.NoError(t, nsrun.InHandle(h, func() (err error) {
 		ifi, err := netIndex("a0")
 		if err != nil {
 			return err

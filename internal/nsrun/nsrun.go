@@ -28,41 +28,49 @@ func Name(prefix, suffix string) string {
 
 // In runs f on an OS thread that has entered network namespace ns (a name under /run/netns;
 // "" runs f as is) and returns f's error, or the error of entering ns. Sockets f creates stay in
-// ns after it returns. The thread goes back to its own namespace afterwards, so no other
-// goroutine ever runs in ns by accident.
+// ns after it returns. The thread goes back to its own namespace afterwards (InHandle).
 func In(ns string, f func() error) error {
 	if ns == "" {
 		return f()
 	}
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		return fmt.Errorf("netns %s: %w", ns, err)
+	}
+	defer h.Close()
+	return InHandle(h, f)
+}
+
+// InHandle runs f on an OS thread that has entered network namespace ns and returns f's
+// error, or the error of entering ns. The thread goes back to its own namespace before it is
+// handed back to the scheduler, so no other goroutine ever runs in ns by accident; sockets f
+// creates stay in ns.
+//
+// Throwing the thread away instead (exiting the goroutine while locked) is not enough: the
+// runtime never ends the process's main thread, it parks it for good, and a main thread parked
+// in ns holds the namespace alive after `ip netns del`, so that the devices in it never go.
+// Only when the way back fails does the thread stay locked and go with the goroutine.
+func InHandle(ns netns.NsHandle, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		// The thread goes back to its namespace and is unlocked after f. A thread that exits
-		// with its locked goroutine is usually discarded, but the runtime parks the main
-		// thread instead, which would hold the namespace alive after ip netns del.
 		runtime.LockOSThread()
 		orig, err := netns.Get()
 		if err != nil {
-			errc <- fmt.Errorf("current netns: %w", err)
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("the thread's own network namespace: %w", err)
 			return
 		}
 		defer orig.Close()
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("netns %s: %w", ns, err)
+		if err := netns.Set(ns); err != nil {
+			runtime.UnlockOSThread() // still in its own namespace
+			errc <- fmt.Errorf("setns: %w", err)
 			return
 		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		ferr := f()
+		err = f()
 		if netns.Set(orig) == nil {
 			runtime.UnlockOSThread()
 		}
-		errc <- ferr
+		errc <- err
 	}()
 	return <-errc
 }
