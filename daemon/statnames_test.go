@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/manad/manad/daemon/datapath"
+	"github.com/manad/manad/daemon/metrics"
 	"github.com/manad/manad/vnic"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,7 +18,7 @@ func TestStatNamesFollowQueues(t *testing.T) {
 	vp, _ := newModelPort(t, &mu, vnic.Config{Name: "sn0", PageSize: 4096}, vnic.Settings{MTU: 1500, Queues: 4, RxRing: 128, TxRing: 128})
 	p := &port{vp: vp}
 	want := func(q int) []string {
-		return slices.Concat(vnic.StatNames(q), vnic.ExtraStatNames(), datapath.StatNames())
+		return slices.Concat(vnic.StatNames(q), vnic.ExtraStatNames(), vnic.CounterNames(metrics.DatapathCounters, q))
 	}
 	mu.Lock()
 	defer mu.Unlock()
