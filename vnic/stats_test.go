@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/manad/manad/vnic/faultpoint"
 )
 
 // TestExtraStatNames: manad's own counters follow the driver's under a prefix of their own, fit
@@ -79,9 +81,9 @@ func TestReconfigStats(t *testing.T) {
 	tp.locked(func() {
 		must(t, tp.SetMTU(2000)) // unchanged
 		must(t, tp.SetMTU(3000)) // applied
-		must(t, tp.SetFault(Fault{Point: FaultPrealloc, Mode: FaultOnce}))
+		must(t, tp.SetFault(Fault{Point: faultpoint.Prealloc, Mode: FaultOnce}))
 		assert.Error(t, tp.SetRings(256, 256), "SetRings with a prealloc fault succeeded")
-		must(t, tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOnce}))
+		must(t, tp.SetFault(Fault{Point: faultpoint.Attach, Mode: FaultOnce}))
 		assert.Error(t, tp.SetChannels(2), "SetChannels with an attach fault succeeded")
 	})
 	tp.waitFor("the reset work", func(s State) bool { return s.Running && !s.ResetPending })
