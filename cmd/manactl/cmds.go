@@ -397,18 +397,9 @@ func statsCmd(a *app) *cobra.Command {
 		Short: "Show driver statistics (ethtool -S)",
 		Long: `Show the driver statistics, as ethtool -S prints them: for a manad port the mana
 driver's counters in its order (eth, hc, phy, then rx_<q>_* and tx_<q>_* per queue),
-then manad's own, summed over the queues and named manad_*: manad_rx_dropped (every
-RX drop), manad_rx_drop_oversize, manad_rx_drop_alloc_fail, manad_tx_dropped (sent
-while the queue was stopped), manad_rx_short_headroom (frames delivered with less
-headroom than the 256 bytes forwarding out of a MANA port needs), manad_rx_inline, manad_rx_deferred (frames the queue's
-goroutine took because the queue was busy), manad_rx_drop_input_full,
-manad_rx_tap_write_err (the TAP refused the frame), manad_tx_drop_runt and
-manad_tx_drop_oversize (frames read from the TAP), and on a TAP with offloads
-manad_tx_superframes (GSO superframes read, cut into frames or passed on whole),
-manad_tx_drop_bad_vnet_hdr (a virtio header that did not fit its frame),
-manad_rx_coalesced (frames merged into an earlier one written to the TAP),
-manad_rx_waited (frames whose sender waited for the RX queue while another context
-held it) and manad_rx_whole (superframes written to the TAP as they came, never cut); for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
+then manad's own, summed over the queues and named manad_*:
+` + manadStatsHelp + `
+For another device, the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
 does (the kernel's ethtool netlink has no request for them).
 
 --all-groups and --groups (eth-phy, eth-mac, eth-ctrl, rmon, phydev; several

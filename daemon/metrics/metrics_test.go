@@ -305,6 +305,6 @@ func TestEveryCounterExported(t *testing.T) {
 		assert.Contains(t, fams, "manad_"+name, "reasonHelp names a family no counter has")
 	}
 	for _, f := range fams {
-		assert.False(t, strings.HasPrefix(f.GetHelp(), ": "), "%s: a family with reasons needs its reasonHelp", f.GetName())
+		assert.False(t, strings.HasPrefix(f.GetHelp(), ", by reason"), "%s: a family with reasons needs its reasonHelp", f.GetName())
 	}
 }

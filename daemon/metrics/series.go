@@ -8,11 +8,21 @@ import (
 	"github.com/manad/manad/vnic"
 )
 
-// reasonHelp begins the help of each family whose series carry a reason label; the reasons'
-// explanations (their rows' Help) follow, in table order.
+// reasonHelp begins the help of each family whose series carry a reason label ("…, by reason:
+// "); the reasons' explanations (their rows' Help) follow, in table order.
 var reasonHelp = map[string]string{
-	"rx_dropped_total": "Frames for the RX queue that were lost, by reason",
-	"tx_dropped_total": "Frames the host transmitted that were lost, by reason",
+	"rx_dropped_total": "Frames for the RX queue that were lost",
+	"tx_dropped_total": "Frames the host transmitted that were lost",
+}
+
+// CounterHelp says what the counter c counts in a sentence: its Help, or for a row that is a
+// reason of a family, the family's subject and the reason ("Frames the host transmitted that were
+// lost: the port was down or being reconfigured.").
+func CounterHelp[S any](c *vnic.Counter[S]) string {
+	if h, ok := reasonHelp[c.Metric]; ok && c.Reason != "" {
+		return h + ": " + c.Help + "."
+	}
+	return c.Help
 }
 
 // family is one per-queue Prometheus family made of counter rows.
@@ -74,7 +84,7 @@ func queueFamilies(reasonLabels, queueLabels []string, d func(name, help string,
 	for _, name := range fs.order {
 		f := fs.byName[name]
 		if f.reason {
-			f.desc = d(name, reasonHelp[name]+": "+strings.Join(reasons[name], ", ")+".", reasonLabels)
+			f.desc = d(name, reasonHelp[name]+", by reason: "+strings.Join(reasons[name], ", ")+".", reasonLabels)
 		} else {
 			f.desc = d(name, help[name], queueLabels)
 		}
