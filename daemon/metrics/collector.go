@@ -7,6 +7,7 @@ import (
 
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/pagepool"
 )
 
 // Port is what the collector exports about one port, read from the live counters at scrape
@@ -45,18 +46,15 @@ type Collector struct {
 	src Source
 	ctl *Control
 
-	// families are the per-queue families of the counter tables' rows (queueFamilies); vnicSeries
-	// and datapathSeries the rows' series in them.
+	// families are the per-queue families of the counter tables' rows (queueFamilies); the
+	// series are the rows' of vnic's, the data path's and the page pools' tables.
 	families       []*prometheus.Desc
 	vnicSeries     []series[vnic.QueueStats]
 	datapathSeries []series[datapath.QueueStats]
+	poolSeries     []series[pagepool.Stats]
 
 	ringPosted, ringSize                 *prometheus.Desc
 	napiPolls, napiPollHits, napiPollCPU *prometheus.Desc
-
-	poolAllocs, poolRecycles, poolPuts, poolOverflows *prometheus.Desc
-	poolPageAllocs, poolPageReleases, poolAllocFails  *prometheus.Desc
-	poolPages, poolInFlight                           *prometheus.Desc
 
 	up, adminUp                                       *prometheus.Desc
 	memPinned, memPages, memInUse, memPeak, memBudget *prometheus.Desc
@@ -89,16 +87,6 @@ func NewCollector(src Source, ctl *Control) *Collector {
 		napiPollCPU: d("napi_poll_cpu_seconds_total", "CPU time the queue's reader spent busy-polling (the cost of "+
 			"manad_napi_polls_total).", queue),
 
-		poolAllocs:       d("page_pool_buffer_allocs_total", "Buffers the queue's current page pool handed out (restarts with each rebuild of the queues).", queue),
-		poolRecycles:     d("page_pool_buffer_recycles_total", "Buffers given back to the queue's current page pool directly by its owner.", queue),
-		poolPuts:         d("page_pool_buffer_puts_total", "Buffers given back to the queue's current page pool from other goroutines.", queue),
-		poolOverflows:    d("page_pool_ring_overflows_total", "Puts that found the page pool's return ring full.", queue),
-		poolPageAllocs:   d("page_pool_page_allocs_total", "Pages the queue's current page pool took from the port's memory.", queue),
-		poolPageReleases: d("page_pool_page_releases_total", "Pages the queue's current page pool gave back.", queue),
-		poolAllocFails:   d("page_pool_alloc_failures_total", "Allocations the queue's current page pool failed (memory budget exhausted).", queue),
-		poolPages:        d("page_pool_pages", "Pages the queue's current page pool holds.", queue),
-		poolInFlight:     d("page_pool_buffers_in_flight", "Buffers of the queue's current page pool that are out (posted or held).", queue),
-
 		up:              d("port_running", "1 when the port's queues run and pass traffic.", port),
 		adminUp:         d("port_admin_up", "1 when the administrator wants the port up.", port),
 		memPinned:       d("memory_pinned_bytes", "Bytes of RX pages the port's running pools hold.", port),
@@ -128,6 +116,7 @@ func NewCollector(src Source, ctl *Control) *Collector {
 	fams := queueFamilies(reason, queue, d)
 	c.vnicSeries = seriesOf(fams, vnic.ManaCounters, vnic.ManadCounters)
 	c.datapathSeries = seriesOf(fams, DatapathCounters)
+	c.poolSeries = seriesOf(fams, poolCounters)
 	for _, f := range fams.order {
 		c.families = append(c.families, fams.byName[f].desc)
 	}
@@ -140,9 +129,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	for _, d := range []*prometheus.Desc{
-		c.ringPosted, c.ringSize, c.poolAllocs, c.poolRecycles, c.poolPuts,
-		c.poolOverflows, c.poolPageAllocs, c.poolPageReleases, c.poolAllocFails, c.poolPages,
-		c.poolInFlight, c.up, c.adminUp, c.memPinned, c.memPages, c.memInUse, c.memPeak, c.memBudget,
+		c.ringPosted, c.ringSize, c.up, c.adminUp, c.memPinned, c.memPages, c.memInUse, c.memPeak, c.memBudget,
 		c.buffersInFlight, c.reconfigs, c.reconfigDuration, c.resets,
 	} {
 		ch <- d
@@ -221,15 +208,7 @@ func (c *Collector) collectPort(ch chan<- prometheus.Metric, p *Port) {
 		gauge(c.ringPosted, float64(q.RingPosted), l...)
 		gauge(c.ringSize, float64(q.RingSize), l...)
 		if ps := q.Pool; ps != nil {
-			counter(c.poolAllocs, ps.Allocs, l...)
-			counter(c.poolRecycles, ps.Recycles, l...)
-			counter(c.poolPuts, ps.Puts, l...)
-			counter(c.poolOverflows, ps.RingOverflow, l...)
-			counter(c.poolPageAllocs, ps.PageAllocs, l...)
-			counter(c.poolPageReleases, ps.PageReleases, l...)
-			counter(c.poolAllocFails, ps.AllocFails, l...)
-			gauge(c.poolPages, float64(ps.Pages), l...)
-			gauge(c.poolInFlight, float64(ps.InFlight), l...)
+			collectSeries(ch, c.poolSeries, ps, l)
 		}
 	}
 	for qi := range p.Datapath {

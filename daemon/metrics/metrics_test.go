@@ -259,8 +259,8 @@ func TestServe(t *testing.T) {
 	assert.Error(t, err, "still accepting after the context ended")
 }
 
-// TestEveryCounterExported gives every counter row with a Metric, in vnic's tables and the data
-// path's, a value of its own and finds it in its family's series for the queue, with its reason.
+// TestEveryCounterExported gives every counter row with a Metric, in vnic's tables, the data
+// path's and the page pools', a value of its own and finds it in its family's series for the queue, with its reason.
 func TestEveryCounterExported(t *testing.T) {
 	type want struct {
 		metric, reason string
@@ -286,8 +286,17 @@ func TestEveryCounterExported(t *testing.T) {
 			wants = append(wants, want{c.Metric, c.Reason, float64(v)})
 		}
 	}
+	var pq pagepool.Stats
+	for _, c := range poolCounters {
+		if c.Field != nil {
+			v++
+			*c.Field(&pq) = v
+			wants = append(wants, want{c.Metric, c.Reason, float64(v)})
+		}
+	}
 	require.Greater(t, len(wants), 20, "counter rows with a metric")
-	port := Port{Name: "mana0", Queues: []vnic.QueueCounters{{}, {Stats: vq}}, Datapath: []datapath.QueueStats{{}, dq}}
+	port := Port{Name: "mana0", Queues: []vnic.QueueCounters{{Pool: &pagepool.Stats{}}, {Stats: vq, Pool: &pq}},
+		Datapath: []datapath.QueueStats{{}, dq}}
 	fams := gather(t, NewCollector(SourceFunc(func() []Port { return []Port{port} }), nil))
 	for _, w := range wants {
 		labels := map[string]string{"port": "mana0", "queue": "1"}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,11 +64,11 @@ func metaOf[S any](tables ...[]vnic.Counter[S]) []rowMeta {
 	return out
 }
 
-// queueFamilies makes the families of every row with a Metric in vnic's and the data path's
-// counter tables: a family's help is its row's Help, or for a family with reasons its
+// queueFamilies makes the families of every row with a Metric in vnic's, the data path's and the
+// page pools' counter tables: a family's help is its row's Help, or for a family with reasons its
 // reasonHelp followed by each reason and its row's Help. d makes a family's description.
 func queueFamilies(reasonLabels, queueLabels []string, d func(name, help string, labels []string) *prometheus.Desc) families {
-	rows := append(metaOf(vnic.ManaCounters, vnic.ManadCounters), metaOf(DatapathCounters)...)
+	rows := slices.Concat(metaOf(vnic.ManaCounters, vnic.ManadCounters), metaOf(DatapathCounters), metaOf(poolCounters))
 	fs := families{byName: map[string]*family{}}
 	reasons := map[string][]string{}
 	help := map[string]string{}
