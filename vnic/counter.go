@@ -17,9 +17,16 @@ const (
 
 // Counter declares one counter, once: its name in ethtool -S, what it counts, its Prometheus
 // series, and where it is counted (the field of a queue's snapshot S that holds it). The ethtool
-// -S strings and values (CounterNames, CounterValues) and the metrics are derived from tables of
-// Counters: ManaCounters (the mana driver's, in mana_get_strings order), ManadCounters (the
-// model's own) and the daemon's table of the data path's; no other list names a counter.
+// -S strings and values (CounterNames, CounterValues), the Prometheus families (daemon/metrics)
+// and the list in manactl stats --help (generated, daemon/statnames_test.go) are derived from
+// tables of Counters: ManaCounters (the mana driver's, in mana_get_strings order), ManadCounters
+// (the model's own) and the daemon's tables of the data path's and the page pools'; no other
+// list names a counter.
+//
+// Adding a counter the model keeps: its field in rxStats or txStats and its row (this package,
+// stats.go), and the increment where it is counted; for a manad_ counter, regenerate manactl's
+// list (go test -run TestManactlStatsHelp ./daemon/ -update-stats-help). TestEveryCounterDeclared
+// fails for a field without a row.
 //
 // A table is in ethtool -S order. Consecutive rows of one queue scope form a block that ethtool
 // -S repeats for every queue (rx_0_packets … rx_0_coalesced_cqe_4, rx_1_packets …), as
@@ -86,7 +93,7 @@ func shown[S any](cs []Counter[S], queues int, f func(c *Counter[S], q int)) {
 
 // CounterNames returns the ethtool -S strings of the counters cs for a port with queues queues.
 func CounterNames[S any](cs []Counter[S], queues int) []string {
-	var names []string
+	names := make([]string, 0, CounterCount(cs, queues))
 	shown(cs, queues, func(c *Counter[S], q int) {
 		switch c.Scope {
 		case RxQueueScope:
@@ -103,7 +110,7 @@ func CounterNames[S any](cs []Counter[S], queues int) []string {
 // CounterValues returns the values of CounterNames(cs, len(qs)), read from the snapshots of
 // queues 0..len(qs)-1: a port-scope counter is the sum over them.
 func CounterValues[S any](cs []Counter[S], qs []S) []uint64 {
-	var out []uint64
+	out := make([]uint64, 0, CounterCount(cs, len(qs)))
 	shown(cs, len(qs), func(c *Counter[S], q int) {
 		if q >= 0 {
 			out = append(out, c.Read(&qs[q]))
