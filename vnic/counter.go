@@ -44,8 +44,10 @@ type Counter[S any] struct {
 	// labels); "" when not exported. Reason is the series' reason label; "" when the family has
 	// none.
 	Metric, Reason string
-	// Gauge marks a level that goes up and down rather than a count.
+	// Gauge marks a level that goes up and down rather than a count. Scale converts the value
+	// to the metric's unit (0 means 1): 1e-9 exports nanoseconds as seconds.
 	Gauge bool
+	Scale float64
 	// Field is where the counter is kept: its field in a queue's snapshot. Derive instead
 	// computes it from a snapshot's other counters. With neither, the model never counts it
 	// (hardware it does not have): ethtool -S shows 0, as for a NIC that saw no such event.

@@ -52,9 +52,8 @@ type Collector struct {
 	vnicSeries     []series[vnic.QueueStats]
 	datapathSeries []series[datapath.QueueStats]
 	poolSeries     []series[pagepool.Stats]
-
-	ringPosted, ringSize                 *prometheus.Desc
-	napiPolls, napiPollHits, napiPollCPU *prometheus.Desc
+	ringSeries     []series[vnic.QueueCounters]
+	pollSeries     []series[datapath.PollStats]
 
 	up, adminUp                                       *prometheus.Desc
 	memPinned, memPages, memInUse, memPeak, memBudget *prometheus.Desc
@@ -78,14 +77,6 @@ func NewCollector(src Source, ctl *Control) *Collector {
 	}
 	c := &Collector{
 		src: src, ctl: ctl,
-
-		ringPosted: d("rx_ring_posted_buffers", "RX buffers posted in the queue's ring (0 while it is not running).", queue),
-		ringSize:   d("rx_ring_size_buffers", "Size of the queue's RX ring (0 while it is not running).", queue),
-		napiPolls: d("napi_polls_total", "Polls the queue's reader made while busy-polling after it found work, as its NAPI settings "+
-			"(defer-hard-irqs, gro-flush-timeout) ask and the daemon's max_pollers allows.", queue),
-		napiPollHits: d("napi_poll_hits_total", "Polls counted in manad_napi_polls_total that found work.", queue),
-		napiPollCPU: d("napi_poll_cpu_seconds_total", "CPU time the queue's reader spent busy-polling (the cost of "+
-			"manad_napi_polls_total).", queue),
 
 		up:              d("port_running", "1 when the port's queues run and pass traffic.", port),
 		adminUp:         d("port_admin_up", "1 when the administrator wants the port up.", port),
@@ -117,6 +108,8 @@ func NewCollector(src Source, ctl *Control) *Collector {
 	c.vnicSeries = seriesOf(fams, vnic.ManaCounters, vnic.ManadCounters)
 	c.datapathSeries = seriesOf(fams, DatapathCounters)
 	c.poolSeries = seriesOf(fams, poolCounters)
+	c.ringSeries = seriesOf(fams, ringCounters)
+	c.pollSeries = seriesOf(fams, pollCounters)
 	for _, f := range fams.order {
 		c.families = append(c.families, fams.byName[f].desc)
 	}
@@ -129,14 +122,11 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	for _, d := range []*prometheus.Desc{
-		c.ringPosted, c.ringSize, c.up, c.adminUp, c.memPinned, c.memPages, c.memInUse, c.memPeak, c.memBudget,
+		c.up, c.adminUp, c.memPinned, c.memPages, c.memInUse, c.memPeak, c.memBudget,
 		c.buffersInFlight, c.reconfigs, c.reconfigDuration, c.resets,
 	} {
 		ch <- d
 	}
-	ch <- c.napiPolls
-	ch <- c.napiPollHits
-	ch <- c.napiPollCPU
 	if c.ctl != nil {
 		ch <- c.requests
 		ch <- c.subscribersDropped
@@ -205,8 +195,7 @@ func (c *Collector) collectPort(ch chan<- prometheus.Metric, p *Port) {
 		q := &p.Queues[qi]
 		l := []string{p.Name, p.NetNS, strconv.Itoa(qi)}
 		collectSeries(ch, c.vnicSeries, &q.Stats, l)
-		gauge(c.ringPosted, float64(q.RingPosted), l...)
-		gauge(c.ringSize, float64(q.RingSize), l...)
+		collectSeries(ch, c.ringSeries, q, l)
 		if ps := q.Pool; ps != nil {
 			collectSeries(ch, c.poolSeries, ps, l)
 		}
@@ -218,9 +207,7 @@ func (c *Collector) collectPort(ch chan<- prometheus.Metric, p *Port) {
 	}
 	for qi, ps := range p.Polls {
 		l := []string{p.Name, p.NetNS, strconv.Itoa(qi)}
-		counter(c.napiPolls, ps.Polls, l...)
-		counter(c.napiPollHits, ps.Hits, l...)
-		ch <- prometheus.MustNewConstMetric(c.napiPollCPU, prometheus.CounterValue, ps.CPUTime.Seconds(), l...)
+		collectSeries(ch, c.pollSeries, &ps, l)
 	}
 
 	for _, r := range p.Reconfigs {

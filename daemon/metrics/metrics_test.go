@@ -259,8 +259,8 @@ func TestServe(t *testing.T) {
 	assert.Error(t, err, "still accepting after the context ended")
 }
 
-// TestEveryCounterExported gives every counter row with a Metric, in vnic's tables, the data
-// path's and the page pools', a value of its own and finds it in its family's series for the queue, with its reason.
+// TestEveryCounterExported gives every counter row with a Metric and a Field, in vnic's tables,
+// the data path's, the page pools' and the pollers', a value of its own and finds it in its family's series for the queue, with its reason.
 func TestEveryCounterExported(t *testing.T) {
 	type want struct {
 		metric, reason string
@@ -294,9 +294,17 @@ func TestEveryCounterExported(t *testing.T) {
 			wants = append(wants, want{c.Metric, c.Reason, float64(v)})
 		}
 	}
+	var polls datapath.PollStats
+	for _, c := range pollCounters {
+		if c.Field != nil {
+			v++
+			*c.Field(&polls) = v
+			wants = append(wants, want{c.Metric, c.Reason, float64(v)})
+		}
+	}
 	require.Greater(t, len(wants), 20, "counter rows with a metric")
 	port := Port{Name: "mana0", Queues: []vnic.QueueCounters{{Pool: &pagepool.Stats{}}, {Stats: vq, Pool: &pq}},
-		Datapath: []datapath.QueueStats{{}, dq}}
+		Datapath: []datapath.QueueStats{{}, dq}, Polls: []datapath.PollStats{{}, polls}}
 	fams := gather(t, NewCollector(SourceFunc(func() []Port { return []Port{port} }), nil))
 	for _, w := range wants {
 		labels := map[string]string{"port": "mana0", "queue": "1"}

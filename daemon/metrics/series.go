@@ -64,11 +64,12 @@ func metaOf[S any](tables ...[]vnic.Counter[S]) []rowMeta {
 	return out
 }
 
-// queueFamilies makes the families of every row with a Metric in vnic's, the data path's and the
-// page pools' counter tables: a family's help is its row's Help, or for a family with reasons its
+// queueFamilies makes the families of every row with a Metric in the counter tables (vnic's, the
+// data path's, the page pools', the rings' and the pollers'): a family's help is its row's Help, or for a family with reasons its
 // reasonHelp followed by each reason and its row's Help. d makes a family's description.
 func queueFamilies(reasonLabels, queueLabels []string, d func(name, help string, labels []string) *prometheus.Desc) families {
-	rows := slices.Concat(metaOf(vnic.ManaCounters, vnic.ManadCounters), metaOf(DatapathCounters), metaOf(poolCounters))
+	rows := slices.Concat(metaOf(vnic.ManaCounters, vnic.ManadCounters), metaOf(DatapathCounters), metaOf(poolCounters),
+		metaOf(ringCounters), metaOf(pollCounters))
 	fs := families{byName: map[string]*family{}}
 	reasons := map[string][]string{}
 	help := map[string]string{}
@@ -118,6 +119,10 @@ func collectSeries[S any](ch chan<- prometheus.Metric, ss []series[S], s *S, l [
 		if x.fam.reason {
 			labels = append(l[:len(l):len(l)], x.reason)
 		}
-		ch <- prometheus.MustNewConstMetric(x.fam.desc, t, float64(x.c.Read(s)), labels...)
+		v := float64(x.c.Read(s))
+		if x.c.Scale != 0 {
+			v *= x.c.Scale
+		}
+		ch <- prometheus.MustNewConstMetric(x.fam.desc, t, v, labels...)
 	}
 }
