@@ -52,6 +52,7 @@ type rowMeta struct {
 	gauge                bool
 }
 
+// metaOf returns what the families need of the rows of tables that have a Metric, in order.
 func metaOf[S any](tables ...[]vnic.Counter[S]) []rowMeta {
 	var out []rowMeta
 	for _, cs := range tables {
