@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/manad/manad/vnic/faultpoint"
 )
 
 // faultProbe is a log handler that, when a fault is injected, runs probe at that very moment:
@@ -75,7 +77,7 @@ func TestAttachInProgressPassesNothing(t *testing.T) {
 	h.mu.Unlock()
 	delivered, sent := tp.host.count(), tp.wire.count()
 	tp.locked(func() {
-		require.NoError(t, tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOnce}))
+		require.NoError(t, tp.SetFault(Fault{Point: faultpoint.Attach, Mode: FaultOnce}))
 		require.Error(t, tp.SetMTU(4000), "SetMTU with an attach fault succeeded")
 	})
 	h.mu.Lock()

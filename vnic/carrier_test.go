@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/manad/manad/vnic/faultpoint"
 )
 
 // carrierLog records OnCarrier calls.
@@ -46,15 +48,15 @@ func TestCarrier(t *testing.T) {
 		{"reconfigure", func(p *Port) { _ = p.SetMTU(4000) }, []bool{off, on}},
 		{"no change", func(p *Port) { _ = p.SetMTU(4000) }, nil},
 		{"prealloc fault", func(p *Port) {
-			_ = p.SetFault(Fault{Point: FaultPrealloc, Mode: FaultOnce})
+			_ = p.SetFault(Fault{Point: faultpoint.Prealloc, Mode: FaultOnce})
 			_ = p.SetMTU(1500)
 		}, nil},
 		{"detach fault", func(p *Port) {
-			_ = p.SetFault(Fault{Point: FaultDetach, Mode: FaultOnce})
+			_ = p.SetFault(Fault{Point: faultpoint.Detach, Mode: FaultOnce})
 			_ = p.SetMTU(1500)
 		}, nil},
 		{"attach fault", func(p *Port) {
-			_ = p.SetFault(Fault{Point: FaultAttach, Mode: FaultAlways})
+			_ = p.SetFault(Fault{Point: faultpoint.Attach, Mode: FaultAlways})
 			_ = p.SetMTU(1500)
 		}, []bool{off}},
 	} {
@@ -74,7 +76,7 @@ func TestCarrier(t *testing.T) {
 	if got := cl.take(); len(got) != 0 {
 		t.Fatalf("failing resets: carrier calls %v, want none", got)
 	}
-	tp.locked(func() { _ = tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOff}) })
+	tp.locked(func() { _ = tp.SetFault(Fault{Point: faultpoint.Attach, Mode: FaultOff}) })
 	tp.waitFor("the reset to restore the port", func(s State) bool { return s.Running })
 	if got := cl.take(); !slices.Equal(got, []bool{on}) {
 		t.Fatalf("restoring reset: carrier calls %v, want [true]", got)

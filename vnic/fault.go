@@ -6,61 +6,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlerr"
+	"github.com/manad/manad/vnic/faultpoint"
 )
 
-// FaultPoint is a step of the reconfiguration state machine that fault injection can make fail.
-type FaultPoint uint8
+// FaultPoints lists every fault point (faultpoint.Points), for the daemon's per-port state.
+var FaultPoints = faultpoint.Points
 
-// The fault points, in the order a reconfiguration reaches them.
-const (
-	// FaultPrealloc fails mana_pre_alloc_rxbufs: the port is left untouched.
-	FaultPrealloc FaultPoint = iota
-	// FaultDetach fails mana_detach before it stops anything: the port keeps running.
-	FaultDetach
-	// FaultAttach fails mana_attach after half of the queues were created: those are torn down
-	// again and the port is left detached until the reset work restores it.
-	FaultAttach
-	numFaultPoints
-)
-
-// FaultPoints lists every fault point.
-var FaultPoints = [...]FaultPoint{FaultPrealloc, FaultDetach, FaultAttach}
-
-// String returns the point's name ("prealloc", "detach", "attach").
-func (p FaultPoint) String() string {
-	switch p {
-	case FaultPrealloc:
-		return "prealloc"
-	case FaultDetach:
-		return "detach"
-	case FaultAttach:
-		return "attach"
-	}
-	return fmt.Sprintf("point(%d)", uint8(p))
-}
-
-// ParseFaultPoint parses a point name; unknown names give EINVAL.
-func ParseFaultPoint(s string) (FaultPoint, error) {
-	for _, p := range FaultPoints {
-		if p.String() == s {
-			return p, nil
-		}
-	}
-	return 0, nlerr.New(unix.EINVAL, "unknown fault point %q (want prealloc, detach or attach)", s)
-}
-
-// defaultErrno is what an injected fault returns unless told otherwise: pre-allocation runs out of
-// memory; a detach failing is an I/O error; an attach failing is the hardware channel refusing a
-// request (EPROTO, as a failed HWC message).
-func (p FaultPoint) defaultErrno() unix.Errno {
-	switch p {
-	case FaultPrealloc:
-		return unix.ENOMEM
-	case FaultDetach:
-		return unix.EIO
-	}
-	return unix.EPROTO
-}
+// ParseFaultPoint parses a point name (faultpoint.Parse); unknown names give EINVAL.
+func ParseFaultPoint(s string) (faultpoint.Point, error) { return faultpoint.Parse(s) }
 
 // FaultMode says how often an armed fault fires.
 type FaultMode uint8
@@ -100,7 +53,7 @@ func ParseFaultMode(s string) (FaultMode, error) {
 
 // Fault is the injection armed at one point.
 type Fault struct {
-	Point FaultPoint
+	Point faultpoint.Point
 	Mode  FaultMode
 	Count int        // remaining firings for FaultCount
 	Errno unix.Errno // what the failure returns; 0 means the point's default
@@ -110,7 +63,7 @@ type Fault struct {
 // validate checks a fault request.
 func (f Fault) validate() error {
 	switch {
-	case f.Point >= numFaultPoints:
+	case f.Point >= faultpoint.NumPoints:
 		return nlerr.New(unix.EINVAL, "unknown fault point %d", f.Point)
 	case f.Mode > FaultAlways:
 		return nlerr.New(unix.EINVAL, "unknown fault mode %d", f.Mode)
@@ -124,7 +77,7 @@ func (f Fault) validate() error {
 
 // fire consumes one firing of the fault at point and returns the injected error, or nil.
 // Caller holds the configuration lock.
-func (p *Port) fire(point FaultPoint, what string) error {
+func (p *Port) fire(point faultpoint.Point) error {
 	f := &p.faults[point]
 	switch f.Mode {
 	case FaultOff:
@@ -140,9 +93,9 @@ func (p *Port) fire(point FaultPoint, what string) error {
 	f.Fired++
 	errno := f.Errno
 	if errno == 0 {
-		errno = point.defaultErrno()
+		errno = point.Errno()
 	}
-	p.log.Warn("fault injected", "point", point.String(), "during", what, "errno", errno.Error())
+	p.log.Warn("fault injected", "point", point.String(), "during", point.Decl().Step, "errno", errno.Error())
 	return nlerr.New(errno, "injected %s fault", point)
 }
 
@@ -169,7 +122,7 @@ func (p *Port) Faults() []Fault {
 	copy(out, p.faults[:])
 	for i := range out {
 		if out[i].Errno == 0 {
-			out[i].Errno = out[i].Point.defaultErrno()
+			out[i].Errno = out[i].Point.Errno()
 		}
 	}
 	return out

@@ -270,9 +270,9 @@ func TestShortHeadroom(t *testing.T) {
 		tp.locked(func() { qc = tp.QueueCounters() })
 		want := uint64(5 * b2i(tt.short))
 		// manactl stats shows it as manad_rx_short_headroom, after the driver's counters.
-		extra := tp.NetdevStats().ExtraStats()[slices.Index(ExtraStatNames(), "manad_rx_short_headroom")]
-		assert.Equal(t, want, qc[2].RxShortHeadroom, "%+v (headroom %d): short-headroom %d / %d, want %d", tt, l.Headroom, qc[2].RxShortHeadroom, extra, want)
-		assert.Equal(t, want, extra, "%+v (headroom %d): short-headroom %d / %d, want %d", tt, l.Headroom, qc[2].RxShortHeadroom, extra, want)
+		extra := tp.ExtraStats()[slices.Index(ExtraStatNames(), "manad_rx_short_headroom")]
+		assert.Equal(t, want, qcount(t, qc[2], "manad_rx_short_headroom"), "%+v (headroom %d): short-headroom %d / %d, want %d", tt, l.Headroom, qcount(t, qc[2], "manad_rx_short_headroom"), extra, want)
+		assert.Equal(t, want, extra, "%+v (headroom %d): short-headroom %d / %d, want %d", tt, l.Headroom, qcount(t, qc[2], "manad_rx_short_headroom"), extra, want)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlerr"
+	"github.com/manad/manad/vnic/faultpoint"
 	"github.com/manad/manad/vnic/pagepool"
 	"github.com/manad/manad/vnic/rxbuf"
 )
@@ -120,7 +121,7 @@ type Port struct {
 	adminUp      bool // the administrator wants the port up (IFF_UP)
 	running      bool // port_is_up: queues exist and pass traffic
 	layout       rxbuf.Layout
-	faults       [numFaultPoints]Fault
+	faults       [faultpoint.NumPoints]Fault
 	resetPending bool
 	closed       bool
 	coalApplied  Coalesce            // the coalescing the running queues use (zero while never attached)
@@ -173,7 +174,7 @@ func New(cfg Config, s Settings) (*Port, error) {
 		copy(p.rssCfg.Key[:], cfg.RSSKey)
 	}
 	for i := range p.faults {
-		p.faults[i].Point = FaultPoint(i)
+		p.faults[i].Point = faultpoint.Point(i)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.stopWorker = cancel
@@ -358,7 +359,7 @@ func (p *Port) allocRings(s Settings, l rxbuf.Layout, prealloc bool) (*allocatio
 	a := &allocation{layout: l, pools: make([]*pagepool.Pool, 0, s.Queues), bufs: make([][]*pagepool.Buffer, 0, s.Queues)}
 	for q := 0; q < s.Queues; q++ {
 		if prealloc && q == s.Queues/2 {
-			if err := p.fire(FaultPrealloc, "pre-allocation"); err != nil {
+			if err := p.fire(faultpoint.Prealloc); err != nil {
 				p.free(a)
 				return nil, err
 			}
@@ -447,7 +448,7 @@ func (p *Port) attach(s Settings, a *allocation, inject bool) error {
 	}
 	for q := 0; q < s.Queues; q++ {
 		if inject && q == s.Queues/2 {
-			if err := p.fire(FaultAttach, "attach"); err != nil {
+			if err := p.fire(faultpoint.Attach); err != nil {
 				p.stopQueues()
 				return err
 			}
@@ -531,7 +532,7 @@ func (p *Port) carrier(on bool) {
 // detach stops the port for a reconfiguration (mana_detach). The detach fault point fires before
 // anything is stopped, so a failed detach leaves the port running as it was.
 func (p *Port) detach() error {
-	if err := p.fire(FaultDetach, "detach"); err != nil {
+	if err := p.fire(faultpoint.Detach); err != nil {
 		return err
 	}
 	p.stopQueues()

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlerr"
+	"github.com/manad/manad/vnic/faultpoint"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -73,10 +74,10 @@ func TestReconfigure(t *testing.T) {
 		fired int // times the fault point fires before the port is running again
 	}{
 		{"success", nil, 0, applied, 0},
-		{"prealloc fails", &Fault{Point: FaultPrealloc, Mode: FaultOnce}, unix.ENOMEM, untouched, 1},
-		{"detach fails", &Fault{Point: FaultDetach, Mode: FaultOnce}, unix.EIO, untouched, 1},
-		{"attach fails once", &Fault{Point: FaultAttach, Mode: FaultOnce}, unix.EPROTO, reset, 1},
-		{"attach fails 3 times", &Fault{Point: FaultAttach, Mode: FaultCount, Count: 3, Errno: unix.EBUSY}, unix.EBUSY, reset, 3},
+		{"prealloc fails", &Fault{Point: faultpoint.Prealloc, Mode: FaultOnce}, unix.ENOMEM, untouched, 1},
+		{"detach fails", &Fault{Point: faultpoint.Detach, Mode: FaultOnce}, unix.EIO, untouched, 1},
+		{"attach fails once", &Fault{Point: faultpoint.Attach, Mode: FaultOnce}, unix.EPROTO, reset, 1},
+		{"attach fails 3 times", &Fault{Point: faultpoint.Attach, Mode: FaultCount, Count: 3, Errno: unix.EBUSY}, unix.EBUSY, reset, 3},
 	}
 	for _, o := range ops {
 		for _, f := range faults {
@@ -102,7 +103,7 @@ func TestReconfigure(t *testing.T) {
 					assert.Equal(t, o.wantSingle, after.Layout.Single, "layout single = %v, want %v (%s)", after.Layout.Single, o.wantSingle, after.Layout.Reason)
 				case untouched, reset:
 					require.ErrorIs(t, err, f.errno, "err")
-					msg := map[FaultPoint]string{FaultPrealloc: o.prealloc, FaultDetach: o.detach, FaultAttach: o.attach}[f.fault.Point]
+					msg := map[faultpoint.Point]string{faultpoint.Prealloc: o.prealloc, faultpoint.Detach: o.detach, faultpoint.Attach: o.attach}[f.fault.Point]
 					var e *nlerr.Error
 					if !errors.As(err, &e) || !strings.HasPrefix(e.Message, msg) {
 						t.Errorf("message = %q, want prefix %q", e.Message, msg)
@@ -175,7 +176,7 @@ func TestNoChange(t *testing.T) {
 	tp.open()
 	tp.locked(func() {
 		require.NoError(t, tp.SetRings(256, 256))
-		_ = tp.SetFault(Fault{Point: FaultPrealloc, Mode: FaultAlways})
+		_ = tp.SetFault(Fault{Point: faultpoint.Prealloc, Mode: FaultAlways})
 		s := tp.Settings()
 		for name, err := range map[string]error{
 			"flags":    tp.SetPrivFlags(s.PrivFlags),
@@ -187,7 +188,7 @@ func TestNoChange(t *testing.T) {
 		} {
 			assert.NoError(t, err, "%s", name)
 		}
-		f := tp.Faults()[FaultPrealloc]
+		f := tp.Faults()[faultpoint.Prealloc]
 		assert.Equal(t, 0, f.Fired, "a no-change request reached pre-allocation")
 	})
 }
@@ -213,7 +214,7 @@ func TestPrivFlagsLayoutShortcut(t *testing.T) {
 			tp := newTestPort(t, tc.mod)
 			tp.open()
 			tp.locked(func() {
-				_ = tp.SetFault(Fault{Point: FaultPrealloc, Mode: FaultAlways})
+				_ = tp.SetFault(Fault{Point: faultpoint.Prealloc, Mode: FaultAlways})
 				err := tp.SetPrivFlags(PrivFlagFullPageRx)
 				require.Equal(t, err != nil, tc.rebuild, "rebuild")
 				if !tc.rebuild {
@@ -243,7 +244,7 @@ func TestValidation(t *testing.T) {
 		{"no channels", func() error { return tp.SetChannels(0) }, unix.EINVAL, "requested channel counts would result in no RX or TX channel being configured"},
 		{"too many channels", func() error { return tp.SetChannels(65) }, unix.EINVAL, "requested channel count exceeds maximum"},
 		{"bad fault", func() error { return tp.SetFault(Fault{Point: 7}) }, unix.EINVAL, "unknown fault point 7"},
-		{"count without count", func() error { return tp.SetFault(Fault{Point: FaultAttach, Mode: FaultCount}) }, unix.EINVAL, "fault mode count needs a count of at least 1"},
+		{"count without count", func() error { return tp.SetFault(Fault{Point: faultpoint.Attach, Mode: FaultCount}) }, unix.EINVAL, "fault mode count needs a count of at least 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -329,10 +330,10 @@ func TestResetRespectsAdminDown(t *testing.T) {
 	tp := newTestPort(t, nil)
 	tp.open()
 	tp.locked(func() {
-		_ = tp.SetFault(Fault{Point: FaultAttach, Mode: FaultAlways})
+		_ = tp.SetFault(Fault{Point: faultpoint.Attach, Mode: FaultAlways})
 		require.Error(t, tp.SetPrivFlags(PrivFlagFullPageRx), "attach fault did not fail the operation")
 		tp.Close()
-		_ = tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOff})
+		_ = tp.SetFault(Fault{Point: faultpoint.Attach, Mode: FaultOff})
 	})
 	st := tp.waitFor("the reset to stand down", func(s State) bool { return !s.ResetPending })
 	require.False(t, st.Running, "reset brought a port the admin took down back up: %+v", st)
@@ -347,7 +348,7 @@ func TestResetAppliesStoredValue(t *testing.T) {
 	tp := newTestPort(t, nil)
 	tp.open()
 	tp.locked(func() {
-		_ = tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOnce})
+		_ = tp.SetFault(Fault{Point: faultpoint.Attach, Mode: FaultOnce})
 		require.Error(t, tp.SetChannels(2), "no error")
 		// Detached now: the MTU change is stored.
 		require.NoError(t, tp.SetMTU(9000))

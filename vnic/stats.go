@@ -9,77 +9,165 @@ import (
 	"github.com/manad/manad/vnic/pagepool"
 )
 
-// Driver statistics names, in the order mana_get_strings emits them (reference/mana-driver.md §4).
-var (
-	ethStatNames = []string{
-		"stop_queue", "wake_queue", "tx_cq_err", "tx_cqe_unknown_type", "tx_linear_pkt_cnt",
-		"rx_cqe_unknown_type",
-	}
-	hcStatNames = []string{
-		"hc_rx_discards_no_wqe", "hc_rx_err_vport_disabled", "hc_rx_bytes", "hc_rx_ucast_pkts",
-		"hc_rx_ucast_bytes", "hc_rx_bcast_pkts", "hc_rx_bcast_bytes", "hc_rx_mcast_pkts",
-		"hc_rx_mcast_bytes", "hc_tx_err_gf_disabled", "hc_tx_err_vport_disabled",
-		"hc_tx_err_inval_vportoffset_pkt", "hc_tx_err_vlan_enforcement",
-		"hc_tx_err_eth_type_enforcement", "hc_tx_err_sa_enforcement", "hc_tx_err_sqpdid_enforcement",
-		"hc_tx_err_cqpdid_enforcement", "hc_tx_err_mtu_violation", "hc_tx_err_inval_oob",
-		"hc_tx_err_gdma", "hc_tx_bytes", "hc_tx_ucast_pkts", "hc_tx_ucast_bytes", "hc_tx_bcast_pkts",
-		"hc_tx_bcast_bytes", "hc_tx_mcast_pkts", "hc_tx_mcast_bytes",
-	}
-	phyStatNames = func() []string {
-		names := []string{"hc_rx_pkt_drop_phy", "hc_tx_pkt_drop_phy"}
-		for tc := 0; tc < 8; tc++ {
-			t := strconv.Itoa(tc)
-			names = append(names, "hc_tc"+t+"_rx_pkt_phy", "hc_tc"+t+"_rx_byte_phy",
-				"hc_tc"+t+"_tx_pkt_phy", "hc_tc"+t+"_tx_byte_phy")
-		}
-		for tc := 0; tc < 8; tc++ {
-			t := strconv.Itoa(tc)
-			names = append(names, "hc_tc"+t+"_rx_pause_phy", "hc_tc"+t+"_tx_pause_phy")
-		}
-		return names
-	}()
-	rxQueueStatNames = []string{
-		"packets", "bytes", "xdp_drop", "xdp_tx", "xdp_redirect", "pkt_len0_err",
-		"coalesced_cqe_2", "coalesced_cqe_3", "coalesced_cqe_4",
-	}
-	txQueueStatNames = []string{
-		"packets", "bytes", "xdp_xmit", "tso_packets", "tso_bytes", "tso_inner_packets",
-		"tso_inner_bytes", "long_pkt_fmt", "short_pkt_fmt", "csum_partial", "mana_map_err",
-	}
-)
+// QueueStats are the counters of one queue index, RX and TX, at one moment: the snapshot the
+// counter tables (ManaCounters, ManadCounters) read with their Field and Derive.
+type QueueStats struct {
+	rx rxStats
+	tx txStats
+}
 
-// Numbers of statistics: MANA_STATS_RX_COUNT and MANA_STATS_TX_COUNT per queue, plus the fixed
-// eth, hc and phy groups.
-const (
-	StatsRxPerQueue = 9
-	StatsTxPerQueue = 11
-	statsFixed      = 6 + 27 + 50
-)
+// ManaCounters are the mana driver's ETH_SS_STATS counters in mana_get_strings order
+// (reference/mana-driver.md §4): the eth group, the hc (vport) group, the phy group, then
+// MANA_STATS_RX_COUNT per RX queue and MANA_STATS_TX_COUNT per TX queue. The global eth
+// counters and the hc/phy error counters are never counted by the model; the hc traffic counters
+// and the tc0 phy counters count the frames the port's vport saw: everything travels in traffic
+// class 0, with no drop at the PHY and no pause frame.
+var ManaCounters = slices.Concat([]Counter[QueueStats]{
+	{Name: "stop_queue", Help: "Times a TX queue was stopped for want of room (never: the model's TX queues do not fill)."},
+	{Name: "wake_queue", Help: "Times a stopped TX queue was woken (never, as stop_queue)."},
+	{Name: "tx_cq_err", Help: "TX completions with an error (none in the model)."},
+	{Name: "tx_cqe_unknown_type", Help: "TX completions of an unknown type (none in the model)."},
+	{Name: "tx_linear_pkt_cnt", Help: "TX packets linearized for having more fragments than a work request holds (none in the model)."},
+	{Name: "rx_cqe_unknown_type", Help: "RX completions of an unknown type (none in the model)."},
+
+	{Name: "hc_rx_discards_no_wqe", Help: "no posted RX buffer: the queue was not running or its input was full",
+		Metric: "rx_dropped_total", Reason: "no_buffer", Field: func(s *QueueStats) *uint64 { return &s.rx.discardNoWQE }},
+	{Name: "hc_rx_err_vport_disabled", Help: "Frames the vport dropped while disabled (never counted by the model)."},
+	{Name: "hc_rx_bytes", Help: "Bytes the vport received.", Field: func(s *QueueStats) *uint64 { return &s.rx.hcBytes }},
+	{Name: "hc_rx_ucast_pkts", Help: "Unicast frames the vport received.", Field: func(s *QueueStats) *uint64 { return &s.rx.ucastPkts }},
+	{Name: "hc_rx_ucast_bytes", Help: "Bytes of hc_rx_ucast_pkts.", Field: func(s *QueueStats) *uint64 { return &s.rx.ucastBytes }},
+	{Name: "hc_rx_bcast_pkts", Help: "Broadcast frames the vport received.", Field: func(s *QueueStats) *uint64 { return &s.rx.bcastPkts }},
+	{Name: "hc_rx_bcast_bytes", Help: "Bytes of hc_rx_bcast_pkts.", Field: func(s *QueueStats) *uint64 { return &s.rx.bcastBytes }},
+	{Name: "hc_rx_mcast_pkts", Help: "Multicast frames the vport received.", Field: func(s *QueueStats) *uint64 { return &s.rx.mcastPkts }},
+	{Name: "hc_rx_mcast_bytes", Help: "Bytes of hc_rx_mcast_pkts.", Field: func(s *QueueStats) *uint64 { return &s.rx.mcastBytes }},
+	{Name: "hc_tx_err_gf_disabled", Help: "TX frames dropped by a disabled GF (never counted by the model)."},
+	{Name: "hc_tx_err_vport_disabled", Help: "TX frames dropped by a disabled vport (never counted by the model)."},
+	{Name: "hc_tx_err_inval_vportoffset_pkt", Help: "TX frames with an invalid vport offset (never counted by the model)."},
+	{Name: "hc_tx_err_vlan_enforcement", Help: "TX frames refused by VLAN enforcement (never counted by the model)."},
+	{Name: "hc_tx_err_eth_type_enforcement", Help: "TX frames refused by EtherType enforcement (never counted by the model)."},
+	{Name: "hc_tx_err_sa_enforcement", Help: "TX frames refused by source-address enforcement (never counted by the model)."},
+	{Name: "hc_tx_err_sqpdid_enforcement", Help: "TX frames refused by SQ protection-domain enforcement (never counted by the model)."},
+	{Name: "hc_tx_err_cqpdid_enforcement", Help: "TX frames refused by CQ protection-domain enforcement (never counted by the model)."},
+	{Name: "hc_tx_err_mtu_violation", Help: "TX frames beyond the vport's MTU (never counted by the model)."},
+	{Name: "hc_tx_err_inval_oob", Help: "TX frames with an invalid out-of-band header (never counted by the model)."},
+	{Name: "hc_tx_err_gdma", Help: "TX frames failed by GDMA (never counted by the model)."},
+	{Name: "hc_tx_bytes", Help: "Bytes the vport sent.", Field: func(s *QueueStats) *uint64 { return &s.tx.hcBytes }},
+	{Name: "hc_tx_ucast_pkts", Help: "Unicast frames the vport sent.", Field: func(s *QueueStats) *uint64 { return &s.tx.ucastPkts }},
+	{Name: "hc_tx_ucast_bytes", Help: "Bytes of hc_tx_ucast_pkts.", Field: func(s *QueueStats) *uint64 { return &s.tx.ucastBytes }},
+	{Name: "hc_tx_bcast_pkts", Help: "Broadcast frames the vport sent.", Field: func(s *QueueStats) *uint64 { return &s.tx.bcastPkts }},
+	{Name: "hc_tx_bcast_bytes", Help: "Bytes of hc_tx_bcast_pkts.", Field: func(s *QueueStats) *uint64 { return &s.tx.bcastBytes }},
+	{Name: "hc_tx_mcast_pkts", Help: "Multicast frames the vport sent.", Field: func(s *QueueStats) *uint64 { return &s.tx.mcastPkts }},
+	{Name: "hc_tx_mcast_bytes", Help: "Bytes of hc_tx_mcast_pkts.", Field: func(s *QueueStats) *uint64 { return &s.tx.mcastBytes }},
+
+	{Name: "hc_rx_pkt_drop_phy", Help: "RX frames dropped at the PHY (never counted by the model)."},
+	{Name: "hc_tx_pkt_drop_phy", Help: "TX frames dropped at the PHY (never counted by the model)."},
+}, phyCounters(), []Counter[QueueStats]{
+	{Name: "packets", Scope: RxQueueScope, Help: "Frames the RX queue passed on (to the TAP, or back out by XDP_TX).",
+		Metric: "rx_packets_total", Field: func(s *QueueStats) *uint64 { return &s.rx.packets }},
+	{Name: "bytes", Scope: RxQueueScope, Help: "Bytes of the frames counted in manad_rx_packets_total.",
+		Metric: "rx_bytes_total", Field: func(s *QueueStats) *uint64 { return &s.rx.bytes }},
+	{Name: "xdp_drop", Scope: RxQueueScope, Help: "XDP_DROP, XDP_ABORTED or a failed program",
+		Metric: "rx_dropped_total", Reason: "xdp", Field: func(s *QueueStats) *uint64 { return &s.rx.xdpDrop }},
+	{Name: "xdp_tx", Scope: RxQueueScope, Help: "Frames the XDP program sent back out of the port (XDP_TX).",
+		Metric: "rx_xdp_tx_total", Field: func(s *QueueStats) *uint64 { return &s.rx.xdpTx }},
+	{Name: "xdp_redirect", Scope: RxQueueScope, Help: "Frames the XDP program redirected (XDP_REDIRECT).",
+		Field: func(s *QueueStats) *uint64 { return &s.rx.xdpRedirect }},
+	{Name: "pkt_len0_err", Scope: RxQueueScope, Help: "a completion of zero length",
+		Metric: "rx_dropped_total", Reason: "zero_length", Field: func(s *QueueStats) *uint64 { return &s.rx.pktLen0Err }},
+	{Name: "coalesced_cqe_2", Scope: RxQueueScope, Help: "RX completions that coalesced 2 frames.",
+		Field: func(s *QueueStats) *uint64 { return &s.rx.coalescedCQE[0] }},
+	{Name: "coalesced_cqe_3", Scope: RxQueueScope, Help: "RX completions that coalesced 3 frames.",
+		Field: func(s *QueueStats) *uint64 { return &s.rx.coalescedCQE[1] }},
+	{Name: "coalesced_cqe_4", Scope: RxQueueScope, Help: "RX completions that coalesced 4 frames.",
+		Field: func(s *QueueStats) *uint64 { return &s.rx.coalescedCQE[2] }},
+
+	{Name: "packets", Scope: TxQueueScope, Help: "Frames the TX queue put on the wire segment.",
+		Metric: "tx_packets_total", Field: func(s *QueueStats) *uint64 { return &s.tx.packets }},
+	{Name: "bytes", Scope: TxQueueScope, Help: "Bytes of the frames counted in manad_tx_packets_total.",
+		Metric: "tx_bytes_total", Field: func(s *QueueStats) *uint64 { return &s.tx.bytes }},
+	{Name: "xdp_xmit", Scope: TxQueueScope, Help: "Frames sent by XDP (ndo_xdp_xmit).",
+		Field: func(s *QueueStats) *uint64 { return &s.tx.xdpXmit }},
+	{Name: "tso_packets", Scope: TxQueueScope, Help: "TSO superframes the TX queue was given (as mana_start_xmit counts tso_packets).",
+		Metric: "tx_tso_packets_total", Field: func(s *QueueStats) *uint64 { return &s.tx.tsoPackets }},
+	{Name: "tso_bytes", Scope: TxQueueScope, Help: "Payload bytes of the superframes counted in manad_tx_tso_packets_total (headers excluded).",
+		Metric: "tx_tso_bytes_total", Field: func(s *QueueStats) *uint64 { return &s.tx.tsoBytes }},
+	{Name: "tso_inner_packets", Scope: TxQueueScope, Help: "Encapsulated TSO superframes sent.",
+		Field: func(s *QueueStats) *uint64 { return &s.tx.tsoInnerPackets }},
+	{Name: "tso_inner_bytes", Scope: TxQueueScope, Help: "Bytes of tso_inner_packets, headers excluded.",
+		Field: func(s *QueueStats) *uint64 { return &s.tx.tsoInnerBytes }},
+	{Name: "long_pkt_fmt", Scope: TxQueueScope, Help: "Frames sent with the long packet format (a VLAN tag or a vport offset).",
+		Field: func(s *QueueStats) *uint64 { return &s.tx.longPktFmt }},
+	{Name: "short_pkt_fmt", Scope: TxQueueScope, Help: "Frames sent with the short packet format.",
+		Field: func(s *QueueStats) *uint64 { return &s.tx.shortPktFmt }},
+	{Name: "csum_partial", Scope: TxQueueScope, Help: "Frames sent with a checksum for the NIC to complete (CHECKSUM_PARTIAL).",
+		Field: func(s *QueueStats) *uint64 { return &s.tx.csumPartial }},
+	{Name: "mana_map_err", Scope: TxQueueScope, Help: "Frames dropped because their buffers could not be DMA-mapped.",
+		Field: func(s *QueueStats) *uint64 { return &s.tx.mapErr }},
+})
+
+// phyCounters are the phy group's per traffic class counters: frames and bytes by class, then
+// pause frames by class. The model puts everything in class 0 and sends no pause frame.
+func phyCounters() []Counter[QueueStats] {
+	var cs []Counter[QueueStats]
+	for tc := 0; tc < 8; tc++ {
+		t := "hc_tc" + strconv.Itoa(tc)
+		c := []Counter[QueueStats]{
+			{Name: t + "_rx_pkt_phy", Help: "RX frames of traffic class " + strconv.Itoa(tc) + " at the PHY."},
+			{Name: t + "_rx_byte_phy", Help: "Bytes of " + t + "_rx_pkt_phy."},
+			{Name: t + "_tx_pkt_phy", Help: "TX frames of traffic class " + strconv.Itoa(tc) + " at the PHY."},
+			{Name: t + "_tx_byte_phy", Help: "Bytes of " + t + "_tx_pkt_phy."},
+		}
+		if tc == 0 {
+			c[0].Derive = func(s *QueueStats) uint64 { return s.rx.ucastPkts + s.rx.bcastPkts + s.rx.mcastPkts }
+			c[1].Field = func(s *QueueStats) *uint64 { return &s.rx.hcBytes }
+			c[2].Derive = func(s *QueueStats) uint64 { return s.tx.ucastPkts + s.tx.bcastPkts + s.tx.mcastPkts }
+			c[3].Field = func(s *QueueStats) *uint64 { return &s.tx.hcBytes }
+		}
+		cs = append(cs, c...)
+	}
+	for tc := 0; tc < 8; tc++ {
+		t := "hc_tc" + strconv.Itoa(tc)
+		cs = append(cs,
+			Counter[QueueStats]{Name: t + "_rx_pause_phy", Help: "Pause frames of traffic class " + strconv.Itoa(tc) + " received (never in the model)."},
+			Counter[QueueStats]{Name: t + "_tx_pause_phy", Help: "Pause frames of traffic class " + strconv.Itoa(tc) + " sent (never in the model)."})
+	}
+	return cs
+}
+
+// ManadStatPrefix begins the name of every ETH_SS_STATS counter manad adds after the driver's
+// own (ManaCounters), so that tools comparing against the mana driver's ethtool -S list can tell
+// them apart.
+const ManadStatPrefix = "manad_"
+
+// ManadCounters are the model's own counters, which follow the driver's in manad's ETH_SS_STATS
+// set, summed over every queue slot: every RX drop (rx_dropped of rtnl_link_stats64), the
+// oversize and allocation-failure reasons behind some of them (the others have driver counters:
+// hc_rx_discards_no_wqe, rx_N_xdp_drop, rx_N_pkt_len0_err), TX drops on a stopped queue, and RX
+// frames delivered with less headroom than LL_RESERVED_SPACE.
+var ManadCounters = []Counter[QueueStats]{
+	{Name: ManadStatPrefix + "rx_dropped", Help: "Every RX frame lost (rx_dropped of rtnl_link_stats64), whatever the reason.",
+		Field: func(s *QueueStats) *uint64 { return &s.rx.dropped }},
+	{Name: ManadStatPrefix + "rx_drop_oversize", Help: "longer than the RX buffer",
+		Metric: "rx_dropped_total", Reason: "oversize", Field: func(s *QueueStats) *uint64 { return &s.rx.oversize }},
+	{Name: ManadStatPrefix + "rx_drop_alloc_fail", Help: "the refill failed",
+		Metric: "rx_dropped_total", Reason: "alloc_failure", Field: func(s *QueueStats) *uint64 { return &s.rx.allocFail }},
+	{Name: ManadStatPrefix + "tx_dropped", Help: "the port was down or being reconfigured",
+		Metric: "tx_dropped_total", Reason: "queue_stopped", Field: func(s *QueueStats) *uint64 { return &s.tx.dropped }},
+	{Name: ManadStatPrefix + "rx_short_headroom", Help: "Frames delivered with less headroom than LL_RESERVED_SPACE (256 bytes): " +
+		"those the kernel would copy with pskb_expand_head to forward them out of a MANA port.",
+		Metric: "rx_short_headroom_total", Field: func(s *QueueStats) *uint64 { return &s.rx.shortHeadroom }},
+}
 
 // StatCount returns mana_get_sset_count(ETH_SS_STATS) for a port with the given queue count.
-func StatCount(queues int) int { return statsFixed + queues*(StatsRxPerQueue+StatsTxPerQueue) }
+func StatCount(queues int) int { return CounterCount(ManaCounters, queues) }
 
 // StatNames returns the ETH_SS_STATS strings of a port with the given queue count, in driver
 // order: eth, hc, phy, then every RX queue's counters, then every TX queue's.
-func StatNames(queues int) []string {
-	names := make([]string, 0, StatCount(queues))
-	names = append(names, ethStatNames...)
-	names = append(names, hcStatNames...)
-	names = append(names, phyStatNames...)
-	for q := 0; q < queues; q++ {
-		p := "rx_" + strconv.Itoa(q) + "_"
-		for _, n := range rxQueueStatNames {
-			names = append(names, p+n)
-		}
-	}
-	for q := 0; q < queues; q++ {
-		p := "tx_" + strconv.Itoa(q) + "_"
-		for _, n := range txQueueStatNames {
-			names = append(names, p+n)
-		}
-	}
-	return names
-}
+func StatNames(queues int) []string { return CounterNames(ManaCounters, queues) }
+
+// ExtraStatNames are the names of ManadCounters, which follow the driver's in manad's
+// ETH_SS_STATS set, in Port.ExtraStats order.
+func ExtraStatNames() []string { return CounterNames(ManadCounters, 0) }
 
 // PrivFlagNames are the ETH_SS_PRIV_FLAGS strings (mana_priv_flags).
 var PrivFlagNames = [PrivFlagMax]string{"full-page-rx"}
@@ -138,77 +226,39 @@ func classifyN(frame []byte, pkts, n uint64, ucastPkts, ucastBytes, bcastPkts, b
 	}
 }
 
-// Stats returns the port's ETH_SS_STATS values, in StatNames(queues) order for the current queue
-// count. Like mana_get_ethtool_stats, it fills nothing while the port is not up: every value is
-// then 0. The global eth counters and the hc/phy error counters are always 0 in the model; hc
-// traffic counters and the tc0 phy counters count the frames the port's vport saw. Caller holds
-// the configuration lock.
-func (p *Port) Stats() []uint64 {
-	p.assertLocked()
-	n := p.set.Queues
-	out := make([]uint64, StatCount(n))
-	if !p.running {
-		return out
-	}
-	var rx rxStats
-	var tx txStats
-	rxq := make([]rxStats, n)
-	txq := make([]txStats, n)
-	for q := 0; q < n; q++ {
+// snapshot copies the counters of queue slots 0..n-1, each under its queue's lock.
+func (p *Port) snapshot(n int) []QueueStats {
+	out := make([]QueueStats, n)
+	for q := range out {
 		s := &p.rx[q]
 		s.mu.Lock()
-		rxq[q] = s.stats
+		out[q].rx = s.stats
 		s.mu.Unlock()
 		t := &p.tx[q]
 		t.mu.Lock()
-		txq[q] = t.stats
+		out[q].tx = t.stats
 		t.mu.Unlock()
 	}
-	for q := range rxq {
-		r := &rxq[q]
-		rx.packets += r.packets
-		rx.hcBytes += r.hcBytes
-		rx.ucastPkts += r.ucastPkts
-		rx.ucastBytes += r.ucastBytes
-		rx.bcastPkts += r.bcastPkts
-		rx.bcastBytes += r.bcastBytes
-		rx.mcastPkts += r.mcastPkts
-		rx.mcastBytes += r.mcastBytes
-		rx.discardNoWQE += r.discardNoWQE
-		t := &txq[q]
-		tx.hcBytes += t.hcBytes
-		tx.ucastPkts += t.ucastPkts
-		tx.ucastBytes += t.ucastBytes
-		tx.bcastPkts += t.bcastPkts
-		tx.bcastBytes += t.bcastBytes
-		tx.mcastPkts += t.mcastPkts
-		tx.mcastBytes += t.mcastBytes
-	}
-	i := len(ethStatNames)
-	// hc group, in hcStatNames order.
-	hc := []uint64{
-		rx.discardNoWQE, 0, rx.hcBytes, rx.ucastPkts, rx.ucastBytes, rx.bcastPkts, rx.bcastBytes,
-		rx.mcastPkts, rx.mcastBytes, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-		tx.hcBytes, tx.ucastPkts, tx.ucastBytes, tx.bcastPkts, tx.bcastBytes, tx.mcastPkts, tx.mcastBytes,
-	}
-	i += copy(out[i:], hc)
-	// phy group: no drops at the PHY; everything travels in traffic class 0; no pause frames.
-	out[i+2] = rx.ucastPkts + rx.bcastPkts + rx.mcastPkts
-	out[i+3] = rx.hcBytes
-	out[i+4] = tx.ucastPkts + tx.bcastPkts + tx.mcastPkts
-	out[i+5] = tx.hcBytes
-	i += len(phyStatNames)
-	for q := range rxq {
-		r := &rxq[q]
-		i += copy(out[i:], []uint64{r.packets, r.bytes, r.xdpDrop, r.xdpTx, r.xdpRedirect, r.pktLen0Err,
-			r.coalescedCQE[0], r.coalescedCQE[1], r.coalescedCQE[2]})
-	}
-	for q := range txq {
-		t := &txq[q]
-		i += copy(out[i:], []uint64{t.packets, t.bytes, t.xdpXmit, t.tsoPackets, t.tsoBytes,
-			t.tsoInnerPackets, t.tsoInnerBytes, t.longPktFmt, t.shortPktFmt, t.csumPartial, t.mapErr})
-	}
 	return out
+}
+
+// Stats returns the port's ETH_SS_STATS values, in StatNames(queues) order for the current queue
+// count (ManaCounters). Like mana_get_ethtool_stats, it fills nothing while the port is not up:
+// every value is then 0. Caller holds the configuration lock.
+func (p *Port) Stats() []uint64 {
+	p.assertLocked()
+	n := p.set.Queues
+	if !p.running {
+		return make([]uint64, StatCount(n))
+	}
+	return CounterValues(ManaCounters, p.snapshot(n))
+}
+
+// ExtraStats returns the values of ExtraStatNames (ManadCounters), summed over every queue slot,
+// up or down: queues beyond the current count keep what they counted. Safe to call without the
+// configuration lock.
+func (p *Port) ExtraStats() []uint64 {
+	return CounterValues(ManadCounters, p.snapshot(len(p.rx)))
 }
 
 // NetdevStats are the port's netdev counters (rtnl_link_stats64 drops), which the kernel keeps
@@ -248,43 +298,13 @@ func (p *Port) NetdevStats() NetdevStats {
 	return s
 }
 
-// ManadStatPrefix begins the name of every ETH_SS_STATS counter manad adds after the driver's
-// own (StatNames), so that tools comparing against the mana driver's ethtool -S list can tell
-// them apart.
-const ManadStatPrefix = "manad_"
-
-// ExtraStatNames are the model's own counters, summed over the queues, that follow the driver's
-// in manad's ETH_SS_STATS set, in NetdevStats.ExtraStats order: every RX drop (rx_dropped of
-// rtnl_link_stats64), the oversize and allocation-failure reasons behind some of them (the
-// others have driver counters: hc_rx_discards_no_wqe, rx_N_xdp_drop, rx_N_pkt_len0_err), TX
-// drops on a stopped queue, and RX frames delivered with less headroom than LL_RESERVED_SPACE
-// (NetdevStats.RxShortHeadroom).
-func ExtraStatNames() []string {
-	return []string{
-		ManadStatPrefix + "rx_dropped", ManadStatPrefix + "rx_drop_oversize",
-		ManadStatPrefix + "rx_drop_alloc_fail", ManadStatPrefix + "tx_dropped",
-		ManadStatPrefix + "rx_short_headroom",
-	}
-}
-
-// ExtraStats returns the values of ExtraStatNames.
-func (s NetdevStats) ExtraStats() []uint64 {
-	return []uint64{s.RxDropped, s.RxOversize, s.RxAllocFail, s.TxDropped, s.RxShortHeadroom}
-}
-
 // QueueCounters are one queue index's counters, RX and TX, as metrics export them. Like the
 // driver's, they survive reconfigurations; the page-pool counters are those of the queue's
 // current pool, which every rebuild of the queues replaces (they start again from 0).
 type QueueCounters struct {
-	RxPackets, RxBytes uint64
-	// RX drops by reason: no posted buffer (hc_rx_discards_no_wqe: the queue was not running
-	// or the daemon's input for it was full), longer than the buffer, refill failed, XDP
-	// verdict, zero-length completion.
-	RxNoWQE, RxOversize, RxAllocFail, RxXDPDrop, RxLen0 uint64
-	RxXDPTx                                             uint64
-	RxShortHeadroom                                     uint64 // see NetdevStats.RxShortHeadroom
-	TxPackets, TxBytes                                  uint64
-	TxDropped                                           uint64 // transmitted while the TX queue was stopped
+	// Stats are every counter of the queue index, read with the rows of ManaCounters and
+	// ManadCounters.
+	Stats QueueStats
 	// RingPosted and RingSize are the buffers posted in the RX ring and the ring's size; both 0
 	// without a running queue.
 	RingPosted, RingSize int
@@ -300,10 +320,7 @@ func (p *Port) QueueCounters() []QueueCounters {
 		c := &out[q]
 		s := &p.rx[q]
 		s.mu.Lock()
-		r := &s.stats
-		c.RxPackets, c.RxBytes = r.packets, r.bytes
-		c.RxNoWQE, c.RxOversize, c.RxAllocFail, c.RxXDPDrop, c.RxLen0 = r.discardNoWQE, r.oversize, r.allocFail, r.xdpDrop, r.pktLen0Err
-		c.RxXDPTx, c.RxShortHeadroom = r.xdpTx, r.shortHeadroom
+		c.Stats.rx = s.stats
 		if rq := s.q; rq != nil {
 			c.RingSize = len(rq.ring)
 			for _, b := range rq.ring {
@@ -318,7 +335,7 @@ func (p *Port) QueueCounters() []QueueCounters {
 		s.mu.Unlock()
 		t := &p.tx[q]
 		t.mu.Lock()
-		c.TxPackets, c.TxBytes, c.TxDropped = t.stats.packets, t.stats.bytes, t.stats.dropped
+		c.Stats.tx = t.stats
 		t.mu.Unlock()
 	}
 	return out

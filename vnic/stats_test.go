@@ -1,11 +1,15 @@
 package vnic
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/manad/manad/vnic/faultpoint"
 )
 
 // TestExtraStatNames: manad's own counters follow the driver's under a prefix of their own, fit
@@ -16,7 +20,8 @@ func TestExtraStatNames(t *testing.T) {
 		driver[n] = true
 	}
 	extra := ExtraStatNames()
-	require.Len(t, extra, len(NetdevStats{}.ExtraStats()), "%d names for %d values", len(extra), len(NetdevStats{}.ExtraStats()))
+	tp := newTestPort(t, nil)
+	require.Len(t, extra, len(tp.ExtraStats()), "%d names for %d values", len(extra), len(tp.ExtraStats()))
 	for _, n := range extra {
 		if !strings.HasPrefix(n, ManadStatPrefix) || len(n) >= 32 || driver[n] {
 			t.Errorf("extra statistic %q: want prefix %q, at most 31 bytes, no driver name", n, ManadStatPrefix)
@@ -39,16 +44,16 @@ func TestQueueCounters(t *testing.T) {
 	tp.locked(func() { qc = tp.QueueCounters() })
 	require.Len(t, qc, 4, "%d queues, want 4", len(qc))
 	for name, c := range map[string]struct{ got, want uint64 }{
-		"q2 no wqe":    {qc[2].RxNoWQE, 1},
-		"q3 tx drop":   {qc[3].TxDropped, 1},
-		"q1 oversize":  {qc[1].RxOversize, 1},
-		"q1 len0":      {qc[1].RxLen0, 1},
-		"q1 packets":   {qc[1].RxPackets, 1},
-		"q1 bytes":     {qc[1].RxBytes, 200},
-		"q0 tx pkts":   {qc[0].TxPackets, 1},
-		"q0 tx bytes":  {qc[0].TxBytes, 300},
-		"q0 oversize":  {qc[0].RxOversize, 0},
-		"q1 xdp drops": {qc[1].RxXDPDrop, 0},
+		"q2 no wqe":    {qcount(t, qc[2], "hc_rx_discards_no_wqe"), 1},
+		"q3 tx drop":   {qcount(t, qc[3], "manad_tx_dropped"), 1},
+		"q1 oversize":  {qcount(t, qc[1], "manad_rx_drop_oversize"), 1},
+		"q1 len0":      {qcount(t, qc[1], "rx_pkt_len0_err"), 1},
+		"q1 packets":   {qcount(t, qc[1], "rx_packets"), 1},
+		"q1 bytes":     {qcount(t, qc[1], "rx_bytes"), 200},
+		"q0 tx pkts":   {qcount(t, qc[0], "tx_packets"), 1},
+		"q0 tx bytes":  {qcount(t, qc[0], "tx_bytes"), 300},
+		"q0 oversize":  {qcount(t, qc[0], "manad_rx_drop_oversize"), 0},
+		"q1 xdp drops": {qcount(t, qc[1], "rx_xdp_drop"), 0},
 	} {
 		assert.Equal(t, c.want, c.got, "%s", name)
 	}
@@ -60,7 +65,7 @@ func TestQueueCounters(t *testing.T) {
 	assert.Equal(t, uint64(128+1), qc[1].Pool.Allocs, "queue 1 pool allocs = %d, want the ring plus one refill", qc[1].Pool.Allocs)
 	tp.locked(tp.Close)
 	tp.locked(func() { qc = tp.QueueCounters() })
-	if qc[1].RxOversize != 1 || qc[1].RingSize != 0 || qc[1].Pool != nil {
+	if qcount(t, qc[1], "manad_rx_drop_oversize") != 1 || qc[1].RingSize != 0 || qc[1].Pool != nil {
 		t.Errorf("after close: %+v; want the counters kept and no ring", qc[1])
 	}
 }
@@ -76,9 +81,9 @@ func TestReconfigStats(t *testing.T) {
 	tp.locked(func() {
 		must(t, tp.SetMTU(2000)) // unchanged
 		must(t, tp.SetMTU(3000)) // applied
-		must(t, tp.SetFault(Fault{Point: FaultPrealloc, Mode: FaultOnce}))
+		must(t, tp.SetFault(Fault{Point: faultpoint.Prealloc, Mode: FaultOnce}))
 		assert.Error(t, tp.SetRings(256, 256), "SetRings with a prealloc fault succeeded")
-		must(t, tp.SetFault(Fault{Point: FaultAttach, Mode: FaultOnce}))
+		must(t, tp.SetFault(Fault{Point: faultpoint.Attach, Mode: FaultOnce}))
 		assert.Error(t, tp.SetChannels(2), "SetChannels with an attach fault succeeded")
 	})
 	tp.waitFor("the reset work", func(s State) bool { return s.Running && !s.ResetPending })
@@ -121,4 +126,53 @@ func TestReconfigStats(t *testing.T) {
 func must(t *testing.T, err error) {
 	t.Helper()
 	require.NoError(t, err)
+}
+
+// qcount reads the counter of one queue's counters c that ethtool -S names key for queue 0
+// without its queue number (rx_packets for rx_0_packets), or as it is for a port counter.
+func qcount(t *testing.T, c QueueCounters, key string) uint64 {
+	t.Helper()
+	for _, cs := range [][]Counter[QueueStats]{ManaCounters, ManadCounters} {
+		for i := range cs {
+			k := cs[i].Name
+			switch cs[i].Scope {
+			case RxQueueScope:
+				k = "rx_" + k
+			case TxQueueScope:
+				k = "tx_" + k
+			}
+			if k == key {
+				return cs[i].Read(&c.Stats)
+			}
+		}
+	}
+	t.Fatalf("no counter %q", key)
+	return 0
+}
+
+// TestEveryCounterDeclared: each counter a queue keeps is read by a row of ManaCounters or
+// ManadCounters, so a counter added to rxStats or txStats without its declaration fails here
+// rather than counting unseen.
+func TestEveryCounterDeclared(t *testing.T) {
+	for _, typ := range []reflect.Type{reflect.TypeFor[rxStats](), reflect.TypeFor[txStats]()} {
+		for f := range typ.Fields() {
+			k := f.Type.Kind()
+			if k == reflect.Array {
+				k = f.Type.Elem().Kind()
+			}
+			require.Equal(t, reflect.Uint64, k, "%s.%s: a counter is a uint64", typ.Name(), f.Name)
+		}
+	}
+	const words = unsafe.Sizeof(QueueStats{}) / 8
+	for w := range words {
+		var s QueueStats
+		(*[words]uint64)(unsafe.Pointer(&s))[w] = 1
+		read := false
+		for _, cs := range [][]Counter[QueueStats]{ManaCounters, ManadCounters} {
+			for i := range cs {
+				read = read || cs[i].Read(&s) != 0
+			}
+		}
+		assert.True(t, read, "word %d of QueueStats is read by no counter row", w)
+	}
 }

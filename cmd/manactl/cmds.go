@@ -18,6 +18,7 @@ import (
 	"github.com/manad/manad/genl/layout"
 	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/vnic/faultpoint"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -396,18 +397,9 @@ func statsCmd(a *app) *cobra.Command {
 		Short: "Show driver statistics (ethtool -S)",
 		Long: `Show the driver statistics, as ethtool -S prints them: for a manad port the mana
 driver's counters in its order (eth, hc, phy, then rx_<q>_* and tx_<q>_* per queue),
-then manad's own, summed over the queues and named manad_*: manad_rx_dropped (every
-RX drop), manad_rx_drop_oversize, manad_rx_drop_alloc_fail, manad_tx_dropped (sent
-while the queue was stopped), manad_rx_short_headroom (frames delivered with less
-headroom than the 256 bytes forwarding out of a MANA port needs), manad_rx_inline, manad_rx_deferred (frames the queue's
-goroutine took because the queue was busy), manad_rx_drop_input_full,
-manad_rx_tap_write_err (the TAP refused the frame), manad_tx_drop_runt and
-manad_tx_drop_oversize (frames read from the TAP), and on a TAP with offloads
-manad_tx_superframes (GSO superframes read, cut into frames or passed on whole),
-manad_tx_drop_bad_vnet_hdr (a virtio header that did not fit its frame),
-manad_rx_coalesced (frames merged into an earlier one written to the TAP),
-manad_rx_waited (frames whose sender waited for the RX queue while another context
-held it) and manad_rx_whole (superframes written to the TAP as they came, never cut); for another device the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
+then manad's own, summed over the queues and named manad_*:
+` + manadStatsHelp + `
+For another device, the kernel driver's, read with the SIOCETHTOOL ioctl as ethtool
 does (the kernel's ethtool netlink has no request for them).
 
 --all-groups and --groups (eth-phy, eth-mac, eth-ctrl, rmon, phydev; several
@@ -991,22 +983,20 @@ the port is still deleted, the namespace kept, and a warning on stderr says why
 func faultCmd(a *app) *cobra.Command {
 	var errno string
 	cmd := &cobra.Command{
-		Use:                   "fault DEV prealloc|detach|attach once|N|always|off [--errno E]",
+		Use:                   "fault DEV " + strings.Join(faultpoint.Names(), "|") + " once|N|always|off [--errno E]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Inject failures into a port's reconfigurations",
-		Long: `Make a reconfiguration step of the port fail: the pre-allocation of new rings
-(default errno ENOMEM), the detach of the queues (EIO), or the attach with the new
-configuration (EPROTO, a refused hardware-channel request), once, N times, always,
-or no more (off).
+		Long: `Make a reconfiguration step of the port fail once, N times, always, or no more (off):
+` + faultPointHelp() + `
 Reaches every branch of the driver's pre-allocate, detach, attach, revert-or-reset
 logic.`,
 		Example: `  manactl fault mana0 attach once
   manactl fault mana0 prealloc 3 --errno ENOMEM
   manactl fault mana0 attach off`,
 		Args:              devArgs(2, 2),
-		ValidArgsFunction: completeDevs(a),
+		ValidArgsFunction: completeFault(a),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// The point is the daemon's to check (vnic.ParseFaultPoint): its error comes back
+			// The point is the daemon's to check (faultpoint.Parse): its error comes back
 			// as any other netlink error.
 			f := wire.Fault{Point: args[1]}
 			switch m := args[2]; m {
@@ -1035,6 +1025,42 @@ logic.`,
 	}
 	cmd.Flags().StringVar(&errno, "errno", "", "errno the failure returns (ENOMEM, EIO, ... or a number)")
 	return cmd
+}
+
+// faultPointHelp describes every fault point (faultpoint's declarations): its name, the step it
+// fails, its default errno and what it leaves the port in, wrapped under the name.
+func faultPointHelp() string {
+	var b strings.Builder
+	for _, p := range faultpoint.Points {
+		d := p.Decl()
+		line := fmt.Sprintf("  %-9s", d.Name)
+		for _, w := range strings.Fields(fmt.Sprintf("%s fails (%s), by default with %s (%s), leaving %s.",
+			d.Step, d.Mirrors, unix.ErrnoName(d.Errno), d.Why, d.Leaves)) {
+			if len(line)+1+len(w) > 80 {
+				b.WriteString(line + "\n")
+				line = strings.Repeat(" ", 11)
+			}
+			line += " " + w
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+// completeFault completes fault's arguments: the device, the point, the mode.
+func completeFault(a *app) cobra.CompletionFunc {
+	devs := completeDevs(a)
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		switch len(args) {
+		case 0:
+			return devs(cmd, args, toComplete)
+		case 1:
+			return faultpoint.Names(), cobra.ShellCompDirectiveNoFileComp
+		case 2:
+			return []cobra.Completion{"once", "always", "off"}, cobra.ShellCompDirectiveNoFileComp
+		}
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
 }
 
 func monitorCmd(a *app) *cobra.Command {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/pagepool"
 )
 
 // Port is what the collector exports about one port, read from the live counters at scrape
@@ -45,18 +46,14 @@ type Collector struct {
 	src Source
 	ctl *Control
 
-	rxPackets, rxBytes, txPackets, txBytes *prometheus.Desc
-	rxDropped, txDropped                   *prometheus.Desc
-	rxXDPTx, rxInline, rxDeferred          *prometheus.Desc
-	rxShortHeadroom                        *prometheus.Desc
-	ringPosted, ringSize, backlog          *prometheus.Desc
-	txSuperframes, rxCoalesced, rxWaited   *prometheus.Desc
-	rxWhole                                *prometheus.Desc
-	napiPolls, napiPollHits, napiPollCPU   *prometheus.Desc
-
-	poolAllocs, poolRecycles, poolPuts, poolOverflows *prometheus.Desc
-	poolPageAllocs, poolPageReleases, poolAllocFails  *prometheus.Desc
-	poolPages, poolInFlight                           *prometheus.Desc
+	// families are the per-queue families of the counter tables' rows (queueFamilies); the
+	// series are the rows' of vnic's, the data path's and the page pools' tables.
+	families       []*prometheus.Desc
+	vnicSeries     []series[vnic.QueueStats]
+	datapathSeries []series[datapath.QueueStats]
+	poolSeries     []series[pagepool.Stats]
+	ringSeries     []series[vnic.QueueCounters]
+	pollSeries     []series[datapath.PollStats]
 
 	up, adminUp                                       *prometheus.Desc
 	memPinned, memPages, memInUse, memPeak, memBudget *prometheus.Desc
@@ -78,51 +75,8 @@ func NewCollector(src Source, ctl *Control) *Collector {
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc("manad_"+name, help, labels, nil)
 	}
-	return &Collector{
+	c := &Collector{
 		src: src, ctl: ctl,
-
-		rxPackets: d("rx_packets_total", "Frames the RX queue passed on (to the TAP, or back out by XDP_TX).", queue),
-		rxBytes:   d("rx_bytes_total", "Bytes of the frames counted in manad_rx_packets_total.", queue),
-		txPackets: d("tx_packets_total", "Frames the TX queue put on the wire segment.", queue),
-		txBytes:   d("tx_bytes_total", "Bytes of the frames counted in manad_tx_packets_total.", queue),
-		rxDropped: d("rx_dropped_total", "Frames for the RX queue that were lost, by reason: no_buffer (no posted RX buffer: "+
-			"the queue was not running or its input was full), oversize (longer than the RX buffer), alloc_failure "+
-			"(the refill failed), xdp (XDP_DROP, XDP_ABORTED or a failed program), zero_length, tap_write "+
-			"(passed RX but the TAP refused it).", reason),
-		txDropped: d("tx_dropped_total", "Frames the host transmitted that were lost, by reason: queue_stopped (the port "+
-			"was down or being reconfigured), runt (shorter than an Ethernet header), oversize (longer than the port's "+
-			"largest MTU), bad_vnet_hdr (on a TAP with offloads: a virtio header that did not fit its frame).", reason),
-		rxXDPTx: d("rx_xdp_tx_total", "Frames the XDP program sent back out of the port (XDP_TX).", queue),
-		rxShortHeadroom: d("rx_short_headroom_total", "Frames delivered with less headroom than LL_RESERVED_SPACE (256 bytes): "+
-			"those the kernel would copy with pskb_expand_head to forward them out of a MANA port.", queue),
-		rxInline:   d("rx_inline_total", "Frames processed to completion by the goroutine that forwarded them.", queue),
-		rxDeferred: d("rx_deferred_total", "Frames queued for the RX queue's goroutine because the queue was busy.", queue),
-		ringPosted: d("rx_ring_posted_buffers", "RX buffers posted in the queue's ring (0 while it is not running).", queue),
-		ringSize:   d("rx_ring_size_buffers", "Size of the queue's RX ring (0 while it is not running).", queue),
-		backlog:    d("rx_input_backlog_frames", "Frames waiting in the RX queue's input for its goroutine.", queue),
-		txSuperframes: d("tx_superframes_total", "GSO superframes read from a TAP with offloads, each standing for frames counted in "+
-			"manad_tx_packets_total: cut into them, or passed on whole (manad_rx_whole_total, manad_uplink_tx_whole_total).", queue),
-		rxCoalesced: d("rx_coalesced_total", "Frames written to a TAP with offloads merged into an earlier one (GRO: TCP; UDP while the TAP has "+
-			"rx-udp-gro-forwarding or rx-gro-list on).", queue),
-		rxWaited: d("rx_waited_total", "Frames whose sender waited for the RX queue while another context held it.", queue),
-		rxWhole: d("rx_whole_total", "Superframes written to a TAP with offloads as they came (a port's TSO superframe, an uplink's GRO "+
-			"aggregate), never cut into frames; their frames count in manad_rx_inline_total and, but one each, manad_rx_coalesced_total.", queue),
-
-		napiPolls: d("napi_polls_total", "Polls the queue's reader made while busy-polling after it found work, as its NAPI settings "+
-			"(defer-hard-irqs, gro-flush-timeout) ask and the daemon's max_pollers allows.", queue),
-		napiPollHits: d("napi_poll_hits_total", "Polls counted in manad_napi_polls_total that found work.", queue),
-		napiPollCPU: d("napi_poll_cpu_seconds_total", "CPU time the queue's reader spent busy-polling (the cost of "+
-			"manad_napi_polls_total).", queue),
-
-		poolAllocs:       d("page_pool_buffer_allocs_total", "Buffers the queue's current page pool handed out (restarts with each rebuild of the queues).", queue),
-		poolRecycles:     d("page_pool_buffer_recycles_total", "Buffers given back to the queue's current page pool directly by its owner.", queue),
-		poolPuts:         d("page_pool_buffer_puts_total", "Buffers given back to the queue's current page pool from other goroutines.", queue),
-		poolOverflows:    d("page_pool_ring_overflows_total", "Puts that found the page pool's return ring full.", queue),
-		poolPageAllocs:   d("page_pool_page_allocs_total", "Pages the queue's current page pool took from the port's memory.", queue),
-		poolPageReleases: d("page_pool_page_releases_total", "Pages the queue's current page pool gave back.", queue),
-		poolAllocFails:   d("page_pool_alloc_failures_total", "Allocations the queue's current page pool failed (memory budget exhausted).", queue),
-		poolPages:        d("page_pool_pages", "Pages the queue's current page pool holds.", queue),
-		poolInFlight:     d("page_pool_buffers_in_flight", "Buffers of the queue's current page pool that are out (posted or held).", queue),
 
 		up:              d("port_running", "1 when the port's queues run and pass traffic.", port),
 		adminUp:         d("port_admin_up", "1 when the administrator wants the port up.", port),
@@ -150,26 +104,29 @@ func NewCollector(src Source, ctl *Control) *Collector {
 		stateUnsaved: d("state_unsaved", "1 while manad holds changes its state file does not (a failed save being retried): "+
 			"they are lost if manad stops before the retry succeeds.", nil),
 	}
+	fams := queueFamilies(reason, queue, d)
+	c.vnicSeries = seriesOf(fams, vnic.ManaCounters, vnic.ManadCounters)
+	c.datapathSeries = seriesOf(fams, DatapathCounters)
+	c.poolSeries = seriesOf(fams, poolCounters)
+	c.ringSeries = seriesOf(fams, ringCounters)
+	c.pollSeries = seriesOf(fams, pollCounters)
+	for _, f := range fams.order {
+		c.families = append(c.families, fams.byName[f].desc)
+	}
+	return c
 }
 
 // Describe sends every family's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.families {
+		ch <- d
+	}
 	for _, d := range []*prometheus.Desc{
-		c.rxPackets, c.rxBytes, c.txPackets, c.txBytes, c.rxDropped, c.txDropped, c.rxXDPTx, c.rxInline,
-		c.rxDeferred, c.rxShortHeadroom, c.ringPosted, c.ringSize, c.backlog, c.poolAllocs, c.poolRecycles, c.poolPuts,
-		c.poolOverflows, c.poolPageAllocs, c.poolPageReleases, c.poolAllocFails, c.poolPages,
-		c.poolInFlight, c.up, c.adminUp, c.memPinned, c.memPages, c.memInUse, c.memPeak, c.memBudget,
+		c.up, c.adminUp, c.memPinned, c.memPages, c.memInUse, c.memPeak, c.memBudget,
 		c.buffersInFlight, c.reconfigs, c.reconfigDuration, c.resets,
 	} {
 		ch <- d
 	}
-	ch <- c.txSuperframes
-	ch <- c.rxCoalesced
-	ch <- c.rxWaited
-	ch <- c.rxWhole
-	ch <- c.napiPolls
-	ch <- c.napiPollHits
-	ch <- c.napiPollCPU
 	if c.ctl != nil {
 		ch <- c.requests
 		ch <- c.subscribersDropped
@@ -237,56 +194,20 @@ func (c *Collector) collectPort(ch chan<- prometheus.Metric, p *Port) {
 	for qi := range p.Queues {
 		q := &p.Queues[qi]
 		l := []string{p.Name, p.NetNS, strconv.Itoa(qi)}
-		counter(c.rxPackets, q.RxPackets, l...)
-		counter(c.rxBytes, q.RxBytes, l...)
-		counter(c.txPackets, q.TxPackets, l...)
-		counter(c.txBytes, q.TxBytes, l...)
-		for _, r := range []struct {
-			reason string
-			v      uint64
-		}{
-			{"no_buffer", q.RxNoWQE}, {"oversize", q.RxOversize}, {"alloc_failure", q.RxAllocFail},
-			{"xdp", q.RxXDPDrop}, {"zero_length", q.RxLen0},
-		} {
-			counter(c.rxDropped, r.v, append(l, r.reason)...)
-		}
-		counter(c.txDropped, q.TxDropped, append(l, "queue_stopped")...)
-		counter(c.rxXDPTx, q.RxXDPTx, l...)
-		counter(c.rxShortHeadroom, q.RxShortHeadroom, l...)
-		gauge(c.ringPosted, float64(q.RingPosted), l...)
-		gauge(c.ringSize, float64(q.RingSize), l...)
+		collectSeries(ch, c.vnicSeries, &q.Stats, l)
+		collectSeries(ch, c.ringSeries, q, l)
 		if ps := q.Pool; ps != nil {
-			counter(c.poolAllocs, ps.Allocs, l...)
-			counter(c.poolRecycles, ps.Recycles, l...)
-			counter(c.poolPuts, ps.Puts, l...)
-			counter(c.poolOverflows, ps.RingOverflow, l...)
-			counter(c.poolPageAllocs, ps.PageAllocs, l...)
-			counter(c.poolPageReleases, ps.PageReleases, l...)
-			counter(c.poolAllocFails, ps.AllocFails, l...)
-			gauge(c.poolPages, float64(ps.Pages), l...)
-			gauge(c.poolInFlight, float64(ps.InFlight), l...)
+			collectSeries(ch, c.poolSeries, ps, l)
 		}
 	}
 	for qi := range p.Datapath {
 		q := &p.Datapath[qi]
 		l := []string{p.Name, p.NetNS, strconv.Itoa(qi)}
-		counter(c.rxDropped, q.RxWriteErrors, append(l, "tap_write")...)
-		counter(c.txDropped, q.TxRunts, append(l, "runt")...)
-		counter(c.txDropped, q.TxOversize, append(l, "oversize")...)
-		counter(c.txDropped, q.TxBadVnetHdr, append(l, "bad_vnet_hdr")...)
-		counter(c.txSuperframes, q.TxSuperframes, l...)
-		counter(c.rxCoalesced, q.RxCoalesced, l...)
-		counter(c.rxWaited, q.RxWaited, l...)
-		counter(c.rxWhole, q.RxWhole, l...)
-		counter(c.rxInline, q.RxInline, l...)
-		counter(c.rxDeferred, q.RxDeferred, l...)
-		gauge(c.backlog, float64(q.RxBacklog), l...)
+		collectSeries(ch, c.datapathSeries, q, l)
 	}
 	for qi, ps := range p.Polls {
 		l := []string{p.Name, p.NetNS, strconv.Itoa(qi)}
-		counter(c.napiPolls, ps.Polls, l...)
-		counter(c.napiPollHits, ps.Hits, l...)
-		ch <- prometheus.MustNewConstMetric(c.napiPollCPU, prometheus.CounterValue, ps.CPUTime.Seconds(), l...)
+		collectSeries(ch, c.pollSeries, &ps, l)
 	}
 
 	for _, r := range p.Reconfigs {

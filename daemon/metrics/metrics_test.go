@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -33,10 +34,13 @@ func testPorts() []Port {
 		State: vnic.State{Running: true, AdminUp: true, BytesPinned: 4096 * 10, PagesPinned: 10,
 			MemoryInUse: 50000, MemoryPeak: 60000, MemoryBudget: 1 << 20, BuffersInFlight: 7},
 		Queues: []vnic.QueueCounters{
-			{RxPackets: 10, RxBytes: 1000, RxNoWQE: 1, RxOversize: 2, RxAllocFail: 3, RxXDPDrop: 4, RxLen0: 5,
-				TxPackets: 20, TxBytes: 2000, TxDropped: 6, RingPosted: 128, RingSize: 128, RxShortHeadroom: 13,
+			{Stats: queueStats(map[string]uint64{"rx_packets_total": 10, "rx_bytes_total": 1000, "rx_dropped_total/no_buffer": 1,
+				"rx_dropped_total/oversize": 2, "rx_dropped_total/alloc_failure": 3, "rx_dropped_total/xdp": 4,
+				"rx_dropped_total/zero_length": 5, "tx_packets_total": 20, "tx_bytes_total": 2000,
+				"tx_dropped_total/queue_stopped": 6, "rx_short_headroom_total": 13}),
+				RingPosted: 128, RingSize: 128,
 				Pool: &pagepool.Stats{Allocs: 200, Recycles: 50, Pages: 9, InFlight: 128, AllocFails: 8}},
-			{RxPackets: 11},
+			{Stats: queueStats(map[string]uint64{"rx_packets_total": 11})},
 		},
 		Datapath: []datapath.QueueStats{{RxWriteErrors: 9, TxRunts: 10, TxOversize: 11, RxDeferred: 12, RxBacklog: 3,
 			TxSuperframes: 13, TxBadVnetHdr: 14, RxCoalesced: 15, RxWaited: 16, RxWhole: 17}, {}},
@@ -45,6 +49,28 @@ func testPorts() []Port {
 	}, {
 		Name: "mana1", State: vnic.State{}, Queues: []vnic.QueueCounters{{}},
 	}}
+}
+
+// queueStats returns a queue's counters with the values of v, keyed by the metric, and
+// "/reason" for a family with reasons, of a row of vnic's counter tables.
+func queueStats(v map[string]uint64) vnic.QueueStats {
+	var s vnic.QueueStats
+	for _, cs := range [][]vnic.Counter[vnic.QueueStats]{vnic.ManaCounters, vnic.ManadCounters} {
+		for _, c := range cs {
+			k := c.Metric
+			if c.Reason != "" {
+				k += "/" + c.Reason
+			}
+			if n, ok := v[k]; ok && c.Field != nil {
+				*c.Field(&s) = n
+				delete(v, k)
+			}
+		}
+	}
+	if len(v) != 0 {
+		panic(fmt.Sprintf("no counter rows for %v", v))
+	}
+	return s
 }
 
 func gather(t *testing.T, c *Collector) map[string]*dto.MetricFamily {
@@ -231,4 +257,71 @@ func TestServe(t *testing.T) {
 	assert.NoError(t, <-done, "Serve")
 	_, err = net.Dial("tcp", l.Addr().String())
 	assert.Error(t, err, "still accepting after the context ended")
+}
+
+// TestEveryCounterExported gives every counter row with a Metric and a Field, in vnic's tables,
+// the data path's, the page pools' and the pollers', a value of its own and finds it in its family's series for the queue, with its reason.
+func TestEveryCounterExported(t *testing.T) {
+	type want struct {
+		metric, reason string
+		v              float64
+	}
+	var wants []want
+	var vq vnic.QueueStats
+	var dq datapath.QueueStats
+	v := uint64(100)
+	for _, cs := range [][]vnic.Counter[vnic.QueueStats]{vnic.ManaCounters, vnic.ManadCounters} {
+		for _, c := range cs {
+			if c.Metric != "" && c.Field != nil {
+				v++
+				*c.Field(&vq) = v
+				wants = append(wants, want{c.Metric, c.Reason, float64(v)})
+			}
+		}
+	}
+	for _, c := range DatapathCounters {
+		if c.Metric != "" && c.Field != nil {
+			v++
+			*c.Field(&dq) = v
+			wants = append(wants, want{c.Metric, c.Reason, float64(v)})
+		}
+	}
+	var pq pagepool.Stats
+	for _, c := range poolCounters {
+		if c.Field != nil {
+			v++
+			*c.Field(&pq) = v
+			wants = append(wants, want{c.Metric, c.Reason, float64(v)})
+		}
+	}
+	var polls datapath.PollStats
+	for _, c := range pollCounters {
+		if c.Field != nil {
+			v++
+			*c.Field(&polls) = v
+			wants = append(wants, want{c.Metric, c.Reason, float64(v)})
+		}
+	}
+	require.Greater(t, len(wants), 20, "counter rows with a metric")
+	port := Port{Name: "mana0", Queues: []vnic.QueueCounters{{Pool: &pagepool.Stats{}}, {Stats: vq, Pool: &pq}},
+		Datapath: []datapath.QueueStats{{}, dq}, Polls: []datapath.PollStats{{}, polls}}
+	fams := gather(t, NewCollector(SourceFunc(func() []Port { return []Port{port} }), nil))
+	for _, w := range wants {
+		labels := map[string]string{"port": "mana0", "queue": "1"}
+		if w.reason != "" {
+			labels["reason"] = w.reason
+		}
+		got, ok := value(t, fams, "manad_"+w.metric, labels)
+		assert.True(t, ok, "no series manad_%s%v", w.metric, labels)
+		assert.Equal(t, w.v, got, "manad_%s%v", w.metric, labels)
+		labels["queue"] = "0"
+		got, _ = value(t, fams, "manad_"+w.metric, labels)
+		assert.Zero(t, got, "manad_%s%v", w.metric, labels)
+	}
+	for name := range reasonHelp {
+		assert.Contains(t, fams, "manad_"+name, "reasonHelp names a family no counter has")
+	}
+	for _, f := range fams {
+		assert.False(t, strings.HasPrefix(f.GetHelp(), ", by reason"), "%s: a family with reasons needs its reasonHelp", f.GetName())
+	}
 }
