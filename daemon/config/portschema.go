@@ -1,0 +1,403 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"time"
+
+	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+// portField is one field of a port, described once: its name (the [[port]] key, the state
+// file's key and, in kebab case, manactl's JSON key), whether it is hardware (a change makes it
+// another port: sameHardware), the wire attribute that carries it, how the file's value is read
+// into a PortSpec, how the state file keeps it and how two specs compare on it. The TOML
+// parser, the state file's spec, sameHardware and the round-trip test are derived from
+// portFields, so a field added there is parsed, saved and compared everywhere.
+//
+// Meaning (ranges, the page sizes, the rx_cqe_frames rule) is not checked here but once, by
+// PortSpec.problems with the port model's rules, whatever the value came from: the file, the
+// state file or a port-add request. A field's toml only checks what the type of its TOML value
+// cannot say (a name that is not a rule, a size that is not a number).
+type portField struct {
+	key      string
+	alias    string // an older state-file key still read (never written), under inverted polarity
+	hardware bool
+	attr     uint16 // wire.PortAttr*: PORT_NEW's and the replies' attribute; 0 when the wire has none
+
+	// toml reads the file's value v of the key at at into s; false (after d.errorf) when it is
+	// unusable.
+	toml func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool
+	// save is the state file's value (marshalled by encoding/json).
+	save func(s *PortSpec) any
+	// load reads the state file's value into s; fromAlias when it was under alias.
+	load func(raw json.RawMessage, fromAlias bool, s *PortSpec) error
+	// equal reports whether a and b agree on the field.
+	equal func(a, b *PortSpec) bool
+}
+
+// scalar returns the field of a comparable value at p, read from the file by read and kept in
+// the state file as encoding/json writes a V.
+func scalar[V comparable](key string, hardware bool, attr uint16, p func(*PortSpec) *V,
+	read func(d *decoder, v any, at keyPath, label, key string) (V, bool)) portField {
+	return portField{key: key, hardware: hardware, attr: attr,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			var ok bool
+			*p(s), ok = read(d, v, at, label, key)
+			return ok
+		},
+		save:  func(s *PortSpec) any { return *p(s) },
+		load:  func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, p(s)) },
+		equal: func(a, b *PortSpec) bool { return *p(a) == *p(b) },
+	}
+}
+
+func readInt(d *decoder, v any, at keyPath, label, key string) (int, bool) {
+	return d.integer(v, at, label, key)
+}
+
+func readBool(d *decoder, v any, at keyPath, label, key string) (bool, bool) {
+	return typed[bool](d, v, at, label, key, "a boolean")
+}
+
+func readString(d *decoder, v any, at keyPath, label, key string) (string, bool) {
+	return typed[string](d, v, at, label, key, "a string")
+}
+
+// loadJSON decodes a state-file value into *p.
+func loadJSON[V any](raw json.RawMessage, p *V) error {
+	var v V
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
+// portFields are a port's fields, in the state file's order. Defaults are DefaultPortSpec's.
+var portFields = []portField{
+	{key: "name", hardware: true, attr: wire.PortAttrDevName,
+		// Read before the others (Parse's port), for the label of every message.
+		toml:  func(*decoder, any, keyPath, string, *PortSpec) bool { return true },
+		save:  func(s *PortSpec) any { return s.Name },
+		load:  func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, &s.Name) },
+		equal: func(a, b *PortSpec) bool { return a.Name == b.Name },
+	},
+	{key: "mac", hardware: true, attr: wire.PortAttrMAC,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			str, ok := typed[string](d, v, at, label, "mac", "a string")
+			if !ok {
+				return false
+			}
+			mac, err := net.ParseMAC(str)
+			if err != nil {
+				d.errorf(at, "%s: mac %q invalid (want six hex bytes like \"02:00:00:00:00:01\")", label, str)
+				return false
+			}
+			s.MAC = mac
+			return true
+		},
+		save: func(s *PortSpec) any { return s.MAC.String() },
+		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
+			var str string
+			if err := loadJSON(raw, &str); err != nil {
+				return err
+			}
+			mac, err := net.ParseMAC(str)
+			if err != nil {
+				return fmt.Errorf("mac %q: %w", str, err)
+			}
+			s.MAC = mac
+			return nil
+		},
+		equal: func(a, b *PortSpec) bool { return a.MAC.String() == b.MAC.String() },
+	},
+	scalar("netns", true, wire.PortAttrNetNS, func(s *PortSpec) *string { return &s.NetNS }, readString),
+	scalar("segment", true, wire.PortAttrSegment, func(s *PortSpec) *string { return &s.Segment }, readString),
+	scalar("persistent", true, wire.PortAttrPersistent, func(s *PortSpec) *bool { return &s.Persistent }, readBool),
+	scalar("offload", true, wire.PortAttrOffload, func(s *PortSpec) *bool { return &s.Offload }, readBool),
+	scalar("page_size", true, wire.PortAttrPageSize, func(s *PortSpec) *int { return &s.PageSize },
+		func(d *decoder, v any, at keyPath, label, _ string) (int, bool) { return d.pageSize(v, at, label) }),
+	{key: "rule", hardware: true,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			str, ok := typed[string](d, v, at, label, "rule", "a string")
+			if !ok {
+				return false
+			}
+			r, err := rxbuf.ParseRule(str)
+			if err != nil {
+				d.errorf(at, "%s: unknown rule %q (want %s)", label, str, rulesWanted())
+				return false
+			}
+			s.Rule = r
+			return true
+		},
+		save: func(s *PortSpec) any { return s.Rule.String() },
+		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
+			var str string
+			if err := loadJSON(raw, &str); err != nil {
+				return err
+			}
+			r, err := rxbuf.ParseRule(str)
+			if err != nil {
+				return err
+			}
+			s.Rule = r
+			return nil
+		},
+		equal: func(a, b *PortSpec) bool { return a.Rule == b.Rule },
+	},
+	scalar("max_mtu", true, wire.PortAttrMaxMTU, func(s *PortSpec) *int { return &s.MaxMTU }, readInt),
+	scalar("max_queues", true, wire.PortAttrMaxQueues, func(s *PortSpec) *int { return &s.MaxQueues }, readInt),
+	// The state file keeps bytes, -1 for unlimited (UnlimitedMemory).
+	scalar("memory_budget", true, wire.PortAttrMemoryBudget, func(s *PortSpec) *int64 { return &s.MemoryBudget },
+		func(d *decoder, v any, at keyPath, label, _ string) (int64, bool) { return d.memory(v, at, label) }),
+	scalar("mtu", false, wire.PortAttrMTU, func(s *PortSpec) *int { return &s.MTU }, readInt),
+	scalar("queues", false, wire.PortAttrQueues, func(s *PortSpec) *int { return &s.Queues }, readInt),
+	scalar("rx_ring", false, wire.PortAttrRxRing, func(s *PortSpec) *int { return &s.RxRing }, readInt),
+	scalar("tx_ring", false, wire.PortAttrTxRing, func(s *PortSpec) *int { return &s.TxRing }, readInt),
+	{key: "priv_flags", attr: wire.PortAttrPrivFlags,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			var ok bool
+			s.PrivFlags, ok = d.privFlags(v, at, label)
+			return ok
+		},
+		save: func(s *PortSpec) any { return PrivFlagNames(s.PrivFlags) },
+		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
+			var names []string
+			if err := loadJSON(raw, &names); err != nil {
+				return err
+			}
+			flags, err := PrivFlagBits(names)
+			if err != nil {
+				return err
+			}
+			s.PrivFlags = flags
+			return nil
+		},
+		equal: func(a, b *PortSpec) bool { return a.PrivFlags == b.PrivFlags },
+	},
+	scalar("xdp", false, wire.PortAttrXDP, func(s *PortSpec) *string { return &s.XDP },
+		func(d *decoder, v any, at keyPath, label, key string) (string, bool) {
+			return typed[string](d, v, at, label, key, "a string (a built-in program name)")
+		}),
+	{key: "rx_alloc", hardware: true, attr: wire.PortAttrRxAlloc,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			str, ok := typed[string](d, v, at, label, "rx_alloc", "a string")
+			if !ok {
+				return false
+			}
+			a, err := rxbuf.ParseAlloc(str)
+			if err != nil {
+				d.errorf(at, "%s: %s", label, rxAllocProblem(str))
+				return false
+			}
+			s.RxAlloc = a
+			return true
+		},
+		save: func(s *PortSpec) any { return s.RxAlloc.String() },
+		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
+			var str string
+			if err := loadJSON(raw, &str); err != nil {
+				return err
+			}
+			if str == "" { // older files: the default
+				s.RxAlloc = rxbuf.AllocPagePoolFrag
+				return nil
+			}
+			a, err := rxbuf.ParseAlloc(str)
+			if err != nil {
+				return err
+			}
+			s.RxAlloc = a
+			return nil
+		},
+		equal: func(a, b *PortSpec) bool { return a.RxAlloc == b.RxAlloc },
+	},
+	// rx_recycle is the one polarity of the file, the state file, the wire and manactl's JSON;
+	// state files before it kept rx_no_recycle. PortSpec keeps vnic.Config's RxNoRecycle, whose
+	// zero value is the default.
+	{key: "rx_recycle", alias: "rx_no_recycle", hardware: true, attr: wire.PortAttrRxRecycle,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			recycle, ok := typed[bool](d, v, at, label, "rx_recycle", "a boolean")
+			s.RxNoRecycle = !recycle
+			return ok
+		},
+		save: func(s *PortSpec) any { return !s.RxNoRecycle },
+		load: func(raw json.RawMessage, fromAlias bool, s *PortSpec) error {
+			var b bool
+			if err := loadJSON(raw, &b); err != nil {
+				return err
+			}
+			s.RxNoRecycle = b == fromAlias // rx_no_recycle: b; rx_recycle: !b
+			return nil
+		},
+		equal: func(a, b *PortSpec) bool { return a.RxNoRecycle == b.RxNoRecycle },
+	},
+	scalar("speed", true, wire.PortAttrSpeed, func(s *PortSpec) *int { return &s.Speed }, readInt),
+	scalar("cqe_coalesce_8", true, 0, func(s *PortSpec) *bool { return &s.CQECoalesce8 }, readBool),
+	{key: "rx_cqe_frames",
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			n, ok := d.integer(v, at, label, "rx_cqe_frames")
+			if ok && n < 0 {
+				d.errorf(at, "%s: rx_cqe_frames %d not supported (want %s)", label, n, cqeFramesWanted(s.CQECoalesce8))
+				return false
+			}
+			if ok {
+				s.Coalesce.RxCQEFrames = uint32(n)
+			}
+			return ok
+		},
+		save:  func(s *PortSpec) any { return s.Coalesce.RxCQEFrames },
+		load:  func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, &s.Coalesce.RxCQEFrames) },
+		equal: func(a, b *PortSpec) bool { return a.Coalesce.RxCQEFrames == b.Coalesce.RxCQEFrames },
+	},
+	scalar("napi_defer_hard_irqs", false, 0, func(s *PortSpec) *uint32 { return &s.NAPI.DeferHardIRQs },
+		func(d *decoder, v any, at keyPath, label, key string) (uint32, bool) {
+			n, ok := d.integer(v, at, label, key)
+			if ok && n < 0 {
+				d.errorf(at, "%s: napi_defer_hard_irqs %d out of range 0..%d", label, n, math.MaxInt32)
+				return 0, false
+			}
+			return uint32(n), ok
+		}),
+	// The state file keeps the NAPI timeouts in nanoseconds, as sysfs does.
+	scalar("gro_flush_timeout", false, 0, func(s *PortSpec) *time.Duration { return &s.NAPI.GROFlushTimeout },
+		func(d *decoder, v any, at keyPath, label, key string) (time.Duration, bool) {
+			return d.napiTimeout(v, at, label, key)
+		}),
+	scalar("irq_suspend_timeout", false, 0, func(s *PortSpec) *time.Duration { return &s.NAPI.IRQSuspendTimeout },
+		func(d *decoder, v any, at keyPath, label, key string) (time.Duration, bool) {
+			return d.napiTimeout(v, at, label, key)
+		}),
+}
+
+// portFieldByKey returns the field whose key (or, with alias, older state-file key) is k.
+func portFieldByKey(k string, alias bool) (*portField, bool) {
+	for i := range portFields {
+		f := &portFields[i]
+		if f.key == k || alias && f.alias != "" && f.alias == k {
+			return f, f.key != k
+		}
+	}
+	return nil, false
+}
+
+// portKeys are the keys a [[port]] table may have, for the suggestions of an unknown one.
+var portKeys = func() []string {
+	keys := make([]string, len(portFields))
+	for i, f := range portFields {
+		keys[i] = f.key
+	}
+	return keys
+}()
+
+// sameHardware reports whether two specs describe the same port apart from its settings: they
+// agree on every hardware field of portFields.
+func sameHardware(a, b PortSpec) bool {
+	for _, f := range portFields {
+		if f.hardware && !f.equal(&a, &b) {
+			return false
+		}
+	}
+	return true
+}
+
+// specJSON is a port's spec in the state file: each portField's value under its key. It is
+// written in portFields' order.
+type specJSON map[string]json.RawMessage
+
+// newSpecJSON returns the state file's form of s.
+func newSpecJSON(s *PortSpec) (*specJSON, error) {
+	j := make(specJSON, len(portFields))
+	for _, f := range portFields {
+		raw, err := json.Marshal(f.save(s))
+		if err != nil {
+			return nil, fmt.Errorf("port %q: %s: %w", s.Name, f.key, err)
+		}
+		j[f.key] = raw
+	}
+	return &j, nil
+}
+
+// MarshalJSON writes the keys in portFields' order, so the file reads as the table does.
+func (j specJSON) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for _, f := range portFields {
+		raw, ok := j[f.key]
+		if !ok {
+			continue
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(f.key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(raw)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// unknownSpecKeyError is specJSON.spec's error for a key no portField has (nor as
+// its older alias): a newer manad's field, which parseState reports as ErrStateNewer.
+type unknownSpecKeyError struct{ key string }
+
+func (e *unknownSpecKeyError) Error() string { return fmt.Sprintf("unknown key %q", e.key) }
+
+// spec converts the state file's form back: a key it leaves out has DefaultPortSpec's value (so
+// files from before a field existed load with its default), an older key (alias) is read in its
+// own polarity. Only what cannot be represented at all is an error here: values out of range are
+// Merge's business (they may be valid for another manad version). Errors: *unknownSpecKeyError
+// for a key it does not know, else what the field's decoding says, prefixed by nothing (the
+// caller names the port).
+func (j specJSON) spec() (PortSpec, error) {
+	for k := range j {
+		if f, _ := portFieldByKey(k, true); f == nil {
+			return PortSpec{}, &unknownSpecKeyError{k}
+		}
+	}
+	var name string
+	if raw, ok := j["name"]; ok {
+		if err := json.Unmarshal(raw, &name); err != nil {
+			return PortSpec{}, fmt.Errorf("name: %w", err)
+		}
+	}
+	s := DefaultPortSpec(name)
+	for _, f := range portFields {
+		raw, ok := j[f.key]
+		fromAlias := false
+		if f.alias != "" {
+			if old, has := j[f.alias]; has {
+				if ok {
+					return PortSpec{}, fmt.Errorf("%s and its older form %s both given", f.key, f.alias)
+				}
+				raw, ok, fromAlias = old, true, true
+			}
+		}
+		if !ok {
+			continue
+		}
+		if err := f.load(raw, fromAlias, &s); err != nil {
+			return PortSpec{}, keyError(f.key, err)
+		}
+	}
+	return s, nil
+}
+
+// keyError prefixes a decoding error with the key, unless the field's own message names it.
+func keyError(key string, err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	if errors.As(err, &te) || errors.As(err, &se) {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	return err
+}

@@ -1,0 +1,75 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// TestStateSpecRxRecycle: the state file keeps rx_recycle in the file's polarity, and a spec
+// of an older manad, which kept rx_no_recycle, still loads with its meaning.
+func TestStateSpecRxRecycle(t *testing.T) {
+	dir := t.TempDir()
+	st := NewState()
+	spec := DefaultPortSpec("rt0")
+	spec.RxNoRecycle = true
+	st.RecordCreated(spec, PortSettings{MTU: 1500, Queues: 1, RxRing: 1024, TxRing: 256})
+	require.NoError(t, st.Save(dir))
+	data, err := os.ReadFile(StatePath(dir))
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"rx_recycle": false`)
+	assert.NotContains(t, string(data), "rx_no_recycle")
+
+	for _, tc := range []struct {
+		name, replace string
+		noRecycle     bool
+		err           string
+	}{
+		{"new form", `"rx_recycle": false`, true, ""},
+		{"new form on", `"rx_recycle": true`, false, ""},
+		{"older form", `"rx_no_recycle": true`, true, ""},
+		{"older form off", `"rx_no_recycle": false`, false, ""},
+		{"absent", ``, false, ""},
+		{"both", `"rx_recycle": true, "rx_no_recycle": true`, false, "rx_recycle and its older form rx_no_recycle both given"},
+		{"wrong type", `"rx_no_recycle": "yes"`, false, "rx_recycle: json: cannot unmarshal string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := strings.Replace(string(data), `"rx_recycle": false`, tc.replace, 1)
+			if tc.replace == "" {
+				text = strings.Replace(string(data), `"rx_recycle": false,`, "", 1)
+			}
+			require.True(t, tc.replace == `"rx_recycle": false` || text != string(data))
+			path := StatePath(dir)
+			got, err := parseState(path, []byte(text))
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				assert.ErrorIs(t, err, unix.EBADMSG)
+				return
+			}
+			require.NoError(t, err, text)
+			assert.Equal(t, tc.noRecycle, got.Ports["rt0"].Spec.RxNoRecycle, text)
+		})
+	}
+}
+
+// TestPortKeysFromSchema: the [[port]] keys are portFields', each once, and an unknown key is
+// answered with the nearest one.
+func TestPortKeysFromSchema(t *testing.T) {
+	seen := map[string]bool{}
+	for _, f := range portFields {
+		assert.False(t, seen[f.key], "key %s twice", f.key)
+		seen[f.key] = true
+		assert.NotNil(t, f.toml, f.key)
+		assert.NotNil(t, f.save, f.key)
+		assert.NotNil(t, f.load, f.key)
+		assert.NotNil(t, f.equal, f.key)
+	}
+	_, err := Parse("t.toml", []byte("[[port]]\nname = \"p0\"\nrx_recyle = false\n"))
+	require.Error(t, err)
+	assert.Equal(t, `t.toml:3: port "p0": unknown key "rx_recyle" (did you mean "rx_recycle"?)`, err.Error())
+}
