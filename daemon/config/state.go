@@ -129,13 +129,7 @@ func (ps *PortSettings) SetNAPI(queues []vnic.NAPIConfig, fileNAPI vnic.NAPIConf
 	if len(count) == 0 || len(count) == 1 && count[vnic.NAPIConfig{}] > 0 && fileNAPI == (vnic.NAPIConfig{}) {
 		return
 	}
-	var all vnic.NAPIConfig
-	best := -1
-	for _, c := range queues { // the most frequent value, the first queue's on a tie
-		if count[c] > best {
-			all, best = c, count[c]
-		}
-	}
+	all := CommonNAPI(queues)
 	n := &NAPISettings{All: newNAPIValues(all)}
 	for q, c := range queues {
 		if c != all {
@@ -143,6 +137,23 @@ func (ps *PortSettings) SetNAPI(queues []vnic.NAPIConfig, fileNAPI vnic.NAPIConf
 		}
 	}
 	ps.NAPI = n
+}
+
+// CommonNAPI returns the NAPI settings most queues have, the first queue's on a tie (the zero
+// value for no queue): what a port's reply and the state file's "all" show.
+func CommonNAPI(queues []vnic.NAPIConfig) vnic.NAPIConfig {
+	count := map[vnic.NAPIConfig]int{}
+	for _, c := range queues {
+		count[c]++
+	}
+	var all vnic.NAPIConfig
+	best := 0
+	for _, c := range queues { // in queue order: the first queue's wins a tie
+		if count[c] > best {
+			all, best = c, count[c]
+		}
+	}
+	return all
 }
 
 // queues returns the per-queue settings as PortSpec.NAPIQueues holds them.
