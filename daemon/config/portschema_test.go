@@ -68,6 +68,9 @@ func TestPortKeysFromSchema(t *testing.T) {
 		assert.NotNil(t, f.save, f.key)
 		assert.NotNil(t, f.load, f.key)
 		assert.NotNil(t, f.equal, f.key)
+		assert.NotNil(t, f.toWire, f.key)
+		assert.NotNil(t, f.fromWire, f.key)
+		assert.NotZero(t, f.attr, "%s: no wire attribute", f.key)
 	}
 	_, err := Parse("t.toml", []byte("[[port]]\nname = \"p0\"\nrx_recyle = false\n"))
 	require.Error(t, err)
