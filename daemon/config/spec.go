@@ -192,9 +192,9 @@ func (s *PortSpec) problems() []problem {
 	if s.Speed < 0 || s.Speed > math.MaxInt32 {
 		add("speed", "speed %d out of range 0..%d (Mb/s, 0 = unknown)", s.Speed, math.MaxInt32)
 	}
-	maxQueuesOK := s.MaxQueues >= 1 && s.MaxQueues <= 256 // vnic.Config's limit
+	maxQueuesOK := s.MaxQueues >= 1 && s.MaxQueues <= tap.MaxQueues // a port's queues are its TAP's
 	if !maxQueuesOK {
-		add("max_queues", "max_queues %d out of range 1..256", s.MaxQueues)
+		add("max_queues", "max_queues %d out of range 1..%d", s.MaxQueues, tap.MaxQueues)
 	}
 	if s.Rule > rxbuf.RulePreFrag {
 		add("rule", "unknown rule %s (want %s)", s.Rule, rulesWanted())
@@ -234,7 +234,9 @@ func (s *PortSpec) problems() []problem {
 			add("xdp", "mtu %d too large for XDP with %d-byte pages (max %d)", s.MTU, s.PageSize, rxbuf.XDPMTUMax(s.PageSize))
 		}
 	}
-	if c := s.Coalesce.RxCQEFrames; c != 1 && c != 4 && (c != 8 || !s.CQECoalesce8) {
+	// vnic.CheckCoalesce is the rule (mana_set_coalesce's); it checks rx-cqe-frames first, so
+	// an error for the CQE frames alone is that value's, reported in the file's words.
+	if c := s.Coalesce.RxCQEFrames; vnic.CheckCoalesce(vnic.Coalesce{RxCQEFrames: c}, s.CQECoalesce8) != nil {
 		add("rx_cqe_frames", "rx_cqe_frames %d not supported (want %s)", c, cqeFramesWanted(s.CQECoalesce8))
 	} else if err := vnic.CheckCoalesce(s.Coalesce, s.CQECoalesce8); err != nil {
 		// Only the state file sets the other coalescing values: the driver's text.

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/vnic"
 )
 
@@ -173,9 +174,9 @@ func (n *NAPISettings) queues() ([]vnic.NAPIConfig, error) {
 	return out, nil
 }
 
-// maxNAPIQueues is the most queues a port may have (max_queues' range), so the most NAPI
-// settings a state file keeps per port.
-const maxNAPIQueues = 256
+// maxNAPIQueues is the most queues a port may have (max_queues' range: a TAP's), so the most
+// NAPI settings a state file keeps per port.
+const maxNAPIQueues = tap.MaxQueues
 
 // CoalesceSettings is vnic.Coalesce as the state file keeps it.
 type CoalesceSettings struct {
