@@ -217,6 +217,7 @@ type portJSON struct {
 	IRQSuspendTimeout uint64           `json:"irq-suspend-timeout"`
 	Coalesce          portCoalesceJSON `json:"coalesce"`
 	RSSKey            string           `json:"rss-hash-key"`
+	NAPIThreaded      bool             `json:"napi-threaded"`
 }
 
 // portCoalesceJSON is a port's coalescing, with show-coalesce's (ethtool's) keys.
@@ -244,7 +245,7 @@ func portToJSON(p wire.PortInfo) portJSON {
 		Offload: p.Offload, RxAlloc: p.RxAlloc, RxRecycle: p.RxRecycle, Speed: p.Speed,
 		Rule: p.Rule, CQECoalesce8: p.CQECoalesce8, RxCQEFrames: p.RxCQEFrames,
 		NAPIDeferHardIRQs: p.NAPIDeferHardIRQs, GROFlushTimeout: p.GROFlushTimeoutNs,
-		IRQSuspendTimeout: p.IRQSuspendTimeoutNs, RSSKey: hexKey(p.RSSKey),
+		IRQSuspendTimeout: p.IRQSuspendTimeoutNs, RSSKey: hexKey(p.RSSKey), NAPIThreaded: p.NAPIThreaded,
 		Coalesce: portCoalesceJSON{RxUsecs: p.Coalesce.RxUsecs, RxFrames: p.Coalesce.RxMaxFrames,
 			TxUsecs: p.Coalesce.TxUsecs, TxFrames: p.Coalesce.TxMaxFrames, AdaptiveRx: p.Coalesce.AdaptiveRx,
 			AdaptiveTx: p.Coalesce.AdaptiveTx, RxCQEFrames: p.Coalesce.RxCQEFrames, RxCQENsecs: p.Coalesce.RxCQENsecs},

@@ -45,6 +45,7 @@ var portFieldExamples = map[string]struct {
 	"napi_defer_hard_irqs": {`2`, 2},
 	"gro_flush_timeout":    {`"20us"`, 20000},
 	"irq_suspend_timeout":  {`"1ms"`, 1000000},
+	"napi_threaded":        {`true`, true},
 }
 
 // TestPortSchemaRoundTrip feeds every field of config's port schema through each layer that

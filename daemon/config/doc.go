@@ -78,6 +78,8 @@
 //	gro_flush_timeout = "0"      # every queue's NAPI gro-flush-timeout: a duration ("20us") or
 //	                             # nanoseconds (an integer, as sysfs); not negative
 //	irq_suspend_timeout = "0"    # every queue's NAPI irq-suspend-timeout, likewise
+//	napi_threaded = false        # every queue's NAPI threaded, as the kernel's sysfs threaded
+//	                             # (kept and reported; manad's data path does not use it)
 //
 //	[[segment]]                  # optional: settings and uplinks of a segment ports name;
 //	                             # at most 1024 tables (and segments defined at runtime with

@@ -422,6 +422,9 @@ var portFields = []portField{
 			return d.napiTimeout(v, at, label, key)
 		},
 		wireNanos(func(w *wire.PortSpec) *uint64 { return &w.IRQSuspendTimeoutNs }, func(i *wire.PortInfo) *uint64 { return &i.IRQSuspendTimeoutNs })),
+	// The kernel's per-device sysfs threaded.
+	scalar("napi_threaded", false, wire.PortAttrNAPIThreaded, func(s *PortSpec) *bool { return &s.NAPI.Threaded }, readBool,
+		wireSame(true, func(w *wire.PortSpec) *bool { return &w.NAPIThreaded }, func(i *wire.PortInfo) *bool { return &i.NAPIThreaded })),
 }
 
 // portFieldByKey returns the field whose key (or, with alias, older state-file key) is k.

@@ -104,7 +104,8 @@ const (
 	PortAttrIRQSuspendTmo   uint16 = 45 // u64: every NAPI's irq-suspend-timeout in ns (config irq_suspend_timeout)
 	PortAttrCoalesce        uint16 = 46 // nest: ETHTOOL_A_COALESCE_* as COALESCE_GET's reply (replies only)
 	PortAttrRSSKey          uint16 = 47 // binary: the RSS hash key, ethtool -x's (replies only)
-	PortAttrMax                    = PortAttrRSSKey
+	PortAttrNAPIThreaded    uint16 = 48 // u8: every NAPI's threaded (config napi_threaded)
+	PortAttrMax                    = PortAttrNAPIThreaded
 )
 
 // Attributes inside AttrLayout, PortAttrLayout and AttrLayoutRequest. A
@@ -237,6 +238,7 @@ type PortSpec struct {
 	// NAPI settings every queue starts with; zero = the default (none).
 	NAPIDeferHardIRQs                      uint32
 	GROFlushTimeoutNs, IRQSuspendTimeoutNs uint64
+	NAPIThreaded                           bool
 }
 
 // PortDel is PORT_DEL's AttrPort: the request's NetNSToo (delete the port's
@@ -277,6 +279,7 @@ type PortInfo struct {
 	// NAPI settings: the value most queues have (napi-get shows each queue's).
 	NAPIDeferHardIRQs                      uint32
 	GROFlushTimeoutNs, IRQSuspendTimeoutNs uint64
+	NAPIThreaded                           bool
 	Coalesce                               Coalesce // as COALESCE_GET's
 	RSSKey                                 []byte
 }
@@ -368,6 +371,7 @@ var (
 		U32(PortAttrNAPIDeferIRQs, func(s *PortSpec) *uint32 { return &s.NAPIDeferHardIRQs }),
 		U64(PortAttrGROFlushTimeout, func(s *PortSpec) *uint64 { return &s.GROFlushTimeoutNs }),
 		U64(PortAttrIRQSuspendTmo, func(s *PortSpec) *uint64 { return &s.IRQSuspendTimeoutNs }),
+		Bool(PortAttrNAPIThreaded, func(s *PortSpec) *bool { return &s.NAPIThreaded }),
 	).OmitZero()
 
 	// PortDelTable is AttrPort in PORT_DEL and its reply.
@@ -425,5 +429,6 @@ var (
 		U64(PortAttrIRQSuspendTmo, func(p *PortInfo) *uint64 { return &p.IRQSuspendTimeoutNs }),
 		Nest(PortAttrCoalesce, func(p *PortInfo) *Coalesce { return &p.Coalesce }, CoalesceTable),
 		Binary(PortAttrRSSKey, func(p *PortInfo) *[]byte { return &p.RSSKey }),
+		Bool(PortAttrNAPIThreaded, func(p *PortInfo) *bool { return &p.NAPIThreaded }),
 	)
 )
