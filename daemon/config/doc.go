@@ -127,7 +127,10 @@
 // "ports" holds every port's runtime settings (ethtool -G, -L, --set-priv-flags, -C, -K and the
 // RSS hash key of -X; not the indirection table, which mana rewrites on every attach; "coalesce",
 // "offload" and "rss_key" are absent from files of older manads and then come from the
-// configuration), and for a port created at runtime also its full spec; "netns_created" the
+// configuration), and for a port created at runtime also its full spec, under the [[port]]
+// keys with the same values (bytes for memory_budget, -1 for unlimited; nanoseconds for the
+// NAPI timeouts; a key an older file lacks takes its default, and its rx_no_recycle is read
+// as the opposite of rx_recycle); "netns_created" the
 // named namespaces manad created, with their nsfs inode (State.NetNS); "deleted" lists the
 // configuration's ports deleted at runtime. State.Save writes it atomically (temporary file in
 // the same directory, fsync, rename, fsync of the directory), so a kill -9 at any moment leaves
