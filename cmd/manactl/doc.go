@@ -51,7 +51,10 @@
 //	xdp DEV detach
 //	port add NAME [--netns NS] [--segment S] [--mac M] [--mtu N] [--max-mtu N] [--page-size S]
 //	         [--queues N] [--max-queues N] [--rx-ring N] [--tx-ring N] [--priv-flags F]
-//	         [--memory-budget B] [--persistent]
+//	         [--memory-budget B] [--persistent] [--offload=false] [--rx-alloc A] [--rx-recycle=false]
+//	         [--speed N] [--xdp P] [--rule R] [--cqe-coalesce-8] [--rx-cqe-frames N]
+//	         [--napi-defer-hard-irqs N] [--gro-flush-timeout D] [--irq-suspend-timeout D]
+//	         [--napi-threaded]       one flag per [[port]] key of manad.toml, in kebab case
 //	port del NAME
 //	fault DEV prealloc|detach|attach once|N|always|off [--errno E]
 //	monitor [DEV] [--netdev]              notifications as they arrive, like ethtool --monitor

@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -143,4 +145,37 @@ func portJSONObject(t *testing.T, p wire.PortInfo) map[string]json.RawMessage {
 	var obj map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(data, &obj))
 	return obj
+}
+
+// TestPortAddFlagsFromSchema: port add has one flag per key of the port schema (but name, its
+// argument), named as the key in kebab case, and each flag asks for what the key says in the
+// file: the request, turned into a spec as the daemon does, is the file's port.
+func TestPortAddFlagsFromSchema(t *testing.T) {
+	for _, f := range config.PortFields() {
+		if f.Key == "name" {
+			continue
+		}
+		t.Run(f.Key, func(t *testing.T) {
+			ex := portFieldExamples[f.Key]
+			var o portAddFlags
+			fs := pflag.NewFlagSet("port add", pflag.ContinueOnError)
+			o.register(fs)
+			flag := fs.Lookup(f.JSONKey)
+			require.NotNil(t, flag, "port add has no --%s for the port key %s", f.JSONKey, f.Key)
+			value := strings.Trim(ex.toml, `[]"`)
+			require.NoError(t, fs.Parse([]string{"--" + f.JSONKey + "=" + value}))
+			req, err := o.request(fs, "rt0")
+			require.NoError(t, err)
+			got, err := config.SpecFromWire(req)
+			require.NoError(t, err)
+			// port add's default is not persistent, the file's is.
+			text := "[[port]]\nname = \"rt0\"\n" + fmt.Sprintf("%s = %s\n", f.Key, ex.toml)
+			if f.Key != "persistent" {
+				text += "persistent = false\n"
+			}
+			want := parsePort(t, text)
+			want.Line = 0
+			assert.Empty(t, cmp.Diff(want, got), "--%s=%s (-file +request)", f.JSONKey, value)
+		})
+	}
 }
