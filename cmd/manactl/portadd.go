@@ -33,7 +33,7 @@ func (o *portAddFlags) register(f *pflag.FlagSet) {
 	f.Uint32Var(&s.RxRing, "rx-ring", 0, "RX ring size")
 	f.Uint32Var(&s.TxRing, "tx-ring", 0, "TX ring size")
 	f.StringVar(&o.privFlags, "priv-flags", "", "private flags to turn on: full-page-rx")
-	f.StringVar(&o.budget, "memory-budget", "", "RX memory cap: bytes, or a number with K, M, G, T")
+	f.StringVar(&o.budget, "memory-budget", "", "RX memory cap: bytes, a number with K, M, G, T (KiB…TiB), or unlimited")
 	f.BoolVar(&s.Persistent, "persistent", false, "the TAP outlives manad")
 	f.BoolVar(&o.offload, "offload", true, "the TAP carries virtio headers (TSO/USO, checksum offloads); --offload=false for plain frames")
 	f.StringVar(&s.RxAlloc, "rx-alloc", "", "what-if RX allocation: page-pool-frag, page-pool-page or no-pool")
@@ -77,7 +77,7 @@ func (o *portAddFlags) request(f *pflag.FlagSet, name string) (wire.PortSpec, er
 		s.RxRecycle = &recycle
 	}
 	if o.budget != "" {
-		if s.MemoryBudget, err = parseBytes("--memory-budget", o.budget); err != nil {
+		if s.MemoryBudget, err = parseMemory("--memory-budget", o.budget); err != nil {
 			return s, err
 		}
 	}

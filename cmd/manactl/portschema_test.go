@@ -179,3 +179,26 @@ func TestPortAddFlagsFromSchema(t *testing.T) {
 		})
 	}
 }
+
+// TestPortAddMemoryBudgetAsFile: --memory-budget takes what the file's memory_budget takes
+// (one parser, bytesize), "unlimited" and lower-case units included, and means the same.
+func TestPortAddMemoryBudgetAsFile(t *testing.T) {
+	for _, v := range []string{"unlimited", "2g", "512MiB", "1048576", "3 K"} {
+		var o portAddFlags
+		fs := pflag.NewFlagSet("port add", pflag.ContinueOnError)
+		o.register(fs)
+		require.NoError(t, fs.Parse([]string{"--memory-budget", v}))
+		req, err := o.request(fs, "rt0")
+		require.NoError(t, err, v)
+		got, err := config.SpecFromWire(req)
+		require.NoError(t, err, v)
+		want := parsePort(t, fmt.Sprintf("[[port]]\nname = \"rt0\"\npersistent = false\nmemory_budget = %q\n", v))
+		assert.Equal(t, want.MemoryBudget, got.MemoryBudget, v)
+	}
+	var o portAddFlags
+	fs := pflag.NewFlagSet("port add", pflag.ContinueOnError)
+	o.register(fs)
+	require.NoError(t, fs.Parse([]string{"--memory-budget", "lots"}))
+	_, err := o.request(fs, "rt0")
+	assert.ErrorContains(t, err, "invalid value 'lots' for --memory-budget")
+}
