@@ -364,7 +364,7 @@ func (d *decoder) port(t map[string]any, at keyPath, index int) (PortSpec, bool)
 	set := map[string]bool{}
 	for _, k := range d.sortedKeys(t, at) {
 		kat, v := at.key(k), t[k]
-		f, _ := portFieldByKey(k, false)
+		f := portFieldByKey(k, false)
 		if f == nil {
 			d.errorf(kat, "%s: unknown key %q%s", label, k, suggest(k, portKeys))
 			continue

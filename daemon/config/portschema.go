@@ -19,9 +19,12 @@ import (
 // portField is one field of a port, described once: its name (the [[port]] key, the state
 // file's key and, in kebab case, manactl's JSON key), whether it is hardware (a change makes it
 // another port: sameHardware), the wire attribute that carries it, how the file's value is read
-// into a PortSpec, how the state file keeps it and how two specs compare on it. The TOML
-// parser, the state file's spec, sameHardware and the round-trip test are derived from
-// portFields, so a field added there is parsed, saved and compared everywhere.
+// into a PortSpec, how the state file keeps it, how two specs compare on it and how PORT_NEW and
+// the replies carry it. The TOML parser (keys and their suggestions), the state file's spec,
+// sameHardware, the wire conversions (PortSpec.WireSpec, Info, SpecFromWire) and, through
+// PortFields, manactl's round-trip and flag tests are derived from portFields, so a field added
+// there is parsed, saved, compared and carried everywhere, and one missing in a layer fails a
+// test. Defaults are DefaultPortSpec's.
 //
 // Meaning (ranges, the page sizes, the rx_cqe_frames rule) is not checked here but once, by
 // PortSpec.problems with the port model's rules, whatever the value came from: the file, the
@@ -29,9 +32,9 @@ import (
 // cannot say (a name that is not a rule, a size that is not a number).
 type portField struct {
 	key      string
-	alias    string // an older state-file key still read (never written), under inverted polarity
+	alias    string // an older state-file key still read, never written; load is told when it was
 	hardware bool
-	attr     uint16 // wire.PortAttr*: PORT_NEW's and the replies' attribute; 0 when the wire has none
+	attr     uint16 // wire.PortAttr*: PORT_NEW's and the replies' attribute (every field has one)
 
 	// toml reads the file's value v of the key at at into s; false (after d.errorf) when it is
 	// unusable.
@@ -428,14 +431,14 @@ var portFields = []portField{
 }
 
 // portFieldByKey returns the field whose key (or, with alias, older state-file key) is k.
-func portFieldByKey(k string, alias bool) (*portField, bool) {
+func portFieldByKey(k string, alias bool) *portField {
 	for i := range portFields {
 		f := &portFields[i]
 		if f.key == k || alias && f.alias != "" && f.alias == k {
-			return f, f.key != k
+			return f
 		}
 	}
-	return nil, false
+	return nil
 }
 
 // portKeys are the keys a [[port]] table may have, for the suggestions of an unknown one.
@@ -510,7 +513,7 @@ func (e *unknownSpecKeyError) Error() string { return fmt.Sprintf("unknown key %
 // caller names the port).
 func (j specJSON) spec() (PortSpec, error) {
 	for k := range j {
-		if f, _ := portFieldByKey(k, true); f == nil {
+		if portFieldByKey(k, true) == nil {
 			return PortSpec{}, &unknownSpecKeyError{k}
 		}
 	}
