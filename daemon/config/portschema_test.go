@@ -76,3 +76,13 @@ func TestPortKeysFromSchema(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, `t.toml:3: port "p0": unknown key "rx_recyle" (did you mean "rx_recycle"?)`, err.Error())
 }
+
+// TestDocListsEveryPortKey: the package documentation's [[port]] example has a line for every
+// key of the schema, so a key added there is documented too.
+func TestDocListsEveryPortKey(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	for _, f := range portFields {
+		assert.Regexp(t, `(?m)^//\t`+f.key+` +=`, string(doc), "doc.go does not document the [[port]] key %s", f.key)
+	}
+}
