@@ -8,6 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/rxbuf"
 )
 
 // TestStateSpecRxRecycle: the state file keeps rx_recycle in the file's polarity, and a spec
@@ -85,4 +88,34 @@ func TestDocListsEveryPortKey(t *testing.T) {
 	for _, f := range portFields {
 		assert.Regexp(t, `(?m)^//\t`+f.key+` +=`, string(doc), "doc.go does not document the [[port]] key %s", f.key)
 	}
+}
+
+// TestStateSpecOlderFile: a runtime port's spec as manad before the port schema wrote it (every
+// key of its specJSON, rx_no_recycle among them, none of the newer ones) loads as the port it
+// was, the newer keys at their defaults, and is written back in the new form.
+func TestStateSpecOlderFile(t *testing.T) {
+	old := `{"version": 1, "ports": {"rt0": {"spec": {"name": "rt0", "mac": "02:aa:bb:cc:dd:ee",
+	"netns": "blue", "segment": "lab", "persistent": false, "offload": false, "page_size": 65536,
+	"rule": "pre-frag", "max_mtu": 9000, "max_queues": 32, "memory_budget": -1, "mtu": 1400,
+	"queues": 2, "rx_ring": 1024, "tx_ring": 256, "priv_flags": ["full-page-rx"], "xdp": "drop",
+	"rx_alloc": "no-pool", "rx_no_recycle": true, "speed": 25000, "cqe_coalesce_8": true},
+	"settings": {"mtu": 1400, "queues": 2, "rx_ring": 1024, "tx_ring": 256, "priv_flags": [], "xdp": "", "admin_up": true}}},
+	"deleted": []}`
+	st, err := parseState("state.json", []byte(old))
+	require.NoError(t, err)
+	want := DefaultPortSpec("rt0")
+	want.MAC = mustMAC("02:aa:bb:cc:dd:ee")
+	want.NetNS, want.Segment, want.Persistent, want.Offload = "blue", "lab", false, false
+	want.PageSize, want.Rule, want.MaxMTU, want.MaxQueues = 65536, rxbuf.RulePreFrag, 9000, 32
+	want.MemoryBudget, want.MTU, want.Queues, want.PrivFlags, want.XDP = UnlimitedMemory, 1400, 2, vnic.PrivFlagFullPageRx, "drop"
+	want.RxAlloc, want.RxNoRecycle, want.Speed, want.CQECoalesce8 = rxbuf.AllocNoPool, true, 25000, true
+	require.NotNil(t, st.Ports["rt0"].Spec)
+	assert.Equal(t, want, *st.Ports["rt0"].Spec)
+	data, err := st.marshal()
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"rx_recycle": false`)
+	assert.NotContains(t, string(data), "rx_no_recycle")
+	again, err := parseState("state.json", data)
+	require.NoError(t, err)
+	assert.Equal(t, st, again)
 }
