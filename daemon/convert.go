@@ -39,28 +39,30 @@ func wireFaults(fs []vnic.Fault) []genl.Fault {
 	return out
 }
 
-// info builds a port's full state. Caller holds the configuration lock.
+// info builds a port's full state: what its spec says (config's port schema: PortSpec.Info),
+// with the settings as they are now, then what only the live port knows. Caller holds the
+// configuration lock.
 func (p *port) info() genl.PortInfo {
 	st := p.vp.State()
 	s := st.Settings
-	return genl.PortInfo{
-		Device:    p.device(),
-		NetNSName: p.spec.NetNS, Segment: p.spec.Segment, MAC: p.spec.MAC,
-		AdminUp: st.AdminUp, Running: st.Running, Detached: st.Detached, ResetPending: st.ResetPending,
-		Persistent: p.spec.Persistent,
-		MTU:        uint32(s.MTU), MinMTU: uint32(st.MinMTU), MaxMTU: uint32(st.MaxMTU),
-		PageSize: uint32(st.PageSize), Queues: uint32(s.Queues), MaxQueues: uint32(st.MaxQueues),
-		RxRing: uint32(s.RxRing), TxRing: uint32(s.TxRing), PrivFlags: s.PrivFlags,
-		PrivFlagNames: config.PrivFlagNames(s.PrivFlags), XDP: xdpName(s.XDP),
-		Layout:      layout.Wire(st.Layout),
-		PagesPinned: uint64(st.PagesPinned), BytesPinned: uint64(st.BytesPinned),
-		BuffersInFlight: uint64(st.BuffersInFlight), MemoryInUse: uint64(st.MemoryInUse),
-		MemoryPeak: uint64(st.MemoryPeak), MemoryBudget: uint64(st.MemoryBudget),
-		Faults:  wireFaults(st.Faults),
-		Offload: p.offload(), RxAlloc: p.spec.RxAlloc.String(), RxRecycle: !p.spec.RxNoRecycle,
-		Speed:           uint32(max(p.spec.Speed, 0)),
-		RxShortHeadroom: st.Netdev.RxShortHeadroom,
-	}
+	cur := p.spec
+	cur.MTU, cur.Queues, cur.RxRing, cur.TxRing, cur.PrivFlags = s.MTU, s.Queues, s.RxRing, s.TxRing, s.PrivFlags
+	cur.XDP, cur.Coalesce, cur.Offload, cur.Speed = xdpName(s.XDP), s.Coalesce, p.offload(), max(p.spec.Speed, 0)
+	cur.NAPI = config.CommonNAPI(p.vp.NAPIConfigs())
+	key := p.vp.RSS().Key
+	cur.RSSKey = key[:]
+	out := cur.Info()
+	out.Device = p.device()
+	out.AdminUp, out.Running, out.Detached, out.ResetPending = st.AdminUp, st.Running, st.Detached, st.ResetPending
+	out.MinMTU, out.MaxMTU = uint32(st.MinMTU), uint32(st.MaxMTU) // less than max_mtu with XDP
+	out.PageSize, out.MaxQueues, out.Rule = uint32(st.PageSize), uint32(st.MaxQueues), st.Rule.String()
+	out.Layout = layout.Wire(st.Layout)
+	out.PagesPinned, out.BytesPinned = uint64(st.PagesPinned), uint64(st.BytesPinned)
+	out.BuffersInFlight, out.MemoryInUse = uint64(st.BuffersInFlight), uint64(st.MemoryInUse)
+	out.MemoryPeak, out.MemoryBudget = uint64(st.MemoryPeak), uint64(st.MemoryBudget)
+	out.Faults = wireFaults(st.Faults)
+	out.RxShortHeadroom = st.Netdev.RxShortHeadroom
+	return out
 }
 
 // poolEvent is the netdev family's event for a page-pool event: page_pool_list's ADD,

@@ -51,7 +51,10 @@
 //	xdp DEV detach
 //	port add NAME [--netns NS] [--segment S] [--mac M] [--mtu N] [--max-mtu N] [--page-size S]
 //	         [--queues N] [--max-queues N] [--rx-ring N] [--tx-ring N] [--priv-flags F]
-//	         [--memory-budget B] [--persistent]
+//	         [--memory-budget B] [--persistent] [--offload=false] [--rx-alloc A] [--rx-recycle=false]
+//	         [--speed N] [--xdp P] [--rule R] [--cqe-coalesce-8] [--rx-cqe-frames N]
+//	         [--napi-defer-hard-irqs N] [--gro-flush-timeout D] [--irq-suspend-timeout D]
+//	         [--napi-threaded]       one flag per [[port]] key of manad.toml, in kebab case
 //	port del NAME
 //	fault DEV prealloc|detach|attach once|N|always|off [--errno E]
 //	monitor [DEV] [--netdev]              notifications as they arrive, like ethtool --monitor
@@ -116,7 +119,11 @@
 //	                 max-queues, rx-ring, tx-ring, priv-flags: [names that are on], xdp
 //	                 ("" | pass | drop | tx | aborted | ebpf:NAME), pages-pinned, bytes-pinned,
 //	                 buffers-in-flight, memory-in-use, memory-peak, memory-budget,
-//	                 faults: [{point, mode, count, errno}]   (port add --json prints the same)
+//	                 faults: [{point, mode, count, errno}], offload, rx-alloc, rx-recycle,
+//	                 speed, rule, cqe-coalesce-8, rx-cqe-frames, napi-defer-hard-irqs,
+//	                 gro-flush-timeout, irq-suspend-timeout (ns; the value most queues have),
+//	                 coalesce: {show-coalesce's keys}, rss-hash-key; the configuration's
+//	                 [[port]] keys in kebab case (name is ifname)   (port add --json prints the same)
 //	show-rxbuf       ifname, layout: LAYOUT, pages-pinned, bytes-pinned, buffers-in-flight,
 //	                 rx-short-headroom
 //	rxbuf-plan       [LAYOUT, …] one per rule

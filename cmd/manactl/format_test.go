@@ -60,6 +60,9 @@ func manadPort() genl.PortInfo {
 		MemoryInUse: 16 << 20, MemoryPeak: 32 << 20, MemoryBudget: 2 << 30,
 		Faults:  []genl.Fault{{Point: "attach", Mode: "count", Count: 2, Errno: uint32(unix.EPROTO)}},
 		Offload: true, RxAlloc: "page-pool-frag", RxRecycle: true, Speed: 100000,
+		Rule: "upstream", RxCQEFrames: 4, NAPIDeferHardIRQs: 2, GROFlushTimeoutNs: 20000,
+		Coalesce: genl.Coalesce{RxCQEFrames: 4, RxCQENsecs: 2048},
+		RSSKey:   bytes.Repeat([]byte{0x6d, 0x5a}, 20),
 	}
 }
 

@@ -207,6 +207,29 @@ type portJSON struct {
 	RxAlloc         string      `json:"rx-alloc"`
 	RxRecycle       bool        `json:"rx-recycle"`
 	Speed           uint32      `json:"speed"`
+	// The keys below are the configuration's [[port]] keys in kebab case, as the ones above
+	// (config's port schema), with NAPI timeouts in nanoseconds.
+	Rule              string           `json:"rule"`
+	CQECoalesce8      bool             `json:"cqe-coalesce-8"`
+	RxCQEFrames       uint32           `json:"rx-cqe-frames"`
+	NAPIDeferHardIRQs uint32           `json:"napi-defer-hard-irqs"`
+	GROFlushTimeout   uint64           `json:"gro-flush-timeout"`
+	IRQSuspendTimeout uint64           `json:"irq-suspend-timeout"`
+	Coalesce          portCoalesceJSON `json:"coalesce"`
+	RSSKey            string           `json:"rss-hash-key"`
+	NAPIThreaded      bool             `json:"napi-threaded"`
+}
+
+// portCoalesceJSON is a port's coalescing, with show-coalesce's (ethtool's) keys.
+type portCoalesceJSON struct {
+	RxUsecs     uint32 `json:"rx-usecs"`
+	RxFrames    uint32 `json:"rx-frames"`
+	TxUsecs     uint32 `json:"tx-usecs"`
+	TxFrames    uint32 `json:"tx-frames"`
+	AdaptiveRx  bool   `json:"adaptive-rx"`
+	AdaptiveTx  bool   `json:"adaptive-tx"`
+	RxCQEFrames uint32 `json:"rx-cqe-frames"`
+	RxCQENsecs  uint32 `json:"rx-cqe-nsecs"`
 }
 
 func portToJSON(p wire.PortInfo) portJSON {
@@ -220,6 +243,12 @@ func portToJSON(p wire.PortInfo) portJSON {
 		BuffersInFlight: p.BuffersInFlight, MemoryInUse: p.MemoryInUse, MemoryPeak: p.MemoryPeak,
 		MemoryBudget: p.MemoryBudget, Faults: []faultJSON{},
 		Offload: p.Offload, RxAlloc: p.RxAlloc, RxRecycle: p.RxRecycle, Speed: p.Speed,
+		Rule: p.Rule, CQECoalesce8: p.CQECoalesce8, RxCQEFrames: p.RxCQEFrames,
+		NAPIDeferHardIRQs: p.NAPIDeferHardIRQs, GROFlushTimeout: p.GROFlushTimeoutNs,
+		IRQSuspendTimeout: p.IRQSuspendTimeoutNs, RSSKey: hexKey(p.RSSKey), NAPIThreaded: p.NAPIThreaded,
+		Coalesce: portCoalesceJSON{RxUsecs: p.Coalesce.RxUsecs, RxFrames: p.Coalesce.RxMaxFrames,
+			TxUsecs: p.Coalesce.TxUsecs, TxFrames: p.Coalesce.TxMaxFrames, AdaptiveRx: p.Coalesce.AdaptiveRx,
+			AdaptiveTx: p.Coalesce.AdaptiveTx, RxCQEFrames: p.Coalesce.RxCQEFrames, RxCQENsecs: p.Coalesce.RxCQENsecs},
 	}
 	for _, f := range p.Faults {
 		out.Faults = append(out.Faults, faultJSON(f))

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/config/bytesize"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -70,25 +71,14 @@ func parsePageSize(s string) (uint32, error) {
 	return uint32(n), nil
 }
 
-// parseBytes parses a byte count with an optional binary unit: K/KiB, M/MiB, G/GiB, T/TiB.
-func parseBytes(param, s string) (uint64, error) {
-	t := strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   uint64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}}
-	mult := uint64(1)
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSuffix(t, u.suffix), u.mult
-			break
-		}
+// parseMemory reads a memory budget as the configuration file's memory_budget (bytesize.Parse:
+// bytes, a number with a binary unit, or "unlimited", which PORT_NEW carries as all ones).
+func parseMemory(param, s string) (uint64, error) {
+	n, ok := bytesize.Parse(s)
+	if !ok {
+		return 0, usageErrorf("invalid value '%s' for %s (want bytes, or a number with K, M, G or T (KiB…TiB), or unlimited)", s, param)
 	}
-	v, err := strconv.ParseUint(t, 10, 64)
-	if err != nil || v > ^uint64(0)/mult {
-		return 0, usageErrorf("invalid value '%s' for %s (want bytes, or a number with K, M, G or T)", s, param)
-	}
-	return v * mult, nil
+	return uint64(n), nil // Unlimited (-1) is all ones
 }
 
 // parseErrno accepts an errno number (1..4095) or name ("ENOMEM").

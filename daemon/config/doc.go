@@ -78,6 +78,8 @@
 //	gro_flush_timeout = "0"      # every queue's NAPI gro-flush-timeout: a duration ("20us") or
 //	                             # nanoseconds (an integer, as sysfs); not negative
 //	irq_suspend_timeout = "0"    # every queue's NAPI irq-suspend-timeout, likewise
+//	napi_threaded = false        # every queue's NAPI threaded, as the kernel's sysfs threaded
+//	                             # (kept and reported; manad's data path does not use it)
 //
 //	[[segment]]                  # optional: settings and uplinks of a segment ports name;
 //	                             # at most 1024 tables (and segments defined at runtime with
@@ -125,7 +127,10 @@
 // "ports" holds every port's runtime settings (ethtool -G, -L, --set-priv-flags, -C, -K and the
 // RSS hash key of -X; not the indirection table, which mana rewrites on every attach; "coalesce",
 // "offload" and "rss_key" are absent from files of older manads and then come from the
-// configuration), and for a port created at runtime also its full spec; "netns_created" the
+// configuration), and for a port created at runtime also its full spec, under the [[port]]
+// keys with the same values (bytes for memory_budget, -1 for unlimited; nanoseconds for the
+// NAPI timeouts; a key an older file lacks takes its default, and its rx_no_recycle is read
+// as the opposite of rx_recycle); "netns_created" the
 // named namespaces manad created, with their nsfs inode (State.NetNS); "deleted" lists the
 // configuration's ports deleted at runtime. State.Save writes it atomically (temporary file in
 // the same directory, fsync, rename, fsync of the directory), so a kill -9 at any moment leaves

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"net"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -348,15 +347,6 @@ func (d *decoder) ports(v any, at keyPath) []PortSpec {
 	return specs
 }
 
-// portKeys are the keys a [[port]] table may have.
-var portKeys = []string{
-	"name", "mac", "mtu", "max_mtu", "page_size", "queues", "max_queues", "rx_ring", "tx_ring",
-	"priv_flags", "xdp", "rule", "memory_budget", "segment", "netns", "persistent",
-	"rx_alloc", "rx_recycle", "offload", "speed",
-	"rx_cqe_frames", "cqe_coalesce_8",
-	"napi_defer_hard_irqs", "gro_flush_timeout", "irq_suspend_timeout",
-}
-
 // port reads one [[port]] table, the index-th, and validates it as a whole.
 func (d *decoder) port(t map[string]any, at keyPath, index int) (PortSpec, bool) {
 	nerrs := len(d.errs)
@@ -374,102 +364,13 @@ func (d *decoder) port(t map[string]any, at keyPath, index int) (PortSpec, bool)
 	set := map[string]bool{}
 	for _, k := range d.sortedKeys(t, at) {
 		kat, v := at.key(k), t[k]
-		set[k] = true
-		var ok bool
-		switch k {
-		case "name":
-			ok = true
-		case "mac":
-			var s string
-			if s, ok = typed[string](d, v, kat, label, k, "a string"); ok {
-				mac, err := net.ParseMAC(s)
-				if ok = err == nil; ok {
-					spec.MAC = mac
-				} else {
-					d.errorf(kat, "%s: mac %q invalid (want six hex bytes like \"02:00:00:00:00:01\")", label, s)
-				}
-			}
-		case "mtu":
-			spec.MTU, ok = d.integer(v, kat, label, k)
-		case "max_mtu":
-			spec.MaxMTU, ok = d.integer(v, kat, label, k)
-		case "queues":
-			spec.Queues, ok = d.integer(v, kat, label, k)
-		case "max_queues":
-			spec.MaxQueues, ok = d.integer(v, kat, label, k)
-		case "speed":
-			spec.Speed, ok = d.integer(v, kat, label, k)
-		case "rx_ring":
-			spec.RxRing, ok = d.integer(v, kat, label, k)
-		case "tx_ring":
-			spec.TxRing, ok = d.integer(v, kat, label, k)
-		case "page_size":
-			spec.PageSize, ok = d.pageSize(v, kat, label)
-		case "memory_budget":
-			spec.MemoryBudget, ok = d.memory(v, kat, label)
-		case "priv_flags":
-			spec.PrivFlags, ok = d.privFlags(v, kat, label)
-		case "rule":
-			var s string
-			if s, ok = typed[string](d, v, kat, label, k, "a string"); ok {
-				r, err := rxbuf.ParseRule(s)
-				if ok = err == nil; ok {
-					spec.Rule = r
-				} else {
-					d.errorf(kat, "%s: unknown rule %q (want %s)", label, s, rulesWanted())
-				}
-			}
-		case "rx_alloc":
-			var s string
-			if s, ok = typed[string](d, v, kat, label, k, "a string"); ok {
-				a, err := rxbuf.ParseAlloc(s)
-				if ok = err == nil; ok {
-					spec.RxAlloc = a
-				} else {
-					d.errorf(kat, "%s: %s", label, rxAllocProblem(s))
-				}
-			}
-		case "rx_recycle":
-			var recycle bool
-			recycle, ok = typed[bool](d, v, kat, label, k, "a boolean")
-			spec.RxNoRecycle = !recycle
-		case "xdp":
-			spec.XDP, ok = typed[string](d, v, kat, label, k, "a string (a built-in program name)")
-		case "segment":
-			spec.Segment, ok = typed[string](d, v, kat, label, k, "a string")
-		case "netns":
-			spec.NetNS, ok = typed[string](d, v, kat, label, k, "a string")
-		case "persistent":
-			spec.Persistent, ok = typed[bool](d, v, kat, label, k, "a boolean")
-		case "offload":
-			spec.Offload, ok = typed[bool](d, v, kat, label, k, "a boolean")
-		case "rx_cqe_frames":
-			var n int
-			if n, ok = d.integer(v, kat, label, k); ok && n < 0 {
-				d.errorf(kat, "%s: rx_cqe_frames %d not supported (want %s)", label, n, cqeFramesWanted(spec.CQECoalesce8))
-				ok = false
-			} else if ok {
-				spec.Coalesce.RxCQEFrames = uint32(n)
-			}
-		case "cqe_coalesce_8":
-			spec.CQECoalesce8, ok = typed[bool](d, v, kat, label, k, "a boolean")
-		case "napi_defer_hard_irqs":
-			var n int
-			if n, ok = d.integer(v, kat, label, k); ok && n < 0 {
-				d.errorf(kat, "%s: napi_defer_hard_irqs %d out of range 0..%d", label, n, math.MaxInt32)
-				ok = false
-			} else if ok {
-				spec.NAPI.DeferHardIRQs = uint32(n)
-			}
-		case "gro_flush_timeout":
-			spec.NAPI.GROFlushTimeout, ok = d.napiTimeout(v, kat, label, k)
-		case "irq_suspend_timeout":
-			spec.NAPI.IRQSuspendTimeout, ok = d.napiTimeout(v, kat, label, k)
-		default:
+		f := portFieldByKey(k, false)
+		if f == nil {
 			d.errorf(kat, "%s: unknown key %q%s", label, k, suggest(k, portKeys))
 			continue
 		}
-		if !ok {
+		set[k] = true
+		if !f.toml(d, v, kat, label, &spec) {
 			bad[k] = true
 		}
 	}

@@ -8,12 +8,12 @@ import (
 	"math/bits"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/config/bytesize"
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic"
@@ -25,7 +25,7 @@ const (
 	// DefaultSegment is the wire segment a port joins when its spec names none.
 	DefaultSegment = "default"
 	// UnlimitedMemory is PortSpec.MemoryBudget for a port without an RX memory limit.
-	UnlimitedMemory int64 = -1
+	UnlimitedMemory = bytesize.Unlimited
 	// MaxSegmentName bounds a segment name's length.
 	MaxSegmentName = 64
 )
@@ -192,9 +192,9 @@ func (s *PortSpec) problems() []problem {
 	if s.Speed < 0 || s.Speed > math.MaxInt32 {
 		add("speed", "speed %d out of range 0..%d (Mb/s, 0 = unknown)", s.Speed, math.MaxInt32)
 	}
-	maxQueuesOK := s.MaxQueues >= 1 && s.MaxQueues <= 256 // vnic.Config's limit
+	maxQueuesOK := s.MaxQueues >= 1 && s.MaxQueues <= tap.MaxQueues // a port's queues are its TAP's
 	if !maxQueuesOK {
-		add("max_queues", "max_queues %d out of range 1..256", s.MaxQueues)
+		add("max_queues", "max_queues %d out of range 1..%d", s.MaxQueues, tap.MaxQueues)
 	}
 	if s.Rule > rxbuf.RulePreFrag {
 		add("rule", "unknown rule %s (want %s)", s.Rule, rulesWanted())
@@ -234,7 +234,9 @@ func (s *PortSpec) problems() []problem {
 			add("xdp", "mtu %d too large for XDP with %d-byte pages (max %d)", s.MTU, s.PageSize, rxbuf.XDPMTUMax(s.PageSize))
 		}
 	}
-	if c := s.Coalesce.RxCQEFrames; c != 1 && c != 4 && (c != 8 || !s.CQECoalesce8) {
+	// vnic.CheckCoalesce is the rule (mana_set_coalesce's); it checks rx-cqe-frames first, so
+	// an error for the CQE frames alone is that value's, reported in the file's words.
+	if c := s.Coalesce.RxCQEFrames; vnic.CheckCoalesce(vnic.Coalesce{RxCQEFrames: c}, s.CQECoalesce8) != nil {
 		add("rx_cqe_frames", "rx_cqe_frames %d not supported (want %s)", c, cqeFramesWanted(s.CQECoalesce8))
 	} else if err := vnic.CheckCoalesce(s.Coalesce, s.CQECoalesce8); err != nil {
 		// Only the state file sets the other coalescing values: the driver's text.
@@ -383,50 +385,13 @@ func orList(names []string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// memoryUnits are the suffixes a memory_budget string may carry: binary multiples, with or
-// without "iB" ("2G" = "2GiB" = 2·2³⁰ bytes, like page_size's "4K").
-var memoryUnits = []struct {
-	suffix string
-	shift  uint
-}{
-	{"TIB", 40}, {"GIB", 30}, {"MIB", 20}, {"KIB", 10},
-	{"T", 40}, {"G", 30}, {"M", 20}, {"K", 10}, {"B", 0},
-}
-
 // parseMemory parses a memory_budget string: "unlimited", or a whole number with an optional
-// binary unit ("512MiB", "2G", "1048576").
-func parseMemory(s string) (int64, bool) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	if t == "UNLIMITED" {
-		return UnlimitedMemory, true
-	}
-	var shift uint
-	for _, u := range memoryUnits {
-		if rest, ok := strings.CutSuffix(t, u.suffix); ok {
-			t, shift = strings.TrimSpace(rest), u.shift
-			break
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n <= 0 || n > math.MaxInt64>>shift {
-		return 0, false
-	}
-	return n << shift, true
-}
+// binary unit ("512MiB", "2G", "1048576"), as manactl does (bytesize).
+func parseMemory(s string) (int64, bool) { return bytesize.Parse(s) }
 
 // FormatMemory returns b the way the configuration file would write it: "unlimited", or bytes
 // with the largest exact binary unit ("2GiB", "1536MiB", "1000").
-func FormatMemory(b int64) string {
-	if b == UnlimitedMemory {
-		return "unlimited"
-	}
-	for _, u := range memoryUnits[:4] {
-		if b > 0 && b%(1<<u.shift) == 0 {
-			return strconv.FormatInt(b>>u.shift, 10) + u.suffix[:1] + "iB"
-		}
-	}
-	return strconv.FormatInt(b, 10)
-}
+func FormatMemory(b int64) string { return bytesize.Format(b) }
 
 // ParseRxAlloc reads an rx_alloc value ("page-pool-frag", "page-pool-page" or "no-pool") for the
 // port named port, as the configuration file's key does: "" is the default (the rule's choice).

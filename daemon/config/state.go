@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,8 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/vnic"
-	"github.com/manad/manad/vnic/rxbuf"
 )
 
 const (
@@ -131,13 +130,7 @@ func (ps *PortSettings) SetNAPI(queues []vnic.NAPIConfig, fileNAPI vnic.NAPIConf
 	if len(count) == 0 || len(count) == 1 && count[vnic.NAPIConfig{}] > 0 && fileNAPI == (vnic.NAPIConfig{}) {
 		return
 	}
-	var all vnic.NAPIConfig
-	best := -1
-	for _, c := range queues { // the most frequent value, the first queue's on a tie
-		if count[c] > best {
-			all, best = c, count[c]
-		}
-	}
+	all := CommonNAPI(queues)
 	n := &NAPISettings{All: newNAPIValues(all)}
 	for q, c := range queues {
 		if c != all {
@@ -145,6 +138,23 @@ func (ps *PortSettings) SetNAPI(queues []vnic.NAPIConfig, fileNAPI vnic.NAPIConf
 		}
 	}
 	ps.NAPI = n
+}
+
+// CommonNAPI returns the NAPI settings most queues have, the first queue's on a tie (the zero
+// value for no queue): what a port's reply and the state file's "all" show.
+func CommonNAPI(queues []vnic.NAPIConfig) vnic.NAPIConfig {
+	count := map[vnic.NAPIConfig]int{}
+	for _, c := range queues {
+		count[c]++
+	}
+	var all vnic.NAPIConfig
+	best := 0
+	for _, c := range queues { // in queue order: the first queue's wins a tie
+		if count[c] > best {
+			all, best = c, count[c]
+		}
+	}
+	return all
 }
 
 // queues returns the per-queue settings as PortSpec.NAPIQueues holds them.
@@ -164,9 +174,9 @@ func (n *NAPISettings) queues() ([]vnic.NAPIConfig, error) {
 	return out, nil
 }
 
-// maxNAPIQueues is the most queues a port may have (max_queues' range), so the most NAPI
-// settings a state file keeps per port.
-const maxNAPIQueues = 256
+// maxNAPIQueues is the most queues a port may have (max_queues' range: a TAP's), so the most
+// NAPI settings a state file keeps per port.
+const maxNAPIQueues = tap.MaxQueues
 
 // CoalesceSettings is vnic.Coalesce as the state file keeps it.
 type CoalesceSettings struct {
@@ -460,31 +470,6 @@ type (
 		Spec     *specJSON    `json:"spec,omitempty"`
 		Settings PortSettings `json:"settings"`
 	}
-	specJSON struct {
-		Name         string   `json:"name"`
-		MAC          string   `json:"mac"`
-		NetNS        string   `json:"netns"`
-		Segment      string   `json:"segment"`
-		Persistent   bool     `json:"persistent"`
-		Offload      *bool    `json:"offload,omitempty"` // missing (older files): true
-		PageSize     int      `json:"page_size"`
-		Rule         string   `json:"rule"`
-		MaxMTU       int      `json:"max_mtu"`
-		MaxQueues    int      `json:"max_queues"`
-		MemoryBudget int64    `json:"memory_budget"` // bytes; -1 = unlimited
-		MTU          int      `json:"mtu"`
-		Queues       int      `json:"queues"`
-		RxRing       int      `json:"rx_ring"`
-		TxRing       int      `json:"tx_ring"`
-		PrivFlags    []string `json:"priv_flags"`
-		XDP          string   `json:"xdp"`
-		// Absent in state files from before the RX allocation knobs: the defaults.
-		RxAlloc     string `json:"rx_alloc,omitempty"`
-		RxNoRecycle bool   `json:"rx_no_recycle,omitempty"`
-		// Absent in older state files: unknown speed, no 8-packet CQE coalescing.
-		Speed        int  `json:"speed,omitempty"`
-		CQECoalesce8 bool `json:"cqe_coalesce_8,omitempty"`
-	}
 )
 
 func (s *State) marshal() ([]byte, error) {
@@ -492,15 +477,11 @@ func (s *State) marshal() ([]byte, error) {
 	for name, ps := range s.Ports {
 		p := portStateJSON{Settings: ps.Settings.clone()}
 		if sp := ps.Spec; sp != nil {
-			p.Spec = &specJSON{
-				Name: sp.Name, MAC: sp.MAC.String(), NetNS: sp.NetNS, Segment: sp.Segment,
-				Persistent: sp.Persistent, Offload: &sp.Offload, PageSize: sp.PageSize, Rule: sp.Rule.String(),
-				MaxMTU: sp.MaxMTU, MaxQueues: sp.MaxQueues, MemoryBudget: sp.MemoryBudget,
-				MTU: sp.MTU, Queues: sp.Queues, RxRing: sp.RxRing, TxRing: sp.TxRing,
-				PrivFlags: PrivFlagNames(sp.PrivFlags), XDP: sp.XDP,
-				RxAlloc: sp.RxAlloc.String(), RxNoRecycle: sp.RxNoRecycle,
-				Speed: sp.Speed, CQECoalesce8: sp.CQECoalesce8,
+			j, err := newSpecJSON(sp)
+			if err != nil {
+				return nil, err
 			}
+			p.Spec = j
 		}
 		out.Ports[name] = p
 	}
@@ -581,6 +562,11 @@ func parseState(path string, data []byte) (*State, error) {
 		}
 		if p.Spec != nil {
 			spec, err := p.Spec.spec()
+			var unknown *unknownSpecKeyError
+			if errors.As(err, &unknown) {
+				// As an unknown field elsewhere: a newer manad's, left alone.
+				return nil, &Error{File: path, Msg: fmt.Sprintf("port %q: spec: key %q is unknown to this manad (state version %d): written by a newer manad? The file is left as it is", name, unknown.key, StateVersion), Err: ErrStateNewer}
+			}
 			if err != nil {
 				return nil, corrupt(0, "port %q: spec: %v", name, err)
 			}
@@ -609,37 +595,6 @@ func parseState(path string, data []byte) (*State, error) {
 	}
 	st.Segments = segs
 	return st, nil
-}
-
-// spec converts the JSON form back; only what cannot be represented at all is an error here.
-// Values out of range are Merge's business: they may be valid for another manad version.
-func (j *specJSON) spec() (PortSpec, error) {
-	mac, err := net.ParseMAC(j.MAC)
-	if err != nil {
-		return PortSpec{}, fmt.Errorf("mac %q: %w", j.MAC, err)
-	}
-	rule, err := rxbuf.ParseRule(j.Rule)
-	if err != nil {
-		return PortSpec{}, err
-	}
-	flags, err := PrivFlagBits(j.PrivFlags)
-	if err != nil {
-		return PortSpec{}, err
-	}
-	var alloc rxbuf.Alloc
-	if j.RxAlloc != "" {
-		if alloc, err = rxbuf.ParseAlloc(j.RxAlloc); err != nil {
-			return PortSpec{}, err
-		}
-	}
-	return PortSpec{
-		RxAlloc: alloc, RxNoRecycle: j.RxNoRecycle,
-		Name: j.Name, MAC: mac, NetNS: j.NetNS, Segment: j.Segment, Persistent: j.Persistent,
-		PageSize: j.PageSize, Rule: rule, MaxMTU: j.MaxMTU, MaxQueues: j.MaxQueues,
-		MemoryBudget: j.MemoryBudget, MTU: j.MTU, Queues: j.Queues, RxRing: j.RxRing,
-		TxRing: j.TxRing, PrivFlags: flags, XDP: j.XDP, Offload: j.Offload == nil || *j.Offload,
-		Speed: j.Speed, CQECoalesce8: j.CQECoalesce8, Coalesce: vnic.DefaultCoalesce(),
-	}, nil
 }
 
 // lineAt returns the 1-based line of byte offset off in data.
@@ -734,14 +689,6 @@ func Merge(cfg *Config, st *State) (ports []Port, notes []error) {
 		ports = append(ports, p)
 	}
 	return ports, notes
-}
-
-// sameHardware reports whether two specs describe the same port apart from its settings.
-func sameHardware(a, b PortSpec) bool {
-	return a.Name == b.Name && bytes.Equal(a.MAC, b.MAC) && a.NetNS == b.NetNS && a.Segment == b.Segment &&
-		a.Persistent == b.Persistent && a.Offload == b.Offload && a.PageSize == b.PageSize && a.Rule == b.Rule &&
-		a.MaxMTU == b.MaxMTU && a.MaxQueues == b.MaxQueues && a.MemoryBudget == b.MemoryBudget &&
-		a.RxAlloc == b.RxAlloc && a.RxNoRecycle == b.RxNoRecycle && a.Speed == b.Speed && a.CQECoalesce8 == b.CQECoalesce8
 }
 
 // withSettings returns spec with the saved settings set applied and validated. An XDP program

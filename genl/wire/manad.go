@@ -50,10 +50,12 @@ const (
 	AttrMax                  = AttrXDPObject
 )
 
-// Attributes inside AttrPort. PORT_NEW accepts DEV_NAME, NETNS, SEGMENT,
+// Attributes inside AttrPort. PORT_NEW accepts those of PortSpecTable (one
+// per key of a configuration file's [[port]] table: DEV_NAME, NETNS, SEGMENT,
 // MAC, PERSISTENT, MTU, MAX_MTU, PAGE_SIZE, QUEUES, MAX_QUEUES, RX_RING,
-// TX_RING, PRIV_FLAGS, MEMORY_BUDGET, OFFLOAD, RX_ALLOC, RX_RECYCLE and
-// SPEED; replies carry all of them.
+// TX_RING, PRIV_FLAGS, MEMORY_BUDGET, OFFLOAD, RX_ALLOC, RX_RECYCLE, SPEED,
+// XDP, RULE, CQE_COALESCE_8, RX_CQE_FRAMES and the NAPI settings); replies
+// carry all of them. Attributes are appended, never renumbered.
 const (
 	PortAttrDevIndex        uint16 = 1  // u32
 	PortAttrDevName         uint16 = 2  // string
@@ -94,7 +96,16 @@ const (
 	PortAttrNetNSDeleted    uint16 = 37 // u8: PORT_DEL reply: the netns was deleted
 	PortAttrNotice          uint16 = 38 // string: PORT_DEL reply: why the netns was kept
 	PortAttrRxShortHeadroom uint16 = 39 // u64: RX frames delivered with less headroom than LL_RESERVED_SPACE
-	PortAttrMax                    = PortAttrRxShortHeadroom
+	PortAttrRule            uint16 = 40 // string: RX buffer rule, "upstream" | "pre-headroom" | "pre-frag" (config rule)
+	PortAttrCQECoalesce8    uint16 = 41 // u8: the vport may coalesce 8 packets per RX CQE (config cqe_coalesce_8)
+	PortAttrRxCQEFrames     uint16 = 42 // u32: packets per RX CQE, ethtool -C rx-cqe-frames (config rx_cqe_frames)
+	PortAttrNAPIDeferIRQs   uint16 = 43 // u32: every NAPI's defer-hard-irqs (config napi_defer_hard_irqs)
+	PortAttrGROFlushTimeout uint16 = 44 // u64: every NAPI's gro-flush-timeout in ns (config gro_flush_timeout)
+	PortAttrIRQSuspendTmo   uint16 = 45 // u64: every NAPI's irq-suspend-timeout in ns (config irq_suspend_timeout)
+	PortAttrCoalesce        uint16 = 46 // nest: ETHTOOL_A_COALESCE_* as COALESCE_GET's reply (replies only)
+	PortAttrRSSKey          uint16 = 47 // binary: the RSS hash key, ethtool -x's (replies only)
+	PortAttrNAPIThreaded    uint16 = 48 // u8: every NAPI's threaded (config napi_threaded)
+	PortAttrMax                    = PortAttrNAPIThreaded
 )
 
 // Attributes inside AttrLayout, PortAttrLayout and AttrLayoutRequest. A
@@ -220,6 +231,14 @@ type PortSpec struct {
 	Offload, RxRecycle *bool
 	RxAlloc            string // "" = the rule's choice (page-pool-frag)
 	Speed              uint32 // Mb/s; 0 = unknown
+	XDP                string // built-in program name; "" = none
+	Rule               string // "" = upstream
+	CQECoalesce8       bool
+	RxCQEFrames        uint32 // 0 = the default (1)
+	// NAPI settings every queue starts with; zero = the default (none).
+	NAPIDeferHardIRQs                      uint32
+	GROFlushTimeoutNs, IRQSuspendTimeoutNs uint64
+	NAPIThreaded                           bool
 }
 
 // PortDel is PORT_DEL's AttrPort: the request's NetNSToo (delete the port's
@@ -254,6 +273,15 @@ type PortInfo struct {
 	// RxShortHeadroom counts the frames delivered with less headroom than LL_RESERVED_SPACE
 	// (256): those the kernel would pskb_expand_head to forward out of a MANA port (seed 002).
 	RxShortHeadroom uint64
+	Rule            string // "upstream" | "pre-headroom" | "pre-frag"
+	CQECoalesce8    bool
+	RxCQEFrames     uint32
+	// NAPI settings: the value most queues have (napi-get shows each queue's).
+	NAPIDeferHardIRQs                      uint32
+	GROFlushTimeoutNs, IRQSuspendTimeoutNs uint64
+	NAPIThreaded                           bool
+	Coalesce                               Coalesce // as COALESCE_GET's
+	RSSKey                                 []byte
 }
 
 // Tables of the manad family's attribute sets. Put writes the attributes in
@@ -336,6 +364,14 @@ var (
 		String(PortAttrRxAlloc, func(s *PortSpec) *string { return &s.RxAlloc }),
 		OptBool(PortAttrRxRecycle, func(s *PortSpec) **bool { return &s.RxRecycle }),
 		U32(PortAttrSpeed, func(s *PortSpec) *uint32 { return &s.Speed }),
+		String(PortAttrXDP, func(s *PortSpec) *string { return &s.XDP }),
+		String(PortAttrRule, func(s *PortSpec) *string { return &s.Rule }),
+		Bool(PortAttrCQECoalesce8, func(s *PortSpec) *bool { return &s.CQECoalesce8 }),
+		U32(PortAttrRxCQEFrames, func(s *PortSpec) *uint32 { return &s.RxCQEFrames }),
+		U32(PortAttrNAPIDeferIRQs, func(s *PortSpec) *uint32 { return &s.NAPIDeferHardIRQs }),
+		U64(PortAttrGROFlushTimeout, func(s *PortSpec) *uint64 { return &s.GROFlushTimeoutNs }),
+		U64(PortAttrIRQSuspendTmo, func(s *PortSpec) *uint64 { return &s.IRQSuspendTimeoutNs }),
+		Bool(PortAttrNAPIThreaded, func(s *PortSpec) *bool { return &s.NAPIThreaded }),
 	).OmitZero()
 
 	// PortDelTable is AttrPort in PORT_DEL and its reply.
@@ -385,5 +421,14 @@ var (
 		Bool(PortAttrRxRecycle, func(p *PortInfo) *bool { return &p.RxRecycle }),
 		U32(PortAttrSpeed, func(p *PortInfo) *uint32 { return &p.Speed }),
 		U64(PortAttrRxShortHeadroom, func(p *PortInfo) *uint64 { return &p.RxShortHeadroom }),
+		String(PortAttrRule, func(p *PortInfo) *string { return &p.Rule }),
+		Bool(PortAttrCQECoalesce8, func(p *PortInfo) *bool { return &p.CQECoalesce8 }),
+		U32(PortAttrRxCQEFrames, func(p *PortInfo) *uint32 { return &p.RxCQEFrames }),
+		U32(PortAttrNAPIDeferIRQs, func(p *PortInfo) *uint32 { return &p.NAPIDeferHardIRQs }),
+		U64(PortAttrGROFlushTimeout, func(p *PortInfo) *uint64 { return &p.GROFlushTimeoutNs }),
+		U64(PortAttrIRQSuspendTmo, func(p *PortInfo) *uint64 { return &p.IRQSuspendTimeoutNs }),
+		Nest(PortAttrCoalesce, func(p *PortInfo) *Coalesce { return &p.Coalesce }, CoalesceTable),
+		Binary(PortAttrRSSKey, func(p *PortInfo) *[]byte { return &p.RSSKey }),
+		Bool(PortAttrNAPIThreaded, func(p *PortInfo) *bool { return &p.NAPIThreaded }),
 	)
 )

@@ -1,0 +1,619 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+// portField is one field of a port, described once: its name (the [[port]] key, the state
+// file's key and, in kebab case, manactl's JSON key), whether it is hardware (a change makes it
+// another port: sameHardware), the wire attribute that carries it, how the file's value is read
+// into a PortSpec, how the state file keeps it, how two specs compare on it and how PORT_NEW and
+// the replies carry it. The TOML parser (keys and their suggestions), the state file's spec,
+// sameHardware, the wire conversions (PortSpec.WireSpec, Info, SpecFromWire) and, through
+// PortFields, manactl's round-trip and flag tests are derived from portFields, so a field added
+// there is parsed, saved, compared and carried everywhere, and one missing in a layer fails a
+// test. Defaults are DefaultPortSpec's.
+//
+// Meaning (ranges, the page sizes, the rx_cqe_frames rule) is not checked here but once, by
+// PortSpec.problems with the port model's rules, whatever the value came from: the file, the
+// state file or a port-add request. A field's toml only checks what the type of its TOML value
+// cannot say (a name that is not a rule, a size that is not a number).
+type portField struct {
+	key      string
+	alias    string // an older state-file key still read, never written; load is told when it was
+	hardware bool
+	attr     uint16 // wire.PortAttr*: PORT_NEW's and the replies' attribute (every field has one)
+
+	// toml reads the file's value v of the key at at into s; false (after d.errorf) when it is
+	// unusable.
+	toml func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool
+	// save is the state file's value (marshalled by encoding/json).
+	save func(s *PortSpec) any
+	// load reads the state file's value into s; fromAlias when it was under alias.
+	load func(raw json.RawMessage, fromAlias bool, s *PortSpec) error
+	// equal reports whether a and b agree on the field.
+	equal func(a, b *PortSpec) bool
+	// toWire writes the field into PORT_NEW's request w and into a port's reply i.
+	toWire func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo)
+	// fromWire sets the field from a request; one that leaves it out (its zero value, see
+	// wire.PortSpecTable) keeps DefaultPortSpec's.
+	fromWire func(w *wire.PortSpec, s *PortSpec) error
+}
+
+// onWire says how a V travels in PORT_NEW's request and in the replies.
+type onWire[V any] struct {
+	put func(v V, w *wire.PortSpec, i *wire.PortInfo)
+	get func(w *wire.PortSpec) (v V, given bool) // given: the request sets it
+}
+
+// wireInt is an int field carried as a u32 (every count and size: the file's values fit an
+// int32); 0 in a request is "not given".
+func wireInt(req func(*wire.PortSpec) *uint32, rep func(*wire.PortInfo) *uint32) onWire[int] {
+	return onWire[int]{
+		put: func(v int, w *wire.PortSpec, i *wire.PortInfo) {
+			*req(w), *rep(i) = uint32(max(v, 0)), uint32(max(v, 0))
+		},
+		get: func(w *wire.PortSpec) (int, bool) { return int(*req(w)), *req(w) != 0 },
+	}
+}
+
+// wireSame is a field whose wire value is its own type; a request's zero value is "not given"
+// unless always.
+func wireSame[V comparable](always bool, req func(*wire.PortSpec) *V, rep func(*wire.PortInfo) *V) onWire[V] {
+	return onWire[V]{
+		put: func(v V, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = v, v },
+		get: func(w *wire.PortSpec) (V, bool) {
+			var zero V
+			return *req(w), always || *req(w) != zero
+		},
+	}
+}
+
+// wireOptBool is a boolean a request may leave out (nil).
+func wireOptBool(req func(*wire.PortSpec) **bool, rep func(*wire.PortInfo) *bool) onWire[bool] {
+	return onWire[bool]{
+		put: func(v bool, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = &v, v },
+		get: func(w *wire.PortSpec) (bool, bool) {
+			if *req(w) == nil {
+				return false, false
+			}
+			return **req(w), true
+		},
+	}
+}
+
+// wireNanos is a duration carried as a u64 of nanoseconds; one beyond math.MaxInt64 reads as
+// negative, which Validate refuses as the file's negative value.
+func wireNanos(req func(*wire.PortSpec) *uint64, rep func(*wire.PortInfo) *uint64) onWire[time.Duration] {
+	return onWire[time.Duration]{
+		put: func(v time.Duration, w *wire.PortSpec, i *wire.PortInfo) {
+			*req(w), *rep(i) = uint64(max(v, 0)), uint64(max(v, 0))
+		},
+		get: func(w *wire.PortSpec) (time.Duration, bool) { return time.Duration(*req(w)), *req(w) != 0 },
+	}
+}
+
+// scalar returns the field of a comparable value at p, read from the file by read and kept in
+// the state file as encoding/json writes a V.
+func scalar[V comparable](key string, hardware bool, attr uint16, p func(*PortSpec) *V,
+	read func(d *decoder, v any, at keyPath, label, key string) (V, bool), w onWire[V]) portField {
+	return portField{key: key, hardware: hardware, attr: attr,
+		toWire: func(s *PortSpec, req *wire.PortSpec, rep *wire.PortInfo) { w.put(*p(s), req, rep) },
+		fromWire: func(req *wire.PortSpec, s *PortSpec) error {
+			if v, ok := w.get(req); ok {
+				*p(s) = v
+			}
+			return nil
+		},
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			var ok bool
+			*p(s), ok = read(d, v, at, label, key)
+			return ok
+		},
+		save:  func(s *PortSpec) any { return *p(s) },
+		load:  func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, p(s)) },
+		equal: func(a, b *PortSpec) bool { return *p(a) == *p(b) },
+	}
+}
+
+func readInt(d *decoder, v any, at keyPath, label, key string) (int, bool) {
+	return d.integer(v, at, label, key)
+}
+
+func readBool(d *decoder, v any, at keyPath, label, key string) (bool, bool) {
+	return typed[bool](d, v, at, label, key, "a boolean")
+}
+
+func readString(d *decoder, v any, at keyPath, label, key string) (string, bool) {
+	return typed[string](d, v, at, label, key, "a string")
+}
+
+// loadJSON decodes a state-file value into *p.
+func loadJSON[V any](raw json.RawMessage, p *V) error {
+	var v V
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
+// portFields are a port's fields, in the state file's order. Defaults are DefaultPortSpec's.
+var portFields = []portField{
+	{key: "name", hardware: true, attr: wire.PortAttrDevName,
+		// Read before the others (Parse's port), for the label of every message.
+		toml:     func(*decoder, any, keyPath, string, *PortSpec) bool { return true },
+		save:     func(s *PortSpec) any { return s.Name },
+		load:     func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, &s.Name) },
+		equal:    func(a, b *PortSpec) bool { return a.Name == b.Name },
+		toWire:   func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) { w.Name, i.Device.Name = s.Name, s.Name },
+		fromWire: func(w *wire.PortSpec, s *PortSpec) error { s.Name = w.Name; return nil },
+	},
+	{key: "mac", hardware: true, attr: wire.PortAttrMAC,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			str, ok := typed[string](d, v, at, label, "mac", "a string")
+			if !ok {
+				return false
+			}
+			mac, err := net.ParseMAC(str)
+			if err != nil {
+				d.errorf(at, "%s: mac %q invalid (want six hex bytes like \"02:00:00:00:00:01\")", label, str)
+				return false
+			}
+			s.MAC = mac
+			return true
+		},
+		save: func(s *PortSpec) any { return s.MAC.String() },
+		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
+			var str string
+			if err := loadJSON(raw, &str); err != nil {
+				return err
+			}
+			mac, err := net.ParseMAC(str)
+			if err != nil {
+				return fmt.Errorf("mac %q: %w", str, err)
+			}
+			s.MAC = mac
+			return nil
+		},
+		equal: func(a, b *PortSpec) bool { return a.MAC.String() == b.MAC.String() },
+		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
+			w.MAC, i.MAC = slices.Clone(s.MAC), slices.Clone(s.MAC)
+		},
+		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
+			if len(w.MAC) != 0 {
+				s.MAC = slices.Clone(w.MAC)
+			}
+			return nil
+		},
+	},
+	scalar("netns", true, wire.PortAttrNetNS, func(s *PortSpec) *string { return &s.NetNS }, readString,
+		wireSame(true, func(w *wire.PortSpec) *string { return &w.NetNS }, func(i *wire.PortInfo) *string { return &i.NetNSName })),
+	scalar("segment", true, wire.PortAttrSegment, func(s *PortSpec) *string { return &s.Segment }, readString,
+		wireSame(false, func(w *wire.PortSpec) *string { return &w.Segment }, func(i *wire.PortInfo) *string { return &i.Segment })),
+	scalar("persistent", true, wire.PortAttrPersistent, func(s *PortSpec) *bool { return &s.Persistent }, readBool,
+		wireSame(true, func(w *wire.PortSpec) *bool { return &w.Persistent }, func(i *wire.PortInfo) *bool { return &i.Persistent })),
+	scalar("offload", true, wire.PortAttrOffload, func(s *PortSpec) *bool { return &s.Offload }, readBool,
+		wireOptBool(func(w *wire.PortSpec) **bool { return &w.Offload }, func(i *wire.PortInfo) *bool { return &i.Offload })),
+	scalar("page_size", true, wire.PortAttrPageSize, func(s *PortSpec) *int { return &s.PageSize },
+		func(d *decoder, v any, at keyPath, label, _ string) (int, bool) { return d.pageSize(v, at, label) },
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.PageSize }, func(i *wire.PortInfo) *uint32 { return &i.PageSize })),
+	{key: "rule", hardware: true, attr: wire.PortAttrRule,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			str, ok := typed[string](d, v, at, label, "rule", "a string")
+			if !ok {
+				return false
+			}
+			r, err := rxbuf.ParseRule(str)
+			if err != nil {
+				d.errorf(at, "%s: unknown rule %q (want %s)", label, str, rulesWanted())
+				return false
+			}
+			s.Rule = r
+			return true
+		},
+		save: func(s *PortSpec) any { return s.Rule.String() },
+		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
+			var str string
+			if err := loadJSON(raw, &str); err != nil {
+				return err
+			}
+			r, err := rxbuf.ParseRule(str)
+			if err != nil {
+				return err
+			}
+			s.Rule = r
+			return nil
+		},
+		equal: func(a, b *PortSpec) bool { return a.Rule == b.Rule },
+		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
+			w.Rule, i.Rule = s.Rule.String(), s.Rule.String()
+		},
+		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
+			if w.Rule == "" {
+				return nil
+			}
+			r, err := rxbuf.ParseRule(w.Rule)
+			if err != nil {
+				return invalid("%s: unknown rule %q (want %s)", portLabel(w.Name, -1), w.Rule, rulesWanted())
+			}
+			s.Rule = r
+			return nil
+		},
+	},
+	scalar("max_mtu", true, wire.PortAttrMaxMTU, func(s *PortSpec) *int { return &s.MaxMTU }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxMTU }, func(i *wire.PortInfo) *uint32 { return &i.MaxMTU })),
+	scalar("max_queues", true, wire.PortAttrMaxQueues, func(s *PortSpec) *int { return &s.MaxQueues }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxQueues }, func(i *wire.PortInfo) *uint32 { return &i.MaxQueues })),
+	// The state file keeps bytes, -1 for unlimited (UnlimitedMemory).
+	scalar("memory_budget", true, wire.PortAttrMemoryBudget, func(s *PortSpec) *int64 { return &s.MemoryBudget },
+		func(d *decoder, v any, at keyPath, label, _ string) (int64, bool) { return d.memory(v, at, label) },
+		// The request's UnlimitedMemory is all ones (a u64 of -1); a reply's is 0, vnic's.
+		onWire[int64]{
+			put: func(v int64, w *wire.PortSpec, i *wire.PortInfo) {
+				w.MemoryBudget, i.MemoryBudget = uint64(v), uint64(max(v, 0))
+			},
+			get: func(w *wire.PortSpec) (int64, bool) { return int64(w.MemoryBudget), w.MemoryBudget != 0 },
+		}),
+	scalar("mtu", false, wire.PortAttrMTU, func(s *PortSpec) *int { return &s.MTU }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MTU }, func(i *wire.PortInfo) *uint32 { return &i.MTU })),
+	scalar("queues", false, wire.PortAttrQueues, func(s *PortSpec) *int { return &s.Queues }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Queues }, func(i *wire.PortInfo) *uint32 { return &i.Queues })),
+	scalar("rx_ring", false, wire.PortAttrRxRing, func(s *PortSpec) *int { return &s.RxRing }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.RxRing }, func(i *wire.PortInfo) *uint32 { return &i.RxRing })),
+	scalar("tx_ring", false, wire.PortAttrTxRing, func(s *PortSpec) *int { return &s.TxRing }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.TxRing }, func(i *wire.PortInfo) *uint32 { return &i.TxRing })),
+	{key: "priv_flags", attr: wire.PortAttrPrivFlags,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			var ok bool
+			s.PrivFlags, ok = d.privFlags(v, at, label)
+			return ok
+		},
+		save: func(s *PortSpec) any { return PrivFlagNames(s.PrivFlags) },
+		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
+			var names []string
+			if err := loadJSON(raw, &names); err != nil {
+				return err
+			}
+			flags, err := PrivFlagBits(names)
+			if err != nil {
+				return err
+			}
+			s.PrivFlags = flags
+			return nil
+		},
+		equal: func(a, b *PortSpec) bool { return a.PrivFlags == b.PrivFlags },
+		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
+			w.PrivFlags, i.PrivFlags, i.PrivFlagNames = s.PrivFlags, s.PrivFlags, PrivFlagNames(s.PrivFlags)
+		},
+		fromWire: func(w *wire.PortSpec, s *PortSpec) error { s.PrivFlags = w.PrivFlags; return nil },
+	},
+	scalar("xdp", false, wire.PortAttrXDP, func(s *PortSpec) *string { return &s.XDP },
+		func(d *decoder, v any, at keyPath, label, key string) (string, bool) {
+			return typed[string](d, v, at, label, key, "a string (a built-in program name)")
+		},
+		wireSame(true, func(w *wire.PortSpec) *string { return &w.XDP }, func(i *wire.PortInfo) *string { return &i.XDP })),
+	{key: "rx_alloc", hardware: true, attr: wire.PortAttrRxAlloc,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			str, ok := typed[string](d, v, at, label, "rx_alloc", "a string")
+			if !ok {
+				return false
+			}
+			a, err := rxbuf.ParseAlloc(str)
+			if err != nil {
+				d.errorf(at, "%s: %s", label, rxAllocProblem(str))
+				return false
+			}
+			s.RxAlloc = a
+			return true
+		},
+		save: func(s *PortSpec) any { return s.RxAlloc.String() },
+		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
+			var str string
+			if err := loadJSON(raw, &str); err != nil {
+				return err
+			}
+			if str == "" { // older files: the default
+				s.RxAlloc = rxbuf.AllocPagePoolFrag
+				return nil
+			}
+			a, err := rxbuf.ParseAlloc(str)
+			if err != nil {
+				return err
+			}
+			s.RxAlloc = a
+			return nil
+		},
+		equal: func(a, b *PortSpec) bool { return a.RxAlloc == b.RxAlloc },
+		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
+			w.RxAlloc, i.RxAlloc = s.RxAlloc.String(), s.RxAlloc.String()
+		},
+		fromWire: func(w *wire.PortSpec, s *PortSpec) (err error) {
+			s.RxAlloc, err = ParseRxAlloc(w.Name, w.RxAlloc)
+			return err
+		},
+	},
+	// rx_recycle is the one polarity of the file, the state file, the wire and manactl's JSON;
+	// state files before it kept rx_no_recycle. PortSpec keeps vnic.Config's RxNoRecycle, whose
+	// zero value is the default.
+	{key: "rx_recycle", alias: "rx_no_recycle", hardware: true, attr: wire.PortAttrRxRecycle,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			recycle, ok := typed[bool](d, v, at, label, "rx_recycle", "a boolean")
+			s.RxNoRecycle = !recycle
+			return ok
+		},
+		save: func(s *PortSpec) any { return !s.RxNoRecycle },
+		load: func(raw json.RawMessage, fromAlias bool, s *PortSpec) error {
+			var b bool
+			if err := loadJSON(raw, &b); err != nil {
+				return err
+			}
+			s.RxNoRecycle = b == fromAlias // rx_no_recycle: b; rx_recycle: !b
+			return nil
+		},
+		equal: func(a, b *PortSpec) bool { return a.RxNoRecycle == b.RxNoRecycle },
+		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
+			recycle := !s.RxNoRecycle
+			w.RxRecycle, i.RxRecycle = &recycle, recycle
+		},
+		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
+			if w.RxRecycle != nil {
+				s.RxNoRecycle = !*w.RxRecycle
+			}
+			return nil
+		},
+	},
+	scalar("speed", true, wire.PortAttrSpeed, func(s *PortSpec) *int { return &s.Speed }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Speed }, func(i *wire.PortInfo) *uint32 { return &i.Speed })),
+	scalar("cqe_coalesce_8", true, wire.PortAttrCQECoalesce8, func(s *PortSpec) *bool { return &s.CQECoalesce8 }, readBool,
+		wireSame(true, func(w *wire.PortSpec) *bool { return &w.CQECoalesce8 }, func(i *wire.PortInfo) *bool { return &i.CQECoalesce8 })),
+	{key: "rx_cqe_frames", attr: wire.PortAttrRxCQEFrames,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			n, ok := d.integer(v, at, label, "rx_cqe_frames")
+			if ok && n < 0 {
+				d.errorf(at, "%s: rx_cqe_frames %d not supported (want %s)", label, n, cqeFramesWanted(s.CQECoalesce8))
+				return false
+			}
+			if ok {
+				s.Coalesce.RxCQEFrames = uint32(n)
+			}
+			return ok
+		},
+		save:  func(s *PortSpec) any { return s.Coalesce.RxCQEFrames },
+		load:  func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, &s.Coalesce.RxCQEFrames) },
+		equal: func(a, b *PortSpec) bool { return a.Coalesce.RxCQEFrames == b.Coalesce.RxCQEFrames },
+		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
+			w.RxCQEFrames, i.RxCQEFrames = s.Coalesce.RxCQEFrames, s.Coalesce.RxCQEFrames
+		},
+		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
+			if w.RxCQEFrames != 0 {
+				s.Coalesce.RxCQEFrames = w.RxCQEFrames
+			}
+			return nil
+		},
+	},
+	scalar("napi_defer_hard_irqs", false, wire.PortAttrNAPIDeferIRQs, func(s *PortSpec) *uint32 { return &s.NAPI.DeferHardIRQs },
+		func(d *decoder, v any, at keyPath, label, key string) (uint32, bool) {
+			n, ok := d.integer(v, at, label, key)
+			if ok && n < 0 {
+				d.errorf(at, "%s: napi_defer_hard_irqs %d out of range 0..%d", label, n, math.MaxInt32)
+				return 0, false
+			}
+			return uint32(n), ok
+		},
+		wireSame(true, func(w *wire.PortSpec) *uint32 { return &w.NAPIDeferHardIRQs }, func(i *wire.PortInfo) *uint32 { return &i.NAPIDeferHardIRQs })),
+	// The state file keeps the NAPI timeouts in nanoseconds, as sysfs does.
+	scalar("gro_flush_timeout", false, wire.PortAttrGROFlushTimeout, func(s *PortSpec) *time.Duration { return &s.NAPI.GROFlushTimeout },
+		func(d *decoder, v any, at keyPath, label, key string) (time.Duration, bool) {
+			return d.napiTimeout(v, at, label, key)
+		},
+		wireNanos(func(w *wire.PortSpec) *uint64 { return &w.GROFlushTimeoutNs }, func(i *wire.PortInfo) *uint64 { return &i.GROFlushTimeoutNs })),
+	scalar("irq_suspend_timeout", false, wire.PortAttrIRQSuspendTmo, func(s *PortSpec) *time.Duration { return &s.NAPI.IRQSuspendTimeout },
+		func(d *decoder, v any, at keyPath, label, key string) (time.Duration, bool) {
+			return d.napiTimeout(v, at, label, key)
+		},
+		wireNanos(func(w *wire.PortSpec) *uint64 { return &w.IRQSuspendTimeoutNs }, func(i *wire.PortInfo) *uint64 { return &i.IRQSuspendTimeoutNs })),
+	// The kernel's per-device sysfs threaded.
+	scalar("napi_threaded", false, wire.PortAttrNAPIThreaded, func(s *PortSpec) *bool { return &s.NAPI.Threaded }, readBool,
+		wireSame(true, func(w *wire.PortSpec) *bool { return &w.NAPIThreaded }, func(i *wire.PortInfo) *bool { return &i.NAPIThreaded })),
+}
+
+// portFieldByKey returns the field whose key (or, with alias, older state-file key) is k.
+func portFieldByKey(k string, alias bool) *portField {
+	for i := range portFields {
+		f := &portFields[i]
+		if f.key == k || alias && f.alias != "" && f.alias == k {
+			return f
+		}
+	}
+	return nil
+}
+
+// portKeys are the keys a [[port]] table may have, for the suggestions of an unknown one.
+var portKeys = func() []string {
+	keys := make([]string, len(portFields))
+	for i, f := range portFields {
+		keys[i] = f.key
+	}
+	return keys
+}()
+
+// sameHardware reports whether two specs describe the same port apart from its settings: they
+// agree on every hardware field of portFields.
+func sameHardware(a, b PortSpec) bool {
+	for _, f := range portFields {
+		if f.hardware && !f.equal(&a, &b) {
+			return false
+		}
+	}
+	return true
+}
+
+// specJSON is a port's spec in the state file: each portField's value under its key. It is
+// written in portFields' order.
+type specJSON map[string]json.RawMessage
+
+// newSpecJSON returns the state file's form of s.
+func newSpecJSON(s *PortSpec) (*specJSON, error) {
+	j := make(specJSON, len(portFields))
+	for _, f := range portFields {
+		raw, err := json.Marshal(f.save(s))
+		if err != nil {
+			return nil, fmt.Errorf("port %q: %s: %w", s.Name, f.key, err)
+		}
+		j[f.key] = raw
+	}
+	return &j, nil
+}
+
+// MarshalJSON writes the keys in portFields' order, so the file reads as the table does.
+func (j specJSON) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for _, f := range portFields {
+		raw, ok := j[f.key]
+		if !ok {
+			continue
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(f.key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(raw)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// unknownSpecKeyError is specJSON.spec's error for a key no portField has (nor as
+// its older alias): a newer manad's field, which parseState reports as ErrStateNewer.
+type unknownSpecKeyError struct{ key string }
+
+func (e *unknownSpecKeyError) Error() string { return fmt.Sprintf("unknown key %q", e.key) }
+
+// spec converts the state file's form back: a key it leaves out has DefaultPortSpec's value (so
+// files from before a field existed load with its default), an older key (alias) is read in its
+// own polarity. Only what cannot be represented at all is an error here: values out of range are
+// Merge's business (they may be valid for another manad version). Errors: *unknownSpecKeyError
+// for a key it does not know, else what the field's decoding says, prefixed by nothing (the
+// caller names the port).
+func (j specJSON) spec() (PortSpec, error) {
+	for k := range j {
+		if portFieldByKey(k, true) == nil {
+			return PortSpec{}, &unknownSpecKeyError{k}
+		}
+	}
+	var name string
+	if raw, ok := j["name"]; ok {
+		if err := json.Unmarshal(raw, &name); err != nil {
+			return PortSpec{}, fmt.Errorf("name: %w", err)
+		}
+	}
+	s := DefaultPortSpec(name)
+	for _, f := range portFields {
+		raw, ok := j[f.key]
+		fromAlias := false
+		if f.alias != "" {
+			if old, has := j[f.alias]; has {
+				if ok {
+					return PortSpec{}, fmt.Errorf("%s and its older form %s both given", f.key, f.alias)
+				}
+				raw, ok, fromAlias = old, true, true
+			}
+		}
+		if !ok {
+			continue
+		}
+		if err := f.load(raw, fromAlias, &s); err != nil {
+			return PortSpec{}, keyError(f.key, err)
+		}
+	}
+	return s, nil
+}
+
+// keyError prefixes a decoding error with the key, unless the field's own message names it.
+func keyError(key string, err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	if errors.As(err, &te) || errors.As(err, &se) {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	return err
+}
+
+// WireSpec returns s as PORT_NEW's request carries it: every field of portFields (SpecFromWire
+// gives s back).
+func (s *PortSpec) WireSpec() wire.PortSpec {
+	var w wire.PortSpec
+	var i wire.PortInfo
+	for _, f := range portFields {
+		f.toWire(s, &w, &i)
+	}
+	return w
+}
+
+// Info returns the reply a port created from s reports before anything changed: every field of
+// portFields, its coalescing and RSS key. The daemon overwrites what the port's live state says
+// (its settings, device, state flags, layout and memory).
+func (s *PortSpec) Info() wire.PortInfo {
+	var w wire.PortSpec
+	var i wire.PortInfo
+	for _, f := range portFields {
+		f.toWire(s, &w, &i)
+	}
+	i.Coalesce = wire.Coalesce(s.Coalesce)
+	i.RSSKey = slices.Clone(s.RSSKey)
+	if i.RSSKey == nil {
+		i.RSSKey = slices.Clone(vnic.DefaultRSSKey[:])
+	}
+	return i
+}
+
+// SpecFromWire turns a port-add request into a spec: DefaultPortSpec(w.Name) with every field
+// the request gives. Errors: EINVAL with the configuration file's message for a rule or rx_alloc
+// it does not know; every other value is PortSpec.Validate's to check, with the file's messages
+// too.
+func SpecFromWire(w wire.PortSpec) (PortSpec, error) {
+	s := DefaultPortSpec(w.Name)
+	for _, f := range portFields {
+		if err := f.fromWire(&w, &s); err != nil {
+			return PortSpec{}, err
+		}
+	}
+	return s, nil
+}
+
+// PortField describes one field of a port's schema to other layers (manactl's tests, tools).
+type PortField struct {
+	Key      string // the [[port]] key and the state file's
+	JSONKey  string // manactl's port JSON key: Key in kebab case, name as ethtool's ifname
+	Hardware bool   // a change makes it another port (a restart's comparison)
+	Attr     uint16 // wire.PortAttr* of PORT_NEW's request and the replies
+}
+
+// PortFields returns every field of a port, in the schema's order.
+func PortFields() []PortField {
+	out := make([]PortField, len(portFields))
+	for i, f := range portFields {
+		j := strings.ReplaceAll(f.key, "_", "-")
+		if f.key == "name" {
+			j = "ifname"
+		}
+		out[i] = PortField{Key: f.key, JSONKey: j, Hardware: f.hardware, Attr: f.attr}
+	}
+	return out
+}

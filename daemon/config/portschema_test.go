@@ -1,0 +1,121 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+// TestStateSpecRxRecycle: the state file keeps rx_recycle in the file's polarity, and a spec
+// of an older manad, which kept rx_no_recycle, still loads with its meaning.
+func TestStateSpecRxRecycle(t *testing.T) {
+	dir := t.TempDir()
+	st := NewState()
+	spec := DefaultPortSpec("rt0")
+	spec.RxNoRecycle = true
+	st.RecordCreated(spec, PortSettings{MTU: 1500, Queues: 1, RxRing: 1024, TxRing: 256})
+	require.NoError(t, st.Save(dir))
+	data, err := os.ReadFile(StatePath(dir))
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"rx_recycle": false`)
+	assert.NotContains(t, string(data), "rx_no_recycle")
+
+	for _, tc := range []struct {
+		name, replace string
+		noRecycle     bool
+		err           string
+	}{
+		{"new form", `"rx_recycle": false`, true, ""},
+		{"new form on", `"rx_recycle": true`, false, ""},
+		{"older form", `"rx_no_recycle": true`, true, ""},
+		{"older form off", `"rx_no_recycle": false`, false, ""},
+		{"absent", ``, false, ""},
+		{"both", `"rx_recycle": true, "rx_no_recycle": true`, false, "rx_recycle and its older form rx_no_recycle both given"},
+		{"wrong type", `"rx_no_recycle": "yes"`, false, "rx_recycle: json: cannot unmarshal string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := strings.Replace(string(data), `"rx_recycle": false`, tc.replace, 1)
+			if tc.replace == "" {
+				text = strings.Replace(string(data), `"rx_recycle": false,`, "", 1)
+			}
+			require.True(t, tc.replace == `"rx_recycle": false` || text != string(data))
+			path := StatePath(dir)
+			got, err := parseState(path, []byte(text))
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				assert.ErrorIs(t, err, unix.EBADMSG)
+				return
+			}
+			require.NoError(t, err, text)
+			assert.Equal(t, tc.noRecycle, got.Ports["rt0"].Spec.RxNoRecycle, text)
+		})
+	}
+}
+
+// TestPortKeysFromSchema: the [[port]] keys are portFields', each once, and an unknown key is
+// answered with the nearest one.
+func TestPortKeysFromSchema(t *testing.T) {
+	seen := map[string]bool{}
+	for _, f := range portFields {
+		assert.False(t, seen[f.key], "key %s twice", f.key)
+		seen[f.key] = true
+		assert.NotNil(t, f.toml, f.key)
+		assert.NotNil(t, f.save, f.key)
+		assert.NotNil(t, f.load, f.key)
+		assert.NotNil(t, f.equal, f.key)
+		assert.NotNil(t, f.toWire, f.key)
+		assert.NotNil(t, f.fromWire, f.key)
+		assert.NotZero(t, f.attr, "%s: no wire attribute", f.key)
+	}
+	_, err := Parse("t.toml", []byte("[[port]]\nname = \"p0\"\nrx_recyle = false\n"))
+	require.Error(t, err)
+	assert.Equal(t, `t.toml:3: port "p0": unknown key "rx_recyle" (did you mean "rx_recycle"?)`, err.Error())
+}
+
+// TestDocListsEveryPortKey: the package documentation's [[port]] example has a line for every
+// key of the schema, so a key added there is documented too.
+func TestDocListsEveryPortKey(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	for _, f := range portFields {
+		assert.Regexp(t, `(?m)^//\t`+f.key+` +=`, string(doc), "doc.go does not document the [[port]] key %s", f.key)
+	}
+}
+
+// TestStateSpecOlderFile: a runtime port's spec as manad before the port schema wrote it (every
+// key of its specJSON, rx_no_recycle among them, none of the newer ones) loads as the port it
+// was, the newer keys at their defaults, and is written back in the new form.
+func TestStateSpecOlderFile(t *testing.T) {
+	old := `{"version": 1, "ports": {"rt0": {"spec": {"name": "rt0", "mac": "02:aa:bb:cc:dd:ee",
+	"netns": "blue", "segment": "lab", "persistent": false, "offload": false, "page_size": 65536,
+	"rule": "pre-frag", "max_mtu": 9000, "max_queues": 32, "memory_budget": -1, "mtu": 1400,
+	"queues": 2, "rx_ring": 1024, "tx_ring": 256, "priv_flags": ["full-page-rx"], "xdp": "drop",
+	"rx_alloc": "no-pool", "rx_no_recycle": true, "speed": 25000, "cqe_coalesce_8": true},
+	"settings": {"mtu": 1400, "queues": 2, "rx_ring": 1024, "tx_ring": 256, "priv_flags": [], "xdp": "", "admin_up": true}}},
+	"deleted": []}`
+	st, err := parseState("state.json", []byte(old))
+	require.NoError(t, err)
+	want := DefaultPortSpec("rt0")
+	want.MAC = mustMAC("02:aa:bb:cc:dd:ee")
+	want.NetNS, want.Segment, want.Persistent, want.Offload = "blue", "lab", false, false
+	want.PageSize, want.Rule, want.MaxMTU, want.MaxQueues = 65536, rxbuf.RulePreFrag, 9000, 32
+	want.MemoryBudget, want.MTU, want.Queues, want.PrivFlags, want.XDP = UnlimitedMemory, 1400, 2, vnic.PrivFlagFullPageRx, "drop"
+	want.RxAlloc, want.RxNoRecycle, want.Speed, want.CQECoalesce8 = rxbuf.AllocNoPool, true, 25000, true
+	require.NotNil(t, st.Ports["rt0"].Spec)
+	assert.Equal(t, want, *st.Ports["rt0"].Spec)
+	data, err := st.marshal()
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"rx_recycle": false`)
+	assert.NotContains(t, string(data), "rx_no_recycle")
+	again, err := parseState("state.json", data)
+	require.NoError(t, err)
+	assert.Equal(t, st, again)
+}
