@@ -311,52 +311,11 @@ func (b *backend) Port(ctx context.Context, c genl.Caller, dev genl.Device) (inf
 	return info, err
 }
 
-// portSpec turns a port request into a spec, defaults filled in. Errors: EINVAL with the
-// configuration file's message for an rx_alloc it does not know; every other value is checked by
-// createPort's spec.Validate, with the file's messages too.
-func portSpec(s genl.PortSpec) (config.PortSpec, error) {
-	spec := config.DefaultPortSpec(s.Name)
-	if len(s.MAC) != 0 {
-		spec.MAC = s.MAC
-	}
-	set := func(dst *int, v uint32) {
-		if v != 0 {
-			*dst = int(v)
-		}
-	}
-	set(&spec.MTU, s.MTU)
-	set(&spec.MaxMTU, s.MaxMTU)
-	set(&spec.PageSize, s.PageSize)
-	set(&spec.Queues, s.Queues)
-	set(&spec.MaxQueues, s.MaxQueues)
-	set(&spec.RxRing, s.RxRing)
-	set(&spec.TxRing, s.TxRing)
-	set(&spec.Speed, s.Speed) // above math.MaxInt32: Validate's range error, as the file's
-	if s.Segment != "" {
-		spec.Segment = s.Segment
-	}
-	spec.NetNS = s.NetNS
-	if s.MemoryBudget != 0 {
-		spec.MemoryBudget = int64(s.MemoryBudget)
-	}
-	spec.Persistent = s.Persistent
-	spec.PrivFlags = s.PrivFlags
-	if s.Offload != nil {
-		spec.Offload = *s.Offload
-	}
-	if s.RxRecycle != nil {
-		spec.RxNoRecycle = !*s.RxRecycle
-	}
-	var err error
-	spec.RxAlloc, err = config.ParseRxAlloc(s.Name, s.RxAlloc)
-	return spec, err
-}
-
 // CreatePort creates a port at runtime; the state file remembers it. It is refused when its
 // state cannot be saved (reserveSave), and removed again when saving fails after it was made.
 func (b *backend) CreatePort(ctx context.Context, c genl.Caller, s genl.PortSpec) (_ genl.PortInfo, err error) {
 	d := b.d()
-	spec, err := portSpec(s)
+	spec, err := config.SpecFromWire(s) // defaults filled in; values checked by createPort's Validate
 	if err != nil {
 		return genl.PortInfo{}, err
 	}

@@ -345,32 +345,32 @@ var portFields = []portField{
 			return err
 		},
 	},
-	// rx_recycle is the one polarity of the file, the state file, the wire and manactl's JSON;
-	// state files before it kept rx_no_recycle. PortSpec keeps vnic.Config's RxNoRecycle, whose
-	// zero value is the default.
+	// rx_recycle is the one polarity of the file, the state file, the wire, manactl's JSON and
+	// PortSpec; state files before it kept rx_no_recycle. Only vnic.Config keeps RxNoRecycle,
+	// whose zero value is the default (PortSpec.Config turns it over).
 	{key: "rx_recycle", alias: "rx_no_recycle", hardware: true, attr: wire.PortAttrRxRecycle,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
-			recycle, ok := typed[bool](d, v, at, label, "rx_recycle", "a boolean")
-			s.RxNoRecycle = !recycle
+			var ok bool
+			s.RxRecycle, ok = typed[bool](d, v, at, label, "rx_recycle", "a boolean")
 			return ok
 		},
-		save: func(s *PortSpec) any { return !s.RxNoRecycle },
+		save: func(s *PortSpec) any { return s.RxRecycle },
 		load: func(raw json.RawMessage, fromAlias bool, s *PortSpec) error {
 			var b bool
 			if err := loadJSON(raw, &b); err != nil {
 				return err
 			}
-			s.RxNoRecycle = b == fromAlias // rx_no_recycle: b; rx_recycle: !b
+			s.RxRecycle = b != fromAlias // rx_no_recycle: !b; rx_recycle: b
 			return nil
 		},
-		equal: func(a, b *PortSpec) bool { return a.RxNoRecycle == b.RxNoRecycle },
+		equal: func(a, b *PortSpec) bool { return a.RxRecycle == b.RxRecycle },
 		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			recycle := !s.RxNoRecycle
+			recycle := s.RxRecycle
 			w.RxRecycle, i.RxRecycle = &recycle, recycle
 		},
 		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
 			if w.RxRecycle != nil {
-				s.RxNoRecycle = !*w.RxRecycle
+				s.RxRecycle = *w.RxRecycle
 			}
 			return nil
 		},

@@ -19,7 +19,7 @@ func TestStateSpecRxRecycle(t *testing.T) {
 	dir := t.TempDir()
 	st := NewState()
 	spec := DefaultPortSpec("rt0")
-	spec.RxNoRecycle = true
+	spec.RxRecycle = false
 	st.RecordCreated(spec, PortSettings{MTU: 1500, Queues: 1, RxRing: 1024, TxRing: 256})
 	require.NoError(t, st.Save(dir))
 	data, err := os.ReadFile(StatePath(dir))
@@ -55,7 +55,7 @@ func TestStateSpecRxRecycle(t *testing.T) {
 				return
 			}
 			require.NoError(t, err, text)
-			assert.Equal(t, tc.noRecycle, got.Ports["rt0"].Spec.RxNoRecycle, text)
+			assert.Equal(t, !tc.noRecycle, got.Ports["rt0"].Spec.RxRecycle, text)
 		})
 	}
 }
@@ -108,7 +108,7 @@ func TestStateSpecOlderFile(t *testing.T) {
 	want.NetNS, want.Segment, want.Persistent, want.Offload = "blue", "lab", false, false
 	want.PageSize, want.Rule, want.MaxMTU, want.MaxQueues = 65536, rxbuf.RulePreFrag, 9000, 32
 	want.MemoryBudget, want.MTU, want.Queues, want.PrivFlags, want.XDP = UnlimitedMemory, 1400, 2, vnic.PrivFlagFullPageRx, "drop"
-	want.RxAlloc, want.RxNoRecycle, want.Speed, want.CQECoalesce8 = rxbuf.AllocNoPool, true, 25000, true
+	want.RxAlloc, want.RxRecycle, want.Speed, want.CQECoalesce8 = rxbuf.AllocNoPool, false, 25000, true
 	require.NotNil(t, st.Ports["rt0"].Spec)
 	assert.Equal(t, want, *st.Ports["rt0"].Spec)
 	data, err := st.marshal()

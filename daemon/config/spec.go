@@ -49,7 +49,7 @@ type PortSpec struct {
 	MaxQueues    int         // vport max_rxq/max_txq
 	MemoryBudget int64       // bytes of RX pages the port may pin; UnlimitedMemory for no limit
 	RxAlloc      rxbuf.Alloc // how RX buffers are allocated (rx_alloc)
-	RxNoRecycle  bool        // rx_recycle = false: RX pages are released, not recycled
+	RxRecycle    bool        // rx_recycle: RX pages are recycled (true, the default), or released
 	Speed        int         // Mb/s the vport reports as its link speed (speed); 0 = unknown
 	CQECoalesce8 bool        // the vport may coalesce 8 packets per RX CQE (cqe_coalesce_8)
 
@@ -84,7 +84,7 @@ type PortSpec struct {
 // offloads.
 func DefaultPortSpec(name string) PortSpec {
 	return PortSpec{
-		Name: name, MAC: DeriveMAC(name), Segment: DefaultSegment, Persistent: true, Offload: true,
+		Name: name, MAC: DeriveMAC(name), Segment: DefaultSegment, Persistent: true, Offload: true, RxRecycle: true,
 		PageSize: 4096, Rule: rxbuf.RuleUpstream, MaxMTU: vnic.DefaultMaxMTU,
 		MaxQueues: vnic.DefaultMaxQueues, MemoryBudget: vnic.DefaultMemoryBudget,
 		MTU: vnic.DefaultMTU, Queues: vnic.DefaultQueues, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing,
@@ -108,7 +108,7 @@ func (s *PortSpec) Config() vnic.Config {
 	return vnic.Config{
 		Name: s.Name, PageSize: s.PageSize, Rule: s.Rule, MaxMTU: s.MaxMTU,
 		MaxQueues: s.MaxQueues, MemoryBudget: s.MemoryBudget, // UnlimitedMemory is vnic's "negative: no limit"
-		RxAlloc: s.RxAlloc, RxNoRecycle: s.RxNoRecycle, CQECoalesce8: s.CQECoalesce8,
+		RxAlloc: s.RxAlloc, RxNoRecycle: !s.RxRecycle, CQECoalesce8: s.CQECoalesce8,
 		RSSKey: append([]byte(nil), s.RSSKey...),
 	}
 }
