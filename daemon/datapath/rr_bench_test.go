@@ -326,7 +326,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		taptest.IP(b, l.ns, "addr", "add", l.ip.String()+"/24", "dev", "eth0")
 		taptest.IP(b, l.ns, "link", "set", "eth0", "up")
 	}
-	rel := startRelay(taps[0], taps[1])
+	rel := startRelay(b, taps[0], taps[1])
 	b.Cleanup(rel.stop)
 
 	paths := []*rrPath{
