@@ -61,14 +61,14 @@
 // netpoller's wake-up is what polling saves.
 //
 // It saves it because a TAP queue is not in the runtime's netpoller (tap.Queue): a TX goroutine
-// parks on an epoll instance of its queue's own, in which the TAP queue is armed (EPOLLONESHOT)
-// only when the goroutine parks, and which the netpoller watches (parker). A queue a poller reads
-// is disarmed, so the frames the kernel queues on it wake no thread. When the TAP file itself was
+// parks on an epoll instance of its queue's own, which the netpoller watches (parker), and in
+// which the TAP queue is disarmed from the hand-over to a poller until the poller gives it back,
+// so the frames the kernel queues on a polled queue wake no thread. When the TAP file itself was
 // in the netpoller (edge-triggered, always), its idle thread was woken for every frame, in vain,
 // about as often as without polling (perf: 17,387 wake-ups for 5,000 round trips with polling on,
 // 15,947 off), and on a 2-CPU machine that thread's CPU was taken from the round trip's other
-// end. A parking TX goroutine pays two system calls more than it did (the arming epoll_ctl, and
-// the epoll_wait that takes the event).
+// end. A queue that is not polled pays nothing for this: no system call is added per frame or
+// per park, one epoll_ctl per polling episode on each side.
 //
 // Typical use by the daemon, under its configuration lock:
 //

@@ -929,12 +929,9 @@ func (qq *queue) txLoop(p *vnic.Port) {
 		qq.handoff = false
 	}
 	for {
-		err := qq.tq.Control(qq.readFn)
-		if err == nil && qq.rerr == nil && !qq.more {
-			// Nothing queued: wait on the queue's own epoll (park.go) until the kernel queues
-			// a frame or Stop wakes it. A wake-up that finds nothing reads once more in vain.
-			err = qq.pk.park()
-		}
+		// Read, and wait on the queue's own epoll (park.go) while the kernel queued nothing,
+		// until a batch found more (or a hand-over, or an error), or Stop wakes it.
+		err := qq.pk.read(qq.readFn, &qq.more)
 		select {
 		case <-qq.stop:
 			return
@@ -945,11 +942,18 @@ func (qq *queue) txLoop(p *vnic.Port) {
 			// The batch found work and then none: a poller reads the queue (and drains its
 			// RX input) until its window passes without work, then gives it back.
 			qq.handoff = false
+			// Disarmed first: the frames the kernel queues while a poller reads the queue
+			// must not wake the netpoller (parker).
+			if err := qq.pk.arm(false); err != nil {
+				continue // the next read finds out what it is
+			}
 			if !pollers.handOver(qq) {
-				continue // no poller slot: read again, parking as with polling off
+				qq.pk.arm(true) // no poller slot: read again, parking as with polling off
+				continue
 			}
 			select {
 			case <-qq.back:
+				qq.pk.arm(true) // an error: the next read finds out what it is
 			case <-qq.stop:
 				return
 			}
@@ -959,8 +963,6 @@ func (qq *queue) txLoop(p *vnic.Port) {
 			// busy ingress queue starves the egress queue of a port the kernel forwards to
 			// (a router between two ports) down to what preemption lets through.
 			runtime.Gosched()
-		case err == nil && qq.rerr == nil:
-			// Woken: read what came.
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			qq.pk.rearm() // a wake-up that was not Stop's (Stop closes stop first)
 		case errors.Is(err, os.ErrClosed):

@@ -3,6 +3,7 @@ package datapath
 import (
 	"bufio"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -32,6 +33,10 @@ const rrPort = 7777
 // rrPayload is the payload of one request and of its reply: 64 bytes (a UDP RR 64 B, and the
 // ICMP echo of ping -s 56).
 const rrPayload = 64
+
+// rrPathsFlag limits BenchmarkRoundTrip to some of its paths (a comma-separated list of veth,
+// relay, manad-off, manad-on; all by default), to look at one with perf.
+var rrPathsFlag = flag.String("rr.paths", "", "BenchmarkRoundTrip: the paths to measure, comma-separated (default all)")
 
 // rrPollConfig is the NAPI setting of the "polling on" ports: defer-hard-irqs 100 ×
 // gro-flush-timeout 20 µs, a 2 ms window (what a user sets for busy polling: the kernel's
@@ -237,6 +242,7 @@ type rrPath struct {
 	clients map[string]*rrHelper       // by kind
 	lat     map[string][]time.Duration // by kind, over every round
 	cpu     map[string]time.Duration   // this process's CPU time during the kind's round trips
+	sw      map[string]uint64          // this process's threads' context switches meanwhile
 	n       map[string]int
 }
 
@@ -246,7 +252,7 @@ func newRRPath(b testing.TB, name, srcNS, dstNS string, src, dst net.IP) *rrPath
 		b.Fatalf("%s: echo server did not start: %q %v", name, line, err)
 	}
 	p := &rrPath{name: name, clients: map[string]*rrHelper{}, lat: map[string][]time.Duration{},
-		cpu: map[string]time.Duration{}, n: map[string]int{}}
+		cpu: map[string]time.Duration{}, sw: map[string]uint64{}, n: map[string]int{}}
 	for _, k := range rrKinds {
 		p.clients[k] = startRR(b, srcNS, fmt.Sprintf("client,%s,%s,%s", k, src, dst))
 		if _, err := p.clients[k].roundTrips(50); err != nil { // ARP, the segment's table, warm caches
@@ -260,15 +266,47 @@ var rrKinds = []string{"icmp", "udp"}
 
 // measure makes n round trips of kind and records them with the CPU time this process (the
 // forwarder: manad's data path or the relay; nothing for veth) spent meanwhile.
+//
+// It also counts the context switches of this process's threads meanwhile (every time one
+// slept, or was preempted): a thread woken for a frame, the runtime's poller thread or a
+// goroutine's, sleeps again once per wake-up, so this is the forwarder's wake-ups.
 func (p *rrPath) measure(b testing.TB, kind string, n int) {
 	var r0, r1 unix.Rusage
+	sw0 := threadSwitches(b)
 	unix.Getrusage(unix.RUSAGE_SELF, &r0)
 	lat, err := p.clients[kind].roundTrips(n)
 	unix.Getrusage(unix.RUSAGE_SELF, &r1)
+	sw1 := threadSwitches(b)
 	require.NoError(b, err, "%s %s", p.name, kind)
 	p.lat[kind] = append(p.lat[kind], lat...)
 	p.cpu[kind] += time.Duration(r1.Utime.Nano()-r0.Utime.Nano()) + time.Duration(r1.Stime.Nano()-r0.Stime.Nano())
+	if sw1 > sw0 {
+		p.sw[kind] += sw1 - sw0
+	}
 	p.n[kind] += n
+}
+
+// threadSwitches sums the voluntary and involuntary context switches of this process's threads
+// (/proc/self/task/*/status; a thread that ended meanwhile takes its count with it, and Go's
+// threads rarely end).
+func threadSwitches(b testing.TB) uint64 {
+	tasks, err := os.ReadDir("/proc/self/task")
+	require.NoError(b, err)
+	var sum uint64
+	for _, t := range tasks {
+		st, err := os.ReadFile("/proc/self/task/" + t.Name() + "/status")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		for _, line := range strings.Split(string(st), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+				n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				sum += n
+			}
+		}
+	}
+	return sum
 }
 
 // pct returns the q-quantile of v (sorted in place).
@@ -335,6 +373,11 @@ func BenchmarkRoundTrip(b *testing.B) {
 		newRRPath(b, "manad-off", offA.ns, offB.ns, offA.ip, offB.ip),
 		newRRPath(b, "manad-on", onA.ns, onB.ns, onA.ip, onB.ip),
 	}
+	if *rrPathsFlag != "" {
+		want := strings.Split(*rrPathsFlag, ",")
+		paths = slices.DeleteFunc(paths, func(p *rrPath) bool { return !slices.Contains(want, p.name) })
+		require.NotEmpty(b, paths, "-rr.paths %q names no path", *rrPathsFlag)
+	}
 	const rrChunk = 1000
 	r := 0
 	for b.Loop() {
@@ -356,10 +399,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 			b.ReportMetric(float64(pct(lat, 0.99)), k+"-p99-ns")
 			// CPU seconds per million round trips: ns per round trip / 1000.
 			b.ReportMetric(float64(p.cpu[kind])/float64(p.n[kind])/1e3, k+"-cpu-s/Mrt")
+			b.ReportMetric(float64(p.sw[kind])/float64(p.n[kind]), k+"-switches/rt")
 		}
 	}
 	for _, kind := range rrKinds {
 		veth := paths[0]
+		if veth.name != "veth" {
+			break // no ratios without veth
+		}
 		for _, p := range paths[1:] {
 			b.ReportMetric(p50[p.name+"-"+kind]/p50["veth-"+kind], p.name+"-"+kind+"-p50-ratio")
 			b.ReportMetric(float64(pct(p.lat[kind], 0.99))/float64(pct(veth.lat[kind], 0.99)), p.name+"-"+kind+"-p99-ratio")
