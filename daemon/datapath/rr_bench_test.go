@@ -248,7 +248,8 @@ type rrPath struct {
 	clients map[string]*rrHelper       // by kind
 	lat     map[string][]time.Duration // by kind, over every round
 	cpu     map[string]time.Duration   // this process's CPU time during the kind's round trips
-	sw      map[string]uint64          // this process's threads' context switches meanwhile
+	sw      map[string]uint64          // the forwarder's threads' context switches meanwhile
+	sleeps  map[string]uint64          // those of them that were a sleep (voluntary)
 	n       map[string]int
 }
 
@@ -258,7 +259,7 @@ func newRRPath(b testing.TB, name, srcNS, dstNS string, src, dst net.IP) *rrPath
 		b.Fatalf("%s: echo server did not start: %q %v", name, line, err)
 	}
 	p := &rrPath{name: name, clients: map[string]*rrHelper{}, lat: map[string][]time.Duration{},
-		cpu: map[string]time.Duration{}, sw: map[string]uint64{}, n: map[string]int{}}
+		cpu: map[string]time.Duration{}, sw: map[string]uint64{}, sleeps: map[string]uint64{}, n: map[string]int{}}
 	for _, k := range rrKinds {
 		p.clients[k] = startRR(b, srcNS, fmt.Sprintf("client,%s,%s,%s", k, src, dst))
 		if _, err := p.clients[k].roundTrips(50); err != nil { // ARP, the segment's table, warm caches
@@ -274,17 +275,21 @@ var rrKinds = []string{"icmp", "udp"}
 // or this process: manad's data path or the relay; nothing for veth) spent meanwhile.
 //
 // It also counts the context switches of the forwarder's threads meanwhile (every time one
-// slept, or was preempted): a thread woken for a frame, the runtime's poller thread or a
-// goroutine's, sleeps again once per wake-up, so this is the forwarder's wake-ups.
+// slept, or was preempted or yielded), and the sleeps among them: a thread woken for a frame, the
+// runtime's poller thread or a goroutine's, sleeps again once per wake-up, so the sleeps are the
+// forwarder's wake-ups; the rest is the CPU it lost to other tasks (a poller's sched_yield).
 func (p *rrPath) measure(b testing.TB, kind string, n int) {
-	sw0, cpu0 := threadSwitches(b, p.pid), processCPU(b, p.pid)
+	sw0, sl0 := threadSwitches(b, p.pid)
+	cpu0 := processCPU(b, p.pid)
 	lat, err := p.clients[kind].roundTrips(n)
-	sw1, cpu1 := threadSwitches(b, p.pid), processCPU(b, p.pid)
+	sw1, sl1 := threadSwitches(b, p.pid)
+	cpu1 := processCPU(b, p.pid)
 	require.NoError(b, err, "%s %s", p.name, kind)
 	p.lat[kind] = append(p.lat[kind], lat...)
 	p.cpu[kind] += cpu1 - cpu0
-	if sw1 > sw0 {
+	if sw1 > sw0 && sl1 >= sl0 {
 		p.sw[kind] += sw1 - sw0
+		p.sleeps[kind] += sl1 - sl0
 	}
 	p.n[kind] += n
 }
@@ -314,17 +319,16 @@ func processCPU(b testing.TB, pid int) time.Duration {
 // Go supports (sysconf(_SC_CLK_TCK) has returned it since 2.6).
 const clockTicks = 100
 
-// threadSwitches sums the voluntary and involuntary context switches of process pid's threads
-// (0: this process's; /proc/PID/task/*/status: a thread that ended meanwhile takes its count with
-// it, and Go's threads rarely end).
-func threadSwitches(b testing.TB, pid int) uint64 {
+// threadSwitches sums the context switches of process pid's threads (0: this process's;
+// /proc/PID/task/*/status: a thread that ended meanwhile takes its count with it, and Go's
+// threads rarely end), and the voluntary ones among them (sleeps).
+func threadSwitches(b testing.TB, pid int) (all, sleeps uint64) {
 	dir := "/proc/self/task/"
 	if pid != 0 {
 		dir = fmt.Sprintf("/proc/%d/task/", pid)
 	}
 	tasks, err := os.ReadDir(dir)
 	require.NoError(b, err)
-	var sum uint64
 	for _, t := range tasks {
 		st, err := os.ReadFile(dir + t.Name() + "/status")
 		if err != nil {
@@ -334,11 +338,14 @@ func threadSwitches(b testing.TB, pid int) uint64 {
 			k, v, ok := strings.Cut(line, ":")
 			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
 				n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-				sum += n
+				all += n
+				if k == "voluntary_ctxt_switches" {
+					sleeps += n
+				}
 			}
 		}
 	}
-	return sum
+	return all, sleeps
 }
 
 // pct returns the q-quantile of v (sorted in place).
@@ -434,6 +441,7 @@ func measureRR(b *testing.B, paths []*rrPath) {
 			// CPU seconds per million round trips: ns per round trip / 1000.
 			b.ReportMetric(float64(p.cpu[kind])/float64(p.n[kind])/1e3, k+"-cpu-s/Mrt")
 			b.ReportMetric(float64(p.sw[kind])/float64(p.n[kind]), k+"-switches/rt")
+			b.ReportMetric(float64(p.sleeps[kind])/float64(p.n[kind]), k+"-sleeps/rt")
 		}
 	}
 	for _, kind := range rrKinds {
