@@ -224,7 +224,7 @@ var sources = []source{
 	roundTrip(rrBinary, "icmp", "relay", "p99", "reported", 0),
 	roundTripCPU(rrBinary, "udp", "manad-on"), roundTripCPU(rrBinary, "udp", "manad-off"),
 	roundTripCPU(rrBinary, "icmp", "manad-on"), roundTripCPU(rrBinary, "icmp", "manad-off"),
-	roundTripSwitches(rrBinary, "udp", "manad-on"), roundTripSwitches(rrBinary, "udp", "manad-off"),
+	roundTripSleeps(rrBinary, "udp", "manad-on"), roundTripSleeps(rrBinary, "udp", "manad-off"),
 	// The data path alone, in the benchmark's process (no daemon around it): what the
 	// binary's rows owe to the rest of manad.
 	roundTrip(rrInProcess, "udp", "manad-on", "p50", "reported", 0),
@@ -282,12 +282,13 @@ func roundTripCPU(bench rrBench, kind, path string) source {
 		baseName: bench.relay + "'s, interleaved", target: "reported"}
 }
 
-// roundTripSwitches is the wake-up row of bench for path: the forwarder's threads' context
-// switches per round trip of kind (each wake-up of a parked thread is one), against the relay's.
-func roundTripSwitches(bench rrBench, kind, path string) source {
-	return source{issue: 29, figure: fmt.Sprintf("%s: the forwarder's context switches per round trip, %s (%s)", rrKinds[kind], rrPaths[path], bench.where),
+// roundTripSleeps is the wake-up row of bench for path: the forwarder's threads' sleeps
+// (voluntary context switches) per round trip of kind, one per wake-up of a parked thread,
+// against the relay's.
+func roundTripSleeps(bench rrBench, kind, path string) source {
+	return source{issue: 29, figure: fmt.Sprintf("%s: the forwarder's sleeps (wake-ups) per round trip, %s (%s)", rrKinds[kind], rrPaths[path], bench.where),
 		pkg: "./daemon/datapath", bench: bench.name,
-		value: path + "-" + kind + "-switches/rt", scale: 1, unit: "switches", baseline: "relay-" + kind + "-switches/rt",
+		value: path + "-" + kind + "-sleeps/rt", scale: 1, unit: "sleeps", baseline: "relay-" + kind + "-sleeps/rt",
 		baseName: bench.relay + "'s, interleaved", target: "reported (polling saves the wake-ups)"}
 }
 
