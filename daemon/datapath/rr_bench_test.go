@@ -438,6 +438,7 @@ func measureRR(b *testing.B, paths []*rrPath) {
 			p50[k] = float64(pct(lat, 0.5))
 			b.ReportMetric(p50[k], k+"-p50-ns")
 			b.ReportMetric(float64(pct(lat, 0.99)), k+"-p99-ns")
+			b.ReportMetric(float64(pct(lat, 0.01)), k+"-p1-ns") // the path's cost when nothing else is in its way
 			// CPU seconds per million round trips: ns per round trip / 1000.
 			b.ReportMetric(float64(p.cpu[kind])/float64(p.n[kind])/1e3, k+"-cpu-s/Mrt")
 			b.ReportMetric(float64(p.sw[kind])/float64(p.n[kind]), k+"-switches/rt")
