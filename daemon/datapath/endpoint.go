@@ -115,8 +115,9 @@ type queue struct {
 
 	// The TAP write of Deliver. Deliver calls for one queue are serialised by vnic's RX queue
 	// lock, so these need no lock of their own; writeFn (tap.Queue.Control's callback) is
-	// built once so that a write does not allocate a closure. On a TAP with virtio headers (tap.Config.Offload) the frame goes out
-	// behind an all-zero header (nothing to finish) in one writev of wiov.
+	// built once so that a write does not allocate a closure. On a TAP with virtio headers
+	// (tap.Config.Offload) the frame goes out behind an all-zero header (nothing to finish) in
+	// one writev of wiov.
 	wframe  []byte
 	werr    error
 	writeFn func(fd int)
@@ -459,7 +460,7 @@ func (e *Endpoint) undoGrow(cur int) {
 func (e *Endpoint) newQueue(i int, tq *tap.Queue, vnet, uso bool) (*queue, error) {
 	qq := e.newQueueIdle(i, tq, vnet, uso)
 	if err := qq.pk.init(tq); err != nil {
-		return nil, nlerr.Wrap(err, unix.EIO, "TAP queue %d", i)
+		return nil, nlerr.Wrap(err, unix.EIO, "TAP queue %d: the epoll its reader parks on", i)
 	}
 	return qq, nil
 }

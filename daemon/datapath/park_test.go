@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/tap"
+	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/vnic"
 )
 
@@ -168,4 +170,50 @@ func TestQueuesLeaveNoDescriptor(t *testing.T) {
 	require.NoError(t, a.ep.Start(a.port, a.dev))
 	a.pingOK(t, b)
 	assert.Equal(t, before, openFDs(t), "descriptors after Start")
+}
+
+// txGoroutines counts the running TX goroutines.
+func txGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "datapath.(*queue).txLoop(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestTAPDeletedUnderReader deletes a port's TAP netdev behind manad's back (ip link del) while
+// its TX goroutine is parked on the queue's epoll, and while a poller reads the queue (its entry
+// disarmed): either way the TX goroutine learns of it (EBADFD) and exits, as it did when the TAP
+// file was in the netpoller, and the endpoint still stops.
+func TestTAPDeletedUnderReader(t *testing.T) {
+	for _, poll := range []bool{false, true} {
+		t.Run(map[bool]string{false: "parked", true: "polled"}[poll], func(t *testing.T) {
+			if poll {
+				needPollers(t)
+			}
+			h := newHarness(t)
+			a := h.addPort(portOpts{queues: 1, noIPv6: true})
+			b := h.addPort(portOpts{queues: 1, noIPv6: true})
+			if poll {
+				setNAPI(t, a, longPoll)
+				setNAPI(t, b, longPoll)
+			}
+			a.pingOK(t, b)
+			if poll {
+				require.Eventually(t, func() bool { return polled(a.ep, 0) }, 2*time.Second, time.Millisecond)
+			} else {
+				require.Eventually(t, func() bool { on, why := armed(t, a, 0); return on && why == "" }, time.Second, time.Millisecond)
+			}
+			before := txGoroutines()
+			taptest.IP(t, a.ns, "link", "del", "eth0")
+			require.Eventually(t, func() bool { return txGoroutines() == before-1 }, 5*time.Second, time.Millisecond,
+				"the deleted TAP's TX goroutine did not exit (%d TX goroutines, %d before)", txGoroutines(), before)
+			stopSoon(t, a.ep)
+			stopSoon(t, b.ep)
+			waitPollersGone(t, h, time.Second)
+		})
+	}
 }
