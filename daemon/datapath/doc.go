@@ -67,11 +67,12 @@
 // in the netpoller (edge-triggered, always), its idle thread was woken for every frame, in vain,
 // about as often as without polling (perf: 17,387 wake-ups for 5,000 round trips with polling on,
 // 15,947 off), and on a 2-CPU machine that thread's CPU was taken from the round trip's other
-// end. A queue that is not polled pays nothing for this: no system call is added per frame or
-// per park, one epoll_ctl per polling episode on each side. Measured through the manad binary
-// (BenchmarkRoundTripBinary, UDP RR, 2 vCPUs under load 8–9): with polling on, the daemon's
-// threads slept 0.0–0.1 times per round trip (1.3–1.9 with the TAP files in the netpoller), and
-// with polling off as often as before (1.0–1.3). What a polled round trip still costs over a veth
+// end. A queue that is not polled pays no system call for this (strace: the same reads, writes
+// and epoll_pwaits per frame as before), one epoll_ctl per polling episode on each side; the
+// kernel's wake-up crosses one more epoll on its way (ep_poll_callback twice). Measured through
+// the manad binary (BenchmarkRoundTripBinary, UDP RR, 2 vCPUs under load 8–10): with polling on,
+// the daemon's threads slept 0.0–0.1 times per round trip (1.1–1.9 with the TAP files in the
+// netpoller), and with polling off as often as before (1.0–1.5). What a polled round trip still costs over a veth
 // pair is its system calls: a read and a write per direction, and the empty reads and the
 // sched_yield of the passes between frames, at about 3 µs each on that VM (BenchmarkForwardOverhead's
 // devnull-write-ns), even in the fastest 1 % of round trips (p1-ns).
