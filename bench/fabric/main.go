@@ -7,9 +7,11 @@
 // request/response transactions per second, one in flight (netperf's UDP_RR: the inverse of the
 // round-trip time), for which the issue sets no target. No figure is a pass/fail threshold.
 //
-// The UDP RR test also runs over two more manad paths whose uplinks busy-poll (busy_poll =
-// --busy-poll on AF_PACKET and on AF_XDP; issue 29), against issue 29's target for the fabric
-// RR row (≥ 0.6× the kernel-only path), and reports for every path the CPU time one million
+// The UDP RR test also runs over two more manad paths that poll, on AF_PACKET and on AF_XDP
+// (issue 29): their uplinks busy-poll (busy_poll = --busy-poll) and their ports' NAPIs poll
+// their TAP queues (napi_defer_hard_irqs × gro_flush_timeout = --port-defer-hard-irqs ×
+// --port-gro-flush-timeout, 100 × 20 µs by default; either flag 0 leaves that side parked),
+// against issue 29's target for the fabric RR row (≥ 0.6× the kernel-only path), and reports for every path the CPU time one million
 // transactions cost: the manad processes' (utime+stime from /proc/PID/stat, both hosts) and the
 // sender's and receiver's (whose system calls carry the kernel-only path's work).
 //
@@ -27,7 +29,8 @@
 //
 // Needs root. Usage:
 //
-//	go run ./bench/fabric [--seconds 2] [--rounds 3] [--only TCP] [--busy-poll 200us] [--smoke] [--json] [--manad BIN] [--relay BIN]
+//	go run ./bench/fabric [--seconds 2] [--rounds 3] [--only TCP] [--busy-poll 200us] [--port-defer-hard-irqs 100]
+//	    [--port-gro-flush-timeout 20us] [--smoke] [--json] [--manad BIN] [--relay BIN]
 package main
 
 import (
@@ -87,6 +90,8 @@ func main() {
 	relayBin := flag.String("relay", "", "taprelay binary (default: go build ./bench/taprelay)")
 	only := flag.String("only", "", "measure only the tests whose name contains this (\"TCP\", \"UDP\")")
 	busyPoll := flag.Duration("busy-poll", 200*time.Microsecond, "the busy-polling paths' uplink busy_poll")
+	portDefer := flag.Int("port-defer-hard-irqs", 100, "the busy-polling paths' port napi_defer_hard_irqs (0: the ports do not poll)")
+	portFlush := flag.Duration("port-gro-flush-timeout", 20*time.Microsecond, "the busy-polling paths' port gro_flush_timeout")
 	flag.Parse()
 	if *only != "" {
 		tests = slices.DeleteFunc(tests, func(tc test) bool { return !strings.Contains(tc.name, *only) })
@@ -133,7 +138,7 @@ func main() {
 	if b.relay, err = helperproc.Binary(*relayBin, b.dir, "./bench/taprelay"); err != nil {
 		fatal(err)
 	}
-	b.busyPoll = *busyPoll
+	b.busyPoll, b.portDefer, b.portFlush = *busyPoll, *portDefer, *portFlush
 	paths, err := b.setup()
 	if err != nil {
 		fatal(err)
@@ -192,9 +197,13 @@ type bench struct {
 	dur   time.Duration
 	manad string
 	relay string // bench/taprelay
-	// busyPoll is the busy-polling paths' uplink busy_poll.
-	busyPoll time.Duration
-	td       teardown.List // the processes, namespaces and directory set up
+	// busyPoll is the busy-polling paths' uplink busy_poll; portDefer and portFlush their
+	// ports' NAPI napi_defer_hard_irqs and gro_flush_timeout (the port's TAP queue is polled
+	// for their product after the last frame; 0: not).
+	busyPoll  time.Duration
+	portDefer int
+	portFlush time.Duration
+	td        teardown.List // the processes, namespaces and directory set up
 }
 
 func run(args ...string) error {
@@ -267,11 +276,11 @@ func (b *bench) setup() ([]path, error) {
 		}
 	}
 	// manad: a daemon per host, its port on segment wire0 uplinked to vx0, once per attachment.
-	mports, mpids, err := b.manadHosts("m", 82, "af_packet", 0)
+	mports, mpids, err := b.manadHosts("m", 82, "af_packet", false)
 	if err != nil {
 		return nil, err
 	}
-	xports, xpids, err := b.manadHosts("x", 83, "af_xdp", 0)
+	xports, xpids, err := b.manadHosts("x", 83, "af_xdp", false)
 	if err != nil {
 		return nil, err
 	}
@@ -279,11 +288,11 @@ func (b *bench) setup() ([]path, error) {
 	if err != nil {
 		return nil, err
 	}
-	pports, ppids, err := b.manadHosts("mp", 85, "af_packet", b.busyPoll)
+	pports, ppids, err := b.manadHosts("mp", 85, "af_packet", true)
 	if err != nil {
 		return nil, err
 	}
-	qports, qpids, err := b.manadHosts("xp", 86, "af_xdp", b.busyPoll)
+	qports, qpids, err := b.manadHosts("xp", 86, "af_xdp", true)
 	if err != nil {
 		return nil, err
 	}
@@ -368,9 +377,14 @@ func relayPID(bin, tap string, start func() error) (int, error) {
 }
 
 // manadHosts makes two hosts (underlay subnet and VNI subnet), a manad per host with its port
-// (10.SUBNET.0.1 and .2) on segment wire0, uplinked to vx0 with attach (busy-polling for
-// busyPoll, 0: not), and returns the ports' namespaces and the daemons' process ids.
-func (b *bench) manadHosts(name string, subnet int, attach string, busyPoll time.Duration) (mports [2]string, pids []int, err error) {
+// (10.SUBNET.0.1 and .2) on segment wire0, uplinked to vx0 with attach, and returns the ports'
+// namespaces and the daemons' process ids. With poll, the uplinks busy-poll for b.busyPoll and
+// the ports' NAPIs poll by b.portDefer and b.portFlush (either 0: that side does not poll).
+func (b *bench) manadHosts(name string, subnet int, attach string, poll bool) (mports [2]string, pids []int, err error) {
+	var busyPoll time.Duration
+	if poll {
+		busyPoll = b.busyPoll
+	}
 	ma, mb, err := b.hosts(name, subnet, subnet)
 	if err != nil {
 		return mports, nil, err
@@ -401,6 +415,9 @@ segment = "wire0"
 mtu = %d
 persistent = false
 `, filepath.Join(dir, "manad.sock"), filepath.Join(dir, "state"), h, attach, busyPoll.String(), i, pn, mtu)
+		if poll && b.portDefer > 0 {
+			cfg += fmt.Sprintf("napi_defer_hard_irqs = %d\ngro_flush_timeout = %q\n", b.portDefer, b.portFlush.String())
+		}
 		cfgPath := filepath.Join(dir, "manad.toml")
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 			return mports, nil, err

@@ -210,38 +210,58 @@ var sources = []source{
 	{issue: 13, figure: "1,000 ports on one shared segment: shutdown", pkg: "./bench/scale", bench: "BenchmarkSharedSegment/ports=1000",
 		value: "shutdown-ms", scale: 1e-3, unit: "s", baseline: "bridge-teardown-ms", baseName: "deleting the bridge and its 1,000 TAPs (one group request)",
 		target: "≤ 2 s", met: func(v, _ float64) bool { return v <= 2 }},
-	roundTrip("udp", "manad-on", "p50", "≤ 3× veth", 3),
-	roundTrip("udp", "manad-on", "p99", "≤ 5× veth", 5),
-	roundTrip("udp", "manad-off", "p50", "reported (no worse than before polling)", 0),
-	roundTrip("udp", "manad-off", "p99", "reported (no worse than before polling)", 0),
-	roundTrip("udp", "relay", "p50", "reported", 0),
-	roundTrip("udp", "relay", "p99", "reported", 0),
-	roundTrip("icmp", "manad-on", "p50", "≤ 3× veth", 3),
-	roundTrip("icmp", "manad-on", "p99", "≤ 5× veth", 5),
-	roundTrip("icmp", "manad-off", "p50", "reported (no worse than before polling)", 0),
-	roundTrip("icmp", "manad-off", "p99", "reported (no worse than before polling)", 0),
-	roundTrip("icmp", "relay", "p50", "reported", 0),
-	roundTrip("icmp", "relay", "p99", "reported", 0),
-	roundTripCPU("udp", "manad-on"), roundTripCPU("udp", "manad-off"), roundTripCPU("udp", "veth"),
-	roundTripCPU("icmp", "manad-on"), roundTripCPU("icmp", "manad-off"), roundTripCPU("icmp", "veth"),
+	roundTrip(rrBinary, "udp", "manad-on", "p50", "≤ 3× veth", 3),
+	roundTrip(rrBinary, "udp", "manad-on", "p99", "≤ 5× veth", 5),
+	roundTrip(rrBinary, "udp", "manad-off", "p50", "reported (no worse than before polling)", 0),
+	roundTrip(rrBinary, "udp", "manad-off", "p99", "reported (no worse than before polling)", 0),
+	roundTrip(rrBinary, "udp", "relay", "p50", "reported", 0),
+	roundTrip(rrBinary, "udp", "relay", "p99", "reported", 0),
+	roundTrip(rrBinary, "icmp", "manad-on", "p50", "≤ 3× veth", 3),
+	roundTrip(rrBinary, "icmp", "manad-on", "p99", "≤ 5× veth", 5),
+	roundTrip(rrBinary, "icmp", "manad-off", "p50", "reported (no worse than before polling)", 0),
+	roundTrip(rrBinary, "icmp", "manad-off", "p99", "reported (no worse than before polling)", 0),
+	roundTrip(rrBinary, "icmp", "relay", "p50", "reported", 0),
+	roundTrip(rrBinary, "icmp", "relay", "p99", "reported", 0),
+	roundTripCPU(rrBinary, "udp", "manad-on"), roundTripCPU(rrBinary, "udp", "manad-off"),
+	roundTripCPU(rrBinary, "icmp", "manad-on"), roundTripCPU(rrBinary, "icmp", "manad-off"),
+	roundTripSleeps(rrBinary, "udp", "manad-on"), roundTripSleeps(rrBinary, "udp", "manad-off"),
+	// The data path alone, in the benchmark's process (no daemon around it): what the
+	// binary's rows owe to the rest of manad.
+	roundTrip(rrInProcess, "udp", "manad-on", "p50", "reported", 0),
+	roundTrip(rrInProcess, "udp", "manad-off", "p50", "reported", 0),
+	roundTripCPU(rrInProcess, "udp", "manad-on"), roundTripCPU(rrInProcess, "udp", "manad-off"),
 	{issue: 29, figure: "16 idle ports × 8 queues: CPU (polling off)", pkg: "./daemon/datapath", bench: "BenchmarkIdle16Ports",
 		value: "cpu-%", scale: 1, unit: "% of a CPU", target: "< 0.5 %", met: func(v, _ float64) bool { return v < 0.5 }},
 }
 
-// rrPaths names BenchmarkRoundTrip's paths in the report.
+// rrPaths names BenchmarkRoundTrip's and BenchmarkRoundTripBinary's paths in the report.
 var rrPaths = map[string]string{
 	"manad-on": "manad ports, polling on", "manad-off": "manad ports, polling off", "relay": "TAP relay", "veth": "veth pair",
 }
 
-// rrKinds names BenchmarkRoundTrip's round trips in the report.
+// rrKinds names their round trips in the report.
 var rrKinds = map[string]string{"udp": "UDP RR 64 B", "icmp": "ping 64 B"}
 
-// roundTrip is a latency row of daemon/datapath's BenchmarkRoundTrip (issue 29): kind's pct
-// round-trip time along path against a veth pair's in the same run; limit > 0 makes the target
-// a ratio to veth.
-func roundTrip(kind, path, pct, target string, limit float64) source {
-	src := source{issue: 29, figure: fmt.Sprintf("%s round trip %s, %s (in-process data path)", rrKinds[kind], pct, rrPaths[path]),
-		pkg: "./daemon/datapath", bench: "BenchmarkRoundTrip",
+// rrBench is one of daemon/datapath's round-trip benchmarks (issue 29) and what its rows say of
+// where the data path ran.
+type rrBench struct{ name, where, relay string }
+
+var (
+	// rrBinary runs the manad binary, against bench/taprelay.
+	rrBinary = rrBench{"BenchmarkRoundTripBinary", "manad binary", "bench/taprelay"}
+	// rrInProcess runs the data path in the benchmark's process, against a relay there.
+	rrInProcess = rrBench{"BenchmarkRoundTrip", "in-process data path", "in-process TAP relay"}
+)
+
+// roundTrip is a latency row of bench: kind's pct round-trip time along path against a veth
+// pair's in the same run; limit > 0 makes the target a ratio to veth.
+func roundTrip(bench rrBench, kind, path, pct, target string, limit float64) source {
+	name := rrPaths[path]
+	if path == "relay" {
+		name = bench.relay
+	}
+	src := source{issue: 29, figure: fmt.Sprintf("%s round trip %s, %s (%s)", rrKinds[kind], pct, name, bench.where),
+		pkg: "./daemon/datapath", bench: bench.name,
 		value: path + "-" + kind + "-" + pct + "-ns", scale: 1e-3, unit: "µs", baseline: "veth-" + kind + "-" + pct + "-ns",
 		baseName: "veth pair, interleaved", ratio: path + "-" + kind + "-" + pct + "-ratio", target: target}
 	if limit > 0 {
@@ -253,14 +273,23 @@ func roundTrip(kind, path, pct, target string, limit float64) source {
 	return src
 }
 
-// roundTripCPU is the CPU row of BenchmarkRoundTrip for path: the forwarder's CPU seconds per
-// million round trips of kind (manad's data path or the relay; veth has none in user space),
-// against the TAP relay's.
-func roundTripCPU(kind, path string) source {
-	return source{issue: 29, figure: fmt.Sprintf("%s: CPU per million round trips, %s", rrKinds[kind], rrPaths[path]),
-		pkg: "./daemon/datapath", bench: "BenchmarkRoundTrip",
+// roundTripCPU is the CPU row of bench for path: the forwarder's CPU seconds per million round
+// trips of kind (manad's or the relay's process), against the relay's.
+func roundTripCPU(bench rrBench, kind, path string) source {
+	return source{issue: 29, figure: fmt.Sprintf("%s: CPU per million round trips, %s (%s)", rrKinds[kind], rrPaths[path], bench.where),
+		pkg: "./daemon/datapath", bench: bench.name,
 		value: path + "-" + kind + "-cpu-s/Mrt", scale: 1, unit: "s", baseline: "relay-" + kind + "-cpu-s/Mrt",
-		baseName: "TAP relay's, interleaved", target: "reported"}
+		baseName: bench.relay + "'s, interleaved", target: "reported"}
+}
+
+// roundTripSleeps is the wake-up row of bench for path: the forwarder's threads' sleeps
+// (voluntary context switches) per round trip of kind, one per wake-up of a parked thread,
+// against the relay's.
+func roundTripSleeps(bench rrBench, kind, path string) source {
+	return source{issue: 29, figure: fmt.Sprintf("%s: the forwarder's sleeps (wake-ups) per round trip, %s (%s)", rrKinds[kind], rrPaths[path], bench.where),
+		pkg: "./daemon/datapath", bench: bench.name,
+		value: path + "-" + kind + "-sleeps/rt", scale: 1, unit: "sleeps", baseline: "relay-" + kind + "-sleeps/rt",
+		baseName: bench.relay + "'s, interleaved", target: "reported (polling saves the wake-ups)"}
 }
 
 // getRoundTrip is the row of tests/integration's BenchmarkGetRoundTrip/sub: msg's round trip to

@@ -29,18 +29,34 @@ const pathTarget = 0.9
 
 // relay is the baseline: the least a userspace program can do to connect two TAPs. One goroutine
 // per queue and direction reads a frame from one TAP and writes it to the same queue of the other
-// (os.File Read and Write, blocking on the netpoller).
+// (os.File Read and Write, blocking on the netpoller, as bench/taprelay's: each file is a dup of
+// the tap.Queue's descriptor, which is not in the netpoller itself).
 type relay struct {
 	files []*os.File
 	wg    sync.WaitGroup
 }
 
-func startRelay(a, b *tap.Device) *relay {
+func startRelay(tb testing.TB, a, b *tap.Device) *relay {
 	r := &relay{}
+	tb.Cleanup(func() {
+		for _, f := range r.files {
+			f.Close()
+		}
+	})
+	file := func(q *tap.Queue) *os.File {
+		var fd int
+		var err error
+		require.NoError(tb, q.Control(func(qfd int) { fd, err = unix.Dup(qfd) }))
+		require.NoError(tb, err)
+		require.NoError(tb, unix.SetNonblock(fd, true))
+		f := os.NewFile(uintptr(fd), q.Name())
+		r.files = append(r.files, f)
+		return f
+	}
 	for i := range a.NumQueues() {
-		for _, d := range [][2]*os.File{{a.Queue(i), b.Queue(i)}, {b.Queue(i), a.Queue(i)}} {
+		qa, qb := file(a.Queue(i)), file(b.Queue(i))
+		for _, d := range [][2]*os.File{{qa, qb}, {qb, qa}} {
 			src, dst := d[0], d[1]
-			r.files = append(r.files, src)
 			r.wg.Add(1)
 			go func() {
 				defer r.wg.Done()
@@ -290,7 +306,7 @@ func BenchmarkUDPPath(b *testing.B) {
 		fd := sink(b, ns, net.ParseIP(ip))
 		b.Cleanup(func() { unix.Close(fd) })
 	}
-	rl := startRelay(rdev[0], rdev[1])
+	rl := startRelay(b, rdev[0], rdev[1])
 	b.Cleanup(rl.stop)
 
 	for _, size := range []int{64, 1400} {

@@ -9,8 +9,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -36,7 +34,7 @@ const (
 // frames are written to the TAP queue of the same index) and vnic.Wire (TX frames go to the
 // segment), and it runs the port's per-queue goroutines:
 //
-//   - TX, one per TAP queue: reads the frames the kernel transmits (blocking on the netpoller),
+//   - TX, one per TAP queue: reads the frames the kernel transmits (parked on its queue's epoll),
 //     and hands each to Port.Transmit, which accounts it and calls Send, which switches it on
 //     the segment to the destination endpoints;
 //   - RX, one per queue: processes frames from the queue's bounded input with Port.Receive
@@ -101,12 +99,12 @@ type Endpoint struct {
 // queueSet is the endpoint's queues, published as one immutable snapshot.
 type queueSet struct{ q []*queue }
 
-// queue is one queue index's TAP file and goroutines.
+// queue is one queue index's TAP queue and goroutines.
 type queue struct {
-	e    *Endpoint
-	idx  int
-	file *os.File
-	rc   syscall.RawConn
+	e   *Endpoint
+	idx int
+	tq  *tap.Queue
+	pk  parker // where the TX goroutine waits for the TAP queue (park.go)
 
 	// busy is held by whoever processes frames for RX queue idx (an inline sender or the
 	// queue's goroutine): the NAPI context.
@@ -116,12 +114,13 @@ type queue struct {
 	drops atomic.Uint64 // input-full drops not yet handed to Port.DropRx
 
 	// The TAP write of Deliver. Deliver calls for one queue are serialised by vnic's RX queue
-	// lock, so these need no lock of their own; writeFn is built once so that a write does not
-	// allocate a closure. On a TAP with virtio headers (tap.Config.Offload) the frame goes out
-	// behind an all-zero header (nothing to finish) in one writev of wiov.
+	// lock, so these need no lock of their own; writeFn (tap.Queue.Control's callback) is
+	// built once so that a write does not allocate a closure. On a TAP with virtio headers
+	// (tap.Config.Offload) the frame goes out behind an all-zero header (nothing to finish) in
+	// one writev of wiov.
 	wframe  []byte
 	werr    error
-	writeFn func(fd uintptr) bool
+	writeFn func(fd int)
 	vnet    bool
 	wiov    [2]unix.Iovec
 	zeroHdr [offload.HeaderLen]byte
@@ -131,7 +130,7 @@ type queue struct {
 	held    []*pagepool.Buffer // the RX buffers of the run in co
 	giov    []unix.Iovec
 	gframe  [][]byte
-	flushFn func(fd uintptr) bool
+	flushFn func(fd int)
 	whole   [2][]byte               // inputWhole's writev: its virtio header, the aggregate
 	wholeH  [offload.HeaderLen]byte // the virtio header
 	listed  bool                    // in the segment's pending list
@@ -153,13 +152,15 @@ type queue struct {
 	// batches: Send uses it instead of reading the clock for every frame.
 	clock atomic.Int64
 
-	// The TAP read: readFn reads one batch (the RawConn callback, built once by txLoop), and
-	// leaves how many frames it read in nread and a read error in rerr; pollFn is readFn for
-	// a poller (RawConn.Control). Whoever reads the queue owns these: its TX goroutine, or
-	// the poller it handed the queue over to (poller.go), never both.
-	readFn func(fd uintptr) bool
-	pollFn func(fd uintptr)
+	// The TAP read: readFn reads one batch (tap.Queue.Control's callback, built once by
+	// txLoop), and leaves how many frames it read in nread, whether more may be waiting (a
+	// full batch, a hand-off to a poller or an error: not EAGAIN) in more, and a read error in
+	// rerr; pollFn is readFn for a poller. Whoever reads the queue owns these: its TX
+	// goroutine, or the poller it handed the queue over to (poller.go), never both.
+	readFn func(fd int)
+	pollFn func(fd int)
 	nread  int
+	more   bool
 	rerr   error
 	// handoff is set by readFn when a batch found work and then nothing more, and the
 	// queue's NAPI settings make it poll: txLoop then hands the queue to a poller.
@@ -247,6 +248,7 @@ func (e *Endpoint) Start(p *vnic.Port, dev *tap.Device) error {
 	for i, f := range files {
 		qq, err := e.newQueue(i, f, dev.VnetHdr(), usoOn(dev))
 		if err != nil {
+			closeParkers(qs.q)
 			return err
 		}
 		qs.q = append(qs.q, qq)
@@ -360,6 +362,7 @@ func (e *Endpoint) SetChannels(n int, apply func() error) error {
 		for i := cur; i < n; i++ {
 			qq, err := e.newQueue(i, files[i], e.dev.VnetHdr(), usoOn(e.dev))
 			if err != nil {
+				closeParkers(grown.q[cur:])
 				e.undoGrow(cur)
 				return err
 			}
@@ -438,6 +441,13 @@ func (e *Endpoint) SetOffload(on bool) error {
 	return nil
 }
 
+// closeParkers releases what newQueue made for queues that never started.
+func closeParkers(qs []*queue) {
+	for _, qq := range qs {
+		qq.pk.close()
+	}
+}
+
 // undoGrow puts the TAP back to cur queues after a failed grow.
 func (e *Endpoint) undoGrow(cur int) {
 	if err := e.dev.SetQueues(cur); err != nil {
@@ -445,14 +455,20 @@ func (e *Endpoint) undoGrow(cur int) {
 	}
 }
 
-// newQueue prepares queue i on TAP file f; vnet says whether the TAP carries virtio headers, uso
+// newQueue prepares queue i on TAP queue tq; vnet says whether the TAP carries virtio headers, uso
 // whether it took the USO offloads (usoOn), so that UDP runs may be coalesced too.
-func (e *Endpoint) newQueue(i int, f *os.File, vnet, uso bool) (*queue, error) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return nil, nlerr.Wrap(err, unix.EBADF, "TAP queue %d", i)
+func (e *Endpoint) newQueue(i int, tq *tap.Queue, vnet, uso bool) (*queue, error) {
+	qq := e.newQueueIdle(i, tq, vnet, uso)
+	if err := qq.pk.init(tq); err != nil {
+		return nil, nlerr.Wrap(err, unix.EIO, "TAP queue %d: the epoll its reader parks on", i)
 	}
-	qq := &queue{e: e, idx: i, file: f, rc: rc, in: newInputRing(), wake: make(chan struct{}, 1), stop: make(chan struct{}),
+	return qq, nil
+}
+
+// newQueueIdle is newQueue without the parker: a queue whose goroutines never run (a benchmark
+// that writes to something else than a TAP).
+func (e *Endpoint) newQueueIdle(i int, tq *tap.Queue, vnet, uso bool) *queue {
+	qq := &queue{e: e, idx: i, tq: tq, in: newInputRing(), wake: make(chan struct{}, 1), stop: make(chan struct{}),
 		back: make(chan struct{}, 1)}
 	qq.writeFn = qq.write
 	if vnet {
@@ -469,7 +485,7 @@ func (e *Endpoint) newQueue(i int, f *os.File, vnet, uso bool) (*queue, error) {
 		qq.giov = make([]unix.Iovec, GROMaxSegs+1)
 		qq.flushFn = qq.writeRun
 	}
-	return qq, nil
+	return qq
 }
 
 // usoOn reports whether dev took the USO offloads: a kernel that has them in tun (6.2) also
@@ -510,9 +526,9 @@ func stopQueues(p *vnic.Port, qs []*queue) {
 func signalQueues(qs []*queue) {
 	for _, qq := range qs {
 		close(qq.stop)
-		// Wakes a TX goroutine waiting on the netpoller; one inside a batch sees stop before
-		// its next frame.
-		qq.file.SetReadDeadline(time.Now())
+		// Wakes a TX goroutine parked on the queue's epoll; one inside a batch sees stop
+		// before its next frame.
+		qq.pk.wake()
 	}
 }
 
@@ -521,7 +537,7 @@ func signalQueues(qs []*queue) {
 func waitQueues(p *vnic.Port, qs []*queue) {
 	for _, qq := range qs {
 		qq.wg.Wait()
-		qq.file.SetReadDeadline(time.Time{}) // fails harmlessly on a file closed meanwhile
+		qq.pk.close()
 		qq.busy.Lock()
 		qq.flushRun() // a run a sender left: its RX buffers go back
 		n := uint64(qq.in.reset()) + qq.drops.Swap(0)
@@ -562,15 +578,16 @@ func (e *Endpoint) deliver(q int, frame []byte, buf *pagepool.Buffer, untouched 
 		return true
 	}
 	qq.wframe = frame
-	if err := qq.rc.Write(qq.writeFn); err != nil || qq.werr != nil {
+	if err := qq.tq.Control(qq.writeFn); err != nil || qq.werr != nil {
 		qq.stats.rxWriteErrors.Add(1)
 	}
 	qq.wframe = nil
 	return false
 }
 
-// write is the RawConn callback of Deliver.
-func (qq *queue) write(fd uintptr) bool {
+// write is the tap.Queue.Control callback of Deliver. It never waits for writability (EAGAIN,
+// which a TAP does not return): the caller holds queue locks.
+func (qq *queue) write(fd int) {
 	for {
 		var errno unix.Errno
 		if qq.vnet {
@@ -585,8 +602,7 @@ func (qq *queue) write(fd uintptr) bool {
 		if errno != 0 {
 			qq.werr = errno
 		}
-		// Never wait for writability (EAGAIN): the caller holds queue locks.
-		return true
+		return
 	}
 }
 
@@ -596,21 +612,21 @@ func (qq *queue) write(fd uintptr) bool {
 // a write hands the frame to the stack in the caller's context (tun_get_user) without waiting for
 // anything but, rarely, a GFP_KERNEL page allocation. The goroutine keeps its P for those few
 // microseconds, as it would for the same work done in Go.
-func rawRead(fd uintptr, buf []byte) (int, unix.Errno) {
-	n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)))
+func rawRead(fd int, buf []byte) (int, unix.Errno) {
+	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)))
 	return int(n), errno
 }
 
-func rawWrite(fd uintptr, b []byte) unix.Errno {
-	_, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+func rawWrite(fd int, b []byte) unix.Errno {
+	_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
 	return errno
 }
 
 // rawWritev writes iov[0] (the virtio header) and b with one writev(2), as rawWrite.
-func rawWritev(fd uintptr, iov *[2]unix.Iovec, b []byte) unix.Errno {
+func rawWritev(fd int, iov *[2]unix.Iovec, b []byte) unix.Errno {
 	iov[1].Base = unsafe.SliceData(b)
 	iov[1].SetLen(len(b))
-	_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), 2)
+	_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), 2)
 	iov[1].Base = nil
 	return errno
 }
@@ -730,7 +746,7 @@ func (e *Endpoint) inputWhole(frame []byte, h *offload.Header, st offload.Segmen
 	h.Encode(qq.wholeH[:])
 	qq.whole = [2][]byte{qq.wholeH[:], frame}
 	qq.gframe = qq.whole[:]
-	if err := qq.rc.Write(qq.flushFn); err != nil || qq.werr != nil {
+	if err := qq.tq.Control(qq.flushFn); err != nil || qq.werr != nil {
 		qq.stats.rxWriteErrors.Add(uint64(st.N))
 	}
 	qq.gframe, qq.whole = nil, [2][]byte{}
@@ -849,7 +865,7 @@ func (qq *queue) rxLoop(p *vnic.Port) {
 }
 
 // txLoop is the TX queue's goroutine: it reads what the kernel transmits on TAP queue idx and
-// hands it to the port, batches of up to budget frames per wake-up of the netpoller.
+// hands it to the port, batches of up to budget frames per wake-up (park.go).
 func (qq *queue) txLoop(p *vnic.Port) {
 	defer qq.wg.Done()
 	qq.maxFrame = p.Config().MaxMTU + frameOverhead
@@ -865,8 +881,8 @@ func (qq *queue) txLoop(p *vnic.Port) {
 		buf = make([]byte, hdr+size+1) // +1 tells a truncated frame apart
 	}
 	pollers := qq.e.seg.pollers
-	qq.readFn = func(fd uintptr) bool {
-		qq.nread = 0
+	qq.readFn = func(fd int) {
+		qq.nread, qq.more = 0, true
 		qq.clock.Store(qq.e.seg.now())
 		defer qq.clock.Store(0)
 		defer qq.e.seg.gro.flush() // the runs this batch left in the destinations' RX queues
@@ -874,7 +890,7 @@ func (qq *queue) txLoop(p *vnic.Port) {
 			if i > 0 && qq.stopping() {
 				// Every frame may be a flood to every member of a shared segment: Stop
 				// waits for at most one, not for a whole batch of them.
-				return true
+				return
 			}
 			n, errno := rawRead(fd, buf)
 			switch errno {
@@ -882,15 +898,16 @@ func (qq *queue) txLoop(p *vnic.Port) {
 			case unix.EAGAIN:
 				if i > 0 && pollers.Max() > 0 && pollWindow(p.NAPIConfig(qq.idx)) > 0 && p.NumRxQueues() > 0 {
 					qq.handoff = true // poll for the next frames rather than park
-					return true
+					return
 				}
-				return false // wait on the netpoller
+				qq.more = false // park on the queue's epoll
+				return
 			case unix.EINTR:
 				i--
 				continue
 			default:
 				qq.rerr = errno
-				return true
+				return
 			}
 			qq.nread++
 			switch {
@@ -906,15 +923,16 @@ func (qq *queue) txLoop(p *vnic.Port) {
 				p.Transmit(qq.idx, buf[:n])
 			}
 		}
-		return true
 	}
-	qq.pollFn = func(fd uintptr) {
+	qq.pollFn = func(fd int) {
 		qq.handoff = false // the poller has it already
 		qq.readFn(fd)
 		qq.handoff = false
 	}
 	for {
-		err := qq.rc.Read(qq.readFn)
+		// Read, and wait on the queue's own epoll (park.go) while the kernel queued nothing,
+		// until a batch found more (or a hand-over, or an error), or Stop wakes it.
+		err := qq.pk.read(qq.readFn, &qq.more)
 		select {
 		case <-qq.stop:
 			return
@@ -925,24 +943,29 @@ func (qq *queue) txLoop(p *vnic.Port) {
 			// The batch found work and then none: a poller reads the queue (and drains its
 			// RX input) until its window passes without work, then gives it back.
 			qq.handoff = false
+			// Disarmed first: the frames the kernel queues while a poller reads the queue
+			// must not wake the netpoller (parker).
+			if err := qq.pk.arm(false); err != nil {
+				continue // the next read finds out what it is
+			}
 			if !pollers.handOver(qq) {
-				continue // no poller slot: read again, parking as with polling off
+				qq.pk.arm(true) // no poller slot: read again, parking as with polling off
+				continue
 			}
 			select {
 			case <-qq.back:
+				qq.pk.arm(true) // an error: the next read finds out what it is
 			case <-qq.stop:
 				return
 			}
-		case err == nil && qq.rerr == nil:
+		case err == nil && qq.rerr == nil && qq.more:
 			// A full batch and more waiting: let the other queues' goroutines have the CPU.
 			// The reads are raw system calls that never hand the P over, so without this a
 			// busy ingress queue starves the egress queue of a port the kernel forwards to
 			// (a router between two ports) down to what preemption lets through.
 			runtime.Gosched()
-			continue
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			qq.file.SetReadDeadline(time.Time{}) // not ours (Stop closes stop first)
-			continue
+			qq.pk.rearm() // a wake-up that was not Stop's (Stop closes stop first)
 		case errors.Is(err, os.ErrClosed):
 			return // the queue was detached
 		case qq.rerr != nil:

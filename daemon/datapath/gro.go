@@ -95,7 +95,7 @@ func (qq *queue) flush() {
 		return
 	}
 	qq.gframe = iov
-	err := qq.rc.Write(qq.flushFn)
+	err := qq.tq.Control(qq.flushFn)
 	qq.gframe = nil
 	if u != nil && n > 1 && err == nil && errors.Is(qq.werr, unix.EINVAL) {
 		qq.usoRefused(u.Frames())
@@ -132,15 +132,15 @@ func (qq *queue) usoRefused(frames [][]byte) {
 	qq.uco = nil
 	for _, f := range frames {
 		qq.wframe = f
-		if err := qq.rc.Write(qq.writeFn); err != nil || qq.werr != nil {
+		if err := qq.tq.Control(qq.writeFn); err != nil || qq.werr != nil {
 			qq.stats.rxWriteErrors.Add(1)
 		}
 	}
 	qq.wframe = nil
 }
 
-// writeRun is the RawConn callback of flush: one writev of the run.
-func (qq *queue) writeRun(fd uintptr) bool {
+// writeRun is the tap.Queue.Control callback of flush: one writev of the run.
+func (qq *queue) writeRun(fd int) {
 	n := 0
 	for _, b := range qq.gframe {
 		qq.giov[n].Base = unsafe.SliceData(b)
@@ -148,7 +148,7 @@ func (qq *queue) writeRun(fd uintptr) bool {
 		n++
 	}
 	for {
-		_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&qq.giov[0])), uintptr(n))
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&qq.giov[0])), uintptr(n))
 		if errno == unix.EINTR {
 			continue
 		}
@@ -161,7 +161,6 @@ func (qq *queue) writeRun(fd uintptr) bool {
 	for i := range n {
 		qq.giov[i].Base = nil
 	}
-	return true
 }
 
 // groPending is a segment's list of RX queues whose run an inline sender left open.

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/vnic"
 	"github.com/stretchr/testify/require"
 )
@@ -25,16 +28,16 @@ func BenchmarkForwardOverhead(b *testing.B) {
 			mu := new(sync.Mutex)
 			seg := NewSegment("overhead")
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+			fd, err := unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 			require.NoError(b, err)
+			devnull := tap.NewQueue(fd, os.DevNull)
 			defer devnull.Close()
 			mk := func(name string, mac net.HardwareAddr) (*Endpoint, *vnic.Port) {
 				ep := NewEndpoint(seg, mac, log)
 				p, err := vnic.New(vnic.Config{Name: name, Lock: mu, PageSize: 16384, Host: ep, Wire: ep, Logger: log},
 					vnic.Settings{MTU: 1500, Queues: 1, RxRing: 256, TxRing: 256})
 				require.NoError(b, err)
-				qq, err := ep.newQueue(0, devnull, false, false)
-				require.NoError(b, err)
+				qq := ep.newQueueIdle(0, devnull, false, false)
 				// Wire the endpoint by hand: no TAP, so no goroutines either.
 				ep.vp.Store(p)
 				ep.qs.Store(&queueSet{q: []*queue{qq}})

@@ -205,7 +205,7 @@ func (ps *Pollers) remove(pl *poller) {
 // either found work; ok false means the TAP queue failed or was detached (its TX goroutine
 // finds out and reports it when it reads again).
 func (qq *queue) pollOnce(p *vnic.Port) (hit, ok bool) {
-	if err := qq.rc.Control(qq.pollFn); err != nil {
+	if err := qq.tq.Control(qq.pollFn); err != nil {
 		return false, false
 	}
 	hit = qq.nread > 0

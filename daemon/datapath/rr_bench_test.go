@@ -3,11 +3,15 @@ package datapath
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +22,8 @@ import (
 
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/daemon/tap/taptest"
+	binharness "github.com/manad/manad/tests/harness"
+	"github.com/manad/manad/tests/testenv"
 	"github.com/manad/manad/vnic"
 	"github.com/stretchr/testify/require"
 )
@@ -32,6 +38,10 @@ const rrPort = 7777
 // rrPayload is the payload of one request and of its reply: 64 bytes (a UDP RR 64 B, and the
 // ICMP echo of ping -s 56).
 const rrPayload = 64
+
+// rrPathsFlag limits BenchmarkRoundTrip to some of its paths (a comma-separated list of veth,
+// relay, manad-off, manad-on; all by default), to look at one with perf.
+var rrPathsFlag = flag.String("rr.paths", "", "BenchmarkRoundTrip: the paths to measure, comma-separated (default all)")
 
 // rrPollConfig is the NAPI setting of the "polling on" ports: defer-hard-irqs 100 ×
 // gro-flush-timeout 20 µs, a 2 ms window (what a user sets for busy polling: the kernel's
@@ -234,9 +244,12 @@ func (h *rrHelper) roundTrips(n int) ([]time.Duration, error) {
 // rrPath is one way between two namespaces, with its clients and what they measured.
 type rrPath struct {
 	name    string
+	pid     int                        // the forwarder's process (manad's, the relay's); 0: this process
 	clients map[string]*rrHelper       // by kind
 	lat     map[string][]time.Duration // by kind, over every round
 	cpu     map[string]time.Duration   // this process's CPU time during the kind's round trips
+	sw      map[string]uint64          // the forwarder's threads' context switches meanwhile
+	sleeps  map[string]uint64          // those of them that were a sleep (voluntary)
 	n       map[string]int
 }
 
@@ -246,7 +259,7 @@ func newRRPath(b testing.TB, name, srcNS, dstNS string, src, dst net.IP) *rrPath
 		b.Fatalf("%s: echo server did not start: %q %v", name, line, err)
 	}
 	p := &rrPath{name: name, clients: map[string]*rrHelper{}, lat: map[string][]time.Duration{},
-		cpu: map[string]time.Duration{}, n: map[string]int{}}
+		cpu: map[string]time.Duration{}, sw: map[string]uint64{}, sleeps: map[string]uint64{}, n: map[string]int{}}
 	for _, k := range rrKinds {
 		p.clients[k] = startRR(b, srcNS, fmt.Sprintf("client,%s,%s,%s", k, src, dst))
 		if _, err := p.clients[k].roundTrips(50); err != nil { // ARP, the segment's table, warm caches
@@ -258,17 +271,81 @@ func newRRPath(b testing.TB, name, srcNS, dstNS string, src, dst net.IP) *rrPath
 
 var rrKinds = []string{"icmp", "udp"}
 
-// measure makes n round trips of kind and records them with the CPU time this process (the
-// forwarder: manad's data path or the relay; nothing for veth) spent meanwhile.
+// measure makes n round trips of kind and records them with the CPU time the forwarder (p.pid,
+// or this process: manad's data path or the relay; nothing for veth) spent meanwhile.
+//
+// It also counts the context switches of the forwarder's threads meanwhile (every time one
+// slept, or was preempted or yielded), and the sleeps among them: a thread woken for a frame, the
+// runtime's poller thread or a goroutine's, sleeps again once per wake-up, so the sleeps are the
+// forwarder's wake-ups; the rest is the CPU it lost to other tasks (a poller's sched_yield).
 func (p *rrPath) measure(b testing.TB, kind string, n int) {
-	var r0, r1 unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &r0)
+	sw0, sl0 := threadSwitches(b, p.pid)
+	cpu0 := processCPU(b, p.pid)
 	lat, err := p.clients[kind].roundTrips(n)
-	unix.Getrusage(unix.RUSAGE_SELF, &r1)
+	sw1, sl1 := threadSwitches(b, p.pid)
+	cpu1 := processCPU(b, p.pid)
 	require.NoError(b, err, "%s %s", p.name, kind)
 	p.lat[kind] = append(p.lat[kind], lat...)
-	p.cpu[kind] += time.Duration(r1.Utime.Nano()-r0.Utime.Nano()) + time.Duration(r1.Stime.Nano()-r0.Stime.Nano())
+	p.cpu[kind] += cpu1 - cpu0
+	if sw1 > sw0 && sl1 >= sl0 {
+		p.sw[kind] += sw1 - sw0
+		p.sleeps[kind] += sl1 - sl0
+	}
 	p.n[kind] += n
+}
+
+// processCPU is the user and system CPU time process pid (0: this one, to the nanosecond) has
+// used; another process's is read from /proc/PID/stat, in clock ticks (USER_HZ, 100 a second
+// here): coarse for one chunk of round trips, but it counts every thread, ended ones too, and
+// its rounding errors average out over the chunks.
+func processCPU(b testing.TB, pid int) time.Duration {
+	if pid == 0 {
+		var ru unix.Rusage
+		unix.Getrusage(unix.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(b, err)
+	// The fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+	f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+	require.Greater(b, len(f), 12, "/proc/%d/stat: %q", pid, st)
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	stt, err2 := strconv.ParseInt(f[12], 10, 64)
+	require.NoError(b, errors.Join(err1, err2), "/proc/%d/stat: %q", pid, st)
+	return time.Duration(ut+stt) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every Linux architecture
+// Go supports (sysconf(_SC_CLK_TCK) has returned it since 2.6).
+const clockTicks = 100
+
+// threadSwitches sums the context switches of process pid's threads (0: this process's;
+// /proc/PID/task/*/status: a thread that ended meanwhile takes its count with it, and Go's
+// threads rarely end), and the voluntary ones among them (sleeps).
+func threadSwitches(b testing.TB, pid int) (all, sleeps uint64) {
+	dir := "/proc/self/task/"
+	if pid != 0 {
+		dir = fmt.Sprintf("/proc/%d/task/", pid)
+	}
+	tasks, err := os.ReadDir(dir)
+	require.NoError(b, err)
+	for _, t := range tasks {
+		st, err := os.ReadFile(dir + t.Name() + "/status")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		for _, line := range strings.Split(string(st), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+				n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				all += n
+				if k == "voluntary_ctxt_switches" {
+					sleeps += n
+				}
+			}
+		}
+	}
+	return all, sleeps
 }
 
 // pct returns the q-quantile of v (sorted in place).
@@ -295,20 +372,6 @@ func BenchmarkRoundTrip(b *testing.B) {
 		require.NoError(b, tp.port.SetNAPIConfig(0, rrPollConfig))
 	}
 
-	// veth
-	va, vb := taptest.NetNS(b), taptest.NetNS(b)
-	disableIPv6(b, va)
-	disableIPv6(b, vb)
-	taptest.IP(b, "", "link", "add", "rrva", "netns", va, "type", "veth", "peer", "name", "rrvb", "netns", vb)
-	vethA, vethB := net.IPv4(10, 78, 0, 1).To4(), net.IPv4(10, 78, 0, 2).To4()
-	for _, l := range []struct {
-		ns, dev string
-		ip      net.IP
-	}{{va, "rrva", vethA}, {vb, "rrvb", vethB}} {
-		taptest.IP(b, l.ns, "addr", "add", l.ip.String()+"/24", "dev", l.dev)
-		taptest.IP(b, l.ns, "link", "set", l.dev, "up")
-	}
-
 	// TAP relay
 	ra, rb := taptest.NetNS(b), taptest.NetNS(b)
 	disableIPv6(b, ra)
@@ -326,14 +389,35 @@ func BenchmarkRoundTrip(b *testing.B) {
 		taptest.IP(b, l.ns, "addr", "add", l.ip.String()+"/24", "dev", "eth0")
 		taptest.IP(b, l.ns, "link", "set", "eth0", "up")
 	}
-	rel := startRelay(taps[0], taps[1])
+	rel := startRelay(b, taps[0], taps[1])
 	b.Cleanup(rel.stop)
 
 	paths := []*rrPath{
-		newRRPath(b, "veth", va, vb, vethA, vethB),
+		vethRRPath(b),
 		newRRPath(b, "relay", ra, rb, relayA, relayB),
 		newRRPath(b, "manad-off", offA.ns, offB.ns, offA.ip, offB.ip),
 		newRRPath(b, "manad-on", onA.ns, onB.ns, onA.ip, onB.ip),
+	}
+	measureRR(b, paths)
+	var ps PollStats
+	for _, s := range onA.ep.PollStats() {
+		ps.Polls, ps.Hits, ps.CPUTime = ps.Polls+s.Polls, ps.Hits+s.Hits, ps.CPUTime+s.CPUTime
+	}
+	for _, s := range onB.ep.PollStats() {
+		ps.Polls, ps.Hits, ps.CPUTime = ps.Polls+s.Polls, ps.Hits+s.Hits, ps.CPUTime+s.CPUTime
+	}
+	b.Logf("polling on: %d polls, %d hits, %v CPU polling; %d round trips per path and kind", ps.Polls, ps.Hits, ps.CPUTime, paths[0].n["udp"])
+}
+
+// measureRR measures paths (veth first: the ratios are to it), rrChunk round trips of each kind along
+// each path per iteration, the order rotating, and reports p50 and p99 (over every round trip of
+// the run), their ratios to veth's, the forwarder's CPU seconds per million round trips and its
+// threads' context switches per round trip.
+func measureRR(b *testing.B, paths []*rrPath) {
+	if *rrPathsFlag != "" {
+		want := strings.Split(*rrPathsFlag, ",")
+		paths = slices.DeleteFunc(paths, func(p *rrPath) bool { return !slices.Contains(want, p.name) })
+		require.NotEmpty(b, paths, "-rr.paths %q names no path", *rrPathsFlag)
 	}
 	const rrChunk = 1000
 	r := 0
@@ -354,23 +438,150 @@ func BenchmarkRoundTrip(b *testing.B) {
 			p50[k] = float64(pct(lat, 0.5))
 			b.ReportMetric(p50[k], k+"-p50-ns")
 			b.ReportMetric(float64(pct(lat, 0.99)), k+"-p99-ns")
+			b.ReportMetric(float64(pct(lat, 0.01)), k+"-p1-ns") // the path's cost when nothing else is in its way
 			// CPU seconds per million round trips: ns per round trip / 1000.
 			b.ReportMetric(float64(p.cpu[kind])/float64(p.n[kind])/1e3, k+"-cpu-s/Mrt")
+			b.ReportMetric(float64(p.sw[kind])/float64(p.n[kind]), k+"-switches/rt")
+			b.ReportMetric(float64(p.sleeps[kind])/float64(p.n[kind]), k+"-sleeps/rt")
 		}
 	}
 	for _, kind := range rrKinds {
 		veth := paths[0]
+		if veth.name != "veth" {
+			break // no ratios without veth
+		}
 		for _, p := range paths[1:] {
 			b.ReportMetric(p50[p.name+"-"+kind]/p50["veth-"+kind], p.name+"-"+kind+"-p50-ratio")
 			b.ReportMetric(float64(pct(p.lat[kind], 0.99))/float64(pct(veth.lat[kind], 0.99)), p.name+"-"+kind+"-p99-ratio")
 		}
 	}
-	var ps PollStats
-	for _, s := range onA.ep.PollStats() {
-		ps.Polls, ps.Hits, ps.CPUTime = ps.Polls+s.Polls, ps.Hits+s.Hits, ps.CPUTime+s.CPUTime
+}
+
+// vethRRPath is the kernel's own path between two namespaces: a veth pair (10.78.0.1 and .2).
+func vethRRPath(b *testing.B) *rrPath {
+	va, vb := taptest.NetNS(b), taptest.NetNS(b)
+	disableIPv6(b, va)
+	disableIPv6(b, vb)
+	taptest.IP(b, "", "link", "add", "rrva", "netns", va, "type", "veth", "peer", "name", "rrvb", "netns", vb)
+	vethA, vethB := net.IPv4(10, 78, 0, 1).To4(), net.IPv4(10, 78, 0, 2).To4()
+	for _, l := range []struct {
+		ns, dev string
+		ip      net.IP
+	}{{va, "rrva", vethA}, {vb, "rrvb", vethB}} {
+		taptest.IP(b, l.ns, "addr", "add", l.ip.String()+"/24", "dev", l.dev)
+		taptest.IP(b, l.ns, "link", "set", l.dev, "up")
 	}
-	for _, s := range onB.ep.PollStats() {
-		ps.Polls, ps.Hits, ps.CPUTime = ps.Polls+s.Polls, ps.Hits+s.Hits, ps.CPUTime+s.CPUTime
+	return newRRPath(b, "veth", va, vb, vethA, vethB)
+}
+
+// BenchmarkRoundTripBinary is BenchmarkRoundTrip through the real daemon (issue 29): one manad
+// process (the binary, built without the race detector) with two pairs of ports, each port in a
+// namespace of its own, one queue each, a pair per segment: "manad-off" with its configuration's
+// defaults, "manad-on" with the port keys napi_defer_hard_irqs = 100 and gro_flush_timeout =
+// "20us" (rrPollConfig: every queue's NAPI polls for 2 ms after the last frame; max_pollers is the
+// default, one on two CPUs). It compares them with a veth pair and with bench/taprelay (the
+// minimal user-space forwarder, its own process, two single-queue TAPs), all in the same run,
+// interleaved as BenchmarkRoundTrip's are. The CPU figures are the forwarding process's (manad's,
+// taprelay's; read from /proc, in clock ticks), the switches its threads'.
+func BenchmarkRoundTripBinary(b *testing.B) {
+	testenv.RequireRoot(b)
+	manadBin, _ := binharness.PlainBinaries(b)
+	relayBin := buildTapRelay(b)
+
+	var nss [4]string
+	for i := range nss {
+		nss[i] = taptest.NetNS(b)
+		disableIPv6(b, nss[i])
 	}
-	b.Logf("polling on: %d polls, %d hits, %v CPU polling; %d round trips per path and kind", ps.Polls, ps.Hits, ps.CPUTime, paths[0].n["udp"])
+	var ports strings.Builder
+	for i, ns := range nss {
+		seg, extra := "rroff", ""
+		if i >= 2 {
+			seg = "rron"
+			extra = fmt.Sprintf("napi_defer_hard_irqs = %d\ngro_flush_timeout = %q\n",
+				rrPollConfig.DeferHardIRQs, rrPollConfig.GROFlushTimeout.String())
+		}
+		fmt.Fprintf(&ports, "[[port]]\nname = \"rr%d\"\nnetns = %q\nsegment = %q\nqueues = 1\npersistent = false\n%s\n", i, ns, seg, extra)
+	}
+	d := binharness.StartBinary(b, manadBin, "", "", ports.String())
+	pid := daemonPID(b, d.Config)
+	ips := make([]net.IP, 4)
+	for i, ns := range nss {
+		ips[i] = net.IPv4(10, 80, 0, byte(i+1)).To4()
+		taptest.IP(b, ns, "addr", "add", ips[i].String()+"/24", "dev", fmt.Sprint("rr", i))
+		taptest.IP(b, ns, "link", "set", fmt.Sprint("rr", i), "up")
+	}
+
+	relay := taprelayRRPath(b, relayBin)
+	off := newRRPath(b, "manad-off", nss[0], nss[1], ips[0], ips[1])
+	on := newRRPath(b, "manad-on", nss[2], nss[3], ips[2], ips[3])
+	off.pid, on.pid = pid, pid
+	measureRR(b, []*rrPath{vethRRPath(b), relay, off, on})
+}
+
+// daemonPID finds the manad process started with configuration file cfg.
+func daemonPID(b *testing.B, cfg string) int {
+	procs, err := os.ReadDir("/proc")
+	require.NoError(b, err)
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && slices.Contains(strings.Split(string(cmdline), "\x00"), cfg) {
+			return pid
+		}
+	}
+	b.Fatalf("no manad process runs with --config %s", cfg)
+	return 0
+}
+
+// buildTapRelay builds bench/taprelay into the benchmark's temporary directory.
+func buildTapRelay(b *testing.B) string {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(filepath.Dir(file))) // daemon/datapath/ → the module
+	bin := filepath.Join(b.TempDir(), "taprelay")
+	cmd := exec.Command("go", "build", "-o", bin, "./bench/taprelay")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	require.NoError(b, err, "go build ./bench/taprelay: %s", out)
+	return bin
+}
+
+// taprelayRRPath is bench/taprelay between two namespaces (10.81.0.1 and .2): two single-queue
+// TAPs made in a namespace of the relay's own, attached by the relay there, then moved into the
+// client's and the server's namespaces, as bench/udppps does.
+func taprelayRRPath(b *testing.B, bin string) *rrPath {
+	rns, ra, rb := taptest.NetNS(b), taptest.NetNS(b), taptest.NetNS(b)
+	disableIPv6(b, ra)
+	disableIPv6(b, rb)
+	for _, t := range []string{"rrta", "rrtb"} {
+		taptest.IP(b, rns, "tuntap", "add", "mode", "tap", "name", t)
+	}
+	cmd := exec.Command("ip", "netns", "exec", rns, bin, "rrta", "rrtb")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(b, err)
+	require.NoError(b, cmd.Start(), "start taprelay")
+	b.Cleanup(func() {
+		cmd.Process.Signal(unix.SIGTERM)
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(b, err, "taprelay did not start")
+	require.Equal(b, "ready\n", line)
+	relayA, relayB := net.IPv4(10, 81, 0, 1).To4(), net.IPv4(10, 81, 0, 2).To4()
+	for _, l := range []struct {
+		ns, dev string
+		ip      net.IP
+	}{{ra, "rrta", relayA}, {rb, "rrtb", relayB}} {
+		taptest.IP(b, rns, "link", "set", l.dev, "netns", l.ns)
+		taptest.IP(b, l.ns, "addr", "add", l.ip.String()+"/24", "dev", l.dev)
+		taptest.IP(b, l.ns, "link", "set", l.dev, "up")
+	}
+	p := newRRPath(b, "relay", ra, rb, relayA, relayB)
+	// ip netns exec runs the relay in its place (exec), so the command's process is the relay.
+	p.pid = cmd.Process.Pid
+	return p
 }

@@ -24,7 +24,7 @@ func (d *Device) SetCarrier(on bool) error {
 		v = 1
 	}
 	// The argument is a pointer to an int, unlike TUNSETPERSIST's value.
-	if ierr := queueIoctl(d.queues[0], unix.TUNSETCARRIER, v); ierr != nil {
+	if ierr := d.queues[0].ioctlPtr(unix.TUNSETCARRIER, v); ierr != nil {
 		return nlerr.Wrap(ierr, unix.EIO, "set carrier of %s", d.cfg.Name)
 	}
 	return nil

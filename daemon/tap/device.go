@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 
@@ -165,7 +164,7 @@ type Device struct {
 	// handle is never used after Close released it (a closed vishvananda Handle would silently
 	// fall back to the calling thread's namespace).
 	mu     sync.RWMutex
-	queues []*os.File
+	queues []*Queue
 	closed bool
 
 	watcher *Watcher // Config.Watcher; nil, or of another namespace after MoveTo: Watch makes its own
@@ -290,8 +289,8 @@ func (d *Device) wrapAttach(err error) error {
 
 // attachQueues opens n queues of the TAP inside its namespace. On error the ones opened are
 // closed again.
-func (d *Device) attachQueues(n int) ([]*os.File, error) {
-	files := make([]*os.File, 0, n)
+func (d *Device) attachQueues(n int) ([]*Queue, error) {
+	files := make([]*Queue, 0, n)
 	name := d.Name()
 	err := d.ns.run(func() error {
 		for range n {
@@ -442,10 +441,9 @@ func (d *Device) NumQueues() int {
 	return len(d.queues)
 }
 
-// Queue returns queue i's file, or nil when there is no such queue. The file is non-blocking
-// and netpoller-backed; it stays open until SetQueues drops the queue or the device closes, after
-// which reads and writes on it fail with os.ErrClosed.
-func (d *Device) Queue(i int) *os.File {
+// Queue returns queue i, or nil when there is no such queue. It stays open until SetQueues drops
+// the queue or the device closes, after which reads and writes on it fail with os.ErrClosed.
+func (d *Device) Queue(i int) *Queue {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if i < 0 || i >= len(d.queues) {
@@ -454,11 +452,11 @@ func (d *Device) Queue(i int) *os.File {
 	return d.queues[i]
 }
 
-// Queues returns the files of all attached queues, in queue order.
-func (d *Device) Queues() []*os.File {
+// Queues returns all attached queues, in queue order.
+func (d *Device) Queues() []*Queue {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	return append([]*os.File(nil), d.queues...)
+	return append([]*Queue(nil), d.queues...)
 }
 
 // SetQueues attaches or detaches queues until the TAP has n (ethtool -L combined n). New queues
@@ -754,8 +752,8 @@ func (d *Device) deleteIfPresent() error {
 	return nil
 }
 
-func closeFiles(files []*os.File) {
-	for _, f := range files {
-		f.Close()
+func closeFiles(qs []*Queue) {
+	for _, q := range qs {
+		q.Close()
 	}
 }

@@ -274,8 +274,8 @@ func testFrame() []byte {
 	return f
 }
 
-// TestQueuesCarryTransmittedFrames reads what the kernel transmits on the TAP from the queue
-// files, through the netpoller (a read deadline works only on a pollable file).
+// TestQueuesCarryTransmittedFrames reads what the kernel transmits on the TAP from the queues,
+// which never wait: with nothing queued a read fails with EAGAIN at once.
 func TestQueuesCarryTransmittedFrames(t *testing.T) {
 	taptest.Require(t)
 	ns := taptest.NetNS(t)
@@ -283,19 +283,19 @@ func TestQueuesCarryTransmittedFrames(t *testing.T) {
 	d := openTest(t, Config{Name: name, Queues: 2, NetNS: ns})
 	taptest.IP(t, ns, "addr", "add", "192.0.2.1/24", "dev", name)
 	taptest.IP(t, ns, "link", "set", name, "up")
-	// Reading blocks on the netpoller until the deadline when nothing is sent.
+	// IPv6 router solicitations and the like may come first: drain them until 20 ms pass
+	// without a frame.
 	q0 := d.Queue(0)
-	q0.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 	buf := make([]byte, 2048)
 	for {
-		if _, err := q0.Read(buf); errors.Is(err, os.ErrDeadlineExceeded) {
+		_, err := readWait(q0, buf, time.Now().Add(20*time.Millisecond))
+		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break
-		} else if err != nil {
-			t.Fatalf("read: %v", err)
 		}
-		// IPv6 router solicitations and the like may come first: keep draining.
-		q0.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		require.NoError(t, err, "read")
 	}
+	_, err := q0.Read(buf)
+	require.ErrorIs(t, err, unix.EAGAIN, "a read with nothing queued")
 	// A datagram to a neighbour without an ARP entry makes the kernel send an ARP request on one
 	// of the queues.
 	taptest.InNetNS(t, ns, func() {
@@ -307,34 +307,51 @@ func TestQueuesCarryTransmittedFrames(t *testing.T) {
 		defer c.Close()
 		c.Write([]byte("hello"))
 	})
-	found := make(chan bool, 2)
-	for _, q := range d.Queues() {
-		go func() {
-			b := make([]byte, 2048)
-			q.SetReadDeadline(time.Now().Add(5 * time.Second))
-			for {
-				n, err := q.Read(b)
-				if err != nil {
-					found <- false
-					return
-				}
-				// ARP (0x0806) request for 192.0.2.2
-				if n >= 42 && b[12] == 0x08 && b[13] == 0x06 && net.IP(b[38:42]).Equal(net.IPv4(192, 0, 2, 2)) {
-					found <- true
-					return
-				}
-			}
-		}()
-	}
 	seen := false
-	for range 2 {
-		if seen = <-found; seen {
-			break
+	deadline := time.Now().Add(5 * time.Second)
+	for !seen && time.Now().Before(deadline) {
+		for _, q := range d.Queues() {
+			n, err := readWait(q, buf, time.Now().Add(10*time.Millisecond))
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
+			require.NoError(t, err, "read")
+			// ARP (0x0806) request for 192.0.2.2
+			if n >= 42 && buf[12] == 0x08 && buf[13] == 0x06 && net.IP(buf[38:42]).Equal(net.IPv4(192, 0, 2, 2)) {
+				seen = true
+			}
 		}
 	}
 	assert.True(t, seen, "no ARP request for 192.0.2.2 was read from any queue")
-	for _, q := range d.Queues() {
-		q.SetReadDeadline(time.Now()) // release the other reader
+	require.NoError(t, q0.Close())
+	_, err = q0.Read(buf)
+	assert.ErrorIs(t, err, os.ErrClosed, "a read after Close")
+	_, err = q0.Write(testFrame())
+	assert.ErrorIs(t, err, os.ErrClosed, "a write after Close")
+	assert.NoError(t, q0.Close(), "a second Close")
+}
+
+// readWait reads one frame from q, waiting for one with poll(2) until deadline. Errors:
+// os.ErrDeadlineExceeded when none came; q.Read's.
+func readWait(q *Queue, b []byte, deadline time.Time) (int, error) {
+	for {
+		n, err := q.Read(b)
+		if !errors.Is(err, unix.EAGAIN) {
+			return n, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return 0, os.ErrDeadlineExceeded
+		}
+		var perr error
+		if err := q.Control(func(fd int) {
+			_, perr = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(left.Milliseconds())+1)
+		}); err != nil {
+			return 0, err
+		}
+		if perr != nil && perr != unix.EINTR {
+			return 0, perr
+		}
 	}
 }
 

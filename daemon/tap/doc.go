@@ -1,6 +1,7 @@
 // Package tap gives a manad port its netdev: a multi-queue TAP (IFF_TAP|IFF_NO_PI|IFF_MULTI_QUEUE)
-// with one non-blocking, netpoller-backed file per queue, living in the daemon's network namespace
-// or in a named one (/run/netns/NAME).
+// with one non-blocking descriptor per queue (Queue, not registered with Go's netpoller: the data
+// path waits for it on its own epoll), living in the daemon's network namespace or in a named one
+// (/run/netns/NAME).
 //
 // # Namespaces
 //

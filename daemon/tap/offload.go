@@ -2,7 +2,6 @@ package tap
 
 import (
 	"errors"
-	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -66,12 +65,12 @@ func (d *Device) setOffload() error {
 	}
 	q := d.queues[0]
 	if !d.cfg.Offload {
-		if err := fileIoctl(q, unix.TUNSETOFFLOAD, 0); err != nil {
+		if err := q.ioctl(unix.TUNSETOFFLOAD, 0); err != nil {
 			return nlerr.Wrap(err, unix.EIO, "clear the offloads of %s", d.cfg.Name)
 		}
 		return nil
 	}
-	if err := queueIoctl(q, unix.TUNSETVNETHDRSZ, VnetHdrLen); err != nil {
+	if err := q.ioctlPtr(unix.TUNSETVNETHDRSZ, VnetHdrLen); err != nil {
 		return nlerr.Wrap(err, unix.EIO, "set the virtio header size of %s", d.cfg.Name)
 	}
 	want := uint(0)
@@ -80,7 +79,7 @@ func (d *Device) setOffload() error {
 	}
 	var err error
 	for i := len(offloadNames); i > 0; i-- {
-		if err = fileIoctl(q, unix.TUNSETOFFLOAD, int(want)); err == nil {
+		if err = q.ioctl(unix.TUNSETOFFLOAD, int(want)); err == nil {
 			d.offloads = want
 			d.log.Info("TAP offloads", "on", OffloadString(want))
 			return nil
@@ -91,19 +90,6 @@ func (d *Device) setOffload() error {
 		want &^= offloadNames[i-1].bit
 	}
 	return nlerr.Wrap(err, unix.EIO, "set the offloads of %s", d.cfg.Name)
-}
-
-// queueIoctl is fileIoctl for a request whose argument is a pointer to an int.
-func queueIoctl(f *os.File, req uint, v int) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ierr error
-	if err := rc.Control(func(fd uintptr) { ierr = unix.IoctlSetPointerInt(int(fd), req, v) }); err != nil {
-		return err
-	}
-	return ierr
 }
 
 // VnetHdr reports whether frames read from and written to the queues carry a virtio header of

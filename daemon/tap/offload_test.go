@@ -51,12 +51,12 @@ func TestOffload(t *testing.T) {
 	})
 	require.NoError(t, err)
 	q := d.Queue(0)
-	q.SetReadDeadline(time.Now().Add(5 * time.Second))
+	deadline := time.Now().Add(5 * time.Second)
 	buf := make([]byte, VnetHdrLen+offload.MaxFrameLen)
 	var frames []offload.Header
 	bytes := 0
 	for bytes < len(payload) {
-		n, err := q.Read(buf)
+		n, err := readWait(q, buf, deadline)
 		require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "read %d of %d UDP bytes from the TAP", bytes, len(payload))
 		require.NoError(t, err)
 		f := buf[VnetHdrLen:n]
@@ -110,9 +110,9 @@ func TestOffload(t *testing.T) {
 	})
 	require.NoError(t, err)
 	q = d3.Queue(0)
-	q.SetReadDeadline(time.Now().Add(5 * time.Second))
+	deadline = time.Now().Add(5 * time.Second)
 	for n := 0; n < 5; {
-		m, err := q.Read(buf)
+		m, err := readWait(q, buf, deadline)
 		require.NoError(t, err, "after %d datagrams", n)
 		f := buf[:m]
 		if len(f) < 42 || binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[23] != 17 || binary.BigEndian.Uint16(f[36:]) != 9 {

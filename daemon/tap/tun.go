@@ -1,10 +1,6 @@
 package tap
 
-import (
-	"os"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // tunFlags are the flags every manad TAP queue is attached with: an Ethernet TAP, no packet
 // information header, one file descriptor per queue. sysfs shows them (plus IFF_PERSIST,
@@ -18,10 +14,10 @@ const MaxQueues = 256
 // with flags (tunFlags, plus IFF_VNET_HDR for a TAP with offloads),
 // creating the TAP when no device has that name (TUNSETIFF). It must run on a thread inside
 // the namespace the TAP lives in: tun_set_iff looks the name up in the namespace of the socket
-// open() created. The descriptor is non-blocking, so the returned file uses the netpoller.
+// open() created. The descriptor is non-blocking, and not registered with the netpoller (Queue).
 // Errors are the kernel's: EINVAL when the name belongs to a device that is not a TAP or to a
 // single-queue TAP, EBUSY when it is a single-queue TAP in use, E2BIG past MaxQueues.
-func attachQueue(name string, flags uint16) (*os.File, error) {
+func attachQueue(name string, flags uint16) (*Queue, error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -36,35 +32,18 @@ func attachQueue(name string, flags uint16) (*os.File, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	// Only now: a tun descriptor cannot be polled before TUNSETIFF (golang/go#30426), and
-	// os.NewFile registers a non-blocking descriptor with the netpoller.
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
-	return os.NewFile(uintptr(fd), "tap:"+name), nil
-}
-
-// fileIoctl runs ioctl(fd, req, arg) on the descriptor of f without racing a concurrent Close.
-func fileIoctl(f *os.File, req uint, arg int) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ierr error
-	if err := rc.Control(func(fd uintptr) {
-		ierr = unix.IoctlSetInt(int(fd), req, arg)
-	}); err != nil {
-		return err
-	}
-	return ierr
+	return NewQueue(fd, "tap:"+name), nil
 }
 
 // setPersist sets or clears IFF_PERSIST (TUNSETPERSIST) through one of the TAP's queues.
-func setPersist(f *os.File, on bool) error {
+func setPersist(q *Queue, on bool) error {
 	v := 0
 	if on {
 		v = 1
 	}
-	return fileIoctl(f, unix.TUNSETPERSIST, v)
+	return q.ioctl(unix.TUNSETPERSIST, v)
 }

@@ -1,0 +1,219 @@
+package datapath
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/tap"
+	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/manad/manad/vnic"
+)
+
+// epollEntry is one descriptor registered in an epoll instance of this process, as
+// /proc/self/fdinfo shows it.
+type epollEntry struct {
+	epfd, tfd int
+	events    uint32
+}
+
+// epollEntries lists the entries of every epoll instance this process has open (the runtime's
+// netpoller and the parkers among them).
+func epollEntries(t *testing.T) []epollEntry {
+	t.Helper()
+	des, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	var out []epollEntry
+	for _, de := range des {
+		link, err := os.Readlink("/proc/self/fd/" + de.Name())
+		if err != nil || link != "anon_inode:[eventpoll]" {
+			continue
+		}
+		epfd, _ := strconv.Atoi(de.Name())
+		f, err := os.Open("/proc/self/fdinfo/" + de.Name())
+		if err != nil {
+			continue // closed meanwhile
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// tfd:        7 events:       19 data:                7  pos:0 ino:… sdev:…
+			fs := strings.Fields(sc.Text())
+			if len(fs) < 4 || fs[0] != "tfd:" || fs[2] != "events:" {
+				continue
+			}
+			tfd, err1 := strconv.Atoi(fs[1])
+			ev, err2 := strconv.ParseUint(fs[3], 16, 32)
+			require.NoError(t, err1, "%q", sc.Text())
+			require.NoError(t, err2, "%q", sc.Text())
+			out = append(out, epollEntry{epfd: epfd, tfd: tfd, events: uint32(ev)})
+		}
+		f.Close()
+	}
+	return out
+}
+
+// queueFD returns the descriptor of TAP queue q.
+func queueFD(t *testing.T, q *tap.Queue) int {
+	fd := -1
+	require.NoError(t, q.Control(func(d int) { fd = d }))
+	return fd
+}
+
+// tapRegistrations returns the epoll entries of queue q of tp's TAP: in which epoll instances
+// its descriptor is, with which events.
+func tapRegistrations(t *testing.T, tp *testPort, q int) []epollEntry {
+	fd := queueFD(t, tp.dev.Queue(q))
+	var out []epollEntry
+	for _, e := range epollEntries(t) {
+		if e.tfd == fd {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// armed reports whether queue q of tp is in exactly one epoll instance, its parker's (why says
+// otherwise), and whether that entry waits for frames (EPOLLIN) or is disarmed.
+func armed(t *testing.T, tp *testPort, q int) (on bool, why string) {
+	regs := tapRegistrations(t, tp, q)
+	pfd := -1
+	if qs := tp.ep.qs.Load(); qs != nil {
+		pfd = qs.q[q].pk.epfd
+	}
+	if len(regs) != 1 || regs[0].epfd != pfd {
+		return false, fmt.Sprintf("TAP queue in %+v, want only in its parker's epoll %d", regs, pfd)
+	}
+	return regs[0].events&unix.EPOLLIN != 0, ""
+}
+
+// TestParkerDisarmedWhilePolled checks what makes a polled queue cost no wake-up per frame: a
+// TAP queue's descriptor is in one epoll instance only, its parker's (never the runtime's
+// netpoller), and its entry there waits for frames (EPOLLIN, armed) only while its TX goroutine
+// reads it: disarmed while a poller does, through the frames that come meanwhile, armed again
+// once the poller gives the queue back. With polling off it stays armed.
+func TestParkerDisarmedWhilePolled(t *testing.T) {
+	needPollers(t)
+	h, a, b := pollingPair(t, 1)
+	require.Eventually(t, func() bool { return polled(a.ep, 0) && polled(b.ep, 0) }, 2*time.Second, time.Millisecond)
+	for _, tp := range []*testPort{a, b} {
+		on, why := armed(t, tp, 0)
+		require.Empty(t, why, "%s", tp.name)
+		assert.False(t, on, "%s: queue armed while a poller reads it", tp.name)
+	}
+	udpBurst(t, a, b, 200, 64, 1)
+	for _, tp := range []*testPort{a, b} {
+		on, why := armed(t, tp, 0)
+		require.Empty(t, why, "%s", tp.name)
+		assert.False(t, on, "%s: queue armed after frames came while a poller read it", tp.name)
+	}
+	// Polling off: the pollers give the queues back, and the TX goroutines arm them again.
+	setNAPI(t, a, vnic.NAPIConfig{})
+	setNAPI(t, b, vnic.NAPIConfig{})
+	waitPollersGone(t, h, time.Second)
+	for _, tp := range []*testPort{a, b} {
+		require.Eventually(t, func() bool { on, why := armed(t, tp, 0); return on && why == "" }, time.Second, time.Millisecond,
+			"%s: queue not armed after polling ended", tp.name)
+	}
+	a.pingOK(t, b) // a parked queue wakes for a frame
+	udpBurst(t, a, b, 200, 64, 1)
+	for _, tp := range []*testPort{a, b} {
+		on, why := armed(t, tp, 0)
+		require.Empty(t, why, "%s", tp.name)
+		assert.True(t, on, "%s: polling off, queue disarmed", tp.name)
+	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	des, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(des)
+}
+
+// TestQueuesLeaveNoDescriptor checks that every parker's epoll is closed with its queue: a
+// channel change up and back, an offload change on and off, and Stop then Start leave the
+// process with the descriptors it had (two per queue: the TAP's and the parker's); the port still
+// forwards after each.
+func TestQueuesLeaveNoDescriptor(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: 2, noIPv6: true})
+	b := h.addPort(portOpts{queues: 2, noIPv6: true})
+	a.pingOK(t, b)
+	before := openFDs(t)
+	for _, step := range []struct {
+		name string
+		do   func()
+	}{
+		{"channels 4", func() { require.NoError(t, a.ep.SetChannels(4, func() error { return a.port.SetChannels(4) })) }},
+		{"channels 2", func() { require.NoError(t, a.ep.SetChannels(2, func() error { return a.port.SetChannels(2) })) }},
+		{"offload on", func() { require.NoError(t, a.ep.SetOffload(true)) }},
+		{"offload off", func() { require.NoError(t, a.ep.SetOffload(false)) }},
+	} {
+		h.locked(step.do)
+		// The kernel turns the carrier on after an offload change; the port's link state
+		// is not at stake here.
+		a.pingOK(t, b)
+		// Each queue beyond the two is a TAP descriptor and its parker's epoll.
+		assert.Equal(t, before+2*(a.dev.NumQueues()-2), openFDs(t), "descriptors after %s", step.name)
+	}
+	a.ep.Stop()
+	assert.Equal(t, before-2, openFDs(t), "descriptors after Stop: the two parkers' epolls close, the TAP's queues stay")
+	require.NoError(t, a.ep.Start(a.port, a.dev))
+	a.pingOK(t, b)
+	assert.Equal(t, before, openFDs(t), "descriptors after Start")
+}
+
+// txGoroutines counts the running TX goroutines.
+func txGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "datapath.(*queue).txLoop(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestTAPDeletedUnderReader deletes a port's TAP netdev behind manad's back (ip link del) while
+// its TX goroutine is parked on the queue's epoll, and while a poller reads the queue (its entry
+// disarmed): either way the TX goroutine learns of it (EBADFD) and exits, as it did when the TAP
+// file was in the netpoller, and the endpoint still stops.
+func TestTAPDeletedUnderReader(t *testing.T) {
+	for _, poll := range []bool{false, true} {
+		t.Run(map[bool]string{false: "parked", true: "polled"}[poll], func(t *testing.T) {
+			if poll {
+				needPollers(t)
+			}
+			h := newHarness(t)
+			a := h.addPort(portOpts{queues: 1, noIPv6: true})
+			b := h.addPort(portOpts{queues: 1, noIPv6: true})
+			if poll {
+				setNAPI(t, a, longPoll)
+				setNAPI(t, b, longPoll)
+			}
+			a.pingOK(t, b)
+			if poll {
+				require.Eventually(t, func() bool { return polled(a.ep, 0) }, 2*time.Second, time.Millisecond)
+			} else {
+				require.Eventually(t, func() bool { on, why := armed(t, a, 0); return on && why == "" }, time.Second, time.Millisecond)
+			}
+			before := txGoroutines()
+			taptest.IP(t, a.ns, "link", "del", "eth0")
+			require.Eventually(t, func() bool { return txGoroutines() == before-1 }, 5*time.Second, time.Millisecond,
+				"the deleted TAP's TX goroutine did not exit (%d TX goroutines, %d before)", txGoroutines(), before)
+			stopSoon(t, a.ep)
+			stopSoon(t, b.ep)
+			waitPollersGone(t, h, time.Second)
+		})
+	}
+}
