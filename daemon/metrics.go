@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/daemon/metrics"
 	"github.com/manad/manad/vnic"
 )
@@ -33,21 +34,21 @@ func (d *Daemon) metricsPorts() []metrics.Port {
 
 // statNames is the port's ETH_SS_STATS set: the driver's counters (vnic.ManaCounters), then
 // manad's own under vnic.ManadStatPrefix, the model's (vnic.ManadCounters) and the data path's
-// (metrics.DatapathCounters). Caller holds the configuration lock.
+// (datapath.Counters). Caller holds the configuration lock.
 func (p *port) statNames() []string {
 	// They depend on the queue count only: built once per count, as STRSET_GET asks for them
 	// on every `ethtool -S` (418 names for 16 queues).
 	if q := p.vp.Settings().Queues; q != p.statNamesQueues || p.statNamesCache == nil {
 		p.statNamesQueues = q
 		p.statNamesCache = slices.Concat(vnic.StatNames(q), vnic.ExtraStatNames(),
-			vnic.CounterNames(metrics.DatapathCounters, q))
+			vnic.CounterNames(datapath.Counters, q))
 	}
 	return p.statNamesCache
 }
 
 // statValues are the values of statNames. Caller holds the configuration lock.
 func (p *port) statValues() []uint64 {
-	return slices.Concat(p.vp.Stats(), p.vp.ExtraStats(), vnic.CounterValues(metrics.DatapathCounters, p.ep.Stats()))
+	return slices.Concat(p.vp.Stats(), p.vp.ExtraStats(), vnic.CounterValues(datapath.Counters, p.ep.Stats()))
 }
 
 // serveMetrics binds the metrics_listen address and serves /metrics there until the returned

@@ -75,15 +75,15 @@ func TestUDPGROFollowsTAPFeatures(t *testing.T) {
 	}
 	ep := func(name string) interface {
 		UDPGRO() bool
-		StatTotals() []uint64
+		Stats() []datapath.QueueStats
 	} {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		return d.ports[name].ep
 	}
-	rxCoalesced := slices.Index(datapath.StatNames(), vnic.ManadStatPrefix+"rx_coalesced")
-	require.GreaterOrEqual(t, rxCoalesced, 0, "no rx_coalesced in datapath.StatNames")
-	coalesced := func(name string) uint64 { return ep(name).StatTotals()[rxCoalesced] }
+	rxCoalesced := slices.Index(vnic.CounterNames(datapath.Counters, 0), vnic.ManadStatPrefix+"rx_coalesced")
+	require.GreaterOrEqual(t, rxCoalesced, 0, "no rx_coalesced in datapath.Counters")
+	coalesced := func(name string) uint64 { return vnic.CounterValues(datapath.Counters, ep(name).Stats())[rxCoalesced] }
 	forwarded := func() uint64 {
 		t.Helper()
 		var names []string

@@ -1107,33 +1107,3 @@ func (e *Endpoint) Stats() []QueueStats {
 	}
 	return out
 }
-
-// StatNames are the endpoint's counters, summed over its queues, as they follow the driver's
-// and vnic's in manad's ETH_SS_STATS set (vnic.ManadStatPrefix), in StatTotals order.
-func StatNames() []string {
-	p := vnic.ManadStatPrefix
-	return []string{p + "rx_inline", p + "rx_deferred", p + "rx_drop_input_full", p + "rx_tap_write_err",
-		p + "tx_drop_runt", p + "tx_drop_oversize", p + "tx_superframes", p + "tx_drop_bad_vnet_hdr", p + "rx_coalesced",
-		p + "rx_waited", p + "rx_whole"}
-}
-
-// StatTotals returns the values of StatNames: every running queue's counters summed (zeros when
-// not started).
-func (e *Endpoint) StatTotals() []uint64 {
-	var t QueueStats
-	for _, s := range e.Stats() {
-		t.RxInline += s.RxInline
-		t.RxDeferred += s.RxDeferred
-		t.RxInputDrops += s.RxInputDrops
-		t.RxWriteErrors += s.RxWriteErrors
-		t.TxRunts += s.TxRunts
-		t.TxOversize += s.TxOversize
-		t.TxSuperframes += s.TxSuperframes
-		t.TxBadVnetHdr += s.TxBadVnetHdr
-		t.RxCoalesced += s.RxCoalesced
-		t.RxWaited += s.RxWaited
-		t.RxWhole += s.RxWhole
-	}
-	return []uint64{t.RxInline, t.RxDeferred, t.RxInputDrops, t.RxWriteErrors, t.TxRunts, t.TxOversize,
-		t.TxSuperframes, t.TxBadVnetHdr, t.RxCoalesced, t.RxWaited, t.RxWhole}
-}

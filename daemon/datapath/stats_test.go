@@ -22,7 +22,7 @@ func TestStatTotals(t *testing.T) {
 		inline += q.RxInline
 		deferred += q.RxDeferred
 	}
-	names, totals := StatNames(), b.ep.StatTotals()
+	names, totals := vnic.CounterNames(Counters, 0), vnic.CounterValues(Counters, b.ep.Stats())
 	require.Len(t, names, len(totals), "%d names, %d values", len(names), len(totals))
 	for _, n := range names {
 		if !strings.HasPrefix(n, vnic.ManadStatPrefix) || len(n) >= 32 {

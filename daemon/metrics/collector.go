@@ -106,7 +106,7 @@ func NewCollector(src Source, ctl *Control) *Collector {
 	}
 	fams := queueFamilies(reason, queue, d)
 	c.vnicSeries = seriesOf(fams, vnic.ManaCounters, vnic.ManadCounters)
-	c.datapathSeries = seriesOf(fams, DatapathCounters)
+	c.datapathSeries = seriesOf(fams, datapath.Counters)
 	c.poolSeries = seriesOf(fams, poolCounters)
 	c.ringSeries = seriesOf(fams, ringCounters)
 	c.pollSeries = seriesOf(fams, pollCounters)

@@ -6,7 +6,7 @@
 //
 // The per-queue families are not written here one by one: each is the Metric of rows of counter
 // tables (vnic.Counter), which also declare the ethtool -S counters: vnic.ManaCounters and
-// vnic.ManadCounters, DatapathCounters (the data path's manad_* counters), and the page pools',
+// vnic.ManadCounters, datapath.Counters (the data path's manad_* counters), and the page pools',
 // RX rings' and pollers' tables (queues.go). A family's help is its row's Help, or for a family
 // whose rows carry a reason label, its reasonHelp and each reason's Help.
 //

@@ -279,7 +279,7 @@ func TestEveryCounterExported(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range DatapathCounters {
+	for _, c := range datapath.Counters {
 		if c.Metric != "" && c.Field != nil {
 			v++
 			*c.Field(&dq) = v

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"github.com/manad/manad/daemon/datapath"
 	"slices"
 	"strings"
 
@@ -69,7 +70,7 @@ func metaOf[S any](tables ...[]vnic.Counter[S]) []rowMeta {
 // data path's, the page pools', the rings' and the pollers'): a family's help is its row's Help, or for a family with reasons its
 // reasonHelp followed by each reason and its row's Help. d makes a family's description.
 func queueFamilies(reasonLabels, queueLabels []string, d func(name, help string, labels []string) *prometheus.Desc) families {
-	rows := slices.Concat(metaOf(vnic.ManaCounters, vnic.ManadCounters), metaOf(DatapathCounters), metaOf(poolCounters),
+	rows := slices.Concat(metaOf(vnic.ManaCounters, vnic.ManadCounters), metaOf(datapath.Counters), metaOf(poolCounters),
 		metaOf(ringCounters), metaOf(pollCounters))
 	fs := families{byName: map[string]*family{}}
 	reasons := map[string][]string{}
