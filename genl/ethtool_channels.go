@@ -3,20 +3,25 @@ package genl
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
 )
 
 // CHANNELS messages, as net/ethtool/channels.c.
 
-func (s *Server) channelsGet() *ethGet {
-	return tableGet(unix.ETHTOOL_MSG_CHANNELS_GET_REPLY, s.cfg.Backend.Channels, wire.ChannelsTable)
-}
+// channelsGetOp and channelsSetOp are the CHANNELS rows of ethtool_genl_ops.
+var (
+	channelsGetOp = ethGetOp(unix.ETHTOOL_MSG_CHANNELS_GET, "channels-get", ethtool.Policy().ChannelsGet,
+		tableGet(unix.ETHTOOL_MSG_CHANNELS_GET_REPLY, "Channels", func(b Backend) getFunc[Channels] { return b.Channels }, wire.ChannelsTable))
+	channelsSetOp = ethSetOp(unix.ETHTOOL_MSG_CHANNELS_SET, "channels-set", ethtool.Policy().ChannelsSet, "SetChannels", nil, channelsSet)
+)
 
 // channelsSet mirrors ethnl_set_channels (current form, with attribute
 // types in err_attr) up to the driver call (manad has no
 // RSS indirection table or AF_XDP zero-copy queues to check).
-func (s *Server) channelsSet(r *request, d Device) error {
+func channelsSet(r *request, d Device) error {
+	s := r.s
 	return s.cfg.Backend.SetChannels(r.ctx, r.c.caller, d, Update[Channels]{
 		Apply:   func(cur Channels) (Channels, bool, error) { return applyChannels(r, cur) },
 		Changed: func(ch Channels) { s.NotifyChannels(d, ch) },

@@ -67,19 +67,23 @@ func (s *Server) coalesceBackend() (CoalesceBackend, error) {
 	return cb, nil
 }
 
-func (s *Server) coalesceGet() *ethGet {
-	return tableGet(unix.ETHTOOL_MSG_COALESCE_GET_REPLY, func(ctx context.Context, c Caller, d Device) (Coalesce, error) {
-		cb, err := s.coalesceBackend()
-		if err != nil {
-			return Coalesce{}, err
-		}
-		return cb.Coalesce(ctx, c, d)
-	}, wire.CoalesceTable)
-}
+// coalesceGetOp and coalesceSetOp are the COALESCE rows of ethtool_genl_ops.
+var (
+	coalesceGetOp = ethGetOp(unix.ETHTOOL_MSG_COALESCE_GET, "coalesce-get", coalesceGetPolicy,
+		tableGet(unix.ETHTOOL_MSG_COALESCE_GET_REPLY, "Coalesce", func(b Backend) getFunc[Coalesce] {
+			cb, ok := b.(CoalesceBackend)
+			if !ok {
+				return func(context.Context, Caller, Device) (Coalesce, error) { return Coalesce{}, unix.EOPNOTSUPP }
+			}
+			return cb.Coalesce
+		}, wire.CoalesceTable))
+	coalesceSetOp = ethSetOp(unix.ETHTOOL_MSG_COALESCE_SET, "coalesce-set", coalesceSetPolicy, "SetCoalesce", coalesceValidate, coalesceSet)
+)
 
 // coalesceValidate mirrors ethnl_set_coalesce_validate: EOPNOTSUPP without coalescing ops, then
 // EINVAL for the first parameter mana's supported_coalesce_params lacks.
-func (s *Server) coalesceValidate(r *request, d Device) error {
+func coalesceValidate(r *request, d Device) error {
+	s := r.s
 	cb, err := s.coalesceBackend()
 	if err != nil {
 		return err
@@ -107,7 +111,8 @@ func updateBool(dst *bool, a nlattr.Attr, mod *bool) {
 
 // coalesceSet mirrors ethnl_set_coalesce: the request's parameters applied to the current ones
 // under the backend's lock; the driver's rules are the backend's.
-func (s *Server) coalesceSet(r *request, d Device) error {
+func coalesceSet(r *request, d Device) error {
+	s := r.s
 	cb, err := s.coalesceBackend()
 	if err != nil {
 		return err

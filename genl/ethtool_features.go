@@ -117,25 +117,34 @@ type featuresData struct {
 	hw, wanted, active, nochange []uint32
 }
 
-func (s *Server) featuresGet() *ethGet {
-	return &ethGet{
-		replyCmd: unix.ETHTOOL_MSG_FEATURES_GET_REPLY,
-		prepare: func(r *request, d *Device, _ any) (any, error) {
-			names, fb, err := s.featureNames()
-			if err != nil {
-				return nil, err
-			}
-			f, err := fb.Features(r.ctx, r.c.caller, *d)
-			if err != nil {
-				return nil, err
-			}
-			return s.newFeaturesData(names, f), nil
-		},
-		fill: func(b *nlattr.Builder, _, data any, compact bool) error {
-			data.(*featuresData).put(b, compact)
-			return nil
-		},
-	}
+// featuresGetOp and featuresSetOp are the FEATURES rows of ethtool_genl_ops;
+// FEATURES_SET answers with a reply, so it has its own doit
+// (ethnl_set_features).
+var (
+	featuresGetOp = ethGetOp(unix.ETHTOOL_MSG_FEATURES_GET, "features-get", featuresGetPolicy, featuresGet)
+	featuresSetOp = op{cmd: unix.ETHTOOL_MSG_FEATURES_SET, name: "features-set", perm: unix.GENL_UNS_ADMIN_PERM,
+		policy: featuresSetPolicy, mode: nlattr.Strict, driver: "SetFeatures", doit: (*Server).featuresSet}
+)
+
+var featuresGet = &ethGet{
+	replyCmd: unix.ETHTOOL_MSG_FEATURES_GET_REPLY,
+	driver:   "Features",
+	prepare: func(r *request, d *Device, _ any) (any, error) {
+		s := r.s
+		names, fb, err := s.featureNames()
+		if err != nil {
+			return nil, err
+		}
+		f, err := fb.Features(r.ctx, r.c.caller, *d)
+		if err != nil {
+			return nil, err
+		}
+		return s.newFeaturesData(names, f), nil
+	},
+	fill: func(r *request, b *nlattr.Builder, _, data any, compact bool) error {
+		data.(*featuresData).put(b, compact)
+		return nil
+	},
 }
 
 func (s *Server) newFeaturesData(names []string, f Features) *featuresData {

@@ -29,9 +29,12 @@ var (
 	})
 )
 
-func (s *Server) linkInfoGet() *ethGet {
-	return tableGet(unix.ETHTOOL_MSG_LINKINFO_GET_REPLY, s.cfg.Backend.LinkSettings, wire.LinkInfoTable)
-}
+// linkInfoGetOp and linkInfoSetOp are the LINKINFO rows of ethtool_genl_ops.
+var (
+	linkInfoGetOp = ethGetOp(unix.ETHTOOL_MSG_LINKINFO_GET, "linkinfo-get", linkInfoGetPolicy,
+		tableGet(unix.ETHTOOL_MSG_LINKINFO_GET_REPLY, "LinkSettings", func(b Backend) getFunc[LinkSettings] { return b.LinkSettings }, wire.LinkInfoTable))
+	linkInfoSetOp = ethSetOp(unix.ETHTOOL_MSG_LINKINFO_SET, "linkinfo-set", linkInfoSetPolicy, "", noLinkSettingsSet, nil)
+)
 
 // noLinkSettingsSet mirrors ethnl_set_linkinfo_validate and
 // ethnl_set_linkmodes_validate for a driver without set_link_ksettings

@@ -30,9 +30,9 @@ var linkStateGetPolicy = nlattr.NewSet(unix.ETHTOOL_A_LINKSTATE_HEADER, map[uint
 	unix.ETHTOOL_A_LINKSTATE_HEADER: {Kind: nlattr.Nested, Nested: statsHeader()},
 })
 
-func (s *Server) linkStateGet() *ethGet {
-	return tableGet(unix.ETHTOOL_MSG_LINKSTATE_GET_REPLY, s.cfg.Backend.LinkState, wire.LinkStateTable)
-}
+// linkStateGetOp is the LINKSTATE_GET row of ethtool_genl_ops.
+var linkStateGetOp = ethGetOp(unix.ETHTOOL_MSG_LINKSTATE_GET, "linkstate-get", linkStateGetPolicy,
+	tableGet(unix.ETHTOOL_MSG_LINKSTATE_GET_REPLY, "LinkState", func(b Backend) getFunc[LinkState] { return b.LinkState }, wire.LinkStateTable))
 
 // wantStats reports whether the request header asks for ETHTOOL_FLAG_STATS
 // (the header was validated by the op's policy).

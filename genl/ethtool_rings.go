@@ -3,19 +3,23 @@ package genl
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
 )
 
 // RINGS messages, as net/ethtool/rings.c.
 
-func (s *Server) ringsGet() *ethGet {
-	return tableGet(unix.ETHTOOL_MSG_RINGS_GET_REPLY, s.cfg.Backend.Rings, wire.RingsTable)
-}
+// ringsGetOp and ringsSetOp are the RINGS rows of ethtool_genl_ops.
+var (
+	ringsGetOp = ethGetOp(unix.ETHTOOL_MSG_RINGS_GET, "rings-get", ethtool.Policy().RingsGet,
+		tableGet(unix.ETHTOOL_MSG_RINGS_GET_REPLY, "Rings", func(b Backend) getFunc[Rings] { return b.Rings }, wire.RingsTable))
+	ringsSetOp = ethSetOp(unix.ETHTOOL_MSG_RINGS_SET, "rings-set", ethtool.Policy().RingsSet, "SetRings", ringsValidate, ringsSet)
+)
 
 // ringsValidate mirrors ethnl_set_rings_validate for a driver whose
 // supported_ring_params is empty (the MANA driver's).
-func (s *Server) ringsValidate(r *request, _ Device) error {
+func ringsValidate(r *request, _ Device) error {
 	for _, u := range []struct {
 		attr uint16
 		msg  string
@@ -46,7 +50,8 @@ func updateU32(dst *uint32, a nlattr.Attr, mod *bool) {
 // ringsSet mirrors ethnl_set_rings: the request's sizes are applied to the
 // current rings under the backend's lock, so a request that sets only rx
 // never writes back a tx it read before a concurrent change.
-func (s *Server) ringsSet(r *request, d Device) error {
+func ringsSet(r *request, d Device) error {
+	s := r.s
 	return s.cfg.Backend.SetRings(r.ctx, r.c.caller, d, Update[Rings]{
 		Apply: func(cur Rings) (Rings, bool, error) {
 			nr, mod := cur, false

@@ -58,32 +58,37 @@ var rssGetPolicy = nlattr.NewSet(wire.RSSMax, map[uint16]nlattr.Policy{
 })
 
 // rssGet mirrors rss_parse_request, rss_prepare_data and rss_fill_reply.
-func (s *Server) rssGet() *ethGet {
-	return &ethGet{
-		replyCmd: unix.ETHTOOL_MSG_RSS_GET_REPLY,
-		parse: func(r *request) (any, error) {
-			if a := r.attr(wire.RSSStartContext); a.Present() {
-				return nil, nlattr.AttrError(unix.EINVAL, a, "")
-			}
-			return r.attr(wire.RSSContext).U32(), nil
-		},
-		prepare: func(r *request, d *Device, req any) (any, error) {
-			rb, ok := s.cfg.Backend.(RSSBackend)
-			if !ok {
-				return nil, unix.EOPNOTSUPP // no get_rxfh
-			}
-			if req.(uint32) != 0 {
-				return nil, unix.EOPNOTSUPP // !cap_rss_ctx_supported && !create_rxfh_context
-			}
-			v, err := rb.RSS(r.ctx, r.c.caller, *d)
-			return &v, err
-		},
-		fill: func(b *nlattr.Builder, _, data any, _ bool) error {
-			wire.PutRSS(b, data.(*RSS))
-			return nil
-		},
-	}
+var rssGet = &ethGet{
+	replyCmd: unix.ETHTOOL_MSG_RSS_GET_REPLY,
+	driver:   "RSS",
+	parse: func(r *request) (any, error) {
+		if a := r.attr(wire.RSSStartContext); a.Present() {
+			return nil, nlattr.AttrError(unix.EINVAL, a, "")
+		}
+		return r.attr(wire.RSSContext).U32(), nil
+	},
+	prepare: func(r *request, d *Device, req any) (any, error) {
+		rb, ok := r.s.cfg.Backend.(RSSBackend)
+		if !ok {
+			return nil, unix.EOPNOTSUPP // no get_rxfh
+		}
+		if req.(uint32) != 0 {
+			return nil, unix.EOPNOTSUPP // !cap_rss_ctx_supported && !create_rxfh_context
+		}
+		v, err := rb.RSS(r.ctx, r.c.caller, *d)
+		return &v, err
+	},
+	fill: func(r *request, b *nlattr.Builder, _, data any, _ bool) error {
+		wire.PutRSS(b, data.(*RSS))
+		return nil
+	},
 }
+
+// rssGetOp and rssSetOp are the RSS_GET and RSS_SET rows of ethtool_genl_ops.
+var (
+	rssGetOp = ethGetOp(unix.ETHTOOL_MSG_RSS_GET, "rss-get", rssGetPolicy, rssGet)
+	rssSetOp = ethSetOp(wire.MsgRSSSet, "rss-set", rssSetPolicy, "SetRSS", rssSetValidate, rssSet)
+)
 
 // rssFlowsPolicy is ethnl_rss_flows_policy: per flow type, the RXH_* fields a hash may cover.
 var rssFlowsPolicy = func() *nlattr.Set {
@@ -112,7 +117,7 @@ var rssSetPolicy = nlattr.NewSet(wire.RSSSetMax, map[uint16]nlattr.Policy{
 // rssSetValidate mirrors ethnl_rss_set_validate for a driver without create_rxfh_context,
 // rxfh_per_ctx_key, supported_input_xfrm or set_rxfh_fields: EOPNOTSUPP pointing at the first
 // attribute asking for one of them (a context, a transformation, per-flow hash fields).
-func (s *Server) rssSetValidate(r *request, _ Device) error {
+func rssSetValidate(r *request, _ Device) error {
 	ctx := r.attr(wire.RSSContext)
 	var bad []nlattr.Attr
 	if ctx.U32() != 0 {
@@ -132,7 +137,8 @@ func (s *Server) rssSetValidate(r *request, _ Device) error {
 
 // rssSet mirrors ethnl_rss_set for context 0: the request applied to the current setting under
 // the backend's lock, the driver called only for a change, RSS_NTF from the resulting state.
-func (s *Server) rssSet(r *request, d Device) error {
+func rssSet(r *request, d Device) error {
+	s := r.s
 	u := Update[RSSSetting]{
 		Apply:   func(cur RSSSetting) (RSSSetting, bool, error) { return applyRSS(r, cur) },
 		Changed: func(v RSSSetting) { s.NotifyRSS(d, v.RSS) },

@@ -132,6 +132,12 @@ func (cs *captureSlot) active() bool {
 // wait waits for the writer goroutine of the connection's capture, if any.
 func (cs *captureSlot) wait() { cs.wg.Wait() }
 
+// captureOps are the capture commands of the manad family, for admins.
+var captureOps = []op{
+	manadDo(wire.CmdCaptureStart, "capture-start", true, captureStartPolicy, "StartCapture", (*Server).captureStart),
+	manadDo(wire.CmdCaptureStop, "capture-stop", true, captureStopPolicy, "", (*Server).captureStop),
+}
+
 func (s *Server) captureStart(r *request) error {
 	target, err := r.required(wire.AttrCaptureTarget, "capture target (a port or segment name)")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -77,38 +78,50 @@ func tablePolicy(maxType uint16, kinds map[uint16]wire.Kind, over map[uint16]nla
 	return nlattr.NewSet(maxType, p)
 }
 
-func (s *Server) manadFamily() *family {
-	do := func(cmd uint8, admin bool, pol *nlattr.Set, fn func(*request) error) op {
-		o := op{cmd: cmd, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, doit: fn}
-		if admin {
-			o.perm = unix.GENL_UNS_ADMIN_PERM
-		}
-		return o
+// manadDo is a do-only op of the manad family; admin ops need GENL_UNS_ADMIN_PERM (a non-admin
+// gets EPERM before the handler runs).
+func manadDo(cmd uint8, name string, admin bool, pol *nlattr.Set, driver string, fn func(*Server, *request) error) op {
+	o := op{cmd: cmd, name: name, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, driver: driver, doit: fn}
+	if admin {
+		o.perm = unix.GENL_UNS_ADMIN_PERM
 	}
-	portGet := do(wire.CmdPortGet, false, headerOnlyPolicy, s.portGet)
-	portGet.dumpit = s.portDump
-	statsGet := do(wire.CmdStatsGet, false, headerOnlyPolicy, s.statsGet)
-	statsGet.dumpit = s.statsDump
+	return o
+}
+
+// withDump adds a dump to a do op.
+func withDump(o op, dumpit func(*Server, *request, *dumper) error) op {
+	o.dumpit = dumpit
+	return o
+}
+
+// The port, XDP, stats, layout, fault, group and option ops of the manad family.
+var (
+	portGetOp    = withDump(manadDo(wire.CmdPortGet, "port-get", false, headerOnlyPolicy, "Port", (*Server).portGet), (*Server).portDump)
+	portNewOp    = manadDo(wire.CmdPortNew, "port-new", true, portNewPolicy, "CreatePort", (*Server).portNew)
+	portDelOp    = manadDo(wire.CmdPortDel, "port-del", true, portDelPolicy, "DeletePort", (*Server).portDel)
+	portMTUOp    = manadDo(wire.CmdPortSetMTU, "port-set-mtu", true, setMTUPolicy, "SetMTU", (*Server).portSetMTU)
+	xdpAttachOp  = manadDo(wire.CmdXDPAttach, "xdp-attach", true, xdpAttachPolicy, "AttachXDP", (*Server).xdpAttach)
+	xdpDetachOp  = manadDo(wire.CmdXDPDetach, "xdp-detach", true, headerOnlyPolicy, "DetachXDP", (*Server).xdpDetach)
+	portStatsOp  = withDump(manadDo(wire.CmdStatsGet, "stats-get", false, headerOnlyPolicy, "Stats", (*Server).statsGet), (*Server).statsDump)
+	layoutOp     = manadDo(wire.CmdLayoutPlan, "layout-plan", false, layoutPolicy, "PlanLayout", (*Server).layoutPlan)
+	faultSetOp   = manadDo(wire.CmdFaultSet, "fault-set", true, faultSetPolicy, "SetFault", (*Server).faultSet)
+	groupJoinOp  = manadDo(wire.CmdGroupJoin, "group-join", false, groupPolicy, "", (*Server).groupJoin)
+	groupLeaveOp = manadDo(wire.CmdGroupLeave, "group-leave", false, groupPolicy, "", (*Server).groupLeave)
+	setOptionOp  = manadDo(wire.CmdSetOption, "set-option", false, optionPolicy, "", (*Server).setOption)
+)
+
+// manadOps are the manad family's ops, each defined with its message.
+var manadOps = [][]op{{
+	portGetOp, portNewOp, portDelOp, portMTUOp, xdpAttachOp, xdpDetachOp, portStatsOp, layoutOp, faultSetOp,
+	groupJoinOp, groupLeaveOp, setOptionOp,
+}, captureOps, segmentOps}
+
+func manadFamily() *family {
 	return &family{
 		id: manadID, name: wire.FamilyName, version: wire.FamilyVersion,
 		resvStartOp: 0, // every command gets genl_header_check
-		ops: append([]op{
-			portGet,
-			do(wire.CmdPortNew, true, portNewPolicy, s.portNew),
-			do(wire.CmdPortDel, true, portDelPolicy, s.portDel),
-			do(wire.CmdPortSetMTU, true, setMTUPolicy, s.portSetMTU),
-			do(wire.CmdXDPAttach, true, xdpAttachPolicy, s.xdpAttach),
-			do(wire.CmdXDPDetach, true, headerOnlyPolicy, s.xdpDetach),
-			statsGet,
-			do(wire.CmdLayoutPlan, false, layoutPolicy, s.layoutPlan),
-			do(wire.CmdFaultSet, true, faultSetPolicy, s.faultSet),
-			do(wire.CmdGroupJoin, false, groupPolicy, s.groupJoin),
-			do(wire.CmdGroupLeave, false, groupPolicy, s.groupLeave),
-			do(wire.CmdSetOption, false, optionPolicy, s.setOption),
-			do(wire.CmdCaptureStart, true, captureStartPolicy, s.captureStart),
-			do(wire.CmdCaptureStop, true, captureStopPolicy, s.captureStop),
-		}, s.segmentOps()...),
-		groups: []mcGroup{{id: eventsGroup, name: wire.EventsGroup}},
+		ops:         slices.Concat(manadOps...),
+		groups:      []mcGroup{{id: eventsGroup, name: wire.EventsGroup}},
 	}
 }
 

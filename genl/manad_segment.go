@@ -64,29 +64,12 @@ var (
 
 // segmentOps are the segment commands of the manad family: GET for anyone, the changes for
 // admins (GENL_UNS_ADMIN_PERM, checked before the handler runs: a non-admin gets EPERM).
-func (s *Server) segmentOps() []op {
-	do := func(cmd uint8, admin bool, pol *nlattr.Set, fn func(*request) error) op {
-		o := op{cmd: cmd, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, doit: fn}
-		if admin {
-			o.perm = unix.GENL_UNS_ADMIN_PERM
-		}
-		return o
-	}
-	get := do(wire.CmdSegmentGet, false, segGetPolicy, s.segmentGet)
-	get.dumpit = s.segmentDump
-	return []op{
-		get,
-		do(wire.CmdSegmentNew, true, segNewPolicy, s.segmentNew),
-		do(wire.CmdSegmentDel, true, segGetPolicy, s.segmentDel),
-		do(wire.CmdUplinkAdd, true, uplinkPolicy, s.uplinkAdd),
-		do(wire.CmdUplinkDel, true, uplinkPolicy, s.uplinkDel),
-	}
-}
-
-// segmentCmdNames name the segment commands for the request metrics (cmdName).
-var segmentCmdNames = map[uint8]string{
-	wire.CmdSegmentGet: "segment-get", wire.CmdSegmentNew: "segment-new", wire.CmdSegmentDel: "segment-del",
-	wire.CmdUplinkAdd: "uplink-add", wire.CmdUplinkDel: "uplink-del",
+var segmentOps = []op{
+	withDump(manadDo(wire.CmdSegmentGet, "segment-get", false, segGetPolicy, "Segment", (*Server).segmentGet), (*Server).segmentDump),
+	manadDo(wire.CmdSegmentNew, "segment-new", true, segNewPolicy, "CreateSegment", (*Server).segmentNew),
+	manadDo(wire.CmdSegmentDel, "segment-del", true, segGetPolicy, "DeleteSegment", (*Server).segmentDel),
+	manadDo(wire.CmdUplinkAdd, "uplink-add", true, uplinkPolicy, "AddUplink", (*Server).uplinkAdd),
+	manadDo(wire.CmdUplinkDel, "uplink-del", true, uplinkPolicy, "DeleteUplink", (*Server).uplinkDel),
 }
 
 // segmentBackend returns the configured Backend's SegmentBackend, or EOPNOTSUPP.

@@ -152,32 +152,34 @@ func nlUint(a nlattr.Attr) (uint64, error) {
 	return 0, nlattr.AttrError(unix.EINVAL, a, "invalid attribute length")
 }
 
-func (s *Server) netdevFamily() *family {
-	get := func(cmd uint8, pol *nlattr.Set, do func(*request) error, dump func(*request, *dumper) error) op {
-		return op{cmd: cmd, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, doit: do, dumpit: dump}
-	}
-	// queue-get and napi-get have split do and dump policies (netdev-genl-gen.c).
-	split := func(o op, dump *nlattr.Set) op { o.dumpPolicy = dump; return o }
+// netdevGetOp is a netdev GET: do and dump (either may be nil), strict validation.
+func netdevGetOp(cmd uint8, name string, pol *nlattr.Set, do func(*Server, *request) error, dump func(*Server, *request, *dumper) error) op {
+	return op{cmd: cmd, name: name, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, driver: "NetdevPort", doit: do, dumpit: dump}
+}
+
+// splitOp gives o the dump policy of a split do/dump op (netdev-genl-gen.c's queue-get and napi-get).
+func splitOp(o op, dump *nlattr.Set) op { o.dumpPolicy = dump; return o }
+
+// netdevOps are the netdev family's ops, by netdev.yaml's names (netdev_nl_ops).
+var netdevOps = []op{
+	netdevGetOp(wire.NetdevCmdDevGet, "dev-get", netdevDevGetPolicy, (*Server).netdevDevGet, (*Server).netdevDevDump),
+	netdevGetOp(wire.NetdevCmdPagePoolGet, "page-pool-get", netdevPoolGetPolicy, (*Server).netdevPoolGet, (*Server).netdevPoolDump),
+	netdevGetOp(wire.NetdevCmdPagePoolStatsGet, "page-pool-stats-get", netdevPoolStatsPolicy, (*Server).netdevPoolStatsGet, (*Server).netdevPoolStatsDump),
+	splitOp(netdevGetOp(wire.NetdevCmdQueueGet, "queue-get", netdevQueueGetPolicy, (*Server).netdevQueueGet, (*Server).netdevQueueDump), netdevQueueDumpPolicy),
+	splitOp(netdevGetOp(wire.NetdevCmdNAPIGet, "napi-get", netdevNAPIGetPolicy, (*Server).netdevNAPIGet, (*Server).netdevNAPIDump), netdevNAPIDumpPolicy),
+	netdevGetOp(wire.NetdevCmdQStatsGet, "qstats-get", netdevQStatsPolicy, nil, (*Server).netdevQStatsDump),
+	// GENL_ADMIN_PERM | GENL_CMD_CAP_DO, as netdev.yaml's napi-set (flags: admin-perm).
+	{cmd: wire.NetdevCmdNAPISet, name: "napi-set", perm: unix.GENL_ADMIN_PERM, policy: netdevNAPISetPolicy, mode: nlattr.Strict,
+		driver: "SetNAPI", doit: (*Server).netdevNAPISet},
+}
+
+func netdevFamily() *family {
 	return &family{
 		id: netdevID, name: wire.NetdevFamilyName, version: wire.NetdevFamilyVersion,
-		ops: []op{
-			get(wire.NetdevCmdDevGet, netdevDevGetPolicy, s.netdevDevGet, s.netdevDevDump),
-			get(wire.NetdevCmdPagePoolGet, netdevPoolGetPolicy, s.netdevPoolGet, s.netdevPoolDump),
-			get(wire.NetdevCmdPagePoolStatsGet, netdevPoolStatsPolicy, s.netdevPoolStatsGet, s.netdevPoolStatsDump),
-			split(get(wire.NetdevCmdQueueGet, netdevQueueGetPolicy, s.netdevQueueGet, s.netdevQueueDump), netdevQueueDumpPolicy),
-			split(get(wire.NetdevCmdNAPIGet, netdevNAPIGetPolicy, s.netdevNAPIGet, s.netdevNAPIDump), netdevNAPIDumpPolicy),
-			get(wire.NetdevCmdQStatsGet, netdevQStatsPolicy, nil, s.netdevQStatsDump),
-			// GENL_ADMIN_PERM | GENL_CMD_CAP_DO, as netdev.yaml's napi-set (flags: admin-perm).
-			{cmd: wire.NetdevCmdNAPISet, perm: unix.GENL_ADMIN_PERM, policy: netdevNAPISetPolicy, mode: nlattr.Strict, doit: s.netdevNAPISet},
-		},
+		ops:    netdevOps,
 		groups: []mcGroup{{id: netdevMgmtGroup, name: wire.NetdevGroupMgmt}, {id: netdevPagePoolGroup, name: wire.NetdevGroupPagePool}},
 	}
 }
-
-// netdevCmdNames are the netdev family's request commands, by netdev.yaml's names.
-var netdevCmdNames = map[uint8]string{wire.NetdevCmdDevGet: "dev-get", wire.NetdevCmdPagePoolGet: "page-pool-get",
-	wire.NetdevCmdPagePoolStatsGet: "page-pool-stats-get", wire.NetdevCmdQueueGet: "queue-get",
-	wire.NetdevCmdNAPIGet: "napi-get", wire.NetdevCmdQStatsGet: "qstats-get", wire.NetdevCmdNAPISet: "napi-set"}
 
 func (s *Server) netdevBackend() (NetdevBackend, error) {
 	nb, ok := s.cfg.Backend.(NetdevBackend)

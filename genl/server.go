@@ -187,7 +187,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	// data path and for the clients, whatever any number of clients in request loops do.
 	s.busy.limit = int32(busypoll.Pollers())
 	s.families = map[uint16]*family{}
-	for _, f := range []*family{s.nlctrlFamily(), s.ethtoolFamily(), s.manadFamily(), s.netdevFamily()} {
+	for _, f := range []*family{nlctrlFamily(), ethtoolFamily(), manadFamily(), netdevFamily()} {
 		s.families[f.id] = f
 	}
 	return s, nil
