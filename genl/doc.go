@@ -113,8 +113,9 @@
 //	31   CAPTURE_STOP     do       admin   -                                  CAPTURE_STOP: CAPTURE_STATS
 //	32   CAPTURE_FRAME    unsolicited on the capturing connection: CAPTURE_FRAME
 //
-// The segment commands (manad_segment.go, genl/wire/segment.go) need a Backend that is also a
-// SegmentBackend, else they answer EOPNOTSUPP.
+// Each command is one op value (struct op, dispatch.go) in its message file, naming the Backend
+// op it calls; a command whose Backend op is nil answers EOPNOTSUPP saying so (the segment
+// commands, manad_segment.go, with a Backend without the segment ops).
 //
 // A connection that sent CAPTURE_START receives its capture's frames, seq 0,
 // several per datagram, until CAPTURE_STOP (whose reply follows the last one)

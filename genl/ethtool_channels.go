@@ -14,8 +14,17 @@ import (
 var (
 	channelsGetOp = ethGetOp(unix.ETHTOOL_MSG_CHANNELS_GET, "channels-get", ethtool.Policy().ChannelsGet,
 		tableGet(unix.ETHTOOL_MSG_CHANNELS_GET_REPLY, "Channels", func(b Backend) getFunc[Channels] { return b.Channels }, wire.ChannelsTable))
-	channelsSetOp = ethSetOp(unix.ETHTOOL_MSG_CHANNELS_SET, "channels-set", ethtool.Policy().ChannelsSet, "SetChannels", nil, channelsSet)
+	channelsSetOp = ethSetOp(unix.ETHTOOL_MSG_CHANNELS_SET, "channels-set", ethtool.Policy().ChannelsSet, "SetChannels", channelsValidate, channelsSet)
 )
+
+// channelsValidate mirrors ethnl_set_channels_validate: EOPNOTSUPP without
+// get_channels or set_channels.
+func channelsValidate(r *request, _ Device) error {
+	if b := r.s.cfg.Backend; b.Channels == nil || b.SetChannels == nil {
+		return unix.EOPNOTSUPP
+	}
+	return nil
+}
 
 // channelsSet mirrors ethnl_set_channels (current form, with attribute
 // types in err_attr) up to the driver call (manad has no

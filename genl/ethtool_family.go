@@ -162,7 +162,11 @@ func tableGet[T any](replyCmd uint8, name string, driver func(Backend) getFunc[T
 		replyCmd: replyCmd,
 		driver:   name,
 		prepare: func(r *request, d *Device, _ any) (any, error) {
-			v, err := driver(r.s.cfg.Backend)(r.ctx, r.c.caller, *d)
+			get := driver(r.s.cfg.Backend)
+			if get == nil {
+				return nil, unix.EOPNOTSUPP // no driver callback
+			}
+			v, err := get(r.ctx, r.c.caller, *d)
 			return &v, err
 		},
 		fill: func(r *request, b *nlattr.Builder, _, data any, _ bool) error {

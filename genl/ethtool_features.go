@@ -1,7 +1,6 @@
 package genl
 
 import (
-	"context"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -20,16 +19,6 @@ type Features struct {
 	HW, Wanted, Active []string
 }
 
-// FeaturesBackend is what FEATURES_GET/SET ask of a Backend that also
-// implements it (the daemon's does); without it both are EOPNOTSUPP.
-// SetFeatures gets the request's Wanted applied to the current value and
-// stores Wanted∩HW, as __netdev_update_features; Changed gets the value
-// after the driver call.
-type FeaturesBackend interface {
-	Features(ctx context.Context, c Caller, d Device) (Features, error)
-	SetFeatures(ctx context.Context, c Caller, d Device, u Update[Features]) error
-}
-
 // neverChange are the names of NETIF_F_NEVER_CHANGE (those the running
 // kernel still has as features).
 var neverChange = []string{"vlan-challenged", "tx-lockless", "netns-local"}
@@ -43,17 +32,17 @@ var (
 )
 
 // featureNames returns the kernel's feature names, EOPNOTSUPP without them
-// (see globalStrings), and the backend's features interface.
-func (s *Server) featureNames() ([]string, FeaturesBackend, error) {
-	fb, ok := s.cfg.Backend.(FeaturesBackend)
-	if !ok {
-		return nil, nil, nlattr.Errorf(unix.EOPNOTSUPP, "the backend has no netdev features")
+// (see globalStrings) or without the backend's Features (and SetFeatures,
+// when set is true).
+func (s *Server) featureNames(set bool) ([]string, error) {
+	if b := s.cfg.Backend; b.Features == nil || (set && b.SetFeatures == nil) {
+		return nil, nlattr.Errorf(unix.EOPNOTSUPP, "the backend has no netdev features")
 	}
 	names, ok := s.globalSet(ethtool.SSFeatures)
 	if !ok || len(names) == 0 {
-		return nil, nil, nlattr.Errorf(unix.EOPNOTSUPP, "the kernel's netdev feature names are unavailable")
+		return nil, nlattr.Errorf(unix.EOPNOTSUPP, "the kernel's netdev feature names are unavailable")
 	}
-	return names, fb, nil
+	return names, nil
 }
 
 // featureBits is a set of names as a bitmap over names.
@@ -131,11 +120,11 @@ var featuresGet = &ethGet{
 	driver:   "Features",
 	prepare: func(r *request, d *Device, _ any) (any, error) {
 		s := r.s
-		names, fb, err := s.featureNames()
+		names, err := s.featureNames(false)
 		if err != nil {
 			return nil, err
 		}
-		f, err := fb.Features(r.ctx, r.c.caller, *d)
+		f, err := s.cfg.Backend.Features(r.ctx, r.c.caller, *d)
 		if err != nil {
 			return nil, err
 		}
@@ -243,13 +232,13 @@ func (s *Server) featuresSet(r *request) error {
 	if !attr.Present() { // GENL_REQ_ATTR_CHECK
 		return nlattr.Missing(nlattr.Attr{}, unix.ETHTOOL_A_FEATURES_WANTED)
 	}
-	names, fb, err := s.featureNames()
+	names, err := s.featureNames(true)
 	if err != nil {
 		return err
 	}
 	n := len(names)
 	var reqWanted, reqMask, oldActive, newActive []uint32
-	err = fb.SetFeatures(r.ctx, r.c.caller, *dev, Update[Features]{
+	err = s.cfg.Backend.SetFeatures(r.ctx, r.c.caller, *dev, Update[Features]{
 		Apply: func(cur Features) (Features, bool, error) {
 			oldWanted := featureBits(names, cur.Wanted)
 			oldActive = featureBits(names, cur.Active)

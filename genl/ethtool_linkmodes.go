@@ -31,7 +31,7 @@ var linkModesGet = &ethGet{
 	replyCmd: unix.ETHTOOL_MSG_LINKMODES_GET_REPLY,
 	driver:   "LinkSettings",
 	prepare: func(r *request, d *Device, _ any) (any, error) {
-		l, err := r.s.cfg.Backend.LinkSettings(r.ctx, r.c.caller, *d)
+		l, err := linkSettingsOf(r.s.cfg.Backend)(r.ctx, r.c.caller, *d)
 		return &l, err
 	},
 	fill: func(r *request, b *nlattr.Builder, _, data any, compact bool) error {

@@ -26,6 +26,9 @@ var privFlagsGet = &ethGet{
 	replyCmd: unix.ETHTOOL_MSG_PRIVFLAGS_GET_REPLY,
 	driver:   "PrivFlags",
 	prepare: func(r *request, d *Device, _ any) (any, error) {
+		if r.s.cfg.Backend.PrivFlags == nil {
+			return nil, unix.EOPNOTSUPP // no get_priv_flags
+		}
 		pf, err := r.s.cfg.Backend.PrivFlags(r.ctx, r.c.caller, *d)
 		if err != nil {
 			return nil, err
@@ -59,6 +62,9 @@ func putPrivFlags(b *nlattr.Builder, names []string, flags uint32, compact bool)
 func privFlagsValidate(r *request, _ Device) error {
 	if !r.attr(unix.ETHTOOL_A_PRIVFLAGS_FLAGS).Present() {
 		return unix.EINVAL
+	}
+	if b := r.s.cfg.Backend; b.PrivFlags == nil || b.SetPrivFlags == nil {
+		return unix.EOPNOTSUPP
 	}
 	return nil
 }

@@ -18,8 +18,12 @@ var (
 )
 
 // ringsValidate mirrors ethnl_set_rings_validate for a driver whose
-// supported_ring_params is empty (the MANA driver's).
+// supported_ring_params is empty (the MANA driver's): EOPNOTSUPP without
+// get_ringparam or set_ringparam, then the parameters it cannot set.
 func ringsValidate(r *request, _ Device) error {
+	if b := r.s.cfg.Backend; b.Rings == nil || b.SetRings == nil {
+		return unix.EOPNOTSUPP
+	}
 	for _, u := range []struct {
 		attr uint16
 		msg  string

@@ -2,7 +2,6 @@ package genl
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -32,24 +31,6 @@ type RSSSetting struct {
 	Configured bool
 }
 
-// RSSBackend is the part of a Backend that answers RSS_GET and RSS_SET. A Backend without it
-// answers RSS_GET with EOPNOTSUPP, as the kernel does for a driver without get_rxfh, and RSS_SET
-// as the core does for a driver without get_rxfh and set_rxfh.
-type RSSBackend interface {
-	// RSS returns the device's hash function, key and indirection table (get_rxfh). Errors:
-	// ENODEV when the device is gone, EOPNOTSUPP for a device without RSS.
-	RSS(ctx context.Context, c Caller, d Device) (RSS, error)
-	// SetRSS follows the Set* contract of Backend for context 0 (set_rxfh): Apply gets the
-	// current setting and does the ethtool core's checks; the driver's own (mana_set_rxfh:
-	// port up, Toeplitz only, entries below the queue count) are the backend's. The backend
-	// stores the Configured of a successful Apply also when it reports no change (then
-	// without a driver call or a notification), and after a successful driver call for a
-	// change; a refused change leaves it. For a device without RSS the backend calls Apply
-	// with the zero RSSSetting and answers EOPNOTSUPP when it reports a change, as
-	// ethnl_rss_set does without get_rxfh and set_rxfh.
-	SetRSS(ctx context.Context, c Caller, d Device, u Update[RSSSetting]) error
-}
-
 // rssGetPolicy is ethnl_rss_get_policy.
 var rssGetPolicy = nlattr.NewSet(wire.RSSMax, map[uint16]nlattr.Policy{
 	wire.RSSHeader:       {Kind: nlattr.Nested, Nested: ethtool.Policy().Header},
@@ -68,8 +49,8 @@ var rssGet = &ethGet{
 		return r.attr(wire.RSSContext).U32(), nil
 	},
 	prepare: func(r *request, d *Device, req any) (any, error) {
-		rb, ok := r.s.cfg.Backend.(RSSBackend)
-		if !ok {
+		rb := r.s.cfg.Backend
+		if rb.RSS == nil {
 			return nil, unix.EOPNOTSUPP // no get_rxfh
 		}
 		if req.(uint32) != 0 {
@@ -143,8 +124,8 @@ func rssSet(r *request, d Device) error {
 		Apply:   func(cur RSSSetting) (RSSSetting, bool, error) { return applyRSS(r, cur) },
 		Changed: func(v RSSSetting) { s.NotifyRSS(d, v.RSS) },
 	}
-	rb, ok := s.cfg.Backend.(RSSBackend)
-	if !ok {
+	rb := s.cfg.Backend
+	if rb.RSS == nil || rb.SetRSS == nil {
 		_, mod, err := u.Apply(RSSSetting{})
 		if err == nil && mod {
 			err = unix.EOPNOTSUPP // no set_rxfh

@@ -114,7 +114,7 @@ func (s *Server) strsetPrepare(r *request, d *Device, reqAny any) (any, error) {
 		return nil, err
 	}
 	for id := range sets {
-		if !strsetInclude(req, sets, id, true) || !sets[id].perDev {
+		if !strsetInclude(req, sets, id, true) || !sets[id].perDev || s.cfg.Backend.StringSet == nil {
 			continue
 		}
 		// strset_prepare_set: a failing get_sset_count means count 0.

@@ -63,7 +63,10 @@ var tsInfoGet = &ethGet{
 		if req.(*tsInfoReq).provider && r.hdr.Flags&nlattr.FlagDump != nlattr.FlagDump {
 			return nil, unix.ENODEV
 		}
-		ts, err := r.s.cfg.Backend.TSInfo(r.ctx, r.c.caller, *d)
+		ts, err := TSInfo{PHCIndex: -1}, error(nil) // __ethtool_get_ts_info without get_ts_info
+		if get := r.s.cfg.Backend.TSInfo; get != nil {
+			ts, err = get(r.ctx, r.c.caller, *d)
+		}
 		ts.Timestamping |= coreTimestamping
 		return &ts, err
 	},

@@ -1,7 +1,6 @@
 package genl
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -78,31 +77,51 @@ func tablePolicy(maxType uint16, kinds map[uint16]wire.Kind, over map[uint16]nla
 	return nlattr.NewSet(maxType, p)
 }
 
-// manadDo is a do-only op of the manad family; admin ops need GENL_UNS_ADMIN_PERM (a non-admin
-// gets EPERM before the handler runs).
+// manadDo is a do-only op of the manad family whose handler fn calls the Backend op named driver
+// ("" for none); admin ops need GENL_UNS_ADMIN_PERM (a non-admin gets EPERM before the handler
+// runs). With that Backend op nil the command is EOPNOTSUPP, saying so, before fn runs.
 func manadDo(cmd uint8, name string, admin bool, pol *nlattr.Set, driver string, fn func(*Server, *request) error) op {
-	o := op{cmd: cmd, name: name, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, driver: driver, doit: fn}
+	o := op{cmd: cmd, name: name, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, driver: driver,
+		doit: func(s *Server, r *request) error {
+			if err := s.needOp(driver, name); err != nil {
+				return err
+			}
+			return fn(s, r)
+		}}
 	if admin {
 		o.perm = unix.GENL_UNS_ADMIN_PERM
 	}
 	return o
 }
 
-// withDump adds a dump to a do op.
-func withDump(o op, dumpit func(*Server, *request, *dumper) error) op {
-	o.dumpit = dumpit
+// withDump adds to a manad op a dump that calls the Backend op named driver, EOPNOTSUPP without it.
+func withDump(o op, driver string, dumpit func(*Server, *request, *dumper) error) op {
+	o.dumpit = func(s *Server, r *request, d *dumper) error {
+		if err := s.needOp(driver, o.name); err != nil {
+			return err
+		}
+		return dumpit(s, r, d)
+	}
 	return o
+}
+
+// needOp is EOPNOTSUPP with an extack naming the command when the Backend op named driver is nil.
+func (s *Server) needOp(driver, cmd string) error {
+	if driver != "" && s.noOps[driver] {
+		return nlattr.Errorf(unix.EOPNOTSUPP, "%s is not supported by this backend (it has no %s)", cmd, driver)
+	}
+	return nil
 }
 
 // The port, XDP, stats, layout, fault, group and option ops of the manad family.
 var (
-	portGetOp    = withDump(manadDo(wire.CmdPortGet, "port-get", false, headerOnlyPolicy, "Port", (*Server).portGet), (*Server).portDump)
+	portGetOp    = withDump(manadDo(wire.CmdPortGet, "port-get", false, headerOnlyPolicy, "Port", (*Server).portGet), "Ports", (*Server).portDump)
 	portNewOp    = manadDo(wire.CmdPortNew, "port-new", true, portNewPolicy, "CreatePort", (*Server).portNew)
 	portDelOp    = manadDo(wire.CmdPortDel, "port-del", true, portDelPolicy, "DeletePort", (*Server).portDel)
 	portMTUOp    = manadDo(wire.CmdPortSetMTU, "port-set-mtu", true, setMTUPolicy, "SetMTU", (*Server).portSetMTU)
 	xdpAttachOp  = manadDo(wire.CmdXDPAttach, "xdp-attach", true, xdpAttachPolicy, "AttachXDP", (*Server).xdpAttach)
 	xdpDetachOp  = manadDo(wire.CmdXDPDetach, "xdp-detach", true, headerOnlyPolicy, "DetachXDP", (*Server).xdpDetach)
-	portStatsOp  = withDump(manadDo(wire.CmdStatsGet, "stats-get", false, headerOnlyPolicy, "Stats", (*Server).statsGet), (*Server).statsDump)
+	portStatsOp  = withDump(manadDo(wire.CmdStatsGet, "stats-get", false, headerOnlyPolicy, "Stats", (*Server).statsGet), "Stats", (*Server).statsDump)
 	layoutOp     = manadDo(wire.CmdLayoutPlan, "layout-plan", false, layoutPolicy, "PlanLayout", (*Server).layoutPlan)
 	faultSetOp   = manadDo(wire.CmdFaultSet, "fault-set", true, faultSetPolicy, "SetFault", (*Server).faultSet)
 	groupJoinOp  = manadDo(wire.CmdGroupJoin, "group-join", false, groupPolicy, "", (*Server).groupJoin)
@@ -192,15 +211,6 @@ func (s *Server) portNew(r *request) error {
 	return r.reply(wire.CmdPortNew, func(b *nlattr.Builder) error { wire.PortTable.PutNest(b, wire.AttrPort, &p); return nil })
 }
 
-// PortNetNSDeleter is what PORT_DEL with PortAttrNetNSToo asks of a Backend that also implements
-// it; without it such a request answers EOPNOTSUPP and deletes nothing.
-type PortNetNSDeleter interface {
-	// DeletePortNetNS deletes the port as DeletePort does, then its named network namespace
-	// when that is empty and the backend created it. Errors are the port deletion's; a
-	// namespace that is kept is not an error: the result says why (Notice).
-	DeletePortNetNS(ctx context.Context, c Caller, d Device) (wire.PortDel, error)
-}
-
 // portDel deletes a port: acknowledged, or, when AttrPort asks for the namespace too, answered
 // with a PORT_DEL message saying what became of the namespace.
 func (s *Server) portDel(r *request) error {
@@ -220,11 +230,10 @@ func (s *Server) portDel(r *request) error {
 	if !req.NetNSToo {
 		return s.cfg.Backend.DeletePort(r.ctx, r.c.caller, d)
 	}
-	nd, ok := s.cfg.Backend.(PortNetNSDeleter)
-	if !ok {
+	if s.cfg.Backend.DeletePortNetNS == nil {
 		return nlattr.Errorf(unix.EOPNOTSUPP, "this backend cannot delete namespaces")
 	}
-	res, err := nd.DeletePortNetNS(r.ctx, r.c.caller, d)
+	res, err := s.cfg.Backend.DeletePortNetNS(r.ctx, r.c.caller, d)
 	if err != nil {
 		return err
 	}

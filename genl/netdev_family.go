@@ -41,14 +41,6 @@ type NetdevPool struct {
 	Stats wire.NetdevPagePoolStats
 }
 
-// NetdevBackend is what the netdev family asks of a Backend that also
-// implements it (the daemon's does). NetdevPort fails with an error wrapping
-// ENODEV when d is gone, and EOPNOTSUPP when d has no netdev views (the
-// request then fails with it; dumps skip d).
-type NetdevBackend interface {
-	NetdevPort(ctx context.Context, c Caller, d Device) (NetdevPort, error)
-}
-
 // NetdevView is a set of the views of a NetdevPort.
 type NetdevView uint8
 
@@ -66,16 +58,6 @@ const (
 
 	NetdevViewAll = NetdevViewDev | NetdevViewQueues | NetdevViewNAPIs | NetdevViewQStats | NetdevViewPools
 )
-
-// NetdevViewBackend is a NetdevBackend that can build only some views of a port. Each request
-// then gets only the views its command answers with (see netdevViewOf): dev-get needs none of
-// the walks over the port's queues that qstats and page pools take (measured on the manad
-// binary: dev-get's round trip 41–48 µs with every view, 18 µs with Dev only). NetdevViews
-// fails as NetdevPort does; the views not in want are left empty.
-type NetdevViewBackend interface {
-	NetdevBackend
-	NetdevViews(ctx context.Context, c Caller, d Device, want NetdevView) (NetdevPort, error)
-}
 
 // netdevViewOf is what the requests of netdev command cmd answer from.
 func netdevViewOf(cmd uint8) NetdevView {
@@ -95,8 +77,9 @@ func netdevViewOf(cmd uint8) NetdevView {
 }
 
 // netdevViews asks nb for the views of d that r's command needs.
-func (r *request) netdevViews(nb NetdevBackend, d Device) (NetdevPort, error) {
-	if vb, ok := nb.(NetdevViewBackend); ok {
+func (r *request) netdevViews(d Device) (NetdevPort, error) {
+	nb := r.s.cfg.Backend
+	if nb.NetdevViews != nil {
 		want := netdevViewOf(r.cmd)
 		if r.cmd == wire.NetdevCmdQStatsGet {
 			// The device scope (no scope, or 0) answers from the totals alone.
@@ -106,7 +89,7 @@ func (r *request) netdevViews(nb NetdevBackend, d Device) (NetdevPort, error) {
 				want |= NetdevViewQStatsDevice
 			}
 		}
-		return vb.NetdevViews(r.ctx, r.c.caller, d, want)
+		return nb.NetdevViews(r.ctx, r.c.caller, d, want)
 	}
 	return nb.NetdevPort(r.ctx, r.c.caller, d)
 }
@@ -181,34 +164,32 @@ func netdevFamily() *family {
 	}
 }
 
-func (s *Server) netdevBackend() (NetdevBackend, error) {
-	nb, ok := s.cfg.Backend.(NetdevBackend)
-	if !ok {
-		return nil, nlattr.Errorf(unix.EOPNOTSUPP, "the backend has no netdev views")
+// needNetdev is the EOPNOTSUPP of a Backend without NetdevPort.
+func (s *Server) needNetdev() error {
+	if s.cfg.Backend.NetdevPort == nil {
+		return nlattr.Errorf(unix.EOPNOTSUPP, "the backend has no netdev views")
 	}
-	return nb, nil
+	return nil
 }
 
 // netdevPort returns the views of the port with ifindex a (which the
 // caller checked is present): ENODEV without extack when there is none, as
 // __dev_get_by_index failing in the kernel.
 func (r *request) netdevPort(a nlattr.Attr) (NetdevPort, error) {
-	nb, err := r.s.netdevBackend()
-	if err != nil {
+	if err := r.s.needNetdev(); err != nil {
 		return NetdevPort{}, err
 	}
 	d, err := r.s.cfg.Backend.DeviceByIndex(r.ctx, r.c.caller, a.U32())
 	if err != nil {
 		return NetdevPort{}, err
 	}
-	return r.netdevViews(nb, d)
+	return r.netdevViews(d)
 }
 
 // netdevPorts returns the views of every port in the caller's netns, by
 // ifindex; ports that vanish meanwhile are skipped.
 func (r *request) netdevPorts() ([]NetdevPort, error) {
-	nb, err := r.s.netdevBackend()
-	if err != nil {
+	if err := r.s.needNetdev(); err != nil {
 		return nil, err
 	}
 	devs, err := r.s.cfg.Backend.Devices(r.ctx, r.c.caller)
@@ -217,7 +198,7 @@ func (r *request) netdevPorts() ([]NetdevPort, error) {
 	}
 	out := make([]NetdevPort, 0, len(devs))
 	for _, d := range devs {
-		p, err := r.netdevViews(nb, d)
+		p, err := r.netdevViews(d)
 		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EOPNOTSUPP) {
 			continue // gone meanwhile, or no netdev views (not a port)
 		} else if err != nil {
@@ -491,11 +472,9 @@ func (s *Server) netdevQStatsDump(r *request, d *dumper) error {
 // NAPISet is what a napi-set request changes on one NAPI (wire.NetdevNAPISet).
 type NAPISet = wire.NetdevNAPISet
 
-// NetdevNAPISetter is a NetdevBackend that takes napi-set. SetNAPI changes the settings of the
-// NAPI with id on device d (the server found it in d's napi-get view) and fails with an error
-// wrapping ENOENT when d has no such NAPI any more (the server then answers as for an unknown
-// id), ENODEV when d is gone, or the backend's error (an out-of-range value, a state file that
-// cannot be written) with its extack; nothing changes then.
+// NetdevNAPISetter is the method set of a type that fills Backend.SetNAPI with a method value.
+// The server no longer looks for it (Backend.SetNAPI is the op); it stays only for
+// daemon/napi.go's compile-time assertion and goes when that line does.
 type NetdevNAPISetter interface {
 	SetNAPI(ctx context.Context, c Caller, d Device, id uint32, set NAPISet) error
 }
@@ -541,8 +520,7 @@ func (s *Server) netdevNAPISet(r *request) error {
 		}
 	}
 	unknown := nlattr.AttrError(unix.ENOENT, idA, "")
-	setter, ok := s.cfg.Backend.(NetdevNAPISetter)
-	if !ok {
+	if s.cfg.Backend.SetNAPI == nil {
 		return unknown // no NAPI the server could change
 	}
 	d, found, err := r.napiDevice(idA.U32())
@@ -552,7 +530,7 @@ func (s *Server) netdevNAPISet(r *request) error {
 	if !found {
 		return unknown
 	}
-	if err := setter.SetNAPI(r.ctx, r.c.caller, d, idA.U32(), set); err != nil {
+	if err := s.cfg.Backend.SetNAPI(r.ctx, r.c.caller, d, idA.U32(), set); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
 			return unknown // gone meanwhile: as if it had never been there
 		}
@@ -563,8 +541,7 @@ func (s *Server) netdevNAPISet(r *request) error {
 
 // napiDevice finds the device of the caller's netns that has the NAPI with id (napi-get's view).
 func (r *request) napiDevice(id uint32) (Device, bool, error) {
-	nb, err := r.s.netdevBackend()
-	if err != nil {
+	if err := r.s.needNetdev(); err != nil {
 		return Device{}, false, err
 	}
 	devs, err := r.s.cfg.Backend.Devices(r.ctx, r.c.caller)
@@ -573,8 +550,8 @@ func (r *request) napiDevice(id uint32) (Device, bool, error) {
 	}
 	for _, d := range devs {
 		var p NetdevPort
-		if vb, ok := nb.(NetdevViewBackend); ok {
-			p, err = vb.NetdevViews(r.ctx, r.c.caller, d, NetdevViewNAPIs)
+		if nb := r.s.cfg.Backend; nb.NetdevViews != nil {
+			p, err = nb.NetdevViews(r.ctx, r.c.caller, d, NetdevViewNAPIs)
 		} else {
 			p, err = nb.NetdevPort(r.ctx, r.c.caller, d)
 		}

@@ -10,7 +10,7 @@ import (
 
 // TestCmdNames: every command a family serves has a metric name of its own.
 func TestCmdNames(t *testing.T) {
-	s, err := NewServer(ServerConfig{Backend: NewMemBackend()})
+	s, err := NewServer(ServerConfig{Backend: NewMemBackend().Ops()})
 	require.NoError(t, err)
 	for _, f := range s.familyList() {
 		seen := map[string]bool{}
