@@ -57,11 +57,12 @@ type op struct {
 	mode   nlattr.Mode // validation of do requests
 	// dumpMode is the validation of dump requests.
 	dumpMode nlattr.Mode
-	// driver names the Backend op the message calls (its field), "" for none.
-	driver string
-	doit   func(*Server, *request) error
-	start  func(*Server, *request) error // dump start, after validation; errors are ACKed
-	dumpit func(*Server, *request, *dumper) error
+	// driver names the Backend op the message calls (its field), "" for none;
+	// dumpDriver the one its dump calls when that is another.
+	driver, dumpDriver string
+	doit               func(*Server, *request) error
+	start              func(*Server, *request) error // dump start, after validation; errors are ACKed
+	dumpit             func(*Server, *request, *dumper) error
 	// dumpPolicy, when set, validates dump requests instead of policy (split do/dump ops).
 	dumpPolicy *nlattr.Set
 }

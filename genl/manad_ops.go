@@ -96,6 +96,7 @@ func manadDo(cmd uint8, name string, admin bool, pol *nlattr.Set, driver string,
 
 // withDump adds to a manad op a dump that calls the Backend op named driver, EOPNOTSUPP without it.
 func withDump(o op, driver string, dumpit func(*Server, *request, *dumper) error) op {
+	o.dumpDriver = driver
 	o.dumpit = func(s *Server, r *request, d *dumper) error {
 		if err := s.needOp(driver, o.name); err != nil {
 			return err
