@@ -31,19 +31,25 @@ func channelsValidate(r *request, _ Device) error {
 // RSS indirection table or AF_XDP zero-copy queues to check).
 func channelsSet(r *request, d Device) error {
 	s := r.s
+	req, err := decodeRequest(r, wire.ChannelsSetTable)
+	if err != nil {
+		return err
+	}
 	return s.cfg.Backend.SetChannels(r.ctx, r.c.caller, d, Update[Channels]{
-		Apply:   func(cur Channels) (Channels, bool, error) { return applyChannels(r, cur) },
+		Apply:   func(cur Channels) (Channels, bool, error) { return applyChannels(r, req, cur) },
 		Changed: func(ch Channels) { s.NotifyChannels(d, ch) },
 	})
 }
 
-func applyChannels(r *request, cur Channels) (Channels, bool, error) {
+// applyChannels is ethnl_set_channels' core on the decoded request req; r's attributes are
+// the offenders its errors point at.
+func applyChannels(r *request, req wire.ChannelsSet, cur Channels) (Channels, bool, error) {
 	ch := cur
 	var mod, modCombined bool
-	updateU32(&ch.Rx, r.attr(unix.ETHTOOL_A_CHANNELS_RX_COUNT), &mod)
-	updateU32(&ch.Tx, r.attr(unix.ETHTOOL_A_CHANNELS_TX_COUNT), &mod)
-	updateU32(&ch.Other, r.attr(unix.ETHTOOL_A_CHANNELS_OTHER_COUNT), &mod)
-	updateU32(&ch.Combined, r.attr(unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT), &modCombined)
+	update(&ch.Rx, req.Rx, &mod)
+	update(&ch.Tx, req.Tx, &mod)
+	update(&ch.Other, req.Other, &mod)
+	update(&ch.Combined, req.Combined, &modCombined)
 	if !mod && !modCombined {
 		return cur, false, nil
 	}

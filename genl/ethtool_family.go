@@ -176,6 +176,16 @@ func tableGet[T any](replyCmd uint8, name string, driver func(Backend) getFunc[T
 	}
 }
 
+// decodeRequest reads the top-level attributes of r, which its op's policy admitted, into a T by
+// the message's wire table, the one the client writes it with; attributes the table does not
+// name (the header) are skipped.
+func decodeRequest[T any](r *request, t *wire.Table[T]) (T, error) {
+	var v T
+	off := nlattr.MsgHdrLen + nlattr.GenlHdrLen
+	err := t.Decode(r.msg[off:], &v)
+	return v, err
+}
+
 // ethDoit mirrors ethnl_default_doit.
 func (s *Server) ethDoit(g *ethGet, r *request) error {
 	hdr := r.attr(g.hdrType())

@@ -51,18 +51,30 @@ func updateU32(dst *uint32, a nlattr.Attr, mod *bool) {
 	}
 }
 
+// update is ethnl_update_u32 on a decoded request: v, when the request carries it, replaces *dst.
+func update[T comparable](dst *T, v *T, mod *bool) {
+	if v != nil && *v != *dst {
+		*dst = *v
+		*mod = true
+	}
+}
+
 // ringsSet mirrors ethnl_set_rings: the request's sizes are applied to the
 // current rings under the backend's lock, so a request that sets only rx
 // never writes back a tx it read before a concurrent change.
 func ringsSet(r *request, d Device) error {
 	s := r.s
+	req, err := decodeRequest(r, wire.RingsSetTable)
+	if err != nil {
+		return err
+	}
 	return s.cfg.Backend.SetRings(r.ctx, r.c.caller, d, Update[Rings]{
 		Apply: func(cur Rings) (Rings, bool, error) {
 			nr, mod := cur, false
-			updateU32(&nr.Rx, r.attr(unix.ETHTOOL_A_RINGS_RX), &mod)
-			updateU32(&nr.RxMini, r.attr(unix.ETHTOOL_A_RINGS_RX_MINI), &mod)
-			updateU32(&nr.RxJumbo, r.attr(unix.ETHTOOL_A_RINGS_RX_JUMBO), &mod)
-			updateU32(&nr.Tx, r.attr(unix.ETHTOOL_A_RINGS_TX), &mod)
+			update(&nr.Rx, req.Rx, &mod)
+			update(&nr.RxMini, req.RxMini, &mod)
+			update(&nr.RxJumbo, req.RxJumbo, &mod)
+			update(&nr.Tx, req.Tx, &mod)
 			if !mod {
 				return cur, false, nil
 			}

@@ -6,6 +6,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -51,4 +54,25 @@ func TestNewServerNeedsLookups(t *testing.T) {
 	mb := NewMemBackend()
 	_, err := NewServer(ServerConfig{Backend: Backend{Devices: mb.Devices, DeviceByIndex: mb.DeviceByIndex, DeviceByName: mb.DeviceByName}})
 	assert.NoError(t, err, "lookups only")
+}
+
+// TestSetTablesMatchPolicy: every attribute a SET request's wire table writes is admitted by the
+// op's policy (the kernel's) with the table's type, so what the client sends passes the
+// server's and the kernel's validation and the server reads it back with the same table.
+func TestSetTablesMatchPolicy(t *testing.T) {
+	kindOf := map[wire.Kind]nlattr.Kind{wire.KindU8: nlattr.U8, wire.KindBool: nlattr.U8, wire.KindU32: nlattr.U32}
+	for _, tc := range []struct {
+		op    op
+		kinds map[uint16]wire.Kind
+	}{
+		{ringsSetOp, wire.RingsSetTable.Kinds()},
+		{channelsSetOp, wire.ChannelsSetTable.Kinds()},
+	} {
+		require.NotEmpty(t, tc.kinds, tc.op.name)
+		for typ, k := range tc.kinds {
+			want, ok := kindOf[k]
+			require.True(t, ok, "%s attribute %d: kind %d", tc.op.name, typ, k)
+			assert.Equal(t, want, tc.op.policy.Policy(typ).Kind, "%s attribute %d", tc.op.name, typ)
+		}
+	}
 }

@@ -65,18 +65,12 @@ type StringSets struct {
 }
 
 // RingsUpdate selects the ring parameters to change; nil fields are left
-// alone (the attribute is not sent).
-type RingsUpdate struct {
-	Rx, RxMini, RxJumbo, Tx, RxBufLen, CQESize *uint32
-	TCPDataSplit                               *uint8
-	TxPush, RxPush                             *bool
-}
+// alone (the attribute is not sent). It is RINGS_SET's wire struct.
+type RingsUpdate = wire.RingsSet
 
 // ChannelsUpdate selects the channel counts to change; nil fields are left
-// alone.
-type ChannelsUpdate struct {
-	Rx, Tx, Other, Combined *uint32
-}
+// alone. It is CHANNELS_SET's wire struct.
+type ChannelsUpdate = wire.ChannelsSet
 
 // PrivateFlags returns ifi's private flags (PRIVFLAGS_GET, verbose).
 func (c *Client) PrivateFlags(ctx context.Context, ifi Interface) (*PrivateFlags, error) {
@@ -189,31 +183,7 @@ func (c *Client) SetRings(ctx context.Context, ifi Interface, u RingsUpdate) err
 	if err := putHeader(ae, unix.ETHTOOL_A_RINGS_HEADER, ifi, 0); err != nil {
 		return err
 	}
-	u32 := func(t uint16, v *uint32) {
-		if v != nil {
-			ae.Uint32(t, *v)
-		}
-	}
-	u8 := func(t uint16, v *bool) {
-		if v != nil {
-			var x uint8
-			if *v {
-				x = 1
-			}
-			ae.Uint8(t, x)
-		}
-	}
-	u32(unix.ETHTOOL_A_RINGS_RX, u.Rx)
-	u32(unix.ETHTOOL_A_RINGS_RX_MINI, u.RxMini)
-	u32(unix.ETHTOOL_A_RINGS_RX_JUMBO, u.RxJumbo)
-	u32(unix.ETHTOOL_A_RINGS_TX, u.Tx)
-	u32(unix.ETHTOOL_A_RINGS_RX_BUF_LEN, u.RxBufLen)
-	if u.TCPDataSplit != nil {
-		ae.Uint8(unix.ETHTOOL_A_RINGS_TCP_DATA_SPLIT, *u.TCPDataSplit)
-	}
-	u32(unix.ETHTOOL_A_RINGS_CQE_SIZE, u.CQESize)
-	u8(unix.ETHTOOL_A_RINGS_TX_PUSH, u.TxPush)
-	u8(unix.ETHTOOL_A_RINGS_RX_PUSH, u.RxPush)
+	putAttrs(ae, wire.RingsSetTable, &u)
 	_, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_RINGS_SET, netlink.Request|netlink.Acknowledge, ae)
 	return err
 }
@@ -252,19 +222,7 @@ func (c *Client) SetChannels(ctx context.Context, ifi Interface, u ChannelsUpdat
 	if err := putHeader(ae, unix.ETHTOOL_A_CHANNELS_HEADER, ifi, 0); err != nil {
 		return err
 	}
-	for _, f := range []struct {
-		t uint16
-		v *uint32
-	}{
-		{unix.ETHTOOL_A_CHANNELS_RX_COUNT, u.Rx},
-		{unix.ETHTOOL_A_CHANNELS_TX_COUNT, u.Tx},
-		{unix.ETHTOOL_A_CHANNELS_OTHER_COUNT, u.Other},
-		{unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT, u.Combined},
-	} {
-		if f.v != nil {
-			ae.Uint32(f.t, *f.v)
-		}
-	}
+	putAttrs(ae, wire.ChannelsSetTable, &u)
 	_, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_CHANNELS_SET, netlink.Request|netlink.Acknowledge, ae)
 	return err
 }

@@ -17,6 +17,16 @@ func putNest[T any](ae *netlink.AttributeEncoder, typ uint16, t *wire.Table[T], 
 	ae.Do(netlink.Nested|typ, func() ([]byte, error) { return b.B, nil })
 }
 
+// putAttrs appends the attributes t writes for v at ae's level (a request's top level).
+func putAttrs[T any](ae *netlink.AttributeEncoder, t *wire.Table[T], v *T) {
+	var b nlattr.Builder
+	t.Put(&b, v)
+	for it := nlattr.NewIter(b.B, 0, len(b.B)); it.Next(); {
+		a := it.Attr()
+		ae.Do(a.Raw, func() ([]byte, error) { return a.Data, nil })
+	}
+}
+
 // eachAttr calls f for each top-level attribute of a message payload. Bytes
 // after the last attribute are an error wrapping EINVAL.
 func eachAttr(b []byte, f func(a nlattr.Attr) error) error {

@@ -155,7 +155,7 @@ func Bool[T any](typ uint16, p func(*T) *bool) Field[T] {
 	}
 }
 
-// OptBool is a Bool a request may leave out: nil is "not given" (not
+// OptBool is a Bool a request may leave out: nil is "not given" (never
 // written, and what a missing attribute decodes to), so that false can be
 // asked for where the default is true.
 func OptBool[T any](typ uint16, p func(*T) **bool) Field[T] {
@@ -173,7 +173,34 @@ func OptBool[T any](typ uint16, p func(*T) **bool) Field[T] {
 			return short(a, 1)
 		},
 		zero: func(v *T) bool { return *p(v) == nil },
-	}
+	}.OmitZero()
+}
+
+// OptU8 is a U8 a request may leave out: nil is "not given" (not written, and what a missing
+// attribute decodes to), so that 0 can be asked for.
+func OptU8[T any](typ uint16, p func(*T) **uint8) Field[T] {
+	return Field[T]{typ: typ, kind: KindU8,
+		put: func(b *nlattr.Builder, v *T) { b.PutU8(typ, **p(v)) },
+		get: func(a nlattr.Attr, v *T) error {
+			x := a.U8()
+			*p(v) = &x
+			return short(a, 1)
+		},
+		zero: func(v *T) bool { return *p(v) == nil },
+	}.OmitZero()
+}
+
+// OptU32 is a U32 a request may leave out, as OptU8.
+func OptU32[T any](typ uint16, p func(*T) **uint32) Field[T] {
+	return Field[T]{typ: typ, kind: KindU32,
+		put: func(b *nlattr.Builder, v *T) { b.PutU32(typ, **p(v)) },
+		get: func(a nlattr.Attr, v *T) error {
+			x := a.U32()
+			*p(v) = &x
+			return short(a, 4)
+		},
+		zero: func(v *T) bool { return *p(v) == nil },
+	}.OmitZero()
 }
 
 // U32 is a host-order u32 attribute.

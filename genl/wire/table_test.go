@@ -139,3 +139,43 @@ func TestDecodeMalformed(t *testing.T) {
 	var p wire.PortInfo
 	assert.NoError(t, wire.PortTable.Decode(attr(999, 1, 2, 3), &p), "unknown attribute")
 }
+
+// TestSetTables: a SET request's table writes exactly the fields given, 0 and false included,
+// in the table's order, and reads back what it wrote (the client writes with it, the server
+// reads with it).
+func TestSetTables(t *testing.T) {
+	zero, big, split, no := uint32(0), uint32(4096), uint8(2), false
+	for _, tc := range []struct {
+		name  string
+		in    wire.RingsSet
+		types []uint16
+	}{
+		{"nothing", wire.RingsSet{}, nil},
+		{"rx 0", wire.RingsSet{Rx: &zero}, []uint16{unix.ETHTOOL_A_RINGS_RX}},
+		{"all", wire.RingsSet{Rx: &big, RxMini: &zero, RxJumbo: &zero, Tx: &big, RxBufLen: &big, CQESize: &zero,
+			TCPDataSplit: &split, TxPush: &no, RxPush: &no},
+			[]uint16{unix.ETHTOOL_A_RINGS_RX, unix.ETHTOOL_A_RINGS_RX_MINI, unix.ETHTOOL_A_RINGS_RX_JUMBO,
+				unix.ETHTOOL_A_RINGS_TX, unix.ETHTOOL_A_RINGS_RX_BUF_LEN, unix.ETHTOOL_A_RINGS_TCP_DATA_SPLIT,
+				unix.ETHTOOL_A_RINGS_CQE_SIZE, unix.ETHTOOL_A_RINGS_TX_PUSH, unix.ETHTOOL_A_RINGS_RX_PUSH}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b nlattr.Builder
+			wire.RingsSetTable.Put(&b, &tc.in)
+			var types []uint16
+			for it := nlattr.NewIter(b.B, 0, len(b.B)); it.Next(); {
+				types = append(types, it.Attr().Type())
+			}
+			assert.Equal(t, tc.types, types, "attributes written")
+			var out wire.RingsSet
+			require.NoError(t, wire.RingsSetTable.Decode(b.B, &out))
+			assert.Equal(t, tc.in, out, "read back")
+		})
+	}
+	ch := wire.ChannelsSet{Combined: &big, Rx: &zero}
+	var b nlattr.Builder
+	wire.ChannelsSetTable.Put(&b, &ch)
+	var out wire.ChannelsSet
+	require.NoError(t, wire.ChannelsSetTable.Decode(b.B, &out))
+	assert.Equal(t, ch, out)
+	assert.Len(t, b.B, 16, "rx and combined, 8 bytes each")
+}
