@@ -60,11 +60,12 @@ func TestNewServerNeedsLookups(t *testing.T) {
 // op's policy (the kernel's) with the table's type, so what the client sends passes the
 // server's and the kernel's validation and the server reads it back with the same table.
 func TestSetTablesMatchPolicy(t *testing.T) {
-	kindOf := map[wire.Kind]nlattr.Kind{wire.KindU8: nlattr.U8, wire.KindBool: nlattr.U8, wire.KindU32: nlattr.U32}
+	kindOf := map[wire.Kind]nlattr.Kind{wire.KindU8: nlattr.U8, wire.KindBool: nlattr.U8, wire.KindU32: nlattr.U32, wire.KindNest: nlattr.Nested}
 	for _, tc := range []struct {
 		op    op
 		kinds map[uint16]wire.Kind
 	}{
+		{privFlagsSetOp, wire.PrivFlagsSetTable.Kinds()},
 		{ringsSetOp, wire.RingsSetTable.Kinds()},
 		{channelsSetOp, wire.ChannelsSetTable.Kinds()},
 	} {

@@ -107,23 +107,11 @@ func (c *Client) SetPrivateFlags(ctx context.Context, p PrivateFlags) error {
 	if err := putHeader(ae, unix.ETHTOOL_A_PRIVFLAGS_HEADER, p.Interface, 0); err != nil {
 		return err
 	}
-	ae.Nested(unix.ETHTOOL_A_PRIVFLAGS_FLAGS, func(bs *netlink.AttributeEncoder) error {
-		bs.Nested(unix.ETHTOOL_A_BITSET_BITS, func(bits *netlink.AttributeEncoder) error {
-			for _, f := range p.Flags {
-				bits.Nested(unix.ETHTOOL_A_BITSET_BITS_BIT, func(bit *netlink.AttributeEncoder) error {
-					if f.Name != "" {
-						bit.String(unix.ETHTOOL_A_BITSET_BIT_NAME, f.Name)
-					} else {
-						bit.Uint32(unix.ETHTOOL_A_BITSET_BIT_INDEX, uint32(f.Index))
-					}
-					bit.Flag(unix.ETHTOOL_A_BITSET_BIT_VALUE, f.On)
-					return nil
-				})
-			}
-			return nil
-		})
-		return nil
-	})
+	set := wire.PrivFlagsSet{Flags: make([]wire.Bit, len(p.Flags))}
+	for i, f := range p.Flags {
+		set.Flags[i] = wire.Bit{Name: f.Name, Index: uint32(f.Index), On: f.On}
+	}
+	putAttrs(ae, wire.PrivFlagsSetTable, &set)
 	_, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_PRIVFLAGS_SET, netlink.Request|netlink.Acknowledge, ae)
 	return err
 }

@@ -78,6 +78,19 @@ var ChannelsTable = NewTable(pairs(
 		func(c *Channels) *uint32 { return &c.CombinedMax }, func(c *Channels) *uint32 { return &c.Combined }),
 )...)
 
+// PrivFlagsSet is a PRIVFLAGS_SET request after the header: the private flags to change, by
+// name or index, as ethtool --set-priv-flags sends them; the flags not listed keep their value.
+type PrivFlagsSet struct {
+	Flags []Bit
+}
+
+// PrivFlagsSetTable is PRIVFLAGS_SET after the header, as the client writes it (policy
+// ethnl_privflags_set_policy). The server reads the FLAGS bitset as ethnl_update_bitset32 does,
+// which also takes the compact form other clients send.
+var PrivFlagsSetTable = NewTable(
+	BitList(unix.ETHTOOL_A_PRIVFLAGS_FLAGS, func(p *PrivFlagsSet) *[]Bit { return &p.Flags }),
+)
+
 // RingsSet is a RINGS_SET request after the header: the ring parameters to change; nil fields
 // are not sent and left alone (ethnl_update_u32 and friends).
 type RingsSet struct {

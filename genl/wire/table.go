@@ -307,6 +307,70 @@ func NestList[T, S any](typ uint16, p func(*T) *[]S, sub *Table[S]) Field[T] {
 	}
 }
 
+// Bit is one bit of an ethtool bitset in list form (ETHTOOL_A_BITSET_BITS_BIT): by Name, or by
+// Index when Name is empty, and its value.
+type Bit struct {
+	Index uint32
+	Name  string
+	On    bool
+}
+
+// BitList is an ethtool bitset nest in verbose list form without a mask (struct
+// ethnl_bitset's ETHTOOL_A_BITSET_BITS, no NOMASK), as a SET request that changes the bits it
+// lists and leaves the others: each bit by name or index, VALUE present when on. Decoding
+// reads that form only (bit values and masks of the compact form are skipped): a server that
+// also takes compact requests reads the nest with ethnl_update_bitset32's rules instead.
+func BitList[T any](typ uint16, p func(*T) *[]Bit) Field[T] {
+	return Field[T]{typ: typ, kind: KindNest,
+		put: func(b *nlattr.Builder, v *T) {
+			n := b.Nest(typ)
+			bits := b.Nest(unix.ETHTOOL_A_BITSET_BITS)
+			for _, bit := range *p(v) {
+				one := b.Nest(unix.ETHTOOL_A_BITSET_BITS_BIT)
+				if bit.Name != "" {
+					b.PutString(unix.ETHTOOL_A_BITSET_BIT_NAME, bit.Name)
+				} else {
+					b.PutU32(unix.ETHTOOL_A_BITSET_BIT_INDEX, bit.Index)
+				}
+				if bit.On {
+					b.PutFlag(unix.ETHTOOL_A_BITSET_BIT_VALUE)
+				}
+				b.EndNest(one)
+			}
+			b.EndNest(bits)
+			b.EndNest(n)
+		},
+		get: func(a nlattr.Attr, v *T) error {
+			for it := nlattr.NewIter(a.Data, 0, len(a.Data)); it.Next(); {
+				if it.Attr().Type() != unix.ETHTOOL_A_BITSET_BITS {
+					continue
+				}
+				bits := it.Attr()
+				for bi := nlattr.NewIter(bits.Data, 0, len(bits.Data)); bi.Next(); {
+					var bit Bit
+					one := bi.Attr()
+					for fi := nlattr.NewIter(one.Data, 0, len(one.Data)); fi.Next(); {
+						switch f := fi.Attr(); f.Type() {
+						case unix.ETHTOOL_A_BITSET_BIT_INDEX:
+							if err := short(f, 4); err != nil {
+								return err
+							}
+							bit.Index = f.U32()
+						case unix.ETHTOOL_A_BITSET_BIT_NAME:
+							bit.Name = f.Str()
+						case unix.ETHTOOL_A_BITSET_BIT_VALUE:
+							bit.On = true
+						}
+					}
+					*p(v) = append(*p(v), bit)
+				}
+			}
+			return nil
+		},
+		zero: func(v *T) bool { return len(*p(v)) == 0 },
+	}
+}
+
 // Binary is an attribute of raw bytes (a captured frame); decoding copies them out of the
 // message.
 func Binary[T any](typ uint16, p func(*T) *[]byte) Field[T] {

@@ -179,3 +179,30 @@ func TestSetTables(t *testing.T) {
 	assert.Equal(t, ch, out)
 	assert.Len(t, b.B, 16, "rx and combined, 8 bytes each")
 }
+
+// TestBitList: PRIVFLAGS_SET's bitset is the verbose list ethtool --set-priv-flags sends (BITS
+// of BIT nests: a name, or an index when there is none; VALUE only when on; no NOMASK), and reads
+// back as written.
+func TestBitList(t *testing.T) {
+	in := wire.PrivFlagsSet{Flags: []wire.Bit{{Name: "full-page-rx", On: true}, {Index: 2}}}
+	var b nlattr.Builder
+	wire.PrivFlagsSetTable.Put(&b, &in)
+
+	var want nlattr.Builder
+	flags := want.Nest(unix.ETHTOOL_A_PRIVFLAGS_FLAGS)
+	bits := want.Nest(unix.ETHTOOL_A_BITSET_BITS)
+	one := want.Nest(unix.ETHTOOL_A_BITSET_BITS_BIT)
+	want.PutString(unix.ETHTOOL_A_BITSET_BIT_NAME, "full-page-rx")
+	want.PutFlag(unix.ETHTOOL_A_BITSET_BIT_VALUE)
+	want.EndNest(one)
+	two := want.Nest(unix.ETHTOOL_A_BITSET_BITS_BIT)
+	want.PutU32(unix.ETHTOOL_A_BITSET_BIT_INDEX, 2)
+	want.EndNest(two)
+	want.EndNest(bits)
+	want.EndNest(flags)
+	assert.Equal(t, want.B, b.B, "bytes")
+
+	var out wire.PrivFlagsSet
+	require.NoError(t, wire.PrivFlagsSetTable.Decode(b.B, &out))
+	assert.Equal(t, in, out)
+}
