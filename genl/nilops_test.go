@@ -166,3 +166,33 @@ func TestNilOpsAnswers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, all)
 }
+
+// TestClientGet: a GET described by a wire table is read with client.Get and client.GetAll,
+// without client code of its own: the same answers as the client's own methods.
+func TestClientGet(t *testing.T) {
+	ts := startServer(t, nil)
+	c := dialClient(t, ts.path)
+	ctx := ctxT(t)
+	mana0 := client.Interface{Name: "mana0"}
+
+	want, err := c.Coalesce(ctx, mana0)
+	require.NoError(t, err)
+	got, err := client.Get(ctx, c, unix.ETHTOOL_MSG_COALESCE_GET, unix.ETHTOOL_A_COALESCE_HEADER, mana0, wire.CoalesceTable)
+	require.NoError(t, err)
+	assert.Equal(t, want.Interface, got.Interface)
+	assert.Equal(t, want.Coalesce, got.Value)
+
+	all, err := client.GetAll(ctx, c, unix.ETHTOOL_MSG_RINGS_GET, unix.ETHTOOL_A_RINGS_HEADER, wire.RingsTable)
+	require.NoError(t, err)
+	rings, err := c.AllRings(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 2, "mana0 and mana1 (lo0 has no rings)")
+	require.Len(t, rings, len(all))
+	for i := range all {
+		assert.Equal(t, rings[i].Interface, all[i].Interface)
+		assert.Equal(t, rings[i].Rings, all[i].Value)
+	}
+
+	_, err = client.Get(ctx, c, unix.ETHTOOL_MSG_RINGS_GET, unix.ETHTOOL_A_RINGS_HEADER, client.Interface{Name: "nosuch0"}, wire.RingsTable)
+	assert.ErrorIs(t, err, unix.ENODEV)
+}

@@ -149,11 +149,11 @@ func DecodePrivateFlags(b []byte, names []string) (*PrivateFlags, error) {
 
 // Rings returns ifi's ring parameters (RINGS_GET).
 func (c *Client) Rings(ctx context.Context, ifi Interface) (*Rings, error) {
-	m, err := c.getOne(ctx, unix.ETHTOOL_MSG_RINGS_GET, unix.ETHTOOL_A_RINGS_HEADER, ifi)
+	r, err := Get(ctx, c, unix.ETHTOOL_MSG_RINGS_GET, unix.ETHTOOL_A_RINGS_HEADER, ifi, wire.RingsTable)
 	if err != nil {
 		return nil, err
 	}
-	return DecodeRings(m.Data)
+	return &Rings{Interface: r.Interface, Rings: r.Value}, nil
 }
 
 // AllRings returns the ring parameters of every device that has them.
@@ -188,11 +188,11 @@ func DecodeRings(b []byte) (*Rings, error) {
 
 // Channels returns ifi's channel counts (CHANNELS_GET).
 func (c *Client) Channels(ctx context.Context, ifi Interface) (*Channels, error) {
-	m, err := c.getOne(ctx, unix.ETHTOOL_MSG_CHANNELS_GET, unix.ETHTOOL_A_CHANNELS_HEADER, ifi)
+	r, err := Get(ctx, c, unix.ETHTOOL_MSG_CHANNELS_GET, unix.ETHTOOL_A_CHANNELS_HEADER, ifi, wire.ChannelsTable)
 	if err != nil {
 		return nil, err
 	}
-	return DecodeChannels(m.Data)
+	return &Channels{Interface: r.Interface, Channels: r.Value}, nil
 }
 
 // AllChannels returns the channel counts of every device that has them.
