@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math"
 	"slices"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -151,10 +150,12 @@ var netdevOps = []op{
 	splitOp(netdevGetOp(wire.NetdevCmdQueueGet, "queue-get", netdevQueueGetPolicy, (*Server).netdevQueueGet, (*Server).netdevQueueDump), netdevQueueDumpPolicy),
 	splitOp(netdevGetOp(wire.NetdevCmdNAPIGet, "napi-get", netdevNAPIGetPolicy, (*Server).netdevNAPIGet, (*Server).netdevNAPIDump), netdevNAPIDumpPolicy),
 	netdevGetOp(wire.NetdevCmdQStatsGet, "qstats-get", netdevQStatsPolicy, nil, (*Server).netdevQStatsDump),
-	// GENL_ADMIN_PERM | GENL_CMD_CAP_DO, as netdev.yaml's napi-set (flags: admin-perm).
-	{cmd: wire.NetdevCmdNAPISet, name: "napi-set", perm: unix.GENL_ADMIN_PERM, policy: netdevNAPISetPolicy, mode: nlattr.Strict,
-		driver: "SetNAPI", doit: (*Server).netdevNAPISet},
+	napiSetOp,
 }
+
+// napiSetOp is napi-set: GENL_ADMIN_PERM | GENL_CMD_CAP_DO, as netdev.yaml's (flags: admin-perm).
+var napiSetOp = op{cmd: wire.NetdevCmdNAPISet, name: "napi-set", perm: unix.GENL_ADMIN_PERM, policy: netdevNAPISetPolicy,
+	mode: nlattr.Strict, driver: "SetNAPI", doit: (*Server).netdevNAPISet}
 
 func netdevFamily() *family {
 	return &family{
@@ -479,16 +480,6 @@ type NetdevNAPISetter interface {
 	SetNAPI(ctx context.Context, c Caller, d Device, id uint32, set NAPISet) error
 }
 
-// nlDuration reads an NLA_UINT of nanoseconds as a Duration. The kernel keeps the timeouts as
-// unsigned nanoseconds; a Duration holds up to 292 years, beyond which the value is capped.
-func nlDuration(a nlattr.Attr) (time.Duration, error) {
-	v, err := nlUint(a)
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(min(v, math.MaxInt64)), nil
-}
-
 // netdevNAPISet mirrors netdev_nl_napi_set_doit: the id is required (GENL_REQ_ATTR_CHECK), a
 // NAPI of another namespace or none is ENOENT with the id as the bad attribute, and the settings
 // present are applied (threaded, defer-hard-irqs, irq-suspend-timeout, gro-flush-timeout).
@@ -498,27 +489,11 @@ func (s *Server) netdevNAPISet(r *request) error {
 	if err != nil {
 		return err
 	}
-	var set NAPISet
-	if a := r.attr(wire.NetdevANAPIThreaded); a.Present() {
-		v := a.U32() != 0
-		set.Threaded = &v
+	req, err := decodeRequest(r, wire.NetdevNAPISetTable)
+	if err != nil {
+		return err
 	}
-	if a := r.attr(wire.NetdevANAPIDeferHardIRQs); a.Present() {
-		v := a.U32()
-		set.DeferHardIRQs = &v
-	}
-	for _, f := range []struct {
-		t   uint16
-		dst **time.Duration
-	}{{wire.NetdevANAPIIRQSuspendTimeout, &set.IRQSuspendTimeout}, {wire.NetdevANAPIGROFlushTimeout, &set.GROFlushTimeout}} {
-		if a := r.attr(f.t); a.Present() {
-			v, err := nlDuration(a)
-			if err != nil {
-				return err
-			}
-			*f.dst = &v
-		}
-	}
+	set := req.NetdevNAPISet
 	unknown := nlattr.AttrError(unix.ENOENT, idA, "")
 	if s.cfg.Backend.SetNAPI == nil {
 		return unknown // no NAPI the server could change

@@ -60,7 +60,7 @@ func TestNewServerNeedsLookups(t *testing.T) {
 // op's policy (the kernel's) with the table's type, so what the client sends passes the
 // server's and the kernel's validation and the server reads it back with the same table.
 func TestSetTablesMatchPolicy(t *testing.T) {
-	kindOf := map[wire.Kind]nlattr.Kind{wire.KindU8: nlattr.U8, wire.KindBool: nlattr.U8, wire.KindU32: nlattr.U32, wire.KindNest: nlattr.Nested}
+	kindOf := map[wire.Kind]nlattr.Kind{wire.KindU8: nlattr.U8, wire.KindBool: nlattr.U8, wire.KindU32: nlattr.U32, wire.KindNest: nlattr.Nested, wire.KindUint: nlattr.Uint}
 	for _, tc := range []struct {
 		op    op
 		kinds map[uint16]wire.Kind
@@ -68,6 +68,7 @@ func TestSetTablesMatchPolicy(t *testing.T) {
 		{privFlagsSetOp, wire.PrivFlagsSetTable.Kinds()},
 		{ringsSetOp, wire.RingsSetTable.Kinds()},
 		{channelsSetOp, wire.ChannelsSetTable.Kinds()},
+		{napiSetOp, wire.NetdevNAPISetTable.Kinds()},
 	} {
 		require.NotEmpty(t, tc.kinds, tc.op.name)
 		for typ, k := range tc.kinds {

@@ -11,8 +11,10 @@ package wire
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"slices"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -59,6 +61,7 @@ const (
 	KindNest   // Nest
 	KindList   // Strings, NestList
 	KindBinary // Binary: raw bytes
+	KindUint   // NLA_UINT: a u32, or a u64 when the value needs it
 )
 
 // Table is the attribute set of a T, in the order Put writes it.
@@ -198,6 +201,36 @@ func OptU32[T any](typ uint16, p func(*T) **uint32) Field[T] {
 			x := a.U32()
 			*p(v) = &x
 			return short(a, 4)
+		},
+		zero: func(v *T) bool { return *p(v) == nil },
+	}.OmitZero()
+}
+
+// OptNanos is an optional duration sent as an NLA_UINT of nanoseconds (nla_put_uint: 4 bytes
+// when the value fits, else 8); nil is "not given". A negative duration is written as 0 (a
+// caller refuses it before); a value beyond a Duration's range reads as the largest one.
+func OptNanos[T any](typ uint16, p func(*T) **time.Duration) Field[T] {
+	return Field[T]{typ: typ, kind: KindUint,
+		put: func(b *nlattr.Builder, v *T) {
+			if n := uint64(max(**p(v), 0)); n <= math.MaxUint32 {
+				b.PutU32(typ, uint32(n))
+			} else {
+				b.PutU64(typ, n)
+			}
+		},
+		get: func(a nlattr.Attr, v *T) error {
+			var n uint64
+			switch len(a.Data) {
+			case 4:
+				n = uint64(a.U32())
+			case 8:
+				n = a.U64()
+			default:
+				return fmt.Errorf("%d bytes, want 4 or 8: %w", len(a.Data), unix.EINVAL)
+			}
+			d := time.Duration(min(n, math.MaxInt64))
+			*p(v) = &d
+			return nil
 		},
 		zero: func(v *T) bool { return *p(v) == nil },
 	}.OmitZero()

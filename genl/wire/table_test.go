@@ -4,6 +4,7 @@ import (
 	"net"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
@@ -205,4 +206,28 @@ func TestBitList(t *testing.T) {
 	var out wire.PrivFlagsSet
 	require.NoError(t, wire.PrivFlagsSetTable.Decode(b.B, &out))
 	assert.Equal(t, in, out)
+}
+
+// TestNAPISetTable: napi-set's timeouts are NLA_UINTs, 4 bytes while the nanoseconds fit and 8
+// beyond (nla_put_uint), threaded a u32; each reads back as written, and what is not given is
+// not sent.
+func TestNAPISetTable(t *testing.T) {
+	short, long, irqs, on := time.Second, 10*time.Second, uint32(2), true
+	in := wire.NetdevNAPISetRequest{ID: 9, NetdevNAPISet: wire.NetdevNAPISet{DeferHardIRQs: &irqs,
+		GROFlushTimeout: &short, IRQSuspendTimeout: &long, Threaded: &on}}
+	var b nlattr.Builder
+	wire.NetdevNAPISetTable.Put(&b, &in)
+	sizes := map[uint16]int{}
+	for it := nlattr.NewIter(b.B, 0, len(b.B)); it.Next(); {
+		sizes[it.Attr().Type()] = len(it.Attr().Data)
+	}
+	assert.Equal(t, map[uint16]int{wire.NetdevANAPIID: 4, wire.NetdevANAPIDeferHardIRQs: 4, wire.NetdevANAPIGROFlushTimeout: 4,
+		wire.NetdevANAPIIRQSuspendTimeout: 8, wire.NetdevANAPIThreaded: 4}, sizes)
+	var out wire.NetdevNAPISetRequest
+	require.NoError(t, wire.NetdevNAPISetTable.Decode(b.B, &out))
+	assert.Equal(t, in, out)
+
+	b.Reset()
+	wire.NetdevNAPISetTable.Put(&b, &wire.NetdevNAPISetRequest{ID: 9})
+	assert.Len(t, b.B, 8, "only the id")
 }
