@@ -161,7 +161,7 @@ type Backend struct {
 	SetMTU          func(ctx context.Context, c Caller, d Device, mtu uint32) error
 	AttachXDP       func(ctx context.Context, c Caller, d Device, p XDPProgram) error
 	DetachXDP       func(ctx context.Context, c Caller, d Device) error
-	// Stats are the device's counters (nil: STATS_GET is EOPNOTSUPP, a dump is empty).
+	// Stats are the device's counters.
 	Stats      func(ctx context.Context, c Caller, d Device) ([]Stat, error)
 	PlanLayout func(ctx context.Context, c Caller, r LayoutRequest) ([]RxBufLayout, error)
 	SetFault   func(ctx context.Context, c Caller, d Device, f Fault) error
