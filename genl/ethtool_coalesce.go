@@ -76,29 +76,25 @@ func coalesceValidate(r *request, d Device) error {
 	return nil
 }
 
-// updateBool mirrors ethnl_update_bool32 (any non-zero u8 is true).
-func updateBool(dst *bool, a nlattr.Attr, mod *bool) {
-	if a.Present() && (a.U8() != 0) != *dst {
-		*dst = a.U8() != 0
-		*mod = true
-	}
-}
-
 // coalesceSet mirrors ethnl_set_coalesce: the request's parameters applied to the current ones
 // under the backend's lock; the driver's rules are the backend's.
 func coalesceSet(r *request, d Device) error {
 	s := r.s
+	req, err := decodeRequest(r, wire.CoalesceSetTable)
+	if err != nil {
+		return err
+	}
 	return s.cfg.Backend.SetCoalesce(r.ctx, r.c.caller, d, Update[Coalesce]{
 		Apply: func(cur Coalesce) (Coalesce, bool, error) {
 			nc, mod := cur, false
-			updateU32(&nc.RxUsecs, r.attr(unix.ETHTOOL_A_COALESCE_RX_USECS), &mod)
-			updateU32(&nc.RxMaxFrames, r.attr(unix.ETHTOOL_A_COALESCE_RX_MAX_FRAMES), &mod)
-			updateU32(&nc.TxUsecs, r.attr(unix.ETHTOOL_A_COALESCE_TX_USECS), &mod)
-			updateU32(&nc.TxMaxFrames, r.attr(unix.ETHTOOL_A_COALESCE_TX_MAX_FRAMES), &mod)
-			updateBool(&nc.AdaptiveRx, r.attr(unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX), &mod)
-			updateBool(&nc.AdaptiveTx, r.attr(unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX), &mod)
-			updateU32(&nc.RxCQEFrames, r.attr(wire.CoalesceRxCQEFrames), &mod)
-			updateU32(&nc.RxCQENsecs, r.attr(wire.CoalesceRxCQENsecs), &mod)
+			update(&nc.RxUsecs, req.RxUsecs, &mod)
+			update(&nc.RxMaxFrames, req.RxMaxFrames, &mod)
+			update(&nc.TxUsecs, req.TxUsecs, &mod)
+			update(&nc.TxMaxFrames, req.TxMaxFrames, &mod)
+			update(&nc.AdaptiveRx, req.AdaptiveRx, &mod) // ethnl_update_bool32: any non-zero u8 is true
+			update(&nc.AdaptiveTx, req.AdaptiveTx, &mod)
+			update(&nc.RxCQEFrames, req.RxCQEFrames, &mod)
+			update(&nc.RxCQENsecs, req.RxCQENsecs, &mod)
 			return nc, mod, nil
 		},
 		Changed: func(c Coalesce) { s.NotifyCoalesce(d, c) },

@@ -43,15 +43,7 @@ func ringsValidate(r *request, _ Device) error {
 	return nil
 }
 
-// updateU32 mirrors ethnl_update_u32.
-func updateU32(dst *uint32, a nlattr.Attr, mod *bool) {
-	if a.Present() && a.U32() != *dst {
-		*dst = a.U32()
-		*mod = true
-	}
-}
-
-// update is ethnl_update_u32 on a decoded request: v, when the request carries it, replaces *dst.
+// update mirrors ethnl_update_u32 (and _u8, _bool32) on a decoded request: v, when the request carries it, replaces *dst.
 func update[T comparable](dst *T, v *T, mod *bool) {
 	if v != nil && *v != *dst {
 		*dst = *v

@@ -69,6 +69,7 @@ func TestSetTablesMatchPolicy(t *testing.T) {
 		{ringsSetOp, wire.RingsSetTable.Kinds()},
 		{channelsSetOp, wire.ChannelsSetTable.Kinds()},
 		{napiSetOp, wire.NetdevNAPISetTable.Kinds()},
+		{coalesceSetOp, wire.CoalesceSetTable.Kinds()},
 	} {
 		require.NotEmpty(t, tc.kinds, tc.op.name)
 		for typ, k := range tc.kinds {
