@@ -66,6 +66,7 @@ func TestSetTablesMatchPolicy(t *testing.T) {
 		kinds map[uint16]wire.Kind
 	}{
 		{privFlagsSetOp, wire.PrivFlagsSetTable.Kinds()},
+		{featuresSetOp, wire.FeaturesSetTable.Kinds()},
 		{ringsSetOp, wire.RingsSetTable.Kinds()},
 		{channelsSetOp, wire.ChannelsSetTable.Kinds()},
 		{napiSetOp, wire.NetdevNAPISetTable.Kinds()},

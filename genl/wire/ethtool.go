@@ -91,6 +91,19 @@ var PrivFlagsSetTable = NewTable(
 	BitList(unix.ETHTOOL_A_PRIVFLAGS_FLAGS, func(p *PrivFlagsSet) *[]Bit { return &p.Flags }),
 )
 
+// FeaturesSet is a FEATURES_SET request after the header: the features to turn on or off, by
+// name, as ethtool -K sends them; the others keep their wanted state.
+type FeaturesSet struct {
+	Wanted []Bit
+}
+
+// FeaturesSetTable is FEATURES_SET after the header, as the client writes it (policy
+// ethnl_features_set_policy). The server reads WANTED as ethnl_set_features does, which also
+// takes the compact form.
+var FeaturesSetTable = NewTable(
+	BitList(unix.ETHTOOL_A_FEATURES_WANTED, func(f *FeaturesSet) *[]Bit { return &f.Wanted }),
+)
+
 // RingsSet is a RINGS_SET request after the header: the ring parameters to change; nil fields
 // are not sent and left alone (ethnl_update_u32 and friends).
 type RingsSet struct {
