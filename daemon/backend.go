@@ -21,10 +21,30 @@ import (
 	"github.com/manad/manad/vnic"
 )
 
-// backend is the Daemon as the netlink server sees it (genl.Backend).
+// backend is the Daemon as the netlink server sees it: its methods are the ops of ops().
 type backend Daemon
 
-var _ genl.Backend = (*backend)(nil)
+// ops is the daemon's genl.Backend: every op, the daemon's methods.
+func (b *backend) ops() genl.Backend {
+	return genl.Backend{
+		Devices: b.Devices, DeviceByIndex: b.DeviceByIndex, DeviceByName: b.DeviceByName,
+
+		StringSet: b.StringSet, PrivFlags: b.PrivFlags, SetPrivFlags: b.SetPrivFlags,
+		Rings: b.Rings, SetRings: b.SetRings, Channels: b.Channels, SetChannels: b.SetChannels,
+		Coalesce: b.Coalesce, SetCoalesce: b.SetCoalesce, RSS: b.RSS, SetRSS: b.SetRSS,
+		Features: b.Features, SetFeatures: b.SetFeatures,
+		LinkSettings: b.LinkSettings, LinkState: b.LinkState, TSInfo: b.TSInfo,
+
+		Ports: b.Ports, Port: b.Port, CreatePort: b.CreatePort, DeletePort: b.DeletePort,
+		DeletePortNetNS: b.DeletePortNetNS, SetMTU: b.SetMTU, AttachXDP: b.AttachXDP, DetachXDP: b.DetachXDP,
+		Stats: b.Stats, PlanLayout: b.PlanLayout, SetFault: b.SetFault, StartCapture: b.StartCapture,
+
+		Segments: b.Segments, Segment: b.Segment, CreateSegment: b.CreateSegment, DeleteSegment: b.DeleteSegment,
+		AddUplink: b.AddUplink, DeleteUplink: b.DeleteUplink,
+
+		NetdevPort: b.NetdevPort, NetdevViews: b.NetdevViews, SetNAPI: b.SetNAPI,
+	}
+}
 
 func (b *backend) d() *Daemon { return (*Daemon)(b) }
 
@@ -364,8 +384,6 @@ func (b *backend) DeletePort(ctx context.Context, c genl.Caller, dev genl.Device
 		return nil
 	})
 }
-
-var _ genl.PortNetNSDeleter = (*backend)(nil)
 
 // DeletePortNetNS deletes a port as DeletePort does, then its named network namespace as `ip
 // netns del` would, when the namespace is one manad created (the same one: its inode is the

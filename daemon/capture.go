@@ -12,8 +12,6 @@ import (
 	"github.com/manad/manad/genl/wire"
 )
 
-var _ genl.Capturer = (*backend)(nil)
-
 // StartCapture starts a capture of r.Target: a port by that name the caller can see (one in its
 // namespace; for an admin in manad's own namespace, any port, as list shows them), else the wire
 // segment by that name. A port and a segment of the same name: the port wins. Errors: ENOENT

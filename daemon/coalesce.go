@@ -7,8 +7,6 @@ import (
 	"github.com/manad/manad/vnic"
 )
 
-var _ genl.CoalesceBackend = (*backend)(nil)
-
 // Coalesce is mana_get_coalesce.
 func (b *backend) Coalesce(ctx context.Context, c genl.Caller, dev genl.Device) (co genl.Coalesce, err error) {
 	err = b.withPort(dev, func(p *port) error {

@@ -113,7 +113,7 @@ func New(opts Options) (*Daemon, error) {
 		}
 	}
 	scfg := genl.ServerConfig{
-		Backend: (*backend)(d), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,
+		Backend: (*backend)(d).ops(), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,
 		MaxMessage: maxRequest,
 		MaxConns:   opts.Config.Daemon.MaxConnections, MaxConnsPerUID: opts.Config.Daemon.MaxConnectionsPerUID,
 		IdleTimeout: opts.Config.Daemon.IdleTimeout, BusyPoll: opts.Config.Daemon.BusyPoll,

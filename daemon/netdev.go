@@ -9,8 +9,6 @@ import (
 	"github.com/manad/manad/vnic"
 )
 
-var _ genl.NetdevViewBackend = (*backend)(nil)
-
 // netdevXDPFeatures is what dev-get reports as xdp-features: mana's, as mana_probe_port sets
 // them with xdp_set_features_flag (NETDEV_XDP_ACT_BASIC | _REDIRECT | _NDO_XMIT). mana sets no
 // xdp_metadata_ops and no XSK TX metadata ops, so xdp-rx-metadata-features and xsk-features are

@@ -47,11 +47,14 @@ type dropWire struct{}
 
 func (dropWire) Send(int, []byte) {}
 
-// onePortBackend serves one vnic port (ifindex 7) through the daemon's netdev conversion; only
-// the lookups and NetdevPort are implemented (the embedded nil Backend is never called).
+// onePortBackend serves one vnic port (ifindex 7) through the daemon's netdev conversion; it has
+// only the lookups and NetdevPort (ops() leaves every other op nil: unsupported).
 type onePortBackend struct {
-	genl.Backend
 	vp *vnic.Port
+}
+
+func (b onePortBackend) ops() genl.Backend {
+	return genl.Backend{Devices: b.Devices, DeviceByIndex: b.DeviceByIndex, DeviceByName: b.DeviceByName, NetdevPort: b.NetdevPort}
 }
 
 func (b onePortBackend) dev(c genl.Caller) genl.Device {
@@ -62,6 +65,12 @@ func (b onePortBackend) Devices(_ context.Context, c genl.Caller) ([]genl.Device
 }
 func (b onePortBackend) DeviceByIndex(_ context.Context, c genl.Caller, i uint32) (genl.Device, error) {
 	if i != 7 {
+		return genl.Device{}, unix.ENODEV
+	}
+	return b.dev(c), nil
+}
+func (b onePortBackend) DeviceByName(_ context.Context, c genl.Caller, name string) (genl.Device, error) {
+	if name != "pp0" {
 		return genl.Device{}, unix.ENODEV
 	}
 	return b.dev(c), nil
@@ -90,7 +99,7 @@ func TestNetdevDetachedPools(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, vnic.RxDelivered, vp.Receive(0, frame()), "Receive")
 
-	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}, AdminGroup: -1,
+	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}.ops(), AdminGroup: -1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	ctx, c := serveOnePort(t, srv)
@@ -219,7 +228,7 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 		vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
 	p.vp = vp
 	vp.SetIfindex(7)
-	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}, AdminGroup: -1,
+	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}.ops(), AdminGroup: -1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	d.srv = srv

@@ -8,8 +8,6 @@ import (
 	"github.com/manad/manad/vnic"
 )
 
-var _ genl.RSSBackend = (*backend)(nil)
-
 // RSS is mana_get_rxfh: Toeplitz, the port's 40-byte key and its indirection table of
 // MANA_INDIRECT_TABLE_DEF_SIZE entries (get_rxfh_indir_size), also while the port is down.
 func (b *backend) RSS(ctx context.Context, c genl.Caller, dev genl.Device) (r genl.RSS, err error) {

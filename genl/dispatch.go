@@ -41,17 +41,28 @@ type mcGroup struct {
 	name string
 }
 
-// op is one command (struct genl_split_ops for do and dump together).
+// op describes one request message of a family, as a row of the kernel's
+// ethtool_genl_ops[] (struct genl_ops, do and dump together): command, name,
+// permission, policy and handlers. Each message file defines its ops as
+// package-level values and the family lists them (ethtoolOps, manadOps,
+// netdevOps, nlctrlOps); the op list nlctrl advertises, the policies it dumps
+// and the command label of the request metrics are all read from them.
 type op struct {
-	cmd    uint8
+	cmd uint8
+	// name is the command's name in the family's YNL spec (ethtool.yaml's
+	// "rings-get"), or manad's own for its family: the metrics label.
+	name   string
 	perm   uint32      // GENL_UNS_ADMIN_PERM for SET-type commands, GENL_ADMIN_PERM for netdev's napi-set
 	policy *nlattr.Set // nil: attributes are not parsed (maxattr 0)
 	mode   nlattr.Mode // validation of do requests
 	// dumpMode is the validation of dump requests.
 	dumpMode nlattr.Mode
-	doit     func(*request) error
-	start    func(*request) error // dump start, after validation; errors are ACKed
-	dumpit   func(*request, *dumper) error
+	// driver names the Backend op the message calls (its field), "" for none;
+	// dumpDriver the one its dump calls when that is another.
+	driver, dumpDriver string
+	doit               func(*Server, *request) error
+	start              func(*Server, *request) error // dump start, after validation; errors are ACKed
+	dumpit             func(*Server, *request, *dumper) error
 	// dumpPolicy, when set, validates dump requests instead of policy (split do/dump ops).
 	dumpPolicy *nlattr.Set
 }
@@ -380,16 +391,16 @@ func (s *Server) genlRcv(ctx context.Context, c *conn, msg []byte, h nlattr.Head
 		}
 	}
 	if !dump {
-		err := o.doit(r)
+		err := o.doit(s, r)
 		return r.multi, err
 	}
 	if o.start != nil {
-		if err := o.start(r); err != nil {
+		if err := o.start(s, r); err != nil {
 			return false, err
 		}
 	}
 	d := s.newDumper(r)
-	return true, d.finish(o.dumpit(r, d))
+	return true, d.finish(o.dumpit(s, r, d))
 }
 
 // nlctrl family (net/netlink/genetlink.c genl_ctrl).
@@ -399,21 +410,25 @@ var ctrlPolicyFamily = nlattr.NewSet(unix.CTRL_ATTR_FAMILY_NAME, map[uint16]nlat
 	unix.CTRL_ATTR_FAMILY_NAME: {Kind: nlattr.NulString, Len: unix.GENL_NAMSIZ - 1},
 })
 
-func (s *Server) nlctrlFamily() *family {
+// nlctrlOps are nlctrl's ops (genl_ctrl_ops): getfamily with do and dump,
+// getpolicy dump-only.
+var nlctrlOps = []op{{
+	cmd: unix.CTRL_CMD_GETFAMILY, name: "getfamily", policy: ctrlPolicyFamily,
+	// GENL_DONT_VALIDATE_STRICT | GENL_DONT_VALIDATE_DUMP
+	mode: nlattr.Liberal, dumpMode: nlattr.Strict,
+	doit:   (*Server).ctrlGetFamily,
+	dumpit: (*Server).ctrlDumpFamily,
+}, {
+	cmd: unix.CTRL_CMD_GETPOLICY, name: "getpolicy", policy: ctrlPolicyPolicy, mode: nlattr.Strict, dumpMode: nlattr.Strict,
+	start: (*Server).ctrlPolicyStart, dumpit: (*Server).ctrlPolicyDump,
+}}
+
+func nlctrlFamily() *family {
 	return &family{
 		id: nlctrlID, name: "nlctrl", version: 2,
 		resvStartOp: unix.CTRL_CMD_GETPOLICY + 1,
-		ops: []op{{
-			cmd: unix.CTRL_CMD_GETFAMILY, policy: ctrlPolicyFamily,
-			// GENL_DONT_VALIDATE_STRICT | GENL_DONT_VALIDATE_DUMP
-			mode: nlattr.Liberal, dumpMode: nlattr.Strict,
-			doit:   s.ctrlGetFamily,
-			dumpit: s.ctrlDumpFamily,
-		}, {
-			cmd: unix.CTRL_CMD_GETPOLICY, policy: ctrlPolicyPolicy, mode: nlattr.Strict, dumpMode: nlattr.Strict,
-			start: s.ctrlPolicyStart, dumpit: s.ctrlPolicyDump,
-		}},
-		groups: []mcGroup{{id: notifyGroupID, name: "notify"}},
+		ops:         nlctrlOps,
+		groups:      []mcGroup{{id: notifyGroupID, name: "notify"}},
 	}
 }
 

@@ -113,8 +113,20 @@
 //	31   CAPTURE_STOP     do       admin   -                                  CAPTURE_STOP: CAPTURE_STATS
 //	32   CAPTURE_FRAME    unsolicited on the capturing connection: CAPTURE_FRAME
 //
-// The segment commands (manad_segment.go, genl/wire/segment.go) need a Backend that is also a
-// SegmentBackend, else they answer EOPNOTSUPP.
+// Each command is one op value (struct op, dispatch.go) in its message file, naming the Backend
+// op it calls; a command whose Backend op is nil answers EOPNOTSUPP saying so (the segment
+// commands, manad_segment.go, with a Backend without the segment ops).
+//
+// # Adding a message
+//
+// A GET answered from one backend value is: its struct and wire.Table in genl/wire (the reply,
+// and for a SET the request: the client writes it and the server reads it with the same table);
+// its message file here, holding the policy and the op value (ethGetOp over tableGet, which
+// names the Backend op), listed in its family's ops (ethtoolOps, as ethtool_genl_ops[] lists
+// them); the Backend op (a field of Backend, which the daemon fills in backend.ops(); nil in
+// any other backend answers EOPNOTSUPP); and its manactl command, which can read it with
+// client.Get and the wire table. The op's name is the request metrics' label and nlctrl lists
+// it with its policy; no other table names it.
 //
 // A connection that sent CAPTURE_START receives its capture's frames, seq 0,
 // several per datagram, until CAPTURE_STOP (whose reply follows the last one)

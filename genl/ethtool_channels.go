@@ -3,33 +3,53 @@ package genl
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
 )
 
 // CHANNELS messages, as net/ethtool/channels.c.
 
-func (s *Server) channelsGet() *ethGet {
-	return tableGet(unix.ETHTOOL_MSG_CHANNELS_GET_REPLY, s.cfg.Backend.Channels, wire.ChannelsTable)
+// channelsGetOp and channelsSetOp are the CHANNELS rows of ethtool_genl_ops.
+var (
+	channelsGetOp = ethGetOp(unix.ETHTOOL_MSG_CHANNELS_GET, "channels-get", ethtool.Policy().ChannelsGet,
+		tableGet(unix.ETHTOOL_MSG_CHANNELS_GET_REPLY, "Channels", func(b Backend) getFunc[Channels] { return b.Channels }, wire.ChannelsTable))
+	channelsSetOp = ethSetOp(unix.ETHTOOL_MSG_CHANNELS_SET, "channels-set", ethtool.Policy().ChannelsSet, "SetChannels", channelsValidate, channelsSet)
+)
+
+// channelsValidate mirrors ethnl_set_channels_validate: EOPNOTSUPP without
+// get_channels or set_channels.
+func channelsValidate(r *request, _ Device) error {
+	if b := r.s.cfg.Backend; b.Channels == nil || b.SetChannels == nil {
+		return unix.EOPNOTSUPP
+	}
+	return nil
 }
 
 // channelsSet mirrors ethnl_set_channels (current form, with attribute
 // types in err_attr) up to the driver call (manad has no
 // RSS indirection table or AF_XDP zero-copy queues to check).
-func (s *Server) channelsSet(r *request, d Device) error {
+func channelsSet(r *request, d Device) error {
+	s := r.s
+	req, err := decodeRequest(r, wire.ChannelsSetTable)
+	if err != nil {
+		return err
+	}
 	return s.cfg.Backend.SetChannels(r.ctx, r.c.caller, d, Update[Channels]{
-		Apply:   func(cur Channels) (Channels, bool, error) { return applyChannels(r, cur) },
+		Apply:   func(cur Channels) (Channels, bool, error) { return applyChannels(r, req, cur) },
 		Changed: func(ch Channels) { s.NotifyChannels(d, ch) },
 	})
 }
 
-func applyChannels(r *request, cur Channels) (Channels, bool, error) {
+// applyChannels is ethnl_set_channels' core on the decoded request req; r's attributes are
+// the offenders its errors point at.
+func applyChannels(r *request, req wire.ChannelsSet, cur Channels) (Channels, bool, error) {
 	ch := cur
 	var mod, modCombined bool
-	updateU32(&ch.Rx, r.attr(unix.ETHTOOL_A_CHANNELS_RX_COUNT), &mod)
-	updateU32(&ch.Tx, r.attr(unix.ETHTOOL_A_CHANNELS_TX_COUNT), &mod)
-	updateU32(&ch.Other, r.attr(unix.ETHTOOL_A_CHANNELS_OTHER_COUNT), &mod)
-	updateU32(&ch.Combined, r.attr(unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT), &modCombined)
+	update(&ch.Rx, req.Rx, &mod)
+	update(&ch.Tx, req.Tx, &mod)
+	update(&ch.Other, req.Other, &mod)
+	update(&ch.Combined, req.Combined, &modCombined)
 	if !mod && !modCombined {
 		return cur, false, nil
 	}

@@ -1,7 +1,6 @@
 package genl
 
 import (
-	"context"
 	"errors"
 	"slices"
 
@@ -16,15 +15,6 @@ import (
 
 // Coalesce is a device's coalescing parameters (mana_get_coalesce).
 type Coalesce = wire.Coalesce
-
-// CoalesceBackend is what COALESCE_GET and COALESCE_SET ask of a Backend that also implements
-// it; without it both answer EOPNOTSUPP, as for a driver without get/set_coalesce. SetCoalesce
-// follows the Set* contract of Backend: the driver's own checks (mana_set_coalesce's) are the
-// backend's, with its extack texts.
-type CoalesceBackend interface {
-	Coalesce(ctx context.Context, c Caller, d Device) (Coalesce, error)
-	SetCoalesce(ctx context.Context, c Caller, d Device, u Update[Coalesce]) error
-}
 
 // irqModerationPolicy and profilePolicy are coalesce_irq_moderation_policy and
 // coalesce_profile_policy.
@@ -59,30 +49,19 @@ var (
 	}()
 )
 
-func (s *Server) coalesceBackend() (CoalesceBackend, error) {
-	cb, ok := s.cfg.Backend.(CoalesceBackend)
-	if !ok {
-		return nil, unix.EOPNOTSUPP
-	}
-	return cb, nil
-}
-
-func (s *Server) coalesceGet() *ethGet {
-	return tableGet(unix.ETHTOOL_MSG_COALESCE_GET_REPLY, func(ctx context.Context, c Caller, d Device) (Coalesce, error) {
-		cb, err := s.coalesceBackend()
-		if err != nil {
-			return Coalesce{}, err
-		}
-		return cb.Coalesce(ctx, c, d)
-	}, wire.CoalesceTable)
-}
+// coalesceGetOp and coalesceSetOp are the COALESCE rows of ethtool_genl_ops.
+var (
+	coalesceGetOp = ethGetOp(unix.ETHTOOL_MSG_COALESCE_GET, "coalesce-get", coalesceGetPolicy,
+		tableGet(unix.ETHTOOL_MSG_COALESCE_GET_REPLY, "Coalesce", func(b Backend) getFunc[Coalesce] { return b.Coalesce }, wire.CoalesceTable))
+	coalesceSetOp = ethSetOp(unix.ETHTOOL_MSG_COALESCE_SET, "coalesce-set", coalesceSetPolicy, "SetCoalesce", coalesceValidate, coalesceSet)
+)
 
 // coalesceValidate mirrors ethnl_set_coalesce_validate: EOPNOTSUPP without coalescing ops, then
 // EINVAL for the first parameter mana's supported_coalesce_params lacks.
-func (s *Server) coalesceValidate(r *request, d Device) error {
-	cb, err := s.coalesceBackend()
-	if err != nil {
-		return err
+func coalesceValidate(r *request, d Device) error {
+	cb := r.s.cfg.Backend
+	if cb.Coalesce == nil || cb.SetCoalesce == nil {
+		return unix.EOPNOTSUPP
 	}
 	// A device without coalescing answers the GET with EOPNOTSUPP: refuse before looking at
 	// the parameters, as the kernel checks the ops first.
@@ -97,32 +76,25 @@ func (s *Server) coalesceValidate(r *request, d Device) error {
 	return nil
 }
 
-// updateBool mirrors ethnl_update_bool32 (any non-zero u8 is true).
-func updateBool(dst *bool, a nlattr.Attr, mod *bool) {
-	if a.Present() && (a.U8() != 0) != *dst {
-		*dst = a.U8() != 0
-		*mod = true
-	}
-}
-
 // coalesceSet mirrors ethnl_set_coalesce: the request's parameters applied to the current ones
 // under the backend's lock; the driver's rules are the backend's.
-func (s *Server) coalesceSet(r *request, d Device) error {
-	cb, err := s.coalesceBackend()
+func coalesceSet(r *request, d Device) error {
+	s := r.s
+	req, err := decodeRequest(r, wire.CoalesceSetTable)
 	if err != nil {
 		return err
 	}
-	return cb.SetCoalesce(r.ctx, r.c.caller, d, Update[Coalesce]{
+	return s.cfg.Backend.SetCoalesce(r.ctx, r.c.caller, d, Update[Coalesce]{
 		Apply: func(cur Coalesce) (Coalesce, bool, error) {
 			nc, mod := cur, false
-			updateU32(&nc.RxUsecs, r.attr(unix.ETHTOOL_A_COALESCE_RX_USECS), &mod)
-			updateU32(&nc.RxMaxFrames, r.attr(unix.ETHTOOL_A_COALESCE_RX_MAX_FRAMES), &mod)
-			updateU32(&nc.TxUsecs, r.attr(unix.ETHTOOL_A_COALESCE_TX_USECS), &mod)
-			updateU32(&nc.TxMaxFrames, r.attr(unix.ETHTOOL_A_COALESCE_TX_MAX_FRAMES), &mod)
-			updateBool(&nc.AdaptiveRx, r.attr(unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX), &mod)
-			updateBool(&nc.AdaptiveTx, r.attr(unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX), &mod)
-			updateU32(&nc.RxCQEFrames, r.attr(wire.CoalesceRxCQEFrames), &mod)
-			updateU32(&nc.RxCQENsecs, r.attr(wire.CoalesceRxCQENsecs), &mod)
+			update(&nc.RxUsecs, req.RxUsecs, &mod)
+			update(&nc.RxMaxFrames, req.RxMaxFrames, &mod)
+			update(&nc.TxUsecs, req.TxUsecs, &mod)
+			update(&nc.TxMaxFrames, req.TxMaxFrames, &mod)
+			update(&nc.AdaptiveRx, req.AdaptiveRx, &mod) // ethnl_update_bool32: any non-zero u8 is true
+			update(&nc.AdaptiveTx, req.AdaptiveTx, &mod)
+			update(&nc.RxCQEFrames, req.RxCQEFrames, &mod)
+			update(&nc.RxCQENsecs, req.RxCQENsecs, &mod)
 			return nc, mod, nil
 		},
 		Changed: func(c Coalesce) { s.NotifyCoalesce(d, c) },

@@ -3,6 +3,7 @@ package genl
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -21,38 +22,17 @@ import (
 // hdrAttr is the header attribute of every ethtool request (ETHTOOL_A_*_HEADER).
 const hdrAttr = 1
 
-func (s *Server) ethtoolFamily() *family {
-	get := func(cmd uint8, pol *nlattr.Set, g *ethGet) op {
-		return op{cmd: cmd, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict,
-			doit: s.ethDoit(g), start: s.ethDumpStart(g), dumpit: s.ethDumpit(g)}
-	}
-	set := func(cmd uint8, pol *nlattr.Set, validate func(*request, Device) error, apply func(*request, Device) error) op {
-		return op{cmd: cmd, perm: unix.GENL_UNS_ADMIN_PERM, policy: pol, mode: nlattr.Strict,
-			doit: s.ethSetDoit(validate, apply)}
-	}
-	ops := []op{
-		get(unix.ETHTOOL_MSG_STRSET_GET, ethtool.Policy().StrsetGet, s.strsetGet()),
-		get(unix.ETHTOOL_MSG_PRIVFLAGS_GET, ethtool.Policy().PrivFlagsGet, s.privFlagsGet()),
-		set(unix.ETHTOOL_MSG_PRIVFLAGS_SET, ethtool.Policy().PrivFlagsSet, s.privFlagsValidate, s.privFlagsSet),
-		get(unix.ETHTOOL_MSG_RINGS_GET, ethtool.Policy().RingsGet, s.ringsGet()),
-		set(unix.ETHTOOL_MSG_RINGS_SET, ethtool.Policy().RingsSet, s.ringsValidate, s.ringsSet),
-		get(unix.ETHTOOL_MSG_CHANNELS_GET, ethtool.Policy().ChannelsGet, s.channelsGet()),
-		set(unix.ETHTOOL_MSG_CHANNELS_SET, ethtool.Policy().ChannelsSet, nil, s.channelsSet),
-		get(unix.ETHTOOL_MSG_LINKINFO_GET, linkInfoGetPolicy, s.linkInfoGet()),
-		set(unix.ETHTOOL_MSG_LINKINFO_SET, linkInfoSetPolicy, noLinkSettingsSet, nil),
-		get(unix.ETHTOOL_MSG_LINKMODES_GET, linkModesGetPolicy, s.linkModesGet()),
-		set(unix.ETHTOOL_MSG_LINKMODES_SET, linkModesSetPolicy, noLinkSettingsSet, nil),
-		get(unix.ETHTOOL_MSG_LINKSTATE_GET, linkStateGetPolicy, s.linkStateGet()),
-		get(unix.ETHTOOL_MSG_TSINFO_GET, tsInfoGetPolicy, s.tsInfoGet()),
-		get(unix.ETHTOOL_MSG_STATS_GET, statsGetPolicy, s.ethStatsGet()),
-		get(unix.ETHTOOL_MSG_RSS_GET, rssGetPolicy, s.rssGet()),
-		get(unix.ETHTOOL_MSG_FEATURES_GET, featuresGetPolicy, s.featuresGet()),
-		{cmd: unix.ETHTOOL_MSG_FEATURES_SET, perm: unix.GENL_UNS_ADMIN_PERM, policy: featuresSetPolicy, mode: nlattr.Strict, doit: s.featuresSet},
-		get(unix.ETHTOOL_MSG_COALESCE_GET, coalesceGetPolicy, s.coalesceGet()),
-		set(unix.ETHTOOL_MSG_COALESCE_SET, coalesceSetPolicy, s.coalesceValidate, s.coalesceSet),
-		set(wire.MsgRSSSet, rssSetPolicy, s.rssSetValidate, s.rssSet),
-	}
-	ops = append(ops, s.noCallbackOps()...)
+// ethtoolOps are the family's ops, one value per message (each defined in
+// its message file: ringsGetOp in ethtool_rings.go), as ethtool_genl_ops[]
+// lists them; ethtoolFamily sorts them into command order.
+var ethtoolOps = [][]op{{
+	strsetGetOp, privFlagsGetOp, privFlagsSetOp, ringsGetOp, ringsSetOp, channelsGetOp, channelsSetOp,
+	linkInfoGetOp, linkInfoSetOp, linkModesGetOp, linkModesSetOp, linkStateGetOp, tsInfoGetOp,
+	statsGetOp, rssGetOp, rssSetOp, featuresGetOp, featuresSetOp, coalesceGetOp, coalesceSetOp,
+}, noCallbackOps}
+
+func ethtoolFamily() *family {
+	ops := slices.Concat(ethtoolOps...)
 	// ctrl_fill_info lists the ops in the order of ethtool_genl_ops, which is command order.
 	sort.Slice(ops, func(i, j int) bool { return ops[i].cmd < ops[j].cmd })
 	return &family{
@@ -61,6 +41,23 @@ func (s *Server) ethtoolFamily() *family {
 		ops:         ops,
 		groups:      []mcGroup{{id: monitorGroup, name: ethtool.MonitorGroup}},
 	}
+}
+
+// ethGetOp is the op of an ethtool GET answered by g: do and dump, no
+// permission, strict validation (ethnl_default_doit, _start, _dumpit).
+func ethGetOp(cmd uint8, name string, pol *nlattr.Set, g *ethGet) op {
+	return op{cmd: cmd, name: name, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, driver: g.driver,
+		doit:   func(s *Server, r *request) error { return s.ethDoit(g, r) },
+		start:  func(s *Server, r *request) error { return s.ethDumpStart(g, r) },
+		dumpit: func(s *Server, r *request, d *dumper) error { return s.ethDumpit(g, r, d) }}
+}
+
+// ethSetOp is the op of an ethtool SET: do only, GENL_UNS_ADMIN_PERM, strict
+// validation, ethnl_default_set_doit over validate (nil: none) and apply,
+// which calls the Backend's driver op.
+func ethSetOp(cmd uint8, name string, pol *nlattr.Set, driver string, validate, apply func(*request, Device) error) op {
+	return op{cmd: cmd, name: name, perm: unix.GENL_UNS_ADMIN_PERM, policy: pol, mode: nlattr.Strict, driver: driver,
+		doit: func(s *Server, r *request) error { return s.ethSetDoit(r, validate, apply) }}
 }
 
 // parseHeader mirrors ethnl_parse_header_dev_get: it resolves the device
@@ -139,10 +136,12 @@ type ethGet struct {
 	allowNoDev bool
 	parse      func(r *request) (any, error)
 	prepare    func(r *request, d *Device, req any) (any, error)
-	fill       func(b *nlattr.Builder, req, data any, compact bool) error
+	fill       func(r *request, b *nlattr.Builder, req, data any, compact bool) error
 	// hdr is the request and reply header attribute when it is not hdrAttr
 	// (ETHTOOL_A_STATS_HEADER follows a PAD).
 	hdr uint16
+	// driver names the Backend op prepare calls ("" for none).
+	driver string
 }
 
 func (g *ethGet) hdrType() uint16 {
@@ -152,48 +151,65 @@ func (g *ethGet) hdrType() uint16 {
 	return hdrAttr
 }
 
+// getFunc is a Backend op that reads one value of a device.
+type getFunc[T any] func(ctx context.Context, c Caller, d Device) (T, error)
+
 // tableGet is the GET of a message whose reply is one value the backend
-// returns, written by its wire table: prepare asks get, fill puts the table.
-func tableGet[T any](replyCmd uint8, get func(context.Context, Caller, Device) (T, error), t *wire.Table[T]) *ethGet {
+// returns, written by its wire table: prepare asks the Backend op that driver
+// (named name) selects, fill puts the table.
+func tableGet[T any](replyCmd uint8, name string, driver func(Backend) getFunc[T], t *wire.Table[T]) *ethGet {
 	return &ethGet{
 		replyCmd: replyCmd,
+		driver:   name,
 		prepare: func(r *request, d *Device, _ any) (any, error) {
+			get := driver(r.s.cfg.Backend)
+			if get == nil {
+				return nil, unix.EOPNOTSUPP // no driver callback
+			}
 			v, err := get(r.ctx, r.c.caller, *d)
 			return &v, err
 		},
-		fill: func(b *nlattr.Builder, _, data any, _ bool) error {
+		fill: func(r *request, b *nlattr.Builder, _, data any, _ bool) error {
 			t.Put(b, data.(*T))
 			return nil
 		},
 	}
 }
 
+// decodeRequest reads the top-level attributes of r, which its op's policy admitted, into a T by
+// the message's wire table, the one the client writes it with; attributes the table does not
+// name (the header) are skipped.
+func decodeRequest[T any](r *request, t *wire.Table[T]) (T, error) {
+	var v T
+	off := nlattr.MsgHdrLen + nlattr.GenlHdrLen
+	err := t.Decode(r.msg[off:], &v)
+	return v, err
+}
+
 // ethDoit mirrors ethnl_default_doit.
-func (s *Server) ethDoit(g *ethGet) func(*request) error {
-	return func(r *request) error {
-		hdr := r.attr(g.hdrType())
-		if !hdr.Present() { // GENL_REQ_ATTR_CHECK
-			return nlattr.Missing(nlattr.Attr{}, g.hdrType())
-		}
-		dev, flags, err := r.parseHeader(hdr, !g.allowNoDev)
-		if err != nil {
-			return err
-		}
-		var req any
-		if g.parse != nil {
-			if req, err = g.parse(r); err != nil {
-				return err
-			}
-		}
-		data, err := g.prepare(r, dev, req)
-		if err != nil {
-			return err
-		}
-		return r.reply(g.replyCmd, func(b *nlattr.Builder) error {
-			putDevHeader(b, g.hdrType(), dev)
-			return g.fill(b, req, data, flags&unix.ETHTOOL_FLAG_COMPACT_BITSETS != 0)
-		})
+func (s *Server) ethDoit(g *ethGet, r *request) error {
+	hdr := r.attr(g.hdrType())
+	if !hdr.Present() { // GENL_REQ_ATTR_CHECK
+		return nlattr.Missing(nlattr.Attr{}, g.hdrType())
 	}
+	dev, flags, err := r.parseHeader(hdr, !g.allowNoDev)
+	if err != nil {
+		return err
+	}
+	var req any
+	if g.parse != nil {
+		if req, err = g.parse(r); err != nil {
+			return err
+		}
+	}
+	data, err := g.prepare(r, dev, req)
+	if err != nil {
+		return err
+	}
+	return r.reply(g.replyCmd, func(b *nlattr.Builder) error {
+		putDevHeader(b, g.hdrType(), dev)
+		return g.fill(r, b, req, data, flags&unix.ETHTOOL_FLAG_COMPACT_BITSETS != 0)
+	})
 }
 
 type ethDumpState struct {
@@ -203,72 +219,66 @@ type ethDumpState struct {
 
 // ethDumpStart mirrors ethnl_default_start: the header is parsed (and a named
 // device must exist) but the dump ignores it.
-func (s *Server) ethDumpStart(g *ethGet) func(*request) error {
-	return func(r *request) error {
-		_, flags, err := r.parseHeader(r.attr(g.hdrType()), false)
-		if err != nil {
+func (s *Server) ethDumpStart(g *ethGet, r *request) error {
+	_, flags, err := r.parseHeader(r.attr(g.hdrType()), false)
+	if err != nil {
+		return err
+	}
+	st := &ethDumpState{flags: flags}
+	if g.parse != nil {
+		if st.req, err = g.parse(r); err != nil {
 			return err
 		}
-		st := &ethDumpState{flags: flags}
-		if g.parse != nil {
-			if st.req, err = g.parse(r); err != nil {
-				return err
-			}
-		}
-		r.state = st
-		return nil
 	}
+	r.state = st
+	return nil
 }
 
 // ethDumpit mirrors ethnl_default_dumpit: one reply per device in ifindex
 // order; devices answering EOPNOTSUPP are skipped silently; any other error
 // ends the dump with that error in NLMSG_DONE.
-func (s *Server) ethDumpit(g *ethGet) func(*request, *dumper) error {
-	return func(r *request, d *dumper) error {
-		st := r.state.(*ethDumpState)
-		devs, err := s.cfg.Backend.Devices(r.ctx, r.c.caller)
+func (s *Server) ethDumpit(g *ethGet, r *request, d *dumper) error {
+	st := r.state.(*ethDumpState)
+	devs, err := s.cfg.Backend.Devices(r.ctx, r.c.caller)
+	if err != nil {
+		return err
+	}
+	sort.Slice(devs, func(i, j int) bool { return devs[i].Index < devs[j].Index })
+	for i := range devs {
+		dev := &devs[i]
+		data, err := g.prepare(r, dev, st.req)
+		if err == nil {
+			err = d.add(g.replyCmd, func(b *nlattr.Builder) error {
+				putDevHeader(b, g.hdrType(), dev)
+				return g.fill(r, b, st.req, data, st.flags&unix.ETHTOOL_FLAG_COMPACT_BITSETS != 0)
+			})
+		}
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
-		sort.Slice(devs, func(i, j int) bool { return devs[i].Index < devs[j].Index })
-		for i := range devs {
-			dev := &devs[i]
-			data, err := g.prepare(r, dev, st.req)
-			if err == nil {
-				err = d.add(g.replyCmd, func(b *nlattr.Builder) error {
-					putDevHeader(b, g.hdrType(), dev)
-					return g.fill(b, st.req, data, st.flags&unix.ETHTOOL_FLAG_COMPACT_BITSETS != 0)
-				})
-			}
-			if errors.Is(err, unix.EOPNOTSUPP) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
 	}
+	return nil
 }
 
 // ethSetDoit mirrors ethnl_default_set_doit: header required, device
 // required, validate, apply; apply hands the backend an Update whose Changed
 // queues the *_NTF under the backend's lock.
-func (s *Server) ethSetDoit(validate func(*request, Device) error, apply func(*request, Device) error) func(*request) error {
-	return func(r *request) error {
-		hdr := r.attr(hdrAttr)
-		if !hdr.Present() {
-			return nlattr.Missing(nlattr.Attr{}, hdrAttr)
-		}
-		dev, _, err := r.parseHeader(hdr, true)
-		if err != nil {
+func (s *Server) ethSetDoit(r *request, validate, apply func(*request, Device) error) error {
+	hdr := r.attr(hdrAttr)
+	if !hdr.Present() {
+		return nlattr.Missing(nlattr.Attr{}, hdrAttr)
+	}
+	dev, _, err := r.parseHeader(hdr, true)
+	if err != nil {
+		return err
+	}
+	if validate != nil {
+		if err := validate(r, *dev); err != nil {
 			return err
 		}
-		if validate != nil {
-			if err := validate(r, *dev); err != nil {
-				return err
-			}
-		}
-		return apply(r, *dev)
 	}
+	return apply(r, *dev)
 }

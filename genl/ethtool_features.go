@@ -1,7 +1,6 @@
 package genl
 
 import (
-	"context"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -20,16 +19,6 @@ type Features struct {
 	HW, Wanted, Active []string
 }
 
-// FeaturesBackend is what FEATURES_GET/SET ask of a Backend that also
-// implements it (the daemon's does); without it both are EOPNOTSUPP.
-// SetFeatures gets the request's Wanted applied to the current value and
-// stores Wanted∩HW, as __netdev_update_features; Changed gets the value
-// after the driver call.
-type FeaturesBackend interface {
-	Features(ctx context.Context, c Caller, d Device) (Features, error)
-	SetFeatures(ctx context.Context, c Caller, d Device, u Update[Features]) error
-}
-
 // neverChange are the names of NETIF_F_NEVER_CHANGE (those the running
 // kernel still has as features).
 var neverChange = []string{"vlan-challenged", "tx-lockless", "netns-local"}
@@ -43,17 +32,17 @@ var (
 )
 
 // featureNames returns the kernel's feature names, EOPNOTSUPP without them
-// (see globalStrings), and the backend's features interface.
-func (s *Server) featureNames() ([]string, FeaturesBackend, error) {
-	fb, ok := s.cfg.Backend.(FeaturesBackend)
-	if !ok {
-		return nil, nil, nlattr.Errorf(unix.EOPNOTSUPP, "the backend has no netdev features")
+// (see globalStrings) or without the backend's Features (and SetFeatures,
+// when set is true).
+func (s *Server) featureNames(set bool) ([]string, error) {
+	if b := s.cfg.Backend; b.Features == nil || (set && b.SetFeatures == nil) {
+		return nil, nlattr.Errorf(unix.EOPNOTSUPP, "the backend has no netdev features")
 	}
 	names, ok := s.globalSet(ethtool.SSFeatures)
 	if !ok || len(names) == 0 {
-		return nil, nil, nlattr.Errorf(unix.EOPNOTSUPP, "the kernel's netdev feature names are unavailable")
+		return nil, nlattr.Errorf(unix.EOPNOTSUPP, "the kernel's netdev feature names are unavailable")
 	}
-	return names, fb, nil
+	return names, nil
 }
 
 // featureBits is a set of names as a bitmap over names.
@@ -117,25 +106,34 @@ type featuresData struct {
 	hw, wanted, active, nochange []uint32
 }
 
-func (s *Server) featuresGet() *ethGet {
-	return &ethGet{
-		replyCmd: unix.ETHTOOL_MSG_FEATURES_GET_REPLY,
-		prepare: func(r *request, d *Device, _ any) (any, error) {
-			names, fb, err := s.featureNames()
-			if err != nil {
-				return nil, err
-			}
-			f, err := fb.Features(r.ctx, r.c.caller, *d)
-			if err != nil {
-				return nil, err
-			}
-			return s.newFeaturesData(names, f), nil
-		},
-		fill: func(b *nlattr.Builder, _, data any, compact bool) error {
-			data.(*featuresData).put(b, compact)
-			return nil
-		},
-	}
+// featuresGetOp and featuresSetOp are the FEATURES rows of ethtool_genl_ops;
+// FEATURES_SET answers with a reply, so it has its own doit
+// (ethnl_set_features).
+var (
+	featuresGetOp = ethGetOp(unix.ETHTOOL_MSG_FEATURES_GET, "features-get", featuresGetPolicy, featuresGet)
+	featuresSetOp = op{cmd: unix.ETHTOOL_MSG_FEATURES_SET, name: "features-set", perm: unix.GENL_UNS_ADMIN_PERM,
+		policy: featuresSetPolicy, mode: nlattr.Strict, driver: "SetFeatures", doit: (*Server).featuresSet}
+)
+
+var featuresGet = &ethGet{
+	replyCmd: unix.ETHTOOL_MSG_FEATURES_GET_REPLY,
+	driver:   "Features",
+	prepare: func(r *request, d *Device, _ any) (any, error) {
+		s := r.s
+		names, err := s.featureNames(false)
+		if err != nil {
+			return nil, err
+		}
+		f, err := s.cfg.Backend.Features(r.ctx, r.c.caller, *d)
+		if err != nil {
+			return nil, err
+		}
+		return s.newFeaturesData(names, f), nil
+	},
+	fill: func(r *request, b *nlattr.Builder, _, data any, compact bool) error {
+		data.(*featuresData).put(b, compact)
+		return nil
+	},
 }
 
 func (s *Server) newFeaturesData(names []string, f Features) *featuresData {
@@ -234,13 +232,13 @@ func (s *Server) featuresSet(r *request) error {
 	if !attr.Present() { // GENL_REQ_ATTR_CHECK
 		return nlattr.Missing(nlattr.Attr{}, unix.ETHTOOL_A_FEATURES_WANTED)
 	}
-	names, fb, err := s.featureNames()
+	names, err := s.featureNames(true)
 	if err != nil {
 		return err
 	}
 	n := len(names)
 	var reqWanted, reqMask, oldActive, newActive []uint32
-	err = fb.SetFeatures(r.ctx, r.c.caller, *dev, Update[Features]{
+	err = s.cfg.Backend.SetFeatures(r.ctx, r.c.caller, *dev, Update[Features]{
 		Apply: func(cur Features) (Features, bool, error) {
 			oldWanted := featureBits(names, cur.Wanted)
 			oldActive = featureBits(names, cur.Active)

@@ -1,6 +1,8 @@
 package genl
 
 import (
+	"context"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/ethtool"
@@ -29,8 +31,23 @@ var (
 	})
 )
 
-func (s *Server) linkInfoGet() *ethGet {
-	return tableGet(unix.ETHTOOL_MSG_LINKINFO_GET_REPLY, s.cfg.Backend.LinkSettings, wire.LinkInfoTable)
+// linkInfoGetOp and linkInfoSetOp are the LINKINFO rows of ethtool_genl_ops.
+var (
+	linkInfoGetOp = ethGetOp(unix.ETHTOOL_MSG_LINKINFO_GET, "linkinfo-get", linkInfoGetPolicy,
+		tableGet(unix.ETHTOOL_MSG_LINKINFO_GET_REPLY, "LinkSettings", linkSettingsOf, wire.LinkInfoTable))
+	linkInfoSetOp = ethSetOp(unix.ETHTOOL_MSG_LINKINFO_SET, "linkinfo-set", linkInfoSetPolicy, "", noLinkSettingsSet, nil)
+)
+
+// linkSettingsOf is b's LinkSettings, or for a backend without it what
+// linkinfo_prepare_data and linkmodes_prepare_data answer for a driver
+// without get_link_ksettings.
+func linkSettingsOf(b Backend) getFunc[LinkSettings] {
+	if b.LinkSettings != nil {
+		return b.LinkSettings
+	}
+	return func(context.Context, Caller, Device) (LinkSettings, error) {
+		return LinkSettings{}, nlattr.Errorf(unix.EOPNOTSUPP, "failed to retrieve link settings")
+	}
 }
 
 // noLinkSettingsSet mirrors ethnl_set_linkinfo_validate and

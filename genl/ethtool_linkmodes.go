@@ -27,21 +27,26 @@ var (
 // linkModesGet mirrors linkmodes_fill_reply for a driver that reports no
 // link modes (mana): OURS is an empty advertised/supported bitset, there is
 // no PEER, no master/slave state.
-func (s *Server) linkModesGet() *ethGet {
-	return &ethGet{
-		replyCmd: unix.ETHTOOL_MSG_LINKMODES_GET_REPLY,
-		prepare: func(r *request, d *Device, _ any) (any, error) {
-			l, err := s.cfg.Backend.LinkSettings(r.ctx, r.c.caller, *d)
-			return &l, err
-		},
-		fill: func(b *nlattr.Builder, _, data any, compact bool) error {
-			l := data.(*wire.LinkSettings)
-			wire.LinkModesHead.Put(b, l)
-			_, nbits := s.globalBits(ethtool.SSLinkModes, wire.LinkModeBits)
-			none := make([]uint32, ethtool.Words(nbits))
-			ethtool.PutBitset32(b, unix.ETHTOOL_A_LINKMODES_OURS, none, none, nbits, nil, compact)
-			wire.LinkModesTail.Put(b, l)
-			return nil
-		},
-	}
+var linkModesGet = &ethGet{
+	replyCmd: unix.ETHTOOL_MSG_LINKMODES_GET_REPLY,
+	driver:   "LinkSettings",
+	prepare: func(r *request, d *Device, _ any) (any, error) {
+		l, err := linkSettingsOf(r.s.cfg.Backend)(r.ctx, r.c.caller, *d)
+		return &l, err
+	},
+	fill: func(r *request, b *nlattr.Builder, _, data any, compact bool) error {
+		l := data.(*wire.LinkSettings)
+		wire.LinkModesHead.Put(b, l)
+		_, nbits := r.s.globalBits(ethtool.SSLinkModes, wire.LinkModeBits)
+		none := make([]uint32, ethtool.Words(nbits))
+		ethtool.PutBitset32(b, unix.ETHTOOL_A_LINKMODES_OURS, none, none, nbits, nil, compact)
+		wire.LinkModesTail.Put(b, l)
+		return nil
+	},
 }
+
+// linkModesGetOp and linkModesSetOp are the LINKMODES rows of ethtool_genl_ops.
+var (
+	linkModesGetOp = ethGetOp(unix.ETHTOOL_MSG_LINKMODES_GET, "linkmodes-get", linkModesGetPolicy, linkModesGet)
+	linkModesSetOp = ethSetOp(unix.ETHTOOL_MSG_LINKMODES_SET, "linkmodes-set", linkModesSetPolicy, "", noLinkSettingsSet, nil)
+)

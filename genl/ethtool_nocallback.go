@@ -188,58 +188,57 @@ var (
 // noCallbackOps are the ops of the kernel's ethtool family that mana has no
 // callback for, in the kernel's form: GETs with do and dump, SETs and ACTs
 // with do only and GENL_UNS_ADMIN_PERM.
-func (s *Server) noCallbackOps() []op {
-	get := func(cmd uint8, pol *nlattr.Set, g *ethGet) op {
-		return op{cmd: cmd, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict,
-			doit: s.ethDoit(g), start: s.ethDumpStart(g), dumpit: s.ethDumpit(g)}
-	}
-	adminGet := func(cmd uint8, pol *nlattr.Set, g *ethGet) op {
-		o := get(cmd, pol, g)
-		o.perm = unix.GENL_UNS_ADMIN_PERM
-		return o
-	}
-	act := func(cmd uint8, pol *nlattr.Set, doit func(*request) error) op {
-		return op{cmd: cmd, perm: unix.GENL_UNS_ADMIN_PERM, policy: pol, mode: nlattr.Strict, doit: doit}
-	}
-	// set mirrors ethnl_default_set_doit for a set_validate that answers
-	// EOPNOTSUPP (the driver lacks the get or the set callback).
-	set := func(cmd uint8, pol *nlattr.Set) op {
-		return act(cmd, pol, s.ethSetDoit(nil, func(*request, Device) error { return unix.EOPNOTSUPP }))
-	}
-	return []op{
-		get(unix.ETHTOOL_MSG_DEBUG_GET, debugGetPolicy, noCallback(unix.ETHTOOL_MSG_DEBUG_GET_REPLY, nil)),
-		set(unix.ETHTOOL_MSG_DEBUG_SET, debugSetPolicy),
-		adminGet(unix.ETHTOOL_MSG_WOL_GET, wolGetPolicy, noCallback(unix.ETHTOOL_MSG_WOL_GET_REPLY, nil)),
-		set(unix.ETHTOOL_MSG_WOL_SET, wolSetPolicy),
-		get(unix.ETHTOOL_MSG_PAUSE_GET, pauseGetPolicy, noCallback(unix.ETHTOOL_MSG_PAUSE_GET_REPLY, pauseParse)),
-		set(unix.ETHTOOL_MSG_PAUSE_SET, pauseSetPolicy),
-		get(unix.ETHTOOL_MSG_EEE_GET, eeeGetPolicy, noCallback(unix.ETHTOOL_MSG_EEE_GET_REPLY, nil)),
-		set(unix.ETHTOOL_MSG_EEE_SET, eeeSetPolicy),
-		act(unix.ETHTOOL_MSG_CABLE_TEST_ACT, cableTestPolicy, s.cableTestAct(false)),
-		act(unix.ETHTOOL_MSG_CABLE_TEST_TDR_ACT, cableTestTDRPolicy, s.cableTestAct(true)),
-		{cmd: unix.ETHTOOL_MSG_TUNNEL_INFO_GET, policy: tunnelInfoPolicy, mode: nlattr.Strict, dumpMode: nlattr.Strict,
-			doit: s.tunnelInfoDoit, start: s.tunnelInfoStart, dumpit: s.tunnelInfoDumpit},
-		get(unix.ETHTOOL_MSG_FEC_GET, fecGetPolicy, noCallback(unix.ETHTOOL_MSG_FEC_GET_REPLY, nil)),
-		set(unix.ETHTOOL_MSG_FEC_SET, fecSetPolicy),
-		adminGet(unix.ETHTOOL_MSG_MODULE_EEPROM_GET, eepromGetPolicy, noCallback(unix.ETHTOOL_MSG_MODULE_EEPROM_GET_REPLY, eepromParse)),
-		get(unix.ETHTOOL_MSG_PHC_VCLOCKS_GET, phcVclocksPolicy, headerOnlyGet(unix.ETHTOOL_MSG_PHC_VCLOCKS_GET_REPLY)),
-		get(unix.ETHTOOL_MSG_MODULE_GET, moduleGetPolicy, headerOnlyGet(unix.ETHTOOL_MSG_MODULE_GET_REPLY)),
-		act(unix.ETHTOOL_MSG_MODULE_SET, moduleSetPolicy, s.ethSetDoit(nil, moduleSetApply)),
-		get(unix.ETHTOOL_MSG_PSE_GET, pseGetPolicy, pseGet()),
-		act(unix.ETHTOOL_MSG_PSE_SET, pseSetPolicy, s.ethSetDoit(nil, pseSetApply)),
-		get(unix.ETHTOOL_MSG_PLCA_GET_CFG, plcaGetPolicy, plcaGet(unix.ETHTOOL_MSG_PLCA_GET_CFG_REPLY)),
-		act(unix.ETHTOOL_MSG_PLCA_SET_CFG, plcaSetPolicy, s.ethSetDoit(nil, noPhyApply)),
-		get(unix.ETHTOOL_MSG_PLCA_GET_STATUS, plcaGetPolicy, plcaGet(unix.ETHTOOL_MSG_PLCA_GET_STATUS_REPLY)),
-		get(unix.ETHTOOL_MSG_MM_GET, mmGetPolicy, noCallback(unix.ETHTOOL_MSG_MM_GET_REPLY, nil)),
-		set(unix.ETHTOOL_MSG_MM_SET, mmSetPolicy),
-		act(unix.ETHTOOL_MSG_MODULE_FW_FLASH_ACT, fwFlashPolicy, s.devAct(nil, nlattr.Errorf(unix.EOPNOTSUPP,
-			"Flashing module firmware is not supported by this device"))),
-		get(unix.ETHTOOL_MSG_PHY_GET, phyGetPolicy, noCallback(unix.ETHTOOL_MSG_PHY_GET_REPLY, nil)),
-		get(unix.ETHTOOL_MSG_TSCONFIG_GET, tsconfigGetPolicy, noCallback(unix.ETHTOOL_MSG_TSCONFIG_GET_REPLY, nil)),
-		set(unix.ETHTOOL_MSG_TSCONFIG_SET, tsconfigSetPolicy),
-		act(msgRSSCreateAct, rssCreatePolicy, s.devAct(nil, unix.EOPNOTSUPP)),
-		act(msgRSSDeleteAct, rssDeletePolicy, s.devAct([]uint16{rssAContext}, unix.EOPNOTSUPP)),
-	}
+var noCallbackOps = []op{
+	ethGetOp(unix.ETHTOOL_MSG_DEBUG_GET, "debug-get", debugGetPolicy, noCallback(unix.ETHTOOL_MSG_DEBUG_GET_REPLY, nil)),
+	noCallbackSet(unix.ETHTOOL_MSG_DEBUG_SET, "debug-set", debugSetPolicy),
+	adminGetOp(unix.ETHTOOL_MSG_WOL_GET, "wol-get", wolGetPolicy, noCallback(unix.ETHTOOL_MSG_WOL_GET_REPLY, nil)),
+	noCallbackSet(unix.ETHTOOL_MSG_WOL_SET, "wol-set", wolSetPolicy),
+	ethGetOp(unix.ETHTOOL_MSG_PAUSE_GET, "pause-get", pauseGetPolicy, noCallback(unix.ETHTOOL_MSG_PAUSE_GET_REPLY, pauseParse)),
+	noCallbackSet(unix.ETHTOOL_MSG_PAUSE_SET, "pause-set", pauseSetPolicy),
+	ethGetOp(unix.ETHTOOL_MSG_EEE_GET, "eee-get", eeeGetPolicy, noCallback(unix.ETHTOOL_MSG_EEE_GET_REPLY, nil)),
+	noCallbackSet(unix.ETHTOOL_MSG_EEE_SET, "eee-set", eeeSetPolicy),
+	actOp(unix.ETHTOOL_MSG_CABLE_TEST_ACT, "cable-test-act", cableTestPolicy, cableTestAct(false)),
+	actOp(unix.ETHTOOL_MSG_CABLE_TEST_TDR_ACT, "cable-test-tdr-act", cableTestTDRPolicy, cableTestAct(true)),
+	{cmd: unix.ETHTOOL_MSG_TUNNEL_INFO_GET, name: "tunnel-info-get", policy: tunnelInfoPolicy, mode: nlattr.Strict, dumpMode: nlattr.Strict,
+		doit: (*Server).tunnelInfoDoit, start: (*Server).tunnelInfoStart, dumpit: (*Server).tunnelInfoDumpit},
+	ethGetOp(unix.ETHTOOL_MSG_FEC_GET, "fec-get", fecGetPolicy, noCallback(unix.ETHTOOL_MSG_FEC_GET_REPLY, nil)),
+	noCallbackSet(unix.ETHTOOL_MSG_FEC_SET, "fec-set", fecSetPolicy),
+	adminGetOp(unix.ETHTOOL_MSG_MODULE_EEPROM_GET, "module-eeprom-get", eepromGetPolicy, noCallback(unix.ETHTOOL_MSG_MODULE_EEPROM_GET_REPLY, eepromParse)),
+	ethGetOp(unix.ETHTOOL_MSG_PHC_VCLOCKS_GET, "phc-vclocks-get", phcVclocksPolicy, headerOnlyGet(unix.ETHTOOL_MSG_PHC_VCLOCKS_GET_REPLY)),
+	ethGetOp(unix.ETHTOOL_MSG_MODULE_GET, "module-get", moduleGetPolicy, headerOnlyGet(unix.ETHTOOL_MSG_MODULE_GET_REPLY)),
+	ethSetOp(unix.ETHTOOL_MSG_MODULE_SET, "module-set", moduleSetPolicy, "", nil, moduleSetApply),
+	ethGetOp(unix.ETHTOOL_MSG_PSE_GET, "pse-get", pseGetPolicy, pseGet()),
+	ethSetOp(unix.ETHTOOL_MSG_PSE_SET, "pse-set", pseSetPolicy, "", nil, pseSetApply),
+	ethGetOp(unix.ETHTOOL_MSG_PLCA_GET_CFG, "plca-get-cfg", plcaGetPolicy, plcaGet(unix.ETHTOOL_MSG_PLCA_GET_CFG_REPLY)),
+	ethSetOp(unix.ETHTOOL_MSG_PLCA_SET_CFG, "plca-set-cfg", plcaSetPolicy, "", nil, noPhyApply),
+	ethGetOp(unix.ETHTOOL_MSG_PLCA_GET_STATUS, "plca-get-status", plcaGetPolicy, plcaGet(unix.ETHTOOL_MSG_PLCA_GET_STATUS_REPLY)),
+	ethGetOp(unix.ETHTOOL_MSG_MM_GET, "mm-get", mmGetPolicy, noCallback(unix.ETHTOOL_MSG_MM_GET_REPLY, nil)),
+	noCallbackSet(unix.ETHTOOL_MSG_MM_SET, "mm-set", mmSetPolicy),
+	actOp(unix.ETHTOOL_MSG_MODULE_FW_FLASH_ACT, "module-fw-flash-act", fwFlashPolicy, devAct(nil, nlattr.Errorf(unix.EOPNOTSUPP,
+		"Flashing module firmware is not supported by this device"))),
+	ethGetOp(unix.ETHTOOL_MSG_PHY_GET, "phy-get", phyGetPolicy, noCallback(unix.ETHTOOL_MSG_PHY_GET_REPLY, nil)),
+	ethGetOp(unix.ETHTOOL_MSG_TSCONFIG_GET, "tsconfig-get", tsconfigGetPolicy, noCallback(unix.ETHTOOL_MSG_TSCONFIG_GET_REPLY, nil)),
+	noCallbackSet(unix.ETHTOOL_MSG_TSCONFIG_SET, "tsconfig-set", tsconfigSetPolicy),
+	actOp(msgRSSCreateAct, "rss-create-act", rssCreatePolicy, devAct(nil, unix.EOPNOTSUPP)),
+	actOp(msgRSSDeleteAct, "rss-delete-act", rssDeletePolicy, devAct([]uint16{rssAContext}, unix.EOPNOTSUPP)),
+}
+
+// adminGetOp is a GET that needs GENL_UNS_ADMIN_PERM (WOL_GET, MODULE_EEPROM_GET).
+func adminGetOp(cmd uint8, name string, pol *nlattr.Set, g *ethGet) op {
+	o := ethGetOp(cmd, name, pol, g)
+	o.perm = unix.GENL_UNS_ADMIN_PERM
+	return o
+}
+
+// actOp is an ACT (or a SET with its own doit): do only, GENL_UNS_ADMIN_PERM.
+func actOp(cmd uint8, name string, pol *nlattr.Set, doit func(*Server, *request) error) op {
+	return op{cmd: cmd, name: name, perm: unix.GENL_UNS_ADMIN_PERM, policy: pol, mode: nlattr.Strict, doit: doit}
+}
+
+// noCallbackSet mirrors ethnl_default_set_doit for a set_validate that
+// answers EOPNOTSUPP (the driver lacks the get or the set callback).
+func noCallbackSet(cmd uint8, name string, pol *nlattr.Set) op {
+	return ethSetOp(cmd, name, pol, "", nil, func(*request, Device) error { return unix.EOPNOTSUPP })
 }
 
 // noCallback is a GET whose prepare_data finds no driver callback:
@@ -253,7 +252,7 @@ func noCallback(replyCmd uint8, parse func(*request) (any, error)) *ethGet {
 		replyCmd: replyCmd,
 		parse:    parse,
 		prepare:  func(*request, *Device, any) (any, error) { return nil, unix.EOPNOTSUPP },
-		fill:     func(*nlattr.Builder, any, any, bool) error { return nil },
+		fill:     func(*request, *nlattr.Builder, any, any, bool) error { return nil },
 	}
 }
 
@@ -265,7 +264,7 @@ func headerOnlyGet(replyCmd uint8) *ethGet {
 	return &ethGet{
 		replyCmd: replyCmd,
 		prepare:  func(*request, *Device, any) (any, error) { return nil, nil },
-		fill:     func(*nlattr.Builder, any, any, bool) error { return nil },
+		fill:     func(*request, *nlattr.Builder, any, any, bool) error { return nil },
 	}
 }
 
@@ -390,8 +389,8 @@ func moduleSetApply(r *request, _ Device) error {
 // the device as ethnl_parse_header_dev_get (a missing header is "request
 // header missing") and then fails with err: the driver lacks the callback
 // (ethnl_act_module_fw_flash, ethnl_rss_create_doit, ethnl_rss_delete_doit).
-func (s *Server) devAct(required []uint16, err error) func(*request) error {
-	return func(r *request) error {
+func devAct(required []uint16, err error) func(*Server, *request) error {
+	return func(_ *Server, r *request) error {
 		for _, t := range required {
 			if !r.attr(t).Present() {
 				return nlattr.Missing(nlattr.Attr{}, t)
@@ -408,8 +407,8 @@ func (s *Server) devAct(required []uint16, err error) func(*request) error {
 // the header and device, the TDR configuration (ethnl_act_cable_test_tdr_cfg),
 // then mana's missing PHY is EOPNOTSUPP (with the lookup's extack when the
 // header named a PHY index).
-func (s *Server) cableTestAct(tdr bool) func(*request) error {
-	return func(r *request) error {
+func cableTestAct(tdr bool) func(*Server, *request) error {
+	return func(_ *Server, r *request) error {
 		if _, _, err := r.parseHeader(r.attr(hdrAttr), true); err != nil {
 			return err
 		}

@@ -14,22 +14,32 @@ type privFlagsData struct {
 	flags uint32
 }
 
-func (s *Server) privFlagsGet() *ethGet {
-	return &ethGet{
-		replyCmd: unix.ETHTOOL_MSG_PRIVFLAGS_GET_REPLY,
-		prepare: func(r *request, d *Device, _ any) (any, error) {
-			pf, err := s.cfg.Backend.PrivFlags(r.ctx, r.c.caller, *d)
-			if err != nil {
-				return nil, err
-			}
-			return &privFlagsData{names: capNames(pf.Names), flags: pf.Flags}, nil
-		},
-		fill: func(b *nlattr.Builder, _, data any, compact bool) error {
-			p := data.(*privFlagsData)
-			putPrivFlags(b, p.names, p.flags, compact)
-			return nil
-		},
-	}
+// privFlagsGetOp and privFlagsSetOp are the PRIVFLAGS rows of ethtool_genl_ops.
+var (
+	privFlagsGetOp = ethGetOp(unix.ETHTOOL_MSG_PRIVFLAGS_GET, "privflags-get", ethtool.Policy().PrivFlagsGet, privFlagsGet)
+	privFlagsSetOp = ethSetOp(unix.ETHTOOL_MSG_PRIVFLAGS_SET, "privflags-set", ethtool.Policy().PrivFlagsSet,
+		"SetPrivFlags", privFlagsValidate, privFlagsSet)
+)
+
+// privFlagsGet mirrors ethnl_privflags_request_ops.
+var privFlagsGet = &ethGet{
+	replyCmd: unix.ETHTOOL_MSG_PRIVFLAGS_GET_REPLY,
+	driver:   "PrivFlags",
+	prepare: func(r *request, d *Device, _ any) (any, error) {
+		if r.s.cfg.Backend.PrivFlags == nil {
+			return nil, unix.EOPNOTSUPP // no get_priv_flags
+		}
+		pf, err := r.s.cfg.Backend.PrivFlags(r.ctx, r.c.caller, *d)
+		if err != nil {
+			return nil, err
+		}
+		return &privFlagsData{names: capNames(pf.Names), flags: pf.Flags}, nil
+	},
+	fill: func(r *request, b *nlattr.Builder, _, data any, compact bool) error {
+		p := data.(*privFlagsData)
+		putPrivFlags(b, p.names, p.flags, compact)
+		return nil
+	},
 }
 
 // capNames applies ethnl_get_priv_flags_info's cap of 32 flags.
@@ -49,16 +59,20 @@ func putPrivFlags(b *nlattr.Builder, names []string, flags uint32, compact bool)
 }
 
 // privFlagsValidate mirrors ethnl_set_privflags_validate.
-func (s *Server) privFlagsValidate(r *request, _ Device) error {
+func privFlagsValidate(r *request, _ Device) error {
 	if !r.attr(unix.ETHTOOL_A_PRIVFLAGS_FLAGS).Present() {
 		return unix.EINVAL
+	}
+	if b := r.s.cfg.Backend; b.PrivFlags == nil || b.SetPrivFlags == nil {
+		return unix.EOPNOTSUPP
 	}
 	return nil
 }
 
 // privFlagsSet mirrors ethnl_set_privflags: names are looked up only for a
 // verbose bitset; no change means no driver call and no notification.
-func (s *Server) privFlagsSet(r *request, d Device) error {
+func privFlagsSet(r *request, d Device) error {
+	s := r.s
 	attr := r.attr(unix.ETHTOOL_A_PRIVFLAGS_FLAGS)
 	compact, err := ethtool.IsCompact(r.msg, attr)
 	if err != nil {

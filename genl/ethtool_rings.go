@@ -3,19 +3,27 @@ package genl
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
 	"github.com/manad/manad/genl/wire"
 )
 
 // RINGS messages, as net/ethtool/rings.c.
 
-func (s *Server) ringsGet() *ethGet {
-	return tableGet(unix.ETHTOOL_MSG_RINGS_GET_REPLY, s.cfg.Backend.Rings, wire.RingsTable)
-}
+// ringsGetOp and ringsSetOp are the RINGS rows of ethtool_genl_ops.
+var (
+	ringsGetOp = ethGetOp(unix.ETHTOOL_MSG_RINGS_GET, "rings-get", ethtool.Policy().RingsGet,
+		tableGet(unix.ETHTOOL_MSG_RINGS_GET_REPLY, "Rings", func(b Backend) getFunc[Rings] { return b.Rings }, wire.RingsTable))
+	ringsSetOp = ethSetOp(unix.ETHTOOL_MSG_RINGS_SET, "rings-set", ethtool.Policy().RingsSet, "SetRings", ringsValidate, ringsSet)
+)
 
 // ringsValidate mirrors ethnl_set_rings_validate for a driver whose
-// supported_ring_params is empty (the MANA driver's).
-func (s *Server) ringsValidate(r *request, _ Device) error {
+// supported_ring_params is empty (the MANA driver's): EOPNOTSUPP without
+// get_ringparam or set_ringparam, then the parameters it cannot set.
+func ringsValidate(r *request, _ Device) error {
+	if b := r.s.cfg.Backend; b.Rings == nil || b.SetRings == nil {
+		return unix.EOPNOTSUPP
+	}
 	for _, u := range []struct {
 		attr uint16
 		msg  string
@@ -35,10 +43,10 @@ func (s *Server) ringsValidate(r *request, _ Device) error {
 	return nil
 }
 
-// updateU32 mirrors ethnl_update_u32.
-func updateU32(dst *uint32, a nlattr.Attr, mod *bool) {
-	if a.Present() && a.U32() != *dst {
-		*dst = a.U32()
+// update mirrors ethnl_update_u32 (and _u8, _bool32) on a decoded request: v, when the request carries it, replaces *dst.
+func update[T comparable](dst *T, v *T, mod *bool) {
+	if v != nil && *v != *dst {
+		*dst = *v
 		*mod = true
 	}
 }
@@ -46,14 +54,19 @@ func updateU32(dst *uint32, a nlattr.Attr, mod *bool) {
 // ringsSet mirrors ethnl_set_rings: the request's sizes are applied to the
 // current rings under the backend's lock, so a request that sets only rx
 // never writes back a tx it read before a concurrent change.
-func (s *Server) ringsSet(r *request, d Device) error {
+func ringsSet(r *request, d Device) error {
+	s := r.s
+	req, err := decodeRequest(r, wire.RingsSetTable)
+	if err != nil {
+		return err
+	}
 	return s.cfg.Backend.SetRings(r.ctx, r.c.caller, d, Update[Rings]{
 		Apply: func(cur Rings) (Rings, bool, error) {
 			nr, mod := cur, false
-			updateU32(&nr.Rx, r.attr(unix.ETHTOOL_A_RINGS_RX), &mod)
-			updateU32(&nr.RxMini, r.attr(unix.ETHTOOL_A_RINGS_RX_MINI), &mod)
-			updateU32(&nr.RxJumbo, r.attr(unix.ETHTOOL_A_RINGS_RX_JUMBO), &mod)
-			updateU32(&nr.Tx, r.attr(unix.ETHTOOL_A_RINGS_TX), &mod)
+			update(&nr.Rx, req.Rx, &mod)
+			update(&nr.RxMini, req.RxMini, &mod)
+			update(&nr.RxJumbo, req.RxJumbo, &mod)
+			update(&nr.Tx, req.Tx, &mod)
 			if !mod {
 				return cur, false, nil
 			}

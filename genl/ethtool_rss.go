@@ -2,7 +2,6 @@ package genl
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -32,24 +31,6 @@ type RSSSetting struct {
 	Configured bool
 }
 
-// RSSBackend is the part of a Backend that answers RSS_GET and RSS_SET. A Backend without it
-// answers RSS_GET with EOPNOTSUPP, as the kernel does for a driver without get_rxfh, and RSS_SET
-// as the core does for a driver without get_rxfh and set_rxfh.
-type RSSBackend interface {
-	// RSS returns the device's hash function, key and indirection table (get_rxfh). Errors:
-	// ENODEV when the device is gone, EOPNOTSUPP for a device without RSS.
-	RSS(ctx context.Context, c Caller, d Device) (RSS, error)
-	// SetRSS follows the Set* contract of Backend for context 0 (set_rxfh): Apply gets the
-	// current setting and does the ethtool core's checks; the driver's own (mana_set_rxfh:
-	// port up, Toeplitz only, entries below the queue count) are the backend's. The backend
-	// stores the Configured of a successful Apply also when it reports no change (then
-	// without a driver call or a notification), and after a successful driver call for a
-	// change; a refused change leaves it. For a device without RSS the backend calls Apply
-	// with the zero RSSSetting and answers EOPNOTSUPP when it reports a change, as
-	// ethnl_rss_set does without get_rxfh and set_rxfh.
-	SetRSS(ctx context.Context, c Caller, d Device, u Update[RSSSetting]) error
-}
-
 // rssGetPolicy is ethnl_rss_get_policy.
 var rssGetPolicy = nlattr.NewSet(wire.RSSMax, map[uint16]nlattr.Policy{
 	wire.RSSHeader:       {Kind: nlattr.Nested, Nested: ethtool.Policy().Header},
@@ -58,32 +39,37 @@ var rssGetPolicy = nlattr.NewSet(wire.RSSMax, map[uint16]nlattr.Policy{
 })
 
 // rssGet mirrors rss_parse_request, rss_prepare_data and rss_fill_reply.
-func (s *Server) rssGet() *ethGet {
-	return &ethGet{
-		replyCmd: unix.ETHTOOL_MSG_RSS_GET_REPLY,
-		parse: func(r *request) (any, error) {
-			if a := r.attr(wire.RSSStartContext); a.Present() {
-				return nil, nlattr.AttrError(unix.EINVAL, a, "")
-			}
-			return r.attr(wire.RSSContext).U32(), nil
-		},
-		prepare: func(r *request, d *Device, req any) (any, error) {
-			rb, ok := s.cfg.Backend.(RSSBackend)
-			if !ok {
-				return nil, unix.EOPNOTSUPP // no get_rxfh
-			}
-			if req.(uint32) != 0 {
-				return nil, unix.EOPNOTSUPP // !cap_rss_ctx_supported && !create_rxfh_context
-			}
-			v, err := rb.RSS(r.ctx, r.c.caller, *d)
-			return &v, err
-		},
-		fill: func(b *nlattr.Builder, _, data any, _ bool) error {
-			wire.PutRSS(b, data.(*RSS))
-			return nil
-		},
-	}
+var rssGet = &ethGet{
+	replyCmd: unix.ETHTOOL_MSG_RSS_GET_REPLY,
+	driver:   "RSS",
+	parse: func(r *request) (any, error) {
+		if a := r.attr(wire.RSSStartContext); a.Present() {
+			return nil, nlattr.AttrError(unix.EINVAL, a, "")
+		}
+		return r.attr(wire.RSSContext).U32(), nil
+	},
+	prepare: func(r *request, d *Device, req any) (any, error) {
+		rb := r.s.cfg.Backend
+		if rb.RSS == nil {
+			return nil, unix.EOPNOTSUPP // no get_rxfh
+		}
+		if req.(uint32) != 0 {
+			return nil, unix.EOPNOTSUPP // !cap_rss_ctx_supported && !create_rxfh_context
+		}
+		v, err := rb.RSS(r.ctx, r.c.caller, *d)
+		return &v, err
+	},
+	fill: func(r *request, b *nlattr.Builder, _, data any, _ bool) error {
+		wire.PutRSS(b, data.(*RSS))
+		return nil
+	},
 }
+
+// rssGetOp and rssSetOp are the RSS_GET and RSS_SET rows of ethtool_genl_ops.
+var (
+	rssGetOp = ethGetOp(unix.ETHTOOL_MSG_RSS_GET, "rss-get", rssGetPolicy, rssGet)
+	rssSetOp = ethSetOp(wire.MsgRSSSet, "rss-set", rssSetPolicy, "SetRSS", rssSetValidate, rssSet)
+)
 
 // rssFlowsPolicy is ethnl_rss_flows_policy: per flow type, the RXH_* fields a hash may cover.
 var rssFlowsPolicy = func() *nlattr.Set {
@@ -112,7 +98,7 @@ var rssSetPolicy = nlattr.NewSet(wire.RSSSetMax, map[uint16]nlattr.Policy{
 // rssSetValidate mirrors ethnl_rss_set_validate for a driver without create_rxfh_context,
 // rxfh_per_ctx_key, supported_input_xfrm or set_rxfh_fields: EOPNOTSUPP pointing at the first
 // attribute asking for one of them (a context, a transformation, per-flow hash fields).
-func (s *Server) rssSetValidate(r *request, _ Device) error {
+func rssSetValidate(r *request, _ Device) error {
 	ctx := r.attr(wire.RSSContext)
 	var bad []nlattr.Attr
 	if ctx.U32() != 0 {
@@ -132,13 +118,14 @@ func (s *Server) rssSetValidate(r *request, _ Device) error {
 
 // rssSet mirrors ethnl_rss_set for context 0: the request applied to the current setting under
 // the backend's lock, the driver called only for a change, RSS_NTF from the resulting state.
-func (s *Server) rssSet(r *request, d Device) error {
+func rssSet(r *request, d Device) error {
+	s := r.s
 	u := Update[RSSSetting]{
 		Apply:   func(cur RSSSetting) (RSSSetting, bool, error) { return applyRSS(r, cur) },
 		Changed: func(v RSSSetting) { s.NotifyRSS(d, v.RSS) },
 	}
-	rb, ok := s.cfg.Backend.(RSSBackend)
-	if !ok {
+	rb := s.cfg.Backend
+	if rb.RSS == nil || rb.SetRSS == nil {
 		_, mod, err := u.Apply(RSSSetting{})
 		if err == nil && mod {
 			err = unix.EOPNOTSUPP // no set_rxfh

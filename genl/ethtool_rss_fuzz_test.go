@@ -79,7 +79,7 @@ func FuzzRSSSet(f *testing.F) {
 	s, _ := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, indir, key []byte, hfunc, context uint32, present uint8) {
 		be := NewMemBackend()
-		s.cfg.Backend = be
+		s.cfg.Backend = be.Ops()
 		ns := NetNS{Dev: 1, Ino: 1}
 		m := be.AddPort(ns, "mana0")
 		before := m.rss()

@@ -27,15 +27,15 @@ type strsetInfo struct {
 	enc     []byte // strings encoded as ETHTOOL_A_STRINGSET_STRINGS (strsetCache); nil: encode
 }
 
-func (s *Server) strsetGet() *ethGet {
-	return &ethGet{
-		replyCmd:   unix.ETHTOOL_MSG_STRSET_GET_REPLY,
-		allowNoDev: true,
-		parse:      strsetParse,
-		prepare:    s.strsetPrepare,
-		fill:       strsetFill,
-	}
-}
+// strsetGetOp is the STRSET_GET row of ethtool_genl_ops (ethnl_strset_request_ops).
+var strsetGetOp = ethGetOp(unix.ETHTOOL_MSG_STRSET_GET, "strset-get", ethtool.Policy().StrsetGet, &ethGet{
+	replyCmd:   unix.ETHTOOL_MSG_STRSET_GET_REPLY,
+	allowNoDev: true,
+	driver:     "StringSet",
+	parse:      strsetParse,
+	prepare:    func(r *request, d *Device, req any) (any, error) { return r.s.strsetPrepare(r, d, req) },
+	fill:       strsetFill,
+})
 
 // strsetParse mirrors strset_parse_request (COUNTS_ONLY is read only when
 // STRINGSETS is present, a kernel quirk kept on purpose).
@@ -114,7 +114,7 @@ func (s *Server) strsetPrepare(r *request, d *Device, reqAny any) (any, error) {
 		return nil, err
 	}
 	for id := range sets {
-		if !strsetInclude(req, sets, id, true) || !sets[id].perDev {
+		if !strsetInclude(req, sets, id, true) || !sets[id].perDev || s.cfg.Backend.StringSet == nil {
 			continue
 		}
 		// strset_prepare_set: a failing get_sset_count means count 0.
@@ -208,7 +208,7 @@ func putStrings(b *nlattr.Builder, strs []string) {
 }
 
 // strsetFill mirrors strset_fill_reply and strset_fill_set.
-func strsetFill(b *nlattr.Builder, _, dataAny any, _ bool) error {
+func strsetFill(_ *request, b *nlattr.Builder, _, dataAny any, _ bool) error {
 	data := dataAny.(*strsetData)
 	nest := b.Nest(unix.ETHTOOL_A_STRSET_STRINGSETS)
 	for id, set := range data.sets {

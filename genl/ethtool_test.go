@@ -582,8 +582,8 @@ func TestSetQuirks(t *testing.T) {
 // TestDumpError: a device failing with other than EOPNOTSUPP ends the dump
 // with that errno and its message in NLMSG_DONE.
 func TestDumpError(t *testing.T) {
-	ts := startServer(t, func(c *genl.ServerConfig) {
-		c.Backend.(*genl.MemBackend).Hook = func(context.Context, string) error {
+	ts := startServerWith(t, func(pre *testServer, c *genl.ServerConfig) {
+		pre.be.Hook = func(context.Context, string) error {
 			return genl.Errorf(unix.EIO, "hardware channel 3 timed out")
 		}
 	})
@@ -594,8 +594,8 @@ func TestDumpError(t *testing.T) {
 		t.Errorf("dump error: %v", err)
 	}
 	// A backend error without an errno is EIO with its text.
-	ts2 := startServer(t, func(c *genl.ServerConfig) {
-		c.Backend.(*genl.MemBackend).Hook = func(context.Context, string) error { return errors.New("plain failure") }
+	ts2 := startServerWith(t, func(pre *testServer, c *genl.ServerConfig) {
+		pre.be.Hook = func(context.Context, string) error { return errors.New("plain failure") }
 	})
 	_, err = dialClient(t, ts2.path).Rings(ctxT(t), client.Interface{Name: "mana0"})
 	if !errors.Is(err, unix.EIO) || !errors.As(err, &ce) || ce.Message != "plain failure" {

@@ -53,48 +53,53 @@ const coreTimestamping = unix.SOF_TIMESTAMPING_RX_SOFTWARE | unix.SOF_TIMESTAMPI
 // as a list (no mask), written only when not empty; the PHC index only when
 // there is one; with ETHTOOL_FLAG_STATS a STATS nest, empty for a driver
 // without get_ts_stats (mana).
-func (s *Server) tsInfoGet() *ethGet {
-	return &ethGet{
-		replyCmd: unix.ETHTOOL_MSG_TSINFO_GET_REPLY,
-		parse:    tsInfoParse,
-		prepare: func(r *request, d *Device, req any) (any, error) {
-			// ethtool_get_ts_info_by_phc: no PHC of the device's has the index asked
-			// for, as mana has none. A dump does not ask (ethnl_tsinfo_dumpit).
-			if req.(*tsInfoReq).provider && r.hdr.Flags&nlattr.FlagDump != nlattr.FlagDump {
-				return nil, unix.ENODEV
+var tsInfoGet = &ethGet{
+	replyCmd: unix.ETHTOOL_MSG_TSINFO_GET_REPLY,
+	driver:   "TSInfo",
+	parse:    tsInfoParse,
+	prepare: func(r *request, d *Device, req any) (any, error) {
+		// ethtool_get_ts_info_by_phc: no PHC of the device's has the index asked
+		// for, as mana has none. A dump does not ask (ethnl_tsinfo_dumpit).
+		if req.(*tsInfoReq).provider && r.hdr.Flags&nlattr.FlagDump != nlattr.FlagDump {
+			return nil, unix.ENODEV
+		}
+		ts, err := TSInfo{PHCIndex: -1}, error(nil) // __ethtool_get_ts_info without get_ts_info
+		if get := r.s.cfg.Backend.TSInfo; get != nil {
+			ts, err = get(r.ctx, r.c.caller, *d)
+		}
+		ts.Timestamping |= coreTimestamping
+		return &ts, err
+	},
+	fill: func(r *request, b *nlattr.Builder, req, data any, compact bool) error {
+		ts := data.(*wire.TSInfo)
+		for _, bs := range []struct {
+			attr uint16
+			set  uint32
+			v    uint32
+			n    int
+		}{
+			{unix.ETHTOOL_A_TSINFO_TIMESTAMPING, ethtool.SSSofTimestamping, ts.Timestamping, wire.SOFTimestampingBits},
+			{unix.ETHTOOL_A_TSINFO_TX_TYPES, ethtool.SSTsTxTypes, ts.TxTypes, wire.TsTxTypeBits},
+			{unix.ETHTOOL_A_TSINFO_RX_FILTERS, ethtool.SSTsRxFilters, ts.RxFilters, wire.TsRxFilterBits},
+		} {
+			if bs.v == 0 {
+				continue
 			}
-			ts, err := s.cfg.Backend.TSInfo(r.ctx, r.c.caller, *d)
-			ts.Timestamping |= coreTimestamping
-			return &ts, err
-		},
-		fill: func(b *nlattr.Builder, req, data any, compact bool) error {
-			ts := data.(*wire.TSInfo)
-			for _, bs := range []struct {
-				attr uint16
-				set  uint32
-				v    uint32
-				n    int
-			}{
-				{unix.ETHTOOL_A_TSINFO_TIMESTAMPING, ethtool.SSSofTimestamping, ts.Timestamping, wire.SOFTimestampingBits},
-				{unix.ETHTOOL_A_TSINFO_TX_TYPES, ethtool.SSTsTxTypes, ts.TxTypes, wire.TsTxTypeBits},
-				{unix.ETHTOOL_A_TSINFO_RX_FILTERS, ethtool.SSTsRxFilters, ts.RxFilters, wire.TsRxFilterBits},
-			} {
-				if bs.v == 0 {
-					continue
-				}
-				names, nbits := s.globalBits(bs.set, bs.n)
-				ethtool.PutBitset32(b, bs.attr, []uint32{bs.v}, nil, nbits, names, compact)
-			}
-			if ts.PHCIndex >= 0 {
-				b.PutU32(unix.ETHTOOL_A_TSINFO_PHC_INDEX, uint32(ts.PHCIndex))
-			}
-			if req.(*tsInfoReq).stats {
-				b.EndNest(b.Nest(unix.ETHTOOL_A_TSINFO_STATS))
-			}
-			return nil
-		},
-	}
+			names, nbits := r.s.globalBits(bs.set, bs.n)
+			ethtool.PutBitset32(b, bs.attr, []uint32{bs.v}, nil, nbits, names, compact)
+		}
+		if ts.PHCIndex >= 0 {
+			b.PutU32(unix.ETHTOOL_A_TSINFO_PHC_INDEX, uint32(ts.PHCIndex))
+		}
+		if req.(*tsInfoReq).stats {
+			b.EndNest(b.Nest(unix.ETHTOOL_A_TSINFO_STATS))
+		}
+		return nil
+	},
 }
+
+// tsInfoGetOp is the TSINFO_GET row of ethtool_genl_ops.
+var tsInfoGetOp = ethGetOp(unix.ETHTOOL_MSG_TSINFO_GET, "tsinfo-get", tsInfoGetPolicy, tsInfoGet)
 
 // globalBits returns the names of a kernel-wide bit table (string set id)
 // and its size, which is the bitset size the kernel uses for it; without the

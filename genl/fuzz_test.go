@@ -168,7 +168,7 @@ func seedRequests() map[string][]byte {
 // never talks to the kernel.
 func fuzzServer(t testing.TB) (*Server, *MemBackend) {
 	be := NewMemBackend()
-	s, err := NewServer(ServerConfig{Backend: be, AdminGroup: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := NewServer(ServerConfig{Backend: be.Ops(), AdminGroup: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	s.global.once.Do(func() { s.global.sets = map[uint32][]string{4: {"sg", "ip-generic"}, 9: {"10baseT/Half"}} })
 	return s, be
@@ -184,7 +184,7 @@ func FuzzDispatch(f *testing.F) {
 	s, _ := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, data []byte, admin bool) {
 		be := NewMemBackend()
-		s.cfg.Backend = be
+		s.cfg.Backend = be.Ops()
 		ns := NetNS{Dev: 1, Ino: 1}
 		be.AddPlain(ns, "lo")
 		d := be.AddPort(ns, "mana0")
@@ -276,7 +276,7 @@ func FuzzAtConnLimit(f *testing.F) {
 	ns := NetNS{Dev: 1, Ino: 1}
 	be := NewMemBackend()
 	be.AddPort(ns, "mana0")
-	s.cfg.Backend = be
+	s.cfg.Backend = be.Ops()
 	// The one slot is taken.
 	require.Nil(f, s.admit(newConn(s, context.Background(), nil, Caller{UID: 1000, NetNS: ns})))
 	f.Fuzz(func(t *testing.T, data []byte) {

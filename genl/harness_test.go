@@ -63,8 +63,19 @@ type testServer struct {
 
 // startServer runs a Server with a MemBackend on a fresh socket (directory
 // 0755, socket 0666, so that other uids can connect) and stops it at the end
-// of the test.
+// of the test. mod, when not nil, changes the configuration first.
 func startServer(t testing.TB, mod func(*genl.ServerConfig)) *testServer {
+	t.Helper()
+	return startServerWith(t, func(_ *testServer, c *genl.ServerConfig) {
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+// startServerWith is startServer with a mod that also gets the test server
+// (its MemBackend and devices) before the Server starts.
+func startServerWith(t testing.TB, mod func(*testServer, *genl.ServerConfig)) *testServer {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "genl")
 	require.NoError(t, err)
@@ -75,13 +86,11 @@ func startServer(t testing.TB, mod func(*genl.ServerConfig)) *testServer {
 	ts.mana0 = ts.be.AddPort(ts.ns, "mana0")
 	ts.mana1 = ts.be.AddPort(ts.ns, "mana1")
 	cfg := genl.ServerConfig{
-		Backend:    ts.be,
+		Backend:    ts.be.Ops(),
 		AdminGroup: -1,
 		Logger:     slog.New(slog.NewTextHandler(ts.logs, nil)),
 	}
-	if mod != nil {
-		mod(&cfg)
-	}
+	mod(ts, &cfg)
 	ts.srv, err = genl.NewServer(cfg)
 	require.NoError(t, err)
 	l, err := genl.Listen(ts.path, 0o666, -1)

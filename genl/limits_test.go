@@ -310,9 +310,9 @@ func TestRefusalLogRateLimited(t *testing.T) {
 // TestLayoutPlanMultiPart: a LAYOUT_PLAN answer of over 1 MiB arrives in full, multi-part,
 // every datagram within the reply limit, and NLM_F_ACK gets no ACK after the NLMSG_DONE.
 func TestLayoutPlanMultiPart(t *testing.T) {
-	ts := startServer(t, func(c *genl.ServerConfig) {
+	ts := startServerWith(t, func(pre *testServer, c *genl.ServerConfig) {
 		c.MaxMessage = 256 << 10
-		c.Backend = wordyLayouts{c.Backend.(*genl.MemBackend)}
+		c.Backend.PlanLayout = wordyLayouts{pre.be}.PlanLayout
 	})
 	// As many rules as the request's LAYOUT_REQUEST nest holds (64 KiB).
 	const rules = 4000

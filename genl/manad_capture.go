@@ -29,15 +29,6 @@ const MaxCapturesPerUID = 4
 // when the connection's reply limit is lower): a reader that is behind catches up in few reads.
 const captureBatch = 64 << 10
 
-// Capturer is implemented by a Backend that can capture (the daemon). A Backend without it
-// answers CAPTURE_START with EOPNOTSUPP.
-type Capturer interface {
-	// StartCapture starts recording what r.Target, a port or a wire segment, carries. Errors:
-	// ENOENT when there is no such port or segment visible to c; EINVAL for a direction the
-	// target does not take.
-	StartCapture(ctx context.Context, c Caller, r CaptureRequest) (CaptureSource, error)
-}
-
 // CaptureSource is a running capture as the server drains it. Recording must never wait for
 // the server: frames it is too slow for are the source's to drop and count.
 type CaptureSource interface {
@@ -132,6 +123,12 @@ func (cs *captureSlot) active() bool {
 // wait waits for the writer goroutine of the connection's capture, if any.
 func (cs *captureSlot) wait() { cs.wg.Wait() }
 
+// captureOps are the capture commands of the manad family, for admins.
+var captureOps = []op{
+	manadDo(wire.CmdCaptureStart, "capture-start", true, captureStartPolicy, "StartCapture", (*Server).captureStart),
+	manadDo(wire.CmdCaptureStop, "capture-stop", true, captureStopPolicy, "", (*Server).captureStop),
+}
+
 func (s *Server) captureStart(r *request) error {
 	target, err := r.required(wire.AttrCaptureTarget, "capture target (a port or segment name)")
 	if err != nil {
@@ -145,8 +142,7 @@ func (s *Server) captureStart(r *request) error {
 	if req.Target == "" {
 		return nlattr.AttrError(unix.EINVAL, target, "empty capture target")
 	}
-	capt, ok := s.cfg.Backend.(Capturer)
-	if !ok {
+	if s.cfg.Backend.StartCapture == nil {
 		return nlattr.Errorf(unix.EOPNOTSUPP, "this server cannot capture")
 	}
 	c := r.c
@@ -159,7 +155,7 @@ func (s *Server) captureStart(r *request) error {
 	if !s.captures.acquire(c.caller.UID) {
 		return nlattr.Errorf(unix.EUSERS, "too many captures for uid %d (limit %d)", c.caller.UID, MaxCapturesPerUID)
 	}
-	src, err := capt.StartCapture(r.ctx, c.caller, req)
+	src, err := s.cfg.Backend.StartCapture(r.ctx, c.caller, req)
 	if err != nil {
 		s.captures.release(c.caller.UID)
 		return err

@@ -1,9 +1,9 @@
 package genl
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -77,38 +77,71 @@ func tablePolicy(maxType uint16, kinds map[uint16]wire.Kind, over map[uint16]nla
 	return nlattr.NewSet(maxType, p)
 }
 
-func (s *Server) manadFamily() *family {
-	do := func(cmd uint8, admin bool, pol *nlattr.Set, fn func(*request) error) op {
-		o := op{cmd: cmd, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, doit: fn}
-		if admin {
-			o.perm = unix.GENL_UNS_ADMIN_PERM
-		}
-		return o
+// manadDo is a do-only op of the manad family whose handler fn calls the Backend op named driver
+// ("" for none); admin ops need GENL_UNS_ADMIN_PERM (a non-admin gets EPERM before the handler
+// runs). With that Backend op nil the command is EOPNOTSUPP, saying so, before fn runs.
+func manadDo(cmd uint8, name string, admin bool, pol *nlattr.Set, driver string, fn func(*Server, *request) error) op {
+	o := op{cmd: cmd, name: name, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, driver: driver,
+		doit: func(s *Server, r *request) error {
+			if err := s.needOp(driver, name); err != nil {
+				return err
+			}
+			return fn(s, r)
+		}}
+	if admin {
+		o.perm = unix.GENL_UNS_ADMIN_PERM
 	}
-	portGet := do(wire.CmdPortGet, false, headerOnlyPolicy, s.portGet)
-	portGet.dumpit = s.portDump
-	statsGet := do(wire.CmdStatsGet, false, headerOnlyPolicy, s.statsGet)
-	statsGet.dumpit = s.statsDump
+	return o
+}
+
+// withDump adds to a manad op a dump that calls the Backend op named driver, EOPNOTSUPP without it.
+func withDump(o op, driver string, dumpit func(*Server, *request, *dumper) error) op {
+	o.dumpDriver = driver
+	o.dumpit = func(s *Server, r *request, d *dumper) error {
+		if err := s.needOp(driver, o.name); err != nil {
+			return err
+		}
+		return dumpit(s, r, d)
+	}
+	return o
+}
+
+// needOp is EOPNOTSUPP with an extack naming the command when the Backend op named driver is nil.
+func (s *Server) needOp(driver, cmd string) error {
+	if driver != "" && s.noOps[driver] {
+		return nlattr.Errorf(unix.EOPNOTSUPP, "%s is not supported by this backend (it has no %s)", cmd, driver)
+	}
+	return nil
+}
+
+// The port, XDP, stats, layout, fault, group and option ops of the manad family.
+var (
+	portGetOp    = withDump(manadDo(wire.CmdPortGet, "port-get", false, headerOnlyPolicy, "Port", (*Server).portGet), "Ports", (*Server).portDump)
+	portNewOp    = manadDo(wire.CmdPortNew, "port-new", true, portNewPolicy, "CreatePort", (*Server).portNew)
+	portDelOp    = manadDo(wire.CmdPortDel, "port-del", true, portDelPolicy, "DeletePort", (*Server).portDel)
+	portMTUOp    = manadDo(wire.CmdPortSetMTU, "port-set-mtu", true, setMTUPolicy, "SetMTU", (*Server).portSetMTU)
+	xdpAttachOp  = manadDo(wire.CmdXDPAttach, "xdp-attach", true, xdpAttachPolicy, "AttachXDP", (*Server).xdpAttach)
+	xdpDetachOp  = manadDo(wire.CmdXDPDetach, "xdp-detach", true, headerOnlyPolicy, "DetachXDP", (*Server).xdpDetach)
+	portStatsOp  = withDump(manadDo(wire.CmdStatsGet, "stats-get", false, headerOnlyPolicy, "Stats", (*Server).statsGet), "Stats", (*Server).statsDump)
+	layoutOp     = manadDo(wire.CmdLayoutPlan, "layout-plan", false, layoutPolicy, "PlanLayout", (*Server).layoutPlan)
+	faultSetOp   = manadDo(wire.CmdFaultSet, "fault-set", true, faultSetPolicy, "SetFault", (*Server).faultSet)
+	groupJoinOp  = manadDo(wire.CmdGroupJoin, "group-join", false, groupPolicy, "", (*Server).groupJoin)
+	groupLeaveOp = manadDo(wire.CmdGroupLeave, "group-leave", false, groupPolicy, "", (*Server).groupLeave)
+	setOptionOp  = manadDo(wire.CmdSetOption, "set-option", false, optionPolicy, "", (*Server).setOption)
+)
+
+// manadOps are the manad family's ops, each defined with its message.
+var manadOps = [][]op{{
+	portGetOp, portNewOp, portDelOp, portMTUOp, xdpAttachOp, xdpDetachOp, portStatsOp, layoutOp, faultSetOp,
+	groupJoinOp, groupLeaveOp, setOptionOp,
+}, captureOps, segmentOps}
+
+func manadFamily() *family {
 	return &family{
 		id: manadID, name: wire.FamilyName, version: wire.FamilyVersion,
 		resvStartOp: 0, // every command gets genl_header_check
-		ops: append([]op{
-			portGet,
-			do(wire.CmdPortNew, true, portNewPolicy, s.portNew),
-			do(wire.CmdPortDel, true, portDelPolicy, s.portDel),
-			do(wire.CmdPortSetMTU, true, setMTUPolicy, s.portSetMTU),
-			do(wire.CmdXDPAttach, true, xdpAttachPolicy, s.xdpAttach),
-			do(wire.CmdXDPDetach, true, headerOnlyPolicy, s.xdpDetach),
-			statsGet,
-			do(wire.CmdLayoutPlan, false, layoutPolicy, s.layoutPlan),
-			do(wire.CmdFaultSet, true, faultSetPolicy, s.faultSet),
-			do(wire.CmdGroupJoin, false, groupPolicy, s.groupJoin),
-			do(wire.CmdGroupLeave, false, groupPolicy, s.groupLeave),
-			do(wire.CmdSetOption, false, optionPolicy, s.setOption),
-			do(wire.CmdCaptureStart, true, captureStartPolicy, s.captureStart),
-			do(wire.CmdCaptureStop, true, captureStopPolicy, s.captureStop),
-		}, s.segmentOps()...),
-		groups: []mcGroup{{id: eventsGroup, name: wire.EventsGroup}},
+		ops:         slices.Concat(manadOps...),
+		groups:      []mcGroup{{id: eventsGroup, name: wire.EventsGroup}},
 	}
 }
 
@@ -179,15 +212,6 @@ func (s *Server) portNew(r *request) error {
 	return r.reply(wire.CmdPortNew, func(b *nlattr.Builder) error { wire.PortTable.PutNest(b, wire.AttrPort, &p); return nil })
 }
 
-// PortNetNSDeleter is what PORT_DEL with PortAttrNetNSToo asks of a Backend that also implements
-// it; without it such a request answers EOPNOTSUPP and deletes nothing.
-type PortNetNSDeleter interface {
-	// DeletePortNetNS deletes the port as DeletePort does, then its named network namespace
-	// when that is empty and the backend created it. Errors are the port deletion's; a
-	// namespace that is kept is not an error: the result says why (Notice).
-	DeletePortNetNS(ctx context.Context, c Caller, d Device) (wire.PortDel, error)
-}
-
 // portDel deletes a port: acknowledged, or, when AttrPort asks for the namespace too, answered
 // with a PORT_DEL message saying what became of the namespace.
 func (s *Server) portDel(r *request) error {
@@ -207,11 +231,10 @@ func (s *Server) portDel(r *request) error {
 	if !req.NetNSToo {
 		return s.cfg.Backend.DeletePort(r.ctx, r.c.caller, d)
 	}
-	nd, ok := s.cfg.Backend.(PortNetNSDeleter)
-	if !ok {
+	if s.cfg.Backend.DeletePortNetNS == nil {
 		return nlattr.Errorf(unix.EOPNOTSUPP, "this backend cannot delete namespaces")
 	}
-	res, err := nd.DeletePortNetNS(r.ctx, r.c.caller, d)
+	res, err := s.cfg.Backend.DeletePortNetNS(r.ctx, r.c.caller, d)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package genl
 
 import (
-	"context"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -13,30 +12,13 @@ import (
 
 // The manad family's wire segment commands (genl/wire/segment.go has their numbers and tables).
 
-// The segment structs of the wire, under the names the SegmentBackend uses.
+// The segment structs of the wire, under the names the Backend uses.
 type (
 	SegmentSpec = wire.SegmentSpec
 	SegmentInfo = wire.SegmentInfo
 	UplinkSpec  = wire.UplinkSpec
 	UplinkInfo  = wire.UplinkInfo
 )
-
-// SegmentBackend is the part of a Backend that manages wire segments and their uplinks. A
-// Backend that does not implement it answers the segment commands with EOPNOTSUPP.
-//
-// Errors follow Backend's contract (an errno, and a message through ExtackMessage): ENOENT for
-// an unknown segment or uplink, EEXIST for a segment already defined or an uplink already used
-// (by any segment), EBUSY for deleting a segment ports are on, EINVAL for a bad name or value,
-// ENOSPC for more uplinks than a segment may have. A change that succeeds is announced by the
-// backend (NotifySegment) and persisted; a refused one changes nothing.
-type SegmentBackend interface {
-	Segments(ctx context.Context, c Caller) ([]SegmentInfo, error)
-	Segment(ctx context.Context, c Caller, name string) (SegmentInfo, error)
-	CreateSegment(ctx context.Context, c Caller, s SegmentSpec) (SegmentInfo, error)
-	DeleteSegment(ctx context.Context, c Caller, name string) error
-	AddUplink(ctx context.Context, c Caller, segment string, u UplinkSpec) (SegmentInfo, error)
-	DeleteUplink(ctx context.Context, c Caller, segment string, u UplinkSpec) error
-}
 
 // Segment request policies: only the attributes each command takes.
 var (
@@ -64,37 +46,12 @@ var (
 
 // segmentOps are the segment commands of the manad family: GET for anyone, the changes for
 // admins (GENL_UNS_ADMIN_PERM, checked before the handler runs: a non-admin gets EPERM).
-func (s *Server) segmentOps() []op {
-	do := func(cmd uint8, admin bool, pol *nlattr.Set, fn func(*request) error) op {
-		o := op{cmd: cmd, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, doit: fn}
-		if admin {
-			o.perm = unix.GENL_UNS_ADMIN_PERM
-		}
-		return o
-	}
-	get := do(wire.CmdSegmentGet, false, segGetPolicy, s.segmentGet)
-	get.dumpit = s.segmentDump
-	return []op{
-		get,
-		do(wire.CmdSegmentNew, true, segNewPolicy, s.segmentNew),
-		do(wire.CmdSegmentDel, true, segGetPolicy, s.segmentDel),
-		do(wire.CmdUplinkAdd, true, uplinkPolicy, s.uplinkAdd),
-		do(wire.CmdUplinkDel, true, uplinkPolicy, s.uplinkDel),
-	}
-}
-
-// segmentCmdNames name the segment commands for the request metrics (cmdName).
-var segmentCmdNames = map[uint8]string{
-	wire.CmdSegmentGet: "segment-get", wire.CmdSegmentNew: "segment-new", wire.CmdSegmentDel: "segment-del",
-	wire.CmdUplinkAdd: "uplink-add", wire.CmdUplinkDel: "uplink-del",
-}
-
-// segmentBackend returns the configured Backend's SegmentBackend, or EOPNOTSUPP.
-func (s *Server) segmentBackend() (SegmentBackend, error) {
-	if sb, ok := s.cfg.Backend.(SegmentBackend); ok {
-		return sb, nil
-	}
-	return nil, Errorf(unix.EOPNOTSUPP, "wire segments are not supported by this backend")
+var segmentOps = []op{
+	withDump(manadDo(wire.CmdSegmentGet, "segment-get", false, segGetPolicy, "Segment", (*Server).segmentGet), "Segments", (*Server).segmentDump),
+	manadDo(wire.CmdSegmentNew, "segment-new", true, segNewPolicy, "CreateSegment", (*Server).segmentNew),
+	manadDo(wire.CmdSegmentDel, "segment-del", true, segGetPolicy, "DeleteSegment", (*Server).segmentDel),
+	manadDo(wire.CmdUplinkAdd, "uplink-add", true, uplinkPolicy, "AddUplink", (*Server).uplinkAdd),
+	manadDo(wire.CmdUplinkDel, "uplink-del", true, uplinkPolicy, "DeleteUplink", (*Server).uplinkDel),
 }
 
 // segmentName is the required SegmentAttrName inside the required AttrSegment of r, validated
@@ -153,10 +110,7 @@ func (s *Server) segmentGet(r *request) error {
 	if err != nil {
 		return err
 	}
-	sb, err := s.segmentBackend()
-	if err != nil {
-		return err
-	}
+	sb := s.cfg.Backend
 	info, err := sb.Segment(r.ctx, r.c.caller, name)
 	if err != nil {
 		return err
@@ -165,10 +119,7 @@ func (s *Server) segmentGet(r *request) error {
 }
 
 func (s *Server) segmentDump(r *request, d *dumper) error {
-	sb, err := s.segmentBackend()
-	if err != nil {
-		return err
-	}
+	sb := s.cfg.Backend
 	segs, err := sb.Segments(r.ctx, r.c.caller)
 	if err != nil {
 		return err
@@ -199,10 +150,7 @@ func (s *Server) segmentNew(r *request) error {
 		return err
 	}
 	spec.AgeingSet = tb[wire.SegmentAttrAgeingMs].Present()
-	sb, err := s.segmentBackend()
-	if err != nil {
-		return err
-	}
+	sb := s.cfg.Backend
 	info, err := sb.CreateSegment(r.ctx, r.c.caller, spec)
 	if err != nil {
 		return err
@@ -215,10 +163,7 @@ func (s *Server) segmentDel(r *request) error {
 	if err != nil {
 		return err
 	}
-	sb, err := s.segmentBackend()
-	if err != nil {
-		return err
-	}
+	sb := s.cfg.Backend
 	return sb.DeleteSegment(r.ctx, r.c.caller, name)
 }
 
@@ -231,10 +176,7 @@ func (s *Server) uplinkAdd(r *request) error {
 	if err != nil {
 		return err
 	}
-	sb, err := s.segmentBackend()
-	if err != nil {
-		return err
-	}
+	sb := s.cfg.Backend
 	info, err := sb.AddUplink(r.ctx, r.c.caller, name, u)
 	if err != nil {
 		return err
@@ -251,10 +193,7 @@ func (s *Server) uplinkDel(r *request) error {
 	if err != nil {
 		return err
 	}
-	sb, err := s.segmentBackend()
-	if err != nil {
-		return err
-	}
+	sb := s.cfg.Backend
 	return sb.DeleteUplink(r.ctx, r.c.caller, name, u)
 }
 

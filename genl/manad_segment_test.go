@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// segBackend adds wire segments to a MemBackend: the SegmentBackend contract (ENOENT, EEXIST,
+// segBackend adds wire segments to a MemBackend: the segment ops' contract (ENOENT, EEXIST,
 // EBUSY while a port names the segment) kept in memory, each change recorded and announced with
 // NotifySegment, as the daemon does. The daemon's own tests run the real thing (daemon package).
 type segBackend struct {
@@ -33,8 +33,6 @@ type segBackend struct {
 	segs  map[string]*genl.SegmentInfo
 	calls []string
 }
-
-var _ genl.SegmentBackend = (*segBackend)(nil)
 
 func (b *segBackend) Calls() []string {
 	b.mu.Lock()
@@ -149,9 +147,10 @@ func (b *segBackend) DeleteUplink(ctx context.Context, c genl.Caller, seg string
 func startSegmentServer(t *testing.T) (*testServer, *segBackend) {
 	t.Helper()
 	var sb *segBackend
-	ts := startServer(t, func(c *genl.ServerConfig) {
-		sb = &segBackend{MemBackend: c.Backend.(*genl.MemBackend), segs: map[string]*genl.SegmentInfo{}}
-		c.Backend = sb
+	ts := startServerWith(t, func(pre *testServer, c *genl.ServerConfig) {
+		sb = &segBackend{MemBackend: pre.be, segs: map[string]*genl.SegmentInfo{}}
+		c.Backend.Segments, c.Backend.Segment, c.Backend.CreateSegment = sb.Segments, sb.Segment, sb.CreateSegment
+		c.Backend.DeleteSegment, c.Backend.AddUplink, c.Backend.DeleteUplink = sb.DeleteSegment, sb.AddUplink, sb.DeleteUplink
 	})
 	sb.srv, sb.ns = ts.srv, ts.ns
 	return ts, sb
@@ -378,7 +377,7 @@ func TestSegmentUnprivileged(t *testing.T) {
 	assert.Empty(t, sb.Calls(), "backend changed by an unprivileged peer")
 }
 
-// TestSegmentWithoutBackend: a Backend without SegmentBackend answers EOPNOTSUPP with a message.
+// TestSegmentWithoutBackend: a Backend without the segment ops answers EOPNOTSUPP with a message.
 func TestSegmentWithoutBackend(t *testing.T) {
 	ts := startServer(t, nil)
 	c, err := client.Dial(ts.path)

@@ -500,7 +500,21 @@ func (b *MemBackend) SetFault(ctx context.Context, c Caller, d Device, f Fault) 
 	return nil
 }
 
-var _ Backend = (*MemBackend)(nil)
+// Ops returns b as a Backend with every op.
+func (b *MemBackend) Ops() Backend {
+	return Backend{
+		Devices: b.Devices, DeviceByIndex: b.DeviceByIndex, DeviceByName: b.DeviceByName,
+		StringSet: b.StringSet, PrivFlags: b.PrivFlags, SetPrivFlags: b.SetPrivFlags,
+		Rings: b.Rings, SetRings: b.SetRings, Channels: b.Channels, SetChannels: b.SetChannels,
+		Coalesce: b.Coalesce, SetCoalesce: b.SetCoalesce, RSS: b.RSS, SetRSS: b.SetRSS,
+		Features: b.Features, SetFeatures: b.SetFeatures,
+		LinkSettings: b.LinkSettings, LinkState: b.LinkState, TSInfo: b.TSInfo,
+		Ports: b.Ports, Port: b.Port, CreatePort: b.CreatePort, DeletePort: b.DeletePort,
+		SetMTU: b.SetMTU, AttachXDP: b.AttachXDP, DetachXDP: b.DetachXDP, Stats: b.Stats,
+		PlanLayout: b.PlanLayout, SetFault: b.SetFault,
+		NetdevPort: b.NetdevPort,
+	}
+}
 
 func (b *MemBackend) LinkSettings(ctx context.Context, c Caller, d Device) (LinkSettings, error) {
 	b.mu.Lock()

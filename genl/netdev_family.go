@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math"
 	"slices"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -41,14 +40,6 @@ type NetdevPool struct {
 	Stats wire.NetdevPagePoolStats
 }
 
-// NetdevBackend is what the netdev family asks of a Backend that also
-// implements it (the daemon's does). NetdevPort fails with an error wrapping
-// ENODEV when d is gone, and EOPNOTSUPP when d has no netdev views (the
-// request then fails with it; dumps skip d).
-type NetdevBackend interface {
-	NetdevPort(ctx context.Context, c Caller, d Device) (NetdevPort, error)
-}
-
 // NetdevView is a set of the views of a NetdevPort.
 type NetdevView uint8
 
@@ -66,16 +57,6 @@ const (
 
 	NetdevViewAll = NetdevViewDev | NetdevViewQueues | NetdevViewNAPIs | NetdevViewQStats | NetdevViewPools
 )
-
-// NetdevViewBackend is a NetdevBackend that can build only some views of a port. Each request
-// then gets only the views its command answers with (see netdevViewOf): dev-get needs none of
-// the walks over the port's queues that qstats and page pools take (measured on the manad
-// binary: dev-get's round trip 41–48 µs with every view, 18 µs with Dev only). NetdevViews
-// fails as NetdevPort does; the views not in want are left empty.
-type NetdevViewBackend interface {
-	NetdevBackend
-	NetdevViews(ctx context.Context, c Caller, d Device, want NetdevView) (NetdevPort, error)
-}
 
 // netdevViewOf is what the requests of netdev command cmd answer from.
 func netdevViewOf(cmd uint8) NetdevView {
@@ -95,8 +76,9 @@ func netdevViewOf(cmd uint8) NetdevView {
 }
 
 // netdevViews asks nb for the views of d that r's command needs.
-func (r *request) netdevViews(nb NetdevBackend, d Device) (NetdevPort, error) {
-	if vb, ok := nb.(NetdevViewBackend); ok {
+func (r *request) netdevViews(d Device) (NetdevPort, error) {
+	nb := r.s.cfg.Backend
+	if nb.NetdevViews != nil {
 		want := netdevViewOf(r.cmd)
 		if r.cmd == wire.NetdevCmdQStatsGet {
 			// The device scope (no scope, or 0) answers from the totals alone.
@@ -106,7 +88,7 @@ func (r *request) netdevViews(nb NetdevBackend, d Device) (NetdevPort, error) {
 				want |= NetdevViewQStatsDevice
 			}
 		}
-		return vb.NetdevViews(r.ctx, r.c.caller, d, want)
+		return nb.NetdevViews(r.ctx, r.c.caller, d, want)
 	}
 	return nb.NetdevPort(r.ctx, r.c.caller, d)
 }
@@ -152,61 +134,63 @@ func nlUint(a nlattr.Attr) (uint64, error) {
 	return 0, nlattr.AttrError(unix.EINVAL, a, "invalid attribute length")
 }
 
-func (s *Server) netdevFamily() *family {
-	get := func(cmd uint8, pol *nlattr.Set, do func(*request) error, dump func(*request, *dumper) error) op {
-		return op{cmd: cmd, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, doit: do, dumpit: dump}
-	}
-	// queue-get and napi-get have split do and dump policies (netdev-genl-gen.c).
-	split := func(o op, dump *nlattr.Set) op { o.dumpPolicy = dump; return o }
+// netdevGetOp is a netdev GET: do and dump (either may be nil), strict validation.
+func netdevGetOp(cmd uint8, name string, pol *nlattr.Set, do func(*Server, *request) error, dump func(*Server, *request, *dumper) error) op {
+	return op{cmd: cmd, name: name, policy: pol, mode: nlattr.Strict, dumpMode: nlattr.Strict, driver: "NetdevPort", doit: do, dumpit: dump}
+}
+
+// splitOp gives o the dump policy of a split do/dump op (netdev-genl-gen.c's queue-get and napi-get).
+func splitOp(o op, dump *nlattr.Set) op { o.dumpPolicy = dump; return o }
+
+// netdevOps are the netdev family's ops, by netdev.yaml's names (netdev_nl_ops).
+var netdevOps = []op{
+	netdevGetOp(wire.NetdevCmdDevGet, "dev-get", netdevDevGetPolicy, (*Server).netdevDevGet, (*Server).netdevDevDump),
+	netdevGetOp(wire.NetdevCmdPagePoolGet, "page-pool-get", netdevPoolGetPolicy, (*Server).netdevPoolGet, (*Server).netdevPoolDump),
+	netdevGetOp(wire.NetdevCmdPagePoolStatsGet, "page-pool-stats-get", netdevPoolStatsPolicy, (*Server).netdevPoolStatsGet, (*Server).netdevPoolStatsDump),
+	splitOp(netdevGetOp(wire.NetdevCmdQueueGet, "queue-get", netdevQueueGetPolicy, (*Server).netdevQueueGet, (*Server).netdevQueueDump), netdevQueueDumpPolicy),
+	splitOp(netdevGetOp(wire.NetdevCmdNAPIGet, "napi-get", netdevNAPIGetPolicy, (*Server).netdevNAPIGet, (*Server).netdevNAPIDump), netdevNAPIDumpPolicy),
+	netdevGetOp(wire.NetdevCmdQStatsGet, "qstats-get", netdevQStatsPolicy, nil, (*Server).netdevQStatsDump),
+	napiSetOp,
+}
+
+// napiSetOp is napi-set: GENL_ADMIN_PERM | GENL_CMD_CAP_DO, as netdev.yaml's (flags: admin-perm).
+var napiSetOp = op{cmd: wire.NetdevCmdNAPISet, name: "napi-set", perm: unix.GENL_ADMIN_PERM, policy: netdevNAPISetPolicy,
+	mode: nlattr.Strict, driver: "SetNAPI", doit: (*Server).netdevNAPISet}
+
+func netdevFamily() *family {
 	return &family{
 		id: netdevID, name: wire.NetdevFamilyName, version: wire.NetdevFamilyVersion,
-		ops: []op{
-			get(wire.NetdevCmdDevGet, netdevDevGetPolicy, s.netdevDevGet, s.netdevDevDump),
-			get(wire.NetdevCmdPagePoolGet, netdevPoolGetPolicy, s.netdevPoolGet, s.netdevPoolDump),
-			get(wire.NetdevCmdPagePoolStatsGet, netdevPoolStatsPolicy, s.netdevPoolStatsGet, s.netdevPoolStatsDump),
-			split(get(wire.NetdevCmdQueueGet, netdevQueueGetPolicy, s.netdevQueueGet, s.netdevQueueDump), netdevQueueDumpPolicy),
-			split(get(wire.NetdevCmdNAPIGet, netdevNAPIGetPolicy, s.netdevNAPIGet, s.netdevNAPIDump), netdevNAPIDumpPolicy),
-			get(wire.NetdevCmdQStatsGet, netdevQStatsPolicy, nil, s.netdevQStatsDump),
-			// GENL_ADMIN_PERM | GENL_CMD_CAP_DO, as netdev.yaml's napi-set (flags: admin-perm).
-			{cmd: wire.NetdevCmdNAPISet, perm: unix.GENL_ADMIN_PERM, policy: netdevNAPISetPolicy, mode: nlattr.Strict, doit: s.netdevNAPISet},
-		},
+		ops:    netdevOps,
 		groups: []mcGroup{{id: netdevMgmtGroup, name: wire.NetdevGroupMgmt}, {id: netdevPagePoolGroup, name: wire.NetdevGroupPagePool}},
 	}
 }
 
-// netdevCmdNames are the netdev family's request commands, by netdev.yaml's names.
-var netdevCmdNames = map[uint8]string{wire.NetdevCmdDevGet: "dev-get", wire.NetdevCmdPagePoolGet: "page-pool-get",
-	wire.NetdevCmdPagePoolStatsGet: "page-pool-stats-get", wire.NetdevCmdQueueGet: "queue-get",
-	wire.NetdevCmdNAPIGet: "napi-get", wire.NetdevCmdQStatsGet: "qstats-get", wire.NetdevCmdNAPISet: "napi-set"}
-
-func (s *Server) netdevBackend() (NetdevBackend, error) {
-	nb, ok := s.cfg.Backend.(NetdevBackend)
-	if !ok {
-		return nil, nlattr.Errorf(unix.EOPNOTSUPP, "the backend has no netdev views")
+// needNetdev is the EOPNOTSUPP of a Backend without NetdevPort.
+func (s *Server) needNetdev() error {
+	if s.cfg.Backend.NetdevPort == nil {
+		return nlattr.Errorf(unix.EOPNOTSUPP, "the backend has no netdev views")
 	}
-	return nb, nil
+	return nil
 }
 
 // netdevPort returns the views of the port with ifindex a (which the
 // caller checked is present): ENODEV without extack when there is none, as
 // __dev_get_by_index failing in the kernel.
 func (r *request) netdevPort(a nlattr.Attr) (NetdevPort, error) {
-	nb, err := r.s.netdevBackend()
-	if err != nil {
+	if err := r.s.needNetdev(); err != nil {
 		return NetdevPort{}, err
 	}
 	d, err := r.s.cfg.Backend.DeviceByIndex(r.ctx, r.c.caller, a.U32())
 	if err != nil {
 		return NetdevPort{}, err
 	}
-	return r.netdevViews(nb, d)
+	return r.netdevViews(d)
 }
 
 // netdevPorts returns the views of every port in the caller's netns, by
 // ifindex; ports that vanish meanwhile are skipped.
 func (r *request) netdevPorts() ([]NetdevPort, error) {
-	nb, err := r.s.netdevBackend()
-	if err != nil {
+	if err := r.s.needNetdev(); err != nil {
 		return nil, err
 	}
 	devs, err := r.s.cfg.Backend.Devices(r.ctx, r.c.caller)
@@ -215,7 +199,7 @@ func (r *request) netdevPorts() ([]NetdevPort, error) {
 	}
 	out := make([]NetdevPort, 0, len(devs))
 	for _, d := range devs {
-		p, err := r.netdevViews(nb, d)
+		p, err := r.netdevViews(d)
 		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EOPNOTSUPP) {
 			continue // gone meanwhile, or no netdev views (not a port)
 		} else if err != nil {
@@ -489,23 +473,11 @@ func (s *Server) netdevQStatsDump(r *request, d *dumper) error {
 // NAPISet is what a napi-set request changes on one NAPI (wire.NetdevNAPISet).
 type NAPISet = wire.NetdevNAPISet
 
-// NetdevNAPISetter is a NetdevBackend that takes napi-set. SetNAPI changes the settings of the
-// NAPI with id on device d (the server found it in d's napi-get view) and fails with an error
-// wrapping ENOENT when d has no such NAPI any more (the server then answers as for an unknown
-// id), ENODEV when d is gone, or the backend's error (an out-of-range value, a state file that
-// cannot be written) with its extack; nothing changes then.
+// NetdevNAPISetter is the method set of a type that fills Backend.SetNAPI with a method value.
+// The server no longer looks for it (Backend.SetNAPI is the op); it stays only for
+// daemon/napi.go's compile-time assertion and goes when that line does.
 type NetdevNAPISetter interface {
 	SetNAPI(ctx context.Context, c Caller, d Device, id uint32, set NAPISet) error
-}
-
-// nlDuration reads an NLA_UINT of nanoseconds as a Duration. The kernel keeps the timeouts as
-// unsigned nanoseconds; a Duration holds up to 292 years, beyond which the value is capped.
-func nlDuration(a nlattr.Attr) (time.Duration, error) {
-	v, err := nlUint(a)
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(min(v, math.MaxInt64)), nil
 }
 
 // netdevNAPISet mirrors netdev_nl_napi_set_doit: the id is required (GENL_REQ_ATTR_CHECK), a
@@ -517,30 +489,13 @@ func (s *Server) netdevNAPISet(r *request) error {
 	if err != nil {
 		return err
 	}
-	var set NAPISet
-	if a := r.attr(wire.NetdevANAPIThreaded); a.Present() {
-		v := a.U32() != 0
-		set.Threaded = &v
+	req, err := decodeRequest(r, wire.NetdevNAPISetTable)
+	if err != nil {
+		return err
 	}
-	if a := r.attr(wire.NetdevANAPIDeferHardIRQs); a.Present() {
-		v := a.U32()
-		set.DeferHardIRQs = &v
-	}
-	for _, f := range []struct {
-		t   uint16
-		dst **time.Duration
-	}{{wire.NetdevANAPIIRQSuspendTimeout, &set.IRQSuspendTimeout}, {wire.NetdevANAPIGROFlushTimeout, &set.GROFlushTimeout}} {
-		if a := r.attr(f.t); a.Present() {
-			v, err := nlDuration(a)
-			if err != nil {
-				return err
-			}
-			*f.dst = &v
-		}
-	}
+	set := req.NetdevNAPISet
 	unknown := nlattr.AttrError(unix.ENOENT, idA, "")
-	setter, ok := s.cfg.Backend.(NetdevNAPISetter)
-	if !ok {
+	if s.cfg.Backend.SetNAPI == nil {
 		return unknown // no NAPI the server could change
 	}
 	d, found, err := r.napiDevice(idA.U32())
@@ -550,7 +505,7 @@ func (s *Server) netdevNAPISet(r *request) error {
 	if !found {
 		return unknown
 	}
-	if err := setter.SetNAPI(r.ctx, r.c.caller, d, idA.U32(), set); err != nil {
+	if err := s.cfg.Backend.SetNAPI(r.ctx, r.c.caller, d, idA.U32(), set); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
 			return unknown // gone meanwhile: as if it had never been there
 		}
@@ -561,8 +516,7 @@ func (s *Server) netdevNAPISet(r *request) error {
 
 // napiDevice finds the device of the caller's netns that has the NAPI with id (napi-get's view).
 func (r *request) napiDevice(id uint32) (Device, bool, error) {
-	nb, err := r.s.netdevBackend()
-	if err != nil {
+	if err := r.s.needNetdev(); err != nil {
 		return Device{}, false, err
 	}
 	devs, err := r.s.cfg.Backend.Devices(r.ctx, r.c.caller)
@@ -571,8 +525,8 @@ func (r *request) napiDevice(id uint32) (Device, bool, error) {
 	}
 	for _, d := range devs {
 		var p NetdevPort
-		if vb, ok := nb.(NetdevViewBackend); ok {
-			p, err = vb.NetdevViews(r.ctx, r.c.caller, d, NetdevViewNAPIs)
+		if nb := r.s.cfg.Backend; nb.NetdevViews != nil {
+			p, err = nb.NetdevViews(r.ctx, r.c.caller, d, NetdevViewNAPIs)
 		} else {
 			p, err = nb.NetdevPort(r.ctx, r.c.caller, d)
 		}

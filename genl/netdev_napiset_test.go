@@ -73,9 +73,9 @@ func (b *napiBackend) setCount() int {
 
 func startNAPIServer(t *testing.T) (*testServer, *napiBackend) {
 	var nb *napiBackend
-	ts := startServer(t, func(c *genl.ServerConfig) {
-		nb = &napiBackend{MemBackend: c.Backend.(*genl.MemBackend), cfg: map[uint32]wire.NetdevNAPI{}}
-		c.Backend = nb
+	ts := startServerWith(t, func(pre *testServer, c *genl.ServerConfig) {
+		nb = &napiBackend{MemBackend: pre.be, cfg: map[uint32]wire.NetdevNAPI{}}
+		c.Backend.NetdevPort, c.Backend.SetNAPI = nb.NetdevPort, nb.SetNAPI
 	})
 	return ts, nb
 }

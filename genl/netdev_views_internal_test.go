@@ -10,7 +10,6 @@ import (
 
 // viewsBackend records the views asked of it.
 type viewsBackend struct {
-	Backend
 	asked []NetdevView
 	full  int
 }
@@ -25,9 +24,8 @@ func (b *viewsBackend) NetdevViews(_ context.Context, _ Caller, _ Device, want N
 	return NetdevPort{}, nil
 }
 
-// fullOnlyBackend implements NetdevPort only.
+// fullOnlyBackend has NetdevPort only.
 type fullOnlyBackend struct {
-	Backend
 	full int
 }
 
@@ -36,7 +34,7 @@ func (b *fullOnlyBackend) NetdevPort(context.Context, Caller, Device) (NetdevPor
 	return NetdevPort{}, nil
 }
 
-// TestNetdevViewOf: each netdev command asks a NetdevViewBackend for the views its answers come
+// TestNetdevViewOf: each netdev command asks a Backend with NetdevViews for the views its answers come
 // from, and nothing else; a backend without NetdevViews is asked for the whole NetdevPort.
 func TestNetdevViewOf(t *testing.T) {
 	// scope is a qstats-get's scope attribute of value v (NLA_UINT, 4 bytes).
@@ -62,12 +60,14 @@ func TestNetdevViewOf(t *testing.T) {
 		{wire.NetdevCmdBindRX, nil, NetdevViewAll},
 	} {
 		vb := &viewsBackend{}
-		r := &request{ctx: context.Background(), c: &conn{}, cmd: tc.cmd, attrs: tc.attrs}
-		if _, err := r.netdevViews(vb, Device{}); err != nil || len(vb.asked) != 1 || vb.asked[0] != tc.want || vb.full != 0 {
+		r := &request{ctx: context.Background(), c: &conn{}, cmd: tc.cmd, attrs: tc.attrs,
+			s: &Server{cfg: ServerConfig{Backend: Backend{NetdevPort: vb.NetdevPort, NetdevViews: vb.NetdevViews}}}}
+		if _, err := r.netdevViews(Device{}); err != nil || len(vb.asked) != 1 || vb.asked[0] != tc.want || vb.full != 0 {
 			t.Errorf("cmd %d: asked %v (full %d, err %v), want %b", tc.cmd, vb.asked, vb.full, err, tc.want)
 		}
 		fb := &fullOnlyBackend{}
-		if _, err := r.netdevViews(fb, Device{}); err != nil || fb.full != 1 {
+		r.s.cfg.Backend = Backend{NetdevPort: fb.NetdevPort}
+		if _, err := r.netdevViews(Device{}); err != nil || fb.full != 1 {
 			t.Errorf("cmd %d without NetdevViews: NetdevPort asked %d times, err %v", tc.cmd, fb.full, err)
 		}
 	}

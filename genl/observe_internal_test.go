@@ -10,12 +10,12 @@ import (
 
 // TestCmdNames: every command a family serves has a metric name of its own.
 func TestCmdNames(t *testing.T) {
-	s, err := NewServer(ServerConfig{Backend: NewMemBackend()})
+	s, err := NewServer(ServerConfig{Backend: NewMemBackend().Ops()})
 	require.NoError(t, err)
 	for _, f := range s.familyList() {
 		seen := map[string]bool{}
 		for _, o := range f.ops {
-			n := cmdName(f.id, o.cmd)
+			n := f.cmdName(o.cmd)
 			if n == "unknown" || seen[n] {
 				t.Errorf("%s command %d: name %q (unknown or taken)", f.name, o.cmd, n)
 			}
@@ -23,6 +23,6 @@ func TestCmdNames(t *testing.T) {
 		}
 	}
 	for cmd, want := range map[uint8]string{wire.CmdPortGet: "port-get", wire.CmdStatsGet: "stats-get", wire.CmdSetOption: "set-option", wire.CmdPortNewNtf: "unknown"} {
-		assert.Equal(t, want, cmdName(manadID, cmd), "manad command %d", cmd)
+		assert.Equal(t, want, s.families[manadID].cmdName(cmd), "manad command %d", cmd)
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var _ RSSBackend = (*MemBackend)(nil)
-
 // rss returns m's RSS setting, first the default of mana_get_rxfh for a port of
 // m.Channels.Combined queues: Toeplitz, a 40-byte key (0, 1, 2, ...), 64 entries round robin.
 // Caller holds b.mu.

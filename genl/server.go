@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +55,7 @@ const (
 // goroutines; a Server is safe for concurrent use.
 type Server struct {
 	cfg        ServerConfig
+	noOps      map[string]bool // the Backend's nil ops, by field name (nilOps)
 	log        *slog.Logger
 	families   map[uint16]*family
 	ethtoolSeq atomic.Uint32 // ethnl_bcast_seq
@@ -138,10 +140,14 @@ func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
 }
 
 // NewServer checks cfg and returns a Server. It fails with EINVAL when
-// cfg.Backend is nil or a limit is negative.
+// cfg.Backend lacks a device lookup (Devices, DeviceByIndex, DeviceByName)
+// or a limit is negative.
 func NewServer(cfg ServerConfig) (*Server, error) {
-	if cfg.Backend == nil {
-		return nil, fmt.Errorf("genl: ServerConfig.Backend is nil: %w", unix.EINVAL)
+	noOps := nilOps(&cfg.Backend)
+	for _, op := range []string{"Devices", "DeviceByIndex", "DeviceByName"} {
+		if noOps[op] {
+			return nil, fmt.Errorf("genl: ServerConfig.Backend.%s is nil: %w", op, unix.EINVAL)
+		}
 	}
 	if cfg.MaxConns < 0 || cfg.MaxConnsPerUID < 0 || cfg.IdleTimeout < 0 || cfg.MaxMessage < 0 ||
 		cfg.MaxReply < 0 || cfg.SendQueue < 0 || cfg.WriteTimeout < 0 || cfg.BusyPoll < 0 {
@@ -176,6 +182,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{
 		cfg:        cfg,
+		noOps:      noOps,
 		log:        cfg.Logger,
 		dumpBudget: defaultDumpBudget,
 		conns:      make(map[*conn]struct{}),
@@ -187,10 +194,24 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	// data path and for the clients, whatever any number of clients in request loops do.
 	s.busy.limit = int32(busypoll.Pollers())
 	s.families = map[uint16]*family{}
-	for _, f := range []*family{s.nlctrlFamily(), s.ethtoolFamily(), s.manadFamily(), s.netdevFamily()} {
+	for _, f := range []*family{nlctrlFamily(), ethtoolFamily(), manadFamily(), netdevFamily()} {
 		s.families[f.id] = f
 	}
 	return s, nil
+}
+
+// nilOps returns the names of b's nil ops. The ops a message calls are named
+// in its op (op.driver); the manad family's commands check them here, once,
+// rather than each handler comparing its func with nil.
+func nilOps(b *Backend) map[string]bool {
+	v := reflect.ValueOf(b).Elem()
+	out := map[string]bool{}
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Func && f.IsNil() {
+			out[v.Type().Field(i).Name] = true
+		}
+	}
+	return out
 }
 
 // Listen creates the SOCK_SEQPACKET socket at path: the parent directory is

@@ -21,10 +21,10 @@ import (
 func TestRequestWaitsThenConnectionGoesOn(t *testing.T) {
 	var waited atomic.Int32
 	logs := &syncBuffer{}
-	ts := startServer(t, func(c *genl.ServerConfig) {
+	ts := startServerWith(t, func(pre *testServer, c *genl.ServerConfig) {
 		c.IdleTimeout = 300 * time.Millisecond
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		c.Backend.(*genl.MemBackend).Hook = func(ctx context.Context, op string) error {
+		pre.be.Hook = func(ctx context.Context, op string) error {
 			if op != "Rings" {
 				return nil
 			}

@@ -358,8 +358,8 @@ func TestDumpsOverManyPorts(t *testing.T) {
 func TestRequestContext(t *testing.T) {
 	started := make(chan struct{}, 1)
 	cancelled := make(chan error, 1)
-	ts := startServer(t, func(c *genl.ServerConfig) {
-		c.Backend.(*genl.MemBackend).Hook = func(ctx context.Context, op string) error {
+	ts := startServerWith(t, func(pre *testServer, c *genl.ServerConfig) {
+		pre.be.Hook = func(ctx context.Context, op string) error {
 			started <- struct{}{}
 			<-ctx.Done()
 			cancelled <- ctx.Err()

@@ -25,8 +25,8 @@ import (
 func TestRingsSetLostUpdate(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
-	ts := startServer(t, func(c *genl.ServerConfig) {
-		c.Backend.(*genl.MemBackend).Hook = func(_ context.Context, op string) error {
+	ts := startServerWith(t, func(pre *testServer, c *genl.ServerConfig) {
+		pre.be.Hook = func(_ context.Context, op string) error {
 			if op == "SetRings" && first.CompareAndSwap(false, true) {
 				close(entered)
 				<-release

@@ -65,18 +65,12 @@ type StringSets struct {
 }
 
 // RingsUpdate selects the ring parameters to change; nil fields are left
-// alone (the attribute is not sent).
-type RingsUpdate struct {
-	Rx, RxMini, RxJumbo, Tx, RxBufLen, CQESize *uint32
-	TCPDataSplit                               *uint8
-	TxPush, RxPush                             *bool
-}
+// alone (the attribute is not sent). It is RINGS_SET's wire struct.
+type RingsUpdate = wire.RingsSet
 
 // ChannelsUpdate selects the channel counts to change; nil fields are left
-// alone.
-type ChannelsUpdate struct {
-	Rx, Tx, Other, Combined *uint32
-}
+// alone. It is CHANNELS_SET's wire struct.
+type ChannelsUpdate = wire.ChannelsSet
 
 // PrivateFlags returns ifi's private flags (PRIVFLAGS_GET, verbose).
 func (c *Client) PrivateFlags(ctx context.Context, ifi Interface) (*PrivateFlags, error) {
@@ -113,23 +107,11 @@ func (c *Client) SetPrivateFlags(ctx context.Context, p PrivateFlags) error {
 	if err := putHeader(ae, unix.ETHTOOL_A_PRIVFLAGS_HEADER, p.Interface, 0); err != nil {
 		return err
 	}
-	ae.Nested(unix.ETHTOOL_A_PRIVFLAGS_FLAGS, func(bs *netlink.AttributeEncoder) error {
-		bs.Nested(unix.ETHTOOL_A_BITSET_BITS, func(bits *netlink.AttributeEncoder) error {
-			for _, f := range p.Flags {
-				bits.Nested(unix.ETHTOOL_A_BITSET_BITS_BIT, func(bit *netlink.AttributeEncoder) error {
-					if f.Name != "" {
-						bit.String(unix.ETHTOOL_A_BITSET_BIT_NAME, f.Name)
-					} else {
-						bit.Uint32(unix.ETHTOOL_A_BITSET_BIT_INDEX, uint32(f.Index))
-					}
-					bit.Flag(unix.ETHTOOL_A_BITSET_BIT_VALUE, f.On)
-					return nil
-				})
-			}
-			return nil
-		})
-		return nil
-	})
+	set := wire.PrivFlagsSet{Flags: make([]wire.Bit, len(p.Flags))}
+	for i, f := range p.Flags {
+		set.Flags[i] = wire.Bit{Name: f.Name, Index: uint32(f.Index), On: f.On}
+	}
+	putAttrs(ae, wire.PrivFlagsSetTable, &set)
 	_, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_PRIVFLAGS_SET, netlink.Request|netlink.Acknowledge, ae)
 	return err
 }
@@ -167,11 +149,11 @@ func DecodePrivateFlags(b []byte, names []string) (*PrivateFlags, error) {
 
 // Rings returns ifi's ring parameters (RINGS_GET).
 func (c *Client) Rings(ctx context.Context, ifi Interface) (*Rings, error) {
-	m, err := c.getOne(ctx, unix.ETHTOOL_MSG_RINGS_GET, unix.ETHTOOL_A_RINGS_HEADER, ifi)
+	r, err := Get(ctx, c, unix.ETHTOOL_MSG_RINGS_GET, unix.ETHTOOL_A_RINGS_HEADER, ifi, wire.RingsTable)
 	if err != nil {
 		return nil, err
 	}
-	return DecodeRings(m.Data)
+	return &Rings{Interface: r.Interface, Rings: r.Value}, nil
 }
 
 // AllRings returns the ring parameters of every device that has them.
@@ -189,31 +171,7 @@ func (c *Client) SetRings(ctx context.Context, ifi Interface, u RingsUpdate) err
 	if err := putHeader(ae, unix.ETHTOOL_A_RINGS_HEADER, ifi, 0); err != nil {
 		return err
 	}
-	u32 := func(t uint16, v *uint32) {
-		if v != nil {
-			ae.Uint32(t, *v)
-		}
-	}
-	u8 := func(t uint16, v *bool) {
-		if v != nil {
-			var x uint8
-			if *v {
-				x = 1
-			}
-			ae.Uint8(t, x)
-		}
-	}
-	u32(unix.ETHTOOL_A_RINGS_RX, u.Rx)
-	u32(unix.ETHTOOL_A_RINGS_RX_MINI, u.RxMini)
-	u32(unix.ETHTOOL_A_RINGS_RX_JUMBO, u.RxJumbo)
-	u32(unix.ETHTOOL_A_RINGS_TX, u.Tx)
-	u32(unix.ETHTOOL_A_RINGS_RX_BUF_LEN, u.RxBufLen)
-	if u.TCPDataSplit != nil {
-		ae.Uint8(unix.ETHTOOL_A_RINGS_TCP_DATA_SPLIT, *u.TCPDataSplit)
-	}
-	u32(unix.ETHTOOL_A_RINGS_CQE_SIZE, u.CQESize)
-	u8(unix.ETHTOOL_A_RINGS_TX_PUSH, u.TxPush)
-	u8(unix.ETHTOOL_A_RINGS_RX_PUSH, u.RxPush)
+	putAttrs(ae, wire.RingsSetTable, &u)
 	_, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_RINGS_SET, netlink.Request|netlink.Acknowledge, ae)
 	return err
 }
@@ -230,11 +188,11 @@ func DecodeRings(b []byte) (*Rings, error) {
 
 // Channels returns ifi's channel counts (CHANNELS_GET).
 func (c *Client) Channels(ctx context.Context, ifi Interface) (*Channels, error) {
-	m, err := c.getOne(ctx, unix.ETHTOOL_MSG_CHANNELS_GET, unix.ETHTOOL_A_CHANNELS_HEADER, ifi)
+	r, err := Get(ctx, c, unix.ETHTOOL_MSG_CHANNELS_GET, unix.ETHTOOL_A_CHANNELS_HEADER, ifi, wire.ChannelsTable)
 	if err != nil {
 		return nil, err
 	}
-	return DecodeChannels(m.Data)
+	return &Channels{Interface: r.Interface, Channels: r.Value}, nil
 }
 
 // AllChannels returns the channel counts of every device that has them.
@@ -252,19 +210,7 @@ func (c *Client) SetChannels(ctx context.Context, ifi Interface, u ChannelsUpdat
 	if err := putHeader(ae, unix.ETHTOOL_A_CHANNELS_HEADER, ifi, 0); err != nil {
 		return err
 	}
-	for _, f := range []struct {
-		t uint16
-		v *uint32
-	}{
-		{unix.ETHTOOL_A_CHANNELS_RX_COUNT, u.Rx},
-		{unix.ETHTOOL_A_CHANNELS_TX_COUNT, u.Tx},
-		{unix.ETHTOOL_A_CHANNELS_OTHER_COUNT, u.Other},
-		{unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT, u.Combined},
-	} {
-		if f.v != nil {
-			ae.Uint32(f.t, *f.v)
-		}
-	}
+	putAttrs(ae, wire.ChannelsSetTable, &u)
 	_, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_CHANNELS_SET, netlink.Request|netlink.Acknowledge, ae)
 	return err
 }

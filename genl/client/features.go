@@ -3,12 +3,15 @@ package client
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/wire"
 )
 
 // Features are a device's netdev features (FEATURES_GET) by name: those the
@@ -90,19 +93,11 @@ func (c *Client) SetFeatures(ctx context.Context, ifi Interface, want map[string
 	if err := putHeader(ae, unix.ETHTOOL_A_FEATURES_HEADER, ifi, 0); err != nil {
 		return nil, err
 	}
-	ae.Nested(unix.ETHTOOL_A_FEATURES_WANTED, func(bs *netlink.AttributeEncoder) error {
-		bs.Nested(unix.ETHTOOL_A_BITSET_BITS, func(bits *netlink.AttributeEncoder) error {
-			for name, on := range want {
-				bits.Nested(unix.ETHTOOL_A_BITSET_BITS_BIT, func(bit *netlink.AttributeEncoder) error {
-					bit.String(unix.ETHTOOL_A_BITSET_BIT_NAME, name)
-					bit.Flag(unix.ETHTOOL_A_BITSET_BIT_VALUE, on)
-					return nil
-				})
-			}
-			return nil
-		})
-		return nil
-	})
+	var set wire.FeaturesSet
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		set.Wanted = append(set.Wanted, wire.Bit{Name: name, On: want[name]})
+	}
+	putAttrs(ae, wire.FeaturesSetTable, &set)
 	msgs, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_FEATURES_SET, netlink.Request, ae) // the reply takes the place of the ACK
 	if err != nil {
 		return nil, err

@@ -100,15 +100,11 @@ func (c *Client) AllLinkModes(ctx context.Context) ([]*LinkSettings, error) {
 
 // LinkState returns ifi's link state (LINKSTATE_GET).
 func (c *Client) LinkState(ctx context.Context, ifi Interface) (*LinkState, error) {
-	m, err := c.getOne(ctx, unix.ETHTOOL_MSG_LINKSTATE_GET, unix.ETHTOOL_A_LINKSTATE_HEADER, ifi)
+	r, err := Get(ctx, c, unix.ETHTOOL_MSG_LINKSTATE_GET, unix.ETHTOOL_A_LINKSTATE_HEADER, ifi, wire.LinkStateTable)
 	if err != nil {
 		return nil, err
 	}
-	ls := &LinkState{}
-	if err := decodeDevReply(m.Data, unix.ETHTOOL_A_LINKSTATE_HEADER, &ls.Interface, wire.LinkStateTable, &ls.LinkState); err != nil {
-		return nil, err
-	}
-	return ls, nil
+	return &LinkState{Interface: r.Interface, LinkState: r.Value}, nil
 }
 
 // TSInfo returns ifi's time stamping capabilities (TSINFO_GET, verbose

@@ -105,34 +105,13 @@ func (c *Client) NAPIs(ctx context.Context, ifindex uint32) ([]wire.NetdevNAPI, 
 // others stay. It needs an admin (EPERM); an id the namespace has no NAPI of is ENOENT; a
 // negative timeout is EINVAL, before anything is sent.
 func (c *Client) NAPISet(ctx context.Context, id uint32, s wire.NetdevNAPISet) error {
+	for _, d := range []*time.Duration{s.GROFlushTimeout, s.IRQSuspendTimeout} {
+		if d != nil && *d < 0 {
+			return fmt.Errorf("client: napi-set: negative timeout %v: %w", *d, unix.EINVAL)
+		}
+	}
 	ae := netlink.NewAttributeEncoder()
-	ae.Uint32(wire.NetdevANAPIID, id)
-	if s.DeferHardIRQs != nil {
-		ae.Uint32(wire.NetdevANAPIDeferHardIRQs, *s.DeferHardIRQs)
-	}
-	for _, t := range []struct {
-		typ uint16
-		d   *time.Duration
-	}{{wire.NetdevANAPIGROFlushTimeout, s.GROFlushTimeout}, {wire.NetdevANAPIIRQSuspendTimeout, s.IRQSuspendTimeout}} {
-		if t.d == nil {
-			continue
-		}
-		if *t.d < 0 {
-			return fmt.Errorf("client: napi-set: negative timeout %v: %w", *t.d, unix.EINVAL)
-		}
-		if v := uint64(*t.d); v <= 0xffffffff { // nla_put_uint
-			ae.Uint32(t.typ, uint32(v))
-		} else {
-			ae.Uint64(t.typ, v)
-		}
-	}
-	if s.Threaded != nil {
-		v := uint32(wire.NetdevNAPIThreadedDisabled)
-		if *s.Threaded {
-			v = wire.NetdevNAPIThreadedEnabled
-		}
-		ae.Uint32(wire.NetdevANAPIThreaded, v)
-	}
+	putAttrs(ae, wire.NetdevNAPISetTable, &wire.NetdevNAPISetRequest{ID: id, NetdevNAPISet: s})
 	_, err := c.netdevExec(ctx, wire.NetdevCmdNAPISet, netlink.Request|netlink.Acknowledge, ae)
 	return err
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/mdlayher/netlink"
@@ -15,6 +16,16 @@ func putNest[T any](ae *netlink.AttributeEncoder, typ uint16, t *wire.Table[T], 
 	var b nlattr.Builder
 	t.Put(&b, v)
 	ae.Do(netlink.Nested|typ, func() ([]byte, error) { return b.B, nil })
+}
+
+// putAttrs appends the attributes t writes for v at ae's level (a request's top level).
+func putAttrs[T any](ae *netlink.AttributeEncoder, t *wire.Table[T], v *T) {
+	var b nlattr.Builder
+	t.Put(&b, v)
+	for it := nlattr.NewIter(b.B, 0, len(b.B)); it.Next(); {
+		a := it.Attr()
+		ae.Do(a.Raw, func() ([]byte, error) { return a.Data, nil })
+	}
 }
 
 // eachAttr calls f for each top-level attribute of a message payload. Bytes
@@ -50,5 +61,41 @@ func decodeDevReply[T any](b []byte, hdr uint16, ifi *Interface, t *wire.Table[T
 			*ifi, err = decodeHeaderAttr(a)
 		}
 		return err
+	})
+}
+
+// DeviceReply is one device's answer to an ethtool GET: the device its reply header names and
+// the value the message's wire table reads from the rest.
+type DeviceReply[T any] struct {
+	Interface Interface
+	Value     T
+}
+
+// Get asks ifi's answer to the ethtool GET cmd, whose request and reply header is attribute hdr
+// and whose reply t describes (RINGS_GET: unix.ETHTOOL_MSG_RINGS_GET,
+// unix.ETHTOOL_A_RINGS_HEADER, wire.RingsTable), from manad or the kernel. A GET described by a
+// wire table needs no client code of its own. Errors are the server's (*Error), or EINVAL for a
+// reply the table cannot read.
+func Get[T any](ctx context.Context, c *Client, cmd uint8, hdr uint16, ifi Interface, t *wire.Table[T]) (*DeviceReply[T], error) {
+	m, err := c.getOne(ctx, cmd, hdr, ifi)
+	if err != nil {
+		return nil, err
+	}
+	r := &DeviceReply[T]{}
+	if err := decodeDevReply(m.Data, hdr, &r.Interface, t, &r.Value); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// GetAll is Get as a dump: the answer of every device that has one.
+func GetAll[T any](ctx context.Context, c *Client, cmd uint8, hdr uint16, t *wire.Table[T]) ([]*DeviceReply[T], error) {
+	msgs, err := c.ethtoolExec(ctx, cmd, netlink.Request|netlink.Dump, netlink.NewAttributeEncoder())
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll(msgs, func(b []byte) (*DeviceReply[T], error) {
+		r := &DeviceReply[T]{}
+		return r, decodeDevReply(b, hdr, &r.Interface, t, &r.Value)
 	})
 }

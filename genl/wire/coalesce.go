@@ -34,6 +34,29 @@ var CoalesceSupported = []uint16{
 	CoalesceRxCQEFrames, CoalesceRxCQENsecs,
 }
 
+// CoalesceSet is a COALESCE_SET request of mana's supported parameters after the header: nil
+// fields are not sent and left alone.
+type CoalesceSet struct {
+	RxUsecs, RxMaxFrames   *uint32
+	TxUsecs, TxMaxFrames   *uint32
+	AdaptiveRx, AdaptiveTx *bool
+	RxCQEFrames            *uint32
+	RxCQENsecs             *uint32
+}
+
+// CoalesceSetTable is COALESCE_SET after the header for mana's supported_coalesce_params, as
+// the server reads it (ethnl_set_coalesce; the other parameters were refused before).
+var CoalesceSetTable = NewTable(
+	OptU32(unix.ETHTOOL_A_COALESCE_RX_USECS, func(c *CoalesceSet) **uint32 { return &c.RxUsecs }),
+	OptU32(unix.ETHTOOL_A_COALESCE_RX_MAX_FRAMES, func(c *CoalesceSet) **uint32 { return &c.RxMaxFrames }),
+	OptU32(unix.ETHTOOL_A_COALESCE_TX_USECS, func(c *CoalesceSet) **uint32 { return &c.TxUsecs }),
+	OptU32(unix.ETHTOOL_A_COALESCE_TX_MAX_FRAMES, func(c *CoalesceSet) **uint32 { return &c.TxMaxFrames }),
+	OptBool(unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX, func(c *CoalesceSet) **bool { return &c.AdaptiveRx }),
+	OptBool(unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX, func(c *CoalesceSet) **bool { return &c.AdaptiveTx }),
+	OptU32(CoalesceRxCQEFrames, func(c *CoalesceSet) **uint32 { return &c.RxCQEFrames }),
+	OptU32(CoalesceRxCQENsecs, func(c *CoalesceSet) **uint32 { return &c.RxCQENsecs }),
+)
+
 // CoalesceTable is COALESCE_GET_REPLY and COALESCE_NTF after the header, as
 // coalesce_fill_reply writes them for mana: the supported parameters, zero or not.
 var CoalesceTable = NewTable(

@@ -78,6 +78,69 @@ var ChannelsTable = NewTable(pairs(
 		func(c *Channels) *uint32 { return &c.CombinedMax }, func(c *Channels) *uint32 { return &c.Combined }),
 )...)
 
+// PrivFlagsSet is a PRIVFLAGS_SET request after the header: the private flags to change, by
+// name or index, as ethtool --set-priv-flags sends them; the flags not listed keep their value.
+type PrivFlagsSet struct {
+	Flags []Bit
+}
+
+// PrivFlagsSetTable is PRIVFLAGS_SET after the header, as the client writes it (policy
+// ethnl_privflags_set_policy). The server reads the FLAGS bitset as ethnl_update_bitset32 does,
+// which also takes the compact form other clients send.
+var PrivFlagsSetTable = NewTable(
+	BitList(unix.ETHTOOL_A_PRIVFLAGS_FLAGS, func(p *PrivFlagsSet) *[]Bit { return &p.Flags }),
+)
+
+// FeaturesSet is a FEATURES_SET request after the header: the features to turn on or off, by
+// name, as ethtool -K sends them; the others keep their wanted state.
+type FeaturesSet struct {
+	Wanted []Bit
+}
+
+// FeaturesSetTable is FEATURES_SET after the header, as the client writes it (policy
+// ethnl_features_set_policy). The server reads WANTED as ethnl_set_features does, which also
+// takes the compact form.
+var FeaturesSetTable = NewTable(
+	BitList(unix.ETHTOOL_A_FEATURES_WANTED, func(f *FeaturesSet) *[]Bit { return &f.Wanted }),
+)
+
+// RingsSet is a RINGS_SET request after the header: the ring parameters to change; nil fields
+// are not sent and left alone (ethnl_update_u32 and friends).
+type RingsSet struct {
+	Rx, RxMini, RxJumbo, Tx, RxBufLen, CQESize *uint32
+	TCPDataSplit                               *uint8
+	TxPush, RxPush                             *bool
+}
+
+// RingsSetTable is RINGS_SET after the header, as the client writes it and the server reads it
+// (ethnl_set_rings); the request policy is ethnl_rings_set_policy.
+var RingsSetTable = NewTable(
+	OptU32(unix.ETHTOOL_A_RINGS_RX, func(r *RingsSet) **uint32 { return &r.Rx }),
+	OptU32(unix.ETHTOOL_A_RINGS_RX_MINI, func(r *RingsSet) **uint32 { return &r.RxMini }),
+	OptU32(unix.ETHTOOL_A_RINGS_RX_JUMBO, func(r *RingsSet) **uint32 { return &r.RxJumbo }),
+	OptU32(unix.ETHTOOL_A_RINGS_TX, func(r *RingsSet) **uint32 { return &r.Tx }),
+	OptU32(unix.ETHTOOL_A_RINGS_RX_BUF_LEN, func(r *RingsSet) **uint32 { return &r.RxBufLen }),
+	OptU8(unix.ETHTOOL_A_RINGS_TCP_DATA_SPLIT, func(r *RingsSet) **uint8 { return &r.TCPDataSplit }),
+	OptU32(unix.ETHTOOL_A_RINGS_CQE_SIZE, func(r *RingsSet) **uint32 { return &r.CQESize }),
+	OptBool(unix.ETHTOOL_A_RINGS_TX_PUSH, func(r *RingsSet) **bool { return &r.TxPush }),
+	OptBool(unix.ETHTOOL_A_RINGS_RX_PUSH, func(r *RingsSet) **bool { return &r.RxPush }),
+)
+
+// ChannelsSet is a CHANNELS_SET request after the header: the counts to change; nil fields are
+// not sent and left alone.
+type ChannelsSet struct {
+	Rx, Tx, Other, Combined *uint32
+}
+
+// ChannelsSetTable is CHANNELS_SET after the header (ethnl_set_channels; policy
+// ethnl_channels_set_policy).
+var ChannelsSetTable = NewTable(
+	OptU32(unix.ETHTOOL_A_CHANNELS_RX_COUNT, func(c *ChannelsSet) **uint32 { return &c.Rx }),
+	OptU32(unix.ETHTOOL_A_CHANNELS_TX_COUNT, func(c *ChannelsSet) **uint32 { return &c.Tx }),
+	OptU32(unix.ETHTOOL_A_CHANNELS_OTHER_COUNT, func(c *ChannelsSet) **uint32 { return &c.Other }),
+	OptU32(unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT, func(c *ChannelsSet) **uint32 { return &c.Combined }),
+)
+
 // Header is the request and reply header nest of every ethtool message
 // (ETHTOOL_A_*_HEADER), and of manad's (AttrHeader).
 type Header struct {

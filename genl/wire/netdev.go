@@ -258,6 +258,37 @@ type NetdevNAPISet struct {
 	Threaded                           *bool
 }
 
+// NetdevNAPISetRequest is a napi-set request: the NAPI's id and the settings it changes.
+type NetdevNAPISetRequest struct {
+	ID uint32
+	NetdevNAPISet
+}
+
+// NetdevNAPISetTable is a napi-set request as the client writes it and the server reads it
+// (netdev_nl_napi_set_doit; policy netdev_napi_set_nl_policy): threaded as
+// NETDEV_NAPI_THREADED_ENABLED or _DISABLED.
+var NetdevNAPISetTable = NewTable(
+	U32(NetdevANAPIID, func(r *NetdevNAPISetRequest) *uint32 { return &r.ID }),
+	OptU32(NetdevANAPIDeferHardIRQs, func(r *NetdevNAPISetRequest) **uint32 { return &r.DeferHardIRQs }),
+	OptNanos(NetdevANAPIGROFlushTimeout, func(r *NetdevNAPISetRequest) **time.Duration { return &r.GROFlushTimeout }),
+	OptNanos(NetdevANAPIIRQSuspendTimeout, func(r *NetdevNAPISetRequest) **time.Duration { return &r.IRQSuspendTimeout }),
+	Field[NetdevNAPISetRequest]{typ: NetdevANAPIThreaded, kind: KindU32,
+		put: func(b *nlattr.Builder, r *NetdevNAPISetRequest) {
+			v := uint32(NetdevNAPIThreadedDisabled)
+			if *r.Threaded {
+				v = NetdevNAPIThreadedEnabled
+			}
+			b.PutU32(NetdevANAPIThreaded, v)
+		},
+		get: func(a nlattr.Attr, r *NetdevNAPISetRequest) error {
+			on := a.U32() != NetdevNAPIThreadedDisabled
+			r.Threaded = &on
+			return short(a, 4)
+		},
+		zero: func(r *NetdevNAPISetRequest) bool { return r.Threaded == nil },
+	}.OmitZero(),
+)
+
 // NetdevPagePool is a page-pool-get reply (page_pool_nl_fill).
 type NetdevPagePool struct {
 	ID uint64

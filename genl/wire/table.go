@@ -11,8 +11,10 @@ package wire
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"slices"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -59,6 +61,7 @@ const (
 	KindNest   // Nest
 	KindList   // Strings, NestList
 	KindBinary // Binary: raw bytes
+	KindUint   // NLA_UINT: a u32, or a u64 when the value needs it
 )
 
 // Table is the attribute set of a T, in the order Put writes it.
@@ -155,7 +158,7 @@ func Bool[T any](typ uint16, p func(*T) *bool) Field[T] {
 	}
 }
 
-// OptBool is a Bool a request may leave out: nil is "not given" (not
+// OptBool is a Bool a request may leave out: nil is "not given" (never
 // written, and what a missing attribute decodes to), so that false can be
 // asked for where the default is true.
 func OptBool[T any](typ uint16, p func(*T) **bool) Field[T] {
@@ -173,7 +176,64 @@ func OptBool[T any](typ uint16, p func(*T) **bool) Field[T] {
 			return short(a, 1)
 		},
 		zero: func(v *T) bool { return *p(v) == nil },
-	}
+	}.OmitZero()
+}
+
+// OptU8 is a U8 a request may leave out: nil is "not given" (not written, and what a missing
+// attribute decodes to), so that 0 can be asked for.
+func OptU8[T any](typ uint16, p func(*T) **uint8) Field[T] {
+	return Field[T]{typ: typ, kind: KindU8,
+		put: func(b *nlattr.Builder, v *T) { b.PutU8(typ, **p(v)) },
+		get: func(a nlattr.Attr, v *T) error {
+			x := a.U8()
+			*p(v) = &x
+			return short(a, 1)
+		},
+		zero: func(v *T) bool { return *p(v) == nil },
+	}.OmitZero()
+}
+
+// OptU32 is a U32 a request may leave out, as OptU8.
+func OptU32[T any](typ uint16, p func(*T) **uint32) Field[T] {
+	return Field[T]{typ: typ, kind: KindU32,
+		put: func(b *nlattr.Builder, v *T) { b.PutU32(typ, **p(v)) },
+		get: func(a nlattr.Attr, v *T) error {
+			x := a.U32()
+			*p(v) = &x
+			return short(a, 4)
+		},
+		zero: func(v *T) bool { return *p(v) == nil },
+	}.OmitZero()
+}
+
+// OptNanos is an optional duration sent as an NLA_UINT of nanoseconds (nla_put_uint: 4 bytes
+// when the value fits, else 8); nil is "not given". A negative duration is written as 0 (a
+// caller refuses it before); a value beyond a Duration's range reads as the largest one.
+func OptNanos[T any](typ uint16, p func(*T) **time.Duration) Field[T] {
+	return Field[T]{typ: typ, kind: KindUint,
+		put: func(b *nlattr.Builder, v *T) {
+			if n := uint64(max(**p(v), 0)); n <= math.MaxUint32 {
+				b.PutU32(typ, uint32(n))
+			} else {
+				b.PutU64(typ, n)
+			}
+		},
+		get: func(a nlattr.Attr, v *T) error {
+			var n uint64
+			switch len(a.Data) {
+			case 4:
+				n = uint64(a.U32())
+			case 8:
+				n = a.U64()
+			default:
+				return fmt.Errorf("%d bytes, want 4 or 8: %w", len(a.Data), unix.EINVAL)
+			}
+			d := time.Duration(min(n, math.MaxInt64))
+			*p(v) = &d
+			return nil
+		},
+		zero: func(v *T) bool { return *p(v) == nil },
+	}.OmitZero()
 }
 
 // U32 is a host-order u32 attribute.
@@ -273,6 +333,70 @@ func NestList[T, S any](typ uint16, p func(*T) *[]S, sub *Table[S]) Field[T] {
 					return err
 				}
 				*p(v) = append(*p(v), s)
+			}
+			return nil
+		},
+		zero: func(v *T) bool { return len(*p(v)) == 0 },
+	}
+}
+
+// Bit is one bit of an ethtool bitset in list form (ETHTOOL_A_BITSET_BITS_BIT): by Name, or by
+// Index when Name is empty, and its value.
+type Bit struct {
+	Index uint32
+	Name  string
+	On    bool
+}
+
+// BitList is an ethtool bitset nest in verbose list form without a mask (struct
+// ethnl_bitset's ETHTOOL_A_BITSET_BITS, no NOMASK), as a SET request that changes the bits it
+// lists and leaves the others: each bit by name or index, VALUE present when on. Decoding
+// reads that form only (bit values and masks of the compact form are skipped): a server that
+// also takes compact requests reads the nest with ethnl_update_bitset32's rules instead.
+func BitList[T any](typ uint16, p func(*T) *[]Bit) Field[T] {
+	return Field[T]{typ: typ, kind: KindNest,
+		put: func(b *nlattr.Builder, v *T) {
+			n := b.Nest(typ)
+			bits := b.Nest(unix.ETHTOOL_A_BITSET_BITS)
+			for _, bit := range *p(v) {
+				one := b.Nest(unix.ETHTOOL_A_BITSET_BITS_BIT)
+				if bit.Name != "" {
+					b.PutString(unix.ETHTOOL_A_BITSET_BIT_NAME, bit.Name)
+				} else {
+					b.PutU32(unix.ETHTOOL_A_BITSET_BIT_INDEX, bit.Index)
+				}
+				if bit.On {
+					b.PutFlag(unix.ETHTOOL_A_BITSET_BIT_VALUE)
+				}
+				b.EndNest(one)
+			}
+			b.EndNest(bits)
+			b.EndNest(n)
+		},
+		get: func(a nlattr.Attr, v *T) error {
+			for it := nlattr.NewIter(a.Data, 0, len(a.Data)); it.Next(); {
+				if it.Attr().Type() != unix.ETHTOOL_A_BITSET_BITS {
+					continue
+				}
+				bits := it.Attr()
+				for bi := nlattr.NewIter(bits.Data, 0, len(bits.Data)); bi.Next(); {
+					var bit Bit
+					one := bi.Attr()
+					for fi := nlattr.NewIter(one.Data, 0, len(one.Data)); fi.Next(); {
+						switch f := fi.Attr(); f.Type() {
+						case unix.ETHTOOL_A_BITSET_BIT_INDEX:
+							if err := short(f, 4); err != nil {
+								return err
+							}
+							bit.Index = f.U32()
+						case unix.ETHTOOL_A_BITSET_BIT_NAME:
+							bit.Name = f.Str()
+						case unix.ETHTOOL_A_BITSET_BIT_VALUE:
+							bit.On = true
+						}
+					}
+					*p(v) = append(*p(v), bit)
+				}
 			}
 			return nil
 		},

@@ -4,6 +4,7 @@ import (
 	"net"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
@@ -138,4 +139,95 @@ func TestDecodeMalformed(t *testing.T) {
 	// Unknown attributes are skipped.
 	var p wire.PortInfo
 	assert.NoError(t, wire.PortTable.Decode(attr(999, 1, 2, 3), &p), "unknown attribute")
+}
+
+// TestSetTables: a SET request's table writes exactly the fields given, 0 and false included,
+// in the table's order, and reads back what it wrote (the client writes with it, the server
+// reads with it).
+func TestSetTables(t *testing.T) {
+	zero, big, split, no := uint32(0), uint32(4096), uint8(2), false
+	for _, tc := range []struct {
+		name  string
+		in    wire.RingsSet
+		types []uint16
+	}{
+		{"nothing", wire.RingsSet{}, nil},
+		{"rx 0", wire.RingsSet{Rx: &zero}, []uint16{unix.ETHTOOL_A_RINGS_RX}},
+		{"all", wire.RingsSet{Rx: &big, RxMini: &zero, RxJumbo: &zero, Tx: &big, RxBufLen: &big, CQESize: &zero,
+			TCPDataSplit: &split, TxPush: &no, RxPush: &no},
+			[]uint16{unix.ETHTOOL_A_RINGS_RX, unix.ETHTOOL_A_RINGS_RX_MINI, unix.ETHTOOL_A_RINGS_RX_JUMBO,
+				unix.ETHTOOL_A_RINGS_TX, unix.ETHTOOL_A_RINGS_RX_BUF_LEN, unix.ETHTOOL_A_RINGS_TCP_DATA_SPLIT,
+				unix.ETHTOOL_A_RINGS_CQE_SIZE, unix.ETHTOOL_A_RINGS_TX_PUSH, unix.ETHTOOL_A_RINGS_RX_PUSH}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b nlattr.Builder
+			wire.RingsSetTable.Put(&b, &tc.in)
+			var types []uint16
+			for it := nlattr.NewIter(b.B, 0, len(b.B)); it.Next(); {
+				types = append(types, it.Attr().Type())
+			}
+			assert.Equal(t, tc.types, types, "attributes written")
+			var out wire.RingsSet
+			require.NoError(t, wire.RingsSetTable.Decode(b.B, &out))
+			assert.Equal(t, tc.in, out, "read back")
+		})
+	}
+	ch := wire.ChannelsSet{Combined: &big, Rx: &zero}
+	var b nlattr.Builder
+	wire.ChannelsSetTable.Put(&b, &ch)
+	var out wire.ChannelsSet
+	require.NoError(t, wire.ChannelsSetTable.Decode(b.B, &out))
+	assert.Equal(t, ch, out)
+	assert.Len(t, b.B, 16, "rx and combined, 8 bytes each")
+}
+
+// TestBitList: PRIVFLAGS_SET's bitset is the verbose list ethtool --set-priv-flags sends (BITS
+// of BIT nests: a name, or an index when there is none; VALUE only when on; no NOMASK), and reads
+// back as written.
+func TestBitList(t *testing.T) {
+	in := wire.PrivFlagsSet{Flags: []wire.Bit{{Name: "full-page-rx", On: true}, {Index: 2}}}
+	var b nlattr.Builder
+	wire.PrivFlagsSetTable.Put(&b, &in)
+
+	var want nlattr.Builder
+	flags := want.Nest(unix.ETHTOOL_A_PRIVFLAGS_FLAGS)
+	bits := want.Nest(unix.ETHTOOL_A_BITSET_BITS)
+	one := want.Nest(unix.ETHTOOL_A_BITSET_BITS_BIT)
+	want.PutString(unix.ETHTOOL_A_BITSET_BIT_NAME, "full-page-rx")
+	want.PutFlag(unix.ETHTOOL_A_BITSET_BIT_VALUE)
+	want.EndNest(one)
+	two := want.Nest(unix.ETHTOOL_A_BITSET_BITS_BIT)
+	want.PutU32(unix.ETHTOOL_A_BITSET_BIT_INDEX, 2)
+	want.EndNest(two)
+	want.EndNest(bits)
+	want.EndNest(flags)
+	assert.Equal(t, want.B, b.B, "bytes")
+
+	var out wire.PrivFlagsSet
+	require.NoError(t, wire.PrivFlagsSetTable.Decode(b.B, &out))
+	assert.Equal(t, in, out)
+}
+
+// TestNAPISetTable: napi-set's timeouts are NLA_UINTs, 4 bytes while the nanoseconds fit and 8
+// beyond (nla_put_uint), threaded a u32; each reads back as written, and what is not given is
+// not sent.
+func TestNAPISetTable(t *testing.T) {
+	short, long, irqs, on := time.Second, 10*time.Second, uint32(2), true
+	in := wire.NetdevNAPISetRequest{ID: 9, NetdevNAPISet: wire.NetdevNAPISet{DeferHardIRQs: &irqs,
+		GROFlushTimeout: &short, IRQSuspendTimeout: &long, Threaded: &on}}
+	var b nlattr.Builder
+	wire.NetdevNAPISetTable.Put(&b, &in)
+	sizes := map[uint16]int{}
+	for it := nlattr.NewIter(b.B, 0, len(b.B)); it.Next(); {
+		sizes[it.Attr().Type()] = len(it.Attr().Data)
+	}
+	assert.Equal(t, map[uint16]int{wire.NetdevANAPIID: 4, wire.NetdevANAPIDeferHardIRQs: 4, wire.NetdevANAPIGROFlushTimeout: 4,
+		wire.NetdevANAPIIRQSuspendTimeout: 8, wire.NetdevANAPIThreaded: 4}, sizes)
+	var out wire.NetdevNAPISetRequest
+	require.NoError(t, wire.NetdevNAPISetTable.Decode(b.B, &out))
+	assert.Equal(t, in, out)
+
+	b.Reset()
+	wire.NetdevNAPISetTable.Put(&b, &wire.NetdevNAPISetRequest{ID: 9})
+	assert.Len(t, b.B, 8, "only the id")
 }
