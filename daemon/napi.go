@@ -12,8 +12,6 @@ import (
 	"github.com/manad/manad/vnic"
 )
 
-var _ genl.NetdevNAPISetter = (*backend)(nil)
-
 // netdevNAPI is NAPI n of the port of ifindex ifi as napi-get shows it (netdev_nl_napi_fill_one):
 // its queue index's settings, which outlive the NAPI.
 func netdevNAPI(ifi uint32, n vnic.NAPI) wire.NetdevNAPI {

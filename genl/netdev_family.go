@@ -2,7 +2,6 @@ package genl
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"math"
 	"slices"
@@ -472,13 +471,6 @@ func (s *Server) netdevQStatsDump(r *request, d *dumper) error {
 
 // NAPISet is what a napi-set request changes on one NAPI (wire.NetdevNAPISet).
 type NAPISet = wire.NetdevNAPISet
-
-// NetdevNAPISetter is the method set of a type that fills Backend.SetNAPI with a method value.
-// The server no longer looks for it (Backend.SetNAPI is the op); it stays only for
-// daemon/napi.go's compile-time assertion and goes when that line does.
-type NetdevNAPISetter interface {
-	SetNAPI(ctx context.Context, c Caller, d Device, id uint32, set NAPISet) error
-}
 
 // netdevNAPISet mirrors netdev_nl_napi_set_doit: the id is required (GENL_REQ_ATTR_CHECK), a
 // NAPI of another namespace or none is ENOENT with the id as the bad attribute, and the settings
