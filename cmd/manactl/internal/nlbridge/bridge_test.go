@@ -285,6 +285,44 @@ func TestBridgeComponent(t *testing.T) {
 		assert.Zero(t, errno)
 	})
 
+	t.Run("RequestAnswersInsideTheSend", func(t *testing.T) {
+		// What a trapped sendmsg offers the bridge: the answer is on the program's end when
+		// Request returns, and is the one the pair's path gives.
+		readable := func() bool {
+			fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, 0)
+			return err == nil && n == 1
+		}
+		for _, c := range []struct {
+			name  string
+			flags uint16
+			cmd   uint8
+			hdr   func(*nlattr.Builder)
+			msgs  int
+		}{
+			{"manad's port", 0, unix.ETHTOOL_MSG_PRIVFLAGS_GET, devHeader(0, w.port), 1},
+			{"manad's port, with an ACK", nlattr.FlagAck, unix.ETHTOOL_MSG_RINGS_GET, devHeader(portIdx, ""), 2},
+			{"the kernel's veth", 0, unix.ETHTOOL_MSG_CHANNELS_GET, devHeader(vethIdx, ""), 1},
+			{"another GET of the port", 0, unix.ETHTOOL_MSG_PAUSE_GET, devHeader(portIdx, ""), 1},
+		} {
+			m := p.req(s.kEthtool, c.flags, c.cmd, 1, c.hdr)
+			p.send(m)
+			want := p.answer(c.msgs == 1)
+			require.True(t, s.Request(m), c.name)
+			require.True(t, readable(), "%s: no answer when Request returned", c.name)
+			got := p.answer(c.msgs == 1)
+			assert.Equal(t, want, got, c.name)
+			assert.Len(t, got, c.msgs, c.name)
+		}
+		// A dump's rest waits for the program's reads: it takes the pair's path.
+		assert.False(t, s.Request(p.req(s.kEthtool, nlattr.FlagDump, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(0, ""))))
+		// Two messages in one datagram: likewise.
+		two := append(p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_PRIVFLAGS_GET, 1, devHeader(portIdx, "")),
+			p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_PRIVFLAGS_GET, 1, devHeader(portIdx, ""))...)
+		assert.False(t, s.Request(two))
+		assert.False(t, readable(), "a refused datagram was answered")
+	})
+
 	t.Run("ChannelsOfTheVethAreTheKernelsBytes", func(t *testing.T) {
 		m := p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(0, w.veth))
 		p.send(m)

@@ -5,7 +5,8 @@
 //
 // Each bridged socket (Open) has a real kernel NETLINK_GENERIC socket and a connection to manad,
 // both made in the program's network namespace, and three goroutines: Serve reads the program's
-// messages, one reader each for the kernel socket and the manad connection.
+// messages that come through the pair, one reader each for the kernel socket and the manad
+// connection.
 //
 // # Routing
 //
@@ -47,6 +48,12 @@
 //
 // The program's messages are served one at a time, as the kernel answers each message within
 // sendmsg: the next goes out only when the previous one is answered (answers never interleave).
+// Most are answered inside the program's send, as the kernel's are: the supervisor traps
+// sendmsg and sendto and offers the datagram to Request, which serves a single non-dump message
+// on an idle socket then and there, reading manad's answer itself (the manad reader and Request
+// read under one lock, so manad's datagrams are handled in order) and returning once the answer
+// is on the program's end of the pair. What Request does not take (dumps, batches, a socket
+// with a request in flight, a write(2)) goes through the pair to Serve.
 // A request to the kernel is followed, in the same datagram, by an NLMSG_NOOP with NLM_F_ACK
 // whose ACK (swallowed) marks the end of the answers; the kernel queues them within sendmsg, so
 // the goroutine that sent the request passes them on at once, without waking the kernel reader

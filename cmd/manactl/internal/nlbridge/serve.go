@@ -128,32 +128,44 @@ func (s *Socket) peerLoop() error {
 		if d == nil {
 			continue
 		}
-		if s.elsewhere.Load() {
-			// Connected to another socket or to groups: the datagram is theirs, untouched,
-			// once the program's last request is answered.
-			if !s.sendElsewhere(d) {
-				s.reading.Store(false)
-				return nil
-			}
-			s.reading.Store(false)
-			continue
-		}
-		msgs, rest := splitMsgs(d)
-		for _, m := range msgs {
-			if !s.handle(m) {
-				s.reading.Store(false)
-				return nil
-			}
-		}
-		s.reading.Store(false) // each message is in flight (s.cur) or answered by now
-		if len(rest) > 0 {
-			// The kernel ignores what does not parse as a message; it still gets the bytes, so
-			// that whatever it does with them is the kernel's answer.
-			if err := s.ensureBound(); err == nil {
-				_ = s.k.send(rest)
-			}
+		s.smu.Lock()
+		ok := s.serveDatagram(d)
+		s.smu.Unlock()
+		if !ok {
+			return nil
 		}
 	}
+}
+
+// serveDatagram serves one datagram of the program read from the pair, holding s.smu; false when
+// the socket closed meanwhile.
+func (s *Socket) serveDatagram(d []byte) bool {
+	if s.elsewhere.Load() {
+		// Connected to another socket or to groups: the datagram is theirs, untouched,
+		// once the program's last request is answered.
+		if !s.sendElsewhere(d) {
+			s.reading.Store(false)
+			return false
+		}
+		s.reading.Store(false)
+		return true
+	}
+	msgs, rest := splitMsgs(d)
+	for _, m := range msgs {
+		if !s.handle(m) {
+			s.reading.Store(false)
+			return false
+		}
+	}
+	s.reading.Store(false) // each message is in flight (s.cur) or answered by now
+	if len(rest) > 0 {
+		// The kernel ignores what does not parse as a message; it still gets the bytes, so
+		// that whatever it does with them is the kernel's answer.
+		if err := s.ensureBound(); err == nil {
+			_ = s.k.send(rest)
+		}
+	}
+	return true
 }
 
 // readPeer reads one datagram of the program; nil, nil for an empty one. End of file (the program
@@ -197,16 +209,22 @@ func (s *Socket) readPeer() ([]byte, error) {
 // not wait for this message's answer: the program reads it, and the next message waits for it
 // here, so that a program that sends only after reading costs no extra wake-up.
 func (s *Socket) handle(m []byte) bool {
+	_, ok := s.handleReq(m)
+	return ok
+}
+
+// handleReq is handle, which also returns the request (nil when none went out).
+func (s *Socket) handleReq(m []byte) (*request, bool) {
 	if prev := s.last; prev != nil {
 		select {
 		case <-prev.doneCh:
 		case <-s.done:
-			return false
+			return nil, false
 		}
 	}
 	if err := s.ensureBound(); err != nil {
 		s.log.Warn("nlbridge: cannot bind the kernel socket", "err", err)
-		return true
+		return nil, true
 	}
 	if s.manadDead.Load() {
 		s.redial()
@@ -215,13 +233,13 @@ func (s *Socket) handle(m []byte) bool {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return false
+		return nil, false
 	}
 	s.cur = r
 	s.mu.Unlock()
 	s.last = r
 	s.dispatch(r)
-	return true
+	return r, true
 }
 
 // sendElsewhere sends datagram d to the kernel socket's connected destination (another port
@@ -592,29 +610,52 @@ func (s *Socket) kernelUnicast(b []byte) {
 	}
 }
 
-// manadReader reads manad connection mc until it ends.
+// manadReader reads manad connection mc until it ends. It reads and handles each datagram
+// holding mc.rmu, which Request holds while it reads an answer itself: the datagrams of manad are
+// handled in the order manad sent them, whoever reads them.
 func (s *Socket) manadReader(mc *manadConn) {
 	for {
-		b, err := readManad(mc)
+		var b []byte
+		var rerr error
+		locked := false
+		err := mc.rc.Read(func(fd uintptr) bool {
+			mc.rmu.Lock()
+			b, rerr = recvDatagram(int(fd))
+			if rerr == unix.EAGAIN || rerr == unix.EINTR {
+				mc.rmu.Unlock() // Request took it: wait for the next one
+				return false
+			}
+			locked = true
+			return true
+		})
+		if err == nil {
+			err = rerr
+		}
+		if err == nil {
+			s.manadDatagram(b)
+		}
+		if locked {
+			mc.rmu.Unlock()
+		}
 		if err != nil {
 			s.manadGone(mc, err)
 			return
 		}
-		s.manadDatagram(b)
 	}
 }
 
-// readManad reads one datagram from manad, sized with MSG_PEEK|MSG_TRUNC; end of file is io.EOF.
-func readManad(mc *manadConn) ([]byte, error) {
-	n, err := peekSize(mc.rc)
+// recvDatagram reads the next datagram of fd without waiting, sized with MSG_PEEK|MSG_TRUNC:
+// EAGAIN when there is none; end of file (manad never sends an empty datagram) is io.EOF.
+func recvDatagram(fd int) ([]byte, error) {
+	n, _, err := unix.Recvfrom(fd, nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
 	if err != nil {
 		return nil, err
 	}
 	if n == 0 {
-		return nil, io.EOF // manad never sends an empty datagram
+		return nil, io.EOF
 	}
 	buf := make([]byte, n)
-	got, err := mc.c.Read(buf)
+	got, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
 	if err != nil {
 		return nil, err
 	}

@@ -88,11 +88,17 @@ type Socket struct {
 	cmdGroups   map[uint32]bool // groups the program joined (program-visible ids)
 	manadJoined map[uint32]bool // manad groups joined on the manad connection
 	cur         *request        // the program's request in flight
-	last        *request        // the last request dispatched (Serve's goroutine only)
+	last        *request        // the last request dispatched (under smu)
 	closed      bool
 	lastDial    time.Time // of the last attempt to reach manad again
 
 	kmu sync.Mutex // held while reading and passing on the kernel socket's datagrams
+	// smu is held while a datagram of the program's is served: by Serve for one read from the
+	// pair, by Request for one taken from a trapped send.
+	smu sync.Mutex
+	// syncing: Request is serving; what is written to the program meanwhile must not wait
+	// (the program is inside its send, and cannot read).
+	syncing atomic.Bool
 
 	noENOBUFS atomic.Bool
 	elsewhere atomic.Bool // connected to a destination other than the kernel (see Connect)
@@ -120,6 +126,9 @@ type Socket struct {
 type manadConn struct {
 	c  *net.UnixConn
 	rc syscall.RawConn
+	// rmu is held while a datagram of manad's is read and handled (by the reader, or by
+	// Request reading its answer itself), so that they are handled in manad's order.
+	rmu sync.Mutex
 }
 
 func newManadConn(c *net.UnixConn) (*manadConn, error) {
@@ -773,6 +782,12 @@ func (s *Socket) awaitPeer() bool {
 // kernel's dump waits for its reader.
 func (s *Socket) writeUnicast(b []byte) {
 	if len(b) == 0 || !s.awaitPeer() {
+		return
+	}
+	if s.syncing.Load() {
+		// Inside the program's send: a full socket loses the answer and the program's next
+		// receive says ENOBUFS, as netlink_unicast's MSG_DONTWAIT reply does.
+		s.writeMulticast(b, 0)
 		return
 	}
 	e := s.sent.add(b, 0)
