@@ -10,7 +10,10 @@
 //   - socket: the supervisor makes socketpair(AF_UNIX, SOCK_SEQPACKET), opens a NetlinkSocket
 //     (Config.OpenNetlink) that serves one end, and installs the other in the program at a free
 //     descriptor of the range (SECCOMP_IOCTL_NOTIF_ADDFD with SETFD|SEND, honouring
-//     SOCK_NONBLOCK and SOCK_CLOEXEC). The program's sends go straight into the pair.
+//     SOCK_NONBLOCK and SOCK_CLOEXEC).
+//   - sendmsg, sendto: the datagram is read from the program and offered to the NetlinkSocket
+//     (Request), which answers it before the send returns, as the kernel does; what it does not
+//     take goes on into the pair, as write(2) always does.
 //   - bind, connect, getsockname, getpeername, setsockopt, getsockopt: answered by the
 //     NetlinkSocket (SOL_SOCKET options go on to the Unix socket itself).
 //   - recvmsg, recvfrom: the supervisor reads the datagram from the program's own end (a copy
@@ -35,6 +38,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +67,10 @@ type NetlinkSocket interface {
 	// first 20 bytes, all that was read of it) was sent to, 0 for an answer, and whether the
 	// program asked for NETLINK_PKTINFO; consume: the program received it (not a peek).
 	Origin(d []byte, consume bool) (group uint32, pktinfo bool)
+	// Request serves datagram d, which the program is sending, before the send returns (the
+	// kernel answers a netlink request inside sendmsg); false: the bridge does not take it
+	// here, and the send goes on into the pair. It must not wait for the program.
+	Request(d []byte) bool
 	// Busy reports whether an answer to the program is on its way (a request of its in
 	// flight): a non-blocking receive then waits for it, as on a kernel socket, which answers
 	// inside the sender's sendmsg.
@@ -152,9 +160,10 @@ func Run(ctx context.Context, cfg Config) (Exit, error) {
 		_ = cmd.Wait()
 		return Exit{}, err
 	}
-	s := &supervisor{cfg: cfg, l: l, socks: make(map[uint64]*bridged), pidfds: make(map[int]int)}
+	s := &supervisor{cfg: cfg, l: l, socks: make(map[uint64]*bridged), pidfds: make(map[int]int), resent: make(map[int][]byte)}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	if err := unix.SetNonblock(l.fd, true); err != nil {
+	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		cancel()
@@ -163,13 +172,13 @@ func Run(ctx context.Context, cfg Config) (Exit, error) {
 	}
 	// The program's thread and the answering one swap CPUs at an answer rather than the
 	// program's waiting for a wake-up (Linux 6.6; older kernels answer EINVAL, and the
-	// hand-over is the scheduler's).
+	// hand-over is the scheduler's). The swap reaches a thread waiting in poll(2) on the
+	// listener, which is why loop waits there rather than in the runtime's netpoller.
 	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(l.fd), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
-	lf := os.NewFile(uintptr(l.fd), "seccomp-listener")
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
-		s.loop(sctx, lf)
+		s.loop(sctx, stop)
 	}()
 	// The go-ahead: the program starts now, with its calls served.
 	if _, err := ours.Write([]byte{'G'}); err != nil {
@@ -199,11 +208,12 @@ wait:
 	}
 	// The program is gone; what it started may still run with the filter, and loses the
 	// bridge now (its trapped calls fail with ENOSYS once the listener is closed).
-	_ = lf.SetReadDeadline(time.Unix(1, 0))
+	_, _ = unix.Write(stop, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 	<-loopDone
 	cancel()
 	s.wg.Wait()
-	lf.Close() // the listener: what still runs under the filter gets ENOSYS from now on
+	unix.Close(stop)
+	l.close() // what still runs under the filter gets ENOSYS from now on
 	s.closeAll()
 	if msg, ok := <-execErr; ok && msg != "" {
 		return Exit{}, errors.New(msg)
@@ -266,49 +276,52 @@ type supervisor struct {
 	mu     sync.Mutex
 	socks  map[uint64]*bridged // by the inode of the program's end
 	pidfds map[int]int         // thread id → pidfd, for pidfd_getfd
+
+	// resent: the datagram whose send a signal interrupted after the bridge had served it,
+	// by thread (see send). Only the notification loop uses it.
+	resent map[int][]byte
 }
 
-// loop receives notifications until f's read deadline passes (Run sets it when the program has
-// ended) or no task uses the filter any more (POLLHUP), and answers each. f is the listener in
-// Go's netpoller: waiting for a notification parks the goroutine, not a thread holding one of
-// the runtime's processors, which a blocking poll(2) or SECCOMP_IOCTL_NOTIF_RECV would (the
-// thread returning from it must win a processor back, a delay on a busy machine that every
-// trapped call of the program would pay).
-func (s *supervisor) loop(ctx context.Context, f *os.File) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		s.cfg.Logger.Error("seccomp listener", "err", err)
-		return
-	}
+// loop receives notifications until stop (an eventfd) is written (Run does when the program
+// has ended) or no task uses the filter any more (POLLHUP), and answers each.
+//
+// It runs on a thread of its own that waits in poll(2) on the listener: a trapped call then
+// wakes it on the caller's CPU (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP), and the answers loop
+// gives inline (a receive that finds its datagram, getsockname) go back the same way, two
+// switches on one CPU per call. The runtime's netpoller would add a wake-up of whichever
+// thread waits in epoll and, often, a hand-over of the goroutine to another thread: on a
+// virtual machine each costs more than the call. The thread holds no processor while it
+// waits (poll is an ordinary blocking syscall to the runtime).
+func (s *supervisor) loop(ctx context.Context, stop int) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pfd := []unix.PollFd{{Fd: int32(s.l.fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
 	for {
 		var n notif
-		var got, hup bool
-		var rerr error
-		err := rc.Read(func(fd uintptr) bool {
-			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			if _, err := unix.Poll(pfd, 0); err != nil {
-				return err != unix.EINTR
+		pfd[0].Revents, pfd[1].Revents = 0, 0
+		if _, err := unix.Poll(pfd, -1); err != nil {
+			if err == unix.EINTR {
+				continue
 			}
-			if pfd[0].Revents&unix.POLLIN == 0 {
-				hup = pfd[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0
-				return hup // not ready: wait in the netpoller
-			}
-			// Ready: RECV does not block (a notification withdrawn meanwhile gives ENOENT).
-			if err := s.l.recv(&n); err != nil && err != unix.ENOENT {
-				rerr = err
-			} else {
-				got = err == nil
-			}
-			return true
-		})
-		switch {
-		case err != nil || hup:
-			return // the program ended (deadline), or no task uses the filter
-		case rerr != nil:
-			s.cfg.Logger.Error("receive a seccomp notification", "err", rerr)
+			s.cfg.Logger.Error("wait for a seccomp notification", "err", err)
 			return
-		case !got:
-			continue // the caller died or was interrupted
+		}
+		if pfd[1].Revents != 0 {
+			return // the program ended
+		}
+		if pfd[0].Revents&unix.POLLIN == 0 {
+			if pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				return // no task uses the filter
+			}
+			continue
+		}
+		// Ready: RECV does not block (a notification withdrawn meanwhile gives ENOENT).
+		if err := s.l.recv(&n); err != nil {
+			if err == unix.ENOENT {
+				continue // the caller died or was interrupted
+			}
+			s.cfg.Logger.Error("receive a seccomp notification", "err", err)
+			return
 		}
 		// A receive that finds its datagram, and getsockname, are answered here: a goroutine
 		// hand-off would cost the round trip a wake-up. The rest may wait (a blocking receive,
@@ -520,6 +533,8 @@ func (s *supervisor) socketCall(ctx context.Context, n *notif, mayBlock bool) er
 			return s.recvmmsg(ctx, n, b, procMemory{pid: tid}, cfd, mayBlock)
 		}
 		return s.recvfrom(ctx, n, b, procMemory{pid: tid}, cfd, mayBlock)
+	case unix.SYS_SENDMSG, unix.SYS_SENDTO:
+		return s.send(n)
 	case unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME:
 	default:
 		if !mayBlock {
@@ -605,15 +620,20 @@ func readSockaddrNL(m Memory, addr uint64, n uint32) (*unix.SockaddrNetlink, err
 	if err := m.ReadAt(b[:], addr); err != nil {
 		return nil, err
 	}
-	sa := &unix.SockaddrNetlink{
-		Family: uint16(b[0]) | uint16(b[1])<<8,
-		Pid:    uint32(b[4]) | uint32(b[5])<<8 | uint32(b[6])<<16 | uint32(b[7])<<24,
-		Groups: uint32(b[8]) | uint32(b[9])<<8 | uint32(b[10])<<16 | uint32(b[11])<<24,
-	}
+	sa := decodeSockaddrNL(b[:])
 	if sa.Family != unix.AF_NETLINK && sa.Family != unix.AF_UNSPEC {
 		return nil, unix.EINVAL
 	}
 	return sa, nil
+}
+
+// decodeSockaddrNL reads struct sockaddr_nl from b (at least sizeofSockaddrNL bytes).
+func decodeSockaddrNL(b []byte) *unix.SockaddrNetlink {
+	return &unix.SockaddrNetlink{
+		Family: uint16(b[0]) | uint16(b[1])<<8,
+		Pid:    uint32(b[4]) | uint32(b[5])<<8 | uint32(b[6])<<16 | uint32(b[7])<<24,
+		Groups: uint32(b[8]) | uint32(b[9])<<8 | uint32(b[10])<<16 | uint32(b[11])<<24,
+	}
 }
 
 // encodeSockaddrNL is struct sockaddr_nl.
