@@ -70,7 +70,6 @@ func readSend(m procMemory, n *notif) (d []byte, ok bool) {
 	var nameLen uint32
 	var iovs []unix.RemoteIovec
 	var flags int
-	var sa *unix.SockaddrNetlink
 	switch int(n.Data.Nr) {
 	case unix.SYS_SENDTO:
 		flags = int(int32(a[3]))
@@ -81,34 +80,14 @@ func readSend(m procMemory, n *notif) (d []byte, ok bool) {
 		name, nameLen = a[4], uint32(a[5])
 	case unix.SYS_SENDMSG:
 		flags = int(int32(a[2]))
-		var hdr [sizeofMsghdr]byte
-		if m.ReadAt(hdr[:], a[1]) != nil {
+		hdr, raw, err := readMsghdr(m, a[1])
+		if err != nil {
 			return nil, false
 		}
 		name, nameLen = le.Uint64(hdr[offMsgName:]), le.Uint32(hdr[offMsgNamelen:])
-		iovAddr, iovLen := le.Uint64(hdr[offMsgIov:]), le.Uint64(hdr[offMsgIovlen:])
+		iovLen := le.Uint64(hdr[offMsgIovlen:])
 		if le.Uint64(hdr[offMsgCtrllen:]) != 0 || iovLen == 0 || iovLen > maxSyncIov {
 			return nil, false
-		}
-		// The iovecs and the destination in one read.
-		raw := make([]byte, iovLen*sizeofIovec+sizeofSockaddrNL)
-		remote := []unix.RemoteIovec{{Base: uintptr(iovAddr), Len: int(iovLen * sizeofIovec)}}
-		if name != 0 && nameLen != 0 {
-			if nameLen < sizeofSockaddrNL {
-				return nil, false // the continued call answers EINVAL
-			}
-			remote = append(remote, unix.RemoteIovec{Base: uintptr(name), Len: sizeofSockaddrNL})
-		}
-		want := 0
-		for _, r := range remote {
-			want += r.Len
-		}
-		got, err := unix.ProcessVMReadv(m.pid, []unix.Iovec{{Base: &raw[0], Len: uint64(want)}}, remote, 0)
-		if err != nil || got != want {
-			return nil, false
-		}
-		if len(remote) == 2 {
-			sa = decodeSockaddrNL(raw[iovLen*sizeofIovec:])
 		}
 		total := uint64(0)
 		for i := range iovLen {
@@ -135,8 +114,9 @@ func readSend(m procMemory, n *notif) (d []byte, ok bool) {
 		total += v.Len
 	}
 	want := total
-	if name != 0 && nameLen != 0 && sa == nil {
-		// sendto's destination, read with the data.
+	var sa *unix.SockaddrNetlink
+	if name != 0 && nameLen != 0 {
+		// The destination, read with the data.
 		if nameLen < sizeofSockaddrNL {
 			return nil, false
 		}
