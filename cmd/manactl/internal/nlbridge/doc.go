@@ -57,10 +57,10 @@
 // A request to the kernel is followed, in the same datagram, by an NLMSG_NOOP with NLM_F_ACK
 // whose ACK (swallowed) marks the end of the answers; the kernel queues them within sendmsg, so
 // the goroutine that sent the request passes them on at once, without waking the kernel reader
-// (which passes on notifications and the rest of dumps). A
-// request to manad carries NLM_F_ACK (the success ACK is swallowed unless the program asked for
-// it) and the kernel socket's port id; manad's answers get the program's family ids, that port id,
-// and in NLMSG_ERROR the program's request as it sent it. NETLINK_EXT_ACK, NETLINK_CAP_ACK and
+// (which passes on notifications and the rest of dumps). A request to manad carries NLM_F_ACK
+// (the success ACK is swallowed unless the program asked for it; a GET goes without: its one
+// reply, or error, ends it) and the kernel socket's port id; manad's answers get the program's
+// family ids, that port id, and in NLMSG_ERROR the program's request as it sent it. NETLINK_EXT_ACK, NETLINK_CAP_ACK and
 // NETLINK_GET_STRICT_CHK are set on both sides, so manad shapes its ACKs and extack as the kernel
 // does. Sequence numbers are the program's, untouched on both sides.
 //

@@ -47,6 +47,8 @@ type request struct {
 	fwd  []byte // the message as sent to manad
 
 	marker uint32 // modeKernel: the seq of the NOOP whose ACK ends the request
+	// replyEnds: modeManad, a GET sent without NLM_F_ACK; its reply (or error) ends it.
+	replyEnds bool
 
 	kernelDrop func(m []byte) bool // merged: a kernel entry the program must not see
 	manadKeep  func(m []byte) bool // merged: a manad entry the program sees (nil: all)
@@ -746,6 +748,12 @@ func (s *Socket) manadDatagram(b []byte) {
 			}
 			s.translate(m, s.PortID())
 			out = appendMsg(out, m)
+			if md == modeManad && r.replyEnds && h.Flags&nlattr.FlagMulti == 0 {
+				s.mu.Lock()
+				r.mFinished = true
+				s.mu.Unlock()
+				finish = true
+			}
 		}
 	}
 	s.writeUnicast(out)
