@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -24,7 +25,12 @@ func TestReadMsghdr(t *testing.T) {
 	require.NoError(t, unix.Mprotect(mem[2*page:], unix.PROT_NONE))
 	rw := mem[page : 2*page]
 	base := uint64(uintptr(unsafe.Pointer(&rw[0])))
-	far := make([]byte, 3*sizeofIovec) // the heap: far from the mapping
+	// Another mapping, far from the first (not a Go allocation, which the runtime may move
+	// when it is on the stack).
+	farMem, err := unix.Mmap(-1, 0, page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Munmap(farMem) })
+	far := farMem[:3*sizeofIovec]
 	farAddr := uint64(uintptr(unsafe.Pointer(&far[0])))
 	le := binary.NativeEndian
 	put := func(b []byte, iovAddr, iovLen uint64) {
@@ -80,4 +86,56 @@ func TestReadMsghdr(t *testing.T) {
 	}
 	_, _, err = readMsghdr(m, base-64) // in the page before: unreadable
 	assert.ErrorIs(t, err, unix.EFAULT)
+}
+
+// recMemory records the writes made through it.
+type recMemory struct{ writes int }
+
+func (m *recMemory) ReadAt(p []byte, _ uint64) error  { clear(p); return nil }
+func (m *recMemory) WriteAt(_ []byte, _ uint64) error { m.writes++; return nil }
+
+// TestWaitingMemory: an ioctl handler's writes reach the program only while its call waits.
+func TestWaitingMemory(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		waiting bool
+	}{{"call waiting", true}, {"call ended", false}} {
+		rec := &recMemory{}
+		m := waitingMemory{Memory: rec, waiting: func() bool { return c.waiting }}
+		err := m.WriteAt([]byte{1, 2, 3}, 0x1000)
+		if c.waiting {
+			assert.NoError(t, err, c.name)
+			assert.Equal(t, 1, rec.writes, c.name)
+		} else {
+			assert.ErrorIs(t, err, unix.EINTR, c.name)
+			assert.Zero(t, rec.writes, c.name)
+		}
+		var b [4]byte
+		assert.NoError(t, m.ReadAt(b[:], 0x1000), "%s: reads are not guarded", c.name)
+	}
+}
+
+// TestLockThread: a thread's ioctls are served one at a time, other threads' alongside, and
+// the lock is forgotten when its last user leaves.
+func TestLockThread(t *testing.T) {
+	s := &supervisor{threads: make(map[int]*threadLock)}
+	unlock := s.lockThread(7)
+	other := s.lockThread(8) // another thread: not held up
+	got := make(chan struct{})
+	go func() {
+		u := s.lockThread(7)
+		close(got)
+		u()
+	}()
+	select {
+	case <-got:
+		t.Fatal("a second ioctl of the thread ran while the first was served")
+	case <-time.After(50 * time.Millisecond):
+	}
+	unlock()
+	<-got
+	other()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.Empty(t, s.threads)
 }

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"encoding/binary"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,8 +15,19 @@ const maxSyncSend = 64 << 10
 // maxSyncIov bounds the iovecs of a sendmsg served inside the send (libraries send one or two).
 const maxSyncIov = 16
 
-// maxResent bounds the threads with an interrupted served send remembered (see send).
+// maxResent bounds the threads whose last served send is remembered (see send).
 const maxResent = 256
+
+// restartWindow bounds how soon after a served send the same thread's send of the same bytes
+// counts as the kernel's restart of it (see send): a signal handler's run, not a program's
+// next request.
+const restartWindow = 20 * time.Millisecond
+
+// servedSend is the last send of a thread that the bridge served inside the call.
+type servedSend struct {
+	d  []byte
+	at time.Time
+}
 
 // send serves sendmsg(fd, msg, flags) and sendto(fd, buf, len, flags, addr, addrlen) on a
 // bridged socket: it reads the datagram from the program and offers it to the bridge
@@ -25,39 +37,57 @@ const maxResent = 256
 // maxSyncSend bytes or maxSyncIov iovecs), goes on into the pair (SECCOMP_USER_NOTIF_FLAG_CONTINUE),
 // where Serve takes it as it takes a write(2).
 //
-// A signal may interrupt the program's send after the bridge served the request and before
-// the answer reaches the program (SECCOMP_IOCTL_NOTIF_SEND fails with ENOENT); the kernel
-// restarts the call (Go's handlers, and most, are SA_RESTART) with the same datagram. The
-// request is not served twice: the thread's next send of the same bytes is answered with
-// their length, since the bridge has answered it already.
+// A signal may interrupt the program's send after the bridge served the request: before the
+// answer (SECCOMP_IOCTL_NOTIF_SEND fails with ENOENT), or in the instant it arrives (the send
+// succeeds, and the kernel restarts the call all the same, as seccomp_do_user_notification
+// checks for a signal before it looks at the reply). The kernel restarts the call (Go's
+// handlers, and most, are SA_RESTART) with the same datagram, and the request must not be served
+// twice: a thread's send of the bytes the bridge served last for it, within restartWindow and
+// with no other trapped call of the thread between, is that restart, and is answered with
+// their length. (A program that sends the same request, sequence number included, twice in a
+// row without reading in between gets one answer.)
 func (s *supervisor) send(n *notif) error {
 	tid, fd := int(n.PID), int(int32(n.Data.Args[0]))
 	b := s.lookup(tid, fd)
 	if b == nil {
+		s.forgetSend(tid)
 		return s.l.continueSyscall(n.ID)
 	}
 	d, ok := readSend(procMemory{pid: tid}, n)
 	if !ok {
-		delete(s.resent, tid)
+		s.forgetSend(tid)
 		return s.l.continueSyscall(n.ID)
 	}
-	if prev, ok := s.resent[tid]; ok {
-		delete(s.resent, tid)
-		if bytes.Equal(prev, d) {
-			return s.l.respond(n.ID, int64(len(d)), 0)
-		}
+	s.mu.Lock()
+	prev, had := s.served[tid]
+	restart := had && time.Since(prev.at) < restartWindow && bytes.Equal(prev.d, d)
+	if restart {
+		// Kept: the restarted call may be interrupted and restarted again.
+		s.served[tid] = servedSend{d: d, at: time.Now()}
+	} else {
+		delete(s.served, tid)
+	}
+	s.mu.Unlock()
+	if restart {
+		return s.l.respond(n.ID, int64(len(d)), 0)
 	}
 	if !b.sock.Request(d) {
 		return s.l.continueSyscall(n.ID)
 	}
-	err := s.l.respond(n.ID, int64(len(d)), 0)
-	if err == unix.ENOENT {
-		if len(s.resent) >= maxResent {
-			clear(s.resent)
-		}
-		s.resent[tid] = d
+	s.mu.Lock()
+	if len(s.served) >= maxResent {
+		clear(s.served)
 	}
-	return err
+	s.served[tid] = servedSend{d: d, at: time.Now()}
+	s.mu.Unlock()
+	return s.l.respond(n.ID, int64(len(d)), 0)
+}
+
+// forgetSend forgets tid's last served send: the thread made another trapped call since.
+func (s *supervisor) forgetSend(tid int) {
+	s.mu.Lock()
+	delete(s.served, tid)
+	s.mu.Unlock()
 }
 
 // readSend reads the datagram of a trapped sendmsg or sendto; ok is false when it is not to be

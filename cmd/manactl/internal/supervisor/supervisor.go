@@ -160,7 +160,8 @@ func Run(ctx context.Context, cfg Config) (Exit, error) {
 		_ = cmd.Wait()
 		return Exit{}, err
 	}
-	s := &supervisor{cfg: cfg, l: l, socks: make(map[uint64]*bridged), pidfds: make(map[int]int), resent: make(map[int][]byte)}
+	s := &supervisor{cfg: cfg, l: l, socks: make(map[uint64]*bridged), pidfds: make(map[int]int), served: make(map[int]servedSend),
+		threads: make(map[int]*threadLock)}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
@@ -277,9 +278,51 @@ type supervisor struct {
 	socks  map[uint64]*bridged // by the inode of the program's end
 	pidfds map[int]int         // thread id → pidfd, for pidfd_getfd
 
-	// resent: the datagram whose send a signal interrupted after the bridge had served it,
-	// by thread (see send). Only the notification loop uses it.
-	resent map[int][]byte
+	served map[int]servedSend // under mu: the last send the bridge served, by thread (see send)
+
+	threads map[int]*threadLock // under mu: the ioctls being served, by thread (see ioctl)
+}
+
+// threadLock serialises the ioctls of one thread; users counts who holds or waits for it.
+type threadLock struct {
+	sync.Mutex
+	users int
+}
+
+// lockThread takes tid's lock and returns what releases it.
+func (s *supervisor) lockThread(tid int) func() {
+	s.mu.Lock()
+	l := s.threads[tid]
+	if l == nil {
+		l = &threadLock{}
+		s.threads[tid] = l
+	}
+	l.users++
+	s.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		s.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.threads, tid)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// waitingMemory is a task's memory whose writes are made only while waiting() says that the
+// call they answer still waits (see ioctl); otherwise they fail with EINTR, and nothing is
+// written.
+type waitingMemory struct {
+	Memory
+	waiting func() bool
+}
+
+func (m waitingMemory) WriteAt(p []byte, addr uint64) error {
+	if !m.waiting() {
+		return fmt.Errorf("write %d bytes at %#x: the call ended: %w", len(p), addr, unix.EINTR)
+	}
+	return m.Memory.WriteAt(p, addr)
 }
 
 // loop receives notifications until stop (an eventfd) is written (Run does when the program
@@ -492,11 +535,23 @@ func (s *supervisor) lookup(tid, fd int) *bridged {
 }
 
 // ioctl serves ioctl(fd, SIOCETHTOOL, ifr).
+//
+// The handler writes its results into the program's memory as it goes (copy_to_user), and a
+// signal may interrupt the program's call meanwhile: restarted (SA_RESTART), the call comes
+// back as a new notification with the same buffers; failed with EINTR, the program moves on
+// and its buffers (often its stack) become something else. So the calls of one thread are
+// served one at a time (the restarted call waits for the first to end), and a write is made
+// only while the call still waits for its answer (stillWaiting, as for receives): a call that
+// ended gets no late write. The kernel's window between that check and the write remains.
 func (s *supervisor) ioctl(ctx context.Context, n *notif) error {
 	if s.cfg.Ethtool == nil {
 		return s.l.continueSyscall(n.ID)
 	}
-	handled, ret, err := s.cfg.Ethtool(ctx, s.target(n), n.Data.Args[2])
+	unlock := s.lockThread(int(n.PID))
+	defer unlock()
+	t := s.target(n)
+	t.Mem = waitingMemory{Memory: t.Mem, waiting: func() bool { return s.l.valid(n.ID) }}
+	handled, ret, err := s.cfg.Ethtool(ctx, t, n.Data.Args[2])
 	if !handled {
 		return s.l.continueSyscall(n.ID)
 	}
@@ -508,6 +563,9 @@ func (s *supervisor) ioctl(ctx context.Context, n *notif) error {
 // answered nothing, for the rest.
 func (s *supervisor) socketCall(ctx context.Context, n *notif, mayBlock bool) error {
 	tid, fd := int(n.PID), int(int32(n.Data.Args[0]))
+	if nr := int(n.Data.Nr); nr != unix.SYS_SENDMSG && nr != unix.SYS_SENDTO && !mayBlock {
+		s.forgetSend(tid) // the thread moved on: its next send is not a restart
+	}
 	switch int(n.Data.Nr) {
 	case unix.SYS_RECVMSG, unix.SYS_RECVFROM, unix.SYS_RECVMMSG:
 		// The copy a receive reads through also tells which socket it is.
