@@ -94,7 +94,9 @@
 // A program that connect(2)s to another port id, or to groups, sends there through the kernel
 // socket, untouched, as long as it stays connected; what comes back is passed on.
 //
-// Not bridged: the source address of a unicast from another socket reads as the kernel's; the
-// kernel socket's dump datagrams are sized by the longest datagram the bridge read,
-// not by the program's buffer; NETLINK_LISTEN_ALL_NSID's control message.
+// A unicast from another socket reaches the program with that socket's port id in msg_name
+// (Origin), as netlink_recvmsg gives it.
+//
+// Not bridged: the kernel socket's dump datagrams are sized by the longest datagram the bridge
+// read, not by the program's buffer; NETLINK_LISTEN_ALL_NSID's control message.
 package nlbridge

@@ -481,7 +481,7 @@ func (s *Socket) kernelReader() {
 // datagrams are passed on in the order the kernel queued them.
 func (s *Socket) drainKernel() {
 	for {
-		b, group, err := s.k.recvNow()
+		b, group, from, err := s.k.recvNow()
 		switch {
 		case errors.Is(err, unix.ENOBUFS):
 			s.kernelOverrun()
@@ -493,7 +493,7 @@ func (s *Socket) drainKernel() {
 			s.kernelNotification(b, group)
 			continue
 		}
-		s.kernelUnicast(b)
+		s.kernelUnicast(b, from)
 	}
 }
 
@@ -537,8 +537,9 @@ func (s *Socket) kernelNotification(b []byte, group uint32) {
 	s.writeMulticast(out, group)
 }
 
-// kernelUnicast passes on the kernel's answer to the request in flight.
-func (s *Socket) kernelUnicast(b []byte) {
+// kernelUnicast passes on the kernel's answer to the request in flight, or what another socket
+// (port id from) sent the program's.
+func (s *Socket) kernelUnicast(b []byte, from uint32) {
 	s.mu.Lock()
 	r := s.cur
 	var md mode
@@ -606,7 +607,7 @@ func (s *Socket) kernelUnicast(b []byte) {
 	if !changed {
 		out = b
 	}
-	s.writeUnicast(out)
+	s.writeUnicastFrom(out, from)
 	if finish {
 		s.finish(r)
 	}

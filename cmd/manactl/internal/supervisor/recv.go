@@ -84,12 +84,12 @@ func (s *supervisor) recvmsgAt(ctx context.Context, n *notif, b *bridged, m proc
 		return nil // see stillWaiting
 	}
 	data, full := r.data, r.full
-	group, pktinfo := b.sock.Origin(r.all, false)
+	from, group, pktinfo := b.sock.Origin(r.all, false)
 	// One process_vm_writev for the data and the header fields the kernel writes back.
 	var w writes
 	scatter(&w, iovs, data)
 	if nameAddr != 0 { // ____sys_recvmsg writes msg_name and msg_namelen only with a msg_name
-		name := encodeSockaddrNL(&unix.SockaddrNetlink{Groups: groupMask(group)})
+		name := encodeSockaddrNL(&unix.SockaddrNetlink{Pid: from, Groups: groupMask(group)})
 		if int(nameLen) < len(name) {
 			name = name[:nameLen]
 		}
@@ -225,8 +225,8 @@ func (s *supervisor) recvfrom(ctx context.Context, n *notif, b *bridged, m procM
 		return s.answer(n, 0, err)
 	}
 	if a[4] != 0 && a[5] != 0 {
-		group, _ := b.sock.Origin(r.all, false)
-		if err := writeSockaddrNL(m, a[4], a[5], &unix.SockaddrNetlink{Groups: groupMask(group)}); err != nil {
+		from, group, _ := b.sock.Origin(r.all, false)
+		if err := writeSockaddrNL(m, a[4], a[5], &unix.SockaddrNetlink{Pid: from, Groups: groupMask(group)}); err != nil {
 			return s.answer(n, 0, err)
 		}
 	}

@@ -63,10 +63,11 @@ type NetlinkSocket interface {
 	Option(level, name, size int) (val []byte, handled bool, err error)
 	// PendingError is the socket error a receive reports once (ENOBUFS after an overrun).
 	PendingError() error
-	// Origin says which multicast group the datagram the program receives (d: at least its
-	// first 20 bytes, all that was read of it) was sent to, 0 for an answer, and whether the
-	// program asked for NETLINK_PKTINFO; consume: the program received it (not a peek).
-	Origin(d []byte, consume bool) (group uint32, pktinfo bool)
+	// Origin says where the datagram the program receives (d: at least its first 20 bytes,
+	// all that was read of it) came from: its sender's port id (0: the kernel) and the
+	// multicast group it was sent to (0: a unicast); and whether the program asked for
+	// NETLINK_PKTINFO; consume: the program received it (not a peek).
+	Origin(d []byte, consume bool) (from, group uint32, pktinfo bool)
 	// Request serves datagram d, which the program is sending, before the send returns (the
 	// kernel answers a netlink request inside sendmsg); false: the bridge does not take it
 	// here, and the send goes on into the pair. It must not wait for the program.

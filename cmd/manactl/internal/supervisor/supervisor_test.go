@@ -206,16 +206,20 @@ func (e *echoSocket) Busy() bool {
 	return err == nil && n > 0 || e.busy.Load()
 }
 
-// Origin: an echoed datagram that starts with "ntf" came to group 3, as a notification.
-func (e *echoSocket) Origin(d []byte, _ bool) (uint32, bool) {
+// Origin: an echoed datagram that starts with "ntf" came to group 3, as a notification; one
+// that starts with "from99" came from port id 99, another socket.
+func (e *echoSocket) Origin(d []byte, _ bool) (uint32, uint32, bool) {
 	e.mu.Lock()
 	v := e.opts[unix.NETLINK_PKTINFO]
 	e.mu.Unlock()
 	pktinfo := len(v) >= 4 && binary.NativeEndian.Uint32(v) != 0
-	if bytes.HasPrefix(d, []byte("ntf")) {
-		return 3, pktinfo
+	switch {
+	case bytes.HasPrefix(d, []byte("ntf")):
+		return 0, 3, pktinfo
+	case bytes.HasPrefix(d, []byte("from99")):
+		return 99, 0, pktinfo
 	}
-	return 0, pktinfo
+	return 0, 0, pktinfo
 }
 
 func (e *echoSocket) PendingError() error {
@@ -378,6 +382,23 @@ func netlinkProgram() error {
 	}
 	if err := syncSends(fd); err != nil {
 		return err
+	}
+	// A unicast from another socket: its port id in msg_name, by recvmsg and by recvfrom.
+	for _, viaMsg := range []bool{true, false} {
+		if err := unix.Sendto(fd, []byte("from99: hello"), 0, nil); err != nil {
+			return err
+		}
+		var from unix.Sockaddr
+		var err error
+		if viaMsg {
+			_, _, _, from, err = unix.Recvmsg(fd, make([]byte, 64), nil, 0)
+		} else {
+			_, from, err = unix.Recvfrom(fd, make([]byte, 64), 0)
+		}
+		nl, ok := from.(*unix.SockaddrNetlink)
+		if err := check(err == nil && ok && nl.Pid == 99 && nl.Groups == 0, "from another socket (recvmsg %v): %#v, %v", viaMsg, from, err); err != nil {
+			return err
+		}
 	}
 	// Truncation: MSG_TRUNC in msg_flags.
 	if err := unix.Sendto(fd, msg, 0, nil); err != nil {
