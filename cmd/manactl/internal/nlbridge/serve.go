@@ -615,14 +615,21 @@ func (s *Socket) kernelUnicast(b []byte, from uint32) {
 
 // manadReader reads manad connection mc until it ends. It reads and handles each datagram
 // holding mc.rmu, which Request holds while it reads an answer itself: the datagrams of manad are
-// handled in the order manad sent them, whoever reads them.
+// handled in the order manad sent them, whoever reads them. While Request holds it, the reader
+// does not wait for it (which would cost a hand-over when Request lets go): it says it missed
+// its turn (mc.missed) and waits for the next datagram, and Request reads what is left when it
+// is done (releaseManad).
 func (s *Socket) manadReader(mc *manadConn) {
 	for {
 		var b []byte
 		var rerr error
 		locked := false
 		err := mc.rc.Read(func(fd uintptr) bool {
-			mc.rmu.Lock()
+			mc.missed.Store(true) // before the try: see releaseManad
+			if !mc.rmu.TryLock() {
+				return false
+			}
+			mc.missed.Store(false)
 			b, rerr = recvDatagram(int(fd))
 			if rerr == unix.EAGAIN || rerr == unix.EINTR {
 				mc.rmu.Unlock() // Request took it: wait for the next one

@@ -129,6 +129,8 @@ type manadConn struct {
 	// rmu is held while a datagram of manad's is read and handled (by the reader, or by
 	// Request reading its answer itself), so that they are handled in manad's order.
 	rmu sync.Mutex
+	// missed: the reader found rmu held and went back to waiting (see manadReader).
+	missed atomic.Bool
 }
 
 func newManadConn(c *net.UnixConn) (*manadConn, error) {

@@ -85,7 +85,7 @@ func (s *Socket) awaitManad(r *request) {
 		return
 	}
 	mc.rmu.Lock()
-	defer mc.rmu.Unlock()
+	defer s.releaseManad(mc)
 	deadline := time.Now().Add(syncWait)
 	look := false // manad has not answered yet: wait before the first look
 	for {
@@ -125,5 +125,34 @@ func (s *Socket) awaitManad(r *request) {
 		default:
 			s.manadDatagram(b)
 		}
+	}
+}
+
+// releaseManad lets go of mc's read lock, held by awaitManad, and reads what the reader left
+// meanwhile: the reader that found the lock held waits for the next datagram, so the ones that
+// came while it was held are Request's to read. The reader says so (mc.missed) before it tries
+// the lock, so either its try comes after the unlock and succeeds, or the flag is seen here.
+func (s *Socket) releaseManad(mc *manadConn) {
+	mc.rmu.Unlock()
+	for mc.missed.Swap(false) {
+		mc.rmu.Lock()
+		for {
+			var b []byte
+			var err error
+			if cerr := mc.rc.Control(func(fd uintptr) { b, err = recvDatagram(int(fd)) }); cerr != nil {
+				break
+			}
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				if err != unix.EAGAIN {
+					s.manadGone(mc, err) // the reader waits for a datagram that will not come
+				}
+				break
+			}
+			s.manadDatagram(b)
+		}
+		mc.rmu.Unlock()
 	}
 }
