@@ -467,7 +467,9 @@ func TestFailurePaths(t *testing.T) {
 		var out safeBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		require.NoError(t, cmd.Start())
-		time.Sleep(time.Second)
+		// manad stops once the program's loop runs (a loaded machine may take seconds to
+		// start it), so that it is the bridge's connection that breaks under it.
+		harness.Eventually(t, "the probe's loop", func() bool { return strings.Contains(out.String(), "looping") })
 		e.d.Stop()
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()

@@ -7,7 +7,8 @@
 //	ethtoolprobe dump               the devices of a LINKINFO dump, one per line
 //	ethtoolprobe set-priv DEV NAME on|off
 //	ethtoolprobe bench N DEV        N PRIVFLAGS_GET and N RINGS_GET round trips: p50/p99 in ns
-//	ethtoolprobe loop DEV SECONDS   PRIVFLAGS_GET until an error or the time is up
+//	ethtoolprobe loop DEV SECONDS   PRIVFLAGS_GET until an error or the time is up ("looping"
+//	                                once the first one is answered)
 package main
 
 import (
@@ -74,6 +75,10 @@ func run(args []string) error {
 		}
 		end := time.Now().Add(time.Duration(secs) * time.Second)
 		n := 0
+		if _, err := c.PrivateFlags(ethtool.Interface{Name: args[1]}); err != nil {
+			return fmt.Errorf("first PrivateFlags: %w", err)
+		}
+		fmt.Println("looping") // the socket is open and answers: the caller may act now
 		for time.Now().Before(end) {
 			if _, err := c.PrivateFlags(ethtool.Interface{Name: args[1]}); err != nil {
 				fmt.Printf("ok %d\nerror: %v\n", n, err)

@@ -285,6 +285,47 @@ func TestBridgeComponent(t *testing.T) {
 		assert.Zero(t, errno)
 	})
 
+	t.Run("RequestAnswersInsideTheSend", func(t *testing.T) {
+		// What a trapped sendmsg offers the bridge: the answer is on the program's end when
+		// Request returns, and is the one the pair's path gives.
+		readable := func() bool {
+			fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, 0)
+			return err == nil && n == 1
+		}
+		for _, c := range []struct {
+			name  string
+			flags uint16
+			cmd   uint8
+			hdr   func(*nlattr.Builder)
+			msgs  int
+		}{
+			{"manad's port", 0, unix.ETHTOOL_MSG_PRIVFLAGS_GET, devHeader(0, w.port), 1},
+			{"manad's port, with an ACK", nlattr.FlagAck, unix.ETHTOOL_MSG_RINGS_GET, devHeader(portIdx, ""), 2},
+			{"the kernel's veth", 0, unix.ETHTOOL_MSG_CHANNELS_GET, devHeader(vethIdx, ""), 1},
+			{"another GET of the port", 0, unix.ETHTOOL_MSG_PAUSE_GET, devHeader(portIdx, ""), 1},
+		} {
+			m := p.req(s.kEthtool, c.flags, c.cmd, 1, c.hdr)
+			p.send(m)
+			want := p.answer(c.msgs == 1)
+			// The pair's path ends the request just after its answer is written; until
+			// then Request leaves the next one to the pair (it keeps the order).
+			require.Eventually(t, func() bool { return !s.Busy() }, 5*time.Second, time.Millisecond)
+			require.True(t, s.Request(m), c.name)
+			require.True(t, readable(), "%s: no answer when Request returned", c.name)
+			got := p.answer(c.msgs == 1)
+			assert.Equal(t, want, got, c.name)
+			assert.Len(t, got, c.msgs, c.name)
+		}
+		// A dump's rest waits for the program's reads: it takes the pair's path.
+		assert.False(t, s.Request(p.req(s.kEthtool, nlattr.FlagDump, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(0, ""))))
+		// Two messages in one datagram: likewise.
+		two := append(p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_PRIVFLAGS_GET, 1, devHeader(portIdx, "")),
+			p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_PRIVFLAGS_GET, 1, devHeader(portIdx, ""))...)
+		assert.False(t, s.Request(two))
+		assert.False(t, readable(), "a refused datagram was answered")
+	})
+
 	t.Run("ChannelsOfTheVethAreTheKernelsBytes", func(t *testing.T) {
 		m := p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(0, w.veth))
 		p.send(m)
@@ -391,12 +432,13 @@ func TestBridgeComponent(t *testing.T) {
 		// Where it came from, for the program's msg_name and NETLINK_PKTINFO.
 		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_PKTINFO, []byte{1, 0, 0, 0})
 		require.NoError(t, err)
-		g, pktinfo := s.Origin(d, false)
+		from, g, pktinfo := s.Origin(d, false)
+		assert.Zero(t, from, "manad sends as the kernel")
 		assert.Equal(t, mon, g, "manad's notification: the kernel's monitor group")
 		assert.True(t, pktinfo)
-		g, _ = s.Origin(d, true)
+		_, g, _ = s.Origin(d, true)
 		assert.Equal(t, mon, g, "a peek leaves the record")
-		g, _ = s.Origin(d, true)
+		_, g, _ = s.Origin(d, true)
 		assert.Zero(t, g, "consumed")
 		// The kernel's own notification, about the veth (to a bound socket: the kernel
 		// multicasts to no socket whose port id is 0, its own).
@@ -408,17 +450,17 @@ func TestBridgeComponent(t *testing.T) {
 		harness.Run(t, w.ns, "ethtool", "-K", w.veth, "gro", gro)
 		ntf, d = waitNtfDatagram(p, s.kEthtool, unix.ETHTOOL_MSG_FEATURES_NTF)
 		require.NotNil(t, ntf, "the kernel's FEATURES_NTF for the veth")
-		g, _ = s.Origin(d, true)
+		_, g, _ = s.Origin(d, true)
 		assert.Equal(t, mon, g, "the kernel's notification: its group")
 		// An answer.
 		p.send(p.req(s.kEthtool, 0, unix.ETHTOOL_MSG_CHANNELS_GET, 1, devHeader(portIdx, "")))
 		d = p.recv(5 * time.Second)
 		require.NotEmpty(t, d)
-		g, _ = s.Origin(d, true)
+		_, g, _ = s.Origin(d, true)
 		assert.Zero(t, g, "an answer")
 		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_PKTINFO, []byte{0, 0, 0, 0})
 		require.NoError(t, err)
-		_, pktinfo = s.Origin(d, false)
+		_, _, pktinfo = s.Origin(d, false)
 		assert.False(t, pktinfo)
 		_, err = s.SetOption(unix.SOL_NETLINK, unix.NETLINK_DROP_MEMBERSHIP, v)
 		require.NoError(t, err)
@@ -532,13 +574,17 @@ func TestBridgeComponent(t *testing.T) {
 		// Its answer comes back.
 		answer := msg(0x30, 0, 7, otherPID, 1, nil)
 		require.NoError(t, unix.Sendto(other, answer, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: q.s.PortID()}))
-		assert.Equal(t, answer, q.recv(5*time.Second))
+		got := q.recv(5 * time.Second)
+		assert.Equal(t, answer, got)
+		sender, g, _ := q.s.Origin(got, true)
+		assert.Equal(t, otherPID, sender, "from the other socket's port id, as netlink_recvmsg's msg_name says")
+		assert.Zero(t, g)
 		// Connected to the kernel again: bridged again, the port's request is manad's.
 		require.NoError(t, q.s.Connect(&unix.SockaddrNetlink{Family: unix.AF_NETLINK}))
 		q.send(m)
-		got := q.answer(true)
-		require.Len(t, got, 1)
-		assert.Equal(t, q.s.kEthtool, msgType(got[0]), "manad's PRIVFLAGS_GET answer")
+		got2 := q.answer(true)
+		require.Len(t, got2, 1)
+		assert.Equal(t, q.s.kEthtool, msgType(got2[0]), "manad's PRIVFLAGS_GET answer")
 		q.close()
 	})
 

@@ -5,7 +5,8 @@
 //
 // Each bridged socket (Open) has a real kernel NETLINK_GENERIC socket and a connection to manad,
 // both made in the program's network namespace, and three goroutines: Serve reads the program's
-// messages, one reader each for the kernel socket and the manad connection.
+// messages that come through the pair, one reader each for the kernel socket and the manad
+// connection.
 //
 // # Routing
 //
@@ -47,13 +48,19 @@
 //
 // The program's messages are served one at a time, as the kernel answers each message within
 // sendmsg: the next goes out only when the previous one is answered (answers never interleave).
+// Most are answered inside the program's send, as the kernel's are: the supervisor traps
+// sendmsg and sendto and offers the datagram to Request, which serves a single non-dump message
+// on an idle socket then and there, reading manad's answer itself (the manad reader and Request
+// read under one lock, so manad's datagrams are handled in order) and returning once the answer
+// is on the program's end of the pair. What Request does not take (dumps, batches, a socket
+// with a request in flight, a write(2)) goes through the pair to Serve.
 // A request to the kernel is followed, in the same datagram, by an NLMSG_NOOP with NLM_F_ACK
 // whose ACK (swallowed) marks the end of the answers; the kernel queues them within sendmsg, so
 // the goroutine that sent the request passes them on at once, without waking the kernel reader
-// (which passes on notifications and the rest of dumps). A
-// request to manad carries NLM_F_ACK (the success ACK is swallowed unless the program asked for
-// it) and the kernel socket's port id; manad's answers get the program's family ids, that port id,
-// and in NLMSG_ERROR the program's request as it sent it. NETLINK_EXT_ACK, NETLINK_CAP_ACK and
+// (which passes on notifications and the rest of dumps). A request to manad carries NLM_F_ACK
+// (the success ACK is swallowed unless the program asked for it; a GET goes without: its one
+// reply, or error, ends it) and the kernel socket's port id; manad's answers get the program's
+// family ids, that port id, and in NLMSG_ERROR the program's request as it sent it. NETLINK_EXT_ACK, NETLINK_CAP_ACK and
 // NETLINK_GET_STRICT_CHK are set on both sides, so manad shapes its ACKs and extack as the kernel
 // does. Sequence numbers are the program's, untouched on both sides.
 //
@@ -87,7 +94,9 @@
 // A program that connect(2)s to another port id, or to groups, sends there through the kernel
 // socket, untouched, as long as it stays connected; what comes back is passed on.
 //
-// Not bridged: the source address of a unicast from another socket reads as the kernel's; the
-// kernel socket's dump datagrams are sized by the longest datagram the bridge read,
-// not by the program's buffer; NETLINK_LISTEN_ALL_NSID's control message.
+// A unicast from another socket reaches the program with that socket's port id in msg_name
+// (Origin), as netlink_recvmsg gives it.
+//
+// Not bridged: the kernel socket's dump datagrams are sized by the longest datagram the bridge
+// read, not by the program's buffer; NETLINK_LISTEN_ALL_NSID's control message.
 package nlbridge

@@ -80,7 +80,7 @@ func (k *ksock) sendConnected(b []byte) error {
 // recv reads one datagram, waiting for one (see recvNow).
 func (k *ksock) recv() (b []byte, group uint32, err error) {
 	for {
-		b, group, err = k.recvNow()
+		b, group, _, err = k.recvNow()
 		if err != unix.EAGAIN {
 			return b, group, err
 		}
@@ -108,10 +108,12 @@ func (k *ksock) wait() error {
 // MSG_PEEK|MSG_TRUNC so that the buffer is exactly as long as the datagram: the kernel sizes
 // later dump datagrams by the longest read it has seen (max_recvmsg_len), and the program, which
 // reads what the bridge passes on, may read with a small buffer. group is the multicast group
-// the datagram was sent to, 0 for a unicast one. ENOBUFS is the socket's overrun.
-func (k *ksock) recvNow() (b []byte, group uint32, err error) {
+// the datagram was sent to, 0 for a unicast one; from is the port id of its sender (0: the
+// kernel). ENOBUFS is the socket's overrun.
+func (k *ksock) recvNow() (b []byte, group, from uint32, err error) {
 	var n, got, oobn int
 	var buf, oob []byte
+	var sa unix.Sockaddr
 	err = k.control(func(fd int) error {
 		var err error
 		for {
@@ -126,14 +128,17 @@ func (k *ksock) recvNow() (b []byte, group uint32, err error) {
 		buf = make([]byte, max(n, 1))
 		oob = make([]byte, unix.CmsgSpace(4))
 		for {
-			got, oobn, _, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_DONTWAIT)
+			got, oobn, _, sa, err = unix.Recvmsg(fd, buf, oob, unix.MSG_DONTWAIT)
 			if err != unix.EINTR {
 				return err
 			}
 		}
 	})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
+	}
+	if nl, ok := sa.(*unix.SockaddrNetlink); ok {
+		from = nl.Pid
 	}
 	if cms, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
 		for _, cm := range cms {
@@ -142,7 +147,7 @@ func (k *ksock) recvNow() (b []byte, group uint32, err error) {
 			}
 		}
 	}
-	return buf[:got], group, nil
+	return buf[:got], group, from, nil
 }
 
 // setsockopt applies a raw option value, exactly the bytes the program passed.

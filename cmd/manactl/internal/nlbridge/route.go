@@ -51,7 +51,44 @@ func (s *Socket) route(m []byte) *request {
 // toManad sends r to manad alone, as manad's family typ.
 func (s *Socket) toManad(r *request, typ uint16) {
 	r.mode = modeManad
+	if cmd, ok := genlCmd(r.orig); ok && !isDump(r.hdr) && r.hdr.Flags&nlattr.FlagAck == 0 && s.replyEnds(typ, cmd) {
+		r.replyEnds = true
+	}
 	r.fwd = s.forward(r, typ)
+}
+
+// ethtoolGets are the ethtool commands whose do request is answered by one reply message, or
+// an NLMSG_ERROR, never by nothing (ethnl_default_doit: a reply or an error).
+var ethtoolGets = map[uint8]bool{
+	unix.ETHTOOL_MSG_STRSET_GET: true, unix.ETHTOOL_MSG_LINKINFO_GET: true, unix.ETHTOOL_MSG_LINKMODES_GET: true,
+	unix.ETHTOOL_MSG_LINKSTATE_GET: true, unix.ETHTOOL_MSG_DEBUG_GET: true, unix.ETHTOOL_MSG_WOL_GET: true,
+	unix.ETHTOOL_MSG_FEATURES_GET: true, unix.ETHTOOL_MSG_PRIVFLAGS_GET: true, unix.ETHTOOL_MSG_RINGS_GET: true,
+	unix.ETHTOOL_MSG_CHANNELS_GET: true, unix.ETHTOOL_MSG_COALESCE_GET: true, unix.ETHTOOL_MSG_PAUSE_GET: true,
+	unix.ETHTOOL_MSG_EEE_GET: true, unix.ETHTOOL_MSG_TSINFO_GET: true, unix.ETHTOOL_MSG_TUNNEL_INFO_GET: true,
+	unix.ETHTOOL_MSG_FEC_GET: true, unix.ETHTOOL_MSG_MODULE_EEPROM_GET: true, unix.ETHTOOL_MSG_STATS_GET: true,
+	unix.ETHTOOL_MSG_PHC_VCLOCKS_GET: true, unix.ETHTOOL_MSG_MODULE_GET: true, unix.ETHTOOL_MSG_PSE_GET: true,
+	unix.ETHTOOL_MSG_RSS_GET: true, unix.ETHTOOL_MSG_PLCA_GET_CFG: true, unix.ETHTOOL_MSG_PLCA_GET_STATUS: true,
+	unix.ETHTOOL_MSG_MM_GET: true, unix.ETHTOOL_MSG_PHY_GET: true, unix.ETHTOOL_MSG_TSCONFIG_GET: true,
+}
+
+// replyEnds reports whether manad answers a do request of its family typ with command cmd by
+// one reply message or an NLMSG_ERROR (a GET): the reply then ends the request, and the bridge
+// asks for no ACK to see the end. The ACK would be one more datagram, which manad writes after
+// the reply (tens of microseconds later), and which the bridge would wait for and read.
+func (s *Socket) replyEnds(typ uint16, cmd uint8) bool {
+	switch {
+	case typ == unix.GENL_ID_CTRL:
+		return cmd == unix.CTRL_CMD_GETFAMILY
+	case typ == s.mEthtool && s.mEthtool != 0:
+		return ethtoolGets[cmd]
+	case typ == s.mNetdev && s.mNetdev != 0:
+		switch cmd {
+		case wire.NetdevCmdDevGet, wire.NetdevCmdPagePoolGet, wire.NetdevCmdPagePoolStatsGet,
+			wire.NetdevCmdQueueGet, wire.NetdevCmdNAPIGet:
+			return true
+		}
+	}
+	return false
 }
 
 // merge sends the dump r to both, manad's half as its family typ. Kernel entries for manad's
@@ -70,15 +107,17 @@ func (s *Socket) merge(r *request, typ uint16, ethtoolFam bool) {
 }
 
 // forward is r's message as manad gets it: manad's family id, NLM_F_ACK so that every request
-// ends with an answer the bridge can see, and the kernel socket's port id as nlmsg_pid, which
-// manad echoes in its answers.
+// ends with an answer the bridge can see (but a GET, whose reply is one: see replyEnds), and
+// the kernel socket's port id as nlmsg_pid, which manad echoes in its answers.
 func (s *Socket) forward(r *request, typ uint16) []byte {
 	f := append([]byte(nil), r.orig...)
 	if typ == s.mNetdev && s.mNetdev != 0 {
 		shiftIDs(f, false)
 	}
 	putType(f, typ)
-	putFlags(f, r.hdr.Flags|nlattr.FlagAck)
+	if !r.replyEnds {
+		putFlags(f, r.hdr.Flags|nlattr.FlagAck)
+	}
 	putPID(f, s.PortID())
 	return f
 }

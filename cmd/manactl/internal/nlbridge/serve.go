@@ -47,6 +47,8 @@ type request struct {
 	fwd  []byte // the message as sent to manad
 
 	marker uint32 // modeKernel: the seq of the NOOP whose ACK ends the request
+	// replyEnds: modeManad, a GET sent without NLM_F_ACK; its reply (or error) ends it.
+	replyEnds bool
 
 	kernelDrop func(m []byte) bool // merged: a kernel entry the program must not see
 	manadKeep  func(m []byte) bool // merged: a manad entry the program sees (nil: all)
@@ -128,32 +130,44 @@ func (s *Socket) peerLoop() error {
 		if d == nil {
 			continue
 		}
-		if s.elsewhere.Load() {
-			// Connected to another socket or to groups: the datagram is theirs, untouched,
-			// once the program's last request is answered.
-			if !s.sendElsewhere(d) {
-				s.reading.Store(false)
-				return nil
-			}
-			s.reading.Store(false)
-			continue
-		}
-		msgs, rest := splitMsgs(d)
-		for _, m := range msgs {
-			if !s.handle(m) {
-				s.reading.Store(false)
-				return nil
-			}
-		}
-		s.reading.Store(false) // each message is in flight (s.cur) or answered by now
-		if len(rest) > 0 {
-			// The kernel ignores what does not parse as a message; it still gets the bytes, so
-			// that whatever it does with them is the kernel's answer.
-			if err := s.ensureBound(); err == nil {
-				_ = s.k.send(rest)
-			}
+		s.smu.Lock()
+		ok := s.serveDatagram(d)
+		s.smu.Unlock()
+		if !ok {
+			return nil
 		}
 	}
+}
+
+// serveDatagram serves one datagram of the program read from the pair, holding s.smu; false when
+// the socket closed meanwhile.
+func (s *Socket) serveDatagram(d []byte) bool {
+	if s.elsewhere.Load() {
+		// Connected to another socket or to groups: the datagram is theirs, untouched,
+		// once the program's last request is answered.
+		if !s.sendElsewhere(d) {
+			s.reading.Store(false)
+			return false
+		}
+		s.reading.Store(false)
+		return true
+	}
+	msgs, rest := splitMsgs(d)
+	for _, m := range msgs {
+		if !s.handle(m) {
+			s.reading.Store(false)
+			return false
+		}
+	}
+	s.reading.Store(false) // each message is in flight (s.cur) or answered by now
+	if len(rest) > 0 {
+		// The kernel ignores what does not parse as a message; it still gets the bytes, so
+		// that whatever it does with them is the kernel's answer.
+		if err := s.ensureBound(); err == nil {
+			_ = s.k.send(rest)
+		}
+	}
+	return true
 }
 
 // readPeer reads one datagram of the program; nil, nil for an empty one. End of file (the program
@@ -197,16 +211,22 @@ func (s *Socket) readPeer() ([]byte, error) {
 // not wait for this message's answer: the program reads it, and the next message waits for it
 // here, so that a program that sends only after reading costs no extra wake-up.
 func (s *Socket) handle(m []byte) bool {
+	_, ok := s.handleReq(m)
+	return ok
+}
+
+// handleReq is handle, which also returns the request (nil when none went out).
+func (s *Socket) handleReq(m []byte) (*request, bool) {
 	if prev := s.last; prev != nil {
 		select {
 		case <-prev.doneCh:
 		case <-s.done:
-			return false
+			return nil, false
 		}
 	}
 	if err := s.ensureBound(); err != nil {
 		s.log.Warn("nlbridge: cannot bind the kernel socket", "err", err)
-		return true
+		return nil, true
 	}
 	if s.manadDead.Load() {
 		s.redial()
@@ -215,13 +235,13 @@ func (s *Socket) handle(m []byte) bool {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return false
+		return nil, false
 	}
 	s.cur = r
 	s.mu.Unlock()
 	s.last = r
 	s.dispatch(r)
-	return true
+	return r, true
 }
 
 // sendElsewhere sends datagram d to the kernel socket's connected destination (another port
@@ -461,7 +481,7 @@ func (s *Socket) kernelReader() {
 // datagrams are passed on in the order the kernel queued them.
 func (s *Socket) drainKernel() {
 	for {
-		b, group, err := s.k.recvNow()
+		b, group, from, err := s.k.recvNow()
 		switch {
 		case errors.Is(err, unix.ENOBUFS):
 			s.kernelOverrun()
@@ -473,7 +493,7 @@ func (s *Socket) drainKernel() {
 			s.kernelNotification(b, group)
 			continue
 		}
-		s.kernelUnicast(b)
+		s.kernelUnicast(b, from)
 	}
 }
 
@@ -517,8 +537,9 @@ func (s *Socket) kernelNotification(b []byte, group uint32) {
 	s.writeMulticast(out, group)
 }
 
-// kernelUnicast passes on the kernel's answer to the request in flight.
-func (s *Socket) kernelUnicast(b []byte) {
+// kernelUnicast passes on the kernel's answer to the request in flight, or what another socket
+// (port id from) sent the program's.
+func (s *Socket) kernelUnicast(b []byte, from uint32) {
 	s.mu.Lock()
 	r := s.cur
 	var md mode
@@ -586,35 +607,65 @@ func (s *Socket) kernelUnicast(b []byte) {
 	if !changed {
 		out = b
 	}
-	s.writeUnicast(out)
+	s.writeUnicastFrom(out, from)
 	if finish {
 		s.finish(r)
 	}
 }
 
-// manadReader reads manad connection mc until it ends.
+// manadReader reads manad connection mc until it ends. It reads and handles each datagram
+// holding mc.rmu, which Request holds while it reads an answer itself: the datagrams of manad are
+// handled in the order manad sent them, whoever reads them. While Request holds it, the reader
+// does not wait for it (which would cost a hand-over when Request lets go): it says it missed
+// its turn (mc.missed) and waits for the next datagram, and Request reads what is left when it
+// is done (releaseManad).
 func (s *Socket) manadReader(mc *manadConn) {
 	for {
-		b, err := readManad(mc)
+		var b []byte
+		var rerr error
+		locked := false
+		err := mc.rc.Read(func(fd uintptr) bool {
+			mc.missed.Store(true) // before the try: see releaseManad
+			if !mc.rmu.TryLock() {
+				return false
+			}
+			mc.missed.Store(false)
+			b, rerr = recvDatagram(int(fd))
+			if rerr == unix.EAGAIN || rerr == unix.EINTR {
+				mc.rmu.Unlock() // Request took it: wait for the next one
+				return false
+			}
+			locked = true
+			return true
+		})
+		if err == nil {
+			err = rerr
+		}
+		if err == nil {
+			s.manadDatagram(b)
+		}
+		if locked {
+			mc.rmu.Unlock()
+		}
 		if err != nil {
 			s.manadGone(mc, err)
 			return
 		}
-		s.manadDatagram(b)
 	}
 }
 
-// readManad reads one datagram from manad, sized with MSG_PEEK|MSG_TRUNC; end of file is io.EOF.
-func readManad(mc *manadConn) ([]byte, error) {
-	n, err := peekSize(mc.rc)
+// recvDatagram reads the next datagram of fd without waiting, sized with MSG_PEEK|MSG_TRUNC:
+// EAGAIN when there is none; end of file (manad never sends an empty datagram) is io.EOF.
+func recvDatagram(fd int) ([]byte, error) {
+	n, _, err := unix.Recvfrom(fd, nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
 	if err != nil {
 		return nil, err
 	}
 	if n == 0 {
-		return nil, io.EOF // manad never sends an empty datagram
+		return nil, io.EOF
 	}
 	buf := make([]byte, n)
-	got, err := mc.c.Read(buf)
+	got, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
 	if err != nil {
 		return nil, err
 	}
@@ -705,6 +756,12 @@ func (s *Socket) manadDatagram(b []byte) {
 			}
 			s.translate(m, s.PortID())
 			out = appendMsg(out, m)
+			if md == modeManad && r.replyEnds && h.Flags&nlattr.FlagMulti == 0 {
+				s.mu.Lock()
+				r.mFinished = true
+				s.mu.Unlock()
+				finish = true
+			}
 		}
 	}
 	s.writeUnicast(out)

@@ -88,11 +88,17 @@ type Socket struct {
 	cmdGroups   map[uint32]bool // groups the program joined (program-visible ids)
 	manadJoined map[uint32]bool // manad groups joined on the manad connection
 	cur         *request        // the program's request in flight
-	last        *request        // the last request dispatched (Serve's goroutine only)
+	last        *request        // the last request dispatched (under smu)
 	closed      bool
 	lastDial    time.Time // of the last attempt to reach manad again
 
 	kmu sync.Mutex // held while reading and passing on the kernel socket's datagrams
+	// smu is held while a datagram of the program's is served: by Serve for one read from the
+	// pair, by Request for one taken from a trapped send.
+	smu sync.Mutex
+	// syncing: Request is serving; what is written to the program meanwhile must not wait
+	// (the program is inside its send, and cannot read).
+	syncing atomic.Bool
 
 	noENOBUFS atomic.Bool
 	elsewhere atomic.Bool // connected to a destination other than the kernel (see Connect)
@@ -120,6 +126,11 @@ type Socket struct {
 type manadConn struct {
 	c  *net.UnixConn
 	rc syscall.RawConn
+	// rmu is held while a datagram of manad's is read and handled (by the reader, or by
+	// Request reading its answer itself), so that they are handled in manad's order.
+	rmu sync.Mutex
+	// missed: the reader found rmu held and went back to waiting (see manadReader).
+	missed atomic.Bool
 }
 
 func newManadConn(c *net.UnixConn) (*manadConn, error) {
@@ -771,11 +782,21 @@ func (s *Socket) awaitPeer() bool {
 
 // writeUnicast writes a reply datagram to the program, waiting while its socket is full, as the
 // kernel's dump waits for its reader.
-func (s *Socket) writeUnicast(b []byte) {
+func (s *Socket) writeUnicast(b []byte) { s.writeUnicastFrom(b, 0) }
+
+// writeUnicastFrom is writeUnicast for a datagram from port id from (0: the kernel, or manad
+// answering for it).
+func (s *Socket) writeUnicastFrom(b []byte, from uint32) {
 	if len(b) == 0 || !s.awaitPeer() {
 		return
 	}
-	e := s.sent.add(b, 0)
+	if s.syncing.Load() {
+		// Inside the program's send: a full socket loses the answer and the program's next
+		// receive says ENOBUFS, as netlink_unicast's MSG_DONTWAIT reply does.
+		s.writeNow(b, 0, from)
+		return
+	}
+	e := s.sent.add(b, 0, from)
 	if _, err := s.peer.Write(b); err != nil {
 		s.sent.remove(e)
 		s.log.Debug("nlbridge: reply to the program not written", "err", err)
@@ -789,7 +810,13 @@ func (s *Socket) writeMulticast(b []byte, group uint32) {
 	if len(b) == 0 || !s.awaitPeer() {
 		return
 	}
-	e := s.sent.add(b, group)
+	s.writeNow(b, group, 0)
+}
+
+// writeNow writes datagram b, sent to group from port id from, without waiting (see
+// writeMulticast).
+func (s *Socket) writeNow(b []byte, group, from uint32) {
+	e := s.sent.add(b, group, from)
 	var werr error
 	if err := s.peerRC.Write(func(fd uintptr) bool {
 		_, werr = unix.Write(int(fd), b)
@@ -857,17 +884,20 @@ func (s *Socket) Busy() bool {
 }
 
 // Origin says where datagram d, the next one the program receives (the supervisor has peeked
-// at it), came from: the multicast group (as the program knows it) it was sent to, 0 for an
-// answer to the program's request, as netlink_recvmsg puts NETLINK_CB(skb).dst_group in
-// msg_name's nl_groups and in NETLINK_PKTINFO's control message; and whether the program asked
-// for that control message (NETLINK_PKTINFO). consume forgets d's record (the program received
-// it, rather than peeked). A datagram without a record (one the program read with read(2),
-// which the supervisor does not see, can leave the log out of step) counts as an answer.
-func (s *Socket) Origin(d []byte, consume bool) (group uint32, pktinfo bool) {
+// at it), came from: the port id of its sender (0: the kernel, or manad answering as the
+// kernel would; another socket's for what that socket sent the program's) and the multicast
+// group (as the program knows it) it was sent to, 0 for a unicast, as netlink_recvmsg puts
+// NETLINK_CB(skb).portid in msg_name's nl_pid and NETLINK_CB(skb).dst_group in its nl_groups
+// and in NETLINK_PKTINFO's control message; and whether the program asked for that control
+// message (NETLINK_PKTINFO). consume forgets d's record (the program received it, rather than
+// peeked). A datagram without a record (one the program read with read(2), which the
+// supervisor does not see, can leave the log out of step) counts as the kernel's answer.
+func (s *Socket) Origin(d []byte, consume bool) (from, group uint32, pktinfo bool) {
 	s.mu.Lock()
 	pktinfo = s.pktinfo
 	s.mu.Unlock()
-	return s.sent.find(d, consume), pktinfo
+	from, group = s.sent.find(d, consume)
+	return from, group, pktinfo
 }
 
 // maxSent bounds the datagrams sentLog remembers: more than the program's socket holds of the
@@ -888,6 +918,7 @@ type sentEnt struct {
 	id    uint64 // for remove
 	key   datagramKey
 	group uint32
+	from  uint32
 }
 
 // datagramKey identifies a datagram well enough to tell the ones in the socket's queue apart:
@@ -906,15 +937,16 @@ func keyOf(d []byte) datagramKey {
 	return k
 }
 
-// add records datagram d, about to be written, sent to group; the result is for remove.
-func (l *sentLog) add(d []byte, group uint32) uint64 {
+// add records datagram d, about to be written, sent to group from port id from; the result is
+// for remove.
+func (l *sentLog) add(d []byte, group, from uint32) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.ents) >= maxSent {
 		l.ents = slices.Delete(l.ents, 0, len(l.ents)-maxSent+1)
 	}
 	l.next++
-	l.ents = append(l.ents, sentEnt{id: l.next, key: keyOf(d), group: group})
+	l.ents = append(l.ents, sentEnt{id: l.next, key: keyOf(d), group: group, from: from})
 	return l.next
 }
 
@@ -930,8 +962,9 @@ func (l *sentLog) remove(id uint64) {
 	}
 }
 
-// find returns the group of the oldest record of d (0 without one) and forgets it if consume.
-func (l *sentLog) find(d []byte, consume bool) uint32 {
+// find returns the sender and group of the oldest record of d (0, 0 without one) and forgets it
+// if consume.
+func (l *sentLog) find(d []byte, consume bool) (from, group uint32) {
 	k := keyOf(d)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -940,8 +973,8 @@ func (l *sentLog) find(d []byte, consume bool) uint32 {
 			if consume {
 				l.ents = slices.Delete(l.ents, i, i+1)
 			}
-			return e.group
+			return e.from, e.group
 		}
 	}
-	return 0
+	return 0, 0
 }

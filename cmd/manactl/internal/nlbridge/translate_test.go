@@ -199,7 +199,11 @@ func TestRoute(t *testing.T) {
 			h, _ := nlattr.ReadHeader(r.fwd)
 			assert.Equal(t, tc.typ, h.Type)
 			assert.Equal(t, uint32(tPortID), h.PID, "manad echoes the port id")
-			assert.NotZero(t, h.Flags&nlattr.FlagAck, "every request to manad is acknowledged")
+			// A GET's reply ends it; every other request to manad is acknowledged.
+			get := map[string]bool{"ethtool get of a port": true, "netdev dev-get of a port": true,
+				"getfamily manad": true, "getfamily by manad's id": true}[tc.name]
+			assert.Equal(t, get, r.replyEnds)
+			assert.Equal(t, !get, h.Flags&nlattr.FlagAck != 0, "NLM_F_ACK")
 			if id := genlAttr(r.fwd, unix.CTRL_ATTR_FAMILY_ID); h.Type == unix.GENL_ID_CTRL && id.Present() {
 				assert.Equal(t, uint16(tmManad), id.U16(), "manad's own id inside")
 				return

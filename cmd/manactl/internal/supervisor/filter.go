@@ -20,13 +20,16 @@ const (
 	FDRangeHi = 1000
 )
 
-// fdSyscalls are the calls trapped for descriptors in the range. sendmsg, sendto and write are
-// not among them: a connected SOCK_SEQPACKET socket ignores the destination address
-// (unix_seqpacket_sendmsg), so a request reaches the bridge unchanged. read() is not either: it
-// returns no address, so the Unix socket's answer is the kernel's.
+// fdSyscalls are the calls trapped for descriptors in the range. sendmsg and sendto are, so
+// that a request is answered inside the send as the kernel answers it (NetlinkSocket.Request);
+// what the bridge does not take there goes on into the pair, as write and sendmmsg, which are
+// not trapped, always do: a connected SOCK_SEQPACKET socket ignores the destination address
+// (unix_seqpacket_sendmsg), so a request reaches the bridge unchanged. read() is not trapped
+// either: it returns no address, so the Unix socket's answer is the kernel's.
 var fdSyscalls = []uint32{
 	unix.SYS_BIND, unix.SYS_CONNECT, unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME,
 	unix.SYS_SETSOCKOPT, unix.SYS_GETSOCKOPT, unix.SYS_RECVMSG, unix.SYS_RECVFROM, unix.SYS_RECVMMSG,
+	unix.SYS_SENDMSG, unix.SYS_SENDTO,
 }
 
 // auditArch is the AUDIT_ARCH_* of this build: the filter bridges only programs of the

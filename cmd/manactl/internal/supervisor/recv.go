@@ -59,20 +59,13 @@ func (s *supervisor) recvmmsg(ctx context.Context, n *notif, b *bridged, m procM
 // recvmsgAt fills the msghdr at msgAddr with the next datagram; mmsg: it is the first entry of
 // recvmmsg's vector, whose msg_len gets the length, and the call answers 1.
 func (s *supervisor) recvmsgAt(ctx context.Context, n *notif, b *bridged, m procMemory, cfd int, msgAddr uint64, flags int, mmsg, mayBlock bool) error {
-	var hdr [sizeofMsghdr]byte
-	if err := m.ReadAt(hdr[:], msgAddr); err != nil {
+	hdr, raw, err := readMsghdr(m, msgAddr)
+	if err != nil {
 		return s.answer(n, 0, err)
 	}
 	le := binary.NativeEndian
 	nameAddr, nameLen := le.Uint64(hdr[offMsgName:]), le.Uint32(hdr[offMsgNamelen:])
-	iovAddr, iovLen := le.Uint64(hdr[offMsgIov:]), le.Uint64(hdr[offMsgIovlen:])
-	if iovLen > maxIov {
-		return s.answer(n, 0, unix.EMSGSIZE) // import_iovec
-	}
-	raw := make([]byte, iovLen*sizeofIovec)
-	if err := m.ReadAt(raw, iovAddr); err != nil {
-		return s.answer(n, 0, err)
-	}
+	iovLen := le.Uint64(hdr[offMsgIovlen:])
 	iovs := make([]iov, iovLen)
 	var total uint64
 	for i := range iovs {
@@ -91,12 +84,12 @@ func (s *supervisor) recvmsgAt(ctx context.Context, n *notif, b *bridged, m proc
 		return nil // see stillWaiting
 	}
 	data, full := r.data, r.full
-	group, pktinfo := b.sock.Origin(r.all, false)
+	from, group, pktinfo := b.sock.Origin(r.all, false)
 	// One process_vm_writev for the data and the header fields the kernel writes back.
 	var w writes
 	scatter(&w, iovs, data)
 	if nameAddr != 0 { // ____sys_recvmsg writes msg_name and msg_namelen only with a msg_name
-		name := encodeSockaddrNL(&unix.SockaddrNetlink{Groups: groupMask(group)})
+		name := encodeSockaddrNL(&unix.SockaddrNetlink{Pid: from, Groups: groupMask(group)})
 		if int(nameLen) < len(name) {
 			name = name[:nameLen]
 		}
@@ -130,6 +123,57 @@ func (s *supervisor) recvmsgAt(ctx context.Context, n *notif, b *bridged, m proc
 		return s.answer(n, 0, err)
 	}
 	return s.finish(n, b, cfd, flags, r, ret)
+}
+
+// msghdrNear is how much of the program's memory around a msghdr readMsghdr reads with it, where
+// its iovec array usually is (both on the caller's stack, as C and Go's x/sys/unix put them).
+const msghdrNear = 256
+
+// readMsghdr reads the struct msghdr at addr and its iovec array (raw, sizeofIovec bytes each):
+// with one process_vm_readv when the array lies within msghdrNear bytes of the msghdr, which
+// saves the round trip a system call in most programs, else with a second one. An iovec count
+// above UIO_MAXIOV is EMSGSIZE, as import_iovec says.
+func readMsghdr(m procMemory, addr uint64) (hdr [sizeofMsghdr]byte, raw []byte, err error) {
+	le := binary.NativeEndian
+	var near [msghdrNear + sizeofMsghdr + msghdrNear]byte
+	lo := addr - min(addr, msghdrNear)
+	// The msghdr and what follows it first: a read that runs into an unmapped page stops
+	// there, and the msghdr is still read whole.
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: sizeofMsghdr + msghdrNear}, {Base: uintptr(lo), Len: int(addr - lo)}}
+	after := near[msghdrNear:]
+	got, rerr := unix.ProcessVMReadv(m.pid, []unix.Iovec{{Base: &after[0], Len: uint64(len(after))}, {Base: &near[msghdrNear-(addr-lo)], Len: addr - lo}}, remote, 0)
+	if rerr != nil || got < sizeofMsghdr {
+		// Nothing near: the msghdr alone, which says EFAULT if it is not there either.
+		if err := m.ReadAt(hdr[:], addr); err != nil {
+			return hdr, nil, err
+		}
+		got = sizeofMsghdr
+	} else {
+		copy(hdr[:], after)
+	}
+	iovAddr, iovLen := le.Uint64(hdr[offMsgIov:]), le.Uint64(hdr[offMsgIovlen:])
+	if iovLen > maxIov {
+		return hdr, nil, unix.EMSGSIZE
+	}
+	size := iovLen * sizeofIovec
+	// What was read: [addr, addr+got) of the first part, and [lo, addr) when all was read (a
+	// part of it read short holds its start, not what is next to the msghdr: not used).
+	readLo, readHi := addr, addr+uint64(min(got, len(after)))
+	if got == len(after)+int(addr-lo) {
+		readLo = lo
+	}
+	if iovAddr >= readLo && iovAddr+size >= iovAddr && iovAddr+size <= readHi {
+		off := msghdrNear - (addr - iovAddr)
+		if iovAddr >= addr {
+			off = msghdrNear + (iovAddr - addr)
+		}
+		return hdr, append([]byte(nil), near[off:off+size]...), nil
+	}
+	raw = make([]byte, size)
+	if err := m.ReadAt(raw, iovAddr); err != nil {
+		return hdr, nil, err
+	}
+	return hdr, raw, nil
 }
 
 // groupMask is netlink_group_mask: the nl_groups bit of a group, none past 32.
@@ -181,8 +225,8 @@ func (s *supervisor) recvfrom(ctx context.Context, n *notif, b *bridged, m procM
 		return s.answer(n, 0, err)
 	}
 	if a[4] != 0 && a[5] != 0 {
-		group, _ := b.sock.Origin(r.all, false)
-		if err := writeSockaddrNL(m, a[4], a[5], &unix.SockaddrNetlink{Groups: groupMask(group)}); err != nil {
+		from, group, _ := b.sock.Origin(r.all, false)
+		if err := writeSockaddrNL(m, a[4], a[5], &unix.SockaddrNetlink{Pid: from, Groups: groupMask(group)}); err != nil {
 			return s.answer(n, 0, err)
 		}
 	}

@@ -10,7 +10,10 @@
 //   - socket: the supervisor makes socketpair(AF_UNIX, SOCK_SEQPACKET), opens a NetlinkSocket
 //     (Config.OpenNetlink) that serves one end, and installs the other in the program at a free
 //     descriptor of the range (SECCOMP_IOCTL_NOTIF_ADDFD with SETFD|SEND, honouring
-//     SOCK_NONBLOCK and SOCK_CLOEXEC). The program's sends go straight into the pair.
+//     SOCK_NONBLOCK and SOCK_CLOEXEC).
+//   - sendmsg, sendto: the datagram is read from the program and offered to the NetlinkSocket
+//     (Request), which answers it before the send returns, as the kernel does; what it does not
+//     take goes on into the pair, as write(2) always does.
 //   - bind, connect, getsockname, getpeername, setsockopt, getsockopt: answered by the
 //     NetlinkSocket (SOL_SOCKET options go on to the Unix socket itself).
 //   - recvmsg, recvfrom: the supervisor reads the datagram from the program's own end (a copy
@@ -35,6 +38,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,10 +63,15 @@ type NetlinkSocket interface {
 	Option(level, name, size int) (val []byte, handled bool, err error)
 	// PendingError is the socket error a receive reports once (ENOBUFS after an overrun).
 	PendingError() error
-	// Origin says which multicast group the datagram the program receives (d: at least its
-	// first 20 bytes, all that was read of it) was sent to, 0 for an answer, and whether the
-	// program asked for NETLINK_PKTINFO; consume: the program received it (not a peek).
-	Origin(d []byte, consume bool) (group uint32, pktinfo bool)
+	// Origin says where the datagram the program receives (d: at least its first 20 bytes,
+	// all that was read of it) came from: its sender's port id (0: the kernel) and the
+	// multicast group it was sent to (0: a unicast); and whether the program asked for
+	// NETLINK_PKTINFO; consume: the program received it (not a peek).
+	Origin(d []byte, consume bool) (from, group uint32, pktinfo bool)
+	// Request serves datagram d, which the program is sending, before the send returns (the
+	// kernel answers a netlink request inside sendmsg); false: the bridge does not take it
+	// here, and the send goes on into the pair. It must not wait for the program.
+	Request(d []byte) bool
 	// Busy reports whether an answer to the program is on its way (a request of its in
 	// flight): a non-blocking receive then waits for it, as on a kernel socket, which answers
 	// inside the sender's sendmsg.
@@ -152,9 +161,11 @@ func Run(ctx context.Context, cfg Config) (Exit, error) {
 		_ = cmd.Wait()
 		return Exit{}, err
 	}
-	s := &supervisor{cfg: cfg, l: l, socks: make(map[uint64]*bridged), pidfds: make(map[int]int)}
+	s := &supervisor{cfg: cfg, l: l, socks: make(map[uint64]*bridged), pidfds: make(map[int]int), served: make(map[int]servedSend),
+		threads: make(map[int]*threadLock)}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	if err := unix.SetNonblock(l.fd, true); err != nil {
+	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		cancel()
@@ -163,13 +174,13 @@ func Run(ctx context.Context, cfg Config) (Exit, error) {
 	}
 	// The program's thread and the answering one swap CPUs at an answer rather than the
 	// program's waiting for a wake-up (Linux 6.6; older kernels answer EINVAL, and the
-	// hand-over is the scheduler's).
+	// hand-over is the scheduler's). The swap reaches a thread waiting in poll(2) on the
+	// listener, which is why loop waits there rather than in the runtime's netpoller.
 	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(l.fd), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
-	lf := os.NewFile(uintptr(l.fd), "seccomp-listener")
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
-		s.loop(sctx, lf)
+		s.loop(sctx, stop)
 	}()
 	// The go-ahead: the program starts now, with its calls served.
 	if _, err := ours.Write([]byte{'G'}); err != nil {
@@ -199,11 +210,12 @@ wait:
 	}
 	// The program is gone; what it started may still run with the filter, and loses the
 	// bridge now (its trapped calls fail with ENOSYS once the listener is closed).
-	_ = lf.SetReadDeadline(time.Unix(1, 0))
+	_, _ = unix.Write(stop, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 	<-loopDone
 	cancel()
 	s.wg.Wait()
-	lf.Close() // the listener: what still runs under the filter gets ENOSYS from now on
+	unix.Close(stop)
+	l.close() // what still runs under the filter gets ENOSYS from now on
 	s.closeAll()
 	if msg, ok := <-execErr; ok && msg != "" {
 		return Exit{}, errors.New(msg)
@@ -266,49 +278,94 @@ type supervisor struct {
 	mu     sync.Mutex
 	socks  map[uint64]*bridged // by the inode of the program's end
 	pidfds map[int]int         // thread id → pidfd, for pidfd_getfd
+
+	served map[int]servedSend // under mu: the last send the bridge served, by thread (see send)
+
+	threads map[int]*threadLock // under mu: the ioctls being served, by thread (see ioctl)
 }
 
-// loop receives notifications until f's read deadline passes (Run sets it when the program has
-// ended) or no task uses the filter any more (POLLHUP), and answers each. f is the listener in
-// Go's netpoller: waiting for a notification parks the goroutine, not a thread holding one of
-// the runtime's processors, which a blocking poll(2) or SECCOMP_IOCTL_NOTIF_RECV would (the
-// thread returning from it must win a processor back, a delay on a busy machine that every
-// trapped call of the program would pay).
-func (s *supervisor) loop(ctx context.Context, f *os.File) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		s.cfg.Logger.Error("seccomp listener", "err", err)
-		return
+// threadLock serialises the ioctls of one thread; users counts who holds or waits for it.
+type threadLock struct {
+	sync.Mutex
+	users int
+}
+
+// lockThread takes tid's lock and returns what releases it.
+func (s *supervisor) lockThread(tid int) func() {
+	s.mu.Lock()
+	l := s.threads[tid]
+	if l == nil {
+		l = &threadLock{}
+		s.threads[tid] = l
 	}
+	l.users++
+	s.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		s.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.threads, tid)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// waitingMemory is a task's memory whose writes are made only while waiting() says that the
+// call they answer still waits (see ioctl); otherwise they fail with EINTR, and nothing is
+// written.
+type waitingMemory struct {
+	Memory
+	waiting func() bool
+}
+
+func (m waitingMemory) WriteAt(p []byte, addr uint64) error {
+	if !m.waiting() {
+		return fmt.Errorf("write %d bytes at %#x: the call ended: %w", len(p), addr, unix.EINTR)
+	}
+	return m.Memory.WriteAt(p, addr)
+}
+
+// loop receives notifications until stop (an eventfd) is written (Run does when the program
+// has ended) or no task uses the filter any more (POLLHUP), and answers each.
+//
+// It runs on a thread of its own that waits in poll(2) on the listener: a trapped call then
+// wakes it on the caller's CPU (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP), and the answers loop
+// gives inline (a receive that finds its datagram, getsockname) go back the same way, two
+// switches on one CPU per call. The runtime's netpoller would add a wake-up of whichever
+// thread waits in epoll and, often, a hand-over of the goroutine to another thread: on a
+// virtual machine each costs more than the call. The thread holds no processor while it
+// waits (poll is an ordinary blocking syscall to the runtime).
+func (s *supervisor) loop(ctx context.Context, stop int) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pfd := []unix.PollFd{{Fd: int32(s.l.fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
 	for {
 		var n notif
-		var got, hup bool
-		var rerr error
-		err := rc.Read(func(fd uintptr) bool {
-			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			if _, err := unix.Poll(pfd, 0); err != nil {
-				return err != unix.EINTR
+		pfd[0].Revents, pfd[1].Revents = 0, 0
+		if _, err := unix.Poll(pfd, -1); err != nil {
+			if err == unix.EINTR {
+				continue
 			}
-			if pfd[0].Revents&unix.POLLIN == 0 {
-				hup = pfd[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0
-				return hup // not ready: wait in the netpoller
-			}
-			// Ready: RECV does not block (a notification withdrawn meanwhile gives ENOENT).
-			if err := s.l.recv(&n); err != nil && err != unix.ENOENT {
-				rerr = err
-			} else {
-				got = err == nil
-			}
-			return true
-		})
-		switch {
-		case err != nil || hup:
-			return // the program ended (deadline), or no task uses the filter
-		case rerr != nil:
-			s.cfg.Logger.Error("receive a seccomp notification", "err", rerr)
+			s.cfg.Logger.Error("wait for a seccomp notification", "err", err)
 			return
-		case !got:
-			continue // the caller died or was interrupted
+		}
+		if pfd[1].Revents != 0 {
+			return // the program ended
+		}
+		if pfd[0].Revents&unix.POLLIN == 0 {
+			if pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				return // no task uses the filter
+			}
+			continue
+		}
+		// Ready: RECV does not block (a notification withdrawn meanwhile gives ENOENT).
+		if err := s.l.recv(&n); err != nil {
+			if err == unix.ENOENT {
+				continue // the caller died or was interrupted
+			}
+			s.cfg.Logger.Error("receive a seccomp notification", "err", err)
+			return
 		}
 		// A receive that finds its datagram, and getsockname, are answered here: a goroutine
 		// hand-off would cost the round trip a wake-up. The rest may wait (a blocking receive,
@@ -479,11 +536,23 @@ func (s *supervisor) lookup(tid, fd int) *bridged {
 }
 
 // ioctl serves ioctl(fd, SIOCETHTOOL, ifr).
+//
+// The handler writes its results into the program's memory as it goes (copy_to_user), and a
+// signal may interrupt the program's call meanwhile: restarted (SA_RESTART), the call comes
+// back as a new notification with the same buffers; failed with EINTR, the program moves on
+// and its buffers (often its stack) become something else. So the calls of one thread are
+// served one at a time (the restarted call waits for the first to end), and a write is made
+// only while the call still waits for its answer (stillWaiting, as for receives): a call that
+// ended gets no late write. The kernel's window between that check and the write remains.
 func (s *supervisor) ioctl(ctx context.Context, n *notif) error {
 	if s.cfg.Ethtool == nil {
 		return s.l.continueSyscall(n.ID)
 	}
-	handled, ret, err := s.cfg.Ethtool(ctx, s.target(n), n.Data.Args[2])
+	unlock := s.lockThread(int(n.PID))
+	defer unlock()
+	t := s.target(n)
+	t.Mem = waitingMemory{Memory: t.Mem, waiting: func() bool { return s.l.valid(n.ID) }}
+	handled, ret, err := s.cfg.Ethtool(ctx, t, n.Data.Args[2])
 	if !handled {
 		return s.l.continueSyscall(n.ID)
 	}
@@ -495,6 +564,9 @@ func (s *supervisor) ioctl(ctx context.Context, n *notif) error {
 // answered nothing, for the rest.
 func (s *supervisor) socketCall(ctx context.Context, n *notif, mayBlock bool) error {
 	tid, fd := int(n.PID), int(int32(n.Data.Args[0]))
+	if nr := int(n.Data.Nr); nr != unix.SYS_SENDMSG && nr != unix.SYS_SENDTO && !mayBlock {
+		s.forgetSend(tid) // the thread moved on: its next send is not a restart
+	}
 	switch int(n.Data.Nr) {
 	case unix.SYS_RECVMSG, unix.SYS_RECVFROM, unix.SYS_RECVMMSG:
 		// The copy a receive reads through also tells which socket it is.
@@ -520,6 +592,8 @@ func (s *supervisor) socketCall(ctx context.Context, n *notif, mayBlock bool) er
 			return s.recvmmsg(ctx, n, b, procMemory{pid: tid}, cfd, mayBlock)
 		}
 		return s.recvfrom(ctx, n, b, procMemory{pid: tid}, cfd, mayBlock)
+	case unix.SYS_SENDMSG, unix.SYS_SENDTO:
+		return s.send(n)
 	case unix.SYS_GETSOCKNAME, unix.SYS_GETPEERNAME:
 	default:
 		if !mayBlock {
@@ -605,15 +679,20 @@ func readSockaddrNL(m Memory, addr uint64, n uint32) (*unix.SockaddrNetlink, err
 	if err := m.ReadAt(b[:], addr); err != nil {
 		return nil, err
 	}
-	sa := &unix.SockaddrNetlink{
-		Family: uint16(b[0]) | uint16(b[1])<<8,
-		Pid:    uint32(b[4]) | uint32(b[5])<<8 | uint32(b[6])<<16 | uint32(b[7])<<24,
-		Groups: uint32(b[8]) | uint32(b[9])<<8 | uint32(b[10])<<16 | uint32(b[11])<<24,
-	}
+	sa := decodeSockaddrNL(b[:])
 	if sa.Family != unix.AF_NETLINK && sa.Family != unix.AF_UNSPEC {
 		return nil, unix.EINVAL
 	}
 	return sa, nil
+}
+
+// decodeSockaddrNL reads struct sockaddr_nl from b (at least sizeofSockaddrNL bytes).
+func decodeSockaddrNL(b []byte) *unix.SockaddrNetlink {
+	return &unix.SockaddrNetlink{
+		Family: uint16(b[0]) | uint16(b[1])<<8,
+		Pid:    uint32(b[4]) | uint32(b[5])<<8 | uint32(b[6])<<16 | uint32(b[7])<<24,
+		Groups: uint32(b[8]) | uint32(b[9])<<8 | uint32(b[10])<<16 | uint32(b[11])<<24,
+	}
 }
 
 // encodeSockaddrNL is struct sockaddr_nl.

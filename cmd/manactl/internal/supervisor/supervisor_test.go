@@ -92,7 +92,11 @@ func TestFilter(t *testing.T) {
 		{"recvmmsg below range", unix.SYS_RECVMMSG, [6]uint64{3}, arch, allow},
 		{"bind in range", unix.SYS_BIND, [6]uint64{FDRangeLo + 5}, arch, notify},
 		{"getsockopt in range", unix.SYS_GETSOCKOPT, [6]uint64{FDRangeLo + 5}, arch, notify},
-		{"sendmsg in range", unix.SYS_SENDMSG, [6]uint64{FDRangeLo + 5}, arch, allow},
+		{"sendmsg in range", unix.SYS_SENDMSG, [6]uint64{FDRangeLo + 5}, arch, notify},
+		{"sendto in range", unix.SYS_SENDTO, [6]uint64{FDRangeLo + 5}, arch, notify},
+		{"sendmsg below range", unix.SYS_SENDMSG, [6]uint64{FDRangeLo - 1}, arch, allow},
+		{"write in range", unix.SYS_WRITE, [6]uint64{FDRangeLo + 5}, arch, allow},
+		{"sendmmsg in range", unix.SYS_SENDMMSG, [6]uint64{FDRangeLo + 5}, arch, allow},
 		{"read in range", unix.SYS_READ, [6]uint64{FDRangeLo + 5}, arch, allow},
 		{"close in range", unix.SYS_CLOSE, [6]uint64{FDRangeLo + 5}, arch, allow},
 	}
@@ -108,12 +112,13 @@ func TestFilter(t *testing.T) {
 // echoSocket stands in for the netlink bridge (another package): it answers each datagram the
 // program sends with the same bytes, so the test sees what the supervisor does with them.
 type echoSocket struct {
-	busy    atomic.Bool // a "slow" datagram is being answered
-	peerFD  atomic.Int32
-	mu      sync.Mutex
-	bound   *unix.SockaddrNetlink
-	opts    map[int][]byte
-	pending error
+	busy     atomic.Bool  // a "slow" datagram is being answered
+	requests atomic.Int32 // datagrams echoed inside the send (Request)
+	peerFD   atomic.Int32
+	mu       sync.Mutex
+	bound    *unix.SockaddrNetlink
+	opts     map[int][]byte
+	pending  error
 }
 
 func (e *echoSocket) Serve(ctx context.Context, peer *os.File) error {
@@ -181,21 +186,40 @@ func (e *echoSocket) Option(level, name, size int) ([]byte, bool, error) {
 	}
 	return v, true, nil
 }
+
+// Request: a datagram that starts with "sync" is echoed inside the send.
+func (e *echoSocket) Request(d []byte) bool {
+	if !bytes.HasPrefix(d, []byte("sync")) {
+		return false
+	}
+	peer := int(e.peerFD.Load())
+	if peer == 0 {
+		return false // Serve has not started: the pair's way
+	}
+	e.requests.Add(1)
+	_, err := unix.Write(peer, d)
+	return err == nil
+}
+
 func (e *echoSocket) Busy() bool {
 	n, err := unix.IoctlGetInt(int(e.peerFD.Load()), unix.SIOCINQ) // a request not read yet
 	return err == nil && n > 0 || e.busy.Load()
 }
 
-// Origin: an echoed datagram that starts with "ntf" came to group 3, as a notification.
-func (e *echoSocket) Origin(d []byte, _ bool) (uint32, bool) {
+// Origin: an echoed datagram that starts with "ntf" came to group 3, as a notification; one
+// that starts with "from99" came from port id 99, another socket.
+func (e *echoSocket) Origin(d []byte, _ bool) (uint32, uint32, bool) {
 	e.mu.Lock()
 	v := e.opts[unix.NETLINK_PKTINFO]
 	e.mu.Unlock()
 	pktinfo := len(v) >= 4 && binary.NativeEndian.Uint32(v) != 0
-	if bytes.HasPrefix(d, []byte("ntf")) {
-		return 3, pktinfo
+	switch {
+	case bytes.HasPrefix(d, []byte("ntf")):
+		return 0, 3, pktinfo
+	case bytes.HasPrefix(d, []byte("from99")):
+		return 99, 0, pktinfo
 	}
-	return 0, pktinfo
+	return 0, 0, pktinfo
 }
 
 func (e *echoSocket) PendingError() error {
@@ -265,8 +289,9 @@ func TestExitStatusAndSignal(t *testing.T) {
 	assert.Equal(t, Exit{Code: 128 + int(syscall.SIGTERM), Signal: syscall.SIGTERM}, ex)
 }
 
-// TestReceiveUnderSignals: receives that signals interrupt (Go's own preemption signal does,
-// every few milliseconds under GC) neither lose nor repeat a datagram.
+// TestReceiveUnderSignals: receives and sends answered inside the call that signals interrupt
+// (Go's own preemption signal does, every few milliseconds under GC) neither lose nor repeat a
+// datagram.
 func TestReceiveUnderSignals(t *testing.T) {
 	ex, out, err := runProgram(t, "signals")
 	require.NoError(t, err)
@@ -354,6 +379,26 @@ func netlinkProgram() error {
 	if err := check(ok && nl.Pid == 0 && string(buf[:n]) == string(msg) && oobn == 0 && flags == 0,
 		"recvmsg = %q from %#v flags %#x", buf[:n], from, flags); err != nil {
 		return err
+	}
+	if err := syncSends(fd); err != nil {
+		return err
+	}
+	// A unicast from another socket: its port id in msg_name, by recvmsg and by recvfrom.
+	for _, viaMsg := range []bool{true, false} {
+		if err := unix.Sendto(fd, []byte("from99: hello"), 0, nil); err != nil {
+			return err
+		}
+		var from unix.Sockaddr
+		var err error
+		if viaMsg {
+			_, _, _, from, err = unix.Recvmsg(fd, make([]byte, 64), nil, 0)
+		} else {
+			_, from, err = unix.Recvfrom(fd, make([]byte, 64), 0)
+		}
+		nl, ok := from.(*unix.SockaddrNetlink)
+		if err := check(err == nil && ok && nl.Pid == 99 && nl.Groups == 0, "from another socket (recvmsg %v): %#v, %v", viaMsg, from, err); err != nil {
+			return err
+		}
 	}
 	// Truncation: MSG_TRUNC in msg_flags.
 	if err := unix.Sendto(fd, msg, 0, nil); err != nil {
@@ -536,6 +581,53 @@ func ioctlProgram() error {
 	return nil
 }
 
+// syncSends checks the sends the bridge answers inside the call (the fake's Request takes
+// datagrams that start with "sync"): the answer is readable when the send returns, whether the
+// datagram came by sendto or sendmsg (several iovecs, the kernel's address or none); a
+// destination other than the kernel, or control data, takes the pair's way and still comes back.
+func syncSends(fd int) error {
+	readable := func() bool {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, 0) // poll is not trapped: this is the socket's own state
+		return err == nil && n == 1 && pfd[0].Revents&unix.POLLIN != 0
+	}
+	kernel := &unix.SockaddrNetlink{Family: unix.AF_NETLINK}
+	other := &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: 77}
+	cred := unix.UnixCredentials(&unix.Ucred{Pid: int32(os.Getpid()), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())})
+	buf := make([]byte, 64)
+	for _, c := range []struct {
+		name   string
+		send   func() (int, error)
+		want   string
+		inside bool
+	}{
+		{"sendto", func() (int, error) { return 11, unix.Sendto(fd, []byte("sync sendto"), 0, nil) }, "sync sendto", true},
+		{"sendto to the kernel", func() (int, error) { return 9, unix.Sendto(fd, []byte("sync dest"), 0, kernel) }, "sync dest", true},
+		{"sendmsg, two iovecs", func() (int, error) {
+			return unix.SendmsgBuffers(fd, [][]byte{[]byte("sync "), []byte("two iovecs")}, nil, kernel, 0)
+		}, "sync two iovecs", true},
+		{"sendmsg to another socket", func() (int, error) {
+			return unix.SendmsgN(fd, []byte("sync other"), nil, other, 0)
+		}, "sync other", false},
+		{"sendmsg with control data", func() (int, error) {
+			return unix.SendmsgN(fd, []byte("sync cred"), cred, nil, 0)
+		}, "sync cred", false},
+	} {
+		n, err := c.send()
+		if err != nil || n != len(c.want) {
+			return fmt.Errorf("%s: sent %d bytes: %v", c.name, n, err)
+		}
+		if c.inside && !readable() {
+			return fmt.Errorf("%s: the answer is not there when the send returns", c.name)
+		}
+		got, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil || string(buf[:got]) != c.want {
+			return fmt.Errorf("%s: received %q, %v", c.name, buf[:max(got, 0)], err)
+		}
+	}
+	return nil
+}
+
 // signalsProgram echoes datagrams through a bridged socket while another thread sends the
 // receiving thread SIGUSR1 (a handler with SA_RESTART, as Go installs) as fast as it can: every
 // datagram must come back once, in order, whichever receive a signal interrupts. (Signals
@@ -585,6 +677,11 @@ func signalsProgram() error {
 			return fmt.Errorf("%d echoes in 20 s: the signals outpaced the answers", i)
 		}
 		msg := []byte(fmt.Sprintf("datagram %d", i))
+		if i%4 >= 2 {
+			// Answered inside the send: a send a signal interrupts after the answer is
+			// restarted, and must not be answered twice.
+			msg = []byte(fmt.Sprintf("sync datagram %d", i))
+		}
 		if err := unix.Sendto(fd, msg, 0, nil); err != nil {
 			return fmt.Errorf("sendto %d: %w", i, err)
 		}
