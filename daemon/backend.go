@@ -19,6 +19,7 @@ import (
 	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/faultpoint"
 )
 
 // backend is the Daemon as the netlink server sees it: its methods are the ops of ops().
@@ -123,7 +124,7 @@ func (b *backend) withPort(dev genl.Device, f func(p *port) error) error {
 type portView struct {
 	set                             vnic.Settings
 	up, running, detached, resetDue bool
-	faults                          [len(vnic.FaultPoints)]vnic.Fault
+	faults                          [faultpoint.NumPoints]vnic.Fault
 	offload                         bool
 	rssKey                          [vnic.RSSKeySize]byte
 	napi                            napiView
@@ -548,7 +549,7 @@ func (b *backend) PlanLayout(ctx context.Context, c genl.Caller, r genl.LayoutRe
 
 // SetFault arms or clears fault injection on a port.
 func (b *backend) SetFault(ctx context.Context, c genl.Caller, dev genl.Device, f genl.Fault) error {
-	point, err := vnic.ParseFaultPoint(f.Point)
+	point, err := faultpoint.Parse(f.Point)
 	if err != nil {
 		return err
 	}

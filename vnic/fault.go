@@ -9,12 +9,6 @@ import (
 	"github.com/manad/manad/vnic/faultpoint"
 )
 
-// FaultPoints lists every fault point (faultpoint.Points), for the daemon's per-port state.
-var FaultPoints = faultpoint.Points
-
-// ParseFaultPoint parses a point name (faultpoint.Parse); unknown names give EINVAL.
-func ParseFaultPoint(s string) (faultpoint.Point, error) { return faultpoint.Parse(s) }
-
 // FaultMode says how often an armed fault fires.
 type FaultMode uint8
 
@@ -114,7 +108,7 @@ func (p *Port) SetFault(f Fault) error {
 	return nil
 }
 
-// Faults returns the fault armed at every point, in FaultPoints order. Caller holds the
+// Faults returns the fault armed at every point, in faultpoint.Points order. Caller holds the
 // configuration lock.
 func (p *Port) Faults() []Fault {
 	p.assertLocked()

@@ -147,7 +147,7 @@ func TestReconfigureDown(t *testing.T) {
 		t.Run(o.name, func(t *testing.T) {
 			tp := newTestPort(t, nil)
 			tp.locked(func() {
-				for _, pt := range FaultPoints {
+				for _, pt := range faultpoint.Points {
 					_ = tp.SetFault(Fault{Point: pt, Mode: FaultAlways})
 				}
 				require.NoError(t, o.do(tp.Port), "op on a down port")

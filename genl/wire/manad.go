@@ -136,7 +136,7 @@ const (
 
 // Attributes inside AttrFault and the PortAttrFaults items.
 const (
-	FaultAttrPoint uint16 = 1 // string: "prealloc" | "detach" | "attach"
+	FaultAttrPoint uint16 = 1 // string: a fault point's name (vnic/faultpoint.Names)
 	FaultAttrMode  uint16 = 2 // string: "off" | "once" | "count" | "always"
 	FaultAttrCount uint16 = 3 // u32, required (> 0) for "count"
 	FaultAttrErrno uint16 = 4 // u32, 0 = the point's default
@@ -203,7 +203,7 @@ type LayoutRequest struct {
 
 // Fault is a fault-injection setting for one reconfiguration point.
 type Fault struct {
-	Point string // "prealloc" | "detach" | "attach"
+	Point string // a fault point's name (vnic/faultpoint.Names)
 	Mode  string // "off" | "once" | "count" | "always"
 	Count uint32 // for "count"
 	Errno uint32 // 0 = default for the point

@@ -21,10 +21,12 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/ethtool"
 	"github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
+	"github.com/manad/manad/vnic"
 )
 
 // selfMem is this test process's own address space through process_vm_readv/writev, the calls
@@ -181,9 +183,8 @@ func (e *env) strings(t *testing.T, id uint32) []string {
 func manaStats(q int) int { return 6 + 27 + 50 + q*(9+11) }
 
 // manadStats is how many counters manad adds after mana's in its ETH_SS_STATS set, under the
-// "manad_" prefix: the model's 5 (vnic.ExtraStatNames) and the data path's 11
-// (datapath.StatNames).
-const manadStats = 5 + 11
+// "manad_" prefix: the model's (vnic.ManadCounters) and the data path's (datapath.Counters).
+var manadStats = len(vnic.ExtraStatNames()) + vnic.CounterCount(datapath.Counters, 0)
 
 // TestHandlerAgainstManad runs every command the handler serves against the real manad's port,
 // comparing with what manad's ethtool netlink reports to the same client, and every SET with a
