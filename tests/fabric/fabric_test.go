@@ -270,6 +270,11 @@ netns = %q
 segment = "wire0"
 `, br, attach, s.port, s.pns), s.pns)
 	s.up(t)
+	// manad attaches uplinks after it is ready: what the port sends before that is not bridged.
+	harness.Eventually(t, "the uplink to attach", func() bool {
+		seg := showSegment(t, s.d, "wire0")
+		return len(seg.Uplinks) == 1 && seg.Uplinks[0].State == "attached"
+	})
 	ping(t, s, "10.78.0.9")
 	harness.Run(t, plain, "ping", "-c", "3", "-i", "0.2", "-W", "2", s.ip)
 	for i, dir := range [][3]string{{s.pns, plain, "10.78.0.9:5202"}, {plain, s.pns, s.ip + ":5203"}} {
