@@ -25,6 +25,7 @@ import (
 	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/daemon/metrics"
 	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/transport"
 	"github.com/manad/manad/vnic"
 )
 
@@ -163,7 +164,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if l == nil {
 		// The socket belongs to the admin group when there is one, so that mode 0660 lets
 		// exactly root and that group connect.
-		if l, err = genl.Listen(d.cfg.Daemon.Socket, d.cfg.Daemon.SocketMode, d.cfg.Daemon.AdminGID); err != nil {
+		if l, err = transport.Listen(d.cfg.Daemon.Socket, d.cfg.Daemon.SocketMode, d.cfg.Daemon.AdminGID); err != nil {
 			return fmt.Errorf("listen on %s: %w", d.cfg.Daemon.Socket, err)
 		}
 		defer os.Remove(d.cfg.Daemon.Socket)

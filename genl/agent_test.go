@@ -21,6 +21,7 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(activationEnv) != "" {
 		// systemd sets LISTEN_PID to the child's pid, unknown before exec.
 		os.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid()))
-		l, err := genl.ActivationListener()
+		l, err := transport.ActivationListener()
 		if err != nil {
 			fmt.Println("err", err)
 			os.Exit(1)
@@ -71,7 +72,7 @@ func TestActivationListener(t *testing.T) {
 	out, err := cmd.Output()
 	assert.NoError(t, err, "child: %q", out)
 	assert.Equal(t, "ok unixpacket "+path, strings.TrimSpace(string(out)), "child")
-	_, err = genl.ActivationListener()
+	_, err = transport.ActivationListener()
 	assert.ErrorIs(t, err, unix.ENOENT, "without activation")
 }
 

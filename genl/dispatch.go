@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/transport"
 )
 
 // Family and multicast group ids. nlctrl's are fixed by the uAPI; the others
@@ -117,7 +118,7 @@ func (r *request) attr(t uint16) nlattr.Attr {
 
 // errConnGone stops processing: the reply could not be written, the
 // connection is being dropped.
-var errConnGone = errors.New("genl: connection closed")
+var errConnGone = transport.ErrClosed
 
 // errMsgSize is what a reply that does not fit gets (the kernel's -EMSGSIZE
 // from nla_put*).

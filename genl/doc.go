@@ -3,19 +3,31 @@
 //
 // # Transport
 //
-// Listen (or ActivationListener, for systemd socket activation) gives a
-// listener; Server.Serve serves it. One datagram carries one or more
-// netlink messages; each is answered as netlink_rcv_skb does: seq and pid
-// echoed, a reply in its own datagram, NLMSG_ERROR with -errno when the
-// request failed or asked for NLM_F_ACK, the request echoed unless the
-// client set NETLINK_CAP_ACK, extack TLVs (MSG, OFFS, POLICY, MISS_TYPE,
-// MISS_NEST). Dumps are NLM_F_MULTI messages packed into datagrams of about
-// 16 KiB, ended by NLMSG_DONE, which is always last in its datagram. Where
-// the kernel silently drops a malformed datagram (shorter than a header,
-// nlmsg_len past its end) manad answers EINVAL "truncated netlink message…",
-// with an echoed header whose nlmsg_len is 16, so that the client does not
-// hang; a datagram over ServerConfig.MaxMessage gets EMSGSIZE, a connection
-// over MaxConns gets EUSERS on its first request and is closed.
+// Package genl/transport carries the protocol: Listen (or ActivationListener,
+// for systemd socket activation) gives a listener; Server.Serve serves it
+// through its transport.Server, which reads each peer's credentials, admits
+// or refuses connections (MaxConns, MaxConnsPerUID: uid 0 is never refused,
+// other uids have a cap each, users outside the admin group leave an eighth
+// of MaxConns to root and the group; a refused connection gets EUSERS on its
+// first request and is closed), closes idle connections, busy-polls, writes
+// replies within WriteTimeout and fans notifications out through bounded
+// queues (SendQueue; a client that stops reading is dropped and logged).
+// Server is its Handler: each admitted connection gets a conn, the
+// protocol's side of it (socket options, capture), whose datagrams the
+// transport hands over one at a time. A request's context is cancelled when
+// its client disconnects.
+//
+// One datagram carries one or more netlink messages; each is answered as
+// netlink_rcv_skb does: seq and pid echoed, a reply in its own datagram,
+// NLMSG_ERROR with -errno when the request failed or asked for NLM_F_ACK,
+// the request echoed unless the client set NETLINK_CAP_ACK, extack TLVs
+// (MSG, OFFS, POLICY, MISS_TYPE, MISS_NEST). Dumps are NLM_F_MULTI messages
+// packed into datagrams of about 16 KiB, ended by NLMSG_DONE, which is
+// always last in its datagram. Where the kernel silently drops a malformed
+// datagram (shorter than a header, nlmsg_len past its end) manad answers
+// EINVAL "truncated netlink message…", with an echoed header whose
+// nlmsg_len is 16, so that the client does not hang; a datagram over
+// ServerConfig.MaxMessage gets EMSGSIZE.
 //
 // No datagram is longer than the connection can send (MaxReply: SO_SNDBUF less
 // the kernel's reserve): dumps are split to fit, a do reply that cannot fit is
@@ -23,24 +35,12 @@
 // NLM_F_MULTI messages, then NLMSG_DONE in place of the ACK), and an error
 // whose echo would not fit echoes only the header (NLM_F_CAPPED).
 //
-// Connections are rationed (MaxConns, MaxConnsPerUID; see ServerConfig): uid
-// 0 is never refused, other uids have a cap each, and users outside the admin
-// group leave an eighth of MaxConns to root and the group. A connection with
-// no request for IdleTimeout and no multicast group is closed. Refusals, and
-// clients dropped for not reading, are logged at most once per 10 s.
-//
-// Each connection has its own goroutines. Replies are written with a
-// deadline (WriteTimeout); notifications go through a bounded queue
-// (SendQueue) and never block the sender: a client that stops reading is
-// dropped and logged. A request's context is cancelled when its client
-// disconnects.
-//
 // Rights come from the peer's credentials at connect time (SO_PEERCRED,
 // SO_PEERGROUPS): every SET, NEW, DEL, XDP and fault request needs uid 0 or
 // the configured admin group (GENL_UNS_ADMIN_PERM), else EPERM with no
-// extack and no side effect. The peer's network namespace
-// (/proc/<pid>/ns/net) is passed to the Backend as Caller.NetNS and scopes
-// device lookups, dumps and notifications.
+// extack and no side effect. The network namespace the peer's socket was
+// created in (SIOCGSKNS, else /proc/<pid>/ns/net) is passed to the Backend
+// as Caller.NetNS and scopes device lookups, dumps and notifications.
 //
 // # Families
 //

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -30,9 +31,8 @@ func TestLinkSetAdminOnly(t *testing.T) {
 		s, be := fuzzServer(t)
 		ns := NetNS{Dev: 1, Ino: 1}
 		be.AddPort(ns, "mana0")
-		c := newConn(s, context.Background(), nil, Caller{UID: 1000, Admin: tc.admin, NetNS: ns})
 		var out [][]byte
-		c.sink = func(b []byte) error { out = append(out, append([]byte(nil), b...)); return nil }
+		c := newConn(s, transport.Detached(context.Background(), Caller{UID: 1000, Admin: tc.admin, NetNS: ns}, func(b []byte) error { out = append(out, append([]byte(nil), b...)); return nil }))
 		s.handleDatagram(context.Background(), c, seeds[tc.seed])
 		require.Len(t, out, 1, "%s admin=%v: %d datagrams", tc.seed, tc.admin, len(out))
 		h, _ := nlattr.ReadHeader(out[0])

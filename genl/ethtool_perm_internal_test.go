@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/transport"
 )
 
 // TestEthtoolAdminOpsPermFirst: every ethtool op with GENL_UNS_ADMIN_PERM
@@ -44,9 +45,8 @@ func TestEthtoolAdminOpsPermFirst(t *testing.T) {
 			b.Genl(cmd, 1)
 			b.PutU32(0, 1)
 			b.EndMsg(start)
-			c := newConn(s, context.Background(), nil, Caller{UID: 1000, Admin: tc.admin, NetNS: ns})
 			var out [][]byte
-			c.sink = func(b []byte) error { out = append(out, append([]byte(nil), b...)); return nil }
+			c := newConn(s, transport.Detached(context.Background(), Caller{UID: 1000, Admin: tc.admin, NetNS: ns}, func(b []byte) error { out = append(out, append([]byte(nil), b...)); return nil }))
 			s.handleDatagram(context.Background(), c, b.B)
 			require.Len(t, out, 1, "op %d admin=%v", cmd, tc.admin)
 			h, _ := nlattr.ReadHeader(out[0])

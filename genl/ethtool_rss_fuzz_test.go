@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/transport"
 	"github.com/manad/manad/genl/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -83,12 +84,11 @@ func FuzzRSSSet(f *testing.F) {
 		ns := NetNS{Dev: 1, Ino: 1}
 		m := be.AddPort(ns, "mana0")
 		before := m.rss()
-		c := newConn(s, t.Context(), nil, Caller{UID: 0, Admin: true, NetNS: ns})
 		var out [][]byte
-		c.sink = func(b []byte) error {
+		c := newConn(s, transport.Detached(t.Context(), Caller{UID: 0, Admin: true, NetNS: ns}, func(b []byte) error {
 			out = append(out, append([]byte(nil), b...))
 			return nil
-		}
+		}))
 		var b nlattr.Builder
 		start := b.BeginMsg(ethtoolID, nlattr.FlagRequest|nlattr.FlagAck, 1, 0)
 		b.Genl(wire.MsgRSSSet, 1)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/transport"
 	"github.com/manad/manad/genl/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -190,12 +191,11 @@ func FuzzDispatch(f *testing.F) {
 		d := be.AddPort(ns, "mana0")
 		d.Names = []string{"full-page-rx", "b", "c"}
 		be.AddPort(ns, "mana1")
-		c := newConn(s, context.Background(), nil, Caller{UID: 1, Admin: admin, NetNS: ns})
 		var out [][]byte
-		c.sink = func(b []byte) error {
+		c := newConn(s, transport.Detached(context.Background(), Caller{UID: 1, Admin: admin, NetNS: ns}, func(b []byte) error {
 			out = append(out, append([]byte(nil), b...))
 			return nil
-		}
+		}))
 		s.handleDatagram(context.Background(), c, data)
 		for _, d := range out {
 			checkDatagram(t, d)
@@ -241,9 +241,8 @@ func TestDispatchSeedsAnswered(t *testing.T) {
 	ns := NetNS{Dev: 1, Ino: 1}
 	be.AddPort(ns, "mana0")
 	for name, b := range seedRequests() {
-		c := newConn(s, context.Background(), nil, Caller{Admin: true, NetNS: ns})
 		var out [][]byte
-		c.sink = func(b []byte) error { out = append(out, append([]byte(nil), b...)); return nil }
+		c := newConn(s, transport.Detached(context.Background(), Caller{Admin: true, NetNS: ns}, func(b []byte) error { out = append(out, append([]byte(nil), b...)); return nil }))
 		s.handleDatagram(context.Background(), c, b)
 		if len(out) == 0 {
 			t.Errorf("%s: no answer", name)
@@ -271,14 +270,33 @@ func FuzzAtConnLimit(f *testing.F) {
 		binary.NativeEndian.PutUint32(b, n)
 		f.Add(b)
 	}
-	s, _ := fuzzServer(f)
-	s.cfg.MaxConns = 1
 	ns := NetNS{Dev: 1, Ino: 1}
 	be := NewMemBackend()
 	be.AddPort(ns, "mana0")
-	s.cfg.Backend = be.Ops()
-	// The one slot is taken.
-	require.Nil(f, s.admit(newConn(s, context.Background(), nil, Caller{UID: 1000, NetNS: ns})))
+	s, err := NewServer(ServerConfig{Backend: be.Ops(), AdminGroup: -1, MaxConns: 1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(f, err)
+	s.global.once.Do(func() { s.global.sets = map[uint32][]string{4: {"sg", "ip-generic"}, 9: {"10baseT/Half"}} })
+	// The one slot is taken, by a connection that stays until the end.
+	holder, huc := socketPair(f)
+	ctx, cancel := context.WithCancel(context.Background())
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		s.t.ServeConn(ctx, huc, Caller{UID: 1000, NetNS: ns})
+	}()
+	f.Cleanup(func() { cancel(); holder.Close(); <-held })
+	var noop [nlattr.MsgHdrLen]byte
+	binary.NativeEndian.PutUint32(noop[0:], nlattr.MsgHdrLen)
+	binary.NativeEndian.PutUint16(noop[4:], unix.NLMSG_NOOP)
+	binary.NativeEndian.PutUint16(noop[6:], nlattr.FlagRequest|nlattr.FlagAck)
+	_, err = holder.Write(noop[:])
+	require.NoError(f, err)
+	ack := make([]byte, 4096)
+	require.NoError(f, holder.SetReadDeadline(time.Now().Add(10*time.Second)))
+	n, err := holder.Read(ack)
+	require.NoError(f, err)
+	require.Zero(f, binary.NativeEndian.Uint32(ack[nlattr.MsgHdrLen:n]), "the holder's NOOP was refused")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		data = data[:min(len(data), 64<<10)] // what one write on a default socket carries
 		for _, caller := range []Caller{{UID: 65534, NetNS: ns}, {UID: 0, Admin: true, NetNS: ns}} {
@@ -288,7 +306,7 @@ func FuzzAtConnLimit(f *testing.F) {
 			}
 			// The peer has said all it will: the server sees EOF after the datagram.
 			require.NoError(t, unix.Shutdown(connFD(t, peer), unix.SHUT_WR))
-			s.serveCaller(context.Background(), uc, caller)
+			s.t.ServeConn(context.Background(), uc, caller)
 			var answers int
 			buf := make([]byte, 1<<20)
 			for {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/nlattr"
+	"github.com/manad/manad/genl/transport"
 	"github.com/manad/manad/tests/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -93,7 +94,7 @@ func startServerWith(t testing.TB, mod func(*testServer, *genl.ServerConfig)) *t
 	mod(ts, &cfg)
 	ts.srv, err = genl.NewServer(cfg)
 	require.NoError(t, err)
-	l, err := genl.Listen(ts.path, 0o666, -1)
+	l, err := transport.Listen(ts.path, 0o666, -1)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -3,7 +3,6 @@ package genl
 import (
 	"context"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -219,7 +218,7 @@ func (s *Server) captureStop(r *request) error {
 	cc.cancel()
 	select {
 	case <-cc.done:
-	case <-c.done:
+	case <-c.done():
 		return errConnGone
 	}
 	st := cc.stats()
@@ -293,7 +292,7 @@ func (s *Server) captureWriter(ctx context.Context, c *conn, cc *connCapture) {
 		}
 	}
 	select {
-	case <-c.done:
+	case <-c.done():
 		return
 	default:
 	}
@@ -334,24 +333,8 @@ func frameMsgLen(f *CaptureFrame) int {
 	return nlattr.MsgHdrLen + nlattr.GenlHdrLen + 4 + 12 + 8 + nlattr.Align(4+len(f.Member)+1) + 8 + nlattr.Align(4+len(f.Data))
 }
 
-// sendFrames writes a datagram of frames, waiting for the client without a deadline: a capture
-// reader that is behind (a slow disk, a paused tcpdump) loses frames, which the source counts,
-// not its connection, as a notification subscriber would. A stuck reader holds nothing but its
-// own connection; closing it (the client, or the server stopping) ends the wait.
-func (c *conn) sendFrames(b []byte) error {
-	if c.uc == nil {
-		return c.send(b) // tests that drive the dispatcher without a socket
-	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if err := c.uc.SetWriteDeadline(time.Time{}); err != nil {
-		c.close()
-		return errConnGone
-	}
-	if _, err := c.uc.Write(b); err != nil {
-		c.logDrop("genl: write of captured frames failed, dropping connection", err)
-		c.close()
-		return errConnGone
-	}
-	return nil
-}
+// sendFrames writes a datagram of frames, waiting for the client without a deadline
+// (transport.Conn.SendWait): a capture reader that is behind (a slow disk, a paused tcpdump)
+// loses frames, which the source counts, not its connection, as a notification subscriber
+// would.
+func (c *conn) sendFrames(b []byte) error { return c.t.SendWait(b) }

@@ -409,17 +409,8 @@ func (s *Server) setGroup(r *request, join bool) error {
 	if g >= 64 || !s.groupKnown(g) {
 		return nlattr.AttrError(unix.EINVAL, a, fmt.Sprintf("unknown multicast group %d", g))
 	}
-	bit := uint64(1) << g
-	for {
-		old := r.c.groups.Load()
-		nw := old &^ bit
-		if join {
-			nw = old | bit
-		}
-		if r.c.groups.CompareAndSwap(old, nw) {
-			return nil
-		}
-	}
+	r.c.t.SetGroup(g, join)
+	return nil
 }
 
 // setOption is setsockopt(SOL_NETLINK) for a Unix socket.

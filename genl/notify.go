@@ -58,11 +58,11 @@ func (s *Server) NotifyPort(ev Event, p PortInfo) {
 
 // notify builds one notification (pid 0, seq from the family-global counter,
 // as ethnl_bcastmsg_put, or 0 when seq is nil, as genl_info_init_ntf) and
-// queues it to every member of group whose caller netns is ns. Subscribers
-// that cannot take it are dropped.
+// broadcasts it to every member of group whose caller netns is ns
+// (transport.Server.Broadcast). Subscribers that cannot take it are dropped.
 func (s *Server) notify(famID uint16, version, cmd uint8, seq *atomic.Uint32, group uint32, ns NetNS, fill func(*nlattr.Builder)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
 	var n uint32
 	if seq != nil {
 		n = seq.Add(1)
@@ -76,10 +76,5 @@ func (s *Server) notify(famID uint16, version, cmd uint8, seq *atomic.Uint32, gr
 		s.log.Error("genl: notification does not fit in a netlink message, dropped", "cmd", cmd)
 		return
 	}
-	bit := uint64(1) << group
-	for c := range s.conns {
-		if c.groups.Load()&bit != 0 && c.caller.NetNS == ns {
-			c.notify(b.B)
-		}
-	}
+	s.t.Broadcast(group, ns, b.B)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -260,35 +259,6 @@ func TestLimits(t *testing.T) {
 		assert.ErrorIs(t, err, unix.EUSERS, "client.Dial over the limit: %v", err)
 		assert.Contains(t, err.Error(), "too many connections", "client.Dial over the limit: %v", err)
 	})
-}
-
-func TestListen(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "sub", "m.sock")
-	l, err := genl.Listen(path, 0o660, -1)
-	require.NoError(t, err)
-	fi, err := os.Stat(path)
-	if err != nil || fi.Mode().Perm() != 0o660 || fi.Mode().Type() != os.ModeSocket {
-		t.Errorf("socket mode %v, %v", fi.Mode(), err)
-	}
-	di, _ := os.Stat(filepath.Dir(path))
-	if di.Mode().Perm() != 0o755 {
-		t.Errorf("dir mode %v", di.Mode())
-	}
-	// Live: refused.
-	_, err = genl.Listen(path, 0o666, -1)
-	assert.ErrorIs(t, err, unix.EADDRINUSE, "second Listen")
-	// Stale (closed without unlinking): replaced.
-	l.SetUnlinkOnClose(false)
-	l.Close()
-	l2, err := genl.Listen(path, 0o666, os.Getgid())
-	require.NoError(t, err, "stale socket not replaced")
-	l2.Close()
-	// Not a socket: refused, untouched.
-	file := filepath.Join(dir, "file")
-	os.WriteFile(file, []byte("x"), 0o644)
-	_, err = genl.Listen(file, 0o666, -1)
-	assert.ErrorIs(t, err, unix.EEXIST, "regular file")
 }
 
 func TestDialNotRunning(t *testing.T) {

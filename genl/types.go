@@ -8,23 +8,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlerr"
+	"github.com/manad/manad/genl/transport"
 	"github.com/manad/manad/genl/wire"
 )
 
 // Caller is the peer of a request, from its socket credentials at connect
-// time.
-type Caller struct {
-	PID      int32
-	UID, GID uint32
-	// Admin is true for uid 0, or when the primary or a supplementary group
-	// of the peer is the configured admin group. Supplementary groups come
-	// from SO_PEERGROUPS (the connecting task's own credentials), falling
-	// back to /proc/<pid>/status.
-	Admin bool
-	// NetNS is the caller's network namespace, which scopes device lookups
-	// and notifications as the kernel scopes them by socket netns.
-	NetNS NetNS
-}
+// time (transport.Caller): its pid, uid and gid, whether it is an admin
+// (uid 0 or the admin group) and its network namespace, which scopes device
+// lookups and notifications as the kernel scopes them by socket netns.
+type Caller = transport.Caller
 
 // PrivFlags are a device's private flags: their names (at most 32 are
 // used, as ethnl_get_priv_flags_info caps them) and the bits set.
@@ -200,42 +192,27 @@ type Backend struct {
 	SetNAPI func(ctx context.Context, c Caller, d Device, id uint32, set NAPISet) error
 }
 
-// ServerConfig configures a Server.
+// ServerConfig configures a Server: the Backend it calls, and its
+// transport's limits, which NewServer passes on to transport.Config, where
+// each is described (0 means the default there).
 type ServerConfig struct {
-	Backend    Backend
-	AdminGroup int // -1 = none (only uid 0 is admin)
-	// MaxConns bounds the connections served at once (0 → admission.DefaultMaxConns). Connections of
-	// uid 0 are never refused (they count towards it); the last MaxConns/8 slots are reserved
-	// for uid 0 and the admin group, so other users together hold at most MaxConns−MaxConns/8.
-	// A refused connection gets EUSERS with an extack message on its first request.
-	MaxConns int
-	// MaxConnsPerUID bounds the connections of one uid other than 0 (0 → admission.DefaultMaxConnsPerUID).
+	Backend        Backend
+	AdminGroup     int // -1 = none (only uid 0 is admin)
+	MaxConns       int
 	MaxConnsPerUID int
-	// IdleTimeout closes a connection that has sent no request for that long and belongs to
-	// no multicast group (0 → admission.DefaultIdleTimeout). A request in progress is not idle.
-	IdleTimeout time.Duration
-	// BusyPoll is how long a connection's request loop polls its socket for the next request
-	// after answering one, before it parks on the runtime's poller (0: it parks at once), as
-	// the kernel's busy_read polls a device queue (genl/busypoll). A loop polls after its
-	// first answer and after a request that came within BusyPoll of the answer before it;
-	// half the processors' worth of connections (GOMAXPROCS/2, none on one processor) poll
-	// at once, the others park. manad's configuration gives busypoll.DefaultServerWindow.
+	IdleTimeout    time.Duration
+	// BusyPoll is the request loops' busy-poll window; manad's configuration gives
+	// busypoll.DefaultServerWindow.
 	BusyPoll   time.Duration
 	MaxMessage int // max request datagram; 0 → 64 KiB
-	// MaxReply bounds one reply datagram (0, or more than the socket can carry: the
-	// connection's SO_SNDBUF less the kernel's 32-byte reserve). A dump is split into
-	// NLM_F_MULTI datagrams within it; a do reply that does not fit is EMSGSIZE (LAYOUT_PLAN
-	// then answers multi-part instead); an error ACK whose echo would not fit echoes only
-	// the request header (NLM_F_CAPPED), as with NETLINK_CAP_ACK.
-	MaxReply int
-	// WriteTimeout is the per-datagram write deadline (0 → 2s); a client
-	// exceeding it is dropped and logged.
+	// MaxReply bounds one reply datagram. A dump is split into NLM_F_MULTI datagrams within
+	// it; a do reply that does not fit is EMSGSIZE (LAYOUT_PLAN then answers multi-part
+	// instead); an error ACK whose echo would not fit echoes only the request header
+	// (NLM_F_CAPPED), as with NETLINK_CAP_ACK.
+	MaxReply     int
 	WriteTimeout time.Duration
-	// SendQueue is the per-connection bounded queue of notification
-	// datagrams (0 → 64); a subscriber whose queue is full is dropped and
-	// logged.
-	SendQueue int
-	Logger    *slog.Logger // nil → slog.Default()
+	SendQueue    int
+	Logger       *slog.Logger // nil → slog.Default()
 	// Observer, when set, is told about every request and dropped subscriber (metrics).
 	Observer Observer
 }

@@ -1,4 +1,4 @@
-package genl
+package transport
 
 import (
 	"encoding/binary"
