@@ -13,6 +13,7 @@ import (
 
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/client"
+	"github.com/manad/manad/genl/transport"
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/pagepool"
@@ -342,7 +343,7 @@ func newModelPort(t *testing.T, mu *sync.Mutex, cfg vnic.Config, set vnic.Settin
 func serveOnePort(t *testing.T, srv *genl.Server) (context.Context, *client.Client) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "manad.sock")
-	l, err := genl.Listen(path, 0o600, -1)
+	l, err := transport.Listen(path, 0o600, -1)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -98,19 +97,6 @@ func nilOps(b *Backend) map[string]bool {
 		}
 	}
 	return out
-}
-
-// Listen is transport.Listen: it creates the SOCK_SEQPACKET socket at path
-// for Serve, and fails as that does (EADDRINUSE while a server answers on
-// path, EEXIST when path is not a socket).
-func Listen(path string, mode os.FileMode, gid int) (*net.UnixListener, error) {
-	return transport.Listen(path, mode, gid)
-}
-
-// ActivationListener is transport.ActivationListener: the SOCK_SEQPACKET
-// listener systemd passed, or an error wrapping ENOENT.
-func ActivationListener() (*net.UnixListener, error) {
-	return transport.ActivationListener()
 }
 
 // Serve serves the families on l until ctx ends or l is closed, as

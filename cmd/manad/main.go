@@ -19,7 +19,7 @@ import (
 	"github.com/manad/manad/cmd/internal/buildinfo"
 	"github.com/manad/manad/daemon"
 	"github.com/manad/manad/daemon/config"
-	"github.com/manad/manad/genl"
+	"github.com/manad/manad/genl/transport"
 )
 
 const usage = `NAME
@@ -199,7 +199,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log := slog.New(h)
 
 	// Socket activation (manad.socket) is optional: without it manad listens on its own.
-	listener, err := genl.ActivationListener()
+	listener, err := transport.ActivationListener()
 	if err != nil {
 		if !errors.Is(err, unix.ENOENT) {
 			log.Error("socket activation", "err", err)

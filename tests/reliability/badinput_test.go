@@ -582,7 +582,7 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 		assert.LessOrEqual(t, overtaken, 0, "the EMSGSIZE answer to an oversized datagram overtook the answers to the datagram before it in %d of 5 rounds "+
-			"(genl/server.go: conn.reader answers it itself, via oversize, while the request goroutine still serves the earlier datagram)", overtaken)
+			"(genl/transport/conn.go: the request loop answers it itself, via Session.Oversize, while the request goroutine still serves the earlier datagram)", overtaken)
 	})
 
 	corpusA := b.corpus(b.portA, b.indexA, obj)
