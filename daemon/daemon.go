@@ -114,10 +114,12 @@ func New(opts Options) (*Daemon, error) {
 		}
 	}
 	scfg := genl.ServerConfig{
-		Backend: (*backend)(d).ops(), AdminGroup: opts.Config.Daemon.AdminGID, Logger: opts.Logger,
-		MaxMessage: maxRequest,
-		MaxConns:   opts.Config.Daemon.MaxConnections, MaxConnsPerUID: opts.Config.Daemon.MaxConnectionsPerUID,
-		IdleTimeout: opts.Config.Daemon.IdleTimeout, BusyPoll: opts.Config.Daemon.BusyPoll,
+		Backend: (*backend)(d).ops(), Logger: opts.Logger,
+		Transport: transport.Config{
+			AdminGroup: opts.Config.Daemon.AdminGID, MaxMessage: maxRequest,
+			MaxConns: opts.Config.Daemon.MaxConnections, MaxConnsPerUID: opts.Config.Daemon.MaxConnectionsPerUID,
+			IdleTimeout: opts.Config.Daemon.IdleTimeout, BusyPoll: opts.Config.Daemon.BusyPoll,
+		},
 	}
 	if opts.Config.Daemon.MetricsListen != "" {
 		d.control = metrics.NewControl()

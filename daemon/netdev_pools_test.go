@@ -100,7 +100,7 @@ func TestNetdevDetachedPools(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, vnic.RxDelivered, vp.Receive(0, frame()), "Receive")
 
-	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}.ops(), AdminGroup: -1,
+	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}.ops(), Transport: transport.Config{AdminGroup: -1},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	ctx, c := serveOnePort(t, srv)
@@ -229,7 +229,7 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 		vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
 	p.vp = vp
 	vp.SetIfindex(7)
-	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}.ops(), AdminGroup: -1,
+	srv, err := genl.NewServer(genl.ServerConfig{Backend: onePortBackend{vp: vp}.ops(), Transport: transport.Config{AdminGroup: -1},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	d.srv = srv

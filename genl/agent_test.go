@@ -263,7 +263,7 @@ func TestUnprivilegedPeer(t *testing.T) {
 // configured admin group is an admin (SO_PEERGROUPS).
 func TestAdminGroupPeer(t *testing.T) {
 	requireRoot(t)
-	ts := startServer(t, func(c *genl.ServerConfig) { c.AdminGroup = 4242 })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.AdminGroup = 4242 })
 	a := startAgent(t, ts.path, &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{4242}}})
 	res := a.do("admin mana0")
 	for _, r := range res {

@@ -53,7 +53,7 @@ func getRings(t *testing.T, rc *rawConn, eth uint16, seq uint32) {
 // request after the first is then found by a poll, and all are answered in order.
 func TestBusyPollRequestLoop(t *testing.T) {
 	withProcs(t, 2)
-	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Second })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.BusyPoll = time.Second })
 	rc := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, rc, "ethtool") // the connection's first request
 	const n = 50
@@ -71,7 +71,7 @@ func TestBusyPollRequestLoop(t *testing.T) {
 // request after that came within the window of the answer before it.
 func TestBusyPollSparseRequests(t *testing.T) {
 	withProcs(t, 2)
-	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Millisecond })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.BusyPoll = time.Millisecond })
 	rc := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, rc, "ethtool")
 	waitBusyPolls(t, ts, "the poll after the first answer", func(s genl.BusyPollStats) bool { return s.Misses == 1 })
@@ -104,7 +104,7 @@ func TestBusyPollOff(t *testing.T) {
 // skipped.
 func TestBusyPollOneProcessor(t *testing.T) {
 	withProcs(t, 1)
-	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Second })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.BusyPoll = time.Second })
 	rc := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, rc, "ethtool")
 	for i := range 50 {
@@ -118,7 +118,7 @@ func TestBusyPollOneProcessor(t *testing.T) {
 // once than the limit; the others park and are answered all the same.
 func TestBusyPollBound(t *testing.T) {
 	withProcs(t, 2)
-	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Second })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.BusyPoll = time.Second })
 	limit := ts.srv.BusyPolls().Limit
 	clients := limit + 3
 	var wg sync.WaitGroup
@@ -149,7 +149,7 @@ func TestBusyPollBound(t *testing.T) {
 // is closed and released.
 func TestBusyPollHangUp(t *testing.T) {
 	withProcs(t, 2)
-	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Minute; c.MaxConns = 1 })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.BusyPoll = time.Minute; c.Transport.MaxConns = 1 })
 	rc := dialRaw(t, ts.path)
 	manadFamilyID(t, rc, "ethtool")
 	waitBusyPolls(t, ts, "the poll after the first answer", func(s genl.BusyPollStats) bool { return s.Peak == 1 })
@@ -176,7 +176,7 @@ func TestBusyPollHangUp(t *testing.T) {
 // TestBusyPollOversize: a datagram larger than MaxMessage found by a poll is refused with
 // EMSGSIZE as one read after parking is, and the connection goes on.
 func TestBusyPollOversize(t *testing.T) {
-	ts := startServer(t, func(c *genl.ServerConfig) { c.BusyPoll = time.Second; c.MaxMessage = 512 })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.BusyPoll = time.Second; c.Transport.MaxMessage = 512 })
 	rc := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, rc, "ethtool")
 	m := newMsg(eth, nlattr.FlagRequest, 12, unix.ETHTOOL_MSG_RINGS_GET, 1)

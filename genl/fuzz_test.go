@@ -169,7 +169,7 @@ func seedRequests() map[string][]byte {
 // never talks to the kernel.
 func fuzzServer(t testing.TB) (*Server, *MemBackend) {
 	be := NewMemBackend()
-	s, err := NewServer(ServerConfig{Backend: be.Ops(), AdminGroup: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := NewServer(ServerConfig{Backend: be.Ops(), Transport: transport.Config{AdminGroup: -1}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	s.global.once.Do(func() { s.global.sets = map[uint32][]string{4: {"sg", "ip-generic"}, 9: {"10baseT/Half"}} })
 	return s, be
@@ -273,7 +273,7 @@ func FuzzAtConnLimit(f *testing.F) {
 	ns := NetNS{Dev: 1, Ino: 1}
 	be := NewMemBackend()
 	be.AddPort(ns, "mana0")
-	s, err := NewServer(ServerConfig{Backend: be.Ops(), AdminGroup: -1, MaxConns: 1,
+	s, err := NewServer(ServerConfig{Backend: be.Ops(), Transport: transport.Config{AdminGroup: -1, MaxConns: 1},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(f, err)
 	s.global.once.Do(func() { s.global.sets = map[uint32][]string{4: {"sg", "ip-generic"}, 9: {"10baseT/Half"}} })

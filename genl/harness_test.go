@@ -87,9 +87,9 @@ func startServerWith(t testing.TB, mod func(*testServer, *genl.ServerConfig)) *t
 	ts.mana0 = ts.be.AddPort(ts.ns, "mana0")
 	ts.mana1 = ts.be.AddPort(ts.ns, "mana1")
 	cfg := genl.ServerConfig{
-		Backend:    ts.be.Ops(),
-		AdminGroup: -1,
-		Logger:     slog.New(slog.NewTextHandler(ts.logs, nil)),
+		Backend:   ts.be.Ops(),
+		Transport: transport.Config{AdminGroup: -1},
+		Logger:    slog.New(slog.NewTextHandler(ts.logs, nil)),
 	}
 	mod(ts, &cfg)
 	ts.srv, err = genl.NewServer(cfg)

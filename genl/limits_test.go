@@ -125,7 +125,7 @@ func expectClosed(t testing.TB, rc *rawConn, what string) {
 // keeps serving. (It used to slice the datagram by its nlmsg_len and panic on 0xffffffff.)
 func TestRejectLyingLengths(t *testing.T) {
 	requireRoot(t)
-	ts := startServer(t, func(c *genl.ServerConfig) { c.MaxConns = 1 })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.MaxConns = 1 })
 	holder := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, holder, "ethtool")
 	req := ringsGetByName(eth, 77, 0, "mana0")
@@ -173,7 +173,7 @@ func TestFairAdmission(t *testing.T) {
 	requireRoot(t)
 	const adminGID = 4243
 	ts := startServer(t, func(c *genl.ServerConfig) {
-		c.MaxConns, c.MaxConnsPerUID, c.AdminGroup = 16, 4, adminGID
+		c.Transport.MaxConns, c.Transport.MaxConnsPerUID, c.Transport.AdminGroup = 16, 4, adminGID
 	})
 	eth := manadFamilyID(t, dialRaw(t, ts.path), "ethtool")
 	t.Run("per uid", func(t *testing.T) {
@@ -217,7 +217,7 @@ func TestFairAdmission(t *testing.T) {
 		}()
 		// Fill what unprivileged users may hold together (16 - 16/8 = 14) with many uids.
 		ts := startServer(t, func(c *genl.ServerConfig) {
-			c.MaxConns, c.MaxConnsPerUID, c.AdminGroup = 16, 4, adminGID
+			c.Transport.MaxConns, c.Transport.MaxConnsPerUID, c.Transport.AdminGroup = 16, 4, adminGID
 		})
 		for i := range 14 {
 			rc := mustDialAs(t, ts.path, 30000+uint32(i/4))
@@ -254,7 +254,7 @@ func eventually(t testing.TB, what string, cond func() bool) {
 // TestIdleTimeout: a connection that sends nothing, or nothing more, is closed after the idle
 // timeout; one that joined a multicast group is not.
 func TestIdleTimeout(t *testing.T) {
-	ts := startServer(t, func(c *genl.ServerConfig) { c.IdleTimeout = 300 * time.Millisecond })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.IdleTimeout = 300 * time.Millisecond })
 	sub := dialRaw(t, ts.path)
 	manad := manadFamilyID(t, sub, "manad")
 	eth := manadFamilyID(t, sub, "ethtool")
@@ -280,7 +280,7 @@ func TestIdleTimeout(t *testing.T) {
 // lines (one per 10 s at most), each counting the refusals not logged.
 func TestRefusalLogRateLimited(t *testing.T) {
 	requireRoot(t)
-	ts := startServer(t, func(c *genl.ServerConfig) { c.MaxConns = 1 })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.MaxConns = 1 })
 	holder := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, holder, "ethtool")
 	start := time.Now()
@@ -311,7 +311,7 @@ func TestRefusalLogRateLimited(t *testing.T) {
 // every datagram within the reply limit, and NLM_F_ACK gets no ACK after the NLMSG_DONE.
 func TestLayoutPlanMultiPart(t *testing.T) {
 	ts := startServerWith(t, func(pre *testServer, c *genl.ServerConfig) {
-		c.MaxMessage = 256 << 10
+		c.Transport.MaxMessage = 256 << 10
 		c.Backend.PlanLayout = wordyLayouts{pre.be}.PlanLayout
 	})
 	// As many rules as the request's LAYOUT_REQUEST nest holds (64 KiB).
@@ -398,7 +398,7 @@ func sndbuf(t testing.TB, rc *rawConn) int {
 // TestReplyTooBig: a do reply that does not fit in one reply datagram is EMSGSIZE with an
 // extack message, not a closed connection; a dump is split to fit.
 func TestReplyTooBig(t *testing.T) {
-	ts := startServer(t, func(c *genl.ServerConfig) { c.MaxReply = 512 })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.MaxReply = 512 })
 	rc := dialRaw(t, ts.path)
 	manad := manadFamilyID(t, rc, "manad")
 	m := newMsg(manad, nlattr.FlagRequest, 21, wire.CmdPortGet, wire.FamilyVersion)
@@ -443,7 +443,7 @@ func TestReplyTooBig(t *testing.T) {
 // TestErrorEchoCapped: the error answering a request too big to echo within a reply datagram
 // echoes only its header (NLM_F_CAPPED), keeps its extack, and is delivered.
 func TestErrorEchoCapped(t *testing.T) {
-	ts := startServer(t, func(c *genl.ServerConfig) { c.MaxMessage = 256 << 10 })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.MaxMessage = 256 << 10 })
 	rc := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, rc, "ethtool")
 	raw, err := rc.c.SyscallConn()
@@ -524,7 +524,7 @@ func fdOf(t testing.TB, rc *rawConn) int {
 func TestClientAfterIdleClose(t *testing.T) {
 	logs := &syncBuffer{}
 	ts := startServer(t, func(c *genl.ServerConfig) {
-		c.IdleTimeout = 200 * time.Millisecond
+		c.Transport.IdleTimeout = 200 * time.Millisecond
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	c, err := client.Dial(ts.path)

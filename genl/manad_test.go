@@ -72,7 +72,7 @@ func TestManadPorts(t *testing.T) {
 }
 
 func TestManadXDPStatsLayoutFaults(t *testing.T) {
-	ts := startServer(t, func(c *genl.ServerConfig) { c.MaxMessage = 1 << 20 })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.MaxMessage = 1 << 20 })
 	c := dialClient(t, ts.path)
 	ctx := ctxT(t)
 	mana0 := client.Interface{Name: "mana0"}

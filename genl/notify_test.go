@@ -167,7 +167,10 @@ func TestNotificationWireFormat(t *testing.T) {
 // logged; another subscriber receives every notification meanwhile, and
 // Notify never blocks.
 func TestStalledSubscriber(t *testing.T) {
-	ts := startServer(t, func(c *genl.ServerConfig) { c.SendQueue = 8; c.WriteTimeout = 100 * time.Millisecond })
+	ts := startServer(t, func(c *genl.ServerConfig) {
+		c.Transport.SendQueue = 8
+		c.Transport.WriteTimeout = 100 * time.Millisecond
+	})
 	mf := manadFamilyID(t, dialRaw(t, ts.path), wire.FamilyName)
 	monitor := groupID(t, ts.path, "ethtool", "monitor")
 

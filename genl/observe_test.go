@@ -84,8 +84,8 @@ func TestObserverSubscriberDropped(t *testing.T) {
 	rec := &recorder{requests: map[string]int{}}
 	ts := startServer(t, func(c *genl.ServerConfig) {
 		c.Observer = rec
-		c.SendQueue = 1
-		c.WriteTimeout = 50 * time.Millisecond
+		c.Transport.SendQueue = 1
+		c.Transport.WriteTimeout = 50 * time.Millisecond
 	})
 	mf := manadFamilyID(t, dialRaw(t, ts.path), wire.FamilyName)
 	monitor := groupID(t, ts.path, "ethtool", "monitor")

@@ -42,7 +42,7 @@ type Server struct {
 	captures captureAdmission // running captures by uid (manad_capture.go)
 }
 
-// BusyPollStats counts the request loops' busy polls (ServerConfig.BusyPoll).
+// BusyPollStats counts the request loops' busy polls (transport.Config.BusyPoll).
 type BusyPollStats = transport.BusyPollStats
 
 // BusyPolls returns the counts of the request loops' busy polls since the server started.
@@ -67,13 +67,15 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		log:        cfg.Logger,
 		dumpBudget: defaultDumpBudget,
 	}
-	t, err := transport.New(transport.Config{
-		Handler: s, AdminGroup: cfg.AdminGroup,
-		MaxConns: cfg.MaxConns, MaxConnsPerUID: cfg.MaxConnsPerUID, IdleTimeout: cfg.IdleTimeout,
-		BusyPoll: cfg.BusyPoll, MaxMessage: cfg.MaxMessage, MaxReply: cfg.MaxReply,
-		WriteTimeout: cfg.WriteTimeout, SendQueue: cfg.SendQueue,
-		Logger: cfg.Logger, Observer: cfg.Observer,
-	})
+	tcfg := cfg.Transport
+	tcfg.Handler = s
+	if tcfg.Logger == nil {
+		tcfg.Logger = cfg.Logger
+	}
+	if tcfg.Observer == nil && cfg.Observer != nil {
+		tcfg.Observer = cfg.Observer
+	}
+	t, err := transport.New(tcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +129,7 @@ type conn struct {
 	t      *transport.Conn
 	caller Caller
 	ctx    context.Context // the connection's: cancelled when it closes
-	// maxReply is the largest datagram this connection can send (ServerConfig.MaxReply).
+	// maxReply is the largest datagram this connection can send (transport.Config.MaxReply).
 	maxReply int
 
 	// Owned by the request loop.

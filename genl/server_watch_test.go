@@ -22,7 +22,7 @@ func TestRequestWaitsThenConnectionGoesOn(t *testing.T) {
 	var waited atomic.Int32
 	logs := &syncBuffer{}
 	ts := startServerWith(t, func(pre *testServer, c *genl.ServerConfig) {
-		c.IdleTimeout = 300 * time.Millisecond
+		c.Transport.IdleTimeout = 300 * time.Millisecond
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		pre.be.Hook = func(ctx context.Context, op string) error {
 			if op != "Rings" {

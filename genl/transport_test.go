@@ -218,7 +218,7 @@ func TestSocketOptions(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
-	ts := startServer(t, func(c *genl.ServerConfig) { c.MaxConns = 2; c.MaxMessage = 512 })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.MaxConns = 2; c.Transport.MaxMessage = 512 })
 	rc := dialRaw(t, ts.path)
 	eth := manadFamilyID(t, rc, "ethtool")
 
@@ -365,7 +365,7 @@ func TestKernelClientRefusesManadRequests(t *testing.T) {
 // is dropped once a reply write exceeds WriteTimeout; other clients keep
 // being served meanwhile.
 func TestClientNotReadingReplies(t *testing.T) {
-	ts := startServer(t, func(c *genl.ServerConfig) { c.WriteTimeout = 100 * time.Millisecond })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.WriteTimeout = 100 * time.Millisecond })
 	for i := range 50 {
 		ts.be.AddPort(ts.ns, fmt.Sprintf("q%d", i))
 	}

@@ -3,7 +3,6 @@ package genl
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -192,27 +191,14 @@ type Backend struct {
 	SetNAPI func(ctx context.Context, c Caller, d Device, id uint32, set NAPISet) error
 }
 
-// ServerConfig configures a Server: the Backend it calls, and its
-// transport's limits, which NewServer passes on to transport.Config, where
-// each is described (0 means the default there).
+// ServerConfig configures a Server: the Backend it calls, and its transport (the control
+// socket's limits, busy polling and writer, described in transport.Config, where 0 means the
+// default). NewServer sets the transport's Handler to the Server, and its Logger and Observer
+// to ServerConfig's when they are nil.
 type ServerConfig struct {
-	Backend        Backend
-	AdminGroup     int // -1 = none (only uid 0 is admin)
-	MaxConns       int
-	MaxConnsPerUID int
-	IdleTimeout    time.Duration
-	// BusyPoll is the request loops' busy-poll window; manad's configuration gives
-	// busypoll.DefaultServerWindow.
-	BusyPoll   time.Duration
-	MaxMessage int // max request datagram; 0 → 64 KiB
-	// MaxReply bounds one reply datagram. A dump is split into NLM_F_MULTI datagrams within
-	// it; a do reply that does not fit is EMSGSIZE (LAYOUT_PLAN then answers multi-part
-	// instead); an error ACK whose echo would not fit echoes only the request header
-	// (NLM_F_CAPPED), as with NETLINK_CAP_ACK.
-	MaxReply     int
-	WriteTimeout time.Duration
-	SendQueue    int
-	Logger       *slog.Logger // nil → slog.Default()
+	Backend   Backend
+	Transport transport.Config
+	Logger    *slog.Logger // nil → slog.Default()
 	// Observer, when set, is told about every request and dropped subscriber (metrics).
 	Observer Observer
 }

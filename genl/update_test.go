@@ -54,7 +54,7 @@ func TestRingsSetLostUpdate(t *testing.T) {
 // sequence of real changes, each once, in order, each with the state that
 // change produced; and no change may undo another's field.
 func TestOneNotificationPerChange(t *testing.T) {
-	ts := startServer(t, func(c *genl.ServerConfig) { c.SendQueue = 8192 })
+	ts := startServer(t, func(c *genl.ServerConfig) { c.Transport.SendQueue = 8192 })
 	ctx := ctxT(t)
 	sub, err := dialClient(t, ts.path).Subscribe(ctx)
 	require.NoError(t, err)

@@ -59,13 +59,13 @@ type DaemonConfig struct {
 	// serves none.
 	MetricsListen string
 
-	// Connection limits of the control socket (genl.ServerConfig MaxConns, MaxConnsPerUID,
+	// Connection limits of the control socket (genl/transport.Config MaxConns, MaxConnsPerUID,
 	// IdleTimeout): max_connections, max_connections_per_uid, idle_timeout.
 	MaxConnections       int
 	MaxConnectionsPerUID int
 	IdleTimeout          time.Duration
 	// BusyPoll is how long a connection's request loop polls for the next request after an
-	// answer (genl.ServerConfig.BusyPoll): busy_poll, 0 (off) to maxBusyPoll.
+	// answer (genl/transport.Config.BusyPoll): busy_poll, 0 (off) to maxBusyPoll.
 	BusyPoll time.Duration
 	// MaxPollers bounds how many port queues may busy-poll at once (datapath.Pollers.SetMax,
 	// the CPU the ports' NAPI settings may take): max_pollers, 0 to the CPUs manad may use but

@@ -7,7 +7,7 @@
 // machine a wake-up of an idle vCPU costs more than the kernel's own ethtool GET, which answers
 // inside the sender's system call. A reader that polls for a few tens of microseconds instead
 // finds the datagram without being woken. manad's request loop polls after each answer
-// (genl.ServerConfig.BusyPoll) and genl/client polls for its reply.
+// (genl/transport.Config.BusyPoll) and genl/client polls for its reply.
 package busypoll
 
 import (
@@ -19,7 +19,7 @@ import (
 )
 
 // DefaultServerWindow is the busy-poll window manad's configuration gives its control server
-// (the [daemon] key busy_poll, genl.ServerConfig.BusyPoll): a little longer than a client's turn
+// (the [daemon] key busy_poll, genl/transport.Config.BusyPoll): a little longer than a client's turn
 // between two requests of a loop on a loaded 2-core machine (about 30-60 µs), as the kernel's
 // busy_read is sized to the device's latency.
 const DefaultServerWindow = 200 * time.Microsecond

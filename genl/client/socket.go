@@ -120,7 +120,7 @@ func (s *unixSocket) next() ([]netlink.Message, error) {
 }
 
 // busyPoll is how long read polls for a datagram before it parks on the runtime's poller. A
-// reply to a request manad's request loop was polling for (genl.ServerConfig.BusyPoll) comes
+// reply to a request manad's request loop was polling for (genl/transport.Config.BusyPoll) comes
 // within about this long, and is then read without a wake-up; manad's loop not polling, the
 // wake-up it needs is not held back (busypoll yields the CPU between tries). A process with one
 // processor does not poll (unixSocket.poll is 0).
