@@ -60,7 +60,11 @@ type PortState struct {
 
 // PortSettings are a port's runtime settings as the state file keeps them: what vnic.Settings
 // holds, with the private flags and the XDP program by name so the file stays readable and
-// survives a renumbering, plus the administrative state.
+// survives a renumbering, plus the administrative state. It is not derived from the port
+// schema (portFields): six of its keys are setting rows of the schema, but the rest keep what a
+// port changed at run time in a form the schema's rows do not have (NAPI per queue, the whole
+// coalescing, the TAP's offloads, the RSS key), and the state file's format stays. A test
+// (TestPortSettingsCoverSchema) holds every setting row to a key here.
 type PortSettings struct {
 	MTU       int      `json:"mtu"`
 	Queues    int      `json:"queues"`
