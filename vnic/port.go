@@ -13,6 +13,7 @@ import (
 	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic/faultpoint"
 	"github.com/manad/manad/vnic/pagepool"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -270,7 +271,7 @@ func (p *Port) maxMTU(xdp bool) int { return p.cfg.maxMTU(xdp) }
 func (p *Port) layoutFor(s Settings) (rxbuf.Layout, error) {
 	return rxbuf.Compute(rxbuf.Params{
 		Rule: p.cfg.Rule, PageSize: p.cfg.PageSize, MTU: s.MTU, XDP: s.XDP != nil,
-		FullPageRx: s.PrivFlags&PrivFlagFullPageRx != 0, RingSize: s.RxRing, Queues: s.Queues,
+		FullPageRx: s.PrivFlags&privflag.FullPageRx != 0, RingSize: s.RxRing, Queues: s.Queues,
 		Alloc: p.cfg.RxAlloc,
 	})
 }

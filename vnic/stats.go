@@ -170,14 +170,12 @@ func StatNames(queues int) []string { return CounterNames(ManaCounters, queues) 
 // ETH_SS_STATS set, in Port.ExtraStats order.
 func ExtraStatNames() []string { return CounterNames(ManadCounters, 0) }
 
-// PrivFlagNames are the ETH_SS_PRIV_FLAGS strings: privflag.Names, which declares the flags.
+// PrivFlagNames and PrivFlagFullPageRx are privflag.Names and privflag.FullPageRx, which
+// declare the flags, under the names the daemon still uses.
 var PrivFlagNames = privflag.Names
 
-// PrivFlagFullPageRx is MANA_PRIV_FLAG_USE_FULL_PAGE_RXBUF (privflag.FullPageRx).
+// PrivFlagFullPageRx is privflag.FullPageRx (MANA_PRIV_FLAG_USE_FULL_PAGE_RXBUF).
 const PrivFlagFullPageRx = privflag.FullPageRx
-
-// PrivFlagMax is MANA_PRIV_FLAG_MAX, the number of private flags (privflag.Max).
-const PrivFlagMax = privflag.Max
 
 // rxStats are one RX queue's counters. They live in the port, not in the queue, so they survive
 // the detach/attach of every reconfiguration (the driver's reset with each new rxq; the model keeps

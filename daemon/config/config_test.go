@@ -21,6 +21,7 @@ import (
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/pagepool"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -171,7 +172,7 @@ memory_budget = 1048576
 			Name: "eth0", MAC: mustMAC("02:00:00:00:00:01"), NetNS: "blue", Segment: "lab.1",
 			PageSize: 16384, Rule: rxbuf.RulePreHeadroom, MaxMTU: 4000, MaxQueues: 32,
 			MemoryBudget: 512 << 20, MTU: 3000, Queues: 8, RxRing: 1024, TxRing: 256,
-			PrivFlags: vnic.PrivFlagFullPageRx, XDP: "drop", Line: 14,
+			PrivFlags: privflag.FullPageRx, XDP: "drop", Line: 14,
 			RxAlloc: rxbuf.AllocNoPool, RxRecycle: false,
 			CQECoalesce8: true, Coalesce: vnic.Coalesce{RxCQEFrames: 8, RxCQENsecs: vnic.DefaultRxCQENsecs},
 		}, {
