@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/manad/manad/vnic/privflag"
 )
 
 // flipTarget is issue 2's target for one full private-flag flip of an up port with 16 queues of
@@ -78,7 +80,7 @@ func BenchmarkReceive(b *testing.B) {
 				c.PageSize = 65536
 				s.Queues = 1
 				if fp {
-					s.PrivFlags = PrivFlagFullPageRx
+					s.PrivFlags = privflag.FullPageRx
 				}
 			})
 			tp.open()

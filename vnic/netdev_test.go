@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -258,7 +259,7 @@ func TestShortHeadroom(t *testing.T) {
 				s.XDP = BuiltinXDPByName("pass")
 			}
 			if tt.fullPage {
-				s.PrivFlags = PrivFlagFullPageRx
+				s.PrivFlags = privflag.FullPageRx
 			}
 		})
 		tp.open()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic/faultpoint"
 	"github.com/manad/manad/vnic/pagepool"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -146,7 +146,8 @@ type Port struct {
 }
 
 // New creates a port in the administratively down state, with settings s (rings are rounded up to
-// a power of two). Errors: EINVAL with a message for an invalid configuration or settings. The
+// a power of two). Errors: EINVAL with a message for an invalid configuration or settings (a
+// *FieldError for a value Check refuses: the first). The
 // port's reset worker runs until Shutdown.
 func New(cfg Config, s Settings) (*Port, error) {
 	if err := cfg.fill(); err != nil {
@@ -182,16 +183,10 @@ func New(cfg Config, s Settings) (*Port, error) {
 	return p, nil
 }
 
+// fill applies the defaults and checks the fields New needs besides the checked values
+// (Check's): the first value refused is returned as its *FieldError.
 func (c *Config) fill() error {
-	if c.PageSize == 0 {
-		c.PageSize = 4096
-	}
-	if c.MaxMTU == 0 {
-		c.MaxMTU = DefaultMaxMTU
-	}
-	if c.MaxQueues == 0 {
-		c.MaxQueues = DefaultMaxQueues
-	}
+	c.defaults()
 	if c.MemoryBudget == 0 {
 		c.MemoryBudget = DefaultMemoryBudget
 	}
@@ -214,38 +209,20 @@ func (c *Config) fill() error {
 		return nlerr.New(unix.EINVAL, "port %s needs a configuration lock", c.Name)
 	case c.Host == nil || c.Wire == nil:
 		return nlerr.New(unix.EINVAL, "port %s needs a host and a wire", c.Name)
-	case !rxbuf.ValidPageSize(c.PageSize):
-		return nlerr.New(unix.EINVAL, "page size %d not supported (want 4096, 16384 or 65536)", c.PageSize)
-	case c.MaxMTU < MinMTU || c.MaxMTU > rxbuf.MaxMTU:
-		return nlerr.New(unix.EINVAL, "max MTU %d out of range %d..%d", c.MaxMTU, MinMTU, rxbuf.MaxMTU)
-	case c.MaxQueues < 1 || c.MaxQueues > 256:
-		return nlerr.New(unix.EINVAL, "max queues %d out of range 1..256", c.MaxQueues)
-	case c.Rule > rxbuf.RulePreFrag:
-		return nlerr.New(unix.EINVAL, "unknown RX buffer rule %d", c.Rule)
-	case c.RxAlloc > rxbuf.AllocNoPool:
-		return nlerr.New(unix.EINVAL, "unknown RX allocation mode %d", c.RxAlloc)
-	case c.RSSKey != nil && len(c.RSSKey) != RSSKeySize:
-		return nlerr.New(unix.EINVAL, "hash key must be %d bytes, got %d", RSSKeySize, len(c.RSSKey))
+	}
+	if errs := c.check(); len(errs) > 0 {
+		return errs[0]
 	}
 	return nil
 }
 
-// checkSettings validates a complete set of settings the way the individual Set methods would and
-// returns it with the rings rounded up.
+// checkSettings validates a complete set of settings the way the individual Set methods would
+// (Check, whose first refusal it returns) and returns it with the rings rounded up.
 func (p *Port) checkSettings(s Settings) (Settings, error) {
-	var err error
-	if s.RxRing, s.TxRing, err = p.checkRings(s.RxRing, s.TxRing); err != nil {
-		return s, err
+	if errs := Check(p.cfg, s); len(errs) > 0 {
+		return s, errs[0]
 	}
-	if err := p.checkChannels(s.Queues); err != nil {
-		return s, err
-	}
-	if err := checkPrivFlags(s.PrivFlags); err != nil {
-		return s, err
-	}
-	if err := p.checkMTU(s.MTU, s.XDP != nil); err != nil {
-		return s, err
-	}
+	s.RxRing, s.TxRing = RoundRing(s.RxRing), RoundRing(s.TxRing)
 	if s.Coalesce == (Coalesce{}) {
 		s.Coalesce = DefaultCoalesce() // not given: the probe's values
 	}
@@ -287,20 +264,14 @@ func (p *Port) Running() bool {
 	return p.running
 }
 
-// maxMTU is ndev->max_mtu: the adapter's limit, lowered to MANA_XDP_MTU_MAX while a program is
-// attached (mana_xdp_set).
-func (p *Port) maxMTU(xdp bool) int {
-	if xdp {
-		return min(p.cfg.MaxMTU, rxbuf.XDPMTUMax(p.cfg.PageSize))
-	}
-	return p.cfg.MaxMTU
-}
+// maxMTU is ndev->max_mtu (Config.maxMTU).
+func (p *Port) maxMTU(xdp bool) int { return p.cfg.maxMTU(xdp) }
 
 // layoutFor returns the RX buffer layout the port uses with settings s.
 func (p *Port) layoutFor(s Settings) (rxbuf.Layout, error) {
 	return rxbuf.Compute(rxbuf.Params{
 		Rule: p.cfg.Rule, PageSize: p.cfg.PageSize, MTU: s.MTU, XDP: s.XDP != nil,
-		FullPageRx: s.PrivFlags&PrivFlagFullPageRx != 0, RingSize: s.RxRing, Queues: s.Queues,
+		FullPageRx: s.PrivFlags&privflag.FullPageRx != 0, RingSize: s.RxRing, Queues: s.Queues,
 		Alloc: p.cfg.RxAlloc,
 	})
 }
@@ -659,12 +630,4 @@ func (p *Port) State() State {
 func (p *Port) SetMemoryBudget(b int64) {
 	p.assertLocked()
 	p.mem.SetBudget(max(b, 0))
-}
-
-// roundUpPow2 is roundup_pow_of_two.
-func roundUpPow2(n int) int {
-	if n <= 1 {
-		return 1
-	}
-	return 1 << bits.Len(uint(n-1))
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/vnic/privflag"
 )
 
 // stat returns the named ETH_SS_STATS value.
@@ -219,7 +221,7 @@ func TestInFlightAcrossReconfigure(t *testing.T) {
 		tp.Receive(i, udpFrame(100, uint16(i), 2))
 	}
 	tp.locked(func() {
-		require.NoError(t, tp.SetPrivFlags(PrivFlagFullPageRx))
+		require.NoError(t, tp.SetPrivFlags(privflag.FullPageRx))
 	})
 	st := tp.state()
 	require.Equal(t, 3, st.BuffersInFlight, "in flight %d, releases pending %d; want 3 and 3", st.BuffersInFlight, st.ReleasesPending)

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlerr"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -90,14 +91,6 @@ func (p *Port) reconfigure(rc reconfig, nw Settings) error {
 	return nil
 }
 
-// checkPrivFlags rejects bits past MANA_PRIV_FLAG_MAX.
-func checkPrivFlags(f uint32) error {
-	if f&^privFlagsMask != 0 {
-		return nlerr.New(unix.EINVAL, "unknown private flag bits 0x%x", f&^privFlagsMask)
-	}
-	return nil
-}
-
 // SetPrivFlags sets the private flags (mana_set_priv_flags). Bit 0 is full-page-rx: one RX buffer
 // per page instead of page-pool fragments. The flags are stored even when the port is down; the
 // queues are rebuilt only when the layout can change, using the driver's own test (MTU +
@@ -109,7 +102,7 @@ func checkPrivFlags(f uint32) error {
 // driver's message. Caller holds the configuration lock.
 func (p *Port) SetPrivFlags(flags uint32) error {
 	p.assertLocked()
-	if err := checkPrivFlags(flags); err != nil {
+	if err := privflag.Check(flags); err != nil {
 		return err
 	}
 	nw := p.set
@@ -128,27 +121,13 @@ func (p *Port) SetPrivFlags(flags uint32) error {
 	}, nw)
 }
 
-// checkMTU is dev_validate_mtu against min_mtu and the current max_mtu.
-func (p *Port) checkMTU(mtu int, xdp bool) error {
-	switch {
-	case mtu < MinMTU:
-		return nlerr.New(unix.EINVAL, "mtu less than device minimum")
-	case mtu > p.maxMTU(xdp):
-		if xdp && mtu <= p.cfg.MaxMTU {
-			return nlerr.New(unix.EINVAL, "mtu greater than device maximum (%d while an XDP program is attached)", p.maxMTU(xdp))
-		}
-		return nlerr.New(unix.EINVAL, "mtu greater than device maximum")
-	}
-	return nil
-}
-
 // SetMTU changes the MTU (dev_validate_mtu + mana_change_mtu). While an XDP program is attached
 // the maximum is MANA_XDP_MTU_MAX. Errors: EINVAL out of range; ENOMEM "Insufficient memory for
 // new MTU"; detach/attach failures. Caller holds the configuration lock.
 func (p *Port) SetMTU(mtu int) error {
 	p.assertLocked()
-	if err := p.checkMTU(mtu, p.set.XDP != nil); err != nil {
-		return err
+	if e := p.cfg.checkMTU(mtu, p.set.XDP != nil, false, false); e != nil {
+		return e.Err
 	}
 	nw := p.set
 	nw.MTU = mtu
@@ -181,30 +160,16 @@ func (p *Port) SetXDP(prog XDPProgram) error {
 	}, nw)
 }
 
-// checkRings validates ring sizes as mana_set_ringparam and the ethtool core do, and returns them
-// rounded up to a power of two.
-func (p *Port) checkRings(rx, tx int) (int, int, error) {
-	switch {
-	case rx < MinRxRing:
-		return 0, 0, nlerr.New(unix.EINVAL, "rx:%d less than the min:%d", rx, MinRxRing)
-	case tx < MinTxRing:
-		return 0, 0, nlerr.New(unix.EINVAL, "tx:%d less than the min:%d", tx, MinTxRing)
-	case rx > MaxRxRing || tx > MaxTxRing:
-		return 0, 0, nlerr.New(unix.EINVAL, "requested ring size exceeds maximum")
-	}
-	return roundUpPow2(rx), roundUpPow2(tx), nil
-}
-
 // SetRings changes the RX and TX ring sizes (mana_set_ringparam). Sizes are rounded up to a power
 // of two. Errors: EINVAL "rx:%d less than the min:%d", "tx:%d less than the min:%d",
 // "requested ring size exceeds maximum"; ENOMEM "Insufficient memory for new allocations";
 // detach/attach failures. Caller holds the configuration lock.
 func (p *Port) SetRings(rx, tx int) error {
 	p.assertLocked()
-	r, t, err := p.checkRings(rx, tx)
-	if err != nil {
-		return err
+	if errs := checkRings(rx, tx); len(errs) > 0 {
+		return errs[0].Err
 	}
+	r, t := RoundRing(rx), RoundRing(tx)
 	if r != rx || t != tx {
 		p.log.Info("Using nearest power of 2 values", "txq", t, "rxq", r)
 	}
@@ -218,24 +183,13 @@ func (p *Port) SetRings(rx, tx int) error {
 	}, nw)
 }
 
-// checkChannels validates a combined channel count as the ethtool core does.
-func (p *Port) checkChannels(n int) error {
-	switch {
-	case n < 1:
-		return nlerr.New(unix.EINVAL, "requested channel counts would result in no RX or TX channel being configured")
-	case n > p.cfg.MaxQueues:
-		return nlerr.New(unix.EINVAL, "requested channel count exceeds maximum")
-	}
-	return nil
-}
-
 // SetChannels changes the number of combined channels (mana_set_channels). Errors: EINVAL for 0
 // or more than the maximum; ENOMEM "Insufficient memory for new allocations"; detach/attach
 // failures. Caller holds the configuration lock.
 func (p *Port) SetChannels(n int) error {
 	p.assertLocked()
-	if err := p.checkChannels(n); err != nil {
-		return err
+	if e := checkChannels(n, p.cfg.MaxQueues, false); e != nil {
+		return e.Err
 	}
 	nw := p.set
 	nw.Queues = n

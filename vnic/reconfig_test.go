@@ -10,6 +10,7 @@ import (
 
 	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic/faultpoint"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,8 +28,8 @@ type op struct {
 }
 
 var ops = []op{
-	{"priv-flags", func(p *Port) error { return p.SetPrivFlags(PrivFlagFullPageRx) },
-		func(s Settings) bool { return s.PrivFlags == PrivFlagFullPageRx },
+	{"priv-flags", func(p *Port) error { return p.SetPrivFlags(privflag.FullPageRx) },
+		func(s Settings) bool { return s.PrivFlags == privflag.FullPageRx },
 		"Insufficient memory for new allocations", "mana_detach failed", "mana_attach failed", true},
 	{"mtu", func(p *Port) error { return p.SetMTU(9000) },
 		func(s Settings) bool { return s.MTU == 9000 },
@@ -215,10 +216,10 @@ func TestPrivFlagsLayoutShortcut(t *testing.T) {
 			tp.open()
 			tp.locked(func() {
 				_ = tp.SetFault(Fault{Point: faultpoint.Prealloc, Mode: FaultAlways})
-				err := tp.SetPrivFlags(PrivFlagFullPageRx)
+				err := tp.SetPrivFlags(privflag.FullPageRx)
 				require.Equal(t, err != nil, tc.rebuild, "rebuild")
 				if !tc.rebuild {
-					assert.Equal(t, PrivFlagFullPageRx, tp.Settings().PrivFlags, "flag not stored")
+					assert.Equal(t, privflag.FullPageRx, tp.Settings().PrivFlags, "flag not stored")
 				}
 			})
 		})
@@ -293,7 +294,7 @@ func TestMemoryBudget(t *testing.T) {
 	tp.locked(func() {
 		before := tp.State()
 		tp.SetMemoryBudget(before.MemoryInUse + 1<<20)
-		err := tp.SetPrivFlags(PrivFlagFullPageRx)
+		err := tp.SetPrivFlags(privflag.FullPageRx)
 		require.ErrorIs(t, err, unix.ENOMEM, "err = %v", err)
 		require.True(t, strings.HasPrefix(err.(*nlerr.Error).Message, "Insufficient memory for new allocations"), "err = %v", err)
 		after := tp.State()
@@ -301,7 +302,7 @@ func TestMemoryBudget(t *testing.T) {
 			t.Errorf("ENOMEM changed the port: %+v", after)
 		}
 		tp.SetMemoryBudget(0)
-		require.NoError(t, tp.SetPrivFlags(PrivFlagFullPageRx))
+		require.NoError(t, tp.SetPrivFlags(privflag.FullPageRx))
 		st := tp.State()
 		// 4 queues × 128 one-per-page 16K buffers, against 4 × 19 pages of 7 fragments.
 		assert.Equal(t, int64(4*128*16384), st.MemoryInUse, "memory in use %d (was %d)", st.MemoryInUse, before.MemoryInUse)
@@ -331,7 +332,7 @@ func TestResetRespectsAdminDown(t *testing.T) {
 	tp.open()
 	tp.locked(func() {
 		_ = tp.SetFault(Fault{Point: faultpoint.Attach, Mode: FaultAlways})
-		require.Error(t, tp.SetPrivFlags(PrivFlagFullPageRx), "attach fault did not fail the operation")
+		require.Error(t, tp.SetPrivFlags(privflag.FullPageRx), "attach fault did not fail the operation")
 		tp.Close()
 		_ = tp.SetFault(Fault{Point: faultpoint.Attach, Mode: FaultOff})
 	})

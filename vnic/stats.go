@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/manad/manad/vnic/pagepool"
+	"github.com/manad/manad/vnic/privflag"
 )
 
 // QueueStats are the counters of one queue index, RX and TX, at one moment: the snapshot the
@@ -169,17 +170,12 @@ func StatNames(queues int) []string { return CounterNames(ManaCounters, queues) 
 // ETH_SS_STATS set, in Port.ExtraStats order.
 func ExtraStatNames() []string { return CounterNames(ManadCounters, 0) }
 
-// PrivFlagNames are the ETH_SS_PRIV_FLAGS strings (mana_priv_flags).
-var PrivFlagNames = [PrivFlagMax]string{"full-page-rx"}
+// PrivFlagNames and PrivFlagFullPageRx are privflag.Names and privflag.FullPageRx, which
+// declare the flags, under the names the daemon still uses.
+var PrivFlagNames = privflag.Names
 
-// PrivFlagFullPageRx is MANA_PRIV_FLAG_USE_FULL_PAGE_RXBUF.
-const PrivFlagFullPageRx uint32 = 1 << 0
-
-// PrivFlagMax is MANA_PRIV_FLAG_MAX, the number of private flags.
-const PrivFlagMax = 1
-
-// privFlagsMask covers every defined private flag (GENMASK(MANA_PRIV_FLAG_MAX - 1, 0)).
-const privFlagsMask = 1<<PrivFlagMax - 1
+// PrivFlagFullPageRx is privflag.FullPageRx (MANA_PRIV_FLAG_USE_FULL_PAGE_RXBUF).
+const PrivFlagFullPageRx = privflag.FullPageRx
 
 // rxStats are one RX queue's counters. They live in the port, not in the queue, so they survive
 // the detach/attach of every reconfiguration (the driver's reset with each new rxq; the model keeps

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/config/bytesize"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -95,11 +96,8 @@ func parseErrno(s string) (uint32, error) {
 	return 0, usageErrorf("invalid errno '%s' (want a name such as ENOMEM or a number 1..4095)", s)
 }
 
-// privFlagBits are the private flags a port can be created with (manactl port add
-// --priv-flags): mana's MANA_PRIV_FLAG_* bit numbers (mana_ethtool.c: mana_priv_flags).
-var privFlagBits = map[string]uint32{"full-page-rx": 0}
-
-// parsePrivFlags turns "full-page-rx[,…]" into the flag bits.
+// parsePrivFlags turns "full-page-rx[,…]" into the flag bits (privflag: the port's flags, as
+// port add's --priv-flags names them).
 func parsePrivFlags(s string) (uint32, error) {
 	var bits uint32
 	for _, name := range strings.Split(s, ",") {
@@ -107,11 +105,11 @@ func parsePrivFlags(s string) (uint32, error) {
 		if name == "" {
 			continue
 		}
-		b, ok := privFlagBits[name]
+		b, ok := privflag.Bit(name)
 		if !ok {
-			return 0, usageErrorf("unknown private flag '%s' (want full-page-rx)", name)
+			return 0, usageErrorf("unknown private flag '%s' (want %s)", name, privflag.Want())
 		}
-		bits |= 1 << b
+		bits |= b
 	}
 	return bits, nil
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"net"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/vnic/privflag"
 )
 
 // portAddFlags are port add's options: one per key of the configuration's [[port]] table (its
@@ -32,7 +34,7 @@ func (o *portAddFlags) register(f *pflag.FlagSet) {
 	f.Uint32Var(&s.MaxQueues, "max-queues", 0, "maximum combined channels")
 	f.Uint32Var(&s.RxRing, "rx-ring", 0, "RX ring size")
 	f.Uint32Var(&s.TxRing, "tx-ring", 0, "TX ring size")
-	f.StringVar(&o.privFlags, "priv-flags", "", "private flags to turn on: full-page-rx")
+	f.StringVar(&o.privFlags, "priv-flags", "", "private flags to turn on, comma-separated: "+strings.Join(privflag.Names[:], ", "))
 	f.StringVar(&o.budget, "memory-budget", "", "RX memory cap: bytes, a number with K, M, G, T (KiB…TiB), or unlimited")
 	f.BoolVar(&s.Persistent, "persistent", false, "the TAP outlives manad")
 	f.BoolVar(&o.offload, "offload", true, "the TAP carries virtio headers (TSO/USO, checksum offloads); --offload=false for plain frames")

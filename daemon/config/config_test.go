@@ -18,8 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/pagepool"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -170,7 +172,7 @@ memory_budget = 1048576
 			Name: "eth0", MAC: mustMAC("02:00:00:00:00:01"), NetNS: "blue", Segment: "lab.1",
 			PageSize: 16384, Rule: rxbuf.RulePreHeadroom, MaxMTU: 4000, MaxQueues: 32,
 			MemoryBudget: 512 << 20, MTU: 3000, Queues: 8, RxRing: 1024, TxRing: 256,
-			PrivFlags: vnic.PrivFlagFullPageRx, XDP: "drop", Line: 14,
+			PrivFlags: privflag.FullPageRx, XDP: "drop", Line: 14,
 			RxAlloc: rxbuf.AllocNoPool, RxRecycle: false,
 			CQECoalesce8: true, Coalesce: vnic.Coalesce{RxCQEFrames: 8, RxCQENsecs: vnic.DefaultRxCQENsecs},
 		}, {
@@ -295,9 +297,9 @@ func TestParseErrors(t *testing.T) {
 
 		// [[port]]: MAC.
 		{"mac syntax", port(`mac = "zz:00"`), `t.toml:3: port "eth0": mac "zz:00" invalid (want six hex bytes like "02:00:00:00:00:01")`},
-		{"mac multicast", port(`mac = "01:00:5e:00:00:01"`), `t.toml:3: port "eth0": mac 01:00:5e:00:00:01 is a multicast address`},
-		{"mac zero", port(`mac = "00:00:00:00:00:00"`), `t.toml:3: port "eth0": mac 00:00:00:00:00:00 is the zero address`},
-		{"mac eui64", port(`mac = "02:00:00:00:00:00:00:01"`), `t.toml:3: port "eth0": mac 02:00:00:00:00:00:00:01 is not a 6-byte Ethernet address`},
+		{"mac multicast", port(`mac = "01:00:5e:00:00:01"`), `t.toml:3: port "eth0": MAC address 01:00:5e:00:00:01 is a multicast address`},
+		{"mac zero", port(`mac = "00:00:00:00:00:00"`), `t.toml:3: port "eth0": MAC address 00:00:00:00:00:00 is the zero address`},
+		{"mac eui64", port(`mac = "02:00:00:00:00:00:00:01"`), `t.toml:3: port "eth0": MAC address 02:00:00:00:00:00:00:01 is not a 6-byte Ethernet address`},
 		{"duplicate mac", "[[port]]\nname = \"a\"\nmac = \"02:00:00:00:00:01\"\n[[port]]\nname = \"b\"\nmac = \"02:00:00:00:00:01\"\n", `t.toml:6: port "b": mac 02:00:00:00:00:01 already used by port "a"`},
 
 		// [[port]]: numbers.
@@ -311,7 +313,7 @@ func TestParseErrors(t *testing.T) {
 		{"page_size string", port(`page_size = "8K"`), `t.toml:3: port "eth0": page_size "8K" not supported (want 4096, 16384 or 65536, or "4K", "16K", "64K")`},
 		{"page_size garbage", port(`page_size = "big"`), `t.toml:3: port "eth0": page_size "big" not supported (want 4096, 16384 or 65536, or "4K", "16K", "64K")`},
 		{"page_size type", port(`page_size = true`), `t.toml:3: port "eth0": page_size must be an integer or a string like "4K", not the boolean true`},
-		{"queues zero", port("queues = 0"), `t.toml:3: port "eth0": queues 0 less than 1`},
+		{"queues zero", port("queues = 0"), `t.toml:3: port "eth0": queues 0 less than the minimum 1`},
 		{"queues over max", port("max_queues = 8\nqueues = 9"), `t.toml:4: port "eth0": queues 9 greater than max_queues 8`},
 		{"max_queues", port("max_queues = 257"), `t.toml:3: port "eth0": max_queues 257 out of range 1..256`},
 		{"speed negative", port("speed = -1"), `t.toml:3: port "eth0": speed -1 out of range 0..2147483647 (Mb/s, 0 = unknown)`},
@@ -449,7 +451,7 @@ func TestDeriveMAC(t *testing.T) {
 	for i := range 1000 {
 		name := "port" + strconv.Itoa(i)
 		mac := DeriveMAC(name)
-		require.Equal(t, "", checkMAC(mac), "DeriveMAC(%s) = %s: not a locally administered unicast address", name, mac)
+		require.NoError(t, tap.CheckMAC(mac), "DeriveMAC(%s) = %s: not a unicast address", name, mac)
 		require.NotEqual(t, byte(0), mac[0]&0x02, "DeriveMAC(%s) = %s: not a locally administered unicast address", name, mac)
 		other, dup := seen[string(mac)]
 		require.False(t, dup, "DeriveMAC(%s) = DeriveMAC(%s) = %s", name, other, mac)
@@ -486,13 +488,6 @@ func TestValueForms(t *testing.T) {
 		assert.Equal(t, b, got, "parseMemory(FormatMemory(%d) = %q)", b, FormatMemory(b))
 	}
 	assert.Equal(t, "2GiB", FormatMemory(2<<30), "FormatMemory(2GiB)")
-	f, err := PrivFlagBits([]string{"full-page-rx"})
-	assert.NoError(t, err, "PrivFlagBits")
-	assert.Equal(t, vnic.PrivFlagFullPageRx, f, "PrivFlagBits = %#x", f)
-	_, err = PrivFlagBits([]string{"x"})
-	assert.ErrorIs(t, err, unix.EINVAL, "PrivFlagBits(x)")
-	got := PrivFlagNames(vnic.PrivFlagFullPageRx | 1<<7)
-	assert.True(t, cmp.Equal(got, []string{"full-page-rx"}), "PrivFlagNames = %q", got)
 	l, err := ParseLogLevel("bogus")
 	assert.ErrorIs(t, err, unix.EINVAL, "ParseLogLevel(bogus) = %v, %v; want EINVAL", l, err)
 }

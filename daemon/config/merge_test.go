@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/privflag"
 )
 
 func mergeConfig(t *testing.T) *Config {
@@ -59,7 +60,7 @@ func TestMerge(t *testing.T) {
 			st.RecordSettings("c", PortSettings{MTU: 1500, Queues: 16, RxRing: 1024, TxRing: 256})
 		},
 		want: []Port{{Spec: a}, {Spec: with(b, func(s *PortSpec) {
-			s.MTU, s.Queues, s.RxRing, s.TxRing, s.PrivFlags, s.XDP = 3000, 2, 256, 128, vnic.PrivFlagFullPageRx, "pass"
+			s.MTU, s.Queues, s.RxRing, s.TxRing, s.PrivFlags, s.XDP = 3000, 2, 256, 128, privflag.FullPageRx, "pass"
 		}), AdminUp: true, Restored: true}, {Spec: c, Restored: true}},
 	}, {
 		name: "invalid for the current file",
@@ -178,7 +179,7 @@ func TestRestartCycle(t *testing.T) {
 	require.Len(t, ports, 2, "first start: %d ports, notes %v", len(ports), notes)
 	// Runtime changes, recorded as the daemon records them from the port model.
 	mana0 := ports[0].Spec.Settings()
-	mana0.MTU, mana0.PrivFlags, mana0.XDP, mana0.RxRing = 3000, vnic.PrivFlagFullPageRx, vnic.XDPProgTx, 4096
+	mana0.MTU, mana0.PrivFlags, mana0.XDP, mana0.RxRing = 3000, privflag.FullPageRx, vnic.XDPProgTx, 4096
 	st.RecordSettings("mana0", NewPortSettings(mana0, true))
 	extra := DefaultPortSpec("mana2")
 	extra.NetNS, extra.Segment = "manaC", "wire0"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -473,9 +473,9 @@ func (d *decoder) privFlags(v any, at keyPath, label string) (uint32, bool) {
 		if !ok {
 			return 0, false
 		}
-		b, ok := privFlagBit(s)
-		if !ok {
-			d.errorf(at.index(i), "%s: unknown private flag %q (want %s)", label, s, orList(vnic.PrivFlagNames[:]))
+		b, err := privflag.Parse([]string{s})
+		if err != nil {
+			d.errorf(at.index(i), "%s: %s", label, extackText(err))
 			return 0, false
 		}
 		f |= b

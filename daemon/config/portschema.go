@@ -13,6 +13,7 @@ import (
 
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -281,13 +282,13 @@ var portFields = []portField{
 			s.PrivFlags, ok = d.privFlags(v, at, label)
 			return ok
 		},
-		save: func(s *PortSpec) any { return PrivFlagNames(s.PrivFlags) },
+		save: func(s *PortSpec) any { return privflag.NamesOf(s.PrivFlags) },
 		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
 			var names []string
 			if err := loadJSON(raw, &names); err != nil {
 				return err
 			}
-			flags, err := PrivFlagBits(names)
+			flags, err := privflag.Parse(names)
 			if err != nil {
 				return err
 			}
@@ -296,7 +297,7 @@ var portFields = []portField{
 		},
 		equal: func(a, b *PortSpec) bool { return a.PrivFlags == b.PrivFlags },
 		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			w.PrivFlags, i.PrivFlags, i.PrivFlagNames = s.PrivFlags, s.PrivFlags, PrivFlagNames(s.PrivFlags)
+			w.PrivFlags, i.PrivFlags, i.PrivFlagNames = s.PrivFlags, s.PrivFlags, privflag.NamesOf(s.PrivFlags)
 		},
 		fromWire: func(w *wire.PortSpec, s *PortSpec) error { s.PrivFlags = w.PrivFlags; return nil },
 	},

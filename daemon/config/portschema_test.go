@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -9,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -107,7 +108,7 @@ func TestStateSpecOlderFile(t *testing.T) {
 	want.MAC = mustMAC("02:aa:bb:cc:dd:ee")
 	want.NetNS, want.Segment, want.Persistent, want.Offload = "blue", "lab", false, false
 	want.PageSize, want.Rule, want.MaxMTU, want.MaxQueues = 65536, rxbuf.RulePreFrag, 9000, 32
-	want.MemoryBudget, want.MTU, want.Queues, want.PrivFlags, want.XDP = UnlimitedMemory, 1400, 2, vnic.PrivFlagFullPageRx, "drop"
+	want.MemoryBudget, want.MTU, want.Queues, want.PrivFlags, want.XDP = UnlimitedMemory, 1400, 2, privflag.FullPageRx, "drop"
 	want.RxAlloc, want.RxRecycle, want.Speed, want.CQECoalesce8 = rxbuf.AllocNoPool, false, 25000, true
 	require.NotNil(t, st.Ports["rt0"].Spec)
 	assert.Equal(t, want, *st.Ports["rt0"].Spec)
@@ -118,4 +119,41 @@ func TestStateSpecOlderFile(t *testing.T) {
 	again, err := parseState("state.json", data)
 	require.NoError(t, err)
 	assert.Equal(t, st, again)
+}
+
+// TestPortSettingsCoverSchema: the state file's runtime settings (PortSettings) are not derived
+// from the schema, since they keep what a port changed at run time in their own form (NAPI per
+// queue, the whole coalescing, the TAP's offloads, the RSS key, the administrative state). This
+// pins how the two meet: every setting row of the schema (a field that is not hardware) is a
+// key of the settings or carried inside one of them, and every key of the settings is a
+// setting row or one of those others, so a setting added to the schema and forgotten by the
+// state file fails here.
+func TestPortSettingsCoverSchema(t *testing.T) {
+	carriedBy := map[string]string{ // setting rows the settings keep inside another key
+		"rx_cqe_frames": "coalesce", "napi_defer_hard_irqs": "napi", "gro_flush_timeout": "napi",
+		"irq_suspend_timeout": "napi", "napi_threaded": "napi",
+	}
+	notRows := map[string]bool{"admin_up": true, "coalesce": true, "offload": true, "rss_key": true, "napi": true}
+	keys := map[string]bool{}
+	typ := reflect.TypeFor[PortSettings]()
+	for i := range typ.NumField() {
+		k, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		require.NotEmpty(t, k, typ.Field(i).Name)
+		keys[k] = true
+	}
+	rows := map[string]bool{}
+	for _, f := range portFields {
+		if f.hardware {
+			continue
+		}
+		rows[f.key] = true
+		if c, ok := carriedBy[f.key]; ok {
+			assert.True(t, keys[c], "setting %s: the settings have no key %s to carry it", f.key, c)
+			continue
+		}
+		assert.True(t, keys[f.key], "setting %s is not kept in the state file's settings", f.key)
+	}
+	for k := range keys {
+		assert.True(t, rows[k] || notRows[k], "settings key %s is neither a setting row of the schema nor a known other", k)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"net"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -58,7 +58,7 @@ type PortSpec struct {
 	Queues    int    // combined channels
 	RxRing    int    // a power of two (the file's value is rounded up, as the driver does)
 	TxRing    int    // a power of two
-	PrivFlags uint32 // vnic.PrivFlag* bits
+	PrivFlags uint32 // privflag bits
 	XDP       string // built-in XDP program name (vnic.BuiltinXDPByName), "" for none
 	Coalesce  vnic.Coalesce
 	// RSSKey is the Toeplitz key the port starts with (vnic.Config.RSSKey): nil for the
@@ -153,7 +153,7 @@ func (s *PortSpec) NAPIConfigs(maxQueues int) []vnic.NAPIConfig {
 // Validate checks the spec the way Parse checks a [[port]] table: names, MAC, every range the
 // port model enforces (so vnic.New cannot refuse a valid spec), the XDP built-in and the MTU it
 // allows. Errors: EINVAL, with an extack message naming the port and the field ("port \"eth0\":
-// mtu 40 out of range 68..9000"). It does not check uniqueness against other ports.
+// mtu 40 less than the minimum 68"). It does not check uniqueness against other ports.
 func (s *PortSpec) Validate() error {
 	if ps := s.problems(); len(ps) > 0 {
 		return invalid("%s: %s", portLabel(s.Name, -1), ps[0].msg)
@@ -178,61 +178,24 @@ func (s *PortSpec) problems() []problem {
 		// kernel's devices), so that what passes here also passes tap.Open.
 		add("name", "%s", extackText(err))
 	}
-	if err := checkMAC(s.MAC); err != "" {
-		add("mac", "mac %s %s", s.MAC, err)
+	if err := tap.CheckMAC(s.MAC); err != nil {
+		// The TAP's rule (is_valid_ether_addr), so that what passes here passes tap.Open.
+		add("mac", "%s", extackText(err))
 	}
-	maxMTUOK := s.MaxMTU >= vnic.MinMTU && s.MaxMTU <= rxbuf.MaxMTU
-	if !maxMTUOK {
-		add("max_mtu", "max_mtu %d out of range %d..%d", s.MaxMTU, vnic.MinMTU, rxbuf.MaxMTU)
-	}
-	pageOK := rxbuf.ValidPageSize(s.PageSize)
-	if !pageOK {
-		add("page_size", "page_size %d not supported (want %s)", s.PageSize, pageSizesWanted)
+	// The port model's rules (vnic.Check), each refusal in the file's words.
+	cfg, set := s.Config(), s.Settings()
+	for _, e := range vnic.Check(cfg, set) {
+		field, msg := s.modelProblem(e)
+		ps = append(ps, problem{field, msg})
 	}
 	if s.Speed < 0 || s.Speed > math.MaxInt32 {
 		add("speed", "speed %d out of range 0..%d (Mb/s, 0 = unknown)", s.Speed, math.MaxInt32)
 	}
-	maxQueuesOK := s.MaxQueues >= 1 && s.MaxQueues <= tap.MaxQueues // a port's queues are its TAP's
-	if !maxQueuesOK {
-		add("max_queues", "max_queues %d out of range 1..%d", s.MaxQueues, tap.MaxQueues)
-	}
-	if s.Rule > rxbuf.RulePreFrag {
-		add("rule", "unknown rule %s (want %s)", s.Rule, rulesWanted())
-	}
-	if s.RxAlloc > rxbuf.AllocNoPool {
-		add("rx_alloc", "unknown rx_alloc %s (want %s)", s.RxAlloc, allocsWanted())
-	}
 	if s.MemoryBudget == 0 || s.MemoryBudget < UnlimitedMemory {
 		add("memory_budget", "memory_budget %d invalid (want a positive size or \"unlimited\")", s.MemoryBudget)
 	}
-	switch {
-	case s.MTU < vnic.MinMTU:
-		add("mtu", "mtu %d less than the minimum %d", s.MTU, vnic.MinMTU)
-	case maxMTUOK && s.MTU > s.MaxMTU:
-		add("mtu", "mtu %d greater than max_mtu %d", s.MTU, s.MaxMTU)
-	}
-	switch {
-	case s.Queues < 1:
-		add("queues", "queues %d less than 1", s.Queues)
-	case maxQueuesOK && s.Queues > s.MaxQueues:
-		add("queues", "queues %d greater than max_queues %d", s.Queues, s.MaxQueues)
-	}
-	if s.RxRing < vnic.MinRxRing || s.RxRing > vnic.MaxRxRing {
-		add("rx_ring", "rx_ring %d out of range %d..%d", s.RxRing, vnic.MinRxRing, vnic.MaxRxRing)
-	}
-	if s.TxRing < vnic.MinTxRing || s.TxRing > vnic.MaxTxRing {
-		add("tx_ring", "tx_ring %d out of range %d..%d", s.TxRing, vnic.MinTxRing, vnic.MaxTxRing)
-	}
-	if unknown := s.PrivFlags &^ (1<<vnic.PrivFlagMax - 1); unknown != 0 {
-		add("priv_flags", "unknown private flag bits %#x", unknown)
-	}
-	if s.XDP != "" {
-		if vnic.BuiltinXDPByName(s.XDP) == nil {
-			add("xdp", "unknown XDP built-in %q (want %s or \"\")", s.XDP, xdpWanted())
-		} else if pageOK && s.MTU > rxbuf.XDPMTUMax(s.PageSize) {
-			// mana_xdp_set: "XDP: mtu:%u too large, mtu_max:%lu".
-			add("xdp", "mtu %d too large for XDP with %d-byte pages (max %d)", s.MTU, s.PageSize, rxbuf.XDPMTUMax(s.PageSize))
-		}
+	if s.XDP != "" && vnic.BuiltinXDPByName(s.XDP) == nil {
+		add("xdp", "unknown XDP built-in %q (want %s or \"\")", s.XDP, xdpWanted())
 	}
 	// vnic.CheckCoalesce is the rule (mana_set_coalesce's); it checks rx-cqe-frames first, so
 	// an error for the CQE frames alone is that value's, reported in the file's words.
@@ -255,9 +218,6 @@ func (s *PortSpec) problems() []problem {
 			add("napi", "napi of queue %d: %s", q, extackText(err))
 		}
 	}
-	if s.RSSKey != nil && len(s.RSSKey) != vnic.RSSKeySize {
-		add("rss_key", "rss_key has %d bytes, want %d", len(s.RSSKey), vnic.RSSKeySize)
-	}
 	if err := checkSegment(s.Segment); err != "" {
 		add("segment", "segment %q %s", s.Segment, err)
 	}
@@ -269,17 +229,45 @@ func (s *PortSpec) problems() []problem {
 	return ps
 }
 
-// normalize rounds the rings up to a power of two, as mana_set_ringparam does; the port model
-// would do the same, so the spec says what the port will really use.
+// normalize rounds the rings up to a power of two, as the port model does (vnic.RoundRing), so
+// the spec says what the port will really use.
 func (s *PortSpec) normalize() {
-	s.RxRing, s.TxRing = roundUpPow2(s.RxRing), roundUpPow2(s.TxRing)
+	s.RxRing, s.TxRing = vnic.RoundRing(s.RxRing), vnic.RoundRing(s.TxRing)
 }
 
-func roundUpPow2(n int) int {
-	if n <= 1 {
-		return 1
+// modelKeys are the file's keys of the port model's fields that vnic.Check refuses.
+var modelKeys = map[vnic.Field]string{
+	vnic.FieldPageSize: "page_size", vnic.FieldMaxMTU: "max_mtu", vnic.FieldMaxQueues: "max_queues",
+	vnic.FieldRule: "rule", vnic.FieldRxAlloc: "rx_alloc", vnic.FieldRSSKey: "rss_key", vnic.FieldMTU: "mtu",
+	vnic.FieldQueues: "queues", vnic.FieldRxRing: "rx_ring", vnic.FieldTxRing: "tx_ring",
+	vnic.FieldPrivFlags: "priv_flags", vnic.FieldXDP: "xdp",
+}
+
+// modelProblem says what the port model refused (e, from vnic.Check) in the file's words: its
+// key, the value and the range, the bound named by its key when it is another field's ("mtu
+// 9001 greater than max_mtu 9000"), or what the key allows. It returns the key and the message.
+func (s *PortSpec) modelProblem(e *vnic.FieldError) (field, msg string) {
+	key := modelKeys[e.Field]
+	switch {
+	case e.Field == vnic.FieldPageSize:
+		return key, fmt.Sprintf("page_size %d not supported (want %s)", s.PageSize, pageSizesWanted)
+	case e.Field == vnic.FieldRule:
+		return key, fmt.Sprintf("unknown rule %s (want %s)", s.Rule, rulesWanted())
+	case e.Field == vnic.FieldRxAlloc:
+		return key, fmt.Sprintf("unknown rx_alloc %s (want %s)", s.RxAlloc, allocsWanted())
+	case e.Field == vnic.FieldRSSKey:
+		return key, fmt.Sprintf("rss_key has %d bytes, want %d", len(s.RSSKey), vnic.RSSKeySize)
+	case e.MaxOf == vnic.FieldXDP:
+		// mana_xdp_set: "XDP: mtu:%u too large, mtu_max:%lu"; the xdp key is what lowers it.
+		return "xdp", fmt.Sprintf("mtu %d too large for XDP with %d-byte pages (max %d)", e.Value, s.PageSize, e.Max)
+	case e.Max < e.Min: // not a range: the model's words
+		return key, extackText(e)
+	case e.MaxOf != "" && e.Value < e.Min:
+		return key, fmt.Sprintf("%s %d less than the minimum %d", key, e.Value, e.Min)
+	case e.MaxOf != "":
+		return key, fmt.Sprintf("%s %d greater than %s %d", key, e.Value, modelKeys[e.MaxOf], e.Max)
 	}
-	return 1 << bits.Len(uint(n-1))
+	return key, fmt.Sprintf("%s %d out of range %d..%d", key, e.Value, e.Min, e.Max)
 }
 
 // portLabel names a port in messages: by name when it has one, else by its position in the file.
@@ -326,19 +314,6 @@ func checkSegment(name string) string {
 		return fmt.Sprintf("is longer than %d bytes", MaxSegmentName)
 	case strings.ContainsFunc(name, func(r rune) bool { return r > unicode.MaxASCII || !(isBareKeyChar(byte(r)) || r == '.') }):
 		return "may only hold letters, digits, '.', '_' and '-'"
-	}
-	return ""
-}
-
-// checkMAC accepts a unicast, non-zero EUI-48.
-func checkMAC(mac net.HardwareAddr) string {
-	switch {
-	case len(mac) != 6:
-		return "is not a 6-byte Ethernet address"
-	case mac[0]&0x01 != 0:
-		return "is a multicast address"
-	case string(mac) == "\x00\x00\x00\x00\x00\x00":
-		return "is the zero address"
 	}
 	return ""
 }
@@ -412,40 +387,9 @@ func rxAllocProblem(s string) string {
 	return fmt.Sprintf("unknown rx_alloc %q (want %s)", s, allocsWanted())
 }
 
-// PrivFlagBits turns private flag names (vnic.PrivFlagNames, e.g. "full-page-rx") into bits.
-// Errors: EINVAL naming the first unknown name.
-func PrivFlagBits(names []string) (uint32, error) {
-	var f uint32
-	for _, n := range names {
-		b, ok := privFlagBit(n)
-		if !ok {
-			return 0, invalid("unknown private flag %q (want %s)", n, orList(vnic.PrivFlagNames[:]))
-		}
-		f |= b
-	}
-	return f, nil
-}
-
-func privFlagBit(name string) (uint32, bool) {
-	for i, n := range vnic.PrivFlagNames {
-		if n == name {
-			return 1 << i, true
-		}
-	}
-	return 0, false
-}
-
-// PrivFlagNames returns the names of the flags set in f, in bit order. Bits without a name (which
-// a valid spec never has) are left out.
-func PrivFlagNames(f uint32) []string {
-	names := []string{}
-	for i, n := range vnic.PrivFlagNames {
-		if f&(1<<i) != 0 {
-			names = append(names, n)
-		}
-	}
-	return names
-}
+// PrivFlagNames returns the names of the flags set in f, in bit order: privflag.NamesOf, which
+// the daemon's replies still call by this name.
+func PrivFlagNames(f uint32) []string { return privflag.NamesOf(f) }
 
 // extackText is err's message without the errno text: the configuration's messages say what
 // is wrong in words, and file:line says where.

@@ -17,8 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/privflag"
 )
 
 const (
@@ -60,7 +60,11 @@ type PortState struct {
 
 // PortSettings are a port's runtime settings as the state file keeps them: what vnic.Settings
 // holds, with the private flags and the XDP program by name so the file stays readable and
-// survives a renumbering, plus the administrative state.
+// survives a renumbering, plus the administrative state. It is not derived from the port
+// schema (portFields): six of its keys are setting rows of the schema, but the rest keep what a
+// port changed at run time in a form the schema's rows do not have (NAPI per queue, the whole
+// coalescing, the TAP's offloads, the RSS key), and the state file's format stays. A test
+// (TestPortSettingsCoverSchema) holds every setting row to a key here.
 type PortSettings struct {
 	MTU       int      `json:"mtu"`
 	Queues    int      `json:"queues"`
@@ -174,9 +178,9 @@ func (n *NAPISettings) queues() ([]vnic.NAPIConfig, error) {
 	return out, nil
 }
 
-// maxNAPIQueues is the most queues a port may have (max_queues' range: a TAP's), so the most
+// maxNAPIQueues is the most queues a port may have (max_queues' range), so the most
 // NAPI settings a state file keeps per port.
-const maxNAPIQueues = tap.MaxQueues
+const maxNAPIQueues = vnic.MaxQueues
 
 // CoalesceSettings is vnic.Coalesce as the state file keeps it.
 type CoalesceSettings struct {
@@ -226,7 +230,7 @@ func parseRSSKey(s string) ([]byte, error) {
 func NewPortSettings(s vnic.Settings, adminUp bool) PortSettings {
 	ps := PortSettings{
 		MTU: s.MTU, Queues: s.Queues, RxRing: s.RxRing, TxRing: s.TxRing,
-		PrivFlags: PrivFlagNames(s.PrivFlags), AdminUp: adminUp,
+		PrivFlags: privflag.NamesOf(s.PrivFlags), AdminUp: adminUp,
 	}
 	if s.Coalesce != (vnic.Coalesce{}) {
 		ps.Coalesce = newCoalesceSettings(s.Coalesce)
@@ -696,7 +700,7 @@ func Merge(cfg *Config, st *State) (ports []Port, notes []error) {
 func withSettings(spec PortSpec, set PortSettings) (out PortSpec, dropped string, err error) {
 	out = spec.clone()
 	out.MTU, out.Queues, out.RxRing, out.TxRing = set.MTU, set.Queues, set.RxRing, set.TxRing
-	if out.PrivFlags, err = PrivFlagBits(set.PrivFlags); err != nil {
+	if out.PrivFlags, err = privflag.Parse(set.PrivFlags); err != nil {
 		return spec, "", err
 	}
 	if set.Coalesce != nil {

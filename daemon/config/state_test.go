@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -126,7 +127,7 @@ func sampleState() *State {
 	spec.MAC = mustMAC("02:aa:bb:cc:dd:ee")
 	spec.NetNS, spec.Segment, spec.Persistent, spec.Offload = "blue", "lab", false, false
 	spec.PageSize, spec.Rule, spec.MaxMTU, spec.MaxQueues = 65536, rxbuf.RulePreFrag, 9000, 32
-	spec.MemoryBudget, spec.MTU, spec.Queues, spec.PrivFlags, spec.XDP = UnlimitedMemory, 1400, 2, vnic.PrivFlagFullPageRx, "drop"
+	spec.MemoryBudget, spec.MTU, spec.Queues, spec.PrivFlags, spec.XDP = UnlimitedMemory, 1400, 2, privflag.FullPageRx, "drop"
 	spec.RxAlloc, spec.RxRecycle = rxbuf.AllocNoPool, false
 	spec.Line = 42 // not persisted: a runtime port has no line
 	st.RecordCreated(spec, PortSettings{MTU: 1400, Queues: 2, RxRing: 1024, TxRing: 256, XDP: "ebpf:counter"})
@@ -173,7 +174,7 @@ func TestStateOffloadMissing(t *testing.T) {
 func TestStateFileFormat(t *testing.T) {
 	dir := t.TempDir()
 	st := NewState()
-	st.RecordSettings("mana0", NewPortSettings(vnic.Settings{MTU: 1500, Queues: 4, RxRing: 1024, TxRing: 256, PrivFlags: vnic.PrivFlagFullPageRx, XDP: vnic.XDPProgDrop}, true))
+	st.RecordSettings("mana0", NewPortSettings(vnic.Settings{MTU: 1500, Queues: 4, RxRing: 1024, TxRing: 256, PrivFlags: privflag.FullPageRx, XDP: vnic.XDPProgDrop}, true))
 	require.NoError(t, st.Save(dir))
 	got, _ := os.ReadFile(StatePath(dir))
 	want := `{

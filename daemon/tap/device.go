@@ -89,7 +89,7 @@ func (c *Config) check() error {
 		}
 	}
 	if c.MAC != nil {
-		if err := checkMAC(c.MAC); err != nil {
+		if err := CheckMAC(c.MAC); err != nil {
 			return err
 		}
 	}
@@ -133,15 +133,18 @@ func checkMTU(mtu int) error {
 	return nil
 }
 
-// checkMAC is is_valid_ether_addr.
-func checkMAC(mac net.HardwareAddr) error {
+// CheckMAC is is_valid_ether_addr: a unicast, non-zero EUI-48, what a TAP (and so a port) can
+// have as its address. The configuration checks a port's MAC with it, so that what it accepts
+// Open and SetMAC accept too. Errors: EINVAL for an address that is not 6 bytes, EADDRNOTAVAIL
+// for a multicast or the zero address, the message naming the address.
+func CheckMAC(mac net.HardwareAddr) error {
 	switch {
 	case len(mac) != 6:
-		return nlerr.New(unix.EINVAL, "MAC address %v is not an Ethernet address", mac)
+		return nlerr.New(unix.EINVAL, "MAC address %v is not a 6-byte Ethernet address", mac)
 	case mac[0]&1 != 0:
 		return nlerr.New(unix.EADDRNOTAVAIL, "MAC address %v is a multicast address", mac)
 	case bytes.Equal(mac, make([]byte, 6)):
-		return nlerr.New(unix.EADDRNOTAVAIL, "MAC address is all zeros")
+		return nlerr.New(unix.EADDRNOTAVAIL, "MAC address %v is the zero address", mac)
 	}
 	return nil
 }
@@ -609,7 +612,7 @@ func (d *Device) SetName(name string) error {
 // SetMAC sets the TAP's MAC address. Errors: EINVAL or EADDRNOTAVAIL for an address that is not
 // a unicast Ethernet address; the kernel's errno otherwise.
 func (d *Device) SetMAC(mac net.HardwareAddr) error {
-	if err := checkMAC(mac); err != nil {
+	if err := CheckMAC(mac); err != nil {
 		return err
 	}
 	if err := d.rlock(); err != nil {

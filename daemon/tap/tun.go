@@ -7,7 +7,9 @@ import "golang.org/x/sys/unix"
 // 0x0800) as /sys/class/net/NAME/tun_flags: 0x1102, or 0x1902 for a persistent TAP.
 const tunFlags = unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_MULTI_QUEUE
 
-// MaxQueues is the most queues a TAP can have (MAX_TAP_QUEUES in drivers/net/tun.c).
+// MaxQueues is the most queues a TAP can have (MAX_TAP_QUEUES in drivers/net/tun.c): the
+// kernel's rule, checked here before any queue is opened. The port model's limit on a port's
+// queues, which every other layer checks, is vnic.MaxQueues; a test holds the two equal.
 const MaxQueues = 256
 
 // attachQueue opens /dev/net/tun and attaches the descriptor as one more queue of the TAP name

@@ -91,7 +91,7 @@ func BenchmarkRunParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(1500)
 	b.RunParallel(func(pb *testing.PB) {
-		q := int(next.Add(1)-1) % MaxQueues
+		q := int(next.Add(1)-1) % vnic.MaxQueues
 		buf, data, end := rxBufArgs(udpFrame(1500, 1, 53))
 		for pb.Next() {
 			if _, _, _, err := p.Run(q, buf, data, end); err != nil {

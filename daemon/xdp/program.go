@@ -22,8 +22,6 @@ const (
 	// needs (the verifier caps a program at 1M instructions, 8 MiB, but real objects are a few
 	// KiB), small enough that a netlink request cannot make the daemon parse megabytes.
 	MaxObjectSize = 4 << 20
-	// MaxQueues is the number of RX queues a Program can serve: vnic's limit on a port's queues.
-	MaxQueues = 256
 	// MinFrameLen is the shortest frame BPF_PROG_TEST_RUN accepts (ETH_HLEN).
 	MinFrameLen = 14
 )
@@ -281,7 +279,7 @@ func FromProgram(p *ebpf.Program, name string) (*Program, error) {
 }
 
 func newProgram(prog *ebpf.Program, coll *ebpf.Collection, name string) *Program {
-	p := &Program{name: "ebpf:" + name, prog: prog, coll: coll, queues: make([]queueRunner, MaxQueues)}
+	p := &Program{name: "ebpf:" + name, prog: prog, coll: coll, queues: make([]queueRunner, vnic.MaxQueues)}
 	fd := prog.FD()
 	for i := range p.queues {
 		p.queues[i].fd = fd
@@ -332,7 +330,7 @@ var (
 // returned: its end stays at end (bpf_xdp_adjust_head) unless it grew by more than the
 // headroom, in which case its start stays at data (bpf_xdp_adjust_tail); see the package
 // documentation. Any verdict value is returned as is. Errors (errno-backed, the frame is then
-// aborted): EINVAL for a queue outside 0..MaxQueues-1, bounds outside buf or a frame shorter
+// aborted): EINVAL for a queue outside 0..vnic.MaxQueues-1, bounds outside buf or a frame shorter
 // than MinFrameLen; ENOSPC when the output does not fit buf; EBADF after Close; the kernel's
 // errno when BPF_PROG_TEST_RUN fails otherwise. It allocates nothing, but to wrap an errno the
 // kernel is not expected to give.

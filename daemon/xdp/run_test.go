@@ -205,7 +205,7 @@ func TestRunErrors(t *testing.T) {
 		want      unix.Errno
 	}{
 		{"negative queue", -1, make([]byte, 512), 256, 356, unix.EINVAL},
-		{"queue 256", MaxQueues, make([]byte, 512), 256, 356, unix.EINVAL},
+		{"queue 256", vnic.MaxQueues, make([]byte, 512), 256, 356, unix.EINVAL},
 		{"negative data", 0, make([]byte, 512), -1, 356, unix.EINVAL},
 		{"end before data", 0, make([]byte, 512), 300, 299, unix.EINVAL},
 		{"end past the buffer", 0, make([]byte, 512), 256, 513, unix.EINVAL},
@@ -229,7 +229,7 @@ func TestRunAfterClose(t *testing.T) {
 	require.NoError(t, err, "Run before Close")
 	require.NoError(t, p.Close(), "Close")
 	assert.NoError(t, p.Close(), "second Close")
-	for _, q := range []int{0, 5, MaxQueues - 1} {
+	for _, q := range []int{0, 5, vnic.MaxQueues - 1} {
 		_, _, _, err := runOn(p, q, udpFrame(64, 1, 2))
 		assert.ErrorIs(t, err, unix.EBADF, "Run on queue %d after Close: %v, want EBADF", q, err)
 	}

@@ -1,0 +1,86 @@
+package vnic
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/genl/nlerr"
+	"github.com/manad/manad/vnic/rxbuf"
+)
+
+// TestCheck: each refused value is named by its field, with the range a configuration words its
+// own message from and the driver's message New returns; a field is not judged against a bound
+// that is itself refused.
+func TestCheck(t *testing.T) {
+	type want struct {
+		field    Field
+		value    int
+		min, max int
+		maxOf    Field
+		msg      string
+	}
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config, *Settings)
+		want []want
+	}{
+		{"valid", func(*Config, *Settings) {}, nil},
+		{"page size", func(c *Config, _ *Settings) { c.PageSize = 8192 },
+			[]want{{FieldPageSize, 0, 0, -1, "", "page size 8192 not supported (want 4096, 16384 or 65536)"}}},
+		{"max mtu", func(c *Config, _ *Settings) { c.MaxMTU = rxbuf.MaxMTU + 1 },
+			[]want{{FieldMaxMTU, 65536, MinMTU, rxbuf.MaxMTU, "", "max MTU 65536 out of range 68..65535"}}},
+		{"max queues", func(c *Config, _ *Settings) { c.MaxQueues = MaxQueues + 1 },
+			[]want{{FieldMaxQueues, 257, 1, MaxQueues, "", "max queues 257 out of range 1..256"}}},
+		{"rule", func(c *Config, _ *Settings) { c.Rule = rxbuf.RulePreFrag + 1 }, []want{{FieldRule, 0, 0, -1, "", "unknown RX buffer rule 3"}}},
+		{"rss key", func(c *Config, _ *Settings) { c.RSSKey = []byte{1} }, []want{{FieldRSSKey, 0, 0, -1, "", "hash key must be 40 bytes, got 1"}}},
+		{"mtu low", func(_ *Config, s *Settings) { s.MTU = 67 },
+			[]want{{FieldMTU, 67, MinMTU, DefaultMaxMTU, FieldMaxMTU, "mtu less than device minimum"}}},
+		{"mtu high", func(c *Config, s *Settings) { c.MaxMTU = 3000; s.MTU = 3001 },
+			[]want{{FieldMTU, 3001, MinMTU, 3000, FieldMaxMTU, "mtu greater than device maximum"}}},
+		{"xdp mtu", func(_ *Config, s *Settings) { s.MTU, s.XDP = 9000, XDPProgPass },
+			[]want{{FieldMTU, 9000, MinMTU, 3506, FieldXDP, "mtu greater than device maximum (3506 while an XDP program is attached)"}}},
+		{"xdp mtu, bad page size", func(c *Config, s *Settings) { c.PageSize, s.MTU, s.XDP = 3, 9000, XDPProgPass },
+			[]want{{FieldPageSize, 0, 0, -1, "", "page size 3 not supported (want 4096, 16384 or 65536)"}}},
+		{"mtu, bad max", func(c *Config, s *Settings) { c.MaxMTU, s.MTU = 1, 9001 },
+			[]want{{FieldMaxMTU, 1, MinMTU, rxbuf.MaxMTU, "", "max MTU 1 out of range 68..65535"}}},
+		{"queues zero", func(_ *Config, s *Settings) { s.Queues = 0 },
+			[]want{{FieldQueues, 0, 1, DefaultMaxQueues, FieldMaxQueues, "requested channel counts would result in no RX or TX channel being configured"}}},
+		{"queues high", func(c *Config, s *Settings) { c.MaxQueues, s.Queues = 8, 9 },
+			[]want{{FieldQueues, 9, 1, 8, FieldMaxQueues, "requested channel count exceeds maximum"}}},
+		{"queues, bad max", func(c *Config, s *Settings) { c.MaxQueues, s.Queues = 300, 299 },
+			[]want{{FieldMaxQueues, 300, 1, MaxQueues, "", "max queues 300 out of range 1..256"}}},
+		{"rings", func(_ *Config, s *Settings) { s.RxRing, s.TxRing = MaxRxRing+1, 64 }, []want{
+			{FieldTxRing, 64, MinTxRing, MaxTxRing, "", "tx:64 less than the min:128"},
+			{FieldRxRing, MaxRxRing + 1, MinRxRing, MaxRxRing, "", "requested ring size exceeds maximum"}}},
+		{"zero defaults", func(c *Config, _ *Settings) { *c = Config{} }, []want{
+			{FieldPageSize, 0, 0, -1, "", "page size 0 not supported (want 4096, 16384 or 65536)"},
+			{FieldMaxMTU, 0, MinMTU, rxbuf.MaxMTU, "", "max MTU 0 out of range 68..65535"},
+			{FieldMaxQueues, 0, 1, MaxQueues, "", "max queues 0 out of range 1..256"}}},
+		{"priv flags", func(_ *Config, s *Settings) { s.PrivFlags = 6 }, []want{{FieldPrivFlags, 0, 0, -1, "", "unknown private flag bits 0x6"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, s := Config{PageSize: 4096, MaxMTU: DefaultMaxMTU, MaxQueues: DefaultMaxQueues}, DefaultSettings()
+			tc.mod(&c, &s)
+			errs := Check(c, s)
+			require.Len(t, errs, len(tc.want), "%v", errs)
+			for i, w := range tc.want {
+				e := errs[i]
+				var ne *nlerr.Error
+				require.True(t, errors.As(e, &ne), "%v is not an *nlerr.Error", e)
+				assert.Equal(t, unix.EINVAL, ne.Errno)
+				assert.Equal(t, w, want{e.Field, e.Value, e.Min, e.Max, e.MaxOf, ne.Message})
+			}
+		})
+	}
+}
+
+// TestRoundRing: roundup_pow_of_two.
+func TestRoundRing(t *testing.T) {
+	for in, want := range map[int]int{-5: 1, 0: 1, 1: 1, 2: 2, 3: 4, 128: 128, 129: 256, 8191: 8192} {
+		assert.Equal(t, want, RoundRing(in), "RoundRing(%d)", in)
+	}
+}
