@@ -20,6 +20,7 @@ import (
 	"github.com/manad/manad/genl/wire"
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/faultpoint"
+	"github.com/manad/manad/vnic/privflag"
 )
 
 // backend is the Daemon as the netlink server sees it: its methods are the ops of ops().
@@ -227,7 +228,7 @@ func (b *backend) StringSet(ctx context.Context, c genl.Caller, dev genl.Device,
 		case ethtool.SSStats:
 			names = p.statNames()
 		case ethtool.SSPrivFlags:
-			names = vnic.PrivFlagNames[:]
+			names = privflag.Names[:]
 		}
 		return nil
 	})
@@ -246,7 +247,7 @@ func (b *backend) PrivFlags(ctx context.Context, c genl.Caller, dev genl.Device)
 // SetPrivFlags is mana_set_priv_flags.
 func (b *backend) SetPrivFlags(ctx context.Context, c genl.Caller, dev genl.Device, u genl.Update[genl.PrivFlags]) error {
 	return update(b, c, dev, "priv-flags", u, func(p *port) genl.PrivFlags { return privFlags(p.vp.Settings()) },
-		func(pf genl.PrivFlags) any { return config.PrivFlagNames(pf.Flags) },
+		func(pf genl.PrivFlags) any { return privflag.NamesOf(pf.Flags) },
 		func(p *port, pf genl.PrivFlags) error { return p.vp.SetPrivFlags(pf.Flags) })
 }
 

@@ -5,6 +5,7 @@ import (
 	"github.com/manad/manad/genl"
 	"github.com/manad/manad/genl/layout"
 	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/privflag"
 )
 
 // rings is mana_get_ringparam.
@@ -14,7 +15,7 @@ func rings(s vnic.Settings) genl.Rings {
 
 // privFlags is mana_get_priv_flags.
 func privFlags(s vnic.Settings) genl.PrivFlags {
-	return genl.PrivFlags{Names: vnic.PrivFlagNames[:], Flags: s.PrivFlags}
+	return genl.PrivFlags{Names: privflag.Names[:], Flags: s.PrivFlags}
 }
 
 // channels is mana_get_channels: combined channels only.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/manad/manad/vnic/pagepool"
-	"github.com/manad/manad/vnic/privflag"
 )
 
 // QueueStats are the counters of one queue index, RX and TX, at one moment: the snapshot the
@@ -169,13 +168,6 @@ func StatNames(queues int) []string { return CounterNames(ManaCounters, queues) 
 // ExtraStatNames are the names of ManadCounters, which follow the driver's in manad's
 // ETH_SS_STATS set, in Port.ExtraStats order.
 func ExtraStatNames() []string { return CounterNames(ManadCounters, 0) }
-
-// PrivFlagNames and PrivFlagFullPageRx are privflag.Names and privflag.FullPageRx, which
-// declare the flags, under the names the daemon still uses.
-var PrivFlagNames = privflag.Names
-
-// PrivFlagFullPageRx is privflag.FullPageRx (MANA_PRIV_FLAG_USE_FULL_PAGE_RXBUF).
-const PrivFlagFullPageRx = privflag.FullPageRx
 
 // rxStats are one RX queue's counters. They live in the port, not in the queue, so they survive
 // the detach/attach of every reconfiguration (the driver's reset with each new rxq; the model keeps

@@ -16,7 +16,6 @@ import (
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/genl/nlerr"
 	"github.com/manad/manad/vnic"
-	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
@@ -386,10 +385,6 @@ func ParseRxAlloc(port, s string) (rxbuf.Alloc, error) {
 func rxAllocProblem(s string) string {
 	return fmt.Sprintf("unknown rx_alloc %q (want %s)", s, allocsWanted())
 }
-
-// PrivFlagNames returns the names of the flags set in f, in bit order: privflag.NamesOf, which
-// the daemon's replies still call by this name.
-func PrivFlagNames(f uint32) []string { return privflag.NamesOf(f) }
 
 // extackText is err's message without the errno text: the configuration's messages say what
 // is wrong in words, and file:line says where.

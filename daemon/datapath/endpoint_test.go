@@ -11,6 +11,7 @@ import (
 
 	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/vnic"
+	"github.com/manad/manad/vnic/privflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -96,7 +97,7 @@ func TestFullPageRxFlipDuringTCP(t *testing.T) {
 			for _, p := range []*testPort{a, b} {
 				var err error
 				start := time.Now()
-				h.locked(func() { err = p.port.SetPrivFlags(p.port.Settings().PrivFlags ^ vnic.PrivFlagFullPageRx) })
+				h.locked(func() { err = p.port.SetPrivFlags(p.port.Settings().PrivFlags ^ privflag.FullPageRx) })
 				flipTime.Add(int64(time.Since(start)))
 				if err != nil {
 					t.Errorf("flip on %s: %v", p.name, err)
