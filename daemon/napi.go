@@ -63,9 +63,10 @@ func (b *backend) SetNAPI(ctx context.Context, c genl.Caller, dev genl.Device, i
 		if err != nil {
 			return err
 		}
-		next := applyNAPISet(p.vp.NAPIConfig(q), s)
-		if next == p.vp.NAPIConfig(q) {
-			return nil
+		cur := p.vp.NAPIConfig(q)
+		next := applyNAPISet(cur, s)
+		if next == cur {
+			return nil // no change: no log, no save, no notification, as ethnl's SETs
 		}
 		if err := next.Check(); err != nil {
 			return err
