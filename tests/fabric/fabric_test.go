@@ -270,8 +270,8 @@ netns = %q
 segment = "wire0"
 `, br, attach, s.port, s.pns), s.pns)
 	s.up(t)
-	// An uplink attaches on its own goroutine once it sees its device (it follows the link), not
-	// before manad is ready: what the port sends before that is not bridged.
+	// An uplink attaches on its own goroutine once it sees its device (it follows the link),
+	// which may be after manad is ready: what the port sends before that is not bridged.
 	harness.Eventually(t, "the uplink to attach", func() bool {
 		seg := showSegment(t, s.d, "wire0")
 		return len(seg.Uplinks) == 1 && seg.Uplinks[0].State == "attached"
