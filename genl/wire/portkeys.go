@@ -1,5 +1,7 @@
 package wire
 
+import "fmt"
+
 // A port's attributes as people see them: PortKeys (manad.go) holds, for every PortAttr*, the
 // kebab-case key manactl's port JSON shows it under and, for the attributes PORT_NEW takes, how
 // manactl port add reads it from a flag of that name. manactl derives its port JSON and port
@@ -75,4 +77,32 @@ func PortKeyByAttr(attr uint16) *PortKey {
 		}
 	}
 	return nil
+}
+
+// SpecField returns a typed accessor of attr's field in PORT_NEW's request (its PortKey.Spec),
+// for code that builds its own rows from PortKeys (the configuration's port schema). It
+// panics, when the caller's table is built, if attr has no such field or the field is not a V:
+// a programming error that any test run shows.
+func SpecField[V any](attr uint16) func(*PortSpec) *V {
+	k := PortKeyByAttr(attr)
+	if k == nil || k.Spec == nil {
+		panic(fmt.Sprintf("wire: PORT_NEW takes no port attribute %d", attr))
+	}
+	if _, ok := k.Spec(&PortSpec{}).(*V); !ok {
+		panic(fmt.Sprintf("wire: port attribute %d's request field is a %T, not a %T", attr, k.Spec(&PortSpec{}), new(V)))
+	}
+	return func(s *PortSpec) *V { return k.Spec(s).(*V) }
+}
+
+// InfoField returns a typed accessor of attr's field in a port reply (its PortKey.Info), as
+// SpecField does for the request; it panics likewise.
+func InfoField[V any](attr uint16) func(*PortInfo) *V {
+	k := PortKeyByAttr(attr)
+	if k == nil || k.Info == nil {
+		panic(fmt.Sprintf("wire: replies carry no port attribute %d", attr))
+	}
+	if _, ok := k.Info(&PortInfo{}).(*V); !ok {
+		panic(fmt.Sprintf("wire: port attribute %d's reply field is a %T, not a %T", attr, k.Info(&PortInfo{}), new(V)))
+	}
+	return func(p *PortInfo) *V { return k.Info(p).(*V) }
 }

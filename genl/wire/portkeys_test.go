@@ -140,3 +140,20 @@ func attrPayloads(data []byte) map[uint16][]byte {
 	}
 	return m
 }
+
+// TestPortKeysTypedFields: SpecField and InfoField reach the row's fields, typed, and refuse
+// (panic, at table-building time) an attribute without the field or a wrong type.
+func TestPortKeysTypedFields(t *testing.T) {
+	var s wire.PortSpec
+	var p wire.PortInfo
+	assert.Same(t, &s.MTU, wire.SpecField[uint32](wire.PortAttrMTU)(&s))
+	assert.Same(t, &s.Offload, wire.SpecField[*bool](wire.PortAttrOffload)(&s))
+	assert.Same(t, &p.NetNSName, wire.InfoField[string](wire.PortAttrNetNS)(&p))
+	assert.Same(t, &p.Device.Name, wire.InfoField[string](wire.PortAttrDevName)(&p))
+	assert.PanicsWithValue(t, "wire: port attribute 11's request field is a *uint32, not a *uint64",
+		func() { wire.SpecField[uint64](wire.PortAttrMTU) })
+	assert.PanicsWithValue(t, "wire: PORT_NEW takes no port attribute 12", func() { wire.SpecField[uint32](wire.PortAttrMinMTU) })
+	assert.PanicsWithValue(t, "wire: replies carry no port attribute 36", func() { wire.InfoField[bool](wire.PortAttrNetNSToo) })
+	assert.PanicsWithValue(t, "wire: replies carry no port attribute 999", func() { wire.InfoField[bool](999) })
+	assert.PanicsWithValue(t, "wire: port attribute 33's reply field is a *string, not a *bool", func() { wire.InfoField[bool](wire.PortAttrRxAlloc) })
+}
