@@ -122,8 +122,9 @@
 //	                 faults: [{point, mode, count, errno}], offload, rx-alloc, rx-recycle,
 //	                 speed, rule, cqe-coalesce-8, rx-cqe-frames, napi-defer-hard-irqs,
 //	                 gro-flush-timeout, irq-suspend-timeout (ns; the value most queues have),
-//	                 coalesce: {show-coalesce's keys}, rss-hash-key; the configuration's
-//	                 [[port]] keys in kebab case (name is ifname)   (port add --json prints the same)
+//	                 coalesce: {show-coalesce's keys}, rss-hash-key, napi-threaded; the
+//	                 configuration's [[port]] keys in kebab case (name is ifname)
+//	                 (port add --json prints the same)
 //	show-rxbuf       ifname, layout: LAYOUT, pages-pinned, bytes-pinned, buffers-in-flight,
 //	                 rx-short-headroom
 //	rxbuf-plan       [LAYOUT, …] one per rule

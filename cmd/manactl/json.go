@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"strconv"
 
 	"github.com/manad/manad/genl/client"
@@ -174,50 +176,74 @@ type faultJSON struct {
 	Errno uint32 `json:"errno"`
 }
 
-// portJSON is one port of list (and of port add, and of monitor's port events).
-type portJSON struct {
-	IfName          string      `json:"ifname"`
-	IfIndex         uint32      `json:"ifindex"`
-	NetNS           string      `json:"netns"`
-	Segment         string      `json:"segment"`
-	MAC             string      `json:"mac"`
-	AdminUp         bool        `json:"admin-up"`
-	Running         bool        `json:"running"`
-	Detached        bool        `json:"detached"`
-	ResetPending    bool        `json:"reset-pending"`
-	Persistent      bool        `json:"persistent"`
-	MTU             uint32      `json:"mtu"`
-	MinMTU          uint32      `json:"min-mtu"`
-	MaxMTU          uint32      `json:"max-mtu"`
-	PageSize        uint32      `json:"page-size"`
-	Queues          uint32      `json:"queues"`
-	MaxQueues       uint32      `json:"max-queues"`
-	RxRing          uint32      `json:"rx-ring"`
-	TxRing          uint32      `json:"tx-ring"`
-	PrivFlags       []string    `json:"priv-flags"`
-	XDP             string      `json:"xdp"`
-	PagesPinned     uint64      `json:"pages-pinned"`
-	BytesPinned     uint64      `json:"bytes-pinned"`
-	BuffersInFlight uint64      `json:"buffers-in-flight"`
-	MemoryInUse     uint64      `json:"memory-in-use"`
-	MemoryPeak      uint64      `json:"memory-peak"`
-	MemoryBudget    uint64      `json:"memory-budget"`
-	Faults          []faultJSON `json:"faults"`
-	Offload         bool        `json:"offload"`
-	RxAlloc         string      `json:"rx-alloc"`
-	RxRecycle       bool        `json:"rx-recycle"`
-	Speed           uint32      `json:"speed"`
-	// The keys below are the configuration's [[port]] keys in kebab case, as the ones above
-	// (config's port schema), with NAPI timeouts in nanoseconds.
-	Rule              string           `json:"rule"`
-	CQECoalesce8      bool             `json:"cqe-coalesce-8"`
-	RxCQEFrames       uint32           `json:"rx-cqe-frames"`
-	NAPIDeferHardIRQs uint32           `json:"napi-defer-hard-irqs"`
-	GROFlushTimeout   uint64           `json:"gro-flush-timeout"`
-	IRQSuspendTimeout uint64           `json:"irq-suspend-timeout"`
-	Coalesce          portCoalesceJSON `json:"coalesce"`
-	RSSKey            string           `json:"rss-hash-key"`
-	NAPIThreaded      bool             `json:"napi-threaded"`
+// portJSON is one port of list (and of port add, and of monitor's port events): every
+// attribute of the reply that wire.PortKeys shows, under its key, in the rows' order.
+type portJSON struct{ p wire.PortInfo }
+
+func portToJSON(p wire.PortInfo) portJSON { return portJSON{p} }
+
+// MarshalJSON writes the shown attributes in wire.PortKeys' order (encoding/json would sort a
+// map's keys). Errors: an attribute whose type portValueJSON does not know.
+func (j portJSON) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := range wire.PortKeys {
+		k := &wire.PortKeys[i]
+		if !k.Shown() {
+			continue
+		}
+		v, err := portValueJSON(k.Info(&j.p))
+		if err != nil {
+			return nil, fmt.Errorf("port attribute %d (%s): %w", k.Attr, k.Key, err)
+		}
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		key, _ := json.Marshal(k.Key)
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(raw)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// portValueJSON is how the port JSON shows a reply's field (p points to it, see
+// wire.PortKey.Info): numbers, strings and booleans as they are, a MAC and the RSS key as
+// text, lists as arrays (empty, not null), faults and coalescing as objects. Errors: a type
+// not listed here.
+func portValueJSON(p any) (any, error) {
+	switch v := p.(type) {
+	case *uint32:
+		return *v, nil
+	case *uint64:
+		return *v, nil
+	case *string:
+		return *v, nil
+	case *bool:
+		return *v, nil
+	case *net.HardwareAddr:
+		return v.String(), nil
+	case *[]string:
+		return append([]string{}, *v...), nil
+	case *[]byte:
+		return hexKey(*v), nil
+	case *[]wire.Fault:
+		out := []faultJSON{}
+		for _, f := range *v {
+			out = append(out, faultJSON(f))
+		}
+		return out, nil
+	case *wire.Coalesce:
+		return portCoalesceJSON{RxUsecs: v.RxUsecs, RxFrames: v.RxMaxFrames, TxUsecs: v.TxUsecs,
+			TxFrames: v.TxMaxFrames, AdaptiveRx: v.AdaptiveRx, AdaptiveTx: v.AdaptiveTx,
+			RxCQEFrames: v.RxCQEFrames, RxCQENsecs: v.RxCQENsecs}, nil
+	}
+	return nil, fmt.Errorf("no JSON form for %T", p)
 }
 
 // portCoalesceJSON is a port's coalescing, with show-coalesce's (ethtool's) keys.
@@ -230,30 +256,6 @@ type portCoalesceJSON struct {
 	AdaptiveTx  bool   `json:"adaptive-tx"`
 	RxCQEFrames uint32 `json:"rx-cqe-frames"`
 	RxCQENsecs  uint32 `json:"rx-cqe-nsecs"`
-}
-
-func portToJSON(p wire.PortInfo) portJSON {
-	out := portJSON{
-		IfName: p.Device.Name, IfIndex: p.Device.Index, NetNS: p.NetNSName, Segment: p.Segment,
-		MAC: p.MAC.String(), AdminUp: p.AdminUp, Running: p.Running, Detached: p.Detached,
-		ResetPending: p.ResetPending, Persistent: p.Persistent, MTU: p.MTU, MinMTU: p.MinMTU,
-		MaxMTU: p.MaxMTU, PageSize: p.PageSize, Queues: p.Queues, MaxQueues: p.MaxQueues,
-		RxRing: p.RxRing, TxRing: p.TxRing, PrivFlags: append([]string{}, p.PrivFlagNames...),
-		XDP: p.XDP, PagesPinned: p.PagesPinned, BytesPinned: p.BytesPinned,
-		BuffersInFlight: p.BuffersInFlight, MemoryInUse: p.MemoryInUse, MemoryPeak: p.MemoryPeak,
-		MemoryBudget: p.MemoryBudget, Faults: []faultJSON{},
-		Offload: p.Offload, RxAlloc: p.RxAlloc, RxRecycle: p.RxRecycle, Speed: p.Speed,
-		Rule: p.Rule, CQECoalesce8: p.CQECoalesce8, RxCQEFrames: p.RxCQEFrames,
-		NAPIDeferHardIRQs: p.NAPIDeferHardIRQs, GROFlushTimeout: p.GROFlushTimeoutNs,
-		IRQSuspendTimeout: p.IRQSuspendTimeoutNs, RSSKey: hexKey(p.RSSKey), NAPIThreaded: p.NAPIThreaded,
-		Coalesce: portCoalesceJSON{RxUsecs: p.Coalesce.RxUsecs, RxFrames: p.Coalesce.RxMaxFrames,
-			TxUsecs: p.Coalesce.TxUsecs, TxFrames: p.Coalesce.TxMaxFrames, AdaptiveRx: p.Coalesce.AdaptiveRx,
-			AdaptiveTx: p.Coalesce.AdaptiveTx, RxCQEFrames: p.Coalesce.RxCQEFrames, RxCQENsecs: p.Coalesce.RxCQENsecs},
-	}
-	for _, f := range p.Faults {
-		out.Faults = append(out.Faults, faultJSON(f))
-	}
-	return out
 }
 
 // portDelJSON is port del --netns-too.

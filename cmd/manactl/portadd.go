@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -12,43 +14,36 @@ import (
 	"github.com/manad/manad/vnic/privflag"
 )
 
-// portAddFlags are port add's options: one per key of the configuration's [[port]] table (its
-// port schema) but name, which is the argument, each named as the key in kebab case, as the
-// port's JSON shows it. PORT_NEW carries them; the daemon checks them with the file's rules.
+// portAddFlags are port add's options, derived from wire.PortKeys: one per attribute PORT_NEW
+// takes (the configuration's [[port]] keys, its port schema) but the name, which is the
+// argument, each named as the key in kebab case, as the port's JSON shows it, and read as its
+// row's wire.PortFlag says. The daemon checks the values with the file's rules.
 type portAddFlags struct {
-	s                                wire.PortSpec
-	mac, pageSize, privFlags, budget string
-	groFlush, irqSuspend             string
-	offload, recycle                 bool
+	s    wire.PortSpec
+	text map[string]*string // the flags read after parsing (a MAC, sizes, durations, flag names)
+	on   map[string]*bool   // wire.FlagDefaultOn flags, sent only when given
 }
 
 func (o *portAddFlags) register(f *pflag.FlagSet) {
-	s := &o.s
-	f.StringVar(&s.NetNS, "netns", "", "named network namespace for the TAP (created if missing)")
-	f.StringVar(&s.Segment, "segment", "", "wire segment to plug into")
-	f.StringVar(&o.mac, "mac", "", "MAC address (default: derived from the name)")
-	f.Uint32Var(&s.MTU, "mtu", 0, "MTU")
-	f.Uint32Var(&s.MaxMTU, "max-mtu", 0, "the adapter's maximum MTU")
-	f.StringVar(&o.pageSize, "page-size", "", "host page size the layout models: 4K, 16K or 64K")
-	f.Uint32Var(&s.Queues, "queues", 0, "combined channels")
-	f.Uint32Var(&s.MaxQueues, "max-queues", 0, "maximum combined channels")
-	f.Uint32Var(&s.RxRing, "rx-ring", 0, "RX ring size")
-	f.Uint32Var(&s.TxRing, "tx-ring", 0, "TX ring size")
-	f.StringVar(&o.privFlags, "priv-flags", "", "private flags to turn on, comma-separated: "+strings.Join(privflag.Names[:], ", "))
-	f.StringVar(&o.budget, "memory-budget", "", "RX memory cap: bytes, a number with K, M, G, T (KiB…TiB), or unlimited")
-	f.BoolVar(&s.Persistent, "persistent", false, "the TAP outlives manad")
-	f.BoolVar(&o.offload, "offload", true, "the TAP carries virtio headers (TSO/USO, checksum offloads); --offload=false for plain frames")
-	f.StringVar(&s.RxAlloc, "rx-alloc", "", "what-if RX allocation: page-pool-frag, page-pool-page or no-pool")
-	f.BoolVar(&o.recycle, "rx-recycle", true, "recycle RX pages; --rx-recycle=false releases them (what-if)")
-	f.Uint32Var(&s.Speed, "speed", 0, "link speed in Mb/s that LINKMODES reports (0 = unknown)")
-	f.StringVar(&s.XDP, "xdp", "", "built-in XDP program to start with: pass, drop, tx or aborted")
-	f.StringVar(&s.Rule, "rule", "", "RX buffer rule: upstream, pre-headroom or pre-frag")
-	f.BoolVar(&s.CQECoalesce8, "cqe-coalesce-8", false, "the vport may coalesce 8 packets per RX CQE")
-	f.Uint32Var(&s.RxCQEFrames, "rx-cqe-frames", 0, "packets per RX CQE: 1 or 4, or 8 with --cqe-coalesce-8")
-	f.Uint32Var(&s.NAPIDeferHardIRQs, "napi-defer-hard-irqs", 0, "every NAPI's defer-hard-irqs")
-	f.StringVar(&o.groFlush, "gro-flush-timeout", "", "every NAPI's gro-flush-timeout: a duration (20us) or nanoseconds")
-	f.StringVar(&o.irqSuspend, "irq-suspend-timeout", "", "every NAPI's irq-suspend-timeout, likewise")
-	f.BoolVar(&s.NAPIThreaded, "napi-threaded", false, "every NAPI's threaded")
+	o.text, o.on = map[string]*string{}, map[string]*bool{}
+	for i := range wire.PortKeys {
+		k := &wire.PortKeys[i]
+		switch k.Flag {
+		case wire.FlagNone, wire.FlagArg:
+		case wire.FlagString:
+			f.StringVar(k.Spec(&o.s).(*string), k.Key, "", k.Help)
+		case wire.FlagUint:
+			f.Uint32Var(k.Spec(&o.s).(*uint32), k.Key, 0, k.Help)
+		case wire.FlagBool:
+			f.BoolVar(k.Spec(&o.s).(*bool), k.Key, false, k.Help)
+		case wire.FlagDefaultOn:
+			o.on[k.Key] = f.Bool(k.Key, true, k.Help)
+		case wire.FlagPrivFlags:
+			o.text[k.Key] = f.String(k.Key, "", k.Help+": "+strings.Join(privflag.Names[:], ", "))
+		default:
+			o.text[k.Key] = f.String(k.Key, "", k.Help)
+		}
+	}
 }
 
 // request returns the PORT_NEW request for a port named name; f tells which flags were given.
@@ -56,46 +51,53 @@ func (o *portAddFlags) register(f *pflag.FlagSet) {
 func (o *portAddFlags) request(f *pflag.FlagSet, name string) (wire.PortSpec, error) {
 	s := o.s
 	s.Name = name
-	var err error
-	if o.mac != "" {
-		if s.MAC, err = net.ParseMAC(o.mac); err != nil {
-			return s, usageErrorf("invalid --mac '%s'", o.mac)
-		}
-	}
-	if o.pageSize != "" {
-		if s.PageSize, err = parsePageSize(o.pageSize); err != nil {
-			return s, err
-		}
-	}
-	if s.PrivFlags, err = parsePrivFlags(o.privFlags); err != nil {
-		return s, err
-	}
-	if f.Changed("offload") {
-		offload := o.offload
-		s.Offload = &offload
-	}
-	if f.Changed("rx-recycle") {
-		recycle := o.recycle
-		s.RxRecycle = &recycle
-	}
-	if o.budget != "" {
-		if s.MemoryBudget, err = parseMemory("--memory-budget", o.budget); err != nil {
-			return s, err
-		}
-	}
-	for _, t := range []struct {
-		flag, text string
-		into       *uint64
-	}{{"gro-flush-timeout", o.groFlush, &s.GROFlushTimeoutNs}, {"irq-suspend-timeout", o.irqSuspend, &s.IRQSuspendTimeoutNs}} {
-		if t.text != "" {
-			d, err := parseNAPITimeout(t.flag, t.text)
-			if err != nil {
-				return s, err
+	for i := range wire.PortKeys {
+		k := &wire.PortKeys[i]
+		switch k.Flag {
+		case wire.FlagNone, wire.FlagArg, wire.FlagString, wire.FlagUint, wire.FlagBool:
+			// Not a flag, or pflag wrote it into o.s.
+		case wire.FlagDefaultOn:
+			if f.Changed(k.Key) {
+				on := *o.on[k.Key]
+				*k.Spec(&s).(**bool) = &on
 			}
-			*t.into = uint64(d)
+		default:
+			if text := *o.text[k.Key]; text != "" {
+				if err := readPortFlag(k, text, k.Spec(&s)); err != nil {
+					return s, err
+				}
+			}
 		}
 	}
 	return s, nil
+}
+
+// readPortFlag reads the text of k's flag into the request's field p, as k.Flag says.
+// Errors: a usage error naming the flag (or the value, for a page size or a private flag).
+func readPortFlag(k *wire.PortKey, text string, p any) error {
+	var err error
+	switch k.Flag {
+	case wire.FlagMAC:
+		mac, perr := net.ParseMAC(text)
+		if perr != nil {
+			return usageErrorf("invalid --%s '%s'", k.Key, text)
+		}
+		*p.(*net.HardwareAddr) = mac
+	case wire.FlagPageSize:
+		*p.(*uint32), err = parsePageSize(text)
+	case wire.FlagPrivFlags:
+		*p.(*uint32), err = parsePrivFlags(text)
+	case wire.FlagBytes:
+		*p.(*uint64), err = parseMemory("--"+k.Key, text)
+	case wire.FlagDuration:
+		var d time.Duration
+		if d, err = parseNAPITimeout(k.Key, text); err == nil {
+			*p.(*uint64) = uint64(d)
+		}
+	default:
+		return fmt.Errorf("--%s: no reader for its kind %d", k.Key, k.Flag)
+	}
+	return err
 }
 
 func portAddCmd(a *app) *cobra.Command {

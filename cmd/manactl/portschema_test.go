@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -54,7 +60,7 @@ var portFieldExamples = map[string]struct {
 // carries a port: the configuration file (TOML) → the state file (a runtime port's spec, saved
 // and loaded, and Merge's restart comparison) → PORT_NEW's request (encoded and decoded, turned
 // back into a spec as the daemon does) → the port reply (encoded and decoded) → manactl's JSON,
-// and back from the JSON; at each step the port must be what the file said. It iterates the
+// and back from the JSON (portJSONObject); at each step the port must be what the file said. It iterates the
 // schema, so a field added there without an example, a state-file form, a wire attribute or a
 // JSON key fails here.
 func TestPortSchemaRoundTrip(t *testing.T) {
@@ -129,22 +135,227 @@ func parsePort(t *testing.T, text string) config.PortSpec {
 }
 
 // portJSONObject sends p through the port reply's encoding and returns manactl's JSON object
-// of it by key, checking that the JSON reads back as it was written.
+// of it by key, checking that the JSON has wire.PortKeys' keys in their order and reads back as
+// it was written: each key of a plain JSON type (numbers, strings, booleans, the MAC, the
+// flag names) holds the reply's value.
 func portJSONObject(t *testing.T, p wire.PortInfo) map[string]json.RawMessage {
 	t.Helper()
 	var b nlattr.Builder
 	wire.PortTable.Put(&b, &p)
 	var got wire.PortInfo
 	require.NoError(t, wire.PortTable.Decode(b.B, &got))
-	j := portToJSON(got)
-	data, err := json.Marshal(j)
+	data, err := json.Marshal(portToJSON(got))
 	require.NoError(t, err)
-	var back portJSON
-	require.NoError(t, json.Unmarshal(data, &back))
-	require.Equal(t, j, back, "manactl's port JSON does not read back")
+	require.Equal(t, shownPortKeys(), jsonKeys(t, data), "manactl's port JSON keys")
 	var obj map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(data, &obj))
+	for _, k := range wire.PortKeys {
+		if !k.Shown() {
+			continue
+		}
+		var back wire.PortInfo
+		switch ptr := k.Info(&back).(type) {
+		case *uint32, *uint64, *string, *bool, *[]string:
+			require.NoError(t, json.Unmarshal(obj[k.Key], ptr), "%s", k.Key)
+		case *net.HardwareAddr:
+			var text string
+			require.NoError(t, json.Unmarshal(obj[k.Key], &text), "%s", k.Key)
+			if text != "" {
+				*ptr, err = net.ParseMAC(text)
+				require.NoError(t, err, "%s", k.Key)
+			}
+		default: // faults, coalesce, the RSS key: shapes of their own, pinned by the golden files
+			continue
+		}
+		assert.Empty(t, cmp.Diff(k.Info(&got), k.Info(&back), cmpopts.EquateEmpty()), "%s read back from the JSON (-reply +JSON)", k.Key)
+	}
 	return obj
+}
+
+// shownPortKeys are the keys of manactl's port JSON, in order: wire.PortKeys' shown rows.
+func shownPortKeys() []string {
+	var keys []string
+	for _, k := range wire.PortKeys {
+		if k.Shown() {
+			keys = append(keys, k.Key)
+		}
+	}
+	return keys
+}
+
+// jsonKeys returns the keys of the JSON object data, in the order written.
+func jsonKeys(t *testing.T, data []byte) []string {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(data))
+	tok, err := d.Token()
+	require.NoError(t, err)
+	require.Equal(t, json.Delim('{'), tok, "not an object: %s", data)
+	var keys []string
+	for d.More() {
+		tok, err := d.Token()
+		require.NoError(t, err)
+		keys = append(keys, tok.(string))
+		var v json.RawMessage
+		require.NoError(t, d.Decode(&v))
+	}
+	return keys
+}
+
+// TestPortJSONFromKeys: manactl's port JSON has a key for every attribute of the reply that
+// wire.PortKeys shows, in the rows' order, and each key shows its attribute: a value set in
+// the reply's field changes that key's JSON and no other.
+func TestPortJSONFromKeys(t *testing.T) {
+	var zero wire.PortInfo
+	base := portJSONObject(t, zero)
+	for _, k := range wire.PortKeys {
+		if !k.Shown() {
+			continue
+		}
+		t.Run(k.Key, func(t *testing.T) {
+			var p wire.PortInfo
+			fillNonZero(reflect.ValueOf(k.Info(&p)).Elem())
+			obj := portJSONObject(t, p)
+			for key, v := range obj {
+				if key == k.Key {
+					assert.NotEqual(t, string(base[key]), string(v), "%s does not show its attribute %d", key, k.Attr)
+				} else {
+					assert.Equal(t, string(base[key]), string(v), "%s changes with attribute %d (%s)", key, k.Attr, k.Key)
+				}
+			}
+		})
+	}
+}
+
+// fillNonZero sets v, and everything in it, to non-zero values (a slice gets one element, a
+// MAC six bytes).
+func fillNonZero(v reflect.Value) {
+	if v.Type() == reflect.TypeFor[net.HardwareAddr]() {
+		v.Set(reflect.ValueOf(net.HardwareAddr{2, 0, 0, 0, 0, 7}))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fillNonZero(v.Field(i))
+		}
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(7)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fillNonZero(v.Elem())
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		fillNonZero(s.Index(0))
+		v.Set(s)
+	}
+}
+
+// portFlagExamples is a value port add's flags of each kind take, other than the default.
+var portFlagExamples = map[wire.PortFlag]string{
+	wire.FlagString:    "x",
+	wire.FlagUint:      "7",
+	wire.FlagBool:      "true",
+	wire.FlagDefaultOn: "false",
+	wire.FlagMAC:       "02:00:00:00:00:42",
+	wire.FlagPageSize:  "16K",
+	wire.FlagBytes:     "1M",
+	wire.FlagDuration:  "20us",
+	wire.FlagPrivFlags: "full-page-rx",
+}
+
+// TestPortAddFlagsFromKeys: port add has exactly one flag per wire.PortKeys row with one,
+// named and helped as the row says, and each flag sends its attribute: given alone, the
+// PORT_NEW request carries the name and that attribute only.
+func TestPortAddFlagsFromKeys(t *testing.T) {
+	var o portAddFlags
+	fs := pflag.NewFlagSet("port add", pflag.ContinueOnError)
+	o.register(fs)
+	var names []string
+	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	var want []string
+	for _, k := range wire.PortKeys {
+		if k.HasFlag() {
+			want = append(want, k.Key)
+		}
+	}
+	assert.ElementsMatch(t, want, names, "port add's flags")
+	for _, k := range wire.PortKeys {
+		if !k.HasFlag() {
+			continue
+		}
+		t.Run(k.Key, func(t *testing.T) {
+			var o portAddFlags
+			fs := pflag.NewFlagSet("port add", pflag.ContinueOnError)
+			o.register(fs)
+			f := fs.Lookup(k.Key)
+			require.NotNil(t, f)
+			assert.True(t, strings.HasPrefix(f.Usage, k.Help), "--%s's help %q", k.Key, f.Usage)
+			ex, ok := portFlagExamples[k.Flag]
+			require.True(t, ok, "no example for the flag kind %d of --%s: add one", k.Flag, k.Key)
+			require.NoError(t, fs.Parse([]string{"--" + k.Key + "=" + ex}))
+			req, err := o.request(fs, "rt0")
+			require.NoError(t, err)
+			var b nlattr.Builder
+			wire.PortSpecTable.Put(&b, &req)
+			var got []uint16
+			for it := nlattr.NewIter(b.B, 0, len(b.B)); it.Next(); {
+				got = append(got, it.Attr().Type())
+			}
+			assert.ElementsMatch(t, []uint16{wire.PortAttrDevName, k.Attr}, got, "--%s=%s: PORT_NEW's attributes", k.Key, ex)
+		})
+	}
+}
+
+// TestPortAddFlagErrors: a flag whose text cannot be read is a usage error that names it.
+func TestPortAddFlagErrors(t *testing.T) {
+	for _, tc := range []struct{ flag, value, want string }{
+		{"mac", "02:00", "invalid --mac '02:00'"},
+		{"page-size", "huge", "invalid page size 'huge'"},
+		{"priv-flags", "fast", "unknown private flag 'fast'"},
+		{"memory-budget", "lots", "invalid value 'lots' for --memory-budget"},
+		{"gro-flush-timeout", "-1s", "invalid --gro-flush-timeout '-1s'"},
+		{"irq-suspend-timeout", "soon", "invalid --irq-suspend-timeout 'soon'"},
+	} {
+		var o portAddFlags
+		fs := pflag.NewFlagSet("port add", pflag.ContinueOnError)
+		o.register(fs)
+		require.NoError(t, fs.Parse([]string{"--" + tc.flag, tc.value}))
+		_, err := o.request(fs, "rt0")
+		assert.ErrorContains(t, err, tc.want, "--%s %s", tc.flag, tc.value)
+	}
+}
+
+// TestPortKeysDocumented: doc.go's JSON section names every key of the port JSON (list's
+// paragraph) and its port add synopsis every flag, so a new attribute's doc line is not
+// forgotten.
+func TestPortKeysDocumented(t *testing.T) {
+	data, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	doc := string(data)
+	section := func(from, to string) string {
+		i := strings.Index(doc, from)
+		require.GreaterOrEqual(t, i, 0, "doc.go has no %q", from)
+		j := strings.Index(doc[i:], to)
+		require.Greater(t, j, 0, "doc.go has no %q after %q", to, from)
+		return doc[i : i+j]
+	}
+	list := section("//\tlist             ifname", "//\tshow-rxbuf")
+	add := section("//\tport add NAME", "//\tport del NAME")
+	word := func(w string) *regexp.Regexp {
+		return regexp.MustCompile(`(^|[^a-z0-9-])` + regexp.QuoteMeta(w) + `($|[^a-z0-9-])`)
+	}
+	for _, k := range wire.PortKeys {
+		if k.Shown() {
+			assert.Regexp(t, word(k.Key), list, "doc.go's list JSON keys lack %s", k.Key)
+		}
+		if k.HasFlag() {
+			assert.Regexp(t, word("--"+k.Key), add, "doc.go's port add synopsis lacks --%s", k.Key)
+		}
+	}
 }
 
 // TestPortAddFlagsFromSchema: port add has one flag per key of the port schema (but name, its
