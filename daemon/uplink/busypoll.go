@@ -41,12 +41,28 @@ func CheckBusyPoll(d time.Duration) error {
 // was free and the loop parked again at once, which is the rule when the ports' readers poll
 // too (one slot on two CPUs; bench/fabric's busy-polling paths measured 22 polls for 7,000
 // transactions, and twice the daemons' sleeps of polling off).
+//
+// Polls that keep finding nothing stop costing: after missStreak polls in a row spent their
+// whole window in vain (the gaps between frames are longer than the window, as a request-response
+// peer's round trip through two daemons on two CPUs is: bench/fabric's UDP RR with the uplinks
+// alone polling found a frame in 1 of 10,700 windows of 200 µs, each a CPU's time the round trip
+// needed), the loop parks at once for the next missSkip chances to poll, then tries again. A
+// poll that finds a frame ends the streak.
 type busyPoller struct {
 	window  time.Duration
 	pollers *datapath.Pollers
 	closed  *atomic.Bool // the socket's: set before it is closed
 	c       *pollCounters
+	// misses is the current streak of polls that found nothing, skip how many chances to poll
+	// are left out before the next try; both the RX loop's.
+	misses, skip int
 }
+
+// missStreak and missSkip: see busyPoller.
+const (
+	missStreak = 8
+	missSkip   = 64
+)
 
 // pollCounters are an uplink's polling counters, shared by its RX loops (datapath.PollStats).
 type pollCounters struct {
@@ -68,15 +84,22 @@ func newBusyPoller(window time.Duration, pollers *datapath.Pollers, closed *atom
 
 // poll spins on ready for the window, calling kick (when not nil) between looks to let the
 // kernel run its own busy poll, and reports whether ready said there is work. It returns false
-// at once, so that the loop parks, when no Pollers slot is free or the socket is closed. One
-// call is one poll (counted) and a hit when it found work; the time it spins, spent on a CPU
-// (the goroutine does not block), is its CPU time. Once it holds a slot it disarms pk, the RX
-// loop's parker, which the loop arms again when it parks (an episode of polls that keep finding
-// frames costs two epoll_ctl in all).
+// at once, so that the loop parks, when no Pollers slot is free, the socket is closed or a
+// streak of misses skips this chance (busyPoller). Otherwise one call is one poll (counted) and
+// a hit when it found work; the time it spins, spent on a CPU (the goroutine does not block), is
+// its CPU time. Once it holds a slot it disarms pk, the RX loop's parker, which the loop arms
+// again when it parks (an episode of polls that keep finding frames costs two epoll_ctl in all).
 //
 // Between looks the thread yields its CPU to the CPU's other threads (sched_yield).
 func (b *busyPoller) poll(ready func() bool, kick func(), pk *parker) bool {
-	if b == nil || b.closed.Load() || !b.pollers.TryAcquire() {
+	if b == nil || b.closed.Load() {
+		return false
+	}
+	if b.skip > 0 {
+		b.skip--
+		return false
+	}
+	if !b.pollers.TryAcquire() {
 		return false
 	}
 	defer b.pollers.Release()
@@ -106,6 +129,9 @@ func (b *busyPoller) poll(ready func() bool, kick func(), pk *parker) bool {
 	b.c.nanos.Add(uint64(time.Since(start)))
 	if hit {
 		b.c.hits.Add(1)
+		b.misses = 0
+	} else if b.misses++; b.misses >= missStreak {
+		b.misses, b.skip = 0, missSkip
 	}
 	return hit
 }
