@@ -213,67 +213,89 @@ func run(args ...string) error {
 	return nil
 }
 
-func (b *bench) ns(name string) (string, error) {
-	n := "fab" + b.id + name
-	b.td.NetNS(n)
-	return n, run("ip", "netns", "add", n)
+// script is a set-up's commands, run in order by do, which stops at the first that fails (the
+// commands after it would fail for want of what it made, and their errors say nothing more).
+type script [][]string
+
+// ip adds `ip -n ns args…`.
+func (sc *script) ip(ns string, args ...string) {
+	*sc = append(*sc, append([]string{"ip", "-n", ns}, args...))
+}
+
+// addr adds what gives device dev of ns address cidr and sets it up.
+func (sc *script) addr(ns, dev, cidr string) {
+	sc.ip(ns, "addr", "add", cidr, "dev", dev)
+	sc.ip(ns, "link", "set", dev, "up")
+}
+
+func (sc script) do() error {
+	for _, args := range sc {
+		if err := run(args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ns adds a network namespace for each of names ("fab", the run's id and the name), deleted at
+// the end, and returns their names.
+func (b *bench) ns(names ...string) ([]string, error) {
+	var out []string
+	for _, name := range names {
+		n := "fab" + b.id + name
+		b.td.NetNS(n)
+		if err := run("ip", "netns", "add", n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // hosts makes two host namespaces joined by a veth underlay on subnet net (192.168.N.0/24), each
-// with a VXLAN device vx0 (VNI vni, MTU 1450) whose static forwarding entry points at the other.
-func (b *bench) hosts(name string, subnet, vni int) (ha, hb string, err error) {
-	if ha, err = b.ns(name + "ha"); err != nil {
-		return
+// with a VXLAN device vx0 (VNI vni, MTU 1450) whose static forwarding entry points at the other;
+// and a namespace for each host's port (name "p0" and "p1"). It returns the hosts' and the ports'
+// namespaces.
+func (b *bench) hosts(name string, subnet, vni int) (hosts, ports [2]string, err error) {
+	ns, err := b.ns(name+"ha", name+"hb", name+"p0", name+"p1")
+	if err != nil {
+		return hosts, ports, err
 	}
-	if hb, err = b.ns(name + "hb"); err != nil {
-		return
-	}
-	if err = run("ip", "-n", ha, "link", "add", "ul", "type", "veth", "peer", "name", "ul", "netns", hb); err != nil {
-		return
-	}
-	for i, h := range []string{ha, hb} {
+	hosts, ports = [2]string{ns[0], ns[1]}, [2]string{ns[2], ns[3]}
+	var sc script
+	sc.ip(hosts[0], "link", "add", "ul", "type", "veth", "peer", "name", "ul", "netns", hosts[1])
+	for i, h := range hosts {
 		self, other := fmt.Sprintf("192.168.%d.%d", subnet, i+1), fmt.Sprintf("192.168.%d.%d", subnet, 2-i)
-		err = errors.Join(
-			run("ip", "-n", h, "addr", "add", self+"/24", "dev", "ul"),
-			run("ip", "-n", h, "link", "set", "ul", "up"),
-			run("ip", "-n", h, "link", "add", "vx0", "mtu", strconv.Itoa(mtu), "type", "vxlan", "id", strconv.Itoa(vni),
-				"dstport", "4789", "local", self, "dev", "ul", "nolearning"),
-			run("ip", "netns", "exec", h, "bridge", "fdb", "append", "00:00:00:00:00:00", "dev", "vx0", "dst", other),
-			run("ip", "-n", h, "link", "set", "vx0", "up"))
-		if err != nil {
-			return
-		}
+		sc.addr(h, "ul", self+"/24")
+		sc.ip(h, "link", "add", "vx0", "mtu", strconv.Itoa(mtu), "type", "vxlan", "id", strconv.Itoa(vni),
+			"dstport", "4789", "local", self, "dev", "ul", "nolearning")
+		sc = append(sc, []string{"ip", "netns", "exec", h, "bridge", "fdb", "append", "00:00:00:00:00:00", "dev", "vx0", "dst", other})
+		sc.ip(h, "link", "set", "vx0", "up")
 	}
-	return
+	return hosts, ports, sc.do()
 }
 
 // setup builds the two paths.
 func (b *bench) setup() ([]path, error) {
 	// Kernel only: port namespace —veth— bridge (with vx0) in each host.
-	ka, kb, err := b.hosts("k", 81, 81)
+	khosts, kports, err := b.hosts("k", 81, 81)
 	if err != nil {
 		return nil, err
 	}
-	var kports [2]string
-	for i, h := range []string{ka, kb} {
-		pn, err := b.ns(fmt.Sprintf("kp%d", i))
-		if err != nil {
-			return nil, err
-		}
-		kports[i] = pn
-		ip := fmt.Sprintf("10.81.0.%d/24", i+1)
-		if err := errors.Join(
-			run("ip", "-n", h, "link", "add", "br0", "type", "bridge"),
-			run("ip", "-n", h, "link", "set", "vx0", "master", "br0"),
-			run("ip", "-n", h, "link", "add", "pv", "mtu", strconv.Itoa(mtu), "type", "veth", "peer", "name", "eth0", "netns", pn),
-			run("ip", "-n", h, "link", "set", "pv", "master", "br0"),
-			run("ip", "-n", h, "link", "set", "pv", "up"),
-			run("ip", "-n", h, "link", "set", "br0", "up"),
-			run("ip", "-n", pn, "link", "set", "eth0", "mtu", strconv.Itoa(mtu)),
-			run("ip", "-n", pn, "addr", "add", ip, "dev", "eth0"),
-			run("ip", "-n", pn, "link", "set", "eth0", "up")); err != nil {
-			return nil, err
-		}
+	var sc script
+	for i, h := range khosts {
+		pn := kports[i]
+		sc.ip(h, "link", "add", "br0", "type", "bridge")
+		sc.ip(h, "link", "set", "vx0", "master", "br0")
+		sc.ip(h, "link", "add", "pv", "mtu", strconv.Itoa(mtu), "type", "veth", "peer", "name", "eth0", "netns", pn)
+		sc.ip(h, "link", "set", "pv", "master", "br0")
+		sc.ip(h, "link", "set", "pv", "up")
+		sc.ip(h, "link", "set", "br0", "up")
+		sc.ip(pn, "link", "set", "eth0", "mtu", strconv.Itoa(mtu))
+		sc.addr(pn, "eth0", fmt.Sprintf("10.81.0.%d/24", i+1))
+	}
+	if err := sc.do(); err != nil {
+		return nil, err
 	}
 	// manad: a daemon per host, its port on segment wire0 uplinked to vx0, once per attachment.
 	mports, mpids, err := b.manadHosts("m", 82, "af_packet", false)
@@ -317,17 +339,13 @@ func (b *bench) setup() ([]path, error) {
 // namespaces. Each TAP is made in its host's namespace, where the relay attaches to it and to
 // vx0, then moved to its port namespace: the relay's descriptor follows it.
 func (b *bench) relayHosts(name string, subnet int) (ports [2]string, pids []int, err error) {
-	ra, rb, err := b.hosts(name, subnet, subnet)
+	hosts, ports, err := b.hosts(name, subnet, subnet)
 	if err != nil {
 		return ports, nil, err
 	}
-	for i, h := range []string{ra, rb} {
-		pn, err := b.ns(fmt.Sprintf("%sp%d", name, i))
-		if err != nil {
-			return ports, nil, err
-		}
-		ports[i] = pn
-		tap, ip := fmt.Sprint("eth", i), fmt.Sprintf("10.%d.0.%d/24", subnet, i+1)
+	for i, h := range hosts {
+		pn := ports[i]
+		tap := fmt.Sprint("eth", i)
 		if err := run("ip", "-n", h, "tuntap", "add", "mode", "tap", "name", tap); err != nil {
 			return ports, nil, err
 		}
@@ -338,11 +356,11 @@ func (b *bench) relayHosts(name string, subnet int) (ports [2]string, pids []int
 			return ports, nil, err
 		}
 		pids = append(pids, pid)
-		if err := errors.Join(
-			run("ip", "-n", h, "link", "set", tap, "netns", pn),
-			run("ip", "-n", pn, "link", "set", tap, "mtu", strconv.Itoa(mtu)),
-			run("ip", "-n", pn, "addr", "add", ip, "dev", tap),
-			run("ip", "-n", pn, "link", "set", tap, "up")); err != nil {
+		var sc script
+		sc.ip(h, "link", "set", tap, "netns", pn)
+		sc.ip(pn, "link", "set", tap, "mtu", strconv.Itoa(mtu))
+		sc.addr(pn, tap, fmt.Sprintf("10.%d.0.%d/24", subnet, i+1))
+		if err := sc.do(); err != nil {
 			return ports, nil, err
 		}
 	}
@@ -385,16 +403,12 @@ func (b *bench) manadHosts(name string, subnet int, attach string, poll bool) (m
 	if poll {
 		busyPoll = b.busyPoll
 	}
-	ma, mb, err := b.hosts(name, subnet, subnet)
+	hosts, mports, err := b.hosts(name, subnet, subnet)
 	if err != nil {
 		return mports, nil, err
 	}
-	for i, h := range []string{ma, mb} {
-		pn, err := b.ns(fmt.Sprintf("%sp%d", name, i))
-		if err != nil {
-			return mports, nil, err
-		}
-		mports[i] = pn
+	for i, h := range hosts {
+		pn := mports[i]
 		dir := filepath.Join(b.dir, fmt.Sprint(name, i))
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return mports, nil, err
@@ -428,8 +442,9 @@ persistent = false
 		}
 		pids = append(pids, pid)
 		// Distinct names: a port's MAC derives from its name, and the two share a segment.
-		ip, dev := fmt.Sprintf("10.%d.0.%d/24", subnet, i+1), fmt.Sprint("eth", i)
-		if err := errors.Join(run("ip", "-n", pn, "addr", "add", ip, "dev", dev), run("ip", "-n", pn, "link", "set", dev, "up")); err != nil {
+		var sc script
+		sc.addr(pn, fmt.Sprint("eth", i), fmt.Sprintf("10.%d.0.%d/24", subnet, i+1))
+		if err := sc.do(); err != nil {
 			return mports, nil, err
 		}
 	}

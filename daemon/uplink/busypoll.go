@@ -1,9 +1,7 @@
 package uplink
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -32,22 +30,39 @@ func CheckBusyPoll(d time.Duration) error {
 }
 
 // busyPoller keeps an RX loop polling its ring for a window after it found work, before it
-// parks on the netpoller: the uplink's side of the kernel's busy polling (sk_busy_loop; a
-// socket's SO_BUSY_POLL, net.core.busy_poll). The loop polls only while it holds a slot of the
-// daemon's Pollers, and stops as soon as its socket is closed. A nil *busyPoller never polls.
+// parks: the uplink's side of the kernel's busy polling (sk_busy_loop; a socket's SO_BUSY_POLL,
+// net.core.busy_poll). The loop polls only while it holds a slot of the daemon's Pollers, and
+// stops as soon as its socket is closed. While it polls, its socket's entry in its parker is
+// disarmed, so the frames it takes from the ring wake no thread. A nil *busyPoller never polls.
 //
-// A transmission arms it too (arm): a frame sent out of the uplink is most often a request
-// whose answer comes back through it, so the loop, parked, is woken through its read deadline
-// to poll for that answer. Its wake-up then happens while the request travels, off the round
-// trip, instead of when the answer is there.
+// A transmission does not start a poll. An earlier version woke the parked loop through its
+// socket's read deadline at every frame sent out (the answer would come back that way), so that
+// it polled for the answer: that is a wake-up per transmission, paid even when no Pollers slot
+// was free and the loop parked again at once, which is the rule when the ports' readers poll
+// too (one slot on two CPUs; bench/fabric's busy-polling paths measured 22 polls for 7,000
+// transactions, and twice the daemons' sleeps of polling off).
+//
+// Polls that keep finding nothing stop costing: after missStreak polls in a row spent their
+// whole window in vain (the gaps between frames are longer than the window, as a request-response
+// peer's round trip through two daemons on two CPUs is: bench/fabric's UDP RR with the uplinks
+// alone polling found a frame in 1 of 10,700 windows of 200 µs, each a CPU's time the round trip
+// needed), the loop parks at once for the next missSkip chances to poll, then tries again. A
+// poll that finds a frame ends the streak.
 type busyPoller struct {
 	window  time.Duration
 	pollers *datapath.Pollers
 	closed  *atomic.Bool // the socket's: set before it is closed
 	c       *pollCounters
-	f       *os.File // the socket, whose read deadline arm sets
-	parked  atomic.Bool
+	// misses is the current streak of polls that found nothing, skip how many chances to poll
+	// are left out before the next try; both the RX loop's.
+	misses, skip int
 }
+
+// missStreak and missSkip: see busyPoller.
+const (
+	missStreak = 8
+	missSkip   = 64
+)
 
 // pollCounters are an uplink's polling counters, shared by its RX loops (datapath.PollStats).
 type pollCounters struct {
@@ -60,59 +75,35 @@ func (c *pollCounters) stats() datapath.PollStats {
 
 // newBusyPoller returns the poller of an RX loop whose socket sets closed when it closes; nil
 // when the window is 0 or there is no Pollers to take a slot of (polling off).
-func newBusyPoller(window time.Duration, pollers *datapath.Pollers, f *os.File, closed *atomic.Bool, c *pollCounters) *busyPoller {
+func newBusyPoller(window time.Duration, pollers *datapath.Pollers, closed *atomic.Bool, c *pollCounters) *busyPoller {
 	if window <= 0 || pollers == nil || c == nil {
 		return nil
 	}
-	return &busyPoller{window: window, pollers: pollers, f: f, closed: closed, c: c}
-}
-
-// parking says the RX loop is about to wait on the netpoller; woke that it runs. Nil-safe.
-func (b *busyPoller) parking() {
-	if b != nil {
-		b.parked.Store(true)
-	}
-}
-
-func (b *busyPoller) woke() {
-	if b != nil {
-		b.parked.Store(false)
-	}
-}
-
-// arm wakes the parked RX loop to poll (a frame was just sent): its read deadline is set to
-// now, which ends its wait with os.ErrDeadlineExceeded (rearmed reports it, and the loop
-// polls). Only the first transmission after the loop parked does so; a loop that is not
-// parked, or a closed socket, is left alone. Nil-safe.
-func (b *busyPoller) arm() {
-	if b == nil || !b.parked.CompareAndSwap(true, false) || b.closed.Load() {
-		return
-	}
-	_ = b.f.SetReadDeadline(time.Now()) // fails only once closed
-}
-
-// rearmed reports whether err, the RX loop's wait's, is arm's doing; the deadline is cleared
-// for the next wait.
-func (b *busyPoller) rearmed(err error) bool {
-	if b == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
-		return false
-	}
-	_ = b.f.SetReadDeadline(time.Time{})
-	return true
+	return &busyPoller{window: window, pollers: pollers, closed: closed, c: c}
 }
 
 // poll spins on ready for the window, calling kick (when not nil) between looks to let the
 // kernel run its own busy poll, and reports whether ready said there is work. It returns false
-// at once, so that the loop parks, when no Pollers slot is free or the socket is closed. One
-// call is one poll (counted) and a hit when it found work; the time it spins, spent on a CPU
-// (the goroutine does not block), is its CPU time.
+// at once, so that the loop parks, when no Pollers slot is free, the socket is closed or a
+// streak of misses skips this chance (busyPoller). Otherwise one call is one poll (counted) and
+// a hit when it found work; the time it spins, spent on a CPU (the goroutine does not block), is
+// its CPU time. Once it holds a slot it disarms pk, the RX loop's parker, which the loop arms
+// again when it parks (an episode of polls that keep finding frames costs two epoll_ctl in all).
 //
 // Between looks the thread yields its CPU to the CPU's other threads (sched_yield).
-func (b *busyPoller) poll(ready func() bool, kick func()) bool {
-	if b == nil || b.closed.Load() || !b.pollers.TryAcquire() {
+func (b *busyPoller) poll(ready func() bool, kick func(), pk *parker) bool {
+	if b == nil || b.closed.Load() {
+		return false
+	}
+	if b.skip > 0 {
+		b.skip--
+		return false
+	}
+	if !b.pollers.TryAcquire() {
 		return false
 	}
 	defer b.pollers.Release()
+	pk.arm(false)
 	start := time.Now()
 	b.c.polls.Add(1)
 	hit := false
@@ -138,6 +129,9 @@ func (b *busyPoller) poll(ready func() bool, kick func()) bool {
 	b.c.nanos.Add(uint64(time.Since(start)))
 	if hit {
 		b.c.hits.Add(1)
+		b.misses = 0
+	} else if b.misses++; b.misses >= missStreak {
+		b.misses, b.skip = 0, missSkip
 	}
 	return hit
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,4 +143,36 @@ func TestUplinkStopsPollingWhenDetached(t *testing.T) {
 	eventually(t, "a0 up again", func() bool { return u.Status().State == Up })
 	send(t, a1, testFrame(2, 100))
 	eventually(t, "a poll after re-attaching", func() bool { return u.Stats().Polling.Polls > before.Polls })
+}
+
+// TestBusyPollerBacksOff: polls that keep finding nothing stop after missStreak of them, the
+// loop parks at once for missSkip chances (not counted as polls, no slot taken), then polls
+// again; a poll that finds work ends the streak.
+func TestBusyPollerBacksOff(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("busy polling needs two CPUs (datapath.Pollers allows none on one)")
+	}
+	pollers := datapath.NewSegments().Pollers()
+	require.NoError(t, pollers.SetMax(1))
+	var closed atomic.Bool
+	var c pollCounters
+	b := newBusyPoller(time.Microsecond, pollers, &closed, &c)
+	nothing := func() bool { return false }
+	for i := range missStreak {
+		require.False(t, b.poll(nothing, nil, nil), "poll %d", i)
+	}
+	require.Equal(t, uint64(missStreak), c.stats().Polls)
+	for range missSkip {
+		require.False(t, b.poll(func() bool { t.Fatal("looked at the ring while backing off"); return true }, nil, nil))
+	}
+	assert.Equal(t, uint64(missStreak), c.stats().Polls, "skipped chances counted as polls")
+	assert.Zero(t, pollers.InUse())
+	// Polling again: a hit ends the streak, so missStreak-1 misses after it do not back off.
+	require.True(t, b.poll(func() bool { return true }, nil, nil))
+	for range missStreak - 1 {
+		require.False(t, b.poll(nothing, nil, nil))
+	}
+	require.True(t, b.poll(func() bool { return true }, nil, nil), "backed off after fewer than missStreak misses")
+	assert.Equal(t, uint64(2*missStreak+1), c.stats().Polls)
+	assert.Equal(t, uint64(2), c.stats().Hits)
 }

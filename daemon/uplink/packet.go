@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"unsafe"
 
 	"github.com/vishvananda/netns"
@@ -40,9 +39,10 @@ const (
 // packetSocket is an AF_PACKET socket bound to one device, with a TPACKET_V2 RX ring mapped into
 // memory. Transmission is a plain write of the frame (PACKET_QDISC_BYPASS hands it straight to
 // the driver); frames the socket sends itself are never received back (PACKET_IGNORE_OUTGOING).
+// The socket is a raw non-blocking descriptor, never in Go's netpoller: the RX loop waits for it
+// on its parker (park.go).
 type packetSocket struct {
-	f    *os.File // the non-blocking socket, on the netpoller
-	rc   syscall.RawConn
+	pk   *parker
 	ring []byte
 
 	// txMu lets transmitters write the descriptor while close waits for them to finish.
@@ -52,8 +52,8 @@ type packetSocket struct {
 
 	giov []unix.Iovec // writeGSO's; its callers are serialised
 
-	// rxFD is the descriptor for the RX loop, which reads it only inside the poller's Read:
-	// the poller keeps it open until that returns, however close races with it.
+	// rxFD is the socket's descriptor for the RX loop: close leaves it open, release (once the
+	// loop has returned) closes it, so the loop never uses a number the kernel gave again.
 	rxFD int
 	big  []byte // the RX loop's buffer for frames too large for a slot
 	// bp busy-polls the ring after a pass that found frames (nil: never); set before receive.
@@ -83,11 +83,10 @@ func openPacket(ns netns.NsHandle, ifindex int) (*packetSocket, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	s.f = os.NewFile(uintptr(fd), "packet")
-	if s.rc, err = s.f.SyscallConn(); err != nil {
-		s.f.Close()
+	if s.pk, err = newParker(fd, "packet"); err != nil {
 		unix.Munmap(s.ring)
-		return nil, err
+		unix.Close(fd)
+		return nil, fmt.Errorf("packet socket: %w", err)
 	}
 	return s, nil
 }
@@ -178,9 +177,6 @@ func (s *packetSocket) write(frame []byte) error {
 	iov[1].SetLen(len(frame))
 	err := writev(s.fd, iov[:])
 	runtime.KeepAlive(frame)
-	if err == nil {
-		s.bp.arm()
-	}
 	return err
 }
 
@@ -227,9 +223,6 @@ func (s *packetSocket) writeGSO(iov [][]byte) error {
 	defer clear(v)
 	err := writev(s.fd, v)
 	runtime.KeepAlive(iov)
-	if err == nil {
-		s.bp.arm()
-	}
 	return err
 }
 
@@ -238,10 +231,10 @@ func (s *packetSocket) writeGSO(iov [][]byte) error {
 // virtio_net_hdr.
 type frameFunc func(frame []byte, wireLen int, status uint32, vlanTCI uint32, vlanTPID uint16, vh vnetHdr)
 
-// receive runs the RX loop until the socket is closed: it waits on the netpoller for a slot to
-// be handed over, passes every frame handed over to fn, up to frameBudget of them, calls
-// batchEnd and gives their slots back; with busy polling (s.bp) it looks at the ring for the
-// poller's window before it waits again.
+// receive runs the RX loop until the socket is closed: it waits on its parker for a slot to be
+// handed over, passes every frame handed over to fn, up to frameBudget of them, calls batchEnd
+// and gives their slots back; with busy polling (s.bp) it looks at the ring for the poller's
+// window before it waits again, its parker disarmed meanwhile.
 func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
 	if s.big == nil {
 		s.big = make([]byte, maxFrame)
@@ -275,8 +268,7 @@ func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
 		}
 		return n
 	}
-	drain := func(uintptr) bool {
-		s.bp.woke()
+	drain := func() bool {
 		for {
 			n := pass()
 			// A full budget: come back after the others ran, without waiting, as frames
@@ -287,22 +279,25 @@ func (s *packetSocket) receive(fn frameFunc, batchEnd func()) error {
 			if n == frameBudget {
 				return true
 			}
-			if n == 0 || !s.bp.poll(ready, nil) {
-				s.bp.parking()
+			if n == 0 || !s.bp.poll(ready, nil, s.pk) {
+				// Armed before the last look at the ring: a frame handed over after
+				// that look marks the epoll readable, and the wait returns at once.
+				s.pk.arm(true)
+				if ready() {
+					continue
+				}
 				return false
 			}
 		}
 	}
 	for {
-		err := s.rc.Read(drain)
+		err := s.pk.wait(drain)
 		switch {
 		case s.closed.Load():
 			// close ran: the poller reports "use of closed file", not os.ErrClosed.
 			return nil
 		case err == nil:
 			runtime.Gosched() // a pass is done: let the others run, then go on
-		case s.bp.rearmed(err):
-			s.bp.poll(ready, nil) // a frame went out: poll for its answer
 		default:
 			return err
 		}
@@ -347,8 +342,9 @@ func recvTrunc(fd int, b []byte) (int, error) {
 	}
 }
 
-// close closes the socket: transmitters in flight finish first, the RX loop returns. The ring is
-// unmapped by release, once the RX loop has returned.
+// close stops the socket: transmitters in flight finish first and later ones get ENOTCONN; the
+// RX loop returns (its parker is closed under it). The ring is unmapped and the descriptor closed
+// by release, once the RX loop has returned.
 func (s *packetSocket) close() {
 	if s.closed.Swap(true) {
 		return
@@ -356,11 +352,16 @@ func (s *packetSocket) close() {
 	s.txMu.Lock()
 	s.fd = -1
 	s.txMu.Unlock()
-	s.f.Close()
+	s.pk.close()
 }
 
-// release unmaps the ring. Call it after close, once receive has returned.
+// release unmaps the ring and closes the descriptor. Call it after close, once receive has
+// returned (or was never called).
 func (s *packetSocket) release() {
+	if s.rxFD >= 0 {
+		unix.Close(s.rxFD)
+		s.rxFD = -1
+	}
 	if s.ring != nil {
 		unix.Munmap(s.ring)
 		s.ring = nil

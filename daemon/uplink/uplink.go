@@ -820,16 +820,16 @@ func (u *Uplink) onXSKFrame(frame []byte) {
 // where the kernel refuses, the loop polls its ring alone (logged once per attachment).
 func (u *Uplink) busyPoll(a *attachment) {
 	if a.pkt != nil {
-		a.pkt.bp = newBusyPoller(u.cfg.BusyPoll, u.cfg.Pollers, a.pkt.f, &a.pkt.closed, &u.poll)
+		a.pkt.bp = newBusyPoller(u.cfg.BusyPoll, u.cfg.Pollers, &a.pkt.closed, &u.poll)
 		return
 	}
 	var refused error
 	for _, q := range a.xsk.queues {
-		q.bp = newBusyPoller(u.cfg.BusyPoll, u.cfg.Pollers, q.f, &q.closed, &u.poll)
+		q.bp = newBusyPoller(u.cfg.BusyPoll, u.cfg.Pollers, &q.closed, &u.poll)
 		if q.bp == nil {
 			continue
 		}
-		if err := setKernelBusyPoll(q.fd, u.cfg.BusyPoll, xskBudget); err != nil {
+		if err := setKernelBusyPoll(q.rxFD, u.cfg.BusyPoll, xskBudget); err != nil {
 			refused = err
 			continue
 		}

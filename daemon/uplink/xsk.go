@@ -11,11 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -125,10 +123,11 @@ type xskSocket struct {
 	closed   atomic.Bool
 }
 
-// xskQueue is the AF_XDP socket of one RX queue, with its UMEM and rings.
+// xskQueue is the AF_XDP socket of one RX queue, with its UMEM and rings. The socket is a raw
+// non-blocking descriptor, never in Go's netpoller: the RX loop waits for it on its parker
+// (park.go), as a packet socket's does.
 type xskQueue struct {
-	f    *os.File // the socket, on the netpoller
-	rc   syscall.RawConn
+	pk   *parker
 	umem []byte
 	maps [4][]byte // the mappings of fill, completion, RX and TX rings
 
@@ -141,9 +140,12 @@ type xskQueue struct {
 	kernelPoll bool
 
 	txMu   sync.Mutex
-	fd     int      // -1 once closed
+	fd     int      // -1 once closed; for transmitters and stats, under txMu
 	txFree []uint64 // UMEM addresses of chunks free for transmission
 	closed atomic.Bool
+	// rxFD is the socket's descriptor for the RX loop and setup: close leaves it open, release
+	// (once the loop has returned) closes it.
+	rxFD int
 }
 
 // xskZeroCopy reports whether the device with index ifindex in namespace ns offers AF_XDP
@@ -200,11 +202,12 @@ func openXSK(ns netns.NsHandle, ifindex int, dev string, mtu, rxQueues int) (*xs
 			return fmt.Errorf("device has %d RX queues, AF_XDP uplinks take at most %d: %w", rxQueues, xskMaxQueues, unix.EOPNOTSUPP)
 		}
 		for range rxQueues {
-			q := &xskQueue{fd: -1}
+			q := &xskQueue{fd: -1, rxFD: -1}
 			s.queues = append(s.queues, q)
-			if q.fd, err = unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0); err != nil {
+			if q.rxFD, err = unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0); err != nil {
 				return fmt.Errorf("AF_XDP socket: %w", err)
 			}
+			q.fd = q.rxFD
 		}
 		return nil
 	})
@@ -323,11 +326,8 @@ func (s *xskQueue) setup(ifindex, queue int) (err error) {
 	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_XDP, unix.XDP_OPTIONS, uintptr(unsafe.Pointer(&opts)), uintptr(unsafe.Pointer(&n)), 0); e == 0 {
 		s.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	}
-	s.f = os.NewFile(uintptr(s.fd), "xsk")
-	if s.rc, err = s.f.SyscallConn(); err != nil {
-		return err
-	}
-	return nil
+	s.pk, err = newParker(s.fd, "xsk")
+	return err
 }
 
 // xskProgram redirects every frame of the RX queue it runs for into the XSKMAP at mapFD, and
@@ -382,16 +382,7 @@ func (s *xskQueue) reclaimTX() {
 
 // write transmits one frame through the first queue's socket (any queue may send). Errors:
 // xskQueue.write's.
-// A frame sent arms every queue's busy poller: its answer may come back on any of them.
-func (s *xskSocket) write(frame []byte) error {
-	err := s.queues[0].write(frame)
-	if err == nil {
-		for _, q := range s.queues {
-			q.bp.arm()
-		}
-	}
-	return err
-}
+func (s *xskSocket) write(frame []byte) error { return s.queues[0].write(frame) }
 
 // write transmits one frame: it is copied into a free chunk, queued on the TX ring and the
 // kernel is kicked. It never waits: no free chunk or a full ring is ENOBUFS (the frame is
@@ -463,16 +454,15 @@ func (s *xskSocket) receive(fn func(frame []byte), batchEnd func()) error {
 	return errors.Join(errs...)
 }
 
-// receive runs the RX loop until the socket is closed: it waits on the netpoller for frames,
+// receive runs the RX loop until the socket is closed: it waits on its parker for frames,
 // passes each to fn (the bytes are valid only during the call) and lends its chunk back to the
 // kernel through the fill ring; batchEnd follows each batch.
 func (s *xskQueue) receive(fn func(frame []byte), batchEnd func()) error {
 	ready := func() bool { return s.rx.ready() > 0 }
-	// kick is called inside the poller's Read only, with the descriptor it keeps open.
+	// kick uses the RX loop's descriptor, which release closes only after the loop returned.
 	var kick func()
-	var rxFD uintptr
 	if s.kernelPoll {
-		kick = func() { recvKick(int(rxFD)) }
+		kick = func() { recvKick(s.rxFD) }
 	}
 	pass := func() uint32 {
 		n := min(s.rx.ready(), xskBudget)
@@ -492,33 +482,31 @@ func (s *xskQueue) receive(fn func(frame []byte), batchEnd func()) error {
 		s.fill.produce(n)
 		return n
 	}
-	drain := func(fd uintptr) bool {
-		rxFD = fd
-		s.bp.woke()
+	drain := func() bool {
 		for {
 			// As packetSocket.receive: a full budget comes back without waiting; after
-			// fewer, busy polling (s.bp) looks at the ring for the window before waiting.
+			// fewer, busy polling (s.bp) looks at the ring for the window before waiting,
+			// its parker disarmed, and arms it again before the last look.
 			n := pass()
 			if n == xskBudget {
 				return true
 			}
-			if n == 0 || !s.bp.poll(ready, kick) {
-				s.bp.parking()
+			if n == 0 || !s.bp.poll(ready, kick, s.pk) {
+				s.pk.arm(true)
+				if ready() {
+					continue
+				}
 				return false
 			}
 		}
 	}
 	for {
-		err := s.rc.Read(drain)
+		err := s.pk.wait(drain)
 		switch {
 		case s.closed.Load():
 			return nil
 		case err == nil:
 			runtime.Gosched()
-		case s.bp.rearmed(err):
-			// A frame went out: poll for its answer (without the kernel's busy poll,
-			// which needs the descriptor the poller's Read lends).
-			s.bp.poll(ready, nil)
 		default:
 			return err
 		}
@@ -531,12 +519,12 @@ func (s *xskSocket) stats() (unix.XDPStatistics, error) {
 	for _, q := range s.queues {
 		var st unix.XDPStatistics
 		n := uint32(unsafe.Sizeof(st))
-		var errno unix.Errno
-		if err := q.rc.Control(func(fd uintptr) {
-			_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_XDP, unix.XDP_STATISTICS, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&n)), 0)
-		}); err != nil {
-			return sum, err
+		errno := unix.ENOTCONN
+		q.txMu.Lock() // keeps fd open
+		if q.fd >= 0 {
+			_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(q.fd), unix.SOL_XDP, unix.XDP_STATISTICS, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&n)), 0)
 		}
+		q.txMu.Unlock()
 		if errno != 0 {
 			return sum, errno
 		}
@@ -568,19 +556,16 @@ func (s *xskSocket) close() {
 	}
 }
 
+// close stops the queue's socket: transmitters in flight finish first and later ones get
+// ENOTCONN; the RX loop returns (its parker is closed under it). release closes the descriptor.
 func (s *xskQueue) close() {
 	if s.closed.Swap(true) {
 		return
 	}
 	s.txMu.Lock()
-	fd := s.fd
 	s.fd = -1
 	s.txMu.Unlock()
-	if s.f != nil {
-		s.f.Close()
-	} else if fd >= 0 {
-		unix.Close(fd)
-	}
+	s.pk.close()
 }
 
 // release unmaps the rings and the UMEMs and frees the program and map. Call it after close,
@@ -600,6 +585,10 @@ func (s *xskSocket) release() {
 }
 
 func (s *xskQueue) release() {
+	if s.rxFD >= 0 {
+		unix.Close(s.rxFD)
+		s.rxFD = -1
+	}
 	for i, m := range s.maps {
 		if m != nil {
 			unix.Munmap(m)
