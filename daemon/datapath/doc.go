@@ -43,10 +43,14 @@
 // before a second slot is taken; all of them when no slot is free), as a DPDK lcore or a
 // busy-poll thread polls several rings: a round trip between ports A and B on one segment
 // crosses A's TAP queue one way and B's the other, and a poller that served only A's would leave
-// the reply to wake B's parked goroutine, the very wake-up polling is meant to save. A pass that
-// found nothing yields the thread's CPU (sched_yield) to any task waiting for it, as
-// napi_busy_loop stops on need_resched: on a loaded machine the round trip's other end is often
-// that task. A queue leaves its poller at once when its endpoint stops, a channel change removes
+// the reply to wake B's parked goroutine, the very wake-up polling is meant to save. A pass asks the
+// poller's epoll instance (pollSet: the TAP queues it serves, level-triggered, waited on by no
+// one) which queues have frames, with one epoll_pwait that never waits, and reads only those,
+// and the queues it wrote a frame to meanwhile (a reply the kernel made inside the write); an
+// empty pass costs that one system call, where a read of every queue cost one per queue. Once
+// passes have found nothing for yieldAfter, the poller yields the thread's CPU (sched_yield) to
+// any task waiting for it, as napi_busy_loop stops on need_resched: on a loaded machine the
+// round trip's other end is often that task. A queue leaves its poller at once when its endpoint stops, a channel change removes
 // it, its port goes down, or its setting goes off; a poller with no queue left ends and gives
 // its slot back. Endpoint.PollStats counts each queue's polls, the polls that found work and its
 // share of its poller's thread CPU time (getrusage RUSAGE_THREAD, read every millisecond).
