@@ -132,6 +132,7 @@ func (pl *poller) run() {
 	cpu0 := threadCPU()
 	lastTick := nanotime()
 	lastYield := lastTick
+	skipped := false // the pass before did not ask the set
 	charge := func(now int64) {
 		c := threadCPU()
 		if len(qs) > 0 {
@@ -157,7 +158,16 @@ func (pl *poller) run() {
 			pl.pending.Store(false)
 			pl.ps.mu.Unlock()
 		}
-		set.mark(qs)
+		// A pass after one that asked the set starts with the queues written to since they
+		// were last read, if any, without asking it: the frame they wait for is most often
+		// there already (the next request of a client that ran on this CPU while the poller
+		// wrote its reply), and a read that finds it costs what the epoll_pwait would have.
+		// Every other pass asks, so no queue waits more than one pass behind them.
+		marked := skipped || !anyWritten(qs)
+		if marked {
+			set.mark(qs)
+		}
+		skipped = !marked
 		now := nanotime()
 		found := false
 		for i := 0; i < len(qs); i++ {
@@ -186,7 +196,10 @@ func (pl *poller) run() {
 			case qq.wrote.Load():
 				reads = 1
 			}
-			q.streak, q.ready = q.ready, false
+			if marked {
+				q.streak = q.ready
+			}
+			q.ready = false
 			if pl.poll(q, p, reads, now) {
 				found = true
 			}
@@ -221,6 +234,16 @@ func (pl *poller) run() {
 			pl.ps.mu.Unlock()
 		}
 	}
+}
+
+// anyWritten reports whether a frame was written to a queue of qs in the set since its last read.
+func anyWritten(qs []polledQueue) bool {
+	for i := range qs {
+		if qs[i].watched && qs[i].qq.wrote.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // poll is one poll of q: up to reads frames from its TAP queue (none: only its RX input), and
