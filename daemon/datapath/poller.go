@@ -120,7 +120,10 @@ type polledQueue struct {
 // epoll_pwait. A queue that was not readable in the pass before is read for one frame, not until
 // EAGAIN: a request-response flow has one frame at a time, and the read that would find EAGAIN
 // after it is a system call on the round trip's path; a queue readable pass after pass is read a
-// whole batch. Each pass also drains the queues' RX inputs, which cost no system call to look at.
+// whole batch. A pass after one that asked the set, if a queue was written to since it was last
+// read, reads those queues without asking: a client on the poller's CPU, woken by the write of its
+// reply, has sent its next request by the time the poller runs again. Each pass also drains the
+// queues' RX inputs, which cost no system call to look at.
 func (pl *poller) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
