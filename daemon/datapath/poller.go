@@ -198,6 +198,9 @@ func (pl *poller) run() {
 				}
 			case qq.wrote.Load():
 				reads = 1
+				if q.streak && !marked {
+					reads = budget // a busy queue, in a pass that did not ask the set
+				}
 			}
 			if marked {
 				q.streak = q.ready
