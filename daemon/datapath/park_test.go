@@ -220,7 +220,8 @@ func txGoroutines() int {
 // TestTAPDeletedUnderReader deletes a port's TAP netdev behind manad's back (ip link del) while
 // its TX goroutine is parked on the queue's epoll, and while a poller reads the queue (its entry
 // disarmed): either way the TX goroutine learns of it (EBADFD) and exits, as it did when the TAP
-// file was in the netpoller, and the endpoint still stops.
+// file was in the netpoller, and the endpoint still stops; a polled queue leaves its poller's
+// epoll set.
 func TestTAPDeletedUnderReader(t *testing.T) {
 	for _, poll := range []bool{false, true} {
 		t.Run(map[bool]string{false: "parked", true: "polled"}[poll], func(t *testing.T) {
@@ -244,6 +245,11 @@ func TestTAPDeletedUnderReader(t *testing.T) {
 			taptest.IP(t, a.ns, "link", "del", "eth0")
 			require.Eventually(t, func() bool { return txGoroutines() == before-1 }, 5*time.Second, time.Millisecond,
 				"the deleted TAP's TX goroutine did not exit (%d TX goroutines, %d before)", txGoroutines(), before)
+			if poll {
+				assert.False(t, polled(a.ep, 0), "the deleted TAP's queue is still polled")
+				ok, why := pollSetMatches(t, h, a, b)
+				assert.True(t, ok, "the deleted TAP's queue left its poller's set: %s", why)
+			}
 			stopSoon(t, a.ep)
 			stopSoon(t, b.ep)
 			waitPollersGone(t, h, time.Second)
