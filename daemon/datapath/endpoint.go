@@ -157,11 +157,12 @@ type queue struct {
 	// full batch, a hand-off to a poller or an error: not EAGAIN) in more, and a read error in
 	// rerr; pollFn is readFn for a poller. Whoever reads the queue owns these: its TX
 	// goroutine, or the poller it handed the queue over to (poller.go), never both.
-	readFn func(fd int)
-	pollFn func(fd int)
-	nread  int
-	more   bool
-	rerr   error
+	readFn  func(fd int)
+	pollFn  func(fd int)
+	pollMax int // how many frames pollFn reads at most (pollOnce)
+	nread   int
+	more    bool
+	rerr    error
 	// handoff is set by readFn when a batch found work and then nothing more, and the
 	// queue's NAPI settings make it poll: txLoop then hands the queue to a poller.
 	handoff bool
@@ -169,6 +170,9 @@ type queue struct {
 	// kick its RX goroutine then. back is where the poller gives the queue back.
 	polled atomic.Bool
 	back   chan struct{}
+	// wrote is set by a TAP write (write, writeRun) while polled: the kernel may have queued
+	// a reply on the TAP queue already, which its poller reads without waiting for epoll.
+	wrote atomic.Bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -602,7 +606,16 @@ func (qq *queue) write(fd int) {
 		if errno != 0 {
 			qq.werr = errno
 		}
+		qq.noteWrite()
 		return
+	}
+}
+
+// noteWrite tells the queue's poller, if one reads the queue, that a frame was written to its
+// TAP (queue.wrote).
+func (qq *queue) noteWrite() {
+	if qq.polled.Load() {
+		qq.wrote.Store(true)
 	}
 }
 
@@ -881,12 +894,12 @@ func (qq *queue) txLoop(p *vnic.Port) {
 		buf = make([]byte, hdr+size+1) // +1 tells a truncated frame apart
 	}
 	pollers := qq.e.seg.pollers
-	qq.readFn = func(fd int) {
+	readBatch := func(fd, limit int) {
 		qq.nread, qq.more = 0, true
 		qq.clock.Store(qq.e.seg.now())
 		defer qq.clock.Store(0)
 		defer qq.e.seg.gro.flush() // the runs this batch left in the destinations' RX queues
-		for i := 0; i < budget; i++ {
+		for i := 0; i < limit; i++ {
 			if i > 0 && qq.stopping() {
 				// Every frame may be a flood to every member of a shared segment: Stop
 				// waits for at most one, not for a whole batch of them.
@@ -924,9 +937,10 @@ func (qq *queue) txLoop(p *vnic.Port) {
 			}
 		}
 	}
+	qq.readFn = func(fd int) { readBatch(fd, budget) }
 	qq.pollFn = func(fd int) {
 		qq.handoff = false // the poller has it already
-		qq.readFn(fd)
+		readBatch(fd, qq.pollMax)
 		qq.handoff = false
 	}
 	for {

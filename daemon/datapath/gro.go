@@ -156,6 +156,7 @@ func (qq *queue) writeRun(fd int) {
 		if errno != 0 {
 			qq.werr = errno
 		}
+		qq.noteWrite()
 		break
 	}
 	for i := range n {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,54 +82,86 @@ func tapRegistrations(t *testing.T, tp *testPort, q int) []epollEntry {
 	return out
 }
 
-// armed reports whether queue q of tp is in exactly one epoll instance, its parker's (why says
-// otherwise), and whether that entry waits for frames (EPOLLIN) or is disarmed.
-func armed(t *testing.T, tp *testPort, q int) (on bool, why string) {
+// armed reports whether queue q of tp waits for frames in its parker's epoll (EPOLLIN, armed, or
+// disarmed), and which other epoll instance holds it, waiting for frames: a poller's pollSet, or
+// -1 for none. why says what else was found: the descriptor missing from its parker's epoll, in
+// it twice, or in any other instance (the runtime's netpoller among them).
+func armed(t *testing.T, tp *testPort, q int) (on bool, poller int, why string) {
 	regs := tapRegistrations(t, tp, q)
 	pfd := -1
 	if qs := tp.ep.qs.Load(); qs != nil {
 		pfd = qs.q[q].pk.epfd
 	}
-	if len(regs) != 1 || regs[0].epfd != pfd {
-		return false, fmt.Sprintf("TAP queue in %+v, want only in its parker's epoll %d", regs, pfd)
+	poller, parked := -1, 0
+	for _, r := range regs {
+		switch {
+		case r.epfd == pfd:
+			parked++
+			on = r.events&unix.EPOLLIN != 0
+		case poller < 0 && r.events&unix.EPOLLIN != 0 && slices.Contains(pollerEpolls(tp.ep.seg.pollers), r.epfd):
+			poller = r.epfd
+		default:
+			return false, -1, fmt.Sprintf("TAP queue in %+v, want in its parker's epoll %d and at most one poller's", regs, pfd)
+		}
 	}
-	return regs[0].events&unix.EPOLLIN != 0, ""
+	if parked != 1 {
+		return false, -1, fmt.Sprintf("TAP queue in %+v, want once in its parker's epoll %d", regs, pfd)
+	}
+	return on, poller, ""
+}
+
+// pollerEpolls returns the epoll descriptors of ps's running pollers (their pollSets).
+func pollerEpolls(ps *Pollers) []int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	var out []int
+	for _, pl := range ps.running {
+		out = append(out, pl.set.epfd)
+	}
+	return out
 }
 
 // TestParkerDisarmedWhilePolled checks what makes a polled queue cost no wake-up per frame: a
-// TAP queue's descriptor is in one epoll instance only, its parker's (never the runtime's
-// netpoller), and its entry there waits for frames (EPOLLIN, armed) only while its TX goroutine
-// reads it: disarmed while a poller does, through the frames that come meanwhile, armed again
-// once the poller gives the queue back. With polling off it stays armed.
+// TAP queue's descriptor is never in the runtime's netpoller, and its entry in its parker's epoll
+// waits for frames (EPOLLIN, armed) only while its TX goroutine reads it: disarmed while a
+// poller does, through the frames that come meanwhile, armed again once the poller gives the
+// queue back. Meanwhile the queue is in its poller's pollSet (the one epoll_pwait per pass), the
+// same one for both ports' queues, and leaves it when given back. With polling off it stays armed
+// and in no pollSet.
 func TestParkerDisarmedWhilePolled(t *testing.T) {
 	needPollers(t)
 	h, a, b := pollingPair(t, 1)
 	require.Eventually(t, func() bool { return polled(a.ep, 0) && polled(b.ep, 0) }, 2*time.Second, time.Millisecond)
-	for _, tp := range []*testPort{a, b} {
-		on, why := armed(t, tp, 0)
-		require.Empty(t, why, "%s", tp.name)
-		assert.False(t, on, "%s: queue armed while a poller reads it", tp.name)
+	check := func(when string) {
+		t.Helper()
+		var sets []int
+		for _, tp := range []*testPort{a, b} {
+			on, set, why := armed(t, tp, 0)
+			require.Empty(t, why, "%s %s", tp.name, when)
+			assert.False(t, on, "%s: queue armed %s", tp.name, when)
+			assert.GreaterOrEqual(t, set, 0, "%s: queue in no poller's set %s", tp.name, when)
+			sets = append(sets, set)
+		}
+		assert.Equal(t, sets[0], sets[1], "one poller serves both queues")
 	}
+	check("while a poller reads it")
 	udpBurst(t, a, b, 200, 64, 1)
-	for _, tp := range []*testPort{a, b} {
-		on, why := armed(t, tp, 0)
-		require.Empty(t, why, "%s", tp.name)
-		assert.False(t, on, "%s: queue armed after frames came while a poller read it", tp.name)
-	}
+	check("after frames came while a poller read it")
 	// Polling off: the pollers give the queues back, and the TX goroutines arm them again.
 	setNAPI(t, a, vnic.NAPIConfig{})
 	setNAPI(t, b, vnic.NAPIConfig{})
 	waitPollersGone(t, h, time.Second)
 	for _, tp := range []*testPort{a, b} {
-		require.Eventually(t, func() bool { on, why := armed(t, tp, 0); return on && why == "" }, time.Second, time.Millisecond,
-			"%s: queue not armed after polling ended", tp.name)
+		require.Eventually(t, func() bool { on, set, why := armed(t, tp, 0); return on && set < 0 && why == "" }, time.Second, time.Millisecond,
+			"%s: queue not armed, or still in a pollSet, after polling ended", tp.name)
 	}
 	a.pingOK(t, b) // a parked queue wakes for a frame
 	udpBurst(t, a, b, 200, 64, 1)
 	for _, tp := range []*testPort{a, b} {
-		on, why := armed(t, tp, 0)
+		on, set, why := armed(t, tp, 0)
 		require.Empty(t, why, "%s", tp.name)
 		assert.True(t, on, "%s: polling off, queue disarmed", tp.name)
+		assert.Negative(t, set, "%s: polling off, queue in a pollSet", tp.name)
 	}
 }
 
@@ -187,7 +220,8 @@ func txGoroutines() int {
 // TestTAPDeletedUnderReader deletes a port's TAP netdev behind manad's back (ip link del) while
 // its TX goroutine is parked on the queue's epoll, and while a poller reads the queue (its entry
 // disarmed): either way the TX goroutine learns of it (EBADFD) and exits, as it did when the TAP
-// file was in the netpoller, and the endpoint still stops.
+// file was in the netpoller, and the endpoint still stops; a polled queue leaves its poller's
+// epoll set.
 func TestTAPDeletedUnderReader(t *testing.T) {
 	for _, poll := range []bool{false, true} {
 		t.Run(map[bool]string{false: "parked", true: "polled"}[poll], func(t *testing.T) {
@@ -205,12 +239,17 @@ func TestTAPDeletedUnderReader(t *testing.T) {
 			if poll {
 				require.Eventually(t, func() bool { return polled(a.ep, 0) }, 2*time.Second, time.Millisecond)
 			} else {
-				require.Eventually(t, func() bool { on, why := armed(t, a, 0); return on && why == "" }, time.Second, time.Millisecond)
+				require.Eventually(t, func() bool { on, _, why := armed(t, a, 0); return on && why == "" }, time.Second, time.Millisecond)
 			}
 			before := txGoroutines()
 			taptest.IP(t, a.ns, "link", "del", "eth0")
 			require.Eventually(t, func() bool { return txGoroutines() == before-1 }, 5*time.Second, time.Millisecond,
 				"the deleted TAP's TX goroutine did not exit (%d TX goroutines, %d before)", txGoroutines(), before)
+			if poll {
+				assert.False(t, polled(a.ep, 0), "the deleted TAP's queue is still polled")
+				ok, why := pollSetMatches(t, h, a, b)
+				assert.True(t, ok, "the deleted TAP's queue left its poller's set: %s", why)
+			}
 			stopSoon(t, a.ep)
 			stopSoon(t, b.ep)
 			waitPollersGone(t, h, time.Second)

@@ -1,7 +1,10 @@
 package datapath
 
 import (
+	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -9,7 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/vnic"
 )
 
@@ -288,4 +293,169 @@ func TestPollersBoundRespected(t *testing.T) {
 		}
 		waitPollersGone(t, h, time.Second)
 	}
+}
+
+// TestPollSet checks a poller's epoll set on pipes standing in for TAP queues: mark reports the
+// queues with something to read and only those, again until it is read (level-triggered), and
+// all of them across two passes when more are readable than one epoll_pwait reports; remove
+// takes a queue out, closing a queue's descriptor takes it out too, a closed queue is not added,
+// and close leaves no descriptor behind.
+func TestPollSet(t *testing.T) {
+	fds := openFDs(t)
+	s := newPollSet()
+	require.GreaterOrEqual(t, s.epfd, 0, "epoll_create1")
+	n := pollEvents + 4
+	qs := make([]polledQueue, n)
+	w := make([]int, n) // the pipes' write ends
+	for i := range qs {
+		var p [2]int
+		require.NoError(t, unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC))
+		tq := tap.NewQueue(p[0], fmt.Sprint("pipe", i))
+		w[i] = p[1]
+		t.Cleanup(func() { tq.Close(); unix.Close(p[1]) })
+		qs[i] = polledQueue{qq: &queue{tq: tq}, id: int32(100 + i)}
+		require.True(t, s.add(tq, qs[i].id), "add %d", i)
+	}
+	mark := func() []int {
+		for i := range qs {
+			qs[i].ready = false
+		}
+		s.mark(qs)
+		var r []int
+		for i, q := range qs {
+			if q.ready {
+				r = append(r, i)
+			}
+		}
+		return r
+	}
+	put := func(i int) { _, err := unix.Write(w[i], []byte{1}); require.NoError(t, err) }
+	take := func(i int) {
+		_, err := qs[i].qq.tq.Read(make([]byte, 8))
+		require.NoError(t, err)
+	}
+
+	assert.Empty(t, mark(), "nothing written")
+	put(3)
+	assert.Equal(t, []int{3}, mark())
+	assert.Equal(t, []int{3}, mark(), "level-triggered: still readable")
+	take(3)
+	assert.Empty(t, mark(), "read")
+
+	for i := range qs {
+		put(i)
+	}
+	first := mark()
+	assert.Len(t, first, pollEvents, "one epoll_pwait reports at most pollEvents")
+	seen := map[int]bool{}
+	for _, i := range append(first, mark()...) {
+		seen[i] = true
+	}
+	assert.Len(t, seen, n, "the queues one pass left out come in the next")
+	for i := range qs {
+		take(i)
+	}
+
+	put(0)
+	put(1)
+	s.remove(qs[0].qq.tq)
+	assert.Equal(t, []int{1}, mark(), "removed queue 0")
+	require.NoError(t, qs[1].qq.tq.Close())
+	assert.Empty(t, mark(), "queue 1's descriptor closed")
+	entries := 0
+	for _, e := range epollEntries(t) {
+		if e.epfd == s.epfd {
+			entries++
+		}
+	}
+	assert.Equal(t, n-2, entries, "entries left in the set")
+	assert.False(t, s.add(qs[1].qq.tq, 1), "a closed queue is not added")
+
+	s.close()
+	for i := range qs {
+		qs[i].qq.tq.Close()
+		unix.Close(w[i])
+	}
+	assert.Equal(t, fds, openFDs(t), "descriptors after close")
+}
+
+// pollSetMatches reports whether the running pollers' epoll sets of h hold exactly the TAP
+// queues of ports that are polled now, and says what they hold otherwise.
+func pollSetMatches(t *testing.T, h *harness, ports ...*testPort) (bool, string) {
+	sets := pollerEpolls(h.seg.pollers)
+	want, got := map[int]bool{}, map[int]bool{}
+	for _, tp := range ports {
+		if qs := tp.ep.qs.Load(); qs != nil {
+			for _, qq := range qs.q {
+				if qq.polled.Load() {
+					want[queueFD(t, qq.tq)] = true
+				}
+			}
+		}
+	}
+	for _, e := range epollEntries(t) {
+		if slices.Contains(sets, e.epfd) {
+			got[e.tfd] = true
+		}
+	}
+	return maps.Equal(want, got), fmt.Sprintf("pollers' epolls %v hold %v, polled TAP queues %v", sets, got, want)
+}
+
+// eventpolls counts this process's epoll instances.
+func eventpolls(t *testing.T) int {
+	n := map[int]bool{}
+	for _, e := range epollEntries(t) {
+		n[e.epfd] = true
+	}
+	return len(n)
+}
+
+// TestPollSetFollowsQueues checks that a poller's epoll set holds the TAP queues it serves and
+// no other, as queues are handed over (traffic on more queues), removed (a channel change), left
+// behind by a port going down and given back when the setting goes off; and that the set goes
+// with its poller (no epoll instance or goroutine left).
+func TestPollSetFollowsQueues(t *testing.T) {
+	needPollers(t)
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: 4, noIPv6: true})
+	b := h.addPort(portOpts{queues: 4, noIPv6: true})
+	a.pingOK(t, b)
+	epolls := eventpolls(t)
+	setNAPI(t, a, longPoll)
+	setNAPI(t, b, longPoll)
+	matches := func(what string) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			ok, why := pollSetMatches(t, h, a, b)
+			assert.True(c, ok, "%s: %s", what, why)
+		}, 2*time.Second, time.Millisecond)
+	}
+	// Flows from several sockets leave on several TX queues: send until a queue beyond 0 is
+	// polled, which the channel change below removes.
+	for deadline := time.Now().Add(10 * time.Second); !polled(a.ep, 1) && !polled(a.ep, 2) && !polled(a.ep, 3); {
+		require.True(t, time.Now().Before(deadline), "traffic never reached a polled queue beyond 0")
+		udpBurst(t, a, b, 64, 64, 8)
+	}
+	matches("traffic on several queues")
+	assert.Equal(t, 1, len(pollerEpolls(h.seg.pollers)), "one poller (the default bound)")
+
+	h.locked(func() {
+		require.NoError(t, a.ep.SetChannels(1, func() error { return a.port.SetChannels(1) }))
+	})
+	matches("after SetChannels(1)")
+	a.pingOK(t, b) // b's replies: one of b's queues polled too, and kept by the poller below
+	require.Eventually(t, func() bool {
+		return polled(a.ep, 0) && (polled(b.ep, 0) || polled(b.ep, 1) || polled(b.ep, 2) || polled(b.ep, 3))
+	}, 2*time.Second, time.Millisecond)
+	matches("traffic after SetChannels(1)")
+
+	h.locked(a.port.Close)
+	require.Eventually(t, func() bool { return !polled(a.ep, 0) }, time.Second, time.Millisecond, "port down, queue still polled")
+	require.Len(t, pollerEpolls(h.seg.pollers), 1, "the poller serves b's queue still")
+	matches("port a down")
+
+	setNAPI(t, b, vnic.NAPIConfig{})
+	waitPollersGone(t, h, time.Second)
+	matches("setting off")
+	assert.Equal(t, epolls-3, eventpolls(t), "epoll instances: the parkers' left, no poller's (3 queues removed)")
 }

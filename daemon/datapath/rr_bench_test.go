@@ -482,12 +482,32 @@ func vethRRPath(b *testing.B) *rrPath {
 // default, one on two CPUs). It compares them with a veth pair and with bench/taprelay (the
 // minimal user-space forwarder, its own process, two single-queue TAPs), all in the same run,
 // interleaved as BenchmarkRoundTrip's are. The CPU figures are the forwarding process's (manad's,
-// taprelay's; read from /proc, in clock ticks), the switches its threads'.
+// taprelay's; read from /proc, in clock ticks), the switches its threads'. With -rr.base, a
+// second daemon from that binary (another commit's) runs the same two pairs beside it, as
+// "base-off" and "base-on", so that old and new code are compared in one run, interleaved.
 func BenchmarkRoundTripBinary(b *testing.B) {
 	testenv.RequireRoot(b)
 	manadBin, _ := binharness.PlainBinaries(b)
 	relayBin := buildTapRelay(b)
 
+	paths := []*rrPath{vethRRPath(b), taprelayRRPath(b, relayBin)}
+	paths = append(paths, manadRRPaths(b, manadBin, "manad", "rr", 80)...)
+	if *rrBaseFlag != "" {
+		paths = append(paths, manadRRPaths(b, *rrBaseFlag, "base", "rb", 82)...)
+	}
+	measureRR(b, paths)
+}
+
+// rrBaseFlag names a second manad binary (another commit's, built with go build ./cmd/manad) that
+// BenchmarkRoundTripBinary measures beside the tree's, as "base-off" and "base-on": old and new
+// code in the same run, interleaved.
+var rrBaseFlag = flag.String("rr.base", "", "BenchmarkRoundTripBinary: another manad binary to measure beside this tree's (paths base-off, base-on)")
+
+// manadRRPaths starts manad binary bin with two pairs of ports, each port in a namespace of its
+// own (named prefix0..3, addresses 10.net.0.1..4), one queue each, a pair per segment: NAME-off
+// with the configuration's defaults, NAME-on with the port keys napi_defer_hard_irqs and
+// gro_flush_timeout of rrPollConfig; it returns the two paths, their CPU read from the daemon.
+func manadRRPaths(b *testing.B, bin, name, prefix string, net4 byte) []*rrPath {
 	var nss [4]string
 	for i := range nss {
 		nss[i] = taptest.NetNS(b)
@@ -495,28 +515,26 @@ func BenchmarkRoundTripBinary(b *testing.B) {
 	}
 	var ports strings.Builder
 	for i, ns := range nss {
-		seg, extra := "rroff", ""
+		seg, extra := prefix+"off", ""
 		if i >= 2 {
-			seg = "rron"
+			seg = prefix + "on"
 			extra = fmt.Sprintf("napi_defer_hard_irqs = %d\ngro_flush_timeout = %q\n",
 				rrPollConfig.DeferHardIRQs, rrPollConfig.GROFlushTimeout.String())
 		}
-		fmt.Fprintf(&ports, "[[port]]\nname = \"rr%d\"\nnetns = %q\nsegment = %q\nqueues = 1\npersistent = false\n%s\n", i, ns, seg, extra)
+		fmt.Fprintf(&ports, "[[port]]\nname = \"%s%d\"\nnetns = %q\nsegment = %q\nqueues = 1\npersistent = false\n%s\n", prefix, i, ns, seg, extra)
 	}
-	d := binharness.StartBinary(b, manadBin, "", "", ports.String())
+	d := binharness.StartBinary(b, bin, "", "", ports.String())
 	pid := daemonPID(b, d.Config)
 	ips := make([]net.IP, 4)
 	for i, ns := range nss {
-		ips[i] = net.IPv4(10, 80, 0, byte(i+1)).To4()
-		taptest.IP(b, ns, "addr", "add", ips[i].String()+"/24", "dev", fmt.Sprint("rr", i))
-		taptest.IP(b, ns, "link", "set", fmt.Sprint("rr", i), "up")
+		ips[i] = net.IPv4(10, net4, 0, byte(i+1)).To4()
+		taptest.IP(b, ns, "addr", "add", ips[i].String()+"/24", "dev", fmt.Sprint(prefix, i))
+		taptest.IP(b, ns, "link", "set", fmt.Sprint(prefix, i), "up")
 	}
-
-	relay := taprelayRRPath(b, relayBin)
-	off := newRRPath(b, "manad-off", nss[0], nss[1], ips[0], ips[1])
-	on := newRRPath(b, "manad-on", nss[2], nss[3], ips[2], ips[3])
+	off := newRRPath(b, name+"-off", nss[0], nss[1], ips[0], ips[1])
+	on := newRRPath(b, name+"-on", nss[2], nss[3], ips[2], ips[3])
 	off.pid, on.pid = pid, pid
-	measureRR(b, []*rrPath{vethRRPath(b), relay, off, on})
+	return []*rrPath{off, on}
 }
 
 // daemonPID finds the manad process started with configuration file cfg.
