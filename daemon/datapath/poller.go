@@ -31,7 +31,7 @@ const cpuTick = time.Millisecond
 // from 3× veth to 36×. Between the two, it bounds that wait to a few passes. (Yielding after
 // every empty pass or after 20 µs could not be told apart there at a load of 10–15: ping p50
 // 3.8–4.3× veth either way, with a little less CPU for UDP RR after 20 µs.)
-var yieldAfter = 20 * time.Microsecond
+const yieldAfter = 20 * time.Microsecond
 
 // maxPollWindow caps a queue's polling window (pollWindow), whatever its settings multiply to.
 const maxPollWindow = time.Hour
