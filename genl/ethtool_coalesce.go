@@ -49,12 +49,16 @@ var (
 	}()
 )
 
-// coalesceGetOp and coalesceSetOp are the COALESCE rows of ethtool_genl_ops.
-var (
-	coalesceGetOp = ethGetOp(unix.ETHTOOL_MSG_COALESCE_GET, "coalesce-get", coalesceGetPolicy,
+// CoalesceGet is COALESCE_GET (ethnl_coalesce_request_ops).
+func (ethtoolMsgs) CoalesceGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_COALESCE_GET, "coalesce-get", coalesceGetPolicy,
 		tableGet(unix.ETHTOOL_MSG_COALESCE_GET_REPLY, "Coalesce", func(b Backend) getFunc[Coalesce] { return b.Coalesce }, wire.CoalesceTable))
-	coalesceSetOp = ethSetOp(unix.ETHTOOL_MSG_COALESCE_SET, "coalesce-set", coalesceSetPolicy, "SetCoalesce", coalesceValidate, coalesceSet)
-)
+}
+
+// CoalesceSet is COALESCE_SET (ethnl_set_coalesce).
+func (ethtoolMsgs) CoalesceSet() op {
+	return ethSetOp(unix.ETHTOOL_MSG_COALESCE_SET, "coalesce-set", coalesceSetPolicy, "SetCoalesce", coalesceValidate, coalesceSet)
+}
 
 // coalesceValidate mirrors ethnl_set_coalesce_validate: EOPNOTSUPP without coalescing ops, then
 // EINVAL for the first parameter mana's supported_coalesce_params lacks.
