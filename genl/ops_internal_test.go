@@ -71,6 +71,7 @@ func TestSetTablesMatchPolicy(t *testing.T) {
 		{ethtoolMsgs{}.ChannelsSet(), wire.ChannelsSetTable.Kinds()},
 		{netdevMsgs{}.NAPISet(), wire.NetdevNAPISetTable.Kinds()},
 		{ethtoolMsgs{}.CoalesceSet(), wire.CoalesceSetTable.Kinds()},
+		{ethtoolMsgs{}.CoalesceSet(), wire.CoalesceParamsTable.Kinds()},
 	} {
 		require.NotEmpty(t, tc.kinds, tc.op.name)
 		for typ, k := range tc.kinds {
