@@ -126,8 +126,9 @@
 // family is built from those methods (opsOf, in command order, as ethtool_genl_ops[]), so no
 // list names the message; the Backend op (a field of Backend, which the daemon fills in
 // backend.ops(); nil in any other backend answers EOPNOTSUPP); and its manactl command, which
-// can read it with client.Get and the wire table. The op's name is the request metrics' label
-// and nlctrl lists it with its policy; no other table names it.
+// can read it with client.Get and the wire table and declares its ethtool options itself. The
+// op's name is the request metrics' label and nlctrl lists it with its policy; no other table
+// names it.
 //
 // A connection that sent CAPTURE_START receives its capture's frames, seq 0,
 // several per datagram, until CAPTURE_STOP (whose reply follows the last one)
