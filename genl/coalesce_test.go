@@ -1,6 +1,7 @@
 package genl_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -73,6 +74,20 @@ func TestCoalesce(t *testing.T) {
 			assert.Empty(t, ts.be.Calls(), "backend called")
 		})
 	}
+	// A parameter in the map of the other kind, or no parameter of COALESCE_SET, is the client's
+	// EINVAL: nothing is sent.
+	for _, u := range []client.CoalesceUpdate{
+		{Bool: map[uint16]bool{unix.ETHTOOL_A_COALESCE_RX_USECS: true}},
+		{U32: map[uint16]uint32{unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX: 1}},
+		{U32: map[uint16]uint32{wire.CoalesceRxProfile: 1}},
+		{U32: map[uint16]uint32{wire.CoalesceMax + 1: 1}},
+		{U32: map[uint16]uint32{unix.ETHTOOL_A_COALESCE_HEADER: 1}},
+	} {
+		err := c.SetCoalesce(ctx, mana0, u)
+		assert.ErrorIs(t, err, unix.EINVAL, "%+v", u)
+		assert.False(t, errors.As(err, &ce), "%+v: the server answered %v", u, err)
+	}
+	assert.Empty(t, ts.be.Calls(), "backend called")
 	co, _ = c.Coalesce(ctx, mana0)
 	assert.Equal(t, wantCo, co.Coalesce, "refused SETs changed the setting")
 	// A device without coalescing (no get_coalesce): EOPNOTSUPP.

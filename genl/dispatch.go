@@ -1,10 +1,13 @@
 package genl
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -44,10 +47,11 @@ type mcGroup struct {
 
 // op describes one request message of a family, as a row of the kernel's
 // ethtool_genl_ops[] (struct genl_ops, do and dump together): command, name,
-// permission, policy and handlers. Each message file defines its ops as
-// package-level values and the family lists them (ethtoolOps, manadOps,
-// netdevOps, nlctrlOps); the op list nlctrl advertises, the policies it dumps
-// and the command label of the request metrics are all read from them.
+// permission, policy and handlers. Each message file declares its ops as
+// methods of its family's message type (ethtoolMsgs, manadMsgs, netdevMsgs,
+// nlctrlMsgs), which opsOf collects; the op list nlctrl advertises, the
+// policies it dumps and the command label of the request metrics are all read
+// from them.
 type op struct {
 	cmd uint8
 	// name is the command's name in the family's YNL spec (ethtool.yaml's
@@ -66,6 +70,49 @@ type op struct {
 	dumpit             func(*Server, *request, *dumper) error
 	// dumpPolicy, when set, validates dump requests instead of policy (split do/dump ops).
 	dumpPolicy *nlattr.Set
+}
+
+// opsOf returns the ops that msgs, a family's message type, declares: each of
+// its exported methods returns the op of one message (func() op) or of
+// several (func() []op). They are sorted into command order, the order in
+// which ctrl_fill_info lists them for the kernel's families (ethtool_genl_ops,
+// netdev_nl_ops and genl_ctrl_ops are in command order), so method names do
+// not change the wire.
+//
+// The families are collected from methods with reflect, not listed by hand
+// nor generated, because then the method set is the list: a message file adds
+// its message by declaring one method, and nothing else names it. There is no
+// registry filled by init (no global mutable state) and no generated file to
+// keep fresh; the compiler refuses two methods of one name and opsOf two ops
+// of one command or name. It runs once per family, when NewServer builds it.
+//
+// opsOf panics on a method of another signature or a duplicate command or
+// name: programming errors, which every test that builds a Server finds.
+func opsOf(msgs any) []op {
+	v := reflect.ValueOf(msgs)
+	var ops []op
+	for i := range v.NumMethod() {
+		switch m := v.Method(i).Interface().(type) {
+		case func() op:
+			ops = append(ops, m())
+		case func() []op:
+			ops = append(ops, m()...)
+		default:
+			panic(fmt.Sprintf("genl: %s.%s is a %T, not a message (func() op or func() []op)", v.Type(), v.Type().Method(i).Name, m))
+		}
+	}
+	slices.SortFunc(ops, func(a, b op) int { return cmp.Compare(a.cmd, b.cmd) })
+	names := make(map[string]bool, len(ops))
+	for i, o := range ops {
+		if i > 0 && o.cmd == ops[i-1].cmd {
+			panic(fmt.Sprintf("genl: %s declares command %d twice (%s, %s)", v.Type(), o.cmd, ops[i-1].name, o.name))
+		}
+		if names[o.name] {
+			panic(fmt.Sprintf("genl: %s declares two ops named %q", v.Type(), o.name))
+		}
+		names[o.name] = true
+	}
+	return ops
 }
 
 // flags is CTRL_ATTR_OP_FLAGS as genl_op_iter computes it.
@@ -411,24 +458,33 @@ var ctrlPolicyFamily = nlattr.NewSet(unix.CTRL_ATTR_FAMILY_NAME, map[uint16]nlat
 	unix.CTRL_ATTR_FAMILY_NAME: {Kind: nlattr.NulString, Len: unix.GENL_NAMSIZ - 1},
 })
 
-// nlctrlOps are nlctrl's ops (genl_ctrl_ops): getfamily with do and dump,
-// getpolicy dump-only.
-var nlctrlOps = []op{{
-	cmd: unix.CTRL_CMD_GETFAMILY, name: "getfamily", policy: ctrlPolicyFamily,
-	// GENL_DONT_VALIDATE_STRICT | GENL_DONT_VALIDATE_DUMP
-	mode: nlattr.Liberal, dumpMode: nlattr.Strict,
-	doit:   (*Server).ctrlGetFamily,
-	dumpit: (*Server).ctrlDumpFamily,
-}, {
-	cmd: unix.CTRL_CMD_GETPOLICY, name: "getpolicy", policy: ctrlPolicyPolicy, mode: nlattr.Strict, dumpMode: nlattr.Strict,
-	start: (*Server).ctrlPolicyStart, dumpit: (*Server).ctrlPolicyDump,
-}}
+// nlctrlMsgs are nlctrl's messages (genl_ctrl_ops).
+type nlctrlMsgs struct{}
+
+// GetFamily is CTRL_CMD_GETFAMILY, do and dump.
+func (nlctrlMsgs) GetFamily() op {
+	return op{
+		cmd: unix.CTRL_CMD_GETFAMILY, name: "getfamily", policy: ctrlPolicyFamily,
+		// GENL_DONT_VALIDATE_STRICT | GENL_DONT_VALIDATE_DUMP
+		mode: nlattr.Liberal, dumpMode: nlattr.Strict,
+		doit:   (*Server).ctrlGetFamily,
+		dumpit: (*Server).ctrlDumpFamily,
+	}
+}
+
+// GetPolicy is CTRL_CMD_GETPOLICY, dump only.
+func (nlctrlMsgs) GetPolicy() op {
+	return op{
+		cmd: unix.CTRL_CMD_GETPOLICY, name: "getpolicy", policy: ctrlPolicyPolicy, mode: nlattr.Strict, dumpMode: nlattr.Strict,
+		start: (*Server).ctrlPolicyStart, dumpit: (*Server).ctrlPolicyDump,
+	}
+}
 
 func nlctrlFamily() *family {
 	return &family{
 		id: nlctrlID, name: "nlctrl", version: 2,
 		resvStartOp: unix.CTRL_CMD_GETPOLICY + 1,
-		ops:         nlctrlOps,
+		ops:         opsOf(nlctrlMsgs{}),
 		groups:      []mcGroup{{id: notifyGroupID, name: "notify"}},
 	}
 }

@@ -121,12 +121,14 @@
 //
 // A GET answered from one backend value is: its struct and wire.Table in genl/wire (the reply,
 // and for a SET the request: the client writes it and the server reads it with the same table);
-// its message file here, holding the policy and the op value (ethGetOp over tableGet, which
-// names the Backend op), listed in its family's ops (ethtoolOps, as ethtool_genl_ops[] lists
-// them); the Backend op (a field of Backend, which the daemon fills in backend.ops(); nil in
-// any other backend answers EOPNOTSUPP); and its manactl command, which can read it with
-// client.Get and the wire table. The op's name is the request metrics' label and nlctrl lists
-// it with its policy; no other table names it.
+// its message file here, holding the policy and the op, a method of its family's message type
+// (func (ethtoolMsgs) RingsGet() op, ethGetOp over tableGet, which names the Backend op); the
+// family is built from those methods (opsOf, in command order, as ethtool_genl_ops[]), so no
+// list names the message; the Backend op (a field of Backend, which the daemon fills in
+// backend.ops(); nil in any other backend answers EOPNOTSUPP); and its manactl command, which
+// can read it with client.Get and the wire table and declares its ethtool options itself. The
+// op's name is the request metrics' label and nlctrl lists it with its policy; no other table
+// names it.
 //
 // A connection that sent CAPTURE_START receives its capture's frames, seq 0,
 // several per datagram, until CAPTURE_STOP (whose reply follows the last one)

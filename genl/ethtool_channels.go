@@ -10,12 +10,16 @@ import (
 
 // CHANNELS messages, as net/ethtool/channels.c.
 
-// channelsGetOp and channelsSetOp are the CHANNELS rows of ethtool_genl_ops.
-var (
-	channelsGetOp = ethGetOp(unix.ETHTOOL_MSG_CHANNELS_GET, "channels-get", ethtool.Policy().ChannelsGet,
+// ChannelsGet is CHANNELS_GET (ethnl_channels_request_ops).
+func (ethtoolMsgs) ChannelsGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_CHANNELS_GET, "channels-get", ethtool.Policy().ChannelsGet,
 		tableGet(unix.ETHTOOL_MSG_CHANNELS_GET_REPLY, "Channels", func(b Backend) getFunc[Channels] { return b.Channels }, wire.ChannelsTable))
-	channelsSetOp = ethSetOp(unix.ETHTOOL_MSG_CHANNELS_SET, "channels-set", ethtool.Policy().ChannelsSet, "SetChannels", channelsValidate, channelsSet)
-)
+}
+
+// ChannelsSet is CHANNELS_SET (ethnl_set_channels).
+func (ethtoolMsgs) ChannelsSet() op {
+	return ethSetOp(unix.ETHTOOL_MSG_CHANNELS_SET, "channels-set", ethtool.Policy().ChannelsSet, "SetChannels", channelsValidate, channelsSet)
+}
 
 // channelsValidate mirrors ethnl_set_channels_validate: EOPNOTSUPP without
 // get_channels or set_channels.

@@ -26,20 +26,19 @@ var (
 		1: {Kind: nlattr.Nested, Nested: irqModerationPolicy}, // ETHTOOL_A_PROFILE_IRQ_MODERATION
 	})
 	coalesceGetPolicy = headerOnly()
+	// coalesceSetPolicy is coalesce_set_policy: the parameters' types are those of the table the
+	// client writes them with; the CQE mode switches are NLA_POLICY_MAX(NLA_U8, 1).
 	coalesceSetPolicy = func() *nlattr.Set {
 		p := map[uint16]nlattr.Policy{
-			unix.ETHTOOL_A_COALESCE_HEADER:          {Kind: nlattr.Nested, Nested: ethtool.Policy().Header},
-			unix.ETHTOOL_A_COALESCE_USE_CQE_MODE_TX: {Kind: nlattr.U8, Check: nlattr.CheckMax, Max: 1},
-			unix.ETHTOOL_A_COALESCE_USE_CQE_MODE_RX: {Kind: nlattr.U8, Check: nlattr.CheckMax, Max: 1},
-			wire.CoalesceRxProfile:                  {Kind: nlattr.Nested, Nested: profilePolicy},
-			wire.CoalesceTxProfile:                  {Kind: nlattr.Nested, Nested: profilePolicy},
+			unix.ETHTOOL_A_COALESCE_HEADER: {Kind: nlattr.Nested, Nested: ethtool.Policy().Header},
+			wire.CoalesceRxProfile:         {Kind: nlattr.Nested, Nested: profilePolicy},
+			wire.CoalesceTxProfile:         {Kind: nlattr.Nested, Nested: profilePolicy},
 		}
-		for a := uint16(unix.ETHTOOL_A_COALESCE_RX_USECS); a <= wire.CoalesceMax; a++ {
-			if _, ok := p[a]; ok {
-				continue
-			}
-			switch a {
-			case unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX, unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX:
+		for a, k := range wire.CoalesceParamsTable.Kinds() {
+			switch {
+			case a == unix.ETHTOOL_A_COALESCE_USE_CQE_MODE_TX || a == unix.ETHTOOL_A_COALESCE_USE_CQE_MODE_RX:
+				p[a] = nlattr.Policy{Kind: nlattr.U8, Check: nlattr.CheckMax, Max: 1}
+			case k == wire.KindBool:
 				p[a] = nlattr.Policy{Kind: nlattr.U8}
 			default:
 				p[a] = nlattr.Policy{Kind: nlattr.U32}
@@ -49,12 +48,16 @@ var (
 	}()
 )
 
-// coalesceGetOp and coalesceSetOp are the COALESCE rows of ethtool_genl_ops.
-var (
-	coalesceGetOp = ethGetOp(unix.ETHTOOL_MSG_COALESCE_GET, "coalesce-get", coalesceGetPolicy,
+// CoalesceGet is COALESCE_GET (ethnl_coalesce_request_ops).
+func (ethtoolMsgs) CoalesceGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_COALESCE_GET, "coalesce-get", coalesceGetPolicy,
 		tableGet(unix.ETHTOOL_MSG_COALESCE_GET_REPLY, "Coalesce", func(b Backend) getFunc[Coalesce] { return b.Coalesce }, wire.CoalesceTable))
-	coalesceSetOp = ethSetOp(unix.ETHTOOL_MSG_COALESCE_SET, "coalesce-set", coalesceSetPolicy, "SetCoalesce", coalesceValidate, coalesceSet)
-)
+}
+
+// CoalesceSet is COALESCE_SET (ethnl_set_coalesce).
+func (ethtoolMsgs) CoalesceSet() op {
+	return ethSetOp(unix.ETHTOOL_MSG_COALESCE_SET, "coalesce-set", coalesceSetPolicy, "SetCoalesce", coalesceValidate, coalesceSet)
+}
 
 // coalesceValidate mirrors ethnl_set_coalesce_validate: EOPNOTSUPP without coalescing ops, then
 // EINVAL for the first parameter mana's supported_coalesce_params lacks.

@@ -3,7 +3,6 @@ package genl
 import (
 	"context"
 	"errors"
-	"slices"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -22,23 +21,17 @@ import (
 // hdrAttr is the header attribute of every ethtool request (ETHTOOL_A_*_HEADER).
 const hdrAttr = 1
 
-// ethtoolOps are the family's ops, one value per message (each defined in
-// its message file: ringsGetOp in ethtool_rings.go), as ethtool_genl_ops[]
-// lists them; ethtoolFamily sorts them into command order.
-var ethtoolOps = [][]op{{
-	strsetGetOp, privFlagsGetOp, privFlagsSetOp, ringsGetOp, ringsSetOp, channelsGetOp, channelsSetOp,
-	linkInfoGetOp, linkInfoSetOp, linkModesGetOp, linkModesSetOp, linkStateGetOp, tsInfoGetOp,
-	statsGetOp, rssGetOp, rssSetOp, featuresGetOp, featuresSetOp, coalesceGetOp, coalesceSetOp,
-}, noCallbackOps}
+// ethtoolMsgs are the ethtool family's messages: each method, defined in its
+// message file (RingsGet in ethtool_rings.go), returns the op of one message,
+// a row of ethtool_genl_ops[]; NoCallback returns those mana has no callback
+// for. opsOf collects them.
+type ethtoolMsgs struct{}
 
 func ethtoolFamily() *family {
-	ops := slices.Concat(ethtoolOps...)
-	// ctrl_fill_info lists the ops in the order of ethtool_genl_ops, which is command order.
-	sort.Slice(ops, func(i, j int) bool { return ops[i].cmd < ops[j].cmd })
 	return &family{
 		id: ethtoolID, name: ethtool.FamilyName, version: ethtool.Version,
 		resvStartOp: unix.ETHTOOL_MSG_MODULE_GET + 1,
-		ops:         ops,
+		ops:         opsOf(ethtoolMsgs{}),
 		groups:      []mcGroup{{id: monitorGroup, name: ethtool.MonitorGroup}},
 	}
 }

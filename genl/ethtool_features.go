@@ -106,14 +106,17 @@ type featuresData struct {
 	hw, wanted, active, nochange []uint32
 }
 
-// featuresGetOp and featuresSetOp are the FEATURES rows of ethtool_genl_ops;
-// FEATURES_SET answers with a reply, so it has its own doit
+// FeaturesGet is FEATURES_GET (ethnl_features_request_ops).
+func (ethtoolMsgs) FeaturesGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_FEATURES_GET, "features-get", featuresGetPolicy, featuresGet)
+}
+
+// FeaturesSet is FEATURES_SET, which answers with a reply, so it has its own doit
 // (ethnl_set_features).
-var (
-	featuresGetOp = ethGetOp(unix.ETHTOOL_MSG_FEATURES_GET, "features-get", featuresGetPolicy, featuresGet)
-	featuresSetOp = op{cmd: unix.ETHTOOL_MSG_FEATURES_SET, name: "features-set", perm: unix.GENL_UNS_ADMIN_PERM,
+func (ethtoolMsgs) FeaturesSet() op {
+	return op{cmd: unix.ETHTOOL_MSG_FEATURES_SET, name: "features-set", perm: unix.GENL_UNS_ADMIN_PERM,
 		policy: featuresSetPolicy, mode: nlattr.Strict, driver: "SetFeatures", doit: (*Server).featuresSet}
-)
+}
 
 var featuresGet = &ethGet{
 	replyCmd: unix.ETHTOOL_MSG_FEATURES_GET_REPLY,

@@ -31,12 +31,16 @@ var (
 	})
 )
 
-// linkInfoGetOp and linkInfoSetOp are the LINKINFO rows of ethtool_genl_ops.
-var (
-	linkInfoGetOp = ethGetOp(unix.ETHTOOL_MSG_LINKINFO_GET, "linkinfo-get", linkInfoGetPolicy,
+// LinkInfoGet is LINKINFO_GET (ethnl_linkinfo_request_ops).
+func (ethtoolMsgs) LinkInfoGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_LINKINFO_GET, "linkinfo-get", linkInfoGetPolicy,
 		tableGet(unix.ETHTOOL_MSG_LINKINFO_GET_REPLY, "LinkSettings", linkSettingsOf, wire.LinkInfoTable))
-	linkInfoSetOp = ethSetOp(unix.ETHTOOL_MSG_LINKINFO_SET, "linkinfo-set", linkInfoSetPolicy, "", noLinkSettingsSet, nil)
-)
+}
+
+// LinkInfoSet is LINKINFO_SET (ethnl_set_linkinfo).
+func (ethtoolMsgs) LinkInfoSet() op {
+	return ethSetOp(unix.ETHTOOL_MSG_LINKINFO_SET, "linkinfo-set", linkInfoSetPolicy, "", noLinkSettingsSet, nil)
+}
 
 // linkSettingsOf is b's LinkSettings, or for a backend without it what
 // linkinfo_prepare_data and linkmodes_prepare_data answer for a driver

@@ -45,8 +45,12 @@ var linkModesGet = &ethGet{
 	},
 }
 
-// linkModesGetOp and linkModesSetOp are the LINKMODES rows of ethtool_genl_ops.
-var (
-	linkModesGetOp = ethGetOp(unix.ETHTOOL_MSG_LINKMODES_GET, "linkmodes-get", linkModesGetPolicy, linkModesGet)
-	linkModesSetOp = ethSetOp(unix.ETHTOOL_MSG_LINKMODES_SET, "linkmodes-set", linkModesSetPolicy, "", noLinkSettingsSet, nil)
-)
+// LinkModesGet is LINKMODES_GET (ethnl_linkmodes_request_ops).
+func (ethtoolMsgs) LinkModesGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_LINKMODES_GET, "linkmodes-get", linkModesGetPolicy, linkModesGet)
+}
+
+// LinkModesSet is LINKMODES_SET (ethnl_set_linkmodes).
+func (ethtoolMsgs) LinkModesSet() op {
+	return ethSetOp(unix.ETHTOOL_MSG_LINKMODES_SET, "linkmodes-set", linkModesSetPolicy, "", noLinkSettingsSet, nil)
+}

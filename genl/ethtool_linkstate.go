@@ -30,26 +30,28 @@ var linkStateGetPolicy = nlattr.NewSet(unix.ETHTOOL_A_LINKSTATE_HEADER, map[uint
 	unix.ETHTOOL_A_LINKSTATE_HEADER: {Kind: nlattr.Nested, Nested: statsHeader()},
 })
 
-// linkStateGetOp is the LINKSTATE_GET row of ethtool_genl_ops.
-var linkStateGetOp = ethGetOp(unix.ETHTOOL_MSG_LINKSTATE_GET, "linkstate-get", linkStateGetPolicy, &ethGet{
-	replyCmd: unix.ETHTOOL_MSG_LINKSTATE_GET_REPLY,
-	driver:   "LinkState",
-	prepare: func(r *request, d *Device, _ any) (any, error) {
-		if r.s.cfg.Backend.LinkState == nil {
-			// linkstate_prepare_data: __ethtool_get_link is EOPNOTSUPP without get_link,
-			// and linkstate_fill_reply leaves the link state out.
-			return (*LinkState)(nil), nil
-		}
-		l, err := r.s.cfg.Backend.LinkState(r.ctx, r.c.caller, *d)
-		return &l, err
-	},
-	fill: func(_ *request, b *nlattr.Builder, _, data any, _ bool) error {
-		if l := data.(*LinkState); l != nil {
-			wire.LinkStateTable.Put(b, l)
-		}
-		return nil
-	},
-})
+// LinkStateGet is LINKSTATE_GET (ethnl_linkstate_request_ops).
+func (ethtoolMsgs) LinkStateGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_LINKSTATE_GET, "linkstate-get", linkStateGetPolicy, &ethGet{
+		replyCmd: unix.ETHTOOL_MSG_LINKSTATE_GET_REPLY,
+		driver:   "LinkState",
+		prepare: func(r *request, d *Device, _ any) (any, error) {
+			if r.s.cfg.Backend.LinkState == nil {
+				// linkstate_prepare_data: __ethtool_get_link is EOPNOTSUPP without get_link,
+				// and linkstate_fill_reply leaves the link state out.
+				return (*LinkState)(nil), nil
+			}
+			l, err := r.s.cfg.Backend.LinkState(r.ctx, r.c.caller, *d)
+			return &l, err
+		},
+		fill: func(_ *request, b *nlattr.Builder, _, data any, _ bool) error {
+			if l := data.(*LinkState); l != nil {
+				wire.LinkStateTable.Put(b, l)
+			}
+			return nil
+		},
+	})
+}
 
 // wantStats reports whether the request header asks for ETHTOOL_FLAG_STATS
 // (the header was validated by the op's policy).

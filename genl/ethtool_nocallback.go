@@ -185,42 +185,44 @@ var (
 		1: basicHdr, rssAContext: {Kind: nlattr.U32, Check: nlattr.CheckMin, Min: 1}})
 )
 
-// noCallbackOps are the ops of the kernel's ethtool family that mana has no
+// NoCallback returns the ops of the kernel's ethtool family that mana has no
 // callback for, in the kernel's form: GETs with do and dump, SETs and ACTs
 // with do only and GENL_UNS_ADMIN_PERM.
-var noCallbackOps = []op{
-	ethGetOp(unix.ETHTOOL_MSG_DEBUG_GET, "debug-get", debugGetPolicy, noCallback(unix.ETHTOOL_MSG_DEBUG_GET_REPLY, nil)),
-	noCallbackSet(unix.ETHTOOL_MSG_DEBUG_SET, "debug-set", debugSetPolicy),
-	adminGetOp(unix.ETHTOOL_MSG_WOL_GET, "wol-get", wolGetPolicy, noCallback(unix.ETHTOOL_MSG_WOL_GET_REPLY, nil)),
-	noCallbackSet(unix.ETHTOOL_MSG_WOL_SET, "wol-set", wolSetPolicy),
-	ethGetOp(unix.ETHTOOL_MSG_PAUSE_GET, "pause-get", pauseGetPolicy, noCallback(unix.ETHTOOL_MSG_PAUSE_GET_REPLY, pauseParse)),
-	noCallbackSet(unix.ETHTOOL_MSG_PAUSE_SET, "pause-set", pauseSetPolicy),
-	ethGetOp(unix.ETHTOOL_MSG_EEE_GET, "eee-get", eeeGetPolicy, noCallback(unix.ETHTOOL_MSG_EEE_GET_REPLY, nil)),
-	noCallbackSet(unix.ETHTOOL_MSG_EEE_SET, "eee-set", eeeSetPolicy),
-	actOp(unix.ETHTOOL_MSG_CABLE_TEST_ACT, "cable-test-act", cableTestPolicy, cableTestAct(false)),
-	actOp(unix.ETHTOOL_MSG_CABLE_TEST_TDR_ACT, "cable-test-tdr-act", cableTestTDRPolicy, cableTestAct(true)),
-	{cmd: unix.ETHTOOL_MSG_TUNNEL_INFO_GET, name: "tunnel-info-get", policy: tunnelInfoPolicy, mode: nlattr.Strict, dumpMode: nlattr.Strict,
-		doit: (*Server).tunnelInfoDoit, start: (*Server).tunnelInfoStart, dumpit: (*Server).tunnelInfoDumpit},
-	ethGetOp(unix.ETHTOOL_MSG_FEC_GET, "fec-get", fecGetPolicy, noCallback(unix.ETHTOOL_MSG_FEC_GET_REPLY, nil)),
-	noCallbackSet(unix.ETHTOOL_MSG_FEC_SET, "fec-set", fecSetPolicy),
-	adminGetOp(unix.ETHTOOL_MSG_MODULE_EEPROM_GET, "module-eeprom-get", eepromGetPolicy, noCallback(unix.ETHTOOL_MSG_MODULE_EEPROM_GET_REPLY, eepromParse)),
-	ethGetOp(unix.ETHTOOL_MSG_PHC_VCLOCKS_GET, "phc-vclocks-get", phcVclocksPolicy, headerOnlyGet(unix.ETHTOOL_MSG_PHC_VCLOCKS_GET_REPLY)),
-	ethGetOp(unix.ETHTOOL_MSG_MODULE_GET, "module-get", moduleGetPolicy, headerOnlyGet(unix.ETHTOOL_MSG_MODULE_GET_REPLY)),
-	ethSetOp(unix.ETHTOOL_MSG_MODULE_SET, "module-set", moduleSetPolicy, "", nil, moduleSetApply),
-	ethGetOp(unix.ETHTOOL_MSG_PSE_GET, "pse-get", pseGetPolicy, pseGet()),
-	ethSetOp(unix.ETHTOOL_MSG_PSE_SET, "pse-set", pseSetPolicy, "", nil, pseSetApply),
-	ethGetOp(unix.ETHTOOL_MSG_PLCA_GET_CFG, "plca-get-cfg", plcaGetPolicy, plcaGet(unix.ETHTOOL_MSG_PLCA_GET_CFG_REPLY)),
-	ethSetOp(unix.ETHTOOL_MSG_PLCA_SET_CFG, "plca-set-cfg", plcaSetPolicy, "", nil, noPhyApply),
-	ethGetOp(unix.ETHTOOL_MSG_PLCA_GET_STATUS, "plca-get-status", plcaGetPolicy, plcaGet(unix.ETHTOOL_MSG_PLCA_GET_STATUS_REPLY)),
-	ethGetOp(unix.ETHTOOL_MSG_MM_GET, "mm-get", mmGetPolicy, noCallback(unix.ETHTOOL_MSG_MM_GET_REPLY, nil)),
-	noCallbackSet(unix.ETHTOOL_MSG_MM_SET, "mm-set", mmSetPolicy),
-	actOp(unix.ETHTOOL_MSG_MODULE_FW_FLASH_ACT, "module-fw-flash-act", fwFlashPolicy, devAct(nil, nlattr.Errorf(unix.EOPNOTSUPP,
-		"Flashing module firmware is not supported by this device"))),
-	ethGetOp(unix.ETHTOOL_MSG_PHY_GET, "phy-get", phyGetPolicy, noCallback(unix.ETHTOOL_MSG_PHY_GET_REPLY, nil)),
-	ethGetOp(unix.ETHTOOL_MSG_TSCONFIG_GET, "tsconfig-get", tsconfigGetPolicy, noCallback(unix.ETHTOOL_MSG_TSCONFIG_GET_REPLY, nil)),
-	noCallbackSet(unix.ETHTOOL_MSG_TSCONFIG_SET, "tsconfig-set", tsconfigSetPolicy),
-	actOp(msgRSSCreateAct, "rss-create-act", rssCreatePolicy, devAct(nil, unix.EOPNOTSUPP)),
-	actOp(msgRSSDeleteAct, "rss-delete-act", rssDeletePolicy, devAct([]uint16{rssAContext}, unix.EOPNOTSUPP)),
+func (ethtoolMsgs) NoCallback() []op {
+	return []op{
+		ethGetOp(unix.ETHTOOL_MSG_DEBUG_GET, "debug-get", debugGetPolicy, noCallback(unix.ETHTOOL_MSG_DEBUG_GET_REPLY, nil)),
+		noCallbackSet(unix.ETHTOOL_MSG_DEBUG_SET, "debug-set", debugSetPolicy),
+		adminGetOp(unix.ETHTOOL_MSG_WOL_GET, "wol-get", wolGetPolicy, noCallback(unix.ETHTOOL_MSG_WOL_GET_REPLY, nil)),
+		noCallbackSet(unix.ETHTOOL_MSG_WOL_SET, "wol-set", wolSetPolicy),
+		ethGetOp(unix.ETHTOOL_MSG_PAUSE_GET, "pause-get", pauseGetPolicy, noCallback(unix.ETHTOOL_MSG_PAUSE_GET_REPLY, pauseParse)),
+		noCallbackSet(unix.ETHTOOL_MSG_PAUSE_SET, "pause-set", pauseSetPolicy),
+		ethGetOp(unix.ETHTOOL_MSG_EEE_GET, "eee-get", eeeGetPolicy, noCallback(unix.ETHTOOL_MSG_EEE_GET_REPLY, nil)),
+		noCallbackSet(unix.ETHTOOL_MSG_EEE_SET, "eee-set", eeeSetPolicy),
+		actOp(unix.ETHTOOL_MSG_CABLE_TEST_ACT, "cable-test-act", cableTestPolicy, cableTestAct(false)),
+		actOp(unix.ETHTOOL_MSG_CABLE_TEST_TDR_ACT, "cable-test-tdr-act", cableTestTDRPolicy, cableTestAct(true)),
+		{cmd: unix.ETHTOOL_MSG_TUNNEL_INFO_GET, name: "tunnel-info-get", policy: tunnelInfoPolicy, mode: nlattr.Strict, dumpMode: nlattr.Strict,
+			doit: (*Server).tunnelInfoDoit, start: (*Server).tunnelInfoStart, dumpit: (*Server).tunnelInfoDumpit},
+		ethGetOp(unix.ETHTOOL_MSG_FEC_GET, "fec-get", fecGetPolicy, noCallback(unix.ETHTOOL_MSG_FEC_GET_REPLY, nil)),
+		noCallbackSet(unix.ETHTOOL_MSG_FEC_SET, "fec-set", fecSetPolicy),
+		adminGetOp(unix.ETHTOOL_MSG_MODULE_EEPROM_GET, "module-eeprom-get", eepromGetPolicy, noCallback(unix.ETHTOOL_MSG_MODULE_EEPROM_GET_REPLY, eepromParse)),
+		ethGetOp(unix.ETHTOOL_MSG_PHC_VCLOCKS_GET, "phc-vclocks-get", phcVclocksPolicy, headerOnlyGet(unix.ETHTOOL_MSG_PHC_VCLOCKS_GET_REPLY)),
+		ethGetOp(unix.ETHTOOL_MSG_MODULE_GET, "module-get", moduleGetPolicy, headerOnlyGet(unix.ETHTOOL_MSG_MODULE_GET_REPLY)),
+		ethSetOp(unix.ETHTOOL_MSG_MODULE_SET, "module-set", moduleSetPolicy, "", nil, moduleSetApply),
+		ethGetOp(unix.ETHTOOL_MSG_PSE_GET, "pse-get", pseGetPolicy, pseGet()),
+		ethSetOp(unix.ETHTOOL_MSG_PSE_SET, "pse-set", pseSetPolicy, "", nil, pseSetApply),
+		ethGetOp(unix.ETHTOOL_MSG_PLCA_GET_CFG, "plca-get-cfg", plcaGetPolicy, plcaGet(unix.ETHTOOL_MSG_PLCA_GET_CFG_REPLY)),
+		ethSetOp(unix.ETHTOOL_MSG_PLCA_SET_CFG, "plca-set-cfg", plcaSetPolicy, "", nil, noPhyApply),
+		ethGetOp(unix.ETHTOOL_MSG_PLCA_GET_STATUS, "plca-get-status", plcaGetPolicy, plcaGet(unix.ETHTOOL_MSG_PLCA_GET_STATUS_REPLY)),
+		ethGetOp(unix.ETHTOOL_MSG_MM_GET, "mm-get", mmGetPolicy, noCallback(unix.ETHTOOL_MSG_MM_GET_REPLY, nil)),
+		noCallbackSet(unix.ETHTOOL_MSG_MM_SET, "mm-set", mmSetPolicy),
+		actOp(unix.ETHTOOL_MSG_MODULE_FW_FLASH_ACT, "module-fw-flash-act", fwFlashPolicy, devAct(nil, nlattr.Errorf(unix.EOPNOTSUPP,
+			"Flashing module firmware is not supported by this device"))),
+		ethGetOp(unix.ETHTOOL_MSG_PHY_GET, "phy-get", phyGetPolicy, noCallback(unix.ETHTOOL_MSG_PHY_GET_REPLY, nil)),
+		ethGetOp(unix.ETHTOOL_MSG_TSCONFIG_GET, "tsconfig-get", tsconfigGetPolicy, noCallback(unix.ETHTOOL_MSG_TSCONFIG_GET_REPLY, nil)),
+		noCallbackSet(unix.ETHTOOL_MSG_TSCONFIG_SET, "tsconfig-set", tsconfigSetPolicy),
+		actOp(msgRSSCreateAct, "rss-create-act", rssCreatePolicy, devAct(nil, unix.EOPNOTSUPP)),
+		actOp(msgRSSDeleteAct, "rss-delete-act", rssDeletePolicy, devAct([]uint16{rssAContext}, unix.EOPNOTSUPP)),
+	}
 }
 
 // adminGetOp is a GET that needs GENL_UNS_ADMIN_PERM (WOL_GET, MODULE_EEPROM_GET).

@@ -14,12 +14,16 @@ type privFlagsData struct {
 	flags uint32
 }
 
-// privFlagsGetOp and privFlagsSetOp are the PRIVFLAGS rows of ethtool_genl_ops.
-var (
-	privFlagsGetOp = ethGetOp(unix.ETHTOOL_MSG_PRIVFLAGS_GET, "privflags-get", ethtool.Policy().PrivFlagsGet, privFlagsGet)
-	privFlagsSetOp = ethSetOp(unix.ETHTOOL_MSG_PRIVFLAGS_SET, "privflags-set", ethtool.Policy().PrivFlagsSet,
+// PrivFlagsGet is PRIVFLAGS_GET (ethnl_privflags_request_ops).
+func (ethtoolMsgs) PrivFlagsGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_PRIVFLAGS_GET, "privflags-get", ethtool.Policy().PrivFlagsGet, privFlagsGet)
+}
+
+// PrivFlagsSet is PRIVFLAGS_SET (ethnl_set_privflags).
+func (ethtoolMsgs) PrivFlagsSet() op {
+	return ethSetOp(unix.ETHTOOL_MSG_PRIVFLAGS_SET, "privflags-set", ethtool.Policy().PrivFlagsSet,
 		"SetPrivFlags", privFlagsValidate, privFlagsSet)
-)
+}
 
 // privFlagsGet mirrors ethnl_privflags_request_ops.
 var privFlagsGet = &ethGet{

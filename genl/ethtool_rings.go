@@ -10,12 +10,16 @@ import (
 
 // RINGS messages, as net/ethtool/rings.c.
 
-// ringsGetOp and ringsSetOp are the RINGS rows of ethtool_genl_ops.
-var (
-	ringsGetOp = ethGetOp(unix.ETHTOOL_MSG_RINGS_GET, "rings-get", ethtool.Policy().RingsGet,
+// RingsGet is RINGS_GET (ethnl_rings_request_ops).
+func (ethtoolMsgs) RingsGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_RINGS_GET, "rings-get", ethtool.Policy().RingsGet,
 		tableGet(unix.ETHTOOL_MSG_RINGS_GET_REPLY, "Rings", func(b Backend) getFunc[Rings] { return b.Rings }, wire.RingsTable))
-	ringsSetOp = ethSetOp(unix.ETHTOOL_MSG_RINGS_SET, "rings-set", ethtool.Policy().RingsSet, "SetRings", ringsValidate, ringsSet)
-)
+}
+
+// RingsSet is RINGS_SET (ethnl_set_rings).
+func (ethtoolMsgs) RingsSet() op {
+	return ethSetOp(unix.ETHTOOL_MSG_RINGS_SET, "rings-set", ethtool.Policy().RingsSet, "SetRings", ringsValidate, ringsSet)
+}
 
 // ringsValidate mirrors ethnl_set_rings_validate for a driver whose
 // supported_ring_params is empty (the MANA driver's): EOPNOTSUPP without

@@ -65,11 +65,15 @@ var rssGet = &ethGet{
 	},
 }
 
-// rssGetOp and rssSetOp are the RSS_GET and RSS_SET rows of ethtool_genl_ops.
-var (
-	rssGetOp = ethGetOp(unix.ETHTOOL_MSG_RSS_GET, "rss-get", rssGetPolicy, rssGet)
-	rssSetOp = ethSetOp(wire.MsgRSSSet, "rss-set", rssSetPolicy, "SetRSS", rssSetValidate, rssSet)
-)
+// RSSGet is RSS_GET (ethnl_rss_request_ops).
+func (ethtoolMsgs) RSSGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_RSS_GET, "rss-get", rssGetPolicy, rssGet)
+}
+
+// RSSSet is RSS_SET (ethnl_rss_set).
+func (ethtoolMsgs) RSSSet() op {
+	return ethSetOp(wire.MsgRSSSet, "rss-set", rssSetPolicy, "SetRSS", rssSetValidate, rssSet)
+}
 
 // rssFlowsPolicy is ethnl_rss_flows_policy: per flow type, the RXH_* fields a hash may cover.
 var rssFlowsPolicy = func() *nlattr.Set {

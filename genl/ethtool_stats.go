@@ -37,32 +37,34 @@ type statsReq struct {
 	src    uint32
 }
 
-// statsGetOp is the STATS_GET row of ethtool_genl_ops (ethnl_stats_request_ops).
-var statsGetOp = ethGetOp(unix.ETHTOOL_MSG_STATS_GET, "stats-get", statsGetPolicy, &ethGet{
-	replyCmd: unix.ETHTOOL_MSG_STATS_GET_REPLY,
-	hdr:      statsAHeader,
-	parse:    func(r *request) (any, error) { return r.s.ethStatsParse(r) },
-	prepare: func(r *request, d *Device, req any) (any, error) {
-		// stats_prepare_data: EMAC and PMAC need the MAC merge layer mana lacks.
-		if req.(*statsReq).src != 0 {
-			return nil, nlattr.Errorf(unix.EOPNOTSUPP, "ethtool_nl: Device does not support MAC merge layer")
-		}
-		return nil, nil
-	},
-	fill: func(r *request, b *nlattr.Builder, req, _ any, _ bool) error {
-		q := req.(*statsReq)
-		b.PutU32(statsASrc, q.src)
-		for i := 0; i < q.nbits; i++ {
-			if q.groups[i/32]&(1<<(i%32)) == 0 {
-				continue
+// StatsGet is STATS_GET (ethnl_stats_request_ops).
+func (ethtoolMsgs) StatsGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_STATS_GET, "stats-get", statsGetPolicy, &ethGet{
+		replyCmd: unix.ETHTOOL_MSG_STATS_GET_REPLY,
+		hdr:      statsAHeader,
+		parse:    func(r *request) (any, error) { return r.s.ethStatsParse(r) },
+		prepare: func(r *request, d *Device, req any) (any, error) {
+			// stats_prepare_data: EMAC and PMAC need the MAC merge layer mana lacks.
+			if req.(*statsReq).src != 0 {
+				return nil, nlattr.Errorf(unix.EOPNOTSUPP, "ethtool_nl: Device does not support MAC merge layer")
 			}
-			// ETH_SS_STATS_ETH_PHY + i: the groups' string sets follow in the same order.
-			// No counters: mana reports none (ETHTOOL_STAT_NOT_SET, left out by stat_put).
-			wire.PutStatsGroup(b, &wire.StatsGroup{ID: uint32(i), SSID: uint32(ethtool.SSStatsEthPhy + i)})
-		}
-		return nil
-	},
-})
+			return nil, nil
+		},
+		fill: func(r *request, b *nlattr.Builder, req, _ any, _ bool) error {
+			q := req.(*statsReq)
+			b.PutU32(statsASrc, q.src)
+			for i := 0; i < q.nbits; i++ {
+				if q.groups[i/32]&(1<<(i%32)) == 0 {
+					continue
+				}
+				// ETH_SS_STATS_ETH_PHY + i: the groups' string sets follow in the same order.
+				// No counters: mana reports none (ETHTOOL_STAT_NOT_SET, left out by stat_put).
+				wire.PutStatsGroup(b, &wire.StatsGroup{ID: uint32(i), SSID: uint32(ethtool.SSStatsEthPhy + i)})
+			}
+			return nil
+		},
+	})
+}
 
 // ethStatsParse mirrors stats_parse_request: the groups bitset over the
 // kernel's ETH_SS_STATS_STD names must select something.

@@ -27,15 +27,17 @@ type strsetInfo struct {
 	enc     []byte // strings encoded as ETHTOOL_A_STRINGSET_STRINGS (strsetCache); nil: encode
 }
 
-// strsetGetOp is the STRSET_GET row of ethtool_genl_ops (ethnl_strset_request_ops).
-var strsetGetOp = ethGetOp(unix.ETHTOOL_MSG_STRSET_GET, "strset-get", ethtool.Policy().StrsetGet, &ethGet{
-	replyCmd:   unix.ETHTOOL_MSG_STRSET_GET_REPLY,
-	allowNoDev: true,
-	driver:     "StringSet",
-	parse:      strsetParse,
-	prepare:    func(r *request, d *Device, req any) (any, error) { return r.s.strsetPrepare(r, d, req) },
-	fill:       strsetFill,
-})
+// StrsetGet is STRSET_GET (ethnl_strset_request_ops).
+func (ethtoolMsgs) StrsetGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_STRSET_GET, "strset-get", ethtool.Policy().StrsetGet, &ethGet{
+		replyCmd:   unix.ETHTOOL_MSG_STRSET_GET_REPLY,
+		allowNoDev: true,
+		driver:     "StringSet",
+		parse:      strsetParse,
+		prepare:    func(r *request, d *Device, req any) (any, error) { return r.s.strsetPrepare(r, d, req) },
+		fill:       strsetFill,
+	})
+}
 
 // strsetParse mirrors strset_parse_request (COUNTS_ONLY is read only when
 // STRINGSETS is present, a kernel quirk kept on purpose).

@@ -98,8 +98,10 @@ var tsInfoGet = &ethGet{
 	},
 }
 
-// tsInfoGetOp is the TSINFO_GET row of ethtool_genl_ops.
-var tsInfoGetOp = ethGetOp(unix.ETHTOOL_MSG_TSINFO_GET, "tsinfo-get", tsInfoGetPolicy, tsInfoGet)
+// TSInfoGet is TSINFO_GET (ethnl_tsinfo_request_ops).
+func (ethtoolMsgs) TSInfoGet() op {
+	return ethGetOp(unix.ETHTOOL_MSG_TSINFO_GET, "tsinfo-get", tsInfoGetPolicy, tsInfoGet)
+}
 
 // globalBits returns the names of a kernel-wide bit table (string set id)
 // and its size, which is the bitset size the kernel uses for it; without the

@@ -122,10 +122,14 @@ func (cs *captureSlot) active() bool {
 // wait waits for the writer goroutine of the connection's capture, if any.
 func (cs *captureSlot) wait() { cs.wg.Wait() }
 
-// captureOps are the capture commands of the manad family, for admins.
-var captureOps = []op{
-	manadDo(wire.CmdCaptureStart, "capture-start", true, captureStartPolicy, "StartCapture", (*Server).captureStart),
-	manadDo(wire.CmdCaptureStop, "capture-stop", true, captureStopPolicy, "", (*Server).captureStop),
+// CaptureStart is CAPTURE_START, for admins.
+func (manadMsgs) CaptureStart() op {
+	return manadDo(wire.CmdCaptureStart, "capture-start", true, captureStartPolicy, "StartCapture", (*Server).captureStart)
+}
+
+// CaptureStop is CAPTURE_STOP, for admins.
+func (manadMsgs) CaptureStop() op {
+	return manadDo(wire.CmdCaptureStop, "capture-stop", true, captureStopPolicy, "", (*Server).captureStop)
 }
 
 func (s *Server) captureStart(r *request) error {

@@ -3,7 +3,6 @@ package genl
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -114,33 +113,75 @@ func (s *Server) needOp(driver, cmd string) error {
 	return nil
 }
 
-// The port, XDP, stats, layout, fault, group and option ops of the manad family.
-var (
-	portGetOp    = withDump(manadDo(wire.CmdPortGet, "port-get", false, headerOnlyPolicy, "Port", (*Server).portGet), "Ports", (*Server).portDump)
-	portNewOp    = manadDo(wire.CmdPortNew, "port-new", true, portNewPolicy, "CreatePort", (*Server).portNew)
-	portDelOp    = manadDo(wire.CmdPortDel, "port-del", true, portDelPolicy, "DeletePort", (*Server).portDel)
-	portMTUOp    = manadDo(wire.CmdPortSetMTU, "port-set-mtu", true, setMTUPolicy, "SetMTU", (*Server).portSetMTU)
-	xdpAttachOp  = manadDo(wire.CmdXDPAttach, "xdp-attach", true, xdpAttachPolicy, "AttachXDP", (*Server).xdpAttach)
-	xdpDetachOp  = manadDo(wire.CmdXDPDetach, "xdp-detach", true, headerOnlyPolicy, "DetachXDP", (*Server).xdpDetach)
-	portStatsOp  = withDump(manadDo(wire.CmdStatsGet, "stats-get", false, headerOnlyPolicy, "Stats", (*Server).statsGet), "Stats", (*Server).statsDump)
-	layoutOp     = manadDo(wire.CmdLayoutPlan, "layout-plan", false, layoutPolicy, "PlanLayout", (*Server).layoutPlan)
-	faultSetOp   = manadDo(wire.CmdFaultSet, "fault-set", true, faultSetPolicy, "SetFault", (*Server).faultSet)
-	groupJoinOp  = manadDo(wire.CmdGroupJoin, "group-join", false, groupPolicy, "", (*Server).groupJoin)
-	groupLeaveOp = manadDo(wire.CmdGroupLeave, "group-leave", false, groupPolicy, "", (*Server).groupLeave)
-	setOptionOp  = manadDo(wire.CmdSetOption, "set-option", false, optionPolicy, "", (*Server).setOption)
-)
+// PortGet is PORT_GET: a port (do) or every port the caller sees (dump).
+func (manadMsgs) PortGet() op {
+	return withDump(manadDo(wire.CmdPortGet, "port-get", false, headerOnlyPolicy, "Port", (*Server).portGet), "Ports", (*Server).portDump)
+}
 
-// manadOps are the manad family's ops, each defined with its message.
-var manadOps = [][]op{{
-	portGetOp, portNewOp, portDelOp, portMTUOp, xdpAttachOp, xdpDetachOp, portStatsOp, layoutOp, faultSetOp,
-	groupJoinOp, groupLeaveOp, setOptionOp,
-}, captureOps, segmentOps}
+// PortNew is PORT_NEW, for admins: create a port.
+func (manadMsgs) PortNew() op {
+	return manadDo(wire.CmdPortNew, "port-new", true, portNewPolicy, "CreatePort", (*Server).portNew)
+}
+
+// PortDel is PORT_DEL, for admins: delete a port (and the namespace manad made for it).
+func (manadMsgs) PortDel() op {
+	return manadDo(wire.CmdPortDel, "port-del", true, portDelPolicy, "DeletePort", (*Server).portDel)
+}
+
+// PortSetMTU is PORT_SET_MTU, for admins.
+func (manadMsgs) PortSetMTU() op {
+	return manadDo(wire.CmdPortSetMTU, "port-set-mtu", true, setMTUPolicy, "SetMTU", (*Server).portSetMTU)
+}
+
+// XDPAttach is XDP_ATTACH, for admins.
+func (manadMsgs) XDPAttach() op {
+	return manadDo(wire.CmdXDPAttach, "xdp-attach", true, xdpAttachPolicy, "AttachXDP", (*Server).xdpAttach)
+}
+
+// XDPDetach is XDP_DETACH, for admins.
+func (manadMsgs) XDPDetach() op {
+	return manadDo(wire.CmdXDPDetach, "xdp-detach", true, headerOnlyPolicy, "DetachXDP", (*Server).xdpDetach)
+}
+
+// StatsGet is STATS_GET: a port's counters (do) or every port's (dump).
+func (manadMsgs) StatsGet() op {
+	return withDump(manadDo(wire.CmdStatsGet, "stats-get", false, headerOnlyPolicy, "Stats", (*Server).statsGet), "Stats", (*Server).statsDump)
+}
+
+// LayoutPlan is LAYOUT_PLAN: the RX buffer layouts of a planned port.
+func (manadMsgs) LayoutPlan() op {
+	return manadDo(wire.CmdLayoutPlan, "layout-plan", false, layoutPolicy, "PlanLayout", (*Server).layoutPlan)
+}
+
+// FaultSet is FAULT_SET, for admins: arm or clear a fault point.
+func (manadMsgs) FaultSet() op {
+	return manadDo(wire.CmdFaultSet, "fault-set", true, faultSetPolicy, "SetFault", (*Server).faultSet)
+}
+
+// GroupJoin is GROUP_JOIN, a Unix socket's NETLINK_ADD_MEMBERSHIP.
+func (manadMsgs) GroupJoin() op {
+	return manadDo(wire.CmdGroupJoin, "group-join", false, groupPolicy, "", (*Server).groupJoin)
+}
+
+// GroupLeave is GROUP_LEAVE, a Unix socket's NETLINK_DROP_MEMBERSHIP.
+func (manadMsgs) GroupLeave() op {
+	return manadDo(wire.CmdGroupLeave, "group-leave", false, groupPolicy, "", (*Server).groupLeave)
+}
+
+// SetOption is SET_OPTION, a Unix socket's SOL_NETLINK options.
+func (manadMsgs) SetOption() op {
+	return manadDo(wire.CmdSetOption, "set-option", false, optionPolicy, "", (*Server).setOption)
+}
+
+// manadMsgs are the manad family's messages: each method, in the message's file, is one op, as
+// for ethtoolMsgs.
+type manadMsgs struct{}
 
 func manadFamily() *family {
 	return &family{
 		id: manadID, name: wire.FamilyName, version: wire.FamilyVersion,
 		resvStartOp: 0, // every command gets genl_header_check
-		ops:         slices.Concat(manadOps...),
+		ops:         opsOf(manadMsgs{}),
 		groups:      []mcGroup{{id: eventsGroup, name: wire.EventsGroup}},
 	}
 }

@@ -44,14 +44,32 @@ var (
 	})
 )
 
-// segmentOps are the segment commands of the manad family: GET for anyone, the changes for
-// admins (GENL_UNS_ADMIN_PERM, checked before the handler runs: a non-admin gets EPERM).
-var segmentOps = []op{
-	withDump(manadDo(wire.CmdSegmentGet, "segment-get", false, segGetPolicy, "Segment", (*Server).segmentGet), "Segments", (*Server).segmentDump),
-	manadDo(wire.CmdSegmentNew, "segment-new", true, segNewPolicy, "CreateSegment", (*Server).segmentNew),
-	manadDo(wire.CmdSegmentDel, "segment-del", true, segGetPolicy, "DeleteSegment", (*Server).segmentDel),
-	manadDo(wire.CmdUplinkAdd, "uplink-add", true, uplinkPolicy, "AddUplink", (*Server).uplinkAdd),
-	manadDo(wire.CmdUplinkDel, "uplink-del", true, uplinkPolicy, "DeleteUplink", (*Server).uplinkDel),
+// The segment commands of the manad family: GET for anyone, the changes for admins
+// (GENL_UNS_ADMIN_PERM, checked before the handler runs: a non-admin gets EPERM).
+
+// SegmentGet is SEGMENT_GET: a segment (do) or every segment (dump).
+func (manadMsgs) SegmentGet() op {
+	return withDump(manadDo(wire.CmdSegmentGet, "segment-get", false, segGetPolicy, "Segment", (*Server).segmentGet), "Segments", (*Server).segmentDump)
+}
+
+// SegmentNew is SEGMENT_NEW, for admins.
+func (manadMsgs) SegmentNew() op {
+	return manadDo(wire.CmdSegmentNew, "segment-new", true, segNewPolicy, "CreateSegment", (*Server).segmentNew)
+}
+
+// SegmentDel is SEGMENT_DEL, for admins.
+func (manadMsgs) SegmentDel() op {
+	return manadDo(wire.CmdSegmentDel, "segment-del", true, segGetPolicy, "DeleteSegment", (*Server).segmentDel)
+}
+
+// UplinkAdd is UPLINK_ADD, for admins.
+func (manadMsgs) UplinkAdd() op {
+	return manadDo(wire.CmdUplinkAdd, "uplink-add", true, uplinkPolicy, "AddUplink", (*Server).uplinkAdd)
+}
+
+// UplinkDel is UPLINK_DEL, for admins.
+func (manadMsgs) UplinkDel() op {
+	return manadDo(wire.CmdUplinkDel, "uplink-del", true, uplinkPolicy, "DeleteUplink", (*Server).uplinkDel)
 }
 
 // segmentName is the required SegmentAttrName inside the required AttrSegment of r, validated

@@ -141,25 +141,50 @@ func netdevGetOp(cmd uint8, name string, pol *nlattr.Set, do func(*Server, *requ
 // splitOp gives o the dump policy of a split do/dump op (netdev-genl-gen.c's queue-get and napi-get).
 func splitOp(o op, dump *nlattr.Set) op { o.dumpPolicy = dump; return o }
 
-// netdevOps are the netdev family's ops, by netdev.yaml's names (netdev_nl_ops).
-var netdevOps = []op{
-	netdevGetOp(wire.NetdevCmdDevGet, "dev-get", netdevDevGetPolicy, (*Server).netdevDevGet, (*Server).netdevDevDump),
-	netdevGetOp(wire.NetdevCmdPagePoolGet, "page-pool-get", netdevPoolGetPolicy, (*Server).netdevPoolGet, (*Server).netdevPoolDump),
-	netdevGetOp(wire.NetdevCmdPagePoolStatsGet, "page-pool-stats-get", netdevPoolStatsPolicy, (*Server).netdevPoolStatsGet, (*Server).netdevPoolStatsDump),
-	splitOp(netdevGetOp(wire.NetdevCmdQueueGet, "queue-get", netdevQueueGetPolicy, (*Server).netdevQueueGet, (*Server).netdevQueueDump), netdevQueueDumpPolicy),
-	splitOp(netdevGetOp(wire.NetdevCmdNAPIGet, "napi-get", netdevNAPIGetPolicy, (*Server).netdevNAPIGet, (*Server).netdevNAPIDump), netdevNAPIDumpPolicy),
-	netdevGetOp(wire.NetdevCmdQStatsGet, "qstats-get", netdevQStatsPolicy, nil, (*Server).netdevQStatsDump),
-	napiSetOp,
+// netdevMsgs are the netdev family's messages (netdev_nl_ops, by netdev.yaml's names): each
+// method is one op, as for ethtoolMsgs.
+type netdevMsgs struct{}
+
+// DevGet is dev-get.
+func (netdevMsgs) DevGet() op {
+	return netdevGetOp(wire.NetdevCmdDevGet, "dev-get", netdevDevGetPolicy, (*Server).netdevDevGet, (*Server).netdevDevDump)
 }
 
-// napiSetOp is napi-set: GENL_ADMIN_PERM | GENL_CMD_CAP_DO, as netdev.yaml's (flags: admin-perm).
-var napiSetOp = op{cmd: wire.NetdevCmdNAPISet, name: "napi-set", perm: unix.GENL_ADMIN_PERM, policy: netdevNAPISetPolicy,
-	mode: nlattr.Strict, driver: "SetNAPI", doit: (*Server).netdevNAPISet}
+// PagePoolGet is page-pool-get.
+func (netdevMsgs) PagePoolGet() op {
+	return netdevGetOp(wire.NetdevCmdPagePoolGet, "page-pool-get", netdevPoolGetPolicy, (*Server).netdevPoolGet, (*Server).netdevPoolDump)
+}
+
+// PagePoolStatsGet is page-pool-stats-get.
+func (netdevMsgs) PagePoolStatsGet() op {
+	return netdevGetOp(wire.NetdevCmdPagePoolStatsGet, "page-pool-stats-get", netdevPoolStatsPolicy, (*Server).netdevPoolStatsGet, (*Server).netdevPoolStatsDump)
+}
+
+// QueueGet is queue-get, a split op.
+func (netdevMsgs) QueueGet() op {
+	return splitOp(netdevGetOp(wire.NetdevCmdQueueGet, "queue-get", netdevQueueGetPolicy, (*Server).netdevQueueGet, (*Server).netdevQueueDump), netdevQueueDumpPolicy)
+}
+
+// NAPIGet is napi-get, a split op.
+func (netdevMsgs) NAPIGet() op {
+	return splitOp(netdevGetOp(wire.NetdevCmdNAPIGet, "napi-get", netdevNAPIGetPolicy, (*Server).netdevNAPIGet, (*Server).netdevNAPIDump), netdevNAPIDumpPolicy)
+}
+
+// QStatsGet is qstats-get, dump only.
+func (netdevMsgs) QStatsGet() op {
+	return netdevGetOp(wire.NetdevCmdQStatsGet, "qstats-get", netdevQStatsPolicy, nil, (*Server).netdevQStatsDump)
+}
+
+// NAPISet is napi-set: GENL_ADMIN_PERM | GENL_CMD_CAP_DO, as netdev.yaml's (flags: admin-perm).
+func (netdevMsgs) NAPISet() op {
+	return op{cmd: wire.NetdevCmdNAPISet, name: "napi-set", perm: unix.GENL_ADMIN_PERM, policy: netdevNAPISetPolicy,
+		mode: nlattr.Strict, driver: "SetNAPI", doit: (*Server).netdevNAPISet}
+}
 
 func netdevFamily() *family {
 	return &family{
 		id: netdevID, name: wire.NetdevFamilyName, version: wire.NetdevFamilyVersion,
-		ops:    netdevOps,
+		ops:    opsOf(netdevMsgs{}),
 		groups: []mcGroup{{id: netdevMgmtGroup, name: wire.NetdevGroupMgmt}, {id: netdevPagePoolGroup, name: wire.NetdevGroupPagePool}},
 	}
 }

@@ -65,12 +65,13 @@ func TestSetTablesMatchPolicy(t *testing.T) {
 		op    op
 		kinds map[uint16]wire.Kind
 	}{
-		{privFlagsSetOp, wire.PrivFlagsSetTable.Kinds()},
-		{featuresSetOp, wire.FeaturesSetTable.Kinds()},
-		{ringsSetOp, wire.RingsSetTable.Kinds()},
-		{channelsSetOp, wire.ChannelsSetTable.Kinds()},
-		{napiSetOp, wire.NetdevNAPISetTable.Kinds()},
-		{coalesceSetOp, wire.CoalesceSetTable.Kinds()},
+		{ethtoolMsgs{}.PrivFlagsSet(), wire.PrivFlagsSetTable.Kinds()},
+		{ethtoolMsgs{}.FeaturesSet(), wire.FeaturesSetTable.Kinds()},
+		{ethtoolMsgs{}.RingsSet(), wire.RingsSetTable.Kinds()},
+		{ethtoolMsgs{}.ChannelsSet(), wire.ChannelsSetTable.Kinds()},
+		{netdevMsgs{}.NAPISet(), wire.NetdevNAPISetTable.Kinds()},
+		{ethtoolMsgs{}.CoalesceSet(), wire.CoalesceSetTable.Kinds()},
+		{ethtoolMsgs{}.CoalesceSet(), wire.CoalesceParamsTable.Kinds()},
 	} {
 		require.NotEmpty(t, tc.kinds, tc.op.name)
 		for typ, k := range tc.kinds {
@@ -78,5 +79,47 @@ func TestSetTablesMatchPolicy(t *testing.T) {
 			require.True(t, ok, "%s attribute %d: kind %d", tc.op.name, typ, k)
 			assert.Equal(t, want, tc.op.policy.Policy(typ).Kind, "%s attribute %d", tc.op.name, typ)
 		}
+	}
+}
+
+// Message types of the opsOf tests: each declares something opsOf refuses.
+type (
+	notAMessage  struct{}
+	twoOfACmd    struct{}
+	twoOfAName   struct{}
+	someMessages struct{}
+)
+
+func (notAMessage) Get() op             { return op{cmd: 1, name: "get"} }
+func (notAMessage) Helper() int         { return 0 }
+func (twoOfACmd) Get() op               { return op{cmd: 1, name: "get"} }
+func (twoOfACmd) Set() []op             { return []op{{cmd: 2, name: "set"}, {cmd: 1, name: "get-again"}} }
+func (twoOfAName) Get() op              { return op{cmd: 1, name: "get"} }
+func (twoOfAName) Set() op              { return op{cmd: 2, name: "get"} }
+func (someMessages) A() op              { return op{cmd: 9, name: "nine"} }
+func (someMessages) B() []op            { return []op{{cmd: 3, name: "three"}, {cmd: 1, name: "one"}} }
+func (someMessages) C() op              { return op{cmd: 2, name: "two"} }
+func (someMessages) helper() (op, bool) { return op{}, false }
+
+// TestOpsOf: a family's ops are its message type's exported methods, in command order whatever
+// the methods' names; a method of another signature, two ops of one command and two of one name
+// are refused, saying which.
+func TestOpsOf(t *testing.T) {
+	var cmds []uint8
+	for _, o := range opsOf(someMessages{}) {
+		cmds = append(cmds, o.cmd)
+	}
+	assert.Equal(t, []uint8{1, 2, 3, 9}, cmds)
+	_ = someMessages{}.helper // unexported methods are not messages
+
+	for _, tc := range []struct {
+		msgs any
+		want string
+	}{
+		{notAMessage{}, "genl: genl.notAMessage.Helper is a func() int, not a message (func() op or func() []op)"},
+		{twoOfACmd{}, "genl: genl.twoOfACmd declares command 1 twice (get, get-again)"},
+		{twoOfAName{}, `genl: genl.twoOfAName declares two ops named "get"`},
+	} {
+		assert.PanicsWithValue(t, tc.want, func() { opsOf(tc.msgs) })
 	}
 }

@@ -1,51 +1,52 @@
 package main
 
-import "strings"
+import (
+	"fmt"
+	"strings"
 
-// ethtoolOptions maps the ethtool options manactl accepts as aliases to its own commands, so
-// that `manactl -g eth0` and `manactl --set-priv-flags eth0 full-page-rx on` work for people who
-// type ethtool. The short options are ethtool's (-g, -G, -l, -L, -S); each long option is the
-// ethtool long option of the same command.
-var ethtoolOptions = map[string]string{
-	"--show-priv-flags":    "show-priv-flags",
-	"--set-priv-flags":     "set-priv-flags",
-	"-g":                   "show-ring",
-	"--show-ring":          "show-ring",
-	"-G":                   "set-ring",
-	"--set-ring":           "set-ring",
-	"-c":                   "show-coalesce",
-	"--show-coalesce":      "show-coalesce",
-	"-C":                   "set-coalesce",
-	"--coalesce":           "set-coalesce",
-	"-l":                   "show-channels",
-	"--show-channels":      "show-channels",
-	"-L":                   "set-channels",
-	"--set-channels":       "set-channels",
-	"-S":                   "stats",
-	"--statistics":         "stats",
-	"--monitor":            "monitor",
-	"-T":                   "show-time-stamping",
-	"-k":                   "show-features",
-	"-K":                   "set-features",
-	"--show-features":      "show-features",
-	"--show-offload":       "show-features",
-	"--features":           "set-features",
-	"--offload":            "set-features",
-	"--show-time-stamping": "show-time-stamping",
-	"-x":                   "show-rxfh",
-	"--show-rxfh-indir":    "show-rxfh",
-	"--show-rxfh":          "show-rxfh",
-	"-X":                   "set-rxfh",
-	"--set-rxfh-indir":     "set-rxfh",
-	"--rxfh":               "set-rxfh",
-	"--set-rxfh":           "set-rxfh", // manactl's own, the counterpart of --show-rxfh
+	"github.com/spf13/cobra"
+)
+
+// ethtoolAnnotation is the cobra annotation of a command that ethtool users may call by an
+// ethtool option (`manactl -g eth0`, `manactl --set-priv-flags eth0 full-page-rx on`): the
+// options, space-separated, each the ethtool option (short or long) of the same command. The
+// command declares them (ethtoolAlias), and ethtoolOptions and the manual read them there.
+const ethtoolAnnotation = "ethtool"
+
+// ethtoolAlias returns the annotations of a command that answers to the ethtool options opts.
+func ethtoolAlias(opts ...string) map[string]string {
+	return map[string]string{ethtoolAnnotation: strings.Join(opts, " ")}
+}
+
+// ethtoolAliases returns the ethtool options command c answers to (none when it is not a
+// top-level command).
+func ethtoolAliases(c *cobra.Command) []string {
+	if c.Parent() != c.Root() {
+		return nil
+	}
+	return strings.Fields(c.Annotations[ethtoolAnnotation])
+}
+
+// ethtoolOptions maps the ethtool options the commands of root declare to the commands' names.
+// An option two commands declare is an error, which the tests find.
+func ethtoolOptions(root *cobra.Command) (map[string]string, error) {
+	m := map[string]string{}
+	for _, c := range root.Commands() {
+		for _, o := range ethtoolAliases(c) {
+			if prev, ok := m[o]; ok {
+				return nil, fmt.Errorf("ethtool option %s is declared by %s and %s", o, prev, c.Name())
+			}
+			m[o] = c.Name()
+		}
+	}
+	return m, nil
 }
 
 // rewriteEthtoolArgs turns an ethtool-style invocation into manactl's command form before cobra
-// parses it: the first argument that is not a global option, if it is one of ethtoolOptions,
-// becomes the command name. Everything else is left alone, so the rewrite is a no-op for
+// parses it: the first argument that is not a global option, if it is one of opts (from
+// ethtoolOptions), becomes the command name. Everything else is left alone, so the rewrite is a no-op for
 // ordinary invocations. This is the only place where ethtool-style argv is handled.
-func rewriteEthtoolArgs(args []string) []string {
+func rewriteEthtoolArgs(opts map[string]string, args []string) []string {
 	out := append([]string(nil), args...)
 	for i := 0; i < len(out); i++ {
 		a := out[i]
@@ -56,7 +57,7 @@ func rewriteEthtoolArgs(args []string) []string {
 		case a == "--json" || a == "--kernel" || strings.HasPrefix(a, "--socket="):
 			continue
 		}
-		if cmd, ok := ethtoolOptions[a]; ok {
+		if cmd, ok := opts[a]; ok {
 			out[i] = cmd
 		}
 		break

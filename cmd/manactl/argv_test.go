@@ -4,7 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestRewriteEthtoolArgs(t *testing.T) {
@@ -31,11 +33,30 @@ func TestRewriteEthtoolArgs(t *testing.T) {
 		{[]string{"-h"}, []string{"-h"}},
 		{nil, nil},
 	}
+	opts, err := ethtoolOptions(newRoot(&app{}, func(string) string { return "" }))
+	require.NoError(t, err)
 	for _, tc := range tests {
-		got := rewriteEthtoolArgs(tc.in)
+		got := rewriteEthtoolArgs(opts, tc.in)
 		assert.True(t, slices.Equal(got, tc.want), "rewriteEthtoolArgs(%q) = %q, want %q", tc.in, got, tc.want)
 	}
 	in := []string{"-g", "eth0"}
-	rewriteEthtoolArgs(in)
+	rewriteEthtoolArgs(opts, in)
 	assert.Equal(t, "-g", in[0], "rewriteEthtoolArgs modified its argument")
+}
+
+// TestEthtoolOptionsDeclaredOnce: an ethtool option is declared by one command; a second
+// declaration is an error naming both, and a subcommand's annotation is not an option.
+func TestEthtoolOptionsDeclaredOnce(t *testing.T) {
+	root := &cobra.Command{Use: "manactl"}
+	ring := &cobra.Command{Use: "show-ring", Annotations: ethtoolAlias("-g", "--show-ring")}
+	sub := &cobra.Command{Use: "deep", Annotations: ethtoolAlias("-d")}
+	ring.AddCommand(sub)
+	root.AddCommand(ring)
+	m, err := ethtoolOptions(root)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"-g": "show-ring", "--show-ring": "show-ring"}, m)
+
+	root.AddCommand(&cobra.Command{Use: "other", Annotations: ethtoolAlias("-g")})
+	_, err = ethtoolOptions(root)
+	assert.EqualError(t, err, "ethtool option -g is declared by other and show-ring")
 }

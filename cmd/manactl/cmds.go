@@ -170,6 +170,7 @@ fragments.`,
   manactl --json show-priv-flags mana0`,
 		Args:              devArgs(0, 0),
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("--show-priv-flags"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var pf *client.PrivateFlags
 			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
@@ -201,6 +202,7 @@ pre-allocate, detach, attach semantics.`,
   manactl --set-priv-flags mana0 full-page-rx off`,
 		Args:              devArgs(2, -1),
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("--set-priv-flags"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dev, rest := args[0], args[1:]
 			if len(rest)%2 != 0 {
@@ -232,6 +234,7 @@ func showRingCmd(a *app) *cobra.Command {
   manactl --json show-ring mana0`,
 		Args:              devArgs(0, 0),
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("-g", "--show-ring"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r *client.Rings
 			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
@@ -306,6 +309,7 @@ what a driver does not support.`,
   manactl set-ring mana0 rx 512`,
 		Args:              devArgs(2, -1),
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("-G", "--set-ring"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := parseRingsUpdate(args[1:])
 			if err != nil {
@@ -327,6 +331,7 @@ func showChannelsCmd(a *app) *cobra.Command {
   manactl --json show-channels mana0`,
 		Args:              devArgs(0, 0),
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("-l", "--show-channels"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var ch *client.Channels
 			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
@@ -377,6 +382,7 @@ with it.`,
   manactl set-channels mana0 combined 2`,
 		Args:              devArgs(2, -1),
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("-L", "--set-channels"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := parseChannelsUpdate(args[1:])
 			if err != nil {
@@ -420,6 +426,7 @@ device's groups come from the kernel.`,
 			return devArgs(0, more)(cmd, args)
 		},
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("-S", "--statistics"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if allGroups || cmd.Flags().Changed("groups") {
 				var names []string // nil: all
@@ -1001,7 +1008,8 @@ page-pool-*-ntf.`,
   ip netns exec manaA manactl monitor mana0
   manactl --kernel --json monitor
   manactl monitor --netdev`,
-		Args: cobra.MaximumNArgs(1),
+		Args:        cobra.MaximumNArgs(1),
+		Annotations: ethtoolAlias("--monitor"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c *client.Client
 			var err error

@@ -184,6 +184,7 @@ device does not support is n/a. --json also reports rx-cqe-frames and rx-cqe-nse
   manactl --json show-coalesce mana0`,
 		Args:              devArgs(0, 0),
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("-c", "--show-coalesce"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var co *client.Coalesce
 			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {
@@ -218,6 +219,7 @@ when it next comes up.`,
   manactl set-coalesce mana0 rx-usecs 50 tx-usecs 50`,
 		Args:              devArgs(2, -1),
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("-C", "--coalesce"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := parseCoalesceUpdate(args[1:])
 			if err != nil {

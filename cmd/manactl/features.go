@@ -24,6 +24,7 @@ port's offloads are its TAP's and switch together.`,
   manactl --json show-features mana0`,
 		Args:              devArgs(0, 0),
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("-k", "--show-features", "--show-offload"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var f *client.Features
 			var names []string
@@ -180,6 +181,7 @@ a UDP flow's datagrams for the TAP too, where Linux's GRO would.`,
   manactl -K mana0 rx-udp-gro-forwarding on`,
 		Args:              devArgs(2, -1),
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("-K", "--features", "--offload"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pairs := args[1:]
 			if len(pairs)%2 != 0 {

@@ -30,7 +30,12 @@ func main() {
 func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
 	a := &app{stdout: stdout, stderr: stderr, argv: args}
 	root := newRoot(a, env)
-	root.SetArgs(rewriteEthtoolArgs(args))
+	opts, err := ethtoolOptions(root)
+	if err != nil {
+		fmt.Fprintf(stderr, "manactl: %v\n", err)
+		return exitUsage
+	}
+	root.SetArgs(rewriteEthtoolArgs(opts, args))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteContextC(ctx)

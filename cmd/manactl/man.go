@@ -82,10 +82,8 @@ func writeMDCommand(md *bytes.Buffer, c *cobra.Command) {
 		fmt.Fprintf(md, "%s\n\n", mdEscape(c.Long))
 	}
 	var aliases []string
-	for ethtool, cmd := range ethtoolOptions {
-		if cmd == c.Name() && c.Parent() == c.Root() {
-			aliases = append(aliases, "**"+mdEscape(ethtool)+"**")
-		}
+	for _, o := range ethtoolAliases(c) {
+		aliases = append(aliases, "**"+mdEscape(o)+"**")
 	}
 	for _, al := range c.Aliases {
 		aliases = append(aliases, "**"+mdEscape(al)+"**")

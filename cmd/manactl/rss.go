@@ -32,6 +32,7 @@ MTU, XDP or private-flag change, a reset, or down/up. The key is kept.`,
   manactl --json show-rxfh mana0`,
 		Args:              devArgs(0, 0),
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("-x", "--show-rxfh-indir", "--show-rxfh"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r *client.RSS
 			var rings uint32
@@ -409,6 +410,8 @@ for the default again with set-rxfh DEV default.`,
   manactl -X mana0 default`,
 		Args:              devArgs(0, -1),
 		ValidArgsFunction: completeDevs(a),
+		// --set-rxfh is manactl's own, the counterpart of --show-rxfh.
+		Annotations: ethtoolAlias("-X", "--set-rxfh-indir", "--rxfh", "--set-rxfh"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := parseRxfh(args[1:])
 			if err != nil {

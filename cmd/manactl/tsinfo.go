@@ -21,6 +21,7 @@ hardware clock.`,
   manactl --json show-time-stamping mana0`,
 		Args:              devArgs(0, 0),
 		ValidArgsFunction: completeDevs(a),
+		Annotations:       ethtoolAlias("-T", "--show-time-stamping"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var ts *client.TSInfo
 			err := a.ethtoolDo(cmd.Context(), func(c *client.Client) (err error) {

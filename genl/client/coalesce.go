@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -23,11 +24,33 @@ type Coalesce struct {
 	Attrs map[uint16]uint32
 }
 
-// CoalesceUpdate selects the coalescing parameters to change: each ETHTOOL_A_COALESCE_* type in
-// U32 is sent as a u32, each in Bool as a u8.
+// CoalesceUpdate selects the coalescing parameters to change, by ETHTOOL_A_COALESCE_* type: the
+// u32 parameters in U32, the u8 flags (wire.CoalesceFlag: the adaptive and CQE mode switches)
+// in Bool. It may name any parameter COALESCE_SET takes, also those the device lacks (the
+// server then refuses the request, as the kernel does).
 type CoalesceUpdate struct {
 	U32  map[uint16]uint32
 	Bool map[uint16]bool
+}
+
+// params returns u as the request wire.CoalesceParamsTable writes. Errors wrap EINVAL: a type
+// that is no parameter of COALESCE_SET, or one given in the map of the other kind.
+func (u CoalesceUpdate) params() (wire.CoalesceParams, error) {
+	var p wire.CoalesceParams
+	kinds := wire.CoalesceParamsTable.Kinds()
+	for t, v := range u.U32 {
+		if kinds[t] != wire.KindU32 {
+			return p, fmt.Errorf("client: coalescing attribute %d is not a u32 parameter of COALESCE_SET: %w", t, unix.EINVAL)
+		}
+		p.U32[t] = &v
+	}
+	for t, v := range u.Bool {
+		if kinds[t] != wire.KindBool {
+			return p, fmt.Errorf("client: coalescing attribute %d is not a flag of COALESCE_SET: %w", t, unix.EINVAL)
+		}
+		p.Bool[t] = &v
+	}
+	return p, nil
 }
 
 // Coalesce returns ifi's coalescing parameters (COALESCE_GET).
@@ -39,24 +62,20 @@ func (c *Client) Coalesce(ctx context.Context, ifi Interface) (*Coalesce, error)
 	return DecodeCoalesce(m.Data)
 }
 
-// SetCoalesce changes the parameters set in u (COALESCE_SET), in attribute order.
+// SetCoalesce changes the parameters set in u (COALESCE_SET), written in attribute order by
+// wire.CoalesceParamsTable. A parameter u cannot carry (see CoalesceUpdate) is an error
+// wrapping EINVAL, and nothing is sent.
 func (c *Client) SetCoalesce(ctx context.Context, ifi Interface, u CoalesceUpdate) error {
+	p, err := u.params()
+	if err != nil {
+		return err
+	}
 	ae := netlink.NewAttributeEncoder()
 	if err := putHeader(ae, unix.ETHTOOL_A_COALESCE_HEADER, ifi, 0); err != nil {
 		return err
 	}
-	for t := uint16(unix.ETHTOOL_A_COALESCE_RX_USECS); t <= wire.CoalesceMax; t++ {
-		if v, ok := u.U32[t]; ok {
-			ae.Uint32(t, v)
-		} else if b, ok := u.Bool[t]; ok {
-			var x uint8
-			if b {
-				x = 1
-			}
-			ae.Uint8(t, x)
-		}
-	}
-	_, err := c.ethtoolExec(ctx, unix.ETHTOOL_MSG_COALESCE_SET, netlink.Request|netlink.Acknowledge, ae)
+	putAttrs(ae, wire.CoalesceParamsTable, &p)
+	_, err = c.ethtoolExec(ctx, unix.ETHTOOL_MSG_COALESCE_SET, netlink.Request|netlink.Acknowledge, ae)
 	return err
 }
 

@@ -57,6 +57,44 @@ var CoalesceSetTable = NewTable(
 	OptU32(CoalesceRxCQENsecs, func(c *CoalesceSet) **uint32 { return &c.RxCQENsecs }),
 )
 
+// CoalesceParams is a COALESCE_SET request of any scalar parameter of the kernel's
+// coalesce_set_policy after the header, by attribute type (ETHTOOL_A_COALESCE_RX_USECS to
+// CoalesceMax): a u32 in U32, a u8 flag (CoalesceFlag) in Bool; nil is not sent. Unlike
+// CoalesceSet it also carries the parameters mana lacks, so that a client can send what
+// ethtool -C sends and get the server's refusal.
+type CoalesceParams struct {
+	U32  [CoalesceMax + 1]*uint32
+	Bool [CoalesceMax + 1]*bool
+}
+
+// CoalesceFlag reports whether COALESCE_SET's parameter t is a u8 flag (the adaptive and CQE
+// mode switches) rather than a u32.
+func CoalesceFlag(t uint16) bool {
+	switch t {
+	case unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX, unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX,
+		unix.ETHTOOL_A_COALESCE_USE_CQE_MODE_TX, unix.ETHTOOL_A_COALESCE_USE_CQE_MODE_RX:
+		return true
+	}
+	return false
+}
+
+// CoalesceParamsTable writes a CoalesceParams in attribute order: every parameter of
+// coalesce_set_policy but the nested RX and TX profiles, each with the policy's type. The
+// server reads the parameters mana supports with CoalesceSetTable, whose rows are these.
+var CoalesceParamsTable = func() *Table[CoalesceParams] {
+	var fields []Field[CoalesceParams]
+	for a := uint16(unix.ETHTOOL_A_COALESCE_RX_USECS); a <= CoalesceMax; a++ {
+		switch {
+		case a == CoalesceRxProfile || a == CoalesceTxProfile:
+		case CoalesceFlag(a):
+			fields = append(fields, OptBool(a, func(p *CoalesceParams) **bool { return &p.Bool[a] }))
+		default:
+			fields = append(fields, OptU32(a, func(p *CoalesceParams) **uint32 { return &p.U32[a] }))
+		}
+	}
+	return NewTable(fields...)
+}()
+
 // CoalesceTable is COALESCE_GET_REPLY and COALESCE_NTF after the header, as
 // coalesce_fill_reply writes them for mana: the supported parameters, zero or not.
 var CoalesceTable = NewTable(

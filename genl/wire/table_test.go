@@ -231,3 +231,57 @@ func TestNAPISetTable(t *testing.T) {
 	wire.NetdevNAPISetTable.Put(&b, &wire.NetdevNAPISetRequest{ID: 9})
 	assert.Len(t, b.B, 8, "only the id")
 }
+
+// TestCoalesceParamsTable: COALESCE_SET's full table writes every scalar parameter the kernel's
+// policy takes (ETHTOOL_A_COALESCE_RX_USECS to CoalesceMax, the nested profiles aside), each
+// with its type (u8 for the four flags), in attribute order, exactly those given, and reads back
+// what it wrote; mana's table (CoalesceSetTable, which the server reads) has the supported
+// parameters' rows of it, with the same types.
+func TestCoalesceParamsTable(t *testing.T) {
+	var all wire.CoalesceParams
+	var want []uint16
+	for a := uint16(unix.ETHTOOL_A_COALESCE_RX_USECS); a <= wire.CoalesceMax; a++ {
+		if a == wire.CoalesceRxProfile || a == wire.CoalesceTxProfile {
+			continue
+		}
+		want = append(want, a)
+		if wire.CoalesceFlag(a) {
+			on := a%2 == 0
+			all.Bool[a] = &on
+		} else {
+			v := uint32(a) * 1000
+			all.U32[a] = &v
+		}
+	}
+	var b nlattr.Builder
+	wire.CoalesceParamsTable.Put(&b, &all)
+	var types []uint16
+	for it := nlattr.NewIter(b.B, 0, len(b.B)); it.Next(); {
+		a := it.Attr()
+		types = append(types, a.Type())
+		size := 4
+		if wire.CoalesceFlag(a.Type()) {
+			size = 1
+		}
+		assert.Len(t, a.Data, size, "attribute %d", a.Type())
+	}
+	assert.Equal(t, want, types, "attributes written")
+	var out wire.CoalesceParams
+	require.NoError(t, wire.CoalesceParamsTable.Decode(b.B, &out))
+	assert.Equal(t, all, out, "read back")
+
+	rx, off := uint32(0), false
+	one := wire.CoalesceParams{}
+	one.U32[unix.ETHTOOL_A_COALESCE_RX_USECS], one.Bool[unix.ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX] = &rx, &off
+	b.Reset()
+	wire.CoalesceParamsTable.Put(&b, &one)
+	assert.Len(t, b.B, 8+8, "rx-usecs 0 and adaptive-tx off, 8 bytes each")
+
+	full, mana := wire.CoalesceParamsTable.Kinds(), wire.CoalesceSetTable.Kinds()
+	assert.Len(t, mana, len(wire.CoalesceSupported))
+	for _, a := range wire.CoalesceSupported {
+		if assert.Contains(t, mana, a) {
+			assert.Equal(t, full[a], mana[a], "attribute %d", a)
+		}
+	}
+}
