@@ -19,6 +19,9 @@ import (
 // manad still has queued and its counters.
 const stopTimeout = 5 * time.Second
 
+// Capture is a top-level command (see topLevel).
+func (t topLevel) Capture() *cobra.Command { return captureCmd(t.app) }
+
 func captureCmd(a *app) *cobra.Command {
 	var (
 		file      string

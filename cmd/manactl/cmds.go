@@ -86,19 +86,7 @@ The exit status is ethtool's for the same failure (81 for set-ring; 70, 94, 96 o
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
 	root.SetVersionTemplate("{{.Version}}")
 
-	root.AddCommand(
-		showPrivFlagsCmd(a), setPrivFlagsCmd(a), showRingCmd(a), setRingCmd(a), showCoalesceCmd(a), setCoalesceCmd(a),
-		showChannelsCmd(a), setChannelsCmd(a), statsCmd(a), showStringsCmd(a),
-		listCmd(a), showRxBufCmd(a), rxBufPlanCmd(a), setMTUCmd(a), xdpCmd(a), portCmd(a),
-		faultCmd(a), monitorCmd(a), genManCmd(a),
-		showLinkCmd(a), showTimeStampingCmd(a),
-		showRxfhCmd(a), setRxfhCmd(a),
-		showFeaturesCmd(a), setFeaturesCmd(a),
-		queuesCmd(a), pagePoolsCmd(a), qstatsCmd(a), napiCmd(a),
-		captureCmd(a),
-		execCmd(a),
-		segmentCmd(a),
-	)
+	root.AddCommand(topLevel{a}.commands()...)
 	return root
 }
 
@@ -158,6 +146,9 @@ func ifname(got client.Interface, asked string) string {
 
 // ---- ethtool-family commands ----
 
+// ShowPrivFlags is a top-level command (see topLevel).
+func (t topLevel) ShowPrivFlags() *cobra.Command { return showPrivFlagsCmd(t.app) }
+
 func showPrivFlagsCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show-priv-flags DEV",
@@ -189,6 +180,9 @@ fragments.`,
 		},
 	}
 }
+
+// SetPrivFlags is a top-level command (see topLevel).
+func (t topLevel) SetPrivFlags() *cobra.Command { return setPrivFlagsCmd(t.app) }
 
 func setPrivFlagsCmd(a *app) *cobra.Command {
 	return &cobra.Command{
@@ -223,6 +217,9 @@ pre-allocate, detach, attach semantics.`,
 		},
 	}
 }
+
+// ShowRing is a top-level command (see topLevel).
+func (t topLevel) ShowRing() *cobra.Command { return showRingCmd(t.app) }
 
 func showRingCmd(a *app) *cobra.Command {
 	return &cobra.Command{
@@ -296,6 +293,9 @@ func parseRingsUpdate(args []string) (client.RingsUpdate, error) {
 	return u, nil
 }
 
+// SetRing is a top-level command (see topLevel).
+func (t topLevel) SetRing() *cobra.Command { return setRingCmd(t.app) }
+
 func setRingCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "set-ring DEV PARAM VALUE [PARAM VALUE ...]",
@@ -321,6 +321,9 @@ what a driver does not support.`,
 		},
 	}
 }
+
+// ShowChannels is a top-level command (see topLevel).
+func (t topLevel) ShowChannels() *cobra.Command { return showChannelsCmd(t.app) }
 
 func showChannelsCmd(a *app) *cobra.Command {
 	return &cobra.Command{
@@ -371,6 +374,9 @@ func parseChannelsUpdate(args []string) (client.ChannelsUpdate, error) {
 	return u, nil
 }
 
+// SetChannels is a top-level command (see topLevel).
+func (t topLevel) SetChannels() *cobra.Command { return setChannelsCmd(t.app) }
+
 func setChannelsCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "set-channels DEV PARAM N [PARAM N ...]",
@@ -394,6 +400,9 @@ with it.`,
 		},
 	}
 }
+
+// Stats is a top-level command (see topLevel).
+func (t topLevel) Stats() *cobra.Command { return statsCmd(t.app) }
 
 func statsCmd(a *app) *cobra.Command {
 	var allGroups bool
@@ -483,6 +492,9 @@ func parseStringSet(s string) (uint32, error) {
 	return 0, usageErrorf("unknown string set '%s' (want a number or one of: %s)", s, strings.Join(stringSetNames, ", "))
 }
 
+// ShowStrings is a top-level command (see topLevel).
+func (t topLevel) ShowStrings() *cobra.Command { return showStringsCmd(t.app) }
+
 func showStringsCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show-strings DEV [SET]",
@@ -533,6 +545,9 @@ func (a *app) withManad(cmd *cobra.Command, f func(c *client.Client) error) erro
 	defer c.Close()
 	return failed(f(c))
 }
+
+// List is a top-level command (see topLevel).
+func (t topLevel) List() *cobra.Command { return listCmd(t.app) }
 
 func listCmd(a *app) *cobra.Command {
 	var netns string
@@ -614,6 +629,9 @@ func portsInNetNS(ports []wire.PortInfo, ns string) []wire.PortInfo {
 	return slices.DeleteFunc(ports, func(p wire.PortInfo) bool { return p.NetNSName != ns })
 }
 
+// ShowRxBuf is a top-level command (see topLevel).
+func (t topLevel) ShowRxBuf() *cobra.Command { return showRxBufCmd(t.app) }
+
 func showRxBufCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show-rxbuf DEV",
@@ -646,6 +664,9 @@ pskb_expand_head to forward out of a MANA port (rx_short_headroom in stats).`,
 
 // rxBufRules are the RX buffer rules manad models.
 var rxBufRules = []string{"upstream", "pre-headroom", "pre-frag"}
+
+// RxBufPlan is a top-level command (see topLevel).
+func (t topLevel) RxBufPlan() *cobra.Command { return rxBufPlanCmd(t.app) }
 
 func rxBufPlanCmd(a *app) *cobra.Command {
 	var pageSize string
@@ -723,6 +744,9 @@ not run.`,
 	return cmd
 }
 
+// SetMTU is a top-level command (see topLevel).
+func (t topLevel) SetMTU() *cobra.Command { return setMTUCmd(t.app) }
+
 func setMTUCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "set-mtu DEV N",
@@ -751,6 +775,9 @@ var builtinXDP = []string{"pass", "drop", "tx", "aborted"}
 // maxXDPObject bounds the object file xdp attach reads (manad's own limit, xdp.MaxObjectSize);
 // in practice the request must also fit one datagram, about 200 KiB.
 const maxXDPObject = 4 << 20
+
+// Xdp is a top-level command (see topLevel).
+func (t topLevel) Xdp() *cobra.Command { return xdpCmd(t.app) }
 
 func xdpCmd(a *app) *cobra.Command {
 	var section, name string
@@ -844,6 +871,9 @@ func readObject(path string) ([]byte, error) {
 	return b, nil
 }
 
+// Port is a top-level command (see topLevel).
+func (t topLevel) Port() *cobra.Command { return portCmd(t.app) }
+
 func portCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                   "port add NAME [options] | port del NAME",
@@ -905,6 +935,9 @@ the port is still deleted, the namespace kept, and a warning on stderr says why
 	cmd.Flags().BoolVar(&netnsToo, "netns-too", false, "also delete the port's network namespace when it is empty and manad created it")
 	return cmd
 }
+
+// Fault is a top-level command (see topLevel).
+func (t topLevel) Fault() *cobra.Command { return faultCmd(t.app) }
 
 func faultCmd(a *app) *cobra.Command {
 	var errno string
@@ -988,6 +1021,9 @@ func completeFault(a *app) cobra.CompletionFunc {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 }
+
+// Monitor is a top-level command (see topLevel).
+func (t topLevel) Monitor() *cobra.Command { return monitorCmd(t.app) }
 
 func monitorCmd(a *app) *cobra.Command {
 	var netdev bool

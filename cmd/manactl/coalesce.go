@@ -174,6 +174,9 @@ func parseCoalesceUpdate(args []string) (client.CoalesceUpdate, error) {
 	return u, nil
 }
 
+// ShowCoalesce is a top-level command (see topLevel).
+func (t topLevel) ShowCoalesce() *cobra.Command { return showCoalesceCmd(t.app) }
+
 func showCoalesceCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show-coalesce DEV",
@@ -203,6 +206,9 @@ device does not support is n/a. --json also reports rx-cqe-frames and rx-cqe-nse
 		},
 	}
 }
+
+// SetCoalesce is a top-level command (see topLevel).
+func (t topLevel) SetCoalesce() *cobra.Command { return setCoalesceCmd(t.app) }
 
 func setCoalesceCmd(a *app) *cobra.Command {
 	return &cobra.Command{

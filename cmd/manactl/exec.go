@@ -23,6 +23,9 @@ type execExit struct{ code int }
 
 func (e *execExit) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// Exec is a top-level command (see topLevel).
+func (t topLevel) Exec() *cobra.Command { return execCmd(t.app) }
+
 func execCmd(a *app) *cobra.Command {
 	var verbose, noNetlink bool
 	cmd := &cobra.Command{

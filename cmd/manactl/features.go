@@ -12,6 +12,9 @@ import (
 	"github.com/manad/manad/genl/ethtool"
 )
 
+// ShowFeatures is a top-level command (see topLevel).
+func (t topLevel) ShowFeatures() *cobra.Command { return showFeaturesCmd(t.app) }
+
 // showFeaturesCmd is ethtool -k.
 func showFeaturesCmd(a *app) *cobra.Command {
 	return &cobra.Command{
@@ -162,6 +165,9 @@ func featuresToJSON(dev string, names []string, f *client.Features) featuresJSON
 	}
 	return out
 }
+
+// SetFeatures is a top-level command (see topLevel).
+func (t topLevel) SetFeatures() *cobra.Command { return setFeaturesCmd(t.app) }
 
 // setFeaturesCmd is ethtool -K.
 func setFeaturesCmd(a *app) *cobra.Command {

@@ -12,6 +12,9 @@ import (
 	"github.com/manad/manad/genl/wire"
 )
 
+// ShowLink is a top-level command (see topLevel).
+func (t topLevel) ShowLink() *cobra.Command { return showLinkCmd(t.app) }
+
 // showLinkCmd is plain `ethtool DEV`: link settings (LINKMODES, LINKINFO) and link state.
 func showLinkCmd(a *app) *cobra.Command {
 	return &cobra.Command{

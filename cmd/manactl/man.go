@@ -22,6 +22,9 @@ import (
 // one page with a section per command (cobra/doc's GenMan would make one page per command),
 // written in markdown and rendered by cobra/doc's renderer, go-md2man.
 
+// GenMan is a top-level command (see topLevel).
+func (t topLevel) GenMan() *cobra.Command { return genManCmd(t.app) }
+
 func genManCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:     "gen-man DIR",

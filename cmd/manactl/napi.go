@@ -20,6 +20,9 @@ import (
 // napi-get and napi-set (6.13+), of manad's ports or, like the other netdev commands, of the
 // kernel's devices (ethtoolDo).
 
+// Napi is a top-level command (see topLevel).
+func (t topLevel) Napi() *cobra.Command { return napiCmd(t.app) }
+
 func napiCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                   "napi show DEV | set DEV [--queue N | --id ID] [settings]",

@@ -66,6 +66,9 @@ type queueJSON struct {
 	NAPIID  uint32 `json:"napi_id,omitempty"`
 }
 
+// Queues is a top-level command (see topLevel).
+func (t topLevel) Queues() *cobra.Command { return queuesCmd(t.app) }
+
 func queuesCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "queues DEV",
@@ -123,6 +126,9 @@ type pagePoolJSON struct {
 	DetachTime uint64                    `json:"detach_time,omitempty"`
 	Stats      *wire.NetdevPagePoolStats `json:"stats,omitempty"`
 }
+
+// PagePools is a top-level command (see topLevel).
+func (t topLevel) PagePools() *cobra.Command { return pagePoolsCmd(t.app) }
 
 func pagePoolsCmd(a *app) *cobra.Command {
 	return &cobra.Command{
@@ -247,6 +253,9 @@ func qstatsToJSON(s wire.NetdevQStats) qstatsJSON {
 	}
 	return j
 }
+
+// Qstats is a top-level command (see topLevel).
+func (t topLevel) Qstats() *cobra.Command { return qstatsCmd(t.app) }
 
 func qstatsCmd(a *app) *cobra.Command {
 	var perQueue bool

@@ -18,6 +18,9 @@ import (
 // rssHashFuncs are the names of ETH_SS_RSS_HASH_FUNCS, bit i for name i (rss_hash_func_strings).
 var rssHashFuncs = []string{"toeplitz", "xor", "crc32"}
 
+// ShowRxfh is a top-level command (see topLevel).
+func (t topLevel) ShowRxfh() *cobra.Command { return showRxfhCmd(t.app) }
+
 // showRxfhCmd is ethtool -x.
 func showRxfhCmd(a *app) *cobra.Command {
 	return &cobra.Command{
@@ -384,6 +387,9 @@ func rxfhSet(ctx context.Context, c *client.Client, dev string, r *rxfhRequest) 
 	}
 	return c.SetRSS(ctx, ifi, u)
 }
+
+// SetRxfh is a top-level command (see topLevel).
+func (t topLevel) SetRxfh() *cobra.Command { return setRxfhCmd(t.app) }
 
 // setRxfhCmd is ethtool -X.
 func setRxfhCmd(a *app) *cobra.Command {

@@ -17,6 +17,9 @@ import (
 // The segment commands: manad's wire segments and their uplinks (issue 12), through the manad
 // family's SEGMENT_* and UPLINK_* messages.
 
+// Segment is a top-level command (see topLevel).
+func (t topLevel) Segment() *cobra.Command { return segmentCmd(t.app) }
+
 func segmentCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                   "segment list | show SEG | add SEG [options] | del SEG | uplink add|del SEG DEV [--netns NS]",

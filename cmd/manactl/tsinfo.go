@@ -9,6 +9,9 @@ import (
 	"github.com/manad/manad/genl/client"
 )
 
+// ShowTimeStamping is a top-level command (see topLevel).
+func (t topLevel) ShowTimeStamping() *cobra.Command { return showTimeStampingCmd(t.app) }
+
 // showTimeStampingCmd is ethtool -T.
 func showTimeStampingCmd(a *app) *cobra.Command {
 	return &cobra.Command{
