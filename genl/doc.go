@@ -126,7 +126,8 @@
 // family is built from those methods (opsOf, in command order, as ethtool_genl_ops[]), so no
 // list names the message; the Backend op (a field of Backend, which the daemon fills in
 // backend.ops(); nil in any other backend answers EOPNOTSUPP); and its manactl command, which
-// can read it with client.Get and the wire table and declares its ethtool options itself. The
+// can read it with client.Get and the wire table, declares its ethtool options itself and is a
+// method of manactl's topLevel in its own file, so no list names it either. The
 // op's name is the request metrics' label and nlctrl lists it with its policy; no other table
 // names it.
 //
