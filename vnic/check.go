@@ -21,13 +21,8 @@ const MaxQueues = 256
 // Field names a field of Config or Settings that the port model checks, by its Go name.
 type Field string
 
-// The fields Check and New refuse values of.
+// The fields of Config (besides Hardware's) and Settings that Check and New refuse values of.
 const (
-	FieldPageSize  Field = "PageSize"
-	FieldMaxMTU    Field = "MaxMTU"
-	FieldMaxQueues Field = "MaxQueues"
-	FieldRule      Field = "Rule"
-	FieldRxAlloc   Field = "RxAlloc"
 	FieldRSSKey    Field = "RSSKey"
 	FieldMTU       Field = "MTU"
 	FieldQueues    Field = "Queues"
@@ -94,39 +89,10 @@ func Check(c Config, s Settings) []*FieldError {
 	return errs
 }
 
-// defaults fills in the zero values that mean a default.
-func (c *Config) defaults() {
-	if c.PageSize == 0 {
-		c.PageSize = 4096
-	}
-	if c.MaxMTU == 0 {
-		c.MaxMTU = DefaultMaxMTU
-	}
-	if c.MaxQueues == 0 {
-		c.MaxQueues = DefaultMaxQueues
-	}
-}
-
-// check validates the fields of the port's "hardware", each on its own.
+// check validates the fields of the port's configuration, each on its own: the hardware's, then
+// the starting RSS key.
 func (c *Config) check() []*FieldError {
-	var errs []*FieldError
-	if !rxbuf.ValidPageSize(c.PageSize) {
-		errs = append(errs, refuse(FieldPageSize, "page size %d not supported (want 4096, 16384 or 65536)", c.PageSize))
-	}
-	if c.MaxMTU < MinMTU || c.MaxMTU > rxbuf.MaxMTU {
-		errs = append(errs, outOfRange(FieldMaxMTU, c.MaxMTU, MinMTU, rxbuf.MaxMTU, "",
-			"max MTU %d out of range %d..%d", c.MaxMTU, MinMTU, rxbuf.MaxMTU))
-	}
-	if c.MaxQueues < 1 || c.MaxQueues > MaxQueues {
-		errs = append(errs, outOfRange(FieldMaxQueues, c.MaxQueues, 1, MaxQueues, "",
-			"max queues %d out of range 1..%d", c.MaxQueues, MaxQueues))
-	}
-	if c.Rule > rxbuf.RulePreFrag {
-		errs = append(errs, refuse(FieldRule, "unknown RX buffer rule %d", c.Rule))
-	}
-	if c.RxAlloc > rxbuf.AllocNoPool {
-		errs = append(errs, refuse(FieldRxAlloc, "unknown RX allocation mode %d", c.RxAlloc))
-	}
+	errs := c.Hardware.check()
 	if c.RSSKey != nil && len(c.RSSKey) != RSSKeySize {
 		errs = append(errs, refuse(FieldRSSKey, "hash key must be %d bytes, got %d", RSSKeySize, len(c.RSSKey)))
 	}

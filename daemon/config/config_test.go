@@ -170,17 +170,18 @@ memory_budget = 1048576
 		},
 		Ports: []PortSpec{{
 			Name: "eth0", MAC: mustMAC("02:00:00:00:00:01"), NetNS: "blue", Segment: "lab.1",
-			PageSize: 16384, Rule: rxbuf.RulePreHeadroom, MaxMTU: 4000, MaxQueues: 32,
-			MemoryBudget: 512 << 20, MTU: 3000, Queues: 8, RxRing: 1024, TxRing: 256,
+			Hardware: vnic.Hardware{PageSize: 16384, Rule: rxbuf.RulePreHeadroom, MaxMTU: 4000, MaxQueues: 32,
+				MemoryBudget: 512 << 20, RxAlloc: rxbuf.AllocNoPool, RxRecycle: vnic.RecycleOff, CQECoalesce8: true},
+			MTU: 3000, Queues: 8, RxRing: 1024, TxRing: 256,
 			PrivFlags: privflag.FullPageRx, XDP: "drop", Line: 14,
-			RxAlloc: rxbuf.AllocNoPool, RxRecycle: false,
-			CQECoalesce8: true, Coalesce: vnic.Coalesce{RxCQEFrames: 8, RxCQENsecs: vnic.DefaultRxCQENsecs},
+			Coalesce: vnic.Coalesce{RxCQEFrames: 8, RxCQENsecs: vnic.DefaultRxCQENsecs},
 		}, {
 			// Defaults capped by the port's own limits, as mana_probe_port caps num_queues.
 			Name: "eth1", MAC: DeriveMAC("eth1"), Segment: DefaultSegment, Persistent: true,
-			PageSize: 65536, MaxMTU: 1000, MaxQueues: 4, MemoryBudget: 1 << 20, MTU: 1000,
-			Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Offload: true, Line: 37,
-			RxAlloc: rxbuf.AllocPagePoolPage, RxRecycle: true, Coalesce: vnic.DefaultCoalesce(),
+			Hardware: vnic.Hardware{PageSize: 65536, MaxMTU: 1000, MaxQueues: 4, MemoryBudget: 1 << 20,
+				RxAlloc: rxbuf.AllocPagePoolPage, RxRecycle: vnic.RecycleOn},
+			MTU: 1000, Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Offload: true, Line: 37,
+			Coalesce: vnic.DefaultCoalesce(),
 		}},
 	}
 	assert.Empty(t, cmp.Diff(want, got), "Parse (-want +got)")

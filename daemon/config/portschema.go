@@ -347,31 +347,31 @@ var portFields = []portField{
 		},
 	},
 	// rx_recycle is the one polarity of the file, the state file, the wire, manactl's JSON and
-	// PortSpec; state files before it kept rx_no_recycle. Only vnic.Config keeps RxNoRecycle,
-	// whose zero value is the default (PortSpec.Config turns it over).
+	// the model (vnic.Hardware.RxRecycle, whose zero value is on); state files before it kept
+	// rx_no_recycle, read in its own polarity.
 	{key: "rx_recycle", alias: "rx_no_recycle", hardware: true, attr: wire.PortAttrRxRecycle,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
-			var ok bool
-			s.RxRecycle, ok = typed[bool](d, v, at, label, "rx_recycle", "a boolean")
+			on, ok := typed[bool](d, v, at, label, "rx_recycle", "a boolean")
+			s.RxRecycle = vnic.RecycleIf(on)
 			return ok
 		},
-		save: func(s *PortSpec) any { return s.RxRecycle },
+		save: func(s *PortSpec) any { return s.RxRecycle.On() },
 		load: func(raw json.RawMessage, fromAlias bool, s *PortSpec) error {
 			var b bool
 			if err := loadJSON(raw, &b); err != nil {
 				return err
 			}
-			s.RxRecycle = b != fromAlias // rx_no_recycle: !b; rx_recycle: b
+			s.RxRecycle = vnic.RecycleIf(b != fromAlias) // rx_no_recycle: !b; rx_recycle: b
 			return nil
 		},
 		equal: func(a, b *PortSpec) bool { return a.RxRecycle == b.RxRecycle },
 		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			recycle := s.RxRecycle
-			w.RxRecycle, i.RxRecycle = &recycle, recycle
+			on := s.RxRecycle.On()
+			w.RxRecycle, i.RxRecycle = &on, on
 		},
 		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
 			if w.RxRecycle != nil {
-				s.RxRecycle = *w.RxRecycle
+				s.RxRecycle = vnic.RecycleIf(*w.RxRecycle)
 			}
 			return nil
 		},

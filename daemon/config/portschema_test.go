@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
@@ -20,7 +21,7 @@ func TestStateSpecRxRecycle(t *testing.T) {
 	dir := t.TempDir()
 	st := NewState()
 	spec := DefaultPortSpec("rt0")
-	spec.RxRecycle = false
+	spec.RxRecycle = vnic.RecycleOff
 	st.RecordCreated(spec, PortSettings{MTU: 1500, Queues: 1, RxRing: 1024, TxRing: 256})
 	require.NoError(t, st.Save(dir))
 	data, err := os.ReadFile(StatePath(dir))
@@ -56,7 +57,7 @@ func TestStateSpecRxRecycle(t *testing.T) {
 				return
 			}
 			require.NoError(t, err, text)
-			assert.Equal(t, !tc.noRecycle, got.Ports["rt0"].Spec.RxRecycle, text)
+			assert.Equal(t, vnic.RecycleIf(!tc.noRecycle), got.Ports["rt0"].Spec.RxRecycle, text)
 		})
 	}
 }
@@ -109,7 +110,7 @@ func TestStateSpecOlderFile(t *testing.T) {
 	want.NetNS, want.Segment, want.Persistent, want.Offload = "blue", "lab", false, false
 	want.PageSize, want.Rule, want.MaxMTU, want.MaxQueues = 65536, rxbuf.RulePreFrag, 9000, 32
 	want.MemoryBudget, want.MTU, want.Queues, want.PrivFlags, want.XDP = UnlimitedMemory, 1400, 2, privflag.FullPageRx, "drop"
-	want.RxAlloc, want.RxRecycle, want.Speed, want.CQECoalesce8 = rxbuf.AllocNoPool, false, 25000, true
+	want.RxAlloc, want.RxRecycle, want.Speed, want.CQECoalesce8 = rxbuf.AllocNoPool, vnic.RecycleOff, 25000, true
 	require.NotNil(t, st.Ports["rt0"].Spec)
 	assert.Equal(t, want, *st.Ports["rt0"].Spec)
 	data, err := st.marshal()

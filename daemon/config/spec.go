@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"slices"
 	"strings"
@@ -29,7 +28,7 @@ const (
 	MaxSegmentName = 64
 )
 
-// PortSpec is everything about one port: its fixed configuration (what vnic.Config holds: the
+// PortSpec is everything about one port: its fixed configuration (vnic.Hardware, embedded: the
 // "hardware"), where it lives (TAP name, MAC, netns, wire segment) and the settings it starts with
 // (what vnic.Settings holds). A [[port]] table of the configuration file is one PortSpec; so is a
 // port created at runtime, which the state file remembers in full.
@@ -41,16 +40,10 @@ type PortSpec struct {
 	Persistent bool             // the TAP survives manad exiting, keeping its addresses and routes
 	Offload    bool             // the TAP carries virtio headers: checksum and segmentation offloads
 
-	// Fixed configuration (vnic.Config).
-	PageSize     int         // 4096, 16384 or 65536
-	Rule         rxbuf.Rule  // which upstream RX buffer rule the port follows
-	MaxMTU       int         // adapter MTU - ETH_HLEN
-	MaxQueues    int         // vport max_rxq/max_txq
-	MemoryBudget int64       // bytes of RX pages the port may pin; UnlimitedMemory for no limit
-	RxAlloc      rxbuf.Alloc // how RX buffers are allocated (rx_alloc)
-	RxRecycle    bool        // rx_recycle: RX pages are recycled (true, the default), or released
-	Speed        int         // Mb/s the vport reports as its link speed (speed); 0 = unknown
-	CQECoalesce8 bool        // the vport may coalesce 8 packets per RX CQE (cqe_coalesce_8)
+	// Hardware is the port's fixed configuration, the port model's own struct (vnic.Config
+	// embeds it too): a spec holds no copy of its fields. A spec's MemoryBudget is never 0
+	// (Validate): UnlimitedMemory is vnic's negative, no limit.
+	vnic.Hardware
 
 	// Settings to start with (vnic.Settings).
 	MTU       int
@@ -78,16 +71,14 @@ type PortSpec struct {
 }
 
 // DefaultPortSpec returns the spec of a port named name with every default filled in: the
-// driver's defaults for the port model (vnic.Default*), 4K pages, the upstream rule, a MAC
+// driver's defaults for the port model (vnic.DefaultHardware, vnic.Default*), a MAC
 // derived from the name (DeriveMAC), the daemon's own netns, DefaultSegment, persistent, with
 // offloads.
 func DefaultPortSpec(name string) PortSpec {
 	return PortSpec{
-		Name: name, MAC: DeriveMAC(name), Segment: DefaultSegment, Persistent: true, Offload: true, RxRecycle: true,
-		PageSize: 4096, Rule: rxbuf.RuleUpstream, MaxMTU: vnic.DefaultMaxMTU,
-		MaxQueues: vnic.DefaultMaxQueues, MemoryBudget: vnic.DefaultMemoryBudget,
-		MTU: vnic.DefaultMTU, Queues: vnic.DefaultQueues, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing,
-		Coalesce: vnic.DefaultCoalesce(),
+		Name: name, MAC: DeriveMAC(name), Segment: DefaultSegment, Persistent: true, Offload: true,
+		Hardware: vnic.DefaultHardware(), MTU: vnic.DefaultMTU, Queues: vnic.DefaultQueues,
+		RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Coalesce: vnic.DefaultCoalesce(),
 	}
 }
 
@@ -101,15 +92,10 @@ func DeriveMAC(name string) net.HardwareAddr {
 	return mac
 }
 
-// Config returns the port's fixed configuration as the port model takes it. The daemon fills in
-// Lock, Host, Wire and Logger.
+// Config returns the port's fixed configuration as the port model takes it: its Hardware as it
+// is, its name and starting RSS key. The daemon fills in Lock, Host, Wire and Logger.
 func (s *PortSpec) Config() vnic.Config {
-	return vnic.Config{
-		Name: s.Name, PageSize: s.PageSize, Rule: s.Rule, MaxMTU: s.MaxMTU,
-		MaxQueues: s.MaxQueues, MemoryBudget: s.MemoryBudget, // UnlimitedMemory is vnic's "negative: no limit"
-		RxAlloc: s.RxAlloc, RxNoRecycle: !s.RxRecycle, CQECoalesce8: s.CQECoalesce8,
-		RSSKey: append([]byte(nil), s.RSSKey...),
-	}
+	return vnic.Config{Name: s.Name, Hardware: s.Hardware, RSSKey: append([]byte(nil), s.RSSKey...)}
 }
 
 // Settings returns the settings the port starts with, the XDP built-in resolved to its program
@@ -187,9 +173,6 @@ func (s *PortSpec) problems() []problem {
 		field, msg := s.modelProblem(e)
 		ps = append(ps, problem{field, msg})
 	}
-	if s.Speed < 0 || s.Speed > math.MaxInt32 {
-		add("speed", "speed %d out of range 0..%d (Mb/s, 0 = unknown)", s.Speed, math.MaxInt32)
-	}
 	if s.MemoryBudget == 0 || s.MemoryBudget < UnlimitedMemory {
 		add("memory_budget", "memory_budget %d invalid (want a positive size or \"unlimited\")", s.MemoryBudget)
 	}
@@ -237,7 +220,8 @@ func (s *PortSpec) normalize() {
 // modelKeys are the file's keys of the port model's fields that vnic.Check refuses.
 var modelKeys = map[vnic.Field]string{
 	vnic.FieldPageSize: "page_size", vnic.FieldMaxMTU: "max_mtu", vnic.FieldMaxQueues: "max_queues",
-	vnic.FieldRule: "rule", vnic.FieldRxAlloc: "rx_alloc", vnic.FieldRSSKey: "rss_key", vnic.FieldMTU: "mtu",
+	vnic.FieldRule: "rule", vnic.FieldRxAlloc: "rx_alloc", vnic.FieldRxRecycle: "rx_recycle",
+	vnic.FieldSpeed: "speed", vnic.FieldRSSKey: "rss_key", vnic.FieldMTU: "mtu",
 	vnic.FieldQueues: "queues", vnic.FieldRxRing: "rx_ring", vnic.FieldTxRing: "tx_ring",
 	vnic.FieldPrivFlags: "priv_flags", vnic.FieldXDP: "xdp",
 }
@@ -265,6 +249,9 @@ func (s *PortSpec) modelProblem(e *vnic.FieldError) (field, msg string) {
 		return key, fmt.Sprintf("%s %d less than the minimum %d", key, e.Value, e.Min)
 	case e.MaxOf != "":
 		return key, fmt.Sprintf("%s %d greater than %s %d", key, e.Value, modelKeys[e.MaxOf], e.Max)
+	case strings.HasPrefix(extackText(e), key+" "):
+		// A constant range the model words with the file's key already (speed's): its words.
+		return key, extackText(e)
 	}
 	return key, fmt.Sprintf("%s %d out of range %d..%d", key, e.Value, e.Min, e.Max)
 }

@@ -128,7 +128,7 @@ func sampleState() *State {
 	spec.NetNS, spec.Segment, spec.Persistent, spec.Offload = "blue", "lab", false, false
 	spec.PageSize, spec.Rule, spec.MaxMTU, spec.MaxQueues = 65536, rxbuf.RulePreFrag, 9000, 32
 	spec.MemoryBudget, spec.MTU, spec.Queues, spec.PrivFlags, spec.XDP = UnlimitedMemory, 1400, 2, privflag.FullPageRx, "drop"
-	spec.RxAlloc, spec.RxRecycle = rxbuf.AllocNoPool, false
+	spec.RxAlloc, spec.RxRecycle = rxbuf.AllocNoPool, vnic.RecycleOff
 	spec.Line = 42 // not persisted: a runtime port has no line
 	st.RecordCreated(spec, PortSettings{MTU: 1400, Queues: 2, RxRing: 1024, TxRing: 256, XDP: "ebpf:counter"})
 	st.RecordDeleted("mana1", &Config{Ports: []PortSpec{DefaultPortSpec("mana1")}})
