@@ -109,7 +109,7 @@ func TestStateSpecOlderFile(t *testing.T) {
 	want.MAC = mustMAC("02:aa:bb:cc:dd:ee")
 	want.NetNS, want.Segment, want.Persistent, want.Offload = "blue", "lab", false, false
 	want.PageSize, want.Rule, want.MaxMTU, want.MaxQueues = 65536, rxbuf.RulePreFrag, 9000, 32
-	want.MemoryBudget, want.MTU, want.Queues, want.PrivFlags, want.XDP = UnlimitedMemory, 1400, 2, privflag.FullPageRx, "drop"
+	want.MemoryBudget, want.MTU, want.Queues, want.PrivFlags, want.XDP = UnlimitedMemory, 1400, 2, privflag.FullPageRx, vnic.XDPProgDrop
 	want.RxAlloc, want.RxRecycle, want.Speed, want.CQECoalesce8 = rxbuf.AllocNoPool, vnic.RecycleOff, 25000, true
 	require.NotNil(t, st.Ports["rt0"].Spec)
 	assert.Equal(t, want, *st.Ports["rt0"].Spec)

@@ -45,14 +45,11 @@ type PortSpec struct {
 	// (Validate): UnlimitedMemory is vnic's negative, no limit.
 	vnic.Hardware
 
-	// Settings to start with (vnic.Settings).
-	MTU       int
-	Queues    int    // combined channels
-	RxRing    int    // a power of two (the file's value is rounded up, as the driver does)
-	TxRing    int    // a power of two
-	PrivFlags uint32 // privflag bits
-	XDP       string // built-in XDP program name (vnic.BuiltinXDPByName), "" for none
-	Coalesce  vnic.Coalesce
+	// Settings are the settings the port starts with, the port model's own struct too. Its
+	// rings are powers of two (the file's values are rounded up, as the driver does) and its
+	// XDP program is nil or a built-in (vnic.BuiltinXDPByName: the file, the state file and
+	// PORT_NEW name it).
+	vnic.Settings
 	// RSSKey is the Toeplitz key the port starts with (vnic.Config.RSSKey): nil for the
 	// default; the state file's, when a restart must keep a key set at runtime.
 	RSSKey []byte
@@ -77,8 +74,7 @@ type PortSpec struct {
 func DefaultPortSpec(name string) PortSpec {
 	return PortSpec{
 		Name: name, MAC: DeriveMAC(name), Segment: DefaultSegment, Persistent: true, Offload: true,
-		Hardware: vnic.DefaultHardware(), MTU: vnic.DefaultMTU, Queues: vnic.DefaultQueues,
-		RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Coalesce: vnic.DefaultCoalesce(),
+		Hardware: vnic.DefaultHardware(), Settings: vnic.DefaultSettings(),
 	}
 }
 
@@ -96,17 +92,6 @@ func DeriveMAC(name string) net.HardwareAddr {
 // is, its name and starting RSS key. The daemon fills in Lock, Host, Wire and Logger.
 func (s *PortSpec) Config() vnic.Config {
 	return vnic.Config{Name: s.Name, Hardware: s.Hardware, RSSKey: append([]byte(nil), s.RSSKey...)}
-}
-
-// Settings returns the settings the port starts with, the XDP built-in resolved to its program
-// (an unknown name, which Validate refuses, gives no program).
-func (s *PortSpec) Settings() vnic.Settings {
-	set := vnic.Settings{MTU: s.MTU, Queues: s.Queues, RxRing: s.RxRing, TxRing: s.TxRing, PrivFlags: s.PrivFlags,
-		Coalesce: s.Coalesce}
-	if p := vnic.BuiltinXDPByName(s.XDP); p != nil {
-		set.XDP = p
-	}
-	return set
 }
 
 // clone returns a copy that shares no memory with s.
@@ -168,16 +153,15 @@ func (s *PortSpec) problems() []problem {
 		add("mac", "%s", extackText(err))
 	}
 	// The port model's rules (vnic.Check), each refusal in the file's words.
-	cfg, set := s.Config(), s.Settings()
-	for _, e := range vnic.Check(cfg, set) {
+	for _, e := range vnic.Check(s.Config(), s.Settings) {
 		field, msg := s.modelProblem(e)
 		ps = append(ps, problem{field, msg})
 	}
 	if s.MemoryBudget == 0 || s.MemoryBudget < UnlimitedMemory {
 		add("memory_budget", "memory_budget %d invalid (want a positive size or \"unlimited\")", s.MemoryBudget)
 	}
-	if s.XDP != "" && vnic.BuiltinXDPByName(s.XDP) == nil {
-		add("xdp", "unknown XDP built-in %q (want %s or \"\")", s.XDP, xdpWanted())
+	if s.XDP != nil && vnic.BuiltinXDPByName(s.XDP.Name()) != s.XDP {
+		add("xdp", "XDP program %q is not a built-in (want %s or none)", s.XDP.Name(), xdpWanted())
 	}
 	// vnic.CheckCoalesce is the rule (mana_set_coalesce's); it checks rx-cqe-frames first, so
 	// an error for the CQE frames alone is that value's, reported in the file's words.
@@ -328,6 +312,32 @@ func allocsWanted() string {
 		names[i] = a.String()
 	}
 	return orList(names)
+}
+
+// parseXDP reads an xdp value, a built-in program's name, as the configuration file's key does:
+// "" is no program. Errors: EINVAL with the file's message (xdpProblem).
+func parseXDP(name string) (vnic.XDPProgram, error) {
+	if name == "" {
+		return nil, nil
+	}
+	if p := vnic.BuiltinXDPByName(name); p != nil {
+		return p, nil
+	}
+	return nil, invalid("%s", xdpProblem(name))
+}
+
+// xdpProblem says what is wrong with an xdp value parseXDP refused.
+func xdpProblem(name string) string {
+	return fmt.Sprintf("unknown XDP built-in %q (want %s or \"\")", name, xdpWanted())
+}
+
+// xdpName is how a port's program is named in the file, the state file and a port's reply:
+// "" for none.
+func xdpName(p vnic.XDPProgram) string {
+	if p == nil {
+		return ""
+	}
+	return p.Name()
 }
 
 func xdpWanted() string {

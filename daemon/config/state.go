@@ -719,10 +719,11 @@ func withSettings(spec PortSpec, set PortSettings) (out PortSpec, dropped string
 			return spec, "", err
 		}
 	}
-	out.XDP = set.XDP
-	if set.XDP != "" && vnic.BuiltinXDPByName(set.XDP) == nil {
-		out.XDP, dropped = "", set.XDP
+	prog, bad := parseXDP(set.XDP)
+	if bad != nil {
+		dropped = set.XDP
 	}
+	out.XDP = prog
 	if err := out.Validate(); err != nil {
 		return spec, dropped, err
 	}
