@@ -6,6 +6,15 @@ import (
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
+// Defaults of a port's hardware (mana.h, mana_en.c).
+const (
+	DefaultMaxMTU    = 9000 // adapter_mtu - ETH_HLEN of a jumbo-capable vport
+	DefaultMaxQueues = 64   // MANA_MAX_NUM_QUEUES
+
+	// DefaultMemoryBudget is the per-port RX memory budget when the configuration names none.
+	DefaultMemoryBudget int64 = 2 << 30
+)
+
 // Hardware is what a port's "hardware" is: the vport's and the adapter's properties the driver
 // reads at probe (mana_query_device_cfg, mana_query_vport_cfg) and the what-if knobs of its RX
 // buffers. It is written once and embedded where a port is described: Config (the model's

@@ -17,26 +17,6 @@ import (
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
-// Limits and defaults of a port (mana.h, mana_en.c).
-const (
-	MinMTU        = rxbuf.MinMTU // netdev min_mtu
-	DefaultMTU    = 1500         // ETH_DATA_LEN
-	DefaultMaxMTU = 9000         // adapter_mtu - ETH_HLEN of a jumbo-capable vport
-
-	DefaultQueues    = 16 // MANA_DEF_NUM_QUEUES
-	DefaultMaxQueues = 64 // MANA_MAX_NUM_QUEUES
-
-	MinRxRing     = 128  // MIN_RX_BUFFERS_PER_QUEUE
-	MaxRxRing     = 8192 // MAX_RX_BUFFERS_PER_QUEUE
-	DefaultRxRing = 1024 // DEF_RX_BUFFERS_PER_QUEUE
-	MinTxRing     = 128
-	MaxTxRing     = 16384
-	DefaultTxRing = 256
-
-	// DefaultMemoryBudget is the per-port RX memory budget when the configuration names none.
-	DefaultMemoryBudget int64 = 2 << 30
-)
-
 // Config is the fixed configuration of a port: what its "hardware" is (Hardware, which the
 // daemon's port spec embeds too), and what the model needs to run it.
 type Config struct {
@@ -77,23 +57,6 @@ type Config struct {
 	// (netdev_rss_key_fill) before the first attach; nil means DefaultRSSKey. The daemon gives
 	// the key a restart must keep. Errors of New: EINVAL unless RSSKeySize bytes.
 	RSSKey []byte
-}
-
-// Settings are the values a user reconfigures; what the daemon persists.
-type Settings struct {
-	MTU       int
-	Queues    int // combined channels
-	RxRing    int // rx_queue_size, a power of two
-	TxRing    int // tx_queue_size, a power of two
-	PrivFlags uint32
-	XDP       XDPProgram // nil when no program is attached
-	Coalesce  Coalesce   // interrupt and RX CQE coalescing (ethtool -C)
-}
-
-// DefaultSettings returns the settings of a freshly probed port.
-func DefaultSettings() Settings {
-	return Settings{MTU: DefaultMTU, Queues: DefaultQueues, RxRing: DefaultRxRing, TxRing: DefaultTxRing,
-		Coalesce: DefaultCoalesce()}
 }
 
 // Port is one software MANA port. See the package documentation for the locking rules.
