@@ -38,6 +38,9 @@ type portField struct {
 	alias    string // an older state-file key still read, never written; load is told when it was
 	hardware bool
 	attr     uint16 // wire.PortAttr*: PORT_NEW's and the replies' attribute (every field has one)
+	// model is the port model's field (vnic.Field) whose rule judges the value, as vnic.Check
+	// names it when it refuses one (checkedBy): its errors are reported under this key.
+	model vnic.Field
 
 	// toml reads the file's value v of the key at at into s; false (after d.errorf) when it is
 	// unusable.
@@ -137,6 +140,12 @@ func text[V any](key string, hardware bool, attr uint16, p func(*PortSpec) *V, t
 		toWire:   func(s *PortSpec, req *wire.PortSpec, rep *wire.PortInfo) { w.put(*p(s), req, rep) },
 		fromWire: func(req *wire.PortSpec, s *PortSpec) error { return w.set(req, p(s)) },
 	}
+}
+
+// checkedBy returns f judged by the port model's field m (portField.model).
+func checkedBy(m vnic.Field, f portField) portField {
+	f.model = m
+	return f
 }
 
 // same is == for text's equal.
@@ -271,15 +280,15 @@ var portFields = []portField{
 		wireSame(true, func(w *wire.PortSpec) *bool { return &w.Persistent }, func(i *wire.PortInfo) *bool { return &i.Persistent })),
 	scalar("offload", true, wire.PortAttrOffload, func(s *PortSpec) *bool { return &s.Offload }, readBool,
 		wireOptBool(func(w *wire.PortSpec) **bool { return &w.Offload }, func(i *wire.PortInfo) *bool { return &i.Offload })),
-	scalar("page_size", true, wire.PortAttrPageSize, func(s *PortSpec) *int { return &s.PageSize },
+	checkedBy(vnic.FieldPageSize, scalar("page_size", true, wire.PortAttrPageSize, func(s *PortSpec) *int { return &s.PageSize },
 		func(d *decoder, v any, at keyPath, label, _ string) (int, bool) { return d.pageSize(v, at, label) },
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.PageSize }, func(i *wire.PortInfo) *uint32 { return &i.PageSize })),
-	text("rule", true, wire.PortAttrRule, func(s *PortSpec) *rxbuf.Rule { return &s.Rule }, ruleText, same,
-		wireText(ruleText, func(w *wire.PortSpec) *string { return &w.Rule }, func(i *wire.PortInfo) *string { return &i.Rule })),
-	scalar("max_mtu", true, wire.PortAttrMaxMTU, func(s *PortSpec) *int { return &s.MaxMTU }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxMTU }, func(i *wire.PortInfo) *uint32 { return &i.MaxMTU })),
-	scalar("max_queues", true, wire.PortAttrMaxQueues, func(s *PortSpec) *int { return &s.MaxQueues }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxQueues }, func(i *wire.PortInfo) *uint32 { return &i.MaxQueues })),
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.PageSize }, func(i *wire.PortInfo) *uint32 { return &i.PageSize }))),
+	checkedBy(vnic.FieldRule, text("rule", true, wire.PortAttrRule, func(s *PortSpec) *rxbuf.Rule { return &s.Rule }, ruleText, same,
+		wireText(ruleText, func(w *wire.PortSpec) *string { return &w.Rule }, func(i *wire.PortInfo) *string { return &i.Rule }))),
+	checkedBy(vnic.FieldMaxMTU, scalar("max_mtu", true, wire.PortAttrMaxMTU, func(s *PortSpec) *int { return &s.MaxMTU }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxMTU }, func(i *wire.PortInfo) *uint32 { return &i.MaxMTU }))),
+	checkedBy(vnic.FieldMaxQueues, scalar("max_queues", true, wire.PortAttrMaxQueues, func(s *PortSpec) *int { return &s.MaxQueues }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxQueues }, func(i *wire.PortInfo) *uint32 { return &i.MaxQueues }))),
 	// The state file keeps bytes, -1 for unlimited (UnlimitedMemory).
 	scalar("memory_budget", true, wire.PortAttrMemoryBudget, func(s *PortSpec) *int64 { return &s.MemoryBudget },
 		func(d *decoder, v any, at keyPath, label, _ string) (int64, bool) { return d.memory(v, at, label) },
@@ -290,15 +299,15 @@ var portFields = []portField{
 			},
 			get: func(w *wire.PortSpec) (int64, bool, error) { return int64(w.MemoryBudget), w.MemoryBudget != 0, nil },
 		}),
-	scalar("mtu", false, wire.PortAttrMTU, func(s *PortSpec) *int { return &s.MTU }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MTU }, func(i *wire.PortInfo) *uint32 { return &i.MTU })),
-	scalar("queues", false, wire.PortAttrQueues, func(s *PortSpec) *int { return &s.Queues }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Queues }, func(i *wire.PortInfo) *uint32 { return &i.Queues })),
-	scalar("rx_ring", false, wire.PortAttrRxRing, func(s *PortSpec) *int { return &s.RxRing }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.RxRing }, func(i *wire.PortInfo) *uint32 { return &i.RxRing })),
-	scalar("tx_ring", false, wire.PortAttrTxRing, func(s *PortSpec) *int { return &s.TxRing }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.TxRing }, func(i *wire.PortInfo) *uint32 { return &i.TxRing })),
-	{key: "priv_flags", attr: wire.PortAttrPrivFlags,
+	checkedBy(vnic.FieldMTU, scalar("mtu", false, wire.PortAttrMTU, func(s *PortSpec) *int { return &s.MTU }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MTU }, func(i *wire.PortInfo) *uint32 { return &i.MTU }))),
+	checkedBy(vnic.FieldQueues, scalar("queues", false, wire.PortAttrQueues, func(s *PortSpec) *int { return &s.Queues }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Queues }, func(i *wire.PortInfo) *uint32 { return &i.Queues }))),
+	checkedBy(vnic.FieldRxRing, scalar("rx_ring", false, wire.PortAttrRxRing, func(s *PortSpec) *int { return &s.RxRing }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.RxRing }, func(i *wire.PortInfo) *uint32 { return &i.RxRing }))),
+	checkedBy(vnic.FieldTxRing, scalar("tx_ring", false, wire.PortAttrTxRing, func(s *PortSpec) *int { return &s.TxRing }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.TxRing }, func(i *wire.PortInfo) *uint32 { return &i.TxRing }))),
+	{key: "priv_flags", attr: wire.PortAttrPrivFlags, model: vnic.FieldPrivFlags,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			var ok bool
 			s.PrivFlags, ok = d.privFlags(v, at, label)
@@ -324,14 +333,14 @@ var portFields = []portField{
 		fromWire: func(w *wire.PortSpec, s *PortSpec) error { s.PrivFlags = w.PrivFlags; return nil },
 	},
 	// The wire's "" is no program, as a request that leaves xdp out: DefaultPortSpec's.
-	text("xdp", false, wire.PortAttrXDP, func(s *PortSpec) *vnic.XDPProgram { return &s.XDP }, xdpText, same,
-		wireText(xdpText, func(w *wire.PortSpec) *string { return &w.XDP }, func(i *wire.PortInfo) *string { return &i.XDP })),
-	text("rx_alloc", true, wire.PortAttrRxAlloc, func(s *PortSpec) *rxbuf.Alloc { return &s.RxAlloc }, allocText, same,
-		wireText(allocText, func(w *wire.PortSpec) *string { return &w.RxAlloc }, func(i *wire.PortInfo) *string { return &i.RxAlloc })),
+	checkedBy(vnic.FieldXDP, text("xdp", false, wire.PortAttrXDP, func(s *PortSpec) *vnic.XDPProgram { return &s.XDP }, xdpText, same,
+		wireText(xdpText, func(w *wire.PortSpec) *string { return &w.XDP }, func(i *wire.PortInfo) *string { return &i.XDP }))),
+	checkedBy(vnic.FieldRxAlloc, text("rx_alloc", true, wire.PortAttrRxAlloc, func(s *PortSpec) *rxbuf.Alloc { return &s.RxAlloc }, allocText, same,
+		wireText(allocText, func(w *wire.PortSpec) *string { return &w.RxAlloc }, func(i *wire.PortInfo) *string { return &i.RxAlloc }))),
 	// rx_recycle is the one polarity of the file, the state file, the wire, manactl's JSON and
 	// the model (vnic.Hardware.RxRecycle, whose zero value is on); state files before it kept
 	// rx_no_recycle, read in its own polarity.
-	{key: "rx_recycle", alias: "rx_no_recycle", hardware: true, attr: wire.PortAttrRxRecycle,
+	{key: "rx_recycle", alias: "rx_no_recycle", hardware: true, attr: wire.PortAttrRxRecycle, model: vnic.FieldRxRecycle,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			on, ok := typed[bool](d, v, at, label, "rx_recycle", "a boolean")
 			if ok {
@@ -360,8 +369,8 @@ var portFields = []portField{
 			return nil
 		},
 	},
-	scalar("speed", true, wire.PortAttrSpeed, func(s *PortSpec) *int { return &s.Speed }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Speed }, func(i *wire.PortInfo) *uint32 { return &i.Speed })),
+	checkedBy(vnic.FieldSpeed, scalar("speed", true, wire.PortAttrSpeed, func(s *PortSpec) *int { return &s.Speed }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Speed }, func(i *wire.PortInfo) *uint32 { return &i.Speed }))),
 	scalar("cqe_coalesce_8", true, wire.PortAttrCQECoalesce8, func(s *PortSpec) *bool { return &s.CQECoalesce8 }, readBool,
 		wireSame(true, func(w *wire.PortSpec) *bool { return &w.CQECoalesce8 }, func(i *wire.PortInfo) *bool { return &i.CQECoalesce8 })),
 	{key: "rx_cqe_frames", attr: wire.PortAttrRxCQEFrames,

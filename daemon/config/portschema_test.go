@@ -158,3 +158,32 @@ func TestPortSettingsCoverSchema(t *testing.T) {
 		assert.True(t, rows[k] || notRows[k], "settings key %s is neither a setting row of the schema nor a known other", k)
 	}
 }
+
+// TestModelErrorsNameRows: every field the port model refuses is reported under a key of the
+// schema (its row's checkedBy), or rss_key, the state file's: a refusal never names a key the
+// file does not have.
+func TestModelErrorsNameRows(t *testing.T) {
+	s := DefaultPortSpec("p0")
+	s.PageSize, s.MaxMTU, s.MaxQueues, s.Rule, s.RxAlloc = 3, 1, 0, rxbuf.RulePreFrag+1, rxbuf.AllocNoPool+1
+	s.RxRecycle, s.Speed, s.RSSKey = vnic.RecycleOff+1, -1, []byte{1}
+	s.MTU, s.Queues, s.RxRing, s.TxRing, s.PrivFlags = 1, 0, 1, 1, 1<<31
+	errs := vnic.Check(s.Config(), s.Settings)
+	fields := map[vnic.Field]bool{}
+	for _, e := range errs {
+		fields[e.Field] = true
+		key, msg := s.modelProblem(e)
+		assert.True(t, key == "rss_key" || portFieldByKey(key, false) != nil, "%s: refused under key %q, not a [[port]] key (%s)", e.Field, key, msg)
+		assert.NotEqual(t, key, string(e.Field), "%s: no row is checked by it", e.Field)
+	}
+	for _, f := range []vnic.Field{vnic.FieldPageSize, vnic.FieldMaxMTU, vnic.FieldMaxQueues, vnic.FieldRule, vnic.FieldRxAlloc,
+		vnic.FieldRxRecycle, vnic.FieldSpeed, vnic.FieldRSSKey, vnic.FieldMTU, vnic.FieldQueues, vnic.FieldRxRing, vnic.FieldTxRing,
+		vnic.FieldPrivFlags} {
+		assert.True(t, fields[f], "%s not refused: the test's spec no longer covers it (%v)", f, errs)
+	}
+	s = DefaultPortSpec("p0")
+	s.MTU, s.XDP = 9000, vnic.XDPProgPass
+	errs = vnic.Check(s.Config(), s.Settings)
+	require.Len(t, errs, 1)
+	key, _ := s.modelProblem(errs[0])
+	assert.Equal(t, "xdp", key, "an MTU XDP lowers the maximum of")
+}

@@ -201,20 +201,25 @@ func (s *PortSpec) normalize() {
 	s.RxRing, s.TxRing = vnic.RoundRing(s.RxRing), vnic.RoundRing(s.TxRing)
 }
 
-// modelKeys are the file's keys of the port model's fields that vnic.Check refuses.
-var modelKeys = map[vnic.Field]string{
-	vnic.FieldPageSize: "page_size", vnic.FieldMaxMTU: "max_mtu", vnic.FieldMaxQueues: "max_queues",
-	vnic.FieldRule: "rule", vnic.FieldRxAlloc: "rx_alloc", vnic.FieldRxRecycle: "rx_recycle",
-	vnic.FieldSpeed: "speed", vnic.FieldRSSKey: "rss_key", vnic.FieldMTU: "mtu",
-	vnic.FieldQueues: "queues", vnic.FieldRxRing: "rx_ring", vnic.FieldTxRing: "tx_ring",
-	vnic.FieldPrivFlags: "priv_flags", vnic.FieldXDP: "xdp",
+// modelKey returns the file's key of the port model's field m: the key of the schema's row it
+// checks (portField.model), or rss_key (the state file's, which has no row).
+func modelKey(m vnic.Field) string {
+	for _, f := range portFields {
+		if f.model == m {
+			return f.key
+		}
+	}
+	if m == vnic.FieldRSSKey {
+		return "rss_key"
+	}
+	return string(m)
 }
 
 // modelProblem says what the port model refused (e, from vnic.Check) in the file's words: its
 // key, the value and the range, the bound named by its key when it is another field's ("mtu
 // 9001 greater than max_mtu 9000"), or what the key allows. It returns the key and the message.
 func (s *PortSpec) modelProblem(e *vnic.FieldError) (field, msg string) {
-	key := modelKeys[e.Field]
+	key := modelKey(e.Field)
 	switch {
 	case e.Field == vnic.FieldPageSize:
 		return key, fmt.Sprintf("page_size %d not supported (want %s)", s.PageSize, pageSizesWanted)
@@ -232,7 +237,7 @@ func (s *PortSpec) modelProblem(e *vnic.FieldError) (field, msg string) {
 	case e.MaxOf != "" && e.Value < e.Min:
 		return key, fmt.Sprintf("%s %d less than the minimum %d", key, e.Value, e.Min)
 	case e.MaxOf != "":
-		return key, fmt.Sprintf("%s %d greater than %s %d", key, e.Value, modelKeys[e.MaxOf], e.Max)
+		return key, fmt.Sprintf("%s %d greater than %s %d", key, e.Value, modelKey(e.MaxOf), e.Max)
 	case strings.HasPrefix(extackText(e), key+" "):
 		// A constant range the model words with the file's key already (speed's): its words.
 		return key, extackText(e)
