@@ -30,7 +30,7 @@ const (
 
 // PortSpec is everything about one port: its fixed configuration (vnic.Hardware, embedded: the
 // "hardware"), where it lives (TAP name, MAC, netns, wire segment) and the settings it starts with
-// (what vnic.Settings holds). A [[port]] table of the configuration file is one PortSpec; so is a
+// (vnic.Settings, embedded, with the RSS key and NAPI settings). A [[port]] table of the configuration file is one PortSpec; so is a
 // port created at runtime, which the state file remembers in full.
 type PortSpec struct {
 	Name       string           // the port's and its TAP netdev's name; unique in the daemon

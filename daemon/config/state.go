@@ -235,9 +235,7 @@ func NewPortSettings(s vnic.Settings, adminUp bool) PortSettings {
 	if s.Coalesce != (vnic.Coalesce{}) {
 		ps.Coalesce = newCoalesceSettings(s.Coalesce)
 	}
-	if s.XDP != nil {
-		ps.XDP = s.XDP.Name()
-	}
+	ps.XDP = xdpName(s.XDP)
 	return ps
 }
 
