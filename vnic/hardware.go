@@ -38,8 +38,8 @@ type Hardware struct {
 	// page pool's recycling) or released to the port's memory (always so with
 	// rxbuf.AllocNoPool).
 	RxRecycle Recycle
-	// Speed is the link speed the vport reports in Mb/s (mana_query_link_cfg's qos_speed_mbps);
-	// 0 means unknown (SPEED_UNKNOWN), as a vport that reports none.
+	// Speed is the link speed the vport reports in Mb/s (newer drivers' max_speed, from
+	// MANA_QUERY_LINK_CONFIG); 0 means unknown (SPEED_UNKNOWN), as a vport that reports none.
 	Speed int
 }
 
