@@ -23,14 +23,6 @@ func channels(s vnic.Settings, maxQueues int) genl.Channels {
 	return genl.Channels{CombinedMax: uint32(maxQueues), Combined: uint32(s.Queues)}
 }
 
-// xdpName is how a port's program shows in its state.
-func xdpName(p vnic.XDPProgram) string {
-	if p == nil {
-		return ""
-	}
-	return p.Name()
-}
-
 // wireFaults converts the armed faults.
 func wireFaults(fs []vnic.Fault) []genl.Fault {
 	out := make([]genl.Fault, len(fs))
@@ -45,10 +37,8 @@ func wireFaults(fs []vnic.Fault) []genl.Fault {
 // configuration lock.
 func (p *port) info() genl.PortInfo {
 	st := p.vp.State()
-	s := st.Settings
 	cur := p.spec
-	cur.MTU, cur.Queues, cur.RxRing, cur.TxRing, cur.PrivFlags = s.MTU, s.Queues, s.RxRing, s.TxRing, s.PrivFlags
-	cur.XDP, cur.Coalesce, cur.Offload, cur.Speed = xdpName(s.XDP), s.Coalesce, p.offload(), max(p.spec.Speed, 0)
+	cur.Settings, cur.Offload = st.Settings, p.offload()
 	cur.NAPI = config.CommonNAPI(p.vp.NAPIConfigs())
 	key := p.vp.RSS().Key
 	cur.RSSKey = key[:]

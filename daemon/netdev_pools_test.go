@@ -92,7 +92,7 @@ func frame() []byte {
 // inflight page — until that buffer returns.
 func TestNetdevDetachedPools(t *testing.T) {
 	var mu sync.Mutex
-	vp, host := newModelPort(t, &mu, vnic.Config{Name: "pp0", PageSize: 16384}, vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
+	vp, host := newModelPort(t, &mu, vnic.Config{Name: "pp0", Hardware: vnic.Hardware{PageSize: 16384}}, vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
 	vp.SetIfindex(7)
 	mu.Lock()
 	err := vp.Open()
@@ -224,7 +224,7 @@ func TestNetdevPagePoolNotifications(t *testing.T) {
 	require.NoError(t, err)
 	d := &Daemon{}
 	p := &port{ns: ns}
-	vp, host := newModelPort(t, &mu, vnic.Config{Name: "pp0", PageSize: 16384,
+	vp, host := newModelPort(t, &mu, vnic.Config{Name: "pp0", Hardware: vnic.Hardware{PageSize: 16384},
 		OnPagePool: func(_ *vnic.Port, ev vnic.PagePoolEvent) { d.notifyNetdevPool(p, ev) }},
 		vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
 	p.vp = vp

@@ -16,7 +16,7 @@ import (
 // has it, and leaves the others empty (Dev is always there: it costs nothing).
 func TestNetdevViews(t *testing.T) {
 	var mu sync.Mutex
-	vp, _ := newModelPort(t, &mu, vnic.Config{Name: "pv0", PageSize: 16384}, vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
+	vp, _ := newModelPort(t, &mu, vnic.Config{Name: "pv0", Hardware: vnic.Hardware{PageSize: 16384}}, vnic.Settings{MTU: 1500, Queues: 2, RxRing: 128, TxRing: 128})
 	vp.SetIfindex(7)
 	mu.Lock()
 	err := vp.Open()

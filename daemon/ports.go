@@ -135,7 +135,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	vcfg.OnCarrier = func(_ *vnic.Port, on bool) { d.setCarrier(p, on) }
 	vcfg.IDs = &d.ids
 	vcfg.OnPagePool = func(_ *vnic.Port, ev vnic.PagePoolEvent) { d.notifyNetdevPool(p, ev) }
-	set := spec.Settings()
+	set := spec.Settings
 	if p.vp, err = vnic.New(vcfg, set); err != nil {
 		return nil, err
 	}

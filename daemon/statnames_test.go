@@ -19,7 +19,7 @@ import (
 // changes, and are always what the port's counters are named for its current count.
 func TestStatNamesFollowQueues(t *testing.T) {
 	var mu sync.Mutex
-	vp, _ := newModelPort(t, &mu, vnic.Config{Name: "sn0", PageSize: 4096}, vnic.Settings{MTU: 1500, Queues: 4, RxRing: 128, TxRing: 128})
+	vp, _ := newModelPort(t, &mu, vnic.Config{Name: "sn0", Hardware: vnic.Hardware{PageSize: 4096}}, vnic.Settings{MTU: 1500, Queues: 4, RxRing: 128, TxRing: 128})
 	p := &port{vp: vp}
 	want := func(q int) []string {
 		return slices.Concat(vnic.StatNames(q), vnic.ExtraStatNames(), vnic.CounterNames(datapath.Counters, q))

@@ -6,8 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/genl/nlerr"
-	"github.com/manad/manad/vnic/privflag"
-	"github.com/manad/manad/vnic/rxbuf"
 )
 
 // MaxQueues is the most queues a port can have: the upper bound of Config.MaxQueues. A port's
@@ -21,21 +19,9 @@ const MaxQueues = 256
 // Field names a field of Config or Settings that the port model checks, by its Go name.
 type Field string
 
-// The fields Check and New refuse values of.
-const (
-	FieldPageSize  Field = "PageSize"
-	FieldMaxMTU    Field = "MaxMTU"
-	FieldMaxQueues Field = "MaxQueues"
-	FieldRule      Field = "Rule"
-	FieldRxAlloc   Field = "RxAlloc"
-	FieldRSSKey    Field = "RSSKey"
-	FieldMTU       Field = "MTU"
-	FieldQueues    Field = "Queues"
-	FieldRxRing    Field = "RxRing"
-	FieldTxRing    Field = "TxRing"
-	FieldPrivFlags Field = "PrivFlags"
-	FieldXDP       Field = "XDP"
-)
+// FieldRSSKey is Config.RSSKey, which Check and New refuse values of besides Hardware's and
+// Settings' fields.
+const FieldRSSKey Field = "RSSKey"
 
 // FieldError is the port model refusing the value of one field, as the kernel's extack names
 // the attribute to blame: Field is the field and Err the errno-backed error (an *nlerr.Error,
@@ -81,114 +67,17 @@ func Check(c Config, s Settings) []*FieldError {
 	for _, e := range errs {
 		bad[e.Field] = true
 	}
-	errs = append(errs, checkRings(s.RxRing, s.TxRing)...)
-	if e := checkChannels(s.Queues, c.MaxQueues, bad[FieldMaxQueues]); e != nil {
-		errs = append(errs, e)
-	}
-	if err := privflag.Check(s.PrivFlags); err != nil {
-		errs = append(errs, &FieldError{Field: FieldPrivFlags, Max: -1, Err: err})
-	}
-	if e := c.checkMTU(s.MTU, s.XDP != nil, bad[FieldMaxMTU], bad[FieldPageSize]); e != nil {
-		errs = append(errs, e)
-	}
-	return errs
+	return append(errs, s.check(&c, bad)...)
 }
 
-// defaults fills in the zero values that mean a default.
-func (c *Config) defaults() {
-	if c.PageSize == 0 {
-		c.PageSize = 4096
-	}
-	if c.MaxMTU == 0 {
-		c.MaxMTU = DefaultMaxMTU
-	}
-	if c.MaxQueues == 0 {
-		c.MaxQueues = DefaultMaxQueues
-	}
-}
-
-// check validates the fields of the port's "hardware", each on its own.
+// check validates the fields of the port's configuration, each on its own: the hardware's, then
+// the starting RSS key.
 func (c *Config) check() []*FieldError {
-	var errs []*FieldError
-	if !rxbuf.ValidPageSize(c.PageSize) {
-		errs = append(errs, refuse(FieldPageSize, "page size %d not supported (want 4096, 16384 or 65536)", c.PageSize))
-	}
-	if c.MaxMTU < MinMTU || c.MaxMTU > rxbuf.MaxMTU {
-		errs = append(errs, outOfRange(FieldMaxMTU, c.MaxMTU, MinMTU, rxbuf.MaxMTU, "",
-			"max MTU %d out of range %d..%d", c.MaxMTU, MinMTU, rxbuf.MaxMTU))
-	}
-	if c.MaxQueues < 1 || c.MaxQueues > MaxQueues {
-		errs = append(errs, outOfRange(FieldMaxQueues, c.MaxQueues, 1, MaxQueues, "",
-			"max queues %d out of range 1..%d", c.MaxQueues, MaxQueues))
-	}
-	if c.Rule > rxbuf.RulePreFrag {
-		errs = append(errs, refuse(FieldRule, "unknown RX buffer rule %d", c.Rule))
-	}
-	if c.RxAlloc > rxbuf.AllocNoPool {
-		errs = append(errs, refuse(FieldRxAlloc, "unknown RX allocation mode %d", c.RxAlloc))
-	}
+	errs := c.Hardware.check()
 	if c.RSSKey != nil && len(c.RSSKey) != RSSKeySize {
 		errs = append(errs, refuse(FieldRSSKey, "hash key must be %d bytes, got %d", RSSKeySize, len(c.RSSKey)))
 	}
 	return errs
-}
-
-// maxMTU is ndev->max_mtu: the adapter's limit, lowered to MANA_XDP_MTU_MAX while a program is
-// attached (mana_xdp_set).
-func (c *Config) maxMTU(xdp bool) int {
-	if xdp {
-		return min(c.MaxMTU, rxbuf.XDPMTUMax(c.PageSize))
-	}
-	return c.MaxMTU
-}
-
-// checkMTU is dev_validate_mtu against min_mtu and the current max_mtu; the maximum is not
-// checked when MaxMTU is refused, nor the XDP one when PageSize is.
-func (c *Config) checkMTU(mtu int, xdp, badMaxMTU, badPageSize bool) *FieldError {
-	if mtu < MinMTU {
-		return outOfRange(FieldMTU, mtu, MinMTU, c.maxMTU(xdp && !badPageSize), FieldMaxMTU, "mtu less than device minimum")
-	}
-	switch {
-	case badMaxMTU:
-	case mtu > c.MaxMTU:
-		return outOfRange(FieldMTU, mtu, MinMTU, c.MaxMTU, FieldMaxMTU, "mtu greater than device maximum")
-	case xdp && !badPageSize && mtu > c.maxMTU(true):
-		return outOfRange(FieldMTU, mtu, MinMTU, c.maxMTU(true), FieldXDP,
-			"mtu greater than device maximum (%d while an XDP program is attached)", c.maxMTU(true))
-	}
-	return nil
-}
-
-// checkRings validates ring sizes as mana_set_ringparam and the ethtool core do, in their order
-// (both minima, then the maxima): the first is what ETHTOOL_MSG_RINGS_SET reports.
-func checkRings(rx, tx int) []*FieldError {
-	var errs []*FieldError
-	if rx < MinRxRing {
-		errs = append(errs, outOfRange(FieldRxRing, rx, MinRxRing, MaxRxRing, "", "rx:%d less than the min:%d", rx, MinRxRing))
-	}
-	if tx < MinTxRing {
-		errs = append(errs, outOfRange(FieldTxRing, tx, MinTxRing, MaxTxRing, "", "tx:%d less than the min:%d", tx, MinTxRing))
-	}
-	if rx > MaxRxRing {
-		errs = append(errs, outOfRange(FieldRxRing, rx, MinRxRing, MaxRxRing, "", "requested ring size exceeds maximum"))
-	}
-	if tx > MaxTxRing {
-		errs = append(errs, outOfRange(FieldTxRing, tx, MinTxRing, MaxTxRing, "", "requested ring size exceeds maximum"))
-	}
-	return errs
-}
-
-// checkChannels validates a combined channel count as the ethtool core does; the maximum is not
-// checked when MaxQueues is refused.
-func checkChannels(n, maxQueues int, badMax bool) *FieldError {
-	switch {
-	case n < 1:
-		return outOfRange(FieldQueues, n, 1, maxQueues, FieldMaxQueues,
-			"requested channel counts would result in no RX or TX channel being configured")
-	case !badMax && n > maxQueues:
-		return outOfRange(FieldQueues, n, 1, maxQueues, FieldMaxQueues, "requested channel count exceeds maximum")
-	}
-	return nil
 }
 
 // RoundRing is roundup_pow_of_two, as mana_set_ringparam rounds a ring size: New and SetRings

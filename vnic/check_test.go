@@ -2,6 +2,7 @@ package vnic
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,6 +37,12 @@ func TestCheck(t *testing.T) {
 		{"max queues", func(c *Config, _ *Settings) { c.MaxQueues = MaxQueues + 1 },
 			[]want{{FieldMaxQueues, 257, 1, MaxQueues, "", "max queues 257 out of range 1..256"}}},
 		{"rule", func(c *Config, _ *Settings) { c.Rule = rxbuf.RulePreFrag + 1 }, []want{{FieldRule, 0, 0, -1, "", "unknown RX buffer rule 3"}}},
+		{"rx alloc", func(c *Config, _ *Settings) { c.RxAlloc = rxbuf.AllocNoPool + 1 }, []want{{FieldRxAlloc, 0, 0, -1, "", "unknown RX allocation mode 3"}}},
+		{"rx recycle", func(c *Config, _ *Settings) { c.RxRecycle = RecycleOff + 1 }, []want{{FieldRxRecycle, 0, 0, -1, "", "unknown RX recycling mode 2"}}},
+		{"speed negative", func(c *Config, _ *Settings) { c.Speed = -1 },
+			[]want{{FieldSpeed, -1, 0, math.MaxInt32, "", "speed -1 out of range 0..2147483647 (Mb/s, 0 = unknown)"}}},
+		{"speed above INT_MAX", func(c *Config, _ *Settings) { c.Speed = math.MaxInt32 + 1 },
+			[]want{{FieldSpeed, math.MaxInt32 + 1, 0, math.MaxInt32, "", "speed 2147483648 out of range 0..2147483647 (Mb/s, 0 = unknown)"}}},
 		{"rss key", func(c *Config, _ *Settings) { c.RSSKey = []byte{1} }, []want{{FieldRSSKey, 0, 0, -1, "", "hash key must be 40 bytes, got 1"}}},
 		{"mtu low", func(_ *Config, s *Settings) { s.MTU = 67 },
 			[]want{{FieldMTU, 67, MinMTU, DefaultMaxMTU, FieldMaxMTU, "mtu less than device minimum"}}},
@@ -63,7 +70,7 @@ func TestCheck(t *testing.T) {
 		{"priv flags", func(_ *Config, s *Settings) { s.PrivFlags = 6 }, []want{{FieldPrivFlags, 0, 0, -1, "", "unknown private flag bits 0x6"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, s := Config{PageSize: 4096, MaxMTU: DefaultMaxMTU, MaxQueues: DefaultMaxQueues}, DefaultSettings()
+			c, s := Config{Hardware: Hardware{PageSize: 4096, MaxMTU: DefaultMaxMTU, MaxQueues: DefaultMaxQueues}}, DefaultSettings()
 			tc.mod(&c, &s)
 			errs := Check(c, s)
 			require.Len(t, errs, len(tc.want), "%v", errs)

@@ -91,7 +91,7 @@ func newTestPort(t testing.TB, mod func(*Config, *Settings)) *testPort {
 	t.Helper()
 	tp := &testPort{mu: new(sync.Mutex), host: new(testHost), wire: new(testWire), t: t}
 	cfg := Config{
-		Name: "eth0", Lock: tp.mu, PageSize: 16384, Host: tp.host, Wire: tp.wire,
+		Name: "eth0", Lock: tp.mu, Hardware: Hardware{PageSize: 16384}, Host: tp.host, Wire: tp.wire,
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ResetBackoffMin: time.Millisecond, ResetBackoffMax: 20 * time.Millisecond,
 		PoolReleaseInterval: 5 * time.Millisecond,

@@ -212,7 +212,7 @@ func TestRxAllocModes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.alloc.String()+map[bool]string{true: "/no-recycle", false: ""}[tt.noRecycle], func(t *testing.T) {
-			tp := newTestPort(t, func(c *Config, _ *Settings) { c.RxAlloc, c.RxNoRecycle = tt.alloc, tt.noRecycle })
+			tp := newTestPort(t, func(c *Config, _ *Settings) { c.RxAlloc, c.RxRecycle = tt.alloc, RecycleIf(!tt.noRecycle) })
 			tp.open()
 			for range frames {
 				require.Equal(t, RxDelivered, tp.Receive(0, udpFrame(100, 1, 2)), "Receive")

@@ -17,42 +17,15 @@ import (
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
-// Limits and defaults of a port (mana.h, mana_en.c).
-const (
-	MinMTU        = rxbuf.MinMTU // netdev min_mtu
-	DefaultMTU    = 1500         // ETH_DATA_LEN
-	DefaultMaxMTU = 9000         // adapter_mtu - ETH_HLEN of a jumbo-capable vport
-
-	DefaultQueues    = 16 // MANA_DEF_NUM_QUEUES
-	DefaultMaxQueues = 64 // MANA_MAX_NUM_QUEUES
-
-	MinRxRing     = 128  // MIN_RX_BUFFERS_PER_QUEUE
-	MaxRxRing     = 8192 // MAX_RX_BUFFERS_PER_QUEUE
-	DefaultRxRing = 1024 // DEF_RX_BUFFERS_PER_QUEUE
-	MinTxRing     = 128
-	MaxTxRing     = 16384
-	DefaultTxRing = 256
-
-	// DefaultMemoryBudget is the per-port RX memory budget when the configuration names none.
-	DefaultMemoryBudget int64 = 2 << 30
-)
-
-// Config is the fixed configuration of a port: what the "hardware" is.
+// Config is the fixed configuration of a port: what its "hardware" is (Hardware, which the
+// daemon's port spec embeds too), and what the model needs to run it.
 type Config struct {
-	Name      string
-	Lock      *sync.Mutex // the configuration lock (rtnl analogue), shared by the daemon's ports
-	PageSize  int         // 4096, 16384 or 65536; 0 means 4096
-	Rule      rxbuf.Rule  // which upstream RX buffer rule the port follows
-	MaxMTU    int         // adapter_mtu - ETH_HLEN; 0 means DefaultMaxMTU
-	MaxQueues int         // vport max_rxq/max_txq; 0 means DefaultMaxQueues
-	// CQECoalesce8 is the vport's MANA_CQE_COAL_PKTS_8 capability: rx-cqe-frames may then be 8.
-	CQECoalesce8 bool
-	// MemoryBudget caps the bytes of RX pages the port may hold, pre-allocations included;
-	// 0 means DefaultMemoryBudget, a negative value no limit.
-	MemoryBudget int64
-	Host         Host // required
-	Wire         Wire // required
-	Logger       *slog.Logger
+	Name string
+	Lock *sync.Mutex // the configuration lock (rtnl analogue), shared by the daemon's ports
+	Hardware
+	Host   Host // required
+	Wire   Wire // required
+	Logger *slog.Logger
 	// ResetBackoffMin and ResetBackoffMax bound the reset work's retry delay (doubling);
 	// 0 means 10ms and 5s.
 	ResetBackoffMin, ResetBackoffMax time.Duration
@@ -80,33 +53,10 @@ type Config struct {
 	// IDs hands out the port's page-pool and NAPI ids; the daemon shares one between its ports
 	// so that ids are unique per daemon. nil means a source of the port's own.
 	IDs *IDs
-	// RxAlloc is how RX buffers are allocated (rxbuf.Alloc): page-pool fragments as the rule
-	// decides (the zero value), a page-pool page per buffer, or no pool at all.
-	RxAlloc rxbuf.Alloc
-	// RxNoRecycle turns page recycling off: buffers that come back are released to the port's
-	// memory instead of being handed out again (always so with rxbuf.AllocNoPool).
-	RxNoRecycle bool
 	// RSSKey is the Toeplitz key the port starts with, as mana_probe_port fills apc->hashkey
 	// (netdev_rss_key_fill) before the first attach; nil means DefaultRSSKey. The daemon gives
 	// the key a restart must keep. Errors of New: EINVAL unless RSSKeySize bytes.
 	RSSKey []byte
-}
-
-// Settings are the values a user reconfigures; what the daemon persists.
-type Settings struct {
-	MTU       int
-	Queues    int // combined channels
-	RxRing    int // rx_queue_size, a power of two
-	TxRing    int // tx_queue_size, a power of two
-	PrivFlags uint32
-	XDP       XDPProgram // nil when no program is attached
-	Coalesce  Coalesce   // interrupt and RX CQE coalescing (ethtool -C)
-}
-
-// DefaultSettings returns the settings of a freshly probed port.
-func DefaultSettings() Settings {
-	return Settings{MTU: DefaultMTU, Queues: DefaultQueues, RxRing: DefaultRxRing, TxRing: DefaultTxRing,
-		Coalesce: DefaultCoalesce()}
 }
 
 // Port is one software MANA port. See the package documentation for the locking rules.
@@ -187,9 +137,6 @@ func New(cfg Config, s Settings) (*Port, error) {
 // (Check's): the first value refused is returned as its *FieldError.
 func (c *Config) fill() error {
 	c.defaults()
-	if c.MemoryBudget == 0 {
-		c.MemoryBudget = DefaultMemoryBudget
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -339,7 +286,7 @@ func (p *Port) allocRings(s Settings, l rxbuf.Layout, prealloc bool) (*allocatio
 			Mem: p.mem, PageBytes: l.PageBytes, BufSize: l.BufSize, FragCount: l.FragCount,
 			ReturnRingSize: s.RxRing, Name: fmt.Sprintf("%s/rx%d", p.cfg.Name, q), Logger: p.log,
 			ReleaseInterval: p.cfg.PoolReleaseInterval, Order: l.Order,
-			NoRecycle: p.cfg.RxNoRecycle || p.cfg.RxAlloc == rxbuf.AllocNoPool,
+			NoRecycle: !p.cfg.RxRecycle.On() || p.cfg.RxAlloc == rxbuf.AllocNoPool,
 		})
 		if err != nil {
 			p.free(a)

@@ -85,7 +85,7 @@ func TestPortSchemaRoundTrip(t *testing.T) {
 			// The state file: a port created at runtime comes back as it was.
 			dir := t.TempDir()
 			st := config.NewState()
-			st.RecordCreated(spec, config.NewPortSettings(spec.Settings(), true))
+			st.RecordCreated(spec, config.NewPortSettings(spec.Settings, true))
 			require.NoError(t, st.Save(dir))
 			loaded, err := config.LoadState(dir)
 			require.NoError(t, err)

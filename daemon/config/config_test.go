@@ -96,13 +96,13 @@ memory_budget = "64MiB"
 		cfg := spec.Config()
 		cfg.Lock, cfg.Host, cfg.Wire = &lock, discard{}, discard{}
 		cfg.Logger = slog.New(slog.DiscardHandler)
-		port, err := vnic.New(cfg, spec.Settings())
+		port, err := vnic.New(cfg, spec.Settings)
 		if err != nil {
 			t.Errorf("port %s: vnic.New refused a valid spec: %v", spec.Name, err)
 			continue
 		}
 		lock.Lock()
-		assert.Equal(t, spec.Settings(), port.Settings(), "port %s: vnic settings", spec.Name)
+		assert.Equal(t, spec.Settings, port.Settings(), "port %s: vnic settings", spec.Name)
 		assert.NoError(t, port.Open(), "port %s: Open", spec.Name)
 		td := port.Shutdown()
 		lock.Unlock()
@@ -170,17 +170,20 @@ memory_budget = 1048576
 		},
 		Ports: []PortSpec{{
 			Name: "eth0", MAC: mustMAC("02:00:00:00:00:01"), NetNS: "blue", Segment: "lab.1",
-			PageSize: 16384, Rule: rxbuf.RulePreHeadroom, MaxMTU: 4000, MaxQueues: 32,
-			MemoryBudget: 512 << 20, MTU: 3000, Queues: 8, RxRing: 1024, TxRing: 256,
-			PrivFlags: privflag.FullPageRx, XDP: "drop", Line: 14,
-			RxAlloc: rxbuf.AllocNoPool, RxRecycle: false,
-			CQECoalesce8: true, Coalesce: vnic.Coalesce{RxCQEFrames: 8, RxCQENsecs: vnic.DefaultRxCQENsecs},
+			Hardware: vnic.Hardware{PageSize: 16384, Rule: rxbuf.RulePreHeadroom, MaxMTU: 4000, MaxQueues: 32,
+				MemoryBudget: 512 << 20, RxAlloc: rxbuf.AllocNoPool, RxRecycle: vnic.RecycleOff, CQECoalesce8: true},
+			Settings: vnic.Settings{MTU: 3000, Queues: 8, RxRing: 1024, TxRing: 256,
+				PrivFlags: privflag.FullPageRx, XDP: vnic.XDPProgDrop,
+				Coalesce: vnic.Coalesce{RxCQEFrames: 8, RxCQENsecs: vnic.DefaultRxCQENsecs}},
+			Line: 14,
 		}, {
 			// Defaults capped by the port's own limits, as mana_probe_port caps num_queues.
 			Name: "eth1", MAC: DeriveMAC("eth1"), Segment: DefaultSegment, Persistent: true,
-			PageSize: 65536, MaxMTU: 1000, MaxQueues: 4, MemoryBudget: 1 << 20, MTU: 1000,
-			Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing, Offload: true, Line: 37,
-			RxAlloc: rxbuf.AllocPagePoolPage, RxRecycle: true, Coalesce: vnic.DefaultCoalesce(),
+			Hardware: vnic.Hardware{PageSize: 65536, MaxMTU: 1000, MaxQueues: 4, MemoryBudget: 1 << 20,
+				RxAlloc: rxbuf.AllocPagePoolPage, RxRecycle: vnic.RecycleOn},
+			Settings: vnic.Settings{MTU: 1000, Queues: 4, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing,
+				Coalesce: vnic.DefaultCoalesce()},
+			Offload: true, Line: 37,
 		}},
 	}
 	assert.Empty(t, cmp.Diff(want, got), "Parse (-want +got)")

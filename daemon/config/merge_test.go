@@ -60,7 +60,7 @@ func TestMerge(t *testing.T) {
 			st.RecordSettings("c", PortSettings{MTU: 1500, Queues: 16, RxRing: 1024, TxRing: 256})
 		},
 		want: []Port{{Spec: a}, {Spec: with(b, func(s *PortSpec) {
-			s.MTU, s.Queues, s.RxRing, s.TxRing, s.PrivFlags, s.XDP = 3000, 2, 256, 128, privflag.FullPageRx, "pass"
+			s.MTU, s.Queues, s.RxRing, s.TxRing, s.PrivFlags, s.XDP = 3000, 2, 256, 128, privflag.FullPageRx, vnic.XDPProgPass
 		}), AdminUp: true, Restored: true}, {Spec: c, Restored: true}},
 	}, {
 		name: "invalid for the current file",
@@ -178,12 +178,12 @@ func TestRestartCycle(t *testing.T) {
 	require.Empty(t, notes, "first start: %d ports, notes %v", len(ports), notes)
 	require.Len(t, ports, 2, "first start: %d ports, notes %v", len(ports), notes)
 	// Runtime changes, recorded as the daemon records them from the port model.
-	mana0 := ports[0].Spec.Settings()
+	mana0 := ports[0].Spec.Settings
 	mana0.MTU, mana0.PrivFlags, mana0.XDP, mana0.RxRing = 3000, privflag.FullPageRx, vnic.XDPProgTx, 4096
 	st.RecordSettings("mana0", NewPortSettings(mana0, true))
 	extra := DefaultPortSpec("mana2")
 	extra.NetNS, extra.Segment = "manaC", "wire0"
-	st.RecordCreated(extra, NewPortSettings(extra.Settings(), false))
+	st.RecordCreated(extra, NewPortSettings(extra.Settings, false))
 	st.RecordDeleted("mana1", cfg)
 	require.NoError(t, st.Save(dir))
 
@@ -197,7 +197,7 @@ func TestRestartCycle(t *testing.T) {
 		got = append(got, p.Spec.Name)
 	}
 	require.Equal(t, "mana0,mana2", strings.Join(got, ","), "ports after restart: %v, want mana0,mana2", got)
-	assert.Equal(t, mana0, ports2[0].Spec.Settings(), "mana0 after restart: settings")
+	assert.Equal(t, mana0, ports2[0].Spec.Settings, "mana0 after restart: settings")
 	assert.True(t, ports2[0].AdminUp, "mana0 after restart: down, want up")
 	assert.True(t, ports2[1].Runtime, "mana2 after restart: %+v, want a runtime port", ports2[1])
 	assert.Equal(t, "manaC", ports2[1].Spec.NetNS, "mana2 after restart: netns")

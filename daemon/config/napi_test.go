@@ -90,14 +90,14 @@ func TestNAPIStateRoundTrip(t *testing.T) {
 	q2 := vnic.NAPIConfig{DeferHardIRQs: 9, GROFlushTimeout: 3 * time.Second, IRQSuspendTimeout: time.Millisecond, Threaded: true}
 	perQueue := []vnic.NAPIConfig{{}, {}, q2, {}}
 
-	psA := NewPortSettings(a.Settings(), true)
+	psA := NewPortSettings(a.Settings, true)
 	psA.SetNAPI(perQueue, a.NAPI)
 	require.NotNil(t, psA.NAPI)
 	assert.Equal(t, NAPIValues{}, psA.NAPI.All, "the value most queues have")
 	require.Len(t, psA.NAPI.Queues, 1)
 	assert.Equal(t, 2, psA.NAPI.Queues[0].Queue)
 
-	psB := NewPortSettings(b.Settings(), false)
+	psB := NewPortSettings(b.Settings, false)
 	psB.SetNAPI(make([]vnic.NAPIConfig, 64), b.NAPI)
 	assert.Nil(t, psB.NAPI, "all zero, no file keys: nothing to record")
 

@@ -30,12 +30,17 @@ import (
 // Meaning (ranges, the page sizes, the rx_cqe_frames rule) is not checked here but once, by
 // PortSpec.problems with the port model's rules, whatever the value came from: the file, the
 // state file or a port-add request. A field's toml only checks what the type of its TOML value
-// cannot say (a name that is not a rule, a size that is not a number).
+// cannot say (a name that is not a rule, a size that is not a number). The fields written as
+// text (mac, rule, rx_alloc, xdp) are built by text from one textual each: one parser, one
+// format and one message for the file, the state file and PORT_NEW.
 type portField struct {
 	key      string
 	alias    string // an older state-file key still read, never written; load is told when it was
 	hardware bool
 	attr     uint16 // wire.PortAttr*: PORT_NEW's and the replies' attribute (every field has one)
+	// model is the port model's field (vnic.Field) whose rule judges the value, as vnic.Check
+	// names it when it refuses one (checkedBy): its errors are reported under this key.
+	model vnic.Field
 
 	// toml reads the file's value v of the key at at into s; false (after d.errorf) when it is
 	// unusable.
@@ -56,8 +61,108 @@ type portField struct {
 // onWire says how a V travels in PORT_NEW's request and in the replies.
 type onWire[V any] struct {
 	put func(v V, w *wire.PortSpec, i *wire.PortInfo)
-	get func(w *wire.PortSpec) (v V, given bool) // given: the request sets it
+	// get reads the request: given when it sets the field; an error (EINVAL, the file's words)
+	// for a value the field cannot represent.
+	get func(w *wire.PortSpec) (v V, given bool, err error)
 }
+
+// set sets *v from the request, when it gives the field.
+func (o onWire[V]) set(w *wire.PortSpec, v *V) error {
+	x, given, err := o.get(w)
+	if given && err == nil {
+		*v = x
+	}
+	return err
+}
+
+// textual is how the file and the state file write a V: as the string format returns and parse
+// reads. what says, in the file's words, what is wrong with a string parse refused ("unknown
+// rule \"x\" (want …)"): the one message of the file, the state file and a port-add request.
+type textual[V any] struct {
+	parse  func(string) (V, error)
+	format func(V) string
+	what   func(string) string
+}
+
+// wireText is a field whose wire value is its text (t.format); "" in a request is "not given",
+// a string t.parse refuses is EINVAL with t.what, as the file says it.
+func wireText[V any](t textual[V], req func(*wire.PortSpec) *string, rep func(*wire.PortInfo) *string) onWire[V] {
+	return onWire[V]{
+		put: func(v V, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = t.format(v), t.format(v) },
+		get: func(w *wire.PortSpec) (V, bool, error) {
+			str := *req(w)
+			if str == "" {
+				var zero V
+				return zero, false, nil
+			}
+			v, err := t.parse(str)
+			if err != nil {
+				return v, false, invalid("%s: %s", portLabel(w.Name, -1), t.what(str))
+			}
+			return v, true, nil
+		},
+	}
+}
+
+// text returns the field of a V at p that the file and the state file write as text (t): a
+// TOML string, a JSON string. In the state file "" is the default (DefaultPortSpec's: older
+// files, or a field with no value); equal compares two values.
+func text[V any](key string, hardware bool, attr uint16, p func(*PortSpec) *V, t textual[V],
+	equal func(a, b V) bool, w onWire[V]) portField {
+	return portField{key: key, hardware: hardware, attr: attr,
+		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
+			str, ok := typed[string](d, v, at, label, key, "a string")
+			if !ok {
+				return false
+			}
+			x, err := t.parse(str)
+			if err != nil {
+				d.errorf(at, "%s: %s", label, t.what(str))
+				return false
+			}
+			*p(s) = x
+			return true
+		},
+		save: func(s *PortSpec) any { return t.format(*p(s)) },
+		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
+			var str string
+			if err := loadJSON(raw, &str); err != nil || str == "" {
+				return err
+			}
+			x, err := t.parse(str)
+			if err != nil {
+				return errors.New(t.what(str))
+			}
+			*p(s) = x
+			return nil
+		},
+		equal:    func(a, b *PortSpec) bool { return equal(*p(a), *p(b)) },
+		toWire:   func(s *PortSpec, req *wire.PortSpec, rep *wire.PortInfo) { w.put(*p(s), req, rep) },
+		fromWire: func(req *wire.PortSpec, s *PortSpec) error { return w.set(req, p(s)) },
+	}
+}
+
+// checkedBy returns f judged by the port model's field m (portField.model).
+func checkedBy(m vnic.Field, f portField) portField {
+	f.model = m
+	return f
+}
+
+// same is == for text's equal.
+func same[V comparable](a, b V) bool { return a == b }
+
+// The text forms of a port's text fields: each parser is the model's or the kernel's, each
+// message the file's.
+var (
+	macText = textual[net.HardwareAddr]{parse: net.ParseMAC, format: net.HardwareAddr.String,
+		what: func(s string) string {
+			return fmt.Sprintf("mac %q invalid (want six hex bytes like \"02:00:00:00:00:01\")", s)
+		}}
+	ruleText = textual[rxbuf.Rule]{parse: rxbuf.ParseRule, format: rxbuf.Rule.String,
+		what: func(s string) string { return fmt.Sprintf("unknown rule %q (want %s)", s, rulesWanted()) }}
+	allocText = textual[rxbuf.Alloc]{parse: rxbuf.ParseAlloc, format: rxbuf.Alloc.String, what: rxAllocProblem}
+	xdpText   = textual[vnic.XDPProgram]{parse: parseXDP, format: xdpName, what: xdpProblem}
+)
 
 // wireInt is an int field carried as a u32 (every count and size: the file's values fit an
 // int32); 0 in a request is "not given".
@@ -66,7 +171,7 @@ func wireInt(req func(*wire.PortSpec) *uint32, rep func(*wire.PortInfo) *uint32)
 		put: func(v int, w *wire.PortSpec, i *wire.PortInfo) {
 			*req(w), *rep(i) = uint32(max(v, 0)), uint32(max(v, 0))
 		},
-		get: func(w *wire.PortSpec) (int, bool) { return int(*req(w)), *req(w) != 0 },
+		get: func(w *wire.PortSpec) (int, bool, error) { return int(*req(w)), *req(w) != 0, nil },
 	}
 }
 
@@ -75,9 +180,9 @@ func wireInt(req func(*wire.PortSpec) *uint32, rep func(*wire.PortInfo) *uint32)
 func wireSame[V comparable](always bool, req func(*wire.PortSpec) *V, rep func(*wire.PortInfo) *V) onWire[V] {
 	return onWire[V]{
 		put: func(v V, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = v, v },
-		get: func(w *wire.PortSpec) (V, bool) {
+		get: func(w *wire.PortSpec) (V, bool, error) {
 			var zero V
-			return *req(w), always || *req(w) != zero
+			return *req(w), always || *req(w) != zero, nil
 		},
 	}
 }
@@ -86,11 +191,11 @@ func wireSame[V comparable](always bool, req func(*wire.PortSpec) *V, rep func(*
 func wireOptBool(req func(*wire.PortSpec) **bool, rep func(*wire.PortInfo) *bool) onWire[bool] {
 	return onWire[bool]{
 		put: func(v bool, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = &v, v },
-		get: func(w *wire.PortSpec) (bool, bool) {
+		get: func(w *wire.PortSpec) (bool, bool, error) {
 			if *req(w) == nil {
-				return false, false
+				return false, false, nil
 			}
-			return **req(w), true
+			return **req(w), true, nil
 		},
 	}
 }
@@ -102,7 +207,7 @@ func wireNanos(req func(*wire.PortSpec) *uint64, rep func(*wire.PortInfo) *uint6
 		put: func(v time.Duration, w *wire.PortSpec, i *wire.PortInfo) {
 			*req(w), *rep(i) = uint64(max(v, 0)), uint64(max(v, 0))
 		},
-		get: func(w *wire.PortSpec) (time.Duration, bool) { return time.Duration(*req(w)), *req(w) != 0 },
+		get: func(w *wire.PortSpec) (time.Duration, bool, error) { return time.Duration(*req(w)), *req(w) != 0, nil },
 	}
 }
 
@@ -111,13 +216,8 @@ func wireNanos(req func(*wire.PortSpec) *uint64, rep func(*wire.PortInfo) *uint6
 func scalar[V comparable](key string, hardware bool, attr uint16, p func(*PortSpec) *V,
 	read func(d *decoder, v any, at keyPath, label, key string) (V, bool), w onWire[V]) portField {
 	return portField{key: key, hardware: hardware, attr: attr,
-		toWire: func(s *PortSpec, req *wire.PortSpec, rep *wire.PortInfo) { w.put(*p(s), req, rep) },
-		fromWire: func(req *wire.PortSpec, s *PortSpec) error {
-			if v, ok := w.get(req); ok {
-				*p(s) = v
-			}
-			return nil
-		},
+		toWire:   func(s *PortSpec, req *wire.PortSpec, rep *wire.PortInfo) { w.put(*p(s), req, rep) },
+		fromWire: func(req *wire.PortSpec, s *PortSpec) error { return w.set(req, p(s)) },
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			var ok bool
 			*p(s), ok = read(d, v, at, label, key)
@@ -162,44 +262,16 @@ var portFields = []portField{
 		toWire:   func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) { w.Name, i.Device.Name = s.Name, s.Name },
 		fromWire: func(w *wire.PortSpec, s *PortSpec) error { s.Name = w.Name; return nil },
 	},
-	{key: "mac", hardware: true, attr: wire.PortAttrMAC,
-		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
-			str, ok := typed[string](d, v, at, label, "mac", "a string")
-			if !ok {
-				return false
-			}
-			mac, err := net.ParseMAC(str)
-			if err != nil {
-				d.errorf(at, "%s: mac %q invalid (want six hex bytes like \"02:00:00:00:00:01\")", label, str)
-				return false
-			}
-			s.MAC = mac
-			return true
-		},
-		save: func(s *PortSpec) any { return s.MAC.String() },
-		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
-			var str string
-			if err := loadJSON(raw, &str); err != nil {
-				return err
-			}
-			mac, err := net.ParseMAC(str)
-			if err != nil {
-				return fmt.Errorf("mac %q: %w", str, err)
-			}
-			s.MAC = mac
-			return nil
-		},
-		equal: func(a, b *PortSpec) bool { return a.MAC.String() == b.MAC.String() },
-		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			w.MAC, i.MAC = slices.Clone(s.MAC), slices.Clone(s.MAC)
-		},
-		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
-			if len(w.MAC) != 0 {
-				s.MAC = slices.Clone(w.MAC)
-			}
-			return nil
-		},
-	},
+	text("mac", true, wire.PortAttrMAC, func(s *PortSpec) *net.HardwareAddr { return &s.MAC }, macText, slices.Equal,
+		// The request's and the reply's MAC are its bytes; none in a request is "not given".
+		onWire[net.HardwareAddr]{
+			put: func(v net.HardwareAddr, w *wire.PortSpec, i *wire.PortInfo) {
+				w.MAC, i.MAC = slices.Clone(v), slices.Clone(v)
+			},
+			get: func(w *wire.PortSpec) (net.HardwareAddr, bool, error) {
+				return slices.Clone(w.MAC), len(w.MAC) != 0, nil
+			},
+		}),
 	scalar("netns", true, wire.PortAttrNetNS, func(s *PortSpec) *string { return &s.NetNS }, readString,
 		wireSame(true, func(w *wire.PortSpec) *string { return &w.NetNS }, func(i *wire.PortInfo) *string { return &i.NetNSName })),
 	scalar("segment", true, wire.PortAttrSegment, func(s *PortSpec) *string { return &s.Segment }, readString,
@@ -208,56 +280,15 @@ var portFields = []portField{
 		wireSame(true, func(w *wire.PortSpec) *bool { return &w.Persistent }, func(i *wire.PortInfo) *bool { return &i.Persistent })),
 	scalar("offload", true, wire.PortAttrOffload, func(s *PortSpec) *bool { return &s.Offload }, readBool,
 		wireOptBool(func(w *wire.PortSpec) **bool { return &w.Offload }, func(i *wire.PortInfo) *bool { return &i.Offload })),
-	scalar("page_size", true, wire.PortAttrPageSize, func(s *PortSpec) *int { return &s.PageSize },
+	checkedBy(vnic.FieldPageSize, scalar("page_size", true, wire.PortAttrPageSize, func(s *PortSpec) *int { return &s.PageSize },
 		func(d *decoder, v any, at keyPath, label, _ string) (int, bool) { return d.pageSize(v, at, label) },
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.PageSize }, func(i *wire.PortInfo) *uint32 { return &i.PageSize })),
-	{key: "rule", hardware: true, attr: wire.PortAttrRule,
-		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
-			str, ok := typed[string](d, v, at, label, "rule", "a string")
-			if !ok {
-				return false
-			}
-			r, err := rxbuf.ParseRule(str)
-			if err != nil {
-				d.errorf(at, "%s: unknown rule %q (want %s)", label, str, rulesWanted())
-				return false
-			}
-			s.Rule = r
-			return true
-		},
-		save: func(s *PortSpec) any { return s.Rule.String() },
-		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
-			var str string
-			if err := loadJSON(raw, &str); err != nil {
-				return err
-			}
-			r, err := rxbuf.ParseRule(str)
-			if err != nil {
-				return err
-			}
-			s.Rule = r
-			return nil
-		},
-		equal: func(a, b *PortSpec) bool { return a.Rule == b.Rule },
-		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			w.Rule, i.Rule = s.Rule.String(), s.Rule.String()
-		},
-		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
-			if w.Rule == "" {
-				return nil
-			}
-			r, err := rxbuf.ParseRule(w.Rule)
-			if err != nil {
-				return invalid("%s: unknown rule %q (want %s)", portLabel(w.Name, -1), w.Rule, rulesWanted())
-			}
-			s.Rule = r
-			return nil
-		},
-	},
-	scalar("max_mtu", true, wire.PortAttrMaxMTU, func(s *PortSpec) *int { return &s.MaxMTU }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxMTU }, func(i *wire.PortInfo) *uint32 { return &i.MaxMTU })),
-	scalar("max_queues", true, wire.PortAttrMaxQueues, func(s *PortSpec) *int { return &s.MaxQueues }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxQueues }, func(i *wire.PortInfo) *uint32 { return &i.MaxQueues })),
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.PageSize }, func(i *wire.PortInfo) *uint32 { return &i.PageSize }))),
+	checkedBy(vnic.FieldRule, text("rule", true, wire.PortAttrRule, func(s *PortSpec) *rxbuf.Rule { return &s.Rule }, ruleText, same,
+		wireText(ruleText, func(w *wire.PortSpec) *string { return &w.Rule }, func(i *wire.PortInfo) *string { return &i.Rule }))),
+	checkedBy(vnic.FieldMaxMTU, scalar("max_mtu", true, wire.PortAttrMaxMTU, func(s *PortSpec) *int { return &s.MaxMTU }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxMTU }, func(i *wire.PortInfo) *uint32 { return &i.MaxMTU }))),
+	checkedBy(vnic.FieldMaxQueues, scalar("max_queues", true, wire.PortAttrMaxQueues, func(s *PortSpec) *int { return &s.MaxQueues }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxQueues }, func(i *wire.PortInfo) *uint32 { return &i.MaxQueues }))),
 	// The state file keeps bytes, -1 for unlimited (UnlimitedMemory).
 	scalar("memory_budget", true, wire.PortAttrMemoryBudget, func(s *PortSpec) *int64 { return &s.MemoryBudget },
 		func(d *decoder, v any, at keyPath, label, _ string) (int64, bool) { return d.memory(v, at, label) },
@@ -266,17 +297,17 @@ var portFields = []portField{
 			put: func(v int64, w *wire.PortSpec, i *wire.PortInfo) {
 				w.MemoryBudget, i.MemoryBudget = uint64(v), uint64(max(v, 0))
 			},
-			get: func(w *wire.PortSpec) (int64, bool) { return int64(w.MemoryBudget), w.MemoryBudget != 0 },
+			get: func(w *wire.PortSpec) (int64, bool, error) { return int64(w.MemoryBudget), w.MemoryBudget != 0, nil },
 		}),
-	scalar("mtu", false, wire.PortAttrMTU, func(s *PortSpec) *int { return &s.MTU }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MTU }, func(i *wire.PortInfo) *uint32 { return &i.MTU })),
-	scalar("queues", false, wire.PortAttrQueues, func(s *PortSpec) *int { return &s.Queues }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Queues }, func(i *wire.PortInfo) *uint32 { return &i.Queues })),
-	scalar("rx_ring", false, wire.PortAttrRxRing, func(s *PortSpec) *int { return &s.RxRing }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.RxRing }, func(i *wire.PortInfo) *uint32 { return &i.RxRing })),
-	scalar("tx_ring", false, wire.PortAttrTxRing, func(s *PortSpec) *int { return &s.TxRing }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.TxRing }, func(i *wire.PortInfo) *uint32 { return &i.TxRing })),
-	{key: "priv_flags", attr: wire.PortAttrPrivFlags,
+	checkedBy(vnic.FieldMTU, scalar("mtu", false, wire.PortAttrMTU, func(s *PortSpec) *int { return &s.MTU }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MTU }, func(i *wire.PortInfo) *uint32 { return &i.MTU }))),
+	checkedBy(vnic.FieldQueues, scalar("queues", false, wire.PortAttrQueues, func(s *PortSpec) *int { return &s.Queues }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Queues }, func(i *wire.PortInfo) *uint32 { return &i.Queues }))),
+	checkedBy(vnic.FieldRxRing, scalar("rx_ring", false, wire.PortAttrRxRing, func(s *PortSpec) *int { return &s.RxRing }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.RxRing }, func(i *wire.PortInfo) *uint32 { return &i.RxRing }))),
+	checkedBy(vnic.FieldTxRing, scalar("tx_ring", false, wire.PortAttrTxRing, func(s *PortSpec) *int { return &s.TxRing }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.TxRing }, func(i *wire.PortInfo) *uint32 { return &i.TxRing }))),
+	{key: "priv_flags", attr: wire.PortAttrPrivFlags, model: vnic.FieldPrivFlags,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			var ok bool
 			s.PrivFlags, ok = d.privFlags(v, at, label)
@@ -301,83 +332,45 @@ var portFields = []portField{
 		},
 		fromWire: func(w *wire.PortSpec, s *PortSpec) error { s.PrivFlags = w.PrivFlags; return nil },
 	},
-	scalar("xdp", false, wire.PortAttrXDP, func(s *PortSpec) *string { return &s.XDP },
-		func(d *decoder, v any, at keyPath, label, key string) (string, bool) {
-			return typed[string](d, v, at, label, key, "a string (a built-in program name)")
-		},
-		wireSame(true, func(w *wire.PortSpec) *string { return &w.XDP }, func(i *wire.PortInfo) *string { return &i.XDP })),
-	{key: "rx_alloc", hardware: true, attr: wire.PortAttrRxAlloc,
-		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
-			str, ok := typed[string](d, v, at, label, "rx_alloc", "a string")
-			if !ok {
-				return false
-			}
-			a, err := rxbuf.ParseAlloc(str)
-			if err != nil {
-				d.errorf(at, "%s: %s", label, rxAllocProblem(str))
-				return false
-			}
-			s.RxAlloc = a
-			return true
-		},
-		save: func(s *PortSpec) any { return s.RxAlloc.String() },
-		load: func(raw json.RawMessage, _ bool, s *PortSpec) error {
-			var str string
-			if err := loadJSON(raw, &str); err != nil {
-				return err
-			}
-			if str == "" { // older files: the default
-				s.RxAlloc = rxbuf.AllocPagePoolFrag
-				return nil
-			}
-			a, err := rxbuf.ParseAlloc(str)
-			if err != nil {
-				return err
-			}
-			s.RxAlloc = a
-			return nil
-		},
-		equal: func(a, b *PortSpec) bool { return a.RxAlloc == b.RxAlloc },
-		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			w.RxAlloc, i.RxAlloc = s.RxAlloc.String(), s.RxAlloc.String()
-		},
-		fromWire: func(w *wire.PortSpec, s *PortSpec) (err error) {
-			s.RxAlloc, err = ParseRxAlloc(w.Name, w.RxAlloc)
-			return err
-		},
-	},
+	// The wire's "" is no program, as a request that leaves xdp out: DefaultPortSpec's.
+	checkedBy(vnic.FieldXDP, text("xdp", false, wire.PortAttrXDP, func(s *PortSpec) *vnic.XDPProgram { return &s.XDP }, xdpText, same,
+		wireText(xdpText, func(w *wire.PortSpec) *string { return &w.XDP }, func(i *wire.PortInfo) *string { return &i.XDP }))),
+	checkedBy(vnic.FieldRxAlloc, text("rx_alloc", true, wire.PortAttrRxAlloc, func(s *PortSpec) *rxbuf.Alloc { return &s.RxAlloc }, allocText, same,
+		wireText(allocText, func(w *wire.PortSpec) *string { return &w.RxAlloc }, func(i *wire.PortInfo) *string { return &i.RxAlloc }))),
 	// rx_recycle is the one polarity of the file, the state file, the wire, manactl's JSON and
-	// PortSpec; state files before it kept rx_no_recycle. Only vnic.Config keeps RxNoRecycle,
-	// whose zero value is the default (PortSpec.Config turns it over).
-	{key: "rx_recycle", alias: "rx_no_recycle", hardware: true, attr: wire.PortAttrRxRecycle,
+	// the model (vnic.Hardware.RxRecycle, whose zero value is on); state files before it kept
+	// rx_no_recycle, read in its own polarity.
+	{key: "rx_recycle", alias: "rx_no_recycle", hardware: true, attr: wire.PortAttrRxRecycle, model: vnic.FieldRxRecycle,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
-			var ok bool
-			s.RxRecycle, ok = typed[bool](d, v, at, label, "rx_recycle", "a boolean")
+			on, ok := typed[bool](d, v, at, label, "rx_recycle", "a boolean")
+			if ok {
+				s.RxRecycle = vnic.RecycleIf(on)
+			}
 			return ok
 		},
-		save: func(s *PortSpec) any { return s.RxRecycle },
+		save: func(s *PortSpec) any { return s.RxRecycle.On() },
 		load: func(raw json.RawMessage, fromAlias bool, s *PortSpec) error {
 			var b bool
 			if err := loadJSON(raw, &b); err != nil {
 				return err
 			}
-			s.RxRecycle = b != fromAlias // rx_no_recycle: !b; rx_recycle: b
+			s.RxRecycle = vnic.RecycleIf(b != fromAlias) // rx_no_recycle: !b; rx_recycle: b
 			return nil
 		},
 		equal: func(a, b *PortSpec) bool { return a.RxRecycle == b.RxRecycle },
 		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			recycle := s.RxRecycle
-			w.RxRecycle, i.RxRecycle = &recycle, recycle
+			on := s.RxRecycle.On()
+			w.RxRecycle, i.RxRecycle = &on, on
 		},
 		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
 			if w.RxRecycle != nil {
-				s.RxRecycle = *w.RxRecycle
+				s.RxRecycle = vnic.RecycleIf(*w.RxRecycle)
 			}
 			return nil
 		},
 	},
-	scalar("speed", true, wire.PortAttrSpeed, func(s *PortSpec) *int { return &s.Speed }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Speed }, func(i *wire.PortInfo) *uint32 { return &i.Speed })),
+	checkedBy(vnic.FieldSpeed, scalar("speed", true, wire.PortAttrSpeed, func(s *PortSpec) *int { return &s.Speed }, readInt,
+		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Speed }, func(i *wire.PortInfo) *uint32 { return &i.Speed }))),
 	scalar("cqe_coalesce_8", true, wire.PortAttrCQECoalesce8, func(s *PortSpec) *bool { return &s.CQECoalesce8 }, readBool,
 		wireSame(true, func(w *wire.PortSpec) *bool { return &w.CQECoalesce8 }, func(i *wire.PortInfo) *bool { return &i.CQECoalesce8 })),
 	{key: "rx_cqe_frames", attr: wire.PortAttrRxCQEFrames,

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
 )
@@ -20,7 +21,7 @@ func TestStateSpecRxRecycle(t *testing.T) {
 	dir := t.TempDir()
 	st := NewState()
 	spec := DefaultPortSpec("rt0")
-	spec.RxRecycle = false
+	spec.RxRecycle = vnic.RecycleOff
 	st.RecordCreated(spec, PortSettings{MTU: 1500, Queues: 1, RxRing: 1024, TxRing: 256})
 	require.NoError(t, st.Save(dir))
 	data, err := os.ReadFile(StatePath(dir))
@@ -56,7 +57,7 @@ func TestStateSpecRxRecycle(t *testing.T) {
 				return
 			}
 			require.NoError(t, err, text)
-			assert.Equal(t, !tc.noRecycle, got.Ports["rt0"].Spec.RxRecycle, text)
+			assert.Equal(t, vnic.RecycleIf(!tc.noRecycle), got.Ports["rt0"].Spec.RxRecycle, text)
 		})
 	}
 }
@@ -108,8 +109,8 @@ func TestStateSpecOlderFile(t *testing.T) {
 	want.MAC = mustMAC("02:aa:bb:cc:dd:ee")
 	want.NetNS, want.Segment, want.Persistent, want.Offload = "blue", "lab", false, false
 	want.PageSize, want.Rule, want.MaxMTU, want.MaxQueues = 65536, rxbuf.RulePreFrag, 9000, 32
-	want.MemoryBudget, want.MTU, want.Queues, want.PrivFlags, want.XDP = UnlimitedMemory, 1400, 2, privflag.FullPageRx, "drop"
-	want.RxAlloc, want.RxRecycle, want.Speed, want.CQECoalesce8 = rxbuf.AllocNoPool, false, 25000, true
+	want.MemoryBudget, want.MTU, want.Queues, want.PrivFlags, want.XDP = UnlimitedMemory, 1400, 2, privflag.FullPageRx, vnic.XDPProgDrop
+	want.RxAlloc, want.RxRecycle, want.Speed, want.CQECoalesce8 = rxbuf.AllocNoPool, vnic.RecycleOff, 25000, true
 	require.NotNil(t, st.Ports["rt0"].Spec)
 	assert.Equal(t, want, *st.Ports["rt0"].Spec)
 	data, err := st.marshal()
@@ -156,4 +157,33 @@ func TestPortSettingsCoverSchema(t *testing.T) {
 	for k := range keys {
 		assert.True(t, rows[k] || notRows[k], "settings key %s is neither a setting row of the schema nor a known other", k)
 	}
+}
+
+// TestModelErrorsNameRows: every field the port model refuses is reported under a key of the
+// schema (its row's checkedBy), or rss_key, the state file's: a refusal never names a key the
+// file does not have.
+func TestModelErrorsNameRows(t *testing.T) {
+	s := DefaultPortSpec("p0")
+	s.PageSize, s.MaxMTU, s.MaxQueues, s.Rule, s.RxAlloc = 3, 1, 0, rxbuf.RulePreFrag+1, rxbuf.AllocNoPool+1
+	s.RxRecycle, s.Speed, s.RSSKey = vnic.RecycleOff+1, -1, []byte{1}
+	s.MTU, s.Queues, s.RxRing, s.TxRing, s.PrivFlags = 1, 0, 1, 1, 1<<31
+	errs := vnic.Check(s.Config(), s.Settings)
+	fields := map[vnic.Field]bool{}
+	for _, e := range errs {
+		fields[e.Field] = true
+		key, msg := s.modelProblem(e)
+		assert.True(t, key == "rss_key" || portFieldByKey(key, false) != nil, "%s: refused under key %q, not a [[port]] key (%s)", e.Field, key, msg)
+		assert.NotEqual(t, key, string(e.Field), "%s: no row is checked by it", e.Field)
+	}
+	for _, f := range []vnic.Field{vnic.FieldPageSize, vnic.FieldMaxMTU, vnic.FieldMaxQueues, vnic.FieldRule, vnic.FieldRxAlloc,
+		vnic.FieldRxRecycle, vnic.FieldSpeed, vnic.FieldRSSKey, vnic.FieldMTU, vnic.FieldQueues, vnic.FieldRxRing, vnic.FieldTxRing,
+		vnic.FieldPrivFlags} {
+		assert.True(t, fields[f], "%s not refused: the test's spec no longer covers it (%v)", f, errs)
+	}
+	s = DefaultPortSpec("p0")
+	s.MTU, s.XDP = 9000, vnic.XDPProgPass
+	errs = vnic.Check(s.Config(), s.Settings)
+	require.Len(t, errs, 1)
+	key, _ := s.modelProblem(errs[0])
+	assert.Equal(t, "xdp", key, "an MTU XDP lowers the maximum of")
 }

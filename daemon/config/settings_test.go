@@ -28,7 +28,7 @@ func TestDeviceSettingsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	cfg.Ports[0].CQECoalesce8 = true // cqe_coalesce_8 = true
 	a, _ := cfg.Port("a")
-	set := a.Settings()
+	set := a.Settings
 	set.Coalesce = vnic.Coalesce{RxUsecs: 100, RxMaxFrames: 32, TxUsecs: 1023, TxMaxFrames: 255, AdaptiveRx: true,
 		RxCQEFrames: 8, RxCQENsecs: vnic.DefaultRxCQENsecs}
 	ps := NewPortSettings(set, true)
@@ -46,7 +46,7 @@ func TestDeviceSettingsRoundTrip(t *testing.T) {
 	require.Len(t, ports, 2, "Merge: %d ports, notes %v", len(ports), notes)
 	pa, pb := ports[0].Spec, ports[1].Spec
 	assert.True(t, ports[0].Restored, "port a not restored")
-	assert.Equal(t, set, pa.Settings(), "port a after restart: settings")
+	assert.Equal(t, set, pa.Settings, "port a after restart: settings")
 	assert.False(t, pa.Offload, "port a after restart: offload, want off")
 	assert.Equal(t, testRSSKey(), pa.Config().RSSKey, "port a after restart: key")
 	// The port the state file does not know keeps the configuration's values.
@@ -97,7 +97,7 @@ func TestDeviceSettingsInvalid(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := NewState()
-			ps := NewPortSettings(a.Settings(), true)
+			ps := NewPortSettings(a.Settings, true)
 			ps.Coalesce = tc.coalesce
 			ps.MTU = 2000 // not applied either: the settings are taken as a whole
 			st.RecordSettings("a", ps)

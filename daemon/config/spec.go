@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"slices"
 	"strings"
@@ -29,9 +28,9 @@ const (
 	MaxSegmentName = 64
 )
 
-// PortSpec is everything about one port: its fixed configuration (what vnic.Config holds: the
+// PortSpec is everything about one port: its fixed configuration (vnic.Hardware, embedded: the
 // "hardware"), where it lives (TAP name, MAC, netns, wire segment) and the settings it starts with
-// (what vnic.Settings holds). A [[port]] table of the configuration file is one PortSpec; so is a
+// (vnic.Settings, embedded, with the RSS key and NAPI settings). A [[port]] table of the configuration file is one PortSpec; so is a
 // port created at runtime, which the state file remembers in full.
 type PortSpec struct {
 	Name       string           // the port's and its TAP netdev's name; unique in the daemon
@@ -41,25 +40,16 @@ type PortSpec struct {
 	Persistent bool             // the TAP survives manad exiting, keeping its addresses and routes
 	Offload    bool             // the TAP carries virtio headers: checksum and segmentation offloads
 
-	// Fixed configuration (vnic.Config).
-	PageSize     int         // 4096, 16384 or 65536
-	Rule         rxbuf.Rule  // which upstream RX buffer rule the port follows
-	MaxMTU       int         // adapter MTU - ETH_HLEN
-	MaxQueues    int         // vport max_rxq/max_txq
-	MemoryBudget int64       // bytes of RX pages the port may pin; UnlimitedMemory for no limit
-	RxAlloc      rxbuf.Alloc // how RX buffers are allocated (rx_alloc)
-	RxRecycle    bool        // rx_recycle: RX pages are recycled (true, the default), or released
-	Speed        int         // Mb/s the vport reports as its link speed (speed); 0 = unknown
-	CQECoalesce8 bool        // the vport may coalesce 8 packets per RX CQE (cqe_coalesce_8)
+	// Hardware is the port's fixed configuration, the port model's own struct (vnic.Config
+	// embeds it too): a spec holds no copy of its fields. A spec's MemoryBudget is never 0
+	// (Validate): UnlimitedMemory is vnic's negative, no limit.
+	vnic.Hardware
 
-	// Settings to start with (vnic.Settings).
-	MTU       int
-	Queues    int    // combined channels
-	RxRing    int    // a power of two (the file's value is rounded up, as the driver does)
-	TxRing    int    // a power of two
-	PrivFlags uint32 // privflag bits
-	XDP       string // built-in XDP program name (vnic.BuiltinXDPByName), "" for none
-	Coalesce  vnic.Coalesce
+	// Settings are the settings the port starts with, the port model's own struct too. Its
+	// rings are powers of two (the file's values are rounded up, as the driver does) and its
+	// XDP program is nil or a built-in (vnic.BuiltinXDPByName: the file, the state file and
+	// PORT_NEW name it).
+	vnic.Settings
 	// RSSKey is the Toeplitz key the port starts with (vnic.Config.RSSKey): nil for the
 	// default; the state file's, when a restart must keep a key set at runtime.
 	RSSKey []byte
@@ -78,16 +68,13 @@ type PortSpec struct {
 }
 
 // DefaultPortSpec returns the spec of a port named name with every default filled in: the
-// driver's defaults for the port model (vnic.Default*), 4K pages, the upstream rule, a MAC
+// driver's defaults for the port model (vnic.DefaultHardware, vnic.Default*), a MAC
 // derived from the name (DeriveMAC), the daemon's own netns, DefaultSegment, persistent, with
 // offloads.
 func DefaultPortSpec(name string) PortSpec {
 	return PortSpec{
-		Name: name, MAC: DeriveMAC(name), Segment: DefaultSegment, Persistent: true, Offload: true, RxRecycle: true,
-		PageSize: 4096, Rule: rxbuf.RuleUpstream, MaxMTU: vnic.DefaultMaxMTU,
-		MaxQueues: vnic.DefaultMaxQueues, MemoryBudget: vnic.DefaultMemoryBudget,
-		MTU: vnic.DefaultMTU, Queues: vnic.DefaultQueues, RxRing: vnic.DefaultRxRing, TxRing: vnic.DefaultTxRing,
-		Coalesce: vnic.DefaultCoalesce(),
+		Name: name, MAC: DeriveMAC(name), Segment: DefaultSegment, Persistent: true, Offload: true,
+		Hardware: vnic.DefaultHardware(), Settings: vnic.DefaultSettings(),
 	}
 }
 
@@ -101,26 +88,10 @@ func DeriveMAC(name string) net.HardwareAddr {
 	return mac
 }
 
-// Config returns the port's fixed configuration as the port model takes it. The daemon fills in
-// Lock, Host, Wire and Logger.
+// Config returns the port's fixed configuration as the port model takes it: its Hardware as it
+// is, its name and starting RSS key. The daemon fills in Lock, Host, Wire and Logger.
 func (s *PortSpec) Config() vnic.Config {
-	return vnic.Config{
-		Name: s.Name, PageSize: s.PageSize, Rule: s.Rule, MaxMTU: s.MaxMTU,
-		MaxQueues: s.MaxQueues, MemoryBudget: s.MemoryBudget, // UnlimitedMemory is vnic's "negative: no limit"
-		RxAlloc: s.RxAlloc, RxNoRecycle: !s.RxRecycle, CQECoalesce8: s.CQECoalesce8,
-		RSSKey: append([]byte(nil), s.RSSKey...),
-	}
-}
-
-// Settings returns the settings the port starts with, the XDP built-in resolved to its program
-// (an unknown name, which Validate refuses, gives no program).
-func (s *PortSpec) Settings() vnic.Settings {
-	set := vnic.Settings{MTU: s.MTU, Queues: s.Queues, RxRing: s.RxRing, TxRing: s.TxRing, PrivFlags: s.PrivFlags,
-		Coalesce: s.Coalesce}
-	if p := vnic.BuiltinXDPByName(s.XDP); p != nil {
-		set.XDP = p
-	}
-	return set
+	return vnic.Config{Name: s.Name, Hardware: s.Hardware, RSSKey: append([]byte(nil), s.RSSKey...)}
 }
 
 // clone returns a copy that shares no memory with s.
@@ -182,19 +153,15 @@ func (s *PortSpec) problems() []problem {
 		add("mac", "%s", extackText(err))
 	}
 	// The port model's rules (vnic.Check), each refusal in the file's words.
-	cfg, set := s.Config(), s.Settings()
-	for _, e := range vnic.Check(cfg, set) {
+	for _, e := range vnic.Check(s.Config(), s.Settings) {
 		field, msg := s.modelProblem(e)
 		ps = append(ps, problem{field, msg})
-	}
-	if s.Speed < 0 || s.Speed > math.MaxInt32 {
-		add("speed", "speed %d out of range 0..%d (Mb/s, 0 = unknown)", s.Speed, math.MaxInt32)
 	}
 	if s.MemoryBudget == 0 || s.MemoryBudget < UnlimitedMemory {
 		add("memory_budget", "memory_budget %d invalid (want a positive size or \"unlimited\")", s.MemoryBudget)
 	}
-	if s.XDP != "" && vnic.BuiltinXDPByName(s.XDP) == nil {
-		add("xdp", "unknown XDP built-in %q (want %s or \"\")", s.XDP, xdpWanted())
+	if s.XDP != nil && vnic.BuiltinXDPByName(s.XDP.Name()) != s.XDP {
+		add("xdp", "XDP program %q is not a built-in (want %s or none)", s.XDP.Name(), xdpWanted())
 	}
 	// vnic.CheckCoalesce is the rule (mana_set_coalesce's); it checks rx-cqe-frames first, so
 	// an error for the CQE frames alone is that value's, reported in the file's words.
@@ -234,19 +201,25 @@ func (s *PortSpec) normalize() {
 	s.RxRing, s.TxRing = vnic.RoundRing(s.RxRing), vnic.RoundRing(s.TxRing)
 }
 
-// modelKeys are the file's keys of the port model's fields that vnic.Check refuses.
-var modelKeys = map[vnic.Field]string{
-	vnic.FieldPageSize: "page_size", vnic.FieldMaxMTU: "max_mtu", vnic.FieldMaxQueues: "max_queues",
-	vnic.FieldRule: "rule", vnic.FieldRxAlloc: "rx_alloc", vnic.FieldRSSKey: "rss_key", vnic.FieldMTU: "mtu",
-	vnic.FieldQueues: "queues", vnic.FieldRxRing: "rx_ring", vnic.FieldTxRing: "tx_ring",
-	vnic.FieldPrivFlags: "priv_flags", vnic.FieldXDP: "xdp",
+// modelKey returns the file's key of the port model's field m: the key of the schema's row it
+// checks (portField.model), or rss_key (the state file's, which has no row).
+func modelKey(m vnic.Field) string {
+	for _, f := range portFields {
+		if f.model == m {
+			return f.key
+		}
+	}
+	if m == vnic.FieldRSSKey {
+		return "rss_key"
+	}
+	return string(m)
 }
 
 // modelProblem says what the port model refused (e, from vnic.Check) in the file's words: its
 // key, the value and the range, the bound named by its key when it is another field's ("mtu
 // 9001 greater than max_mtu 9000"), or what the key allows. It returns the key and the message.
 func (s *PortSpec) modelProblem(e *vnic.FieldError) (field, msg string) {
-	key := modelKeys[e.Field]
+	key := modelKey(e.Field)
 	switch {
 	case e.Field == vnic.FieldPageSize:
 		return key, fmt.Sprintf("page_size %d not supported (want %s)", s.PageSize, pageSizesWanted)
@@ -264,7 +237,10 @@ func (s *PortSpec) modelProblem(e *vnic.FieldError) (field, msg string) {
 	case e.MaxOf != "" && e.Value < e.Min:
 		return key, fmt.Sprintf("%s %d less than the minimum %d", key, e.Value, e.Min)
 	case e.MaxOf != "":
-		return key, fmt.Sprintf("%s %d greater than %s %d", key, e.Value, modelKeys[e.MaxOf], e.Max)
+		return key, fmt.Sprintf("%s %d greater than %s %d", key, e.Value, modelKey(e.MaxOf), e.Max)
+	case strings.HasPrefix(extackText(e), key+" "):
+		// A constant range the model words with the file's key already (speed's): its words.
+		return key, extackText(e)
 	}
 	return key, fmt.Sprintf("%s %d out of range %d..%d", key, e.Value, e.Min, e.Max)
 }
@@ -341,6 +317,32 @@ func allocsWanted() string {
 		names[i] = a.String()
 	}
 	return orList(names)
+}
+
+// parseXDP reads an xdp value, a built-in program's name, as the configuration file's key does:
+// "" is no program. Errors: EINVAL with the file's message (xdpProblem).
+func parseXDP(name string) (vnic.XDPProgram, error) {
+	if name == "" {
+		return nil, nil
+	}
+	if p := vnic.BuiltinXDPByName(name); p != nil {
+		return p, nil
+	}
+	return nil, invalid("%s", xdpProblem(name))
+}
+
+// xdpProblem says what is wrong with an xdp value parseXDP refused.
+func xdpProblem(name string) string {
+	return fmt.Sprintf("unknown XDP built-in %q (want %s or \"\")", name, xdpWanted())
+}
+
+// xdpName is how a port's program is named in the file, the state file and a port's reply:
+// "" for none.
+func xdpName(p vnic.XDPProgram) string {
+	if p == nil {
+		return ""
+	}
+	return p.Name()
 }
 
 func xdpWanted() string {

@@ -235,9 +235,7 @@ func NewPortSettings(s vnic.Settings, adminUp bool) PortSettings {
 	if s.Coalesce != (vnic.Coalesce{}) {
 		ps.Coalesce = newCoalesceSettings(s.Coalesce)
 	}
-	if s.XDP != nil {
-		ps.XDP = s.XDP.Name()
-	}
+	ps.XDP = xdpName(s.XDP)
 	return ps
 }
 
@@ -719,10 +717,11 @@ func withSettings(spec PortSpec, set PortSettings) (out PortSpec, dropped string
 			return spec, "", err
 		}
 	}
-	out.XDP = set.XDP
-	if set.XDP != "" && vnic.BuiltinXDPByName(set.XDP) == nil {
-		out.XDP, dropped = "", set.XDP
+	prog, bad := parseXDP(set.XDP)
+	if bad != nil {
+		dropped = set.XDP
 	}
+	out.XDP = prog
 	if err := out.Validate(); err != nil {
 		return spec, dropped, err
 	}

@@ -127,8 +127,8 @@ func sampleState() *State {
 	spec.MAC = mustMAC("02:aa:bb:cc:dd:ee")
 	spec.NetNS, spec.Segment, spec.Persistent, spec.Offload = "blue", "lab", false, false
 	spec.PageSize, spec.Rule, spec.MaxMTU, spec.MaxQueues = 65536, rxbuf.RulePreFrag, 9000, 32
-	spec.MemoryBudget, spec.MTU, spec.Queues, spec.PrivFlags, spec.XDP = UnlimitedMemory, 1400, 2, privflag.FullPageRx, "drop"
-	spec.RxAlloc, spec.RxRecycle = rxbuf.AllocNoPool, false
+	spec.MemoryBudget, spec.MTU, spec.Queues, spec.PrivFlags, spec.XDP = UnlimitedMemory, 1400, 2, privflag.FullPageRx, vnic.XDPProgDrop
+	spec.RxAlloc, spec.RxRecycle = rxbuf.AllocNoPool, vnic.RecycleOff
 	spec.Line = 42 // not persisted: a runtime port has no line
 	st.RecordCreated(spec, PortSettings{MTU: 1400, Queues: 2, RxRing: 1024, TxRing: 256, XDP: "ebpf:counter"})
 	st.RecordDeleted("mana1", &Config{Ports: []PortSpec{DefaultPortSpec("mana1")}})
@@ -221,8 +221,10 @@ func TestLoadStateCorrupt(t *testing.T) {
 		{"version zero", `{"version": 0}`, ": corrupt state file: unsupported version 0 (want 1)"},
 		{"trailing", good + "\n{}", ":2: corrupt state file: invalid character '{' after top-level value"},
 		{"empty name", `{"version": 1, "ports": {"": {}}}`, ": corrupt state file: a port with an empty name"},
-		{"bad mac", `{"version": 1, "ports": {"x": {"spec": {"name": "x", "mac": "nope", "rule": "upstream"}}}}`, `: corrupt state file: port "x": spec: mac "nope": address nope: invalid MAC address`},
-		{"bad rule", `{"version": 1, "ports": {"x": {"spec": {"name": "x", "mac": "02:00:00:00:00:01", "rule": "r"}}}}`, `: corrupt state file: port "x": spec: unknown RX buffer rule "r" (want upstream, pre-headroom or pre-frag): invalid argument`},
+		{"bad mac", `{"version": 1, "ports": {"x": {"spec": {"name": "x", "mac": "nope", "rule": "upstream"}}}}`, `: corrupt state file: port "x": spec: mac "nope" invalid (want six hex bytes like "02:00:00:00:00:01")`},
+		{"bad rule", `{"version": 1, "ports": {"x": {"spec": {"name": "x", "mac": "02:00:00:00:00:01", "rule": "r"}}}}`, `: corrupt state file: port "x": spec: unknown rule "r" (want upstream, pre-headroom or pre-frag)`},
+		{"bad rx_alloc", `{"version": 1, "ports": {"x": {"spec": {"name": "x", "rx_alloc": "slab"}}}}`, `: corrupt state file: port "x": spec: unknown rx_alloc "slab" (want page-pool-frag, page-pool-page or no-pool)`},
+		{"bad xdp", `{"version": 1, "ports": {"x": {"spec": {"name": "x", "xdp": "ebpf:fw"}}}}`, `: corrupt state file: port "x": spec: unknown XDP built-in "ebpf:fw" (want pass, drop, tx, aborted or "")`},
 		{"name mismatch", `{"version": 1, "ports": {"x": {"spec": {"name": "y", "mac": "02:00:00:00:00:01", "rule": "upstream"}}}}`, `: corrupt state file: port "x": spec names port "y"`},
 		{"empty deleted", `{"version": 1, "deleted": [""]}`, ": corrupt state file: an empty name in deleted"},
 	} {

@@ -112,7 +112,7 @@ func (h *harness) addPort(o portOpts) *testPort {
 	tp.ep = NewEndpoint(h.seg, tp.mac, h.log.With("port", tp.name))
 	tp.ep.inline = !o.noInline
 	tp.port, err = vnic.New(vnic.Config{
-		Name: tp.name, Lock: &h.mu, PageSize: o.pageSize, Host: tp.ep, Wire: tp.ep, Logger: h.log,
+		Name: tp.name, Lock: &h.mu, Hardware: vnic.Hardware{PageSize: o.pageSize}, Host: tp.ep, Wire: tp.ep, Logger: h.log,
 		PoolReleaseInterval: 5 * time.Millisecond,
 	}, vnic.Settings{MTU: o.mtu, Queues: o.queues, RxRing: o.rxRing, TxRing: 256})
 	if err != nil {

@@ -34,7 +34,7 @@ func BenchmarkForwardOverhead(b *testing.B) {
 			defer devnull.Close()
 			mk := func(name string, mac net.HardwareAddr) (*Endpoint, *vnic.Port) {
 				ep := NewEndpoint(seg, mac, log)
-				p, err := vnic.New(vnic.Config{Name: name, Lock: mu, PageSize: 16384, Host: ep, Wire: ep, Logger: log},
+				p, err := vnic.New(vnic.Config{Name: name, Lock: mu, Hardware: vnic.Hardware{PageSize: 16384}, Host: ep, Wire: ep, Logger: log},
 					vnic.Settings{MTU: 1500, Queues: 1, RxRing: 256, TxRing: 256})
 				require.NoError(b, err)
 				qq := ep.newQueueIdle(0, devnull, false, false)

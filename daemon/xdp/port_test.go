@@ -81,7 +81,7 @@ func newXDPPort(t *testing.T, queues int, prog vnic.XDPProgram) (*vnic.Port, *sy
 	host := &recordingHost{frames: map[int][][]byte{}}
 	wire := &recordingWire{frames: map[int][][]byte{}}
 	port, err := vnic.New(vnic.Config{
-		Name: "xdp0", Lock: mu, PageSize: 4096, Host: host, Wire: wire,
+		Name: "xdp0", Lock: mu, Hardware: vnic.Hardware{PageSize: 4096}, Host: host, Wire: wire,
 		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PoolReleaseInterval: 5 * time.Millisecond,
 	}, vnic.Settings{MTU: 1500, Queues: queues, RxRing: 128, TxRing: 128, XDP: prog})
