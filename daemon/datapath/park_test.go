@@ -1,12 +1,10 @@
 package datapath
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,49 +15,17 @@ import (
 
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/manad/manad/internal/epollinfo"
 	"github.com/manad/manad/vnic"
 )
 
-// epollEntry is one descriptor registered in an epoll instance of this process, as
-// /proc/self/fdinfo shows it.
-type epollEntry struct {
-	epfd, tfd int
-	events    uint32
-}
-
 // epollEntries lists the entries of every epoll instance this process has open (the runtime's
 // netpoller and the parkers among them).
-func epollEntries(t *testing.T) []epollEntry {
+func epollEntries(t *testing.T) []epollinfo.Entry {
 	t.Helper()
-	des, err := os.ReadDir("/proc/self/fd")
+	es, err := epollinfo.Entries()
 	require.NoError(t, err)
-	var out []epollEntry
-	for _, de := range des {
-		link, err := os.Readlink("/proc/self/fd/" + de.Name())
-		if err != nil || link != "anon_inode:[eventpoll]" {
-			continue
-		}
-		epfd, _ := strconv.Atoi(de.Name())
-		f, err := os.Open("/proc/self/fdinfo/" + de.Name())
-		if err != nil {
-			continue // closed meanwhile
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			// tfd:        7 events:       19 data:                7  pos:0 ino:… sdev:…
-			fs := strings.Fields(sc.Text())
-			if len(fs) < 4 || fs[0] != "tfd:" || fs[2] != "events:" {
-				continue
-			}
-			tfd, err1 := strconv.Atoi(fs[1])
-			ev, err2 := strconv.ParseUint(fs[3], 16, 32)
-			require.NoError(t, err1, "%q", sc.Text())
-			require.NoError(t, err2, "%q", sc.Text())
-			out = append(out, epollEntry{epfd: epfd, tfd: tfd, events: uint32(ev)})
-		}
-		f.Close()
-	}
-	return out
+	return es
 }
 
 // queueFD returns the descriptor of TAP queue q.
@@ -71,11 +37,11 @@ func queueFD(t *testing.T, q *tap.Queue) int {
 
 // tapRegistrations returns the epoll entries of queue q of tp's TAP: in which epoll instances
 // its descriptor is, with which events.
-func tapRegistrations(t *testing.T, tp *testPort, q int) []epollEntry {
+func tapRegistrations(t *testing.T, tp *testPort, q int) []epollinfo.Entry {
 	fd := queueFD(t, tp.dev.Queue(q))
-	var out []epollEntry
+	var out []epollinfo.Entry
 	for _, e := range epollEntries(t) {
-		if e.tfd == fd {
+		if e.TFD == fd {
 			out = append(out, e)
 		}
 	}
@@ -95,11 +61,11 @@ func armed(t *testing.T, tp *testPort, q int) (on bool, poller int, why string) 
 	poller, parked := -1, 0
 	for _, r := range regs {
 		switch {
-		case r.epfd == pfd:
+		case r.EPFD == pfd:
 			parked++
-			on = r.events&unix.EPOLLIN != 0
-		case poller < 0 && r.events&unix.EPOLLIN != 0 && slices.Contains(pollerEpolls(tp.ep.seg.pollers), r.epfd):
-			poller = r.epfd
+			on = r.Events&unix.EPOLLIN != 0
+		case poller < 0 && r.Events&unix.EPOLLIN != 0 && slices.Contains(pollerEpolls(tp.ep.seg.pollers), r.EPFD):
+			poller = r.EPFD
 		default:
 			return false, -1, fmt.Sprintf("TAP queue in %+v, want in its parker's epoll %d and at most one poller's", regs, pfd)
 		}

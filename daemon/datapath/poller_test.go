@@ -364,7 +364,7 @@ func TestPollSet(t *testing.T) {
 	assert.Empty(t, mark(), "queue 1's descriptor closed")
 	entries := 0
 	for _, e := range epollEntries(t) {
-		if e.epfd == s.epfd {
+		if e.EPFD == s.epfd {
 			entries++
 		}
 	}
@@ -394,8 +394,8 @@ func pollSetMatches(t *testing.T, h *harness, ports ...*testPort) (bool, string)
 		}
 	}
 	for _, e := range epollEntries(t) {
-		if slices.Contains(sets, e.epfd) {
-			got[e.tfd] = true
+		if slices.Contains(sets, e.EPFD) {
+			got[e.TFD] = true
 		}
 	}
 	return maps.Equal(want, got), fmt.Sprintf("pollers' epolls %v hold %v, polled TAP queues %v", sets, got, want)
@@ -405,7 +405,7 @@ func pollSetMatches(t *testing.T, h *harness, ports ...*testPort) (bool, string)
 func eventpolls(t *testing.T) int {
 	n := map[int]bool{}
 	for _, e := range epollEntries(t) {
-		n[e.epfd] = true
+		n[e.EPFD] = true
 	}
 	return len(n)
 }

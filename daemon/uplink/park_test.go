@@ -1,12 +1,10 @@
 package uplink
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,37 +15,20 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/daemon/datapath"
+	"github.com/manad/manad/internal/epollinfo"
 )
 
 // epollEvents returns, for every epoll instance of this process that holds descriptor fd (the
-// runtime's netpoller and the parkers among them), the events its entry waits for, as
-// /proc/self/fdinfo shows them.
+// runtime's netpoller and the parkers among them), the events its entry waits for.
 func epollEvents(t *testing.T, fd int) map[int]uint32 {
 	t.Helper()
-	des, err := os.ReadDir("/proc/self/fd")
+	es, err := epollinfo.Entries()
 	require.NoError(t, err)
 	out := map[int]uint32{}
-	for _, de := range des {
-		if link, err := os.Readlink("/proc/self/fd/" + de.Name()); err != nil || link != "anon_inode:[eventpoll]" {
-			continue
+	for _, e := range es {
+		if e.TFD == fd {
+			out[e.EPFD] = e.Events
 		}
-		f, err := os.Open("/proc/self/fdinfo/" + de.Name())
-		if err != nil {
-			continue // closed meanwhile
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			// tfd:        7 events:       19 data:                7  pos:0 ino:… sdev:…
-			fs := strings.Fields(sc.Text())
-			if len(fs) < 4 || fs[0] != "tfd:" || fs[2] != "events:" || fs[1] != strconv.Itoa(fd) {
-				continue
-			}
-			ev, err := strconv.ParseUint(fs[3], 16, 32)
-			require.NoError(t, err, "%q", sc.Text())
-			epfd, _ := strconv.Atoi(de.Name())
-			out[epfd] = uint32(ev)
-		}
-		f.Close()
 	}
 	return out
 }
