@@ -8,7 +8,6 @@ import (
 	"math"
 	"net"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/manad/manad/genl/wire"
@@ -594,7 +593,7 @@ func SpecFromWire(w wire.PortSpec) (PortSpec, error) {
 // PortField describes one field of a port's schema to other layers (manactl's tests, tools).
 type PortField struct {
 	Key      string // the [[port]] key and the state file's
-	JSONKey  string // manactl's port JSON key: Key in kebab case, name as ethtool's ifname
+	JSONKey  string // manactl's port JSON key and port add's flag: Attr's wire.PortKey.Key
 	Hardware bool   // a change makes it another port (a restart's comparison)
 	Attr     uint16 // wire.PortAttr* of PORT_NEW's request and the replies
 }
@@ -603,11 +602,7 @@ type PortField struct {
 func PortFields() []PortField {
 	out := make([]PortField, len(portFields))
 	for i, f := range portFields {
-		j := strings.ReplaceAll(f.key, "_", "-")
-		if f.key == "name" {
-			j = "ifname"
-		}
-		out[i] = PortField{Key: f.key, JSONKey: j, Hardware: f.hardware, Attr: f.attr}
+		out[i] = PortField{Key: f.key, JSONKey: wire.PortKeyByAttr(f.attr).Key, Hardware: f.hardware, Attr: f.attr}
 	}
 	return out
 }
