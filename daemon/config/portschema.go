@@ -85,30 +85,57 @@ type textual[V any] struct {
 
 // wireText is a field whose wire value is its text (t.format); "" in a request is "not given",
 // a string t.parse refuses is EINVAL with t.what, as the file says it.
-func wireText[V any](t textual[V], req func(*wire.PortSpec) *string, rep func(*wire.PortInfo) *string) onWire[V] {
-	return onWire[V]{
-		put: func(v V, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = t.format(v), t.format(v) },
-		get: func(w *wire.PortSpec) (V, bool, error) {
-			str := *req(w)
-			if str == "" {
-				var zero V
-				return zero, false, nil
-			}
-			v, err := t.parse(str)
-			if err != nil {
-				return v, false, invalid("%s: %s", portLabel(w.Name, -1), t.what(str))
-			}
-			return v, true, nil
+func wireText[V any](t textual[V]) func(attr uint16) onWire[V] {
+	return func(attr uint16) onWire[V] {
+		req, rep := wire.SpecField[string](attr), wire.InfoField[string](attr)
+		return onWire[V]{
+			put: func(v V, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = t.format(v), t.format(v) },
+			get: func(w *wire.PortSpec) (V, bool, error) {
+				str := *req(w)
+				if str == "" {
+					var zero V
+					return zero, false, nil
+				}
+				v, err := t.parse(str)
+				if err != nil {
+					return v, false, invalid("%s: %s", portLabel(w.Name, -1), t.what(str))
+				}
+				return v, true, nil
+			},
+		}
+	}
+}
+
+// wireMAC is a MAC carried as its bytes; none in a request is "not given".
+func wireMAC(attr uint16) onWire[net.HardwareAddr] {
+	req, rep := wire.SpecField[net.HardwareAddr](attr), wire.InfoField[net.HardwareAddr](attr)
+	return onWire[net.HardwareAddr]{
+		put: func(v net.HardwareAddr, w *wire.PortSpec, i *wire.PortInfo) {
+			*req(w), *rep(i) = slices.Clone(v), slices.Clone(v)
+		},
+		get: func(w *wire.PortSpec) (net.HardwareAddr, bool, error) {
+			return slices.Clone(*req(w)), len(*req(w)) != 0, nil
 		},
 	}
 }
 
+// carried returns f with its wire conversions: carry(f.attr) carries the value at p in
+// PORT_NEW's request and the replies, in the fields of f.attr's wire.PortKeys row, so a row
+// names its attribute once and never a field of wire.PortSpec or wire.PortInfo.
+func carried[V any](f portField, p func(*PortSpec) *V, carry func(attr uint16) onWire[V]) portField {
+	w := carry(f.attr)
+	f.toWire = func(s *PortSpec, req *wire.PortSpec, rep *wire.PortInfo) { w.put(*p(s), req, rep) }
+	f.fromWire = func(req *wire.PortSpec, s *PortSpec) error { return w.set(req, p(s)) }
+	return f
+}
+
 // text returns the field of a V at p that the file and the state file write as text (t): a
-// TOML string, a JSON string. In the state file "" is the default (DefaultPortSpec's: older
-// files, or a field with no value); equal compares two values.
+// TOML string, a JSON string, carried in attr's fields as carry says. In the state file "" is
+// the default (DefaultPortSpec's: older files, or a field with no value); equal compares two
+// values.
 func text[V any](key string, hardware bool, attr uint16, p func(*PortSpec) *V, t textual[V],
-	equal func(a, b V) bool, w onWire[V]) portField {
-	return portField{key: key, hardware: hardware, attr: attr,
+	equal func(a, b V) bool, carry func(attr uint16) onWire[V]) portField {
+	return carried(portField{key: key, hardware: hardware, attr: attr,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			str, ok := typed[string](d, v, at, label, key, "a string")
 			if !ok {
@@ -135,10 +162,8 @@ func text[V any](key string, hardware bool, attr uint16, p func(*PortSpec) *V, t
 			*p(s) = x
 			return nil
 		},
-		equal:    func(a, b *PortSpec) bool { return equal(*p(a), *p(b)) },
-		toWire:   func(s *PortSpec, req *wire.PortSpec, rep *wire.PortInfo) { w.put(*p(s), req, rep) },
-		fromWire: func(req *wire.PortSpec, s *PortSpec) error { return w.set(req, p(s)) },
-	}
+		equal: func(a, b *PortSpec) bool { return equal(*p(a), *p(b)) },
+	}, p, carry)
 }
 
 // checkedBy returns f judged by the port model's field m (portField.model).
@@ -165,7 +190,8 @@ var (
 
 // wireInt is an int field carried as a u32 (every count and size: the file's values fit an
 // int32); 0 in a request is "not given".
-func wireInt(req func(*wire.PortSpec) *uint32, rep func(*wire.PortInfo) *uint32) onWire[int] {
+func wireInt(attr uint16) onWire[int] {
+	req, rep := wire.SpecField[uint32](attr), wire.InfoField[uint32](attr)
 	return onWire[int]{
 		put: func(v int, w *wire.PortSpec, i *wire.PortInfo) {
 			*req(w), *rep(i) = uint32(max(v, 0)), uint32(max(v, 0))
@@ -176,18 +202,22 @@ func wireInt(req func(*wire.PortSpec) *uint32, rep func(*wire.PortInfo) *uint32)
 
 // wireSame is a field whose wire value is its own type; a request's zero value is "not given"
 // unless always.
-func wireSame[V comparable](always bool, req func(*wire.PortSpec) *V, rep func(*wire.PortInfo) *V) onWire[V] {
-	return onWire[V]{
-		put: func(v V, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = v, v },
-		get: func(w *wire.PortSpec) (V, bool, error) {
-			var zero V
-			return *req(w), always || *req(w) != zero, nil
-		},
+func wireSame[V comparable](always bool) func(attr uint16) onWire[V] {
+	return func(attr uint16) onWire[V] {
+		req, rep := wire.SpecField[V](attr), wire.InfoField[V](attr)
+		return onWire[V]{
+			put: func(v V, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = v, v },
+			get: func(w *wire.PortSpec) (V, bool, error) {
+				var zero V
+				return *req(w), always || *req(w) != zero, nil
+			},
+		}
 	}
 }
 
 // wireOptBool is a boolean a request may leave out (nil).
-func wireOptBool(req func(*wire.PortSpec) **bool, rep func(*wire.PortInfo) *bool) onWire[bool] {
+func wireOptBool(attr uint16) onWire[bool] {
+	req, rep := wire.SpecField[*bool](attr), wire.InfoField[bool](attr)
 	return onWire[bool]{
 		put: func(v bool, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = &v, v },
 		get: func(w *wire.PortSpec) (bool, bool, error) {
@@ -201,7 +231,8 @@ func wireOptBool(req func(*wire.PortSpec) **bool, rep func(*wire.PortInfo) *bool
 
 // wireNanos is a duration carried as a u64 of nanoseconds; one beyond math.MaxInt64 reads as
 // negative, which Validate refuses as the file's negative value.
-func wireNanos(req func(*wire.PortSpec) *uint64, rep func(*wire.PortInfo) *uint64) onWire[time.Duration] {
+func wireNanos(attr uint16) onWire[time.Duration] {
+	req, rep := wire.SpecField[uint64](attr), wire.InfoField[uint64](attr)
 	return onWire[time.Duration]{
 		put: func(v time.Duration, w *wire.PortSpec, i *wire.PortInfo) {
 			*req(w), *rep(i) = uint64(max(v, 0)), uint64(max(v, 0))
@@ -210,13 +241,21 @@ func wireNanos(req func(*wire.PortSpec) *uint64, rep func(*wire.PortInfo) *uint6
 	}
 }
 
-// scalar returns the field of a comparable value at p, read from the file by read and kept in
-// the state file as encoding/json writes a V.
+// wireMemory is memory_budget: bytes as a u64. The request's UnlimitedMemory is all ones (a u64
+// of -1); a reply's is 0, vnic's.
+func wireMemory(attr uint16) onWire[int64] {
+	req, rep := wire.SpecField[uint64](attr), wire.InfoField[uint64](attr)
+	return onWire[int64]{
+		put: func(v int64, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = uint64(v), uint64(max(v, 0)) },
+		get: func(w *wire.PortSpec) (int64, bool, error) { return int64(*req(w)), *req(w) != 0, nil },
+	}
+}
+
+// scalar returns the field of a comparable value at p, read from the file by read, kept in the
+// state file as encoding/json writes a V and carried in attr's fields as carry says.
 func scalar[V comparable](key string, hardware bool, attr uint16, p func(*PortSpec) *V,
-	read func(d *decoder, v any, at keyPath, label, key string) (V, bool), w onWire[V]) portField {
-	return portField{key: key, hardware: hardware, attr: attr,
-		toWire:   func(s *PortSpec, req *wire.PortSpec, rep *wire.PortInfo) { w.put(*p(s), req, rep) },
-		fromWire: func(req *wire.PortSpec, s *PortSpec) error { return w.set(req, p(s)) },
+	read func(d *decoder, v any, at keyPath, label, key string) (V, bool), carry func(attr uint16) onWire[V]) portField {
+	return carried(portField{key: key, hardware: hardware, attr: attr,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			var ok bool
 			*p(s), ok = read(d, v, at, label, key)
@@ -225,7 +264,7 @@ func scalar[V comparable](key string, hardware bool, attr uint16, p func(*PortSp
 		save:  func(s *PortSpec) any { return *p(s) },
 		load:  func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, p(s)) },
 		equal: func(a, b *PortSpec) bool { return *p(a) == *p(b) },
-	}
+	}, p, carry)
 }
 
 func readInt(d *decoder, v any, at keyPath, label, key string) (int, bool) {
@@ -262,50 +301,36 @@ var portFields = []portField{
 		fromWire: func(w *wire.PortSpec, s *PortSpec) error { s.Name = w.Name; return nil },
 	},
 	text("mac", true, wire.PortAttrMAC, func(s *PortSpec) *net.HardwareAddr { return &s.MAC }, macText, slices.Equal,
-		// The request's and the reply's MAC are its bytes; none in a request is "not given".
-		onWire[net.HardwareAddr]{
-			put: func(v net.HardwareAddr, w *wire.PortSpec, i *wire.PortInfo) {
-				w.MAC, i.MAC = slices.Clone(v), slices.Clone(v)
-			},
-			get: func(w *wire.PortSpec) (net.HardwareAddr, bool, error) {
-				return slices.Clone(w.MAC), len(w.MAC) != 0, nil
-			},
-		}),
+		wireMAC),
 	scalar("netns", true, wire.PortAttrNetNS, func(s *PortSpec) *string { return &s.NetNS }, readString,
-		wireSame(true, func(w *wire.PortSpec) *string { return &w.NetNS }, func(i *wire.PortInfo) *string { return &i.NetNSName })),
+		wireSame[string](true)),
 	scalar("segment", true, wire.PortAttrSegment, func(s *PortSpec) *string { return &s.Segment }, readString,
-		wireSame(false, func(w *wire.PortSpec) *string { return &w.Segment }, func(i *wire.PortInfo) *string { return &i.Segment })),
+		wireSame[string](false)),
 	scalar("persistent", true, wire.PortAttrPersistent, func(s *PortSpec) *bool { return &s.Persistent }, readBool,
-		wireSame(true, func(w *wire.PortSpec) *bool { return &w.Persistent }, func(i *wire.PortInfo) *bool { return &i.Persistent })),
+		wireSame[bool](true)),
 	scalar("offload", true, wire.PortAttrOffload, func(s *PortSpec) *bool { return &s.Offload }, readBool,
-		wireOptBool(func(w *wire.PortSpec) **bool { return &w.Offload }, func(i *wire.PortInfo) *bool { return &i.Offload })),
+		wireOptBool),
 	checkedBy(vnic.FieldPageSize, scalar("page_size", true, wire.PortAttrPageSize, func(s *PortSpec) *int { return &s.PageSize },
 		func(d *decoder, v any, at keyPath, label, _ string) (int, bool) { return d.pageSize(v, at, label) },
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.PageSize }, func(i *wire.PortInfo) *uint32 { return &i.PageSize }))),
+		wireInt)),
 	checkedBy(vnic.FieldRule, text("rule", true, wire.PortAttrRule, func(s *PortSpec) *rxbuf.Rule { return &s.Rule }, ruleText, same,
-		wireText(ruleText, func(w *wire.PortSpec) *string { return &w.Rule }, func(i *wire.PortInfo) *string { return &i.Rule }))),
+		wireText(ruleText))),
 	checkedBy(vnic.FieldMaxMTU, scalar("max_mtu", true, wire.PortAttrMaxMTU, func(s *PortSpec) *int { return &s.MaxMTU }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxMTU }, func(i *wire.PortInfo) *uint32 { return &i.MaxMTU }))),
+		wireInt)),
 	checkedBy(vnic.FieldMaxQueues, scalar("max_queues", true, wire.PortAttrMaxQueues, func(s *PortSpec) *int { return &s.MaxQueues }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxQueues }, func(i *wire.PortInfo) *uint32 { return &i.MaxQueues }))),
+		wireInt)),
 	// The state file keeps bytes, -1 for unlimited (UnlimitedMemory).
 	scalar("memory_budget", true, wire.PortAttrMemoryBudget, func(s *PortSpec) *int64 { return &s.MemoryBudget },
 		func(d *decoder, v any, at keyPath, label, _ string) (int64, bool) { return d.memory(v, at, label) },
-		// The request's UnlimitedMemory is all ones (a u64 of -1); a reply's is 0, vnic's.
-		onWire[int64]{
-			put: func(v int64, w *wire.PortSpec, i *wire.PortInfo) {
-				w.MemoryBudget, i.MemoryBudget = uint64(v), uint64(max(v, 0))
-			},
-			get: func(w *wire.PortSpec) (int64, bool, error) { return int64(w.MemoryBudget), w.MemoryBudget != 0, nil },
-		}),
+		wireMemory),
 	checkedBy(vnic.FieldMTU, scalar("mtu", false, wire.PortAttrMTU, func(s *PortSpec) *int { return &s.MTU }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MTU }, func(i *wire.PortInfo) *uint32 { return &i.MTU }))),
+		wireInt)),
 	checkedBy(vnic.FieldQueues, scalar("queues", false, wire.PortAttrQueues, func(s *PortSpec) *int { return &s.Queues }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Queues }, func(i *wire.PortInfo) *uint32 { return &i.Queues }))),
+		wireInt)),
 	checkedBy(vnic.FieldRxRing, scalar("rx_ring", false, wire.PortAttrRxRing, func(s *PortSpec) *int { return &s.RxRing }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.RxRing }, func(i *wire.PortInfo) *uint32 { return &i.RxRing }))),
+		wireInt)),
 	checkedBy(vnic.FieldTxRing, scalar("tx_ring", false, wire.PortAttrTxRing, func(s *PortSpec) *int { return &s.TxRing }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.TxRing }, func(i *wire.PortInfo) *uint32 { return &i.TxRing }))),
+		wireInt)),
 	{key: "priv_flags", attr: wire.PortAttrPrivFlags, model: vnic.FieldPrivFlags,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			var ok bool
@@ -333,9 +358,9 @@ var portFields = []portField{
 	},
 	// The wire's "" is no program, as a request that leaves xdp out: DefaultPortSpec's.
 	checkedBy(vnic.FieldXDP, text("xdp", false, wire.PortAttrXDP, func(s *PortSpec) *vnic.XDPProgram { return &s.XDP }, xdpText, same,
-		wireText(xdpText, func(w *wire.PortSpec) *string { return &w.XDP }, func(i *wire.PortInfo) *string { return &i.XDP }))),
+		wireText(xdpText))),
 	checkedBy(vnic.FieldRxAlloc, text("rx_alloc", true, wire.PortAttrRxAlloc, func(s *PortSpec) *rxbuf.Alloc { return &s.RxAlloc }, allocText, same,
-		wireText(allocText, func(w *wire.PortSpec) *string { return &w.RxAlloc }, func(i *wire.PortInfo) *string { return &i.RxAlloc }))),
+		wireText(allocText))),
 	// rx_recycle is the one polarity of the file, the state file, the wire, manactl's JSON and
 	// the model (vnic.Hardware.RxRecycle, whose zero value is on); state files before it kept
 	// rx_no_recycle, read in its own polarity.
@@ -369,9 +394,9 @@ var portFields = []portField{
 		},
 	},
 	checkedBy(vnic.FieldSpeed, scalar("speed", true, wire.PortAttrSpeed, func(s *PortSpec) *int { return &s.Speed }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Speed }, func(i *wire.PortInfo) *uint32 { return &i.Speed }))),
+		wireInt)),
 	scalar("cqe_coalesce_8", true, wire.PortAttrCQECoalesce8, func(s *PortSpec) *bool { return &s.CQECoalesce8 }, readBool,
-		wireSame(true, func(w *wire.PortSpec) *bool { return &w.CQECoalesce8 }, func(i *wire.PortInfo) *bool { return &i.CQECoalesce8 })),
+		wireSame[bool](true)),
 	{key: "rx_cqe_frames", attr: wire.PortAttrRxCQEFrames,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			n, ok := d.integer(v, at, label, "rx_cqe_frames")
@@ -406,21 +431,21 @@ var portFields = []portField{
 			}
 			return uint32(n), ok
 		},
-		wireSame(true, func(w *wire.PortSpec) *uint32 { return &w.NAPIDeferHardIRQs }, func(i *wire.PortInfo) *uint32 { return &i.NAPIDeferHardIRQs })),
+		wireSame[uint32](true)),
 	// The state file keeps the NAPI timeouts in nanoseconds, as sysfs does.
 	scalar("gro_flush_timeout", false, wire.PortAttrGROFlushTimeout, func(s *PortSpec) *time.Duration { return &s.NAPI.GROFlushTimeout },
 		func(d *decoder, v any, at keyPath, label, key string) (time.Duration, bool) {
 			return d.napiTimeout(v, at, label, key)
 		},
-		wireNanos(func(w *wire.PortSpec) *uint64 { return &w.GROFlushTimeoutNs }, func(i *wire.PortInfo) *uint64 { return &i.GROFlushTimeoutNs })),
+		wireNanos),
 	scalar("irq_suspend_timeout", false, wire.PortAttrIRQSuspendTmo, func(s *PortSpec) *time.Duration { return &s.NAPI.IRQSuspendTimeout },
 		func(d *decoder, v any, at keyPath, label, key string) (time.Duration, bool) {
 			return d.napiTimeout(v, at, label, key)
 		},
-		wireNanos(func(w *wire.PortSpec) *uint64 { return &w.IRQSuspendTimeoutNs }, func(i *wire.PortInfo) *uint64 { return &i.IRQSuspendTimeoutNs })),
+		wireNanos),
 	// The kernel's per-device sysfs threaded.
 	scalar("napi_threaded", false, wire.PortAttrNAPIThreaded, func(s *PortSpec) *bool { return &s.NAPI.Threaded }, readBool,
-		wireSame(true, func(w *wire.PortSpec) *bool { return &w.NAPIThreaded }, func(i *wire.PortInfo) *bool { return &i.NAPIThreaded })),
+		wireSame[bool](true)),
 }
 
 // portFieldByKey returns the field whose key (or, with alias, older state-file key) is k.
