@@ -16,11 +16,12 @@ import (
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
-// portField is one field of a port, described once: its name (the [[port]] key, the state
-// file's key and, in kebab case, manactl's JSON key), whether it is hardware (a change makes it
-// another port: sameHardware), the wire attribute that carries it, how the file's value is read
-// into a PortSpec, how the state file keeps it, how two specs compare on it and how PORT_NEW and
-// the replies carry it. The TOML parser (keys and their suggestions), the state file's spec,
+// portField is one field of a port, described once: its name (the [[port]] key and the state
+// file's key), whether it is hardware (a change makes it another port: sameHardware), the wire
+// attribute that carries it, how the file's value is read into a PortSpec, how the state file
+// keeps it, how two specs compare on it and how PORT_NEW and the replies carry it (carried: a
+// carrier given the attribute reaches the fields of its wire.PortKeys row, whose Key is also
+// manactl's JSON key and port add flag, the [[port]] key in kebab case). The TOML parser (keys and their suggestions), the state file's spec,
 // sameHardware, the wire conversions (PortSpec.WireSpec, Info, SpecFromWire) and, through
 // PortFields, manactl's round-trip and flag tests are derived from portFields, so a field added
 // there is parsed, saved, compared and carried everywhere, and one missing in a layer fails a
@@ -241,6 +242,31 @@ func wireNanos(attr uint16) onWire[time.Duration] {
 	}
 }
 
+// wirePrivFlags is the private flags' bitmap, always given (a request's 0 is none on), whose
+// reply carries the names of the bits that are on too (wire.PortAttrPrivFlagNames).
+func wirePrivFlags(attr uint16) onWire[uint32] {
+	req, rep := wire.SpecField[uint32](attr), wire.InfoField[uint32](attr)
+	names := wire.InfoField[[]string](wire.PortAttrPrivFlagNames)
+	return onWire[uint32]{
+		put: func(v uint32, w *wire.PortSpec, i *wire.PortInfo) {
+			*req(w), *rep(i), *names(i) = v, v, privflag.NamesOf(v)
+		},
+		get: func(w *wire.PortSpec) (uint32, bool, error) { return *req(w), true, nil },
+	}
+}
+
+// wireRecycle is rx_recycle as wireOptBool carries it, in the one polarity of every layer.
+func wireRecycle(attr uint16) onWire[vnic.Recycle] {
+	on := wireOptBool(attr)
+	return onWire[vnic.Recycle]{
+		put: func(v vnic.Recycle, w *wire.PortSpec, i *wire.PortInfo) { on.put(v.On(), w, i) },
+		get: func(w *wire.PortSpec) (vnic.Recycle, bool, error) {
+			b, given, err := on.get(w)
+			return vnic.RecycleIf(b), given, err
+		},
+	}
+}
+
 // wireMemory is memory_budget: bytes as a u64. The request's UnlimitedMemory is all ones (a u64
 // of -1); a reply's is 0, vnic's.
 func wireMemory(attr uint16) onWire[int64] {
@@ -291,15 +317,13 @@ func loadJSON[V any](raw json.RawMessage, p *V) error {
 
 // portFields are a port's fields, in the state file's order. Defaults are DefaultPortSpec's.
 var portFields = []portField{
-	{key: "name", hardware: true, attr: wire.PortAttrDevName,
+	carried(portField{key: "name", hardware: true, attr: wire.PortAttrDevName,
 		// Read before the others (Parse's port), for the label of every message.
-		toml:     func(*decoder, any, keyPath, string, *PortSpec) bool { return true },
-		save:     func(s *PortSpec) any { return s.Name },
-		load:     func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, &s.Name) },
-		equal:    func(a, b *PortSpec) bool { return a.Name == b.Name },
-		toWire:   func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) { w.Name, i.Device.Name = s.Name, s.Name },
-		fromWire: func(w *wire.PortSpec, s *PortSpec) error { s.Name = w.Name; return nil },
-	},
+		toml:  func(*decoder, any, keyPath, string, *PortSpec) bool { return true },
+		save:  func(s *PortSpec) any { return s.Name },
+		load:  func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, &s.Name) },
+		equal: func(a, b *PortSpec) bool { return a.Name == b.Name },
+	}, func(s *PortSpec) *string { return &s.Name }, wireSame[string](true)),
 	text("mac", true, wire.PortAttrMAC, func(s *PortSpec) *net.HardwareAddr { return &s.MAC }, macText, slices.Equal,
 		wireMAC),
 	scalar("netns", true, wire.PortAttrNetNS, func(s *PortSpec) *string { return &s.NetNS }, readString,
@@ -331,7 +355,7 @@ var portFields = []portField{
 		wireInt)),
 	checkedBy(vnic.FieldTxRing, scalar("tx_ring", false, wire.PortAttrTxRing, func(s *PortSpec) *int { return &s.TxRing }, readInt,
 		wireInt)),
-	{key: "priv_flags", attr: wire.PortAttrPrivFlags, model: vnic.FieldPrivFlags,
+	carried(portField{key: "priv_flags", attr: wire.PortAttrPrivFlags, model: vnic.FieldPrivFlags,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			var ok bool
 			s.PrivFlags, ok = d.privFlags(v, at, label)
@@ -351,11 +375,7 @@ var portFields = []portField{
 			return nil
 		},
 		equal: func(a, b *PortSpec) bool { return a.PrivFlags == b.PrivFlags },
-		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			w.PrivFlags, i.PrivFlags, i.PrivFlagNames = s.PrivFlags, s.PrivFlags, privflag.NamesOf(s.PrivFlags)
-		},
-		fromWire: func(w *wire.PortSpec, s *PortSpec) error { s.PrivFlags = w.PrivFlags; return nil },
-	},
+	}, func(s *PortSpec) *uint32 { return &s.PrivFlags }, wirePrivFlags),
 	// The wire's "" is no program, as a request that leaves xdp out: DefaultPortSpec's.
 	checkedBy(vnic.FieldXDP, text("xdp", false, wire.PortAttrXDP, func(s *PortSpec) *vnic.XDPProgram { return &s.XDP }, xdpText, same,
 		wireText(xdpText))),
@@ -364,7 +384,7 @@ var portFields = []portField{
 	// rx_recycle is the one polarity of the file, the state file, the wire, manactl's JSON and
 	// the model (vnic.Hardware.RxRecycle, whose zero value is on); state files before it kept
 	// rx_no_recycle, read in its own polarity.
-	{key: "rx_recycle", alias: "rx_no_recycle", hardware: true, attr: wire.PortAttrRxRecycle, model: vnic.FieldRxRecycle,
+	carried(portField{key: "rx_recycle", alias: "rx_no_recycle", hardware: true, attr: wire.PortAttrRxRecycle, model: vnic.FieldRxRecycle,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			on, ok := typed[bool](d, v, at, label, "rx_recycle", "a boolean")
 			if ok {
@@ -382,22 +402,12 @@ var portFields = []portField{
 			return nil
 		},
 		equal: func(a, b *PortSpec) bool { return a.RxRecycle == b.RxRecycle },
-		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			on := s.RxRecycle.On()
-			w.RxRecycle, i.RxRecycle = &on, on
-		},
-		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
-			if w.RxRecycle != nil {
-				s.RxRecycle = vnic.RecycleIf(*w.RxRecycle)
-			}
-			return nil
-		},
-	},
+	}, func(s *PortSpec) *vnic.Recycle { return &s.RxRecycle }, wireRecycle),
 	checkedBy(vnic.FieldSpeed, scalar("speed", true, wire.PortAttrSpeed, func(s *PortSpec) *int { return &s.Speed }, readInt,
 		wireInt)),
 	scalar("cqe_coalesce_8", true, wire.PortAttrCQECoalesce8, func(s *PortSpec) *bool { return &s.CQECoalesce8 }, readBool,
 		wireSame[bool](true)),
-	{key: "rx_cqe_frames", attr: wire.PortAttrRxCQEFrames,
+	carried(portField{key: "rx_cqe_frames", attr: wire.PortAttrRxCQEFrames,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			n, ok := d.integer(v, at, label, "rx_cqe_frames")
 			if ok && n < 0 {
@@ -412,16 +422,7 @@ var portFields = []portField{
 		save:  func(s *PortSpec) any { return s.Coalesce.RxCQEFrames },
 		load:  func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, &s.Coalesce.RxCQEFrames) },
 		equal: func(a, b *PortSpec) bool { return a.Coalesce.RxCQEFrames == b.Coalesce.RxCQEFrames },
-		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			w.RxCQEFrames, i.RxCQEFrames = s.Coalesce.RxCQEFrames, s.Coalesce.RxCQEFrames
-		},
-		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
-			if w.RxCQEFrames != 0 {
-				s.Coalesce.RxCQEFrames = w.RxCQEFrames
-			}
-			return nil
-		},
-	},
+	}, func(s *PortSpec) *uint32 { return &s.Coalesce.RxCQEFrames }, wireSame[uint32](false)),
 	scalar("napi_defer_hard_irqs", false, wire.PortAttrNAPIDeferIRQs, func(s *PortSpec) *uint32 { return &s.NAPI.DeferHardIRQs },
 		func(d *decoder, v any, at keyPath, label, key string) (uint32, bool) {
 			n, ok := d.integer(v, at, label, key)
