@@ -21,11 +21,11 @@ import (
 // attribute that carries it, how the file's value is read into a PortSpec, how the state file
 // keeps it, how two specs compare on it and how PORT_NEW and the replies carry it (carried: a
 // carrier given the attribute reaches the fields of its wire.PortKeys row, whose Key is also
-// manactl's JSON key and port add flag, the [[port]] key in kebab case). The TOML parser (keys and their suggestions), the state file's spec,
-// sameHardware, the wire conversions (PortSpec.WireSpec, Info, SpecFromWire) and, through
-// PortFields, manactl's round-trip and flag tests are derived from portFields, so a field added
-// there is parsed, saved, compared and carried everywhere, and one missing in a layer fails a
-// test. Defaults are DefaultPortSpec's.
+// manactl's JSON key and port add flag, the [[port]] key in kebab case). The TOML parser (keys
+// and their suggestions), the state file's spec, sameHardware, the wire conversions
+// (PortSpec.WireSpec, Info, SpecFromWire) and, through PortFields, manactl's round-trip and flag
+// tests are derived from portFields, so a field added there is parsed, saved, compared and
+// carried everywhere, and one missing in a layer fails a test. Defaults are DefaultPortSpec's.
 //
 // Meaning (ranges, the page sizes, the rx_cqe_frames rule) is not checked here but once, by
 // PortSpec.problems with the port model's rules, whatever the value came from: the file, the
