@@ -8,7 +8,6 @@ import (
 	"math"
 	"net"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/manad/manad/genl/wire"
@@ -17,15 +16,16 @@ import (
 	"github.com/manad/manad/vnic/rxbuf"
 )
 
-// portField is one field of a port, described once: its name (the [[port]] key, the state
-// file's key and, in kebab case, manactl's JSON key), whether it is hardware (a change makes it
-// another port: sameHardware), the wire attribute that carries it, how the file's value is read
-// into a PortSpec, how the state file keeps it, how two specs compare on it and how PORT_NEW and
-// the replies carry it. The TOML parser (keys and their suggestions), the state file's spec,
-// sameHardware, the wire conversions (PortSpec.WireSpec, Info, SpecFromWire) and, through
-// PortFields, manactl's round-trip and flag tests are derived from portFields, so a field added
-// there is parsed, saved, compared and carried everywhere, and one missing in a layer fails a
-// test. Defaults are DefaultPortSpec's.
+// portField is one field of a port, described once: its name (the [[port]] key and the state
+// file's key), whether it is hardware (a change makes it another port: sameHardware), the wire
+// attribute that carries it, how the file's value is read into a PortSpec, how the state file
+// keeps it, how two specs compare on it and how PORT_NEW and the replies carry it (carried: a
+// carrier given the attribute reaches the fields of its wire.PortKeys row, whose Key is also
+// manactl's JSON key and port add flag, the [[port]] key in kebab case). The TOML parser (keys
+// and their suggestions), the state file's spec, sameHardware, the wire conversions
+// (PortSpec.WireSpec, Info, SpecFromWire) and, through PortFields, manactl's round-trip and flag
+// tests are derived from portFields, so a field added there is parsed, saved, compared and
+// carried everywhere, and one missing in a layer fails a test. Defaults are DefaultPortSpec's.
 //
 // Meaning (ranges, the page sizes, the rx_cqe_frames rule) is not checked here but once, by
 // PortSpec.problems with the port model's rules, whatever the value came from: the file, the
@@ -86,30 +86,57 @@ type textual[V any] struct {
 
 // wireText is a field whose wire value is its text (t.format); "" in a request is "not given",
 // a string t.parse refuses is EINVAL with t.what, as the file says it.
-func wireText[V any](t textual[V], req func(*wire.PortSpec) *string, rep func(*wire.PortInfo) *string) onWire[V] {
-	return onWire[V]{
-		put: func(v V, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = t.format(v), t.format(v) },
-		get: func(w *wire.PortSpec) (V, bool, error) {
-			str := *req(w)
-			if str == "" {
-				var zero V
-				return zero, false, nil
-			}
-			v, err := t.parse(str)
-			if err != nil {
-				return v, false, invalid("%s: %s", portLabel(w.Name, -1), t.what(str))
-			}
-			return v, true, nil
+func wireText[V any](t textual[V]) func(attr uint16) onWire[V] {
+	return func(attr uint16) onWire[V] {
+		req, rep := wire.SpecField[string](attr), wire.InfoField[string](attr)
+		return onWire[V]{
+			put: func(v V, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = t.format(v), t.format(v) },
+			get: func(w *wire.PortSpec) (V, bool, error) {
+				str := *req(w)
+				if str == "" {
+					var zero V
+					return zero, false, nil
+				}
+				v, err := t.parse(str)
+				if err != nil {
+					return v, false, invalid("%s: %s", portLabel(w.Name, -1), t.what(str))
+				}
+				return v, true, nil
+			},
+		}
+	}
+}
+
+// wireMAC is a MAC carried as its bytes; none in a request is "not given".
+func wireMAC(attr uint16) onWire[net.HardwareAddr] {
+	req, rep := wire.SpecField[net.HardwareAddr](attr), wire.InfoField[net.HardwareAddr](attr)
+	return onWire[net.HardwareAddr]{
+		put: func(v net.HardwareAddr, w *wire.PortSpec, i *wire.PortInfo) {
+			*req(w), *rep(i) = slices.Clone(v), slices.Clone(v)
+		},
+		get: func(w *wire.PortSpec) (net.HardwareAddr, bool, error) {
+			return slices.Clone(*req(w)), len(*req(w)) != 0, nil
 		},
 	}
 }
 
+// carried returns f with its wire conversions: carry(f.attr) carries the value at p in
+// PORT_NEW's request and the replies, in the fields of f.attr's wire.PortKeys row, so a row
+// names its attribute once and never a field of wire.PortSpec or wire.PortInfo.
+func carried[V any](f portField, p func(*PortSpec) *V, carry func(attr uint16) onWire[V]) portField {
+	w := carry(f.attr)
+	f.toWire = func(s *PortSpec, req *wire.PortSpec, rep *wire.PortInfo) { w.put(*p(s), req, rep) }
+	f.fromWire = func(req *wire.PortSpec, s *PortSpec) error { return w.set(req, p(s)) }
+	return f
+}
+
 // text returns the field of a V at p that the file and the state file write as text (t): a
-// TOML string, a JSON string. In the state file "" is the default (DefaultPortSpec's: older
-// files, or a field with no value); equal compares two values.
+// TOML string, a JSON string, carried in attr's fields as carry says. In the state file "" is
+// the default (DefaultPortSpec's: older files, or a field with no value); equal compares two
+// values.
 func text[V any](key string, hardware bool, attr uint16, p func(*PortSpec) *V, t textual[V],
-	equal func(a, b V) bool, w onWire[V]) portField {
-	return portField{key: key, hardware: hardware, attr: attr,
+	equal func(a, b V) bool, carry func(attr uint16) onWire[V]) portField {
+	return carried(portField{key: key, hardware: hardware, attr: attr,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			str, ok := typed[string](d, v, at, label, key, "a string")
 			if !ok {
@@ -136,10 +163,8 @@ func text[V any](key string, hardware bool, attr uint16, p func(*PortSpec) *V, t
 			*p(s) = x
 			return nil
 		},
-		equal:    func(a, b *PortSpec) bool { return equal(*p(a), *p(b)) },
-		toWire:   func(s *PortSpec, req *wire.PortSpec, rep *wire.PortInfo) { w.put(*p(s), req, rep) },
-		fromWire: func(req *wire.PortSpec, s *PortSpec) error { return w.set(req, p(s)) },
-	}
+		equal: func(a, b *PortSpec) bool { return equal(*p(a), *p(b)) },
+	}, p, carry)
 }
 
 // checkedBy returns f judged by the port model's field m (portField.model).
@@ -166,7 +191,8 @@ var (
 
 // wireInt is an int field carried as a u32 (every count and size: the file's values fit an
 // int32); 0 in a request is "not given".
-func wireInt(req func(*wire.PortSpec) *uint32, rep func(*wire.PortInfo) *uint32) onWire[int] {
+func wireInt(attr uint16) onWire[int] {
+	req, rep := wire.SpecField[uint32](attr), wire.InfoField[uint32](attr)
 	return onWire[int]{
 		put: func(v int, w *wire.PortSpec, i *wire.PortInfo) {
 			*req(w), *rep(i) = uint32(max(v, 0)), uint32(max(v, 0))
@@ -177,18 +203,22 @@ func wireInt(req func(*wire.PortSpec) *uint32, rep func(*wire.PortInfo) *uint32)
 
 // wireSame is a field whose wire value is its own type; a request's zero value is "not given"
 // unless always.
-func wireSame[V comparable](always bool, req func(*wire.PortSpec) *V, rep func(*wire.PortInfo) *V) onWire[V] {
-	return onWire[V]{
-		put: func(v V, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = v, v },
-		get: func(w *wire.PortSpec) (V, bool, error) {
-			var zero V
-			return *req(w), always || *req(w) != zero, nil
-		},
+func wireSame[V comparable](always bool) func(attr uint16) onWire[V] {
+	return func(attr uint16) onWire[V] {
+		req, rep := wire.SpecField[V](attr), wire.InfoField[V](attr)
+		return onWire[V]{
+			put: func(v V, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = v, v },
+			get: func(w *wire.PortSpec) (V, bool, error) {
+				var zero V
+				return *req(w), always || *req(w) != zero, nil
+			},
+		}
 	}
 }
 
 // wireOptBool is a boolean a request may leave out (nil).
-func wireOptBool(req func(*wire.PortSpec) **bool, rep func(*wire.PortInfo) *bool) onWire[bool] {
+func wireOptBool(attr uint16) onWire[bool] {
+	req, rep := wire.SpecField[*bool](attr), wire.InfoField[bool](attr)
 	return onWire[bool]{
 		put: func(v bool, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = &v, v },
 		get: func(w *wire.PortSpec) (bool, bool, error) {
@@ -202,7 +232,8 @@ func wireOptBool(req func(*wire.PortSpec) **bool, rep func(*wire.PortInfo) *bool
 
 // wireNanos is a duration carried as a u64 of nanoseconds; one beyond math.MaxInt64 reads as
 // negative, which Validate refuses as the file's negative value.
-func wireNanos(req func(*wire.PortSpec) *uint64, rep func(*wire.PortInfo) *uint64) onWire[time.Duration] {
+func wireNanos(attr uint16) onWire[time.Duration] {
+	req, rep := wire.SpecField[uint64](attr), wire.InfoField[uint64](attr)
 	return onWire[time.Duration]{
 		put: func(v time.Duration, w *wire.PortSpec, i *wire.PortInfo) {
 			*req(w), *rep(i) = uint64(max(v, 0)), uint64(max(v, 0))
@@ -211,13 +242,46 @@ func wireNanos(req func(*wire.PortSpec) *uint64, rep func(*wire.PortInfo) *uint6
 	}
 }
 
-// scalar returns the field of a comparable value at p, read from the file by read and kept in
-// the state file as encoding/json writes a V.
+// wirePrivFlags is the private flags' bitmap, always given (a request's 0 is none on), whose
+// reply carries the names of the bits that are on too (wire.PortAttrPrivFlagNames).
+func wirePrivFlags(attr uint16) onWire[uint32] {
+	req, rep := wire.SpecField[uint32](attr), wire.InfoField[uint32](attr)
+	names := wire.InfoField[[]string](wire.PortAttrPrivFlagNames)
+	return onWire[uint32]{
+		put: func(v uint32, w *wire.PortSpec, i *wire.PortInfo) {
+			*req(w), *rep(i), *names(i) = v, v, privflag.NamesOf(v)
+		},
+		get: func(w *wire.PortSpec) (uint32, bool, error) { return *req(w), true, nil },
+	}
+}
+
+// wireRecycle is rx_recycle as wireOptBool carries it, in the one polarity of every layer.
+func wireRecycle(attr uint16) onWire[vnic.Recycle] {
+	on := wireOptBool(attr)
+	return onWire[vnic.Recycle]{
+		put: func(v vnic.Recycle, w *wire.PortSpec, i *wire.PortInfo) { on.put(v.On(), w, i) },
+		get: func(w *wire.PortSpec) (vnic.Recycle, bool, error) {
+			b, given, err := on.get(w)
+			return vnic.RecycleIf(b), given, err
+		},
+	}
+}
+
+// wireMemory is memory_budget: bytes as a u64. The request's UnlimitedMemory is all ones (a u64
+// of -1); a reply's is 0, vnic's.
+func wireMemory(attr uint16) onWire[int64] {
+	req, rep := wire.SpecField[uint64](attr), wire.InfoField[uint64](attr)
+	return onWire[int64]{
+		put: func(v int64, w *wire.PortSpec, i *wire.PortInfo) { *req(w), *rep(i) = uint64(v), uint64(max(v, 0)) },
+		get: func(w *wire.PortSpec) (int64, bool, error) { return int64(*req(w)), *req(w) != 0, nil },
+	}
+}
+
+// scalar returns the field of a comparable value at p, read from the file by read, kept in the
+// state file as encoding/json writes a V and carried in attr's fields as carry says.
 func scalar[V comparable](key string, hardware bool, attr uint16, p func(*PortSpec) *V,
-	read func(d *decoder, v any, at keyPath, label, key string) (V, bool), w onWire[V]) portField {
-	return portField{key: key, hardware: hardware, attr: attr,
-		toWire:   func(s *PortSpec, req *wire.PortSpec, rep *wire.PortInfo) { w.put(*p(s), req, rep) },
-		fromWire: func(req *wire.PortSpec, s *PortSpec) error { return w.set(req, p(s)) },
+	read func(d *decoder, v any, at keyPath, label, key string) (V, bool), carry func(attr uint16) onWire[V]) portField {
+	return carried(portField{key: key, hardware: hardware, attr: attr,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			var ok bool
 			*p(s), ok = read(d, v, at, label, key)
@@ -226,7 +290,7 @@ func scalar[V comparable](key string, hardware bool, attr uint16, p func(*PortSp
 		save:  func(s *PortSpec) any { return *p(s) },
 		load:  func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, p(s)) },
 		equal: func(a, b *PortSpec) bool { return *p(a) == *p(b) },
-	}
+	}, p, carry)
 }
 
 func readInt(d *decoder, v any, at keyPath, label, key string) (int, bool) {
@@ -253,61 +317,45 @@ func loadJSON[V any](raw json.RawMessage, p *V) error {
 
 // portFields are a port's fields, in the state file's order. Defaults are DefaultPortSpec's.
 var portFields = []portField{
-	{key: "name", hardware: true, attr: wire.PortAttrDevName,
+	carried(portField{key: "name", hardware: true, attr: wire.PortAttrDevName,
 		// Read before the others (Parse's port), for the label of every message.
-		toml:     func(*decoder, any, keyPath, string, *PortSpec) bool { return true },
-		save:     func(s *PortSpec) any { return s.Name },
-		load:     func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, &s.Name) },
-		equal:    func(a, b *PortSpec) bool { return a.Name == b.Name },
-		toWire:   func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) { w.Name, i.Device.Name = s.Name, s.Name },
-		fromWire: func(w *wire.PortSpec, s *PortSpec) error { s.Name = w.Name; return nil },
-	},
+		toml:  func(*decoder, any, keyPath, string, *PortSpec) bool { return true },
+		save:  func(s *PortSpec) any { return s.Name },
+		load:  func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, &s.Name) },
+		equal: func(a, b *PortSpec) bool { return a.Name == b.Name },
+	}, func(s *PortSpec) *string { return &s.Name }, wireSame[string](true)),
 	text("mac", true, wire.PortAttrMAC, func(s *PortSpec) *net.HardwareAddr { return &s.MAC }, macText, slices.Equal,
-		// The request's and the reply's MAC are its bytes; none in a request is "not given".
-		onWire[net.HardwareAddr]{
-			put: func(v net.HardwareAddr, w *wire.PortSpec, i *wire.PortInfo) {
-				w.MAC, i.MAC = slices.Clone(v), slices.Clone(v)
-			},
-			get: func(w *wire.PortSpec) (net.HardwareAddr, bool, error) {
-				return slices.Clone(w.MAC), len(w.MAC) != 0, nil
-			},
-		}),
+		wireMAC),
 	scalar("netns", true, wire.PortAttrNetNS, func(s *PortSpec) *string { return &s.NetNS }, readString,
-		wireSame(true, func(w *wire.PortSpec) *string { return &w.NetNS }, func(i *wire.PortInfo) *string { return &i.NetNSName })),
+		wireSame[string](true)),
 	scalar("segment", true, wire.PortAttrSegment, func(s *PortSpec) *string { return &s.Segment }, readString,
-		wireSame(false, func(w *wire.PortSpec) *string { return &w.Segment }, func(i *wire.PortInfo) *string { return &i.Segment })),
+		wireSame[string](false)),
 	scalar("persistent", true, wire.PortAttrPersistent, func(s *PortSpec) *bool { return &s.Persistent }, readBool,
-		wireSame(true, func(w *wire.PortSpec) *bool { return &w.Persistent }, func(i *wire.PortInfo) *bool { return &i.Persistent })),
+		wireSame[bool](true)),
 	scalar("offload", true, wire.PortAttrOffload, func(s *PortSpec) *bool { return &s.Offload }, readBool,
-		wireOptBool(func(w *wire.PortSpec) **bool { return &w.Offload }, func(i *wire.PortInfo) *bool { return &i.Offload })),
+		wireOptBool),
 	checkedBy(vnic.FieldPageSize, scalar("page_size", true, wire.PortAttrPageSize, func(s *PortSpec) *int { return &s.PageSize },
 		func(d *decoder, v any, at keyPath, label, _ string) (int, bool) { return d.pageSize(v, at, label) },
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.PageSize }, func(i *wire.PortInfo) *uint32 { return &i.PageSize }))),
+		wireInt)),
 	checkedBy(vnic.FieldRule, text("rule", true, wire.PortAttrRule, func(s *PortSpec) *rxbuf.Rule { return &s.Rule }, ruleText, same,
-		wireText(ruleText, func(w *wire.PortSpec) *string { return &w.Rule }, func(i *wire.PortInfo) *string { return &i.Rule }))),
+		wireText(ruleText))),
 	checkedBy(vnic.FieldMaxMTU, scalar("max_mtu", true, wire.PortAttrMaxMTU, func(s *PortSpec) *int { return &s.MaxMTU }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxMTU }, func(i *wire.PortInfo) *uint32 { return &i.MaxMTU }))),
+		wireInt)),
 	checkedBy(vnic.FieldMaxQueues, scalar("max_queues", true, wire.PortAttrMaxQueues, func(s *PortSpec) *int { return &s.MaxQueues }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MaxQueues }, func(i *wire.PortInfo) *uint32 { return &i.MaxQueues }))),
+		wireInt)),
 	// The state file keeps bytes, -1 for unlimited (UnlimitedMemory).
 	scalar("memory_budget", true, wire.PortAttrMemoryBudget, func(s *PortSpec) *int64 { return &s.MemoryBudget },
 		func(d *decoder, v any, at keyPath, label, _ string) (int64, bool) { return d.memory(v, at, label) },
-		// The request's UnlimitedMemory is all ones (a u64 of -1); a reply's is 0, vnic's.
-		onWire[int64]{
-			put: func(v int64, w *wire.PortSpec, i *wire.PortInfo) {
-				w.MemoryBudget, i.MemoryBudget = uint64(v), uint64(max(v, 0))
-			},
-			get: func(w *wire.PortSpec) (int64, bool, error) { return int64(w.MemoryBudget), w.MemoryBudget != 0, nil },
-		}),
+		wireMemory),
 	checkedBy(vnic.FieldMTU, scalar("mtu", false, wire.PortAttrMTU, func(s *PortSpec) *int { return &s.MTU }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.MTU }, func(i *wire.PortInfo) *uint32 { return &i.MTU }))),
+		wireInt)),
 	checkedBy(vnic.FieldQueues, scalar("queues", false, wire.PortAttrQueues, func(s *PortSpec) *int { return &s.Queues }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Queues }, func(i *wire.PortInfo) *uint32 { return &i.Queues }))),
+		wireInt)),
 	checkedBy(vnic.FieldRxRing, scalar("rx_ring", false, wire.PortAttrRxRing, func(s *PortSpec) *int { return &s.RxRing }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.RxRing }, func(i *wire.PortInfo) *uint32 { return &i.RxRing }))),
+		wireInt)),
 	checkedBy(vnic.FieldTxRing, scalar("tx_ring", false, wire.PortAttrTxRing, func(s *PortSpec) *int { return &s.TxRing }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.TxRing }, func(i *wire.PortInfo) *uint32 { return &i.TxRing }))),
-	{key: "priv_flags", attr: wire.PortAttrPrivFlags, model: vnic.FieldPrivFlags,
+		wireInt)),
+	carried(portField{key: "priv_flags", attr: wire.PortAttrPrivFlags, model: vnic.FieldPrivFlags,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			var ok bool
 			s.PrivFlags, ok = d.privFlags(v, at, label)
@@ -327,20 +375,16 @@ var portFields = []portField{
 			return nil
 		},
 		equal: func(a, b *PortSpec) bool { return a.PrivFlags == b.PrivFlags },
-		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			w.PrivFlags, i.PrivFlags, i.PrivFlagNames = s.PrivFlags, s.PrivFlags, privflag.NamesOf(s.PrivFlags)
-		},
-		fromWire: func(w *wire.PortSpec, s *PortSpec) error { s.PrivFlags = w.PrivFlags; return nil },
-	},
+	}, func(s *PortSpec) *uint32 { return &s.PrivFlags }, wirePrivFlags),
 	// The wire's "" is no program, as a request that leaves xdp out: DefaultPortSpec's.
 	checkedBy(vnic.FieldXDP, text("xdp", false, wire.PortAttrXDP, func(s *PortSpec) *vnic.XDPProgram { return &s.XDP }, xdpText, same,
-		wireText(xdpText, func(w *wire.PortSpec) *string { return &w.XDP }, func(i *wire.PortInfo) *string { return &i.XDP }))),
+		wireText(xdpText))),
 	checkedBy(vnic.FieldRxAlloc, text("rx_alloc", true, wire.PortAttrRxAlloc, func(s *PortSpec) *rxbuf.Alloc { return &s.RxAlloc }, allocText, same,
-		wireText(allocText, func(w *wire.PortSpec) *string { return &w.RxAlloc }, func(i *wire.PortInfo) *string { return &i.RxAlloc }))),
+		wireText(allocText))),
 	// rx_recycle is the one polarity of the file, the state file, the wire, manactl's JSON and
 	// the model (vnic.Hardware.RxRecycle, whose zero value is on); state files before it kept
 	// rx_no_recycle, read in its own polarity.
-	{key: "rx_recycle", alias: "rx_no_recycle", hardware: true, attr: wire.PortAttrRxRecycle, model: vnic.FieldRxRecycle,
+	carried(portField{key: "rx_recycle", alias: "rx_no_recycle", hardware: true, attr: wire.PortAttrRxRecycle, model: vnic.FieldRxRecycle,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			on, ok := typed[bool](d, v, at, label, "rx_recycle", "a boolean")
 			if ok {
@@ -358,22 +402,12 @@ var portFields = []portField{
 			return nil
 		},
 		equal: func(a, b *PortSpec) bool { return a.RxRecycle == b.RxRecycle },
-		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			on := s.RxRecycle.On()
-			w.RxRecycle, i.RxRecycle = &on, on
-		},
-		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
-			if w.RxRecycle != nil {
-				s.RxRecycle = vnic.RecycleIf(*w.RxRecycle)
-			}
-			return nil
-		},
-	},
+	}, func(s *PortSpec) *vnic.Recycle { return &s.RxRecycle }, wireRecycle),
 	checkedBy(vnic.FieldSpeed, scalar("speed", true, wire.PortAttrSpeed, func(s *PortSpec) *int { return &s.Speed }, readInt,
-		wireInt(func(w *wire.PortSpec) *uint32 { return &w.Speed }, func(i *wire.PortInfo) *uint32 { return &i.Speed }))),
+		wireInt)),
 	scalar("cqe_coalesce_8", true, wire.PortAttrCQECoalesce8, func(s *PortSpec) *bool { return &s.CQECoalesce8 }, readBool,
-		wireSame(true, func(w *wire.PortSpec) *bool { return &w.CQECoalesce8 }, func(i *wire.PortInfo) *bool { return &i.CQECoalesce8 })),
-	{key: "rx_cqe_frames", attr: wire.PortAttrRxCQEFrames,
+		wireSame[bool](true)),
+	carried(portField{key: "rx_cqe_frames", attr: wire.PortAttrRxCQEFrames,
 		toml: func(d *decoder, v any, at keyPath, label string, s *PortSpec) bool {
 			n, ok := d.integer(v, at, label, "rx_cqe_frames")
 			if ok && n < 0 {
@@ -388,16 +422,7 @@ var portFields = []portField{
 		save:  func(s *PortSpec) any { return s.Coalesce.RxCQEFrames },
 		load:  func(raw json.RawMessage, _ bool, s *PortSpec) error { return loadJSON(raw, &s.Coalesce.RxCQEFrames) },
 		equal: func(a, b *PortSpec) bool { return a.Coalesce.RxCQEFrames == b.Coalesce.RxCQEFrames },
-		toWire: func(s *PortSpec, w *wire.PortSpec, i *wire.PortInfo) {
-			w.RxCQEFrames, i.RxCQEFrames = s.Coalesce.RxCQEFrames, s.Coalesce.RxCQEFrames
-		},
-		fromWire: func(w *wire.PortSpec, s *PortSpec) error {
-			if w.RxCQEFrames != 0 {
-				s.Coalesce.RxCQEFrames = w.RxCQEFrames
-			}
-			return nil
-		},
-	},
+	}, func(s *PortSpec) *uint32 { return &s.Coalesce.RxCQEFrames }, wireSame[uint32](false)),
 	scalar("napi_defer_hard_irqs", false, wire.PortAttrNAPIDeferIRQs, func(s *PortSpec) *uint32 { return &s.NAPI.DeferHardIRQs },
 		func(d *decoder, v any, at keyPath, label, key string) (uint32, bool) {
 			n, ok := d.integer(v, at, label, key)
@@ -407,21 +432,21 @@ var portFields = []portField{
 			}
 			return uint32(n), ok
 		},
-		wireSame(true, func(w *wire.PortSpec) *uint32 { return &w.NAPIDeferHardIRQs }, func(i *wire.PortInfo) *uint32 { return &i.NAPIDeferHardIRQs })),
+		wireSame[uint32](true)),
 	// The state file keeps the NAPI timeouts in nanoseconds, as sysfs does.
 	scalar("gro_flush_timeout", false, wire.PortAttrGROFlushTimeout, func(s *PortSpec) *time.Duration { return &s.NAPI.GROFlushTimeout },
 		func(d *decoder, v any, at keyPath, label, key string) (time.Duration, bool) {
 			return d.napiTimeout(v, at, label, key)
 		},
-		wireNanos(func(w *wire.PortSpec) *uint64 { return &w.GROFlushTimeoutNs }, func(i *wire.PortInfo) *uint64 { return &i.GROFlushTimeoutNs })),
+		wireNanos),
 	scalar("irq_suspend_timeout", false, wire.PortAttrIRQSuspendTmo, func(s *PortSpec) *time.Duration { return &s.NAPI.IRQSuspendTimeout },
 		func(d *decoder, v any, at keyPath, label, key string) (time.Duration, bool) {
 			return d.napiTimeout(v, at, label, key)
 		},
-		wireNanos(func(w *wire.PortSpec) *uint64 { return &w.IRQSuspendTimeoutNs }, func(i *wire.PortInfo) *uint64 { return &i.IRQSuspendTimeoutNs })),
+		wireNanos),
 	// The kernel's per-device sysfs threaded.
 	scalar("napi_threaded", false, wire.PortAttrNAPIThreaded, func(s *PortSpec) *bool { return &s.NAPI.Threaded }, readBool,
-		wireSame(true, func(w *wire.PortSpec) *bool { return &w.NAPIThreaded }, func(i *wire.PortInfo) *bool { return &i.NAPIThreaded })),
+		wireSame[bool](true)),
 }
 
 // portFieldByKey returns the field whose key (or, with alias, older state-file key) is k.
@@ -594,7 +619,7 @@ func SpecFromWire(w wire.PortSpec) (PortSpec, error) {
 // PortField describes one field of a port's schema to other layers (manactl's tests, tools).
 type PortField struct {
 	Key      string // the [[port]] key and the state file's
-	JSONKey  string // manactl's port JSON key: Key in kebab case, name as ethtool's ifname
+	JSONKey  string // manactl's port JSON key and port add's flag: Attr's wire.PortKey.Key
 	Hardware bool   // a change makes it another port (a restart's comparison)
 	Attr     uint16 // wire.PortAttr* of PORT_NEW's request and the replies
 }
@@ -603,11 +628,7 @@ type PortField struct {
 func PortFields() []PortField {
 	out := make([]PortField, len(portFields))
 	for i, f := range portFields {
-		j := strings.ReplaceAll(f.key, "_", "-")
-		if f.key == "name" {
-			j = "ifname"
-		}
-		out[i] = PortField{Key: f.key, JSONKey: j, Hardware: f.hardware, Attr: f.attr}
+		out[i] = PortField{Key: f.key, JSONKey: wire.PortKeyByAttr(f.attr).Key, Hardware: f.hardware, Attr: f.attr}
 	}
 	return out
 }

@@ -82,6 +82,24 @@ func TestPortKeysFromSchema(t *testing.T) {
 	assert.Equal(t, `t.toml:3: port "p0": unknown key "rx_recyle" (did you mean "rx_recycle"?)`, err.Error())
 }
 
+// TestPortFieldsJSONKeys: a field's manactl JSON key and port add flag, which PortFields takes
+// from the wire package's PortKeys, is its [[port]] key in kebab case (the name shows as
+// ethtool's ifname), so the file, the state file and manactl name a field alike.
+func TestPortFieldsJSONKeys(t *testing.T) {
+	fields := PortFields()
+	require.Len(t, fields, len(portFields))
+	for i, f := range fields {
+		want := strings.ReplaceAll(portFields[i].key, "_", "-")
+		if f.Key == "name" {
+			want = "ifname"
+		}
+		assert.Equal(t, portFields[i].key, f.Key)
+		assert.Equal(t, want, f.JSONKey, "%s: manactl's key (wire.PortKeys' row of attribute %d)", f.Key, f.Attr)
+		assert.Equal(t, portFields[i].attr, f.Attr, f.Key)
+		assert.Equal(t, portFields[i].hardware, f.Hardware, f.Key)
+	}
+}
+
 // TestDocListsEveryPortKey: the package documentation's [[port]] example has a line for every
 // key of the schema, so a key added there is documented too.
 func TestDocListsEveryPortKey(t *testing.T) {
