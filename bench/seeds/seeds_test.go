@@ -92,7 +92,7 @@ func TestVariantsAreValidPorts(t *testing.T) {
 				assert.Equal(t, x.queues, p.Queues, "parsed %+v, want the variant %+v", p, x)
 				assert.Equal(t, x.ring, p.RxRing, "parsed %+v, want the variant %+v", p, x)
 				assert.Equal(t, x.alloc, p.RxAlloc, "parsed %+v, want the variant %+v", p, x)
-				assert.Equal(t, !x.noRecycle, p.RxRecycle, "parsed %+v, want the variant %+v", p, x)
+				assert.Equal(t, !x.noRecycle, p.RxRecycle.On(), "parsed %+v, want the variant %+v", p, x)
 				assert.Equal(t, x.fullPage, p.PrivFlags != 0, "parsed %+v, want the variant %+v", p, x)
 				if _, err := rxbuf.Compute(x.params()); err != nil {
 					t.Errorf("model refuses the variant: %v", err)
