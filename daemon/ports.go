@@ -141,7 +141,7 @@ func (d *Daemon) createPort(spec config.PortSpec, adminUp, runtime bool) (*port,
 	}
 	// Each queue index's NAPI settings before any queue runs, as the kernel's napi_config
 	// outlives the NAPIs: the file's napi_* keys, or what the state file kept.
-	for q, c := range spec.NAPIConfigs(spec.MaxQueues) {
+	for q, c := range spec.NAPIConfigs(p.vp.Config().MaxQueues) {
 		if err := p.vp.SetNAPIConfig(q, c); err != nil {
 			return nil, err
 		}
