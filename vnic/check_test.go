@@ -68,6 +68,17 @@ func TestCheck(t *testing.T) {
 			{FieldMaxMTU, 0, MinMTU, rxbuf.MaxMTU, "", "max MTU 0 out of range 68..65535"},
 			{FieldMaxQueues, 0, 1, MaxQueues, "", "max queues 0 out of range 1..256"}}},
 		{"priv flags", func(_ *Config, s *Settings) { s.PrivFlags = 6 }, []want{{FieldPrivFlags, 0, 0, -1, "", "unknown private flag bits 0x6"}}},
+		{"msix one vector", func(c *Config, _ *Settings) { c.MSIXVectors = 1 }, []want{{FieldMSIX, 1, 2, MaxQueues + 1, "",
+			"MSI-X vectors 1 out of range 2..257 (one for the hardware channel, one per queue; 0 = enough)"}}},
+		{"msix negative", func(c *Config, _ *Settings) { c.MSIXVectors = -1 }, []want{{FieldMSIX, -1, 2, MaxQueues + 1, "",
+			"MSI-X vectors -1 out of range 2..257 (one for the hardware channel, one per queue; 0 = enough)"}}},
+		{"msix enough", func(c *Config, s *Settings) { c.MSIXVectors, s.Queues = 17, 16 }, nil},
+		{"msix lowers max queues", func(c *Config, s *Settings) { c.MSIXVectors, s.Queues = 9, 9 },
+			[]want{{FieldQueues, 9, 1, 8, FieldMSIX, "requested channel count exceeds maximum"}}},
+		{"msix above max queues", func(c *Config, s *Settings) { c.MaxQueues, c.MSIXVectors, s.Queues = 4, 64, 5 },
+			[]want{{FieldQueues, 5, 1, 4, FieldMaxQueues, "requested channel count exceeds maximum"}}},
+		{"queues, bad msix", func(c *Config, s *Settings) { c.MSIXVectors, s.Queues = 1, 40 }, []want{{FieldMSIX, 1, 2, MaxQueues + 1, "",
+			"MSI-X vectors 1 out of range 2..257 (one for the hardware channel, one per queue; 0 = enough)"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, s := Config{Hardware: Hardware{PageSize: 4096, MaxMTU: DefaultMaxMTU, MaxQueues: DefaultMaxQueues}}, DefaultSettings()
@@ -90,4 +101,28 @@ func TestRoundRing(t *testing.T) {
 	for in, want := range map[int]int{-5: 1, 0: 1, 1: 1, 2: 2, 3: 4, 128: 128, 129: 256, 8191: 8192} {
 		assert.Equal(t, want, RoundRing(in), "RoundRing(%d)", in)
 	}
+}
+
+// TestMSIXVectorsLowerMaxQueues: a port whose adapter has 5 MSI-X vectors has at most 4 queues
+// (mana_gd_query_max_resources), what its state reports and what SetChannels is held to; New
+// refuses more queues to start with, as Check does.
+func TestMSIXVectorsLowerMaxQueues(t *testing.T) {
+	tp := newTestPort(t, func(c *Config, s *Settings) { c.MaxQueues, c.MSIXVectors, s.Queues = 16, 5, 2 })
+	assert.Equal(t, 4, tp.state().MaxQueues)
+	tp.locked(func() {
+		require.NoError(t, tp.SetChannels(4))
+		err := tp.SetChannels(5)
+		var ne *nlerr.Error
+		require.ErrorAs(t, err, &ne)
+		assert.Equal(t, unix.EINVAL, ne.Errno)
+		assert.Equal(t, "requested channel count exceeds maximum", ne.Message)
+	})
+	tp.locked(func() { assert.Equal(t, 4, tp.Settings().Queues) })
+
+	_, err := New(Config{Name: "eth1", Lock: tp.mu, Hardware: Hardware{MSIXVectors: 3}, Host: tp.host, Wire: tp.wire},
+		Settings{MTU: 1500, Queues: 3, RxRing: 128, TxRing: 128})
+	var fe *FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, FieldQueues, fe.Field)
+	assert.Equal(t, 2, fe.Max)
 }

@@ -41,6 +41,10 @@ type Hardware struct {
 	// Speed is the link speed the vport reports in Mb/s (newer drivers' max_speed, from
 	// MANA_QUERY_LINK_CONFIG); 0 means unknown (SPEED_UNKNOWN), as a vport that reports none.
 	Speed int
+	// MSIXVectors is how many MSI-X vectors the adapter can use (gc->num_msix_usable): the
+	// hardware channel takes one and each queue's EQ one more, so the port has at most
+	// MSIXVectors-1 queues (mana_gd_query_max_resources); 0 means enough for MaxQueues.
+	MSIXVectors int
 }
 
 // Recycle says whether a port recycles its RX pages. It is a flag whose zero value is the
@@ -74,6 +78,7 @@ const (
 	FieldRxAlloc   Field = "RxAlloc"
 	FieldRxRecycle Field = "RxRecycle"
 	FieldSpeed     Field = "Speed"
+	FieldMSIX      Field = "MSIXVectors"
 )
 
 // DefaultHardware returns the hardware of a port whose configuration names none of it: every
@@ -97,6 +102,16 @@ func (h *Hardware) defaults() {
 	}
 	if h.MemoryBudget == 0 {
 		h.MemoryBudget = DefaultMemoryBudget
+	}
+	h.limitQueues()
+}
+
+// limitQueues lowers MaxQueues to what the MSI-X vectors allow, as mana_gd_query_max_resources
+// caps max_num_queues at num_msix_usable - 1 (one vector is the hardware channel's). A value
+// Check refuses (fewer than 2 vectors) leaves MaxQueues as it is.
+func (h *Hardware) limitQueues() {
+	if h.MSIXVectors >= 2 && h.MaxQueues > h.MSIXVectors-1 {
+		h.MaxQueues = h.MSIXVectors - 1
 	}
 }
 
@@ -128,6 +143,12 @@ func (h *Hardware) check() []*FieldError {
 	if h.Speed < 0 || h.Speed > math.MaxInt32 {
 		errs = append(errs, outOfRange(FieldSpeed, h.Speed, 0, math.MaxInt32, "",
 			"speed %d out of range 0..%d (Mb/s, 0 = unknown)", h.Speed, math.MaxInt32))
+	}
+	// mana_gd_query_max_resources: with one vector or none there is no queue's EQ (-ENOSPC).
+	if h.MSIXVectors < 0 || h.MSIXVectors == 1 || h.MSIXVectors > MaxQueues+1 {
+		errs = append(errs, outOfRange(FieldMSIX, h.MSIXVectors, 2, MaxQueues+1, "",
+			"MSI-X vectors %d out of range 2..%d (one for the hardware channel, one per queue; 0 = enough)",
+			h.MSIXVectors, MaxQueues+1))
 	}
 	return errs
 }

@@ -188,7 +188,7 @@ func (p *Port) SetRings(rx, tx int) error {
 // failures. Caller holds the configuration lock.
 func (p *Port) SetChannels(n int) error {
 	p.assertLocked()
-	if e := checkChannels(n, p.cfg.MaxQueues, false); e != nil {
+	if e := checkChannels(n, &p.cfg.Hardware, false); e != nil {
 		return e.Err
 	}
 	nw := p.set

@@ -53,7 +53,7 @@ const (
 // already refused, which are then no bound (Check).
 func (s *Settings) check(c *Config, bad map[Field]bool) []*FieldError {
 	errs := checkRings(s.RxRing, s.TxRing)
-	if e := checkChannels(s.Queues, c.MaxQueues, bad[FieldMaxQueues]); e != nil {
+	if e := checkChannels(s.Queues, &c.Hardware, bad[FieldMaxQueues] || bad[FieldMSIX]); e != nil {
 		errs = append(errs, e)
 	}
 	if err := privflag.Check(s.PrivFlags); err != nil {
@@ -110,15 +110,22 @@ func checkRings(rx, tx int) []*FieldError {
 	return errs
 }
 
-// checkChannels validates a combined channel count as the ethtool core does; the maximum is not
-// checked when MaxQueues is refused.
-func checkChannels(n, maxQueues int, badMax bool) *FieldError {
+// checkChannels validates a combined channel count against h's maximum as the ethtool core does;
+// the maximum is not checked when it is refused (badMax). The error's MaxOf is MSIXVectors when
+// the vectors lower the maximum (Hardware.limitQueues), else MaxQueues.
+func checkChannels(n int, h *Hardware, badMax bool) *FieldError {
+	lim := *h
+	lim.limitQueues()
+	maxQueues, maxOf := lim.MaxQueues, FieldMaxQueues
+	if maxQueues < h.MaxQueues {
+		maxOf = FieldMSIX
+	}
 	switch {
 	case n < 1:
-		return outOfRange(FieldQueues, n, 1, maxQueues, FieldMaxQueues,
+		return outOfRange(FieldQueues, n, 1, maxQueues, maxOf,
 			"requested channel counts would result in no RX or TX channel being configured")
 	case !badMax && n > maxQueues:
-		return outOfRange(FieldQueues, n, 1, maxQueues, FieldMaxQueues, "requested channel count exceeds maximum")
+		return outOfRange(FieldQueues, n, 1, maxQueues, maxOf, "requested channel count exceeds maximum")
 	}
 	return nil
 }

@@ -54,7 +54,8 @@
 //	         [--memory-budget B] [--persistent] [--offload=false] [--rx-alloc A] [--rx-recycle=false]
 //	         [--speed N] [--xdp P] [--rule R] [--cqe-coalesce-8] [--rx-cqe-frames N]
 //	         [--napi-defer-hard-irqs N] [--gro-flush-timeout D] [--irq-suspend-timeout D]
-//	         [--napi-threaded]       one flag per [[port]] key of manad.toml, in kebab case
+//	         [--napi-threaded] [--msix-vectors N]
+//	                                 one flag per [[port]] key of manad.toml, in kebab case
 //	port del NAME
 //	fault DEV prealloc|detach|attach once|N|always|off [--errno E]
 //	monitor [DEV] [--netdev]              notifications as they arrive, like ethtool --monitor
@@ -122,7 +123,8 @@
 //	                 faults: [{point, mode, count, errno}], offload, rx-alloc, rx-recycle,
 //	                 speed, rule, cqe-coalesce-8, rx-cqe-frames, napi-defer-hard-irqs,
 //	                 gro-flush-timeout, irq-suspend-timeout (ns; the value most queues have),
-//	                 coalesce: {show-coalesce's keys}, rss-hash-key, napi-threaded; the
+//	                 coalesce: {show-coalesce's keys}, rss-hash-key, napi-threaded,
+//	                 msix-vectors; the
 //	                 configuration's [[port]] keys in kebab case (name is ifname)
 //	                 (port add --json prints the same)
 //	show-rxbuf       ifname, layout: LAYOUT, pages-pinned, bytes-pinned, buffers-in-flight,

@@ -54,6 +54,7 @@ var portFieldExamples = map[string]struct {
 	"gro_flush_timeout":    {`"20us"`, 20000},
 	"irq_suspend_timeout":  {`"1ms"`, 1000000},
 	"napi_threaded":        {`true`, true},
+	"msix_vectors":         {`40`, 40},
 }
 
 // TestPortSchemaRoundTrip feeds every field of config's port schema through each layer that

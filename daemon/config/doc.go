@@ -44,6 +44,9 @@
 //	max_queues    = 64           # 1..256
 //	speed         = 0            # link speed the port reports (ethtool DEV), Mb/s; 0 = unknown
 //	                             # ("Speed: Unknown!"), as mana without a hardware-reported speed
+//	msix_vectors  = 0            # MSI-X vectors the adapter can use: one is the hardware
+//	                             # channel's, one per queue, so at most msix_vectors-1 queues
+//	                             # (mana_gd_query_max_resources); 2..257, 0 = enough
 //	rx_ring       = 1024         # 128..8192, rounded up to a power of two as the driver does
 //	tx_ring       = 256          # 128..16384, likewise
 //	priv_flags    = []           # private flag names: "full-page-rx"

@@ -405,6 +405,8 @@ var portFields = []portField{
 	}, func(s *PortSpec) *vnic.Recycle { return &s.RxRecycle }, wireRecycle),
 	checkedBy(vnic.FieldSpeed, scalar("speed", true, wire.PortAttrSpeed, func(s *PortSpec) *int { return &s.Speed }, readInt,
 		wireInt)),
+	checkedBy(vnic.FieldMSIX, scalar("msix_vectors", true, wire.PortAttrMSIXVectors, func(s *PortSpec) *int { return &s.MSIXVectors },
+		readInt, wireInt)),
 	scalar("cqe_coalesce_8", true, wire.PortAttrCQECoalesce8, func(s *PortSpec) *bool { return &s.CQECoalesce8 }, readBool,
 		wireSame[bool](true)),
 	carried(portField{key: "rx_cqe_frames", attr: wire.PortAttrRxCQEFrames,

@@ -234,6 +234,10 @@ func (s *PortSpec) modelProblem(e *vnic.FieldError) (field, msg string) {
 		return "xdp", fmt.Sprintf("mtu %d too large for XDP with %d-byte pages (max %d)", e.Value, s.PageSize, e.Max)
 	case e.Max < e.Min: // not a range: the model's words
 		return key, extackText(e)
+	case e.MaxOf == vnic.FieldMSIX:
+		// mana_gd_query_max_resources: max_num_queues = num_msix_usable - 1.
+		return key, fmt.Sprintf("%s %d greater than %d, the most msix_vectors %d allows (one vector is the hardware channel's)",
+			key, e.Value, e.Max, s.MSIXVectors)
 	case e.MaxOf != "" && e.Value < e.Min:
 		return key, fmt.Sprintf("%s %d less than the minimum %d", key, e.Value, e.Min)
 	case e.MaxOf != "":

@@ -107,7 +107,8 @@ const (
 	PortAttrCoalesce        uint16 = 46 // nest: ETHTOOL_A_COALESCE_* as COALESCE_GET's reply (replies only)
 	PortAttrRSSKey          uint16 = 47 // binary: the RSS hash key, ethtool -x's (replies only)
 	PortAttrNAPIThreaded    uint16 = 48 // u8: every NAPI's threaded (config napi_threaded)
-	PortAttrMax                    = PortAttrNAPIThreaded
+	PortAttrMSIXVectors     uint16 = 49 // u32: the adapter's usable MSI-X vectors (config msix_vectors; 0 = enough)
+	PortAttrMax                    = PortAttrMSIXVectors
 )
 
 // Attributes inside AttrLayout, PortAttrLayout and AttrLayoutRequest. A
@@ -241,6 +242,7 @@ type PortSpec struct {
 	NAPIDeferHardIRQs                      uint32
 	GROFlushTimeoutNs, IRQSuspendTimeoutNs uint64
 	NAPIThreaded                           bool
+	MSIXVectors                            uint32
 }
 
 // PortDel is PORT_DEL's AttrPort: the request's NetNSToo (delete the port's
@@ -282,6 +284,7 @@ type PortInfo struct {
 	NAPIDeferHardIRQs                      uint32
 	GROFlushTimeoutNs, IRQSuspendTimeoutNs uint64
 	NAPIThreaded                           bool
+	MSIXVectors                            uint32
 	Coalesce                               Coalesce // as COALESCE_GET's
 	RSSKey                                 []byte
 }
@@ -374,6 +377,7 @@ var (
 		U64(PortAttrGROFlushTimeout, func(s *PortSpec) *uint64 { return &s.GROFlushTimeoutNs }),
 		U64(PortAttrIRQSuspendTmo, func(s *PortSpec) *uint64 { return &s.IRQSuspendTimeoutNs }),
 		Bool(PortAttrNAPIThreaded, func(s *PortSpec) *bool { return &s.NAPIThreaded }),
+		U32(PortAttrMSIXVectors, func(s *PortSpec) *uint32 { return &s.MSIXVectors }),
 	).OmitZero()
 
 	// PortDelTable is AttrPort in PORT_DEL and its reply.
@@ -432,6 +436,7 @@ var (
 		Nest(PortAttrCoalesce, func(p *PortInfo) *Coalesce { return &p.Coalesce }, CoalesceTable),
 		Binary(PortAttrRSSKey, func(p *PortInfo) *[]byte { return &p.RSSKey }),
 		Bool(PortAttrNAPIThreaded, func(p *PortInfo) *bool { return &p.NAPIThreaded }),
+		U32(PortAttrMSIXVectors, func(p *PortInfo) *uint32 { return &p.MSIXVectors }),
 	)
 )
 
@@ -519,4 +524,6 @@ var PortKeys = []PortKey{
 	{Attr: PortAttrRSSKey, Key: "rss-hash-key", Info: func(p *PortInfo) any { return &p.RSSKey }},
 	{Attr: PortAttrNAPIThreaded, Key: "napi-threaded", Flag: FlagBool, Help: "every NAPI's threaded",
 		Spec: func(s *PortSpec) any { return &s.NAPIThreaded }, Info: func(p *PortInfo) any { return &p.NAPIThreaded }},
+	{Attr: PortAttrMSIXVectors, Key: "msix-vectors", Flag: FlagUint, Help: "the adapter's usable MSI-X vectors: at most one less queues (0 = enough)",
+		Spec: func(s *PortSpec) any { return &s.MSIXVectors }, Info: func(p *PortInfo) any { return &p.MSIXVectors }},
 }

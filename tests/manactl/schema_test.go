@@ -97,3 +97,39 @@ func TestPortSchemaLive(t *testing.T) {
 	harness.Run(t, ns, "ip", "link", "set", name, "up")
 	check("after a restart")
 }
+
+// TestMSIXVectorsLive: a port whose adapter has 4 MSI-X vectors has at most 3 queues in the real
+// manad (mana_gd_query_max_resources: one vector is the hardware channel's): show-channels
+// reports that maximum, set-channels beyond it is refused with the ethtool core's message,
+// --json list shows the key, and a restart keeps it. It is the config key added through the
+// port schema in issue 27's step (one vnic rule, one schema row, one wire row, the doc).
+func TestMSIXVectorsLive(t *testing.T) {
+	testenv.RequireRoot(t)
+	_, ctl := harness.Binaries(t)
+	dir := worldDir(t)
+	name, ns := harness.Name("mmx", "0"), harness.Name("mmx", "")
+	ports := fmt.Sprintf("[[port]]\nname = %q\nnetns = %q\nsegment = \"s\"\nqueues = 2\nmax_queues = 8\n"+
+		"msix_vectors = 4\nrx_ring = 128\ntx_ring = 128\npersistent = false\n", name, ns)
+	d := harness.Start(t, dir, "max_pollers = 0\n", ports, ns)
+	check := func(when string) {
+		t.Helper()
+		out := harness.Run(t, ns, ctl, "--socket", d.Socket, "show-channels", name)
+		assert.Regexp(t, `(?s)Pre-set maximums:.*Combined:\s+3\n.*Current hardware settings:.*Combined:\s+2\n`, out, when)
+		out = harness.Run(t, ns, ctl, "--socket", d.Socket, "--json", "list")
+		var list []map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal([]byte(out), &list), "%s", out)
+		require.Len(t, list, 1, "%s", out)
+		assert.JSONEq(t, "4", string(list[0]["msix-vectors"]), "%s: msix-vectors", when)
+	}
+	check("at start")
+	r := run(t, ns, nil, ctl, "--socket", d.Socket, "set-channels", name, "combined", "4")
+	assert.NotEqual(t, 0, r.code, "set-channels combined 4 accepted with 4 vectors: %+v", r)
+	assert.Contains(t, r.stderr, "requested channel count exceeds maximum")
+	harness.Run(t, ns, ctl, "--socket", d.Socket, "set-channels", name, "combined", "3")
+	d.Stop()
+	d.Restart()
+	out := harness.Run(t, ns, ctl, "--socket", d.Socket, "show-channels", name)
+	assert.Regexp(t, `(?s)Current hardware settings:.*Combined:\s+3\n`, out, "after a restart")
+	check2 := harness.Run(t, ns, ctl, "--socket", d.Socket, "--json", "list")
+	assert.Contains(t, check2, `"msix-vectors": 4`, "after a restart")
+}
