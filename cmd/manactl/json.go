@@ -10,6 +10,7 @@ import (
 
 	"github.com/manad/manad/genl/client"
 	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/internal/jsonobj"
 )
 
 // JSON output (--json). Field names are stable and documented in doc.go. As ethtool --json does,
@@ -185,8 +186,7 @@ func portToJSON(p wire.PortInfo) portJSON { return portJSON{p} }
 // MarshalJSON writes the shown attributes in wire.PortKeys' order (encoding/json would sort a
 // map's keys). Errors: an attribute whose type portValueJSON does not know.
 func (j portJSON) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
+	var o jsonobj.Object
 	for i := range wire.PortKeys {
 		k := &wire.PortKeys[i]
 		if !k.Shown() {
@@ -200,16 +200,9 @@ func (j portJSON) MarshalJSON() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if b.Len() > 1 {
-			b.WriteByte(',')
-		}
-		key, _ := json.Marshal(k.Key)
-		b.Write(key)
-		b.WriteByte(':')
-		b.Write(raw)
+		o.Add(k.Key, raw)
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	return o.Bytes(), nil
 }
 
 // portValueJSON is how the port JSON shows a reply's field (p points to it, see

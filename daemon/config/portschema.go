@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/manad/manad/genl/wire"
+	"github.com/manad/manad/internal/jsonobj"
 	"github.com/manad/manad/vnic"
 	"github.com/manad/manad/vnic/privflag"
 	"github.com/manad/manad/vnic/rxbuf"
@@ -501,23 +501,13 @@ func newSpecJSON(s *PortSpec) (*specJSON, error) {
 
 // MarshalJSON writes the keys in portFields' order, so the file reads as the table does.
 func (j specJSON) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
+	var o jsonobj.Object
 	for _, f := range portFields {
-		raw, ok := j[f.key]
-		if !ok {
-			continue
+		if raw, ok := j[f.key]; ok {
+			o.Add(f.key, raw)
 		}
-		if b.Len() > 1 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(f.key)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(raw)
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	return o.Bytes(), nil
 }
 
 // unknownSpecKeyError is specJSON.spec's error for a key no portField has (nor as
