@@ -66,7 +66,7 @@ var (
 	n        = flag.Int("n", 20000, "round trips per variant and round")
 	rounds   = flag.Int("rounds", 3, "rounds: one table each")
 	chunk    = flag.Int("chunk", 500, "round trips per turn (the variants take turns)")
-	variants = flag.String("v", "veth,poll,uring-sqpoll,uring-enter", "comma-separated variants")
+	variants = flag.String("v", "veth,poll,uring-sqpoll,uring-mshot,uring-enter", "comma-separated variants")
 	yield    = flag.Duration("yield", 20*time.Microsecond, "a busy loop yields its CPU after this long without work (0: never)")
 	sqIdle   = flag.Duration("sqidle", 2*time.Millisecond, "the SQPOLL thread sleeps after this long without work")
 	smoke    = flag.Bool("smoke", false, "every variant, one short round")
@@ -253,9 +253,9 @@ func setup(td *teardown.List, exe, name string) (*variant, error) {
 	nsB := fmt.Sprintf("uf%d-%s-b", os.Getpid(), name)
 	var devA, devB string
 	switch name {
-	case "veth", "poll", "uring-sqpoll", "uring-enter":
+	case "veth", "poll", "uring-sqpoll", "uring-mshot", "uring-enter":
 	default:
-		return nil, fmt.Errorf("unknown variant (veth, poll, uring-sqpoll, uring-enter): %w", unix.EINVAL)
+		return nil, fmt.Errorf("unknown variant (veth, poll, uring-sqpoll, uring-mshot, uring-enter): %w", unix.EINVAL)
 	}
 	for _, ns := range []string{v.nsA, nsB} {
 		td.NetNS(ns)
@@ -283,8 +283,6 @@ func setup(td *teardown.List, exe, name string) (*variant, error) {
 			return nil, err
 		}
 		if v.fwd, err = newForwarder(name, [2]int{a, b}); err != nil {
-			unix.Close(a)
-			unix.Close(b)
 			return nil, err
 		}
 	}
@@ -566,36 +564,44 @@ func checksum(b []byte) uint16 {
 // forwarder moves frames between two TAPs on one goroutine locked to its thread, in turns:
 // resume starts it polling, pause stops it (its thread blocks until the next resume).
 type forwarder struct {
-	fds    [2]int
-	pass   func() (bool, error) // one look at both TAPs; true when it moved a frame
-	ring   *ring                // the io_uring variants'
-	bufs   []byte               // their buffers, mmap'd
-	tid    int                  // the forwarder's thread
-	sqpTID int                  // the ring's SQPOLL thread, 0 without one
-	drops  uint64
+	fds       [2]int
+	pass      func() (bool, error) // one look at both TAPs; true when it moved a frame
+	ring      *ring                // the io_uring variants'
+	closeRing func()               // closes it and its buffer ring
+	bufs      []byte               // their buffers, mmap'd
+	tid       int                  // the forwarder's thread
+	sqpTID    int                  // the ring's SQPOLL thread, 0 without one
+	drops     uint64
 
 	stop    atomic.Bool
 	resumeC chan struct{}
 	pausedC chan error
 }
 
-// newForwarder starts the forwarder of variant name between the TAPs fds (which it owns),
-// paused.
+// newForwarder starts the forwarder of variant name between the TAPs fds, paused. It owns fds
+// from then on, and closes them when it fails.
 func newForwarder(name string, fds [2]int) (*forwarder, error) {
 	f := &forwarder{fds: fds, resumeC: make(chan struct{}), pausedC: make(chan error)}
+	if name != "poll" {
+		if b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled"); err == nil && strings.TrimSpace(string(b)) == "2" {
+			f.close()
+			return nil, fmt.Errorf("kernel.io_uring_disabled is 2: %w", errRingUnavailable)
+		}
+	}
 	var init func() error
 	switch name {
 	case "poll":
 		buf := make([]byte, 65536)
 		f.pass = func() (bool, error) { return f.pollPass(buf) }
-	case "uring-sqpoll", "uring-enter":
-		sqpoll := name == "uring-sqpoll"
+	case "uring-sqpoll", "uring-enter", "uring-mshot":
+		sqpoll := name != "uring-enter"
 		var before []int
 		if sqpoll {
 			before = tasksNamed("iou-sqp")
 		}
 		var err error
 		if f.ring, err = newRing(64, sqpoll, *sqIdle); err != nil {
+			f.close()
 			return nil, err
 		}
 		if sqpoll {
@@ -606,12 +612,20 @@ func newForwarder(name string, fds [2]int) (*forwarder, error) {
 			}
 		}
 		u := &uringState{f: f}
-		if err := u.init(); err != nil {
+		f.closeRing = func() {
 			f.ring.close()
+			if u.br != nil {
+				u.br.close()
+			}
+		}
+		if err := u.init(name == "uring-mshot"); err != nil {
+			f.close()
 			return nil, err
 		}
-		f.pass = u.pass
-		init = u.start
+		f.pass, init = u.pass, u.start
+		if u.br != nil {
+			f.pass, init = u.passMultishot, u.startMultishot
+		}
 	}
 	ready := make(chan error)
 	go f.loop(init, ready)
@@ -675,8 +689,8 @@ func (f *forwarder) close() {
 		return
 	}
 	close(f.resumeC)
-	if f.ring != nil {
-		f.ring.close()
+	if f.closeRing != nil {
+		f.closeRing()
 	}
 	if f.bufs != nil {
 		_ = unix.Munmap(f.bufs)
@@ -731,18 +745,31 @@ const (
 // and the writes of the frames before (each done inside its submission).
 const ringBufs, bufSize = 32, 2048
 
-// uringState is the io_uring forwarder's: its buffers and which are free.
+// uringState is the io_uring forwarder's: its buffers and which are free, or with multishot
+// reads the provided-buffer ring they are in.
 type uringState struct {
 	f    *forwarder
 	free []uint16
+	br   *bufRing
 }
 
-// init maps the buffers (outside the Go heap: the kernel writes them whenever a read completes).
-func (u *uringState) init() error {
+// init maps the buffers (outside the Go heap: the kernel writes them whenever a read
+// completes); with multishot, it puts them all in a provided-buffer ring, group 0.
+func (u *uringState) init(multishot bool) error {
 	var err error
 	u.f.bufs, err = unix.Mmap(-1, 0, ringBufs*bufSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
 		return fmt.Errorf("mmap buffers: %w", err)
+	}
+	if multishot {
+		if u.br, err = u.f.ring.registerBufRing(ringBufs, 0); err != nil {
+			return err
+		}
+		for i := range uint16(ringBufs) {
+			u.br.add(u.buf(i), i)
+		}
+		u.br.publish()
+		return nil
 	}
 	for i := range ringBufs {
 		u.free = append(u.free, uint16(i))
@@ -819,6 +846,70 @@ func (u *uringState) pass() (bool, error) {
 		default:
 			return true, fmt.Errorf("read: %w", unix.Errno(-c.res))
 		}
+	}
+	r.done(tail)
+	return true, r.submit()
+}
+
+// startMultishot arms a multishot read on each TAP, from the forwarder's thread.
+func (u *uringState) startMultishot() error {
+	if err := errors.Join(u.readMultishot(0), u.readMultishot(1)); err != nil {
+		return err
+	}
+	return u.f.ring.submit()
+}
+
+func (u *uringState) readMultishot(s int) error {
+	for !u.f.ring.queueMultishot(u.f.fds[s], 0, uint64(s)*tagSide1) {
+		if err := u.f.ring.submit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// passMultishot is pass with multishot reads: a frame's completion names the buffer the kernel
+// took from the ring, which is written to the other side and goes back to the ring when the
+// write completes; a read that ended (no IORING_CQE_F_MORE: the ring ran out of buffers, or an
+// error) is armed again.
+func (u *uringState) passMultishot() (bool, error) {
+	r := u.f.ring
+	head, tail := r.completions()
+	if head == tail {
+		return false, nil
+	}
+	added := false
+	for i := head; i != tail; i++ {
+		c := r.cqe(i)
+		if c.userData&tagWrite != 0 {
+			if c.res < 0 {
+				u.f.drops++
+			}
+			b := uint16(c.userData)
+			u.br.add(u.buf(b), b)
+			added = true
+			continue
+		}
+		s := int(c.userData / tagSide1 & 1)
+		switch {
+		case c.res > 0 && c.flags&cqeFBuffer != 0:
+			b := uint16(c.flags >> cqeBufferShift)
+			if err := u.push(opWrite, u.f.fds[1-s], u.buf(b)[:c.res], tagWrite|uint64(b)); err != nil {
+				return true, err
+			}
+		case c.res == -int32(unix.ENOBUFS):
+			u.f.drops++ // every buffer in a write: the frame stays queued on the TAP
+		case c.res < 0 && c.res != -int32(unix.EAGAIN) && c.res != -int32(unix.EINTR):
+			return true, fmt.Errorf("multishot read: %w", unix.Errno(-c.res))
+		}
+		if c.flags&cqeFMore == 0 {
+			if err := u.readMultishot(s); err != nil {
+				return true, err
+			}
+		}
+	}
+	if added {
+		u.br.publish()
 	}
 	r.done(tail)
 	return true, r.submit()

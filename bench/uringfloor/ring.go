@@ -23,8 +23,15 @@ const (
 	offCQRing = 0x8000000  // IORING_OFF_CQ_RING
 	offSQEs   = 0x10000000 // IORING_OFF_SQES
 
-	opRead  = 22 // IORING_OP_READ
-	opWrite = 23 // IORING_OP_WRITE
+	opRead          = 22 // IORING_OP_READ
+	opWrite         = 23 // IORING_OP_WRITE
+	opReadMultishot = 49 // IORING_OP_READ_MULTISHOT
+
+	sqeBufferSelect  = 1 << 5 // IOSQE_BUFFER_SELECT
+	cqeFBuffer       = 1 << 0 // IORING_CQE_F_BUFFER
+	cqeFMore         = 1 << 1 // IORING_CQE_F_MORE
+	cqeBufferShift   = 16     // IORING_CQE_BUFFER_SHIFT
+	registerPbufRing = 22     // IORING_REGISTER_PBUF_RING
 )
 
 // sqringOffsets is struct io_sqring_offsets.
@@ -196,6 +203,21 @@ func (r *ring) queue(op uint8, fd int, buf []byte, userData uint64) bool {
 	return true
 }
 
+// queueMultishot queues a multishot read of fd (IORING_OP_READ_MULTISHOT) into the buffers of
+// provided-buffer group bgid, tagged with userData: one completion per frame read, with
+// IORING_CQE_F_MORE while the read stays armed. It reports false when the SQ ring is full.
+func (r *ring) queueMultishot(fd int, bgid uint16, userData uint64) bool {
+	if r.tail-r.sqHead.Load() >= r.sqEntries {
+		return false
+	}
+	i := r.tail & r.sqMask
+	r.sqes[i] = sqe{opcode: opReadMultishot, flags: sqeBufferSelect, fd: int32(fd), bufIndex: bgid, userData: userData}
+	r.sqArray[i] = i
+	r.tail++
+	r.pending++
+	return true
+}
+
 // submit hands the queued SQEs to the kernel: with SQPOLL by publishing the tail (and waking
 // the thread when it sleeps), otherwise with io_uring_enter. Errors: io_uring_enter's.
 func (r *ring) submit() error {
@@ -246,3 +268,65 @@ func (r *ring) cqe(i uint32) cqe { return r.cqes[i&r.cqMask] }
 
 // done gives the CQ entries before head back to the kernel.
 func (r *ring) done(head uint32) { r.cqHead.Store(head) }
+
+// ioUringBuf is struct io_uring_buf, an entry of a provided-buffer ring; the ring's tail
+// overlays entry 0's resv field (struct io_uring_buf_ring).
+type ioUringBuf struct {
+	addr uint64
+	len  uint32
+	bid  uint16
+	resv uint16
+}
+
+// bufReg is struct io_uring_buf_reg.
+type bufReg struct {
+	ringAddr    uint64
+	ringEntries uint32
+	bgid        uint16
+	flags       uint16
+	resv        [5]uint32
+}
+
+// bufRing is a provided-buffer ring (IORING_REGISTER_PBUF_RING) of one buffer group: this
+// process adds buffers at its tail, the kernel takes one at its head for each frame a
+// multishot read reads.
+type bufRing struct {
+	mem  []byte
+	bufs []ioUringBuf
+	mask uint16
+	tail uint16
+}
+
+// registerBufRing maps and registers a provided-buffer ring of entries (a power of two) for
+// group bgid. Errors: mmap's or io_uring_register's.
+func (r *ring) registerBufRing(entries int, bgid uint16) (*bufRing, error) {
+	mem, err := unix.Mmap(-1, 0, entries*int(unsafe.Sizeof(ioUringBuf{})), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("mmap buffer ring: %w", err)
+	}
+	reg := bufReg{ringAddr: uint64(uintptr(unsafe.Pointer(&mem[0]))), ringEntries: uint32(entries), bgid: bgid}
+	if _, _, e := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerPbufRing, uintptr(unsafe.Pointer(&reg)), 1, 0, 0); e != 0 {
+		_ = unix.Munmap(mem)
+		return nil, fmt.Errorf("IORING_REGISTER_PBUF_RING: %w", e)
+	}
+	return &bufRing{mem: mem, bufs: unsafe.Slice((*ioUringBuf)(unsafe.Pointer(&mem[0])), entries), mask: uint16(entries - 1)}, nil
+}
+
+// add puts buf (which must stay mapped) in the ring as buffer bid; publish makes it visible.
+// Fields are written one by one: entry 0's resv is the tail.
+func (b *bufRing) add(buf []byte, bid uint16) {
+	e := &b.bufs[b.tail&b.mask]
+	e.addr, e.len, e.bid = uint64(uintptr(unsafe.Pointer(&buf[0]))), uint32(len(buf)), bid
+	b.tail++
+}
+
+// publish stores the tail (a 16-bit field) with a 32-bit atomic store of the word it shares
+// with entry 0's bid, which it writes back unchanged: the release liburing's
+// io_uring_buf_ring_advance does with a 16-bit store.
+func (b *bufRing) publish() {
+	(*atomic.Uint32)(unsafe.Pointer(&b.mem[12])).Store(uint32(b.bufs[0].bid) | uint32(b.tail)<<16)
+}
+
+// close unmaps the ring's memory (after the ring it was registered with is closed).
+func (b *bufRing) close() { _ = unix.Munmap(b.mem) }

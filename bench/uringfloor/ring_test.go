@@ -116,3 +116,77 @@ func TestChecksum(t *testing.T) {
 		assert.Equal(t, tc.want, checksum(tc.b), tc.name)
 	}
 }
+
+// TestRingMultishot: a multishot read armed once on a pipe completes once per message written,
+// each time into the next buffer of the provided-buffer ring (named by the completion's buffer
+// id), with IORING_CQE_F_MORE (still armed); with every buffer taken it ends with ENOBUFS and
+// no F_MORE, and once a buffer is given back and the read armed again, it reads into it.
+func TestRingMultishot(t *testing.T) {
+	r, err := newRing(4, true, 10*time.Millisecond)
+	if errors.Is(err, errRingUnavailable) {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	defer r.close()
+	var p [2]int
+	require.NoError(t, unix.Pipe2(p[:], unix.O_CLOEXEC))
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	const nbuf, size = 2, 64
+	mem, err := unix.Mmap(-1, 0, nbuf*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	defer unix.Munmap(mem)
+	br, err := r.registerBufRing(nbuf, 7)
+	require.NoError(t, err)
+	defer br.close()
+	buf := func(i uint16) []byte { return mem[int(i)*size : int(i+1)*size] }
+	for i := range uint16(nbuf) {
+		br.add(buf(i), i)
+	}
+	br.publish()
+
+	wait := func() cqe {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			if head, tail := r.completions(); head != tail {
+				c := r.cqe(head)
+				r.done(head + 1)
+				return c
+			}
+		}
+		t.Fatal("no completion within 5 s")
+		return cqe{}
+	}
+	require.True(t, r.queueMultishot(p[0], 7, 42))
+	require.NoError(t, r.submit())
+	seen := map[uint16]bool{}
+	for i := range nbuf {
+		msg := []byte{'m', byte('0' + i)}
+		_, err := unix.Write(p[1], msg)
+		require.NoError(t, err)
+		c := wait()
+		require.Equal(t, uint64(42), c.userData)
+		require.Equal(t, int32(len(msg)), c.res, "message %d", i)
+		require.NotZero(t, c.flags&cqeFBuffer, "message %d: no buffer id", i)
+		require.NotZero(t, c.flags&cqeFMore, "message %d: the read ended", i)
+		b := uint16(c.flags >> cqeBufferShift)
+		require.Less(t, b, uint16(nbuf))
+		assert.False(t, seen[b], "buffer %d used twice", b)
+		seen[b] = true
+		assert.Equal(t, msg, buf(b)[:len(msg)])
+	}
+	_, err = unix.Write(p[1], []byte("x"))
+	require.NoError(t, err)
+	c := wait()
+	assert.Equal(t, -int32(unix.ENOBUFS), c.res, "a read with no buffer left")
+	assert.Zero(t, c.flags&cqeFMore, "the read stays armed with no buffer left")
+
+	br.add(buf(1), 1)
+	br.publish()
+	require.True(t, r.queueMultishot(p[0], 7, 43))
+	require.NoError(t, r.submit())
+	c = wait()
+	require.Equal(t, int32(1), c.res)
+	require.Equal(t, uint16(1), uint16(c.flags>>cqeBufferShift))
+	assert.Equal(t, byte('x'), buf(1)[0])
+}
