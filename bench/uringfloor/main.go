@@ -675,11 +675,21 @@ func (f *forwarder) spin() error {
 
 func (f *forwarder) resume() { f.resumeC <- struct{}{} }
 
-// pause stops the forwarder and returns the error that stopped it, if any.
+// pause stops the forwarder and returns the error that stopped it, if any. With SQPOLL it
+// waits until the SQPOLL thread sleeps (sqidle after its last work), so that it does not spin
+// into the next variant's turn.
 func (f *forwarder) pause() error {
 	f.stop.Store(true)
 	err := <-f.pausedC
 	f.stop.Store(false)
+	if f.ring != nil && f.ring.sqpoll {
+		for deadline := time.Now().Add(time.Second + *sqIdle); f.ring.sqFlags.Load()&sqNeedWakeup == 0; {
+			if time.Now().After(deadline) {
+				return errors.Join(err, fmt.Errorf("the SQPOLL thread did not sleep within %v of its last work", time.Second+*sqIdle))
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
 	return err
 }
 
