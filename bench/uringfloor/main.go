@@ -604,12 +604,14 @@ func newForwarder(name string, fds [2]int) (*forwarder, error) {
 			f.close()
 			return nil, err
 		}
-		if sqpoll {
+		// The SQPOLL thread names itself once it runs: wait for it.
+		for deadline := time.Now().Add(time.Second); sqpoll && f.sqpTID == 0 && time.Now().Before(deadline); {
 			for _, t := range tasksNamed("iou-sqp") {
 				if !slices.Contains(before, t) {
 					f.sqpTID = t
 				}
 			}
+			time.Sleep(time.Millisecond)
 		}
 		u := &uringState{f: f}
 		f.closeRing = func() {
