@@ -4,7 +4,7 @@
 // per frame, about 3.3 µs each on this VM (daemon/datapath's doc: Polling); io_uring with an
 // SQPOLL thread moves those calls to a kernel thread that polls the submission ring.
 //
-//	uringfloor [-n N] [-rounds R] [-chunk C] [-v VARIANT,...] [-yield D] [-sqidle D]
+//	uringfloor [-n N] [-rounds R] [-chunk C] [-v VARIANT,...] [-yield D] [-sqidle D] [-sqcpu N] [-fwdcpu N]
 //	uringfloor -smoke
 //
 // Each variant is two network namespaces, each with an address on one device, and a client
@@ -20,6 +20,9 @@
 //     frame comes), a WRITE to the other TAP and the next READ queued on each completion, which
 //     the forwarder's thread reads by polling the mapped CQ ring; no system call at all while
 //     the SQPOLL thread is awake.
+//   - uring-mshot: uring-sqpoll with one multishot read armed on each TAP for good
+//     (IORING_OP_READ_MULTISHOT into a provided-buffer ring): no read to queue and arm again per
+//     frame; a buffer goes back to the ring when its write completes.
 //   - uring-enter: the same without SQPOLL: one io_uring_enter per batch submitted, completions
 //     polled as before (the reads' completions run as task work on the forwarder's thread), to
 //     tell the ring's effect from the kernel thread's.
@@ -33,8 +36,25 @@
 // SQPOLL thread and the rest), and of it the forwarder's thread and the SQPOLL thread
 // (/proc/self/task/TID/schedstat). Needs root; the namespaces go on every way out.
 //
-// What it showed: see the package's last lines (measured on the 2-vCPU PVM guest issue 29 was
-// measured on).
+// What it showed (the 2-vCPU PVM guest of issue 29, kernel 6.18, load average 2.4–2.6 with
+// this program running; 5 rounds of 20,000 pings; veth's p50 6.0–6.4 µs; ratio: p50 over veth's
+// p50 in the same round): no variant reached 3× veth in any round. poll: p50 21.8–23.7 µs,
+// 3.57–3.75× (median 3.69×), p1 16.8–20.3 µs, p99 75–85 µs, 26–30 CPU s per million round
+// trips (its thread). uring-sqpoll: p50 20.3–44.5 µs, 3.27–7.12× (median 3.76×), p1 17.0–19.3
+// µs, p99 113–146 µs, 73–81 s/M (the forwarder's thread 31–43, the SQPOLL thread 34–42: two CPUs
+// spinning). uring-mshot: 3.26–7.36× (median 6.89×), the same CPU. uring-enter: 6.86–7.25×,
+// 41–51 s/M. In other runs the best round of either SQPOLL variant was 3.05–3.21× (never
+// yielding, or each thread bound to a CPU of its own), and their p50 jumped between rounds
+// from about 20 µs to about 44 µs, where poll's stayed within 2 µs. Taking every system call
+// off the forwarder did not lower the floor: the fastest 1 % of io_uring round trips is no
+// faster than poll's, so what keeps a forwarded ping above 3× is not the forwarder's system
+// calls but what every forwarder adds to veth's path: the client sleeps in its read and another
+// thread wakes it, on a machine whose two CPUs both spin; with io_uring each frame also
+// crosses from the forwarder's thread to the SQPOLL thread and back (SQ ring, the read's
+// completion as task work, CQ ring). Loaded by another
+// benchmark (load average 3.4–5.7), both SQPOLL variants fell apart (p99 1.8–9 ms, p50 up to
+// 7×) where poll kept p99 at 120–170 µs; the SQPOLL thread and the forwarder bound to the same
+// CPU made every round trip 8 ms (the SQPOLL thread gives the CPU up only at the tick).
 //
 // bench: smoke-only (a model, not a row of the report)
 package main
@@ -69,6 +89,8 @@ var (
 	variants = flag.String("v", "veth,poll,uring-sqpoll,uring-mshot,uring-enter", "comma-separated variants")
 	yield    = flag.Duration("yield", 20*time.Microsecond, "a busy loop yields its CPU after this long without work (0: never)")
 	sqIdle   = flag.Duration("sqidle", 2*time.Millisecond, "the SQPOLL thread sleeps after this long without work")
+	sqCPU    = flag.Int("sqcpu", -1, "bind the SQPOLL thread to this CPU (IORING_SETUP_SQ_AFF; -1: not bound)")
+	fwdCPU   = flag.Int("fwdcpu", -1, "bind the forwarder's thread to this CPU (-1: not bound)")
 	smoke    = flag.Bool("smoke", false, "every variant, one short round")
 	client   = flag.String("client", "", "internal: be the ping client NETNS,SRC,DST")
 )
@@ -600,7 +622,7 @@ func newForwarder(name string, fds [2]int) (*forwarder, error) {
 			before = tasksNamed("iou-sqp")
 		}
 		var err error
-		if f.ring, err = newRing(64, sqpoll, *sqIdle); err != nil {
+		if f.ring, err = newRing(64, sqpoll, *sqIdle, *sqCPU); err != nil {
 			f.close()
 			return nil, err
 		}
@@ -643,6 +665,14 @@ func newForwarder(name string, fds [2]int) (*forwarder, error) {
 func (f *forwarder) loop(init func() error, ready chan<- error) {
 	runtime.LockOSThread()
 	f.tid = unix.Gettid()
+	if *fwdCPU >= 0 {
+		var set unix.CPUSet
+		set.Set(*fwdCPU)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			ready <- fmt.Errorf("bind the forwarder to CPU %d: %w", *fwdCPU, err)
+			return
+		}
+	}
 	if init != nil {
 		if err := init(); err != nil {
 			ready <- err

@@ -14,6 +14,7 @@ import (
 // has the system call numbers but none of these.
 const (
 	setupSQPoll    = 1 << 1 // IORING_SETUP_SQPOLL
+	setupSQAff     = 1 << 2 // IORING_SETUP_SQ_AFF
 	featSingleMmap = 1 << 0 // IORING_FEAT_SINGLE_MMAP
 	enterGetEvents = 1 << 0 // IORING_ENTER_GETEVENTS
 	enterSQWakeup  = 1 << 1 // IORING_ENTER_SQ_WAKEUP
@@ -115,13 +116,17 @@ type ring struct {
 var errRingUnavailable = errors.New("io_uring unavailable")
 
 // newRing sets up a ring of entries SQEs (a power of two), with an SQPOLL thread that sleeps
-// after idle without work when sqpoll is set. Errors: io_uring_setup's (wrapping
+// after idle without work when sqpoll is set, bound to CPU cpu when cpu >= 0. Errors: io_uring_setup's (wrapping
 // errRingUnavailable for ENOSYS and EPERM) or mmap's.
-func newRing(entries uint32, sqpoll bool, idle time.Duration) (*ring, error) {
+func newRing(entries uint32, sqpoll bool, idle time.Duration, cpu int) (*ring, error) {
 	var p params
 	if sqpoll {
 		p.flags = setupSQPoll
 		p.sqThreadIdle = uint32(max(1, idle.Milliseconds()))
+		if cpu >= 0 {
+			p.flags |= setupSQAff
+			p.sqThreadCPU = uint32(cpu)
+		}
 	}
 	fd, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if e != 0 {

@@ -24,7 +24,7 @@ func TestRingReadWrite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			runtime.LockOSThread() // without SQPOLL, completions run as task work on the submitter
 			defer runtime.UnlockOSThread()
-			r, err := newRing(4, tc.sqpoll, 10*time.Millisecond)
+			r, err := newRing(4, tc.sqpoll, 10*time.Millisecond, -1)
 			if errors.Is(err, errRingUnavailable) {
 				t.Skip(err)
 			}
@@ -122,7 +122,7 @@ func TestChecksum(t *testing.T) {
 // id), with IORING_CQE_F_MORE (still armed); with every buffer taken it ends with ENOBUFS and
 // no F_MORE, and once a buffer is given back and the read armed again, it reads into it.
 func TestRingMultishot(t *testing.T) {
-	r, err := newRing(4, true, 10*time.Millisecond)
+	r, err := newRing(4, true, 10*time.Millisecond, -1)
 	if errors.Is(err, errRingUnavailable) {
 		t.Skip(err)
 	}
