@@ -40,7 +40,7 @@
 // this program running; 5 rounds of 20,000 pings; veth's p50 6.0–6.4 µs; ratio: p50 over veth's
 // p50 in the same round): no variant reached 3× veth in any round. poll: p50 21.8–23.7 µs,
 // 3.57–3.75× (median 3.69×), p1 16.8–20.3 µs, p99 75–85 µs, 26–30 CPU s per million round
-// trips (its thread). uring-sqpoll: p50 20.3–44.5 µs, 3.27–7.12× (median 3.76×), p1 17.0–19.3
+// trips (its thread). uring-sqpoll: p50 20.3–44.5 µs, 3.27–7.12× (median 3.76×; 6.33× in a second run), p1 17.0–19.3
 // µs, p99 113–146 µs, 73–81 s/M (the forwarder's thread 31–43, the SQPOLL thread 34–42: two CPUs
 // spinning). uring-mshot: 3.26–7.36× (median 6.89×), the same CPU. uring-enter: 6.86–7.25×,
 // 41–51 s/M. In other runs the best round of either SQPOLL variant was 3.05–3.21× (never
