@@ -36,25 +36,24 @@
 // SQPOLL thread and the rest), and of it the forwarder's thread and the SQPOLL thread
 // (/proc/self/task/TID/schedstat). Needs root; the namespaces go on every way out.
 //
-// What it showed (the 2-vCPU PVM guest of issue 29, kernel 6.18, load average 2.4–2.6 with
-// this program running; 5 rounds of 20,000 pings; veth's p50 6.0–6.4 µs; ratio: p50 over veth's
-// p50 in the same round): no variant reached 3× veth in any round. poll: p50 21.8–23.7 µs,
-// 3.57–3.75× (median 3.69×), p1 16.8–20.3 µs, p99 75–85 µs, 26–30 CPU s per million round
-// trips (its thread). uring-sqpoll: p50 20.3–44.5 µs, 3.27–7.12× (median 3.76×; 6.33× in a second run), p1 17.0–19.3
+// What it showed (the 2-vCPU PVM guest of issue 29, kernel 6.18, load average 2.4–2.6 with this
+// program running; 5 rounds of 20,000 pings; veth's p50 6.0–6.4 µs; ratio: p50 over veth's p50 in
+// the same round): no variant reached 3× veth in any round. poll: p50 21.8–23.7 µs, 3.57–3.75×
+// (median 3.69×), p1 16.8–20.3 µs, p99 75–85 µs, 26–30 CPU s per million round trips (its thread).
+// uring-sqpoll: p50 20.3–44.5 µs, 3.27–7.12× (median 3.76×; 6.33× in a second run), p1 17.0–19.3
 // µs, p99 113–146 µs, 73–81 s/M (the forwarder's thread 31–43, the SQPOLL thread 34–42: two CPUs
-// spinning). uring-mshot: 3.26–7.36× (median 6.89×), the same CPU. uring-enter: 6.86–7.25×,
-// 41–51 s/M. In other runs the best round of either SQPOLL variant was 3.05–3.21× (never
-// yielding, or each thread bound to a CPU of its own), and their p50 jumped between rounds
-// from about 20 µs to about 44 µs, where poll's stayed within 2 µs. Taking every system call
-// off the forwarder did not lower the floor: the fastest 1 % of io_uring round trips is no
-// faster than poll's, so what keeps a forwarded ping above 3× is not the forwarder's system
-// calls but what every forwarder adds to veth's path: the client sleeps in its read and another
-// thread wakes it, on a machine whose two CPUs both spin; with io_uring each frame also
-// crosses from the forwarder's thread to the SQPOLL thread and back (SQ ring, the read's
-// completion as task work, CQ ring). Loaded by another
-// benchmark (load average 3.4–5.7), both SQPOLL variants fell apart (p99 1.8–9 ms, p50 up to
-// 7×) where poll kept p99 at 120–170 µs; the SQPOLL thread and the forwarder bound to the same
-// CPU made every round trip 8 ms (the SQPOLL thread gives the CPU up only at the tick).
+// spinning). uring-mshot: 3.26–7.36× (median 6.89×), the same CPU. uring-enter: 6.86–7.25×, 41–51
+// s/M. In other runs the best round of either SQPOLL variant was 3.05–3.21× (never yielding, or
+// each thread bound to a CPU of its own), and their p50 jumped between rounds from about 20 µs to
+// about 44 µs, where poll's stayed within 2 µs. Taking every system call off the forwarder did not
+// lower the floor: the fastest 1 % of io_uring round trips is no faster than poll's, so what keeps
+// a forwarded ping above 3× is not the forwarder's system calls but what every forwarder adds to
+// veth's path: the client sleeps in its read and another thread wakes it, on a machine whose two
+// CPUs both spin; with io_uring each frame also crosses from the forwarder's thread to the SQPOLL
+// thread and back (SQ ring, the read's completion as task work, CQ ring). Loaded by another
+// benchmark (load average 3.4–5.7), both SQPOLL variants fell apart (p99 1.8–9 ms, p50 up to 7×)
+// where poll kept p99 at 120–170 µs; the SQPOLL thread and the forwarder bound to the same CPU
+// made every round trip 8 ms (the SQPOLL thread gives the CPU up only at the tick).
 //
 // bench: smoke-only (a model, not a row of the report)
 package main
