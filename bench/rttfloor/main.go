@@ -48,6 +48,8 @@ import (
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/internal/nsrun"
 )
 
 const reqLen, repLen = 48, 132
@@ -180,7 +182,7 @@ func kernelPeer() (roundTrip, func(), error) {
 		"type", "veth", "peer", "name", "rt1", "numrxqueues", "16", "numtxqueues", "16"); err != nil {
 		return fail(err)
 	}
-	if err := inNetNS(ns, func() (err error) { c, err = genetlink.Dial(&netlink.Config{Strict: true}); return err }); err != nil {
+	if err := nsrun.In(ns, func() (err error) { c, err = genetlink.Dial(&netlink.Config{Strict: true}); return err }); err != nil {
 		return fail(err)
 	}
 	fam, err := c.GetFamily("ethtool")
@@ -201,30 +203,6 @@ func kernelPeer() (roundTrip, func(), error) {
 		_, err := c.Execute(m, fam.ID, netlink.Request)
 		return err
 	}, cleanup, nil
-}
-
-// inNetNS runs f on a thread in namespace ns (a socket it opens stays there).
-func inNetNS(ns string, f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(orig)
-	nsfd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(nsfd)
-	if err := unix.Setns(nsfd, unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("setns %s: %w", ns, err)
-	}
-	ferr := f()
-	if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
-		panic(fmt.Sprintf("rttfloor: cannot return to the original network namespace: %v", err)) // the thread is unusable
-	}
-	return ferr
 }
 
 // measure runs one variant: n round trips of it and of kern, alternating, after a warm-up.

@@ -79,6 +79,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/bench/internal/teardown"
+	"github.com/manad/manad/internal/nsrun"
 )
 
 var (
@@ -336,36 +337,12 @@ func cmd(a ...string) error {
 	return nil
 }
 
-// inNetNS runs f on a thread in namespace ns (a socket or TAP it opens stays there).
-func inNetNS(ns string, f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(orig)
-	nsfd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(nsfd)
-	if err := unix.Setns(nsfd, unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("setns %s: %w", ns, err)
-	}
-	ferr := f()
-	if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
-		panic(fmt.Sprintf("uringfloor: cannot return to the original network namespace: %v", err)) // the thread is unusable
-	}
-	return ferr
-}
-
 // openTAP creates TAP name (one queue, no packet information, no virtio-net header) in
 // namespace ns and returns its file descriptor, non-blocking when nonblock is set. The TAP goes
 // when the descriptor is closed or the namespace deleted.
 func openTAP(ns, name string, nonblock bool) (int, error) {
 	fd := -1
-	err := inNetNS(ns, func() error {
+	err := nsrun.In(ns, func() error {
 		flags := unix.O_RDWR | unix.O_CLOEXEC
 		if nonblock {
 			flags |= unix.O_NONBLOCK
@@ -504,7 +481,7 @@ func runClient(spec string) error {
 	copy(src.Addr[:], s)
 	copy(dst.Addr[:], d)
 	fd := -1
-	if err := inNetNS(p[0], func() (err error) {
+	if err := nsrun.In(p[0], func() (err error) {
 		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
 		return err
 	}); err != nil {
