@@ -60,11 +60,9 @@ package main
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -80,6 +78,7 @@ import (
 
 	"github.com/manad/manad/bench/internal/teardown"
 	"github.com/manad/manad/internal/nsrun"
+	"github.com/manad/manad/internal/rrclient"
 )
 
 var (
@@ -98,9 +97,6 @@ var (
 // warm is how many round trips of each turn are not counted: the forwarder's and the SQPOLL
 // thread's first after their pause.
 const warm = 20
-
-// payload is an ICMP echo's size: its 8-byte header and ping's default 56 bytes.
-const payload = 64
 
 // Each variant's two namespaces have the same addresses and MACs; they never meet.
 var (
@@ -248,11 +244,11 @@ func (v *variant) turn(k int) error {
 	if v.fwd != nil {
 		v.fwd.resume()
 	}
-	_, err := v.client.roundTrips(warm)
+	_, err := v.client.RoundTrips(warm)
 	var lat []time.Duration
 	p0, t0, s0 := processCPU(), v.fwd.threadCPU(), v.fwd.sqpCPU()
 	if err == nil {
-		lat, err = v.client.roundTrips(k)
+		lat, err = v.client.RoundTrips(k)
 	}
 	p1, t1, s1 := processCPU(), v.fwd.threadCPU(), v.fwd.sqpCPU()
 	if v.fwd != nil {
@@ -416,10 +412,7 @@ func tasksNamed(prefix string) []int {
 func ioWorkers() int { return len(tasksNamed("iou-wrk")) }
 
 // pinger is a running client process (runClient), in a namespace of its own.
-type pinger struct {
-	in  io.WriteCloser
-	out *bufio.Reader
-}
+type pinger = rrclient.Client
 
 // startPinger starts the ping client in namespace ns, pinging ipB from ipA, and adds it to td.
 func startPinger(td *teardown.List, exe, ns string) (*pinger, error) {
@@ -437,126 +430,21 @@ func startPinger(td *teardown.List, exe, ns string) (*pinger, error) {
 		return nil, err
 	}
 	td.Proc(c)
-	return &pinger{in: in, out: bufio.NewReaderSize(out, 1<<20)}, nil
+	return &pinger{In: in, Out: bufio.NewReaderSize(out, 1<<20)}, nil
 }
 
-// roundTrips has the client make k round trips and returns their latencies.
-func (p *pinger) roundTrips(k int) ([]time.Duration, error) {
-	if _, err := fmt.Fprintln(p.in, k); err != nil {
-		return nil, err
-	}
-	line, err := p.out.ReadString('\n')
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
-	f := strings.Fields(line)
-	if len(f) != k {
-		return nil, fmt.Errorf("client printed %d latencies, not %d", len(f), k)
-	}
-	out := make([]time.Duration, k)
-	for i, s := range f {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = time.Duration(v)
-	}
-	return out, nil
-}
-
-// runClient is the client process of spec NETNS,SRC,DST: for each count K read from a line of
-// stdin it makes K ICMP echo round trips from SRC to DST, one after the other, blocking in
-// read(2) for each reply as ping does, and prints their latencies in nanoseconds on one line.
-// A reply that does not come within a second fails it.
+// runClient is the client process of spec NETNS,SRC,DST: ICMP echo round trips from SRC to DST
+// (rrclient.Serve), counts read from stdin and latencies written to stdout.
 func runClient(spec string) error {
 	p := strings.Split(spec, ",")
 	if len(p) != 3 {
 		return fmt.Errorf("client spec %q is not NETNS,SRC,DST: %w", spec, unix.EINVAL)
 	}
-	var src, dst unix.SockaddrInet4
-	s, d := net.ParseIP(p[1]).To4(), net.ParseIP(p[2]).To4()
-	if s == nil || d == nil {
+	src, dst := net.ParseIP(p[1]).To4(), net.ParseIP(p[2]).To4()
+	if src == nil || dst == nil {
 		return fmt.Errorf("client spec %q: bad address: %w", spec, unix.EINVAL)
 	}
-	copy(src.Addr[:], s)
-	copy(dst.Addr[:], d)
-	fd := -1
-	if err := nsrun.In(p[0], func() (err error) {
-		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
-		return err
-	}); err != nil {
-		return err
-	}
-	tv := unix.NsecToTimeval(int64(time.Second))
-	if err := errors.Join(unix.Bind(fd, &src), unix.Connect(fd, &dst),
-		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)); err != nil {
-		return err
-	}
-	id := uint16(os.Getpid())
-	req := make([]byte, payload)
-	req[0] = 8 // echo request
-	binary.BigEndian.PutUint16(req[4:], id)
-	buf := make([]byte, 2048)
-	in := bufio.NewScanner(os.Stdin)
-	out := bufio.NewWriter(os.Stdout)
-	var seq uint16
-	for in.Scan() {
-		k, err := strconv.Atoi(in.Text())
-		if err != nil {
-			return err
-		}
-		for i := range k {
-			seq++
-			binary.BigEndian.PutUint16(req[6:], seq)
-			req[2], req[3] = 0, 0
-			binary.BigEndian.PutUint16(req[2:], checksum(req))
-			t0 := time.Now()
-			if err := unix.Send(fd, req, 0); err != nil {
-				return err
-			}
-			for {
-				m, err := unix.Read(fd, buf)
-				if err == unix.EINTR {
-					continue
-				}
-				if err != nil {
-					return fmt.Errorf("round trip %d: %w", i, err)
-				}
-				if m < 28 || m < int(buf[0]&0x0f)*4+8 {
-					continue
-				}
-				icmp := buf[int(buf[0]&0x0f)*4 : m]
-				if icmp[0] == 0 && binary.BigEndian.Uint16(icmp[4:]) == id && binary.BigEndian.Uint16(icmp[6:]) == seq {
-					break
-				}
-			}
-			el := time.Since(t0)
-			if i > 0 {
-				out.WriteByte(' ')
-			}
-			out.WriteString(strconv.FormatInt(int64(el), 10))
-		}
-		out.WriteByte('\n')
-		if err := out.Flush(); err != nil {
-			return err
-		}
-	}
-	return in.Err()
-}
-
-// checksum is the Internet checksum (RFC 1071) of b.
-func checksum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return ^uint16(s)
+	return rrclient.Serve(p[0], rrclient.ICMP, src, dst, 0, os.Stdin, os.Stdout)
 }
 
 // forwarder moves frames between two TAPs on one goroutine locked to its thread, in turns:

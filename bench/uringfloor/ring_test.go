@@ -101,22 +101,6 @@ func TestRingReadWrite(t *testing.T) {
 	}
 }
 
-// TestChecksum: the Internet checksum of an ICMP echo request, checked against a known packet,
-// and a buffer carrying its own checksum sums to zero.
-func TestChecksum(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		b    []byte
-		want uint16
-	}{
-		{"echo request id 1 seq 1, no data", []byte{8, 0, 0, 0, 0, 1, 0, 1}, 0xf7fd},
-		{"odd length", []byte{0x01}, 0xfeff},
-		{"carries its checksum", []byte{8, 0, 0xf7, 0xfd, 0, 1, 0, 1}, 0},
-	} {
-		assert.Equal(t, tc.want, checksum(tc.b), tc.name)
-	}
-}
-
 // TestRingMultishot: a multishot read armed once on a pipe completes once per message written,
 // each time into the next buffer of the provided-buffer ring (named by the completion's buffer
 // id), with IORING_CQE_F_MORE (still armed); with every buffer taken it ends with ENOBUFS and

@@ -19,6 +19,7 @@ import (
 
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/manad/manad/internal/rrclient"
 	"github.com/manad/manad/vnic"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -200,7 +201,7 @@ func (tp *testPort) ping(dst net.IP, seq int, timeout time.Duration) error {
 	binary.BigEndian.PutUint16(req[4:], id)
 	binary.BigEndian.PutUint16(req[6:], uint16(seq))
 	copy(req[8:], "manad datapath ping payload.....")
-	binary.BigEndian.PutUint16(req[2:], inetChecksum(req))
+	binary.BigEndian.PutUint16(req[2:], rrclient.Checksum(req))
 	var to unix.SockaddrInet4
 	copy(to.Addr[:], dst.To4())
 	if err := unix.Sendto(fd, req, 0, &to); err != nil {
@@ -235,20 +236,6 @@ func (tp *testPort) ping(dst net.IP, seq int, timeout time.Duration) error {
 			return nil
 		}
 	}
-}
-
-func inetChecksum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return ^uint16(s)
 }
 
 // pingOK pings until a reply comes (the first may wait for ARP) and fails the test otherwise.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/manad/manad/internal/rrclient"
 )
 
 // TestOffloadTCP runs TCP both ways between two ports whose TAPs carry virtio headers with TSO
@@ -86,7 +88,7 @@ func ipv4FrameFor(dst, src *testPort, id uint16, proto byte, l4 int) []byte {
 	binary.BigEndian.PutUint16(ip[4:], id)
 	copy(ip[12:16], src.ip)
 	copy(ip[16:20], dst.ip)
-	binary.BigEndian.PutUint16(ip[10:], inetChecksum(ip))
+	binary.BigEndian.PutUint16(ip[10:], rrclient.Checksum(ip))
 	return f
 }
 
@@ -99,7 +101,7 @@ func l4Checksum(src, dst *testPort, proto byte, l4 []byte) uint16 {
 	ps[9] = proto
 	binary.BigEndian.PutUint16(ps[10:], uint16(len(l4)))
 	copy(ps[12:], l4)
-	return inetChecksum(ps)
+	return rrclient.Checksum(ps)
 }
 
 // TestCoalescedRunOutsideTXBatch transmits TCP segments into a port with offloads from outside

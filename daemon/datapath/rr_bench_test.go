@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/manad/manad/daemon/tap"
 	"github.com/manad/manad/daemon/tap/taptest"
+	"github.com/manad/manad/internal/rrclient"
 	binharness "github.com/manad/manad/tests/harness"
 	"github.com/manad/manad/tests/testenv"
 	"github.com/manad/manad/vnic"
@@ -34,10 +34,6 @@ const rrEnv = "MANAD_TEST_RR"
 
 // rrPort is the UDP echo server's port.
 const rrPort = 7777
-
-// rrPayload is the payload of one request and of its reply: 64 bytes (a UDP RR 64 B, and the
-// ICMP echo of ping -s 56).
-const rrPayload = 64
 
 // rrPathsFlag limits BenchmarkRoundTrip to some of its paths (a comma-separated list of veth,
 // relay, manad-off, manad-on; all by default), to look at one with perf.
@@ -93,103 +89,17 @@ func rrEcho(addr net.IP) error {
 	}
 }
 
-// rrClient reads a count N from each line of stdin, makes N round trips of kind (udp: to the
-// echo server; icmp: an echo request the destination's kernel answers) one after the other, and
-// prints their latencies in nanoseconds on one line. It blocks in recvfrom between request and
-// reply, as netperf's TCP_RR and ping do; a reply that does not come within a second fails it.
+// rrClient is the client helper process: rrclient.Serve on its stdin and stdout, in the
+// namespace ip netns exec started it in.
 func rrClient(kind string, src, dst net.IP) error {
-	var fd int
-	var err error
-	var to unix.SockaddrInet4
-	copy(to.Addr[:], dst)
-	switch kind {
-	case "udp":
-		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		to.Port = rrPort
-	case "icmp":
-		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
-	default:
-		return fmt.Errorf("kind %q", kind)
-	}
-	if err != nil {
-		return err
-	}
-	sa := &unix.SockaddrInet4{}
-	copy(sa.Addr[:], src)
-	if err := unix.Bind(fd, sa); err != nil {
-		return err
-	}
-	if err := unix.Connect(fd, &to); err != nil {
-		return err
-	}
-	tv := unix.NsecToTimeval(int64(time.Second))
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return err
-	}
-	req := make([]byte, rrPayload)
-	if kind == "icmp" {
-		req[0] = 8 // an echo request: its 8-byte header and 56 bytes, ping's default
-		binary.BigEndian.PutUint16(req[4:], uint16(os.Getpid()))
-	}
-	buf := make([]byte, 2048)
-	in := bufio.NewScanner(os.Stdin)
-	out := bufio.NewWriter(os.Stdout)
-	var seq uint16
-	for in.Scan() {
-		n, err := strconv.Atoi(in.Text())
-		if err != nil {
-			return err
-		}
-		for i := range n {
-			seq++
-			if kind == "icmp" {
-				binary.BigEndian.PutUint16(req[6:], seq)
-				req[2], req[3] = 0, 0
-				binary.BigEndian.PutUint16(req[2:], inetChecksum(req))
-			} else {
-				binary.BigEndian.PutUint16(req, seq)
-			}
-			t0 := time.Now()
-			if err := unix.Send(fd, req, 0); err != nil {
-				return err
-			}
-			for {
-				m, err := unix.Read(fd, buf)
-				if err == unix.EINTR {
-					continue
-				}
-				if err != nil {
-					return fmt.Errorf("round trip %d: %w", i, err)
-				}
-				if kind == "udp" && m == len(req) && binary.BigEndian.Uint16(buf) == seq {
-					break
-				}
-				if kind == "icmp" && m >= 28 {
-					icmp := buf[int(buf[0]&0x0f)*4 : m]
-					if len(icmp) >= 8 && icmp[0] == 0 && binary.BigEndian.Uint16(icmp[6:]) == seq &&
-						binary.BigEndian.Uint16(icmp[4:]) == uint16(os.Getpid()) {
-						break
-					}
-				}
-			}
-			if i > 0 {
-				out.WriteByte(' ')
-			}
-			out.WriteString(strconv.FormatInt(int64(time.Since(t0)), 10))
-		}
-		out.WriteByte('\n')
-		if err := out.Flush(); err != nil {
-			return err
-		}
-	}
-	return in.Err()
+	return rrclient.Serve("", kind, src, dst, rrPort, os.Stdin, os.Stdout)
 }
 
 // rrHelper is a running round-trip helper process.
 type rrHelper struct {
+	rrclient.Client
 	cmd *exec.Cmd
 	in  io.WriteCloser
-	out *bufio.Reader
 }
 
 func startRR(b testing.TB, ns, spec string) *rrHelper {
@@ -205,7 +115,7 @@ func startRR(b testing.TB, ns, spec string) *rrHelper {
 	}
 	out, err := cmd.StdoutPipe()
 	require.NoError(b, err)
-	h.out = bufio.NewReaderSize(out, 1<<20)
+	h.Client = rrclient.Client{In: h.in, Out: bufio.NewReaderSize(out, 1<<20)}
 	require.NoError(b, cmd.Start(), "start %s", spec)
 	b.Cleanup(func() {
 		h.in.Close()
@@ -215,30 +125,6 @@ func startRR(b testing.TB, ns, spec string) *rrHelper {
 		cmd.Wait()
 	})
 	return h
-}
-
-// roundTrips has the client make n round trips and returns their latencies.
-func (h *rrHelper) roundTrips(n int) ([]time.Duration, error) {
-	if _, err := fmt.Fprintln(h.in, n); err != nil {
-		return nil, err
-	}
-	line, err := h.out.ReadString('\n')
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
-	f := strings.Fields(line)
-	if len(f) != n {
-		return nil, fmt.Errorf("client printed %d latencies, not %d", len(f), n)
-	}
-	out := make([]time.Duration, n)
-	for i, s := range f {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = time.Duration(v)
-	}
-	return out, nil
 }
 
 // rrPath is one way between two namespaces, with its clients and what they measured.
@@ -255,14 +141,14 @@ type rrPath struct {
 
 func newRRPath(b testing.TB, name, srcNS, dstNS string, src, dst net.IP) *rrPath {
 	echo := startRR(b, dstNS, "echo,"+dst.String())
-	if line, err := echo.out.ReadString('\n'); err != nil || line != "ready\n" {
+	if line, err := echo.Out.ReadString('\n'); err != nil || line != "ready\n" {
 		b.Fatalf("%s: echo server did not start: %q %v", name, line, err)
 	}
 	p := &rrPath{name: name, clients: map[string]*rrHelper{}, lat: map[string][]time.Duration{},
 		cpu: map[string]time.Duration{}, sw: map[string]uint64{}, sleeps: map[string]uint64{}, n: map[string]int{}}
 	for _, k := range rrKinds {
 		p.clients[k] = startRR(b, srcNS, fmt.Sprintf("client,%s,%s,%s", k, src, dst))
-		if _, err := p.clients[k].roundTrips(50); err != nil { // ARP, the segment's table, warm caches
+		if _, err := p.clients[k].RoundTrips(50); err != nil { // ARP, the segment's table, warm caches
 			b.Fatalf("%s %s: %v", name, k, err)
 		}
 	}
@@ -281,7 +167,7 @@ var rrKinds = []string{"icmp", "udp"}
 func (p *rrPath) measure(b testing.TB, kind string, n int) {
 	sw0, sl0 := threadSwitches(b, p.pid)
 	cpu0 := processCPU(b, p.pid)
-	lat, err := p.clients[kind].roundTrips(n)
+	lat, err := p.clients[kind].RoundTrips(n)
 	sw1, sl1 := threadSwitches(b, p.pid)
 	cpu1 := processCPU(b, p.pid)
 	require.NoError(b, err, "%s %s", p.name, kind)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/manad/manad/daemon/offload"
+	"github.com/manad/manad/internal/rrclient"
 	"github.com/stretchr/testify/require"
 )
 
@@ -51,7 +52,7 @@ func uplinkTCP(id uint16, seq uint32, payload int) []byte {
 	tcp := f[34:]
 	binary.BigEndian.PutUint16(tcp[16:], 0)
 	ps := append(append(append([]byte(nil), src.ip...), dst.ip...), 0, 6, byte(len(tcp)>>8), byte(len(tcp)))
-	binary.BigEndian.PutUint16(tcp[16:], inetChecksum(append(ps, tcp...)))
+	binary.BigEndian.PutUint16(tcp[16:], rrclient.Checksum(append(ps, tcp...)))
 	return f
 }
 
