@@ -50,34 +50,21 @@ func (q *Queue) Control(f func(fd int)) error {
 // Read reads one frame (with its virtio header on a TAP with offloads) into b, without waiting.
 // Errors: unix.EAGAIN when the kernel has queued nothing; os.ErrClosed after Close; the kernel's
 // errno otherwise (EBADFD once the TAP is gone, EINVAL for a b too short for the frame).
-func (q *Queue) Read(b []byte) (int, error) {
-	n, err := 0, error(nil)
-	if cerr := q.Control(func(fd int) {
-		for {
-			n, err = unix.Read(fd, b)
-			if err != unix.EINTR {
-				return
-			}
-		}
-	}); cerr != nil {
-		return 0, cerr
-	}
-	if err != nil {
-		return 0, err
-	}
-	return n, nil
-}
+func (q *Queue) Read(b []byte) (int, error) { return q.io(unix.Read, b) }
 
 // Write writes one frame (behind its virtio header on a TAP with offloads), which the kernel
 // receives on the TAP's netdev. A TAP never makes a writer wait. Errors: os.ErrClosed after
 // Close; the kernel's errno otherwise (EIO while the TAP is down, EINVAL for a malformed frame
 // or header).
-func (q *Queue) Write(b []byte) (int, error) {
+func (q *Queue) Write(b []byte) (int, error) { return q.io(unix.Write, b) }
+
+// io runs op (unix.Read or unix.Write) on the descriptor with b, again while a signal interrupts
+// it, under the read lock that keeps the descriptor from being closed meanwhile.
+func (q *Queue) io(op func(int, []byte) (int, error), b []byte) (int, error) {
 	n, err := 0, error(nil)
 	if cerr := q.Control(func(fd int) {
 		for {
-			n, err = unix.Write(fd, b)
-			if err != unix.EINTR {
+			if n, err = op(fd, b); err != unix.EINTR {
 				return
 			}
 		}
