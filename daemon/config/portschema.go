@@ -569,23 +569,25 @@ func keyError(key string, err error) error {
 // WireSpec returns s as PORT_NEW's request carries it: every field of portFields (SpecFromWire
 // gives s back).
 func (s *PortSpec) WireSpec() wire.PortSpec {
+	w, _ := s.toWire()
+	return w
+}
+
+// toWire runs every row of portFields: the request's and the reply's fields of s.
+func (s *PortSpec) toWire() (wire.PortSpec, wire.PortInfo) {
 	var w wire.PortSpec
 	var i wire.PortInfo
 	for _, f := range portFields {
 		f.toWire(s, &w, &i)
 	}
-	return w
+	return w, i
 }
 
 // Info returns the reply a port created from s reports before anything changed: every field of
 // portFields, its coalescing and RSS key. The daemon overwrites what the port's live state says
 // (its settings, device, state flags, layout and memory).
 func (s *PortSpec) Info() wire.PortInfo {
-	var w wire.PortSpec
-	var i wire.PortInfo
-	for _, f := range portFields {
-		f.toWire(s, &w, &i)
-	}
+	_, i := s.toWire()
 	i.Coalesce = wire.Coalesce(s.Coalesce)
 	i.RSSKey = slices.Clone(s.RSSKey)
 	if i.RSSKey == nil {
