@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manad/manad/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -26,7 +27,7 @@ func TestRingReadWrite(t *testing.T) {
 			defer runtime.UnlockOSThread()
 			r, err := newRing(4, tc.sqpoll, 10*time.Millisecond, -1)
 			if errors.Is(err, errRingUnavailable) {
-				t.Skip(err)
+				testenv.SkipOrFail(t, "io_uring: %v", err)
 			}
 			require.NoError(t, err)
 			defer r.close()
@@ -108,7 +109,7 @@ func TestRingReadWrite(t *testing.T) {
 func TestRingMultishot(t *testing.T) {
 	r, err := newRing(4, true, 10*time.Millisecond, -1)
 	if errors.Is(err, errRingUnavailable) {
-		t.Skip(err)
+		testenv.SkipOrFail(t, "io_uring: %v", err)
 	}
 	require.NoError(t, err)
 	defer r.close()
