@@ -1,7 +1,8 @@
 // Command taprelay is the baseline of bench/udppps and bench/fabric: the least a userspace
 // program can do to connect a TAP device to another TAP, or to a kernel netdev. It copies every
-// frame from one side to the other, one goroutine per direction, one read and one write per
-// frame, and looks at none of them.
+// frame from one side to the other, one read and one write per frame, and looks at none of them:
+// by default one goroutine per direction, parked until a frame comes; with -poll one busy-polling
+// thread for both.
 //
 //	taprelay [-poll] TAP_A TAP_B
 //	taprelay [-poll] -uplink TAP DEV
@@ -26,8 +27,10 @@
 // that a reply the kernel makes inside that write is read in the same pass; after 20 µs without a
 // frame it yields its CPU (sched_yield), as manad's poller does (daemon/datapath's yieldAfter),
 // so that a round trip's other end waiting for that CPU runs. It does what manad's poller must do
-// per frame and nothing else (no epoll, no ring, no segment), so manad polling against it is
-// manad's own cost above the floor.
+// per frame and nothing else (no epoll, no ring, no segment), so manad's polling measured against
+// it shows what manad costs above that floor. It has no polling window: it spins whether frames
+// come or not, so a benchmark that runs it beside other paths stops it (SIGSTOP) outside its
+// turns (daemon/datapath's BenchmarkRoundTripBinary, bench/fabric).
 //
 // -smoke (bench-smoke's convention for bench/ programs; needs root) checks the relay end to end
 // in a private network namespace, in both forms and both modes (parking and -poll): fresh TAPs
