@@ -23,6 +23,15 @@
 // path is the interfaces' and how much manad's own: its ratio to the kernel-only path, and
 // manad's ratio to it.
 //
+// The UDP RR test also runs over "taprelay busy-poll", the same with bench/taprelay -poll -uplink
+// (issue 29): a model of the floor of a busy-polling forwarder on these interfaces, one thread
+// per host polling its TAP and its AF_PACKET socket with a non-blocking system call per look and
+// one per frame, yielding its CPU after 20 µs without a frame as manad's poller does. Its rows:
+// its ratio to the kernel-only path and its CPU per transaction, and manad busy-poll's ratio to
+// it (how far manad's polling is above what any busy-polling forwarder pays here). It spins
+// whether frames come or not, so its relays are stopped (SIGSTOP) outside its measurements: they
+// would take the CPUs from every other path's.
+//
 // Each path has its own namespaces, set up once; the paths are measured in turns, round after
 // round (the order rotating), and the median of the rounds is reported. Senders and receivers
 // are separate processes (this binary re-executed inside a namespace).
@@ -43,10 +52,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/manad/manad/bench/internal/benchrow"
@@ -124,9 +135,15 @@ func main() {
 		fatal(errors.New("needs root (namespaces, VXLAN, TAP devices)"))
 	}
 	b := &bench{id: strconv.Itoa(os.Getpid() % 100000), dur: dur}
-	atExit = b.td.Run
+	atExit = func() { b.resumeStopped(); b.td.Run() }
 	defer b.td.Run()
 	defer b.td.OnSignal()()
+	defer b.resumeStopped()
+	// The teardown's own signal handler stops the processes (SIGINT): a stopped relay takes it
+	// only once continued.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() { <-sig; b.resumeStopped() }()
 	var err error
 	if b.dir, err = os.MkdirTemp("", "fabric-"); err != nil {
 		fatal(err)
@@ -184,6 +201,7 @@ type path struct {
 	dstIP    string
 	pids     []int // the path's manad (or taprelay) processes, whose CPU time is counted
 	rrOnly   bool  // measured in the RR test only
+	stopped  bool  // pids are stopped (SIGSTOP) but while its sender runs (taprelay -poll's)
 }
 
 // cpuCost is the CPU time of one measurement, in seconds per million transactions (RR) or
@@ -204,6 +222,7 @@ type bench struct {
 	portDefer int
 	portFlush time.Duration
 	td        teardown.List // the processes, namespaces and directory set up
+	stopped   []int         // the processes kept stopped between their turns (path.stopped)
 }
 
 func run(args ...string) error {
@@ -306,7 +325,11 @@ func (b *bench) setup() ([]path, error) {
 	if err != nil {
 		return nil, err
 	}
-	rports, rpids, err := b.relayHosts("r", 84)
+	rports, rpids, err := b.relayHosts("r", 84, false)
+	if err != nil {
+		return nil, err
+	}
+	rpports, rppids, err := b.relayHosts("rp", 87, true)
 	if err != nil {
 		return nil, err
 	}
@@ -325,20 +348,47 @@ func (b *bench) setup() ([]path, error) {
 		{name: relayPath, src: rports[0], dst: rports[1], dstIP: "10.84.0.2", pids: rpids},
 		{name: pollPath, src: pports[0], dst: pports[1], dstIP: "10.85.0.2", pids: ppids, rrOnly: true},
 		{name: xdpPollPath, src: qports[0], dst: qports[1], dstIP: "10.86.0.2", pids: qpids, rrOnly: true},
+		{name: relayPollPath, src: rpports[0], dst: rpports[1], dstIP: "10.87.0.2", pids: rppids, rrOnly: true, stopped: true},
 	}
 	for _, p := range paths {
 		if err := run("ip", "netns", "exec", p.src, "ping", "-c", "2", "-i", "0.2", "-W", "2", p.dstIP); err != nil {
 			return nil, fmt.Errorf("%s does not pass traffic: %w", p.name, err)
 		}
+		if p.stopped {
+			b.stopped = append(b.stopped, p.pids...)
+			if err := signalAll(p.pids, syscall.SIGSTOP); err != nil {
+				return nil, fmt.Errorf("%s: %w", p.name, err)
+			}
+		}
 	}
 	return paths, nil
 }
 
+// signalAll sends sig to every process of pids. Errors: the first kill's.
+func signalAll(pids []int, sig syscall.Signal) error {
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil {
+			return fmt.Errorf("kill -%v %d: %w", sig, pid, err)
+		}
+	}
+	return nil
+}
+
+// resumeStopped continues the relays kept stopped between their turns (SIGCONT), so that the
+// teardown's SIGINT reaches them at once rather than after its 10-s wait; harmless twice, or
+// for a process already gone.
+func (b *bench) resumeStopped() {
+	for _, pid := range b.stopped {
+		syscall.Kill(pid, syscall.SIGCONT)
+	}
+}
+
 // relayHosts makes two hosts (underlay subnet and VNI subnet), a TAP per host (10.SUBNET.0.1 and
-// .2 in its own namespace) joined to vx0 by bench/taprelay -uplink, and returns the TAPs'
-// namespaces. Each TAP is made in its host's namespace, where the relay attaches to it and to
-// vx0, then moved to its port namespace: the relay's descriptor follows it.
-func (b *bench) relayHosts(name string, subnet int) (ports [2]string, pids []int, err error) {
+// .2 in its own namespace) joined to vx0 by bench/taprelay -uplink (with poll, -poll -uplink),
+// and returns the TAPs' namespaces and the relays' process ids. Each TAP is made in its host's
+// namespace, where the relay attaches to it and to vx0, then moved to its port namespace: the
+// relay's descriptor follows it.
+func (b *bench) relayHosts(name string, subnet int, poll bool) (ports [2]string, pids []int, err error) {
 	hosts, ports, err := b.hosts(name, subnet, subnet)
 	if err != nil {
 		return ports, nil, err
@@ -349,9 +399,11 @@ func (b *bench) relayHosts(name string, subnet int) (ports [2]string, pids []int
 		if err := run("ip", "-n", h, "tuntap", "add", "mode", "tap", "name", tap); err != nil {
 			return ports, nil, err
 		}
-		pid, err := relayPID(b.relay, tap, func() error {
-			return helperproc.Start(&b.td, "ready", "ip", "netns", "exec", h, b.relay, "-uplink", tap, "vx0")
-		})
+		args := []string{"ip", "netns", "exec", h, b.relay, "-uplink", tap, "vx0"}
+		if poll {
+			args = slices.Insert(args, 5, "-poll")
+		}
+		pid, err := relayPID(b.relay, tap, poll, func() error { return helperproc.Start(&b.td, "ready", args...) })
 		if err != nil {
 			return ports, nil, err
 		}
@@ -367,9 +419,10 @@ func (b *bench) relayHosts(name string, subnet int) (ports [2]string, pids []int
 	return ports, pids, nil
 }
 
-// relayPID runs start, which starts a taprelay on tap, and finds the process it started (whose
-// command line names bin and tap; `ip netns exec` execs it in place): its CPU time is counted.
-func relayPID(bin, tap string, start func() error) (int, error) {
+// relayPID runs start, which starts a taprelay on tap (with poll, a taprelay -poll), and finds
+// the process it started (whose command line names bin and tap, and -poll or not; `ip netns
+// exec` execs it in place): its CPU time is counted.
+func relayPID(bin, tap string, poll bool, start func() error) (int, error) {
 	if err := start(); err != nil {
 		return 0, err
 	}
@@ -387,7 +440,7 @@ func relayPID(bin, tap string, start func() error) (int, error) {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
-		if args[0] == bin && slices.Contains(args, "-uplink") && slices.Contains(args, tap) && pid != os.Getpid() {
+		if args[0] == bin && slices.Contains(args, "-uplink") && slices.Contains(args, tap) && slices.Contains(args, "-poll") == poll && pid != os.Getpid() {
 			return pid, nil
 		}
 	}
@@ -566,7 +619,18 @@ func (b *bench) measure(p path, tc test) (float64, cpuCost, error) {
 	snd := exec.Command("ip", "netns", "exec", p.src, self, "-role", tc.proto+"send", "-addr", target,
 		"-size", strconv.Itoa(tc.size), "-seconds", secs)
 	snd.Stderr = os.Stderr
-	if err := snd.Run(); err != nil {
+	if p.stopped {
+		if err := signalAll(p.pids, syscall.SIGCONT); err != nil {
+			rcv.Process.Kill()
+			rcv.Wait()
+			return 0, cpuCost{}, err
+		}
+	}
+	err = snd.Run()
+	if p.stopped {
+		err = errors.Join(err, signalAll(p.pids, syscall.SIGSTOP))
+	}
+	if err != nil {
 		rcv.Process.Kill()
 		rcv.Wait()
 		return 0, cpuCost{}, fmt.Errorf("sender: %w", err)
@@ -730,6 +794,8 @@ const (
 	// The busy-polling paths (RR only).
 	pollPath    = "manad busy-poll (port, uplink, VXLAN)"
 	xdpPollPath = "manad AF_XDP busy-poll (port, uplink, VXLAN)"
+	// bench/taprelay -poll -uplink: the busy-poll floor on these interfaces (RR only).
+	relayPollPath = "taprelay busy-poll (TAP, AF_PACKET, VXLAN)"
 )
 
 // against returns the row of path's figure for tc compared with peer's (named peerName), the
@@ -761,7 +827,7 @@ func cpuRows(cpu map[string]map[string][]cpuCost, tc test) []benchrow.Row {
 		return v
 	}
 	ks := total(kernelPath)
-	for _, path := range []string{kernelPath, manadPath, pollPath, xdpPath, xdpPollPath, relayPath} {
+	for _, path := range []string{kernelPath, manadPath, pollPath, xdpPath, xdpPollPath, relayPath, relayPollPath} {
 		vs := total(path)
 		if len(vs) == 0 {
 			continue
@@ -828,6 +894,12 @@ func report(res map[string]map[string][]float64, cpu map[string]map[string][]cpu
 			o.Issue = 29
 			out = append(out, r, o)
 		}
+		// The busy-poll floor (bench/taprelay -poll): what a forwarder that polls these
+		// interfaces and does nothing else reaches, and how close manad's polling comes.
+		f := against(res, tc, tc.name+", "+relayPollPath, relayPollPath, kernelPath, "kernel-only path", "")
+		m := against(res, tc, tc.name+", "+pollPath+" against taprelay busy-poll", pollPath, relayPollPath, "taprelay busy-poll", "")
+		f.Issue, m.Issue = 29, 29
+		out = append(out, f, m)
 		out = append(out, cpuRows(cpu, tc)...)
 	}
 	if asJSON {

@@ -211,9 +211,10 @@ var sources = slices.Concat([]source{
 		value: "shutdown-ms", scale: 1e-3, unit: "s", baseline: "bridge-teardown-ms", baseName: "deleting the bridge and its 1,000 TAPs (one group request)",
 		target: "≤ 2 s", met: func(v, _ float64) bool { return v <= 2 }},
 }, binaryRoundTrips("udp"), binaryRoundTrips("icmp"), []source{
-	roundTripCPU(rrBinary, "udp", "manad-on"), roundTripCPU(rrBinary, "udp", "manad-off"),
-	roundTripCPU(rrBinary, "icmp", "manad-on"), roundTripCPU(rrBinary, "icmp", "manad-off"),
-	roundTripSleeps(rrBinary, "udp", "manad-on"), roundTripSleeps(rrBinary, "udp", "manad-off"),
+	againstFloor("udp"), againstFloor("icmp"),
+	roundTripCPU(rrBinary, "udp", "manad-on"), roundTripCPU(rrBinary, "udp", "manad-off"), roundTripCPU(rrBinary, "udp", rrFloor),
+	roundTripCPU(rrBinary, "icmp", "manad-on"), roundTripCPU(rrBinary, "icmp", "manad-off"), roundTripCPU(rrBinary, "icmp", rrFloor),
+	roundTripSleeps(rrBinary, "udp", "manad-on"), roundTripSleeps(rrBinary, "udp", "manad-off"), roundTripSleeps(rrBinary, "udp", rrFloor),
 	// The data path alone, in the benchmark's process (no daemon around it): what the
 	// binary's rows owe to the rest of manad.
 	roundTrip(rrInProcess, "udp", "manad-on", "p50", "reported", 0),
@@ -226,7 +227,13 @@ var sources = slices.Concat([]source{
 // rrPaths names BenchmarkRoundTrip's and BenchmarkRoundTripBinary's paths in the report.
 var rrPaths = map[string]string{
 	"manad-on": "manad ports, polling on", "manad-off": "manad ports, polling off", "relay": "TAP relay", "veth": "veth pair",
+	rrFloor: "bench/taprelay -poll (busy-poll floor, a model)",
 }
+
+// rrFloor is BenchmarkRoundTripBinary's path through bench/taprelay -poll: the least a
+// busy-polling user-space forwarder does (a system call per frame and per empty look), the
+// floor that manad's polling is measured against.
+const rrFloor = "relay-poll"
 
 // rrKinds names their round trips in the report.
 var rrKinds = map[string]string{"udp": "UDP RR 64 B", "icmp": "ping 64 B"}
@@ -243,7 +250,8 @@ var (
 )
 
 // binaryRoundTrips are the p50 and p99 rows of kind through the manad binary: polling on against
-// issue 29's targets, polling off and bench/taprelay reported.
+// issue 29's targets, polling off, bench/taprelay and bench/taprelay -poll (the busy-poll floor)
+// reported.
 func binaryRoundTrips(kind string) []source {
 	const off = "reported (no worse than before polling)"
 	return []source{
@@ -253,7 +261,20 @@ func binaryRoundTrips(kind string) []source {
 		roundTrip(rrBinary, kind, "manad-off", "p99", off, 0),
 		roundTrip(rrBinary, kind, "relay", "p50", "reported", 0),
 		roundTrip(rrBinary, kind, "relay", "p99", "reported", 0),
+		roundTrip(rrBinary, kind, rrFloor, "p50", "reported", 0),
+		roundTrip(rrBinary, kind, rrFloor, "p99", "reported", 0),
 	}
+}
+
+// againstFloor is the row of kind's p50 through manad's ports with polling on against
+// bench/taprelay -poll's in the same run (BenchmarkRoundTripBinary's
+// manad-on-KIND-p50-vs-relay-poll): how far manad's polling is above the floor of any
+// busy-polling forwarder on the machine, where veth's is below what a forwarder can reach.
+func againstFloor(kind string) source {
+	return source{issue: 29, figure: fmt.Sprintf("%s round trip p50, %s, against bench/taprelay -poll (%s)", rrKinds[kind], rrPaths["manad-on"], rrBinary.where),
+		pkg: "./daemon/datapath", bench: rrBinary.name,
+		value: "manad-on-" + kind + "-p50-ns", scale: 1e-3, unit: "µs", baseline: rrFloor + "-" + kind + "-p50-ns",
+		baseName: rrPaths[rrFloor] + ", interleaved", ratio: "manad-on-" + kind + "-p50-vs-" + rrFloor, target: "reported"}
 }
 
 // roundTrip is a latency row of bench: kind's pct round-trip time along path against a veth

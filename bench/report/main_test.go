@@ -262,3 +262,32 @@ func TestRowOfAtMostBaseline(t *testing.T) {
 		})
 	}
 }
+
+// TestRoundTripBinaryRows reads a real run of BenchmarkRoundTripBinary (testdata, one iteration,
+// captured when its relay-poll path came) and checks that every row made of it finds its value,
+// peer and ratio metrics there, so that a row naming a metric the benchmark does not report fails
+// here and not only in the next root run; and that the busy-poll floor's rows are among them.
+func TestRoundTripBinaryRows(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "roundtripbinary.txt"))
+	require.NoError(t, err)
+	defer f.Close()
+	res, _, _ := parseBench(f)
+	runs := res["./daemon/datapath "+rrBinary.name]
+	require.Len(t, runs, 1, "testdata has no %s run", rrBinary.name)
+	var floor, against int
+	for _, s := range sources {
+		if s.bench != rrBinary.name {
+			continue
+		}
+		r := fromSource(s, runs)
+		assert.False(t, r.missing, "row %q: %s", s.figure, r.note)
+		if strings.Contains(s.value, rrFloor) {
+			floor++
+		}
+		if strings.HasSuffix(s.ratio, "-vs-"+rrFloor) {
+			against++
+		}
+	}
+	assert.Equal(t, 7, floor, "relay-poll rows (p50 and p99 of both kinds, CPU of both, sleeps of UDP RR)")
+	assert.Equal(t, 2, against, "manad-on against relay-poll rows (p50 of both kinds)")
+}

@@ -35,9 +35,10 @@ const rrEnv = "MANAD_TEST_RR"
 // rrPort is the UDP echo server's port.
 const rrPort = 7777
 
-// rrPathsFlag limits BenchmarkRoundTrip to some of its paths (a comma-separated list of veth,
-// relay, manad-off, manad-on; all by default), to look at one with perf.
-var rrPathsFlag = flag.String("rr.paths", "", "BenchmarkRoundTrip: the paths to measure, comma-separated (default all)")
+// rrPathsFlag limits BenchmarkRoundTrip and BenchmarkRoundTripBinary to some of their paths (a
+// comma-separated list of veth, relay, relay-poll (the binary's only), manad-off, manad-on; all
+// by default), to look at one with perf.
+var rrPathsFlag = flag.String("rr.paths", "", "BenchmarkRoundTrip(Binary): the paths to measure, comma-separated (default all)")
 
 // rrPollConfig is the NAPI setting of the "polling on" ports: defer-hard-irqs 100 ×
 // gro-flush-timeout 20 µs, a 2 ms window (what a user sets for busy polling: the kernel's
@@ -131,6 +132,7 @@ func startRR(b testing.TB, ns, spec string) *rrHelper {
 type rrPath struct {
 	name    string
 	pid     int                        // the forwarder's process (manad's, the relay's); 0: this process
+	stopped bool                       // pid is stopped outside the path's turns (taprelay -poll's)
 	clients map[string]*rrHelper       // by kind
 	lat     map[string][]time.Duration // by kind, over every round
 	cpu     map[string]time.Duration   // this process's CPU time during the kind's round trips
@@ -165,6 +167,12 @@ var rrKinds = []string{"icmp", "udp"}
 // runtime's poller thread or a goroutine's, sleeps again once per wake-up, so the sleeps are the
 // forwarder's wake-ups; the rest is the CPU it lost to other tasks (a poller's sched_yield).
 func (p *rrPath) measure(b testing.TB, kind string, n int) {
+	if p.stopped {
+		// SIGSTOP between turns: a process that busy-polls without a window (taprelay -poll)
+		// would otherwise take a CPU from every other path's turn.
+		require.NoError(b, unix.Kill(p.pid, unix.SIGCONT), "%s: resume the forwarder", p.name)
+		defer func() { require.NoError(b, unix.Kill(p.pid, unix.SIGSTOP), "%s: stop the forwarder", p.name) }()
+	}
 	sw0, sl0 := threadSwitches(b, p.pid)
 	cpu0 := processCPU(b, p.pid)
 	lat, err := p.clients[kind].RoundTrips(n)
@@ -298,7 +306,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 // measureRR measures paths (veth first: the ratios are to it), rrChunk round trips of each kind along
 // each path per iteration, the order rotating, and reports p50 and p99 (over every round trip of
 // the run), their ratios to veth's, the forwarder's CPU seconds per million round trips and its
-// threads' context switches per round trip.
+// threads' context switches per round trip; and, when relay-poll (rrFloorPath) is among them,
+// each polling path's ("…-on") p50 and p99 over relay-poll's (NAME-KIND-p50-vs-relay-poll).
 func measureRR(b *testing.B, paths []*rrPath) {
 	if *rrPathsFlag != "" {
 		want := strings.Split(*rrPathsFlag, ",")
@@ -341,7 +350,32 @@ func measureRR(b *testing.B, paths []*rrPath) {
 			b.ReportMetric(float64(pct(p.lat[kind], 0.99))/float64(pct(veth.lat[kind], 0.99)), p.name+"-"+kind+"-p99-ratio")
 		}
 	}
+	// Polling on against the busy-poll floor (bench/taprelay -poll): what manad costs above the
+	// least any busy-polling forwarder pays, in the same run.
+	i := slices.IndexFunc(paths, func(p *rrPath) bool { return p.name == rrFloorPath })
+	if i < 0 {
+		return
+	}
+	floor := paths[i]
+	for _, p := range paths {
+		if !strings.HasSuffix(p.name, "-on") {
+			continue
+		}
+		for _, kind := range rrKinds {
+			for _, q := range []struct {
+				name string
+				q    float64
+			}{{"p50", 0.5}, {"p99", 0.99}} {
+				b.ReportMetric(float64(pct(p.lat[kind], q.q))/float64(pct(floor.lat[kind], q.q)),
+					p.name+"-"+kind+"-"+q.name+"-vs-"+rrFloorPath)
+			}
+		}
+	}
 }
+
+// rrFloorPath is the path of bench/taprelay -poll, the busy-poll floor that the polling paths
+// ("…-on") are compared with.
+const rrFloorPath = "relay-poll"
 
 // vethRRPath is the kernel's own path between two namespaces: a veth pair (10.78.0.1 and .2).
 func vethRRPath(b *testing.B) *rrPath {
@@ -365,18 +399,24 @@ func vethRRPath(b *testing.B) *rrPath {
 // namespace of its own, one queue each, a pair per segment: "manad-off" with its configuration's
 // defaults, "manad-on" with the port keys napi_defer_hard_irqs = 100 and gro_flush_timeout =
 // "20us" (rrPollConfig: every queue's NAPI polls for 2 ms after the last frame; max_pollers is the
-// default, one on two CPUs). It compares them with a veth pair and with bench/taprelay (the
-// minimal user-space forwarder, its own process, two single-queue TAPs), all in the same run,
-// interleaved as BenchmarkRoundTrip's are. The CPU figures are the forwarding process's (manad's,
+// default, one on two CPUs). It compares them with a veth pair and with bench/taprelay twice, each
+// its own process with two single-queue TAPs: "relay" (the minimal user-space forwarder, parked
+// in its reads) and "relay-poll" (taprelay -poll: one thread busy-polling both TAPs with a
+// non-blocking read per look and a write per frame, yielding after 20 µs idle as manad's poller
+// does; a model of the floor of any busy-polling forwarder on this machine), all in the same run,
+// interleaved as BenchmarkRoundTrip's are. Besides every path's p50 and p99 against veth's, it
+// reports manad-on's p50 and p99 against relay-poll's (manad-on-KIND-p50-vs-relay-poll): what
+// manad polling costs above that floor. The CPU figures are the forwarding process's (manad's,
 // taprelay's; read from /proc, in clock ticks), the switches its threads'. With -rr.base, a
 // second daemon from that binary (another commit's) runs the same two pairs beside it, as
-// "base-off" and "base-on", so that old and new code are compared in one run, interleaved.
+// "base-off" and "base-on" (base-on also against relay-poll), so that old and new code are
+// compared in one run, interleaved.
 func BenchmarkRoundTripBinary(b *testing.B) {
 	testenv.RequireRoot(b)
 	manadBin, _ := binharness.PlainBinaries(b)
 	relayBin := buildTapRelay(b)
 
-	paths := []*rrPath{vethRRPath(b), taprelayRRPath(b, relayBin)}
+	paths := []*rrPath{vethRRPath(b), taprelayRRPath(b, relayBin, false), taprelayRRPath(b, relayBin, true)}
 	paths = append(paths, manadRRPaths(b, manadBin, "manad", "rr", 80)...)
 	if *rrBaseFlag != "" {
 		paths = append(paths, manadRRPaths(b, *rrBaseFlag, "base", "rb", 82)...)
@@ -453,39 +493,54 @@ func buildTapRelay(b *testing.B) string {
 	return bin
 }
 
-// taprelayRRPath is bench/taprelay between two namespaces (10.81.0.1 and .2): two single-queue
-// TAPs made in a namespace of the relay's own, attached by the relay there, then moved into the
-// client's and the server's namespaces, as bench/udppps does.
-func taprelayRRPath(b *testing.B, bin string) *rrPath {
+// taprelayRRPath is bench/taprelay between two namespaces: "relay" (10.81.0.1 and .2) or, with
+// poll, "relay-poll", taprelay -poll (10.83.0.1 and .2); two single-queue TAPs made in a
+// namespace of the relay's own, attached by the relay there, then moved into the client's and
+// the server's namespaces, as bench/udppps does.
+func taprelayRRPath(b *testing.B, bin string, poll bool) *rrPath {
+	name, tapA, tapB, net4 := "relay", "rrta", "rrtb", byte(81)
+	args := []string{"netns", "exec", "", bin}
+	if poll {
+		name, tapA, tapB, net4 = rrFloorPath, "rrpa", "rrpb", 83
+		args = append(args, "-poll")
+	}
 	rns, ra, rb := taptest.NetNS(b), taptest.NetNS(b), taptest.NetNS(b)
+	args[2] = rns
 	disableIPv6(b, ra)
 	disableIPv6(b, rb)
-	for _, t := range []string{"rrta", "rrtb"} {
+	for _, t := range []string{tapA, tapB} {
 		taptest.IP(b, rns, "tuntap", "add", "mode", "tap", "name", t)
 	}
-	cmd := exec.Command("ip", "netns", "exec", rns, bin, "rrta", "rrtb")
+	cmd := exec.Command("ip", append(args, tapA, tapB)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(b, err)
 	require.NoError(b, cmd.Start(), "start taprelay")
 	b.Cleanup(func() {
 		cmd.Process.Signal(unix.SIGTERM)
+		cmd.Process.Signal(unix.SIGCONT) // a stopped relay (-poll, between its turns) takes SIGTERM only now
 		cmd.Wait()
 	})
 	line, err := bufio.NewReader(out).ReadString('\n')
 	require.NoError(b, err, "taprelay did not start")
 	require.Equal(b, "ready\n", line)
-	relayA, relayB := net.IPv4(10, 81, 0, 1).To4(), net.IPv4(10, 81, 0, 2).To4()
+	relayA, relayB := net.IPv4(10, net4, 0, 1).To4(), net.IPv4(10, net4, 0, 2).To4()
 	for _, l := range []struct {
 		ns, dev string
 		ip      net.IP
-	}{{ra, "rrta", relayA}, {rb, "rrtb", relayB}} {
+	}{{ra, tapA, relayA}, {rb, tapB, relayB}} {
 		taptest.IP(b, rns, "link", "set", l.dev, "netns", l.ns)
 		taptest.IP(b, l.ns, "addr", "add", l.ip.String()+"/24", "dev", l.dev)
 		taptest.IP(b, l.ns, "link", "set", l.dev, "up")
 	}
-	p := newRRPath(b, "relay", ra, rb, relayA, relayB)
+	p := newRRPath(b, name, ra, rb, relayA, relayB)
 	// ip netns exec runs the relay in its place (exec), so the command's process is the relay.
 	p.pid = cmd.Process.Pid
+	if poll {
+		// It spins whether frames come or not (no polling window, unlike manad's NAPI
+		// setting): it runs only in its turns.
+		require.NoError(b, unix.Kill(p.pid, unix.SIGSTOP), "stop taprelay -poll")
+		p.stopped = true
+	}
 	return p
 }
