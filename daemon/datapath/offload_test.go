@@ -109,15 +109,18 @@ func l4Checksum(src, dst *testPort, proto byte, l4 []byte) uint16 {
 
 // TestCoalescedRunOutsideTXBatch transmits TCP segments into a port with offloads from outside
 // any TX goroutine (Port.Transmit called directly): each opens a coalesced run in the receiving
-// RX queue, and nothing but the sender can end it, so Send flushes it before returning. Every
-// frame reaches the kernel without another frame to push it out (when the RX queue is busy at
-// that moment the frame goes through its input instead, so the test waits rather than asking
-// for it at the instant Transmit returns); a segment that continues the flow is merged with the
-// run before it only within one send, so here each goes alone.
+// RX queue, and nothing but the sender can end it, so Send flushes it before returning (or
+// leaves it to the flush of a TX batch under way on the same queue, TestDirectSendAcrossBatchEnd).
+// Every frame reaches the kernel without another frame to push it out (when the RX queue is
+// busy at that moment the frame goes through its input instead, so the test waits rather than
+// asking for it at the instant Transmit returns); a segment that continues the flow is merged
+// with the run before it only within one send, so here each goes alone. The neighbours are
+// static, so that no ARP (b probes a five seconds after its echo reply) adds a frame to b's count.
 func TestCoalescedRunOutsideTXBatch(t *testing.T) {
 	h := newHarness(t)
 	a := h.addPort(portOpts{queues: 1, noIPv6: true})
 	b := h.addPort(portOpts{queues: 1, offload: true, noIPv6: true})
+	staticNeighbours(t, a, b)
 	a.pingOK(t, b)
 	before := linkStats(t, b.ns, "eth0").RxPackets
 	for i := range 3 {
