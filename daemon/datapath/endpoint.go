@@ -660,10 +660,11 @@ func (e *Endpoint) send(q int, frame []byte, inline bool) {
 	var now int64
 	var stop <-chan struct{}
 	var v offload.Checked
+	var qq *queue
 	if qs := e.qs.Load(); qs == nil || q >= len(qs.q) {
 		inline = false
 	} else {
-		qq := qs.q[q]
+		qq = qs.q[q]
 		now, stop = qq.clock.Load(), qq.stop
 		if inline && qq.seg != nil {
 			// Only the TX goroutine inside Segment's emit holds a frame that is the
@@ -673,7 +674,17 @@ func (e *Endpoint) send(q int, frame []byte, inline bool) {
 	}
 	if now != 0 {
 		e.seg.forwardChecked(h, frame, inline, now, stop, v)
-		return // the TX batch's end flushes the coalesced runs it leaves
+		// A TX batch of queue q is under way, and its end flushes the coalesced runs this
+		// frame left (queue.endBatch). But the caller may be a direct Port.Transmit on the
+		// same queue rather than its TX goroutine, and the batch may have ended while the
+		// frame was forwarded, its flush coming before the frame's runs were listed.
+		// endBatch clears the clock before it flushes: a clock still set is a batch whose
+		// flush is yet to come and will find them; a cleared one leaves them to this sender.
+		if qq.clock.Load() != 0 {
+			return
+		}
+		e.seg.gro.flush()
+		return
 	}
 	// Not inside a TX goroutine's batch (a direct Port.Transmit): nothing else would end the
 	// runs this frame may have opened.
@@ -897,8 +908,7 @@ func (qq *queue) txLoop(p *vnic.Port) {
 	readBatch := func(fd, limit int) {
 		qq.nread, qq.more = 0, true
 		qq.clock.Store(qq.e.seg.now())
-		defer qq.clock.Store(0)
-		defer qq.e.seg.gro.flush() // the runs this batch left in the destinations' RX queues
+		defer qq.endBatch()
 		for i := 0; i < limit; i++ {
 			if i > 0 && qq.stopping() {
 				// Every frame may be a flood to every member of a shared segment: Stop
@@ -994,6 +1004,18 @@ func (qq *queue) txLoop(p *vnic.Port) {
 			return
 		}
 	}
+}
+
+// endBatch ends the TX batch the queue's clock marks: it clears the clock, then flushes the
+// coalesced runs the batch left in the destinations' RX queues (the segment's pending list). In
+// that order because a sender outside the batch (a direct Port.Transmit on the same queue) that
+// read the clock while it was set leaves its runs to this flush: it lists them, then reads the
+// clock again and flushes them itself if it finds it cleared (Endpoint.send). With the flush
+// first, such a sender could list its runs after the flush and before the clear, and leave them
+// open until some other frame came.
+func (qq *queue) endBatch() {
+	qq.clock.Store(0)
+	qq.e.seg.gro.flush()
 }
 
 // transmitOffload transmits what a TAP with virtio headers handed over: a frame to finish (its

@@ -3,12 +3,15 @@ package datapath
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/manad/manad/daemon/tap/taptest"
 	"github.com/manad/manad/internal/rrclient"
+	"github.com/manad/manad/vnic"
 )
 
 // TestOffloadTCP runs TCP both ways between two ports whose TAPs carry virtio headers with TSO
@@ -106,15 +109,18 @@ func l4Checksum(src, dst *testPort, proto byte, l4 []byte) uint16 {
 
 // TestCoalescedRunOutsideTXBatch transmits TCP segments into a port with offloads from outside
 // any TX goroutine (Port.Transmit called directly): each opens a coalesced run in the receiving
-// RX queue, and nothing but the sender can end it, so Send flushes it before returning. Every
-// frame reaches the kernel without another frame to push it out (when the RX queue is busy at
-// that moment the frame goes through its input instead, so the test waits rather than asking
-// for it at the instant Transmit returns); a segment that continues the flow is merged with the
-// run before it only within one send, so here each goes alone.
+// RX queue, and nothing but the sender can end it, so Send flushes it before returning (or
+// leaves it to the flush of a TX batch under way on the same queue, TestDirectSendAcrossBatchEnd).
+// Every frame reaches the kernel without another frame to push it out (when the RX queue is
+// busy at that moment the frame goes through its input instead, so the test waits rather than
+// asking for it at the instant Transmit returns); a segment that continues the flow is merged
+// with the run before it only within one send, so here each goes alone. The neighbours are
+// static, so that no ARP (b probes a five seconds after its echo reply) adds a frame to b's count.
 func TestCoalescedRunOutsideTXBatch(t *testing.T) {
 	h := newHarness(t)
 	a := h.addPort(portOpts{queues: 1, noIPv6: true})
 	b := h.addPort(portOpts{queues: 1, offload: true, noIPv6: true})
+	staticNeighbours(t, a, b)
 	a.pingOK(t, b)
 	before := linkStats(t, b.ns, "eth0").RxPackets
 	for i := range 3 {
@@ -126,4 +132,64 @@ func TestCoalescedRunOutsideTXBatch(t *testing.T) {
 	s := b.ep.Stats()[0]
 	assert.Equal(t, uint64(0), s.RxCoalesced, "b: %+v", s)
 	assert.Equal(t, uint64(0), s.RxWriteErrors, "b: %+v", s)
+}
+
+// TestDirectSendAcrossBatchEnd transmits a TCP segment into a port with offloads from outside
+// any TX goroutine (Port.Transmit called directly) while a TX batch of the same queue is under
+// way, and that batch ends while the segment is in the receiving RX queue: after the sender
+// chose to leave its coalesced run to the batch's flush and before the run was opened and
+// listed, so that flush finds nothing. The sender must then flush the run itself, or the
+// segment waits in it until some other frame comes (none does here: IPv6 off, static
+// neighbours). On a loaded machine a direct Transmit met the end of a real batch this way (the
+// tail of the batch that carried pingOK's echo request) and TestCoalescedRunOutsideTXBatch
+// timed out; here the batch is marked on the sender's queue as txLoop marks it, and an XDP
+// program on the receiving port ends it at that instant, from inside the RX queue's processing
+// (before the frame is delivered), as queue.endBatch does at the end of every batch.
+func TestDirectSendAcrossBatchEnd(t *testing.T) {
+	h := newHarness(t)
+	a := h.addPort(portOpts{queues: 1, noIPv6: true})
+	b := h.addPort(portOpts{queues: 1, offload: true, noIPv6: true})
+	qa := a.ep.qs.Load().q[0]
+	x := &batchEnder{q: qa}
+	h.locked(func() { require.NoError(t, b.port.SetXDP(x)) })
+	staticNeighbours(t, a, b)
+	a.pingOK(t, b) // the switch learns both MACs
+	before := linkStats(t, b.ns, "eth0").RxPackets
+	// A batch of a's TX queue 0 under way. a's own TX goroutine may run one meanwhile and clear
+	// the clock early: the sender then flushes as outside any batch, and the test still passes.
+	qa.clock.Store(h.seg.now())
+	require.True(t, a.port.Transmit(0, tcpFrameFor(b, a, 1, 1000, 100)), "a refused to transmit")
+	require.True(t, x.ended.Load(), "the XDP program did not see the segment")
+	waitFor(t, "b's TAP to receive the segment", func() bool {
+		return linkStats(t, b.ns, "eth0").RxPackets-before == 1
+	})
+	s := b.ep.Stats()[0]
+	assert.Equal(t, uint64(0), s.RxWriteErrors, "b: %+v", s)
+}
+
+// batchEnder is an XDP program that ends TX queue q's batch (queue.endBatch) when it sees the
+// first TCP frame to segPort; every frame passes.
+type batchEnder struct {
+	q     *queue
+	ended atomic.Bool
+}
+
+func (x *batchEnder) Name() string { return "batch-ender" }
+
+func (x *batchEnder) Run(_ int, buf []byte, data, end int) (vnic.XDPAction, int, int, error) {
+	f := buf[data:end]
+	if len(f) >= 54 && binary.BigEndian.Uint16(f[12:]) == 0x0800 && f[23] == 6 && binary.BigEndian.Uint16(f[36:]) == segPort &&
+		x.ended.CompareAndSwap(false, true) {
+		x.q.endBatch()
+	}
+	return vnic.XDPPass, data, end, nil
+}
+
+// staticNeighbours gives a and b permanent ARP entries for each other: no ARP request, probe or
+// reply crosses the wire between them.
+func staticNeighbours(t *testing.T, a, b *testPort) {
+	t.Helper()
+	for _, p := range [][2]*testPort{{a, b}, {b, a}} {
+		taptest.IP(t, p[0].ns, "neigh", "replace", p[1].ip.String(), "lladdr", p[1].mac.String(), "nud", "permanent", "dev", "eth0")
+	}
 }

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"math"
 	"net"
 	"slices"
 	"sync"
@@ -78,11 +79,12 @@ type Segment struct {
 	fullUntil atomic.Int64
 
 	// Storm control: at most stormPPS flooded frames (broadcast, multicast, unknown unicast)
-	// per second of the segment clock; <= 0: no limit. stormSec is the second the count is of.
-	stormPPS   atomic.Int64
-	stormSec   atomic.Int64
-	stormCount atomic.Int64
-	stats      segmentStats
+	// per second of the segment clock; <= 0: no limit. storm is the window stormAllows counts
+	// in: the second of the segment clock (high 32 bits) and the floods counted in it (low 32),
+	// one word so that a new second and its count change together.
+	stormPPS atomic.Int64
+	storm    atomic.Uint64
+	stats    segmentStats
 	// floodNext picks the member each flood starts at.
 	floodNext atomic.Uint64
 
@@ -124,16 +126,35 @@ func (s *Segment) StormLimit() int64 { return s.stormPPS.Load() }
 // stormAllows counts one flooded frame against the limit and reports whether it may go. The
 // window is a whole second of the segment clock: a burst may reach the limit at once, as a
 // switch's storm control measures per interval.
+//
+// The window only moves forward. Senders stamp frames with a clock read at different times (a
+// TX batch's, read when the batch began), so a frame stamped with an earlier second than the
+// window's comes after it: it counts against the current window, where moving the window back
+// to its second (and the next frame forward again) would start a fresh count each time, and let
+// through a limit's worth of floods per turn. The window's second and its count are one word,
+// changed by compare-and-swap: a count reset apart from the second's change would lose the
+// frames other senders counted in between.
 func (s *Segment) stormAllows(now int64) bool {
 	limit := s.stormPPS.Load()
 	if limit <= 0 {
 		return true
 	}
-	sec := now / int64(time.Second)
-	if cur := s.stormSec.Load(); cur != sec && s.stormSec.CompareAndSwap(cur, sec) {
-		s.stormCount.Store(0)
+	sec := uint64(now / int64(time.Second))
+	for {
+		w := s.storm.Load()
+		switch cur, n := w>>32, w&math.MaxUint32; {
+		case sec > cur:
+			if s.storm.CompareAndSwap(w, sec<<32|1) {
+				return true // the first flood of a new second; limit >= 1
+			}
+		case n >= min(uint64(limit), math.MaxUint32): // the count's 32 bits, for a limit beyond them
+			return false
+		default:
+			if s.storm.CompareAndSwap(w, w+1) {
+				return true
+			}
+		}
 	}
-	return s.stormCount.Add(1) <= limit
 }
 
 // NewSegment returns an empty segment with the default ageing time and table size.

@@ -159,6 +159,57 @@ func TestSegmentStormControl(t *testing.T) {
 	require.Equal(t, 10, n, "without a limit %d of 10 broadcasts flooded", n)
 }
 
+// TestSegmentStormControlStaleClock: a frame stamped with the second before the window's (a TX
+// batch's clock, read before another sender's frame moved the window on) counts against the
+// current window and does not move it back, so stamps that alternate between the two seconds
+// flood no more than the limit.
+func TestSegmentStormControlStaleClock(t *testing.T) {
+	s, clk, recs, ports := testSegment("a", "b")
+	s.SetStormLimit(3)
+	now := clk.ns.Load()
+	for i := range 10 {
+		at := now
+		if i%2 == 1 {
+			at = now - int64(time.Second)
+		}
+		s.forwardAt(ports["a"], frame(broadcast, mac(1), byte(i)), false, at, nil)
+	}
+	n := len(recs["b"].take())
+	st := s.Stats()
+	require.Equal(t, 3, n, "%d of 10 broadcasts flooded with stale stamps among them (stats %+v), want the limit 3", n, st)
+	require.Equal(t, uint64(7), st.StormDrops, "stats %+v, want 3 floods and 7 storm drops", st)
+	// The next second still has a fresh budget.
+	s.forwardAt(ports["a"], frame(broadcast, mac(1), 10), false, now+int64(time.Second), nil)
+	require.Len(t, recs["b"].take(), 1, "broadcast not flooded in the next second")
+}
+
+// TestSegmentStormControlConcurrent: senders flooding at once, each through the same seconds of
+// the segment clock at its own pace (so that some stamp frames with a second the window has
+// left), flood at most the limit per second in all.
+func TestSegmentStormControlConcurrent(t *testing.T) {
+	const limit, senders, seconds, perSecond = 20, 4, 50, 40
+	s, clk, _, ports := testSegment("a", "b")
+	s.SetStormLimit(limit)
+	start := clk.ns.Load()
+	f := frame(broadcast, mac(1), 1)
+	var wg sync.WaitGroup
+	for range senders {
+		wg.Go(func() {
+			for sec := range seconds {
+				at := start + int64(sec)*int64(time.Second)
+				for range perSecond {
+					s.forwardAt(ports["a"], f, false, at, nil)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := s.Stats()
+	require.Equal(t, uint64(senders*seconds*perSecond), st.Floods+st.StormDrops, "stats %+v: every frame is a flood or a storm drop", st)
+	require.LessOrEqual(t, st.Floods, uint64(limit*seconds), "stats %+v: more floods than %d pps allows in %d s", st, limit, seconds)
+	require.GreaterOrEqual(t, st.Floods, uint64(limit), "stats %+v: not even one second's limit flooded", st)
+}
+
 // TestUplinkConcurrent: frames from the uplink and from ports, the uplink flapping and the storm
 // limit changing, all at once (run with -race).
 func TestUplinkConcurrent(t *testing.T) {
