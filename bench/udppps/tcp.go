@@ -7,6 +7,7 @@ import (
 	"math"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/manad/manad/bench/internal/benchrow"
@@ -116,12 +117,11 @@ func setMTU(tps []tcpPath, mtu int) error {
 // tcpRound measures every TCP figure once, path order rotated by round r, and leaves the MTU at
 // 1500 (the UDP figures' MTU). manadPID is the daemon the manad paths run through.
 func (b *bench) tcpRound(tps []tcpPath, r int, mtus, streams []int, manadPID int, res map[string]map[string][]tcpSample) error {
-	defer setMTU(tps, 1500)
+	defer setMTU(tps, 1500) // on an error; applyMTU below sets it and waits otherwise
 	for _, mtu := range mtus {
-		if err := setMTU(tps, mtu); err != nil {
-			return fmt.Errorf("MTU %d: %w", mtu, err)
+		if err := applyMTU(tps, mtu); err != nil {
+			return err
 		}
-		time.Sleep(300 * time.Millisecond) // manad's ports rebuild their queues
 		for i := range tps {
 			tp := tps[(i+r)%len(tps)]
 			for _, n := range streams {
@@ -137,7 +137,44 @@ func (b *bench) tcpRound(tps []tcpPath, r int, mtus, streams []int, manadPID int
 			}
 		}
 	}
+	return applyMTU(tps, 1500)
+}
+
+// applyMTU sets every path's devices to mtu and waits until each path carries it: manad's ports
+// rebuild their queues for a new MTU (mana_change_mtu's detach and attach), longer on a loaded
+// machine, and a measurement that starts before a port is back meets it rebuilding (an iperf3
+// that moves nothing), so the wait is for a full-size frame to cross rather than a fixed time.
+func applyMTU(tps []tcpPath, mtu int) error {
+	if err := setMTU(tps, mtu); err != nil {
+		return fmt.Errorf("MTU %d: %w", mtu, err)
+	}
+	for _, tp := range tps {
+		if err := waitMTU(tp, mtu); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// mtuWait bounds waitMTU: a correctness limit (a port that never carries the new MTU), not a
+// target.
+const mtuWait = 30 * time.Second
+
+// waitMTU waits until tp carries a frame of mtu bytes: an ICMP echo of that size with DF set
+// (ping -M do) from its source namespace answered by its destination.
+func waitMTU(tp tcpPath, mtu int) error {
+	deadline := time.Now().Add(mtuWait)
+	for {
+		out, err := exec.Command("ip", "netns", "exec", tp.src, "ping", "-n", "-q", "-c", "1", "-W", "1",
+			"-M", "do", "-s", strconv.Itoa(mtu-28), tp.dstIP).CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: no %d-byte frame crossed in %v after the MTU change: %v: %s", tp.name, mtu, mtuWait, err, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // iperfResult is the part of iperf3 -J's report the figures use.
@@ -183,6 +220,11 @@ func (b *bench) iperf(tp tcpPath, n, manadPID int) (tcpSample, error) {
 		if err == nil && res.End.SumReceived.Bps > 0 {
 			break
 		}
+		if err == nil && res.Error != "" && !strings.Contains(res.Error, "Connection refused") {
+			// It reached the server (a one-off: it is gone now) and failed there: say so
+			// rather than retry against a server that no longer listens.
+			return tcpSample{}, fmt.Errorf("iperf3: %s", res.Error)
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
@@ -200,7 +242,7 @@ func (b *bench) iperf(tp tcpPath, n, manadPID int) (tcpSample, error) {
 		}
 	}
 	if s.bps == 0 {
-		return tcpSample{}, errors.New("iperf3 moved nothing")
+		return tcpSample{}, fmt.Errorf("iperf3 moved nothing (its last report: %q)", res.Error)
 	}
 	return s, nil
 }
