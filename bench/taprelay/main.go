@@ -25,7 +25,7 @@
 // on the AF_PACKET socket: the descriptors stay out of Go's netpoller) and writes a frame it got
 // to the other side at once (write(2), or sendto(2) with MSG_DONTWAIT), one frame per look, so
 // that a reply the kernel makes inside that write is read in the same pass; after 20 µs without a
-// frame it yields its CPU (sched_yield), as manad's poller does (daemon/datapath's yieldAfter),
+// frame it yields its CPU (sched_yield), as manad's poller does (datapath.YieldAfter),
 // so that a round trip's other end waiting for that CPU runs. It does what manad's poller must do
 // per frame and nothing else (no epoll, no ring, no segment), so manad's polling measured against
 // it shows what manad costs above that floor. It has no polling window: it spins whether frames
@@ -58,6 +58,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/manad/manad/daemon/datapath"
 )
 
 // attachFD attaches to the existing TAP name and returns its non-blocking descriptor; with vnet,
@@ -131,11 +133,6 @@ func relay(dst, src *os.File, size int) {
 	}
 }
 
-// yieldAfter is how long the busy-polling relay finds no frame before it yields its CPU
-// (sched_yield), and how often it yields while it still finds none: manad's poller's
-// (daemon/datapath's yieldAfter), so that the model pays what manad pays for it.
-const yieldAfter = 20 * time.Microsecond
-
 // end is one side of the busy-polling relay: a raw non-blocking descriptor, a TAP's or (sock)
 // an AF_PACKET socket's, which Go's netpoller does not know.
 type end struct {
@@ -173,8 +170,9 @@ func (e end) write(b []byte) unix.Errno {
 // pollRelay is the busy-polling relay (-poll) between the two sides, with a buffer of size
 // bytes, until stop is set: one goroutine locked to its thread (its CPU time is the polling's),
 // each pass one read of each side and, for a frame, one write to the other (a full queue drops
-// it, as a wire would); a sched_yield after yieldAfter without a frame. It returns a read's error
-// other than EAGAIN and EINTR (a TAP whose device went away).
+// it, as a wire would); a sched_yield after datapath.YieldAfter without a frame (manad's poller's
+// bound, so that the model pays what manad pays for it). It returns a read's error other than
+// EAGAIN and EINTR (a TAP whose device went away).
 func pollRelay(ends [2]end, size int, stop *atomic.Bool) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -198,7 +196,7 @@ func pollRelay(ends [2]end, size int, stop *atomic.Bool) error {
 		}
 		if now := time.Now(); found {
 			last = now
-		} else if now.Sub(last) >= yieldAfter {
+		} else if now.Sub(last) >= datapath.YieldAfter {
 			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 			last = now
 		}

@@ -30,7 +30,7 @@
 // The variants take turns in chunks of C round trips (the order rotating), so that every one
 // sees the same load; only the variant whose turn it is has its forwarder running (the others'
 // threads block, and an SQPOLL thread sleeps sqidle after its last work). Every busy loop yields
-// its CPU (sched_yield) after yield without work, as manad's poller does (yieldAfter). Printed
+// its CPU (sched_yield) after yield without work, as manad's poller does (datapath.YieldAfter). Printed
 // per round: p1, p50 and p99 of the round trip, p50 over veth's p50 in the same round, and CPU
 // seconds per million round trips: the whole process's (getrusage: the forwarder's thread, the
 // SQPOLL thread and the rest), and of it the forwarder's thread and the SQPOLL thread
@@ -77,6 +77,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/manad/manad/bench/internal/teardown"
+	"github.com/manad/manad/daemon/datapath"
 	"github.com/manad/manad/internal/nsrun"
 	"github.com/manad/manad/internal/rrclient"
 )
@@ -86,7 +87,7 @@ var (
 	rounds   = flag.Int("rounds", 3, "rounds: one table each")
 	chunk    = flag.Int("chunk", 500, "round trips per turn (the variants take turns)")
 	variants = flag.String("v", "veth,poll,uring-sqpoll,uring-mshot,uring-enter", "comma-separated variants")
-	yield    = flag.Duration("yield", 20*time.Microsecond, "a busy loop yields its CPU after this long without work (0: never)")
+	yield    = flag.Duration("yield", datapath.YieldAfter, "a busy loop yields its CPU after this long without work (0: never)")
 	sqIdle   = flag.Duration("sqidle", 2*time.Millisecond, "the SQPOLL thread sleeps after this long without work")
 	sqCPU    = flag.Int("sqcpu", -1, "bind the SQPOLL thread to this CPU (IORING_SETUP_SQ_AFF; -1: not bound)")
 	fwdCPU   = flag.Int("fwdcpu", -1, "bind the forwarder's thread to this CPU (-1: not bound)")
@@ -550,7 +551,7 @@ func (f *forwarder) loop(init func() error, ready chan<- error) {
 }
 
 // spin runs passes until pause, yielding the CPU after yield without work (as manad's poller:
-// yieldAfter).
+// datapath.YieldAfter).
 func (f *forwarder) spin() error {
 	last := time.Now()
 	for !f.stop.Load() {

@@ -48,7 +48,7 @@
 // one) which queues have frames, with one epoll_pwait that never waits, and reads only those,
 // and the queues it wrote a frame to meanwhile (a reply the kernel made inside the write); an
 // empty pass costs that one system call, where a read of every queue cost one per queue. Once
-// passes have found nothing for yieldAfter, the poller yields the thread's CPU (sched_yield) to
+// passes have found nothing for YieldAfter, the poller yields the thread's CPU (sched_yield) to
 // any task waiting for it, as napi_busy_loop stops on need_resched: on a loaded machine the
 // round trip's other end is often that task. A queue leaves its poller at once when its endpoint stops, a channel change removes
 // it, its port goes down, or its setting goes off; a poller with no queue left ends and gives

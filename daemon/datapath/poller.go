@@ -23,7 +23,7 @@ const pollerQueues = 4
 // serves (PollStats.CPUTime).
 const cpuTick = time.Millisecond
 
-// yieldAfter is how long a poller finds nothing before it yields its CPU (sched_yield), and how
+// YieldAfter is how long a poller finds nothing before it yields its CPU (sched_yield), and how
 // often it yields while it still finds nothing. A yield is a system call, as dear as the pass's
 // epoll_pwait on a VM (about 3.5 µs here), so yielding after every empty pass doubles its cost;
 // never yielding lets a task the scheduler did not switch to at its wake-up (a round trip's other
@@ -31,7 +31,7 @@ const cpuTick = time.Millisecond
 // from 3× veth to 36×. Between the two, it bounds that wait to a few passes. (Yielding after
 // every empty pass or after 20 µs could not be told apart there at a load of 10–15: ping p50
 // 3.8–4.3× veth either way, with a little less CPU for UDP RR after 20 µs.)
-const yieldAfter = 20 * time.Microsecond
+const YieldAfter = 20 * time.Microsecond // exported for the models of this poller (bench/taprelay -poll, bench/uringfloor)
 
 // maxPollWindow caps a queue's polling window (pollWindow), whatever its settings multiply to.
 const maxPollWindow = time.Hour
@@ -111,7 +111,7 @@ type polledQueue struct {
 
 // run is the poller's goroutine. It keeps its thread (LockOSThread), so that the thread's CPU
 // time is what polling cost, and yields the CPU only after passes that found nothing (see
-// yieldAfter): there is always a processor it does not take (Pollers' bound), and the runtime
+// YieldAfter): there is always a processor it does not take (Pollers' bound), and the runtime
 // preempts it like any goroutine.
 //
 // A pass asks the pollSet which TAP queues the kernel queued frames on (one epoll_pwait that
@@ -222,7 +222,7 @@ func (pl *poller) run() {
 		}
 		if found {
 			lastYield = now
-		} else if now-lastYield >= int64(yieldAfter) {
+		} else if now-lastYield >= int64(YieldAfter) {
 			// Nothing for a while: let a task waiting for this CPU run (a round trip's
 			// other end, often), as the kernel's napi_busy_loop stops on need_resched.
 			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
